@@ -1,0 +1,134 @@
+/*
+ * cmd_devices.c - `clformer devices [--json] [--device SEL]`: list every
+ * OpenCL platform and device; with --device, mark the one SEL selects so a
+ * selector can be checked before a long run.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(out, "\\u%04x", *p);
+        else
+            fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+static void print_json(const clf_device_info *d, int n, int selected, FILE *out)
+{
+    fprintf(out, "[\n");
+    for (int i = 0; i < n; i++) {
+        const clf_device_info *x = &d[i];
+        fprintf(out, "  {\"index\": %d, \"platform_index\": %d, \"device_index\": %d, \"platform\": ",
+                x->index, x->platform_index, x->device_index);
+        json_string(out, x->platform);
+        fprintf(out, ", \"name\": ");
+        json_string(out, x->name);
+        fprintf(out, ", \"vendor\": ");
+        json_string(out, x->vendor);
+        fprintf(out, ", \"type\": \"%s\", \"compute_units\": %u, \"clock_mhz\": %u, "
+                     "\"global_mem\": %llu, \"local_mem\": %llu, \"local_mem_is_global\": %s, "
+                     "\"max_alloc\": %llu, \"max_work_group\": %zu, \"opencl_c\": ",
+                x->type, x->compute_units, x->clock_mhz, (unsigned long long)x->global_mem,
+                (unsigned long long)x->local_mem, x->local_mem_is_global ? "true" : "false",
+                (unsigned long long)x->max_alloc, x->max_work_group);
+        json_string(out, x->cl_c_version);
+        fprintf(out, ", \"fp16\": %s, \"fp64\": %s, \"driver\": ", x->fp16 ? "true" : "false",
+                x->fp64 ? "true" : "false");
+        json_string(out, x->driver_version);
+        fprintf(out, ", \"selected\": %s}%s\n", i == selected ? "true" : "false",
+                i + 1 < n ? "," : "");
+    }
+    fprintf(out, "]\n");
+}
+
+static void human_bytes(uint64_t b, char *out, size_t cap)
+{
+    if (b >= (1ull << 30))
+        snprintf(out, cap, "%.1f GiB", (double)b / (double)(1ull << 30));
+    else if (b >= (1ull << 20))
+        snprintf(out, cap, "%.1f MiB", (double)b / (double)(1ull << 20));
+    else
+        snprintf(out, cap, "%.0f KiB", (double)b / 1024.0);
+}
+
+static void print_table(const clf_device_info *d, int n, int selected, FILE *out)
+{
+    fprintf(out, "%-3s %-5s %-24s %-40s %-5s %4s %6s %9s %9s %9s %6s %-10s %-4s %-4s %s\n", "#",
+            "P:D", "platform", "device", "type", "CUs", "MHz", "global", "local", "max-alloc",
+            "max-wg", "OpenCL C", "fp16", "fp64", "driver");
+    for (int i = 0; i < n; i++) {
+        const clf_device_info *x = &d[i];
+        char g[32], l[32], a[32], pd[32], idx[16];
+        human_bytes(x->global_mem, g, sizeof g);
+        human_bytes(x->local_mem, l, sizeof l);
+        human_bytes(x->max_alloc, a, sizeof a);
+        snprintf(pd, sizeof pd, "%d:%d", x->platform_index, x->device_index);
+        snprintf(idx, sizeof idx, "%s%d", i == selected ? "*" : "", i);
+        const char *ver = strncmp(x->cl_c_version, "OpenCL C ", 9) == 0 ? x->cl_c_version + 9
+                                                                          : x->cl_c_version;
+        fprintf(out, "%-3s %-5s %-24.24s %-40.40s %-5s %4u %6u %9s %9s%s %9s %6zu %-10.10s %-4s %-4s %s\n",
+                idx, pd, x->platform, x->name, x->type, x->compute_units, x->clock_mhz, g, l,
+                x->local_mem_is_global ? "*" : " ", a, x->max_work_group, ver,
+                x->fp16 ? "yes" : "no", x->fp64 ? "yes" : "no", x->driver_version);
+    }
+    fprintf(out, "(local memory marked * is emulated in global memory)\n");
+    if (selected >= 0)
+        fprintf(out, "* selected: %d (%s)\n", selected, d[selected].name);
+}
+
+int cli_cmd_devices(int argc, char **argv)
+{
+    int json = 0, explicit_sel = 0;
+    const char *sel = getenv("CLFORMER_DEVICE");
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else if (strcmp(argv[i], "--device") == 0) {
+            if ((sel = cli_flag_value(argc, argv, &i)) == NULL)
+                return CLI_EXIT_USAGE;
+            explicit_sel = 1;
+        } else if (strncmp(argv[i], "--device=", 9) == 0) {
+            sel = argv[i] + 9;
+            explicit_sel = 1;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("usage: clformer devices [--json] [--device SEL]\n"
+                   "List OpenCL platforms and devices; with --device, mark the device SEL "
+                   "selects\n(without it, the default device is marked).\n");
+            return CLI_EXIT_OK;
+        } else {
+            fprintf(stderr, "clformer devices: unknown argument '%s' (see --help)\n", argv[i]);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    (void)explicit_sel;
+    clf_device_info *d = NULL;
+    int n = 0;
+    clf_error err;
+    clf_status st = clf_devices_list(&d, &n, &err);
+    if (st != CLF_OK) {
+        cli_print_error(NULL, &err);
+        return cli_exit_code(st);
+    }
+    int selected = -1;
+    st = clf_devices_select(d, n, sel, &selected, &err);
+    if (st != CLF_OK) {
+        cli_print_error(NULL, &err);
+        free(d);
+        return cli_exit_code(st);
+    }
+    if (json)
+        print_json(d, n, selected, stdout);
+    else
+        print_table(d, n, selected, stdout);
+    free(d);
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,168 @@
+/*
+ * common.c - runtime flags, error printing and exit codes shared by the
+ * clformer subcommands. Environment variables are read here, in the CLI, and
+ * handed to the library as options.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_runtime_flags_init(cli_runtime_flags *f)
+{
+    memset(f, 0, sizeof *f);
+    f->device = getenv("CLFORMER_DEVICE");
+    f->kernel_dir = getenv("CLFORMER_KERNEL_DIR");
+    f->gemm = getenv("CLFORMER_GEMM");
+    clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"),
+                          getenv("HOME"), f->cache_dir_buf, sizeof f->cache_dir_buf);
+    f->cache_dir = f->cache_dir_buf[0] ? f->cache_dir_buf : NULL;
+}
+
+const char *cli_flag_value(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "clformer: %s expects a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int cli_runtime_flag(cli_runtime_flags *f, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    const char **slot = NULL;
+    if (strcmp(a, "--device") == 0)
+        slot = &f->device;
+    else if (strcmp(a, "--gemm") == 0)
+        slot = &f->gemm;
+    else if (strcmp(a, "--kernel-dir") == 0)
+        slot = &f->kernel_dir;
+    else if (strcmp(a, "--cache-dir") == 0)
+        slot = &f->cache_dir;
+    else if (strcmp(a, "--no-cache") == 0) {
+        f->no_cache = 1;
+        return 1;
+    } else if (strcmp(a, "--profile") == 0) {
+        f->profile = 1;
+        return 1;
+    } else if (strncmp(a, "--device=", 9) == 0) {
+        f->device = a + 9;
+        return 1;
+    }
+    if (slot == NULL)
+        return 0;
+    const char *v = cli_flag_value(argc, argv, i);
+    if (v == NULL)
+        return -1;
+    *slot = v;
+    return 1;
+}
+
+int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
+{
+    clf_runtime_options o = clf_runtime_options_default();
+    o.device = f->device;
+    o.no_cache = f->no_cache;
+    o.cache_dir = f->cache_dir;
+    o.kernel_dir = f->kernel_dir;
+    o.profile = f->profile;
+    if (f->gemm != NULL && f->gemm[0] != '\0') {
+        if (strcmp(f->gemm, "auto") == 0)
+            o.gemm = CLF_GEMM_AUTO;
+        else if (strcmp(f->gemm, "clblast") == 0)
+            o.gemm = CLF_GEMM_CLBLAST;
+        else if (strcmp(f->gemm, "native") == 0)
+            o.gemm = CLF_GEMM_NATIVE;
+        else {
+            fprintf(stderr, "clformer: --gemm: expected auto, clblast or native, got '%s'\n",
+                    f->gemm);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    clf_error err;
+    clf_error_clear(&err);
+    clf_status st = clf_runtime_create(rt, &o, &err);
+    if (st != CLF_OK) {
+        cli_print_error(NULL, &err);
+        return cli_exit_code(st);
+    }
+    return CLI_EXIT_OK;
+}
+
+void cli_print_error(const char *context, const clf_error *err)
+{
+    static char buf[CLF_ERROR_MSG_MAX + 1024];
+    clf_error_format(err, buf, sizeof buf);
+    if (context != NULL)
+        fprintf(stderr, "clformer: %s: %s\n", context, buf);
+    else
+        fprintf(stderr, "clformer: %s\n", buf);
+}
+
+int cli_exit_code(clf_status st)
+{
+    switch (st) {
+    case CLF_OK: return CLI_EXIT_OK;
+    case CLF_ERR_NO_DEVICE:
+    case CLF_ERR_CONFIG:
+    case CLF_ERR_ARG: return CLI_EXIT_USAGE;
+    case CLF_ERR_INTERRUPTED: return CLI_EXIT_INTERRUPTED;
+    default: return CLI_EXIT_FAIL;
+    }
+}
+
+void cli_print_profile(clf_runtime *rt, FILE *out)
+{
+    if (!clf_runtime_profiling(rt))
+        return;
+    clf_profile_entry *e = NULL;
+    int n = 0;
+    clf_error err;
+    if (clf_profile_report(rt, &e, &n, &err) != CLF_OK) {
+        cli_print_error("profile", &err);
+        return;
+    }
+    double total = 0.0;
+    for (int i = 0; i < n; i++)
+        total += e[i].seconds;
+    fprintf(out, "\nprofile (device time from OpenCL events):\n");
+    fprintf(out, "  %-36s %10s %12s %10s %7s\n", "kernel", "count", "total ms", "avg us", "share");
+    for (int i = 0; i < n; i++)
+        fprintf(out, "  %-36s %10llu %12.2f %10.1f %6.1f%%\n", e[i].name,
+                (unsigned long long)e[i].count, e[i].seconds * 1e3,
+                e[i].count ? e[i].seconds * 1e6 / (double)e[i].count : 0.0,
+                total > 0 ? 100.0 * e[i].seconds / total : 0.0);
+    fprintf(out, "  %-36s %10s %12.2f\n", "total", "", total * 1e3);
+    free(e);
+}
+
+int cli_parse_int(const char *flag, const char *s, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (s[0] == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi) {
+        fprintf(stderr, "clformer: %s: expected an integer in [%ld, %ld], got '%s'\n", flag, lo,
+                hi, s);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int cli_parse_float(const char *flag, const char *s, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (s[0] == '\0' || *end != '\0' || errno != 0 || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "clformer: %s: expected a number in [%g, %g], got '%s'\n", flag, lo, hi,
+                s);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}

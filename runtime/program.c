@@ -1,0 +1,456 @@
+/*
+ * program.c - kernel programs: source assembly, compilation for the device,
+ * the on-disk binary cache, kernel lookup.
+ *
+ * A program is one kernel family (cl/<family>.cl). Its source is
+ *     generated preamble (#defines from device features + family defines)
+ *   + cl/common.cl
+ *   + cl/<family>.cl
+ * with #line markers so build logs point at the kernel file's own lines.
+ * Sources come from the binary (embedded by CMake) or, when the runtime was
+ * given a kernel directory, from <dir>/<family>.cl.
+ *
+ * The binary cache stores one file per (family, key) under
+ * <cache_dir>/kernels/. The key hashes the format version, the full source,
+ * the build options, the device name, the driver version and the platform
+ * version. A cache file holds a fixed header (magic, format version, key
+ * hash, binary size, binary checksum, the readable key text) and the binary.
+ * On load every field is checked; anything that does not match, or a binary
+ * the driver refuses, is counted as a reject and the program is rebuilt from
+ * source and the file rewritten. Files are written to a temporary name and
+ * renamed, so a concurrent reader never sees a torn file.
+ *
+ * Not here: choosing what a family's defines are (callers set them).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels_embedded.h"
+#include "runtime_internal.h"
+
+#define CACHE_MAGIC "CLFBIN\r\n"
+#define CACHE_FORMAT_VERSION 1u
+#define MAX_FAMILIES 64
+#define MAX_KERNELS_PER_FAMILY 128
+#define BUILD_OPTIONS "-cl-std=CL1.2"
+
+typedef struct family {
+    char name[64];
+    char defines[2048];
+    cl_program program; /* NULL until loaded */
+    clf_kernel *kernels[MAX_KERNELS_PER_FAMILY];
+    int n_kernels;
+} family;
+
+struct clf_program_set {
+    family fams[MAX_FAMILIES];
+    int n_fams;
+    clf_program_stats stats;
+};
+
+clf_program_set *clf_program_set_create(void) { return calloc(1, sizeof(clf_program_set)); }
+
+void clf_program_set_destroy(clf_program_set *ps)
+{
+    if (ps == NULL)
+        return;
+    for (int i = 0; i < ps->n_fams; i++) {
+        family *f = &ps->fams[i];
+        for (int k = 0; k < f->n_kernels; k++) {
+            clReleaseKernel(f->kernels[k]->k);
+            free(f->kernels[k]);
+        }
+        if (f->program != NULL)
+            clReleaseProgram(f->program);
+    }
+    free(ps);
+}
+
+const char *const *clf_program_families(void)
+{
+    /* A const table built once from the embedded list (common excluded). */
+    static const char *names[MAX_FAMILIES + 1];
+    static int ready;
+    if (!ready) {
+        int n = 0;
+        for (int i = 0; clf_embedded_sources[i].family != NULL && n < MAX_FAMILIES; i++)
+            if (strcmp(clf_embedded_sources[i].family, "common") != 0)
+                names[n++] = clf_embedded_sources[i].family;
+        names[n] = NULL;
+        ready = 1;
+    }
+    return names;
+}
+
+clf_program_stats clf_runtime_program_stats(const clf_runtime *rt)
+{
+    return clf_runtime_programs((clf_runtime *)rt)->stats;
+}
+
+static family *find_family(clf_program_set *ps, const char *name, int create)
+{
+    for (int i = 0; i < ps->n_fams; i++)
+        if (strcmp(ps->fams[i].name, name) == 0)
+            return &ps->fams[i];
+    if (!create || ps->n_fams == MAX_FAMILIES || strlen(name) >= sizeof ps->fams[0].name)
+        return NULL;
+    family *f = &ps->fams[ps->n_fams++];
+    memset(f, 0, sizeof *f);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    return f;
+}
+
+clf_status clf_program_set_defines(clf_runtime *rt, const char *fam, const char *defines,
+                                   clf_error *err)
+{
+    family *f = find_family(clf_runtime_programs(rt), fam, 1);
+    if (f == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "too many kernel families (adding '%s')", fam);
+    if (f->program != NULL)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "defines for kernel family '%s' must be set before it is built", fam);
+    if (strlen(defines) >= sizeof f->defines)
+        return clf_error_set(err, CLF_ERR_ARG, "defines for '%s' are too long", fam);
+    snprintf(f->defines, sizeof f->defines, "%s", defines);
+    return CLF_OK;
+}
+
+/* ---- sources ------------------------------------------------------------------ */
+
+/* Read the family's source (embedded or from kernel_dir); malloc'ed. */
+static clf_status source_get(clf_runtime *rt, const char *fam, char **out, clf_error *err)
+{
+    *out = NULL;
+    const char *dir = clf_runtime_options_get(rt)->kernel_dir;
+    if (dir != NULL && dir[0] != '\0') {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s.cl", dir, fam);
+        FILE *fp = fopen(path, "rb");
+        if (fp == NULL)
+            return clf_error_set(err, CLF_ERR_IO, "cannot open kernel source '%s': %s", path,
+                                 strerror(errno));
+        char *buf = NULL;
+        long n = -1;
+        if (fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) >= 0 && fseek(fp, 0, SEEK_SET) == 0)
+            buf = malloc((size_t)n + 1);
+        if (buf == NULL || fread(buf, 1, (size_t)n, fp) != (size_t)n) {
+            free(buf);
+            fclose(fp);
+            return clf_error_set(err, CLF_ERR_IO, "cannot read kernel source '%s'", path);
+        }
+        fclose(fp);
+        buf[n] = '\0';
+        *out = buf;
+        return CLF_OK;
+    }
+    for (int i = 0; clf_embedded_sources[i].family != NULL; i++) {
+        const clf_embedded_source *s = &clf_embedded_sources[i];
+        if (strcmp(s->family, fam) == 0) {
+            char *buf = malloc(s->size + 1);
+            if (buf == NULL)
+                return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+            memcpy(buf, s->text, s->size);
+            buf[s->size] = '\0';
+            *out = buf;
+            return CLF_OK;
+        }
+    }
+    return clf_error_set(err, CLF_ERR_ARG, "no kernel family '%s' is built into clformer", fam);
+}
+
+static clf_status assemble(clf_runtime *rt, const family *f, char **out, clf_error *err)
+{
+    *out = NULL;
+    char *common = NULL, *body = NULL;
+    clf_status st = source_get(rt, "common", &common, err);
+    if (st != CLF_OK)
+        return st;
+    st = source_get(rt, f->name, &body, err);
+    if (st != CLF_OK) {
+        free(common);
+        return st;
+    }
+    const clf_device_info *d = clf_runtime_device(rt);
+    char pre[4096];
+    snprintf(pre, sizeof pre,
+             "/* generated preamble for %s */\n"
+             "#define CLF_DEVICE_CPU %d\n#define CLF_DEVICE_GPU %d\n"
+             "#define CLF_HAS_FP64 %d\n#define CLF_HAS_FP16 %d\n"
+             "#define CLF_MAX_WG %zu\n#define CLF_PREF_VEC_FLOAT %u\n"
+             "#define CLF_LOCAL_MEM_BYTES %llu\n#define CLF_LOCAL_MEM_IS_GLOBAL %d\n"
+             "%s\n",
+             d->name, strcmp(d->type, "cpu") == 0, strcmp(d->type, "gpu") == 0, d->fp64, d->fp16,
+             d->max_work_group, d->pref_vec_float ? d->pref_vec_float : 1u,
+             (unsigned long long)d->local_mem, d->local_mem_is_global, f->defines);
+    size_t n = strlen(pre) + strlen(common) + strlen(body) + 256;
+    char *src = malloc(n);
+    if (src == NULL) {
+        free(common);
+        free(body);
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    }
+    snprintf(src, n, "%s#line 1 \"common.cl\"\n%s\n#line 1 \"%s.cl\"\n%s\n", pre, common,
+             f->name, body);
+    free(common);
+    free(body);
+    *out = src;
+    return CLF_OK;
+}
+
+/* ---- the binary cache ---------------------------------------------------------- */
+
+typedef struct cache_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t key_text_len;
+    uint64_t key_hash;
+    uint64_t bin_size;
+    uint64_t bin_checksum;
+} cache_header;
+
+static void cache_key(clf_runtime *rt, const char *src, char *text, size_t cap, uint64_t *h1,
+                      uint64_t *h2)
+{
+    const clf_device_info *d = clf_runtime_device(rt);
+    uint64_t sh = clf_hash64(src, strlen(src), 7);
+    snprintf(text, cap, "format=%u|device=%s|driver=%s|platform=%s|options=%s|source=%016llx",
+             CACHE_FORMAT_VERSION, d->name, d->driver_version, d->platform_version,
+             BUILD_OPTIONS, (unsigned long long)sh);
+    *h1 = clf_hash64(text, strlen(text), 1);
+    *h2 = clf_hash64(text, strlen(text), 2);
+}
+
+static void cache_path(clf_runtime *rt, const char *fam, uint64_t h1, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/kernels/%s-%016llx.bin", clf_runtime_cache_dir(rt), fam,
+             (unsigned long long)h1);
+}
+
+/* Try to load a valid cached binary; returns 1 and a built program on success,
+ * 0 when there is no usable entry (*rejected set when one existed but was bad). */
+static int cache_load(clf_runtime *rt, const char *path, const char *key_text, uint64_t h2,
+                      cl_program *out, int *rejected)
+{
+    *out = NULL;
+    *rejected = 0;
+    FILE *fp = fopen(path, "rb");
+    if (fp == NULL)
+        return 0;
+    int ok = 0;
+    unsigned char *bin = NULL;
+    char *text = NULL;
+    cache_header h;
+    size_t tl = strlen(key_text);
+    if (fread(&h, sizeof h, 1, fp) != 1 || memcmp(h.magic, CACHE_MAGIC, 8) != 0 ||
+        h.version != CACHE_FORMAT_VERSION || h.key_hash != h2 || h.key_text_len != tl ||
+        h.bin_size == 0 || h.bin_size > ((uint64_t)1 << 30))
+        goto done;
+    text = malloc(tl + 1);
+    bin = malloc(h.bin_size);
+    if (text == NULL || bin == NULL || fread(text, 1, tl, fp) != tl ||
+        memcmp(text, key_text, tl) != 0 || fread(bin, 1, h.bin_size, fp) != h.bin_size ||
+        fgetc(fp) != EOF || clf_hash64(bin, h.bin_size, 3) != h.bin_checksum)
+        goto done;
+    cl_device_id dev = clf_runtime_device_id(rt);
+    size_t sz = h.bin_size;
+    const unsigned char *bp = bin;
+    cl_int bstatus = CL_SUCCESS, rc;
+    cl_program p =
+        clCreateProgramWithBinary(clf_runtime_context(rt), 1, &dev, &sz, &bp, &bstatus, &rc);
+    if (rc != CL_SUCCESS || bstatus != CL_SUCCESS)
+        goto done;
+    if (clBuildProgram(p, 1, &dev, BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS) {
+        clReleaseProgram(p);
+        goto done;
+    }
+    *out = p;
+    ok = 1;
+done:
+    if (!ok)
+        *rejected = 1;
+    free(text);
+    free(bin);
+    fclose(fp);
+    return ok;
+}
+
+/* Store the program's binary; failures are ignored (the cache is an
+ * optimisation) but never leave a partial file under the final name. */
+static void cache_store(clf_runtime *rt, cl_program p, const char *path, const char *key_text,
+                        uint64_t h2)
+{
+    size_t sz = 0;
+    if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof sz, &sz, NULL) != CL_SUCCESS ||
+        sz == 0)
+        return;
+    unsigned char *bin = malloc(sz);
+    if (bin == NULL)
+        return;
+    unsigned char *bins[1] = {bin};
+    if (clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) != CL_SUCCESS) {
+        free(bin);
+        return;
+    }
+    char dir[2048];
+    snprintf(dir, sizeof dir, "%s/kernels", clf_runtime_cache_dir(rt));
+    clf_error e;
+    if (clf_mkdir_p(dir, &e) != CLF_OK) {
+        free(bin);
+        return;
+    }
+    char tmp[2400];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *fp = fopen(tmp, "wb");
+    if (fp == NULL) {
+        free(bin);
+        return;
+    }
+    cache_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, CACHE_MAGIC, 8);
+    h.version = CACHE_FORMAT_VERSION;
+    h.key_text_len = (uint32_t)strlen(key_text);
+    h.key_hash = h2;
+    h.bin_size = sz;
+    h.bin_checksum = clf_hash64(bin, sz, 3);
+    int ok = fwrite(&h, sizeof h, 1, fp) == 1 &&
+             fwrite(key_text, 1, h.key_text_len, fp) == h.key_text_len &&
+             fwrite(bin, 1, sz, fp) == sz;
+    ok = (fflush(fp) == 0) && ok;
+    ok = (fsync(fileno(fp)) == 0) && ok;
+    ok = (fclose(fp) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0)
+        remove(tmp);
+    free(bin);
+}
+
+/* ---- building -------------------------------------------------------------------- */
+
+static clf_status build_from_source(clf_runtime *rt, const family *f, const char *src,
+                                    cl_program *out, clf_error *err)
+{
+    cl_int rc;
+    cl_device_id dev = clf_runtime_device_id(rt);
+    const char *srcs[1] = {src};
+    cl_program p = clCreateProgramWithSource(clf_runtime_context(rt), 1, srcs, NULL, &rc);
+    if (clf_cl_check(rc, err, "clCreateProgramWithSource") != CLF_OK)
+        return CLF_ERR_OPENCL;
+    rc = clBuildProgram(p, 1, &dev, BUILD_OPTIONS, NULL, NULL);
+    if (rc != CL_SUCCESS) {
+        size_t n = 0;
+        clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
+        char *log = malloc(n + 1);
+        if (log != NULL) {
+            log[0] = '\0';
+            clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+            log[n] = '\0';
+        }
+        clf_error_set(err, CLF_ERR_BUILD,
+                      "kernel family '%s' failed to build for device '%s' (driver %s) with "
+                      "options '%s' and defines '%s'. Build log:\n%s",
+                      f->name, clf_runtime_device(rt)->name,
+                      clf_runtime_device(rt)->driver_version, BUILD_OPTIONS, f->defines,
+                      log != NULL ? log : "(no log)");
+        if (err != NULL) {
+            err->code = (int)rc;
+            snprintf(err->code_name, sizeof err->code_name, "%s", clf_cl_error_name(rc));
+        }
+        free(log);
+        clReleaseProgram(p);
+        return CLF_ERR_BUILD;
+    }
+    *out = p;
+    return CLF_OK;
+}
+
+static clf_status family_load(clf_runtime *rt, family *f, clf_error *err)
+{
+    if (f->program != NULL)
+        return CLF_OK;
+    clf_program_set *ps = clf_runtime_programs(rt);
+    double t0 = clf_now_seconds();
+    char *src = NULL;
+    clf_status st = assemble(rt, f, &src, err);
+    if (st != CLF_OK)
+        return st;
+    char key_text[2048], path[2300];
+    uint64_t h1, h2;
+    cache_key(rt, src, key_text, sizeof key_text, &h1, &h2);
+    int use_cache = clf_runtime_cache_dir(rt)[0] != '\0';
+    if (use_cache) {
+        cache_path(rt, f->name, h1, path, sizeof path);
+        int rejected = 0;
+        if (cache_load(rt, path, key_text, h2, &f->program, &rejected)) {
+            ps->stats.cache_hits++;
+            goto done;
+        }
+        if (rejected)
+            ps->stats.cache_reject++;
+    }
+    st = build_from_source(rt, f, src, &f->program, err);
+    if (st != CLF_OK) {
+        free(src);
+        return st;
+    }
+    ps->stats.built++;
+    if (use_cache)
+        cache_store(rt, f->program, path, key_text, h2);
+done:
+    free(src);
+    ps->stats.load_seconds += clf_now_seconds() - t0;
+    return CLF_OK;
+}
+
+clf_status clf_program_load(clf_runtime *rt, const char *fam, clf_error *err)
+{
+    family *f = find_family(clf_runtime_programs(rt), fam, 1);
+    if (f == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "too many kernel families (adding '%s')", fam);
+    return family_load(rt, f, err);
+}
+
+clf_status clf_kernel_get(clf_runtime *rt, const char *fam, const char *name, clf_kernel **out,
+                          clf_error *err)
+{
+    *out = NULL;
+    family *f = find_family(clf_runtime_programs(rt), fam, 1);
+    if (f == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "too many kernel families (adding '%s')", fam);
+    for (int i = 0; i < f->n_kernels; i++)
+        if (strcmp(f->kernels[i]->name, name) == 0) {
+            *out = f->kernels[i];
+            return CLF_OK;
+        }
+    clf_status st = family_load(rt, f, err);
+    if (st != CLF_OK)
+        return st;
+    if (f->n_kernels == MAX_KERNELS_PER_FAMILY)
+        return clf_error_set(err, CLF_ERR_ARG, "too many kernels in family '%s'", fam);
+    if (strlen(name) >= sizeof f->kernels[0]->name)
+        return clf_error_set(err, CLF_ERR_ARG, "kernel name '%s' is too long", name);
+    cl_int rc;
+    cl_kernel k = clCreateKernel(f->program, name, &rc);
+    if (rc != CL_SUCCESS) {
+        char what[256];
+        snprintf(what, sizeof what, "clCreateKernel('%s' in %s.cl)", name, fam);
+        return clf_cl_check(rc, err, what);
+    }
+    clf_kernel *kk = calloc(1, sizeof *kk);
+    if (kk == NULL) {
+        clReleaseKernel(k);
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    }
+    kk->k = k;
+    snprintf(kk->name, sizeof kk->name, "%s", name);
+    size_t wg = 0;
+    if (clGetKernelWorkGroupInfo(k, clf_runtime_device_id(rt), CL_KERNEL_WORK_GROUP_SIZE,
+                                 sizeof wg, &wg, NULL) != CL_SUCCESS || wg == 0)
+        wg = clf_runtime_device(rt)->max_work_group;
+    kk->max_wg = wg;
+    f->kernels[f->n_kernels++] = kk;
+    *out = kk;
+    return CLF_OK;
+}

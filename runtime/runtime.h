@@ -1,0 +1,242 @@
+/*
+ * runtime.h - the OpenCL runtime: devices, the device handle, programs,
+ * buffers, kernel launches, profiling.
+ *
+ * Overview
+ *   clf_devices_list() enumerates every platform and device without creating
+ *   anything; clf_devices_select() resolves a selector string ("0", "1:0",
+ *   "gpu", "gpu:1", "cpu", or a case-insensitive name substring) against that
+ *   list. clf_runtime_create() opens a context and one in-order queue on the
+ *   selected device. That handle is the only mutable state the library keeps:
+ *   programs, kernels and the GEMM engine choice hang off it.
+ *
+ *   Programs are compiled per kernel family ("elementwise", "norm", ...):
+ *   source = generated #define preamble (device features, precision, tile
+ *   sizes) + cl/common.cl + cl/<family>.cl. Compiled binaries are cached on
+ *   disk keyed by a hash of source, options, device, driver and platform
+ *   version; see program.c.
+ *
+ *   Device memory is addressed as (buffer, element offset) pairs, clf_ptr, so
+ *   one allocation can hold many tensors without sub-buffer alignment rules.
+ *   Kernels take the buffer and the offset as separate arguments.
+ *
+ * Example
+ *   clf_runtime_options o = clf_runtime_options_default();
+ *   o.device = "cpu";
+ *   clf_runtime *rt; clf_error e;
+ *   if (clf_runtime_create(&rt, &o, &e) != CLF_OK) { ...report e... }
+ *   clf_buffer *b; clf_buffer_create(rt, 1024 * sizeof(float), &b, &e);
+ *   clf_kernel *k; clf_kernel_get(rt, "elementwise", "scale_f32", &k, &e);
+ *   clf_arg a[] = { CLF_ARG_BUF(b), CLF_ARG_U64(0), CLF_ARG_F32(2.0f), CLF_ARG_U64(1024) };
+ *   size_t g = 1024;
+ *   clf_kernel_launch(rt, k, 1, &g, NULL, 4, a, &e);
+ *   clf_buffer_destroy(b); clf_runtime_destroy(rt);
+ *
+ * Not here: tensors with shapes (model/), the GEMM interface (gemm.h).
+ * Only runtime/ includes <CL/cl.h>.
+ */
+#ifndef CLF_RUNTIME_H
+#define CLF_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+/* ---- devices ------------------------------------------------------------ */
+
+typedef struct clf_device_info {
+    int index;          /* global index over all platforms */
+    int platform_index; /* index of the platform */
+    int device_index;   /* index within the platform */
+    char platform[256];
+    char platform_version[256];
+    char name[256];
+    char vendor[256];
+    char type[16];           /* "cpu" | "gpu" | "accelerator" | "other" */
+    unsigned compute_units;
+    unsigned clock_mhz;
+    uint64_t global_mem;     /* bytes */
+    uint64_t local_mem;      /* bytes */
+    int local_mem_is_global; /* local memory emulated in global memory */
+    uint64_t max_alloc;      /* CL_DEVICE_MAX_MEM_ALLOC_SIZE, bytes */
+    size_t max_work_group;
+    unsigned mem_base_align; /* bits */
+    unsigned pref_vec_float; /* preferred float vector width */
+    char cl_c_version[128];
+    char driver_version[256];
+    int fp16; /* cl_khr_fp16 */
+    int fp64; /* cl_khr_fp64 */
+} clf_device_info;
+
+/* Enumerate all devices. *out is malloc'ed; free it with free().
+ * No platform at all -> CLF_ERR_NO_PLATFORM with a message on installing PoCL. */
+clf_status clf_devices_list(clf_device_info **out, int *count, clf_error *err);
+
+/* Resolve sel against devs. sel NULL or "" picks the default: the first GPU,
+ * else the first CPU, else device 0. No match -> CLF_ERR_NO_DEVICE with the
+ * available devices listed in the message. */
+clf_status clf_devices_select(const clf_device_info *devs, int count, const char *sel,
+                              int *index, clf_error *err);
+
+/* ---- the device handle ---------------------------------------------------- */
+
+typedef enum clf_gemm_engine {
+    CLF_GEMM_AUTO = 0, /* time both once per device and shape class, cache the choice */
+    CLF_GEMM_CLBLAST,
+    CLF_GEMM_NATIVE,
+} clf_gemm_engine;
+
+typedef struct clf_runtime_options {
+    const char *device;     /* selector, NULL = default */
+    const char *cache_dir;  /* NULL = no on-disk cache */
+    int no_cache;           /* 1 = neither read nor write the cache */
+    const char *kernel_dir; /* NULL = embedded sources, else load cl/ files from here */
+    int profile;            /* 1 = record an event per launch */
+    clf_gemm_engine gemm;
+} clf_runtime_options;
+
+clf_runtime_options clf_runtime_options_default(void);
+
+/* Resolve the default cache directory from an environment (the CLI passes
+ * getenv results): $CLFORMER_CACHE_DIR, else $XDG_CACHE_HOME/clformer, else
+ * $HOME/.cache/clformer. Writes "" if none can be formed. */
+void clf_cache_dir_default(const char *clformer_cache_dir, const char *xdg_cache_home,
+                           const char *home, char *out, size_t cap);
+
+typedef struct clf_runtime clf_runtime;
+
+clf_status clf_runtime_create(clf_runtime **out, const clf_runtime_options *opt,
+                              clf_error *err);
+void clf_runtime_destroy(clf_runtime *rt); /* NULL is a no-op */
+const clf_device_info *clf_runtime_device(const clf_runtime *rt);
+const clf_runtime_options *clf_runtime_options_get(const clf_runtime *rt);
+/* Block until all queued work is done. */
+clf_status clf_runtime_finish(clf_runtime *rt, clf_error *err);
+/* Flush the queue without waiting. */
+clf_status clf_runtime_flush(clf_runtime *rt, clf_error *err);
+
+/* ---- buffers ------------------------------------------------------------ */
+
+typedef struct clf_buffer clf_buffer;
+
+/* A float-or-int element address in device memory: buffer + element offset. */
+typedef struct clf_ptr {
+    clf_buffer *buf;
+    size_t off; /* in elements (4-byte units) */
+} clf_ptr;
+
+static inline clf_ptr clf_ptr_at(clf_ptr p, size_t elems)
+{
+    p.off += elems;
+    return p;
+}
+
+/* Allocate bytes of device memory (rejects more than max_alloc with a clear
+ * message). Contents are undefined until written. */
+clf_status clf_buffer_create(clf_runtime *rt, size_t bytes, clf_buffer **out, clf_error *err);
+void clf_buffer_destroy(clf_buffer *b); /* NULL is a no-op */
+size_t clf_buffer_size(const clf_buffer *b);
+/* Blocking host<->device copies at a byte offset. */
+clf_status clf_buffer_write(clf_runtime *rt, clf_buffer *b, size_t byte_off, const void *src,
+                            size_t bytes, clf_error *err);
+clf_status clf_buffer_read(clf_runtime *rt, clf_buffer *b, size_t byte_off, void *dst,
+                           size_t bytes, clf_error *err);
+/* Non-blocking write: src must stay valid until the next finish. */
+clf_status clf_buffer_write_async(clf_runtime *rt, clf_buffer *b, size_t byte_off,
+                                  const void *src, size_t bytes, clf_error *err);
+/* Fill bytes with a 4-byte pattern (a float or int), enqueued. */
+clf_status clf_buffer_fill(clf_runtime *rt, clf_buffer *b, size_t byte_off, size_t bytes,
+                           uint32_t pattern, clf_error *err);
+clf_status clf_buffer_copy(clf_runtime *rt, clf_buffer *src, size_t src_off, clf_buffer *dst,
+                           size_t dst_off, size_t bytes, clf_error *err);
+
+/* Convenience over clf_ptr, counts in floats. */
+clf_status clf_ptr_write(clf_runtime *rt, clf_ptr p, const float *src, size_t n, clf_error *err);
+clf_status clf_ptr_read(clf_runtime *rt, clf_ptr p, float *dst, size_t n, clf_error *err);
+clf_status clf_ptr_zero(clf_runtime *rt, clf_ptr p, size_t n, clf_error *err);
+
+/* ---- programs and kernels ---------------------------------------------- */
+
+typedef struct clf_kernel clf_kernel;
+
+/* Get (building or loading from cache on first use) kernel `name` of the
+ * program `family` (cl/<family>.cl). Kernels are owned by the runtime. */
+clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *name,
+                          clf_kernel **out, clf_error *err);
+/* Build the program of a family now (used for warm-up and load-time reports). */
+clf_status clf_program_load(clf_runtime *rt, const char *family, clf_error *err);
+/* Names of every kernel family, NULL-terminated (from the embedded list). */
+const char *const *clf_program_families(void);
+
+/* Statistics of program loading, for reports and tests. */
+typedef struct clf_program_stats {
+    int built;        /* compiled from source */
+    int cache_hits;   /* loaded from the binary cache */
+    int cache_reject; /* cache entries found corrupt or stale and rebuilt */
+    double load_seconds;
+} clf_program_stats;
+clf_program_stats clf_runtime_program_stats(const clf_runtime *rt);
+
+/* The preamble: extra #defines a family is compiled with. Set before the first
+ * clf_kernel_get of that family (e.g. GEMM tile sizes). */
+clf_status clf_program_set_defines(clf_runtime *rt, const char *family, const char *defines,
+                                   clf_error *err);
+
+/* Kernel arguments. */
+typedef enum clf_arg_kind {
+    CLF_ARG_KIND_BUF,
+    CLF_ARG_KIND_I32,
+    CLF_ARG_KIND_U32,
+    CLF_ARG_KIND_U64,
+    CLF_ARG_KIND_F32,
+    CLF_ARG_KIND_LOCAL, /* __local memory of v.local bytes */
+} clf_arg_kind;
+
+typedef struct clf_arg {
+    clf_arg_kind kind;
+    union {
+        clf_buffer *buf;
+        int32_t i32;
+        uint32_t u32;
+        uint64_t u64;
+        float f32;
+        size_t local;
+    } v;
+} clf_arg;
+
+#define CLF_ARG_BUF(b) ((clf_arg){.kind = CLF_ARG_KIND_BUF, .v.buf = (b)})
+#define CLF_ARG_I32(x) ((clf_arg){.kind = CLF_ARG_KIND_I32, .v.i32 = (int32_t)(x)})
+#define CLF_ARG_U32(x) ((clf_arg){.kind = CLF_ARG_KIND_U32, .v.u32 = (uint32_t)(x)})
+#define CLF_ARG_U64(x) ((clf_arg){.kind = CLF_ARG_KIND_U64, .v.u64 = (uint64_t)(x)})
+#define CLF_ARG_F32(x) ((clf_arg){.kind = CLF_ARG_KIND_F32, .v.f32 = (float)(x)})
+#define CLF_ARG_LOCAL(n) ((clf_arg){.kind = CLF_ARG_KIND_LOCAL, .v.local = (size_t)(n)})
+
+/* Enqueue a launch. global[i] is rounded up to a multiple of local[i] when
+ * local is given (kernels bounds-check); local NULL lets the driver choose.
+ * With profiling on, the launch's event is recorded under the kernel name. */
+clf_status clf_kernel_launch(clf_runtime *rt, clf_kernel *k, int dims, const size_t *global,
+                             const size_t *local, int nargs, const clf_arg *args,
+                             clf_error *err);
+const char *clf_kernel_name(const clf_kernel *k);
+/* Largest work-group size this kernel can be launched with on the device. */
+size_t clf_kernel_max_work_group(const clf_kernel *k);
+
+/* ---- profiling ---------------------------------------------------------- */
+
+typedef struct clf_profile_entry {
+    char name[64];
+    uint64_t count;
+    double seconds; /* summed device time from events */
+} clf_profile_entry;
+
+/* Collect finished events into per-name totals; entries sorted by time,
+ * descending. *out malloc'ed (free()). Waits for the queue. */
+clf_status clf_profile_report(clf_runtime *rt, clf_profile_entry **out, int *count,
+                              clf_error *err);
+void clf_profile_reset(clf_runtime *rt);
+/* Record time spent in an opaque call (e.g. a CLBlast GEMM) under name. */
+void clf_profile_add(clf_runtime *rt, const char *name, double seconds);
+int clf_runtime_profiling(const clf_runtime *rt);
+
+#endif

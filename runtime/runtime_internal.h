@@ -1,0 +1,58 @@
+/*
+ * runtime_internal.h - what runtime/ files share with each other and with the
+ * GEMM engines: the raw OpenCL handles behind the opaque types, error
+ * helpers, and per-runtime slots for subsystems (GEMM state, program cache).
+ *
+ * Only files inside runtime/ include this header.
+ */
+#ifndef CLF_RUNTIME_INTERNAL_H
+#define CLF_RUNTIME_INTERNAL_H
+
+#include <CL/cl.h>
+
+#include "runtime.h"
+
+/* Symbolic name of an OpenCL error code ("CL_OUT_OF_RESOURCES"). */
+const char *clf_cl_error_name(cl_int code);
+/* CLF_OK if code == CL_SUCCESS; else fill err with CLF_ERR_OPENCL, the code,
+ * its name and "what failed" and return CLF_ERR_OPENCL. */
+clf_status clf_cl_check(cl_int code, clf_error *err, const char *what);
+
+struct clf_kernel {
+    cl_kernel k;
+    char name[64];
+    size_t max_wg; /* CL_KERNEL_WORK_GROUP_SIZE on the device */
+};
+
+cl_mem clf_buffer_mem(const clf_buffer *b);
+cl_command_queue clf_runtime_queue(const clf_runtime *rt);
+cl_context clf_runtime_context(const clf_runtime *rt);
+cl_device_id clf_runtime_device_id(const clf_runtime *rt);
+
+/* The on-disk cache directory ("" when caching is off). */
+const char *clf_runtime_cache_dir(const clf_runtime *rt);
+/* A string naming device + driver + platform version, safe as a file name
+ * component (letters, digits, '-', '_', '.'). */
+const char *clf_runtime_device_key(const clf_runtime *rt);
+
+/* GEMM state slot, owned by gemm.c; freed by clf_gemm_state_destroy. */
+void **clf_runtime_gemm_slot(clf_runtime *rt);
+void clf_gemm_state_destroy(void *state);
+
+/* Record a finished (or pending) event under a name for --profile; takes
+ * ownership of the event (releases it). */
+void clf_profile_record_event(clf_runtime *rt, const char *name, cl_event ev);
+
+/* Program cache internals (program.c), called by runtime.c. */
+typedef struct clf_program_set clf_program_set;
+clf_program_set *clf_program_set_create(void);
+void clf_program_set_destroy(clf_program_set *ps);
+clf_program_set *clf_runtime_programs(clf_runtime *rt);
+
+/* Small utilities (util.c). */
+uint64_t clf_hash64(const void *data, size_t n, uint64_t seed);
+/* mkdir -p; CLF_OK if it exists afterwards. */
+clf_status clf_mkdir_p(const char *path, clf_error *err);
+double clf_now_seconds(void);
+
+#endif

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# setup.sh - install what clformer needs on Debian/Ubuntu, only what is missing.
+#
+# Idempotent and quick when everything is present (one dpkg query). Needs root
+# or sudo only when something must be installed.
+#   build: cmake, a C compiler, OpenCL headers + ICD loader, CLBlast, libyaml
+#   run:   PoCL (the CPU OpenCL driver; GPUs bring their vendor's driver)
+#   bench: OpenBLAS (the CPU BLAS peer of bench/gemm)
+set -euo pipefail
+
+packages=(cmake make gcc pkg-config opencl-headers ocl-icd-opencl-dev ocl-icd-libopencl1
+          libclblast-dev libyaml-dev pocl-opencl-icd libopenblas-dev)
+if [ "${CLF_SETUP_EXTRA:-}" != "" ]; then
+  read -r -a extra <<<"$CLF_SETUP_EXTRA"
+  packages+=("${extra[@]}")
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all dependencies present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo="sudo"
+  else
+    echo "setup: need root or sudo to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

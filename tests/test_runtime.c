@@ -1,0 +1,356 @@
+/*
+ * test_runtime.c - the runtime: device listing and selectors, buffers and
+ * their range checks, launches with every argument kind (through a kernel
+ * directory override), build failures that report file:line, the on-disk
+ * binary cache (hit, truncated entry, corrupted entry, --no-cache) and
+ * profiling.
+ *
+ * Kernel sources for these tests are written to a fresh temporary directory,
+ * so the test does not depend on any family in cl/ except common.cl.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+static char tmpdir[256];
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "FATAL: cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+static char *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)sz + 1);
+    if (b == NULL || fread(b, 1, (size_t)sz, f) != (size_t)sz) {
+        free(b);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    b[sz] = '\0';
+    *n = (size_t)sz;
+    return b;
+}
+
+static const char *k_test =
+    "__kernel void axpb(__global float *y, ulong y_off, __global const float *x, ulong x_off,\n"
+    "                   float a, int b, uint n, __local float *scratch)\n"
+    "{\n"
+    "    y += y_off; x += x_off;\n"
+    "    size_t i = get_global_id(0);\n"
+    "    scratch[get_local_id(0)] = (float)b;\n"
+    "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    if (i < n) y[i] = a * x[i] + scratch[get_local_id(0)];\n"
+    "}\n";
+
+static const char *k_bad =
+    "__kernel void broken(__global float *y)\n"
+    "{\n"
+    "    y[0] = undefined_name + 1.0f;\n"
+    "}\n";
+
+/* Find the one cache file of a family; returns 1 and its path. */
+static int find_cache_file(const char *cache, const char *fam, char *out, size_t cap)
+{
+    char dir[320];
+    snprintf(dir, sizeof dir, "%s/kernels", cache);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    int found = 0;
+    struct dirent *e;
+    size_t fl = strlen(fam);
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, fam, fl) == 0 && e->d_name[fl] == '-' &&
+            strstr(e->d_name, ".tmp") == NULL) {
+            snprintf(out, cap, "%.320s/%.255s", dir, e->d_name);
+            found++;
+        }
+    closedir(d);
+    return found == 1;
+}
+
+static clf_runtime *open_rt(const char *kdir, const char *cache, int no_cache, int profile)
+{
+    clf_runtime_options o = clf_runtime_options_default();
+    o.device = getenv("CLFORMER_TEST_DEVICE");
+    o.kernel_dir = kdir;
+    o.cache_dir = cache;
+    o.no_cache = no_cache;
+    o.profile = profile;
+    clf_runtime *rt = NULL;
+    clf_error err;
+    tu_ok(clf_runtime_create(&rt, &o, &err), &err, "creating a runtime");
+    return rt;
+}
+
+/* Launch axpb over n elements and check the result; returns 1 if right. */
+static int run_axpb(clf_runtime *rt, size_t n)
+{
+    clf_error err;
+    clf_kernel *k = NULL;
+    tu_ok(clf_kernel_get(rt, "t", "axpb", &k, &err), &err, "getting kernel axpb");
+    float *x = malloc(n * 4), *y = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)i * 0.5f;
+    clf_ptr dx = tu_upload(rt, x, n);
+    clf_ptr dy = tu_alloc(rt, n + 3);
+    clf_arg args[] = {CLF_ARG_BUF(dy.buf), CLF_ARG_U64(3), CLF_ARG_BUF(dx.buf), CLF_ARG_U64(0),
+                      CLF_ARG_F32(2.0f),   CLF_ARG_I32(-7), CLF_ARG_U32(n),     CLF_ARG_LOCAL(64 * 4)};
+    size_t g = n, l = 64;
+    tu_ok(clf_kernel_launch(rt, k, 1, &g, &l, 8, args, &err), &err, "launching axpb");
+    tu_download(rt, clf_ptr_at(dy, 3), y, n);
+    int ok = 1;
+    for (size_t i = 0; i < n; i++)
+        if (y[i] != 2.0f * x[i] - 7.0f)
+            ok = 0;
+    tu_free(dx);
+    tu_free(dy);
+    free(x);
+    free(y);
+    return ok;
+}
+
+static void test_devices(void)
+{
+    clf_device_info *d = NULL;
+    int n = 0, idx = -1;
+    clf_error err;
+    tu_ok(clf_devices_list(&d, &n, &err), &err, "listing devices");
+    TU_CHECK(n >= 1, "at least one device listed (%d)", n);
+    TU_CHECK(clf_devices_select(d, n, "0", &idx, &err) == CLF_OK && idx == 0, "'0' selects device 0");
+    char pd[32];
+    snprintf(pd, sizeof pd, "%d:%d", d[0].platform_index, d[0].device_index);
+    TU_CHECK(clf_devices_select(d, n, pd, &idx, &err) == CLF_OK && idx == 0, "'%s' selects device 0", pd);
+    TU_CHECK(clf_devices_select(d, n, d[0].type, &idx, &err) == CLF_OK && strcmp(d[idx].type, d[0].type) == 0,
+             "type selector '%s' selects a device of that type", d[0].type);
+    /* A lower-cased piece of the name from its middle. */
+    char sub[8] = {0};
+    size_t nl = strlen(d[0].name);
+    memcpy(sub, d[0].name + nl / 2, nl - nl / 2 < 5 ? nl - nl / 2 : 5);
+    for (char *p = sub; *p; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+    TU_CHECK(clf_devices_select(d, n, sub, &idx, &err) == CLF_OK, "name substring '%s' matches", sub);
+    clf_status st = clf_devices_select(d, n, "nosuchdevice", &idx, &err);
+    TU_CHECK(st == CLF_ERR_NO_DEVICE && strstr(err.msg, d[0].name) != NULL,
+             "'nosuchdevice' fails with CLF_ERR_NO_DEVICE and lists the devices");
+    st = clf_devices_select(d, n, "99", &idx, &err);
+    TU_CHECK(st == CLF_ERR_NO_DEVICE, "an out-of-range index fails");
+    char bad[32];
+    snprintf(bad, sizeof bad, "%s:%d", d[0].type, n + 5);
+    TU_CHECK(clf_devices_select(d, n, bad, &idx, &err) == CLF_ERR_NO_DEVICE, "'%s' fails", bad);
+    TU_CHECK(clf_devices_select(d, n, NULL, &idx, &err) == CLF_OK && idx >= 0 && idx < n,
+             "the default selection picks a device");
+    free(d);
+}
+
+static void test_buffers(clf_runtime *rt)
+{
+    clf_error err;
+    clf_buffer *b = NULL;
+    tu_ok(clf_buffer_create(rt, 1024, &b, &err), &err, "create");
+    TU_CHECK(clf_buffer_size(b) == 1024, "buffer size is kept");
+    float h[256], g[256];
+    for (int i = 0; i < 256; i++)
+        h[i] = (float)i - 100.0f;
+    tu_ok(clf_buffer_write(rt, b, 0, h, sizeof h, &err), &err, "write");
+    tu_ok(clf_buffer_fill(rt, b, 16, 32, 0x3f800000u, &err), &err, "fill");
+    tu_ok(clf_buffer_read(rt, b, 0, g, sizeof g, &err), &err, "read");
+    int ok = 1;
+    for (int i = 0; i < 256; i++)
+        ok &= g[i] == ((i >= 4 && i < 12) ? 1.0f : h[i]);
+    TU_CHECK(ok, "write, fill at an offset, read back");
+    clf_buffer *c = NULL;
+    tu_ok(clf_buffer_create(rt, 1024, &c, &err), &err, "create");
+    tu_ok(clf_buffer_copy(rt, b, 8, c, 0, 512, &err), &err, "copy");
+    tu_ok(clf_buffer_read(rt, c, 0, g, 512, &err), &err, "read");
+    ok = 1;
+    for (int i = 0; i < 128; i++)
+        ok &= g[i] == ((i + 2 >= 4 && i + 2 < 12) ? 1.0f : h[i + 2]);
+    TU_CHECK(ok, "copy between buffers at offsets");
+    TU_CHECK(clf_buffer_read(rt, b, 1000, g, 100, &err) == CLF_ERR_ARG &&
+                 strstr(err.msg, "outside") != NULL,
+             "a read past the end is refused: %s", err.msg);
+    size_t too_big = (size_t)clf_runtime_device(rt)->max_alloc + 4096;
+    clf_buffer *x = NULL;
+    TU_CHECK(clf_buffer_create(rt, too_big, &x, &err) == CLF_ERR_MEMORY &&
+                 strstr(err.msg, "CL_DEVICE_MAX_MEM_ALLOC_SIZE") != NULL && x == NULL,
+             "an allocation over the device limit is refused with the limit named");
+    clf_buffer_destroy(b);
+    clf_buffer_destroy(c);
+    clf_buffer_destroy(NULL);
+}
+
+int main(void)
+{
+    tu_seed();
+    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmpdir, sizeof tmpdir, "%s/clf-test-runtime-XXXXXX", base);
+    if (mkdtemp(tmpdir) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char kdir[300], cache[300], path[600];
+    snprintf(kdir, sizeof kdir, "%s/kernels", tmpdir);
+    snprintf(cache, sizeof cache, "%s/cache", tmpdir);
+    mkdir(kdir, 0755);
+
+    /* The real common.cl, so the preamble contract is what is tested. */
+    const char *src_dir = getenv("CLF_SOURCE_DIR") ? getenv("CLF_SOURCE_DIR") : ".";
+    snprintf(path, sizeof path, "%s/cl/common.cl", src_dir);
+    size_t n = 0;
+    char *common = read_all(path, &n);
+    if (common == NULL) {
+        fprintf(stderr, "FATAL: cannot read %s\n", path);
+        return 1;
+    }
+    write_file(kdir, "common.cl", common);
+    free(common);
+    write_file(kdir, "t.cl", k_test);
+    write_file(kdir, "bad.cl", k_bad);
+
+    printf("devices and selectors\n");
+    test_devices();
+
+    printf("buffers\n");
+    clf_runtime *rt = open_rt(kdir, NULL, 1, 0);
+    test_buffers(rt);
+
+    printf("launches\n");
+    TU_CHECK(run_axpb(rt, 1000), "a launch with buffer, offset, float, int, uint and local args");
+    TU_CHECK(run_axpb(rt, 1), "a launch over 1 element (global rounded up to the group)");
+
+    printf("build failures\n");
+    clf_error err;
+    clf_kernel *k = NULL;
+    clf_status st = clf_kernel_get(rt, "bad", "broken", &k, &err);
+    TU_CHECK(st == CLF_ERR_BUILD, "a broken kernel file fails with CLF_ERR_BUILD");
+    TU_CHECK(strstr(err.msg, "bad.cl:3") != NULL, "the build log points at bad.cl:3");
+    TU_CHECK(strstr(err.msg, clf_runtime_device(rt)->name) != NULL &&
+                 strstr(err.msg, "-cl-std") != NULL,
+             "the message names the device and the options");
+    st = clf_kernel_get(rt, "t", "no_such_kernel", &k, &err);
+    TU_CHECK(st == CLF_ERR_OPENCL && strstr(err.code_name, "CL_INVALID_KERNEL_NAME") != NULL,
+             "an unknown kernel name reports CL_INVALID_KERNEL_NAME");
+    st = clf_kernel_get(rt, "no_such_family", "x", &k, &err);
+    TU_CHECK(st == CLF_ERR_IO && strstr(err.msg, "no_such_family.cl") != NULL,
+             "a missing kernel file is named");
+    clf_runtime_destroy(rt);
+
+    printf("binary cache\n");
+    rt = open_rt(kdir, cache, 0, 0);
+    TU_CHECK(run_axpb(rt, 77), "cold run correct");
+    clf_program_stats s = clf_runtime_program_stats(rt);
+    TU_CHECK(s.built == 1 && s.cache_hits == 0, "cold start compiles (built %d, hits %d)", s.built, s.cache_hits);
+    double cold = s.load_seconds;
+    clf_runtime_destroy(rt);
+    TU_CHECK(find_cache_file(cache, "t", path, sizeof path), "one cache file was written");
+
+    rt = open_rt(kdir, cache, 0, 0);
+    TU_CHECK(run_axpb(rt, 77), "warm run correct");
+    s = clf_runtime_program_stats(rt);
+    TU_CHECK(s.built == 0 && s.cache_hits == 1, "warm start loads from the cache (built %d, hits %d)", s.built, s.cache_hits);
+    printf("  program load: cold %.1f ms, warm %.1f ms\n", cold * 1e3, s.load_seconds * 1e3);
+    clf_runtime_destroy(rt);
+
+    /* Truncate the entry: detected, rebuilt, rewritten. */
+    size_t len = 0;
+    char *bytes = read_all(path, &len);
+    TU_CHECK(bytes != NULL && len > 64, "cache file readable (%zu bytes)", len);
+    if (bytes == NULL)
+        return tu_finish();
+    if (truncate(path, (off_t)(len / 2)) != 0)
+        perror("truncate");
+    rt = open_rt(kdir, cache, 0, 0);
+    TU_CHECK(run_axpb(rt, 77), "correct after a truncated cache entry");
+    s = clf_runtime_program_stats(rt);
+    TU_CHECK(s.cache_reject == 1 && s.built == 1, "truncated entry rejected and rebuilt (reject %d, built %d)",
+             s.cache_reject, s.built);
+    clf_runtime_destroy(rt);
+    size_t len2 = 0;
+    char *again = read_all(path, &len2);
+    TU_CHECK(again != NULL && len2 == len, "entry rewritten at full size (%zu)", len2);
+    free(again);
+
+    /* Flip bytes in the binary: checksum catches it. */
+    bytes[len - 10] ^= 0x5a;
+    bytes[len / 2] ^= 0xa5;
+    FILE *f = fopen(path, "wb");
+    fwrite(bytes, 1, len, f);
+    fclose(f);
+    rt = open_rt(kdir, cache, 0, 0);
+    TU_CHECK(run_axpb(rt, 77), "correct after a corrupted cache entry");
+    s = clf_runtime_program_stats(rt);
+    TU_CHECK(s.cache_reject == 1 && s.built == 1, "corrupted entry rejected and rebuilt");
+    clf_runtime_destroy(rt);
+
+    /* Garbage of the right name. */
+    f = fopen(path, "wb");
+    fputs("not a cache file", f);
+    fclose(f);
+    rt = open_rt(kdir, cache, 0, 0);
+    TU_CHECK(run_axpb(rt, 77), "correct after a garbage cache entry");
+    TU_CHECK(clf_runtime_program_stats(rt).cache_reject == 1, "garbage entry rejected");
+    clf_runtime_destroy(rt);
+    free(bytes);
+
+    /* A changed source gets a new key. */
+    char *k2 = malloc(strlen(k_test) + 64);
+    sprintf(k2, "/* changed */\n%s", k_test);
+    write_file(kdir, "t.cl", k2);
+    free(k2);
+    rt = open_rt(kdir, cache, 0, 0);
+    TU_CHECK(run_axpb(rt, 77), "correct after a source change");
+    s = clf_runtime_program_stats(rt);
+    TU_CHECK(s.built == 1 && s.cache_hits == 0 && s.cache_reject == 0, "a changed source is compiled, not taken from the cache");
+    clf_runtime_destroy(rt);
+
+    /* no_cache neither reads nor writes. */
+    char cache2[320];
+    snprintf(cache2, sizeof cache2, "%s/cache2", tmpdir);
+    rt = open_rt(kdir, cache2, 1, 0);
+    TU_CHECK(run_axpb(rt, 5), "no-cache run correct");
+    clf_runtime_destroy(rt);
+    struct stat stt;
+    TU_CHECK(stat(cache2, &stt) != 0, "no-cache wrote no cache directory");
+
+    printf("profiling\n");
+    rt = open_rt(kdir, NULL, 1, 1);
+    for (int i = 0; i < 3; i++)
+        run_axpb(rt, 100);
+    clf_profile_entry *e = NULL;
+    int ne = 0;
+    tu_ok(clf_profile_report(rt, &e, &ne, &err), &err, "profile report");
+    int found = 0;
+    for (int i = 0; i < ne; i++)
+        if (strcmp(e[i].name, "axpb") == 0 && e[i].count == 3 && e[i].seconds >= 0.0)
+            found = 1;
+    TU_CHECK(found, "profile counts 3 launches of axpb");
+    free(e);
+    clf_runtime_destroy(rt);
+
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        printf("  (could not remove %s)\n", tmpdir);
+    return tu_finish();
+}

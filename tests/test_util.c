@@ -1,0 +1,205 @@
+/*
+ * test_util.c - see test_util.h.
+ */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int tu_passed, tu_failed;
+
+void tu_ok(clf_status st, const clf_error *err, const char *what)
+{
+    if (st == CLF_OK)
+        return;
+    char buf[CLF_ERROR_MSG_MAX + 1024];
+    clf_error_format(err, buf, sizeof buf);
+    fprintf(stderr, "FATAL: %s: %s (%s)\n", what, buf, clf_status_name(st));
+    exit(1);
+}
+
+clf_runtime *tu_runtime(void)
+{
+    clf_runtime_options o = clf_runtime_options_default();
+    o.device = getenv("CLFORMER_TEST_DEVICE");
+    o.cache_dir = getenv("CLFORMER_CACHE_DIR");
+    o.kernel_dir = getenv("CLFORMER_KERNEL_DIR");
+    const char *g = getenv("CLFORMER_GEMM");
+    if (g != NULL && strcmp(g, "clblast") == 0)
+        o.gemm = CLF_GEMM_CLBLAST;
+    else if (g != NULL && strcmp(g, "native") == 0)
+        o.gemm = CLF_GEMM_NATIVE;
+    clf_runtime *rt = NULL;
+    clf_error err;
+    tu_ok(clf_runtime_create(&rt, &o, &err), &err, "creating the runtime");
+    printf("device: %s\n", clf_runtime_device(rt)->name);
+    return rt;
+}
+
+uint64_t tu_seed(void)
+{
+    static uint64_t seed;
+    static int have;
+    if (!have) {
+        const char *s = getenv("CLFORMER_TEST_SEED");
+        if (s != NULL && *s != '\0') {
+            seed = strtoull(s, NULL, 10);
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            seed = (uint64_t)ts.tv_sec * 1000003u ^ (uint64_t)ts.tv_nsec;
+        }
+        have = 1;
+        printf("seed: %llu (replay with CLFORMER_TEST_SEED=%llu)\n", (unsigned long long)seed,
+               (unsigned long long)seed);
+    }
+    return seed;
+}
+
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+tu_rng tu_rng_new(uint64_t salt)
+{
+    tu_rng r;
+    uint64_t x = tu_seed() ^ (salt * 0xD1B54A32D192ED03ull);
+    r.s = splitmix(&x);
+    return r;
+}
+
+uint32_t tu_u32(tu_rng *r) { return (uint32_t)(splitmix(&r->s) >> 32); }
+
+double tu_uniform(tu_rng *r, double lo, double hi)
+{
+    double u = (double)(splitmix(&r->s) >> 11) * (1.0 / 9007199254740992.0);
+    return lo + (hi - lo) * u;
+}
+
+double tu_normal(tu_rng *r)
+{
+    double u1 = tu_uniform(r, 1e-300, 1.0), u2 = tu_uniform(r, 0.0, 1.0);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+void tu_fill(tu_rng *r, float *x, size_t n, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)tu_uniform(r, lo, hi);
+}
+
+int tu_close(const char *name, const float *got, const double *ref, size_t n, double atol,
+             double rtol)
+{
+    size_t worst = 0, bad = 0;
+    double worst_excess = -1.0;
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], r = ref[i];
+        int ok;
+        double excess;
+        if (!isfinite(r) || !isfinite(g)) {
+            ok = (isnan(r) && isnan(g)) || (isinf(r) && isinf(g) && (r > 0) == (g > 0));
+            excess = ok ? 0.0 : INFINITY;
+        } else {
+            double tol = atol + rtol * fabs(r);
+            excess = fabs(g - r) - tol;
+            ok = excess <= 0.0;
+        }
+        if (!ok)
+            bad++;
+        if (excess > worst_excess || i == 0) {
+            if (excess > worst_excess) {
+                worst_excess = excess;
+                worst = i;
+            }
+        }
+    }
+    if (bad == 0) {
+        tu_passed++;
+        printf("  ok   %-48s n=%zu (atol %.1e, rtol %.1e)\n", name, n, atol, rtol);
+        return 1;
+    }
+    tu_failed++;
+    printf("  FAIL %-48s %zu of %zu elements out of tolerance (atol %.1e, rtol %.1e); "
+           "worst at [%zu]: got %.9g, expected %.9g\n",
+           name, bad, n, atol, rtol, worst, (double)got[worst], ref[worst]);
+    return 0;
+}
+
+void tu_check(int cond, const char *file, int line, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (cond) {
+        tu_passed++;
+        printf("  ok   %s\n", msg);
+    } else {
+        tu_failed++;
+        printf("  FAIL %s:%d: %s\n", file, line, msg);
+    }
+}
+
+int tu_finish(void)
+{
+    printf("%d passed, %d failed\n", tu_passed, tu_failed);
+    if (tu_passed + tu_failed == 0) {
+        printf("no checks ran: treating as a failure\n");
+        return 1;
+    }
+    return tu_failed == 0 ? 0 : 1;
+}
+
+static clf_ptr alloc_bytes(clf_runtime *rt, size_t bytes)
+{
+    clf_ptr p = {NULL, 0};
+    clf_error err;
+    tu_ok(clf_buffer_create(rt, bytes ? bytes : 4, &p.buf, &err), &err, "allocating a buffer");
+    return p;
+}
+
+clf_ptr tu_upload(clf_runtime *rt, const float *x, size_t n)
+{
+    clf_ptr p = alloc_bytes(rt, n * sizeof(float));
+    clf_error err;
+    if (n)
+        tu_ok(clf_ptr_write(rt, p, x, n, &err), &err, "uploading");
+    return p;
+}
+
+clf_ptr tu_upload_i32(clf_runtime *rt, const int32_t *x, size_t n)
+{
+    clf_ptr p = alloc_bytes(rt, n * sizeof(int32_t));
+    clf_error err;
+    if (n)
+        tu_ok(clf_buffer_write(rt, p.buf, 0, x, n * sizeof(int32_t), &err), &err, "uploading");
+    return p;
+}
+
+clf_ptr tu_alloc(clf_runtime *rt, size_t n)
+{
+    clf_ptr p = alloc_bytes(rt, n * sizeof(float));
+    clf_error err;
+    if (n)
+        tu_ok(clf_ptr_zero(rt, p, n, &err), &err, "zeroing");
+    return p;
+}
+
+void tu_download(clf_runtime *rt, clf_ptr p, float *x, size_t n)
+{
+    clf_error err;
+    if (n)
+        tu_ok(clf_ptr_read(rt, p, x, n, &err), &err, "downloading");
+}
+
+void tu_free(clf_ptr p) { clf_buffer_destroy(p.buf); }

@@ -1,0 +1,53 @@
+/*
+ * test_util.h - shared helpers for clformer's tests.
+ *
+ * - tu_runtime(): a runtime on CLFORMER_TEST_DEVICE (default selection if
+ *   unset), kernel cache under CLFORMER_CACHE_DIR; exits the test on failure.
+ * - A seeded generator: CLFORMER_TEST_SEED, else a fresh seed from the clock,
+ *   printed so that a failure can be replayed.
+ * - tu_close(): compare float results with a float64 reference under
+ *   |got - ref| <= atol + rtol * |ref|; NaN/inf never pass unless the
+ *   reference is the same non-finite value; prints the worst element.
+ * - TU_CHECK(cond, ...) records a failure with a message and goes on;
+ *   tu_finish() prints "N passed, N failed" and returns the exit status.
+ */
+#ifndef CLF_TEST_UTIL_H
+#define CLF_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/runtime.h"
+
+typedef struct tu_rng {
+    uint64_t s;
+} tu_rng;
+
+extern int tu_passed, tu_failed;
+
+clf_runtime *tu_runtime(void);
+/* Die (exit 1) with the error's message if st != CLF_OK. */
+void tu_ok(clf_status st, const clf_error *err, const char *what);
+uint64_t tu_seed(void); /* the seed of this run (printed once) */
+tu_rng tu_rng_new(uint64_t salt);
+uint32_t tu_u32(tu_rng *r);
+double tu_uniform(tu_rng *r, double lo, double hi);
+double tu_normal(tu_rng *r);
+void tu_fill(tu_rng *r, float *x, size_t n, float lo, float hi);
+
+/* Returns 1 if all close; records pass/fail under name. */
+int tu_close(const char *name, const float *got, const double *ref, size_t n, double atol,
+             double rtol);
+void tu_check(int cond, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define TU_CHECK(cond, ...) tu_check((cond) ? 1 : 0, __FILE__, __LINE__, __VA_ARGS__)
+int tu_finish(void);
+
+/* Device buffer helpers (exit on error). */
+clf_ptr tu_upload(clf_runtime *rt, const float *x, size_t n);
+clf_ptr tu_upload_i32(clf_runtime *rt, const int32_t *x, size_t n);
+clf_ptr tu_alloc(clf_runtime *rt, size_t n); /* zero-filled */
+void tu_download(clf_runtime *rt, clf_ptr p, float *x, size_t n);
+void tu_free(clf_ptr p);
+
+#endif
