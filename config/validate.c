@@ -1,0 +1,240 @@
+/*
+ * validate.c - rules that involve more than one key, and the values that
+ * default to another key (clf_config_resolve).
+ *
+ * Single values (types, ranges, enum names) are checked while parsing,
+ * against the schema table; here go the combinations: heads dividing the
+ * dimension, rope needing an even head size, the head that each model kind
+ * needs, schedules that need a step count, and so on. Each rule names the
+ * offending key(s) by their offset in the struct, and a report callback
+ * (given by the loader) turns that into the file position where the key was
+ * written, or the --set flag that set it.
+ *
+ * Not here: anything that needs the data (the vocabulary size of a char
+ * tokenizer, the number of labels) - the model builder checks those.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config/config_internal.h"
+
+#define OFF(m) offsetof(clf_model_config, m)
+#define NONE CLF_CFG_NO_FIELD
+
+void clf_config_resolve(clf_model_config *c) {
+    if (c->blocks.ffn.hidden == 0 && c->embedding.dim > 0 && c->embedding.dim <= 262144)
+        c->blocks.ffn.hidden = 4 * c->embedding.dim;
+    if (c->kind == CLF_MODEL_ENCODER_DECODER) {
+        if (c->blocks.encoder_repeat == 0) c->blocks.encoder_repeat = c->blocks.repeat;
+        if (c->blocks.decoder_repeat == 0) c->blocks.decoder_repeat = c->blocks.repeat;
+    }
+    if (c->vocab.tokenizer == CLF_TOKENIZER_BPE && c->vocab.size == 0 && c->vocab.path[0] == '\0')
+        c->vocab.size = 8000;
+}
+
+typedef struct vstate {
+    clf_cfg_report_fn report;
+    void *user;
+    clf_error *err;
+} vstate;
+
+static clf_status bad(const vstate *v, size_t off, size_t off2, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static clf_status bad(const vstate *v, size_t off, size_t off2, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (v->report) return v->report(v->user, off, off2, v->err, msg);
+    return clf_error_set(v->err, CLF_ERR_CONFIG, "%s", msg);
+}
+
+/* Every single value against its table entry, as the parser checks them:
+ * a struct filled in by code (not parsed) gets the same guarantees. */
+static clf_status check_values(const clf_model_config *c, const clf_cfg_field *table,
+                               const vstate *v) {
+    for (const clf_cfg_field *f = table; f->key; f++) {
+        const char *p = (const char *)c + f->offset;
+        char path[256], want[512];
+        if (f->type == CLF_CFG_MAP) {
+            clf_status st = check_values(c, f->sub, v);
+            if (st != CLF_OK) return st;
+            continue;
+        }
+        clf_cfg_path_of(f->offset, path, sizeof path);
+        clf_cfg_expected(f, want, sizeof want);
+        switch (f->type) {
+        case CLF_CFG_INT: {
+            int x = *(const int *)p;
+            if (!clf_cfg_in_range(f, (double)x))
+                return bad(v, f->offset, NONE, "%s: expected %s, got %d", path, want, x);
+            break;
+        }
+        case CLF_CFG_DOUBLE: {
+            double x = *(const double *)p;
+            if (!clf_cfg_in_range(f, x))
+                return bad(v, f->offset, NONE, "%s: expected %s, got %g", path, want, x);
+            break;
+        }
+        case CLF_CFG_PAIR: {
+            const double *x = (const double *)p;
+            if (!clf_cfg_in_range(f, x[0]) || !clf_cfg_in_range(f, x[1]))
+                return bad(v, f->offset, NONE, "%s: expected %s, got [%g, %g]", path, want,
+                           x[0], x[1]);
+            break;
+        }
+        case CLF_CFG_BOOL: {
+            int x = *(const int *)p;
+            if (x != 0 && x != 1)
+                return bad(v, f->offset, NONE, "%s: expected %s, got %d", path, want, x);
+            break;
+        }
+        case CLF_CFG_ENUM: {
+            int x = *(const int *)p, n = 0;
+            while (f->names[n]) n++;
+            if (x < f->first || x >= f->first + n)
+                return bad(v, f->offset, NONE, "%s: expected %s, got the value %d", path, want,
+                           x);
+            break;
+        }
+        case CLF_CFG_STRING:
+            if (memchr(p, '\0', f->size) == NULL)
+                return bad(v, f->offset, NONE, "%s: expected %s (not NUL-terminated)", path,
+                           want);
+            break;
+        case CLF_CFG_U64:
+        case CLF_CFG_MAP:
+            break;
+        }
+    }
+    return CLF_OK;
+}
+
+static clf_status check_model(const clf_model_config *c, const vstate *v) {
+    const int C = c->embedding.dim, NH = c->blocks.attention.heads;
+    const char *kind = clf_config_kind_name(c->kind);
+
+    if (NH > C || C % NH != 0)
+        return bad(v, OFF(blocks.attention.heads), OFF(embedding.dim),
+                   "blocks.attention.heads: %d heads do not divide embedding.dim %d "
+                   "(the head size must be dim / heads)",
+                   NH, C);
+    if (c->positional.type == CLF_POS_ROPE && (C / NH) % 2 != 0)
+        return bad(v, OFF(positional.type), OFF(blocks.attention.heads),
+                   "positional.type: rope needs an even head size, but embedding.dim %d / "
+                   "blocks.attention.heads %d = %d",
+                   C, NH, C / NH);
+    if (c->blocks.ffn.hidden <= 0)
+        return bad(v, OFF(blocks.ffn.hidden), NONE,
+                   "blocks.ffn.hidden: expected an integer >= 1, got %d", c->blocks.ffn.hidden);
+
+    /* what each kind needs */
+    if (c->kind == CLF_MODEL_ENCODER) {
+        if (c->blocks.attention.causal)
+            return bad(v, OFF(blocks.attention.causal), OFF(kind),
+                       "blocks.attention.causal: kind encoder attends in both directions; set "
+                       "causal: false");
+        if (c->head.type != CLF_HEAD_CLASSIFIER)
+            return bad(v, OFF(head.type), OFF(kind),
+                       "head.type: kind encoder needs a classifier head, got %s",
+                       clf_config_head_name(c->head.type));
+    } else {
+        if (!c->blocks.attention.causal)
+            return bad(v, OFF(blocks.attention.causal), OFF(kind),
+                       "blocks.attention.causal: kind %s predicts the next token and needs "
+                       "causal: true",
+                       kind);
+        if (c->head.type != CLF_HEAD_LM)
+            return bad(v, OFF(head.type), OFF(kind),
+                       "head.type: kind %s needs an lm head, got %s", kind,
+                       clf_config_head_name(c->head.type));
+    }
+    if (c->kind != CLF_MODEL_ENCODER_DECODER) {
+        if (c->blocks.encoder_repeat != 0)
+            return bad(v, OFF(blocks.encoder_repeat), OFF(kind),
+                       "blocks.encoder_repeat: only for kind encoder-decoder (kind is %s; use "
+                       "blocks.repeat)",
+                       kind);
+        if (c->blocks.decoder_repeat != 0)
+            return bad(v, OFF(blocks.decoder_repeat), OFF(kind),
+                       "blocks.decoder_repeat: only for kind encoder-decoder (kind is %s; use "
+                       "blocks.repeat)",
+                       kind);
+        if (c->share_embeddings)
+            return bad(v, OFF(share_embeddings), OFF(kind),
+                       "share_embeddings: only for kind encoder-decoder (kind is %s)", kind);
+    } else if (c->blocks.encoder_repeat < 1 || c->blocks.decoder_repeat < 1) {
+        return bad(v, OFF(blocks.encoder_repeat), OFF(blocks.decoder_repeat),
+                   "blocks.encoder_repeat/decoder_repeat: both stacks need at least one block");
+    }
+
+    /* the head */
+    if (c->head.tie_embedding && c->head.type != CLF_HEAD_LM)
+        return bad(v, OFF(head.tie_embedding), OFF(head.type),
+                   "head.tie_embedding: only an lm head can share the token embedding "
+                   "(head.type is %s)",
+                   clf_config_head_name(c->head.type));
+    if (c->head.type == CLF_HEAD_CLASSIFIER && c->head.labels == 1)
+        return bad(v, OFF(head.labels), NONE,
+                   "head.labels: a classifier needs at least 2 labels (or 0 = from the data)");
+    if (c->head.type == CLF_HEAD_LM && c->head.labels != 0)
+        return bad(v, OFF(head.labels), OFF(head.type),
+                   "head.labels: only for a classifier head (head.type is lm)");
+
+    /* the vocabulary */
+    if (c->vocab.tokenizer == CLF_TOKENIZER_BYTE && c->vocab.size != 0 && c->vocab.size < 256)
+        return bad(v, OFF(vocab.size), OFF(vocab.tokenizer),
+                   "vocab.size: the byte tokenizer has 256 tokens; expected 0 or >= 256, got %d",
+                   c->vocab.size);
+    if (c->vocab.tokenizer != CLF_TOKENIZER_BPE && c->vocab.path[0] != '\0')
+        return bad(v, OFF(vocab.path), OFF(vocab.tokenizer),
+                   "vocab.path: a tokenizer file is only read for tokenizer: bpe");
+    return CLF_OK;
+}
+
+static clf_status check_train(const clf_model_config *c, const vstate *v) {
+    const clf_train_config *t = &c->train;
+    if (t->steps == 0 && t->epochs == 0)
+        return bad(v, OFF(train.steps), OFF(train.epochs),
+                   "train.steps: 0 steps needs train.epochs > 0 (one of them must bound "
+                   "training)");
+    if (t->steps > 0 && t->schedule.warmup > t->steps)
+        return bad(v, OFF(train.schedule.warmup), OFF(train.steps),
+                   "train.schedule.warmup: %d warmup steps exceed train.steps %d",
+                   t->schedule.warmup, t->steps);
+    if (t->schedule.type == CLF_SCHED_COSINE) {
+        if (t->steps == 0)
+            return bad(v, OFF(train.schedule.type), OFF(train.steps),
+                       "train.schedule.type: cosine decays over train.steps, which is 0");
+        if (t->schedule.min_lr > t->optimizer.lr)
+            return bad(v, OFF(train.schedule.min_lr), OFF(train.optimizer.lr),
+                       "train.schedule.min_lr: %g is above train.optimizer.lr %g",
+                       t->schedule.min_lr, t->optimizer.lr);
+    }
+    if (t->schedule.type == CLF_SCHED_NOAM && t->schedule.warmup < 1)
+        return bad(v, OFF(train.schedule.warmup), OFF(train.schedule.type),
+                   "train.schedule.warmup: the noam schedule needs warmup >= 1");
+    if (t->early_stop.metric == CLF_METRIC_ACCURACY && c->head.type != CLF_HEAD_CLASSIFIER)
+        return bad(v, OFF(train.early_stop.metric), OFF(head.type),
+                   "train.early_stop.metric: accuracy needs a classifier head");
+    if (t->early_stop.metric == CLF_METRIC_BLEU && c->kind != CLF_MODEL_ENCODER_DECODER)
+        return bad(v, OFF(train.early_stop.metric), OFF(kind),
+                   "train.early_stop.metric: bleu needs kind encoder-decoder");
+    return CLF_OK;
+}
+
+clf_status clf_cfg_validate_with(const clf_model_config *cfg, clf_cfg_report_fn report,
+                                 void *user, clf_error *err) {
+    vstate v = {report, user, err};
+    clf_status st = check_values(cfg, clf_cfg_root, &v);
+    if (st != CLF_OK) return st;
+    st = check_model(cfg, &v);
+    if (st != CLF_OK) return st;
+    return check_train(cfg, &v);
+}
+
+clf_status clf_config_validate(const clf_model_config *cfg, clf_error *err) {
+    return clf_cfg_validate_with(cfg, NULL, NULL, err);
+}
