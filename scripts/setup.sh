@@ -3,13 +3,13 @@
 #
 # Idempotent and quick when everything is present (one dpkg query). Needs root
 # or sudo only when something must be installed.
-#   build: cmake, a C compiler, OpenCL headers + ICD loader, CLBlast, libyaml
+#   build: cmake, a C compiler, OpenCL headers + ICD loader, CLBlast, libyaml, zlib
 #   run:   PoCL (the CPU OpenCL driver; GPUs bring their vendor's driver)
 #   bench: OpenBLAS (the CPU BLAS peer of bench/gemm)
 set -euo pipefail
 
 packages=(cmake make gcc pkg-config opencl-headers ocl-icd-opencl-dev ocl-icd-libopencl1
-          libclblast-dev libyaml-dev pocl-opencl-icd libopenblas-dev)
+          libclblast-dev libyaml-dev zlib1g-dev pocl-opencl-icd libopenblas-dev)
 if [ "${CLF_SETUP_EXTRA:-}" != "" ]; then
   read -r -a extra <<<"$CLF_SETUP_EXTRA"
   packages+=("${extra[@]}")

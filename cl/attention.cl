@@ -1,0 +1,159 @@
+/*
+ * attention.cl - attention head layout and single-query (decode) attention.
+ *
+ * heads_split / heads_merge move head rows between [B, T, NH*HS] slabs (rows
+ * of row_stride floats, e.g. q, k or v inside a fused [B, T, 3C] qkv) and
+ * [B, NH, T, HS]. One work-item owns `span` consecutive floats of one head row
+ * (span = HS on CPUs: a vectorisable copy loop; span = 1 on GPUs: coalesced).
+ *
+ * attn_decode: one work-group per (b, head). The query is staged in local
+ * memory; each work-item scores positions s = lid, lid + W, ... against the
+ * key cache, the group reduces the max and the sum of exponentials with a
+ * fixed tree (deterministic), and the weighted sum over values is split as
+ * (channel d = lid % HS, position class lid / HS) with the partial sums
+ * combined in a fixed order. W is a power of two chosen by the host.
+ *
+ * Not here: the full-sequence attention (GEMMs + softmax in model/), masks in
+ * decode (a KV cache only holds visible positions).
+ */
+
+/* Span helpers: float8 vectors (vload8/vstore8 need only float alignment)
+ * and a scalar tail; PoCL does not vectorise these loops by itself because
+ * the pointers may alias. */
+void clf_span_copy(__global float *o, __global const float *s, uint n)
+{
+    uint d = 0;
+    for (; d + 8 <= n; d += 8)
+        vstore8(vload8(0, s + d), 0, o + d);
+    for (; d < n; d++)
+        o[d] = s[d];
+}
+
+void clf_span_add(__global float *o, __global const float *s, uint n)
+{
+    uint d = 0;
+    for (; d + 8 <= n; d += 8)
+        vstore8(vload8(0, o + d) + vload8(0, s + d), 0, o + d);
+    for (; d < n; d++)
+        o[d] += s[d];
+}
+
+/* out[(b*NH + h)*T + t, span] = in[(b*T + t)*row_stride + h*HS + span]. */
+__kernel void heads_split(__global float *out, ulong out_off, __global const float *in,
+                          ulong in_off, uint rows, uint T, uint NH, uint HS, uint row_stride,
+                          uint span, uint nspan)
+{
+    uint gid = get_global_id(0);
+    uint r = gid / nspan, part = gid - r * nspan;
+    if (r >= rows)
+        return;
+    uint d0 = part * span, d1 = min(d0 + span, HS);
+    uint t = r % T, bh = r / T;
+    uint h = bh % NH, b = bh / NH;
+    __global float *o = out + out_off + (ulong)r * HS;
+    __global const float *s = in + in_off + ((ulong)b * T + t) * row_stride + h * HS;
+    clf_span_copy(o + d0, s + d0, d1 - d0);
+}
+
+/* out[(b*T + t)*row_stride + h*HS + span] (=|+=) in[(b*NH + h)*T + t, span];
+ * work-items ordered by the output row (b, t, h). */
+__kernel void heads_merge(__global float *out, ulong out_off, __global const float *in,
+                          ulong in_off, uint rows, uint T, uint NH, uint HS, uint row_stride,
+                          int accumulate, uint span, uint nspan)
+{
+    uint gid = get_global_id(0);
+    uint r = gid / nspan, part = gid - r * nspan;
+    if (r >= rows)
+        return;
+    uint d0 = part * span, d1 = min(d0 + span, HS);
+    uint h = r % NH, bt = r / NH;
+    uint t = bt % T, b = bt / T;
+    __global float *o = out + out_off + (ulong)bt * row_stride + h * HS;
+    __global const float *s = in + in_off + (((ulong)b * NH + h) * T + t) * HS;
+    if (accumulate)
+        clf_span_add(o + d0, s + d0, d1 - d0);
+    else
+        clf_span_copy(o + d0, s + d0, d1 - d0);
+}
+
+/* Single-query attention: group bh = b*NH + h; q [BH, HS], k/v [BH, Tmax, HS],
+ * out [BH, HS]. Local: qs[HS], sc[L], red[W]. */
+__kernel void attn_decode(__global float *out, ulong out_off, __global const float *q,
+                          ulong q_off, __global const float *kc, ulong k_off,
+                          __global const float *vc, ulong v_off, uint BH, uint HS, uint Tmax,
+                          uint L, float scale, __local float *qs, __local float *sc,
+                          __local float *red)
+{
+    uint bh = get_group_id(0), lid = get_local_id(0), W = get_local_size(0);
+    if (bh >= BH)
+        return; /* uniform over the group */
+    q += q_off + (ulong)bh * HS;
+    kc += k_off + (ulong)bh * Tmax * HS;
+    vc += v_off + (ulong)bh * Tmax * HS;
+    out += out_off + (ulong)bh * HS;
+    for (uint d = lid; d < HS; d += W)
+        qs[d] = q[d];
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* scores and their max */
+    float mx = CLF_NEG_BIG;
+    for (uint s = lid; s < L; s += W) {
+        __global const float *kr = kc + (ulong)s * HS;
+        float a = 0.0f;
+        for (uint d = 0; d < HS; d++)
+            a += qs[d] * kr[d];
+        a *= scale;
+        sc[s] = a;
+        mx = fmax(mx, a);
+    }
+    red[lid] = mx;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint o = W / 2; o > 0; o /= 2) {
+        if (lid < o)
+            red[lid] = fmax(red[lid], red[lid + o]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    mx = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* exponentials and their sum */
+    float sum = 0.0f;
+    for (uint s = lid; s < L; s += W) {
+        float e = exp(sc[s] - mx);
+        sc[s] = e;
+        sum += e;
+    }
+    red[lid] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint o = W / 2; o > 0; o /= 2) {
+        if (lid < o)
+            red[lid] += red[lid + o];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float inv = 1.0f / red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* weighted sum of values: parts position classes per channel */
+    uint parts = HS >= W ? 1 : W / HS;
+    uint d = lid % HS, part = lid / HS;
+    float acc = 0.0f;
+    if (parts == 1) {
+        for (uint dd = lid; dd < HS; dd += W) {
+            float a = 0.0f;
+            for (uint s = 0; s < L; s++)
+                a += sc[s] * vc[(ulong)s * HS + dd];
+            out[dd] = a * inv;
+        }
+    } else if (part < parts) {
+        for (uint s = part; s < L; s += parts)
+            acc += sc[s] * vc[(ulong)s * HS + d];
+    }
+    red[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (parts > 1 && lid < HS) {
+        float a = red[lid];
+        for (uint p = 1; p < parts; p++)
+            a += red[p * HS + lid];
+        out[lid] = a * inv;
+    }
+}

@@ -1,0 +1,145 @@
+/*
+ * ops_attention.c - host wrappers of cl/attention.cl: moving heads between
+ * [B, T, NH*HS] slabs and [B, NH, T, HS], and single-query decode attention
+ * against a KV cache.
+ *
+ * Design: the layout kernels give one work-item a whole head row (HS floats)
+ * on CPUs and one float on GPUs; decode runs one work-group of a fixed
+ * power-of-two size per (b, head) with the scores kept in local memory, so
+ * L is limited by the device's local memory (checked here, reported as
+ * CLF_ERR_UNSUPPORTED).
+ *
+ * Not here: causal/padded full-sequence attention (GEMM + softmax in model/).
+ */
+#include <string.h>
+
+#include "ops_nn.h"
+
+#define U32_MAX_SZ ((size_t)0xFFFFFFFFu)
+
+static int dev_is_cpu(clf_runtime *rt)
+{
+    return strcmp(clf_runtime_device(rt)->type, "cpu") == 0;
+}
+
+/* Largest power of two <= want and <= the kernel's work-group limit. */
+static size_t wg_pow2(const clf_kernel *k, size_t want)
+{
+    size_t m = clf_kernel_max_work_group(k);
+    if (m == 0 || m > want)
+        m = want;
+    size_t p = 1;
+    while (p * 2 <= m)
+        p *= 2;
+    return p;
+}
+
+static clf_status layout_launch(clf_runtime *rt, const char *name, clf_ptr out, clf_ptr in,
+                                size_t B, size_t T, size_t NH, size_t HS, size_t row_stride,
+                                int with_acc, int accumulate, clf_error *err)
+{
+    clf_kernel *k = NULL;
+    clf_status st;
+    if (row_stride < NH * HS || B * T * row_stride > U32_MAX_SZ || B * NH * T * HS > U32_MAX_SZ) {
+        st = clf_error_set(err, CLF_ERR_ARG,
+                           "row stride %zu below NH*HS = %zu, or sizes B=%zu T=%zu too large "
+                           "for 32-bit indexing",
+                           row_stride, NH * HS, B, T);
+        goto fail;
+    }
+    st = clf_kernel_get(rt, "attention", name, &k, err);
+    if (st != CLF_OK)
+        goto fail;
+    size_t rows = B * T * NH;
+    if (rows == 0 || HS == 0)
+        return CLF_OK;
+    uint32_t span = dev_is_cpu(rt) ? (uint32_t)HS : 1u;
+    uint32_t nspan = (uint32_t)((HS + span - 1) / span);
+    size_t global = rows * nspan;
+    size_t local = wg_pow2(k, dev_is_cpu(rt) ? 16 : 256);
+    clf_arg a[12];
+    int na = 0;
+    a[na++] = CLF_ARG_BUF(out.buf);
+    a[na++] = CLF_ARG_U64(out.off);
+    a[na++] = CLF_ARG_BUF(in.buf);
+    a[na++] = CLF_ARG_U64(in.off);
+    a[na++] = CLF_ARG_U32(rows);
+    a[na++] = CLF_ARG_U32(T);
+    a[na++] = CLF_ARG_U32(NH);
+    a[na++] = CLF_ARG_U32(HS);
+    a[na++] = CLF_ARG_U32(row_stride);
+    if (with_acc)
+        a[na++] = CLF_ARG_I32(accumulate ? 1 : 0);
+    a[na++] = CLF_ARG_U32(span);
+    a[na++] = CLF_ARG_U32(nspan);
+    st = clf_kernel_launch(rt, k, 1, &global, &local, na, a, err);
+    if (st != CLF_OK)
+        goto fail;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "%s", name);
+    return st;
+}
+
+clf_status clf_op_heads_split(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B, size_t T,
+                              size_t NH, size_t HS, size_t row_stride, clf_error *err)
+{
+    return layout_launch(rt, "heads_split", out, in, B, T, NH, HS, row_stride, 0, 0, err);
+}
+
+clf_status clf_op_heads_merge(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B, size_t T,
+                              size_t NH, size_t HS, size_t row_stride, int accumulate,
+                              clf_error *err)
+{
+    return layout_launch(rt, "heads_merge", out, in, B, T, NH, HS, row_stride, 1, accumulate,
+                         err);
+}
+
+clf_status clf_op_attn_decode(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
+                              clf_ptr vcache, size_t B, size_t NH, size_t HS, size_t Tmax,
+                              size_t L, float scale, clf_error *err)
+{
+    clf_kernel *k = NULL;
+    clf_status st;
+    if (L == 0 || L > Tmax || HS == 0 || B * NH * Tmax * HS > U32_MAX_SZ) {
+        st = clf_error_set(err, CLF_ERR_ARG,
+                           "need 1 <= L (%zu) <= Tmax (%zu), HS (%zu) >= 1 and the cache "
+                           "under 2^32 floats",
+                           L, Tmax, HS);
+        goto fail;
+    }
+    st = clf_kernel_get(rt, "attention", "attn_decode", &k, err);
+    if (st != CLF_OK)
+        goto fail;
+    if (B * NH == 0)
+        return CLF_OK;
+    size_t W = wg_pow2(k, dev_is_cpu(rt) ? 16 : 128);
+    size_t lbytes = (HS + L + W) * sizeof(float);
+    const clf_device_info *di = clf_runtime_device(rt);
+    if (di->local_mem != 0 && lbytes > di->local_mem) {
+        st = clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                           "a KV cache of %zu positions with head size %zu needs %zu bytes of "
+                           "local memory; %s has %llu",
+                           L, HS, lbytes, di->name, (unsigned long long)di->local_mem);
+        goto fail;
+    }
+    size_t global = B * NH * W;
+    clf_arg a[] = {
+        CLF_ARG_BUF(out.buf),    CLF_ARG_U64(out.off),
+        CLF_ARG_BUF(q.buf),      CLF_ARG_U64(q.off),
+        CLF_ARG_BUF(kcache.buf), CLF_ARG_U64(kcache.off),
+        CLF_ARG_BUF(vcache.buf), CLF_ARG_U64(vcache.off),
+        CLF_ARG_U32(B * NH),     CLF_ARG_U32(HS),         CLF_ARG_U32(Tmax),
+        CLF_ARG_U32(L),          CLF_ARG_F32(scale),
+        CLF_ARG_LOCAL(HS * sizeof(float)),
+        CLF_ARG_LOCAL(L * sizeof(float)),
+        CLF_ARG_LOCAL(W * sizeof(float)),
+    };
+    st = clf_kernel_launch(rt, k, 1, &global, &W, (int)(sizeof a / sizeof a[0]), a, err);
+    if (st != CLF_OK)
+        goto fail;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "attn_decode");
+    return st;
+}

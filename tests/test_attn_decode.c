@@ -1,0 +1,144 @@
+/*
+ * test_attn_decode.c - single-query attention against a KV cache
+ * (attn_decode in cl/attention.cl) versus a float64 reference.
+ *
+ * Checks, at (B, NH, HS, Tmax, L) including 1, head sizes below, equal to and
+ * above the work-group size, and L not a multiple of anything, through the op
+ * and with the kernel launched at work-groups of 128 (the GPU size) and 1:
+ * - out = softmax(scale * q.K[:L]^T) V[:L] per (b, head): atol 1e-5,
+ *   rtol 1e-4 (float dot products of length HS, exp, and a sum over L);
+ * - cache positions >= L are never read: they hold NaN, the output is finite
+ *   and matches;
+ * - large scores (scale 30, |score| up to ~30*HS/3) stay finite and match
+ *   (the max is subtracted before exp);
+ * - the op refuses L = 0 and L > Tmax.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/ops_nn.h"
+#include "test_util.h"
+
+static void decode_ref(double *out, const float *q, const float *k, const float *v, size_t BH,
+                       size_t HS, size_t Tmax, size_t L, double scale)
+{
+    double *s = malloc(L * sizeof *s);
+    for (size_t bh = 0; bh < BH; bh++) {
+        const float *qq = q + bh * HS, *kk = k + bh * Tmax * HS, *vv = v + bh * Tmax * HS;
+        double mx = -INFINITY, sum = 0;
+        for (size_t j = 0; j < L; j++) {
+            double a = 0;
+            for (size_t d = 0; d < HS; d++)
+                a += (double)qq[d] * kk[j * HS + d];
+            s[j] = a * scale;
+            mx = fmax(mx, s[j]);
+        }
+        for (size_t j = 0; j < L; j++) {
+            s[j] = exp(s[j] - mx);
+            sum += s[j];
+        }
+        for (size_t d = 0; d < HS; d++) {
+            double a = 0;
+            for (size_t j = 0; j < L; j++)
+                a += s[j] * vv[j * HS + d];
+            out[bh * HS + d] = a / sum;
+        }
+    }
+    free(s);
+}
+
+/* W = 0: through the op (the device's group size); else the kernel launched
+ * directly with work-groups of W (e.g. the GPU's 128) so both are tested. */
+static void decode(clf_runtime *rt, size_t W, clf_ptr out, clf_ptr q, clf_ptr k, clf_ptr v,
+                   size_t B, size_t NH, size_t HS, size_t Tmax, size_t L, float scale)
+{
+    clf_error err;
+    if (W == 0) {
+        tu_ok(clf_op_attn_decode(rt, out, q, k, v, B, NH, HS, Tmax, L, scale, &err), &err,
+              "attn_decode");
+        return;
+    }
+    clf_kernel *kern;
+    tu_ok(clf_kernel_get(rt, "attention", "attn_decode", &kern, &err), &err, "kernel");
+    clf_arg a[] = {CLF_ARG_BUF(out.buf),  CLF_ARG_U64(out.off), CLF_ARG_BUF(q.buf),
+                   CLF_ARG_U64(q.off),    CLF_ARG_BUF(k.buf),   CLF_ARG_U64(k.off),
+                   CLF_ARG_BUF(v.buf),    CLF_ARG_U64(v.off),   CLF_ARG_U32(B * NH),
+                   CLF_ARG_U32(HS),       CLF_ARG_U32(Tmax),    CLF_ARG_U32(L),
+                   CLF_ARG_F32(scale),    CLF_ARG_LOCAL(HS * 4), CLF_ARG_LOCAL(L * 4),
+                   CLF_ARG_LOCAL(W * 4)};
+    size_t g = B * NH * W;
+    tu_ok(clf_kernel_launch(rt, kern, 1, &g, &W, 16, a, &err), &err, "attn_decode W");
+}
+
+static void test_decode(clf_runtime *rt, size_t W, size_t B, size_t NH, size_t HS, size_t Tmax,
+                        size_t L, float scale, tu_rng *r)
+{
+    size_t BH = B * NH, nq = BH * HS, nc = BH * Tmax * HS;
+    float *q = malloc(nq * sizeof *q), *k = malloc(nc * sizeof *k), *v = malloc(nc * sizeof *v);
+    float *got = malloc(nq * sizeof *got);
+    double *ref = malloc(nq * sizeof *ref);
+    tu_fill(r, q, nq, -1, 1);
+    tu_fill(r, k, nc, -1, 1);
+    tu_fill(r, v, nc, -1, 1);
+    for (size_t bh = 0; bh < BH; bh++) /* stale cache entries past L */
+        for (size_t j = L; j < Tmax; j++)
+            for (size_t d = 0; d < HS; d++) {
+                k[(bh * Tmax + j) * HS + d] = NAN;
+                v[(bh * Tmax + j) * HS + d] = NAN;
+            }
+    /* tensors at element offsets 1, 2, 3 of their buffers */
+    float *kp = malloc((nc + 2) * sizeof *kp), *vp = malloc((nc + 3) * sizeof *vp);
+    kp[0] = kp[1] = 0;
+    vp[0] = vp[1] = vp[2] = 0;
+    memcpy(kp + 2, k, nc * sizeof *k);
+    memcpy(vp + 3, v, nc * sizeof *v);
+    clf_ptr dq = tu_upload(rt, q, nq), dkb = tu_upload(rt, kp, nc + 2);
+    clf_ptr dvb = tu_upload(rt, vp, nc + 3), dob = tu_alloc(rt, nq + 1);
+    decode(rt, W, clf_ptr_at(dob, 1), dq, clf_ptr_at(dkb, 2), clf_ptr_at(dvb, 3), B, NH, HS, Tmax,
+           L, scale);
+    tu_download(rt, clf_ptr_at(dob, 1), got, nq);
+    decode_ref(ref, q, k, v, BH, HS, Tmax, L, scale);
+    char name[160];
+    snprintf(name, sizeof name, "attn_decode W=%zu B=%zu NH=%zu HS=%zu Tmax=%zu L=%zu scale=%.3g",
+             W, B, NH, HS, Tmax, L, (double)scale);
+    tu_close(name, got, ref, nq, 1e-5, 1e-4);
+    tu_free(dq);
+    tu_free(dkb);
+    tu_free(dvb);
+    tu_free(dob);
+    free(q);
+    free(k);
+    free(v);
+    free(kp);
+    free(vp);
+    free(got);
+    free(ref);
+}
+
+int main(void)
+{
+    clf_runtime *rt = tu_runtime();
+    tu_rng r = tu_rng_new(4);
+    const size_t Ws[] = {0, 128, 1};
+    for (int i = 0; i < 3; i++) {
+        size_t W = Ws[i];
+        test_decode(rt, W, 1, 1, 1, 1, 1, 1.0f, &r);
+        test_decode(rt, W, 2, 3, 7, 40, 33, (float)(1 / sqrt(7.0)), &r);
+        test_decode(rt, W, 1, 4, 32, 64, 64, (float)(1 / sqrt(32.0)), &r);
+        test_decode(rt, W, 2, 2, 64, 300, 257, 0.125f, &r);
+        test_decode(rt, W, 1, 2, 128, 1100, 1000, (float)(1 / sqrt(128.0)), &r);
+        test_decode(rt, W, 1, 6, 5, 9, 2, 1.0f, &r);
+        test_decode(rt, W, 2, 2, 16, 50, 50, 30.0f, &r);
+    }
+    clf_error err;
+    clf_ptr a = tu_alloc(rt, 64);
+    TU_CHECK(clf_op_attn_decode(rt, a, a, a, a, 1, 1, 4, 8, 0, 1.0f, &err) == CLF_ERR_ARG,
+             "attn_decode refuses L = 0");
+    TU_CHECK(clf_op_attn_decode(rt, a, a, a, a, 1, 1, 4, 8, 9, 1.0f, &err) == CLF_ERR_ARG,
+             "attn_decode refuses L > Tmax");
+    tu_free(a);
+    clf_runtime_destroy(rt);
+    return tu_finish();
+}

@@ -1,0 +1,175 @@
+/*
+ * test_optim.c - clip_scale and AdamW (cl/optim.cl) against float64
+ * references of torch.nn.utils.clip_grad_norm_ and torch.optim.AdamW.
+ *
+ * Checks:
+ * - clip_scale: gnorm = sqrt(sumsq), gscale = min(1, max_norm/(gnorm+1e-6)),
+ *   1 when max_norm <= 0, for norms 0, below, at and above the limit
+ *   (rtol 1e-6);
+ * - AdamW: 6 steps with a changing learning rate (as a schedule would),
+ *   fresh random gradients each step (some tiny, some zero, so eps matters),
+ *   gscale read from the device (0.37 and 1), n = 1, 7, 1000, 100003 with
+ *   n_decay = 0, about n/2, n, at element offsets; params, m and v against
+ *   PyTorch's single-tensor algorithm in float64: p atol 1e-6 rtol 1e-6,
+ *   m atol 5e-7 rtol 1e-5 (m cancels O(1) gradients: float error ~1e-7
+ *   absolute), v atol 1e-12 rtol 1e-5;
+ * - the decay boundary exactly: with zero gradients and zero moments an
+ *   element < n_decay becomes p * (float)(1 - lr*wd), the rest stay bit-equal;
+ * - Adam (weight_decay = 0) and invalid hyper-parameters (step 0) refused.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/ops_nn.h"
+#include "test_util.h"
+
+static void test_clip(clf_runtime *rt)
+{
+    const double sumsq[] = {0.0, 0.25, 1.0, 4.0, 1e6, 4.0};
+    const float maxn[] = {1.0f, 1.0f, 1.0f, 1.0f, 0.5f, 0.0f};
+    for (int i = 0; i < 6; i++) {
+        float s = (float)sumsq[i];
+        clf_ptr ds = tu_upload(rt, &s, 1), out = tu_alloc(rt, 4);
+        clf_error err;
+        tu_ok(clf_op_clip_scale(rt, clf_ptr_at(out, 1), clf_ptr_at(out, 3), ds, maxn[i], &err),
+              &err, "clip_scale");
+        float got[4];
+        tu_download(rt, out, got, 4);
+        double norm = sqrt((double)s);
+        double want[2] = {maxn[i] > 0 ? fmin(1.0, maxn[i] / (norm + 1e-6)) : 1.0, norm};
+        float g2[2] = {got[1], got[3]};
+        char name[96];
+        snprintf(name, sizeof name, "clip_scale sumsq=%g max_norm=%g", sumsq[i], (double)maxn[i]);
+        tu_close(name, g2, want, 2, 0.0, 1e-6);
+        TU_CHECK(got[0] == 0.0f && got[2] == 0.0f, "clip_scale writes only its two outputs");
+        tu_free(ds);
+        tu_free(out);
+    }
+}
+
+/* float64 torch.optim.AdamW (single tensor) step; g already includes gscale. */
+static void adamw_ref(double *p, double *m, double *v, const double *g, size_t n, size_t n_decay,
+                      const clf_adamw_hparams *h)
+{
+    double lr = h->lr, b1 = h->beta1, b2 = h->beta2, eps = h->eps, wd = h->weight_decay;
+    double bc1 = 1.0 - pow(b1, h->step), bc2 = 1.0 - pow(b2, h->step);
+    double step_size = lr / bc1, bc2_sqrt = sqrt(bc2);
+    for (size_t i = 0; i < n; i++) {
+        if (i < n_decay)
+            p[i] *= 1.0 - lr * wd;
+        m[i] += (1.0 - b1) * (g[i] - m[i]);
+        v[i] = v[i] * b2 + (1.0 - b2) * g[i] * g[i];
+        double denom = sqrt(v[i]) / bc2_sqrt + eps;
+        p[i] += -step_size * m[i] / denom;
+    }
+}
+
+static void test_adamw(clf_runtime *rt, size_t n, size_t n_decay, float wd, tu_rng *r)
+{
+    const size_t off = 2;
+    float *p = malloc(n * sizeof *p), *g = malloc(n * sizeof *g), *got = malloc(n * sizeof *got);
+    double *rp = malloc(n * sizeof *rp), *rm = calloc(n, sizeof *rm), *rv = calloc(n, sizeof *rv);
+    double *rg = malloc(n * sizeof *rg);
+    tu_fill(r, p, n, -1, 1);
+    for (size_t i = 0; i < n; i++)
+        rp[i] = p[i];
+    clf_ptr pb = tu_alloc(rt, n + off), gb = tu_alloc(rt, n + off);
+    clf_ptr mb = tu_alloc(rt, n + off), vb = tu_alloc(rt, n + off), sb = tu_alloc(rt, 2);
+    clf_ptr dp = clf_ptr_at(pb, off), dg = clf_ptr_at(gb, off), dm = clf_ptr_at(mb, off);
+    clf_ptr dv = clf_ptr_at(vb, off), ds = clf_ptr_at(sb, 1);
+    clf_error err;
+    tu_ok(clf_ptr_write(rt, dp, p, n, &err), &err, "write");
+    clf_adamw_hparams h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f,
+                           .weight_decay = wd, .step = 0};
+    const float lrs[] = {1e-3f, 3e-3f, 2e-3f, 1e-3f, 5e-4f, 1e-4f};
+    for (int s = 0; s < 6; s++) {
+        h.step = s + 1;
+        h.lr = lrs[s];
+        float gscale = (s % 2) ? 0.37f : 1.0f;
+        for (size_t i = 0; i < n; i++) {
+            double u = tu_normal(r);
+            int kind = (int)(tu_u32(r) % 10);
+            g[i] = (float)(kind == 0 ? 0.0 : kind == 1 ? 1e-7 * u : u);
+            rg[i] = (double)(g[i] * gscale); /* the device multiplies in float */
+        }
+        tu_ok(clf_ptr_write(rt, dg, g, n, &err), &err, "write");
+        tu_ok(clf_ptr_write(rt, ds, &gscale, 1, &err), &err, "write");
+        tu_ok(clf_op_adamw(rt, dp, dg, dm, dv, ds, n, n_decay, &h, &err), &err, "adamw");
+        adamw_ref(rp, rm, rv, rg, n, n_decay, &h);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "adamw 6 steps params n=%zu n_decay=%zu wd=%g", n, n_decay,
+             (double)wd);
+    tu_download(rt, dp, got, n);
+    tu_close(name, got, rp, n, 1e-6, 1e-6);
+    snprintf(name, sizeof name, "adamw 6 steps m n=%zu n_decay=%zu", n, n_decay);
+    tu_download(rt, dm, got, n);
+    tu_close(name, got, rm, n, 5e-7, 1e-5);
+    snprintf(name, sizeof name, "adamw 6 steps v n=%zu n_decay=%zu", n, n_decay);
+    tu_download(rt, dv, got, n);
+    tu_close(name, got, rv, n, 1e-12, 1e-5);
+
+    /* decay boundary, exactly: zero gradient and zero moments */
+    tu_ok(clf_ptr_write(rt, dp, p, n, &err), &err, "write");
+    tu_ok(clf_ptr_zero(rt, dg, n, &err), &err, "zero");
+    tu_ok(clf_ptr_zero(rt, dm, n, &err), &err, "zero");
+    tu_ok(clf_ptr_zero(rt, dv, n, &err), &err, "zero");
+    h.step = 1;
+    h.lr = 0.01f;
+    tu_ok(clf_op_adamw(rt, dp, dg, dm, dv, ds, n, n_decay, &h, &err), &err, "adamw");
+    tu_download(rt, dp, got, n);
+    float decay = (float)(1.0 - (double)h.lr * (double)wd);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float want = i < n_decay ? p[i] * decay : p[i];
+        bad += memcmp(&want, &got[i], sizeof want) != 0;
+    }
+    TU_CHECK(bad == 0, "adamw n=%zu n_decay=%zu: decay applies exactly to [0, n_decay) (%zu "
+                       "differ)",
+             n, n_decay, bad);
+    float pad[2];
+    tu_download(rt, pb, pad, 2);
+    TU_CHECK(pad[0] == 0.0f && pad[1] == 0.0f, "adamw n=%zu writes nothing before its offset", n);
+
+    tu_free(pb);
+    tu_free(gb);
+    tu_free(mb);
+    tu_free(vb);
+    tu_free(sb);
+    free(p);
+    free(g);
+    free(got);
+    free(rp);
+    free(rm);
+    free(rv);
+    free(rg);
+}
+
+int main(void)
+{
+    clf_runtime *rt = tu_runtime();
+    tu_rng r = tu_rng_new(6);
+    test_clip(rt);
+    const size_t ns[] = {1, 7, 1000, 100003};
+    for (size_t i = 0; i < 4; i++) {
+        size_t n = ns[i];
+        test_adamw(rt, n, 0, 0.1f, &r);
+        test_adamw(rt, n, n / 2 + 1 > n ? n : n / 2 + 1, 0.1f, &r);
+        test_adamw(rt, n, n, 0.1f, &r);
+    }
+    test_adamw(rt, 1000, 500, 0.0f, &r); /* Adam */
+    clf_error err;
+    clf_ptr a = tu_alloc(rt, 4);
+    clf_adamw_hparams h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f,
+                           .weight_decay = 0.1f, .step = 0};
+    TU_CHECK(clf_op_adamw(rt, a, a, a, a, a, 1, 1, &h, &err) == CLF_ERR_ARG,
+             "adamw refuses step 0");
+    h.step = 1;
+    TU_CHECK(clf_op_adamw(rt, a, a, a, a, a, 1, 2, &h, &err) == CLF_ERR_ARG,
+             "adamw refuses n_decay > n");
+    tu_free(a);
+    clf_runtime_destroy(rt);
+    return tu_finish();
+}
