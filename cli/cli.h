@@ -58,5 +58,10 @@ int cli_parse_float(const char *flag, const char *s, double lo, double hi, doubl
 /* Subcommands. */
 int cli_cmd_devices(int argc, char **argv);
 int cli_cmd_selftest(int argc, char **argv);
+int cli_cmd_train(int argc, char **argv);
+int cli_cmd_sample(int argc, char **argv);
+int cli_cmd_eval(int argc, char **argv);
+int cli_cmd_info(int argc, char **argv);
+int cli_cmd_tokenizer(int argc, char **argv);
 
 #endif

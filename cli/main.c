@@ -15,6 +15,11 @@ typedef struct command {
 static const command commands[] = {
     {"devices", cli_cmd_devices, "list OpenCL platforms and devices"},
     {"selftest", cli_cmd_selftest, "build every kernel family and check GEMM on a device"},
+    {"train", cli_cmd_train, "train a model described in YAML on a text file"},
+    {"sample", cli_cmd_sample, "generate text from a trained model"},
+    {"eval", cli_cmd_eval, "loss and perplexity of a trained model on a text's validation split"},
+    {"info", cli_cmd_info, "parameters, FLOPs per token and memory of a model file"},
+    {"tokenizer", cli_cmd_tokenizer, "train a BPE tokenizer on text files; encode and decode with one"},
 };
 
 static void usage(FILE *out)

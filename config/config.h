@@ -84,10 +84,10 @@ typedef enum clf_positional_type {
 } clf_positional_type;
 
 typedef enum clf_activation {
-    CLF_ACT_RELU = 0,
-    CLF_ACT_GELU,      /* exact (erf) GELU, PyTorch's default */
-    CLF_ACT_GELU_TANH, /* tanh approximation (GPT-2's) */
-    CLF_ACT_SWIGLU,    /* silu(x W1) * (x W3), then W2; hidden is the gate width */
+    CLF_FFN_RELU = 0,
+    CLF_FFN_GELU,      /* exact (erf) GELU, PyTorch's default */
+    CLF_FFN_GELU_TANH, /* tanh approximation (GPT-2's) */
+    CLF_FFN_SWIGLU,    /* silu(x W1) * (x W3), then W2; hidden is the gate width */
 } clf_activation;
 
 typedef enum clf_norm_type {

@@ -227,7 +227,7 @@ void clf_config_defaults(clf_model_config *c) {
     c->blocks.attention.dropout = 0.0;
     c->blocks.attention.bias = 1;
     c->blocks.ffn.hidden = 0; /* 4 * dim */
-    c->blocks.ffn.activation = CLF_ACT_GELU;
+    c->blocks.ffn.activation = CLF_FFN_GELU;
     c->blocks.ffn.bias = 1;
     c->blocks.ffn.dropout = 0.0;
     c->blocks.norm.type = CLF_NORM_LAYERNORM;

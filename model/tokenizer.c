@@ -1,5 +1,7 @@
 /*
- * tokenizer.c - see tokenizer.h.
+ * tokenizer.c - see tokenizer.h: the char and byte kinds, and what every
+ * kind shares (pieces, specials, decode, the JSON framing). BPE training,
+ * encoding and its JSON members are in tokenizer_bpe.c.
  *
  * Pieces are stored as one byte array with an offset table (piece i is
  * bytes[off[i] .. off[i+1])), which fits every kind: 1-4 bytes for char,
@@ -15,17 +17,7 @@
 #include <string.h>
 
 #include "json.h"
-
-struct clf_tokenizer {
-    clf_tokenizer_type type;
-    int32_t base;       /* text pieces: ids [0, base) */
-    int32_t vocab_size; /* base + specials */
-    int32_t special[CLF_SPECIAL_COUNT];
-    char *bytes;        /* all pieces, concatenated */
-    uint32_t *off;      /* [vocab_size + 1] */
-    uint32_t *cps;      /* char: [base] code points, ascending */
-    int32_t ascii[128]; /* char: id of each ASCII code point, -1 if absent */
-};
+#include "tokenizer_internal.h"
 
 static const char *const special_names[CLF_SPECIAL_COUNT] = {"pad", "bos", "eos",
                                                              "unk", "cls", "sep"};
@@ -52,6 +44,8 @@ void clf_tokenizer_destroy(clf_tokenizer *t)
     free(t->bytes);
     free(t->off);
     free(t->cps);
+    free(t->merges);
+    tok_pair_map_free(&t->ranks);
     free(t);
 }
 
@@ -176,7 +170,8 @@ clf_status clf_tokenizer_create(clf_tokenizer_type type, const char *text, size_
     case CLF_TOKENIZER_BYTE: return make_byte(out, err);
     case CLF_TOKENIZER_BPE:
         return clf_error_set(err, CLF_ERR_UNSUPPORTED, "the bpe tokenizer is not built by "
-                                                       "clf_tokenizer_create");
+                                                       "clf_tokenizer_create: train one with "
+                                                       "clf_tokenizer_train_bpe");
     }
     return clf_error_set(err, CLF_ERR_ARG, "unknown tokenizer type %d", (int)type);
 }
@@ -188,6 +183,16 @@ int32_t clf_tokenizer_base_size(const clf_tokenizer *t) { return t->base; }
 int32_t clf_tokenizer_special(const clf_tokenizer *t, clf_special_token which)
 {
     return (unsigned)which < CLF_SPECIAL_COUNT ? t->special[which] : -1;
+}
+
+int clf_tokenizer_special_of(const clf_tokenizer *t, int32_t id)
+{
+    if (id < 0)
+        return -1;
+    for (int i = 0; i < CLF_SPECIAL_COUNT; i++)
+        if (t->special[i] == id)
+            return i;
+    return -1;
 }
 
 clf_status clf_tokenizer_add_special(clf_tokenizer *t, clf_special_token which, int32_t *id,
@@ -239,6 +244,8 @@ clf_status clf_tokenizer_encode_into(const clf_tokenizer *t, const char *text, s
         *n = len;
         return CLF_OK;
     }
+    if (t->type == CLF_TOKENIZER_BPE)
+        return tok_bpe_encode(t, text, len, ids, cap, n, err);
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         int b = clf_utf8_decode(s + i, len - i, &cp);
@@ -296,6 +303,29 @@ int clf_tokenizer_piece(const clf_tokenizer *t, int32_t id, const char **bytes, 
 clf_status clf_tokenizer_decode(const clf_tokenizer *t, const int32_t *ids, size_t n,
                                 char **text, size_t *len, clf_error *err)
 {
+    return clf_tokenizer_decode_ex(t, ids, n, 0, text, len, err);
+}
+
+/* The text of token id: its piece, or "<name>" for a special when shown. */
+static const char *token_text(const clf_tokenizer *t, int32_t id, unsigned flags, char *buf,
+                              size_t *l)
+{
+    if (flags & CLF_DECODE_SPECIALS) {
+        int sp = clf_tokenizer_special_of(t, id);
+        if (sp >= 0) {
+            *l = (size_t)snprintf(buf, 8, "<%s>", special_names[sp]);
+            return buf;
+        }
+    }
+    *l = t->off[id + 1] - t->off[id];
+    return t->bytes + t->off[id];
+}
+
+clf_status clf_tokenizer_decode_ex(const clf_tokenizer *t, const int32_t *ids, size_t n,
+                                   unsigned flags, char **text, size_t *len, clf_error *err)
+{
+    char buf[8];
+    size_t l;
     *text = NULL;
     if (len != NULL)
         *len = 0;
@@ -305,15 +335,16 @@ clf_status clf_tokenizer_decode(const clf_tokenizer *t, const int32_t *ids, size
             return clf_error_set(err, CLF_ERR_ARG, "token id %d at position %zu is outside the "
                                                    "vocabulary (%d tokens)", (int)ids[i], i,
                                  (int)t->vocab_size);
-        total += t->off[ids[i] + 1] - t->off[ids[i]];
+        token_text(t, ids[i], flags, buf, &l);
+        total += l;
     }
     char *out = malloc(total + 1);
     if (out == NULL)
         return clf_error_set(err, CLF_ERR_MEMORY, "out of memory decoding %zu tokens", n);
     size_t pos = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t l = t->off[ids[i] + 1] - t->off[ids[i]];
-        memcpy(out + pos, t->bytes + t->off[ids[i]], l);
+        const char *p = token_text(t, ids[i], flags, buf, &l);
+        memcpy(out + pos, p, l);
         pos += l;
     }
     out[pos] = '\0';
@@ -345,6 +376,8 @@ clf_status clf_tokenizer_to_json(const clf_tokenizer *t, char **json, size_t *le
         for (int32_t i = 0; i < t->base; i++)
             clf_json_string_n(&w, t->bytes + t->off[i], t->off[i + 1] - t->off[i]);
         clf_json_end_array(&w);
+    } else if (t->type == CLF_TOKENIZER_BPE) {
+        tok_bpe_write_json(t, &w);
     }
     clf_json_key(&w, "specials");
     clf_json_begin_object(&w);
@@ -391,8 +424,8 @@ clf_status clf_tokenizer_from_json(const char *json, size_t len, clf_tokenizer *
     clf_tokenizer *t = NULL;
     uint32_t *cps = NULL;
     int32_t special[CLF_SPECIAL_COUNT];
-    static const char *const keys[] = {"format", "version", "type", "vocab_size", "vocab",
-                                       "specials"};
+    static const char *const keys[] = {"format", "version", "type",          "vocab_size",
+                                       "specials", "vocab", "pre_tokenizer", "merges"};
 
     *out = NULL;
     for (int i = 0; i < CLF_SPECIAL_COUNT; i++)
@@ -411,7 +444,7 @@ clf_status clf_tokenizer_from_json(const char *json, size_t len, clf_tokenizer *
             known |= strcmp(doc->items[i].key, keys[k]) == 0;
         if (!known) {
             st = TOK_ERR("unknown key \"%s\" (expected format, version, type, vocab_size, vocab, "
-                         "specials)", doc->items[i].key);
+                         "specials; bpe: pre_tokenizer, merges)", doc->items[i].key);
             goto fail;
         }
     }
@@ -443,6 +476,12 @@ clf_status clf_tokenizer_from_json(const char *json, size_t len, clf_tokenizer *
         st = load_specials(sp, special, err);
         if (st != CLF_OK)
             goto fail;
+    }
+    if ((strcmp(typ->string, "char") == 0 || strcmp(typ->string, "byte") == 0) &&
+        (clf_json_get(doc, "merges") != NULL || clf_json_get(doc, "pre_tokenizer") != NULL)) {
+        st = TOK_ERR("a %s tokenizer has no \"%s\" (only bpe does)", typ->string,
+                     clf_json_get(doc, "merges") != NULL ? "merges" : "pre_tokenizer");
+        goto fail;
     }
     if (strcmp(typ->string, "byte") == 0) {
         if (voc != NULL) {
@@ -484,8 +523,19 @@ clf_status clf_tokenizer_from_json(const char *json, size_t len, clf_tokenizer *
         if (st != CLF_OK)
             goto fail;
     } else if (strcmp(typ->string, "bpe") == 0) {
-        st = clf_error_set_at(err, CLF_ERR_UNSUPPORTED, "tokenizer",
-                              "type \"bpe\" is not supported by this build");
+        st = tok_bpe_from_json(doc, (int32_t)vs->integer, &t, err);
+        if (st != CLF_OK)
+            goto fail;
+        /* all six specials, at their fixed ids 0..5 */
+        for (int i = 0; i < CLF_SPECIAL_COUNT; i++) {
+            if (special[i] != i) {
+                st = TOK_ERR("a bpe tokenizer has special token \"%s\" at id %d, found %d",
+                             special_names[i], i, (int)special[i]);
+                goto fail;
+            }
+        }
+        *out = t;
+        t = NULL;
         goto fail;
     } else {
         st = TOK_ERR("unknown type \"%s\" (expected char, byte or bpe)", typ->string);

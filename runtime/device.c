@@ -60,7 +60,6 @@ static int has_extension(cl_device_id d, const char *ext)
 
 static void fill_info(cl_platform_id p, cl_device_id d, clf_device_info *o)
 {
-    char buf[512];
     clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof o->platform, o->platform, NULL);
     o->platform[sizeof o->platform - 1] = '\0';
     clGetPlatformInfo(p, CL_PLATFORM_VERSION, sizeof o->platform_version, o->platform_version,
@@ -69,8 +68,7 @@ static void fill_info(cl_platform_id p, cl_device_id d, clf_device_info *o)
     info_str(d, CL_DEVICE_NAME, o->name, sizeof o->name);
     info_str(d, CL_DEVICE_VENDOR, o->vendor, sizeof o->vendor);
     info_str(d, CL_DRIVER_VERSION, o->driver_version, sizeof o->driver_version);
-    info_str(d, CL_DEVICE_OPENCL_C_VERSION, buf, sizeof buf);
-    snprintf(o->cl_c_version, sizeof o->cl_c_version, "%s", buf);
+    info_str(d, CL_DEVICE_OPENCL_C_VERSION, o->cl_c_version, sizeof o->cl_c_version);
 
     cl_device_type t = 0;
     clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof t, &t, NULL);

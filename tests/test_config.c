@@ -81,7 +81,7 @@ static void test_examples(void) {
                  "cpu recipe: no dropout, eval every 250 with 20 batches");
         TU_CHECK(c.positional.type == CLF_POS_LEARNED && c.blocks.norm.placement == CLF_NORM_PRE &&
                      c.blocks.norm.type == CLF_NORM_LAYERNORM &&
-                     c.blocks.ffn.activation == CLF_ACT_GELU && c.blocks.ffn.hidden == 512 &&
+                     c.blocks.ffn.activation == CLF_FFN_GELU && c.blocks.ffn.hidden == 512 &&
                      c.head.tie_embedding && c.final_norm.type == CLF_NORM_LAYERNORM,
                  "cpu recipe: learned positions, pre-LN, GELU 512, tied head");
         TU_CHECK(clf_config_decoder_layers(&c) == 4 && clf_config_encoder_layers(&c) == 0 &&
@@ -464,7 +464,7 @@ static void test_round_trip(void) {
     c.blocks.attention.dropout = 1.0 / 3.0;
     c.blocks.attention.bias = 0;
     c.blocks.ffn.hidden = 2048;
-    c.blocks.ffn.activation = CLF_ACT_SWIGLU;
+    c.blocks.ffn.activation = CLF_FFN_SWIGLU;
     c.blocks.ffn.bias = 0;
     c.blocks.ffn.dropout = 1e-17;
     c.blocks.norm.type = CLF_NORM_RMSNORM;
@@ -579,7 +579,7 @@ static void test_validate_direct(void) {
              "validate: a NaN learning rate refused");
 
     TU_CHECK(!strcmp(clf_config_kind_name(CLF_MODEL_ENCODER_DECODER), "encoder-decoder") &&
-                 !strcmp(clf_config_activation_name(CLF_ACT_GELU_TANH), "gelu_tanh") &&
+                 !strcmp(clf_config_activation_name(CLF_FFN_GELU_TANH), "gelu_tanh") &&
                  !strcmp(clf_config_norm_name(CLF_NORM_RMSNORM), "rmsnorm") &&
                  !strcmp(clf_config_schedule_name(CLF_SCHED_NOAM), "noam") &&
                  !strcmp(clf_config_norm_name((clf_norm_type)9), "?"),

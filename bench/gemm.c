@@ -1,0 +1,270 @@
+/*
+ * bench/gemm.c - GFLOP/s of both GEMM engines and of OpenBLAS at Transformer
+ * shapes, with the ratios and the engine that auto picks.
+ *
+ *   build/bench/gemm [--device SEL] [--reps N] [--blas-threads N] [--quick]
+ *                    [--no-cache]
+ *
+ * Each engine runs once to warm up (kernel compilation, scratch sizing),
+ * then N timed runs (default 5), each followed by clf_runtime_finish; the
+ * median is reported. OpenBLAS (cblas_sgemm, when built with it) runs on the
+ * same shapes in the same process with 2 threads by default. The native
+ * result is compared with OpenBLAS's (or CLBlast's) as a sanity check.
+ * Shapes are M x K x N with op(A) M x K and op(B) K x N, row-major; "TN" is
+ * a transposed A (weight gradients, dW = X^T dY), "NT" a transposed B
+ * (input gradients dX = dY W^T, attention scores Q K^T).
+ *
+ * Not here: correctness testing (tests/test_gemm.c does that).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/gemm.h"
+#include "runtime/runtime.h"
+
+#ifdef CLF_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+typedef struct shape {
+    const char *what;
+    int ta, tb;
+    size_t m, k, n, batch;
+} shape;
+
+static const shape shapes[] = {
+    {"attn proj, T=768 C=128 -> 512", 0, 0, 768, 128, 512, 1},
+    {"MLP in, BT=4096 C=256 -> 1024", 0, 0, 4096, 256, 1024, 1},
+    {"MLP in, BT=4096 C=768 -> 3072", 0, 0, 4096, 768, 3072, 1},
+    {"logits, BT=4096 C=256 -> V=4096", 0, 0, 4096, 256, 4096, 1},
+    {"MLP out, T=768 512 -> 128", 0, 0, 768, 512, 128, 1},
+    {"logits, T=512 C=768 -> V=50257", 0, 0, 512, 768, 50257, 1},
+    {"dW = X^T dY (768x4096 . 4096x3072)", 1, 0, 768, 4096, 3072, 1},
+    {"dX = dY W^T (4096x3072 . 3072x768)", 0, 1, 4096, 3072, 768, 1},
+    {"dW = X^T dY (256x4096 . 4096x1024)", 1, 0, 256, 4096, 1024, 1},
+    {"dX = dY W^T (4096x1024 . 1024x256)", 0, 1, 4096, 1024, 256, 1},
+    {"fwd, W as [out,in]: 4096x256 . 1024x256^T", 0, 1, 4096, 256, 1024, 1},
+    {"attn Q K^T, 64 heads, T=128 hs=64", 0, 1, 128, 64, 128, 64},
+    {"attn P V, 64 heads, T=128 hs=64", 0, 0, 128, 128, 64, 64},
+};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static void die(const char *what, const clf_error *err)
+{
+    char buf[CLF_ERROR_MSG_MAX + 256];
+    clf_error_format(err, buf, sizeof buf);
+    fprintf(stderr, "bench/gemm: %s: %s\n", what, buf);
+    exit(1);
+}
+
+/* Median seconds of reps runs after one warm-up, or -1 on failure. */
+static double time_engine(clf_runtime *rt, clf_gemm_engine e, const clf_gemm_desc *d, int reps)
+{
+    clf_error err;
+    double t[64];
+    for (int r = -1; r < reps; r++) {
+        if (clf_runtime_finish(rt, &err) != CLF_OK)
+            die("finish", &err);
+        double t0 = now();
+        if (clf_gemm_with(rt, e, d, &err) != CLF_OK) {
+            char buf[CLF_ERROR_MSG_MAX + 256];
+            clf_error_format(&err, buf, sizeof buf);
+            fprintf(stderr, "bench/gemm: %s failed: %s\n", clf_gemm_engine_name(e), buf);
+            return -1.0;
+        }
+        if (clf_runtime_finish(rt, &err) != CLF_OK)
+            die("finish", &err);
+        if (r >= 0)
+            t[r] = now() - t0;
+    }
+    return median(t, reps);
+}
+
+static void fill(float *x, size_t n, unsigned *seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        *seed = *seed * 1664525u + 1013904223u;
+        x[i] = (float)((*seed >> 8) & 0xffff) / 65536.0f - 0.5f;
+    }
+}
+
+static double max_rel_diff(const float *x, const float *y, size_t n)
+{
+    double md = 0.0, mx = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)x[i] - (double)y[i]);
+        if (!(d <= md))
+            md = d;
+        if (fabs((double)y[i]) > mx)
+            mx = fabs((double)y[i]);
+    }
+    return mx > 0 ? md / mx : md;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: gemm [--device SEL] [--reps N] [--blas-threads N] [--quick] "
+                    "[--no-cache]\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *device = getenv("CLFORMER_DEVICE");
+    int reps = 5, blas_threads = 2, quick = 0, no_cache = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
+            device = argv[++i];
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--blas-threads") == 0 && i + 1 < argc)
+            blas_threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--quick") == 0)
+            quick = 1;
+        else if (strcmp(argv[i], "--no-cache") == 0)
+            no_cache = 1;
+        else {
+            usage();
+            return 2;
+        }
+    }
+    if (reps < 1 || reps > 64 || blas_threads < 1) {
+        usage();
+        return 2;
+    }
+    char cache_dir[1024];
+    clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"), getenv("HOME"),
+                          cache_dir, sizeof cache_dir);
+    clf_runtime_options o = clf_runtime_options_default();
+    o.device = device;
+    o.cache_dir = cache_dir[0] ? cache_dir : NULL;
+    o.no_cache = no_cache;
+    o.gemm = CLF_GEMM_AUTO;
+    clf_runtime *rt = NULL;
+    clf_error err;
+    if (clf_runtime_create(&rt, &o, &err) != CLF_OK)
+        die("opening the device", &err);
+    const clf_device_info *dev = clf_runtime_device(rt);
+    printf("device: %s (%s, %u compute units, driver %s)\n", dev->name, dev->platform,
+           dev->compute_units, dev->driver_version);
+#ifdef CLF_HAVE_OPENBLAS
+    openblas_set_num_threads(blas_threads);
+    printf("OpenBLAS: %d threads, core %s (%s)\n", openblas_get_num_threads(),
+           openblas_get_corename(), openblas_get_config());
+#else
+    (void)blas_threads;
+    printf("OpenBLAS: not built in (install libopenblas-dev and reconfigure)\n");
+#endif
+    printf("median of %d runs after a warm-up; GFLOP/s = 2*M*N*K*batch / time\n\n", reps);
+    printf("%-42s %-2s %5s %5s %6s %5s | %8s %8s %8s | %7s %7s | %-7s %s\n", "shape", "op", "M",
+           "K", "N", "batch", "clblast", "native", "openblas", "nat/ob", "clb/ob", "auto",
+           "check");
+
+    unsigned seed = 12345u;
+    for (size_t s = 0; s < N_SHAPES; s++) {
+        const shape *sh = &shapes[s];
+        if (quick && (double)sh->m * sh->n * sh->k * sh->batch > 4e9)
+            continue;
+        const size_t ar = sh->ta ? sh->k : sh->m, ac = sh->ta ? sh->m : sh->k;
+        const size_t br = sh->tb ? sh->n : sh->k, bc = sh->tb ? sh->k : sh->n;
+        const size_t na = ar * ac * sh->batch, nb = br * bc * sh->batch,
+                     nc = sh->m * sh->n * sh->batch;
+        float *a = malloc(na * sizeof(float)), *b = malloc(nb * sizeof(float));
+        float *c_nat = malloc(nc * sizeof(float)), *c_ref = malloc(nc * sizeof(float));
+        if (a == NULL || b == NULL || c_nat == NULL || c_ref == NULL) {
+            fprintf(stderr, "bench/gemm: out of host memory\n");
+            return 1;
+        }
+        fill(a, na, &seed);
+        fill(b, nb, &seed);
+        clf_buffer *da = NULL, *db = NULL, *dc = NULL;
+        if (clf_buffer_create(rt, na * sizeof(float), &da, &err) != CLF_OK ||
+            clf_buffer_create(rt, nb * sizeof(float), &db, &err) != CLF_OK ||
+            clf_buffer_create(rt, nc * sizeof(float), &dc, &err) != CLF_OK ||
+            clf_buffer_write(rt, da, 0, a, na * sizeof(float), &err) != CLF_OK ||
+            clf_buffer_write(rt, db, 0, b, nb * sizeof(float), &err) != CLF_OK)
+            die("uploading", &err);
+        clf_gemm_desc d = {.trans_a = sh->ta, .trans_b = sh->tb, .m = sh->m, .n = sh->n,
+                           .k = sh->k, .alpha = 1.0f, .beta = 0.0f, .a = {da, 0}, .lda = ac,
+                           .b = {db, 0}, .ldb = bc, .c = {dc, 0}, .ldc = sh->n,
+                           .batch = sh->batch, .stride_a = ar * ac, .stride_b = br * bc,
+                           .stride_c = sh->m * sh->n};
+        const double flops = 2.0 * (double)sh->m * sh->n * sh->k * sh->batch;
+
+        double t_clb = time_engine(rt, CLF_GEMM_CLBLAST, &d, reps);
+        if (t_clb > 0 && clf_buffer_read(rt, dc, 0, c_ref, nc * sizeof(float), &err) != CLF_OK)
+            die("downloading", &err);
+        double t_nat = time_engine(rt, CLF_GEMM_NATIVE, &d, reps);
+        if (t_nat > 0 && clf_buffer_read(rt, dc, 0, c_nat, nc * sizeof(float), &err) != CLF_OK)
+            die("downloading", &err);
+        double t_ob = -1.0;
+#ifdef CLF_HAVE_OPENBLAS
+        {
+            double t[64];
+            for (int r = -1; r < reps; r++) {
+                double t0 = now();
+                for (size_t z = 0; z < sh->batch; z++)
+                    cblas_sgemm(CblasRowMajor, sh->ta ? CblasTrans : CblasNoTrans,
+                                sh->tb ? CblasTrans : CblasNoTrans, (int)sh->m, (int)sh->n,
+                                (int)sh->k, 1.0f, a + z * ar * ac, (int)ac, b + z * br * bc,
+                                (int)bc, 0.0f, c_ref + z * sh->m * sh->n, (int)sh->n);
+                if (r >= 0)
+                    t[r] = now() - t0;
+            }
+            t_ob = median(t, reps);
+        }
+#endif
+        clf_gemm_engine chosen = CLF_GEMM_AUTO;
+        if (clf_gemm_choose(rt, &d, &chosen, &err) != CLF_OK)
+            die("choosing", &err);
+        char check[64] = "-";
+        if (t_nat > 0 && (t_clb > 0 || t_ob > 0))
+            snprintf(check, sizeof check, "%.1e", max_rel_diff(c_nat, c_ref, nc));
+        char op[3] = {sh->ta ? 'T' : 'N', sh->tb ? 'T' : 'N', 0};
+        char g_clb[16] = "-", g_nat[16] = "-", g_ob[16] = "-", r_nat[16] = "-", r_clb[16] = "-";
+        if (t_clb > 0)
+            snprintf(g_clb, sizeof g_clb, "%.1f", flops / t_clb * 1e-9);
+        if (t_nat > 0)
+            snprintf(g_nat, sizeof g_nat, "%.1f", flops / t_nat * 1e-9);
+        if (t_ob > 0)
+            snprintf(g_ob, sizeof g_ob, "%.1f", flops / t_ob * 1e-9);
+        if (t_ob > 0 && t_nat > 0)
+            snprintf(r_nat, sizeof r_nat, "%.0f%%", 100.0 * t_ob / t_nat);
+        if (t_ob > 0 && t_clb > 0)
+            snprintf(r_clb, sizeof r_clb, "%.0f%%", 100.0 * t_ob / t_clb);
+        printf("%-42s %-2s %5zu %5zu %6zu %5zu | %8s %8s %8s | %7s %7s | %-7s %s\n", sh->what, op,
+               sh->m, sh->k, sh->n, sh->batch, g_clb, g_nat, g_ob, r_nat, r_clb,
+               clf_gemm_engine_name(chosen), check);
+        fflush(stdout);
+        clf_buffer_destroy(da);
+        clf_buffer_destroy(db);
+        clf_buffer_destroy(dc);
+        free(a);
+        free(b);
+        free(c_nat);
+        free(c_ref);
+    }
+    clf_runtime_destroy(rt);
+    return 0;
+}

@@ -1,0 +1,412 @@
+/*
+ * gemm.cl - clformer's own SGEMM: register-blocked, no local memory.
+ *
+ * C = alpha * op(A) * op(B) + beta * C, row-major, as in runtime/gemm.h.
+ *
+ * Design
+ *   Each work-item computes a GEMM_MR x GEMM_NR block of C (GEMM_NR =
+ *   GEMM_NV vectors of GEMM_VW floats) held in registers. Per k it loads
+ *   GEMM_NV vectors of one row of B and, for each of the GEMM_MR rows, one
+ *   scalar of A that is broadcast into GEMM_NV fused multiply-adds. On a CPU
+ *   with AVX-512 (preferred float vector width 16) the default 8 x 48 block
+ *   keeps 24 accumulators + 3 B vectors in the 32 vector registers; the
+ *   scalar A operand becomes an embedded broadcast of a memory operand.
+ *   A work-group is 1 x GEMM_LY work-items: GEMM_LY row blocks sharing one
+ *   column panel of B, which stays in cache while they run one after another
+ *   (PoCL runs a work-group's items in a loop on one core).
+ *
+ *   B is read either directly (not transposed, row stride ldb) or from a
+ *   packed copy made by gemm_pack_b_n / gemm_pack_b_t: panels of GEMM_NR
+ *   columns, each K x GEMM_NR contiguous and zero-padded past N. Packing
+ *   turns a transposed B into the layout the inner loop wants, removes the
+ *   column edge, and avoids the cache-set conflicts that large power-of-two
+ *   row strides cause when a panel is re-read by many row blocks. The host
+ *   (runtime/gemm.c) decides when to pack.
+ *
+ *   A is read in place (gemm_an, A stored M x K: GEMM_MR row streams, rows
+ *   past M clamped to M - 1 for reading and never stored) or from a packed
+ *   copy (gemm_ap) made by gemm_pack_a_n / gemm_pack_a_t: row blocks of
+ *   K x GEMM_MR, zero-padded past M, read as one sequential stream. A stored
+ *   transposed is always packed (in place it would stride through memory a
+ *   row of A^T per k). The column edge of an unpacked B (j0 + GEMM_NR > N)
+ *   takes a slower loop that gathers the cut vector with zero fill; only the
+ *   last panel takes it.
+ *
+ *   batch > 1 is the third NDRange dimension: matrix z starts at
+ *   a_off + z * stride_a (likewise B, C; packed B at z * stride_b).
+ *   beta == 0 never reads C (C may hold garbage or NaN). K == 0 gives
+ *   C = beta * C.
+ *
+ * Tile sizes come from the host through clf_program_set_defines("gemm", ...);
+ * the defaults below follow the device's preferred vector width.
+ * gemm_tile_info reports the values the program was really built with
+ * through its required work-group size, so the host never guesses.
+ *
+ * Not here: local-memory tiling for GPUs (CLBlast is the engine there), and
+ * complex or double precision.
+ */
+#ifndef GEMM_VW
+#if CLF_DEVICE_GPU
+#define GEMM_VW 4
+#elif defined(CLF_PREF_VEC_FLOAT) && CLF_PREF_VEC_FLOAT >= 16
+#define GEMM_VW 16
+#elif defined(CLF_PREF_VEC_FLOAT) && CLF_PREF_VEC_FLOAT >= 8
+#define GEMM_VW 8
+#else
+#define GEMM_VW 4
+#endif
+#endif
+#ifndef GEMM_NV
+#if GEMM_VW >= 16
+#define GEMM_NV 3
+#else
+#define GEMM_NV 2
+#endif
+#endif
+#ifndef GEMM_MR
+#if GEMM_VW >= 16
+#define GEMM_MR 8
+#elif GEMM_VW >= 8
+#define GEMM_MR 6
+#else
+#define GEMM_MR 4
+#endif
+#endif
+#ifndef GEMM_LY
+#define GEMM_LY 16
+#endif
+#ifndef GEMM_PACK_LX
+#define GEMM_PACK_LX 8
+#endif
+#ifndef GEMM_PACK_KC
+#define GEMM_PACK_KC 16
+#endif
+
+#if GEMM_VW != 2 && GEMM_VW != 4 && GEMM_VW != 8 && GEMM_VW != 16
+#error "GEMM_VW must be 2, 4, 8 or 16"
+#endif
+
+#define GEMM_NR (GEMM_VW * GEMM_NV)
+#define GEMM_CAT_(a, b) a##b
+#define GEMM_CAT(a, b) GEMM_CAT_(a, b)
+#define floatV GEMM_CAT(float, GEMM_VW)
+#define vloadV GEMM_CAT(vload, GEMM_VW)
+#define vstoreV GEMM_CAT(vstore, GEMM_VW)
+
+/* The tile configuration, readable by the host as the required work-group
+ * size (CL_KERNEL_COMPILE_WORK_GROUP_SIZE). Never launched. */
+__kernel __attribute__((reqd_work_group_size(GEMM_MR, GEMM_VW, GEMM_NV))) void
+gemm_tile_info(__global float *unused)
+{
+    (void)unused;
+}
+
+/* Likewise for the pack kernels: (k per work-item, work-group size, 1). */
+__kernel __attribute__((reqd_work_group_size(GEMM_PACK_KC, GEMM_PACK_LX, 1))) void
+gemm_pack_info(__global float *unused)
+{
+    (void)unused;
+}
+
+/* ---- packing -----------------------------------------------------------------
+ * B panels: P[p_off + z * stride_p + (jp * K + k) * GEMM_NR + j]
+ *             = op(B)[k][jp * GEMM_NR + j], zero past N.
+ * A blocks: P[p_off + z * stride_p + (ib * K + k) * GEMM_MR + r]
+ *             = op(A)[ib * GEMM_MR + r][k], zero past M,
+ * read by gemm_ap with a_blk = K * GEMM_MR.
+ * NDRange: (ceil(K / GEMM_PACK_KC), panels or row blocks, batch). A
+ * work-item moves GEMM_PACK_KC consecutive k of one panel or block, so its
+ * writes fill one contiguous stretch and its reads take whole cache lines
+ * (a work-item per element would cost more in scheduling than in copying). */
+
+/* The k-chunk's rows of one source row, zero-padded past K, into t[]. */
+static inline void gemm_pack_row(const __global float *src, ulong kleft, float *t)
+{
+    if (kleft >= GEMM_PACK_KC) {
+#pragma unroll
+        for (int kk = 0; kk < GEMM_PACK_KC; kk++)
+            t[kk] = src[kk];
+    } else {
+        for (int kk = 0; kk < GEMM_PACK_KC; kk++)
+            t[kk] = (ulong)kk < kleft ? src[kk] : 0.0f;
+    }
+}
+
+#define GEMM_PACK_ARGS                                                                     \
+    ulong MN, ulong K, __global const float *S, ulong s_off, ulong lds, ulong stride_s,     \
+        __global float *P, ulong p_off, ulong stride_p
+
+/* B not transposed: stored K x N, row stride lds. Rows of the panel are
+ * contiguous in both layouts: a row copy each. */
+__kernel __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
+gemm_pack_b_n(GEMM_PACK_ARGS)
+{
+    const ulong k0 = get_global_id(0) * GEMM_PACK_KC;
+    const ulong jp = get_global_id(1);
+    const ulong z = get_global_id(2);
+    const ulong j0 = jp * GEMM_NR;
+    if (k0 >= K || j0 >= MN)
+        return;
+    const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
+    const __global float *src = S + s_off + z * stride_s + k0 * lds + j0;
+    __global float *dst = P + p_off + z * stride_p + (jp * K + k0) * GEMM_NR;
+    if (j0 + GEMM_NR <= MN) {
+        for (ulong kk = 0; kk < kn; kk++)
+#pragma unroll
+            for (int v = 0; v < GEMM_NV; v++)
+                vstoreV(vloadV(v, src + kk * lds), v, dst + kk * GEMM_NR);
+    } else {
+        for (ulong kk = 0; kk < kn; kk++)
+            for (int j = 0; j < GEMM_NR; j++)
+                dst[kk * GEMM_NR + j] = (j0 + (ulong)j < MN) ? src[kk * lds + j] : 0.0f;
+    }
+}
+
+/* B transposed: stored N x K, row stride lds; op(B)[k][j] = S[j * lds + k].
+ * Each of the panel's GEMM_NR source rows gives GEMM_PACK_KC contiguous k. */
+__kernel __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
+gemm_pack_b_t(GEMM_PACK_ARGS)
+{
+    const ulong k0 = get_global_id(0) * GEMM_PACK_KC;
+    const ulong jp = get_global_id(1);
+    const ulong z = get_global_id(2);
+    const ulong j0 = jp * GEMM_NR;
+    if (k0 >= K || j0 >= MN)
+        return;
+    const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
+    const __global float *src = S + s_off + z * stride_s + j0 * lds + k0;
+    __global float *dst = P + p_off + z * stride_p + (jp * K + k0) * GEMM_NR;
+    for (int j = 0; j < GEMM_NR; j++) {
+        float t[GEMM_PACK_KC];
+        if (j0 + (ulong)j < MN) {
+            gemm_pack_row(src + (ulong)j * lds, K - k0, t);
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < GEMM_PACK_KC; kk++)
+                t[kk] = 0.0f;
+        }
+        for (ulong kk = 0; kk < kn; kk++)
+            dst[kk * GEMM_NR + (ulong)j] = t[kk];
+    }
+}
+
+/* A not transposed: stored M x K, row stride lds. Each of the block's
+ * GEMM_MR source rows gives GEMM_PACK_KC contiguous k. */
+__kernel __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
+gemm_pack_a_n(GEMM_PACK_ARGS)
+{
+    const ulong k0 = get_global_id(0) * GEMM_PACK_KC;
+    const ulong ib = get_global_id(1);
+    const ulong z = get_global_id(2);
+    const ulong i0 = ib * GEMM_MR;
+    if (k0 >= K || i0 >= MN)
+        return;
+    const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
+    const __global float *src = S + s_off + z * stride_s + i0 * lds + k0;
+    __global float *dst = P + p_off + z * stride_p + (ib * K + k0) * GEMM_MR;
+#pragma unroll
+    for (int r = 0; r < GEMM_MR; r++) {
+        float t[GEMM_PACK_KC];
+        if (i0 + (ulong)r < MN) {
+            gemm_pack_row(src + (ulong)r * lds, K - k0, t);
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < GEMM_PACK_KC; kk++)
+                t[kk] = 0.0f;
+        }
+        for (ulong kk = 0; kk < kn; kk++)
+            dst[kk * GEMM_MR + (ulong)r] = t[kk];
+    }
+}
+
+/* A transposed: stored K x M, row stride lds; op(A)[i][k] = S[k * lds + i].
+ * Rows of the block are contiguous in both layouts. */
+__kernel __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
+gemm_pack_a_t(GEMM_PACK_ARGS)
+{
+    const ulong k0 = get_global_id(0) * GEMM_PACK_KC;
+    const ulong ib = get_global_id(1);
+    const ulong z = get_global_id(2);
+    const ulong i0 = ib * GEMM_MR;
+    if (k0 >= K || i0 >= MN)
+        return;
+    const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
+    const __global float *src = S + s_off + z * stride_s + k0 * lds + i0;
+    __global float *dst = P + p_off + z * stride_p + (ib * K + k0) * GEMM_MR;
+    const int full = i0 + GEMM_MR <= MN;
+    for (ulong kk = 0; kk < kn; kk++) {
+        if (full) {
+#pragma unroll
+            for (int r = 0; r < GEMM_MR; r++)
+                dst[kk * GEMM_MR + (ulong)r] = src[kk * lds + (ulong)r];
+        } else {
+            for (int r = 0; r < GEMM_MR; r++)
+                dst[kk * GEMM_MR + (ulong)r] =
+                    (i0 + (ulong)r < MN) ? src[kk * lds + (ulong)r] : 0.0f;
+        }
+    }
+}
+
+/* ---- the register-blocked product ---------------------------------------- */
+
+/* One k step: B row in bv[], then GEMM_MR broadcasts of A. A_AT(r) is the
+ * A element of tile row r at the current k. */
+#define GEMM_STEP(LOAD_B, A_AT)                                                  \
+    {                                                                            \
+        floatV bv[GEMM_NV];                                                      \
+        _Pragma("unroll") for (int v = 0; v < GEMM_NV; v++) bv[v] = LOAD_B(v);   \
+        _Pragma("unroll") for (int r = 0; r < GEMM_MR; r++)                      \
+        {                                                                        \
+            const floatV av = (floatV)(A_AT(r));                                 \
+            _Pragma("unroll") for (int v = 0; v < GEMM_NV; v++) acc[r][v] =      \
+                fma(av, bv[v], acc[r][v]);                                       \
+        }                                                                        \
+    }
+
+#define GEMM_LOAD_B_VEC(v) vloadV((v), b)
+#define GEMM_A_ROWS(r) a[arow[r] + k]
+#define GEMM_A_PACKED(r) a[r]
+
+/* Vector v of a B row whose panel is cut by N (nleft columns remain). */
+static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nleft)
+{
+    if ((ulong)(v + 1) * GEMM_VW <= nleft)
+        return vloadV(v, b);
+    float t[GEMM_VW];
+#pragma unroll
+    for (int e = 0; e < GEMM_VW; e++) {
+        const ulong j = (ulong)(v * GEMM_VW + e);
+        t[e] = j < nleft ? b[j] : 0.0f;
+    }
+    return vloadV(0, t);
+}
+#define GEMM_LOAD_B_EDGE(v) gemm_load_b_edge(b, (v), N - j0)
+
+/* Write the tile: rows past M and columns past N are skipped; beta == 0
+ * does not read C. */
+static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, ulong ldc,
+                              ulong i0, ulong j0, ulong M, ulong N, float alpha, float beta)
+{
+    const int full_cols = j0 + GEMM_NR <= N;
+#pragma unroll
+    for (int r = 0; r < GEMM_MR; r++) {
+        if (i0 + (ulong)r >= M)
+            break;
+        __global float *c = C + (i0 + (ulong)r) * ldc + j0;
+        if (full_cols) {
+#pragma unroll
+            for (int v = 0; v < GEMM_NV; v++) {
+                floatV o = alpha * acc[r][v];
+                if (beta != 0.0f)
+                    o = fma((floatV)(beta), vloadV(v, c), o);
+                vstoreV(o, v, c);
+            }
+        } else {
+            for (int v = 0; v < GEMM_NV; v++) {
+                float t[GEMM_VW];
+                vstoreV(acc[r][v], 0, t);
+                for (int e = 0; e < GEMM_VW; e++) {
+                    const ulong j = (ulong)(v * GEMM_VW + e);
+                    if (j0 + j >= N)
+                        break;
+                    float o = alpha * t[e];
+                    if (beta != 0.0f)
+                        o = fma(beta, c[j], o);
+                    c[j] = o;
+                }
+            }
+        }
+    }
+}
+
+/* The body of both kernels; a_packed is a compile-time constant after
+ * inlining. In place, A's tile rows are clamped to M - 1 (read, never
+ * stored); packed, they are zero padding. */
+static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, float alpha,
+                             const __global float *A, ulong a_off, ulong lda, ulong a_blk,
+                             ulong stride_a, const __global float *B, ulong b_off, ulong ldb,
+                             ulong stride_b, uint b_packed, float beta, __global float *C,
+                             ulong c_off, ulong ldc, ulong stride_c)
+{
+    const ulong jp = get_global_id(0);
+    const ulong ib = get_global_id(1);
+    const ulong z = get_global_id(2);
+    const ulong i0 = ib * GEMM_MR, j0 = jp * GEMM_NR;
+    if (i0 >= M || j0 >= N)
+        return;
+    const __global float *a = A + a_off + z * stride_a;
+    const __global float *b;
+    ulong bstep;
+    if (b_packed) {
+        b = B + b_off + z * stride_b + jp * K * GEMM_NR;
+        bstep = GEMM_NR;
+    } else {
+        b = B + b_off + z * stride_b + j0;
+        bstep = ldb;
+    }
+    ulong arow[GEMM_MR];
+#pragma unroll
+    for (int r = 0; r < GEMM_MR; r++)
+        arow[r] = min(i0 + (ulong)r, M - 1) * lda;
+    floatV acc[GEMM_MR][GEMM_NV];
+#pragma unroll
+    for (int r = 0; r < GEMM_MR; r++)
+#pragma unroll
+        for (int v = 0; v < GEMM_NV; v++)
+            acc[r][v] = (floatV)(0.0f);
+
+    const int b_vec = b_packed || j0 + GEMM_NR <= N;
+    if (a_packed) {
+        a += ib * a_blk;
+        if (b_vec) {
+            for (ulong k = 0; k < K; k++) {
+                GEMM_STEP(GEMM_LOAD_B_VEC, GEMM_A_PACKED)
+                b += bstep;
+                a += GEMM_MR;
+            }
+        } else {
+            for (ulong k = 0; k < K; k++) {
+                GEMM_STEP(GEMM_LOAD_B_EDGE, GEMM_A_PACKED)
+                b += bstep;
+                a += GEMM_MR;
+            }
+        }
+    } else {
+        if (b_vec) {
+            for (ulong k = 0; k < K; k++) {
+                GEMM_STEP(GEMM_LOAD_B_VEC, GEMM_A_ROWS)
+                b += bstep;
+            }
+        } else {
+            for (ulong k = 0; k < K; k++) {
+                GEMM_STEP(GEMM_LOAD_B_EDGE, GEMM_A_ROWS)
+                b += bstep;
+            }
+        }
+    }
+    gemm_store(acc, C + c_off + z * stride_c, ldc, i0, j0, M, N, alpha, beta);
+}
+
+/* Both kernels take the same arguments. NDRange: (column panels, row
+ * blocks, batch), work-group (1, GEMM_LY, 1).
+ *   A: in place (gemm_an: M x K, row stride lda; a_blk unused) or packed
+ *      (gemm_ap: row blocks a_blk = K * GEMM_MR apart; lda unused).
+ *   B: b_packed = 0: in place, K x N with row stride ldb; 1: panels made by
+ *      gemm_pack_b_*, matrix z at b_off + z * stride_b. */
+#define GEMM_KERNEL_ARGS                                                                  \
+    ulong M, ulong N, ulong K, float alpha, __global const float *A, ulong a_off, ulong lda, \
+        ulong a_blk, ulong stride_a, __global const float *B, ulong b_off, ulong ldb,        \
+        ulong stride_b, uint b_packed, float beta, __global float *C, ulong c_off,           \
+        ulong ldc, ulong stride_c
+
+__kernel __attribute__((reqd_work_group_size(1, GEMM_LY, 1))) void gemm_an(GEMM_KERNEL_ARGS)
+{
+    gemm_body(0, M, N, K, alpha, A, a_off, lda, a_blk, stride_a, B, b_off, ldb, stride_b,
+              b_packed, beta, C, c_off, ldc, stride_c);
+}
+
+__kernel __attribute__((reqd_work_group_size(1, GEMM_LY, 1))) void gemm_ap(GEMM_KERNEL_ARGS)
+{
+    gemm_body(1, M, N, K, alpha, A, a_off, lda, a_blk, stride_a, B, b_off, ldb, stride_b,
+              b_packed, beta, C, c_off, ldc, stride_c);
+}

@@ -1,0 +1,213 @@
+/*
+ * reduce.cl - row reductions (sum, max over the last dimension of [R, N]) and
+ * whole-tensor sums (sum, sum of squares) in two deterministic stages.
+ *
+ * Design
+ * - Every reduction has a fixed order for a given size and device, so results
+ *   are bit-reproducible; no atomics.
+ * - Two variants of each row kernel, chosen by the host per device type:
+ *     *_item   one work-item per row; the row is read as float8 into eight
+ *              lane accumulators, then a fixed pairwise combine and a scalar
+ *              tail. For CPUs, where local memory is emulated and each
+ *              work-group is a loop, this vectorises within the row.
+ *     *_group  one work-group per row (power-of-two size L, host-chosen);
+ *              lane i reads columns i, i + L, ... (coalesced), then a
+ *              local-memory tree. For GPUs. Group kernels never return early:
+ *              a group past the last row runs with 0 columns, so that every
+ *              work-item reaches every barrier (PoCL 3.1 miscompiles a
+ *              uniform early return ahead of barriers into stray writes).
+ * - Whole-tensor sums: stage 1 splits [0, n) into P contiguous parts (P is
+ *   the scratch size, fixed by n and the device) and writes one partial per
+ *   part (sum_parts_item / sum_parts_group); stage 2 (sum_finish) adds the P
+ *   partials in index order in one work-item and divides the result (by 1,
+ *   or by n for the mean). Long sums are blocked (a block sum of CLF_BLOCK
+ *   elements added to a running total) to keep float error small.
+ *
+ * Not here: column reductions (bias and norm parameter gradients live with
+ * their kernels), softmax (softmax.cl).
+ */
+
+#define CLF_BLOCK 64
+
+/* Fixed pairwise combination of eight lanes. */
+inline float clf_hsum8(float8 a)
+{
+    return ((a.s0 + a.s1) + (a.s2 + a.s3)) + ((a.s4 + a.s5) + (a.s6 + a.s7));
+}
+inline float clf_hmax8(float8 a)
+{
+    return fmax(fmax(fmax(a.s0, a.s1), fmax(a.s2, a.s3)), fmax(fmax(a.s4, a.s5), fmax(a.s6, a.s7)));
+}
+
+/* Tree reductions over a work-group of power-of-two size; every work-item
+ * gets the result. buf holds get_local_size(0) floats. */
+inline float clf_group_sum(float v, __local float *buf)
+{
+    uint lid = get_local_id(0);
+    buf[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = get_local_size(0) / 2; h > 0; h >>= 1) {
+        if (lid < h)
+            buf[lid] += buf[lid + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = buf[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+inline float clf_group_max(float v, __local float *buf)
+{
+    uint lid = get_local_id(0);
+    buf[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = get_local_size(0) / 2; h > 0; h >>= 1) {
+        if (lid < h)
+            buf[lid] = fmax(buf[lid], buf[lid + h]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = buf[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+/* ---- row sum / row max ------------------------------------------------------ */
+
+__kernel void row_sum_item(__global float *out, ulong out_off, __global const float *in,
+                           ulong in_off, ulong R, ulong N)
+{
+    out += out_off;
+    in += in_off;
+    ulong r = get_global_id(0);
+    if (r >= R)
+        return;
+    __global const float *x = in + r * N;
+    float8 a = (float8)(0.0f);
+    ulong j = 0;
+    for (; j + 8 <= N; j += 8)
+        a += vload8(0, x + j);
+    float s = clf_hsum8(a);
+    for (; j < N; j++)
+        s += x[j];
+    out[r] = s;
+}
+
+__kernel void row_max_item(__global float *out, ulong out_off, __global const float *in,
+                           ulong in_off, ulong R, ulong N)
+{
+    out += out_off;
+    in += in_off;
+    ulong r = get_global_id(0);
+    if (r >= R)
+        return;
+    __global const float *x = in + r * N;
+    float8 a = (float8)(-INFINITY);
+    ulong j = 0;
+    for (; j + 8 <= N; j += 8)
+        a = fmax(a, vload8(0, x + j));
+    float m = clf_hmax8(a);
+    for (; j < N; j++)
+        m = fmax(m, x[j]);
+    out[r] = m;
+}
+
+__kernel void row_sum_group(__global float *out, ulong out_off, __global const float *in,
+                            ulong in_off, ulong R, ulong N, __local float *buf)
+{
+    out += out_off;
+    in += in_off;
+    ulong r = get_group_id(0);
+    uint lid = get_local_id(0), L = get_local_size(0);
+    ulong n = r < R ? N : 0; /* no early return: every item must reach the barriers */
+    __global const float *x = in + r * N;
+    float s = 0.0f;
+    for (ulong j = lid; j < n; j += L)
+        s += x[j];
+    s = clf_group_sum(s, buf);
+    if (lid == 0 && r < R)
+        out[r] = s;
+}
+
+__kernel void row_max_group(__global float *out, ulong out_off, __global const float *in,
+                            ulong in_off, ulong R, ulong N, __local float *buf)
+{
+    out += out_off;
+    in += in_off;
+    ulong r = get_group_id(0);
+    uint lid = get_local_id(0), L = get_local_size(0);
+    ulong n = r < R ? N : 0;
+    __global const float *x = in + r * N;
+    float m = -INFINITY;
+    for (ulong j = lid; j < n; j += L)
+        m = fmax(m, x[j]);
+    m = clf_group_max(m, buf);
+    if (lid == 0 && r < R)
+        out[r] = m;
+}
+
+/* ---- whole-tensor sums, stage 1: one partial per part ---------------------- */
+
+/* Part p covers [p * chunk, min(n, (p + 1) * chunk)). sq = 1 sums squares. */
+__kernel void sum_parts_item(__global float *parts, ulong parts_off, __global const float *in,
+                             ulong in_off, ulong n, ulong chunk, uint P, int sq)
+{
+    parts += parts_off;
+    in += in_off;
+    uint p = get_global_id(0);
+    if (p >= P)
+        return;
+    ulong j = (ulong)p * chunk, end = min(n, j + chunk);
+    float total = 0.0f;
+    while (j + 8 <= end) {
+        ulong bend = min(end, j + 8 * CLF_BLOCK);
+        float8 a = (float8)(0.0f);
+        for (; j + 8 <= bend; j += 8) {
+            float8 v = vload8(0, in + j);
+            a += sq ? v * v : v;
+        }
+        total += clf_hsum8(a);
+    }
+    for (; j < end; j++) {
+        float v = in[j];
+        total += sq ? v * v : v;
+    }
+    parts[p] = total;
+}
+
+__kernel void sum_parts_group(__global float *parts, ulong parts_off, __global const float *in,
+                              ulong in_off, ulong n, ulong chunk, uint P, int sq,
+                              __local float *buf)
+{
+    parts += parts_off;
+    in += in_off;
+    uint p = get_group_id(0);
+    uint lid = get_local_id(0), L = get_local_size(0);
+    ulong start = min(n, (ulong)p * chunk), end = min(n, start + chunk);
+    float total = 0.0f;
+    for (ulong b = start; b < end; b += (ulong)L * CLF_BLOCK) {
+        ulong bend = min(end, b + (ulong)L * CLF_BLOCK);
+        float s = 0.0f;
+        for (ulong j = b + lid; j < bend; j += L) {
+            float v = in[j];
+            s += sq ? v * v : v;
+        }
+        total += s;
+    }
+    total = clf_group_sum(total, buf);
+    if (lid == 0 && p < P)
+        parts[p] = total;
+}
+
+/* ---- stage 2: out[0] = (sum of the P partials, in index order) / div ------- */
+
+__kernel void sum_finish(__global float *out, ulong out_off, __global const float *parts,
+                         ulong parts_off, uint P, float div)
+{
+    out += out_off;
+    parts += parts_off;
+    if (get_global_id(0) != 0)
+        return;
+    float s = 0.0f;
+    for (uint p = 0; p < P; p++)
+        s += parts[p];
+    out[0] = s / div;
+}

@@ -1,0 +1,48 @@
+/*
+ * cli_model.h - what the model subcommands (train, sample, eval, info)
+ * share: collecting --set overrides, loading a model file with them, and
+ * opening a run directory's checkpoint into a model. Every function prints
+ * its own errors (this is cli/) and returns an exit code (cli.h).
+ */
+#ifndef CLF_CLI_MODEL_H
+#define CLF_CLI_MODEL_H
+
+#include "cli.h"
+#include "config/config.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+
+#define CLI_MAX_SETS 128
+
+typedef struct cli_sets {
+    const char *v[CLI_MAX_SETS];
+    int n;
+} cli_sets;
+
+/* If argv[*i] is --set (or --set=...), consume it into s and return 1; 0 if
+ * it is not; -1 after printing an error (missing value, too many, no '='). */
+int cli_set_flag(cli_sets *s, int argc, char **argv, int *i);
+
+/* Load and validate a model file with overrides; prints file:line:col
+ * errors. Returns CLI_EXIT_OK or an exit code. */
+int cli_config_load(const char *path, const cli_sets *s, clf_model_config *cfg);
+
+/* Parse a --flag value as an int/double (strict); print and return 0 on error. */
+int cli_int_flag(int argc, char **argv, int *i, long lo, long hi, long *out);
+int cli_float_flag(int argc, char **argv, int *i, double lo, double hi, double *out);
+
+/* Create a directory and its parents (mkdir -p); prints on failure. */
+int cli_mkdir_p(const char *path);
+
+/* Open DIR/ckpt.safetensors: the config and tokenizer from its metadata, a
+ * model created on rt with `flags` and batch B (0 = the config's train
+ * batch) and the checkpoint's parameters loaded. Prints errors. */
+int cli_checkpoint_open(clf_runtime *rt, const char *dir, unsigned flags, int B,
+                        clf_model_config *cfg, clf_tokenizer **tok, clf_model **m);
+
+/* "1,234,567" */
+void cli_group_digits(unsigned long long v, char *out, size_t cap);
+/* "1h02m03s", "4m05s", "12.3s" */
+void cli_format_duration(double s, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,240 @@
+/*
+ * cmd_info.c - `clformer info MODEL.yaml [--set k=v ...] [--vocab N]
+ * [--data FILE] [--batch B] [--json]`: what a model file describes, without
+ * a device: parameters per part and in total, FLOPs per token, and the
+ * device memory clf_model_create would allocate.
+ *
+ * Parameter counts follow model.h's tensor table (same shapes): wte [V, C],
+ * wpe [T, C] (learned positions), per block ln1/ln2 ([C] weight, + [C] bias
+ * for layernorm with bias), attn.qkv [3C, C] (+ [3C]), attn.proj [C, C]
+ * (+ [C]), ffn.fc [F, C] (+ [F]; F = H, or 2H for swiglu), ffn.proj [C, H]
+ * (+ [C]), ln_f, and lm_head [V, C] unless tied. test_cli.sh checks the total
+ * against the count the model itself reports in `clformer train`.
+ *
+ * FLOPs per token (multiply-add = 2), as nanoGPT's estimate_mfu / Kaplan et
+ * al.: with N the parameters used in matrix products for every token (all
+ * but the position table and, when untied, the token-embedding lookup),
+ *   inference (forward at full context T):  2N + 4 L T C
+ *   training (forward + backward):           6N + 12 L T C
+ * where 4 L T C is q.k^T and P.v over T keys per layer (the causal mask
+ * does half of it on average; the formula counts it whole, as nanoGPT).
+ * Generating with the KV cache at position p costs 2N + 4 L p C.
+ *
+ * Vocabulary: --vocab N, else the tokenizer's size: 256 for byte, the
+ * distinct characters of --data FILE for char (65 for tiny Shakespeare if
+ * no file is given, said in the output), vocab.size for bpe.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_model.h"
+#include "model/dataset.h"
+
+typedef struct part {
+    const char *name;
+    unsigned long long n;
+} part;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: clformer info MODEL.yaml [--set KEY=VALUE ...] [--vocab N] [--data FILE]\n"
+            "                     [--batch B] [--json]\n"
+            "Parameters per part and in total, FLOPs per token for training and inference,\n"
+            "and device memory for a batch (default: train.batch). Needs no device.\n"
+            "  --set KEY=VALUE   override a config key (repeatable), e.g. train.batch=32\n"
+            "  --vocab N         vocabulary size (default: from the tokenizer / --data)\n"
+            "  --data FILE       build the char vocabulary from this text\n"
+            "  --batch B         batch for the memory estimate\n"
+            "  --json            machine-readable output\n");
+}
+
+static unsigned long long norm_params(const clf_model_config *c, clf_norm_type t)
+{
+    unsigned long long C = (unsigned long long)c->embedding.dim;
+    if (t == CLF_NORM_NONE)
+        return 0;
+    if (t == CLF_NORM_LAYERNORM && c->blocks.norm.bias)
+        return 2 * C;
+    return C;
+}
+
+static int vocab_from_data(const char *data, long *vocab)
+{
+    char *text = NULL;
+    size_t len = 0;
+    clf_tokenizer *tok = NULL;
+    clf_error err;
+    clf_status st = clf_dataset_read_text(data, &text, &len, &err);
+    if (st == CLF_OK)
+        st = clf_tokenizer_create(CLF_TOKENIZER_CHAR, text, len, &tok, &err);
+    free(text);
+    if (st != CLF_OK) {
+        cli_print_error("--data", &err);
+        return cli_exit_code(st);
+    }
+    *vocab = clf_tokenizer_vocab_size(tok);
+    clf_tokenizer_destroy(tok);
+    return CLI_EXIT_OK;
+}
+
+int cli_cmd_info(int argc, char **argv)
+{
+    const char *path = NULL, *data = NULL;
+    cli_sets sets;
+    memset(&sets, 0, sizeof sets);
+    long vocab = 0, batch = 0;
+    int json = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int r = cli_set_flag(&sets, argc, argv, &i);
+        if (r < 0)
+            return CLI_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        } else if (strcmp(a, "--vocab") == 0) {
+            if (!cli_int_flag(argc, argv, &i, 1, 100000000, &vocab))
+                return CLI_EXIT_USAGE;
+        } else if (strcmp(a, "--batch") == 0) {
+            if (!cli_int_flag(argc, argv, &i, 1, 1000000, &batch))
+                return CLI_EXIT_USAGE;
+        } else if (strcmp(a, "--data") == 0) {
+            if ((data = cli_flag_value(argc, argv, &i)) == NULL)
+                return CLI_EXIT_USAGE;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "clformer info: unknown flag '%s' (see --help)\n", a);
+            return CLI_EXIT_USAGE;
+        } else if (path == NULL) {
+            path = a;
+        } else {
+            fprintf(stderr, "clformer info: unexpected argument '%s': one MODEL.yaml expected\n",
+                    a);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (path == NULL) {
+        fprintf(stderr, "clformer info: MODEL.yaml expected\n");
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    clf_model_config cfg;
+    int rc = cli_config_load(path, &sets, &cfg);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+
+    const char *vocab_note = "";
+    if (vocab == 0) {
+        if (cfg.vocab.tokenizer == CLF_TOKENIZER_BYTE) {
+            vocab = 256;
+        } else if (cfg.vocab.tokenizer == CLF_TOKENIZER_CHAR && data != NULL) {
+            if ((rc = vocab_from_data(data, &vocab)) != CLI_EXIT_OK)
+                return rc;
+        } else if (cfg.vocab.tokenizer == CLF_TOKENIZER_CHAR) {
+            vocab = 65;
+            vocab_note = " (assumed: tiny Shakespeare's characters; pass --vocab or --data)";
+        } else {
+            vocab = cfg.vocab.size;
+        }
+    }
+    if (cfg.vocab.size > vocab)
+        vocab = cfg.vocab.size;
+    if (batch == 0)
+        batch = cfg.train.batch;
+
+    typedef unsigned long long u64;
+    u64 C = (u64)cfg.embedding.dim, T = (u64)cfg.context, V = (u64)vocab,
+        L = (u64)clf_config_decoder_layers(&cfg),
+        H = (u64)(cfg.blocks.ffn.hidden > 0 ? cfg.blocks.ffn.hidden : 4 * cfg.embedding.dim);
+    u64 F = cfg.blocks.ffn.activation == CLF_FFN_SWIGLU ? 2 * H : H;
+    int ab = cfg.blocks.attention.bias, fb = cfg.blocks.ffn.bias;
+    u64 wte = V * C;
+    u64 wpe = cfg.positional.type == CLF_POS_LEARNED ? T * C : 0;
+    u64 attn = 3 * C * C + (ab ? 3 * C : 0) + C * C + (ab ? C : 0);
+    u64 ffn = F * C + (fb ? F : 0) + C * H + (fb ? C : 0);
+    u64 norms = 2 * norm_params(&cfg, cfg.blocks.norm.type);
+    u64 block = attn + ffn + norms;
+    u64 lnf = norm_params(&cfg, cfg.final_norm.type);
+    u64 head = cfg.head.tie_embedding ? 0 : V * C;
+    u64 total = wte + wpe + L * block + lnf + head;
+    u64 n_mm = total - wpe - (cfg.head.tie_embedding ? 0 : wte);
+    double attn_flops = 4.0 * (double)L * (double)T * (double)C;
+    double infer_flops = 2.0 * (double)n_mm + attn_flops;
+    double train_flops = 6.0 * (double)n_mm + 3.0 * attn_flops;
+
+    size_t mem_train = 0, mem_infer = 0;
+    clf_error err;
+    clf_status st = clf_model_memory_estimate(&cfg, (int)vocab, (int)batch, CLF_MODEL_TRAIN,
+                                              &mem_train, &err);
+    if (st == CLF_OK)
+        st = clf_model_memory_estimate(&cfg, (int)vocab, 1, CLF_MODEL_INFER, &mem_infer, &err);
+    if (st != CLF_OK) {
+        cli_print_error("memory estimate", &err);
+        return cli_exit_code(st);
+    }
+
+    if (json) {
+        printf("{\"parameters\": %llu, \"embedding\": %llu, \"positions\": %llu, "
+               "\"per_block\": %llu, \"blocks\": %llu, \"attention_per_block\": %llu, "
+               "\"ffn_per_block\": %llu, \"norms_per_block\": %llu, \"final_norm\": %llu, "
+               "\"lm_head\": %llu, \"vocab\": %llu, \"layers\": %llu, "
+               "\"train_flops_per_token\": %.0f, \"infer_flops_per_token\": %.0f, "
+               "\"batch\": %ld, \"train_memory_bytes\": %zu, \"infer_memory_bytes\": %zu}\n",
+               total, wte, wpe, block, L * block, attn, ffn, norms, lnf, head, V, L, train_flops,
+               infer_flops, batch, mem_train, mem_infer);
+        return CLI_EXIT_OK;
+    }
+    char b[64];
+    printf("%s: %s, %llu layers, %d heads x %d, dim %llu, ffn %llu (%s), context %llu,\n"
+           "  %s positions, %s-norm %s\n",
+           path, clf_config_kind_name(cfg.kind), L, cfg.blocks.attention.heads,
+           clf_config_head_size(&cfg), C, H,
+           clf_config_activation_name(cfg.blocks.ffn.activation), T,
+           clf_config_positional_name(cfg.positional.type),
+           clf_config_placement_name(cfg.blocks.norm.placement),
+           clf_config_norm_name(cfg.blocks.norm.type));
+    printf("vocabulary: %llu (%s)%s\n\n", V, clf_config_tokenizer_name(cfg.vocab.tokenizer),
+           vocab_note);
+    printf("parameters:\n");
+    const part parts[] = {
+        {"token embedding (wte)", wte},
+        {"positions (wpe)", wpe},
+        {"blocks", L * block},
+        {"  attention, per block", attn},
+        {"  feed-forward, per block", ffn},
+        {"  norms, per block", norms},
+        {"final norm", lnf},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        cli_group_digits(parts[i].n, b, sizeof b);
+        printf("  %-28s %14s\n", parts[i].name, b);
+    }
+    if (cfg.head.tie_embedding) {
+        printf("  %-28s %14s\n", "lm head", "tied to wte");
+    } else {
+        cli_group_digits(head, b, sizeof b);
+        printf("  %-28s %14s\n", "lm head", b);
+    }
+    cli_group_digits(total, b, sizeof b);
+    printf("  %-28s %14s\n\n", "total", b);
+    cli_group_digits(n_mm, b, sizeof b);
+    printf("FLOPs per token (N = %s parameters in matrix products; L, T, C = %llu, %llu, %llu):\n",
+           b, L, T, C);
+    printf("  training   6N + 12 L T C = %.4g  (%.4g per step of %ld x %llu tokens)\n",
+           train_flops, train_flops * (double)batch * (double)T, batch, T);
+    printf("  inference  2N +  4 L T C = %.4g  (at full context; with the KV cache at\n"
+           "                                         position p: 2N + 4 L p C)\n\n",
+           infer_flops);
+    char lab[64];
+    snprintf(lab, sizeof lab, "training, batch %ld", batch);
+    printf("device memory:\n");
+    printf("  %-22s %10.1f MiB  (parameters, gradients, Adam moments, activations)\n", lab,
+           (double)mem_train / (1024.0 * 1024.0));
+    printf("  %-22s %10.1f MiB  (parameters, activations, KV cache)\n", "inference, batch 1",
+           (double)mem_infer / (1024.0 * 1024.0));
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""gen_gpt_fixture.py - PyTorch reference fixtures for tests/test_parity_gpt.c.
+
+Builds tiny GPTs in plain PyTorch with exactly clformer's semantics and
+parameter names, runs one forward/backward and 10 AdamW steps, and writes
+one .safetensors fixture per variant into tests/data/parity/. Run by hand
+(never by CI) when the fixtures must change:
+
+    /usr/bin/python3 tests/parity/gen_gpt_fixture.py      # torch 1.13, numpy
+
+Variants (2 layers, 2 heads, 32 dims, context 16, vocabulary 65, batch 4):
+  gpt_a  pre-LN LayerNorm (with biases), GELU (erf, nn.GELU()), learned
+         positions, biases everywhere, tied LM head, no label smoothing,
+         two ignored targets (-1)
+  gpt_b  RMSNorm, SwiGLU (fc = [gate rows; up rows]), RoPE (rotate_half,
+         theta 10000), no biases, untied head, label smoothing 0.1,
+         clipping active (grad_clip 0.05)
+  gpt_c  post-LN LayerNorm, ReLU, sinusoidal positions with embeddings
+         scaled by sqrt(dim), no final norm, tied head, biases
+
+Fixture contents (all float32 unless noted):
+  metadata  "format": "clformer-parity", "version": "1", "variant",
+            "config": the model YAML (config/ schema) the C test builds
+  x, y            int32 [B, T] inputs and targets (y = -1: ignored)
+  param.<name>    initial parameters under clformer's names
+  logits          [B, T, V] of the initial parameters on (x, y)
+  loss            [1]
+  grad.<name>     d loss / d param (the tied head's gradient is in grad.wte)
+  train.lr        [10] nanoGPT get_lr(it) of each step
+  train.loss      [10] loss on (x, y) before step i's update (every step
+                  trains on the same batch, so the losses fall measurably)
+  train.gnorm     [10] global gradient norm before clipping
+  final.<name>    parameters after the 10 steps
+  final_loss      [1] loss on (x, y) after the 10 steps
+
+The initial parameters are not GPT-2's initialisation: biases and norm
+weights are random too (normal 0.02 around 0 or 1) so that every
+parameter's effect and gradient is tested. The safetensors file is written
+by hand (8-byte little-endian header length, JSON header padded with spaces
+to 8 bytes, then the raw tensors), without the safetensors package.
+"""
+import json
+import math
+import os
+import struct
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+B, T, C, NH, L, V = 4, 16, 32, 2, 2, 65
+HS = C // NH
+STEPS = 10
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "parity")
+
+VARIANTS = {
+    "gpt_a": dict(norm="layernorm", placement="pre", norm_bias=True, act="gelu", hidden=4 * C,
+                  pos="learned", emb_scale=False, attn_bias=True, ffn_bias=True,
+                  final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
+                  ignore=[(0, 0), (3, 5)], seed=1),
+    "gpt_b": dict(norm="rmsnorm", placement="pre", norm_bias=False, act="swiglu", hidden=48,
+                  pos="rope", emb_scale=False, attn_bias=False, ffn_bias=False,
+                  final_norm="rmsnorm", tied=False, label_smoothing=0.1, grad_clip=0.05,
+                  ignore=[], seed=2),
+    "gpt_c": dict(norm="layernorm", placement="post", norm_bias=True, act="relu", hidden=64,
+                  pos="sinusoidal", emb_scale=True, attn_bias=True, ffn_bias=True,
+                  final_norm="none", tied=True, label_smoothing=0.0, grad_clip=1.0,
+                  ignore=[(1, 15)], seed=3),
+}
+LR, MIN_LR, WARMUP, WD, BETAS, EPS, NORM_EPS = 3e-3, 3e-4, 2, 0.1, (0.9, 0.99), 1e-8, 1e-5
+
+
+def config_yaml(v):
+    """The clformer model description of a variant."""
+    b = lambda x: "true" if x else "false"
+    return f"""model:
+  kind: decoder
+  vocab: {{tokenizer: char, size: {V}}}
+  context: {T}
+  embedding: {{dim: {C}, scale: {b(v['emb_scale'])}, dropout: 0.0}}
+  positional: {{type: {v['pos']}, rope_theta: 10000.0}}
+  blocks:
+    repeat: {L}
+    attention: {{heads: {NH}, causal: true, dropout: 0.0, bias: {b(v['attn_bias'])}}}
+    ffn: {{hidden: {v['hidden']}, activation: {v['act']}, bias: {b(v['ffn_bias'])}, dropout: 0.0}}
+    norm: {{type: {v['norm']}, placement: {v['placement']}, eps: {NORM_EPS}, bias: {b(v['norm_bias'])}}}
+    dropout: 0.0
+  final_norm: {{type: {v['final_norm']}}}
+  head: {{type: lm, tie_embedding: {b(v['tied'])}}}
+train:
+  batch: {B}
+  steps: {STEPS}
+  optimizer: {{type: adamw, lr: {LR}, betas: [{BETAS[0]}, {BETAS[1]}], eps: {EPS}, weight_decay: {WD}}}
+  schedule: {{type: cosine, warmup: {WARMUP}, min_lr: {MIN_LR}}}
+  grad_clip: {v['grad_clip']}
+  label_smoothing: {v['label_smoothing']}
+  seed: 1337
+"""
+
+
+def get_lr(it):
+    """nanoGPT train.py get_lr, lr_decay_iters = STEPS."""
+    if it < WARMUP:
+        return LR * (it + 1) / (WARMUP + 1)
+    if it > STEPS:
+        return MIN_LR
+    r = (it - WARMUP) / (STEPS - WARMUP)
+    return MIN_LR + 0.5 * (1.0 + math.cos(math.pi * r)) * (LR - MIN_LR)
+
+
+def make_params(v, g):
+    """Parameters in clformer's naming; 2-D ones are weight-decayed."""
+    p = {}
+    n = lambda *shape, sd=0.02, mean=0.0: (torch.randn(*shape, generator=g) * sd + mean)
+    resid = 0.02 / math.sqrt(2 * L)
+    F_rows = 2 * v["hidden"] if v["act"] == "swiglu" else v["hidden"]
+    p["wte"] = n(V, C)
+    if v["pos"] == "learned":
+        p["wpe"] = n(T, C)
+
+    def norm(name):
+        p[name + ".weight"] = n(C, mean=1.0, sd=0.1)
+        if v["norm"] == "layernorm" and v["norm_bias"]:
+            p[name + ".bias"] = n(C, sd=0.05)
+
+    for l in range(L):
+        pre = f"blocks.{l}."
+        norm(pre + "ln1")
+        p[pre + "attn.qkv.weight"] = n(3 * C, C)
+        if v["attn_bias"]:
+            p[pre + "attn.qkv.bias"] = n(3 * C, sd=0.05)
+        p[pre + "attn.proj.weight"] = n(C, C, sd=resid)
+        if v["attn_bias"]:
+            p[pre + "attn.proj.bias"] = n(C, sd=0.05)
+        norm(pre + "ln2")
+        p[pre + "ffn.fc.weight"] = n(F_rows, C)
+        if v["ffn_bias"]:
+            p[pre + "ffn.fc.bias"] = n(F_rows, sd=0.05)
+        p[pre + "ffn.proj.weight"] = n(C, v["hidden"], sd=resid)
+        if v["ffn_bias"]:
+            p[pre + "ffn.proj.bias"] = n(C, sd=0.05)
+    if v["final_norm"] != "none":
+        p["ln_f.weight"] = n(C, mean=1.0, sd=0.1)
+        if v["final_norm"] == "layernorm" and v["norm_bias"]:
+            p["ln_f.bias"] = n(C, sd=0.05)
+    if not v["tied"]:
+        p["lm_head.weight"] = n(V, C)
+    return {k: t.float().requires_grad_(True) for k, t in p.items()}
+
+
+def norm_fwd(v, kind, x, p, name):
+    w = p[name + ".weight"]
+    if kind == "rmsnorm":
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + NORM_EPS) * w
+    return F.layer_norm(x, (C,), w, p.get(name + ".bias"), NORM_EPS)
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope(x):  # x [B, NH, T, HS]
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, HS, 2, dtype=torch.float64) / HS))
+    t = torch.arange(x.shape[2], dtype=torch.float64)
+    freqs = torch.outer(t, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().float(), emb.sin().float()
+    return x * cos + rotate_half(x) * sin
+
+
+def sinusoid(Tn):
+    pe = torch.zeros(Tn, C, dtype=torch.float64)
+    pos = torch.arange(Tn, dtype=torch.float64)[:, None]
+    div = torch.pow(10000.0, torch.arange(0, C, 2, dtype=torch.float64) / C)
+    pe[:, 0::2] = torch.sin(pos / div)
+    pe[:, 1::2] = torch.cos(pos / div)
+    return pe.float()
+
+
+def attention(v, x, p, pre):
+    Bn, Tn, _ = x.shape
+    qkv = F.linear(x, p[pre + "attn.qkv.weight"], p.get(pre + "attn.qkv.bias"))
+    q, k, val = qkv.split(C, dim=2)
+    q = q.view(Bn, Tn, NH, HS).transpose(1, 2)
+    k = k.view(Bn, Tn, NH, HS).transpose(1, 2)
+    val = val.view(Bn, Tn, NH, HS).transpose(1, 2)
+    if v["pos"] == "rope":
+        q, k = rope(q), rope(k)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(HS))
+    mask = torch.tril(torch.ones(Tn, Tn, dtype=torch.bool))
+    att = att.masked_fill(~mask, float("-inf"))
+    att = F.softmax(att, dim=-1)
+    y = (att @ val).transpose(1, 2).contiguous().view(Bn, Tn, C)
+    return F.linear(y, p[pre + "attn.proj.weight"], p.get(pre + "attn.proj.bias"))
+
+
+def ffn(v, x, p, pre):
+    h = F.linear(x, p[pre + "ffn.fc.weight"], p.get(pre + "ffn.fc.bias"))
+    if v["act"] == "swiglu":
+        gate, up = h.split(v["hidden"], dim=-1)
+        h = F.silu(gate) * up
+    elif v["act"] == "gelu":
+        h = F.gelu(h)  # exact erf form, as nn.GELU()
+    else:
+        h = F.relu(h)
+    return F.linear(h, p[pre + "ffn.proj.weight"], p.get(pre + "ffn.proj.bias"))
+
+
+def forward(v, p, x, y):
+    Bn, Tn = x.shape
+    h = p["wte"][x] * (math.sqrt(C) if v["emb_scale"] else 1.0)
+    if v["pos"] == "learned":
+        h = h + p["wpe"][:Tn]
+    elif v["pos"] == "sinusoidal":
+        h = h + sinusoid(Tn)
+    for l in range(L):
+        pre = f"blocks.{l}."
+        if v["placement"] == "pre":
+            h = h + attention(v, norm_fwd(v, v["norm"], h, p, pre + "ln1"), p, pre)
+            h = h + ffn(v, norm_fwd(v, v["norm"], h, p, pre + "ln2"), p, pre)
+        else:
+            h = norm_fwd(v, v["norm"], h + attention(v, h, p, pre), p, pre + "ln1")
+            h = norm_fwd(v, v["norm"], h + ffn(v, h, p, pre), p, pre + "ln2")
+    if v["final_norm"] != "none":
+        h = norm_fwd(v, v["final_norm"], h, p, "ln_f")
+    w_out = p["wte"] if v["tied"] else p["lm_head.weight"]
+    logits = F.linear(h, w_out)
+    loss = F.cross_entropy(logits.view(-1, V), y.view(-1), ignore_index=-1,
+                           label_smoothing=v["label_smoothing"])
+    return logits, loss
+
+
+def batch(v, g):
+    x = torch.randint(0, V, (B, T), generator=g)
+    y = torch.randint(0, V, (B, T), generator=g)
+    for (bi, ti) in v["ignore"]:
+        y[bi, ti] = -1
+    return x, y
+
+
+def write_safetensors(path, tensors, metadata):
+    header = {"__metadata__": metadata}
+    blobs, off = [], 0
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        dtype = {np.dtype("float32"): "F32", np.dtype("int32"): "I32"}[a.dtype]
+        raw = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape),
+                        "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    h += b" " * ((8 - len(h) % 8) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for raw in blobs:
+            f.write(raw)
+    os.replace(tmp, path)
+
+
+def make_fixture(name, v):
+    torch.manual_seed(v["seed"])
+    g = torch.Generator().manual_seed(v["seed"])
+    p = make_params(v, g)
+    x, y = batch(v, g)
+    out = {"x": x.numpy().astype(np.int32), "y": y.numpy().astype(np.int32)}
+    for k, t in p.items():
+        out["param." + k] = t.detach().numpy().copy()
+
+    logits, loss = forward(v, p, x, y)
+    loss.backward()
+    out["logits"] = logits.detach().numpy()
+    out["loss"] = np.array([loss.item()], dtype=np.float32)
+    for k, t in p.items():
+        out["grad." + k] = t.grad.detach().numpy().copy()
+        t.grad = None
+
+    decay = [t for k, t in p.items() if t.dim() == 2]
+    nodecay = [t for k, t in p.items() if t.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD},
+                             {"params": nodecay, "weight_decay": 0.0}],
+                            lr=LR, betas=BETAS, eps=EPS)
+    lrs, losses, gnorms = [], [], []
+    for it in range(STEPS):
+        bx, by = x, y  # one batch, over-fitted: the losses move measurably
+        lr = get_lr(it)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        _, l = forward(v, p, bx, by)
+        opt.zero_grad(set_to_none=True)
+        l.backward()
+        gn = torch.nn.utils.clip_grad_norm_(list(p.values()), v["grad_clip"])
+        opt.step()
+        lrs.append(lr)
+        losses.append(l.item())
+        gnorms.append(gn.item())
+    with torch.no_grad():
+        _, fl = forward(v, p, x, y)
+    out["train.lr"] = np.array(lrs, dtype=np.float32)
+    out["train.loss"] = np.array(losses, dtype=np.float32)
+    out["train.gnorm"] = np.array(gnorms, dtype=np.float32)
+    out["final_loss"] = np.array([fl.item()], dtype=np.float32)
+    for k, t in p.items():
+        out["final." + k] = t.detach().numpy().copy()
+
+    meta = {"format": "clformer-parity", "version": "1", "variant": name,
+            "config": config_yaml(v), "torch": torch.__version__}
+    os.makedirs(OUT_DIR, exist_ok=True)
+    path = os.path.join(OUT_DIR, name + ".safetensors")
+    write_safetensors(path, out, meta)
+    print(f"{path}: {os.path.getsize(path)} bytes, loss {loss.item():.6f}, "
+          f"losses {[round(a, 5) for a in losses]}, gnorms {[round(a, 4) for a in gnorms]}")
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    for name, v in VARIANTS.items():
+        make_fixture(name, v)

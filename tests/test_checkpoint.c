@@ -1,0 +1,215 @@
+/*
+ * test_checkpoint.c - model checkpoints: exact round trips and refusals.
+ *
+ * Checks:
+ *   - save after a few training steps, open, load into a fresh model:
+ *     parameters and both Adam moments equal bit for bit, the step and the
+ *     metadata (config, tokenizer, caller's pairs) come back;
+ *   - an inference model's checkpoint (no optimizer state) loads its
+ *     parameters, and asking it for optimizer state is refused;
+ *   - refused with CLF_ERR_FORMAT: a truncated file, a flipped byte in the
+ *     header, a safetensors file that is not a clformer checkpoint, a model
+ *     whose structure differs (heads; norm placement: same shapes), a model
+ *     with another vocabulary;
+ *   - refused with CLF_ERR_ARG: a caller's metadata key that is reserved, a
+ *     save between a backward and its step;
+ *   - a failed save (directory missing) leaves no file behind.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "model/checkpoint.h"
+#include "model/model.h"
+#include "test_util.h"
+
+static const char *yaml =
+    "model:\n"
+    "  vocab: {tokenizer: char, size: 13}\n"
+    "  context: 8\n"
+    "  embedding: {dim: 16}\n"
+    "  blocks: {repeat: 2, attention: {heads: 2}, ffn: {hidden: 32}}\n"
+    "train: {batch: 2, seed: 9}\n";
+
+static void ok(clf_status st, const clf_error *e, const char *what) { tu_ok(st, e, what); }
+
+static char *path_in_build(const char *name, char *buf, size_t cap)
+{
+    const char *bd = getenv("CLF_BUILD_DIR");
+    snprintf(buf, cap, "%s/%s", bd ? bd : ".", name);
+    return buf;
+}
+
+static void train(clf_model *m, int steps)
+{
+    clf_error e;
+    int32_t x[16], y[16];
+    tu_rng g = tu_rng_new(3);
+    for (int s = 0; s < steps; s++) {
+        for (int i = 0; i < 16; i++) {
+            x[i] = (int32_t)(tu_u32(&g) % 13);
+            y[i] = (int32_t)(tu_u32(&g) % 13);
+        }
+        ok(clf_model_set_batch(m, x, y, 2, 8, &e), &e, "batch");
+        ok(clf_model_forward(m, 1, &e), &e, "forward");
+        ok(clf_model_backward(m, &e), &e, "backward");
+        ok(clf_model_step(m, 1e-2f, &e), &e, "step");
+    }
+}
+
+static int flat_equal(clf_model *a, clf_model *b, clf_model_slot slot)
+{
+    clf_error e;
+    size_t n = clf_model_dims_get(a).n_params;
+    float *x = malloc(n * 4), *y = malloc(n * 4);
+    ok(clf_model_flat_read(a, slot, x, &e), &e, "read a");
+    ok(clf_model_flat_read(b, slot, y, &e), &e, "read b");
+    int same = memcmp(x, y, n * 4) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+static void write_bytes(const char *path, const unsigned char *d, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || fwrite(d, 1, n, f) != n) {
+        fprintf(stderr, "FATAL: writing %s\n", path);
+        exit(1);
+    }
+    fclose(f);
+}
+
+static unsigned char *read_bytes(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *d = malloc((size_t)sz + 1);
+    *n = fread(d, 1, (size_t)sz, f);
+    fclose(f);
+    return d;
+}
+
+/* Open + load into m; the status of the first step that fails. */
+static clf_status try_load(const char *path, clf_model *m, unsigned what, clf_error *e)
+{
+    clf_checkpoint *ck = NULL;
+    clf_status st = clf_checkpoint_open(path, &ck, e);
+    if (st == CLF_OK)
+        st = clf_checkpoint_load(ck, m, what, e);
+    clf_checkpoint_close(ck);
+    return st;
+}
+
+int main(void)
+{
+    clf_runtime *rt = tu_runtime();
+    clf_error e;
+    clf_model_config cfg;
+    ok(clf_config_parse_string(yaml, "test", NULL, 0, &cfg, &e), &e, "config");
+    char path[512], bad[512];
+    path_in_build("test_checkpoint.safetensors", path, sizeof path);
+    path_in_build("test_checkpoint_bad.safetensors", bad, sizeof bad);
+
+    /* ---- round trip ---- */
+    clf_model *a = NULL, *b = NULL;
+    ok(clf_model_create(rt, &cfg, 13, 2, CLF_MODEL_TRAIN, &a, &e), &e, "create a");
+    train(a, 3);
+    clf_checkpoint_extra ex[] = {{"data_rng", "xoshiro256**:1,2,3,4"}, {"elapsed", "1.5"}};
+    ok(clf_checkpoint_save(path, a, &cfg, "{\"type\":\"char\"}", ex, 2, &e), &e, "save");
+    clf_checkpoint *ck = NULL;
+    ok(clf_checkpoint_open(path, &ck, &e), &e, "open");
+    TU_CHECK(clf_checkpoint_step(ck) == 3 && clf_checkpoint_vocab(ck) == 13 &&
+                 clf_checkpoint_has_optim(ck),
+             "step 3, vocab 13, optimizer state recorded");
+    TU_CHECK(strcmp(clf_checkpoint_tokenizer(ck), "{\"type\":\"char\"}") == 0,
+             "tokenizer JSON round-trips");
+    const char *rng = clf_checkpoint_meta(ck, "data_rng");
+    TU_CHECK(rng && strcmp(rng, "xoshiro256**:1,2,3,4") == 0, "caller metadata round-trips");
+    TU_CHECK(clf_config_diff(clf_checkpoint_config(ck), &cfg, NULL, 0) == 0,
+             "config round-trips");
+    ok(clf_model_create(rt, clf_checkpoint_config(ck), 13, 2, CLF_MODEL_TRAIN, &b, &e), &e,
+       "create b");
+    ok(clf_checkpoint_load(ck, b, CLF_CHECKPOINT_ALL, &e), &e, "load");
+    clf_checkpoint_close(ck);
+    TU_CHECK(flat_equal(a, b, CLF_SLOT_PARAM), "parameters equal bit for bit");
+    TU_CHECK(flat_equal(a, b, CLF_SLOT_ADAM_M), "Adam m equal bit for bit");
+    TU_CHECK(flat_equal(a, b, CLF_SLOT_ADAM_V), "Adam v equal bit for bit");
+    TU_CHECK(clf_model_state_get(b).step == 3, "step restored");
+    train(a, 1);
+    train(b, 1);
+    TU_CHECK(flat_equal(a, b, CLF_SLOT_PARAM), "one more step stays bit-identical");
+    clf_model_destroy(b);
+
+    /* ---- refusals ---- */
+    clf_checkpoint_extra rsv[] = {{"step", "7"}};
+    TU_CHECK(clf_checkpoint_save(bad, a, &cfg, "", rsv, 1, &e) == CLF_ERR_ARG,
+             "a reserved metadata key is refused");
+    {
+        int32_t x[16] = {0}, y[16] = {0};
+        ok(clf_model_set_batch(a, x, y, 2, 8, &e), &e, "batch");
+        ok(clf_model_forward(a, 1, &e), &e, "forward");
+        ok(clf_model_backward(a, &e), &e, "backward");
+        clf_status st = clf_checkpoint_save(bad, a, &cfg, "", NULL, 0, &e);
+        TU_CHECK(st == CLF_ERR_ARG, "saving between backward and step is refused: %s", e.msg);
+        ok(clf_model_step(a, 0.0f, &e), &e, "step");
+    }
+    TU_CHECK(clf_checkpoint_save("/nonexistent-dir/x.safetensors", a, &cfg, "", NULL, 0, &e) !=
+                     CLF_OK &&
+                 fopen("/nonexistent-dir/x.safetensors", "rb") == NULL,
+             "a failed save leaves no file");
+
+    size_t n = 0;
+    unsigned char *bytes = read_bytes(path, &n);
+    write_bytes(bad, bytes, n / 2);
+    clf_status st = try_load(bad, a, CLF_CHECKPOINT_ALL, &e);
+    TU_CHECK(st == CLF_ERR_FORMAT, "a truncated file is refused: %s", e.msg);
+    unsigned char *flip = malloc(n);
+    memcpy(flip, bytes, n);
+    flip[12] ^= 0x5A; /* inside the JSON header */
+    write_bytes(bad, flip, n);
+    st = try_load(bad, a, CLF_CHECKPOINT_ALL, &e);
+    TU_CHECK(st == CLF_ERR_FORMAT, "a corrupt header is refused: %s", e.msg);
+    free(flip);
+    st = try_load("tests/data/parity/gpt_a.safetensors", a, CLF_CHECKPOINT_ALL, &e);
+    TU_CHECK(st == CLF_ERR_FORMAT, "a file that is not a checkpoint is refused: %s", e.msg);
+
+    const char *other[] = {"model.blocks.attention.heads=4", "model.blocks.norm.placement=post"};
+    for (int i = 0; i < 2; i++) {
+        clf_model_config c2 = cfg;
+        ok(clf_config_set(&c2, other[i], &e), &e, other[i]);
+        ok(clf_model_create(rt, &c2, 13, 2, CLF_MODEL_TRAIN, &b, &e), &e, "create other");
+        st = try_load(path, b, CLF_CHECKPOINT_ALL, &e);
+        TU_CHECK(st == CLF_ERR_FORMAT, "a model with %s is refused: %s", other[i], e.msg);
+        clf_model_destroy(b);
+    }
+    ok(clf_model_create(rt, &cfg, 17, 2, CLF_MODEL_TRAIN, &b, &e), &e, "create V=17");
+    st = try_load(path, b, CLF_CHECKPOINT_PARAMS, &e);
+    TU_CHECK(st == CLF_ERR_FORMAT, "a model with another vocabulary is refused: %s", e.msg);
+    clf_model_destroy(b);
+
+    /* ---- inference model: parameters only ---- */
+    ok(clf_model_create(rt, &cfg, 13, 1, CLF_MODEL_INFER, &b, &e), &e, "create infer");
+    ok(try_load(path, b, CLF_CHECKPOINT_PARAMS, &e), &e, "load params into inference model");
+    ok(clf_checkpoint_save(bad, b, &cfg, "", NULL, 0, &e), &e, "save inference model");
+    clf_model *c = NULL;
+    ok(clf_model_create(rt, &cfg, 13, 2, CLF_MODEL_TRAIN, &c, &e), &e, "create c");
+    st = try_load(bad, c, CLF_CHECKPOINT_ALL, &e);
+    TU_CHECK(st == CLF_ERR_FORMAT, "optimizer state missing is refused: %s", e.msg);
+    ok(try_load(bad, c, CLF_CHECKPOINT_PARAMS, &e), &e, "params of an inference checkpoint");
+    TU_CHECK(flat_equal(b, c, CLF_SLOT_PARAM), "inference checkpoint round-trips parameters");
+    clf_model_destroy(c);
+    clf_model_destroy(b);
+
+    clf_model_destroy(a);
+    free(bytes);
+    remove(path);
+    remove(bad);
+    clf_runtime_destroy(rt);
+    return tu_finish();
+}

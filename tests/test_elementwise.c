@@ -1,0 +1,345 @@
+/*
+ * test_elementwise.c - add, scale, axpy, residual, fused bias + activation,
+ * bias gradient, SwiGLU forward and backward, against float64 references.
+ *
+ * What is checked (tolerances |got - ref| <= atol + rtol |ref|)
+ * - add / residual / scale / axpy at n = 1, 7, 33, 257, 1000, 100003, at
+ *   nonzero element offsets, and add with out aliasing an input:
+ *   atol 1e-7, rtol 2e-7 (one float rounding).
+ * - bias_act_forward for every activation, with and without bias, over
+ *   [R, N] = 1x1, 3x5, 17x129, 64x768, 9x95: h updated to h + bias (rtol 2e-7),
+ *   out = act(h + bias) (atol 2e-6, rtol 1e-5).
+ * - bias_backward (column sums), both kernel variants, overwrite and
+ *   accumulate, at 1x1, 3x5, 17x129, 64x768, 9x95, 1000x33: atol 4e-6 * (largest
+ *   column sum of |d|), rtol 0. Two runs give bit-identical results.
+ * - Every output is surrounded by guard zones that must stay untouched.
+ * - SwiGLU forward/backward at R x H = 1x1, 3x5, 17x129, 64x768, 9x95: atol 2e-6,
+ *   rtol 1e-5. The float64 backward reference is checked against central
+ *   finite differences of the float64 forward (h = 1e-6, 1e-7 + 1e-6 |d|).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/ops.h"
+#include "model/ops_internal.h"
+#include "test_util.h"
+
+#define TEST_PI 3.14159265358979323846
+
+static const size_t SIZES[] = {1, 7, 33, 257, 1000, 100003};
+static const size_t SHAPES[][2] = {{1, 1}, {3, 5}, {17, 129}, {64, 768}, {9, 95}, {1000, 33}};
+#define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
+
+static float *rnd(tu_rng *r, size_t n, float lo, float hi)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    tu_fill(r, x, n, lo, hi);
+    return x;
+}
+
+#define GUARD 64
+#define SENTINEL 1234.5f
+
+/* x (or sentinels if x is NULL) in a device array with GUARD sentinel floats
+ * on each side; the pointer addresses the first of the n elements. */
+static clf_ptr guarded(clf_runtime *rt, const float *x, size_t n)
+{
+    float *t = malloc((n + 2 * GUARD) * sizeof *t);
+    for (size_t i = 0; i < n + 2 * GUARD; i++)
+        t[i] = SENTINEL;
+    if (x != NULL && n > 0)
+        memcpy(t + GUARD, x, n * sizeof *x);
+    clf_ptr p = tu_upload(rt, t, n + 2 * GUARD);
+    free(t);
+    p.off = GUARD;
+    return p;
+}
+
+/* 1 if nothing was written outside [p, p + n). */
+static int guard_intact(clf_runtime *rt, clf_ptr p, size_t n)
+{
+    float *t = malloc((n + 2 * GUARD) * sizeof *t);
+    clf_ptr base = {p.buf, p.off - GUARD};
+    tu_download(rt, base, t, n + 2 * GUARD);
+    int ok = 1;
+    for (size_t i = 0; i < GUARD; i++)
+        if (t[i] != SENTINEL || t[GUARD + n + i] != SENTINEL)
+            ok = 0;
+    free(t);
+    return ok;
+}
+
+static void check_basic(clf_runtime *rt, size_t n, tu_rng *rng)
+{
+    clf_error err;
+    char name[96];
+    float *a = rnd(rng, n, -3, 3), *b = rnd(rng, n, -3, 3), *got = malloc(n * sizeof *got);
+    double *ref = malloc(n * sizeof *ref);
+    clf_ptr da = guarded(rt, a, n), db = guarded(rt, b, n), dout = guarded(rt, a, n);
+
+    tu_ok(clf_op_add(rt, dout, da, db, n, &err), &err, "add");
+    tu_download(rt, dout, got, n);
+    for (size_t i = 0; i < n; i++)
+        ref[i] = (double)a[i] + b[i];
+    snprintf(name, sizeof name, "add n=%zu", n);
+    tu_close(name, got, ref, n, 1e-7, 2e-7);
+
+    tu_ok(clf_op_residual(rt, dout, db, da, n, &err), &err, "residual");
+    tu_download(rt, dout, got, n);
+    snprintf(name, sizeof name, "residual n=%zu", n);
+    tu_close(name, got, ref, n, 1e-7, 2e-7);
+
+    tu_ok(clf_op_scale(rt, dout, da, -1.75f, n, &err), &err, "scale");
+    tu_download(rt, dout, got, n);
+    for (size_t i = 0; i < n; i++)
+        ref[i] = -1.75 * a[i];
+    snprintf(name, sizeof name, "scale n=%zu", n);
+    tu_close(name, got, ref, n, 1e-7, 2e-7);
+
+    /* y += a x with y = b */
+    tu_ok(clf_op_axpy(rt, db, 0.3f, da, n, &err), &err, "axpy");
+    tu_download(rt, db, got, n);
+    for (size_t i = 0; i < n; i++)
+        ref[i] = (double)b[i] + (double)0.3f * a[i];
+    snprintf(name, sizeof name, "axpy n=%zu", n);
+    tu_close(name, got, ref, n, 1e-7, 4e-7);
+
+    /* out aliasing a: a = a + a */
+    tu_ok(clf_op_add(rt, da, da, da, n, &err), &err, "add aliased");
+    tu_download(rt, da, got, n);
+    for (size_t i = 0; i < n; i++)
+        ref[i] = 2.0 * a[i];
+    snprintf(name, sizeof name, "add in place n=%zu", n);
+    tu_close(name, got, ref, n, 0.0, 0.0);
+    TU_CHECK(guard_intact(rt, dout, n) && guard_intact(rt, da, n) && guard_intact(rt, db, n),
+             "add/scale/axpy n=%zu: guard zones intact", n);
+
+    tu_free(da);
+    tu_free(db);
+    tu_free(dout);
+    free(a);
+    free(b);
+    free(got);
+    free(ref);
+}
+
+static double act_ref(clf_act a, double x)
+{
+    switch (a) {
+    case CLF_ACT_NONE: return x;
+    case CLF_ACT_RELU: return x > 0 ? x : 0;
+    case CLF_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case CLF_ACT_GELU_TANH:
+        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / TEST_PI) * (x + 0.044715 * x * x * x)));
+    case CLF_ACT_SILU: return x / (1.0 + exp(-x));
+    }
+    return NAN;
+}
+
+static void check_bias_act(clf_runtime *rt, clf_act act, int with_bias, size_t R, size_t N,
+                           tu_rng *rng)
+{
+    static const char *const names[] = {"none", "relu", "gelu_erf", "gelu_tanh", "silu"};
+    clf_error err;
+    char name[128];
+    size_t n = R * N;
+    float *h = rnd(rng, n, -3, 3), *bias = rnd(rng, N, -1, 1), *got = malloc(n * sizeof *got);
+    double *refh = malloc(n * sizeof *refh), *refo = malloc(n * sizeof *refo);
+    clf_ptr dh = guarded(rt, h, n), dout = guarded(rt, NULL, n);
+    clf_ptr dbias = with_bias ? guarded(rt, bias, N) : (clf_ptr){NULL, 0};
+    for (size_t r = 0; r < R; r++)
+        for (size_t c = 0; c < N; c++) {
+            double v = (double)h[r * N + c] + (with_bias ? bias[c] : 0.0);
+            refh[r * N + c] = (float)v; /* the kernel stores h + bias in float */
+            refo[r * N + c] = act_ref(act, (float)v);
+        }
+    tu_ok(clf_op_bias_act_forward(rt, act, dh, dbias, dout, R, N, &err), &err, "bias_act");
+    tu_download(rt, dh, got, n);
+    snprintf(name, sizeof name, "bias_act %s bias=%d %zux%zu: h", names[act], with_bias, R, N);
+    tu_close(name, got, refh, n, 1e-7, 2e-7);
+    tu_download(rt, dout, got, n);
+    snprintf(name, sizeof name, "bias_act %s bias=%d %zux%zu: out", names[act], with_bias, R, N);
+    tu_close(name, got, refo, n, 2e-6, 1e-5);
+    TU_CHECK(guard_intact(rt, dh, n) && guard_intact(rt, dout, n), "%s: guard zones intact",
+             name);
+    tu_free(dh);
+    tu_free(dout);
+    if (with_bias)
+        tu_free(dbias);
+    free(h);
+    free(bias);
+    free(got);
+    free(refh);
+    free(refo);
+}
+
+static void check_bias_backward(clf_runtime *rt, clf_ops_path path, size_t R, size_t N,
+                                tu_rng *rng)
+{
+    clf_error err;
+    char name[128];
+    const char *pn = path == CLF_OPS_PATH_ITEM ? "item" : "group";
+    float *d = rnd(rng, R * N, -2, 2), *old = rnd(rng, N, -1, 1);
+    float *got = malloc(N * sizeof *got), *got2 = malloc(N * sizeof *got2);
+    double *ref = malloc(N * sizeof *ref);
+    double absmax = 0.0;
+    for (size_t c = 0; c < N; c++) {
+        double s = 0.0, sa = 0.0;
+        for (size_t r = 0; r < R; r++) {
+            s += d[r * N + c];
+            sa += fabs(d[r * N + c]);
+        }
+        ref[c] = s;
+        absmax = fmax(absmax, sa);
+    }
+    double atol = 4e-6 * absmax;
+    clf_ptr dd = guarded(rt, d, R * N), db = guarded(rt, old, N);
+
+    tu_ok(clf_op_bias_backward_ex(rt, path, db, dd, R, N, 0, &err), &err, "bias_backward");
+    tu_download(rt, db, got, N);
+    snprintf(name, sizeof name, "bias_backward %s %zux%zu", pn, R, N);
+    tu_close(name, got, ref, N, atol, 0.0);
+    tu_ok(clf_op_bias_backward_ex(rt, path, db, dd, R, N, 0, &err), &err, "bias_backward");
+    tu_download(rt, db, got2, N);
+    TU_CHECK(memcmp(got, got2, N * sizeof *got) == 0,
+             "bias_backward %s %zux%zu: two runs bit-identical", pn, R, N);
+
+    tu_ok(clf_ptr_write(rt, db, old, N, &err), &err, "reset");
+    tu_ok(clf_op_bias_backward_ex(rt, path, db, dd, R, N, 1, &err), &err, "bias_backward");
+    tu_download(rt, db, got, N);
+    for (size_t c = 0; c < N; c++)
+        ref[c] += old[c];
+    snprintf(name, sizeof name, "bias_backward %s accumulate %zux%zu", pn, R, N);
+    tu_close(name, got, ref, N, atol + 1e-6, 0.0);
+    TU_CHECK(guard_intact(rt, db, N), "%s: guard zones intact", name);
+
+    tu_free(dd);
+    tu_free(db);
+    free(d);
+    free(old);
+    free(got);
+    free(got2);
+    free(ref);
+}
+
+/* ---- SwiGLU ------------------------------------------------------------------- */
+
+static double silu(double x) { return x / (1.0 + exp(-x)); }
+
+static void swiglu_forward_ref(double *out, const double *in, size_t R, size_t H)
+{
+    for (size_t r = 0; r < R; r++)
+        for (size_t c = 0; c < H; c++)
+            out[r * H + c] = silu(in[r * 2 * H + c]) * in[r * 2 * H + H + c];
+}
+
+static void swiglu_backward_ref(double *din, const double *dout, const double *in, size_t R,
+                                size_t H)
+{
+    for (size_t r = 0; r < R; r++)
+        for (size_t c = 0; c < H; c++) {
+            double g = in[r * 2 * H + c], u = in[r * 2 * H + H + c], d = dout[r * H + c];
+            double s = 1.0 / (1.0 + exp(-g));
+            din[r * 2 * H + c] = d * u * s * (1.0 + g * (1.0 - s));
+            din[r * 2 * H + H + c] = d * g * s;
+        }
+}
+
+/* Loss L = sum(out * dout); its gradient by central differences. */
+static void check_swiglu_reference(tu_rng *rng)
+{
+    const size_t R = 3, H = 5, n = R * 2 * H;
+    double in[30], dout[15], din[30], out[15];
+    for (size_t i = 0; i < n; i++)
+        in[i] = tu_uniform(rng, -3, 3);
+    for (size_t i = 0; i < R * H; i++)
+        dout[i] = tu_uniform(rng, -1, 1);
+    swiglu_backward_ref(din, dout, in, R, H);
+    double worst = 0.0;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double h = 1e-6;
+        double keep = in[i], lp = 0.0, lm = 0.0;
+        in[i] = keep + h;
+        swiglu_forward_ref(out, in, R, H);
+        for (size_t j = 0; j < R * H; j++)
+            lp += out[j] * dout[j];
+        in[i] = keep - h;
+        swiglu_forward_ref(out, in, R, H);
+        for (size_t j = 0; j < R * H; j++)
+            lm += out[j] * dout[j];
+        in[i] = keep;
+        double fd = (lp - lm) / (2 * h), e = fabs(fd - din[i]);
+        worst = fmax(worst, e);
+        if (e > 1e-7 + 1e-6 * fabs(din[i]))
+            bad++;
+    }
+    TU_CHECK(bad == 0, "swiglu float64 backward vs central differences (worst %.2e)", worst);
+}
+
+static void check_swiglu(clf_runtime *rt, size_t R, size_t H, tu_rng *rng)
+{
+    clf_error err;
+    char name[96];
+    size_t n = R * 2 * H;
+    float *in = rnd(rng, n, -4, 4), *dout = rnd(rng, R * H, -2, 2);
+    float *got = malloc(n * sizeof *got);
+    double *ind = malloc(n * sizeof *ind), *doutd = malloc(R * H * sizeof *doutd);
+    double *ref = malloc(n * sizeof *ref);
+    for (size_t i = 0; i < n; i++)
+        ind[i] = in[i];
+    for (size_t i = 0; i < R * H; i++)
+        doutd[i] = dout[i];
+    clf_ptr din_ = guarded(rt, in, n), ddout = guarded(rt, dout, R * H);
+    clf_ptr dy = guarded(rt, NULL, R * H), dg = guarded(rt, NULL, n);
+
+    tu_ok(clf_op_swiglu_forward(rt, dy, din_, R, H, &err), &err, "swiglu_forward");
+    tu_download(rt, dy, got, R * H);
+    swiglu_forward_ref(ref, ind, R, H);
+    snprintf(name, sizeof name, "swiglu forward %zux%zu", R, H);
+    tu_close(name, got, ref, R * H, 2e-6, 1e-5);
+
+    tu_ok(clf_op_swiglu_backward(rt, dg, ddout, din_, R, H, &err), &err, "swiglu_backward");
+    tu_download(rt, dg, got, n);
+    swiglu_backward_ref(ref, doutd, ind, R, H);
+    snprintf(name, sizeof name, "swiglu backward %zux%zu", R, H);
+    tu_close(name, got, ref, n, 2e-6, 1e-5);
+    TU_CHECK(guard_intact(rt, dy, R * H) && guard_intact(rt, dg, n),
+             "swiglu %zux%zu: guard zones intact", R, H);
+
+    tu_free(din_);
+    tu_free(ddout);
+    tu_free(dy);
+    tu_free(dg);
+    free(in);
+    free(dout);
+    free(got);
+    free(ind);
+    free(doutd);
+    free(ref);
+}
+
+int main(void)
+{
+    clf_runtime *rt = tu_runtime();
+    tu_rng rng = tu_rng_new(3);
+    for (size_t i = 0; i < sizeof SIZES / sizeof SIZES[0]; i++)
+        check_basic(rt, SIZES[i], &rng);
+    static const clf_act acts[] = {CLF_ACT_NONE, CLF_ACT_RELU, CLF_ACT_GELU_ERF,
+                                   CLF_ACT_GELU_TANH, CLF_ACT_SILU};
+    for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++)
+        for (size_t s = 0; s < NSHAPES - 1; s++)
+            for (int b = 0; b <= 1; b++)
+                check_bias_act(rt, acts[a], b, SHAPES[s][0], SHAPES[s][1], &rng);
+    for (size_t s = 0; s < NSHAPES; s++) {
+        check_bias_backward(rt, CLF_OPS_PATH_ITEM, SHAPES[s][0], SHAPES[s][1], &rng);
+        check_bias_backward(rt, CLF_OPS_PATH_GROUP, SHAPES[s][0], SHAPES[s][1], &rng);
+    }
+    check_swiglu_reference(&rng);
+    for (size_t s = 0; s < NSHAPES - 1; s++)
+        check_swiglu(rt, SHAPES[s][0], SHAPES[s][1], &rng);
+    clf_runtime_destroy(rt);
+    return tu_finish();
+}

@@ -1,0 +1,400 @@
+/*
+ * test_gemm.c - clf_gemm against a float64 reference on random inputs.
+ *
+ * What is checked
+ *   - Both engines explicitly (clf_gemm_with) and through auto (clf_gemm,
+ *     clf_gemm_choose): all four transpose combinations at odd shapes
+ *     (1x1x1, 7x13x5, 33x65x17, 100x1x300, 257x129x63, ... as MxNxK) that hit
+ *     every edge of the native kernel's tiles, with A, B and C at nonzero
+ *     offsets inside one shared buffer, leading dimensions larger than the
+ *     minimum, and alpha/beta other than 1/0.
+ *   - beta == 0 must not read C: C starts as NaN there.
+ *   - Elements of C between rows (ldc > n) and around it are never written.
+ *   - Strided batches (gaps between matrices, and a zero stride that shares A
+ *     or B across the batch).
+ *   - k == 0 gives C = beta * C; m == 0 or n == 0 leaves C alone.
+ *   - The auto choice is stable, is written to the cache directory, and a
+ *     corrupted cache file is ignored and rewritten.
+ *   - Argument errors: lda/ldb/ldc too small, operands past their buffer's
+ *     end, overlapping batch outputs, a bad transpose flag, NULL.
+ *
+ * Tolerance: |got - ref| <= atol + rtol |ref| with rtol = 1e-4 and
+ * atol = 1e-5 sqrt(K) max(1, |alpha|). Inputs are uniform in [-1, 1]; a
+ * float32 dot product of K such terms accumulates a rounding error with a
+ * standard deviation of roughly 2^-24 K / 7 (about 1e-6 at K = 300), so the
+ * bound sits tens of standard deviations away for every K used here (at most
+ * 1000), while any indexing mistake produces errors of order 0.1 to 1.
+ */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/gemm.h"
+#include "test_util.h"
+
+typedef struct gcase {
+    int ta, tb;
+    size_t m, n, k;
+    size_t batch;
+    size_t pad;         /* extra leading-dimension elements */
+    float alpha, beta;
+    int share_a, share_b; /* batch stride 0 */
+} gcase;
+
+/* Layout of A, B, C inside one buffer, element offsets and sizes. */
+typedef struct glayout {
+    size_t lda, ldb, ldc, sa, sb, sc;
+    size_t oa, ob, oc;
+    size_t na, nb, nc; /* extents from each offset */
+    size_t total;
+} glayout;
+
+static glayout layout_of(const gcase *g)
+{
+    glayout L;
+    const size_t batch = g->batch > 1 ? g->batch : 1;
+    const size_t ar = g->ta ? g->k : g->m, ac = g->ta ? g->m : g->k;
+    const size_t br = g->tb ? g->n : g->k, bc = g->tb ? g->k : g->n;
+    L.lda = ac + g->pad;
+    L.ldb = bc + g->pad + 1;
+    L.ldc = g->n + g->pad;
+    L.sa = g->share_a ? 0 : ar * L.lda + 3;
+    L.sb = g->share_b ? 0 : br * L.ldb + 5;
+    L.sc = g->m * L.ldc + 2;
+    L.na = (batch - 1) * L.sa + ar * L.lda;
+    L.nb = (batch - 1) * L.sb + br * L.ldb;
+    L.nc = (batch - 1) * L.sc + g->m * L.ldc;
+    L.oa = 7;
+    L.ob = L.oa + L.na + 11;
+    L.oc = L.ob + L.nb + 13;
+    L.total = L.oc + L.nc + 17;
+    return L;
+}
+
+static clf_gemm_desc desc_of(const gcase *g, const glayout *L, clf_buffer *buf)
+{
+    clf_gemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.trans_a = g->ta;
+    d.trans_b = g->tb;
+    d.m = g->m;
+    d.n = g->n;
+    d.k = g->k;
+    d.alpha = g->alpha;
+    d.beta = g->beta;
+    d.a = (clf_ptr){buf, L->oa};
+    d.lda = L->lda;
+    d.b = (clf_ptr){buf, L->ob};
+    d.ldb = L->ldb;
+    d.c = (clf_ptr){buf, L->oc};
+    d.ldc = L->ldc;
+    d.batch = g->batch;
+    d.stride_a = L->sa;
+    d.stride_b = L->sb;
+    d.stride_c = L->sc;
+    return d;
+}
+
+/* The whole buffer after the GEMM, in float64: everything but the C
+ * matrices is unchanged. */
+static void reference(const gcase *g, const glayout *L, const float *in, double *out)
+{
+    const size_t batch = g->batch > 1 ? g->batch : 1;
+    for (size_t i = 0; i < L->total; i++)
+        out[i] = in[i];
+    for (size_t z = 0; z < batch; z++) {
+        const float *A = in + L->oa + z * L->sa;
+        const float *B = in + L->ob + z * L->sb;
+        const float *C = in + L->oc + z * L->sc;
+        double *O = out + L->oc + z * L->sc;
+        for (size_t i = 0; i < g->m; i++)
+            for (size_t j = 0; j < g->n; j++) {
+                double s = 0.0;
+                for (size_t p = 0; p < g->k; p++) {
+                    double a = g->ta ? A[p * L->lda + i] : A[i * L->lda + p];
+                    double b = g->tb ? B[j * L->ldb + p] : B[p * L->ldb + j];
+                    s += a * b;
+                }
+                double c = g->beta != 0.0f ? (double)g->beta * C[i * L->ldc + j] : 0.0;
+                O[i * L->ldc + j] = (double)g->alpha * s + c;
+            }
+    }
+}
+
+/* engine: CLF_GEMM_NATIVE / CLBLAST explicitly, CLF_GEMM_AUTO through clf_gemm. */
+static void run_case(clf_runtime *rt, clf_gemm_engine engine, const gcase *g, tu_rng *r)
+{
+    const glayout L = layout_of(g);
+    float *host = malloc(L.total * sizeof(float));
+    float *got = malloc(L.total * sizeof(float));
+    double *ref = malloc(L.total * sizeof(double));
+    if (host == NULL || got == NULL || ref == NULL) {
+        fprintf(stderr, "FATAL: out of memory\n");
+        exit(1);
+    }
+    tu_fill(r, host, L.total, -1.0f, 1.0f);
+    if (g->beta == 0.0f) /* C must not be read: poison it */
+        for (size_t i = L.oc; i < L.oc + L.nc; i++)
+            host[i] = NAN;
+    reference(g, &L, host, ref);
+    clf_ptr p = tu_upload(rt, host, L.total);
+    clf_gemm_desc d = desc_of(g, &L, p.buf);
+    clf_error err;
+    clf_status st = engine == CLF_GEMM_AUTO ? clf_gemm(rt, &d, &err)
+                                            : clf_gemm_with(rt, engine, &d, &err);
+    char name[160];
+    snprintf(name, sizeof name, "%s %s%s %zux%zux%zu b%zu%s%s pad%zu a%g b%g",
+             clf_gemm_engine_name(engine), g->ta ? "T" : "N", g->tb ? "T" : "N", g->m, g->n,
+             g->k, g->batch, g->share_a ? " A-shared" : "", g->share_b ? " B-shared" : "", g->pad,
+             (double)g->alpha, (double)g->beta);
+    if (st != CLF_OK) {
+        char buf[CLF_ERROR_MSG_MAX + 256];
+        clf_error_format(&err, buf, sizeof buf);
+        TU_CHECK(0, "%s: clf_gemm failed: %s", name, buf);
+    } else {
+        tu_download(rt, p, got, L.total);
+        const double atol = 1e-5 * sqrt((double)(g->k > 0 ? g->k : 1)) *
+                            (fabs(g->alpha) > 1.0 ? fabs(g->alpha) : 1.0);
+        tu_close(name, got, ref, L.total, atol, 1e-4);
+    }
+    tu_free(p);
+    free(host);
+    free(got);
+    free(ref);
+}
+
+static const size_t shapes[][3] = {
+    /* M, N, K */
+    {1, 1, 1},   {7, 13, 5},   {33, 65, 17}, {100, 1, 300}, {257, 129, 63},
+    {1, 200, 70}, {64, 48, 1}, {70, 97, 129}, {16, 16, 1000},
+};
+
+static void test_engine(clf_runtime *rt, clf_gemm_engine e, tu_rng *r)
+{
+    printf("engine %s: transposes x shapes\n", clf_gemm_engine_name(e));
+    const float ab[][2] = {{1.5f, 0.5f}, {1.0f, 0.0f}, {-0.75f, 1.0f}, {2.0f, -1.25f}};
+    int v = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++, v++) {
+            gcase g = {.ta = t & 1, .tb = t >> 1, .m = shapes[s][0], .n = shapes[s][1],
+                       .k = shapes[s][2], .batch = 1, .pad = (size_t)(v % 3) * 3,
+                       .alpha = ab[v % 4][0], .beta = ab[v % 4][1]};
+            run_case(rt, e, &g, r);
+        }
+    printf("engine %s: strided batches\n", clf_gemm_engine_name(e));
+    for (int t = 0; t < 4; t++) {
+        gcase g = {.ta = t & 1, .tb = t >> 1, .m = 33, .n = 20, .k = 17, .batch = 3, .pad = 1,
+                   .alpha = 0.5f, .beta = 1.5f};
+        run_case(rt, e, &g, r);
+        gcase h = {.ta = t & 1, .tb = t >> 1, .m = 70, .n = 50, .k = 9, .batch = 4, .pad = 0,
+                   .alpha = 1.0f, .beta = 0.0f};
+        run_case(rt, e, &h, r);
+    }
+    gcase sa = {.m = 65, .n = 31, .k = 12, .batch = 3, .alpha = 1.0f, .beta = 0.25f,
+                .share_a = 1};
+    run_case(rt, e, &sa, r);
+    gcase sb = {.ta = 1, .tb = 1, .m = 9, .n = 50, .k = 12, .batch = 5, .alpha = 1.0f,
+                .beta = 0.0f, .share_b = 1};
+    run_case(rt, e, &sb, r);
+    printf("engine %s: k == 0 and empty products\n", clf_gemm_engine_name(e));
+    gcase k0 = {.m = 19, .n = 53, .k = 0, .batch = 2, .pad = 2, .alpha = 1.0f, .beta = -0.5f};
+    run_case(rt, e, &k0, r);
+    gcase k0z = {.ta = 1, .m = 5, .n = 3, .k = 0, .batch = 1, .alpha = 1.0f, .beta = 0.0f};
+    run_case(rt, e, &k0z, r);
+    gcase m0 = {.m = 0, .n = 5, .k = 3, .batch = 1, .alpha = 1.0f, .beta = 0.0f};
+    run_case(rt, e, &m0, r);
+    gcase n0 = {.m = 4, .n = 0, .k = 3, .batch = 1, .alpha = 1.0f, .beta = 0.0f};
+    run_case(rt, e, &n0, r);
+}
+
+static void expect_arg_error(clf_runtime *rt, const clf_gemm_desc *d, const char *needle,
+                             const char *what)
+{
+    clf_error err;
+    memset(&err, 0, sizeof err);
+    clf_status st = clf_gemm_with(rt, CLF_GEMM_NATIVE, d, &err);
+    TU_CHECK(st == CLF_ERR_ARG && strstr(err.msg, needle) != NULL, "%s -> CLF_ERR_ARG (%s)", what,
+             st == CLF_OK ? "accepted" : err.msg);
+}
+
+static void test_validation(clf_runtime *rt)
+{
+    printf("argument validation\n");
+    clf_ptr p = tu_alloc(rt, 1000);
+    clf_gemm_desc ok = {.m = 10, .n = 10, .k = 10, .alpha = 1.0f, .a = {p.buf, 0}, .lda = 10,
+                        .b = {p.buf, 100}, .ldb = 10, .c = {p.buf, 200}, .ldc = 10};
+    clf_error err;
+    TU_CHECK(clf_gemm_with(rt, CLF_GEMM_NATIVE, &ok, &err) == CLF_OK, "a valid call passes");
+    clf_gemm_desc d = ok;
+    d.lda = 9;
+    expect_arg_error(rt, &d, "lda=9", "lda below k");
+    d = ok;
+    d.trans_a = 1;
+    d.m = 12;
+    d.lda = 11;
+    expect_arg_error(rt, &d, "lda=11", "transposed A with lda below m");
+    d = ok;
+    d.ldb = 3;
+    expect_arg_error(rt, &d, "ldb=3", "ldb below n");
+    d = ok;
+    d.trans_b = 1;
+    d.k = 12;
+    d.lda = 12;
+    d.ldb = 11;
+    expect_arg_error(rt, &d, "ldb=11", "transposed B with ldb below k");
+    d = ok;
+    d.ldc = 5;
+    expect_arg_error(rt, &d, "ldc=5", "ldc below n");
+    d = ok;
+    d.c.off = 950;
+    expect_arg_error(rt, &d, "past the end", "C past the buffer's end");
+    d = ok;
+    d.b.off = 901;
+    expect_arg_error(rt, &d, "B (", "B past the buffer's end");
+    d = ok;
+    d.batch = 3;
+    d.stride_a = 0;
+    d.stride_b = 0;
+    d.stride_c = 50;
+    expect_arg_error(rt, &d, "stride_c=50", "overlapping batch outputs");
+    d.stride_c = 400; /* 200 + 2 * 400 + 100 > 1000 */
+    expect_arg_error(rt, &d, "past the end", "batch reaching past the buffer");
+    d = ok;
+    d.trans_a = 2;
+    expect_arg_error(rt, &d, "trans_a=2", "a bad transpose flag");
+    d = ok;
+    d.a.buf = NULL;
+    expect_arg_error(rt, &d, "A buffer is NULL", "a NULL A");
+    TU_CHECK(clf_gemm(rt, NULL, &err) == CLF_ERR_ARG, "a NULL descriptor -> CLF_ERR_ARG");
+    clf_gemm_engine e;
+    d = ok;
+    d.ldc = 1;
+    TU_CHECK(clf_gemm_choose(rt, &d, &e, &err) == CLF_ERR_ARG, "clf_gemm_choose validates too");
+    tu_free(p);
+}
+
+/* Path of the one gemm-*.txt choice file in dir, or "" if none. */
+static void find_choice_file(const char *dir, char *out, size_t cap)
+{
+    out[0] = '\0';
+    DIR *dp = opendir(dir);
+    if (dp == NULL)
+        return;
+    struct dirent *de;
+    while ((de = readdir(dp)) != NULL) {
+        size_t n = strlen(de->d_name);
+        if (strncmp(de->d_name, "gemm-", 5) == 0 && n > 4 &&
+            strcmp(de->d_name + n - 4, ".txt") == 0) {
+            snprintf(out, cap, "%s/%s", dir, de->d_name);
+            break;
+        }
+    }
+    closedir(dp);
+}
+
+static clf_runtime *runtime_with_cache(const char *dir)
+{
+    clf_runtime_options o = clf_runtime_options_default();
+    o.device = getenv("CLFORMER_TEST_DEVICE");
+    o.cache_dir = dir;
+    o.gemm = CLF_GEMM_AUTO;
+    clf_runtime *rt = NULL;
+    clf_error err;
+    tu_ok(clf_runtime_create(&rt, &o, &err), &err, "creating a runtime with a cache dir");
+    return rt;
+}
+
+static void test_auto_cache(tu_rng *r)
+{
+    printf("auto choice and its cache file\n");
+    char dir[] = "/tmp/clf_test_gemm_XXXXXX";
+    if (mkdtemp(dir) == NULL) {
+        TU_CHECK(0, "mkdtemp failed");
+        return;
+    }
+    clf_runtime *rt = runtime_with_cache(dir);
+    gcase g = {.m = 96, .n = 80, .k = 64, .batch = 1, .alpha = 1.0f, .beta = 0.5f};
+    run_case(rt, CLF_GEMM_AUTO, &g, r);
+    gcase gt = {.ta = 1, .tb = 1, .m = 40, .n = 72, .k = 33, .batch = 2, .alpha = 1.0f,
+                .beta = 0.0f};
+    run_case(rt, CLF_GEMM_AUTO, &gt, r);
+    const glayout L = layout_of(&g);
+    clf_ptr p = tu_alloc(rt, L.total);
+    clf_gemm_desc d = desc_of(&g, &L, p.buf);
+    clf_error err;
+    clf_gemm_engine e1 = CLF_GEMM_AUTO, e2 = CLF_GEMM_AUTO;
+    tu_ok(clf_gemm_choose(rt, &d, &e1, &err), &err, "choosing");
+    tu_ok(clf_gemm_choose(rt, &d, &e2, &err), &err, "choosing again");
+    TU_CHECK(e1 == e2 && (e1 == CLF_GEMM_CLBLAST || e1 == CLF_GEMM_NATIVE),
+             "auto picks an engine and keeps it (%s)", clf_gemm_engine_name(e1));
+    tu_free(p);
+    clf_runtime_destroy(rt);
+
+    char path[1024];
+    find_choice_file(dir, path, sizeof path);
+    TU_CHECK(path[0] != '\0', "the choice is written to the cache directory");
+    if (path[0] != '\0') {
+        FILE *f = fopen(path, "r");
+        char line[256] = "";
+        int lines = 0;
+        if (f != NULL) {
+            char l2[256];
+            if (fgets(line, sizeof line, f) == NULL)
+                line[0] = '\0';
+            while (fgets(l2, sizeof l2, f) != NULL)
+                lines++;
+            fclose(f);
+        }
+        TU_CHECK(strncmp(line, "clformer-gemm-choices", 21) == 0 && lines == 2,
+                 "the cache file has a header and one line per shape class (%d)", lines);
+        /* corrupt it: a new runtime must ignore it, still work, and rewrite it */
+        f = fopen(path, "w");
+        if (f != NULL) {
+            fputs("clformer-gemm-choices 1\n0 0 6 6 6 0 native 1e-3\ngarbage\xff\n", f);
+            fclose(f);
+        }
+        rt = runtime_with_cache(dir);
+        run_case(rt, CLF_GEMM_AUTO, &g, r);
+        clf_runtime_destroy(rt);
+        f = fopen(path, "r");
+        lines = 0;
+        int header = 0;
+        if (f != NULL) {
+            char l2[256];
+            header = fgets(line, sizeof line, f) != NULL &&
+                     strcmp(line, "clformer-gemm-choices 1\n") == 0;
+            while (fgets(l2, sizeof l2, f) != NULL)
+                lines++;
+            fclose(f);
+        }
+        TU_CHECK(header && lines == 1, "a corrupt cache file is ignored and rewritten (%d lines)",
+                 lines);
+        remove(path);
+    }
+    rmdir(dir);
+}
+
+int main(void)
+{
+    clf_runtime *rt = tu_runtime();
+    tu_rng r = tu_rng_new(2);
+    test_validation(rt);
+    test_engine(rt, CLF_GEMM_NATIVE, &r);
+    test_engine(rt, CLF_GEMM_CLBLAST, &r);
+    printf("engine auto (clf_gemm with the runtime's options)\n");
+    for (int t = 0; t < 4; t++) {
+        gcase g = {.ta = t & 1, .tb = t >> 1, .m = 257, .n = 129, .k = 63, .batch = 1,
+                   .pad = 1, .alpha = 1.5f, .beta = 0.5f};
+        run_case(rt, CLF_GEMM_AUTO, &g, &r);
+        gcase b = {.ta = t & 1, .tb = t >> 1, .m = 32, .n = 32, .k = 16, .batch = 8,
+                   .alpha = 0.125f, .beta = 0.0f};
+        run_case(rt, CLF_GEMM_AUTO, &b, &r);
+    }
+    clf_runtime_destroy(rt);
+    test_auto_cache(&r);
+    return tu_finish();
+}

@@ -1,0 +1,510 @@
+/*
+ * test_norm.c - LayerNorm and RMSNorm forward and backward against float64
+ * references, with both kernel variants (one work-item per row, one
+ * work-group per row; item / group column kernels for dw, db).
+ *
+ * What is checked (|got - ref| <= atol + rtol |ref|)
+ * - Shapes R x N = 1x1, 3x5, 17x129, 64x768, 9x95, 257x33, 1000x7; inputs with a
+ *   per-row offset up to +-4 (LayerNorm must not cancel), eps 1e-5.
+ * - Forward out: atol 2e-5, rtol 1e-5; saved mean: atol 1e-5; saved rstd:
+ *   rtol 2e-5 (atol 1e-5); LayerNorm with and without bias.
+ * - Backward dx (overwrite, with the old dx NaN, and accumulate): atol 1e-4,
+ *   rtol 1e-4 (dx is a difference of O(1) terms times rstd). dw, db always
+ *   accumulate onto random old values: atol 4e-6 * (largest column sum of
+ *   |terms|) + 1e-5, rtol 0. Backward inputs are the reference mean / rstd
+ *   rounded to float, so forward and backward errors are checked separately.
+ * - The float64 backward references (dx, dw, db) are checked against central
+ *   finite differences of the float64 forward references of the loss
+ *   L = sum(out * dout) (h = 1e-6, tolerance 1e-7 + 1e-6 |d|).
+ * - Two runs of the backward give bit-identical dw; every output is
+ *   surrounded by guard zones that must stay untouched.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/ops.h"
+#include "model/ops_internal.h"
+#include "test_util.h"
+
+#define EPS 1e-5
+
+#define GUARD 64
+#define SENTINEL 1234.5f
+
+/* x (or sentinels if x is NULL) in a device array with GUARD sentinel floats
+ * on each side; the pointer addresses the first of the n elements. */
+static clf_ptr guarded(clf_runtime *rt, const float *x, size_t n)
+{
+    float *t = malloc((n + 2 * GUARD) * sizeof *t);
+    for (size_t i = 0; i < n + 2 * GUARD; i++)
+        t[i] = SENTINEL;
+    if (x != NULL && n > 0)
+        memcpy(t + GUARD, x, n * sizeof *x);
+    clf_ptr p = tu_upload(rt, t, n + 2 * GUARD);
+    free(t);
+    p.off = GUARD;
+    return p;
+}
+
+/* 1 if nothing was written outside [p, p + n). */
+static int guard_intact(clf_runtime *rt, clf_ptr p, size_t n)
+{
+    float *t = malloc((n + 2 * GUARD) * sizeof *t);
+    clf_ptr base = {p.buf, p.off - GUARD};
+    tu_download(rt, base, t, n + 2 * GUARD);
+    int ok = 1;
+    for (size_t i = 0; i < GUARD; i++)
+        if (t[i] != SENTINEL || t[GUARD + n + i] != SENTINEL)
+            ok = 0;
+    free(t);
+    return ok;
+}
+
+/* ---- float64 references (llm.c style) ------------------------------------------- */
+
+static void layernorm_forward_ref(double *out, double *mean, double *rstd, const double *x,
+                                  const double *w, const double *b, size_t R, size_t N)
+{
+    for (size_t r = 0; r < R; r++) {
+        const double *xr = x + r * N;
+        double m = 0.0, v = 0.0;
+        for (size_t j = 0; j < N; j++)
+            m += xr[j];
+        m /= N;
+        for (size_t j = 0; j < N; j++)
+            v += (xr[j] - m) * (xr[j] - m);
+        v /= N;
+        double s = 1.0 / sqrt(v + EPS);
+        for (size_t j = 0; j < N; j++)
+            out[r * N + j] = (xr[j] - m) * s * w[j] + (b ? b[j] : 0.0);
+        mean[r] = m;
+        rstd[r] = s;
+    }
+}
+
+/* dx = (or +=) ...; dw += ...; db += ... */
+static void layernorm_backward_ref(double *dx, double *dw, double *db, const double *dout,
+                                   const double *x, const double *mean, const double *rstd,
+                                   const double *w, size_t R, size_t N, int acc)
+{
+    for (size_t r = 0; r < R; r++) {
+        const double *xr = x + r * N, *dr = dout + r * N;
+        double sdn = 0.0, sdnx = 0.0;
+        for (size_t j = 0; j < N; j++) {
+            double xh = (xr[j] - mean[r]) * rstd[r], dn = dr[j] * w[j];
+            sdn += dn;
+            sdnx += dn * xh;
+        }
+        sdn /= N;
+        sdnx /= N;
+        for (size_t j = 0; j < N; j++) {
+            double xh = (xr[j] - mean[r]) * rstd[r], dn = dr[j] * w[j];
+            double g = rstd[r] * (dn - sdn - xh * sdnx);
+            dx[r * N + j] = acc ? dx[r * N + j] + g : g;
+            dw[j] += dr[j] * xh;
+            if (db)
+                db[j] += dr[j];
+        }
+    }
+}
+
+static void rmsnorm_forward_ref(double *out, double *rstd, const double *x, const double *w,
+                                size_t R, size_t N)
+{
+    for (size_t r = 0; r < R; r++) {
+        double ss = 0.0;
+        for (size_t j = 0; j < N; j++)
+            ss += x[r * N + j] * x[r * N + j];
+        double s = 1.0 / sqrt(ss / N + EPS);
+        for (size_t j = 0; j < N; j++)
+            out[r * N + j] = x[r * N + j] * s * w[j];
+        rstd[r] = s;
+    }
+}
+
+static void rmsnorm_backward_ref(double *dx, double *dw, const double *dout, const double *x,
+                                 const double *rstd, const double *w, size_t R, size_t N,
+                                 int acc)
+{
+    for (size_t r = 0; r < R; r++) {
+        double s = 0.0;
+        for (size_t j = 0; j < N; j++)
+            s += dout[r * N + j] * w[j] * x[r * N + j] * rstd[r];
+        s /= N;
+        for (size_t j = 0; j < N; j++) {
+            double xh = x[r * N + j] * rstd[r];
+            double g = rstd[r] * (dout[r * N + j] * w[j] - xh * s);
+            dx[r * N + j] = acc ? dx[r * N + j] + g : g;
+            dw[j] += dout[r * N + j] * xh;
+        }
+    }
+}
+
+/* ---- finite differences of the references ---------------------------------------- */
+
+/* L = sum(out * dout) for the norm `kind` (0 LayerNorm, 1 RMSNorm). */
+static double loss_ref(int kind, const double *x, const double *w, const double *b,
+                       const double *dout, size_t R, size_t N)
+{
+    double out[64], mean[8], rstd[8];
+    if (kind == 0)
+        layernorm_forward_ref(out, mean, rstd, x, w, b, R, N);
+    else
+        rmsnorm_forward_ref(out, rstd, x, w, R, N);
+    double L = 0.0;
+    for (size_t i = 0; i < R * N; i++)
+        L += out[i] * dout[i];
+    return L;
+}
+
+static int fd_compare(double *p, size_t n, const double *analytic, int kind, double *x,
+                      double *w, double *b, const double *dout, size_t R, size_t N,
+                      double *worst)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double h = 1e-6;
+        double keep = p[i];
+        p[i] = keep + h;
+        double lp = loss_ref(kind, x, w, b, dout, R, N);
+        p[i] = keep - h;
+        double lm = loss_ref(kind, x, w, b, dout, R, N);
+        p[i] = keep;
+        double fd = (lp - lm) / (2 * h), e = fabs(fd - analytic[i]);
+        *worst = fmax(*worst, e);
+        if (e > 1e-7 + 1e-6 * fabs(analytic[i]))
+            bad++;
+    }
+    return bad;
+}
+
+static void check_reference_backward(tu_rng *rng)
+{
+    enum { R = 4, N = 7 };
+    for (int kind = 0; kind <= 1; kind++) {
+        double x[R * N], dout[R * N], w[N], b[N], dx[R * N], dw[N] = {0}, db[N] = {0};
+        double out[R * N], mean[R], rstd[R];
+        for (size_t i = 0; i < R * N; i++) {
+            x[i] = tu_uniform(rng, -2, 2) + (double)(i / N);
+            dout[i] = tu_uniform(rng, -1, 1);
+        }
+        for (size_t j = 0; j < N; j++) {
+            w[j] = tu_uniform(rng, 0.5, 1.5);
+            b[j] = tu_uniform(rng, -0.5, 0.5);
+        }
+        if (kind == 0) {
+            layernorm_forward_ref(out, mean, rstd, x, w, b, R, N);
+            layernorm_backward_ref(dx, dw, db, dout, x, mean, rstd, w, R, N, 0);
+        } else {
+            rmsnorm_forward_ref(out, rstd, x, w, R, N);
+            rmsnorm_backward_ref(dx, dw, dout, x, rstd, w, R, N, 0);
+        }
+        double worst = 0.0;
+        int bad = fd_compare(x, R * N, dx, kind, x, w, b, dout, R, N, &worst);
+        bad += fd_compare(w, N, dw, kind, x, w, b, dout, R, N, &worst);
+        if (kind == 0)
+            bad += fd_compare(b, N, db, kind, x, w, b, dout, R, N, &worst);
+        TU_CHECK(bad == 0, "%s float64 backward (dx, dw%s) vs central differences (worst %.2e)",
+                 kind == 0 ? "layernorm" : "rmsnorm", kind == 0 ? ", db" : "", worst);
+    }
+}
+
+/* ---- device checks ---------------------------------------------------------------------- */
+
+typedef struct host {
+    size_t R, N;
+    float *x, *w, *b, *dout, *dx_old, *dw_old, *db_old;
+    double *xd, *wd, *bd, *doutd;
+} host;
+
+static float *rnd(tu_rng *rng, size_t n, float lo, float hi)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    tu_fill(rng, p, n, lo, hi);
+    return p;
+}
+
+static double *to_d(const float *x, size_t n)
+{
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = x[i];
+    return d;
+}
+
+static host host_make(size_t R, size_t N, tu_rng *rng)
+{
+    host h = {R, N, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    h.x = rnd(rng, R * N, -2, 2);
+    for (size_t r = 0; r < R; r++) {
+        float off = (float)tu_uniform(rng, -4, 4);
+        for (size_t j = 0; j < N; j++)
+            h.x[r * N + j] += off;
+    }
+    h.w = rnd(rng, N, 0.5f, 1.5f);
+    h.b = rnd(rng, N, -0.5f, 0.5f);
+    h.dout = rnd(rng, R * N, -1, 1);
+    h.dx_old = rnd(rng, R * N, -1, 1);
+    h.dw_old = rnd(rng, N, -1, 1);
+    h.db_old = rnd(rng, N, -1, 1);
+    h.xd = to_d(h.x, R * N);
+    h.wd = to_d(h.w, N);
+    h.bd = to_d(h.b, N);
+    h.doutd = to_d(h.dout, R * N);
+    return h;
+}
+
+static void host_free(host *h)
+{
+    free(h->x);
+    free(h->w);
+    free(h->b);
+    free(h->dout);
+    free(h->dx_old);
+    free(h->dw_old);
+    free(h->db_old);
+    free(h->xd);
+    free(h->wd);
+    free(h->bd);
+    free(h->doutd);
+}
+
+static const char *pn(clf_ops_path p) { return p == CLF_OPS_PATH_ITEM ? "item" : "group"; }
+
+/* atol for column sums of R terms: 4e-6 * max_c sum_r |dout * xhat| + 1e-5. */
+static double col_atol(const double *dout, const double *xh, size_t R, size_t N)
+{
+    double m = 0.0;
+    for (size_t c = 0; c < N; c++) {
+        double s = 0.0;
+        for (size_t r = 0; r < R; r++)
+            s += fabs(dout[r * N + c] * (xh ? xh[r * N + c] : 1.0));
+        m = fmax(m, s);
+    }
+    return 4e-6 * m + 1e-5;
+}
+
+static void check_layernorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, int bias,
+                            tu_rng *rng)
+{
+    clf_error err;
+    char name[160];
+    size_t n = R * N;
+    host h = host_make(R, N, rng);
+    double *out = malloc(n * sizeof *out), *mean = malloc(R * sizeof *mean),
+           *rstd = malloc(R * sizeof *rstd), *dx = malloc(n * sizeof *dx),
+           *dw = malloc(N * sizeof *dw), *db = malloc(N * sizeof *db),
+           *xh = calloc(n ? n : 1, sizeof *xh);
+    float *got = malloc(n * sizeof *got), *meanf = malloc(R * sizeof *meanf),
+          *rstdf = malloc(R * sizeof *rstdf), *nan = malloc(n * sizeof *nan);
+    for (size_t i = 0; i < n; i++)
+        nan[i] = NAN;
+    layernorm_forward_ref(out, mean, rstd, h.xd, h.wd, bias ? h.bd : NULL, R, N);
+
+    clf_ptr dx_ = tu_upload(rt, h.x, n), dw_ = tu_upload(rt, h.w, N), db_ = tu_upload(rt, h.b, N);
+    clf_ptr dout_ = guarded(rt, NULL, n), dmean = guarded(rt, NULL, R),
+            drstd = guarded(rt, NULL, R);
+    tu_ok(clf_op_layernorm_forward_ex(rt, path, dout_, dmean, drstd, dx_, dw_,
+                                      bias ? db_ : (clf_ptr){NULL, 0}, R, N, (float)EPS, &err),
+          &err, "layernorm_forward");
+    snprintf(name, sizeof name, "layernorm %s bias=%d %zux%zu", pn(path), bias, R, N);
+    tu_download(rt, dout_, got, n);
+    tu_close(name, got, out, n, 2e-5, 1e-5);
+    tu_download(rt, dmean, meanf, R);
+    snprintf(name, sizeof name, "layernorm %s %zux%zu: mean", pn(path), R, N);
+    tu_close(name, meanf, mean, R, 1e-5, 0.0);
+    tu_download(rt, drstd, rstdf, R);
+    snprintf(name, sizeof name, "layernorm %s %zux%zu: rstd", pn(path), R, N);
+    tu_close(name, rstdf, rstd, R, 1e-5, 2e-5);
+
+    /* backward from the reference statistics rounded to float */
+    for (size_t r = 0; r < R; r++) {
+        meanf[r] = (float)mean[r];
+        rstdf[r] = (float)rstd[r];
+        mean[r] = meanf[r];
+        rstd[r] = rstdf[r];
+    }
+    tu_ok(clf_ptr_write(rt, dmean, meanf, R, &err), &err, "mean");
+    tu_ok(clf_ptr_write(rt, drstd, rstdf, R, &err), &err, "rstd");
+    clf_ptr ddout = tu_upload(rt, h.dout, n), ddx = guarded(rt, nan, n);
+    clf_ptr ddw = guarded(rt, h.dw_old, N), ddb = guarded(rt, h.db_old, N);
+    for (size_t j = 0; j < N; j++) {
+        dw[j] = h.dw_old[j];
+        db[j] = h.db_old[j];
+    }
+    for (size_t r = 0; r < R; r++)
+        for (size_t j = 0; j < N; j++)
+            xh[r * N + j] = (h.xd[r * N + j] - mean[r]) * rstd[r];
+    layernorm_backward_ref(dx, dw, db, h.doutd, h.xd, mean, rstd, h.wd, R, N, 0);
+    tu_ok(clf_op_layernorm_backward_ex(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R,
+                                       N, 0, &err),
+          &err, "layernorm_backward");
+    tu_download(rt, ddx, got, n);
+    snprintf(name, sizeof name, "layernorm backward %s %zux%zu: dx", pn(path), R, N);
+    tu_close(name, got, dx, n, 1e-4, 1e-4);
+    tu_download(rt, ddw, got, N);
+    snprintf(name, sizeof name, "layernorm backward %s %zux%zu: dw", pn(path), R, N);
+    tu_close(name, got, dw, N, col_atol(h.doutd, xh, R, N), 0.0);
+    float *dw1 = malloc(N * sizeof *dw1);
+    memcpy(dw1, got, N * sizeof *dw1);
+    tu_download(rt, ddb, got, N);
+    snprintf(name, sizeof name, "layernorm backward %s %zux%zu: db", pn(path), R, N);
+    tu_close(name, got, db, N, col_atol(h.doutd, NULL, R, N), 0.0);
+
+    /* accumulate into dx; dw, db accumulate a second time */
+    tu_ok(clf_ptr_write(rt, ddx, h.dx_old, n, &err), &err, "dx old");
+    for (size_t i = 0; i < n; i++)
+        dx[i] = h.dx_old[i];
+    layernorm_backward_ref(dx, dw, db, h.doutd, h.xd, mean, rstd, h.wd, R, N, 1);
+    tu_ok(clf_op_layernorm_backward_ex(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R,
+                                       N, 1, &err),
+          &err, "layernorm_backward acc");
+    tu_download(rt, ddx, got, n);
+    snprintf(name, sizeof name, "layernorm backward accumulate %s %zux%zu: dx", pn(path), R, N);
+    tu_close(name, got, dx, n, 1e-4, 1e-4);
+    tu_download(rt, ddw, got, N);
+    snprintf(name, sizeof name, "layernorm backward accumulate %s %zux%zu: dw", pn(path), R, N);
+    tu_close(name, got, dw, N, 2 * col_atol(h.doutd, xh, R, N), 0.0);
+    tu_download(rt, ddb, got, N);
+    snprintf(name, sizeof name, "layernorm backward accumulate %s %zux%zu: db", pn(path), R, N);
+    tu_close(name, got, db, N, 2 * col_atol(h.doutd, NULL, R, N), 0.0);
+
+    /* determinism: the same accumulation from the same start is bit-identical */
+    tu_ok(clf_ptr_write(rt, ddw, h.dw_old, N, &err), &err, "dw old");
+    tu_ok(clf_op_layernorm_backward_ex(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R,
+                                       N, 0, &err),
+          &err, "layernorm_backward again");
+    tu_download(rt, ddw, got, N);
+    TU_CHECK(memcmp(got, dw1, N * sizeof *got) == 0,
+             "layernorm backward %s %zux%zu: dw bit-identical on rerun", pn(path), R, N);
+    TU_CHECK(guard_intact(rt, dout_, n) && guard_intact(rt, dmean, R) &&
+                 guard_intact(rt, drstd, R) && guard_intact(rt, ddx, n) &&
+                 guard_intact(rt, ddw, N) && guard_intact(rt, ddb, N),
+             "layernorm %s %zux%zu: guard zones of all outputs intact", pn(path), R, N);
+
+    free(dw1);
+    tu_free(dx_);
+    tu_free(dw_);
+    tu_free(db_);
+    tu_free(dout_);
+    tu_free(dmean);
+    tu_free(drstd);
+    tu_free(ddout);
+    tu_free(ddx);
+    tu_free(ddw);
+    tu_free(ddb);
+    host_free(&h);
+    free(out);
+    free(mean);
+    free(rstd);
+    free(dx);
+    free(dw);
+    free(db);
+    free(xh);
+    free(got);
+    free(meanf);
+    free(rstdf);
+    free(nan);
+}
+
+static void check_rmsnorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, tu_rng *rng)
+{
+    clf_error err;
+    char name[160];
+    size_t n = R * N;
+    host h = host_make(R, N, rng);
+    double *out = malloc(n * sizeof *out), *rstd = malloc(R * sizeof *rstd),
+           *dx = malloc(n * sizeof *dx), *dw = malloc(N * sizeof *dw),
+           *xh = calloc(n ? n : 1, sizeof *xh);
+    float *got = malloc(n * sizeof *got), *rstdf = malloc(R * sizeof *rstdf),
+          *nan = malloc(n * sizeof *nan);
+    for (size_t i = 0; i < n; i++)
+        nan[i] = NAN;
+    rmsnorm_forward_ref(out, rstd, h.xd, h.wd, R, N);
+
+    clf_ptr dx_ = tu_upload(rt, h.x, n), dw_ = tu_upload(rt, h.w, N);
+    clf_ptr dout_ = guarded(rt, NULL, n), drstd = guarded(rt, NULL, R);
+    tu_ok(clf_op_rmsnorm_forward_ex(rt, path, dout_, drstd, dx_, dw_, R, N, (float)EPS, &err),
+          &err, "rmsnorm_forward");
+    snprintf(name, sizeof name, "rmsnorm %s %zux%zu", pn(path), R, N);
+    tu_download(rt, dout_, got, n);
+    tu_close(name, got, out, n, 2e-5, 1e-5);
+    tu_download(rt, drstd, rstdf, R);
+    snprintf(name, sizeof name, "rmsnorm %s %zux%zu: rstd", pn(path), R, N);
+    tu_close(name, rstdf, rstd, R, 1e-5, 2e-5);
+
+    for (size_t r = 0; r < R; r++) {
+        rstdf[r] = (float)rstd[r];
+        rstd[r] = rstdf[r];
+    }
+    tu_ok(clf_ptr_write(rt, drstd, rstdf, R, &err), &err, "rstd");
+    clf_ptr ddout = tu_upload(rt, h.dout, n), ddx = guarded(rt, nan, n);
+    clf_ptr ddw = guarded(rt, h.dw_old, N);
+    for (size_t j = 0; j < N; j++)
+        dw[j] = h.dw_old[j];
+    for (size_t r = 0; r < R; r++)
+        for (size_t j = 0; j < N; j++)
+            xh[r * N + j] = h.xd[r * N + j] * rstd[r];
+    rmsnorm_backward_ref(dx, dw, h.doutd, h.xd, rstd, h.wd, R, N, 0);
+    tu_ok(clf_op_rmsnorm_backward_ex(rt, path, ddx, ddw, ddout, dx_, drstd, dw_, R, N, 0, &err),
+          &err, "rmsnorm_backward");
+    tu_download(rt, ddx, got, n);
+    snprintf(name, sizeof name, "rmsnorm backward %s %zux%zu: dx", pn(path), R, N);
+    tu_close(name, got, dx, n, 1e-4, 1e-4);
+    tu_download(rt, ddw, got, N);
+    snprintf(name, sizeof name, "rmsnorm backward %s %zux%zu: dw", pn(path), R, N);
+    tu_close(name, got, dw, N, col_atol(h.doutd, xh, R, N), 0.0);
+
+    tu_ok(clf_ptr_write(rt, ddx, h.dx_old, n, &err), &err, "dx old");
+    for (size_t i = 0; i < n; i++)
+        dx[i] = h.dx_old[i];
+    rmsnorm_backward_ref(dx, dw, h.doutd, h.xd, rstd, h.wd, R, N, 1);
+    tu_ok(clf_op_rmsnorm_backward_ex(rt, path, ddx, ddw, ddout, dx_, drstd, dw_, R, N, 1, &err),
+          &err, "rmsnorm_backward acc");
+    tu_download(rt, ddx, got, n);
+    snprintf(name, sizeof name, "rmsnorm backward accumulate %s %zux%zu: dx", pn(path), R, N);
+    tu_close(name, got, dx, n, 1e-4, 1e-4);
+    tu_download(rt, ddw, got, N);
+    snprintf(name, sizeof name, "rmsnorm backward accumulate %s %zux%zu: dw", pn(path), R, N);
+    tu_close(name, got, dw, N, 2 * col_atol(h.doutd, xh, R, N), 0.0);
+    TU_CHECK(guard_intact(rt, dout_, n) && guard_intact(rt, drstd, R) &&
+                 guard_intact(rt, ddx, n) && guard_intact(rt, ddw, N),
+             "rmsnorm %s %zux%zu: guard zones of all outputs intact", pn(path), R, N);
+
+    tu_free(dx_);
+    tu_free(dw_);
+    tu_free(dout_);
+    tu_free(drstd);
+    tu_free(ddout);
+    tu_free(ddx);
+    tu_free(ddw);
+    host_free(&h);
+    free(out);
+    free(rstd);
+    free(dx);
+    free(dw);
+    free(xh);
+    free(got);
+    free(rstdf);
+    free(nan);
+}
+
+int main(void)
+{
+    clf_runtime *rt = tu_runtime();
+    tu_rng rng = tu_rng_new(5);
+    check_reference_backward(&rng);
+    static const size_t shapes[][2] = {{1, 1},   {3, 5},    {17, 129}, {64, 768},
+                                       {9, 95}, {257, 33}, {1000, 7}};
+    static const clf_ops_path paths[] = {CLF_OPS_PATH_ITEM, CLF_OPS_PATH_GROUP};
+    for (size_t p = 0; p < 2; p++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            check_layernorm(rt, paths[p], shapes[s][0], shapes[s][1], 1, &rng);
+            check_layernorm(rt, paths[p], shapes[s][0], shapes[s][1], 0, &rng);
+            check_rmsnorm(rt, paths[p], shapes[s][0], shapes[s][1], &rng);
+        }
+    clf_runtime_destroy(rt);
+    return tu_finish();
+}

@@ -1,0 +1,360 @@
+/*
+ * test_parity_gpt.c - the whole decoder-only GPT against PyTorch.
+ *
+ * For each fixture in tests/data/parity/ (written by
+ * tests/parity/gen_gpt_fixture.py with torch 1.13; see that script for the
+ * three variants), the model is built from the YAML in the fixture's
+ * metadata, loaded with the fixture's initial parameters by name, and
+ * compared with PyTorch:
+ *   - the parameter table: every tensor of the model is in the fixture with
+ *     the same shape, and the fixture has no tensor the model lacks;
+ *   - logits of an eval forward: |got - ref| <= 1e-5 + 1e-4 |ref|;
+ *   - the loss: relative 1e-5;
+ *   - every parameter's gradient: |got - ref| <= 1e-4 (|ref| + 0.01 max|ref|)
+ *     per tensor (relative 1e-4, with a floor at 1e-6 of the tensor's largest
+ *     gradient for elements near zero);
+ *   - 10 AdamW steps (the fixture's learning rates, clipping, weight decay on
+ *     2-D tensors): the loss before each step to relative 1e-5, the global
+ *     gradient norm to relative 1e-4, the final parameters to 2e-5 absolute
+ *     (parameters are O(0.02..1); an Adam step moves each by about lr, so a
+ *     gradient that is zero up to rounding may point either way: this bounds
+ *     such elements' drift at a small fraction of one step), the final loss
+ *     to relative 1e-5;
+ *   - KV-cache inference: prefill of the first 5 positions, then one decode
+ *     step per position: the logits of every position against the fixture's,
+ *     as the eval forward.
+ * Determinism (with checkpoint.h): train 10 steps with dropout 0.1,
+ * checkpoint, 10 more; reload the checkpoint into a fresh model and train
+ * the same 10 more: the losses are identical bit for bit.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "model/checkpoint.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+#include "test_util.h"
+
+static void die(clf_status st, const clf_error *e, const char *what) { tu_ok(st, e, what); }
+
+/* Read a whole fixture tensor into a malloc'ed buffer (float or int32). */
+static void *fx_read(clf_st_reader *r, const char *name, size_t *numel)
+{
+    const clf_st_tensor_info *t = clf_st_reader_find(r, name);
+    if (t == NULL) {
+        fprintf(stderr, "FATAL: fixture has no tensor %s\n", name);
+        exit(1);
+    }
+    size_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= (size_t)t->shape[i];
+    void *p = malloc(n * 4 + 4);
+    clf_error e;
+    die(clf_st_reader_read_raw(r, t, p, n * 4 + 4, &e), &e, name);
+    if (numel)
+        *numel = n;
+    return p;
+}
+
+static double *to_double(const float *x, size_t n)
+{
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = x[i];
+    return d;
+}
+
+static int close_f(const char *name, const float *got, const float *ref, size_t n, double atol,
+                   double rtol)
+{
+    double *d = to_double(ref, n);
+    int ok = tu_close(name, got, d, n, atol, rtol);
+    free(d);
+    return ok;
+}
+
+static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
+
+static clf_model *build(clf_runtime *rt, const clf_model_config *cfg, int V, int B,
+                        unsigned flags, clf_st_reader *r)
+{
+    clf_model *m = NULL;
+    clf_error e;
+    die(clf_model_create(rt, cfg, V, B, flags, &m, &e), &e, "clf_model_create");
+    for (int i = 0; i < clf_model_param_count(m); i++) {
+        const clf_param_info *p = clf_model_param_get(m, i);
+        char name[160];
+        snprintf(name, sizeof name, "param.%s", p->name);
+        float *w = fx_read(r, name, NULL);
+        die(clf_model_tensor_write(m, CLF_SLOT_PARAM, i, w, &e), &e, name);
+        free(w);
+    }
+    return m;
+}
+
+static void check_table(clf_model *m, clf_st_reader *r, const char *fx)
+{
+    int in_fixture = 0, bad = 0;
+    for (size_t i = 0; i < clf_st_reader_count(r); i++)
+        if (strncmp(clf_st_reader_tensor(r, i)->name, "param.", 6) == 0)
+            in_fixture++;
+    for (int i = 0; i < clf_model_param_count(m); i++) {
+        const clf_param_info *p = clf_model_param_get(m, i);
+        char name[160];
+        snprintf(name, sizeof name, "param.%s", p->name);
+        const clf_st_tensor_info *t = clf_st_reader_find(r, name);
+        int ok = t != NULL && t->ndim == p->ndim && (size_t)t->shape[0] == p->shape[0] &&
+                 (p->ndim == 1 || (size_t)t->shape[1] == p->shape[1]);
+        if (!ok) {
+            printf("  %s: %s missing or of another shape\n", fx, p->name);
+            bad++;
+        }
+    }
+    TU_CHECK(bad == 0 && in_fixture == clf_model_param_count(m),
+             "%s: parameter table matches the fixture (%d model tensors, %d in the fixture, %d "
+             "mismatched)",
+             fx, clf_model_param_count(m), in_fixture, bad);
+}
+
+static void parity(clf_runtime *rt, const char *fx)
+{
+    char path[512];
+    snprintf(path, sizeof path, "tests/data/parity/%s.safetensors", fx);
+    clf_error e;
+    clf_st_reader *r = NULL;
+    die(clf_st_reader_open(path, &r, &e), &e, path);
+    const char *fmt = clf_st_reader_metadata(r, "format");
+    const char *ver = clf_st_reader_metadata(r, "version");
+    const char *yaml = clf_st_reader_metadata(r, "config");
+    TU_CHECK(fmt && ver && yaml && strcmp(fmt, "clformer-parity") == 0 && strcmp(ver, "1") == 0,
+             "%s: fixture format clformer-parity version 1 with a config", fx);
+    if (!(fmt && ver && yaml))
+        return;
+    clf_model_config cfg;
+    die(clf_config_parse_string(yaml, path, NULL, 0, &cfg, &e), &e, "fixture config");
+    const clf_st_tensor_info *xi = clf_st_reader_find(r, "x");
+    const clf_st_tensor_info *li = clf_st_reader_find(r, "logits");
+    const int B = (int)xi->shape[0], T = (int)xi->shape[1], V = (int)li->shape[2];
+    const size_t BT = (size_t)B * (size_t)T;
+    int32_t *x = fx_read(r, "x", NULL), *y = fx_read(r, "y", NULL);
+    printf("%s: B=%d T=%d V=%d\n", fx, B, T, V);
+
+    /* ---- forward, loss, gradients ---- */
+    clf_model *m = build(rt, &cfg, V, B, CLF_MODEL_TRAIN, r);
+    check_table(m, r, fx);
+    float *logits = malloc(BT * (size_t)V * sizeof *logits);
+    float *ref_logits = fx_read(r, "logits", NULL), *ref_loss = fx_read(r, "loss", NULL);
+    float loss = 0;
+    die(clf_model_set_batch(m, x, y, B, T, &e), &e, "set_batch");
+    die(clf_model_forward(m, 0, &e), &e, "forward");
+    die(clf_model_logits_read(m, logits, &e), &e, "logits");
+    die(clf_model_loss(m, &loss, &e), &e, "loss");
+    char name[160];
+    snprintf(name, sizeof name, "%s logits", fx);
+    close_f(name, logits, ref_logits, BT * (size_t)V, 1e-5, 1e-4);
+    TU_CHECK(rel(loss, ref_loss[0]) <= 1e-5, "%s: eval loss %.8f vs torch %.8f", fx, loss,
+             ref_loss[0]);
+
+    die(clf_model_forward(m, 1, &e), &e, "forward train");
+    die(clf_model_loss(m, &loss, &e), &e, "loss");
+    TU_CHECK(rel(loss, ref_loss[0]) <= 1e-5, "%s: train loss %.8f vs torch %.8f", fx, loss,
+             ref_loss[0]);
+    die(clf_model_backward(m, &e), &e, "backward");
+    for (int i = 0; i < clf_model_param_count(m); i++) {
+        const clf_param_info *p = clf_model_param_get(m, i);
+        float *g = malloc(p->numel * sizeof *g);
+        snprintf(name, sizeof name, "grad.%s", p->name);
+        float *ref = fx_read(r, name, NULL);
+        die(clf_model_tensor_read(m, CLF_SLOT_GRAD, i, g, &e), &e, name);
+        double mx = 0;
+        for (size_t j = 0; j < p->numel; j++)
+            mx = fmax(mx, fabs(ref[j]));
+        snprintf(name, sizeof name, "%s grad.%s", fx, p->name);
+        close_f(name, g, ref, p->numel, 1e-6 * mx, 1e-4);
+        free(ref);
+        free(g);
+    }
+    clf_model_destroy(m);
+
+    /* ---- 10 AdamW steps from the same initial parameters ---- */
+    size_t nsteps = 0;
+    float *lrs = fx_read(r, "train.lr", &nsteps), *ref_losses = fx_read(r, "train.loss", NULL);
+    float *ref_gn = fx_read(r, "train.gnorm", NULL);
+    m = build(rt, &cfg, V, B, CLF_MODEL_TRAIN, r);
+    double worst_loss = 0, worst_gn = 0;
+    for (size_t it = 0; it < nsteps; it++) {
+        float gn = 0;
+        die(clf_model_set_batch(m, x, y, B, T, &e), &e, "set_batch");
+        die(clf_model_forward(m, 1, &e), &e, "forward");
+        die(clf_model_loss(m, &loss, &e), &e, "loss");
+        die(clf_model_backward(m, &e), &e, "backward");
+        die(clf_model_step(m, lrs[it], &e), &e, "step");
+        die(clf_model_grad_norm(m, &gn, &e), &e, "grad norm");
+        worst_loss = fmax(worst_loss, rel(loss, ref_losses[it]));
+        worst_gn = fmax(worst_gn, rel(gn, ref_gn[it]));
+        printf("  step %zu: lr %.6g loss %.7f (torch %.7f) gnorm %.6f (torch %.6f)\n", it,
+               lrs[it], loss, ref_losses[it], gn, ref_gn[it]);
+    }
+    TU_CHECK(worst_loss <= 1e-5, "%s: %zu AdamW step losses within 1e-5 relative (worst %.3g)",
+             fx, nsteps, worst_loss);
+    TU_CHECK(worst_gn <= 1e-4, "%s: gradient norms within 1e-4 relative (worst %.3g)", fx,
+             worst_gn);
+    for (int i = 0; i < clf_model_param_count(m); i++) {
+        const clf_param_info *p = clf_model_param_get(m, i);
+        float *w = malloc(p->numel * sizeof *w);
+        snprintf(name, sizeof name, "final.%s", p->name);
+        float *ref = fx_read(r, name, NULL);
+        die(clf_model_tensor_read(m, CLF_SLOT_PARAM, i, w, &e), &e, name);
+        snprintf(name, sizeof name, "%s final.%s", fx, p->name);
+        close_f(name, w, ref, p->numel, 2e-5, 0);
+        free(ref);
+        free(w);
+    }
+    float *ref_final = fx_read(r, "final_loss", NULL);
+    die(clf_model_set_batch(m, x, y, B, T, &e), &e, "set_batch");
+    die(clf_model_forward(m, 0, &e), &e, "forward");
+    die(clf_model_loss(m, &loss, &e), &e, "loss");
+    TU_CHECK(rel(loss, ref_final[0]) <= 1e-5, "%s: loss after %zu steps %.8f vs torch %.8f", fx,
+             nsteps, loss, ref_final[0]);
+    clf_model_destroy(m);
+
+    /* ---- KV-cache inference: prefill 5 positions, then decode one at a time ---- */
+    m = build(rt, &cfg, V, B, CLF_MODEL_INFER, r);
+    const int P = 5;
+    int32_t *prompt = malloc((size_t)B * P * sizeof *prompt), tok[64];
+    float *out = malloc((size_t)B * (size_t)V * sizeof *out);
+    float *got = malloc(BT * (size_t)V * sizeof *got);
+    for (int b = 0; b < B; b++)
+        memcpy(prompt + b * P, x + b * T, P * sizeof *prompt);
+    die(clf_model_prefill(m, prompt, B, P, out, &e), &e, "prefill");
+    for (int b = 0; b < B; b++)
+        memcpy(got + ((size_t)b * T + P - 1) * V, out + (size_t)b * V, V * sizeof *out);
+    for (int t = P; t < T; t++) {
+        for (int b = 0; b < B; b++)
+            tok[b] = x[b * T + t];
+        die(clf_model_decode_step(m, tok, B, t, out, &e), &e, "decode_step");
+        for (int b = 0; b < B; b++)
+            memcpy(got + ((size_t)b * T + t) * V, out + (size_t)b * V, V * sizeof *out);
+    }
+    /* compare positions P-1 .. T-1 */
+    int ok = 1;
+    for (int b = 0; b < B; b++) {
+        size_t o = ((size_t)b * T + P - 1) * V, n = (size_t)(T - P + 1) * V;
+        snprintf(name, sizeof name, "%s KV-cache logits, sequence %d", fx, b);
+        ok &= close_f(name, got + o, ref_logits + o, n, 1e-5, 1e-4);
+    }
+    (void)ok;
+    clf_model_destroy(m);
+
+    free(got);
+    free(out);
+    free(prompt);
+    free(ref_final);
+    free(lrs);
+    free(ref_losses);
+    free(ref_gn);
+    free(ref_logits);
+    free(ref_loss);
+    free(logits);
+    free(x);
+    free(y);
+    clf_st_reader_destroy(r);
+}
+
+/* ---- determinism across a checkpoint ---------------------------------------------- */
+
+static void train_steps(clf_model *m, const int32_t *data, size_t n, int B, int T, int from,
+                        int count, float *losses)
+{
+    clf_error e;
+    int32_t *x = malloc((size_t)B * T * sizeof *x), *y = malloc((size_t)B * T * sizeof *y);
+    for (int s = from; s < from + count; s++) {
+        for (int b = 0; b < B; b++) { /* a fixed, step-dependent window per row */
+            size_t i0 = ((size_t)s * 131 + (size_t)b * 977) % (n - (size_t)T - 1);
+            for (int t = 0; t < T; t++) {
+                x[b * T + t] = data[i0 + t];
+                y[b * T + t] = data[i0 + t + 1];
+            }
+        }
+        die(clf_model_set_batch(m, x, y, B, T, &e), &e, "set_batch");
+        die(clf_model_forward(m, 1, &e), &e, "forward");
+        die(clf_model_backward(m, &e), &e, "backward");
+        die(clf_model_step(m, 1e-3f, &e), &e, "step");
+        die(clf_model_loss(m, &losses[s - from], &e), &e, "loss");
+    }
+    free(x);
+    free(y);
+}
+
+static void determinism(clf_runtime *rt)
+{
+    clf_error e;
+    clf_st_reader *r = NULL;
+    die(clf_st_reader_open("tests/data/parity/gpt_a.safetensors", &r, &e), &e, "fixture");
+    clf_model_config cfg;
+    die(clf_config_parse_string(clf_st_reader_metadata(r, "config"), "gpt_a", NULL, 0, &cfg, &e),
+        &e, "config");
+    clf_st_reader_destroy(r);
+    /* exercise every dropout site */
+    const char *sets[] = {"model.embedding.dropout=0.1", "model.blocks.dropout=0.1",
+                          "model.blocks.attention.dropout=0.1", "model.blocks.ffn.dropout=0.1"};
+    for (int i = 0; i < 4; i++)
+        die(clf_config_set(&cfg, sets[i], &e), &e, sets[i]);
+    const int B = 4, T = 16, V = 65;
+    size_t n = 4096;
+    int32_t *data = malloc(n * sizeof *data);
+    tu_rng g = tu_rng_new(7);
+    for (size_t i = 0; i < n; i++) /* a learnable sequence: mostly +1 steps */
+        data[i] = (int32_t)((i == 0 ? 0 : data[i - 1] + 1 + (tu_u32(&g) % 8 == 0)) % V);
+
+    char path[256];
+    const char *bd = getenv("CLF_BUILD_DIR");
+    snprintf(path, sizeof path, "%s/test_parity_ckpt.safetensors", bd ? bd : ".");
+    float a[20], b[10];
+    clf_model *m = NULL;
+    die(clf_model_create(rt, &cfg, V, B, CLF_MODEL_TRAIN, &m, &e), &e, "create");
+    train_steps(m, data, n, B, T, 0, 10, a);
+    clf_checkpoint_extra ex[] = {{"test", "determinism"}};
+    die(clf_checkpoint_save(path, m, &cfg, "{}", ex, 1, &e), &e, "checkpoint save");
+    train_steps(m, data, n, B, T, 10, 10, a + 10);
+    clf_model_destroy(m);
+
+    clf_checkpoint *ck = NULL;
+    die(clf_checkpoint_open(path, &ck, &e), &e, "checkpoint open");
+    const char *meta = clf_checkpoint_meta(ck, "test");
+    TU_CHECK(meta && strcmp(meta, "determinism") == 0, "checkpoint keeps extra metadata");
+    TU_CHECK(strcmp(clf_checkpoint_tokenizer(ck), "{}") == 0, "checkpoint keeps the tokenizer");
+    TU_CHECK(clf_config_diff(clf_checkpoint_config(ck), &cfg, NULL, 0) == 0,
+             "checkpoint config equals the run's");
+    die(clf_model_create(rt, clf_checkpoint_config(ck), clf_checkpoint_vocab(ck), B,
+                         CLF_MODEL_TRAIN, &m, &e),
+        &e, "create 2");
+    die(clf_checkpoint_load(ck, m, CLF_CHECKPOINT_ALL, &e), &e, "checkpoint load");
+    TU_CHECK(clf_model_state_get(m).step == 10, "resumed at step %llu (expected 10)",
+             (unsigned long long)clf_model_state_get(m).step);
+    train_steps(m, data, n, B, T, 10, 10, b);
+    int same = memcmp(a + 10, b, sizeof b) == 0;
+    for (int i = 0; i < 10; i++)
+        printf("  step %2d: %.9g  resumed %.9g\n", 10 + i, a[10 + i], b[i]);
+    TU_CHECK(same, "10 steps after reloading a checkpoint are bit-identical");
+    TU_CHECK(a[19] < a[0], "the loss falls while training with dropout (%.4f -> %.4f)", a[0],
+             a[19]);
+    clf_model_destroy(m);
+    clf_checkpoint_close(ck);
+    remove(path);
+    free(data);
+}
+
+int main(void)
+{
+    clf_runtime *rt = tu_runtime();
+    parity(rt, "gpt_a");
+    parity(rt, "gpt_b");
+    parity(rt, "gpt_c");
+    determinism(rt);
+    clf_runtime_destroy(rt);
+    return tu_finish();
+}

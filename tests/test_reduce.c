@@ -1,0 +1,161 @@
+/*
+ * test_reduce.c - row sum / row max and the two-stage whole-tensor sum of
+ * squares and mean, both kernel variants, against float64 references.
+ *
+ * What is checked (|got - ref| <= atol + rtol |ref|)
+ * - row_sum, row_max at R x N = 1x1, 3x5, 17x129, 64x768, 257x33, 1000x7,
+ *   and 5x0 (sum 0, max -inf): row_sum atol 2e-6 * (sum of |x| in the row)
+ *   (taken over the worst row), row_max exact (atol 0, rtol 0).
+ * - sumsq and mean at n = 1, 7, 33, 257, 1000, 100003, 1000003 (and sumsq of
+ *   n = 0): sumsq rtol 1e-5; mean atol 2e-6 * mean(|x|), with inputs offset
+ *   so the mean is not ~0 and, separately, centred so it cancels.
+ * - Outputs never write outside their element (guard zones around them stay
+ *   intact); two runs are bit-identical; the scratch size is >= 1.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/ops.h"
+#include "model/ops_internal.h"
+#include "test_util.h"
+
+#define GUARD 64
+#define SENTINEL 1234.5f
+
+/* A device array of n floats with GUARD sentinel floats on each side. */
+static clf_ptr guarded(clf_runtime *rt, size_t n)
+{
+    float *t = malloc((n + 2 * GUARD) * sizeof *t);
+    for (size_t i = 0; i < n + 2 * GUARD; i++)
+        t[i] = SENTINEL;
+    clf_ptr p = tu_upload(rt, t, n + 2 * GUARD);
+    free(t);
+    p.off = GUARD;
+    return p;
+}
+
+static int guard_intact(clf_runtime *rt, clf_ptr p, size_t n)
+{
+    float *t = malloc((n + 2 * GUARD) * sizeof *t);
+    clf_ptr base = {p.buf, p.off - GUARD};
+    tu_download(rt, base, t, n + 2 * GUARD);
+    int ok = 1;
+    for (size_t i = 0; i < GUARD; i++)
+        if (t[i] != SENTINEL || t[GUARD + n + i] != SENTINEL)
+            ok = 0;
+    free(t);
+    return ok;
+}
+
+static const char *pn(clf_ops_path p) { return p == CLF_OPS_PATH_ITEM ? "item" : "group"; }
+
+static void check_rows(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, tu_rng *rng)
+{
+    clf_error err;
+    char name[128];
+    float *x = malloc((R * N + 1) * sizeof *x), *got = malloc(R * sizeof *got);
+    double *ref = malloc(R * sizeof *ref);
+    tu_fill(rng, x, R * N, -3, 5);
+    clf_ptr dx = tu_upload(rt, x, R * N), out = guarded(rt, R);
+
+    double worst_abs = 0.0;
+    for (size_t r = 0; r < R; r++) {
+        double s = 0.0, a = 0.0;
+        for (size_t j = 0; j < N; j++) {
+            s += x[r * N + j];
+            a += fabs(x[r * N + j]);
+        }
+        ref[r] = s;
+        worst_abs = fmax(worst_abs, a);
+    }
+    tu_ok(clf_op_row_sum_ex(rt, path, out, dx, R, N, &err), &err, "row_sum");
+    tu_download(rt, out, got, R);
+    snprintf(name, sizeof name, "row_sum %s %zux%zu", pn(path), R, N);
+    tu_close(name, got, ref, R, 2e-6 * worst_abs + 1e-30, 0.0);
+    TU_CHECK(guard_intact(rt, out, R), "%s: guard zones intact", name);
+
+    for (size_t r = 0; r < R; r++) {
+        double m = -INFINITY;
+        for (size_t j = 0; j < N; j++)
+            m = fmax(m, x[r * N + j]);
+        ref[r] = m;
+    }
+    tu_ok(clf_op_row_max_ex(rt, path, out, dx, R, N, &err), &err, "row_max");
+    tu_download(rt, out, got, R);
+    snprintf(name, sizeof name, "row_max %s %zux%zu", pn(path), R, N);
+    tu_close(name, got, ref, R, 0.0, 0.0);
+    TU_CHECK(guard_intact(rt, out, R), "%s: guard zones intact", name);
+
+    tu_free(dx);
+    tu_free(out);
+    free(x);
+    free(got);
+    free(ref);
+}
+
+static void check_total(clf_runtime *rt, clf_ops_path path, size_t n, float lo, float hi,
+                        tu_rng *rng)
+{
+    clf_error err;
+    char name[128];
+    float *x = malloc((n + 1) * sizeof *x), got, got2;
+    tu_fill(rng, x, n, lo, hi);
+    size_t P = clf_op_sumsq_scratch_ex(rt, path, n);
+    TU_CHECK(P >= 1, "scratch size %zu for n=%zu", P, n);
+    clf_ptr dx = tu_upload(rt, x, n), out = guarded(rt, 1), scratch = guarded(rt, P);
+    double ss = 0.0, s = 0.0, sa = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        ss += (double)x[i] * x[i];
+        s += x[i];
+        sa += fabs(x[i]);
+    }
+    tu_ok(clf_op_sumsq_ex(rt, path, out, dx, n, scratch, &err), &err, "sumsq");
+    tu_download(rt, out, &got, 1);
+    snprintf(name, sizeof name, "sumsq %s n=%zu in [%g, %g]", pn(path), n, lo, hi);
+    tu_close(name, &got, &ss, 1, 1e-30, 1e-5);
+    TU_CHECK(guard_intact(rt, out, 1) && guard_intact(rt, scratch, P),
+             "%s: guard zones intact (P=%zu)", name, P);
+    tu_ok(clf_op_sumsq_ex(rt, path, out, dx, n, scratch, &err), &err, "sumsq");
+    tu_download(rt, out, &got2, 1);
+    TU_CHECK(memcmp(&got, &got2, sizeof got) == 0, "%s: bit-identical rerun", name);
+
+    if (n > 0) {
+        double mean = s / n;
+        tu_ok(clf_op_mean_ex(rt, path, out, dx, n, scratch, &err), &err, "mean");
+        tu_download(rt, out, &got, 1);
+        snprintf(name, sizeof name, "mean %s n=%zu in [%g, %g]", pn(path), n, lo, hi);
+        tu_close(name, &got, &mean, 1, 2e-6 * sa / n, 0.0);
+    }
+    tu_free(dx);
+    tu_free(out);
+    tu_free(scratch);
+    free(x);
+}
+
+int main(void)
+{
+    clf_runtime *rt = tu_runtime();
+    tu_rng rng = tu_rng_new(6);
+    static const clf_ops_path paths[] = {CLF_OPS_PATH_ITEM, CLF_OPS_PATH_GROUP};
+    static const size_t shapes[][2] = {{1, 1},    {3, 5},    {17, 129}, {64, 768},
+                                       {257, 33}, {1000, 7}, {5, 0}};
+    static const size_t sizes[] = {1, 7, 33, 257, 1000, 100003, 1000003};
+    for (size_t p = 0; p < 2; p++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            check_rows(rt, paths[p], shapes[s][0], shapes[s][1], &rng);
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            check_total(rt, paths[p], sizes[s], -1, 3, &rng);
+            check_total(rt, paths[p], sizes[s], -1, 1, &rng);
+        }
+        check_total(rt, paths[p], 0, -1, 1, &rng);
+    }
+    clf_error err;
+    clf_ptr out = tu_alloc(rt, 1), s = tu_alloc(rt, 1);
+    TU_CHECK(clf_op_mean(rt, out, out, 0, s, &err) == CLF_ERR_ARG, "mean of 0 elements rejected");
+    tu_free(out);
+    tu_free(s);
+    clf_runtime_destroy(rt);
+    return tu_finish();
+}
