@@ -84,9 +84,11 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
                           uint L, float scale, __local float *qs, __local float *sc,
                           __local float *red)
 {
+    /* The host launches exactly BH groups, so there is no bounds return here:
+     * PoCL 3.1 miscompiles kernels that return before a barrier, even when
+     * the whole group returns together (stray writes past the buffers). */
     uint bh = get_group_id(0), lid = get_local_id(0), W = get_local_size(0);
-    if (bh >= BH)
-        return; /* uniform over the group */
+    (void)BH;
     q += q_off + (ulong)bh * HS;
     kc += k_off + (ulong)bh * Tmax * HS;
     vc += v_off + (ulong)bh * Tmax * HS;

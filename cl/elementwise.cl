@@ -4,20 +4,21 @@
  *
  * Design
  * - Each work-item handles 8 consecutive elements (8 consecutive columns of
- *   one row for the [R, N] kernels, launched 2-D so no integer division is
- *   needed) as a float8, with a scalar loop for the < 8 left at the end.
+ *   one row for the [R, N] kernels) as a float8, with a scalar loop for the
+ *   < 8 left at the end of the tensor or row.
  *   Explicit vectors matter on PoCL: exp() of a float8 runs vectorised math,
  *   while a scalar exp() in a work-item loop stays a scalar call per element
- *   (measured 5-10x slower). GPUs read the float8 as one wide load.
+ *   (GELU-tanh measured 2-3x slower that way). GPUs read the float8 as one
+ *   wide load.
  * - Each activation is written once as a value and a derivative function,
  *   instantiated for float and float8 by CLF_ACT_FUNCS (conditionals are
  *   select(), valid for both); CLF_ACT_KERNELS stamps out its forward,
  *   backward and fused bias + activation kernels, so no kernel switches on
  *   the activation at run time. Names: act_forward_<act>,
  *   act_backward_<act>, bias_act_<act>.
- * - GELU's normal CDF uses a vectorisable erfc (PoCL's erfc is scalar and
- *   very slow); GELU-tanh is computed as x * sigmoid(2u), which does not
- *   cancel for large |u| as 1 + tanh(u) does.
+ * - GELU's normal CDF uses a vectorisable erfc (with PoCL's scalar erfc the
+ *   GELU kernel ran ~50x slower); GELU-tanh is computed as x * sigmoid(2u),
+ *   which does not cancel for large |u| as 1 + tanh(u) does.
  * - Backward kernels take `acc`: 1 adds into the gradient, 0 overwrites it
  *   (without reading it, so an uninitialised gradient buffer is fine).
  * - The bias gradient (column sums of [R, N]) is deterministic: every column
@@ -188,14 +189,16 @@ __kernel void axpy_f32(__global float *y, ulong y_off, float a, __global const f
         }                                                                                    \
     }                                                                                        \
     /* h[r,c] += bias[c] (kept as the pre-activation); out[r,c] = act(h[r,c]).              \
-     * 2-D: dimension 0 counts groups of 8 columns, dimension 1 rows. */                    \
+     * 1-D over R x G groups of 8 columns, G = ceil(N / 8): one division per 8 elements.  \
+     */                                                                                      \
     __kernel void bias_act_##NAME(__global float *h, ulong h_off, __global const float *bias, \
                                   ulong bias_off, int has_bias, __global float *out,         \
                                   ulong out_off, ulong R, ulong N)                           \
     {                                                                                        \
-        ulong c = get_global_id(0) * 8, r = get_global_id(1);                                \
-        if (c >= N || r >= R)                                                                \
+        ulong G = (N + 7) / 8, g = get_global_id(0);                                         \
+        if (g >= R * G)                                                                      \
             return;                                                                          \
+        ulong r = g / G, c = (g - r * G) * 8;                                                \
         h += h_off + r * N;                                                                  \
         bias += bias_off;                                                                    \
         out += out_off + r * N;                                                              \

@@ -29,20 +29,17 @@ __kernel void cross_entropy(__global float *losses, ulong loss_off, __global flo
                             float eps, int ignore_index, float grad_scale, int has_grad,
                             __local float *red)
 {
+    /* The host launches exactly R groups, and an ignored row runs every
+     * barrier like the others and only writes zeros at the end: PoCL 3.1
+     * miscompiles kernels that return before a barrier, even when the whole
+     * group returns together (stray writes past the buffers). */
     uint r = get_group_id(0), lid = get_local_id(0), W = get_local_size(0);
-    if (r >= R)
-        return; /* uniform over the group */
+    (void)R;
     z += z_off + (ulong)r * V;
     dz += dz_off + (ulong)r * V;
     int tgt = targets[t_off + r];
-    if (tgt == ignore_index || tgt < 0 || (uint)tgt >= V) {
-        if (has_grad)
-            for (uint j = lid; j < V; j += W)
-                dz[j] = 0.0f;
-        if (lid == 0)
-            losses[loss_off + r] = 0.0f;
-        return; /* uniform over the group: no barrier is skipped by only some */
-    }
+    int skip = tgt == ignore_index || tgt < 0 || (uint)tgt >= V;
+    uint tsafe = skip ? 0u : (uint)tgt;
 
     float mx = CLF_NEG_BIG, sz = 0.0f;
     for (uint j = lid; j < V; j += W) {
@@ -75,21 +72,29 @@ __kernel void cross_entropy(__global float *losses, ulong loss_off, __global flo
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     se = red[0];
-    float zt = z[tgt];
+    float zt = z[tsafe];
     barrier(CLK_LOCAL_MEM_FENCE); /* every z_t read happens before any dz write */
 
-    float logS = log(se);
-    if (lid == 0)
-        losses[loss_off + r] = (1.0f - eps) * (mx - zt) + eps * (mx - sz / (float)V) + logS;
-    if (has_grad) {
-        float inv = 1.0f / se;
-        float sm = eps / (float)V;
-        for (uint j = lid; j < V; j += W) {
-            float p = exp(z[j] - mx) * inv;
-            float g = p - sm;
-            if (j == (uint)tgt)
-                g -= 1.0f - eps;
-            dz[j] = grad_scale * g;
+    if (skip) {
+        if (has_grad)
+            for (uint j = lid; j < V; j += W)
+                dz[j] = 0.0f;
+        if (lid == 0)
+            losses[loss_off + r] = 0.0f;
+    } else {
+        float logS = log(se);
+        if (lid == 0)
+            losses[loss_off + r] = (1.0f - eps) * (mx - zt) + eps * (mx - sz / (float)V) + logS;
+        if (has_grad) {
+            float inv = 1.0f / se;
+            float sm = eps / (float)V;
+            for (uint j = lid; j < V; j += W) {
+                float p = exp(z[j] - mx) * inv;
+                float g = p - sm;
+                if (j == (uint)tgt)
+                    g -= 1.0f - eps;
+                dz[j] = grad_scale * g;
+            }
         }
     }
 }

@@ -51,7 +51,7 @@ static clf_status launch_1d(clf_runtime *rt, const char *name, size_t n, int nar
 }
 
 /* One 2-D launch over [R, N]: dimension 0 groups of 8 columns, dimension 1
- * rows. */
+ * rows; work-groups of 64 x 1. */
 static clf_status launch_2d(clf_runtime *rt, const char *name, size_t R, size_t N, int nargs,
                             const clf_arg *args, clf_error *err)
 {
@@ -59,7 +59,7 @@ static clf_status launch_2d(clf_runtime *rt, const char *name, size_t R, size_t 
     clf_status st = clf_kernel_get(rt, "elementwise", name, &k, err);
     if (st != CLF_OK)
         return st;
-    size_t lx = clf_ops_group_size(k, 16), ly = clf_ops_group_size(k, 128) / lx;
+    size_t lx = clf_ops_group_size(k, 64), ly = clf_ops_group_size(k, 64) / lx;
     if (ly == 0)
         ly = 1;
     size_t global[2] = {(N + 7) / 8, R}, local[2] = {lx, ly};
@@ -176,7 +176,7 @@ clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_
     clf_ptr b = has_bias ? bias : h; /* any valid buffer when absent */
     clf_arg args[] = {CLF_ARG_PTR(h), CLF_ARG_PTR(b), CLF_ARG_I32(has_bias), CLF_ARG_PTR(out),
                       CLF_ARG_U64(R), CLF_ARG_U64(N)};
-    return launch_2d(rt, name, R, N, CLF_NARGS(args), args, err);
+    return launch_1d(rt, name, R * ((N + 7) / 8) * 8, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dbias, clf_ptr d,
