@@ -76,7 +76,7 @@ clf_status clf_op_row_max(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t R, si
 size_t clf_op_sumsq_scratch(clf_runtime *rt, size_t n);
 clf_status clf_op_sumsq(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t n, clf_ptr scratch,
                         clf_error *err);
-/* out[0] = mean of in[0..n), same scratch rule. */
+/* out[0] = mean of in[0..n), same scratch rule; n = 0 is CLF_ERR_ARG. */
 clf_status clf_op_mean(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t n, clf_ptr scratch,
                        clf_error *err);
 
@@ -89,7 +89,8 @@ clf_status clf_op_mean(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t n, clf_p
  *  - keep: int32 [G, N], nonzero = attend; row r uses row r / keep_group_rows
  *    (padding masks: group = batch, keep_group_rows = NH * T).
  *  - causal: row r is query q = r % causal_T; columns j > q + (N - causal_T)
- *    are masked (so with a KV cache of N >= T keys the last T queries align). */
+ *    are masked (so with a KV cache of N >= T keys the last T queries align).
+ * A mask given with additive_rows or keep_group_rows = 0 is CLF_ERR_ARG. */
 typedef struct clf_softmax_mask {
     clf_ptr additive; /* buf NULL = none */
     size_t additive_rows;
@@ -111,7 +112,8 @@ clf_status clf_op_softmax_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dy, clf_
 clf_status clf_op_layernorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr mean, clf_ptr rstd,
                                     clf_ptr x, clf_ptr w, clf_ptr b, size_t R, size_t N,
                                     float eps, clf_error *err);
-/* dx (=|+=) ...; dw += ..., db += ... (parameter grads always accumulate). */
+/* dx (=|+=) ...; dw += ..., db += ... (parameter grads always accumulate).
+ * A NULL dx, dw or db (buf NULL) skips that gradient. N = 0 is CLF_ERR_ARG. */
 clf_status clf_op_layernorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr db,
                                      clf_ptr dout, clf_ptr x, clf_ptr mean, clf_ptr rstd,
                                      clf_ptr w, size_t R, size_t N, int accumulate,
