@@ -204,7 +204,8 @@ typedef struct clf_final_norm_config {
 
 typedef struct clf_head_config {
     clf_head_type type;
-    int tie_embedding; /* bool, lm only: output projection = token embedding^T */
+    int tie_embedding; /* bool, lm only: output projection = token embedding^T;
+                          default (-1 until resolved): 1 for an lm head, else 0 */
     int labels;        /* classifier: number of labels (0 = from the data) */
     clf_pool_type pool; /* classifier: cls | mean */
 } clf_head_config;

@@ -238,7 +238,7 @@ void clf_config_defaults(clf_model_config *c) {
     c->share_embeddings = 0;
     c->final_norm.type = CLF_NORM_LAYERNORM;
     c->head.type = CLF_HEAD_LM;
-    c->head.tie_embedding = 1;
+    c->head.tie_embedding = -1; /* resolved: 1 for an lm head, else 0 */
     c->head.labels = 0;
     c->head.pool = CLF_POOL_CLS;
 

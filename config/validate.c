@@ -23,6 +23,8 @@
 #define NONE CLF_CFG_NO_FIELD
 
 void clf_config_resolve(clf_model_config *c) {
+    if (c->head.tie_embedding < 0)
+        c->head.tie_embedding = c->head.type == CLF_HEAD_LM;
     if (c->blocks.ffn.hidden == 0 && c->embedding.dim > 0 && c->embedding.dim <= 262144)
         c->blocks.ffn.hidden = 4 * c->embedding.dim;
     if (c->kind == CLF_MODEL_ENCODER_DECODER) {

@@ -7,12 +7,15 @@
  *   1. the parameter table is planned from mi_spec: every tensor with its
  *      name, shape, decay flag and initialiser; decayed tensors are placed
  *      first, each offset aligned to MI_ALIGN floats; the per-block offset
- *      structs (mi_block_p) are filled in;
+ *      structs (mi_block_p) and the stacks (mi_stack) are filled in;
  *   2. every device buffer is requested with its size: the four flat buffers
  *      (gradients and Adam state only with CLF_MODEL_TRAIN), the block
- *      activations (without CLF_MODEL_TRAIN one set is shared by all layers,
- *      since nothing is kept for a backward), the shared scratch, the
- *      backward scratch and the KV caches (CLF_MODEL_INFER);
+ *      activations sized by their stack's rows (without CLF_MODEL_TRAIN one
+ *      set is shared by all blocks of a stack, since nothing is kept for a
+ *      backward), the shared scratch sized for the largest of the stacks,
+ *      the backward scratch and the caches (CLF_MODEL_INFER: self-attention
+ *      keys and values per decoder block, cross-attention keys and values,
+ *      the gather scratch of cache_reorder);
  *   3. with a runtime the buffers are created (nothing is allocated later);
  *      without one (clf_model_memory_estimate) only their bytes are summed.
  *
@@ -102,16 +105,21 @@ static clf_status plan_linear(plan *p, const char *prefix, size_t rows, size_t c
     return CLF_OK;
 }
 
-/* A stack of blocks named "<prefix>blocks.<l>." (prefix "" for the decoder
- * of a GPT; "encoder." / "decoder." for the encoder-decoder later). */
+/* The n blocks of a stack, bp[0..n), named "<prefix>blocks.<l>." (prefix
+ * "" for a single stack; "encoder." / "decoder." in an encoder-decoder). */
 static clf_status plan_blocks(plan *p, const char *prefix, const mi_spec *s, mi_block_p *bp,
-                              clf_error *err)
+                              int n, int is_enc, int has_cross, clf_error *err)
 {
-    char base[40], name[64];
+    char base[48], name[80];
     const size_t C = (size_t)s->C;
     clf_status st;
-    for (int l = 0; l < s->L; l++) {
+    for (int l = 0; l < n; l++) {
         mi_block_p *b = &bp[l];
+        b->is_enc = is_enc;
+        b->has_cross = has_cross;
+        b->lnx.w = b->lnx.b = MI_NONE;
+        b->cross.q_w = b->cross.q_b = b->cross.kv_w = b->cross.kv_b = MI_NONE;
+        b->cross.proj_w = b->cross.proj_b = MI_NONE;
         snprintf(base, sizeof base, "%sblocks.%d", prefix, l);
         snprintf(name, sizeof name, "%s.ln1", base);
         if ((st = plan_norm(p, name, s->norm, s->norm_bias, C, &b->ln1, err)) != CLF_OK)
@@ -124,6 +132,23 @@ static clf_status plan_blocks(plan *p, const char *prefix, const mi_spec *s, mi_
         if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_RESID, &b->attn.proj_w,
                               &b->attn.proj_b, err)) != CLF_OK)
             return st;
+        if (has_cross) {
+            snprintf(name, sizeof name, "%s.lnx", base);
+            if ((st = plan_norm(p, name, s->norm, s->norm_bias, C, &b->lnx, err)) != CLF_OK)
+                return st;
+            snprintf(name, sizeof name, "%s.cross.q", base);
+            if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_NORMAL, &b->cross.q_w,
+                                  &b->cross.q_b, err)) != CLF_OK)
+                return st;
+            snprintf(name, sizeof name, "%s.cross.kv", base);
+            if ((st = plan_linear(p, name, 2 * C, C, s->attn_bias, MI_INIT_NORMAL,
+                                  &b->cross.kv_w, &b->cross.kv_b, err)) != CLF_OK)
+                return st;
+            snprintf(name, sizeof name, "%s.cross.proj", base);
+            if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_RESID, &b->cross.proj_w,
+                                  &b->cross.proj_b, err)) != CLF_OK)
+                return st;
+        }
         snprintf(name, sizeof name, "%s.ln2", base);
         if ((st = plan_norm(p, name, s->norm, s->norm_bias, C, &b->ln2, err)) != CLF_OK)
             return st;
@@ -139,26 +164,72 @@ static clf_status plan_blocks(plan *p, const char *prefix, const mi_spec *s, mi_
     return CLF_OK;
 }
 
+/* The stacks of the kind: which blocks, what they read, their dropout site. */
+static void plan_stacks(clf_model *m)
+{
+    const mi_spec *s = &m->s;
+    memset(&m->enc, 0, sizeof m->enc);
+    memset(&m->dec, 0, sizeof m->dec);
+    m->enc.wte = m->enc.wpe = m->dec.wte = m->dec.wpe = MI_NONE;
+    m->enc.lnf.w = m->enc.lnf.b = m->dec.lnf.w = m->dec.lnf.b = MI_NONE;
+    m->enc.src = 1;
+    m->enc.first = 0;
+    m->enc.n = s->Le;
+    m->enc.drop_layer = s->kind == MI_KIND_ENCDEC ? MI_LAYER_SRC_EMB : MI_LAYER_EMB;
+    m->dec.src = 0;
+    m->dec.first = s->Le;
+    m->dec.n = s->Ld;
+    m->dec.drop_layer = MI_LAYER_EMB;
+}
+
 static clf_status plan_params(clf_model *m, clf_error *err)
 {
     const mi_spec *s = &m->s;
+    const size_t V = (size_t)s->V, C = (size_t)s->C, T = (size_t)s->T;
     plan p = {NULL, 0, 0};
     clf_status st;
-    m->wte = m->wpe = m->lm_head = MI_NONE;
-    if ((st = plan_add(&p, "wte", 2, (size_t)s->V, (size_t)s->C, MI_INIT_NORMAL, &m->wte,
-                       err)) != CLF_OK)
+    mi_stack *enc = &m->enc, *dec = &m->dec;
+    m->lm_head = m->cls_w = m->cls_b = MI_NONE;
+    plan_stacks(m);
+    if (s->kind == MI_KIND_DECODER || s->kind == MI_KIND_ENCODER) {
+        /* one stack: wte, wpe, blocks.<l>, ln_f */
+        mi_stack *one = s->kind == MI_KIND_DECODER ? dec : enc;
+        if ((st = plan_add(&p, "wte", 2, V, C, MI_INIT_NORMAL, &one->wte, err)) != CLF_OK)
+            goto fail;
+        if (s->pos == MI_POS_LEARNED &&
+            (st = plan_add(&p, "wpe", 2, T, C, MI_INIT_NORMAL, &one->wpe, err)) != CLF_OK)
+            goto fail;
+        if ((st = plan_blocks(&p, "", s, m->bp, s->L, s->kind == MI_KIND_ENCODER, 0, err)) !=
+            CLF_OK)
+            goto fail;
+        if ((st = plan_norm(&p, "ln_f", s->final_norm, s->norm_bias, C, &one->lnf, err)) !=
+            CLF_OK)
+            goto fail;
+    } else {
+        if ((st = plan_add(&p, "wte", 2, V, C, MI_INIT_NORMAL, &dec->wte, err)) != CLF_OK)
+            goto fail;
+        if (!s->shared_emb &&
+            (st = plan_add(&p, "src_wte", 2, V, C, MI_INIT_NORMAL, &enc->wte, err)) != CLF_OK)
+            goto fail;
+        if (s->pos == MI_POS_LEARNED &&
+            ((st = plan_add(&p, "wpe", 2, T, C, MI_INIT_NORMAL, &dec->wpe, err)) != CLF_OK ||
+             (st = plan_add(&p, "src_wpe", 2, T, C, MI_INIT_NORMAL, &enc->wpe, err)) != CLF_OK))
+            goto fail;
+        if ((st = plan_blocks(&p, "encoder.", s, m->bp, s->Le, 1, 0, err)) != CLF_OK ||
+            (st = plan_norm(&p, "encoder.ln_f", s->final_norm, s->norm_bias, C, &enc->lnf,
+                            err)) != CLF_OK ||
+            (st = plan_blocks(&p, "decoder.", s, m->bp + s->Le, s->Ld, 0, 1, err)) != CLF_OK ||
+            (st = plan_norm(&p, "decoder.ln_f", s->final_norm, s->norm_bias, C, &dec->lnf,
+                            err)) != CLF_OK)
+            goto fail;
+    }
+    if (s->head == MI_HEAD_LM && !s->tied &&
+        (st = plan_add(&p, "lm_head.weight", 2, V, C, MI_INIT_NORMAL, &m->lm_head, err)) !=
+            CLF_OK)
         goto fail;
-    if (s->pos == MI_POS_LEARNED &&
-        (st = plan_add(&p, "wpe", 2, (size_t)s->T, (size_t)s->C, MI_INIT_NORMAL, &m->wpe,
-                       err)) != CLF_OK)
-        goto fail;
-    if ((st = plan_blocks(&p, "", s, m->bp, err)) != CLF_OK)
-        goto fail;
-    if ((st = plan_norm(&p, "ln_f", s->final_norm, s->norm_bias, (size_t)s->C, &m->lnf, err)) !=
-        CLF_OK)
-        goto fail;
-    if (!s->tied && (st = plan_add(&p, "lm_head.weight", 2, (size_t)s->V, (size_t)s->C,
-                                   MI_INIT_NORMAL, &m->lm_head, err)) != CLF_OK)
+    if (s->head == MI_HEAD_CLASSIFIER &&
+        (st = plan_linear(&p, "classifier", (size_t)s->NL, C, 1, MI_INIT_NORMAL, &m->cls_w,
+                          &m->cls_b, err)) != CLF_OK)
         goto fail;
 
     m->ptab = calloc((size_t)p.n, sizeof *m->ptab);
@@ -196,7 +267,9 @@ static clf_status plan_params(clf_model *m, clf_error *err)
     m->dims.n_params = off;
     m->dims.n_real = real;
     if (s->tied)
-        m->lm_head = m->wte;
+        m->lm_head = dec->wte;
+    if (s->shared_emb)
+        enc->wte = dec->wte;
     free(p.e);
     return CLF_OK;
 fail:
@@ -243,34 +316,51 @@ static clf_status alloc_norm(clf_model *m, mi_norm_a *a, int type, size_t BT, cl
     return abuf(m, &a->rstd, BT, err);
 }
 
-static clf_status alloc_block(clf_model *m, mi_block_a *a, clf_error *err)
+/* Activations of one block of a stack of `rows` rows and `att` scores per
+ * head (B*T*T), with cross-attention (xrows source rows, xatt B*T*S). */
+static clf_status alloc_block(clf_model *m, mi_block_a *a, size_t rows, size_t att, int cross,
+                              size_t xrows, size_t xatt, clf_error *err)
 {
     const mi_spec *s = &m->s;
-    size_t BT = (size_t)s->B * (size_t)s->T, C = (size_t)s->C;
-    size_t att = (size_t)s->B * (size_t)s->NH * (size_t)s->T * (size_t)s->T;
+    const size_t C = (size_t)s->C, NH = (size_t)s->NH;
     clf_status st;
-    if ((st = alloc_norm(m, &a->ln1, s->norm, BT, err)) != CLF_OK ||
-        (st = alloc_norm(m, &a->ln2, s->norm, BT, err)) != CLF_OK ||
-        (st = abuf(m, &a->q, BT * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->k, BT * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->v, BT * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->att, att, err)) != CLF_OK ||
-        (st = abuf(m, &a->atty, BT * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->res1, BT * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->fch, BT * (size_t)s->fc_rows, err)) != CLF_OK ||
-        (st = abuf(m, &a->fch_act, BT * (size_t)s->H, err)) != CLF_OK ||
-        (st = abuf(m, &a->res2, BT * C, err)) != CLF_OK)
+    if ((st = alloc_norm(m, &a->ln1, s->norm, rows, err)) != CLF_OK ||
+        (st = alloc_norm(m, &a->ln2, s->norm, rows, err)) != CLF_OK ||
+        (st = abuf(m, &a->q, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->k, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->v, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->att, NH * att, err)) != CLF_OK ||
+        (st = abuf(m, &a->atty, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->res1, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->fch, rows * (size_t)s->fc_rows, err)) != CLF_OK ||
+        (st = abuf(m, &a->fch_act, rows * (size_t)s->H, err)) != CLF_OK ||
+        (st = abuf(m, &a->res2, rows * C, err)) != CLF_OK)
+        return st;
+    if (!cross)
+        return CLF_OK;
+    if ((st = alloc_norm(m, &a->lnx, s->norm, rows, err)) != CLF_OK ||
+        (st = abuf(m, &a->xq, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->xk, xrows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->xv, xrows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->xatt, NH * xatt, err)) != CLF_OK ||
+        (st = abuf(m, &a->xatty, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->resx, rows * C, err)) != CLF_OK)
         return st;
     return CLF_OK;
 }
+
+static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
 static clf_status alloc_buffers(clf_model *m, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const int train = (m->flags & CLF_MODEL_TRAIN) != 0;
-    size_t B = (size_t)s->B, T = (size_t)s->T, C = (size_t)s->C, V = (size_t)s->V;
-    size_t BT = B * T, NP = m->dims.n_params;
-    size_t att = B * (size_t)s->NH * T * T;
+    const int infer = (m->flags & CLF_MODEL_INFER) != 0;
+    const size_t B = (size_t)s->B, C = (size_t)s->C, V = (size_t)s->V, NH = (size_t)s->NH;
+    const size_t NP = m->dims.n_params, Rs = s->rows_src, Rt = s->rows_tgt;
+    const size_t R = zmax(Rs, Rt);
+    const size_t att = NH * zmax(zmax(s->att_src, s->att_tgt), s->att_cross);
+    const size_t nlab = zmax(Rt, B); /* targets, or labels */
     clf_status st;
 
     if ((st = abuf(m, &m->params, NP, err)) != CLF_OK)
@@ -281,46 +371,82 @@ static clf_status alloc_buffers(clf_model *m, clf_error *err)
         return st;
 
     for (int l = 0; l < s->L; l++) {
-        if (train || l == 0) {
-            if ((st = alloc_block(m, &m->ba[l], err)) != CLF_OK)
+        const mi_block_p *bp = &m->bp[l];
+        const mi_stack *stk = bp->is_enc ? &m->enc : &m->dec;
+        if (train || l == stk->first) {
+            size_t rows = bp->is_enc ? Rs : Rt, a = bp->is_enc ? s->att_src : s->att_tgt;
+            if ((st = alloc_block(m, &m->ba[l], rows, a, bp->has_cross, Rs, s->att_cross,
+                                  err)) != CLF_OK)
                 return st;
         } else {
-            m->ba[l] = m->ba[0]; /* inference: one set of activations for every layer */
+            /* inference: one set of activations for every block of a stack */
+            m->ba[l] = m->ba[stk->first];
         }
-        m->ba[l].kcache = m->ba[l].vcache = NULL;
-        if ((m->flags & CLF_MODEL_INFER) &&
-            ((st = abuf(m, &m->ba[l].kcache, BT * C, err)) != CLF_OK ||
-             (st = abuf(m, &m->ba[l].vcache, BT * C, err)) != CLF_OK))
+        mi_block_a *a = &m->ba[l];
+        a->kcache = a->vcache = a->xkcache = a->xvcache = NULL;
+        if (!infer || bp->is_enc)
+            continue;
+        size_t self = B * (size_t)s->Tmax * C, cross = B * (size_t)s->Smax * C;
+        if ((st = abuf(m, &a->kcache, self, err)) != CLF_OK ||
+            (st = abuf(m, &a->vcache, self, err)) != CLF_OK)
+            return st;
+        if (bp->has_cross && ((st = abuf(m, &a->xkcache, cross, err)) != CLF_OK ||
+                              (st = abuf(m, &a->xvcache, cross, err)) != CLF_OK))
             return st;
     }
-    size_t nred = BT > NP ? BT : NP;
+    size_t nred = zmax(zmax(R, nlab), NP);
     size_t red = m->rt != NULL ? clf_op_sumsq_scratch(m->rt, nred) : nred / 64 + 4096;
-    if ((st = abuf(m, &m->tokens, BT, err)) != CLF_OK ||
-        (st = abuf(m, &m->targets, BT, err)) != CLF_OK ||
-        (st = abuf(m, &m->x0, BT * C, err)) != CLF_OK ||
-        (st = alloc_norm(m, &m->lnf_a, s->final_norm, BT, err)) != CLF_OK ||
-        (st = abuf(m, &m->logits, BT * V, err)) != CLF_OK ||
-        (st = abuf(m, &m->losses, BT, err)) != CLF_OK ||
+    size_t nlogits = s->head == MI_HEAD_CLASSIFIER ? B * (size_t)s->NL : Rt * V;
+    mi_stack *stacks[2] = {&m->enc, &m->dec};
+    for (int i = 0; i < 2; i++) {
+        mi_stack *k = stacks[i];
+        k->x0 = NULL;
+        memset(&k->lnf_a, 0, sizeof k->lnf_a);
+        int exists = k->src ? s->kind != MI_KIND_DECODER : s->kind != MI_KIND_ENCODER;
+        if (!exists)
+            continue;
+        size_t rows = k->src ? Rs : Rt;
+        if ((st = abuf(m, &k->x0, rows * C, err)) != CLF_OK ||
+            (st = alloc_norm(m, &k->lnf_a, s->final_norm, rows, err)) != CLF_OK)
+            return st;
+    }
+    if ((st = abuf(m, &m->tokens, Rt, err)) != CLF_OK ||
+        (st = abuf(m, &m->targets, nlab, err)) != CLF_OK ||
+        (st = abuf(m, &m->src, Rs, err)) != CLF_OK ||
+        (st = abuf(m, &m->src_keep, Rs, err)) != CLF_OK ||
+        (st = abuf(m, &m->logits, nlogits, err)) != CLF_OK ||
+        (st = abuf(m, &m->losses, nlab, err)) != CLF_OK ||
         (st = abuf(m, &m->scalars, 4, err)) != CLF_OK ||
         (st = abuf(m, &m->red, red, err)) != CLF_OK ||
-        (st = abuf(m, &m->qkv, BT * 3 * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->qkv, R * 3 * C, err)) != CLF_OK ||
         (st = abuf(m, &m->preatt, att, err)) != CLF_OK ||
-        (st = abuf(m, &m->atty_h, BT * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->proj, BT * C, err)) != CLF_OK)
+        (st = abuf(m, &m->atty_h, R * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->proj, R * C, err)) != CLF_OK)
         return st;
+    if (s->head == MI_HEAD_CLASSIFIER && s->pool == MI_POOL_MEAN &&
+        (st = abuf(m, &m->pooled, B * C, err)) != CLF_OK)
+        return st;
+    if (infer) {
+        size_t big = zmax(B * (size_t)s->Tmax * C, B * (size_t)s->Smax * C);
+        if ((st = abuf(m, &m->index, B, err)) != CLF_OK ||
+            (st = abuf(m, &m->gather, big, err)) != CLF_OK)
+            return st;
+    }
     if (!train)
         return CLF_OK;
     size_t F = (size_t)s->fc_rows;
-    if ((st = abuf(m, &m->dres, BT * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->dC1, BT * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->dC2, BT * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->dC3, BT * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->dqkv, BT * 3 * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->dH1, BT * F, err)) != CLF_OK ||
-        (st = abuf(m, &m->dH2, BT * F, err)) != CLF_OK ||
+    if ((st = abuf(m, &m->dres, R * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->dC1, R * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->dC2, R * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->dC3, R * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->dqkv, R * 3 * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->dH1, R * F, err)) != CLF_OK ||
+        (st = abuf(m, &m->dH2, R * F, err)) != CLF_OK ||
         (st = abuf(m, &m->datt, att, err)) != CLF_OK ||
-        (st = abuf(m, &m->dhead, BT * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->datty_h, BT * C, err)) != CLF_OK)
+        (st = abuf(m, &m->dhead, R * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->datty_h, R * C, err)) != CLF_OK)
+        return st;
+    if (s->kind == MI_KIND_ENCDEC && (st = abuf(m, &m->denc, Rs * C, err)) != CLF_OK)
         return st;
     return CLF_OK;
 }
@@ -331,11 +457,17 @@ void clf_model_destroy(clf_model *m)
 {
     if (m == NULL)
         return;
+    /* a non-blocking write may still read a staging slot: drain the queue
+     * before the slots are freed */
+    if (m->rt != NULL && (m->stage_dirty[0] || m->stage_dirty[1]))
+        clf_runtime_finish(m->rt, NULL);
     for (int i = m->n_owned - 1; i >= 0; i--)
         clf_buffer_destroy(m->owned[i]);
     free(m->owned);
     free(m->stage[1]);
     free(m->stage[0]);
+    free(m->xrow_new);
+    free(m->xrow);
     free(m->ba);
     free(m->bp);
     free(m->pinit);
@@ -366,13 +498,23 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
     m->dims.NH = s->NH;
     m->dims.HS = s->HS;
     m->dims.H = s->H;
+    m->dims.kind = s->kind;
+    m->dims.L_enc = s->Le;
+    m->dims.L_dec = s->Ld;
+    m->dims.labels = s->NL;
+    m->dims.max_S = s->Smax;
+    m->dims.max_T = s->Tmax;
     size_t nl = s->L > 0 ? (size_t)s->L : 1;
     m->bp = calloc(nl, sizeof *m->bp);
     m->ba = calloc(nl, sizeof *m->ba);
-    size_t BT = (size_t)s->B * (size_t)s->T;
-    m->stage[0] = malloc(2 * BT * sizeof(int32_t));
-    m->stage[1] = malloc(2 * BT * sizeof(int32_t));
-    if (m->bp == NULL || m->ba == NULL || m->stage[0] == NULL || m->stage[1] == NULL) {
+    /* a slot: src, src_keep, tgt_in, tgt_out (or labels), cache_reorder's index */
+    m->stage_len = 2 * s->rows_src + 2 * s->rows_tgt + 2 * (size_t)s->B + 2;
+    m->stage[0] = malloc(m->stage_len * sizeof(int32_t));
+    m->stage[1] = malloc(m->stage_len * sizeof(int32_t));
+    m->xrow = calloc((size_t)s->B, sizeof *m->xrow);
+    m->xrow_new = calloc((size_t)s->B, sizeof *m->xrow_new);
+    if (m->bp == NULL || m->ba == NULL || m->stage[0] == NULL || m->stage[1] == NULL ||
+        m->xrow == NULL || m->xrow_new == NULL) {
         st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
         goto fail;
     }
@@ -427,7 +569,10 @@ clf_status clf_model_params_init(clf_model *m, uint64_t seed, clf_error *err)
     if (h == NULL)
         return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory for %zu parameters", NP);
     uint64_t x = seed;
-    double sd = 0.02, sd_resid = 0.02 / sqrt(2.0 * (m->s.L > 0 ? m->s.L : 1));
+    /* GPT-2 scales the residual projections by 1/sqrt(number of residual
+     * branches): 2 per block, 3 in a decoder block with cross-attention */
+    int branches = 2 * m->s.Le + (m->s.kind == MI_KIND_ENCDEC ? 3 : 2) * m->s.Ld;
+    double sd = 0.02, sd_resid = 0.02 / sqrt((double)(branches > 0 ? branches : 1));
     for (int i = 0; i < m->n_ptab; i++) {
         const clf_param_info *t = &m->ptab[i];
         float *p = h + t->offset;

@@ -13,14 +13,21 @@
  *     x, y = clf_dataset_sample_batch(train, B, T, data rng)
  *     set_batch, forward(train), backward, step(lr)
  *     done = it + 1
- *     log:   done % log_every == 0, the first step of the run, or the last:
- *            read the loss back (the only device round trip of a step) and
- *            call on_log with step/total, loss, lr, tokens/s, elapsed, ETA
+ *     log:   done % log_every == 0, the first step of the session, or the
+ *            last: read the loss back (the only device round trip of a
+ *            step) and call on_log with step/total, loss, lr, tokens/s,
+ *            elapsed, ETA (the session's first step is a warm-up, kernel
+ *            builds and GEMM tuning, left out of the rates and the ETA)
  *     eval:  done % eval.every == 0 (eval.every > 0), and at the last step:
  *            the validation loss (and a train-split estimate), on_eval, then
  *            a checkpoint (on_checkpoint)
- *     stop:  *stop set (a signal handler, a callback): a checkpoint at the
- *            current step, then CLF_ERR_INTERRUPTED.
+ *     stop:  *stop set (a signal handler, a callback), looked at before
+ *            each step: a checkpoint at the current step (unless one was
+ *            just written), then CLF_ERR_INTERRUPTED.
+ *     early stop: train.early_stop.patience > 0 (metric loss): after that
+ *            many evaluations without a new best validation loss, stop
+ *            (CLF_OK, res->early_stopped); the best and the count are in
+ *            the checkpoint, so resuming keeps counting.
  *   The data generator is clf_rng_seed(train.seed) (dataset.h); dropout is
  *   keyed inside the model by (train.seed, step). Both, the parameters, the
  *   Adam moments and the step are in the checkpoint, so a run resumed from
@@ -32,7 +39,8 @@
  *   from train.seed (so every evaluation of a run sees the same windows and
  *   evaluations never disturb the training batches). eval.batches == 0: the
  *   whole validation split as clf_trainer_eval_split (exact, slow on large
- *   splits).
+ *   splits; the one place the loop allocates: its window buffers, once per
+ *   evaluation).
  *   clf_trainer_eval_split: the deterministic rule of dataset.h (non-
  *   overlapping windows of the context, every target once), B windows per
  *   forward, per-position losses summed in double and divided by the number

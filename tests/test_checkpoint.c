@@ -13,7 +13,14 @@
  *     with another vocabulary;
  *   - refused with CLF_ERR_ARG: a caller's metadata key that is reserved, a
  *     save between a backward and its step;
- *   - a failed save (directory missing) leaves no file behind.
+ *   - a failed save (directory missing) leaves no file behind;
+ *   - the other kinds: an encoder-decoder trained with token-capped limits
+ *     saves, and its parameters load into an inference model planned for
+ *     other limits (parameters do not depend on the limits): equal bit for
+ *     bit, and an eval forward on the same batch gives the same logits
+ *     (relative 1e-6); an encoder classifier's checkpoint round-trips and
+ *     is refused by an encoder-decoder and by a classifier with another
+ *     number of labels or pooling.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +111,105 @@ static clf_status try_load(const char *path, clf_model *m, unsigned what, clf_er
         st = clf_checkpoint_load(ck, m, what, e);
     clf_checkpoint_close(ck);
     return st;
+}
+
+static const char *s2s_yaml =
+    "model:\n"
+    "  kind: encoder-decoder\n"
+    "  vocab: {tokenizer: char, size: 13}\n"
+    "  context: 8\n"
+    "  embedding: {dim: 16, scale: true}\n"
+    "  positional: {type: sinusoidal}\n"
+    "  blocks: {repeat: 1, decoder_repeat: 2, attention: {heads: 2}, ffn: {hidden: 32},\n"
+    "           norm: {placement: post}}\n"
+    "  share_embeddings: true\n"
+    "train: {batch: 2, seed: 9}\n";
+
+static const char *cls_yaml =
+    "model:\n"
+    "  kind: encoder\n"
+    "  vocab: {tokenizer: char, size: 13}\n"
+    "  context: 8\n"
+    "  embedding: {dim: 16}\n"
+    "  blocks: {repeat: 2, attention: {heads: 2, causal: false}, ffn: {hidden: 32}}\n"
+    "  head: {type: classifier, tie_embedding: false, labels: 3, pool: mean}\n"
+    "train: {batch: 2, seed: 9}\n";
+
+static void other_kinds(clf_runtime *rt, const char *path)
+{
+    clf_error e;
+    clf_model_config cfg, ccfg;
+    ok(clf_config_parse_string(s2s_yaml, "s2s", NULL, 0, &cfg, &e), &e, "s2s config");
+    ok(clf_config_parse_string(cls_yaml, "cls", NULL, 0, &ccfg, &e), &e, "cls config");
+    int32_t src[12] = {3, 4, 5, 6, 7, 2, 8, 9, 2, 0, 0, 0};
+    int32_t keep[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+    int32_t tin[10] = {1, 4, 5, 6, 7, 1, 9, 0, 0, 0};
+    int32_t tout[10] = {4, 5, 6, 7, 2, 9, 2, -1, -1, -1};
+    clf_model *a = NULL, *b = NULL;
+    /* training: token caps below B x longest */
+    clf_model_limits la = {3, 6, 5, 12, 10, 0, 0, 0};
+    ok(clf_model_create_ex(rt, &cfg, 13, &la, CLF_MODEL_TRAIN, &a, &e), &e, "create s2s");
+    for (int s = 0; s < 2; s++) {
+        ok(clf_model_set_batch_seq2seq(a, src, keep, tin, tout, 2, 6, 5, &e), &e, "batch");
+        ok(clf_model_forward(a, 1, &e), &e, "forward");
+        ok(clf_model_backward(a, &e), &e, "backward");
+        ok(clf_model_step(a, 1e-2f, &e), &e, "step");
+    }
+    ok(clf_checkpoint_save(path, a, &cfg, "{}", NULL, 0, &e), &e, "save s2s");
+    clf_model_limits lb = {4, 8, 8, 0, 0, 0, 0, 0};
+    ok(clf_model_create_ex(rt, &cfg, 13, &lb, CLF_MODEL_INFER, &b, &e), &e, "create infer");
+    ok(try_load(path, b, CLF_CHECKPOINT_PARAMS, &e), &e, "load s2s params");
+    TU_CHECK(flat_equal(a, b, CLF_SLOT_PARAM),
+             "encoder-decoder parameters load into a model with other limits");
+    float la_logits[2 * 5 * 13], lb_logits[2 * 5 * 13];
+    double ref[2 * 5 * 13];
+    ok(clf_model_set_batch_seq2seq(a, src, keep, tin, tout, 2, 6, 5, &e), &e, "batch a");
+    ok(clf_model_forward(a, 0, &e), &e, "eval a");
+    ok(clf_model_logits_read(a, la_logits, &e), &e, "logits a");
+    ok(clf_model_set_batch_seq2seq(b, src, keep, tin, tout, 2, 6, 5, &e), &e, "batch b");
+    ok(clf_model_forward(b, 0, &e), &e, "eval b");
+    ok(clf_model_logits_read(b, lb_logits, &e), &e, "logits b");
+    for (int i = 0; i < 2 * 5 * 13; i++)
+        ref[i] = la_logits[i];
+    tu_close("encoder-decoder logits after a reload", lb_logits, ref, 2 * 5 * 13, 0, 1e-6);
+    /* 3 rows fit the batch limit but not the token caps (3 x 6 > 12 source tokens) */
+    int32_t src3[18] = {0}, keep3[18] = {0}, tin3[15] = {0}, tout3[15] = {0};
+    clf_status st3 = clf_model_set_batch_seq2seq(a, src3, keep3, tin3, tout3, 3, 6, 5, &e);
+    TU_CHECK(st3 == CLF_ERR_ARG, "a batch over the token caps is refused: %s", e.msg);
+    st3 = clf_model_set_batch_seq2seq(a, src3, keep3, tin3, tout3, 3, 4, 3, &e);
+    TU_CHECK(st3 == CLF_OK, "3 shorter rows within the caps are taken");
+    clf_model_destroy(b);
+    clf_model_destroy(a);
+
+    /* classifier */
+    ok(clf_model_create(rt, &ccfg, 13, 2, CLF_MODEL_TRAIN, &a, &e), &e, "create cls");
+    int32_t labels[2] = {2, 0};
+    ok(clf_model_set_batch_classify(a, src, keep, labels, 2, 6, &e), &e, "cls batch");
+    ok(clf_model_forward(a, 1, &e), &e, "cls forward");
+    ok(clf_model_backward(a, &e), &e, "cls backward");
+    ok(clf_model_step(a, 1e-2f, &e), &e, "cls step");
+    ok(clf_checkpoint_save(path, a, &ccfg, "{}", NULL, 0, &e), &e, "save cls");
+    ok(clf_model_create(rt, &ccfg, 13, 3, CLF_MODEL_TRAIN, &b, &e), &e, "create cls b");
+    ok(try_load(path, b, CLF_CHECKPOINT_ALL, &e), &e, "load cls");
+    TU_CHECK(flat_equal(a, b, CLF_SLOT_PARAM) && flat_equal(a, b, CLF_SLOT_ADAM_V),
+             "classifier parameters and Adam state round-trip");
+    clf_model_destroy(b);
+    ok(clf_model_create(rt, &cfg, 13, 2, CLF_MODEL_TRAIN, &b, &e), &e, "create s2s b");
+    clf_status st = try_load(path, b, CLF_CHECKPOINT_PARAMS, &e);
+    TU_CHECK(st == CLF_ERR_FORMAT, "a classifier checkpoint is refused by an encoder-decoder: %s",
+             e.msg);
+    clf_model_destroy(b);
+    const char *other[] = {"model.head.labels=4", "model.head.pool=cls"};
+    for (int i = 0; i < 2; i++) {
+        clf_model_config c2 = ccfg;
+        ok(clf_config_set(&c2, other[i], &e), &e, other[i]);
+        ok(clf_model_create(rt, &c2, 13, 2, CLF_MODEL_TRAIN, &b, &e), &e, "create other cls");
+        st = try_load(path, b, CLF_CHECKPOINT_PARAMS, &e);
+        TU_CHECK(st == CLF_ERR_FORMAT, "a classifier with %s is refused: %s", other[i], e.msg);
+        clf_model_destroy(b);
+    }
+    clf_model_destroy(a);
+    remove(path);
 }
 
 int main(void)
@@ -210,6 +316,7 @@ int main(void)
     free(bytes);
     remove(path);
     remove(bad);
+    other_kinds(rt, path);
     clf_runtime_destroy(rt);
     return tu_finish();
 }

@@ -125,8 +125,9 @@ expect "--resume with another learning rate exits 2 naming the key" 2 "train.opt
 INT=$TMP/int
 "$BIN" train "$TINY" --data "$DATA" --out "$INT" --set train.steps=1000000 --set train.log_every=1 "${DEV[@]}" >"$OUT" 2>"$ERR" &
 pid=$!
-for _ in $(seq 1 600); do
+for _ in $(seq 1 3000); do  # up to 300 s (a cold kernel cache under ASan)
   grep -q "step *5/" "$OUT" 2>/dev/null && break
+  kill -0 "$pid" 2>/dev/null || break
   sleep 0.1
 done
 kill -INT "$pid" 2>/dev/null

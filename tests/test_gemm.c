@@ -17,6 +17,7 @@
  *     corrupted cache file is ignored and rewritten.
  *   - Argument errors: lda/ldb/ldc too small, operands past their buffer's
  *     end, overlapping batch outputs, a bad transpose flag, NULL.
+ *   - clf_gemm_prepare validates and readies a shape that then runs.
  *
  * Tolerance: |got - ref| <= atol + rtol |ref| with rtol = 1e-4 and
  * atol = 1e-5 sqrt(K) max(1, |alpha|). Inputs are uniform in [-1, 1]; a
@@ -194,6 +195,9 @@ static void test_engine(clf_runtime *rt, clf_gemm_engine e, tu_rng *r)
                    .alpha = 1.0f, .beta = 0.0f};
         run_case(rt, e, &h, r);
     }
+    gcase nd = {.tb = 1, .m = 9, .n = 50, .k = 40, .batch = 3, .pad = 2, .alpha = 1.0f,
+                .beta = 0.5f}; /* few rows, B transposed: the native dot-product path */
+    run_case(rt, e, &nd, r);
     gcase sa = {.m = 65, .n = 31, .k = 12, .batch = 3, .alpha = 1.0f, .beta = 0.25f,
                 .share_a = 1};
     run_case(rt, e, &sa, r);
@@ -393,6 +397,20 @@ int main(void)
         gcase b = {.ta = t & 1, .tb = t >> 1, .m = 32, .n = 32, .k = 16, .batch = 8,
                    .alpha = 0.125f, .beta = 0.0f};
         run_case(rt, CLF_GEMM_AUTO, &b, &r);
+    }
+    printf("clf_gemm_prepare, then the call\n");
+    {
+        gcase g = {.ta = 1, .m = 130, .n = 70, .k = 45, .batch = 2, .pad = 1, .alpha = 1.0f,
+                   .beta = 0.5f};
+        const glayout L = layout_of(&g);
+        clf_ptr p = tu_alloc(rt, L.total);
+        clf_gemm_desc d = desc_of(&g, &L, p.buf);
+        clf_error err;
+        TU_CHECK(clf_gemm_prepare(rt, &d, &err) == CLF_OK, "clf_gemm_prepare succeeds");
+        d.lda = 1;
+        TU_CHECK(clf_gemm_prepare(rt, &d, &err) == CLF_ERR_ARG, "clf_gemm_prepare validates");
+        tu_free(p);
+        run_case(rt, CLF_GEMM_AUTO, &g, &r);
     }
     clf_runtime_destroy(rt);
     test_auto_cache(&r);

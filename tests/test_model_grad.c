@@ -3,7 +3,11 @@
  * of its own forward, on tiny models covering the paths the PyTorch fixtures
  * do not (dropout at every site, gelu_tanh, post-norm with RMSNorm, no final
  * norm, norms without bias, sinusoidal positions with scaled embeddings,
- * label smoothing with ignored targets), plus gradient accumulation.
+ * label smoothing with ignored targets), the encoder-decoder (padded
+ * sources and targets, S != T, cross-attention with dropout, pre- and
+ * post-norm, shared / separate embeddings, rope, learned positions) and the
+ * encoder classifier (cls and mean pooling, padding, ignored labels), plus
+ * gradient accumulation.
  *
  * Method: parameters are set to random values of a useful scale (weights
  * normal(0, 0.25), norm weights 1 + normal(0, 0.1), biases normal(0, 0.1))
@@ -20,8 +24,11 @@
  * forward rounding gives each difference an error of about 1e-7 / h;
  * smooth activations only, so no kink lies between p - hd and p + hd).
  * Also: gradients of two micro-batches accumulate to the sum of each
- * batch's own gradients (relative 1e-5), and clf_model_memory_estimate
- * grows with the batch.
+ * batch's own gradients (relative 1e-5), clf_model_memory_estimate grows
+ * with the batch and shrinks with token caps, and the API refuses what a
+ * kind cannot do (a batch call of another kind, a classifier without
+ * labels, limits past the context, labels out of range, decoding an
+ * encoder-decoder before encoding, encoding a GPT).
  */
 #include <math.h>
 #include <stdio.h>
@@ -46,36 +53,93 @@ static const char *base_yaml =
     "  batch: 2\n"
     "  seed: 5\n";
 
+static const char *s2s_yaml =
+    "model:\n"
+    "  kind: encoder-decoder\n"
+    "  vocab: {tokenizer: char, size: 11}\n"
+    "  context: 8\n"
+    "  embedding: {dim: 16}\n"
+    "  blocks:\n"
+    "    repeat: 2\n"
+    "    attention: {heads: 2}\n"
+    "    ffn: {hidden: 24}\n"
+    "train:\n"
+    "  batch: 2\n"
+    "  seed: 5\n";
+
+static const char *cls_yaml =
+    "model:\n"
+    "  kind: encoder\n"
+    "  vocab: {tokenizer: char, size: 11}\n"
+    "  context: 8\n"
+    "  embedding: {dim: 16}\n"
+    "  blocks:\n"
+    "    repeat: 2\n"
+    "    attention: {heads: 2, causal: false}\n"
+    "    ffn: {hidden: 24}\n"
+    "  head: {type: classifier, tie_embedding: false, labels: 3}\n"
+    "train:\n"
+    "  batch: 3\n"
+    "  seed: 5\n";
+
+enum { K_DEC = 0, K_S2S, K_CLS };
+
 typedef struct variant {
     const char *name;
+    int kind;
+    int S, T; /* source / target lengths of the batch (T: a GPT's sequence) */
     const char *sets[12];
 } variant;
 
 static const variant variants[] = {
-    {"pre-LN gelu_tanh learned tied, dropout everywhere",
+    {"pre-LN gelu_tanh learned tied, dropout everywhere", K_DEC, 0, 8,
      {"model.blocks.ffn.activation=gelu_tanh", "model.embedding.dropout=0.1",
       "model.blocks.dropout=0.1", "model.blocks.attention.dropout=0.2",
       "model.blocks.ffn.dropout=0.1", NULL}},
     {"post-RMSNorm swiglu rope untied, no final norm, label smoothing, attention dropout",
+     K_DEC, 0, 8,
      {"model.blocks.norm.type=rmsnorm", "model.blocks.norm.placement=post",
       "model.blocks.ffn.activation=swiglu", "model.positional.type=rope",
       "model.head.tie_embedding=false", "model.final_norm.type=none",
       "train.label_smoothing=0.1", "model.blocks.attention.dropout=0.2",
       "model.blocks.attention.bias=false", NULL}},
-    {"pre-LN without norm bias, sinusoidal, scaled embeddings, gelu, ffn without bias",
+    {"pre-LN without norm bias, sinusoidal, scaled embeddings, gelu, ffn without bias", K_DEC,
+     0, 8,
      {"model.blocks.norm.bias=false", "model.positional.type=sinusoidal",
       "model.embedding.scale=true", "model.blocks.ffn.bias=false", NULL}},
+    {"encoder-decoder pre-LN, S 7 != T 5, padding, learned positions, separate embeddings, "
+     "untied, label smoothing, dropout everywhere (cross-attention too)",
+     K_S2S, 7, 5,
+     {"model.head.tie_embedding=false", "train.label_smoothing=0.1",
+      "model.embedding.dropout=0.1", "model.blocks.dropout=0.1",
+      "model.blocks.attention.dropout=0.2", "model.blocks.ffn.dropout=0.1", NULL}},
+    {"encoder-decoder post-RMSNorm, 1 encoder / 2 decoder blocks, S 5 != T 8, swiglu, rope, "
+     "shared and tied embeddings, no final norm, attention dropout",
+     K_S2S, 5, 8,
+     {"model.blocks.norm.type=rmsnorm", "model.blocks.norm.placement=post",
+      "model.blocks.ffn.activation=swiglu", "model.positional.type=rope",
+      "model.share_embeddings=true", "model.final_norm.type=none",
+      "model.blocks.encoder_repeat=1", "model.blocks.attention.dropout=0.2", NULL}},
+    {"encoder classifier, mean pooling, pre-LN, sinusoidal, scaled embeddings, dropout, "
+     "label smoothing",
+     K_CLS, 7, 0,
+     {"model.head.pool=mean", "model.positional.type=sinusoidal", "model.embedding.scale=true",
+      "model.embedding.dropout=0.1", "model.blocks.dropout=0.1",
+      "model.blocks.attention.dropout=0.2", "train.label_smoothing=0.1", NULL}},
+    {"encoder classifier, [CLS] pooling, post-LN, rope, no final norm, gelu_tanh", K_CLS, 6, 0,
+     {"model.head.pool=cls", "model.blocks.norm.placement=post", "model.positional.type=rope",
+      "model.final_norm.type=none", "model.blocks.ffn.activation=gelu_tanh", NULL}},
 };
 
 static void ok(clf_status st, const clf_error *e, const char *what) { tu_ok(st, e, what); }
 
-static double loss_of(clf_model *m, int B, int T, float *rows)
+static double loss_of(clf_model *m, int R, float *rows)
 {
     clf_error e;
     ok(clf_model_forward(m, 1, &e), &e, "forward");
     ok(clf_model_losses_read(m, rows, &e), &e, "losses");
     double s = 0;
-    for (int i = 0; i < B * T; i++)
+    for (int i = 0; i < R; i++)
         s += rows[i];
     return s / clf_model_target_count(m);
 }
@@ -108,22 +172,54 @@ static void batch(tu_rng *g, int B, int T, int V, int32_t *x, int32_t *y, int ig
     }
 }
 
+/* Set a batch of the variant's kind: random tokens, the second (and third)
+ * rows padded, some targets ignored. Returns the loss rows. */
+static int set_kind_batch(clf_model *m, const variant *v, tu_rng *g, int B, int V)
+{
+    clf_error e;
+    int32_t src[64], keep[64], x[64], y[64], labels[4];
+    const int S = v->S, T = v->T;
+    if (v->kind == K_DEC) {
+        batch(g, B, T, V, x, y, 1);
+        ok(clf_model_set_batch(m, x, y, B, T, &e), &e, "batch");
+        return B * T;
+    }
+    for (int i = 0; i < B * S; i++) {
+        src[i] = (int32_t)(tu_u32(g) % (uint32_t)V);
+        keep[i] = !((i / S) >= 1 && (i % S) >= S - 1 - (i / S)); /* row r >= 1: r + 1 pads */
+    }
+    if (v->kind == K_CLS) {
+        for (int b = 0; b < B; b++)
+            labels[b] = (int32_t)(tu_u32(g) % 3);
+        labels[B - 1] = CLF_MODEL_IGNORE_INDEX;
+        ok(clf_model_set_batch_classify(m, src, keep, labels, B, S, &e), &e, "batch");
+        return B;
+    }
+    batch(g, B, T, V, x, y, 0);
+    for (int i = 0; i < B * T; i++) /* row r: the last 2 r positions are pads */
+        if ((i / T) >= 1 && (i % T) >= T - 2 * (i / T))
+            y[i] = CLF_MODEL_IGNORE_INDEX;
+    y[1] = CLF_MODEL_IGNORE_INDEX;
+    ok(clf_model_set_batch_seq2seq(m, src, keep, x, y, B, S, T, &e), &e, "batch");
+    return B * T;
+}
+
 static void check_variant(clf_runtime *rt, const variant *v, int vi)
 {
     clf_error e;
     clf_model_config cfg;
-    ok(clf_config_parse_string(base_yaml, "base", NULL, 0, &cfg, &e), &e, "config");
+    const char *yaml = v->kind == K_S2S ? s2s_yaml : v->kind == K_CLS ? cls_yaml : base_yaml;
+    ok(clf_config_parse_string(yaml, "base", NULL, 0, &cfg, &e), &e, "config");
     for (int i = 0; v->sets[i] != NULL; i++)
         ok(clf_config_set(&cfg, v->sets[i], &e), &e, v->sets[i]);
-    const int B = 2, T = 8, V = 11;
+    const int B = v->kind == K_CLS ? 3 : 2, V = 11;
     clf_model *m = NULL;
-    ok(clf_model_create(rt, &cfg, V, B, CLF_MODEL_TRAIN, &m, &e), &e, "create");
+    clf_model_limits lim = {B, v->S, v->T, 0, 0, 0, 0, 0};
+    ok(clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_TRAIN, &m, &e), &e, "create");
     tu_rng g = tu_rng_new(100 + (uint64_t)vi);
     randomize(m, &g);
-    int32_t x[16], y[16];
-    float rows[16];
-    batch(&g, B, T, V, x, y, 1);
-    ok(clf_model_set_batch(m, x, y, B, T, &e), &e, "batch");
+    float rows[64];
+    int R = set_kind_batch(m, v, &g, B, V);
     ok(clf_model_forward(m, 1, &e), &e, "forward");
     ok(clf_model_backward(m, &e), &e, "backward");
     /* the backward advanced the micro-batch counter: go back to the masks it used */
@@ -155,11 +251,11 @@ static void check_variant(clf_runtime *rt, const variant *v, int vi)
             for (size_t j = 0; j < n; j++)
                 wp[j] = (float)(w[j] + hr * d[j]);
             ok(clf_model_tensor_write(m, CLF_SLOT_PARAM, i, wp, &e), &e, "write");
-            lp = loss_of(m, B, T, rows);
+            lp = loss_of(m, R, rows);
             for (size_t j = 0; j < n; j++)
                 wp[j] = (float)(w[j] - hr * d[j]);
             ok(clf_model_tensor_write(m, CLF_SLOT_PARAM, i, wp, &e), &e, "write");
-            lm = loss_of(m, B, T, rows);
+            lm = loss_of(m, R, rows);
             D[r] = (lp - lm) / (2 * hr);
         }
         ok(clf_model_tensor_write(m, CLF_SLOT_PARAM, i, w, &e), &e, "restore");
@@ -233,12 +329,66 @@ static void accumulation(clf_runtime *rt)
     TU_CHECK(b1 > 0 && b8 > b1, "memory estimate grows with the batch (%zu -> %zu bytes)", b1, b8);
 }
 
+static void api(clf_runtime *rt)
+{
+    clf_error e;
+    clf_model_config dec, s2s, cls;
+    ok(clf_config_parse_string(base_yaml, "base", NULL, 0, &dec, &e), &e, "config");
+    ok(clf_config_parse_string(s2s_yaml, "s2s", NULL, 0, &s2s, &e), &e, "config");
+    ok(clf_config_parse_string(cls_yaml, "cls", NULL, 0, &cls, &e), &e, "config");
+    clf_model *m = NULL, *g = NULL, *c = NULL;
+    clf_model_limits big = {2, 9, 0, 0, 0, 0, 0, 0};
+    TU_CHECK(clf_model_create_ex(rt, &s2s, 11, &big, CLF_MODEL_TRAIN, &m, &e) == CLF_ERR_ARG,
+             "limits past the context are refused: %s", e.msg);
+    clf_model_config c0 = cls;
+    ok(clf_config_set(&c0, "model.head.labels=0", &e), &e, "labels=0");
+    TU_CHECK(clf_model_create(rt, &c0, 11, 2, CLF_MODEL_TRAIN, &m, &e) == CLF_ERR_ARG,
+             "a classifier without its number of labels is refused: %s", e.msg);
+    ok(clf_model_create(rt, &s2s, 11, 2, CLF_MODEL_TRAIN | CLF_MODEL_INFER, &m, &e), &e, "s2s");
+    ok(clf_model_create(rt, &dec, 11, 2, CLF_MODEL_INFER, &g, &e), &e, "gpt");
+    ok(clf_model_create(rt, &cls, 11, 2, CLF_MODEL_TRAIN, &c, &e), &e, "cls");
+    clf_model_dims d = clf_model_dims_get(m), dc = clf_model_dims_get(c);
+    TU_CHECK(d.kind == 2 && d.L_enc == 2 && d.L_dec == 2 && d.L == 4 && d.max_S == 8 &&
+                 d.max_T == 8 && dc.kind == 1 && dc.labels == 3 && dc.L_enc == 2 &&
+                 dc.L_dec == 0,
+             "dims describe the kinds (L %d = %d + %d, labels %d)", d.L, d.L_enc, d.L_dec,
+             dc.labels);
+    int32_t t[16] = {0}, keep[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    int32_t lab[2] = {0, 3};
+    TU_CHECK(clf_model_set_batch(m, t, t, 2, 8, &e) == CLF_ERR_ARG,
+             "clf_model_set_batch on an encoder-decoder is refused: %s", e.msg);
+    TU_CHECK(clf_model_set_batch_classify(g, t, keep, NULL, 2, 8, &e) == CLF_ERR_ARG,
+             "clf_model_set_batch_classify on a GPT is refused");
+    TU_CHECK(clf_model_set_batch_seq2seq(c, t, keep, t, t, 2, 8, 8, &e) == CLF_ERR_ARG,
+             "clf_model_set_batch_seq2seq on a classifier is refused");
+    TU_CHECK(clf_model_set_batch_classify(c, t, keep, lab, 2, 8, &e) == CLF_ERR_ARG,
+             "a label out of range is refused: %s", e.msg);
+    TU_CHECK(clf_model_decode_step(m, t, 2, 0, NULL, &e) == CLF_ERR_ARG,
+             "decoding an encoder-decoder before clf_model_encode is refused: %s", e.msg);
+    TU_CHECK(clf_model_encode(g, t, NULL, 2, 8, &e) == CLF_ERR_ARG, "encoding a GPT is refused");
+    TU_CHECK(clf_model_encode(m, t, NULL, 2, 9, &e) == CLF_ERR_ARG,
+             "encoding past the longest source is refused");
+    ok(clf_model_encode(m, t, NULL, 2, 8, &e), &e, "encode");
+    ok(clf_model_decode_step(m, t, 2, 0, NULL, &e), &e, "decode after encode");
+    clf_model_destroy(c);
+    clf_model_destroy(g);
+    clf_model_destroy(m);
+    size_t full = 0, capped = 0;
+    clf_model_limits lf = {64, 8, 8, 0, 0, 0, 0, 0}, lc = {64, 8, 8, 128, 128, 0, 0, 0};
+    ok(clf_model_memory_estimate_ex(&s2s, 11, &lf, CLF_MODEL_TRAIN, &full, &e), &e, "estimate");
+    ok(clf_model_memory_estimate_ex(&s2s, 11, &lc, CLF_MODEL_TRAIN, &capped, &e), &e,
+       "estimate");
+    TU_CHECK(capped < full, "token caps shrink the memory estimate (%zu -> %zu bytes)", full,
+             capped);
+}
+
 int main(void)
 {
     clf_runtime *rt = tu_runtime();
     for (int i = 0; i < (int)(sizeof variants / sizeof variants[0]); i++)
         check_variant(rt, &variants[i], i);
     accumulation(rt);
+    api(rt);
     clf_runtime_destroy(rt);
     return tu_finish();
 }
