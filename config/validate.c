@@ -202,10 +202,8 @@ static clf_status check_train(const clf_model_config *c, const vstate *v) {
         return bad(v, OFF(train.steps), OFF(train.epochs),
                    "train.steps: 0 steps needs train.epochs > 0 (one of them must bound "
                    "training)");
-    if (t->steps > 0 && t->schedule.warmup > t->steps)
-        return bad(v, OFF(train.schedule.warmup), OFF(train.steps),
-                   "train.schedule.warmup: %d warmup steps exceed train.steps %d",
-                   t->schedule.warmup, t->steps);
+    /* warmup > steps is allowed, as in nanoGPT: a short run (--set
+     * train.steps=30) simply ends inside the warmup. */
     if (t->schedule.type == CLF_SCHED_COSINE) {
         if (t->steps == 0)
             return bad(v, OFF(train.schedule.type), OFF(train.steps),

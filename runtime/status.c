@@ -87,6 +87,7 @@ const char *clf_status_name(clf_status st)
     case CLF_ERR_MEMORY: return "out of memory";
     case CLF_ERR_UNSUPPORTED: return "unsupported";
     case CLF_ERR_INTERRUPTED: return "interrupted";
+    case CLF_ERR_NUMERIC: return "numerical failure";
     }
     return "unknown status";
 }

@@ -30,6 +30,7 @@ typedef enum clf_status {
     CLF_ERR_MEMORY,      /* host or device allocation failed or is too large */
     CLF_ERR_UNSUPPORTED, /* the device or build lacks a needed feature */
     CLF_ERR_INTERRUPTED, /* the operation was stopped by the user */
+    CLF_ERR_NUMERIC,     /* a computation produced NaN or infinity (e.g. a diverging run) */
 } clf_status;
 
 #define CLF_ERROR_MSG_MAX 16384
