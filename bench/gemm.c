@@ -6,8 +6,9 @@
  *                    [--no-cache]
  *
  * Each engine runs once to warm up (kernel compilation, scratch sizing),
- * then N timed runs (default 5), each followed by clf_runtime_finish; the
- * median is reported. OpenBLAS (cblas_sgemm, when built with it) runs on the
+ * then N timed rounds (default 5) in which CLBlast, native and OpenBLAS take
+ * turns, so that on a shared machine all three see the same load; each
+ * device run is followed by clf_runtime_finish; medians are reported. OpenBLAS (cblas_sgemm, when built with it) runs on the
  * same shapes in the same process with 2 threads by default. The native
  * result is compared with OpenBLAS's (or CLBlast's) as a sanity check.
  * Shapes are M x K x N with op(A) M x K and op(B) K x N, row-major; "TN" is
@@ -49,6 +50,8 @@ static const shape shapes[] = {
     {"fwd, W as [out,in]: 4096x256 . 1024x256^T", 0, 1, 4096, 256, 1024, 1},
     {"attn Q K^T, 64 heads, T=128 hs=64", 0, 1, 128, 64, 128, 64},
     {"attn P V, 64 heads, T=128 hs=64", 0, 0, 128, 128, 64, 64},
+    {"decode MLP, 1 token: 768 -> 3072", 0, 0, 1, 768, 3072, 1},
+    {"decode logits, 1 token, W [V,C]: V=50257", 0, 1, 1, 768, 50257, 1},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -79,28 +82,38 @@ static void die(const char *what, const clf_error *err)
     exit(1);
 }
 
-/* Median seconds of reps runs after one warm-up, or -1 on failure. */
-static double time_engine(clf_runtime *rt, clf_gemm_engine e, const clf_gemm_desc *d, int reps)
+/* Seconds of one synchronised run, or -1 on failure (reported once). */
+static double time_once(clf_runtime *rt, clf_gemm_engine e, const clf_gemm_desc *d)
 {
     clf_error err;
-    double t[64];
-    for (int r = -1; r < reps; r++) {
-        if (clf_runtime_finish(rt, &err) != CLF_OK)
-            die("finish", &err);
-        double t0 = now();
-        if (clf_gemm_with(rt, e, d, &err) != CLF_OK) {
-            char buf[CLF_ERROR_MSG_MAX + 256];
-            clf_error_format(&err, buf, sizeof buf);
-            fprintf(stderr, "bench/gemm: %s failed: %s\n", clf_gemm_engine_name(e), buf);
-            return -1.0;
-        }
-        if (clf_runtime_finish(rt, &err) != CLF_OK)
-            die("finish", &err);
-        if (r >= 0)
-            t[r] = now() - t0;
+    if (clf_runtime_finish(rt, &err) != CLF_OK)
+        die("finish", &err);
+    const double t0 = now();
+    if (clf_gemm_with(rt, e, d, &err) != CLF_OK) {
+        char buf[CLF_ERROR_MSG_MAX + 256];
+        clf_error_format(&err, buf, sizeof buf);
+        fprintf(stderr, "bench/gemm: %s failed: %s\n", clf_gemm_engine_name(e), buf);
+        return -1.0;
     }
-    return median(t, reps);
+    if (clf_runtime_finish(rt, &err) != CLF_OK)
+        die("finish", &err);
+    return now() - t0;
 }
+
+#ifdef CLF_HAVE_OPENBLAS
+static double time_openblas(const shape *sh, const float *a, const float *b, float *c)
+{
+    const size_t ar = sh->ta ? sh->k : sh->m, ac = sh->ta ? sh->m : sh->k;
+    const size_t br = sh->tb ? sh->n : sh->k, bc = sh->tb ? sh->k : sh->n;
+    const double t0 = now();
+    for (size_t z = 0; z < sh->batch; z++)
+        cblas_sgemm(CblasRowMajor, sh->ta ? CblasTrans : CblasNoTrans,
+                    sh->tb ? CblasTrans : CblasNoTrans, (int)sh->m, (int)sh->n, (int)sh->k, 1.0f,
+                    a + z * ar * ac, (int)ac, b + z * br * bc, (int)bc, 0.0f,
+                    c + z * sh->m * sh->n, (int)sh->n);
+    return now() - t0;
+}
+#endif
 
 static void fill(float *x, size_t n, unsigned *seed)
 {
@@ -172,6 +185,12 @@ int main(int argc, char **argv)
     openblas_set_num_threads(blas_threads);
     printf("OpenBLAS: %d threads, core %s (%s)\n", openblas_get_num_threads(),
            openblas_get_corename(), openblas_get_config());
+    const char *core = openblas_get_corename();
+    if (core != NULL && (strcmp(core, "Prescott") == 0 || strcmp(core, "Core2") == 0 ||
+                         strcmp(core, "Nehalem") == 0 || strcmp(core, "Katmai") == 0))
+        printf("note: OpenBLAS fell back to a generic SSE kernel (it does not recognise this "
+               "CPU);\n      for its AVX-512/AVX2 kernels rerun with OPENBLAS_CORETYPE=SkylakeX "
+               "or OPENBLAS_CORETYPE=Haswell\n");
 #else
     (void)blas_threads;
     printf("OpenBLAS: not built in (install libopenblas-dev and reconfigure)\n");
@@ -212,28 +231,40 @@ int main(int argc, char **argv)
                            .stride_c = sh->m * sh->n};
         const double flops = 2.0 * (double)sh->m * sh->n * sh->k * sh->batch;
 
-        double t_clb = time_engine(rt, CLF_GEMM_CLBLAST, &d, reps);
-        if (t_clb > 0 && clf_buffer_read(rt, dc, 0, c_ref, nc * sizeof(float), &err) != CLF_OK)
-            die("downloading", &err);
-        double t_nat = time_engine(rt, CLF_GEMM_NATIVE, &d, reps);
-        if (t_nat > 0 && clf_buffer_read(rt, dc, 0, c_nat, nc * sizeof(float), &err) != CLF_OK)
-            die("downloading", &err);
+        /* warm-up, then the engines take turns so that they see the same
+         * load on a shared machine; medians of each */
+        double tc[64], tn[64], to[64];
+        double t_clb = time_once(rt, CLF_GEMM_CLBLAST, &d);
+        double t_nat = time_once(rt, CLF_GEMM_NATIVE, &d);
         double t_ob = -1.0;
 #ifdef CLF_HAVE_OPENBLAS
-        {
-            double t[64];
-            for (int r = -1; r < reps; r++) {
-                double t0 = now();
-                for (size_t z = 0; z < sh->batch; z++)
-                    cblas_sgemm(CblasRowMajor, sh->ta ? CblasTrans : CblasNoTrans,
-                                sh->tb ? CblasTrans : CblasNoTrans, (int)sh->m, (int)sh->n,
-                                (int)sh->k, 1.0f, a + z * ar * ac, (int)ac, b + z * br * bc,
-                                (int)bc, 0.0f, c_ref + z * sh->m * sh->n, (int)sh->n);
-                if (r >= 0)
-                    t[r] = now() - t0;
-            }
-            t_ob = median(t, reps);
+        t_ob = time_openblas(sh, a, b, c_ref);
+#endif
+        for (int r = 0; r < reps; r++) {
+            if (t_clb > 0)
+                tc[r] = time_once(rt, CLF_GEMM_CLBLAST, &d);
+            if (t_nat > 0)
+                tn[r] = time_once(rt, CLF_GEMM_NATIVE, &d);
+#ifdef CLF_HAVE_OPENBLAS
+            to[r] = time_openblas(sh, a, b, c_ref);
+#else
+            to[r] = -1.0;
+#endif
         }
+        if (t_clb > 0)
+            t_clb = median(tc, reps);
+        if (t_nat > 0) {
+            t_nat = median(tn, reps);
+            if (clf_buffer_read(rt, dc, 0, c_nat, nc * sizeof(float), &err) != CLF_OK)
+                die("downloading", &err);
+        }
+        if (t_ob > 0)
+            t_ob = median(to, reps);
+#ifndef CLF_HAVE_OPENBLAS
+        /* no CPU BLAS: check against CLBlast */
+        if (t_clb > 0 && time_once(rt, CLF_GEMM_CLBLAST, &d) > 0 &&
+            clf_buffer_read(rt, dc, 0, c_ref, nc * sizeof(float), &err) != CLF_OK)
+            die("downloading", &err);
 #endif
         clf_gemm_engine chosen = CLF_GEMM_AUTO;
         if (clf_gemm_choose(rt, &d, &chosen, &err) != CLF_OK)

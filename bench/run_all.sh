@@ -7,7 +7,8 @@
 #
 #   bench/run_all.sh [--build DIR] [--threads N] [--steps N] [--repeat R]
 #                    [--models "cpu wide"] [--device SEL] [--python PY]
-#                    [--blas-core auto|none|NAME] [--no-gemm] [--no-torch]
+#                    [--blas-core auto|none|NAME] [--omp-wait auto|passive|active]
+#                    [--no-gemm] [--no-torch]
 #                    [--quick] [--save FILE]
 #
 # Design: both sides get the same thread count (default: nproc):
@@ -17,7 +18,12 @@
 # know recent CPUs and falls back to its SSE3 "Prescott" kernels, which would
 # handicap PyTorch; --blas-core auto (the default, unless OPENBLAS_CORETYPE is
 # already set) sets OPENBLAS_CORETYPE=SkylakeX on AVX-512 CPUs and Haswell on
-# AVX2 ones. Each side prints one JSON object
+# AVX2 ones. PyTorch's OpenMP threads spin while they wait; on a machine
+# whose cores are busy with other work that spinning steals the cores from
+# the threads doing the work and PyTorch slows down up to 6x. --omp-wait auto
+# (the default, unless OMP_WAIT_POLICY is set) sets OMP_WAIT_POLICY=PASSIVE
+# when the load average exceeds half the cores, and leaves OpenMP's default
+# on an idle machine. Each side prints one JSON object
 # per model; with --repeat R the pair runs R times, alternating sides, and the
 # table shows the median of the R medians (helps on a shared, noisy machine).
 # The build directory is configured and the two benchmark targets built when
@@ -29,7 +35,7 @@ set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD="$ROOT/build"
-THREADS=$(nproc 2>/dev/null || echo 1)
+THREADS=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 STEPS=10
 WARMUP=3
 ROUNDS=5
@@ -41,6 +47,7 @@ DO_GEMM=1
 DO_TORCH=1
 SAVE=""
 BLAS_CORE=auto
+OMP_WAIT=auto
 GEMM_ARGS=()
 
 usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
@@ -56,6 +63,7 @@ while [ $# -gt 0 ]; do
     --python) PY=$2; shift ;;
     --save) SAVE=$2; shift ;;
     --blas-core) BLAS_CORE=$2; shift ;;
+    --omp-wait) OMP_WAIT=$2; shift ;;
     --no-gemm) DO_GEMM=0 ;;
     --no-torch) DO_TORCH=0 ;;
     --quick) STEPS=3; WARMUP=1; ROUNDS=2; GEMM_ARGS+=(--quick) ;;
@@ -77,6 +85,20 @@ elif [ "$BLAS_CORE" = auto ]; then
     elif grep -qw avx2 /proc/cpuinfo 2>/dev/null; then export OPENBLAS_CORETYPE=Haswell; fi
 elif [ "$BLAS_CORE" != none ]; then
     export OPENBLAS_CORETYPE=$BLAS_CORE
+fi
+
+CORES=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+LOAD1=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
+if [ -n "${OMP_WAIT_POLICY:-}" ]; then
+    :
+elif [ "$OMP_WAIT" = auto ]; then
+    if awk -v l="$LOAD1" -v c="$CORES" 'BEGIN { exit !(l > c / 2) }'; then
+        export OMP_WAIT_POLICY=PASSIVE
+    fi
+elif [ "$OMP_WAIT" = passive ] || [ "$OMP_WAIT" = active ]; then
+    OMP_WAIT_POLICY=$(echo "$OMP_WAIT" | tr a-z A-Z); export OMP_WAIT_POLICY
+else
+    echo "run_all.sh: --omp-wait: expected auto, passive or active" >&2; exit 2
 fi
 
 CRASHED=0
@@ -115,8 +137,9 @@ fi
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
 echo
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n)"
-echo "cpu: ${CPU:-unknown}, $(nproc) cores online; threads per side: $THREADS;" \
-     "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<detected>}"
+echo "cpu: ${CPU:-unknown}, $CORES cores online; threads per side: $THREADS;" \
+     "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<detected>}" \
+     "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-<default>}"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) (above ~0.5 the numbers are noisy)"
 
 # ---- GEMM --------------------------------------------------------------------------

@@ -32,6 +32,10 @@
  *   takes a slower loop that gathers the cut vector with zero fill; only the
  *   last panel takes it.
  *
+ *   gemm_nt_dot serves few rows of C with B stored transposed (decoding
+ *   against [out, in] weights): dot products along k over both operands, so
+ *   B is streamed once and never copied.
+ *
  *   batch > 1 is the third NDRange dimension: matrix z starts at
  *   a_off + z * stride_a (likewise B, C; packed B at z * stride_b).
  *   beta == 0 never reads C (C may hold garbage or NaN). K == 0 gives
@@ -39,8 +43,9 @@
  *
  * Tile sizes come from the host through clf_program_set_defines("gemm", ...);
  * the defaults below follow the device's preferred vector width.
- * gemm_tile_info reports the values the program was really built with
- * through its required work-group size, so the host never guesses.
+ * gemm_tile_info and gemm_aux_info report the values the program was really
+ * built with through their required work-group sizes, so the host never
+ * guesses.
  *
  * Not here: local-memory tiling for GPUs (CLBlast is the engine there), and
  * complex or double precision.
@@ -73,14 +78,13 @@
 #endif
 #endif
 #ifndef GEMM_LY
-#define GEMM_LY 16
+#define GEMM_LY 8
 #endif
 #ifndef GEMM_PACK_LX
 #define GEMM_PACK_LX 8
 #endif
-#ifndef GEMM_PACK_KC
-#define GEMM_PACK_KC 16
-#endif
+#define GEMM_PACK_KC 16 /* k per pack work-item: one float16 (fixed) */
+#define GEMM_DOT 4      /* gemm_nt_dot: C block of GEMM_DOT x GEMM_DOT (fixed) */
 
 #if GEMM_VW != 2 && GEMM_VW != 4 && GEMM_VW != 8 && GEMM_VW != 16
 #error "GEMM_VW must be 2, 4, 8 or 16"
@@ -101,9 +105,10 @@ gemm_tile_info(__global float *unused)
     (void)unused;
 }
 
-/* Likewise for the pack kernels: (k per work-item, work-group size, 1). */
-__kernel __attribute__((reqd_work_group_size(GEMM_PACK_KC, GEMM_PACK_LX, 1))) void
-gemm_pack_info(__global float *unused)
+/* Likewise for the other kernels: (k per pack work-item, pack work-group
+ * size, the square C block of a gemm_nt_dot work-item). */
+__kernel __attribute__((reqd_work_group_size(GEMM_PACK_KC, GEMM_PACK_LX, GEMM_DOT))) void
+gemm_aux_info(__global float *unused)
 {
     (void)unused;
 }
@@ -114,10 +119,27 @@ gemm_pack_info(__global float *unused)
  * A blocks: P[p_off + z * stride_p + (ib * K + k) * GEMM_MR + r]
  *             = op(A)[ib * GEMM_MR + r][k], zero past M,
  * read by gemm_ap with a_blk = K * GEMM_MR.
- * NDRange: (ceil(K / GEMM_PACK_KC), panels or row blocks, batch). A
- * work-item moves GEMM_PACK_KC consecutive k of one panel or block, so its
+ * A work-item moves GEMM_PACK_KC consecutive k of one panel or block, so its
  * writes fill one contiguous stretch and its reads take whole cache lines
- * (a work-item per element would cost more in scheduling than in copying). */
+ * (a work-item per element would cost more in scheduling than in copying).
+ * NDRange: the first dimension runs along the source's rows, so neighbouring
+ * work-items read neighbouring memory: (ceil(K / GEMM_PACK_KC), blocks,
+ * batch) where a source row holds one block's k (gemm_pack_a_n, _b_t), and
+ * (blocks, ceil(K / GEMM_PACK_KC), batch) where it holds many blocks at one k
+ * (gemm_pack_a_t, _b_n). */
+
+/* Store the 16 lanes of v at d[0], d[s], ..., d[15 s]: one column of a
+ * transposed 16-row chunk. */
+#define GEMM_SCATTER16(d, s, v)                                                   \
+    do {                                                                         \
+        __global float *d_ = (d);                                                \
+        d_[0 * (s)] = (v).s0, d_[1 * (s)] = (v).s1, d_[2 * (s)] = (v).s2;        \
+        d_[3 * (s)] = (v).s3, d_[4 * (s)] = (v).s4, d_[5 * (s)] = (v).s5;        \
+        d_[6 * (s)] = (v).s6, d_[7 * (s)] = (v).s7, d_[8 * (s)] = (v).s8;        \
+        d_[9 * (s)] = (v).s9, d_[10 * (s)] = (v).sa, d_[11 * (s)] = (v).sb;      \
+        d_[12 * (s)] = (v).sc, d_[13 * (s)] = (v).sd, d_[14 * (s)] = (v).se;     \
+        d_[15 * (s)] = (v).sf;                                                   \
+    } while (0)
 
 /* The k-chunk's rows of one source row, zero-padded past K, into t[]. */
 static inline void gemm_pack_row(const __global float *src, ulong kleft, float *t)
@@ -141,8 +163,8 @@ static inline void gemm_pack_row(const __global float *src, ulong kleft, float *
 __kernel __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
 gemm_pack_b_n(GEMM_PACK_ARGS)
 {
-    const ulong k0 = get_global_id(0) * GEMM_PACK_KC;
-    const ulong jp = get_global_id(1);
+    const ulong jp = get_global_id(0);
+    const ulong k0 = get_global_id(1) * GEMM_PACK_KC;
     const ulong z = get_global_id(2);
     const ulong j0 = jp * GEMM_NR;
     if (k0 >= K || j0 >= MN)
@@ -150,7 +172,13 @@ gemm_pack_b_n(GEMM_PACK_ARGS)
     const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
     const __global float *src = S + s_off + z * stride_s + k0 * lds + j0;
     __global float *dst = P + p_off + z * stride_p + (jp * K + k0) * GEMM_NR;
-    if (j0 + GEMM_NR <= MN) {
+    if (kn == GEMM_PACK_KC && j0 + GEMM_NR <= MN) {
+#pragma unroll
+        for (int kk = 0; kk < GEMM_PACK_KC; kk++)
+#pragma unroll
+            for (int v = 0; v < GEMM_NV; v++)
+                vstoreV(vloadV(v, src + (ulong)kk * lds), v, dst + kk * GEMM_NR);
+    } else if (j0 + GEMM_NR <= MN) {
         for (ulong kk = 0; kk < kn; kk++)
 #pragma unroll
             for (int v = 0; v < GEMM_NV; v++)
@@ -176,6 +204,13 @@ gemm_pack_b_t(GEMM_PACK_ARGS)
     const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
     const __global float *src = S + s_off + z * stride_s + j0 * lds + k0;
     __global float *dst = P + p_off + z * stride_p + (jp * K + k0) * GEMM_NR;
+    if (kn == GEMM_PACK_KC && j0 + GEMM_NR <= MN) {
+        for (int j = 0; j < GEMM_NR; j++) {
+            const float16 v = vload16(0, src + (ulong)j * lds);
+            GEMM_SCATTER16(dst + j, GEMM_NR, v);
+        }
+        return;
+    }
     for (int j = 0; j < GEMM_NR; j++) {
         float t[GEMM_PACK_KC];
         if (j0 + (ulong)j < MN) {
@@ -204,6 +239,14 @@ gemm_pack_a_n(GEMM_PACK_ARGS)
     const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
     const __global float *src = S + s_off + z * stride_s + i0 * lds + k0;
     __global float *dst = P + p_off + z * stride_p + (ib * K + k0) * GEMM_MR;
+    if (kn == GEMM_PACK_KC && i0 + GEMM_MR <= MN) {
+#pragma unroll
+        for (int r = 0; r < GEMM_MR; r++) {
+            const float16 v = vload16(0, src + (ulong)r * lds);
+            GEMM_SCATTER16(dst + r, GEMM_MR, v);
+        }
+        return;
+    }
 #pragma unroll
     for (int r = 0; r < GEMM_MR; r++) {
         float t[GEMM_PACK_KC];
@@ -224,8 +267,8 @@ gemm_pack_a_n(GEMM_PACK_ARGS)
 __kernel __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
 gemm_pack_a_t(GEMM_PACK_ARGS)
 {
-    const ulong k0 = get_global_id(0) * GEMM_PACK_KC;
-    const ulong ib = get_global_id(1);
+    const ulong ib = get_global_id(0);
+    const ulong k0 = get_global_id(1) * GEMM_PACK_KC;
     const ulong z = get_global_id(2);
     const ulong i0 = ib * GEMM_MR;
     if (k0 >= K || i0 >= MN)
@@ -233,18 +276,22 @@ gemm_pack_a_t(GEMM_PACK_ARGS)
     const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
     const __global float *src = S + s_off + z * stride_s + k0 * lds + i0;
     __global float *dst = P + p_off + z * stride_p + (ib * K + k0) * GEMM_MR;
-    const int full = i0 + GEMM_MR <= MN;
-    for (ulong kk = 0; kk < kn; kk++) {
-        if (full) {
+    if (kn == GEMM_PACK_KC && i0 + GEMM_MR <= MN) {
+#pragma unroll
+        for (int kk = 0; kk < GEMM_PACK_KC; kk++) {
+#if GEMM_MR == 8 || GEMM_MR == 4
+            GEMM_CAT(vstore, GEMM_MR)(GEMM_CAT(vload, GEMM_MR)(0, src + (ulong)kk * lds), kk, dst);
+#else
 #pragma unroll
             for (int r = 0; r < GEMM_MR; r++)
-                dst[kk * GEMM_MR + (ulong)r] = src[kk * lds + (ulong)r];
-        } else {
-            for (int r = 0; r < GEMM_MR; r++)
-                dst[kk * GEMM_MR + (ulong)r] =
-                    (i0 + (ulong)r < MN) ? src[kk * lds + (ulong)r] : 0.0f;
+                dst[kk * GEMM_MR + r] = src[(ulong)kk * lds + (ulong)r];
+#endif
         }
+        return;
     }
+    for (ulong kk = 0; kk < kn; kk++)
+        for (int r = 0; r < GEMM_MR; r++)
+            dst[kk * GEMM_MR + (ulong)r] = (i0 + (ulong)r < MN) ? src[kk * lds + (ulong)r] : 0.0f;
 }
 
 /* ---- the register-blocked product ---------------------------------------- */
@@ -338,7 +385,7 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
     const __global float *b;
     ulong bstep;
     if (b_packed) {
-        b = B + b_off + z * stride_b + jp * K * GEMM_NR;
+        b = B + b_off + z * stride_b + jp * ldb;
         bstep = GEMM_NR;
     } else {
         b = B + b_off + z * stride_b + j0;
@@ -392,7 +439,9 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
  *   A: in place (gemm_an: M x K, row stride lda; a_blk unused) or packed
  *      (gemm_ap: row blocks a_blk = K * GEMM_MR apart; lda unused).
  *   B: b_packed = 0: in place, K x N with row stride ldb; 1: panels made by
- *      gemm_pack_b_*, matrix z at b_off + z * stride_b. */
+ *      gemm_pack_b_*, ldb floats apart, matrix z at b_off + z * stride_b.
+ * K may be a slice of the packed depth (a_blk and ldb keep the full
+ * strides): the host splits a deep product into slices that fit the cache. */
 #define GEMM_KERNEL_ARGS                                                                  \
     ulong M, ulong N, ulong K, float alpha, __global const float *A, ulong a_off, ulong lda, \
         ulong a_blk, ulong stride_a, __global const float *B, ulong b_off, ulong ldb,        \
@@ -409,4 +458,104 @@ __kernel __attribute__((reqd_work_group_size(1, GEMM_LY, 1))) void gemm_ap(GEMM_
 {
     gemm_body(1, M, N, K, alpha, A, a_off, lda, a_blk, stride_a, B, b_off, ldb, stride_b,
               b_packed, beta, C, c_off, ldc, stride_c);
+}
+
+/* ---- small M with B transposed: dot products along k ------------------------
+ * For few rows of C (decoding: M = 1..16) packing a transposed B would copy
+ * all of it to read it once. Here both A (M x K) and B (stored N x K) are
+ * read along k in vectors: a work-item keeps GEMM_DOT_M x GEMM_DOT_N vector
+ * partial sums and reduces them at the end, so B is read from memory once
+ * per GEMM_DOT_M rows of C. Rows and columns past the edge are clamped for
+ * reading and never stored. NDRange: (ceil(N / GEMM_DOT_N),
+ * ceil(M / GEMM_DOT_M), batch), work-group (GEMM_LY, 1, 1). Arguments as
+ * gemm_an; lda and ldb are the row strides of A and of the stored B. */
+#define GEMM_DOT_M GEMM_DOT
+#define GEMM_DOT_N GEMM_DOT
+
+static inline float gemm_hsum(floatV v)
+{
+#if GEMM_VW == 16
+    const float8 h8 = v.lo + v.hi;
+    const float4 h4 = h8.lo + h8.hi;
+#elif GEMM_VW == 8
+    const float4 h4 = v.lo + v.hi;
+#elif GEMM_VW == 4
+    const float4 h4 = v;
+#endif
+#if GEMM_VW >= 4
+    const float2 h2 = h4.lo + h4.hi;
+#else
+    const float2 h2 = v;
+#endif
+    return h2.x + h2.y;
+}
+
+__kernel __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void gemm_nt_dot(GEMM_KERNEL_ARGS)
+{
+    const ulong j0 = get_global_id(0) * GEMM_DOT_N;
+    const ulong i0 = get_global_id(1) * GEMM_DOT_M;
+    const ulong z = get_global_id(2);
+    (void)a_blk;
+    (void)b_packed;
+    if (i0 >= M || j0 >= N)
+        return;
+    const __global float *a = A + a_off + z * stride_a;
+    const __global float *b = B + b_off + z * stride_b;
+    const __global float *ar[GEMM_DOT_M];
+    const __global float *br[GEMM_DOT_N];
+#pragma unroll
+    for (int r = 0; r < GEMM_DOT_M; r++)
+        ar[r] = a + min(i0 + (ulong)r, M - 1) * lda;
+#pragma unroll
+    for (int c = 0; c < GEMM_DOT_N; c++)
+        br[c] = b + min(j0 + (ulong)c, N - 1) * ldb;
+    floatV acc[GEMM_DOT_M][GEMM_DOT_N];
+#pragma unroll
+    for (int r = 0; r < GEMM_DOT_M; r++)
+#pragma unroll
+        for (int c = 0; c < GEMM_DOT_N; c++)
+            acc[r][c] = (floatV)(0.0f);
+    const ulong kv = K / GEMM_VW * GEMM_VW;
+    for (ulong k = 0; k < kv; k += GEMM_VW) {
+        floatV av[GEMM_DOT_M], bv[GEMM_DOT_N];
+#pragma unroll
+        for (int r = 0; r < GEMM_DOT_M; r++)
+            av[r] = vloadV(0, ar[r] + k);
+#pragma unroll
+        for (int c = 0; c < GEMM_DOT_N; c++)
+            bv[c] = vloadV(0, br[c] + k);
+#pragma unroll
+        for (int r = 0; r < GEMM_DOT_M; r++)
+#pragma unroll
+            for (int c = 0; c < GEMM_DOT_N; c++)
+                acc[r][c] = fma(av[r], bv[c], acc[r][c]);
+    }
+    float s[GEMM_DOT_M][GEMM_DOT_N];
+#pragma unroll
+    for (int r = 0; r < GEMM_DOT_M; r++)
+#pragma unroll
+        for (int c = 0; c < GEMM_DOT_N; c++)
+            s[r][c] = gemm_hsum(acc[r][c]);
+    for (ulong k = kv; k < K; k++)
+#pragma unroll
+        for (int r = 0; r < GEMM_DOT_M; r++)
+#pragma unroll
+            for (int c = 0; c < GEMM_DOT_N; c++)
+                s[r][c] = fma(ar[r][k], br[c][k], s[r][c]);
+    C += c_off + z * stride_c;
+#pragma unroll
+    for (int r = 0; r < GEMM_DOT_M; r++) {
+        if (i0 + (ulong)r >= M)
+            break;
+        __global float *cr = C + (i0 + (ulong)r) * ldc + j0;
+#pragma unroll
+        for (int c = 0; c < GEMM_DOT_N; c++) {
+            if (j0 + (ulong)c >= N)
+                break;
+            float o = alpha * s[r][c];
+            if (beta != 0.0f)
+                o = fma(beta, cr[c], o);
+            cr[c] = o;
+        }
+    }
 }

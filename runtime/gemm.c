@@ -13,12 +13,19 @@
  *   column panels. A is packed when it is stored transposed (reading it in
  *   place strides through memory); B is packed when it is stored transposed
  *   or when enough row blocks re-read it (m >= PACK_B_MIN_M) that making its
- *   panels contiguous pays off. Packing uses one scratch buffer per runtime,
- *   grown geometrically and rarely (a training loop reaches its largest
- *   shape in the first step, then never allocates again). Tile sizes follow
- *   the device's preferred float vector width, are set as #defines of the
- *   "gemm" family, and are read back from the built program (gemm_tile_info)
- *   so host and kernels can never disagree.
+ *   panels contiguous pays off (large power-of-two row strides otherwise
+ *   thrash the caches). Products deeper than K_SLICE_FROM run as slices of
+ *   about K_SLICE that accumulate into C (beta = 1 after the first), which
+ *   keeps a work-group's A blocks and B panel in the core's L2. With few
+ *   rows and B transposed (decoding against [out, in] weights), gemm_nt_dot
+ *   reads both operands along k instead, so B is read once and never copied.
+ *
+ *   Packing uses one scratch buffer per runtime, grown geometrically and
+ *   rarely: a training loop reaches its largest shape in the first step and
+ *   never allocates again, or sizes it up front with clf_gemm_prepare. Tile
+ *   sizes follow the device's preferred float vector width, are set as
+ *   #defines of the "gemm" family, and are read back from the built program
+ *   (gemm_tile_info, gemm_aux_info) so host and kernels never disagree.
  *
  *   Auto: a shape class is (trans_a, trans_b, floor(log2) of m, n, k and
  *   batch). The first call of a class times both engines on the caller's A
@@ -49,6 +56,8 @@
 #define CHOICE_MAGIC "clformer-gemm-choices 1"
 #define CHOICE_LINE_MAX 256
 #define PACK_B_MIN_M 32         /* pack an untransposed B from this many rows of C */
+#define K_SLICE_FROM 1024       /* deeper products run in slices ... */
+#define K_SLICE 512             /* ... of about this depth */
 #define TIMING_TINY_FLOPS 65536 /* below 2*m*n*k*batch of this, no timing */
 #define TIMING_CLOSE 1.5        /* engines closer than this get more runs */
 
@@ -57,6 +66,7 @@ typedef struct gemm_tile {
     size_t ly;             /* work-items (row blocks) per work-group */
     size_t pack_lx;        /* work-group size of the pack kernels */
     size_t pack_kc;        /* k per pack work-item */
+    size_t dot;            /* gemm_nt_dot: C block per work-item, dot x dot */
 } gemm_tile;
 
 typedef struct gemm_class {
@@ -75,7 +85,7 @@ typedef struct gemm_state {
     clf_status native_status;
     clf_error native_err; /* why the native engine is unavailable */
     gemm_tile tile;
-    clf_kernel *k_an, *k_ap, *k_pack_a_n, *k_pack_a_t, *k_pack_b_n, *k_pack_b_t;
+    clf_kernel *k_an, *k_ap, *k_nt_dot, *k_pack_a_n, *k_pack_a_t, *k_pack_b_n, *k_pack_b_t;
     clf_buffer *scratch;
     size_t scratch_floats;
     /* auto choices */
@@ -191,7 +201,7 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
 
 static gemm_tile tile_for_device(const clf_device_info *dev)
 {
-    gemm_tile t = {.ly = 16, .pack_lx = 8, .pack_kc = 16};
+    gemm_tile t = {.ly = 8, .pack_lx = 8, .pack_kc = 16, .dot = 4};
     if (strcmp(dev->type, "gpu") == 0) {
         t.vw = 4, t.nv = 2, t.mr = 4;
     } else if (dev->pref_vec_float >= 16) { /* 32 vector registers (AVX-512) */
@@ -229,11 +239,13 @@ static clf_status native_build(clf_runtime *rt, gemm_state *st, clf_error *err)
     clf_kernel *info = NULL, *pinfo = NULL;
     clf_status s = clf_kernel_get(rt, "gemm", "gemm_tile_info", &info, err);
     if (s == CLF_OK)
-        s = clf_kernel_get(rt, "gemm", "gemm_pack_info", &pinfo, err);
+        s = clf_kernel_get(rt, "gemm", "gemm_aux_info", &pinfo, err);
     if (s == CLF_OK)
         s = clf_kernel_get(rt, "gemm", "gemm_an", &st->k_an, err);
     if (s == CLF_OK)
         s = clf_kernel_get(rt, "gemm", "gemm_ap", &st->k_ap, err);
+    if (s == CLF_OK)
+        s = clf_kernel_get(rt, "gemm", "gemm_nt_dot", &st->k_nt_dot, err);
     if (s == CLF_OK)
         s = clf_kernel_get(rt, "gemm", "gemm_pack_a_n", &st->k_pack_a_n, err);
     if (s == CLF_OK)
@@ -250,9 +262,9 @@ static clf_status native_build(clf_runtime *rt, gemm_state *st, clf_error *err)
         (s = compile_wg(rt, pinfo, wp, err)) != CLF_OK)
         return s;
     gemm_tile t = {.mr = wi[0], .vw = wi[1], .nv = wi[2], .ly = wg[1], .pack_kc = wp[0],
-                   .pack_lx = wp[1]};
+                   .pack_lx = wp[1], .dot = wp[2]};
     t.nr = t.vw * t.nv;
-    if (t.mr == 0 || t.nr == 0 || t.ly == 0 || t.pack_lx == 0 || t.pack_kc == 0)
+    if (t.mr == 0 || t.nr == 0 || t.ly == 0 || t.pack_lx == 0 || t.pack_kc == 0 || t.dot == 0)
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
                              "gemm: the device does not report the native kernels' compiled "
                              "work-group sizes (needed to read their tile sizes)");
@@ -325,6 +337,57 @@ static clf_status native_scale_c(clf_runtime *rt, gemm_state *st, const clf_gemm
     return clf_kernel_launch(rt, st->k_an, 3, global, local, 19, args, err);
 }
 
+/* How the native engine runs a validated d (m, n, k > 0). */
+typedef struct native_plan {
+    int dot;              /* gemm_nt_dot, no packing */
+    int pack_a, pack_b;   /* operands copied into the scratch */
+    int share_a, share_b; /* zero batch stride: one packed copy serves all */
+    size_t pa, pb;        /* floats per packed A / B matrix */
+    size_t zc;            /* batch matrices per pass (scratch limit) */
+    size_t scratch;       /* floats of scratch needed */
+} native_plan;
+
+static clf_status native_plan_make(clf_runtime *rt, const gemm_state *st, const clf_gemm_desc *d,
+                                   native_plan *p, clf_error *err)
+{
+    const gemm_tile *t = &st->tile;
+    const size_t batch = batch_of(d);
+    const size_t m = d->m, n = d->n, k = d->k;
+    const size_t max_floats = (size_t)(clf_runtime_device(rt)->max_alloc / sizeof(float));
+    memset(p, 0, sizeof *p);
+    p->zc = batch;
+    if (d->trans_b && !d->trans_a && m < PACK_B_MIN_M) {
+        p->dot = 1; /* few rows, B transposed: dot products read B once */
+        return CLF_OK;
+    }
+    p->pack_a = d->trans_a;
+    p->pack_b = d->trans_b || m >= PACK_B_MIN_M;
+    p->pa = p->pack_a ? ceil_div(m, t->mr) * k * t->mr : 0;
+    p->pb = p->pack_b ? ceil_div(n, t->nr) * k * t->nr : 0;
+    if (p->pa + p->pb > max_floats && p->pack_b && !d->trans_b) {
+        p->pack_b = 0;
+        p->pb = 0;
+    }
+    if (p->pa + p->pb > max_floats)
+        return clf_error_set(err, CLF_ERR_MEMORY,
+                             "gemm: packing a transposed operand of M=%zu N=%zu K=%zu needs %zu "
+                             "bytes of scratch, more than the device's largest allocation (%zu)",
+                             m, n, k, (p->pa + p->pb) * sizeof(float),
+                             max_floats * sizeof(float));
+    if (p->pa + p->pb == 0)
+        return CLF_OK;
+    p->share_a = batch > 1 && d->stride_a == 0;
+    p->share_b = batch > 1 && d->stride_b == 0;
+    const size_t per = (p->share_a ? 0 : p->pa) + (p->share_b ? 0 : p->pb);
+    const size_t fixed = (p->share_a ? p->pa : 0) + (p->share_b ? p->pb : 0);
+    if (per > 0 && (max_floats - fixed) / per < p->zc)
+        p->zc = (max_floats - fixed) / per;
+    if (p->zc == 0)
+        p->zc = 1;
+    p->scratch = (p->share_a ? p->pa : p->pa * p->zc) + (p->share_b ? p->pb : p->pb * p->zc);
+    return CLF_OK;
+}
+
 static clf_status native_run(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
                              clf_error *err)
 {
@@ -332,51 +395,44 @@ static clf_status native_run(clf_runtime *rt, gemm_state *st, const clf_gemm_des
     const size_t batch = batch_of(d);
     const size_t m = d->m, n = d->n, k = d->k;
     const size_t nbk = ceil_div(m, t->mr), np = ceil_div(n, t->nr);
-    const size_t max_floats = (size_t)(clf_runtime_device(rt)->max_alloc / sizeof(float));
-    const int pack_a = d->trans_a;
-    int pack_b = d->trans_b || m >= PACK_B_MIN_M;
-    /* per packed matrix, in floats; a zero batch stride shares one copy */
-    const size_t pa = pack_a ? nbk * k * t->mr : 0;
-    size_t pb = pack_b ? np * k * t->nr : 0;
-    if (pa + pb > max_floats && pack_b && !d->trans_b) {
-        pack_b = 0;
-        pb = 0;
+    native_plan p;
+    clf_status s = native_plan_make(rt, st, d, &p, err);
+    if (s != CLF_OK)
+        return s;
+    if (p.dot) {
+        const clf_arg args[] = {
+            CLF_ARG_U64(m),          CLF_ARG_U64(n),          CLF_ARG_U64(k),
+            CLF_ARG_F32(d->alpha),   CLF_ARG_BUF(d->a.buf),   CLF_ARG_U64(d->a.off),
+            CLF_ARG_U64(d->lda),     CLF_ARG_U64(0),          CLF_ARG_U64(d->stride_a),
+            CLF_ARG_BUF(d->b.buf),   CLF_ARG_U64(d->b.off),   CLF_ARG_U64(d->ldb),
+            CLF_ARG_U64(d->stride_b), CLF_ARG_U32(0),         CLF_ARG_F32(d->beta),
+            CLF_ARG_BUF(d->c.buf),   CLF_ARG_U64(d->c.off),   CLF_ARG_U64(d->ldc),
+            CLF_ARG_U64(d->stride_c),
+        };
+        const size_t global[3] = {ceil_div(n, t->dot), ceil_div(m, t->dot), batch};
+        const size_t local[3] = {t->ly, 1, 1};
+        return clf_kernel_launch(rt, st->k_nt_dot, 3, global, local, 19, args, err);
     }
-    if (pa + pb > max_floats)
-        return clf_error_set(err, CLF_ERR_MEMORY,
-                             "gemm: packing a transposed operand of M=%zu N=%zu K=%zu needs %zu "
-                             "bytes of scratch, more than the device's largest allocation (%zu)",
-                             m, n, k, (pa + pb) * sizeof(float), max_floats * sizeof(float));
-    const int share_a = batch > 1 && d->stride_a == 0;
-    const int share_b = batch > 1 && d->stride_b == 0;
-    /* batch chunk whose packed copies fit in one allocation */
-    size_t zc = batch;
-    if (pa + pb > 0) {
-        const size_t per = (share_a ? 0 : pa) + (share_b ? 0 : pb);
-        const size_t fixed = (share_a ? pa : 0) + (share_b ? pb : 0);
-        if (per > 0 && (max_floats - fixed) / per < zc)
-            zc = (max_floats - fixed) / per;
-        if (zc == 0)
-            zc = 1;
-        clf_status s = scratch_reserve(rt, st, (share_a ? pa : pa * zc) + (share_b ? pb : pb * zc),
-                                       err);
-        if (s != CLF_OK)
-            return s;
-    }
+    if (p.scratch > 0 && (s = scratch_reserve(rt, st, p.scratch, err)) != CLF_OK)
+        return s;
+    const int pack_a = p.pack_a, pack_b = p.pack_b, share_a = p.share_a, share_b = p.share_b;
+    const size_t pa = p.pa, pb = p.pb, zc = p.zc;
     for (size_t z0 = 0; z0 < batch; z0 += zc) {
         const size_t zn = batch - z0 < zc ? batch - z0 : zc;
         const size_t a_off = d->a.off + z0 * d->stride_a, b_off = d->b.off + z0 * d->stride_b;
         const size_t sp_a = share_a ? 0 : pa, sp_b = share_b ? 0 : pb;
         const size_t za = share_a ? 1 : zn, zb = share_b ? 1 : zn;
         const size_t pb_off = pa * za; /* B panels follow A blocks in the scratch */
-        clf_status s;
         if (pack_a) {
             const clf_arg args[] = {
                 CLF_ARG_U64(m),          CLF_ARG_U64(k),     CLF_ARG_BUF(d->a.buf),
                 CLF_ARG_U64(a_off),      CLF_ARG_U64(d->lda), CLF_ARG_U64(d->stride_a),
                 CLF_ARG_BUF(st->scratch), CLF_ARG_U64(0),     CLF_ARG_U64(pa),
             };
-            const size_t global[3] = {ceil_div(k, t->pack_kc), nbk, za};
+            /* the first dimension runs along the source rows (see cl/gemm.cl) */
+            size_t global[3] = {ceil_div(k, t->pack_kc), nbk, za};
+            if (d->trans_a)
+                global[0] = nbk, global[1] = ceil_div(k, t->pack_kc);
             const size_t local[3] = {t->pack_lx, 1, 1};
             s = clf_kernel_launch(rt, d->trans_a ? st->k_pack_a_t : st->k_pack_a_n, 3, global,
                                   local, 9, args, err);
@@ -389,38 +445,48 @@ static clf_status native_run(clf_runtime *rt, gemm_state *st, const clf_gemm_des
                 CLF_ARG_U64(b_off),      CLF_ARG_U64(d->ldb),   CLF_ARG_U64(d->stride_b),
                 CLF_ARG_BUF(st->scratch), CLF_ARG_U64(pb_off),  CLF_ARG_U64(pb),
             };
-            const size_t global[3] = {ceil_div(k, t->pack_kc), np, zb};
+            size_t global[3] = {ceil_div(k, t->pack_kc), np, zb};
+            if (!d->trans_b)
+                global[0] = np, global[1] = ceil_div(k, t->pack_kc);
             const size_t local[3] = {t->pack_lx, 1, 1};
             s = clf_kernel_launch(rt, d->trans_b ? st->k_pack_b_t : st->k_pack_b_n, 3, global,
                                   local, 9, args, err);
             if (s != CLF_OK)
                 return s;
         }
-        const clf_arg args[] = {
-            CLF_ARG_U64(m),
-            CLF_ARG_U64(n),
-            CLF_ARG_U64(k),
-            CLF_ARG_F32(d->alpha),
-            CLF_ARG_BUF(pack_a ? st->scratch : d->a.buf),
-            CLF_ARG_U64(pack_a ? 0 : a_off),
-            CLF_ARG_U64(pack_a ? t->mr : d->lda),
-            CLF_ARG_U64(pack_a ? k * t->mr : t->mr),
-            CLF_ARG_U64(pack_a ? sp_a : d->stride_a),
-            CLF_ARG_BUF(pack_b ? st->scratch : d->b.buf),
-            CLF_ARG_U64(pack_b ? pb_off : b_off),
-            CLF_ARG_U64(pack_b ? t->nr : d->ldb),
-            CLF_ARG_U64(pack_b ? sp_b : d->stride_b),
-            CLF_ARG_U32(pack_b ? 1 : 0),
-            CLF_ARG_F32(d->beta),
-            CLF_ARG_BUF(d->c.buf),
-            CLF_ARG_U64(d->c.off + z0 * d->stride_c),
-            CLF_ARG_U64(d->ldc),
-            CLF_ARG_U64(d->stride_c),
-        };
-        const size_t global[3] = {np, nbk, zn}, local[3] = {1, t->ly, 1};
-        s = clf_kernel_launch(rt, pack_a ? st->k_ap : st->k_an, 3, global, local, 19, args, err);
-        if (s != CLF_OK)
-            return s;
+        /* deep products run as slices of depth at most K_SLICE, accumulating
+         * into C, so a work-group's A blocks and B panel stay in cache */
+        const size_t n_slices = k > K_SLICE_FROM ? ceil_div(k, K_SLICE) : 1;
+        const size_t ks = ceil_div(k, n_slices);
+        for (size_t k0 = 0; k0 < k; k0 += ks) {
+            const size_t kn = k - k0 < ks ? k - k0 : ks;
+            const clf_arg args[] = {
+                CLF_ARG_U64(m),
+                CLF_ARG_U64(n),
+                CLF_ARG_U64(kn),
+                CLF_ARG_F32(d->alpha),
+                CLF_ARG_BUF(pack_a ? st->scratch : d->a.buf),
+                CLF_ARG_U64(pack_a ? k0 * t->mr : a_off + k0),
+                CLF_ARG_U64(pack_a ? t->mr : d->lda),
+                CLF_ARG_U64(pack_a ? k * t->mr : t->mr),
+                CLF_ARG_U64(pack_a ? sp_a : d->stride_a),
+                CLF_ARG_BUF(pack_b ? st->scratch : d->b.buf),
+                CLF_ARG_U64(pack_b ? pb_off + k0 * t->nr : b_off + k0 * d->ldb),
+                CLF_ARG_U64(pack_b ? k * t->nr : d->ldb),
+                CLF_ARG_U64(pack_b ? sp_b : d->stride_b),
+                CLF_ARG_U32(pack_b ? 1 : 0),
+                CLF_ARG_F32(k0 == 0 ? d->beta : 1.0f),
+                CLF_ARG_BUF(d->c.buf),
+                CLF_ARG_U64(d->c.off + z0 * d->stride_c),
+                CLF_ARG_U64(d->ldc),
+                CLF_ARG_U64(d->stride_c),
+            };
+            const size_t global[3] = {np, nbk, zn}, local[3] = {1, t->ly, 1};
+            s = clf_kernel_launch(rt, pack_a ? st->k_ap : st->k_an, 3, global, local, 19, args,
+                                  err);
+            if (s != CLF_OK)
+                return s;
+        }
     }
     return CLF_OK;
 }
@@ -622,17 +688,19 @@ static double median3(double a, double b, double c)
 }
 
 /* Time both engines on d's A and B, writing into a temporary C. An engine
- * that fails is reported with time -1 (and loses). */
+ * that fails is reported with time -1 (and loses); both are -1 when the
+ * temporary C cannot be allocated. */
 static clf_status time_engines(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
                                double *t_clblast, double *t_native, clf_error *err)
 {
     const size_t batch = batch_of(d);
     const size_t c_floats = (batch - 1) * d->stride_c + (d->m - 1) * d->ldc + d->n;
     clf_buffer *tmp = NULL;
-    clf_status s = clf_buffer_create(rt, c_floats * sizeof(float), &tmp, err);
-    if (s != CLF_OK)
-        return s;
-    s = clf_buffer_fill(rt, tmp, 0, c_floats * sizeof(float), 0u, err);
+    *t_clblast = *t_native = -1.0;
+    clf_error alloc_err;
+    if (clf_buffer_create(rt, c_floats * sizeof(float), &tmp, &alloc_err) != CLF_OK)
+        return CLF_OK; /* no room for a scratch C: nothing timed, the caller falls back */
+    clf_status s = clf_buffer_fill(rt, tmp, 0, c_floats * sizeof(float), 0u, err);
     if (s != CLF_OK)
         goto fail;
     clf_gemm_desc dt = *d;
@@ -696,10 +764,11 @@ static clf_status choose(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d
         clf_status s = time_engines(rt, st, d, &c.t_clblast, &c.t_native, err);
         if (s != CLF_OK)
             return s;
-        if (c.t_clblast < 0 && c.t_native < 0)
-            return clf_error_set(err, CLF_ERR_OPENCL,
-                                 "gemm: both engines failed while timing M=%zu N=%zu K=%zu",
-                                 d->m, d->n, d->k);
+        if (c.t_clblast < 0 && c.t_native < 0) {
+            /* nothing could be timed: the device's usual winner, not remembered */
+            *out = gpu ? CLF_GEMM_CLBLAST : CLF_GEMM_NATIVE;
+            return CLF_OK;
+        }
         if (c.t_clblast < 0)
             c.engine = CLF_GEMM_NATIVE;
         else if (c.t_native < 0)
@@ -734,6 +803,29 @@ clf_status clf_gemm_choose(clf_runtime *rt, const clf_gemm_desc *d, clf_gemm_eng
         return CLF_OK;
     }
     return choose(rt, st, d, out, err);
+}
+
+clf_status clf_gemm_prepare(clf_runtime *rt, const clf_gemm_desc *d, clf_error *err)
+{
+    clf_status s = validate(d, err);
+    if (s != CLF_OK)
+        return s;
+    if (d->m == 0 || d->n == 0)
+        return CLF_OK;
+    gemm_state *st = NULL;
+    if ((s = state_get(rt, &st, err)) != CLF_OK)
+        return s;
+    clf_gemm_engine engine = clf_runtime_options_get(rt)->gemm;
+    if (engine == CLF_GEMM_AUTO && d->k > 0 && (s = choose(rt, st, d, &engine, err)) != CLF_OK)
+        return s;
+    if (engine == CLF_GEMM_CLBLAST && d->k > 0)
+        return CLF_OK;
+    if ((s = native_init(rt, st, err)) != CLF_OK || d->k == 0)
+        return s;
+    native_plan p;
+    if ((s = native_plan_make(rt, st, d, &p, err)) != CLF_OK)
+        return s;
+    return p.scratch > 0 ? scratch_reserve(rt, st, p.scratch, err) : CLF_OK;
 }
 
 clf_status clf_gemm_with(clf_runtime *rt, clf_gemm_engine engine, const clf_gemm_desc *d,

@@ -39,5 +39,11 @@ clf_status clf_gemm_with(clf_runtime *rt, clf_gemm_engine engine, const clf_gemm
 clf_status clf_gemm_choose(clf_runtime *rt, const clf_gemm_desc *d, clf_gemm_engine *out,
                            clf_error *err);
 const char *clf_gemm_engine_name(clf_gemm_engine e);
+/* Ready what a later clf_gemm of d's shape needs, so that the call itself
+ * only enqueues kernels: builds the native engine, makes (times, caches) the
+ * auto choice for d's shape class, and sizes the native engine's packing
+ * scratch for d. Call it while planning, with each shape of a training step
+ * (the largest last is cheapest). May read d's A and B; never writes C. */
+clf_status clf_gemm_prepare(clf_runtime *rt, const clf_gemm_desc *d, clf_error *err);
 
 #endif

@@ -24,7 +24,7 @@
  * float32 dot product of K such terms accumulates a rounding error with a
  * standard deviation of roughly 2^-24 K / 7 (about 1e-6 at K = 300), so the
  * bound sits tens of standard deviations away for every K used here (at most
- * 1000), while any indexing mistake produces errors of order 0.1 to 1.
+ * 1500), while any indexing mistake produces errors of order 0.1 to 1.
  */
 #include <dirent.h>
 #include <math.h>
@@ -172,6 +172,7 @@ static const size_t shapes[][3] = {
     /* M, N, K */
     {1, 1, 1},   {7, 13, 5},   {33, 65, 17}, {100, 1, 300}, {257, 129, 63},
     {1, 200, 70}, {64, 48, 1}, {70, 97, 129}, {16, 16, 1000},
+    {40, 50, 1500}, /* deeper than K_SLICE_FROM: the native engine slices K */
 };
 
 static void test_engine(clf_runtime *rt, clf_gemm_engine e, tu_rng *r)
