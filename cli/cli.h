@@ -63,5 +63,7 @@ int cli_cmd_sample(int argc, char **argv);
 int cli_cmd_eval(int argc, char **argv);
 int cli_cmd_info(int argc, char **argv);
 int cli_cmd_tokenizer(int argc, char **argv);
+int cli_cmd_translate(int argc, char **argv);
+int cli_cmd_classify(int argc, char **argv);
 
 #endif

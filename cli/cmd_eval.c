@@ -14,12 +14,23 @@
  *
  * --json prints {"val_loss": ..., "perplexity": ..., "tokens": ...} (the key
  * is "train_loss" with --split train); "tokens" is the number of targets.
+ *
+ * The encoder kinds (cli_data.h for --data): a classifier prints its
+ * accuracy and loss over the dev set ({"accuracy": ..., "val_loss": ...,
+ * "sentences": ...}); a translator translates the validation sources
+ * (greedy, or --beam K with --alpha) and prints sacreBLEU's corpus BLEU of
+ * the detokenized translations against the raw reference lines, with its
+ * sacreBLEU report line and the teacher-forced loss ({"bleu": ..., ...});
+ * --hyps FILE writes the translations. Languages come from --src/--tgt, or
+ * from the checkpoint (src_lang, tgt_lang written by train).
  */
 #include <math.h>
 #include <string.h>
 #include <time.h>
 
+#include "cli_data.h"
 #include "cli_model.h"
+#include "model/seqeval.h"
 #include "model/dataset.h"
 #include "model/trainer.h"
 
@@ -34,7 +45,177 @@ static void usage(FILE *out)
             "  --split S         val (default) or train\n"
             "  --batch B         windows per forward (default: the model's train.batch)\n"
             "  --json            print {\"val_loss\": ..., \"perplexity\": ..., \"tokens\": ...}\n"
+            "Encoder kinds: --data DIR (its validation split: val/valid/dev, or --split NAME)\n"
+            "or --data SRC,REF (translation) or --data FILE.tsv (classification); prints the\n"
+            "accuracy or corpus BLEU ({\"accuracy\": ...} / {\"bleu\": ...} with --json).\n"
+            "  --beam K          translation: beam size (default 1: greedy)\n"
+            "  --alpha A         translation: length penalty logprob / len^A (default 1)\n"
+            "  --src L, --tgt L  translation: languages of DIR's files (default: the\n"
+            "                    checkpoint's)\n"
+            "  --hyps FILE       translation: write the translations to FILE\n"
             CLI_RUNTIME_FLAGS_HELP);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* limits covering both (a 0 cap means "B x longest": the larger) */
+static clf_model_limits limits_merge(clf_model_limits a, const clf_model_limits *b)
+{
+#define MX(f) a.f = a.f > b->f ? a.f : b->f
+#define MX0(f) a.f = (a.f == 0 || b->f == 0) ? 0 : (a.f > b->f ? a.f : b->f)
+    MX(B);
+    MX(S);
+    MX(T);
+    MX0(src_tokens);
+    MX0(tgt_tokens);
+    MX0(src_attn);
+    MX0(tgt_attn);
+    MX0(cross_attn);
+#undef MX
+#undef MX0
+    return a;
+}
+
+typedef struct seq_eval_flags {
+    const char *split_name, *src, *tgt, *hyps;
+    long beam, batch;
+    double alpha;
+} seq_eval_flags;
+
+/* The encoder kinds: accuracy or BLEU over a validation set. */
+static int eval_seq(const char *dir, const char *data, int json, const seq_eval_flags *f,
+                    const cli_runtime_flags *rf)
+{
+    clf_checkpoint *ck = NULL;
+    clf_model_config cfg;
+    clf_tokenizer *tok = NULL;
+    clf_runtime *rt = NULL;
+    clf_model *m = NULL;
+    clf_seqdata *ds = NULL;
+    char **refs = NULL, **hyps = NULL;
+    size_t n_refs = 0;
+    clf_error err;
+    clf_error_clear(&err);
+    clf_status st = CLF_OK;
+    int rc = cli_ckpt_read(dir, &ck, &cfg, &tok);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    const int s2s = cfg.kind == CLF_MODEL_ENCODER_DECODER;
+    const char *src = f->src ? f->src : clf_checkpoint_meta(ck, "src_lang");
+    const char *tgt = f->tgt ? f->tgt : clf_checkpoint_meta(ck, "tgt_lang");
+    cli_seq_paths paths;
+    if ((rc = cli_seq_paths_eval(cfg.kind, data, f->split_name, src, tgt, &paths)) !=
+            CLI_EXIT_OK ||
+        (rc = cli_seq_specials(tok)) != CLI_EXIT_OK ||
+        (rc = cli_seq_load(&cfg, tok, paths.val_src, s2s ? paths.val_tgt : NULL, &ds)) !=
+            CLI_EXIT_OK)
+        goto done;
+    size_t n = clf_seqdata_size(ds);
+    const clf_seqdata_stats *ss = clf_seqdata_stats_get(ds);
+    if (ss->src.truncated > 0 || ss->tgt.truncated > 0)
+        fprintf(stderr, "clformer eval: warning: %lld sources and %lld targets were longer "
+                        "than the model's context and were cut\n",
+                (long long)ss->src.truncated, (long long)ss->tgt.truncated);
+    if (s2s) {
+        if ((rc = cli_read_lines(paths.val_tgt, &refs, &n_refs)) != CLI_EXIT_OK)
+            goto done;
+        if (n_refs != n) {
+            fprintf(stderr, "clformer eval: %s has %zu lines; %s has %zu\n", paths.val_tgt,
+                    n_refs, paths.val_src, n);
+            rc = CLI_EXIT_FAIL;
+            goto done;
+        }
+    }
+    clf_seq_batching bo;
+    clf_seqeval_batching((int)(f->batch > 0 ? f->batch : cfg.train.batch), 0, &bo);
+    clf_beam_options beam;
+    clf_beam_options_default(&beam);
+    beam.beam = (int)f->beam;
+    beam.alpha = f->alpha;
+    beam.batch = bo.batch;
+    clf_seq_limits sl;
+    if ((st = clf_seqeval_limits(ds, &bo, &sl, &err)) != CLF_OK)
+        goto fail;
+    clf_model_limits lim = clf_seqeval_model_limits(&sl);
+    if (s2s) {
+        clf_model_limits bl;
+        clf_beam_model_limits(ds, &beam, cfg.context, &bl);
+        lim = limits_merge(lim, &bl);
+    }
+    if ((rc = cli_runtime_open(rf, &rt)) != CLI_EXIT_OK)
+        goto done;
+    if ((rc = cli_ckpt_model(rt, ck, &cfg, &lim, s2s ? CLF_MODEL_INFER : 0, &m)) != CLI_EXIT_OK)
+        goto done;
+    double t0 = now_s();
+    clf_seqeval_result r;
+    if ((st = clf_seqeval_run(m, ds, &bo, &r, &err)) != CLF_OK)
+        goto fail;
+    if (!s2s) {
+        double dt = now_s() - t0;
+        if (json)
+            printf("{\"accuracy\": %.6f, \"val_loss\": %.6f, \"correct\": %llu, \"sentences\": "
+                   "%llu}\n",
+                   r.accuracy, r.loss, (unsigned long long)r.correct,
+                   (unsigned long long)r.labelled);
+        else
+            printf("accuracy %.2f%% (%llu of %llu), loss %.4f on %s (%.1fs)\n",
+                   100.0 * r.accuracy, (unsigned long long)r.correct,
+                   (unsigned long long)r.labelled, r.loss, paths.val_src, dt);
+    } else {
+        clf_bleu_score b;
+        if ((st = clf_seqeval_bleu(m, tok, ds, (const char *const *)refs, &beam, &b, &hyps,
+                                   &err)) != CLF_OK)
+            goto fail;
+        double dt = now_s() - t0;
+        char line[256];
+        clf_bleu_format(&b, line, sizeof line);
+        if (json)
+            printf("{\"bleu\": %.4f, \"bp\": %.4f, \"ratio\": %.4f, \"hyp_len\": %lld, "
+                   "\"ref_len\": %lld, \"val_loss\": %.6f, \"sentences\": %zu, \"beam\": %d, "
+                   "\"alpha\": %g}\n",
+                   b.score, b.bp, b.ratio, (long long)b.hyp_len, (long long)b.ref_len, r.loss, n,
+                   beam.beam, beam.alpha);
+        else
+            printf("%s\n%zu sentences of %s, %s %d (alpha %g); loss %.4f (%.1fs)\n", line, n,
+                   paths.val_src, beam.beam == 1 ? "greedy decoding, beam" : "beam search, beam",
+                   beam.beam, beam.alpha, r.loss, dt);
+        if (f->hyps != NULL) {
+            FILE *hf = fopen(f->hyps, "w");
+            if (hf == NULL) {
+                fprintf(stderr, "clformer eval: cannot write %s\n", f->hyps);
+                rc = CLI_EXIT_FAIL;
+                goto done;
+            }
+            for (size_t i = 0; i < n; i++)
+                fprintf(hf, "%s\n", hyps[i]);
+            if (fclose(hf) != 0) {
+                fprintf(stderr, "clformer eval: writing %s failed\n", f->hyps);
+                rc = CLI_EXIT_FAIL;
+                goto done;
+            }
+        }
+    }
+    if (rf->profile)
+        cli_print_profile(rt, stderr);
+    rc = CLI_EXIT_OK;
+    goto done;
+fail:
+    cli_print_error(NULL, &err);
+    rc = cli_exit_code(st);
+done:
+    clf_seqeval_hyps_free(hyps, ds ? clf_seqdata_size(ds) : 0);
+    cli_free_lines(refs, n_refs);
+    clf_seqdata_destroy(ds);
+    clf_model_destroy(m);
+    clf_runtime_destroy(rt);
+    clf_checkpoint_close(ck);
+    clf_tokenizer_destroy(tok);
+    return rc;
 }
 
 int cli_cmd_eval(int argc, char **argv)
@@ -43,6 +224,8 @@ int cli_cmd_eval(int argc, char **argv)
     int json = 0;
     long batch = 0;
     clf_split split = CLF_SPLIT_VAL;
+    const char *split_name = NULL;
+    seq_eval_flags sf = {NULL, NULL, NULL, NULL, 1, 0, 1.0};
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
     for (int i = 0; i < argc; i++) {
@@ -67,14 +250,22 @@ int cli_cmd_eval(int argc, char **argv)
             const char *v = cli_flag_value(argc, argv, &i);
             if (v == NULL)
                 return CLI_EXIT_USAGE;
-            if (strcmp(v, "val") == 0)
-                split = CLF_SPLIT_VAL;
-            else if (strcmp(v, "train") == 0)
-                split = CLF_SPLIT_TRAIN;
-            else {
-                fprintf(stderr, "clformer: --split: expected val or train, got '%s'\n", v);
+            split_name = v;
+        } else if (strcmp(a, "--beam") == 0) {
+            if (!cli_int_flag(argc, argv, &i, 1, CLF_BEAM_MAX, &sf.beam))
                 return CLI_EXIT_USAGE;
-            }
+        } else if (strcmp(a, "--alpha") == 0) {
+            if (!cli_float_flag(argc, argv, &i, 0.0, 100.0, &sf.alpha))
+                return CLI_EXIT_USAGE;
+        } else if (strcmp(a, "--src") == 0) {
+            if ((sf.src = cli_flag_value(argc, argv, &i)) == NULL)
+                return CLI_EXIT_USAGE;
+        } else if (strcmp(a, "--tgt") == 0) {
+            if ((sf.tgt = cli_flag_value(argc, argv, &i)) == NULL)
+                return CLI_EXIT_USAGE;
+        } else if (strcmp(a, "--hyps") == 0) {
+            if ((sf.hyps = cli_flag_value(argc, argv, &i)) == NULL)
+                return CLI_EXIT_USAGE;
         } else if (a[0] == '-' && a[1] != '\0') {
             fprintf(stderr, "clformer eval: unknown flag '%s' (see --help)\n", a);
             return CLI_EXIT_USAGE;
@@ -90,6 +281,37 @@ int cli_cmd_eval(int argc, char **argv)
                 dir == NULL ? "DIR (a training run's --out) expected" : "--data FILE is required");
         usage(stderr);
         return CLI_EXIT_USAGE;
+    }
+    {
+        /* the kind decides the data: peek at the checkpoint's config */
+        clf_checkpoint *ck = NULL;
+        clf_model_config ccfg;
+        clf_tokenizer *ctok = NULL;
+        int prc = cli_ckpt_read(dir, &ck, &ccfg, &ctok);
+        clf_checkpoint_close(ck);
+        clf_tokenizer_destroy(ctok);
+        if (prc != CLI_EXIT_OK)
+            return prc;
+        if (ccfg.kind != CLF_MODEL_DECODER) {
+            sf.split_name = split_name;
+            sf.batch = batch;
+            return eval_seq(dir, data, json, &sf, &rf);
+        }
+    }
+    if (sf.src || sf.tgt || sf.hyps || sf.beam != 1) {
+        fprintf(stderr, "clformer eval: --beam, --alpha, --src, --tgt and --hyps are for "
+                        "translation models\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (split_name != NULL) {
+        if (strcmp(split_name, "val") == 0)
+            split = CLF_SPLIT_VAL;
+        else if (strcmp(split_name, "train") == 0)
+            split = CLF_SPLIT_TRAIN;
+        else {
+            fprintf(stderr, "clformer: --split: expected val or train, got '%s'\n", split_name);
+            return CLI_EXIT_USAGE;
+        }
     }
 
     clf_runtime *rt = NULL;

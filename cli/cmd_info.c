@@ -20,6 +20,9 @@
  * does half of it on average; the formula counts it whole, as nanoGPT).
  * Generating with the KV cache at position p costs 2N + 4 L p C.
  *
+ * Decoder models only, for now (the encoder kinds are refused with a
+ * message rather than counted wrong).
+ *
  * Vocabulary: --vocab N, else the tokenizer's size: 256 for byte, the
  * distinct characters of --data FILE for char (65 for tiny Shakespeare if
  * no file is given, said in the output), vocab.size for bpe.
@@ -127,6 +130,13 @@ int cli_cmd_info(int argc, char **argv)
     if (rc != CLI_EXIT_OK)
         return rc;
 
+    if (cfg.kind != CLF_MODEL_DECODER) {
+        fprintf(stderr,
+                "clformer info: the parameter and FLOP breakdown covers decoder models so far "
+                "(this file has model.kind: %s)\n",
+                clf_config_kind_name(cfg.kind));
+        return CLI_EXIT_FAIL;
+    }
     const char *vocab_note = "";
     if (vocab == 0) {
         if (cfg.vocab.tokenizer == CLF_TOKENIZER_BYTE) {

@@ -1,6 +1,8 @@
 /*
- * cmd_train.c - `clformer train MODEL.yaml --data FILE --out DIR [--device
- * SEL] [--set KEY=VALUE ...] [--steps N] [--resume] [--profile]`.
+ * cmd_train.c - `clformer train MODEL.yaml --data FILE|DIR --out DIR
+ * [--device SEL] [--set KEY=VALUE ...] [--steps N] [--resume] [--profile]`,
+ * and for the encoder kinds [--val FILE] [--src LANG --tgt LANG]
+ * [--batch-tokens N] [--beam K].
  *
  * Reads the model file (with overrides), builds the tokenizer from the text
  * (or, with --resume, takes the checkpoint's), splits the data, creates the
@@ -11,6 +13,16 @@
  * atomically. Ctrl-C sets the trainer's stop flag: it finishes the step,
  * writes a checkpoint and we exit 130 (a second Ctrl-C kills at once).
  *
+ * The encoder kinds (kind encoder / encoder-decoder) read sentences instead
+ * of one text (cli_data.h: a folder such as ../shared/data/multi30k with
+ * --src de --tgt en, or explicit files), build the tokenizer the config asks
+ * for from the training sentences (BPE trained jointly on source and
+ * target), report truncation, plan the model for the longest batches, and
+ * run the same trainer (clf_trainer_run_data) with evaluations of the
+ * validation loss, accuracy or BLEU (greedy, or --beam K) each epoch. The
+ * languages go into the checkpoint's metadata (src_lang, tgt_lang) for
+ * `clformer eval` and `translate`.
+ *
  * A fresh run refuses a DIR that already holds a checkpoint (use --resume,
  * or another --out), so a finished run is never overwritten by accident.
  */
@@ -20,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_data.h"
 #include "cli_model.h"
 #include "model/checkpoint.h"
 #include "model/dataset.h"
@@ -69,6 +82,8 @@ static void cb_log(void *user, const clf_train_progress *p)
     int w = snprintf(NULL, 0, "%llu", (unsigned long long)p->total);
     if (u->tty)
         fputs("\r\033[K", u->out);
+    if (p->epoch >= 0)
+        fprintf(u->out, "epoch %lld | ", (long long)p->epoch + 1);
     fprintf(u->out,
             "step %*llu/%llu | loss %.4f | lr %.3e | %s tok/s | %.1f ms/step | %s elapsed | "
             "ETA %s",
@@ -86,7 +101,16 @@ static void cb_eval(void *user, const clf_train_eval *e)
 {
     ui *u = user;
     ui_endline(u);
-    if (e->train_loss == e->train_loss) /* not NaN */
+    if (e->epoch >= 0) {
+        fprintf(u->out, "step %llu (epoch %lld): val loss %.4f", (unsigned long long)e->step,
+                (long long)e->epoch, e->val_loss);
+        if (e->accuracy == e->accuracy)
+            fprintf(u->out, ", accuracy %.2f%%", 100.0 * e->accuracy);
+        if (e->bleu == e->bleu)
+            fprintf(u->out, ", BLEU %.2f (BP %.3f, ratio %.3f)", e->bleu, e->bleu_bp,
+                    e->bleu_ratio);
+        fprintf(u->out, "%s (%.1fs)\n", e->best ? " *best*" : "", e->seconds);
+    } else if (e->train_loss == e->train_loss) /* not NaN */
         fprintf(u->out, "step %llu: val loss %.4f, train loss %.4f (%.1fs)\n",
                 (unsigned long long)e->step, e->val_loss, e->train_loss, e->seconds);
     else
@@ -107,24 +131,251 @@ static void cb_ckpt(void *user, const char *path, uint64_t step)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: clformer train MODEL.yaml --data FILE --out DIR [--set KEY=VALUE ...]\n"
+            "usage: clformer train MODEL.yaml --data FILE|DIR --out DIR [--set KEY=VALUE ...]\n"
             "                      [--steps N] [--resume] [runtime flags]\n"
-            "Train the model MODEL.yaml describes on a text file (first 90%% train, last 10%%\n"
-            "validation), with a checkpoint DIR/ckpt.safetensors at each evaluation and at\n"
-            "the end. Ctrl-C writes a checkpoint and stops (exit 130).\n"
-            "  --data FILE       training text (e.g. data/tinyshakespeare.txt)\n"
+            "                      [--val FILE] [--src L --tgt L] [--batch-tokens N] [--beam K]\n"
+            "Train the model MODEL.yaml describes, with a checkpoint DIR/ckpt.safetensors at\n"
+            "each evaluation and at the end. Ctrl-C writes a checkpoint and stops (exit 130).\n"
+            "A decoder (GPT) trains on a text file: first 90%% train, last 10%% validation.\n"
+            "A translator (kind encoder-decoder) trains on parallel sentences: --data DIR with\n"
+            "DIR/train.L.gz and DIR/val.L.gz for L = --src and --tgt, or --data SRC,TGT with\n"
+            "--val SRC,TGT. A classifier (kind encoder) trains on a TSV with a header naming a\n"
+            "label column and a sentence/text column: --data DIR (train.tsv[.gz], dev.tsv) or\n"
+            "--data FILE --val FILE. These evaluate each epoch (validation loss, accuracy or\n"
+            "BLEU) and keep the best evaluation's model in DIR/best.safetensors too.\n"
+            "  --data FILE|DIR   training data (e.g. data/tinyshakespeare.txt)\n"
             "  --out DIR         run directory (created); must not hold a checkpoint unless\n"
             "                    --resume\n"
             "  --set KEY=VALUE   override a config key (repeatable), e.g. train.steps=200\n"
             "  --steps N         shortcut for --set train.steps=N\n"
             "  --resume          continue from DIR's checkpoint (bit-identical to an\n"
-            "                    uninterrupted run; train.steps may be raised)\n" CLI_RUNTIME_FLAGS_HELP);
+            "                    uninterrupted run; train.steps may be raised)\n"
+            "  --val FILE        validation file(s) when --data names files (SRC,TGT or a TSV)\n"
+            "  --src L, --tgt L  translation direction: the languages of DIR/train.L.gz\n"
+            "  --batch-tokens N  batches of at most N (padded) tokens, sorted by length;\n"
+            "                    train.batch then caps the sentences (default: train.batch\n"
+            "                    sentences per batch)\n"
+            "  --beam K          BLEU at each evaluation with beam K (default 1: greedy)\n"
+            CLI_RUNTIME_FLAGS_HELP);
 }
 
 static int file_exists(const char *path)
 {
     struct stat sb;
     return stat(path, &sb) == 0;
+}
+
+/* Run the trainer with progress output and Ctrl-C handling; print the
+ * summary. Returns an exit code. */
+static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_train_data *data,
+                       const clf_tokenizer *tok, const char *out, int resume,
+                       const cli_runtime_flags *rf, clf_runtime *rt)
+{
+    ui u = {isatty(fileno(stdout)), 0, stdout};
+    clf_trainer_options o;
+    memset(&o, 0, sizeof o);
+    o.out_dir = out;
+    o.resume = resume;
+    o.stop = &g_stop;
+    o.cb.user = &u;
+    o.cb.on_start = cb_start;
+    o.cb.on_log = cb_log;
+    o.cb.on_eval = cb_eval;
+    o.cb.on_checkpoint = cb_ckpt;
+
+    clf_error err;
+    clf_error_clear(&err);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C takes the default action */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    clf_train_result res;
+    clf_status st = clf_trainer_run_data(m, cfg, data, tok, &o, &res, &err);
+    sigaction(SIGINT, &old, NULL);
+    ui_endline(&u);
+
+    if (st != CLF_OK && st != CLF_ERR_INTERRUPTED) {
+        cli_print_error(NULL, &err);
+        return cli_exit_code(st);
+    }
+    char el[32], tps[32];
+    cli_format_duration(res.session_s, el, sizeof el);
+    cli_group_digits((unsigned long long)(res.tokens_per_s + 0.5), tps, sizeof tps);
+    if (st == CLF_ERR_INTERRUPTED)
+        printf("interrupted at step %llu of %llu; continue with --resume\n",
+               (unsigned long long)res.last_step, (unsigned long long)res.total);
+    else if (res.early_stopped)
+        printf("early stop at step %llu: no improvement in %d evaluations\n",
+               (unsigned long long)res.last_step, cfg->train.early_stop.patience);
+    printf("done: steps %llu-%llu in %s (%s training tok/s)", (unsigned long long)res.first_step,
+           (unsigned long long)res.last_step, el, tps);
+    if (res.last_val_loss == res.last_val_loss)
+        printf(", val loss %.4f", res.last_val_loss);
+    if (res.last_accuracy == res.last_accuracy)
+        printf(", accuracy %.2f%%", 100.0 * res.last_accuracy);
+    if (res.last_bleu == res.last_bleu)
+        printf(", BLEU %.2f", res.last_bleu);
+    printf("\n");
+    if (cfg->kind != CLF_MODEL_DECODER && res.best_metric == res.best_metric)
+        printf("best %s %.4f at step %llu (%s/best.safetensors)\n",
+               clf_config_metric_name(cfg->train.early_stop.metric),
+               cfg->train.early_stop.metric == CLF_METRIC_ACCURACY ? 100.0 * res.best_metric
+                                                                    : res.best_metric,
+               (unsigned long long)res.best_step, out);
+    if (rf->profile)
+        cli_print_profile(rt, stdout);
+    return st == CLF_OK ? CLI_EXIT_OK : CLI_EXIT_INTERRUPTED;
+}
+
+/* The tokenizer of a checkpoint (resume). */
+static int tokenizer_from_checkpoint(const char *ckpt_path, clf_tokenizer **tok)
+{
+    clf_error err;
+    clf_error_clear(&err);
+    clf_checkpoint *ck = NULL;
+    clf_status st = clf_checkpoint_open(ckpt_path, &ck, &err);
+    if (st == CLF_OK) {
+        const char *tj = clf_checkpoint_tokenizer(ck);
+        st = clf_tokenizer_from_json(tj, strlen(tj), tok, &err);
+    }
+    clf_checkpoint_close(ck);
+    if (st != CLF_OK) {
+        cli_print_error(NULL, &err);
+        return cli_exit_code(st);
+    }
+    return CLI_EXIT_OK;
+}
+
+typedef struct seq_flags {
+    const char *val, *src, *tgt;
+    long batch_tokens, beam;
+} seq_flags;
+
+/* The encoder kinds: sentences, tokenizer, limits, model, trainer. */
+static int train_seq(clf_model_config *cfg, const char *data, const char *out,
+                     const char *ckpt_path, int resume, const seq_flags *sf,
+                     const cli_runtime_flags *rf)
+{
+    cli_seq_paths paths;
+    clf_tokenizer *tok = NULL;
+    clf_seqdata *tr = NULL, *va = NULL;
+    clf_runtime *rt = NULL;
+    clf_model *m = NULL;
+    char **refs = NULL;
+    size_t n_refs = 0;
+    clf_error err;
+    clf_error_clear(&err);
+    clf_status st = CLF_OK;
+    int rc = cli_seq_paths_train(cfg->kind, data, sf->val, sf->src, sf->tgt, &paths);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (resume)
+        rc = tokenizer_from_checkpoint(ckpt_path, &tok);
+    else
+        rc = cli_seq_tokenizer(cfg, &paths, stdout, &tok);
+    if (rc != CLI_EXIT_OK)
+        goto done;
+    if ((rc = cli_seq_specials(tok)) != CLI_EXIT_OK)
+        goto done;
+    const int s2s = cfg->kind == CLF_MODEL_ENCODER_DECODER;
+    if ((rc = cli_seq_load(cfg, tok, paths.train_src, s2s ? paths.train_tgt : NULL, &tr)) !=
+            CLI_EXIT_OK ||
+        (rc = cli_seq_load(cfg, tok, paths.val_src, s2s ? paths.val_tgt : NULL, &va)) !=
+            CLI_EXIT_OK)
+        goto done;
+    cli_seq_report("train", tr, stdout);
+    cli_seq_report("validation", va, stdout);
+    if (s2s && (rc = cli_read_lines(paths.val_tgt, &refs, &n_refs)) != CLI_EXIT_OK)
+        goto done;
+    if (s2s && n_refs != clf_seqdata_size(va)) {
+        fprintf(stderr, "clformer: %s has %zu lines, the validation set %zu sentences\n",
+                paths.val_tgt, n_refs, clf_seqdata_size(va));
+        rc = CLI_EXIT_FAIL;
+        goto done;
+    }
+    if (cfg->kind == CLF_MODEL_ENCODER && cfg->head.labels == 0) {
+        int nl = clf_seqdata_stats_get(tr)->labels;
+        int nv = clf_seqdata_stats_get(va)->labels;
+        char set[64];
+        snprintf(set, sizeof set, "head.labels=%d", (nl > nv ? nl : nv) < 2 ? 2 : (nl > nv ? nl : nv));
+        if ((st = clf_config_set(cfg, set, &err)) != CLF_OK)
+            goto fail;
+    }
+
+    clf_train_data td;
+    memset(&td, 0, sizeof td);
+    td.train = tr;
+    td.val = va;
+    td.val_refs = s2s ? (const char *const *)refs : NULL;
+    td.batch_tokens = (int)sf->batch_tokens;
+    clf_beam_options_default(&td.decode);
+    td.decode.beam = (int)sf->beam;
+    td.decode.batch = cfg->train.batch > 0 ? cfg->train.batch : 64;
+    clf_checkpoint_extra extra[2];
+    int n_extra = 0;
+    if (paths.src_lang[0])
+        extra[n_extra++] = (clf_checkpoint_extra){"src_lang", paths.src_lang};
+    if (paths.tgt_lang[0])
+        extra[n_extra++] = (clf_checkpoint_extra){"tgt_lang", paths.tgt_lang};
+    td.extra = extra;
+    td.n_extra = n_extra;
+
+    clf_model_limits lim;
+    uint64_t total = 0;
+    if ((st = clf_trainer_seq_limits(cfg, &td, &lim, &err)) != CLF_OK ||
+        (st = clf_trainer_total_steps_data(cfg, &td, &total, &err)) != CLF_OK)
+        goto fail;
+    if ((rc = cli_runtime_open(rf, &rt)) != CLI_EXIT_OK)
+        goto done;
+    if ((st = clf_model_create_ex(rt, cfg, clf_tokenizer_vocab_size(tok), &lim, CLF_MODEL_TRAIN,
+                                  &m, &err)) != CLF_OK)
+        goto fail;
+
+    clf_model_dims d = clf_model_dims_get(m);
+    char np[32];
+    cli_group_digits(d.n_real, np, sizeof np);
+    printf("device: %s\n", clf_runtime_device(rt)->name);
+    if (s2s)
+        printf("model: %s parameters (encoder-decoder, %d+%d layers, %d heads, dim %d, ffn %d, "
+               "context %d, vocabulary %d)\n",
+               np, d.L_enc, d.L_dec, d.NH, d.C, d.H, d.T, d.V);
+    else
+        printf("model: %s parameters (encoder classifier, %d layers, %d heads, dim %d, ffn %d, "
+               "context %d, vocabulary %d, %d labels, %s pooling)\n",
+               np, d.L_enc, d.NH, d.C, d.H, d.T, d.V, d.labels,
+               clf_config_pool_name(cfg->head.pool));
+    char bt[64] = "";
+    if (sf->batch_tokens > 0)
+        snprintf(bt, sizeof bt, "up to %ld tokens and ", sf->batch_tokens);
+    uint64_t per_epoch = 0;
+    {
+        clf_model_config one = *cfg;
+        one.train.steps = 0;
+        one.train.epochs = 1;
+        if ((st = clf_trainer_total_steps_data(&one, &td, &per_epoch, &err)) != CLF_OK)
+            goto fail;
+    }
+    printf("training: %llu steps (%.1f epochs of %llu batches) of %s%d sentences (largest "
+           "batch %d x %d/%d), %s lr %g, checkpoints in %s\n",
+           (unsigned long long)total, per_epoch > 0 ? (double)total / (double)per_epoch : 0.0,
+           (unsigned long long)per_epoch, bt, cfg->train.batch, lim.B, lim.S, lim.T,
+           clf_config_schedule_name(cfg->train.schedule.type), cfg->train.optimizer.lr, out);
+    fflush(stdout);
+    rc = run_trainer(m, cfg, &td, tok, out, resume, rf, rt);
+    goto done;
+fail:
+    cli_print_error(NULL, &err);
+    rc = cli_exit_code(st);
+done:
+    cli_free_lines(refs, n_refs);
+    clf_model_destroy(m);
+    clf_runtime_destroy(rt);
+    clf_seqdata_destroy(tr);
+    clf_seqdata_destroy(va);
+    clf_tokenizer_destroy(tok);
+    return rc;
 }
 
 int cli_cmd_train(int argc, char **argv)
@@ -134,7 +385,8 @@ int cli_cmd_train(int argc, char **argv)
     memset(&sets, 0, sizeof sets);
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
-    int resume = 0;
+    seq_flags sf = {NULL, NULL, NULL, 0, 1};
+    int resume = 0, seq_flag = 0;
     char steps_set[64];
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -154,6 +406,26 @@ int cli_cmd_train(int argc, char **argv)
         } else if (strcmp(a, "--out") == 0) {
             if ((out = cli_flag_value(argc, argv, &i)) == NULL)
                 return CLI_EXIT_USAGE;
+        } else if (strcmp(a, "--val") == 0) {
+            if ((sf.val = cli_flag_value(argc, argv, &i)) == NULL)
+                return CLI_EXIT_USAGE;
+            seq_flag = 1;
+        } else if (strcmp(a, "--src") == 0) {
+            if ((sf.src = cli_flag_value(argc, argv, &i)) == NULL)
+                return CLI_EXIT_USAGE;
+            seq_flag = 1;
+        } else if (strcmp(a, "--tgt") == 0) {
+            if ((sf.tgt = cli_flag_value(argc, argv, &i)) == NULL)
+                return CLI_EXIT_USAGE;
+            seq_flag = 1;
+        } else if (strcmp(a, "--batch-tokens") == 0) {
+            if (!cli_int_flag(argc, argv, &i, 1, 100000000L, &sf.batch_tokens))
+                return CLI_EXIT_USAGE;
+            seq_flag = 1;
+        } else if (strcmp(a, "--beam") == 0) {
+            if (!cli_int_flag(argc, argv, &i, 1, CLF_BEAM_MAX, &sf.beam))
+                return CLI_EXIT_USAGE;
+            seq_flag = 1;
         } else if (strcmp(a, "--resume") == 0) {
             resume = 1;
         } else if (strcmp(a, "--steps") == 0) {
@@ -190,6 +462,12 @@ int cli_cmd_train(int argc, char **argv)
     int rc = cli_config_load(model_path, &sets, &cfg);
     if (rc != CLI_EXIT_OK)
         return rc;
+    if (cfg.kind == CLF_MODEL_DECODER && seq_flag) {
+        fprintf(stderr, "clformer train: --val, --src, --tgt, --batch-tokens and --beam are for "
+                        "the encoder kinds; %s is a decoder trained on one text\n",
+                model_path);
+        return CLI_EXIT_USAGE;
+    }
     char ckpt_path[4096];
     snprintf(ckpt_path, sizeof ckpt_path, "%s/%s", out, CLF_TRAINER_CKPT_NAME);
     if (!resume && file_exists(ckpt_path)) {
@@ -205,6 +483,8 @@ int cli_cmd_train(int argc, char **argv)
     }
     if ((rc = cli_mkdir_p(out)) != CLI_EXIT_OK)
         return rc;
+    if (cfg.kind != CLF_MODEL_DECODER)
+        return train_seq(&cfg, data, out, ckpt_path, resume, &sf, &rf);
 
     clf_error err;
     clf_error_clear(&err);
@@ -215,19 +495,13 @@ int cli_cmd_train(int argc, char **argv)
     clf_dataset *ds = NULL;
     clf_runtime *rt = NULL;
     clf_model *m = NULL;
-    clf_checkpoint *ck = NULL;
     rc = CLI_EXIT_OK;
 
     if ((st = clf_dataset_read_text(data, &text, &len, &err)) != CLF_OK)
         goto fail;
     if (resume) {
-        if ((st = clf_checkpoint_open(ckpt_path, &ck, &err)) != CLF_OK)
-            goto fail;
-        const char *tj = clf_checkpoint_tokenizer(ck);
-        if ((st = clf_tokenizer_from_json(tj, strlen(tj), &tok, &err)) != CLF_OK)
-            goto fail;
-        clf_checkpoint_close(ck);
-        ck = NULL;
+        if ((rc = tokenizer_from_checkpoint(ckpt_path, &tok)) != CLI_EXIT_OK)
+            goto done;
     } else {
         if ((st = clf_tokenizer_create(cfg.vocab.tokenizer, text, len, &tok, &err)) != CLF_OK)
             goto fail;
@@ -255,56 +529,18 @@ int cli_cmd_train(int argc, char **argv)
            (unsigned long long)clf_trainer_total_steps(&cfg, ds), cfg.train.batch, cfg.context,
            clf_config_schedule_name(cfg.train.schedule.type), cfg.train.optimizer.lr, out);
     fflush(stdout);
-
-    ui u = {isatty(fileno(stdout)), 0, stdout};
-    clf_trainer_options o;
-    memset(&o, 0, sizeof o);
-    o.out_dir = out;
-    o.resume = resume;
-    o.stop = &g_stop;
-    o.cb.user = &u;
-    o.cb.on_start = cb_start;
-    o.cb.on_log = cb_log;
-    o.cb.on_eval = cb_eval;
-    o.cb.on_checkpoint = cb_ckpt;
-
-    struct sigaction sa, old;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C takes the default action */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
-    clf_train_result res;
-    st = clf_trainer_run(m, &cfg, ds, tok, &o, &res, &err);
-    sigaction(SIGINT, &old, NULL);
-    ui_endline(&u);
-
-    if (st == CLF_OK || st == CLF_ERR_INTERRUPTED) {
-        char el[32], tps[32];
-        cli_format_duration(res.session_s, el, sizeof el);
-        cli_group_digits((unsigned long long)(res.tokens_per_s + 0.5), tps, sizeof tps);
-        if (st == CLF_ERR_INTERRUPTED)
-            printf("interrupted at step %llu of %llu; continue with --resume\n",
-                   (unsigned long long)res.last_step, (unsigned long long)res.total);
-        else if (res.early_stopped)
-            printf("early stop at step %llu: no improvement in %d evaluations\n",
-                   (unsigned long long)res.last_step, cfg.train.early_stop.patience);
-        printf("done: steps %llu-%llu in %s (%s training tok/s)", (unsigned long long)res.first_step,
-               (unsigned long long)res.last_step, el, tps);
-        if (res.last_val_loss == res.last_val_loss)
-            printf(", val loss %.4f", res.last_val_loss);
-        printf("\n");
-        if (rf.profile)
-            cli_print_profile(rt, stdout);
-        rc = st == CLF_OK ? CLI_EXIT_OK : CLI_EXIT_INTERRUPTED;
-        goto done;
+    {
+        clf_train_data td;
+        memset(&td, 0, sizeof td);
+        td.text = ds;
+        rc = run_trainer(m, &cfg, &td, tok, out, resume, &rf, rt);
     }
+    goto done;
 fail:
     cli_print_error(NULL, &err);
     rc = cli_exit_code(st);
 done:
     free(text);
-    clf_checkpoint_close(ck);
     clf_model_destroy(m);
     clf_runtime_destroy(rt);
     clf_dataset_destroy(ds);

@@ -17,9 +17,11 @@ static const command commands[] = {
     {"selftest", cli_cmd_selftest, "build every kernel family and check GEMM on a device"},
     {"train", cli_cmd_train, "train a model described in YAML on a text file"},
     {"sample", cli_cmd_sample, "generate text from a trained model"},
-    {"eval", cli_cmd_eval, "loss and perplexity of a trained model on a text's validation split"},
+    {"eval", cli_cmd_eval, "validation loss and perplexity, accuracy or BLEU of a trained model"},
     {"info", cli_cmd_info, "parameters, FLOPs per token and memory of a model file"},
     {"tokenizer", cli_cmd_tokenizer, "train a BPE tokenizer on text files; encode and decode with one"},
+    {"translate", cli_cmd_translate, "translate sentences (stdin -> stdout) with an encoder-decoder"},
+    {"classify", cli_cmd_classify, "label sentences (stdin -> stdout) with an encoder classifier"},
 };
 
 static void usage(FILE *out)

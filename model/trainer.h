@@ -50,8 +50,32 @@
  * temporary file, fsync, rename), with the data generator's state and the
  * run's elapsed time in the metadata.
  *
+ * The encoder kinds (clf_trainer_run_data): the same loop, with batches
+ * from the sentence loader of seqdata.h instead of random windows:
+ *   batches  bucketed by length (CLF_SEQ_ORDER_BUCKETED), train.batch
+ *            sentences each, or a token budget (clf_train_data.batch_tokens,
+ *            B x max(S, T) slots, train.batch then caps B); seeded by
+ *            train.seed, one epoch = one pass over the training sentences.
+ *   total    train.steps, or with steps 0 train.epochs x the batches of each
+ *            epoch (exact: each epoch is planned ahead to count them).
+ *   eval     eval.every > 0: every that many steps; eval.every 0: at the end
+ *            of every epoch; and after the last step. Each evaluation
+ *            computes over the whole validation set (eval.batches is not
+ *            used): the loss (label smoothing off), the classifier's
+ *            accuracy, and the translator's corpus BLEU (seqeval.h:
+ *            sacreBLEU 13a on detokenized text) with clf_train_data.decode
+ *            (beam 1: greedy), run on an inference copy of the model
+ *            created at the first evaluation (parameters copied in before
+ *            each).
+ *   early stop  train.early_stop.patience evaluations without a better
+ *            train.early_stop.metric: loss (lower is better), accuracy
+ *            (classifier) or bleu (translator), both higher is better.
+ *   resume   the loader's position (epoch, next batch) is in the checkpoint
+ *            (data_state), with the token budget; a resumed run continues
+ *            bit for bit, as the GPT's.
+ *
  * Not here: printing, signal handling (the caller sets *stop), gradient
- * accumulation, several devices, the encoder kinds' data (later issues).
+ * accumulation, several devices.
  */
 #ifndef CLF_TRAINER_H
 #define CLF_TRAINER_H
@@ -61,8 +85,11 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "model/beam.h"
+#include "model/checkpoint.h"
 #include "model/dataset.h"
 #include "model/model.h"
+#include "model/seqdata.h"
 #include "model/tokenizer.h"
 #include "runtime/status.h"
 
@@ -80,6 +107,8 @@ typedef struct clf_train_progress {
     double elapsed_s;    /* wall time of the run, earlier sessions (resume) included */
     double eta_s;        /* estimated time to the last step (training only); < 0 unknown */
     double step_ms;      /* mean wall time of a step since the previous log */
+    int64_t epoch;       /* encoder kinds: the epoch of the last batch (0-based); -1 for a
+                            decoder */
 } clf_train_progress;
 
 typedef struct clf_train_eval {
@@ -88,6 +117,13 @@ typedef struct clf_train_eval {
     double train_loss; /* estimate over eval.batches train windows; NAN with batches 0 */
     uint64_t val_tokens; /* targets the validation loss averages over */
     double seconds;      /* time the evaluation took */
+    int64_t epoch;       /* encoder kinds: epochs completed at this evaluation; -1 for a
+                            decoder */
+    double accuracy;     /* classifier: validation accuracy in [0, 1]; else NAN */
+    double bleu;         /* translator: validation corpus BLEU in [0, 100]; else NAN */
+    double bleu_bp;      /* its brevity penalty and hypothesis/reference length ratio */
+    double bleu_ratio;
+    int best;            /* 1 if this evaluation is the best so far by the early-stop metric */
 } clf_train_eval;
 
 typedef struct clf_trainer_callbacks {
@@ -111,6 +147,10 @@ typedef struct clf_train_result {
     uint64_t total;
     double last_loss;     /* last logged training loss (NAN if none) */
     double last_val_loss; /* last evaluation (NAN if none) */
+    double last_accuracy; /* last evaluation's accuracy / BLEU (NAN if none) */
+    double last_bleu;
+    double best_metric;   /* best evaluation by the early-stop metric (NAN if none) */
+    uint64_t best_step;   /* its step */
     double elapsed_s;     /* the run's wall time, earlier sessions included */
     double session_s;     /* this session's wall time */
     double tokens_per_s;  /* training tokens per second over this session (evaluations
@@ -118,6 +158,40 @@ typedef struct clf_train_result {
     int interrupted;
     int early_stopped;
 } clf_train_result;
+
+/* What a run trains on: a decoder's text, or the encoder kinds' sentences. */
+typedef struct clf_train_data {
+    const clf_dataset *text;        /* decoder: the text and its train/val splits */
+    const clf_seqdata *train;       /* encoder / encoder-decoder: training sentences */
+    const clf_seqdata *val;         /*   validation sentences (with targets or labels) */
+    const char *const *val_refs;    /*   translator: raw reference lines of val for BLEU
+                                         (NULL: val's targets decoded) */
+    int batch_tokens;               /*   token budget per batch (0: train.batch sentences) */
+    clf_beam_options decode;        /*   translator: decoding for BLEU (clf_beam_options_default
+                                         for greedy; .batch sentences per search) */
+    const clf_checkpoint_extra *extra; /* more metadata for every checkpoint (e.g. the
+                                          languages); may be NULL */
+    int n_extra;
+} clf_train_data;
+
+/* The sentence loader's options for a run (bucketed, seeded by train.seed). */
+void clf_trainer_seq_batching(const clf_model_config *cfg, const clf_train_data *data,
+                              clf_seq_batching *bo);
+/* The limits to create an encoder kind's model with (clf_model_create_ex),
+ * covering the training batches of every epoch and the evaluation batches. */
+clf_status clf_trainer_seq_limits(const clf_model_config *cfg, const clf_train_data *data,
+                                  clf_model_limits *lim, clf_error *err);
+/* Steps of the run (train.steps, or train.epochs as described above). */
+clf_status clf_trainer_total_steps_data(const clf_model_config *cfg, const clf_train_data *data,
+                                        uint64_t *total, clf_error *err);
+
+/* Run (or continue) training on data: clf_trainer_run generalised to every
+ * kind. For the encoder kinds m was created with clf_model_create_ex and
+ * clf_trainer_seq_limits (and CLF_MODEL_TRAIN). */
+clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
+                                const clf_train_data *data, const clf_tokenizer *tok,
+                                const clf_trainer_options *o, clf_train_result *res,
+                                clf_error *err);
 
 /* Steps a config asks for on a dataset (steps, or epochs as above). */
 uint64_t clf_trainer_total_steps(const clf_model_config *cfg, const clf_dataset *ds);

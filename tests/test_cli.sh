@@ -14,7 +14,12 @@
 # --resume, Ctrl-C (exit 130 with a checkpoint), eval --json, sample
 # (deterministic for a seed), info (its parameter total equals the one
 # train reports), and truncated / corrupted checkpoints refused with a clear
-# message.
+# message. Issue 4 (the last section): a translator and a classifier
+# trained on toy data written by the script: folder and explicit-file data
+# forms, --src/--tgt, progress by epoch, BLEU / accuracy evaluations,
+# --resume, translate (one line per line, input order, beam, empty input),
+# classify (label and probability per line), eval --json for both, and
+# each command refusing the other kind.
 set -u
 
 BIN=${1:?usage: test_cli.sh path/to/clformer}
@@ -186,6 +191,129 @@ run "$BIN" eval "$TMP/garbage" --data "$DATA" "${DEV[@]}"
 expect "random bytes are refused" 1 "ckpt.safetensors"
 run "$BIN" eval "$TMP/nothing" --data "$DATA" "${DEV[@]}"
 expect "a missing run directory is reported" 1 "nothing"
+
+# ---- issue 4: the encoder kinds (translate, classify, eval) --------------------------
+# Toy data written here: German -> English digit words (64 training pairs, 16
+# validation pairs; the training files gzip-compressed as Multi30k's), and a
+# sentiment TSV whose label says whether the sentence holds "good" or "bad".
+MT=$TMP/mt
+mkdir -p "$MT"
+awk 'BEGIN{srand(7); split("null eins zwei drei vier fuenf sechs sieben acht neun",de," ");
+  split("zero one two three four five six seven eight nine",en," ");
+  for(i=0;i<80;i++){n=2+int(rand()*5); s="";t="";
+    for(j=0;j<n;j++){k=1+int(rand()*10); s=s (j?" ":"") de[k]; t=t (j?" ":"") en[k]}
+    if(i<64){print s > "'"$MT"'/train.de"; print t > "'"$MT"'/train.en"}
+    else {print s > "'"$MT"'/val.de"; print t > "'"$MT"'/val.en"}}}'
+gzip -f "$MT/train.de" "$MT/train.en"
+awk 'BEGIN{srand(11); split("movie film story plot acting it this",w," ");
+  print "sentence\tlabel" > "'"$MT"'/train.tsv"; print "sentence\tlabel" > "'"$MT"'/dev.tsv";
+  for(i=0;i<240;i++){n=3+int(rand()*5); s=""; lab=int(rand()*2); p=int(rand()*n);
+    for(j=0;j<n;j++){x=(j==p)?(lab?"good":"bad"):w[1+int(rand()*7)]; s=s (j?" ":"") x}
+    print s "\t" lab > (i<200 ? "'"$MT"'/train.tsv" : "'"$MT"'/dev.tsv")}}'
+gzip -f "$MT/train.tsv"
+cat >"$TMP/s2s.yaml" <<'YAML'
+model:
+  kind: encoder-decoder
+  vocab: {tokenizer: bpe, size: 300}
+  context: 24
+  embedding: {dim: 32, scale: true, dropout: 0.1}
+  positional: {type: sinusoidal}
+  blocks: {repeat: 1, attention: {heads: 2}, ffn: {hidden: 64, activation: relu}, dropout: 0.1}
+  share_embeddings: true
+  head: {type: lm}
+train:
+  batch: 16
+  steps: 0
+  epochs: 2
+  label_smoothing: 0.1
+  optimizer: {type: adam, lr: 1.0, betas: [0.9, 0.98], eps: 1.0e-9, weight_decay: 0.0}
+  schedule: {type: noam, warmup: 4}
+  eval: {every: 0}
+  seed: 7
+  log_every: 1
+YAML
+cat >"$TMP/cls.yaml" <<'YAML'
+model:
+  kind: encoder
+  vocab: {tokenizer: bpe, size: 300}
+  context: 16
+  embedding: {dim: 32, dropout: 0.1}
+  blocks: {repeat: 1, attention: {heads: 2, causal: false}, ffn: {hidden: 64}, dropout: 0.1}
+  head: {type: classifier, pool: mean}
+train:
+  batch: 16
+  steps: 60
+  optimizer: {type: adamw, lr: 3.0e-3, weight_decay: 0.0}
+  schedule: {type: constant, warmup: 5}
+  eval: {every: 20}
+  seed: 7
+  log_every: 10
+YAML
+
+run "$BIN" train "$TMP/s2s.yaml" --data "$MT" --out "$TMP/mtx" "${DEV[@]}"
+expect "a folder of parallel files needs --src/--tgt" 2 "--src LANG --tgt LANG"
+run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/x" --src de "${DEV[@]}"
+expect "translation flags on a decoder exit 2" 2 "encoder kinds"
+MTRUN=$TMP/mtrun
+run "$BIN" train "$TMP/s2s.yaml" --data "$MT" --src de --tgt en --out "$MTRUN" "${DEV[@]}"
+expect "train a translator from a folder (train.L.gz, val.L)" 0 "step 8 \(epoch 2\): val loss [0-9.]+, BLEU [0-9.]+"
+if grep -q "tokenizer: bpe, " "$OUT" && grep -Eq "^epoch 2 \| step +8/8 \| loss" "$OUT" &&
+   [ -s "$MTRUN/ckpt.safetensors" ] && [ -s "$MTRUN/best.safetensors" ]; then
+  ok "translator: BPE trained, epochs in the progress, ckpt and best checkpoints"
+else
+  bad "translator: BPE trained, epochs in the progress, ckpt and best checkpoints"
+fi
+run "$BIN" train "$TMP/s2s.yaml" --data "$MT" --src de --tgt en --out "$MTRUN" --resume --set train.epochs=3 "${DEV[@]}"
+expect "translator --resume continues into epoch 3" 0 "resuming at step 8 of 12"
+head -5 "$MT/val.de" >"$TMP/src5"
+run "$BIN" translate "$MTRUN" --beam 3 --quiet "${DEV[@]}" <"$TMP/src5"
+cp "$OUT" "$TMP/hyp5"
+if [ "$RC" -eq 0 ] && [ "$(wc -l <"$OUT")" -eq 5 ]; then ok "translate: one line out per line in"; else bad "translate: one line out per line in"; fi
+same=1
+for i in 1 2 3 4 5; do
+  sed -n "${i}p" "$TMP/src5" | "$BIN" translate "$MTRUN" --beam 3 --quiet "${DEV[@]}" >"$TMP/one" 2>/dev/null
+  [ "$(cat "$TMP/one")" = "$(sed -n "${i}p" "$TMP/hyp5")" ] || same=0
+done
+distinct=$(sort -u "$TMP/hyp5" | wc -l)
+if [ "$same" -eq 1 ] && [ "$distinct" -ge 2 ]; then
+  ok "translate keeps the input order (batched == one by one; $distinct distinct lines)"
+else
+  bad "translate keeps the input order (batched == one by one; $distinct distinct lines)"
+fi
+run "$BIN" translate "$MTRUN" "${DEV[@]}" </dev/null
+if [ "$RC" -eq 0 ] && [ ! -s "$OUT" ]; then ok "translate: empty input, empty output"; else bad "translate: empty input, empty output"; fi
+run "$BIN" translate "$MTRUN" --beam 0 "${DEV[@]}" <"$TMP/src5"
+expect "translate --beam 0 exits 2" 2 "--beam: expected"
+run "$BIN" eval "$MTRUN" --data "$MT" --json "${DEV[@]}"
+expect "eval --json of a translator (languages from the checkpoint)" 0 '^\{"bleu": [0-9.]+, "bp": [0-9.]+, .*"sentences": 16, "beam": 1'
+run "$BIN" eval "$MTRUN" --data "$MT/val.de,$MT/val.en" --beam 2 --hyps "$TMP/hyps" "${DEV[@]}"
+if [ "$RC" -eq 0 ] && grep -Eq "^BLEU = [0-9.]+ [0-9.]+/[0-9.]+/[0-9.]+/[0-9.]+ \(BP = " "$OUT" &&
+   [ "$(wc -l <"$TMP/hyps")" -eq 16 ]; then
+  ok "eval with explicit files and --beam prints sacreBLEU's line and writes --hyps"
+else
+  bad "eval with explicit files and --beam prints sacreBLEU's line and writes --hyps"
+fi
+echo "drei eins" >"$TMP/one.de"
+run "$BIN" classify "$MTRUN" "${DEV[@]}" <"$TMP/one.de"
+expect "classify refuses a translator" 2 "encoder classifier"
+
+CLRUN=$TMP/clrun
+run "$BIN" train "$TMP/cls.yaml" --data "$MT" --out "$CLRUN" "${DEV[@]}"
+expect "train a classifier on a TSV folder (train.tsv.gz, dev.tsv)" 0 "step 60 \(epoch [0-9]+\): val loss [0-9.]+, accuracy [0-9.]+%"
+run "$BIN" eval "$CLRUN" --data "$MT" --json "${DEV[@]}"
+expect "eval --json of a classifier" 0 '^\{"accuracy": [0-9.]+, "val_loss": [0-9.]+, "correct": [0-9]+, "sentences": 40\}$'
+ACC=$(sed -n 's/^{"accuracy": \([0-9.]*\),.*/\1/p' "$OUT")
+if awk -v a="${ACC:-0}" 'BEGIN{exit !(a >= 0.9)}'; then ok "the classifier learns the toy task (accuracy $ACC >= 0.9)"; else bad "the classifier learns the toy task (accuracy ${ACC:-?} >= 0.9)"; fi
+printf 'this movie is good\nbad plot\nit\n' >"$TMP/sent"
+run "$BIN" classify "$CLRUN" "${DEV[@]}" <"$TMP/sent"
+if [ "$RC" -eq 0 ] && [ "$(grep -Ec $'^[01]\t[01]\\.[0-9]{4}$' "$OUT")" -eq 3 ] &&
+   [ "$(head -1 "$OUT" | cut -f1)" = 1 ] && [ "$(sed -n 2p "$OUT" | cut -f1)" = 0 ]; then
+  ok "classify prints LABEL<TAB>PROBABILITY per line (good -> 1, bad -> 0)"
+else
+  bad "classify prints LABEL<TAB>PROBABILITY per line (good -> 1, bad -> 0)"
+fi
+run "$BIN" translate "$CLRUN" "${DEV[@]}" <"$TMP/sent"
+expect "translate refuses a classifier" 2 "encoder-decoder"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

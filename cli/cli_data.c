@@ -1,0 +1,669 @@
+/*
+ * cli_data.c - finding, tokenizing and loading the encoder kinds' data for
+ * train, eval, translate and classify (see cli_data.h for the forms).
+ *
+ * Design: paths are resolved and checked first (a missing file is a usage
+ * error naming the path and what was looked for), then the tokenizer is
+ * built once from the training text, then both sets are loaded with it.
+ * BPE training adds each training file whole (a translator's source and
+ * target together: one joint vocabulary, as the shared embeddings need);
+ * for a TSV only its text column is added, line by line.
+ *
+ * Not here: the decoder's text data (cmd_train.c / dataset.h).
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli_data.h"
+
+static int is_dir(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int is_file(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static int copy_path(char *dst, const char *src)
+{
+    size_t n = strlen(src);
+    if (n == 0 || n >= CLI_PATH_MAX) {
+        fprintf(stderr, "clformer: bad path '%s'\n", src);
+        return 0;
+    }
+    memcpy(dst, src, n + 1);
+    return 1;
+}
+
+/* dir/stem or dir/stem.gz into out; 1 if found */
+static int find_file(const char *dir, const char *stem, char *out)
+{
+    static const char *const ext[] = {"", ".gz"};
+    for (int i = 0; i < 2; i++) {
+        int n = snprintf(out, CLI_PATH_MAX, "%s/%s%s", dir, stem, ext[i]);
+        if (n > 0 && n < CLI_PATH_MAX && is_file(out))
+            return 1;
+    }
+    out[0] = '\0';
+    return 0;
+}
+
+/* "a,b" -> a, b (each a file) */
+static int split_pair(const char *spec, char *a, char *b, const char *flag)
+{
+    const char *c = strchr(spec, ',');
+    if (c == NULL || strchr(c + 1, ',') != NULL || c == spec || c[1] == '\0') {
+        fprintf(stderr,
+                "clformer: %s %s: expected a folder or two parallel files SRC,TGT\n", flag,
+                spec);
+        return 0;
+    }
+    size_t n = (size_t)(c - spec);
+    if (n >= CLI_PATH_MAX || strlen(c + 1) >= CLI_PATH_MAX) {
+        fprintf(stderr, "clformer: %s: path too long\n", flag);
+        return 0;
+    }
+    memcpy(a, spec, n);
+    a[n] = '\0';
+    strcpy(b, c + 1);
+    for (int i = 0; i < 2; i++) {
+        const char *p = i ? b : a;
+        if (!is_file(p)) {
+            fprintf(stderr, "clformer: %s: no file %s\n", flag, p);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The languages of DIR/train.<lang>[.gz] files, for the error message. */
+static void list_langs(const char *dir, char *out, size_t cap)
+{
+    DIR *d = opendir(dir);
+    size_t n = 0;
+    out[0] = '\0';
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *s = e->d_name;
+        if (strncmp(s, "train.", 6) != 0 || strstr(s, ".tsv") != NULL)
+            continue;
+        char lang[CLI_LANG_MAX];
+        size_t k = 0;
+        for (const char *q = s + 6; *q && *q != '.' && k + 1 < sizeof lang; q++)
+            lang[k++] = *q;
+        lang[k] = '\0';
+        if (k == 0)
+            continue;
+        int w = snprintf(out + n, cap - n, "%s%s", n ? ", " : "", lang);
+        if (w < 0 || (size_t)w >= cap - n)
+            break;
+        n += (size_t)w;
+    }
+    closedir(d);
+}
+
+static int langs_needed(const char *dir, const char *src_lang, const char *tgt_lang)
+{
+    if (src_lang != NULL && src_lang[0] && tgt_lang != NULL && tgt_lang[0])
+        return 1;
+    char langs[256];
+    list_langs(dir, langs, sizeof langs);
+    fprintf(stderr,
+            "clformer: --data %s is a folder of parallel files: give the direction with --src "
+            "LANG --tgt LANG (languages found: %s)\n",
+            dir, langs[0] ? langs : "none");
+    return 0;
+}
+
+static int set_lang(char *dst, const char *lang, const char *flag)
+{
+    size_t n = strlen(lang);
+    if (n == 0 || n >= CLI_LANG_MAX || strchr(lang, '/') != NULL) {
+        fprintf(stderr, "clformer: %s %s: expected a short language code such as de\n", flag,
+                lang);
+        return 0;
+    }
+    memcpy(dst, lang, n + 1);
+    return 1;
+}
+
+/* the parallel files of one split of a folder */
+static int split_files(const char *dir, const char *const *splits, int n_splits, const char *src,
+                       const char *tgt, char *a, char *b)
+{
+    char stem[CLI_PATH_MAX];
+    for (int i = 0; i < n_splits; i++) {
+        snprintf(stem, sizeof stem, "%s.%s", splits[i], src);
+        if (!find_file(dir, stem, a))
+            continue;
+        snprintf(stem, sizeof stem, "%s.%s", splits[i], tgt);
+        if (find_file(dir, stem, b))
+            return 1;
+        fprintf(stderr, "clformer: %s/%s.%s[.gz] exists but %s/%s.%s[.gz] does not\n", dir,
+                splits[i], src, dir, splits[i], tgt);
+        return 0;
+    }
+    fprintf(stderr, "clformer: no %s/%s.%s[.gz] with its %s.%s[.gz]%s\n", dir, splits[0], src,
+            splits[0], tgt, n_splits > 1 ? " (nor the other validation names: valid, dev)" : "");
+    return 0;
+}
+
+static int tsv_file(const char *dir, const char *const *splits, int n_splits, char *out)
+{
+    char stem[CLI_PATH_MAX];
+    for (int i = 0; i < n_splits; i++) {
+        snprintf(stem, sizeof stem, "%s.tsv", splits[i]);
+        if (find_file(dir, stem, out))
+            return 1;
+    }
+    fprintf(stderr, "clformer: no %s/%s.tsv[.gz]%s\n", dir, splits[0],
+            n_splits > 1 ? " (nor val.tsv, valid.tsv)" : "");
+    return 0;
+}
+
+static const char *const VAL_SPLITS[] = {"val", "valid", "dev"};
+static const char *const DEV_SPLITS[] = {"dev", "val", "valid"};
+
+int cli_seq_paths_train(clf_model_kind kind, const char *data, const char *val,
+                        const char *src_lang, const char *tgt_lang, cli_seq_paths *p)
+{
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    if (kind == CLF_MODEL_ENCODER_DECODER) {
+        if (is_dir(data)) {
+            if (!langs_needed(data, src_lang, tgt_lang) || !set_lang(p->src_lang, src_lang, "--src") ||
+                !set_lang(p->tgt_lang, tgt_lang, "--tgt"))
+                return CLI_EXIT_USAGE;
+            static const char *const tr[] = {"train"};
+            if (!split_files(data, tr, 1, src_lang, tgt_lang, p->train_src, p->train_tgt))
+                return CLI_EXIT_USAGE;
+            if (val == NULL &&
+                !split_files(data, VAL_SPLITS, 3, src_lang, tgt_lang, p->val_src, p->val_tgt))
+                return CLI_EXIT_USAGE;
+        } else if (!split_pair(data, p->train_src, p->train_tgt, "--data")) {
+            return CLI_EXIT_USAGE;
+        } else if (val == NULL) {
+            fprintf(stderr, "clformer: --data SRC,TGT needs --val SRC,TGT (validation files)\n");
+            return CLI_EXIT_USAGE;
+        }
+        if (val != NULL && !split_pair(val, p->val_src, p->val_tgt, "--val"))
+            return CLI_EXIT_USAGE;
+        if (!is_dir(data)) {
+            if (src_lang && !set_lang(p->src_lang, src_lang, "--src"))
+                return CLI_EXIT_USAGE;
+            if (tgt_lang && !set_lang(p->tgt_lang, tgt_lang, "--tgt"))
+                return CLI_EXIT_USAGE;
+        }
+        return CLI_EXIT_OK;
+    }
+    /* classifier */
+    if (is_dir(data)) {
+        static const char *const tr[] = {"train"};
+        if (!tsv_file(data, tr, 1, p->train_src))
+            return CLI_EXIT_USAGE;
+        if (val == NULL && !tsv_file(data, DEV_SPLITS, 3, p->val_src))
+            return CLI_EXIT_USAGE;
+    } else {
+        if (!is_file(data)) {
+            fprintf(stderr, "clformer: --data %s: no such file or folder\n", data);
+            return CLI_EXIT_USAGE;
+        }
+        if (!copy_path(p->train_src, data))
+            return CLI_EXIT_USAGE;
+        if (val == NULL) {
+            fprintf(stderr, "clformer: --data FILE.tsv needs --val FILE.tsv (validation set)\n");
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (val != NULL) {
+        if (!is_file(val)) {
+            fprintf(stderr, "clformer: --val %s: no such file\n", val);
+            return CLI_EXIT_USAGE;
+        }
+        if (!copy_path(p->val_src, val))
+            return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cli_seq_paths_eval(clf_model_kind kind, const char *data, const char *split,
+                       const char *src_lang, const char *tgt_lang, cli_seq_paths *p)
+{
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    const char *one[1] = {split};
+    const char *const *splits = split ? one : (kind == CLF_MODEL_ENCODER ? DEV_SPLITS : VAL_SPLITS);
+    int ns = split ? 1 : 3;
+    if (kind == CLF_MODEL_ENCODER_DECODER) {
+        if (is_dir(data)) {
+            if (!langs_needed(data, src_lang, tgt_lang) || !set_lang(p->src_lang, src_lang, "--src") ||
+                !set_lang(p->tgt_lang, tgt_lang, "--tgt"))
+                return CLI_EXIT_USAGE;
+            if (!split_files(data, splits, ns, src_lang, tgt_lang, p->val_src, p->val_tgt))
+                return CLI_EXIT_USAGE;
+            return CLI_EXIT_OK;
+        }
+        return split_pair(data, p->val_src, p->val_tgt, "--data") ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    if (is_dir(data))
+        return tsv_file(data, splits, ns, p->val_src) ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    if (!is_file(data)) {
+        fprintf(stderr, "clformer: --data %s: no such file or folder\n", data);
+        return CLI_EXIT_USAGE;
+    }
+    return copy_path(p->val_src, data) ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+}
+
+/* ---- the tokenizer --------------------------------------------------------------------- */
+
+static int fail_err(const clf_error *e, clf_status st)
+{
+    cli_print_error(NULL, e);
+    return cli_exit_code(st);
+}
+
+int cli_seq_specials(clf_tokenizer *tok)
+{
+    if (clf_tokenizer_type_of(tok) == CLF_TOKENIZER_BPE)
+        return CLI_EXIT_OK;
+    clf_error e;
+    clf_error_clear(&e);
+    for (int s = 0; s < CLF_SPECIAL_COUNT; s++) {
+        int32_t id;
+        clf_status st = clf_tokenizer_add_special(tok, (clf_special_token)s, &id, &e);
+        if (st != CLF_OK)
+            return fail_err(&e, st);
+    }
+    return CLI_EXIT_OK;
+}
+
+/* The text column of a TSV (header: the first of sentence, text, content). */
+static clf_status add_tsv_text(clf_bpe_trainer *tr, const char *text, size_t len,
+                               const char *path, char **joint, size_t *jlen, clf_error *err)
+{
+    static const char *const names[] = {"sentence", "text", "content"};
+    const char *p = text, *end = text + len;
+    const char *nl = memchr(p, '\n', len);
+    if (nl == NULL)
+        return clf_error_set(err, CLF_ERR_FORMAT, "%s: no header line", path);
+    int col = -1;
+    for (int k = 0; k < 3 && col < 0; k++) {
+        int c = 0;
+        for (const char *f = p; f < nl; c++) {
+            const char *t = memchr(f, '\t', (size_t)(nl - f));
+            const char *fe = t ? t : nl;
+            size_t fl = (size_t)(fe - f);
+            if (fl > 0 && fe[-1] == '\r')
+                fl--;
+            if (fl == strlen(names[k]) && memcmp(f, names[k], fl) == 0) {
+                col = c;
+                break;
+            }
+            f = t ? t + 1 : nl;
+        }
+    }
+    if (col < 0)
+        return clf_error_set(err, CLF_ERR_FORMAT,
+                             "%s:1: no text column ('sentence', 'text' or 'content')", path);
+    for (p = nl + 1; p < end;) {
+        const char *le = memchr(p, '\n', (size_t)(end - p));
+        if (le == NULL)
+            le = end;
+        const char *f = p;
+        for (int c = 0; c < col && f < le; c++) {
+            const char *t = memchr(f, '\t', (size_t)(le - f));
+            f = t ? t + 1 : le;
+        }
+        const char *t = memchr(f, '\t', (size_t)(le - f));
+        const char *fe = t ? t : le;
+        if (fe > f && fe[-1] == '\r')
+            fe--;
+        if (fe > f) {
+            clf_status st = CLF_OK;
+            if (tr != NULL)
+                st = clf_bpe_trainer_add(tr, f, (size_t)(fe - f), err);
+            if (st == CLF_OK && joint != NULL) {
+                char *nj = realloc(*joint, *jlen + (size_t)(fe - f) + 2);
+                if (nj == NULL)
+                    return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+                memcpy(nj + *jlen, f, (size_t)(fe - f));
+                *jlen += (size_t)(fe - f);
+                nj[(*jlen)++] = '\n';
+                nj[*jlen] = '\0';
+                *joint = nj;
+            }
+            if (st != CLF_OK)
+                return st;
+        }
+        p = le + 1;
+    }
+    return CLF_OK;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE *out,
+                      clf_tokenizer **tok)
+{
+    clf_error e;
+    clf_error_clear(&e);
+    clf_status st = CLF_OK;
+    int rc = CLI_EXIT_OK;
+    clf_bpe_trainer *tr = NULL;
+    char *text = NULL, *joint = NULL;
+    size_t len = 0, jlen = 0;
+    double t0 = now_s();
+    int tsv = p->kind == CLF_MODEL_ENCODER;
+    const char *files[2] = {p->train_src, tsv ? NULL : p->train_tgt};
+    *tok = NULL;
+    if (cfg->vocab.path[0] != '\0') {
+        if ((st = clf_seqdata_read_file(cfg->vocab.path, &text, &len, &e)) != CLF_OK ||
+            (st = clf_tokenizer_from_json(text, len, tok, &e)) != CLF_OK) {
+            clf_error_prefix(&e, "vocab.path %s", cfg->vocab.path);
+            goto fail;
+        }
+        fprintf(out, "tokenizer: %s from %s, %d tokens\n",
+                clf_config_tokenizer_name(clf_tokenizer_type_of(*tok)), cfg->vocab.path,
+                (int)clf_tokenizer_vocab_size(*tok));
+        goto specials;
+    }
+    switch (cfg->vocab.tokenizer) {
+    case CLF_TOKENIZER_BYTE:
+        if ((st = clf_tokenizer_create(CLF_TOKENIZER_BYTE, NULL, 0, tok, &e)) != CLF_OK)
+            goto fail;
+        break;
+    case CLF_TOKENIZER_BPE: {
+        clf_bpe_options bo;
+        clf_bpe_options_init(&bo);
+        if (cfg->vocab.size > 0)
+            bo.vocab_size = cfg->vocab.size;
+        if ((st = clf_bpe_trainer_create(&bo, &tr, &e)) != CLF_OK)
+            goto fail;
+        for (int i = 0; i < 2 && files[i] != NULL; i++) {
+            if (!tsv) {
+                if ((st = clf_bpe_trainer_add_file(tr, files[i], &e)) != CLF_OK)
+                    goto fail;
+                continue;
+            }
+            if ((st = clf_seqdata_read_file(files[i], &text, &len, &e)) != CLF_OK ||
+                (st = add_tsv_text(tr, text, len, files[i], NULL, NULL, &e)) != CLF_OK)
+                goto fail;
+            free(text);
+            text = NULL;
+        }
+        if ((st = clf_bpe_trainer_finish(tr, tok, &e)) != CLF_OK)
+            goto fail;
+        clf_bpe_stats bs;
+        clf_bpe_trainer_stats(tr, &bs);
+        fprintf(out,
+                "tokenizer: bpe, %d tokens (%d merges) trained on %s%s%s in %.1fs: %.2f bytes "
+                "per token\n",
+                (int)clf_tokenizer_vocab_size(*tok), (int)bs.merges, files[0],
+                files[1] ? " + " : "", files[1] ? files[1] : "", now_s() - t0,
+                bs.tokens > 0 ? (double)bs.bytes / (double)bs.tokens : 0.0);
+        goto specials;
+    }
+    default: /* char: the code points of the training text */
+        for (int i = 0; i < 2 && files[i] != NULL; i++) {
+            if ((st = clf_seqdata_read_file(files[i], &text, &len, &e)) != CLF_OK)
+                goto fail;
+            if (tsv) {
+                st = add_tsv_text(NULL, text, len, files[i], &joint, &jlen, &e);
+            } else {
+                char *nj = realloc(joint, jlen + len + 2);
+                if (nj == NULL) {
+                    st = clf_error_set(&e, CLF_ERR_MEMORY, "out of host memory");
+                    goto fail;
+                }
+                memcpy(nj + jlen, text, len);
+                jlen += len;
+                nj[jlen++] = '\n';
+                nj[jlen] = '\0';
+                joint = nj;
+            }
+            free(text);
+            text = NULL;
+            if (st != CLF_OK)
+                goto fail;
+        }
+        if ((st = clf_tokenizer_create(CLF_TOKENIZER_CHAR, joint, jlen, tok, &e)) != CLF_OK)
+            goto fail;
+        break;
+    }
+    if ((rc = cli_seq_specials(*tok)) != CLI_EXIT_OK)
+        goto fail_rc;
+    fprintf(out, "tokenizer: %s, %d tokens (special tokens included)\n",
+            clf_config_tokenizer_name(cfg->vocab.tokenizer), (int)clf_tokenizer_vocab_size(*tok));
+specials:
+    free(text);
+    free(joint);
+    clf_bpe_trainer_destroy(tr);
+    if ((rc = cli_seq_specials(*tok)) != CLI_EXIT_OK) {
+        clf_tokenizer_destroy(*tok);
+        *tok = NULL;
+    }
+    return rc;
+fail_rc:
+    free(text);
+    free(joint);
+    clf_bpe_trainer_destroy(tr);
+    clf_tokenizer_destroy(*tok);
+    *tok = NULL;
+    return rc;
+fail:
+    free(text);
+    free(joint);
+    clf_bpe_trainer_destroy(tr);
+    clf_tokenizer_destroy(*tok);
+    *tok = NULL;
+    return fail_err(&e, st);
+}
+
+/* ---- sets -------------------------------------------------------------------------------- */
+
+int cli_seq_load(const clf_model_config *cfg, const clf_tokenizer *tok, const char *src,
+                 const char *tgt, clf_seqdata **ds)
+{
+    clf_error e;
+    clf_error_clear(&e);
+    clf_seq_options so;
+    clf_seq_options_default(&so, cfg->kind, cfg->context);
+    clf_status st;
+    if (cfg->kind == CLF_MODEL_ENCODER) {
+        st = clf_seqdata_load_tsv(src, tok, &so, ds, &e);
+    } else if (tgt != NULL) {
+        st = clf_seqdata_load_pairs(src, tgt, tok, tok, &so, ds, &e);
+    } else {
+        char *text = NULL;
+        size_t len = 0;
+        st = clf_seqdata_read_file(src, &text, &len, &e);
+        if (st == CLF_OK)
+            st = clf_seqdata_from_text(text, len, src, tok, &so, ds, &e);
+        free(text);
+    }
+    if (st != CLF_OK) {
+        *ds = NULL;
+        return fail_err(&e, st);
+    }
+    return CLI_EXIT_OK;
+}
+
+void cli_seq_report(const char *what, const clf_seqdata *ds, FILE *out)
+{
+    char line[1024];
+    const clf_seqdata_stats *st = clf_seqdata_stats_get(ds);
+    clf_seqdata_stats_format(st, line, sizeof line);
+    fprintf(out, "%s: %s\n", what, line);
+    if (st->src.truncated > 0 || st->tgt.truncated > 0)
+        fprintf(out,
+                "warning: %s: %lld sources and %lld targets were longer than the context and "
+                "were cut (raise model.context to keep them whole)\n",
+                what, (long long)st->src.truncated, (long long)st->tgt.truncated);
+}
+
+void cli_free_lines(char **lines, size_t n)
+{
+    if (lines == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(lines[i]);
+    free(lines);
+}
+
+int cli_read_lines(const char *path, char ***lines, size_t *n)
+{
+    clf_error e;
+    clf_error_clear(&e);
+    char *text = NULL;
+    size_t len = 0;
+    *lines = NULL;
+    *n = 0;
+    clf_status st = clf_seqdata_read_file(path, &text, &len, &e);
+    if (st != CLF_OK)
+        return fail_err(&e, st);
+    size_t count = 0;
+    for (size_t i = 0; i < len; i++)
+        count += text[i] == '\n';
+    if (len > 0 && text[len - 1] != '\n')
+        count++;
+    char **out = calloc(count > 0 ? count : 1, sizeof *out);
+    if (out == NULL) {
+        free(text);
+        fprintf(stderr, "clformer: out of memory reading %s\n", path);
+        return CLI_EXIT_FAIL;
+    }
+    size_t k = 0, a = 0;
+    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
+        (unsigned char)text[2] == 0xBF)
+        a = 3;
+    while (a < len && k < count) {
+        const char *nl = memchr(text + a, '\n', len - a);
+        size_t b = nl ? (size_t)(nl - text) : len;
+        size_t l = b - a;
+        if (l > 0 && text[a + l - 1] == '\r')
+            l--;
+        out[k] = malloc(l + 1);
+        if (out[k] == NULL) {
+            cli_free_lines(out, k);
+            free(text);
+            fprintf(stderr, "clformer: out of memory reading %s\n", path);
+            return CLI_EXIT_FAIL;
+        }
+        memcpy(out[k], text + a, l);
+        out[k][l] = '\0';
+        k++;
+        a = b + 1;
+    }
+    free(text);
+    *lines = out;
+    *n = k;
+    return CLI_EXIT_OK;
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------- */
+
+int cli_ckpt_read(const char *dir, clf_checkpoint **ck, clf_model_config *cfg,
+                  clf_tokenizer **tok)
+{
+    char path[CLI_PATH_MAX];
+    clf_error e;
+    clf_error_clear(&e);
+    *ck = NULL;
+    *tok = NULL;
+    if (is_dir(dir))
+        snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
+    else
+        snprintf(path, sizeof path, "%s", dir);
+    clf_status st = clf_checkpoint_open(path, ck, &e);
+    if (st != CLF_OK)
+        goto fail;
+    *cfg = *clf_checkpoint_config(*ck);
+    const char *tj = clf_checkpoint_tokenizer(*ck);
+    if (tj == NULL || tj[0] == '\0') {
+        st = clf_error_set(&e, CLF_ERR_FORMAT, "%s: the checkpoint holds no tokenizer", path);
+        goto fail;
+    }
+    if ((st = clf_tokenizer_from_json(tj, strlen(tj), tok, &e)) != CLF_OK) {
+        clf_error_prefix(&e, "%s: tokenizer", path);
+        goto fail;
+    }
+    return CLI_EXIT_OK;
+fail:
+    cli_print_error(NULL, &e);
+    clf_checkpoint_close(*ck);
+    *ck = NULL;
+    return st == CLF_ERR_FORMAT || st == CLF_ERR_IO ? CLI_EXIT_FAIL : cli_exit_code(st);
+}
+
+int cli_ckpt_model(clf_runtime *rt, clf_checkpoint *ck, const clf_model_config *cfg,
+                   const clf_model_limits *lim, unsigned flags, clf_model **m)
+{
+    clf_error e;
+    clf_error_clear(&e);
+    clf_status st = clf_model_create_ex(rt, cfg, clf_checkpoint_vocab(ck), lim, flags, m, &e);
+    if (st == CLF_OK)
+        st = clf_checkpoint_load(ck, *m, CLF_CHECKPOINT_PARAMS, &e);
+    if (st != CLF_OK) {
+        clf_model_destroy(*m);
+        *m = NULL;
+        return fail_err(&e, st);
+    }
+    return CLI_EXIT_OK;
+}
+
+int cli_read_input(const char *path, char **text, size_t *len)
+{
+    if (path != NULL) {
+        clf_error e;
+        clf_error_clear(&e);
+        clf_status st = clf_seqdata_read_file(path, text, len, &e);
+        return st == CLF_OK ? CLI_EXIT_OK : fail_err(&e, st);
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf != NULL) {
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (nb == NULL) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, stdin);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    if (buf == NULL) {
+        fprintf(stderr, "clformer: out of memory reading standard input\n");
+        return CLI_EXIT_FAIL;
+    }
+    if (ferror(stdin)) {
+        free(buf);
+        fprintf(stderr, "clformer: reading standard input: %s\n", strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,96 @@
+/*
+ * cli_data.h - the encoder kinds' data on the command line: where the
+ * sentences are (a folder or explicit files), building the tokenizer a
+ * config asks for from them (BPE trained on the training text: source and
+ * target together for a translator), loading them into seqdata.h sets,
+ * reference lines for BLEU, and opening a checkpoint whose model limits
+ * depend on the data. Every function prints its own errors (cli/) and
+ * returns an exit code (cli.h).
+ *
+ * Data forms
+ *   translation (kind encoder-decoder)
+ *     --data DIR         DIR/<split>.<src>[.gz] and DIR/<split>.<tgt>[.gz],
+ *                        split train; validation: val, valid or dev (the
+ *                        first found); languages from --src/--tgt (or the
+ *                        checkpoint's metadata for eval)
+ *     --data SRC,TGT     two parallel files (and --val SRC,TGT for training)
+ *   classification (kind encoder)
+ *     --data DIR         DIR/train.tsv[.gz]; validation DIR/dev.tsv[.gz]
+ *                        (or val.tsv, valid.tsv)
+ *     --data FILE        a TSV (and --val FILE for training)
+ *   A TSV has a header naming a label column ("label") and a text column
+ *   ("sentence", "text" or "content"); see seqdata.h.
+ *
+ * Not here: the decoder's text files (dataset.h), the training loop.
+ */
+#ifndef CLF_CLI_DATA_H
+#define CLF_CLI_DATA_H
+
+#include <stddef.h>
+
+#include "cli.h"
+#include "config/config.h"
+#include "model/checkpoint.h"
+#include "model/model.h"
+#include "model/seqdata.h"
+#include "model/tokenizer.h"
+
+#define CLI_PATH_MAX 4096
+#define CLI_LANG_MAX 32
+
+typedef struct cli_seq_paths {
+    clf_model_kind kind;
+    char train_src[CLI_PATH_MAX]; /* translation source, or the classification TSV */
+    char train_tgt[CLI_PATH_MAX]; /* translation target ("" for a classifier) */
+    char val_src[CLI_PATH_MAX];
+    char val_tgt[CLI_PATH_MAX];
+    char src_lang[CLI_LANG_MAX]; /* "" when the files were given explicitly */
+    char tgt_lang[CLI_LANG_MAX];
+} cli_seq_paths;
+
+/* Training data: data as above, val (NULL or the explicit validation
+ * file(s)), languages (NULL = not given). Needs both a training and a
+ * validation set. */
+int cli_seq_paths_train(clf_model_kind kind, const char *data, const char *val,
+                        const char *src_lang, const char *tgt_lang, cli_seq_paths *p);
+/* Evaluation data: the `split` (NULL = validation) of a folder, or
+ * explicit file(s); fills val_src / val_tgt. */
+int cli_seq_paths_eval(clf_model_kind kind, const char *data, const char *split,
+                       const char *src_lang, const char *tgt_lang, cli_seq_paths *p);
+
+/* The tokenizer cfg asks for, built from the training files of p: vocab.path
+ * set: that file (JSON); bpe: trained with vocab.size (joint source +
+ * target; a TSV's text column); char: from the same text; byte. Every
+ * special token (pad, bos, eos, unk, cls, sep) is present. Prints one line
+ * to out. */
+int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE *out,
+                      clf_tokenizer **tok);
+/* Give a char/byte tokenizer the special tokens (bpe has them). */
+int cli_seq_specials(clf_tokenizer *tok);
+
+/* Load a set: translation src + tgt (tgt NULL: sources only), a TSV
+ * (tgt ignored), rows cut at the config's context (reported by the caller
+ * from the stats). */
+int cli_seq_load(const clf_model_config *cfg, const clf_tokenizer *tok, const char *src,
+                 const char *tgt, clf_seqdata **ds);
+/* "name: 29,000 sentences; source: ... (3 truncated ...)" to out, and a
+ * warning line when anything was truncated. */
+void cli_seq_report(const char *what, const clf_seqdata *ds, FILE *out);
+
+/* The lines of a text file (plain or gzip), '\r' and a final empty line
+ * removed: *lines malloc'ed strings in a malloc'ed array. */
+int cli_read_lines(const char *path, char ***lines, size_t *n);
+void cli_free_lines(char **lines, size_t n);
+
+/* Open a run's checkpoint (DIR/ckpt.safetensors, or a .safetensors file):
+ * its config and tokenizer. Then create a model with limits and load the
+ * parameters (cli_ckpt_model). */
+int cli_ckpt_read(const char *dir, clf_checkpoint **ck, clf_model_config *cfg,
+                  clf_tokenizer **tok);
+int cli_ckpt_model(clf_runtime *rt, clf_checkpoint *ck, const clf_model_config *cfg,
+                   const clf_model_limits *lim, unsigned flags, clf_model **m);
+
+/* Read all of standard input (or a file with path != NULL) into *text. */
+int cli_read_input(const char *path, char **text, size_t *len);
+
+#endif

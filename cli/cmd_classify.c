@@ -1,0 +1,182 @@
+/*
+ * cmd_classify.c - `clformer classify DIR [--batch N] [--all] [--input
+ * FILE] < sentences.txt`: label each line with a trained encoder
+ * classifier.
+ *
+ * Each line is tokenized with the checkpoint's tokenizer ([cls] first, cut
+ * at the model's context with a warning on stderr), batched by length, run
+ * through the encoder and the classifier head (an eval forward: no
+ * dropout), and printed in input order as "LABEL<TAB>PROBABILITY": the
+ * most probable label (ties: the lower) and its softmax probability. With
+ * --all, the probabilities of every label follow ("LABEL<TAB>P0<TAB>P1...").
+ *
+ * Not here: label names (labels are the integers of the training TSV),
+ * calibration, thresholds.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_data.h"
+#include "cli_model.h"
+#include "model/seqeval.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: clformer classify DIR [--batch N] [--all] [--input FILE] [runtime flags]\n"
+            "                         < sentences.txt\n"
+            "Label one sentence per line with the encoder classifier in DIR (or a .safetensors\n"
+            "file): prints \"LABEL<TAB>PROBABILITY\" per line, in input order.\n"
+            "  --batch N         sentences per forward (default 64)\n"
+            "  --all             also print every label's probability\n"
+            "  --input FILE      read FILE (plain or gzip) instead of standard input\n"
+            CLI_RUNTIME_FLAGS_HELP);
+}
+
+int cli_cmd_classify(int argc, char **argv)
+{
+    const char *dir = NULL, *input = NULL;
+    long batch = 64;
+    int all = 0;
+    cli_runtime_flags rf;
+    cli_runtime_flags_init(&rf);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int r = cli_runtime_flag(&rf, argc, argv, &i);
+        if (r < 0)
+            return CLI_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        } else if (strcmp(a, "--batch") == 0) {
+            if (!cli_int_flag(argc, argv, &i, 1, 65536, &batch))
+                return CLI_EXIT_USAGE;
+        } else if (strcmp(a, "--all") == 0) {
+            all = 1;
+        } else if (strcmp(a, "--input") == 0) {
+            if ((input = cli_flag_value(argc, argv, &i)) == NULL)
+                return CLI_EXIT_USAGE;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "clformer classify: unknown flag '%s' (see --help)\n", a);
+            return CLI_EXIT_USAGE;
+        } else if (dir == NULL) {
+            dir = a;
+        } else {
+            fprintf(stderr, "clformer classify: unexpected argument '%s': one DIR expected\n",
+                    a);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (dir == NULL) {
+        fprintf(stderr, "clformer classify: DIR (a training run's --out) expected\n");
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+
+    clf_error err;
+    clf_error_clear(&err);
+    clf_checkpoint *ck = NULL;
+    clf_model_config cfg;
+    clf_tokenizer *tok = NULL;
+    clf_runtime *rt = NULL;
+    clf_model *m = NULL;
+    clf_seqdata *ds = NULL;
+    clf_seq_loader *L = NULL;
+    clf_seq_batch *b = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    float *probs = NULL, *out = NULL;
+    clf_status st = CLF_OK;
+    int rc = cli_ckpt_read(dir, &ck, &cfg, &tok);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (cfg.kind != CLF_MODEL_ENCODER) {
+        fprintf(stderr, "clformer classify: %s holds a model of kind %s; classification "
+                        "needs an encoder classifier\n",
+                dir, clf_config_kind_name(cfg.kind));
+        rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    if ((rc = cli_read_input(input, &text, &len)) != CLI_EXIT_OK)
+        goto done;
+    if (len == 0) {
+        rc = CLI_EXIT_OK;
+        goto done;
+    }
+    {
+        clf_seq_options so;
+        clf_seq_options_default(&so, CLF_MODEL_ENCODER, cfg.context);
+        if ((st = clf_seqdata_from_text(text, len, input ? input : "standard input", tok, &so,
+                                        &ds, &err)) != CLF_OK)
+            goto fail;
+    }
+    size_t n = clf_seqdata_size(ds);
+    const clf_seqdata_stats *ss = clf_seqdata_stats_get(ds);
+    if (ss->src.truncated > 0)
+        fprintf(stderr,
+                "clformer classify: warning: %lld of %zu sentences were longer than the "
+                "model's context (%d tokens) and were cut\n",
+                (long long)ss->src.truncated, n, cfg.context);
+    clf_seq_batching bo;
+    clf_seqeval_batching((int)batch, 0, &bo);
+    if ((st = clf_seq_loader_create(ds, &bo, &L, &err)) != CLF_OK ||
+        (st = clf_seq_batch_create(L, &b, &err)) != CLF_OK)
+        goto fail;
+    clf_seq_limits sl;
+    clf_seq_loader_limits(L, &sl);
+    clf_model_limits lim = clf_seqeval_model_limits(&sl);
+    if ((rc = cli_runtime_open(&rf, &rt)) != CLI_EXIT_OK)
+        goto done;
+    if ((rc = cli_ckpt_model(rt, ck, &cfg, &lim, 0, &m)) != CLI_EXIT_OK)
+        goto done;
+    const int NL = clf_model_dims_get(m).labels;
+    probs = malloc((size_t)sl.max_B * (size_t)NL * sizeof *probs);
+    out = malloc(n * (size_t)NL * sizeof *out);
+    if (probs == NULL || out == NULL) {
+        st = clf_error_set(&err, CLF_ERR_MEMORY, "classify: out of host memory");
+        goto fail;
+    }
+    while (clf_seq_loader_next(L, b)) {
+        if ((st = clf_model_set_batch_classify(m, b->src, b->src_keep, NULL, b->B, b->S, &err)) !=
+                CLF_OK ||
+            (st = clf_model_forward(m, 0, &err)) != CLF_OK ||
+            (st = clf_model_probs_read(m, probs, &err)) != CLF_OK)
+            goto fail;
+        for (int i = 0; i < b->B; i++)
+            memcpy(out + (size_t)b->index[i] * (size_t)NL, probs + (size_t)i * (size_t)NL,
+                   (size_t)NL * sizeof *out);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const float *p = out + i * (size_t)NL;
+        int best = 0;
+        for (int k = 1; k < NL; k++)
+            if (p[k] > p[best])
+                best = k;
+        printf("%d\t%.4f", best, (double)p[best]);
+        for (int k = 0; all && k < NL; k++)
+            printf("\t%.4f", (double)p[k]);
+        printf("\n");
+    }
+    fflush(stdout);
+    if (rf.profile)
+        cli_print_profile(rt, stderr);
+    rc = CLI_EXIT_OK;
+    goto done;
+fail:
+    cli_print_error(NULL, &err);
+    rc = cli_exit_code(st);
+done:
+    free(probs);
+    free(out);
+    clf_seq_batch_destroy(b);
+    clf_seq_loader_destroy(L);
+    free(text);
+    clf_seqdata_destroy(ds);
+    clf_model_destroy(m);
+    clf_runtime_destroy(rt);
+    clf_checkpoint_close(ck);
+    clf_tokenizer_destroy(tok);
+    return rc;
+}

@@ -1,0 +1,212 @@
+/*
+ * cmd_translate.c - `clformer translate DIR [--beam K] [--alpha A]
+ * [--batch N] [--max-len-a A] [--max-len-b B] [--input FILE]
+ * < source.txt > hypotheses.txt`: translate one sentence per line with a
+ * trained encoder-decoder.
+ *
+ * The lines are tokenized with the checkpoint's tokenizer (sources longer
+ * than the model's context are cut, and reported on stderr), sorted by
+ * length into batches of N sentences, searched with beam K (model/beam.h:
+ * 1 = greedy; length penalty score / len^alpha; at most max_len_a x S +
+ * max_len_b tokens for a source of S tokens), detokenized, and printed in
+ * input order, one line per input line (an empty line gets a translation
+ * too). A summary (sentences, tokens, time) goes to stderr.
+ *
+ * Not here: n-best output, sampling, streaming (the input is read whole).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli_data.h"
+#include "cli_model.h"
+#include "model/beam.h"
+#include "model/seqeval.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: clformer translate DIR [--beam K] [--alpha A] [--batch N] [--max-len-a A]\n"
+            "                          [--max-len-b B] [--input FILE] [runtime flags]\n"
+            "                          < source.txt > hypotheses.txt\n"
+            "Translate one sentence per line with the encoder-decoder checkpoint in DIR (or a\n"
+            ".safetensors file); the translations come out in input order.\n"
+            "  --beam K          beam size (default 5; 1 = greedy)\n"
+            "  --alpha A         length penalty: hypotheses ranked by logprob / len^A (default 1)\n"
+            "  --batch N         sentences searched together (default 64)\n"
+            "  --max-len-a A     at most A x source tokens + B tokens per translation\n"
+            "  --max-len-b B     (defaults 1.5 and 10; capped by the model's context)\n"
+            "  --input FILE      read FILE (plain or gzip) instead of standard input\n"
+            "  --quiet           no summary on stderr\n" CLI_RUNTIME_FLAGS_HELP);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int cli_cmd_translate(int argc, char **argv)
+{
+    const char *dir = NULL, *input = NULL;
+    int quiet = 0;
+    clf_beam_options bo;
+    clf_beam_options_default(&bo);
+    bo.beam = 5;
+    cli_runtime_flags rf;
+    cli_runtime_flags_init(&rf);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        long v = 0;
+        double f = 0.0;
+        int r = cli_runtime_flag(&rf, argc, argv, &i);
+        if (r < 0)
+            return CLI_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        } else if (strcmp(a, "--beam") == 0) {
+            if (!cli_int_flag(argc, argv, &i, 1, CLF_BEAM_MAX, &v))
+                return CLI_EXIT_USAGE;
+            bo.beam = (int)v;
+        } else if (strcmp(a, "--batch") == 0) {
+            if (!cli_int_flag(argc, argv, &i, 1, 65536, &v))
+                return CLI_EXIT_USAGE;
+            bo.batch = (int)v;
+        } else if (strcmp(a, "--max-len-b") == 0) {
+            if (!cli_int_flag(argc, argv, &i, 0, 1000000, &v))
+                return CLI_EXIT_USAGE;
+            bo.max_len_b = (int)v;
+        } else if (strcmp(a, "--alpha") == 0) {
+            if (!cli_float_flag(argc, argv, &i, 0.0, 100.0, &f))
+                return CLI_EXIT_USAGE;
+            bo.alpha = f;
+        } else if (strcmp(a, "--max-len-a") == 0) {
+            if (!cli_float_flag(argc, argv, &i, 0.0, 1000.0, &f))
+                return CLI_EXIT_USAGE;
+            bo.max_len_a = f;
+        } else if (strcmp(a, "--input") == 0) {
+            if ((input = cli_flag_value(argc, argv, &i)) == NULL)
+                return CLI_EXIT_USAGE;
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "clformer translate: unknown flag '%s' (see --help)\n", a);
+            return CLI_EXIT_USAGE;
+        } else if (dir == NULL) {
+            dir = a;
+        } else {
+            fprintf(stderr, "clformer translate: unexpected argument '%s': one DIR expected\n",
+                    a);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (dir == NULL) {
+        fprintf(stderr, "clformer translate: DIR (a training run's --out) expected\n");
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    clf_error err;
+    clf_error_clear(&err);
+    if (clf_beam_options_check(&bo, &err) != CLF_OK) {
+        fprintf(stderr, "clformer translate: %s\n", err.msg);
+        return CLI_EXIT_USAGE;
+    }
+
+    clf_checkpoint *ck = NULL;
+    clf_model_config cfg;
+    clf_tokenizer *tok = NULL;
+    clf_runtime *rt = NULL;
+    clf_model *m = NULL;
+    clf_seqdata *ds = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    int32_t **ids = NULL;
+    size_t n = 0;
+    clf_status st = CLF_OK;
+    int rc = cli_ckpt_read(dir, &ck, &cfg, &tok);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (cfg.kind != CLF_MODEL_ENCODER_DECODER) {
+        fprintf(stderr, "clformer translate: %s holds a model of kind %s; translation needs "
+                        "an encoder-decoder\n",
+                dir, clf_config_kind_name(cfg.kind));
+        rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    int32_t bos = clf_tokenizer_special(tok, CLF_SPECIAL_BOS);
+    int32_t eos = clf_tokenizer_special(tok, CLF_SPECIAL_EOS);
+    if ((rc = cli_read_input(input, &text, &len)) != CLI_EXIT_OK)
+        goto done;
+    if (len == 0) { /* nothing to translate */
+        rc = CLI_EXIT_OK;
+        goto done;
+    }
+    {
+        clf_seq_options so;
+        clf_seq_options_default(&so, CLF_MODEL_ENCODER_DECODER, cfg.context);
+        if ((st = clf_seqdata_from_text(text, len, input ? input : "standard input", tok, &so,
+                                        &ds, &err)) != CLF_OK)
+            goto fail;
+    }
+    n = clf_seqdata_size(ds);
+    const clf_seqdata_stats *ss = clf_seqdata_stats_get(ds);
+    if (ss->src.truncated > 0)
+        fprintf(stderr,
+                "clformer translate: warning: %lld of %zu sentences were longer than the "
+                "model's context (%d tokens) and were cut\n",
+                (long long)ss->src.truncated, n, cfg.context);
+    if ((rc = cli_runtime_open(&rf, &rt)) != CLI_EXIT_OK)
+        goto done;
+    {
+        clf_model_limits lim;
+        clf_beam_model_limits(ds, &bo, cfg.context, &lim);
+        if ((rc = cli_ckpt_model(rt, ck, &cfg, &lim, CLF_MODEL_INFER, &m)) != CLI_EXIT_OK)
+            goto done;
+    }
+    double t0 = now_s();
+    if ((st = clf_beam_translate_dataset(m, ds, bos, eos, &bo, &ids, &err)) != CLF_OK)
+        goto fail;
+    double dt = now_s() - t0;
+    long long out_tokens = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *h = NULL;
+        if ((st = clf_seqeval_detok(tok, ids[i], SIZE_MAX, &h, &err)) != CLF_OK)
+            goto fail;
+        for (const int32_t *t = ids[i]; *t >= 0; t++)
+            out_tokens++;
+        fputs(h, stdout);
+        fputc('\n', stdout);
+        free(h);
+    }
+    fflush(stdout);
+    if (!quiet)
+        fprintf(stderr,
+                "translated %zu sentences (%lld source tokens -> %lld tokens) with beam %d in "
+                "%.1fs (%.1f sentences/s)\n",
+                n, (long long)ss->src.tokens, out_tokens, bo.beam, dt, dt > 0 ? n / dt : 0.0);
+    if (rf.profile)
+        cli_print_profile(rt, stderr);
+    rc = CLI_EXIT_OK;
+    goto done;
+fail:
+    cli_print_error(NULL, &err);
+    rc = cli_exit_code(st);
+done:
+    if (ids != NULL) {
+        for (size_t i = 0; i < n; i++)
+            free(ids[i]);
+        free(ids);
+    }
+    free(text);
+    clf_seqdata_destroy(ds);
+    clf_model_destroy(m);
+    clf_runtime_destroy(rt);
+    clf_checkpoint_close(ck);
+    clf_tokenizer_destroy(tok);
+    return rc;
+}
