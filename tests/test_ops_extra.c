@@ -1,5 +1,6 @@
 /*
- * test_ops_extra.c - the model's extra ops (model/ops_extra.h) against a
+ * test_ops_extra.c - the model's extra ops (model/ops_extra.h, kernels in
+ * cl/model_extra.cl) against a
  * naive C reference (float64). Sizes include ones that are multiples of no
  * work-group size.
  *   - kv_store copies k (or v) rows out of a fused qkv buffer into
