@@ -29,8 +29,12 @@ if [ "${CLF_TEST_SANITIZE:-1}" != "0" ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLF_WERROR=ON -DCLF_SANITIZE=ON
   cmake --build build-asan -j"$jobs"
   # No suppressions: with PoCL's cache warm (above) the suite runs clean
-  # under ASan/UBSan with PoCL 3.1 and ocl-icd 2.3.
+  # under ASan/UBSan with PoCL 3.1 and ocl-icd 2.3. A test that fails here is
+  # run once more: LeakSanitizer's own tracer was seen to crash at exit
+  # ("Tracer caught signal 11", stopping PoCL's worker threads) once in four
+  # runs of the CLI test on a loaded machine. A real report reproduces and
+  # still fails the run; the retry is printed by ctest.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure
+    ctest --test-dir build-asan --output-on-failure --repeat until-pass:2
 fi
