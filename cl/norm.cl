@@ -35,27 +35,6 @@
 #define CLF_COL_BLOCK 64
 #define CLF_COL_W 32 /* columns per work-item of the *_item column kernels */
 
-inline float clf_hsum8(float8 a)
-{
-    return ((a.s0 + a.s1) + (a.s2 + a.s3)) + ((a.s4 + a.s5) + (a.s6 + a.s7));
-}
-
-/* Tree sum over a power-of-two work-group; every work-item gets the result. */
-inline float clf_group_sum(float v, __local float *buf)
-{
-    uint lid = get_local_id(0);
-    buf[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = get_local_size(0) / 2; h > 0; h >>= 1) {
-        if (lid < h)
-            buf[lid] += buf[lid + h];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    float r = buf[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
-
 /* ---- LayerNorm forward ------------------------------------------------------ */
 
 __kernel void layernorm_forward_item(__global float *out, ulong out_off, __global float *mean,

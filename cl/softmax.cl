@@ -27,45 +27,6 @@
  * of the loss.
  */
 
-inline float clf_hsum8(float8 a)
-{
-    return ((a.s0 + a.s1) + (a.s2 + a.s3)) + ((a.s4 + a.s5) + (a.s6 + a.s7));
-}
-inline float clf_hmax8(float8 a)
-{
-    return fmax(fmax(fmax(a.s0, a.s1), fmax(a.s2, a.s3)), fmax(fmax(a.s4, a.s5), fmax(a.s6, a.s7)));
-}
-
-/* Tree reductions over a power-of-two work-group; buf holds its size floats. */
-inline float clf_group_sum(float v, __local float *buf)
-{
-    uint lid = get_local_id(0);
-    buf[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = get_local_size(0) / 2; h > 0; h >>= 1) {
-        if (lid < h)
-            buf[lid] += buf[lid + h];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    float r = buf[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
-inline float clf_group_max(float v, __local float *buf)
-{
-    uint lid = get_local_id(0);
-    buf[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = get_local_size(0) / 2; h > 0; h >>= 1) {
-        if (lid < h)
-            buf[lid] = fmax(buf[lid], buf[lid + h]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    float r = buf[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
-
 /* Number of leading columns of row r that causality leaves visible. */
 inline ulong clf_causal_cols(ulong r, ulong N, ulong causal_T)
 {
