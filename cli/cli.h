@@ -11,6 +11,7 @@
 #ifndef CLF_CLI_H
 #define CLF_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "runtime/runtime.h"
@@ -38,9 +39,6 @@ typedef struct cli_runtime_flags {
     "  --profile         print per-kernel counts and device time at the end\n"
 
 void cli_runtime_flags_init(cli_runtime_flags *f);
-/* If argv[*i] is a runtime flag, consume it (and its value) and return 1;
- * return 0 if it is not one; on a missing value print usage and return -1. */
-int cli_runtime_flag(cli_runtime_flags *f, int argc, char **argv, int *i);
 /* Build runtime options from flags; returns 0 or prints and returns exit code. */
 int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt);
 /* Print a library error to stderr as "clformer: <where>: <msg>". */
@@ -49,11 +47,60 @@ void cli_print_error(const char *context, const clf_error *err);
 int cli_exit_code(clf_status st);
 /* Print the profile table of rt (if profiling). */
 void cli_print_profile(clf_runtime *rt, FILE *out);
-/* Flag value helper: returns argv[++*i] or NULL after printing an error. */
-const char *cli_flag_value(int argc, char **argv, int *i);
 /* Strict numeric parsing of flag values; print "--flag: expected ..." on error. */
 int cli_parse_int(const char *flag, const char *s, long lo, long hi, long *out);
 int cli_parse_float(const char *flag, const char *s, double lo, double hi, double *out);
+
+/* ---- command-line parsing (args.c) ----
+ * A subcommand lists its flags in a table and calls cli_parse_args, which
+ * accepts "--flag VALUE" and "--flag=VALUE", -h/--help (the usage on
+ * stdout), the runtime flags above when `runtime` is set, and up to
+ * n_positional other arguments ("-" included), and prints every usage
+ * error itself. */
+#define CLI_LIST_MAX 128
+
+/* A flag that may be given more than once, in order. */
+typedef struct cli_list {
+    const char *v[CLI_LIST_MAX];
+    int n;
+} cli_list;
+
+typedef enum cli_opt_kind {
+    CLI_OPT_BOOL,  /* int *: set to 1; takes no value */
+    CLI_OPT_STR,   /* const char **: the value */
+    CLI_OPT_INT,   /* long *: an integer in [lo, hi] */
+    CLI_OPT_FLOAT, /* double *: a finite number in [lo, hi] */
+    CLI_OPT_U64,   /* uint64_t *: a non-negative integer */
+    CLI_OPT_LIST,  /* cli_list *: each value appended */
+    CLI_OPT_SET    /* cli_list *: each KEY=VALUE appended (--set) */
+} cli_opt_kind;
+
+typedef struct cli_opt {
+    const char *name; /* "--batch" */
+    cli_opt_kind kind;
+    void *dst;
+    double lo, hi; /* bounds of CLI_OPT_INT and CLI_OPT_FLOAT */
+    int *seen;     /* optional: set to 1 when the flag is given */
+} cli_opt;
+
+typedef struct cli_command {
+    const char *name; /* "clformer eval", the prefix of its messages */
+    const cli_opt *opts;
+    int n_opts;
+    cli_runtime_flags *runtime; /* NULL: the subcommand opens no device */
+    const char **positional;    /* n_positional slots, filled in order */
+    int n_positional;
+    const char *positional_what; /* "one DIR", for "unexpected argument" */
+    void (*usage)(FILE *out);
+} cli_command;
+
+enum { CLI_PARSE_RUN = -1 };
+
+/* CLI_PARSE_RUN when the command should go on, else its exit code:
+ * CLI_EXIT_OK after --help, CLI_EXIT_USAGE after printing what was wrong. */
+int cli_parse_args(const cli_command *cmd, int argc, char **argv);
+
+#define CLI_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* Subcommands. */
 int cli_cmd_devices(int argc, char **argv);

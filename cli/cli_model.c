@@ -1,7 +1,7 @@
 /*
- * cli_model.c - helpers shared by train, sample, eval and info: --set
- * collection, config loading, strict numeric flags, mkdir -p, opening a
- * checkpoint into a model, number and duration formatting.
+ * cli_model.c - helpers shared by train, sample, eval and info: config
+ * loading with --set overrides, mkdir -p, opening a checkpoint into a model,
+ * number and duration formatting.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,30 +11,7 @@
 #include "cli_model.h"
 #include "model/checkpoint.h"
 
-int cli_set_flag(cli_sets *s, int argc, char **argv, int *i)
-{
-    const char *a = argv[*i], *v = NULL;
-    if (strcmp(a, "--set") == 0) {
-        if ((v = cli_flag_value(argc, argv, i)) == NULL)
-            return -1;
-    } else if (strncmp(a, "--set=", 6) == 0) {
-        v = a + 6;
-    } else {
-        return 0;
-    }
-    if (strchr(v, '=') == NULL || v[0] == '=') {
-        fprintf(stderr, "clformer: --set %s: expected KEY=VALUE, e.g. --set train.steps=200\n", v);
-        return -1;
-    }
-    if (s->n >= CLI_MAX_SETS) {
-        fprintf(stderr, "clformer: --set: at most %d overrides\n", CLI_MAX_SETS);
-        return -1;
-    }
-    s->v[s->n++] = v;
-    return 1;
-}
-
-int cli_config_load(const char *path, const cli_sets *s, clf_model_config *cfg)
+int cli_config_load(const char *path, const cli_list *s, clf_model_config *cfg)
 {
     clf_error err;
     clf_error_clear(&err);
@@ -45,20 +22,6 @@ int cli_config_load(const char *path, const cli_sets *s, clf_model_config *cfg)
                                                                        : cli_exit_code(st);
     }
     return CLI_EXIT_OK;
-}
-
-int cli_int_flag(int argc, char **argv, int *i, long lo, long hi, long *out)
-{
-    const char *flag = argv[*i];
-    const char *v = cli_flag_value(argc, argv, i);
-    return v != NULL && cli_parse_int(flag, v, lo, hi, out);
-}
-
-int cli_float_flag(int argc, char **argv, int *i, double lo, double hi, double *out)
-{
-    const char *flag = argv[*i];
-    const char *v = cli_flag_value(argc, argv, i);
-    return v != NULL && cli_parse_float(flag, v, lo, hi, out);
 }
 
 int cli_mkdir_p(const char *path)

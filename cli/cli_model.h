@@ -1,8 +1,8 @@
 /*
  * cli_model.h - what the model subcommands (train, sample, eval, info)
- * share: collecting --set overrides, loading a model file with them, and
- * opening a run directory's checkpoint into a model. Every function prints
- * its own errors (this is cli/) and returns an exit code (cli.h).
+ * share: loading a model file with its --set overrides and opening a run
+ * directory's checkpoint into a model. Every function prints its own errors
+ * (this is cli/) and returns an exit code (cli.h).
  */
 #ifndef CLF_CLI_MODEL_H
 #define CLF_CLI_MODEL_H
@@ -12,24 +12,9 @@
 #include "model/model.h"
 #include "model/tokenizer.h"
 
-#define CLI_MAX_SETS 128
-
-typedef struct cli_sets {
-    const char *v[CLI_MAX_SETS];
-    int n;
-} cli_sets;
-
-/* If argv[*i] is --set (or --set=...), consume it into s and return 1; 0 if
- * it is not; -1 after printing an error (missing value, too many, no '='). */
-int cli_set_flag(cli_sets *s, int argc, char **argv, int *i);
-
 /* Load and validate a model file with overrides; prints file:line:col
  * errors. Returns CLI_EXIT_OK or an exit code. */
-int cli_config_load(const char *path, const cli_sets *s, clf_model_config *cfg);
-
-/* Parse a --flag value as an int/double (strict); print and return 0 on error. */
-int cli_int_flag(int argc, char **argv, int *i, long lo, long hi, long *out);
-int cli_float_flag(int argc, char **argv, int *i, double lo, double hi, double *out);
+int cli_config_load(const char *path, const cli_list *s, clf_model_config *cfg);
 
 /* Create a directory and its parents (mkdir -p); prints on failure. */
 int cli_mkdir_p(const char *path);

@@ -40,35 +40,16 @@ int cli_cmd_classify(int argc, char **argv)
     int all = 0;
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int r = cli_runtime_flag(&rf, argc, argv, &i);
-        if (r < 0)
-            return CLI_EXIT_USAGE;
-        if (r > 0)
-            continue;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        } else if (strcmp(a, "--batch") == 0) {
-            if (!cli_int_flag(argc, argv, &i, 1, 65536, &batch))
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--all") == 0) {
-            all = 1;
-        } else if (strcmp(a, "--input") == 0) {
-            if ((input = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "clformer classify: unknown flag '%s' (see --help)\n", a);
-            return CLI_EXIT_USAGE;
-        } else if (dir == NULL) {
-            dir = a;
-        } else {
-            fprintf(stderr, "clformer classify: unexpected argument '%s': one DIR expected\n",
-                    a);
-            return CLI_EXIT_USAGE;
-        }
-    }
+    const cli_opt opts[] = {
+        {"--batch", CLI_OPT_INT, &batch, 1, 65536, NULL},
+        {"--all", CLI_OPT_BOOL, &all, 0, 0, NULL},
+        {"--input", CLI_OPT_STR, &input, 0, 0, NULL},
+    };
+    const cli_command cmd = {"clformer classify", opts, CLI_COUNT(opts), &rf, &dir, 1,
+                             "one DIR", usage};
+    int pr = cli_parse_args(&cmd, argc, argv);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
     if (dir == NULL) {
         fprintf(stderr, "clformer classify: DIR (a training run's --out) expected\n");
         usage(stderr);

@@ -85,31 +85,26 @@ static void print_table(const clf_device_info *d, int n, int selected, FILE *out
         fprintf(out, "* selected: %d (%s)\n", selected, d[selected].name);
 }
 
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: clformer devices [--json] [--device SEL]\n"
+                 "List OpenCL platforms and devices; with --device, mark the device SEL "
+                 "selects\n(without it, the default device is marked).\n");
+}
+
 int cli_cmd_devices(int argc, char **argv)
 {
-    int json = 0, explicit_sel = 0;
+    int json = 0;
     const char *sel = getenv("CLFORMER_DEVICE");
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            json = 1;
-        else if (strcmp(argv[i], "--device") == 0) {
-            if ((sel = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-            explicit_sel = 1;
-        } else if (strncmp(argv[i], "--device=", 9) == 0) {
-            sel = argv[i] + 9;
-            explicit_sel = 1;
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: clformer devices [--json] [--device SEL]\n"
-                   "List OpenCL platforms and devices; with --device, mark the device SEL "
-                   "selects\n(without it, the default device is marked).\n");
-            return CLI_EXIT_OK;
-        } else {
-            fprintf(stderr, "clformer devices: unknown argument '%s' (see --help)\n", argv[i]);
-            return CLI_EXIT_USAGE;
-        }
-    }
-    (void)explicit_sel;
+    const cli_opt opts[] = {
+        {"--json", CLI_OPT_BOOL, &json, 0, 0, NULL},
+        {"--device", CLI_OPT_STR, &sel, 0, 0, NULL},
+    };
+    const cli_command cmd = {"clformer devices", opts, CLI_COUNT(opts), NULL, NULL, 0, NULL,
+                             usage};
+    int pr = cli_parse_args(&cmd, argc, argv);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
     clf_device_info *d = NULL;
     int n = 0;
     clf_error err;

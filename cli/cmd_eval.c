@@ -228,54 +228,22 @@ int cli_cmd_eval(int argc, char **argv)
     seq_eval_flags sf = {NULL, NULL, NULL, NULL, 1, 0, 1.0};
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int r = cli_runtime_flag(&rf, argc, argv, &i);
-        if (r < 0)
-            return CLI_EXIT_USAGE;
-        if (r > 0)
-            continue;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        } else if (strcmp(a, "--data") == 0) {
-            if ((data = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "--batch") == 0) {
-            if (!cli_int_flag(argc, argv, &i, 1, 65536, &batch))
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--split") == 0) {
-            const char *v = cli_flag_value(argc, argv, &i);
-            if (v == NULL)
-                return CLI_EXIT_USAGE;
-            split_name = v;
-        } else if (strcmp(a, "--beam") == 0) {
-            if (!cli_int_flag(argc, argv, &i, 1, CLF_BEAM_MAX, &sf.beam))
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--alpha") == 0) {
-            if (!cli_float_flag(argc, argv, &i, 0.0, 100.0, &sf.alpha))
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--src") == 0) {
-            if ((sf.src = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--tgt") == 0) {
-            if ((sf.tgt = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--hyps") == 0) {
-            if ((sf.hyps = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "clformer eval: unknown flag '%s' (see --help)\n", a);
-            return CLI_EXIT_USAGE;
-        } else if (dir == NULL) {
-            dir = a;
-        } else {
-            fprintf(stderr, "clformer eval: unexpected argument '%s': one DIR expected\n", a);
-            return CLI_EXIT_USAGE;
-        }
-    }
+    const cli_opt opts[] = {
+        {"--data", CLI_OPT_STR, &data, 0, 0, NULL},
+        {"--json", CLI_OPT_BOOL, &json, 0, 0, NULL},
+        {"--batch", CLI_OPT_INT, &batch, 1, 65536, NULL},
+        {"--split", CLI_OPT_STR, &split_name, 0, 0, NULL},
+        {"--beam", CLI_OPT_INT, &sf.beam, 1, CLF_BEAM_MAX, NULL},
+        {"--alpha", CLI_OPT_FLOAT, &sf.alpha, 0.0, 100.0, NULL},
+        {"--src", CLI_OPT_STR, &sf.src, 0, 0, NULL},
+        {"--tgt", CLI_OPT_STR, &sf.tgt, 0, 0, NULL},
+        {"--hyps", CLI_OPT_STR, &sf.hyps, 0, 0, NULL},
+    };
+    const cli_command cmd = {"clformer eval", opts, CLI_COUNT(opts), &rf, &dir, 1, "one DIR",
+                             usage};
+    int pr = cli_parse_args(&cmd, argc, argv);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
     if (dir == NULL || data == NULL) {
         fprintf(stderr, "clformer eval: %s\n",
                 dir == NULL ? "DIR (a training run's --out) expected" : "--data FILE is required");

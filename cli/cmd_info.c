@@ -84,42 +84,21 @@ static int vocab_from_data(const char *data, long *vocab)
 int cli_cmd_info(int argc, char **argv)
 {
     const char *path = NULL, *data = NULL;
-    cli_sets sets;
-    memset(&sets, 0, sizeof sets);
+    cli_list sets = {{NULL}, 0};
     long vocab = 0, batch = 0;
     int json = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int r = cli_set_flag(&sets, argc, argv, &i);
-        if (r < 0)
-            return CLI_EXIT_USAGE;
-        if (r > 0)
-            continue;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        } else if (strcmp(a, "--vocab") == 0) {
-            if (!cli_int_flag(argc, argv, &i, 1, 100000000, &vocab))
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--batch") == 0) {
-            if (!cli_int_flag(argc, argv, &i, 1, 1000000, &batch))
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--data") == 0) {
-            if ((data = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "clformer info: unknown flag '%s' (see --help)\n", a);
-            return CLI_EXIT_USAGE;
-        } else if (path == NULL) {
-            path = a;
-        } else {
-            fprintf(stderr, "clformer info: unexpected argument '%s': one MODEL.yaml expected\n",
-                    a);
-            return CLI_EXIT_USAGE;
-        }
-    }
+    const cli_opt opts[] = {
+        {"--set", CLI_OPT_SET, &sets, 0, 0, NULL},
+        {"--vocab", CLI_OPT_INT, &vocab, 1, 100000000, NULL},
+        {"--batch", CLI_OPT_INT, &batch, 1, 1000000, NULL},
+        {"--data", CLI_OPT_STR, &data, 0, 0, NULL},
+        {"--json", CLI_OPT_BOOL, &json, 0, 0, NULL},
+    };
+    const cli_command cmd = {"clformer info", opts, CLI_COUNT(opts), NULL, &path, 1,
+                             "one MODEL.yaml", usage};
+    int pr = cli_parse_args(&cmd, argc, argv);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
     if (path == NULL) {
         fprintf(stderr, "clformer info: MODEL.yaml expected\n");
         usage(stderr);

@@ -55,57 +55,23 @@ int cli_cmd_sample(int argc, char **argv)
     long n_tokens = 200, top_k = 0;
     double temperature = 0.8, top_p = 1.0;
     int quiet = 0;
-    unsigned long long seed = 1337;
+    uint64_t seed = 1337;
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int r = cli_runtime_flag(&rf, argc, argv, &i);
-        if (r < 0)
-            return CLI_EXIT_USAGE;
-        if (r > 0)
-            continue;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        } else if (strcmp(a, "--prompt") == 0) {
-            if ((prompt = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--tokens") == 0) {
-            if (!cli_int_flag(argc, argv, &i, 1, 100000000L, &n_tokens))
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--temperature") == 0) {
-            if (!cli_float_flag(argc, argv, &i, 0.0, 100.0, &temperature))
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--top-k") == 0) {
-            if (!cli_int_flag(argc, argv, &i, 0, 100000000L, &top_k))
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--top-p") == 0) {
-            if (!cli_float_flag(argc, argv, &i, 1e-9, 1.0, &top_p))
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--seed") == 0) {
-            const char *v = cli_flag_value(argc, argv, &i);
-            char *end = NULL;
-            if (v == NULL)
-                return CLI_EXIT_USAGE;
-            seed = strtoull(v, &end, 10);
-            if (v[0] == '\0' || v[0] == '-' || *end != '\0') {
-                fprintf(stderr, "clformer: --seed: expected a non-negative integer, got '%s'\n",
-                        v);
-                return CLI_EXIT_USAGE;
-            }
-        } else if (strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "clformer sample: unknown flag '%s' (see --help)\n", a);
-            return CLI_EXIT_USAGE;
-        } else if (dir == NULL) {
-            dir = a;
-        } else {
-            fprintf(stderr, "clformer sample: unexpected argument '%s': one DIR expected\n", a);
-            return CLI_EXIT_USAGE;
-        }
-    }
+    const cli_opt opts[] = {
+        {"--prompt", CLI_OPT_STR, &prompt, 0, 0, NULL},
+        {"--tokens", CLI_OPT_INT, &n_tokens, 1, 100000000, NULL},
+        {"--temperature", CLI_OPT_FLOAT, &temperature, 0.0, 100.0, NULL},
+        {"--top-k", CLI_OPT_INT, &top_k, 0, 100000000, NULL},
+        {"--top-p", CLI_OPT_FLOAT, &top_p, 1e-9, 1.0, NULL},
+        {"--seed", CLI_OPT_U64, &seed, 0, 0, NULL},
+        {"--quiet", CLI_OPT_BOOL, &quiet, 0, 0, NULL},
+    };
+    const cli_command cmd = {"clformer sample", opts, CLI_COUNT(opts), &rf, &dir, 1, "one DIR",
+                             usage};
+    int pr = cli_parse_args(&cmd, argc, argv);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
     if (dir == NULL) {
         fprintf(stderr, "clformer sample: DIR (a training run's --out) expected\n");
         usage(stderr);
@@ -116,7 +82,7 @@ int cli_cmd_sample(int argc, char **argv)
     so.temperature = temperature;
     so.top_k = (int)top_k;
     so.top_p = top_p;
-    so.seed = (uint64_t)seed;
+    so.seed = seed;
 
     clf_runtime *rt = NULL;
     clf_model *m = NULL;

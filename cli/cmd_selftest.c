@@ -75,23 +75,21 @@ done:
     return ok;
 }
 
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: clformer selftest [runtime flags]\n"
+                 "Compile every kernel family for the device and run a small GEMM check.\n%s",
+            CLI_RUNTIME_FLAGS_HELP);
+}
+
 int cli_cmd_selftest(int argc, char **argv)
 {
     cli_runtime_flags fl;
     cli_runtime_flags_init(&fl);
-    for (int i = 0; i < argc; i++) {
-        int r = cli_runtime_flag(&fl, argc, argv, &i);
-        if (r < 0)
-            return CLI_EXIT_USAGE;
-        if (r > 0)
-            continue;
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: clformer selftest [flags]\n%s", CLI_RUNTIME_FLAGS_HELP);
-            return CLI_EXIT_OK;
-        }
-        fprintf(stderr, "clformer selftest: unknown argument '%s' (see --help)\n", argv[i]);
-        return CLI_EXIT_USAGE;
-    }
+    const cli_command cmd = {"clformer selftest", NULL, 0, &fl, NULL, 0, NULL, usage};
+    int pr = cli_parse_args(&cmd, argc, argv);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
     clf_runtime *rt = NULL;
     int rc = cli_runtime_open(&fl, &rt);
     if (rc != CLI_EXIT_OK)

@@ -32,8 +32,6 @@
 #include "model/tokenizer.h"
 #include "model/trainer.h"
 
-#define MAX_DATA 64
-
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -114,38 +112,23 @@ static int load_tokenizer(const char *path, clf_tokenizer **tok)
 
 static int cmd_train(int argc, char **argv)
 {
-    const char *data[MAX_DATA], *out = NULL;
-    int n_data = 0;
+    cli_list data = {{NULL}, 0};
+    const char *out = NULL;
     long vocab = 8000, minf = 2;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        } else if (strcmp(a, "--data") == 0) {
-            if (n_data == MAX_DATA) {
-                fprintf(stderr, "clformer tokenizer train: at most %d --data files\n", MAX_DATA);
-                return CLI_EXIT_USAGE;
-            }
-            if ((data[n_data++] = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--out") == 0) {
-            if ((out = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--vocab") == 0) {
-            if (!cli_int_flag(argc, argv, &i, CLF_BPE_MERGE_FIRST, CLF_BPE_MAX_VOCAB, &vocab))
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--min-frequency") == 0) {
-            if (!cli_int_flag(argc, argv, &i, 1, 1000000000L, &minf))
-                return CLI_EXIT_USAGE;
-        } else {
-            fprintf(stderr, "clformer tokenizer train: unknown argument '%s' (see --help)\n", a);
-            return CLI_EXIT_USAGE;
-        }
-    }
-    if (n_data == 0 || out == NULL) {
+    const cli_opt opts[] = {
+        {"--data", CLI_OPT_LIST, &data, 0, 0, NULL},
+        {"--out", CLI_OPT_STR, &out, 0, 0, NULL},
+        {"--vocab", CLI_OPT_INT, &vocab, CLF_BPE_MERGE_FIRST, CLF_BPE_MAX_VOCAB, NULL},
+        {"--min-frequency", CLI_OPT_INT, &minf, 1, 1000000000, NULL},
+    };
+    const cli_command cmd = {"clformer tokenizer train", opts, CLI_COUNT(opts), NULL, NULL, 0,
+                             NULL, usage};
+    int pr = cli_parse_args(&cmd, argc, argv);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
+    if (data.n == 0 || out == NULL) {
         fprintf(stderr, "clformer tokenizer train: %s is required (see --help)\n",
-                n_data == 0 ? "--data FILE" : "--out FILE");
+                data.n == 0 ? "--data FILE" : "--out FILE");
         return CLI_EXIT_USAGE;
     }
 
@@ -164,15 +147,15 @@ static int cmd_train(int argc, char **argv)
     double t0 = now();
     if ((st = clf_bpe_trainer_create(&o, &tr, &err)) != CLF_OK)
         goto fail;
-    for (int i = 0; i < n_data; i++) {
+    for (int i = 0; i < data.n; i++) {
         clf_bpe_stats before, after;
         clf_bpe_trainer_stats(tr, &before);
-        if ((st = clf_bpe_trainer_add_file(tr, data[i], &err)) != CLF_OK)
+        if ((st = clf_bpe_trainer_add_file(tr, data.v[i], &err)) != CLF_OK)
             goto fail;
         clf_bpe_trainer_stats(tr, &after);
         cli_group_digits(after.bytes - before.bytes, num, sizeof num);
         cli_group_digits(after.words - before.words, num2, sizeof num2);
-        printf("read %s: %s bytes, %s words\n", data[i], num, num2);
+        printf("read %s: %s bytes, %s words\n", data.v[i], num, num2);
     }
     double t1 = now();
     if ((st = clf_bpe_trainer_finish(tr, &tok, &err)) != CLF_OK)
@@ -246,27 +229,16 @@ static int cmd_encode(int argc, char **argv)
 {
     const char *path = NULL;
     int pieces = 0, bos = 0, eos = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        } else if (strcmp(a, "--pieces") == 0) {
-            pieces = 1;
-        } else if (strcmp(a, "--bos") == 0) {
-            bos = 1;
-        } else if (strcmp(a, "--eos") == 0) {
-            eos = 1;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "clformer tokenizer encode: unknown flag '%s' (see --help)\n", a);
-            return CLI_EXIT_USAGE;
-        } else if (path == NULL) {
-            path = a;
-        } else {
-            fprintf(stderr, "clformer tokenizer encode: one TOK expected, got '%s' too\n", a);
-            return CLI_EXIT_USAGE;
-        }
-    }
+    const cli_opt opts[] = {
+        {"--pieces", CLI_OPT_BOOL, &pieces, 0, 0, NULL},
+        {"--bos", CLI_OPT_BOOL, &bos, 0, 0, NULL},
+        {"--eos", CLI_OPT_BOOL, &eos, 0, 0, NULL},
+    };
+    const cli_command cmd = {"clformer tokenizer encode", opts, CLI_COUNT(opts), NULL, &path, 1,
+                             "one TOK", usage};
+    int pr = cli_parse_args(&cmd, argc, argv);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
     if (path == NULL) {
         fprintf(stderr, "clformer tokenizer encode: TOK is required (see --help)\n");
         return CLI_EXIT_USAGE;
@@ -335,23 +307,15 @@ static int cmd_decode(int argc, char **argv)
 {
     const char *path = NULL;
     unsigned flags = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        } else if (strcmp(a, "--specials") == 0) {
-            flags |= CLF_DECODE_SPECIALS;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "clformer tokenizer decode: unknown flag '%s' (see --help)\n", a);
-            return CLI_EXIT_USAGE;
-        } else if (path == NULL) {
-            path = a;
-        } else {
-            fprintf(stderr, "clformer tokenizer decode: one TOK expected, got '%s' too\n", a);
-            return CLI_EXIT_USAGE;
-        }
-    }
+    int specials = 0;
+    const cli_opt opts[] = {{"--specials", CLI_OPT_BOOL, &specials, 0, 0, NULL}};
+    const cli_command cmd = {"clformer tokenizer decode", opts, CLI_COUNT(opts), NULL, &path, 1,
+                             "one TOK", usage};
+    int pr = cli_parse_args(&cmd, argc, argv);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
+    if (specials)
+        flags |= CLF_DECODE_SPECIALS;
     if (path == NULL) {
         fprintf(stderr, "clformer tokenizer decode: TOK is required (see --help)\n");
         return CLI_EXIT_USAGE;
@@ -414,16 +378,18 @@ static int cmd_decode(int argc, char **argv)
 
 static int cmd_info(int argc, char **argv)
 {
-    if (argc != 1 || argv[0][0] == '-') {
-        if (argc == 1 && (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0)) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        }
+    const char *path = NULL;
+    const cli_command cmd = {"clformer tokenizer info", NULL, 0, NULL, &path, 1, "one TOK",
+                             usage};
+    int pr = cli_parse_args(&cmd, argc, argv);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
+    if (path == NULL) {
         fprintf(stderr, "clformer tokenizer info: one TOK expected (see --help)\n");
         return CLI_EXIT_USAGE;
     }
     clf_tokenizer *tok = NULL;
-    int rc = load_tokenizer(argv[0], &tok);
+    int rc = load_tokenizer(path, &tok);
     if (rc != CLI_EXIT_OK)
         return rc;
     clf_tokenizer_type type = clf_tokenizer_type_of(tok);

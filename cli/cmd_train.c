@@ -147,7 +147,7 @@ static void usage(FILE *out)
             "  --out DIR         run directory (created); must not hold a checkpoint unless\n"
             "                    --resume\n"
             "  --set KEY=VALUE   override a config key (repeatable), e.g. train.steps=200\n"
-            "  --steps N         shortcut for --set train.steps=N\n"
+            "  --steps N         shortcut for --set train.steps=N (applied after every --set)\n"
             "  --resume          continue from DIR's checkpoint (bit-identical to an\n"
             "                    uninterrupted run; train.steps may be raised)\n"
             "  --val FILE        validation file(s) when --data names files (SRC,TGT or a TSV)\n"
@@ -381,73 +381,37 @@ done:
 int cli_cmd_train(int argc, char **argv)
 {
     const char *model_path = NULL, *data = NULL, *out = NULL;
-    cli_sets sets;
-    memset(&sets, 0, sizeof sets);
+    cli_list sets = {{NULL}, 0};
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
     seq_flags sf = {NULL, NULL, NULL, 0, 1};
-    int resume = 0, seq_flag = 0;
+    int resume = 0, seq_flag = 0, steps_given = 0;
+    long steps = 0;
     char steps_set[64];
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int r = cli_set_flag(&sets, argc, argv, &i);
-        if (r == 0)
-            r = cli_runtime_flag(&rf, argc, argv, &i);
-        if (r < 0)
-            return CLI_EXIT_USAGE;
-        if (r > 0)
-            continue;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        } else if (strcmp(a, "--data") == 0) {
-            if ((data = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--out") == 0) {
-            if ((out = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--val") == 0) {
-            if ((sf.val = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-            seq_flag = 1;
-        } else if (strcmp(a, "--src") == 0) {
-            if ((sf.src = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-            seq_flag = 1;
-        } else if (strcmp(a, "--tgt") == 0) {
-            if ((sf.tgt = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-            seq_flag = 1;
-        } else if (strcmp(a, "--batch-tokens") == 0) {
-            if (!cli_int_flag(argc, argv, &i, 1, 100000000L, &sf.batch_tokens))
-                return CLI_EXIT_USAGE;
-            seq_flag = 1;
-        } else if (strcmp(a, "--beam") == 0) {
-            if (!cli_int_flag(argc, argv, &i, 1, CLF_BEAM_MAX, &sf.beam))
-                return CLI_EXIT_USAGE;
-            seq_flag = 1;
-        } else if (strcmp(a, "--resume") == 0) {
-            resume = 1;
-        } else if (strcmp(a, "--steps") == 0) {
-            long n = 0;
-            if (!cli_int_flag(argc, argv, &i, 1, 2000000000L, &n))
-                return CLI_EXIT_USAGE;
-            snprintf(steps_set, sizeof steps_set, "train.steps=%ld", n);
-            if (sets.n >= CLI_MAX_SETS) {
-                fprintf(stderr, "clformer: too many --set\n");
-                return CLI_EXIT_USAGE;
-            }
-            sets.v[sets.n++] = steps_set;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "clformer train: unknown flag '%s' (see --help)\n", a);
-            return CLI_EXIT_USAGE;
-        } else if (model_path == NULL) {
-            model_path = a;
-        } else {
-            fprintf(stderr, "clformer train: unexpected argument '%s': one MODEL.yaml expected\n",
-                    a);
+    const cli_opt opts[] = {
+        {"--set", CLI_OPT_SET, &sets, 0, 0, NULL},
+        {"--data", CLI_OPT_STR, &data, 0, 0, NULL},
+        {"--out", CLI_OPT_STR, &out, 0, 0, NULL},
+        {"--val", CLI_OPT_STR, &sf.val, 0, 0, &seq_flag},
+        {"--src", CLI_OPT_STR, &sf.src, 0, 0, &seq_flag},
+        {"--tgt", CLI_OPT_STR, &sf.tgt, 0, 0, &seq_flag},
+        {"--batch-tokens", CLI_OPT_INT, &sf.batch_tokens, 1, 100000000, &seq_flag},
+        {"--beam", CLI_OPT_INT, &sf.beam, 1, CLF_BEAM_MAX, &seq_flag},
+        {"--resume", CLI_OPT_BOOL, &resume, 0, 0, NULL},
+        {"--steps", CLI_OPT_INT, &steps, 1, 2000000000, &steps_given},
+    };
+    const cli_command cmd = {"clformer train", opts, CLI_COUNT(opts), &rf, &model_path, 1,
+                             "one MODEL.yaml", usage};
+    int pr = cli_parse_args(&cmd, argc, argv);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
+    if (steps_given) {
+        if (sets.n >= CLI_LIST_MAX) {
+            fprintf(stderr, "clformer: --set: given more than %d times\n", CLI_LIST_MAX);
             return CLI_EXIT_USAGE;
         }
+        snprintf(steps_set, sizeof steps_set, "train.steps=%ld", steps);
+        sets.v[sets.n++] = steps_set;
     }
     if (model_path == NULL || data == NULL || out == NULL) {
         fprintf(stderr, "clformer train: %s\n",

@@ -54,57 +54,29 @@ int cli_cmd_translate(int argc, char **argv)
     int quiet = 0;
     clf_beam_options bo;
     clf_beam_options_default(&bo);
-    bo.beam = 5;
+    long beam = 5, batch = bo.batch, max_len_b = bo.max_len_b;
+    double alpha = bo.alpha, max_len_a = bo.max_len_a;
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        long v = 0;
-        double f = 0.0;
-        int r = cli_runtime_flag(&rf, argc, argv, &i);
-        if (r < 0)
-            return CLI_EXIT_USAGE;
-        if (r > 0)
-            continue;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        } else if (strcmp(a, "--beam") == 0) {
-            if (!cli_int_flag(argc, argv, &i, 1, CLF_BEAM_MAX, &v))
-                return CLI_EXIT_USAGE;
-            bo.beam = (int)v;
-        } else if (strcmp(a, "--batch") == 0) {
-            if (!cli_int_flag(argc, argv, &i, 1, 65536, &v))
-                return CLI_EXIT_USAGE;
-            bo.batch = (int)v;
-        } else if (strcmp(a, "--max-len-b") == 0) {
-            if (!cli_int_flag(argc, argv, &i, 0, 1000000, &v))
-                return CLI_EXIT_USAGE;
-            bo.max_len_b = (int)v;
-        } else if (strcmp(a, "--alpha") == 0) {
-            if (!cli_float_flag(argc, argv, &i, 0.0, 100.0, &f))
-                return CLI_EXIT_USAGE;
-            bo.alpha = f;
-        } else if (strcmp(a, "--max-len-a") == 0) {
-            if (!cli_float_flag(argc, argv, &i, 0.0, 1000.0, &f))
-                return CLI_EXIT_USAGE;
-            bo.max_len_a = f;
-        } else if (strcmp(a, "--input") == 0) {
-            if ((input = cli_flag_value(argc, argv, &i)) == NULL)
-                return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "clformer translate: unknown flag '%s' (see --help)\n", a);
-            return CLI_EXIT_USAGE;
-        } else if (dir == NULL) {
-            dir = a;
-        } else {
-            fprintf(stderr, "clformer translate: unexpected argument '%s': one DIR expected\n",
-                    a);
-            return CLI_EXIT_USAGE;
-        }
-    }
+    const cli_opt opts[] = {
+        {"--beam", CLI_OPT_INT, &beam, 1, CLF_BEAM_MAX, NULL},
+        {"--batch", CLI_OPT_INT, &batch, 1, 65536, NULL},
+        {"--max-len-b", CLI_OPT_INT, &max_len_b, 0, 1000000, NULL},
+        {"--alpha", CLI_OPT_FLOAT, &alpha, 0.0, 100.0, NULL},
+        {"--max-len-a", CLI_OPT_FLOAT, &max_len_a, 0.0, 1000.0, NULL},
+        {"--input", CLI_OPT_STR, &input, 0, 0, NULL},
+        {"--quiet", CLI_OPT_BOOL, &quiet, 0, 0, NULL},
+    };
+    const cli_command cmd = {"clformer translate", opts, CLI_COUNT(opts), &rf, &dir, 1,
+                             "one DIR", usage};
+    int pr = cli_parse_args(&cmd, argc, argv);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
+    bo.beam = (int)beam;
+    bo.batch = (int)batch;
+    bo.max_len_b = (int)max_len_b;
+    bo.alpha = alpha;
+    bo.max_len_a = max_len_a;
     if (dir == NULL) {
         fprintf(stderr, "clformer translate: DIR (a training run's --out) expected\n");
         usage(stderr);

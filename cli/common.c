@@ -21,46 +21,6 @@ void cli_runtime_flags_init(cli_runtime_flags *f)
     f->cache_dir = f->cache_dir_buf[0] ? f->cache_dir_buf : NULL;
 }
 
-const char *cli_flag_value(int argc, char **argv, int *i)
-{
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "clformer: %s expects a value\n", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
-}
-
-int cli_runtime_flag(cli_runtime_flags *f, int argc, char **argv, int *i)
-{
-    const char *a = argv[*i];
-    const char **slot = NULL;
-    if (strcmp(a, "--device") == 0)
-        slot = &f->device;
-    else if (strcmp(a, "--gemm") == 0)
-        slot = &f->gemm;
-    else if (strcmp(a, "--kernel-dir") == 0)
-        slot = &f->kernel_dir;
-    else if (strcmp(a, "--cache-dir") == 0)
-        slot = &f->cache_dir;
-    else if (strcmp(a, "--no-cache") == 0) {
-        f->no_cache = 1;
-        return 1;
-    } else if (strcmp(a, "--profile") == 0) {
-        f->profile = 1;
-        return 1;
-    } else if (strncmp(a, "--device=", 9) == 0) {
-        f->device = a + 9;
-        return 1;
-    }
-    if (slot == NULL)
-        return 0;
-    const char *v = cli_flag_value(argc, argv, i);
-    if (v == NULL)
-        return -1;
-    *slot = v;
-    return 1;
-}
-
 int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
 {
     clf_runtime_options o = clf_runtime_options_default();

@@ -8,7 +8,9 @@
 #
 # Checks: devices (plain, --device cpu/0/a name substring, an unknown
 # selector exits 2 listing the devices), strict flags (unknown flag and bad
-# value exit 2 naming the flag; a bad --set key and a bad key in a model
+# value exit 2 naming the flag, in both the --flag VALUE and --flag=VALUE
+# forms; a switch given a value, a missing value and a second positional exit
+# 2; a bad --set key and a bad key in a model
 # file exit 2 naming the flag / file:line:col), training a tiny model for 30
 # steps (progress, validation loss, checkpoint), refusing to overwrite a run,
 # --resume, Ctrl-C (exit 130 with a checkpoint), eval --json, sample
@@ -93,6 +95,16 @@ run "$BIN" sample "$TMP/none" --tokens abc
 expect "bad value exits 2 naming the flag" 2 "--tokens: expected"
 run "$BIN" sample "$TMP/none" --top-p 1.5
 expect "out-of-range value exits 2" 2 "--top-p: expected"
+run "$BIN" sample "$TMP/none" --top-k=-1
+expect "--flag=VALUE is checked like --flag VALUE" 2 "--top-k: expected"
+run "$BIN" sample "$TMP/none" --quiet=yes
+expect "a switch given a value exits 2" 2 "--quiet takes no value"
+run "$BIN" sample "$TMP/none" --prompt
+expect "a flag missing its value exits 2" 2 "--prompt expects a value"
+run "$BIN" info "$TINY" "$TINY"
+expect "a second positional exits 2" 2 "unexpected argument"
+run "$BIN" info "$TINY" --set=train.steps=5 --batch=3
+expect "--set=KEY=VALUE and --batch=N are accepted" 0 "batch 3"
 run "$BIN" info "$TINY" --set train.stepz=5
 expect "bad --set key exits 2 naming the flag" 2 "--set train.stepz=5"
 run "$BIN" info "$TINY" --set blocks.attention.heads=5
