@@ -26,38 +26,6 @@
 
 #define TEST_PI 3.14159265358979323846
 
-#define GUARD 64
-#define SENTINEL 1234.5f
-
-/* x (or sentinels if x is NULL) in a device array with GUARD sentinel floats
- * on each side; the pointer addresses the first of the n elements. */
-static clf_ptr guarded(clf_runtime *rt, const float *x, size_t n)
-{
-    float *t = malloc((n + 2 * GUARD) * sizeof *t);
-    for (size_t i = 0; i < n + 2 * GUARD; i++)
-        t[i] = SENTINEL;
-    if (x != NULL && n > 0)
-        memcpy(t + GUARD, x, n * sizeof *x);
-    clf_ptr p = tu_upload(rt, t, n + 2 * GUARD);
-    free(t);
-    p.off = GUARD;
-    return p;
-}
-
-/* 1 if nothing was written outside [p, p + n). */
-static int guard_intact(clf_runtime *rt, clf_ptr p, size_t n)
-{
-    float *t = malloc((n + 2 * GUARD) * sizeof *t);
-    clf_ptr base = {p.buf, p.off - GUARD};
-    tu_download(rt, base, t, n + 2 * GUARD);
-    int ok = 1;
-    for (size_t i = 0; i < GUARD; i++)
-        if (t[i] != SENTINEL || t[GUARD + n + i] != SENTINEL)
-            ok = 0;
-    free(t);
-    return ok;
-}
-
 static const clf_act ACTS[] = {CLF_ACT_RELU, CLF_ACT_GELU_ERF, CLF_ACT_GELU_TANH, CLF_ACT_SILU};
 static const char *const ACT_NAMES[] = {"none", "relu", "gelu_erf", "gelu_tanh", "silu"};
 
@@ -140,7 +108,7 @@ static void check_device(clf_runtime *rt, clf_act a, size_t n, tu_rng *rng)
     tu_fill(rng, dout, n, -2.0f, 2.0f);
     tu_fill(rng, old, n, -1.0f, 1.0f);
     clf_ptr dx = tu_upload(rt, x, n), ddout = tu_upload(rt, dout, n);
-    clf_ptr dy = guarded(rt, NULL, n), dold = guarded(rt, old, n);
+    clf_ptr dy = tu_guarded(rt, NULL, n), dold = tu_guarded(rt, old, n);
     char name[96];
 
     tu_ok(clf_op_act_forward(rt, a, dy, dx, n, &err), &err, "act_forward");
@@ -154,7 +122,7 @@ static void check_device(clf_runtime *rt, clf_act a, size_t n, tu_rng *rng)
     float *nan = malloc(n * sizeof *nan);
     for (size_t i = 0; i < n; i++)
         nan[i] = NAN;
-    clf_ptr ddin = guarded(rt, nan, n);
+    clf_ptr ddin = tu_guarded(rt, nan, n);
     tu_ok(clf_op_act_backward(rt, a, ddin, ddout, dx, n, 0, &err), &err, "act_backward");
     tu_download(rt, ddin, got, n);
     for (size_t i = 0; i < n; i++)
@@ -168,7 +136,7 @@ static void check_device(clf_runtime *rt, clf_act a, size_t n, tu_rng *rng)
         ref[i] = (double)old[i] + (double)dout[i] * ref_act_grad(a, x[i]);
     snprintf(name, sizeof name, "%s backward accumulate n=%zu", ACT_NAMES[a], n);
     tu_close(name, got, ref, n, 2e-6, 1e-5);
-    TU_CHECK(guard_intact(rt, dy, n) && guard_intact(rt, ddin, n) && guard_intact(rt, dold, n),
+    TU_CHECK(tu_guard_intact(rt, dy, n) && tu_guard_intact(rt, ddin, n) && tu_guard_intact(rt, dold, n),
              "%s n=%zu: guard zones intact", ACT_NAMES[a], n);
 
     tu_free(ddin);

@@ -39,45 +39,13 @@ static float *rnd(tu_rng *r, size_t n, float lo, float hi)
     return x;
 }
 
-#define GUARD 64
-#define SENTINEL 1234.5f
-
-/* x (or sentinels if x is NULL) in a device array with GUARD sentinel floats
- * on each side; the pointer addresses the first of the n elements. */
-static clf_ptr guarded(clf_runtime *rt, const float *x, size_t n)
-{
-    float *t = malloc((n + 2 * GUARD) * sizeof *t);
-    for (size_t i = 0; i < n + 2 * GUARD; i++)
-        t[i] = SENTINEL;
-    if (x != NULL && n > 0)
-        memcpy(t + GUARD, x, n * sizeof *x);
-    clf_ptr p = tu_upload(rt, t, n + 2 * GUARD);
-    free(t);
-    p.off = GUARD;
-    return p;
-}
-
-/* 1 if nothing was written outside [p, p + n). */
-static int guard_intact(clf_runtime *rt, clf_ptr p, size_t n)
-{
-    float *t = malloc((n + 2 * GUARD) * sizeof *t);
-    clf_ptr base = {p.buf, p.off - GUARD};
-    tu_download(rt, base, t, n + 2 * GUARD);
-    int ok = 1;
-    for (size_t i = 0; i < GUARD; i++)
-        if (t[i] != SENTINEL || t[GUARD + n + i] != SENTINEL)
-            ok = 0;
-    free(t);
-    return ok;
-}
-
 static void check_basic(clf_runtime *rt, size_t n, tu_rng *rng)
 {
     clf_error err;
     char name[96];
     float *a = rnd(rng, n, -3, 3), *b = rnd(rng, n, -3, 3), *got = malloc(n * sizeof *got);
     double *ref = malloc(n * sizeof *ref);
-    clf_ptr da = guarded(rt, a, n), db = guarded(rt, b, n), dout = guarded(rt, a, n);
+    clf_ptr da = tu_guarded(rt, a, n), db = tu_guarded(rt, b, n), dout = tu_guarded(rt, a, n);
 
     tu_ok(clf_op_add(rt, dout, da, db, n, &err), &err, "add");
     tu_download(rt, dout, got, n);
@@ -113,7 +81,7 @@ static void check_basic(clf_runtime *rt, size_t n, tu_rng *rng)
         ref[i] = 2.0 * a[i];
     snprintf(name, sizeof name, "add in place n=%zu", n);
     tu_close(name, got, ref, n, 0.0, 0.0);
-    TU_CHECK(guard_intact(rt, dout, n) && guard_intact(rt, da, n) && guard_intact(rt, db, n),
+    TU_CHECK(tu_guard_intact(rt, dout, n) && tu_guard_intact(rt, da, n) && tu_guard_intact(rt, db, n),
              "add/scale/axpy n=%zu: guard zones intact", n);
 
     tu_free(da);
@@ -147,8 +115,8 @@ static void check_bias_act(clf_runtime *rt, clf_act act, int with_bias, size_t R
     size_t n = R * N;
     float *h = rnd(rng, n, -3, 3), *bias = rnd(rng, N, -1, 1), *got = malloc(n * sizeof *got);
     double *refh = malloc(n * sizeof *refh), *refo = malloc(n * sizeof *refo);
-    clf_ptr dh = guarded(rt, h, n), dout = guarded(rt, NULL, n);
-    clf_ptr dbias = with_bias ? guarded(rt, bias, N) : (clf_ptr){NULL, 0};
+    clf_ptr dh = tu_guarded(rt, h, n), dout = tu_guarded(rt, NULL, n);
+    clf_ptr dbias = with_bias ? tu_guarded(rt, bias, N) : (clf_ptr){NULL, 0};
     for (size_t r = 0; r < R; r++)
         for (size_t c = 0; c < N; c++) {
             double v = (double)h[r * N + c] + (with_bias ? bias[c] : 0.0);
@@ -162,7 +130,7 @@ static void check_bias_act(clf_runtime *rt, clf_act act, int with_bias, size_t R
     tu_download(rt, dout, got, n);
     snprintf(name, sizeof name, "bias_act %s bias=%d %zux%zu: out", names[act], with_bias, R, N);
     tu_close(name, got, refo, n, 2e-6, 1e-5);
-    TU_CHECK(guard_intact(rt, dh, n) && guard_intact(rt, dout, n), "%s: guard zones intact",
+    TU_CHECK(tu_guard_intact(rt, dh, n) && tu_guard_intact(rt, dout, n), "%s: guard zones intact",
              name);
     tu_free(dh);
     tu_free(dout);
@@ -195,7 +163,7 @@ static void check_bias_backward(clf_runtime *rt, clf_ops_path path, size_t R, si
         absmax = fmax(absmax, sa);
     }
     double atol = 4e-6 * absmax;
-    clf_ptr dd = guarded(rt, d, R * N), db = guarded(rt, old, N);
+    clf_ptr dd = tu_guarded(rt, d, R * N), db = tu_guarded(rt, old, N);
 
     tu_ok(clf_op_bias_backward_ex(rt, path, db, dd, R, N, 0, &err), &err, "bias_backward");
     tu_download(rt, db, got, N);
@@ -213,7 +181,7 @@ static void check_bias_backward(clf_runtime *rt, clf_ops_path path, size_t R, si
         ref[c] += old[c];
     snprintf(name, sizeof name, "bias_backward %s accumulate %zux%zu", pn, R, N);
     tu_close(name, got, ref, N, atol + 1e-6, 0.0);
-    TU_CHECK(guard_intact(rt, db, N), "%s: guard zones intact", name);
+    TU_CHECK(tu_guard_intact(rt, db, N), "%s: guard zones intact", name);
 
     tu_free(dd);
     tu_free(db);
@@ -292,8 +260,8 @@ static void check_swiglu(clf_runtime *rt, size_t R, size_t H, tu_rng *rng)
         ind[i] = in[i];
     for (size_t i = 0; i < R * H; i++)
         doutd[i] = dout[i];
-    clf_ptr din_ = guarded(rt, in, n), ddout = guarded(rt, dout, R * H);
-    clf_ptr dy = guarded(rt, NULL, R * H), dg = guarded(rt, NULL, n);
+    clf_ptr din_ = tu_guarded(rt, in, n), ddout = tu_guarded(rt, dout, R * H);
+    clf_ptr dy = tu_guarded(rt, NULL, R * H), dg = tu_guarded(rt, NULL, n);
 
     tu_ok(clf_op_swiglu_forward(rt, dy, din_, R, H, &err), &err, "swiglu_forward");
     tu_download(rt, dy, got, R * H);
@@ -306,7 +274,7 @@ static void check_swiglu(clf_runtime *rt, size_t R, size_t H, tu_rng *rng)
     swiglu_backward_ref(ref, doutd, ind, R, H);
     snprintf(name, sizeof name, "swiglu backward %zux%zu", R, H);
     tu_close(name, got, ref, n, 2e-6, 1e-5);
-    TU_CHECK(guard_intact(rt, dy, R * H) && guard_intact(rt, dg, n),
+    TU_CHECK(tu_guard_intact(rt, dy, R * H) && tu_guard_intact(rt, dg, n),
              "swiglu %zux%zu: guard zones intact", R, H);
 
     tu_free(din_);

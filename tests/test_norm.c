@@ -30,38 +30,6 @@
 
 #define EPS 1e-5
 
-#define GUARD 64
-#define SENTINEL 1234.5f
-
-/* x (or sentinels if x is NULL) in a device array with GUARD sentinel floats
- * on each side; the pointer addresses the first of the n elements. */
-static clf_ptr guarded(clf_runtime *rt, const float *x, size_t n)
-{
-    float *t = malloc((n + 2 * GUARD) * sizeof *t);
-    for (size_t i = 0; i < n + 2 * GUARD; i++)
-        t[i] = SENTINEL;
-    if (x != NULL && n > 0)
-        memcpy(t + GUARD, x, n * sizeof *x);
-    clf_ptr p = tu_upload(rt, t, n + 2 * GUARD);
-    free(t);
-    p.off = GUARD;
-    return p;
-}
-
-/* 1 if nothing was written outside [p, p + n). */
-static int guard_intact(clf_runtime *rt, clf_ptr p, size_t n)
-{
-    float *t = malloc((n + 2 * GUARD) * sizeof *t);
-    clf_ptr base = {p.buf, p.off - GUARD};
-    tu_download(rt, base, t, n + 2 * GUARD);
-    int ok = 1;
-    for (size_t i = 0; i < GUARD; i++)
-        if (t[i] != SENTINEL || t[GUARD + n + i] != SENTINEL)
-            ok = 0;
-    free(t);
-    return ok;
-}
-
 /* ---- float64 references (llm.c style) ------------------------------------------- */
 
 static void layernorm_forward_ref(double *out, double *mean, double *rstd, const double *x,
@@ -304,8 +272,8 @@ static void check_layernorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t
     layernorm_forward_ref(out, mean, rstd, h.xd, h.wd, bias ? h.bd : NULL, R, N);
 
     clf_ptr dx_ = tu_upload(rt, h.x, n), dw_ = tu_upload(rt, h.w, N), db_ = tu_upload(rt, h.b, N);
-    clf_ptr dout_ = guarded(rt, NULL, n), dmean = guarded(rt, NULL, R),
-            drstd = guarded(rt, NULL, R);
+    clf_ptr dout_ = tu_guarded(rt, NULL, n), dmean = tu_guarded(rt, NULL, R),
+            drstd = tu_guarded(rt, NULL, R);
     tu_ok(clf_op_layernorm_forward_ex(rt, path, dout_, dmean, drstd, dx_, dw_,
                                       bias ? db_ : (clf_ptr){NULL, 0}, R, N, (float)EPS, &err),
           &err, "layernorm_forward");
@@ -328,8 +296,8 @@ static void check_layernorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t
     }
     tu_ok(clf_ptr_write(rt, dmean, meanf, R, &err), &err, "mean");
     tu_ok(clf_ptr_write(rt, drstd, rstdf, R, &err), &err, "rstd");
-    clf_ptr ddout = tu_upload(rt, h.dout, n), ddx = guarded(rt, nan, n);
-    clf_ptr ddw = guarded(rt, h.dw_old, N), ddb = guarded(rt, h.db_old, N);
+    clf_ptr ddout = tu_upload(rt, h.dout, n), ddx = tu_guarded(rt, nan, n);
+    clf_ptr ddw = tu_guarded(rt, h.dw_old, N), ddb = tu_guarded(rt, h.db_old, N);
     for (size_t j = 0; j < N; j++) {
         dw[j] = h.dw_old[j];
         db[j] = h.db_old[j];
@@ -379,9 +347,9 @@ static void check_layernorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t
     tu_download(rt, ddw, got, N);
     TU_CHECK(memcmp(got, dw1, N * sizeof *got) == 0,
              "layernorm backward %s %zux%zu: dw bit-identical on rerun", pn(path), R, N);
-    TU_CHECK(guard_intact(rt, dout_, n) && guard_intact(rt, dmean, R) &&
-                 guard_intact(rt, drstd, R) && guard_intact(rt, ddx, n) &&
-                 guard_intact(rt, ddw, N) && guard_intact(rt, ddb, N),
+    TU_CHECK(tu_guard_intact(rt, dout_, n) && tu_guard_intact(rt, dmean, R) &&
+                 tu_guard_intact(rt, drstd, R) && tu_guard_intact(rt, ddx, n) &&
+                 tu_guard_intact(rt, ddw, N) && tu_guard_intact(rt, ddb, N),
              "layernorm %s %zux%zu: guard zones of all outputs intact", pn(path), R, N);
 
     free(dw1);
@@ -425,7 +393,7 @@ static void check_rmsnorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t N
     rmsnorm_forward_ref(out, rstd, h.xd, h.wd, R, N);
 
     clf_ptr dx_ = tu_upload(rt, h.x, n), dw_ = tu_upload(rt, h.w, N);
-    clf_ptr dout_ = guarded(rt, NULL, n), drstd = guarded(rt, NULL, R);
+    clf_ptr dout_ = tu_guarded(rt, NULL, n), drstd = tu_guarded(rt, NULL, R);
     tu_ok(clf_op_rmsnorm_forward_ex(rt, path, dout_, drstd, dx_, dw_, R, N, (float)EPS, &err),
           &err, "rmsnorm_forward");
     snprintf(name, sizeof name, "rmsnorm %s %zux%zu", pn(path), R, N);
@@ -440,8 +408,8 @@ static void check_rmsnorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t N
         rstd[r] = rstdf[r];
     }
     tu_ok(clf_ptr_write(rt, drstd, rstdf, R, &err), &err, "rstd");
-    clf_ptr ddout = tu_upload(rt, h.dout, n), ddx = guarded(rt, nan, n);
-    clf_ptr ddw = guarded(rt, h.dw_old, N);
+    clf_ptr ddout = tu_upload(rt, h.dout, n), ddx = tu_guarded(rt, nan, n);
+    clf_ptr ddw = tu_guarded(rt, h.dw_old, N);
     for (size_t j = 0; j < N; j++)
         dw[j] = h.dw_old[j];
     for (size_t r = 0; r < R; r++)
@@ -469,8 +437,8 @@ static void check_rmsnorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t N
     tu_download(rt, ddw, got, N);
     snprintf(name, sizeof name, "rmsnorm backward accumulate %s %zux%zu: dw", pn(path), R, N);
     tu_close(name, got, dw, N, 2 * col_atol(h.doutd, xh, R, N), 0.0);
-    TU_CHECK(guard_intact(rt, dout_, n) && guard_intact(rt, drstd, R) &&
-                 guard_intact(rt, ddx, n) && guard_intact(rt, ddw, N),
+    TU_CHECK(tu_guard_intact(rt, dout_, n) && tu_guard_intact(rt, drstd, R) &&
+                 tu_guard_intact(rt, ddx, n) && tu_guard_intact(rt, ddw, N),
              "rmsnorm %s %zux%zu: guard zones of all outputs intact", pn(path), R, N);
 
     tu_free(dx_);

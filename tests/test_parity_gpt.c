@@ -36,47 +36,10 @@
 #include "model/checkpoint.h"
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "parity_util.h"
 #include "test_util.h"
 
 static void die(clf_status st, const clf_error *e, const char *what) { tu_ok(st, e, what); }
-
-/* Read a whole fixture tensor into a malloc'ed buffer (float or int32). */
-static void *fx_read(clf_st_reader *r, const char *name, size_t *numel)
-{
-    const clf_st_tensor_info *t = clf_st_reader_find(r, name);
-    if (t == NULL) {
-        fprintf(stderr, "FATAL: fixture has no tensor %s\n", name);
-        exit(1);
-    }
-    size_t n = 1;
-    for (int i = 0; i < t->ndim; i++)
-        n *= (size_t)t->shape[i];
-    void *p = malloc(n * 4 + 4);
-    clf_error e;
-    die(clf_st_reader_read_raw(r, t, p, n * 4 + 4, &e), &e, name);
-    if (numel)
-        *numel = n;
-    return p;
-}
-
-static double *to_double(const float *x, size_t n)
-{
-    double *d = malloc((n ? n : 1) * sizeof *d);
-    for (size_t i = 0; i < n; i++)
-        d[i] = x[i];
-    return d;
-}
-
-static int close_f(const char *name, const float *got, const float *ref, size_t n, double atol,
-                   double rtol)
-{
-    double *d = to_double(ref, n);
-    int ok = tu_close(name, got, d, n, atol, rtol);
-    free(d);
-    return ok;
-}
-
-static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
 
 static clf_model *build(clf_runtime *rt, const clf_model_config *cfg, int V, int B,
                         unsigned flags, clf_st_reader *r)
@@ -84,69 +47,27 @@ static clf_model *build(clf_runtime *rt, const clf_model_config *cfg, int V, int
     clf_model *m = NULL;
     clf_error e;
     die(clf_model_create(rt, cfg, V, B, flags, &m, &e), &e, "clf_model_create");
-    for (int i = 0; i < clf_model_param_count(m); i++) {
-        const clf_param_info *p = clf_model_param_get(m, i);
-        char name[160];
-        snprintf(name, sizeof name, "param.%s", p->name);
-        float *w = fx_read(r, name, NULL);
-        die(clf_model_tensor_write(m, CLF_SLOT_PARAM, i, w, &e), &e, name);
-        free(w);
-    }
+    pu_load_params(m, r);
     return m;
-}
-
-static void check_table(clf_model *m, clf_st_reader *r, const char *fx)
-{
-    int in_fixture = 0, bad = 0;
-    for (size_t i = 0; i < clf_st_reader_count(r); i++)
-        if (strncmp(clf_st_reader_tensor(r, i)->name, "param.", 6) == 0)
-            in_fixture++;
-    for (int i = 0; i < clf_model_param_count(m); i++) {
-        const clf_param_info *p = clf_model_param_get(m, i);
-        char name[160];
-        snprintf(name, sizeof name, "param.%s", p->name);
-        const clf_st_tensor_info *t = clf_st_reader_find(r, name);
-        int ok = t != NULL && t->ndim == p->ndim && (size_t)t->shape[0] == p->shape[0] &&
-                 (p->ndim == 1 || (size_t)t->shape[1] == p->shape[1]);
-        if (!ok) {
-            printf("  %s: %s missing or of another shape\n", fx, p->name);
-            bad++;
-        }
-    }
-    TU_CHECK(bad == 0 && in_fixture == clf_model_param_count(m),
-             "%s: parameter table matches the fixture (%d model tensors, %d in the fixture, %d "
-             "mismatched)",
-             fx, clf_model_param_count(m), in_fixture, bad);
 }
 
 static void parity(clf_runtime *rt, const char *fx)
 {
-    char path[512];
-    snprintf(path, sizeof path, "tests/data/parity/%s.safetensors", fx);
     clf_error e;
-    clf_st_reader *r = NULL;
-    die(clf_st_reader_open(path, &r, &e), &e, path);
-    const char *fmt = clf_st_reader_metadata(r, "format");
-    const char *ver = clf_st_reader_metadata(r, "version");
-    const char *yaml = clf_st_reader_metadata(r, "config");
-    TU_CHECK(fmt && ver && yaml && strcmp(fmt, "clformer-parity") == 0 && strcmp(ver, "1") == 0,
-             "%s: fixture format clformer-parity version 1 with a config", fx);
-    if (!(fmt && ver && yaml))
-        return;
     clf_model_config cfg;
-    die(clf_config_parse_string(yaml, path, NULL, 0, &cfg, &e), &e, "fixture config");
+    clf_st_reader *r = pu_open(fx, &cfg);
     const clf_st_tensor_info *xi = clf_st_reader_find(r, "x");
     const clf_st_tensor_info *li = clf_st_reader_find(r, "logits");
     const int B = (int)xi->shape[0], T = (int)xi->shape[1], V = (int)li->shape[2];
     const size_t BT = (size_t)B * (size_t)T;
-    int32_t *x = fx_read(r, "x", NULL), *y = fx_read(r, "y", NULL);
+    int32_t *x = pu_read(r, "x", NULL), *y = pu_read(r, "y", NULL);
     printf("%s: B=%d T=%d V=%d\n", fx, B, T, V);
 
     /* ---- forward, loss, gradients ---- */
     clf_model *m = build(rt, &cfg, V, B, CLF_MODEL_TRAIN, r);
-    check_table(m, r, fx);
+    pu_check_table(m, r, fx);
     float *logits = malloc(BT * (size_t)V * sizeof *logits);
-    float *ref_logits = fx_read(r, "logits", NULL), *ref_loss = fx_read(r, "loss", NULL);
+    float *ref_logits = pu_read(r, "logits", NULL), *ref_loss = pu_read(r, "loss", NULL);
     float loss = 0;
     die(clf_model_set_batch(m, x, y, B, T, &e), &e, "set_batch");
     die(clf_model_forward(m, 0, &e), &e, "forward");
@@ -154,26 +75,26 @@ static void parity(clf_runtime *rt, const char *fx)
     die(clf_model_loss(m, &loss, &e), &e, "loss");
     char name[160];
     snprintf(name, sizeof name, "%s logits", fx);
-    close_f(name, logits, ref_logits, BT * (size_t)V, 1e-5, 1e-4);
-    TU_CHECK(rel(loss, ref_loss[0]) <= 1e-5, "%s: eval loss %.8f vs torch %.8f", fx, loss,
+    pu_close_f(name, logits, ref_logits, BT * (size_t)V, 1e-5, 1e-4);
+    TU_CHECK(pu_rel(loss, ref_loss[0]) <= 1e-5, "%s: eval loss %.8f vs torch %.8f", fx, loss,
              ref_loss[0]);
 
     die(clf_model_forward(m, 1, &e), &e, "forward train");
     die(clf_model_loss(m, &loss, &e), &e, "loss");
-    TU_CHECK(rel(loss, ref_loss[0]) <= 1e-5, "%s: train loss %.8f vs torch %.8f", fx, loss,
+    TU_CHECK(pu_rel(loss, ref_loss[0]) <= 1e-5, "%s: train loss %.8f vs torch %.8f", fx, loss,
              ref_loss[0]);
     die(clf_model_backward(m, &e), &e, "backward");
     for (int i = 0; i < clf_model_param_count(m); i++) {
         const clf_param_info *p = clf_model_param_get(m, i);
         float *g = malloc(p->numel * sizeof *g);
         snprintf(name, sizeof name, "grad.%s", p->name);
-        float *ref = fx_read(r, name, NULL);
+        float *ref = pu_read(r, name, NULL);
         die(clf_model_tensor_read(m, CLF_SLOT_GRAD, i, g, &e), &e, name);
         double mx = 0;
         for (size_t j = 0; j < p->numel; j++)
             mx = fmax(mx, fabs(ref[j]));
         snprintf(name, sizeof name, "%s grad.%s", fx, p->name);
-        close_f(name, g, ref, p->numel, 1e-6 * mx, 1e-4);
+        pu_close_f(name, g, ref, p->numel, 1e-6 * mx, 1e-4);
         free(ref);
         free(g);
     }
@@ -181,8 +102,8 @@ static void parity(clf_runtime *rt, const char *fx)
 
     /* ---- 10 AdamW steps from the same initial parameters ---- */
     size_t nsteps = 0;
-    float *lrs = fx_read(r, "train.lr", &nsteps), *ref_losses = fx_read(r, "train.loss", NULL);
-    float *ref_gn = fx_read(r, "train.gnorm", NULL);
+    float *lrs = pu_read(r, "train.lr", &nsteps), *ref_losses = pu_read(r, "train.loss", NULL);
+    float *ref_gn = pu_read(r, "train.gnorm", NULL);
     m = build(rt, &cfg, V, B, CLF_MODEL_TRAIN, r);
     double worst_loss = 0, worst_gn = 0;
     for (size_t it = 0; it < nsteps; it++) {
@@ -193,8 +114,8 @@ static void parity(clf_runtime *rt, const char *fx)
         die(clf_model_backward(m, &e), &e, "backward");
         die(clf_model_step(m, lrs[it], &e), &e, "step");
         die(clf_model_grad_norm(m, &gn, &e), &e, "grad norm");
-        worst_loss = fmax(worst_loss, rel(loss, ref_losses[it]));
-        worst_gn = fmax(worst_gn, rel(gn, ref_gn[it]));
+        worst_loss = fmax(worst_loss, pu_rel(loss, ref_losses[it]));
+        worst_gn = fmax(worst_gn, pu_rel(gn, ref_gn[it]));
         printf("  step %zu: lr %.6g loss %.7f (torch %.7f) gnorm %.6f (torch %.6f)\n", it,
                lrs[it], loss, ref_losses[it], gn, ref_gn[it]);
     }
@@ -206,18 +127,18 @@ static void parity(clf_runtime *rt, const char *fx)
         const clf_param_info *p = clf_model_param_get(m, i);
         float *w = malloc(p->numel * sizeof *w);
         snprintf(name, sizeof name, "final.%s", p->name);
-        float *ref = fx_read(r, name, NULL);
+        float *ref = pu_read(r, name, NULL);
         die(clf_model_tensor_read(m, CLF_SLOT_PARAM, i, w, &e), &e, name);
         snprintf(name, sizeof name, "%s final.%s", fx, p->name);
-        close_f(name, w, ref, p->numel, 2e-5, 0);
+        pu_close_f(name, w, ref, p->numel, 2e-5, 0);
         free(ref);
         free(w);
     }
-    float *ref_final = fx_read(r, "final_loss", NULL);
+    float *ref_final = pu_read(r, "final_loss", NULL);
     die(clf_model_set_batch(m, x, y, B, T, &e), &e, "set_batch");
     die(clf_model_forward(m, 0, &e), &e, "forward");
     die(clf_model_loss(m, &loss, &e), &e, "loss");
-    TU_CHECK(rel(loss, ref_final[0]) <= 1e-5, "%s: loss after %zu steps %.8f vs torch %.8f", fx,
+    TU_CHECK(pu_rel(loss, ref_final[0]) <= 1e-5, "%s: loss after %zu steps %.8f vs torch %.8f", fx,
              nsteps, loss, ref_final[0]);
     clf_model_destroy(m);
 
@@ -244,7 +165,7 @@ static void parity(clf_runtime *rt, const char *fx)
     for (int b = 0; b < B; b++) {
         size_t o = ((size_t)b * T + P - 1) * V, n = (size_t)(T - P + 1) * V;
         snprintf(name, sizeof name, "%s KV-cache logits, sequence %d", fx, b);
-        ok &= close_f(name, got + o, ref_logits + o, n, 1e-5, 1e-4);
+        ok &= pu_close_f(name, got + o, ref_logits + o, n, 1e-5, 1e-4);
     }
     (void)ok;
     clf_model_destroy(m);

@@ -53,40 +53,10 @@
 #include "model/checkpoint.h"
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "parity_util.h"
 #include "test_util.h"
 
 static void die(clf_status st, const clf_error *e, const char *what) { tu_ok(st, e, what); }
-
-static void *fx_read(clf_st_reader *r, const char *name, size_t *numel)
-{
-    const clf_st_tensor_info *t = clf_st_reader_find(r, name);
-    if (t == NULL) {
-        fprintf(stderr, "FATAL: fixture has no tensor %s\n", name);
-        exit(1);
-    }
-    size_t n = 1;
-    for (int i = 0; i < t->ndim; i++)
-        n *= (size_t)t->shape[i];
-    void *p = malloc(n * 4 + 4);
-    clf_error e;
-    die(clf_st_reader_read_raw(r, t, p, n * 4 + 4, &e), &e, name);
-    if (numel)
-        *numel = n;
-    return p;
-}
-
-static int close_f(const char *name, const float *got, const float *ref, size_t n, double atol,
-                   double rtol)
-{
-    double *d = malloc((n ? n : 1) * sizeof *d);
-    for (size_t i = 0; i < n; i++)
-        d[i] = ref[i];
-    int ok = tu_close(name, got, d, n, atol, rtol);
-    free(d);
-    return ok;
-}
-
-static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
 
 typedef struct fixture {
     const char *name;
@@ -99,35 +69,24 @@ typedef struct fixture {
 
 static void fx_open(fixture *f, const char *name)
 {
-    char path[512];
-    clf_error e;
     memset(f, 0, sizeof *f);
     f->name = name;
-    snprintf(path, sizeof path, "tests/data/parity/%s.safetensors", name);
-    die(clf_st_reader_open(path, &f->r, &e), &e, path);
-    const char *fmt = clf_st_reader_metadata(f->r, "format");
-    const char *ver = clf_st_reader_metadata(f->r, "version");
-    const char *yaml = clf_st_reader_metadata(f->r, "config");
-    if (!(fmt && ver && yaml && strcmp(fmt, "clformer-parity") == 0 && strcmp(ver, "1") == 0)) {
-        fprintf(stderr, "FATAL: %s is not a clformer-parity v1 fixture with a config\n", path);
-        exit(1);
-    }
-    die(clf_config_parse_string(yaml, path, NULL, 0, &f->cfg, &e), &e, "fixture config");
+    f->r = pu_open(name, &f->cfg);
     f->s2s = f->cfg.kind == CLF_MODEL_ENCODER_DECODER;
     const clf_st_tensor_info *si = clf_st_reader_find(f->r, "src");
     const clf_st_tensor_info *li = clf_st_reader_find(f->r, "logits");
     f->B = (int)si->shape[0];
     f->S = (int)si->shape[1];
     f->V = f->cfg.vocab.size;
-    f->src = fx_read(f->r, "src", NULL);
-    f->keep = fx_read(f->r, "src_keep", NULL);
+    f->src = pu_read(f->r, "src", NULL);
+    f->keep = pu_read(f->r, "src_keep", NULL);
     if (f->s2s) {
         f->T = (int)clf_st_reader_find(f->r, "tgt_in")->shape[1];
-        f->tgt_in = fx_read(f->r, "tgt_in", NULL);
-        f->tgt_out = fx_read(f->r, "tgt_out", NULL);
+        f->tgt_in = pu_read(f->r, "tgt_in", NULL);
+        f->tgt_out = pu_read(f->r, "tgt_out", NULL);
     } else {
         f->NL = (int)li->shape[1];
-        f->labels = fx_read(f->r, "labels", NULL);
+        f->labels = pu_read(f->r, "labels", NULL);
     }
 }
 
@@ -147,14 +106,7 @@ static clf_model *build(clf_runtime *rt, const fixture *f, int Bmax, unsigned fl
     clf_error e;
     clf_model_limits lim = {Bmax, f->S, f->s2s ? f->T : 0, 0, 0, 0, 0, 0};
     die(clf_model_create_ex(rt, &f->cfg, f->V, &lim, flags, &m, &e), &e, "clf_model_create_ex");
-    for (int i = 0; i < clf_model_param_count(m); i++) {
-        const clf_param_info *p = clf_model_param_get(m, i);
-        char name[160];
-        snprintf(name, sizeof name, "param.%s", p->name);
-        float *w = fx_read(f->r, name, NULL);
-        die(clf_model_tensor_write(m, CLF_SLOT_PARAM, i, w, &e), &e, name);
-        free(w);
-    }
+    pu_load_params(m, f->r);
     return m;
 }
 
@@ -168,30 +120,6 @@ static void set_batch(clf_model *m, const fixture *f)
     else
         die(clf_model_set_batch_classify(m, f->src, f->keep, f->labels, f->B, f->S, &e), &e,
             "set_batch_classify");
-}
-
-static void check_table(clf_model *m, const fixture *f)
-{
-    int in_fixture = 0, bad = 0;
-    for (size_t i = 0; i < clf_st_reader_count(f->r); i++)
-        if (strncmp(clf_st_reader_tensor(f->r, i)->name, "param.", 6) == 0)
-            in_fixture++;
-    for (int i = 0; i < clf_model_param_count(m); i++) {
-        const clf_param_info *p = clf_model_param_get(m, i);
-        char name[160];
-        snprintf(name, sizeof name, "param.%s", p->name);
-        const clf_st_tensor_info *t = clf_st_reader_find(f->r, name);
-        int ok = t != NULL && t->ndim == p->ndim && (size_t)t->shape[0] == p->shape[0] &&
-                 (p->ndim == 1 || (size_t)t->shape[1] == p->shape[1]);
-        if (!ok) {
-            printf("  %s: %s missing or of another shape\n", f->name, p->name);
-            bad++;
-        }
-    }
-    TU_CHECK(bad == 0 && in_fixture == clf_model_param_count(m),
-             "%s: parameter table matches the fixture (%d model tensors, %d in the fixture, %d "
-             "mismatched)",
-             f->name, clf_model_param_count(m), in_fixture, bad);
 }
 
 /* Compare translator logits [B*T, V] at the non-ignored target positions. */
@@ -208,7 +136,7 @@ static void close_positions(const char *name, const fixture *f, const float *got
         memcpy(r + n * V, ref + i * V, V * sizeof *r);
         n++;
     }
-    close_f(name, g, r, n * V, 1e-5, 1e-4);
+    pu_close_f(name, g, r, n * V, 1e-5, 1e-4);
     free(g);
     free(r);
 }
@@ -226,9 +154,9 @@ static void parity(clf_runtime *rt, const char *fx)
 
     /* ---- forward, loss, gradients ---- */
     clf_model *m = build(rt, &f, B, CLF_MODEL_TRAIN);
-    check_table(m, &f);
+    pu_check_table(m, f.r, f.name);
     float *logits = malloc(nlog * sizeof *logits), *probs = malloc(nlog * sizeof *probs);
-    float *ref_logits = fx_read(f.r, "logits", NULL), *ref_loss = fx_read(f.r, "loss", NULL);
+    float *ref_logits = pu_read(f.r, "logits", NULL), *ref_loss = pu_read(f.r, "loss", NULL);
     float loss = 0;
     set_batch(m, &f);
     die(clf_model_forward(m, 0, &e), &e, "forward");
@@ -238,7 +166,7 @@ static void parity(clf_runtime *rt, const char *fx)
     if (f.s2s) {
         close_positions(name, &f, logits, ref_logits);
     } else {
-        close_f(name, logits, ref_logits, nlog, 1e-5, 1e-4);
+        pu_close_f(name, logits, ref_logits, nlog, 1e-5, 1e-4);
         die(clf_model_probs_read(m, probs, &e), &e, "probs");
         double *rp = malloc(nlog * sizeof *rp);
         for (int b = 0; b < B; b++) {
@@ -254,24 +182,24 @@ static void parity(clf_runtime *rt, const char *fx)
         tu_close(name, probs, rp, nlog, 1e-6, 1e-4);
         free(rp);
     }
-    TU_CHECK(rel(loss, ref_loss[0]) <= 1e-5, "%s: eval loss %.8f vs torch %.8f", fx, loss,
+    TU_CHECK(pu_rel(loss, ref_loss[0]) <= 1e-5, "%s: eval loss %.8f vs torch %.8f", fx, loss,
              ref_loss[0]);
     die(clf_model_forward(m, 1, &e), &e, "forward train");
     die(clf_model_loss(m, &loss, &e), &e, "loss");
-    TU_CHECK(rel(loss, ref_loss[0]) <= 1e-5, "%s: train loss %.8f vs torch %.8f", fx, loss,
+    TU_CHECK(pu_rel(loss, ref_loss[0]) <= 1e-5, "%s: train loss %.8f vs torch %.8f", fx, loss,
              ref_loss[0]);
     die(clf_model_backward(m, &e), &e, "backward");
     for (int i = 0; i < clf_model_param_count(m); i++) {
         const clf_param_info *p = clf_model_param_get(m, i);
         float *g = malloc(p->numel * sizeof *g);
         snprintf(name, sizeof name, "grad.%s", p->name);
-        float *ref = fx_read(f.r, name, NULL);
+        float *ref = pu_read(f.r, name, NULL);
         die(clf_model_tensor_read(m, CLF_SLOT_GRAD, i, g, &e), &e, name);
         double mx = 0;
         for (size_t j = 0; j < p->numel; j++)
             mx = fmax(mx, fabs(ref[j]));
         snprintf(name, sizeof name, "%s grad.%s", fx, p->name);
-        close_f(name, g, ref, p->numel, 1e-6 * mx, 1e-4);
+        pu_close_f(name, g, ref, p->numel, 1e-6 * mx, 1e-4);
         free(ref);
         free(g);
     }
@@ -279,8 +207,8 @@ static void parity(clf_runtime *rt, const char *fx)
 
     /* ---- 10 optimizer steps from the same initial parameters ---- */
     size_t nsteps = 0;
-    float *lrs = fx_read(f.r, "train.lr", &nsteps), *ref_losses = fx_read(f.r, "train.loss", NULL);
-    float *ref_gn = fx_read(f.r, "train.gnorm", NULL);
+    float *lrs = pu_read(f.r, "train.lr", &nsteps), *ref_losses = pu_read(f.r, "train.loss", NULL);
+    float *ref_gn = pu_read(f.r, "train.gnorm", NULL);
     m = build(rt, &f, B, CLF_MODEL_TRAIN);
     double worst_loss = 0, worst_gn = 0;
     for (size_t it = 0; it < nsteps; it++) {
@@ -291,8 +219,8 @@ static void parity(clf_runtime *rt, const char *fx)
         die(clf_model_backward(m, &e), &e, "backward");
         die(clf_model_step(m, lrs[it], &e), &e, "step");
         die(clf_model_grad_norm(m, &gn, &e), &e, "grad norm");
-        worst_loss = fmax(worst_loss, rel(loss, ref_losses[it]));
-        worst_gn = fmax(worst_gn, rel(gn, ref_gn[it]));
+        worst_loss = fmax(worst_loss, pu_rel(loss, ref_losses[it]));
+        worst_gn = fmax(worst_gn, pu_rel(gn, ref_gn[it]));
         printf("  step %zu: lr %.6g loss %.7f (torch %.7f) gnorm %.6f (torch %.6f)\n", it,
                lrs[it], loss, ref_losses[it], gn, ref_gn[it]);
     }
@@ -307,7 +235,7 @@ static void parity(clf_runtime *rt, const char *fx)
         const clf_param_info *p = clf_model_param_get(m, i);
         float *w = malloc(p->numel * sizeof *w);
         snprintf(name, sizeof name, "final.%s", p->name);
-        float *ref = fx_read(f.r, name, NULL);
+        float *ref = pu_read(f.r, name, NULL);
         die(clf_model_tensor_read(m, CLF_SLOT_PARAM, i, w, &e), &e, name);
         /* A key bias adds q.b to every score of a query: softmax ignores it,
          * its exact gradient is 0 and the computed one rounding noise, which
@@ -321,7 +249,7 @@ static void parity(clf_runtime *rt, const char *fx)
             k0 = 0, k1 = C;
         if (k1 > k0) {
             snprintf(name, sizeof name, "param.%s", p->name);
-            float *w0 = fx_read(f.r, name, NULL);
+            float *w0 = pu_read(f.r, name, NULL);
             double drift = 0;
             for (size_t j = k0; j < k1; j++) {
                 drift = fmax(drift, fabs((double)w[j] - w0[j]));
@@ -332,15 +260,15 @@ static void parity(clf_runtime *rt, const char *fx)
             free(w0);
         }
         snprintf(name, sizeof name, "%s final.%s", fx, p->name);
-        close_f(name, w, ref, p->numel, 2e-5, 0);
+        pu_close_f(name, w, ref, p->numel, 2e-5, 0);
         free(ref);
         free(w);
     }
-    float *ref_final = fx_read(f.r, "final_loss", NULL);
+    float *ref_final = pu_read(f.r, "final_loss", NULL);
     set_batch(m, &f);
     die(clf_model_forward(m, 0, &e), &e, "forward");
     die(clf_model_loss(m, &loss, &e), &e, "loss");
-    TU_CHECK(rel(loss, ref_final[0]) <= 1e-5, "%s: loss after %zu steps %.8f vs torch %.8f", fx,
+    TU_CHECK(pu_rel(loss, ref_final[0]) <= 1e-5, "%s: loss after %zu steps %.8f vs torch %.8f", fx,
              nsteps, loss, ref_final[0]);
     clf_model_destroy(m);
     free(ref_final);

@@ -21,34 +21,6 @@
 #include "model/ops_internal.h"
 #include "test_util.h"
 
-#define GUARD 64
-#define SENTINEL 1234.5f
-
-/* A device array of n floats with GUARD sentinel floats on each side. */
-static clf_ptr guarded(clf_runtime *rt, size_t n)
-{
-    float *t = malloc((n + 2 * GUARD) * sizeof *t);
-    for (size_t i = 0; i < n + 2 * GUARD; i++)
-        t[i] = SENTINEL;
-    clf_ptr p = tu_upload(rt, t, n + 2 * GUARD);
-    free(t);
-    p.off = GUARD;
-    return p;
-}
-
-static int guard_intact(clf_runtime *rt, clf_ptr p, size_t n)
-{
-    float *t = malloc((n + 2 * GUARD) * sizeof *t);
-    clf_ptr base = {p.buf, p.off - GUARD};
-    tu_download(rt, base, t, n + 2 * GUARD);
-    int ok = 1;
-    for (size_t i = 0; i < GUARD; i++)
-        if (t[i] != SENTINEL || t[GUARD + n + i] != SENTINEL)
-            ok = 0;
-    free(t);
-    return ok;
-}
-
 static const char *pn(clf_ops_path p) { return p == CLF_OPS_PATH_ITEM ? "item" : "group"; }
 
 static void check_rows(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, tu_rng *rng)
@@ -58,7 +30,7 @@ static void check_rows(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, t
     float *x = malloc((R * N + 1) * sizeof *x), *got = malloc(R * sizeof *got);
     double *ref = malloc(R * sizeof *ref);
     tu_fill(rng, x, R * N, -3, 5);
-    clf_ptr dx = tu_upload(rt, x, R * N), out = guarded(rt, R);
+    clf_ptr dx = tu_upload(rt, x, R * N), out = tu_guarded(rt, NULL, R);
 
     double worst_abs = 0.0;
     for (size_t r = 0; r < R; r++) {
@@ -74,7 +46,7 @@ static void check_rows(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, t
     tu_download(rt, out, got, R);
     snprintf(name, sizeof name, "row_sum %s %zux%zu", pn(path), R, N);
     tu_close(name, got, ref, R, 2e-6 * worst_abs + 1e-30, 0.0);
-    TU_CHECK(guard_intact(rt, out, R), "%s: guard zones intact", name);
+    TU_CHECK(tu_guard_intact(rt, out, R), "%s: guard zones intact", name);
 
     for (size_t r = 0; r < R; r++) {
         double m = -INFINITY;
@@ -86,7 +58,7 @@ static void check_rows(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, t
     tu_download(rt, out, got, R);
     snprintf(name, sizeof name, "row_max %s %zux%zu", pn(path), R, N);
     tu_close(name, got, ref, R, 0.0, 0.0);
-    TU_CHECK(guard_intact(rt, out, R), "%s: guard zones intact", name);
+    TU_CHECK(tu_guard_intact(rt, out, R), "%s: guard zones intact", name);
 
     tu_free(dx);
     tu_free(out);
@@ -104,7 +76,7 @@ static void check_total(clf_runtime *rt, clf_ops_path path, size_t n, float lo, 
     tu_fill(rng, x, n, lo, hi);
     size_t P = clf_op_sumsq_scratch_ex(rt, path, n);
     TU_CHECK(P >= 1, "scratch size %zu for n=%zu", P, n);
-    clf_ptr dx = tu_upload(rt, x, n), out = guarded(rt, 1), scratch = guarded(rt, P);
+    clf_ptr dx = tu_upload(rt, x, n), out = tu_guarded(rt, NULL, 1), scratch = tu_guarded(rt, NULL, P);
     double ss = 0.0, s = 0.0, sa = 0.0;
     for (size_t i = 0; i < n; i++) {
         ss += (double)x[i] * x[i];
@@ -115,7 +87,7 @@ static void check_total(clf_runtime *rt, clf_ops_path path, size_t n, float lo, 
     tu_download(rt, out, &got, 1);
     snprintf(name, sizeof name, "sumsq %s n=%zu in [%g, %g]", pn(path), n, lo, hi);
     tu_close(name, &got, &ss, 1, 1e-30, 1e-5);
-    TU_CHECK(guard_intact(rt, out, 1) && guard_intact(rt, scratch, P),
+    TU_CHECK(tu_guard_intact(rt, out, 1) && tu_guard_intact(rt, scratch, P),
              "%s: guard zones intact (P=%zu)", name, P);
     tu_ok(clf_op_sumsq_ex(rt, path, out, dx, n, scratch, &err), &err, "sumsq");
     tu_download(rt, out, &got2, 1);

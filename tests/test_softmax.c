@@ -26,38 +26,6 @@
 #include "model/ops_internal.h"
 #include "test_util.h"
 
-#define GUARD 64
-#define SENTINEL 1234.5f
-
-/* x (or sentinels if x is NULL) in a device array with GUARD sentinel floats
- * on each side; the pointer addresses the first of the n elements. */
-static clf_ptr guarded(clf_runtime *rt, const float *x, size_t n)
-{
-    float *t = malloc((n + 2 * GUARD) * sizeof *t);
-    for (size_t i = 0; i < n + 2 * GUARD; i++)
-        t[i] = SENTINEL;
-    if (x != NULL && n > 0)
-        memcpy(t + GUARD, x, n * sizeof *x);
-    clf_ptr p = tu_upload(rt, t, n + 2 * GUARD);
-    free(t);
-    p.off = GUARD;
-    return p;
-}
-
-/* 1 if nothing was written outside [p, p + n). */
-static int guard_intact(clf_runtime *rt, clf_ptr p, size_t n)
-{
-    float *t = malloc((n + 2 * GUARD) * sizeof *t);
-    clf_ptr base = {p.buf, p.off - GUARD};
-    tu_download(rt, base, t, n + 2 * GUARD);
-    int ok = 1;
-    for (size_t i = 0; i < GUARD; i++)
-        if (t[i] != SENTINEL || t[GUARD + n + i] != SENTINEL)
-            ok = 0;
-    free(t);
-    return ok;
-}
-
 typedef struct mask_ref {
     const float *add; /* [add_rows, N] or NULL */
     size_t add_rows;
@@ -194,7 +162,7 @@ static void run_case(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, siz
         dm.keep_group_rows = group_rows;
     }
     clf_ptr dx = tu_upload(rt, x, n);
-    clf_ptr dy = in_place ? dx : guarded(rt, NULL, n);
+    clf_ptr dy = in_place ? dx : tu_guarded(rt, NULL, n);
     tu_ok(clf_op_softmax_forward_ex(rt, path, dy, dx, R, N, scale, &dm, &err), &err,
           "softmax_forward");
     tu_download(rt, dy, got, n);
@@ -203,7 +171,7 @@ static void run_case(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, siz
              R, N, use_add, G, causal_T, in_place ? " in place" : "");
     tu_close(name, got, ref, n, 2e-7, 2e-6);
     if (!in_place)
-        TU_CHECK(guard_intact(rt, dy, n), "%s: guard zones intact", name);
+        TU_CHECK(tu_guard_intact(rt, dy, n), "%s: guard zones intact", name);
 
     /* fully-masked rows: exact zeros */
     size_t masked_rows = 0, exact = 0;
@@ -237,7 +205,7 @@ static void run_case(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, siz
             gd[i] = g[i];
             yd[i] = got[i];
         }
-        clf_ptr dg = guarded(rt, g, n), dgx = guarded(rt, NULL, n);
+        clf_ptr dg = tu_guarded(rt, g, n), dgx = tu_guarded(rt, NULL, n);
         tu_ok(clf_op_softmax_backward_ex(rt, path, dgx, dg, dy, R, N, scale, &err), &err,
               "softmax_backward");
         tu_download(rt, dgx, got, n);
@@ -252,7 +220,7 @@ static void run_case(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, siz
         snprintf(name, sizeof name, "softmax backward in place %s %zux%zu", path_name(path), R,
                  N);
         tu_close(name, got, ref, n, 2e-7, 2e-6);
-        TU_CHECK(guard_intact(rt, dg, n) && guard_intact(rt, dgx, n), "%s: guard zones intact",
+        TU_CHECK(tu_guard_intact(rt, dg, n) && tu_guard_intact(rt, dgx, n), "%s: guard zones intact",
                  name);
         tu_free(dg);
         tu_free(dgx);

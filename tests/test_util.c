@@ -203,3 +203,41 @@ void tu_download(clf_runtime *rt, clf_ptr p, float *x, size_t n)
 }
 
 void tu_free(clf_ptr p) { clf_buffer_destroy(p.buf); }
+
+#define TU_SENTINEL 1234.5f
+
+clf_ptr tu_guarded(clf_runtime *rt, const float *x, size_t n)
+{
+    size_t total = n + 2 * TU_GUARD;
+    float *t = malloc(total * sizeof *t);
+    if (t == NULL) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < total; i++)
+        t[i] = TU_SENTINEL;
+    if (x != NULL && n > 0)
+        memcpy(t + TU_GUARD, x, n * sizeof *x);
+    clf_ptr p = tu_upload(rt, t, total);
+    free(t);
+    p.off = TU_GUARD;
+    return p;
+}
+
+int tu_guard_intact(clf_runtime *rt, clf_ptr p, size_t n)
+{
+    size_t total = n + 2 * TU_GUARD;
+    float *t = malloc(total * sizeof *t);
+    if (t == NULL) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    clf_ptr base = {p.buf, p.off - TU_GUARD};
+    tu_download(rt, base, t, total);
+    int ok = 1;
+    for (size_t i = 0; i < TU_GUARD; i++)
+        if (t[i] != TU_SENTINEL || t[TU_GUARD + n + i] != TU_SENTINEL)
+            ok = 0;
+    free(t);
+    return ok;
+}

@@ -8,6 +8,8 @@
  * - tu_close(): compare float results with a float64 reference under
  *   |got - ref| <= atol + rtol * |ref|; NaN/inf never pass unless the
  *   reference is the same non-finite value; prints the worst element.
+ * - tu_guarded(): device arrays with sentinel zones on both sides, to catch
+ *   writes out of bounds (tu_guard_intact).
  * - TU_CHECK(cond, ...) records a failure with a message and goes on;
  *   tu_finish() prints "N passed, N failed" and returns the exit status.
  */
@@ -49,5 +51,13 @@ clf_ptr tu_upload_i32(clf_runtime *rt, const int32_t *x, size_t n);
 clf_ptr tu_alloc(clf_runtime *rt, size_t n); /* zero-filled */
 void tu_download(clf_runtime *rt, clf_ptr p, float *x, size_t n);
 void tu_free(clf_ptr p);
+
+/* Guard zones: x (or only sentinels if x is NULL) in a device array with
+ * TU_GUARD sentinel floats on each side; the pointer addresses the first
+ * of the n elements. tu_guard_intact is 1 if nothing was written outside
+ * [p, p + n). */
+#define TU_GUARD 64
+clf_ptr tu_guarded(clf_runtime *rt, const float *x, size_t n);
+int tu_guard_intact(clf_runtime *rt, clf_ptr p, size_t n);
 
 #endif
