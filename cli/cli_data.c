@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "cli_data.h"
+#include "model/fileio.h"
 
 static int is_dir(const char *p)
 {
@@ -373,7 +374,7 @@ int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE 
     const char *files[2] = {p->train_src, tsv ? NULL : p->train_tgt};
     *tok = NULL;
     if (cfg->vocab.path[0] != '\0') {
-        if ((st = clf_seqdata_read_file(cfg->vocab.path, &text, &len, &e)) != CLF_OK ||
+        if ((st = clf_file_read_text(cfg->vocab.path, CLF_SEQDATA_MAX_BYTES, &text, &len, &e)) != CLF_OK ||
             (st = clf_tokenizer_from_json(text, len, tok, &e)) != CLF_OK) {
             clf_error_prefix(&e, "vocab.path %s", cfg->vocab.path);
             goto fail;
@@ -401,7 +402,7 @@ int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE 
                     goto fail;
                 continue;
             }
-            if ((st = clf_seqdata_read_file(files[i], &text, &len, &e)) != CLF_OK ||
+            if ((st = clf_file_read_text(files[i], CLF_SEQDATA_MAX_BYTES, &text, &len, &e)) != CLF_OK ||
                 (st = add_tsv_text(tr, text, len, files[i], NULL, NULL, &e)) != CLF_OK)
                 goto fail;
             free(text);
@@ -421,7 +422,7 @@ int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE 
     }
     default: /* char: the code points of the training text */
         for (int i = 0; i < 2 && files[i] != NULL; i++) {
-            if ((st = clf_seqdata_read_file(files[i], &text, &len, &e)) != CLF_OK)
+            if ((st = clf_file_read_text(files[i], CLF_SEQDATA_MAX_BYTES, &text, &len, &e)) != CLF_OK)
                 goto fail;
             if (tsv) {
                 st = add_tsv_text(NULL, text, len, files[i], &joint, &jlen, &e);
@@ -492,7 +493,7 @@ int cli_seq_load(const clf_model_config *cfg, const clf_tokenizer *tok, const ch
     } else {
         char *text = NULL;
         size_t len = 0;
-        st = clf_seqdata_read_file(src, &text, &len, &e);
+        st = clf_file_read_text(src, CLF_SEQDATA_MAX_BYTES, &text, &len, &e);
         if (st == CLF_OK)
             st = clf_seqdata_from_text(text, len, src, tok, &so, ds, &e);
         free(text);
@@ -534,7 +535,7 @@ int cli_read_lines(const char *path, char ***lines, size_t *n)
     size_t len = 0;
     *lines = NULL;
     *n = 0;
-    clf_status st = clf_seqdata_read_file(path, &text, &len, &e);
+    clf_status st = clf_file_read_text(path, CLF_SEQDATA_MAX_BYTES, &text, &len, &e);
     if (st != CLF_OK)
         return fail_err(&e, st);
     size_t count = 0;
@@ -632,7 +633,7 @@ int cli_read_input(const char *path, char **text, size_t *len)
     if (path != NULL) {
         clf_error e;
         clf_error_clear(&e);
-        clf_status st = clf_seqdata_read_file(path, text, len, &e);
+        clf_status st = clf_file_read_text(path, CLF_SEQDATA_MAX_BYTES, text, len, &e);
         return st == CLF_OK ? CLI_EXIT_OK : fail_err(&e, st);
     }
     size_t cap = 1 << 16, n = 0;

@@ -116,7 +116,7 @@ struct clf_dataset {
 
 clf_status clf_dataset_read_text(const char *path, char **text, size_t *len, clf_error *err)
 {
-    clf_status st = clf_file_read_all(path, CLF_DATASET_MAX_BYTES, text, len, err);
+    clf_status st = clf_file_read_text(path, CLF_DATASET_MAX_BYTES, text, len, err);
     if (st != CLF_OK)
         return st;
     if (*len == 0) {

@@ -76,9 +76,10 @@ typedef enum clf_split {
 
 typedef struct clf_dataset clf_dataset;
 
-/* Read a text file for building a tokenizer or a dataset: *text is
- * malloc'ed, NUL-terminated. A missing or unreadable file is CLF_ERR_IO with
- * the path; an empty one CLF_ERR_FORMAT. */
+/* Read a text file (plain or gzip-compressed) for building a tokenizer or a
+ * dataset: *text is malloc'ed, NUL-terminated. A missing or unreadable file
+ * is CLF_ERR_IO with the path; an empty one or a corrupt gzip stream
+ * CLF_ERR_FORMAT. */
 clf_status clf_dataset_read_text(const char *path, char **text, size_t *len, clf_error *err);
 /* Read, tokenize and split path. Errors name the path. */
 clf_status clf_dataset_load(const char *path, const clf_tokenizer *tok, clf_dataset **out,

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include <zlib.h>
 
 struct clf_file_atomic {
     FILE *fp;
@@ -258,4 +259,91 @@ clf_status clf_file_write_atomic(const char *path, const void *data, size_t size
         return st;
     }
     return clf_file_atomic_commit(f, err);
+}
+
+/* zlib's gzerror() message, without the "path: " it starts with */
+static const char *gz_message(gzFile f, const char *path, int *zerr)
+{
+    const char *msg = gzerror(f, zerr);
+    size_t n = strlen(path);
+    if (msg == NULL)
+        return "";
+    if (strncmp(msg, path, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')
+        msg += n + 2;
+    return msg;
+}
+
+clf_status clf_file_read_text(const char *path, size_t max_bytes, char **text, size_t *len,
+                              clf_error *err)
+{
+    clf_status st = CLF_OK;
+    char *buf = NULL;
+    size_t n = 0, cap = (size_t)1 << 20;
+    gzFile f = NULL;
+    struct stat sb;
+    *text = NULL;
+    *len = 0;
+    if (stat(path, &sb) != 0)
+        return clf_error_set(err, CLF_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return clf_error_set(err, CLF_ERR_IO, "%s is not a regular file", path);
+    errno = 0;
+    f = gzopen(path, "rb");
+    if (f == NULL)
+        return clf_error_set(err, CLF_ERR_IO, "cannot open %s: %s", path,
+                             errno ? strerror(errno) : "out of memory");
+    gzbuffer(f, 1u << 17);
+    if ((buf = malloc(cap + 1)) == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "cannot allocate %zu bytes to read %s", cap,
+                           path);
+        goto done;
+    }
+    for (;;) {
+        if (n > max_bytes) {
+            st = clf_error_set(err, CLF_ERR_IO, "%s is larger than %zu bytes (decompressed)",
+                               path, max_bytes);
+            goto done;
+        }
+        if (n == cap) {
+            char *nb = realloc(buf, 2 * cap + 1);
+            if (nb == NULL) {
+                st = clf_error_set(err, CLF_ERR_MEMORY, "cannot allocate %zu bytes to read %s",
+                                   2 * cap + 1, path);
+                goto done;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t want = cap - n > (1u << 30) ? (1u << 30) : cap - n;
+        int got = gzread(f, buf + n, (unsigned)want);
+        if (got < 0) {
+            int zerr = 0;
+            const char *msg = gz_message(f, path, &zerr);
+            st = clf_error_set(err, zerr == Z_ERRNO ? CLF_ERR_IO : CLF_ERR_FORMAT,
+                               "reading %s: %s", path, zerr == Z_ERRNO ? strerror(errno) : msg);
+            goto done;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    {
+        /* zlib reports a truncated stream only in its state, not by gzread() */
+        int zerr = Z_OK;
+        const char *msg = gz_message(f, path, &zerr);
+        if (zerr != Z_OK && zerr != Z_STREAM_END) {
+            st = clf_error_set(err, CLF_ERR_FORMAT, "reading %s: %s (a corrupt or truncated "
+                                                    "gzip file)",
+                               path, msg);
+            goto done;
+        }
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    buf = NULL;
+done:
+    gzclose_r(f);
+    free(buf);
+    return st;
 }

@@ -3,7 +3,9 @@
  *
  * Reading: clf_file_read_all() returns the whole file in one malloc'ed
  * buffer, NUL-terminated for convenience (the NUL is not counted), refusing
- * anything that is not a regular file or is larger than a caller-given limit.
+ * anything that is not a regular file or is larger than a caller-given limit;
+ * clf_file_read_text() does the same for text that may be gzip-compressed
+ * (data sets, tokenizer files).
  * Every message names the path and the system's reason (strerror).
  *
  * Writing: a file that must never be seen half-written (checkpoints,
@@ -37,6 +39,14 @@
  * allocation failure -> CLF_ERR_MEMORY. */
 clf_status clf_file_read_all(const char *path, size_t max_bytes, char **data, size_t *size,
                              clf_error *err);
+
+/* Read all of a text file, plain or gzip-compressed (zlib tells them apart
+ * by the magic bytes and reads a plain file as it is). *text is malloc'ed
+ * and NUL-terminated, *len bytes. Missing, unreadable, not a regular file or
+ * larger than max_bytes once decompressed -> CLF_ERR_IO; a corrupt or
+ * truncated gzip stream -> CLF_ERR_FORMAT. Every message names the path. */
+clf_status clf_file_read_text(const char *path, size_t max_bytes, char **text, size_t *len,
+                              clf_error *err);
 
 /* Write data to path atomically (see above). */
 clf_status clf_file_write_atomic(const char *path, const void *data, size_t size,

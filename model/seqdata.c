@@ -6,88 +6,14 @@
  * source rows with their specials, target tokens without (bos / eos are
  * added when a batch is filled): seqdata_internal.h.
  */
+#include "fileio.h"
 #include "seqdata.h"
 #include "seqdata_internal.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <zlib.h>
-
-/* ---- reading ------------------------------------------------------------------- */
-
-clf_status clf_seqdata_read_file(const char *path, char **data, size_t *len, clf_error *err)
-{
-    struct stat sb;
-    gzFile g = NULL;
-    char *buf = NULL;
-    size_t used = 0, cap = 0;
-    clf_status rc = CLF_OK;
-    *data = NULL;
-    *len = 0;
-    if (stat(path, &sb) != 0)
-        return clf_error_set(err, CLF_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        return clf_error_set(err, CLF_ERR_IO, "cannot read %s: not a regular file", path);
-    g = gzopen(path, "rb");
-    if (!g)
-        return clf_error_set(err, CLF_ERR_IO, "cannot open %s: %s", path,
-                             errno ? strerror(errno) : "out of memory");
-    gzbuffer(g, 1u << 17);
-    for (;;) {
-        if (cap - used < (1u << 20) + 1) {
-            size_t ncap = cap ? cap * 2 : (size_t)1 << 21;
-            char *nb = realloc(buf, ncap);
-            if (!nb) {
-                rc = clf_error_set(err, CLF_ERR_MEMORY, "reading %s: out of memory at %zu bytes",
-                                   path, used);
-                goto fail;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        int n = gzread(g, buf + used, 1u << 20);
-        if (n < 0) {
-            int zerr = 0;
-            const char *msg = gzerror(g, &zerr);
-            rc = clf_error_set(err, zerr == Z_ERRNO ? CLF_ERR_IO : CLF_ERR_FORMAT,
-                               "reading %s: %s", path,
-                               zerr == Z_ERRNO ? strerror(errno) : msg);
-            goto fail;
-        }
-        if (n == 0)
-            break;
-        used += (size_t)n;
-        if (used > CLF_SEQDATA_MAX_BYTES) {
-            rc = clf_error_set(err, CLF_ERR_IO, "reading %s: more than %zu bytes (the limit)", path,
-                               CLF_SEQDATA_MAX_BYTES);
-            goto fail;
-        }
-    }
-    {
-        /* a truncated gzip stream ends the reads with Z_BUF_ERROR set */
-        int zerr = 0;
-        const char *msg = gzerror(g, &zerr);
-        if (zerr != Z_OK && zerr != Z_STREAM_END) {
-            rc = clf_error_set(err, CLF_ERR_FORMAT, "reading %s: %s (corrupt or truncated gzip?)",
-                               path, msg);
-            goto fail;
-        }
-    }
-    gzclose_r(g);
-    buf[used] = '\0';
-    *data = buf;
-    *len = used;
-    return CLF_OK;
-fail:
-    if (g)
-        gzclose_r(g);
-    free(buf);
-    return rc;
-}
 
 /* ---- lines ------------------------------------------------------------------------- */
 
@@ -373,9 +299,9 @@ clf_status clf_seqdata_load_pairs(const char *src_path, const char *tgt_path,
                              clf_config_kind_name(o->kind));
     if ((rc = check_options(o, 1, err)))
         return rc;
-    if ((rc = clf_seqdata_read_file(src_path, &st, &sl, err)))
+    if ((rc = clf_file_read_text(src_path, CLF_SEQDATA_MAX_BYTES, &st, &sl, err)))
         goto fail;
-    if ((rc = clf_seqdata_read_file(tgt_path, &tt, &tl, err)))
+    if ((rc = clf_file_read_text(tgt_path, CLF_SEQDATA_MAX_BYTES, &tt, &tl, err)))
         goto fail;
     if ((rc = split_lines(st, sl, src_path, &sls, &ns, err)))
         goto fail;
@@ -461,7 +387,7 @@ clf_status clf_seqdata_load_tsv(const char *path, const clf_tokenizer *tok,
                              clf_config_kind_name(o->kind));
     if ((rc = check_options(o, 1, err)))
         return rc;
-    if ((rc = clf_seqdata_read_file(path, &text, &len, err)))
+    if ((rc = clf_file_read_text(path, CLF_SEQDATA_MAX_BYTES, &text, &len, err)))
         goto fail;
     if ((rc = split_lines(text, len, path, &ls, &nl, err)))
         goto fail;

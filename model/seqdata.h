@@ -95,14 +95,6 @@
 #define CLF_SEQ_COLUMN_MAX 64
 #define CLF_SEQ_STATE_STRING_MAX 128
 
-/* ---- reading files ------------------------------------------------------------- */
-
-/* Read a whole file, gzip-compressed or plain (zlib decides by the magic
- * bytes). *data is malloc'ed and NUL-terminated, *len bytes. Missing or
- * unreadable, not a regular file, corrupt gzip -> CLF_ERR_IO / CLF_ERR_FORMAT
- * naming the path. Also for the tokenizer trainer and the CLI. */
-clf_status clf_seqdata_read_file(const char *path, char **data, size_t *len, clf_error *err);
-
 /* ---- the dataset ------------------------------------------------------------------ */
 
 typedef struct clf_seq_options {

@@ -216,7 +216,7 @@ clf_status clf_bpe_trainer_create(const clf_bpe_options *o, clf_bpe_trainer **ou
 void clf_bpe_trainer_destroy(clf_bpe_trainer *tr);
 clf_status clf_bpe_trainer_add(clf_bpe_trainer *tr, const char *text, size_t len,
                                clf_error *err);
-/* Add a file, plain or gzip-compressed (clf_bpe_read_text). */
+/* Add a file, plain or gzip-compressed (clf_file_read_text). */
 clf_status clf_bpe_trainer_add_file(clf_bpe_trainer *tr, const char *path, clf_error *err);
 /* Learn the merges and return the tokenizer. The trainer can be destroyed
  * afterwards (or finished again: same result). Fewer merges than asked
@@ -237,13 +237,8 @@ int clf_tokenizer_bpe_merge(const clf_tokenizer *t, int32_t r, int32_t *left, in
  * (pos < len); always > pos. */
 size_t clf_bpe_pretoken_end(const char *text, size_t len, size_t pos);
 
-/* Read a whole text file, plain or gzip-compressed (detected by content:
- * zlib reads plain files as they are): *text malloc'ed, NUL-terminated.
- * Larger than max_bytes once decompressed (0: CLF_BPE_MAX_TEXT) or
- * unreadable -> CLF_ERR_IO naming the path; a corrupt gzip stream ->
- * CLF_ERR_FORMAT. */
+/* The largest text file (decompressed) the BPE trainer reads (fileio.h's
+ * clf_file_read_text). */
 #define CLF_BPE_MAX_TEXT ((size_t)1 << 30)
-clf_status clf_bpe_read_text(const char *path, size_t max_bytes, char **text, size_t *len,
-                             clf_error *err);
 
 #endif

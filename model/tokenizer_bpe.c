@@ -1,8 +1,8 @@
 /*
  * tokenizer_bpe.c - byte-level byte-pair encoding: the pre-tokenizer,
- * building a tokenizer from merges, encoding, the BPE part of the JSON form
- * and reading (gzip) text (see tokenizer.h for the rules; tokenizer.c has
- * the shared parts, tokenizer_bpe_train.c learns the merges).
+ * building a tokenizer from merges, encoding and the BPE part of the JSON
+ * form (see tokenizer.h for the rules; tokenizer.c has the shared parts,
+ * tokenizer_bpe_train.c learns the merges).
  *
  * Pair ranks live in an open-addressing hash map, (left << 32 | right) ->
  * rank, shared with the trainer (tok_pair_map).
@@ -17,11 +17,8 @@
  * training (tokenizer_bpe_train.c); merges across pre-tokens; reading
  * special tokens out of the text.
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <zlib.h>
 
 #include "tokenizer_internal.h"
 
@@ -622,88 +619,5 @@ clf_status tok_bpe_from_json(const clf_json *doc, int32_t vocab_size, clf_tokeni
 fail:
     free(merges);
     clf_tokenizer_destroy(t);
-    return st;
-}
-
-/* ---- reading text (plain or gzip) --------------------------------------------------- */
-
-clf_status clf_bpe_read_text(const char *path, size_t max_bytes, char **text, size_t *len,
-                             clf_error *err)
-{
-    clf_status st = CLF_OK;
-    char *buf = NULL;
-    size_t n = 0, cap = 1 << 20;
-    gzFile f = NULL;
-    *text = NULL;
-    *len = 0;
-    if (max_bytes == 0)
-        max_bytes = CLF_BPE_MAX_TEXT;
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return clf_error_set(err, CLF_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        return clf_error_set(err, CLF_ERR_IO, "%s is not a regular file", path);
-    f = gzopen(path, "rb");
-    if (f == NULL)
-        return clf_error_set(err, CLF_ERR_IO, "cannot open %s: %s", path,
-                             errno ? strerror(errno) : "out of memory");
-    buf = malloc(cap + 1);
-    if (buf == NULL) {
-        st = OOM("reading a text file");
-        goto fail;
-    }
-    for (;;) {
-        if (n == cap) {
-            if (cap > max_bytes) {
-                st = clf_error_set(err, CLF_ERR_IO, "%s is larger than %zu bytes (decompressed)",
-                                   path, max_bytes);
-                goto fail;
-            }
-            size_t nc = cap * 2;
-            char *nb = realloc(buf, nc + 1);
-            if (nb == NULL) {
-                st = OOM("reading a text file");
-                goto fail;
-            }
-            buf = nb;
-            cap = nc;
-        }
-        size_t want = cap - n > (1u << 30) ? (1u << 30) : cap - n;
-        int got = gzread(f, buf + n, (unsigned)want);
-        if (got < 0) {
-            int zerr = 0;
-            const char *msg = gzerror(f, &zerr);
-            /* zlib's message starts with the path */
-            st = clf_error_set(err, zerr == Z_ERRNO ? CLF_ERR_IO : CLF_ERR_FORMAT, "%s",
-                               msg != NULL ? msg : path);
-            goto fail;
-        }
-        if (got == 0)
-            break;
-        n += (size_t)got;
-    }
-    {
-        /* zlib reports a truncated stream only in its state, not by gzread() */
-        int zerr = Z_OK;
-        const char *msg = gzerror(f, &zerr);
-        if (zerr != Z_OK) {
-            st = clf_error_set(err, CLF_ERR_FORMAT, "%s (a truncated gzip file)",
-                               msg != NULL ? msg : path);
-            goto fail;
-        }
-    }
-    if (n > max_bytes) {
-        st = clf_error_set(err, CLF_ERR_IO, "%s is larger than %zu bytes (decompressed)", path,
-                           max_bytes);
-        goto fail;
-    }
-    buf[n] = '\0';
-    *text = buf;
-    *len = n;
-    buf = NULL;
-fail:
-    if (f != NULL)
-        gzclose(f);
-    free(buf);
     return st;
 }

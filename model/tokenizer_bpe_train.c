@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "tokenizer_internal.h"
 
 #define OOM(what) clf_error_set(err, CLF_ERR_MEMORY, "out of memory %s", what)
@@ -188,7 +189,7 @@ clf_status clf_bpe_trainer_add_file(clf_bpe_trainer *tr, const char *path, clf_e
 {
     char *text = NULL;
     size_t len = 0;
-    clf_status st = clf_bpe_read_text(path, 0, &text, &len, err);
+    clf_status st = clf_file_read_text(path, CLF_BPE_MAX_TEXT, &text, &len, err);
     if (st != CLF_OK)
         return st;
     st = clf_bpe_trainer_add(tr, text, len, err);

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "model/bleu.h"
+#include "model/fileio.h"
 #include "model/seqdata.h"
 #include "tests/test_util.h"
 
@@ -401,7 +402,7 @@ static void multi30k_check(void)
     char *text = NULL;
     size_t len = 0;
     clf_error err;
-    if (clf_seqdata_read_file(path, &text, &len, &err) != CLF_OK) {
+    if (clf_file_read_text(path, CLF_SEQDATA_MAX_BYTES, &text, &len, &err) != CLF_OK) {
         printf("note: %s not readable, Multi30k BLEU check skipped (%s)\n", path, err.msg);
         return;
     }

@@ -687,7 +687,7 @@ static void test_gzip(void)
     clf_error err;
     char *text = NULL;
     size_t n = 0;
-    clf_status st = clf_bpe_read_text(path, 0, &text, &n, &err);
+    clf_status st = clf_file_read_text(path, CLF_BPE_MAX_TEXT, &text, &n, &err);
     int same = st == CLF_OK && n == 50 * len;
     for (int i = 0; same && i < 50; i++)
         same = memcmp(text + (size_t)i * len, german, len) == 0;
@@ -696,10 +696,10 @@ static void test_gzip(void)
     free(text);
     /* the same as plain text */
     tu_ok(clf_file_write_atomic(plain, german, len, &err), &err, "write plain");
-    st = clf_bpe_read_text(plain, 0, &text, &n, &err);
+    st = clf_file_read_text(plain, CLF_BPE_MAX_TEXT, &text, &n, &err);
     TU_CHECK(st == CLF_OK && n == len && memcmp(text, german, len) == 0, "a plain file reads");
     free(text);
-    st = clf_bpe_read_text(plain, 10, &text, &n, &err);
+    st = clf_file_read_text(plain, 10, &text, &n, &err);
     TU_CHECK(st == CLF_ERR_IO && strstr(err.msg, "larger than 10 bytes"), "size limit: %s",
              err.msg);
     /* truncate the gzip file */
@@ -709,9 +709,9 @@ static void test_gzip(void)
     tu_ok(clf_file_write_atomic(path, gz, gzn / 2, &err), &err, "truncate");
     free(gz);
     text = NULL;
-    st = clf_bpe_read_text(path, 0, &text, &n, &err);
+    st = clf_file_read_text(path, CLF_BPE_MAX_TEXT, &text, &n, &err);
     TU_CHECK(st == CLF_ERR_FORMAT && text == NULL, "a truncated gzip file refused: %s", err.msg);
-    st = clf_bpe_read_text("/nonexistent/x.gz", 0, &text, &n, &err);
+    st = clf_file_read_text("/nonexistent/x.gz", CLF_BPE_MAX_TEXT, &text, &n, &err);
     TU_CHECK(st == CLF_ERR_IO && strstr(err.msg, "/nonexistent/x.gz"), "missing file: %s",
              err.msg);
     remove(path);
@@ -751,7 +751,7 @@ static void test_corpus(void)
     clf_bpe_trainer *tr = NULL;
     tu_ok(clf_bpe_trainer_create(&o, &tr, &err), &err, "trainer");
     double t0 = now();
-    if (clf_bpe_read_text(path, 0, &text, &len, &err) == CLF_OK) {
+    if (clf_file_read_text(path, CLF_BPE_MAX_TEXT, &text, &len, &err) == CLF_OK) {
         printf("Multi30k train.en.gz\n");
     } else {
         printf("generated text (%s is absent)\n", path);

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "model/dataset.h"
 #include "model/fileio.h"
@@ -319,6 +320,33 @@ static void test_loading(void)
     st = clf_dataset_load(uni, ascii, &ds, &err);
     TU_CHECK(st == CLF_ERR_ARG && ds == NULL && strstr(err.msg, uni) && strstr(err.msg, "U+0053"),
              "character outside the vocabulary: %s", err.msg);
+    /* the same text gzip-compressed reads back the same; cut in half, it is refused */
+    char gz[256];
+    snprintf(gz, sizeof gz, "%s/umlaut.txt.gz", dir);
+    gzFile g = gzopen(gz, "wb");
+    for (int i = 0; i < 200; i++)
+        gzwrite(g, text, (unsigned)strlen(text));
+    gzclose(g);
+    char *zt = NULL;
+    size_t zl = 0;
+    st = clf_dataset_read_text(gz, &zt, &zl, &err);
+    int same = st == CLF_OK && zl == 200 * tl;
+    for (int i = 0; same && i < 200; i++)
+        same = memcmp(zt + (size_t)i * tl, t, tl) == 0;
+    TU_CHECK(same, "a gzip-compressed text reads as the plain text: %s",
+             st == CLF_OK ? "ok" : err.msg);
+    free(zt);
+    zt = NULL;
+    FILE *fz = fopen(gz, "rb");
+    char raw[4096];
+    size_t nraw = fz ? fread(raw, 1, sizeof raw, fz) : 0;
+    if (fz)
+        fclose(fz);
+    tu_ok(clf_file_write_atomic(gz, raw, nraw / 2, &err), &err, "truncate gz");
+    st = clf_dataset_read_text(gz, &zt, &zl, &err);
+    TU_CHECK(st == CLF_ERR_FORMAT && zt == NULL && strstr(err.msg, gz),
+             "a truncated gzip file is refused naming it: %s", err.msg);
+    unlink(gz);
     free(t);
     clf_tokenizer_destroy(ascii);
     clf_tokenizer_destroy(ch);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "model/fileio.h"
 #include "model/seqdata.h"
 #include "tests/test_util.h"
 
@@ -183,7 +184,7 @@ static void test_pairs_files(void)
         free(full);
         char *data = NULL;
         size_t len = 0;
-        st = clf_seqdata_read_file(tmp_path("cut.gz"), &data, &len, &err);
+        st = clf_file_read_text(tmp_path("cut.gz"), CLF_SEQDATA_MAX_BYTES, &data, &len, &err);
         TU_CHECK(st == CLF_ERR_FORMAT && strstr(err.msg, "cut.gz"), "truncated gzip: %s",
                  st ? err.msg : "(accepted)");
         free(data);
@@ -659,8 +660,8 @@ static void multi30k_padding(void)
     clf_error err;
     char *td, *te;
     size_t ld, le;
-    tu_ok(clf_seqdata_read_file(de, &td, &ld, &err), &err, de);
-    tu_ok(clf_seqdata_read_file(en, &te, &le, &err), &err, en);
+    tu_ok(clf_file_read_text(de, CLF_SEQDATA_MAX_BYTES, &td, &ld, &err), &err, de);
+    tu_ok(clf_file_read_text(en, CLF_SEQDATA_MAX_BYTES, &te, &le, &err), &err, en);
     char *both = malloc(ld + le + 1);
     memcpy(both, td, ld);
     memcpy(both + ld, te, le);
