@@ -152,9 +152,9 @@ static void usage(FILE *out)
             "                    uninterrupted run; train.steps may be raised)\n"
             "  --val FILE        validation file(s) when --data names files (SRC,TGT or a TSV)\n"
             "  --src L, --tgt L  translation direction: the languages of DIR/train.L.gz\n"
-            "  --batch-tokens N  batches of at most N (padded) tokens, sorted by length;\n"
-            "                    train.batch then caps the sentences (default: train.batch\n"
-            "                    sentences per batch)\n"
+            "  --batch-tokens N  shortcut for --set train.batch_tokens=N: batches of at most\n"
+            "                    N (padded) tokens, sorted by length; train.batch then caps\n"
+            "                    the sentences (default 0: train.batch sentences per batch)\n"
             "  --beam K          BLEU at each evaluation with beam K (default 1: greedy)\n"
             CLI_RUNTIME_FLAGS_HELP);
 }
@@ -250,7 +250,7 @@ static int tokenizer_from_checkpoint(const char *ckpt_path, clf_tokenizer **tok)
 
 typedef struct seq_flags {
     const char *val, *src, *tgt;
-    long batch_tokens, beam;
+    long beam;
 } seq_flags;
 
 /* The encoder kinds: sentences, tokenizer, limits, model, trainer. */
@@ -309,7 +309,7 @@ static int train_seq(clf_model_config *cfg, const char *data, const char *out,
     td.train = tr;
     td.val = va;
     td.val_refs = s2s ? (const char *const *)refs : NULL;
-    td.batch_tokens = (int)sf->batch_tokens;
+    td.batch_tokens = cfg->train.batch_tokens;
     clf_beam_options_default(&td.decode);
     td.decode.beam = (int)sf->beam;
     td.decode.batch = cfg->train.batch > 0 ? cfg->train.batch : 64;
@@ -347,8 +347,8 @@ static int train_seq(clf_model_config *cfg, const char *data, const char *out,
                np, d.L_enc, d.NH, d.C, d.H, d.T, d.V, d.labels,
                clf_config_pool_name(cfg->head.pool));
     char bt[64] = "";
-    if (sf->batch_tokens > 0)
-        snprintf(bt, sizeof bt, "up to %ld tokens and ", sf->batch_tokens);
+    if (cfg->train.batch_tokens > 0)
+        snprintf(bt, sizeof bt, "up to %d tokens and ", cfg->train.batch_tokens);
     uint64_t per_epoch = 0;
     {
         clf_model_config one = *cfg;
@@ -384,10 +384,10 @@ int cli_cmd_train(int argc, char **argv)
     cli_list sets = {{NULL}, 0};
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
-    seq_flags sf = {NULL, NULL, NULL, 0, 1};
-    int resume = 0, seq_flag = 0, steps_given = 0;
-    long steps = 0;
-    char steps_set[64];
+    seq_flags sf = {NULL, NULL, NULL, 1};
+    int resume = 0, seq_flag = 0, steps_given = 0, bt_given = 0;
+    long steps = 0, batch_tokens = 0;
+    char steps_set[64], bt_set[64];
     const cli_opt opts[] = {
         {"--set", CLI_OPT_SET, &sets, 0, 0, NULL},
         {"--data", CLI_OPT_STR, &data, 0, 0, NULL},
@@ -395,7 +395,7 @@ int cli_cmd_train(int argc, char **argv)
         {"--val", CLI_OPT_STR, &sf.val, 0, 0, &seq_flag},
         {"--src", CLI_OPT_STR, &sf.src, 0, 0, &seq_flag},
         {"--tgt", CLI_OPT_STR, &sf.tgt, 0, 0, &seq_flag},
-        {"--batch-tokens", CLI_OPT_INT, &sf.batch_tokens, 1, 100000000, &seq_flag},
+        {"--batch-tokens", CLI_OPT_INT, &batch_tokens, 1, 100000000, &bt_given},
         {"--beam", CLI_OPT_INT, &sf.beam, 1, CLF_BEAM_MAX, &seq_flag},
         {"--resume", CLI_OPT_BOOL, &resume, 0, 0, NULL},
         {"--steps", CLI_OPT_INT, &steps, 1, 2000000000, &steps_given},
@@ -405,13 +405,18 @@ int cli_cmd_train(int argc, char **argv)
     int pr = cli_parse_args(&cmd, argc, argv);
     if (pr != CLI_PARSE_RUN)
         return pr;
+    /* the shortcuts are --set overrides given last */
+    if (sets.n + steps_given + bt_given > CLI_LIST_MAX) {
+        fprintf(stderr, "clformer: --set: given more than %d times\n", CLI_LIST_MAX);
+        return CLI_EXIT_USAGE;
+    }
     if (steps_given) {
-        if (sets.n >= CLI_LIST_MAX) {
-            fprintf(stderr, "clformer: --set: given more than %d times\n", CLI_LIST_MAX);
-            return CLI_EXIT_USAGE;
-        }
         snprintf(steps_set, sizeof steps_set, "train.steps=%ld", steps);
         sets.v[sets.n++] = steps_set;
+    }
+    if (bt_given) {
+        snprintf(bt_set, sizeof bt_set, "train.batch_tokens=%ld", batch_tokens);
+        sets.v[sets.n++] = bt_set;
     }
     if (model_path == NULL || data == NULL || out == NULL) {
         fprintf(stderr, "clformer train: %s\n",
@@ -427,7 +432,7 @@ int cli_cmd_train(int argc, char **argv)
     if (rc != CLI_EXIT_OK)
         return rc;
     if (cfg.kind == CLF_MODEL_DECODER && seq_flag) {
-        fprintf(stderr, "clformer train: --val, --src, --tgt, --batch-tokens and --beam are for "
+        fprintf(stderr, "clformer train: --val, --src, --tgt and --beam are for "
                         "the encoder kinds; %s is a decoder trained on one text\n",
                 model_path);
         return CLI_EXIT_USAGE;

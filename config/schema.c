@@ -188,6 +188,7 @@ static const clf_cfg_field early_stop_t[] = {
 };
 static const clf_cfg_field train_t[] = {
     T_INT("batch", train.batch, 1, 1048576),
+    T_INT("batch_tokens", train.batch_tokens, 0, BIG),
     T_INT("steps", train.steps, 0, BIG),
     T_INT("epochs", train.epochs, 0, 1000000),
     T_MAP("optimizer", train.optimizer, optimizer_t),

@@ -216,6 +216,10 @@ static clf_status check_train(const clf_model_config *c, const vstate *v) {
     if (t->schedule.type == CLF_SCHED_NOAM && t->schedule.warmup < 1)
         return bad(v, OFF(train.schedule.warmup), OFF(train.schedule.type),
                    "train.schedule.warmup: the noam schedule needs warmup >= 1");
+    if (t->batch_tokens > 0 && c->kind == CLF_MODEL_DECODER)
+        return bad(v, OFF(train.batch_tokens), OFF(kind),
+                   "train.batch_tokens: a token budget batches the encoder kinds' sentences; "
+                   "a decoder trains on windows of train.batch x context tokens");
     if (t->early_stop.metric == CLF_METRIC_ACCURACY && c->head.type != CLF_HEAD_CLASSIFIER)
         return bad(v, OFF(train.early_stop.metric), OFF(head.type),
                    "train.early_stop.metric: accuracy needs a classifier head");

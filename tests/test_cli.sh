@@ -266,6 +266,8 @@ run "$BIN" train "$TMP/s2s.yaml" --data "$MT" --out "$TMP/mtx" "${DEV[@]}"
 expect "a folder of parallel files needs --src/--tgt" 2 "--src LANG --tgt LANG"
 run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/x" --src de "${DEV[@]}"
 expect "translation flags on a decoder exit 2" 2 "encoder kinds"
+run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/x" --batch-tokens 512 "${DEV[@]}"
+expect "a token budget on a decoder exits 2 naming train.batch_tokens" 2 "train.batch_tokens"
 MTRUN=$TMP/mtrun
 run "$BIN" train "$TMP/s2s.yaml" --data "$MT" --src de --tgt en --out "$MTRUN" "${DEV[@]}"
 expect "train a translator from a folder (train.L.gz, val.L)" 0 "step 8 \(epoch 2\): val loss [0-9.]+, BLEU [0-9.]+"
@@ -277,6 +279,8 @@ else
 fi
 run "$BIN" train "$TMP/s2s.yaml" --data "$MT" --src de --tgt en --out "$MTRUN" --resume --set train.epochs=3 "${DEV[@]}"
 expect "translator --resume continues into epoch 3" 0 "resuming at step 8 of 12"
+run "$BIN" train "$TMP/s2s.yaml" --data "$MT" --src de --tgt en --out "$TMP/mtbt" --batch-tokens 96 --set train.epochs=1 "${DEV[@]}"
+expect "a translator trains with a token budget per batch" 0 "up to 96 tokens"
 head -5 "$MT/val.de" >"$TMP/src5"
 run "$BIN" translate "$MTRUN" --beam 3 --quiet "${DEV[@]}" <"$TMP/src5"
 cp "$OUT" "$TMP/hyp5"

@@ -226,7 +226,7 @@ static const bad_case bad_cases[] = {
     {"train:\n  steps: 50\n  schedule: {type: noam, warmup: 0}\n", "t.yaml:3:34",
      "the noam schedule needs warmup >= 1"},
     {"train:\n  stpes: 5\n", "t.yaml:2:3",
-     "unknown key 'stpes' in train; expected one of: batch, steps, epochs, optimizer"},
+     "unknown key 'stpes' in train; expected one of: batch, batch_tokens, steps, epochs, optimizer"},
     {"train:\n  optimizer: {lr: -1}\n", "t.yaml:2:19", "expected a number > 0, got '-1'"},
     {"train:\n  grad_clip: .inf\n", "t.yaml:2:14", "expected a number >= 0, got '.inf'"},
     {"model:\n  [a, b]: 3\n", "t.yaml:2:3", "expected a key name in model, got a sequence"},
@@ -351,7 +351,10 @@ static void test_overrides(void) {
         const char *ovr, *fragment;
     } bad[] = {
         {"train.stepz=5", "--set train.stepz=5: unknown key 'stepz' in train; expected one of: "
-                          "batch, steps, epochs, optimizer"},
+                          "batch, batch_tokens, steps, epochs, optimizer"},
+        {"train.batch_tokens=4096", "train.batch_tokens: a token budget batches the encoder "
+                                    "kinds' sentences"},
+        {"train.batch_tokens=-1", "train.batch_tokens: expected an integer >= 0, got '-1'"},
         {"contxt=5", "unknown key 'contxt'; expected model, train or a model key: kind, vocab"},
         {"train.steps", "--set train.steps: expected key.path=value"},
         {"train.steps=abc", "--set train.steps=abc: train.steps: expected an integer >= 0, got "
