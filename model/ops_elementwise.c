@@ -39,14 +39,18 @@ static clf_status need(clf_ptr p, const char *op, const char *what, clf_error *e
 }
 
 /* One 1-D launch over n elements, 8 per work-item. */
-static clf_status launch_1d(clf_runtime *rt, const char *name, size_t n, int nargs,
-                            const clf_arg *args, clf_error *err)
+/* Elements per work-item: add, scale and axpy take 8; the activation kernels
+ * CLF_ACT_W = 16 (elementwise.cl). */
+enum { ELEM_W = 8, ACT_W = 16 };
+
+static clf_status launch_1d(clf_runtime *rt, const char *name, size_t n, size_t per_item,
+                            int nargs, const clf_arg *args, clf_error *err)
 {
     clf_kernel *k;
     clf_status st = clf_kernel_get(rt, "elementwise", name, &k, err);
     if (st != CLF_OK)
         return st;
-    size_t global = (n + 7) / 8, local = clf_ops_local_1d(rt, k);
+    size_t global = (n + per_item - 1) / per_item, local = clf_ops_local_1d(rt, k);
     return clf_kernel_launch(rt, k, 1, &global, &local, nargs, args, err);
 }
 
@@ -76,7 +80,7 @@ clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t
     if (need(out, "add", "out", err) || need(a, "add", "a", err) || need(b, "add", "b", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(a), CLF_ARG_PTR(b), CLF_ARG_U64(n)};
-    return launch_1d(rt, "add_f32", n, CLF_NARGS(args), args, err);
+    return launch_1d(rt, "add_f32", n, ELEM_W, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_residual(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr residual, size_t n,
@@ -93,7 +97,7 @@ clf_status clf_op_scale(clf_runtime *rt, clf_ptr out, clf_ptr in, float s, size_
     if (need(out, "scale", "out", err) || need(in, "scale", "in", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_F32(s), CLF_ARG_U64(n)};
-    return launch_1d(rt, "scale_f32", n, CLF_NARGS(args), args, err);
+    return launch_1d(rt, "scale_f32", n, ELEM_W, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n, clf_error *err)
@@ -103,7 +107,7 @@ clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n,
     if (need(y, "axpy", "y", err) || need(x, "axpy", "x", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(y), CLF_ARG_F32(a), CLF_ARG_PTR(x), CLF_ARG_U64(n)};
-    return launch_1d(rt, "axpy_f32", n, CLF_NARGS(args), args, err);
+    return launch_1d(rt, "axpy_f32", n, ELEM_W, CLF_NARGS(args), args, err);
 }
 
 /* ---- activations --------------------------------------------------------------- */
@@ -127,7 +131,7 @@ clf_status clf_op_act_forward(clf_runtime *rt, clf_act act, clf_ptr out, clf_ptr
     char name[64];
     snprintf(name, sizeof name, "act_forward_%s", an);
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_U64(n)};
-    return launch_1d(rt, name, n, CLF_NARGS(args), args, err);
+    return launch_1d(rt, name, n, ACT_W, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_ptr dout,
@@ -154,7 +158,7 @@ clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_pt
     snprintf(name, sizeof name, "act_backward_%s", an);
     clf_arg args[] = {CLF_ARG_PTR(din), CLF_ARG_PTR(dout), CLF_ARG_PTR(in), CLF_ARG_U64(n),
                       CLF_ARG_I32(accumulate ? 1 : 0)};
-    return launch_1d(rt, name, n, CLF_NARGS(args), args, err);
+    return launch_1d(rt, name, n, ACT_W, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_ptr bias,
@@ -176,7 +180,8 @@ clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_
     clf_ptr b = has_bias ? bias : h; /* any valid buffer when absent */
     clf_arg args[] = {CLF_ARG_PTR(h), CLF_ARG_PTR(b), CLF_ARG_I32(has_bias), CLF_ARG_PTR(out),
                       CLF_ARG_U64(R), CLF_ARG_U64(N)};
-    return launch_1d(rt, name, R * ((N + 7) / 8) * 8, CLF_NARGS(args), args, err);
+    return launch_1d(rt, name, R * ((N + ACT_W - 1) / ACT_W) * ACT_W, ACT_W, CLF_NARGS(args),
+                     args, err);
 }
 
 clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dbias, clf_ptr d,
