@@ -29,9 +29,12 @@
  *
  *   Auto: a shape class is (trans_a, trans_b, floor(log2) of m, n, k and
  *   batch). The first call of a class times both engines on the caller's A
- *   and B into a temporary C (a warm-up run each, which also absorbs kernel
- *   compilation, then one timed run each; when they are within 1.5x of each
- *   other, two more runs each and the medians decide). The choice lives in
+ *   and B into a temporary C: two warm-up runs each (they absorb kernel
+ *   compilation and size the scratch), then 3 rounds of one timed run per
+ *   engine, interleaved so that a burst of load from elsewhere hits both,
+ *   and the faster of the two minimums wins (the minimum is the run least
+ *   disturbed; a single run under load once picked CLBlast at 6x the native
+ *   time for the attention backward shape). The choice lives in
  *   the runtime's GEMM state and in <cache_dir>/gemm-<device key>.txt, a
  *   small text file written to a temporary name and renamed; a file that
  *   does not parse is ignored entirely and rewritten.
@@ -53,13 +56,13 @@
 #include "gemm_internal.h"
 #include "runtime_internal.h"
 
-#define CHOICE_MAGIC "clformer-gemm-choices 1"
+#define CHOICE_MAGIC "clformer-gemm-choices 2"
 #define CHOICE_LINE_MAX 256
 #define PACK_B_MIN_M 32         /* pack an untransposed B from this many rows of C */
 #define K_SLICE_FROM 1024       /* deeper products run in slices ... */
 #define K_SLICE 512             /* ... of about this depth */
 #define TIMING_TINY_FLOPS 65536 /* below 2*m*n*k*batch of this, no timing */
-#define TIMING_CLOSE 1.5        /* engines closer than this get more runs */
+#define TIMING_ROUNDS 3          /* timed runs of each engine, interleaved */
 
 typedef struct gemm_tile {
     size_t mr, vw, nv, nr; /* C block per work-item: mr x nr, nr = vw * nv */
@@ -677,16 +680,6 @@ static clf_status time_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine e,
     return s;
 }
 
-static double median3(double a, double b, double c)
-{
-    if (a > b) {
-        double t = a;
-        a = b;
-        b = t;
-    }
-    return c < a ? a : c > b ? b : c;
-}
-
 /* Time both engines on d's A and B, writing into a temporary C. An engine
  * that fails is reported with time -1 (and loses); both are -1 when the
  * temporary C cannot be allocated. */
@@ -706,28 +699,28 @@ static clf_status time_engines(clf_runtime *rt, gemm_state *st, const clf_gemm_d
     clf_gemm_desc dt = *d;
     dt.c = (clf_ptr){tmp, 0};
     const clf_gemm_engine eng[2] = {CLF_GEMM_CLBLAST, CLF_GEMM_NATIVE};
-    double t[2][3];
+    double t[2];
     int ok[2] = {1, 1};
     clf_error ignored;
     for (int i = 0; i < 2; i++) {
         /* warm-up: compiles kernels, sizes the scratch */
-        if (time_run(rt, st, eng[i], &dt, &t[i][0], &ignored) != CLF_OK ||
-            time_run(rt, st, eng[i], &dt, &t[i][0], &ignored) != CLF_OK)
+        if (time_run(rt, st, eng[i], &dt, &t[i], &ignored) != CLF_OK ||
+            time_run(rt, st, eng[i], &dt, &t[i], &ignored) != CLF_OK)
             ok[i] = 0;
     }
-    if (ok[0] && ok[1]) {
-        const double r = t[0][0] > t[1][0] ? t[0][0] / t[1][0] : t[1][0] / t[0][0];
-        if (r < TIMING_CLOSE) {
-            for (int i = 0; i < 2 && ok[0] && ok[1]; i++)
-                for (int j = 1; j < 3; j++)
-                    if (time_run(rt, st, eng[i], &dt, &t[i][j], &ignored) != CLF_OK)
-                        ok[i] = 0;
-            for (int i = 0; i < 2; i++)
-                t[i][0] = median3(t[i][0], t[i][1], t[i][2]);
+    t[0] = t[1] = HUGE_VAL;
+    for (int round = 0; round < TIMING_ROUNDS; round++)
+        for (int i = 0; i < 2; i++) {
+            double ti = 0.0;
+            if (!ok[i])
+                continue;
+            if (time_run(rt, st, eng[i], &dt, &ti, &ignored) != CLF_OK)
+                ok[i] = 0;
+            else if (ti < t[i])
+                t[i] = ti;
         }
-    }
-    *t_clblast = ok[0] ? t[0][0] : -1.0;
-    *t_native = ok[1] ? t[1][0] : -1.0;
+    *t_clblast = ok[0] ? t[0] : -1.0;
+    *t_native = ok[1] ? t[1] : -1.0;
     /* the queue may hold a failed engine's partial work: drain it */
     s = clf_runtime_finish(rt, err);
 fail:

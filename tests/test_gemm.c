@@ -359,7 +359,7 @@ static void test_auto_cache(tu_rng *r)
         /* corrupt it: a new runtime must ignore it, still work, and rewrite it */
         f = fopen(path, "w");
         if (f != NULL) {
-            fputs("clformer-gemm-choices 1\n0 0 6 6 6 0 native 1e-3\ngarbage\xff\n", f);
+            fputs("clformer-gemm-choices 2\n0 0 6 6 6 0 native 1e-3\ngarbage\xff\n", f);
             fclose(f);
         }
         rt = runtime_with_cache(dir);
@@ -371,7 +371,7 @@ static void test_auto_cache(tu_rng *r)
         if (f != NULL) {
             char l2[256];
             header = fgets(line, sizeof line, f) != NULL &&
-                     strcmp(line, "clformer-gemm-choices 1\n") == 0;
+                     strcmp(line, "clformer-gemm-choices 2\n") == 0;
             while (fgets(l2, sizeof l2, f) != NULL)
                 lines++;
             fclose(f);
