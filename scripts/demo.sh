@@ -6,21 +6,20 @@
 #
 #   scripts/demo.sh                      # default device ($CLFORMER_DEVICE, else first GPU/CPU)
 #   CLFORMER_DEVICE=cpu scripts/demo.sh  # choose the device
-#   CLF_DEMO_STEPS=2000 scripts/demo.sh  # the full nanoGPT CPU recipe (val loss ~1.9)
+#   CLF_DEMO_STEPS=500 scripts/demo.sh   # a shorter run (the cosine schedule decays over it)
 #
-# The model is config/models/gpt-shakespeare-cpu.yaml (nanoGPT's CPU recipe:
-# 4 layers, 4 heads, 128 dims, context 64) cut to CLF_DEMO_STEPS steps
-# (default 1200; the cosine schedule then decays over those steps). On a
-# 2-core Xeon with PoCL a step took ~140 ms (500 steps in 70 s, evaluations
-# included; several times that when other jobs share the cores), so the
-# training takes about 3 minutes, plus a minute or two to compile the
-# kernels on the first run (they are cached after). Expect a validation
-# loss near 2.0 (the full 2000 steps reach ~1.9). Idempotent: every run
-# rebuilds what changed and retrains from scratch into runs/demo.
+# The model is config/models/gpt-shakespeare-cpu.yaml, nanoGPT's CPU recipe
+# (4 layers, 4 heads, 128 dims, context 64), for CLF_DEMO_STEPS steps
+# (default 2000, the whole recipe). On an idle 2-core Xeon with PoCL the 2000
+# steps took 111 s, evaluations included (several times that when other jobs
+# share the cores), plus a minute or two to compile the kernels on the first
+# run (they are cached after). Expect a validation loss near 1.90 (500 steps:
+# about 2.2). Idempotent: every run rebuilds what changed and retrains from
+# scratch into runs/demo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-steps=${CLF_DEMO_STEPS:-1200}
+steps=${CLF_DEMO_STEPS:-2000}
 jobs=$(nproc 2>/dev/null || echo 2)
 
 scripts/setup.sh
