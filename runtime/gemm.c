@@ -33,8 +33,9 @@
  *   compilation and size the scratch), then 3 rounds of one timed run per
  *   engine, interleaved so that a burst of load from elsewhere hits both,
  *   and the faster of the two minimums wins (the minimum is the run least
- *   disturbed; a single run under load once picked CLBlast at 6x the native
- *   time for the attention backward shape). The choice lives in
+ *   disturbed; a single run under load once picked CLBlast for the
+ *   attention backward shape, which idle runs at 1.8x the native engine's
+ *   time). The choice lives in
  *   the runtime's GEMM state and in <cache_dir>/gemm-<device key>.txt, a
  *   small text file written to a temporary name and renamed; a file that
  *   does not parse is ignored entirely and rewritten.
