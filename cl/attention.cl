@@ -11,7 +11,9 @@
  * key cache, the group reduces the max and the sum of exponentials with a
  * fixed tree (deterministic), and the weighted sum over values is split as
  * (channel d = lid % HS, position class lid / HS) with the partial sums
- * combined in a fixed order. W is a power of two chosen by the host.
+ * combined in a fixed order. W is a power of two chosen by the host. With
+ * a keep mask (cross-attention over a padded source) masked positions get
+ * weight exactly 0 and a row with nothing kept gives zeros, not NaN.
  *
  * Not here: the full-sequence attention (GEMMs + softmax in model/), masks in
  * decode (a KV cache only holds visible positions).
@@ -77,34 +79,40 @@ __kernel void heads_merge(__global float *out, ulong out_off, __global const flo
 }
 
 /* Single-query attention: group bh = b*NH + h; q [BH, HS], k/v [BH, Tmax, HS],
- * out [BH, HS]. Local: qs[HS], sc[L], red[W]. */
+ * out [BH, HS]. With has_keep, keep (int32, row b at b * keep_stride) masks
+ * positions out (nonzero = attend) and a row with nothing kept gives zeros;
+ * without it, keep is not read. Local: qs[HS], sc[L], red[W]. */
 __kernel void attn_decode(__global float *out, ulong out_off, __global const float *q,
                           ulong q_off, __global const float *kc, ulong k_off,
-                          __global const float *vc, ulong v_off, uint BH, uint HS, uint Tmax,
-                          uint L, float scale, __local float *qs, __local float *sc,
+                          __global const float *vc, ulong v_off, __global const int *keep,
+                          ulong keep_off, uint keep_stride, int has_keep, uint NH, uint HS,
+                          uint Tmax, uint L, float scale, __local float *qs, __local float *sc,
                           __local float *red)
 {
-    /* The host launches exactly BH groups, so there is no bounds return here:
-     * PoCL 3.1 miscompiles kernels that return before a barrier, even when
-     * the whole group returns together (stray writes past the buffers). */
+    /* The host launches exactly B*NH groups, so there is no bounds return
+     * here: PoCL 3.1 miscompiles kernels that return before a barrier, even
+     * when the whole group returns together (stray writes past the buffers). */
     uint bh = get_group_id(0), lid = get_local_id(0), W = get_local_size(0);
-    (void)BH;
     q += q_off + (ulong)bh * HS;
     kc += k_off + (ulong)bh * Tmax * HS;
     vc += v_off + (ulong)bh * Tmax * HS;
     out += out_off + (ulong)bh * HS;
+    keep += keep_off + (ulong)(bh / NH) * keep_stride;
     for (uint d = lid; d < HS; d += W)
         qs[d] = q[d];
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    /* scores and their max */
+    /* scores of kept positions and their max */
     float mx = CLF_NEG_BIG;
     for (uint s = lid; s < L; s += W) {
-        __global const float *kr = kc + (ulong)s * HS;
-        float a = 0.0f;
-        for (uint d = 0; d < HS; d++)
-            a += qs[d] * kr[d];
-        a *= scale;
+        float a = CLF_NEG_BIG;
+        if (!has_keep || keep[s] != 0) {
+            __global const float *kr = kc + (ulong)s * HS;
+            a = 0.0f;
+            for (uint d = 0; d < HS; d++)
+                a += qs[d] * kr[d];
+            a *= scale;
+        }
         sc[s] = a;
         mx = fmax(mx, a);
     }
@@ -118,10 +126,10 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
     mx = red[0];
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    /* exponentials and their sum */
+    /* exponentials (0 for masked positions) and their sum */
     float sum = 0.0f;
     for (uint s = lid; s < L; s += W) {
-        float e = exp(sc[s] - mx);
+        float e = !has_keep || keep[s] != 0 ? exp(sc[s] - mx) : 0.0f;
         sc[s] = e;
         sum += e;
     }
@@ -132,7 +140,7 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
             red[lid] += red[lid + o];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    float inv = 1.0f / red[0];
+    float inv = red[0] > 0.0f ? 1.0f / red[0] : 0.0f;
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* weighted sum of values: parts position classes per channel */

@@ -1,22 +1,14 @@
 /*
  * model_extra.cl - kernels the model graph needs beyond the op families:
- * writing new keys/values into a KV cache, single-query attention over a
- * padded (keep-masked) cache, mean pooling over non-pad positions, and
- * gathering cache rows by index.
+ * writing new keys/values into a KV cache, mean pooling over non-pad
+ * positions, and gathering cache rows by index (single-query attention,
+ * with or without a keep mask, is attention.cl's attn_decode).
  *
  * kv_store: src holds rows [B, T, row_stride] with head h of a row at
  * columns [h*HS, (h+1)*HS) (k or v inside the fused qkv output, after
  * rope); the cache is [B, NH, Tmax, HS] and position t of (b, h) goes to
  * cache row pos0 + t. One work-item per float, in source order (reads
  * contiguous); 32-bit indices (the host checks the sizes fit).
- *
- * attn_decode_keep: attention.cl's attn_decode with a keep mask over the
- * L cached positions (int32 keep[b * keep_stride + s], 0 = pad), for
- * cross-attention from one decoder position over the encoded source. One
- * work-group per (b, head): scores into local memory, a fixed reduction
- * tree for the max and the sum (deterministic), then the weighted sum of
- * values split as (channel, position class). Masked positions get weight
- * exactly 0; a row with nothing kept gives zeros, not NaN.
  *
  * mean_pool_forward / _backward: out[b, c] = sum_s keep[b,s] x[b,s,c] /
  * max(1, sum_s keep[b,s]), and its transpose dx[b,s,c] = keep[b,s]
@@ -47,93 +39,6 @@ __kernel void kv_store(__global float *cache, ulong cache_off, __global const fl
     uint t = bt % T;
     uint b = bt / T;
     cache[(((ulong)b * NH + h) * Tmax + pos0 + t) * HS + d] = src[(ulong)bt * row_stride + h * HS + d];
-}
-
-/* q [BH, HS], k/v [BH, Tmax, HS], out [BH, HS]; group bh = b*NH + h. Local:
- * qs[HS], sc[L], red[W]. */
-__kernel void attn_decode_keep(__global float *out, ulong out_off, __global const float *q,
-                               ulong q_off, __global const float *kc, ulong k_off,
-                               __global const float *vc, ulong v_off, __global const int *keep,
-                               ulong keep_off, uint keep_stride, uint BH, uint NH, uint HS,
-                               uint Tmax, uint L, float scale, __local float *qs,
-                               __local float *sc, __local float *red)
-{
-    uint bh = get_group_id(0), lid = get_local_id(0), W = get_local_size(0);
-    if (bh >= BH)
-        return; /* uniform over the group */
-    q += q_off + (ulong)bh * HS;
-    kc += k_off + (ulong)bh * Tmax * HS;
-    vc += v_off + (ulong)bh * Tmax * HS;
-    out += out_off + (ulong)bh * HS;
-    keep += keep_off + (ulong)(bh / NH) * keep_stride;
-    for (uint d = lid; d < HS; d += W)
-        qs[d] = q[d];
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    /* scores of kept positions and their max */
-    float mx = CLF_NEG_BIG;
-    for (uint s = lid; s < L; s += W) {
-        float a = CLF_NEG_BIG;
-        if (keep[s] != 0) {
-            __global const float *kr = kc + (ulong)s * HS;
-            a = 0.0f;
-            for (uint d = 0; d < HS; d++)
-                a += qs[d] * kr[d];
-            a *= scale;
-        }
-        sc[s] = a;
-        mx = fmax(mx, a);
-    }
-    red[lid] = mx;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint o = W / 2; o > 0; o /= 2) {
-        if (lid < o)
-            red[lid] = fmax(red[lid], red[lid + o]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    mx = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    /* exponentials (0 for masked positions) and their sum */
-    float sum = 0.0f;
-    for (uint s = lid; s < L; s += W) {
-        float e = keep[s] != 0 ? exp(sc[s] - mx) : 0.0f;
-        sc[s] = e;
-        sum += e;
-    }
-    red[lid] = sum;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint o = W / 2; o > 0; o /= 2) {
-        if (lid < o)
-            red[lid] += red[lid + o];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    float inv = red[0] > 0.0f ? 1.0f / red[0] : 0.0f;
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    /* weighted sum of values: parts position classes per channel */
-    uint parts = HS >= W ? 1 : W / HS;
-    uint d = lid % HS, part = lid / HS;
-    float acc = 0.0f;
-    if (parts == 1) {
-        for (uint dd = lid; dd < HS; dd += W) {
-            float a = 0.0f;
-            for (uint s = 0; s < L; s++)
-                a += sc[s] * vc[(ulong)s * HS + dd];
-            out[dd] = a * inv;
-        }
-    } else if (part < parts) {
-        for (uint s = part; s < L; s += parts)
-            acc += sc[s] * vc[(ulong)s * HS + d];
-    }
-    red[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (parts > 1 && lid < HS) {
-        float a = red[lid];
-        for (uint p = 1; p < parts; p++)
-            a += red[p * HS + lid];
-        out[lid] = a * inv;
-    }
 }
 
 /* One item per (b, c): n = B*C. */

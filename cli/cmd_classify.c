@@ -141,8 +141,7 @@ int cli_cmd_classify(int argc, char **argv)
         printf("\n");
     }
     fflush(stdout);
-    if (rf.profile)
-        cli_print_profile(rt, stderr);
+    cli_print_profile(rt, stderr); /* prints only with --profile */
     rc = CLI_EXIT_OK;
     goto done;
 fail:

@@ -200,8 +200,7 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
             }
         }
     }
-    if (rf->profile)
-        cli_print_profile(rt, stderr);
+    cli_print_profile(rt, stderr); /* prints only with --profile */
     rc = CLI_EXIT_OK;
     goto done;
 fail:
@@ -317,8 +316,7 @@ int cli_cmd_eval(int argc, char **argv)
                clf_dataset_eval_windows(ds, split, clf_model_dims_get(m).T),
                clf_model_dims_get(m).T, dt);
     }
-    if (rf.profile)
-        cli_print_profile(rt, stderr);
+    cli_print_profile(rt, stderr); /* prints only with --profile */
     rc = CLI_EXIT_OK;
     goto done;
 fail:

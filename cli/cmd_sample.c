@@ -174,8 +174,7 @@ int cli_cmd_sample(int argc, char **argv)
     if (!quiet)
         fprintf(stderr, "[%ld tokens in %.2fs: %.1f tokens/s; context %d, %ld slides]\n",
                 n_tokens, dt, dt > 0 ? (double)n_tokens / dt : 0.0, T, slides);
-    if (rf.profile)
-        cli_print_profile(rt, stderr);
+    cli_print_profile(rt, stderr); /* prints only with --profile */
     rc = CLI_EXIT_OK;
     goto done;
 fail:

@@ -161,8 +161,7 @@ int cli_cmd_translate(int argc, char **argv)
                 "translated %zu sentences (%lld source tokens -> %lld tokens) with beam %d in "
                 "%.1fs (%.1f sentences/s)\n",
                 n, (long long)ss->src.tokens, out_tokens, bo.beam, dt, dt > 0 ? n / dt : 0.0);
-    if (rf.profile)
-        cli_print_profile(rt, stderr);
+    cli_print_profile(rt, stderr); /* prints only with --profile */
     rc = CLI_EXIT_OK;
     goto done;
 fail:

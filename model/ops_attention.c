@@ -13,26 +13,11 @@
  */
 #include <string.h>
 
+#include "ops_extra.h"
+#include "ops_internal.h"
 #include "ops_nn.h"
 
 #define U32_MAX_SZ ((size_t)0xFFFFFFFFu)
-
-static int dev_is_cpu(clf_runtime *rt)
-{
-    return strcmp(clf_runtime_device(rt)->type, "cpu") == 0;
-}
-
-/* Largest power of two <= want and <= the kernel's work-group limit. */
-static size_t wg_pow2(const clf_kernel *k, size_t want)
-{
-    size_t m = clf_kernel_max_work_group(k);
-    if (m == 0 || m > want)
-        m = want;
-    size_t p = 1;
-    while (p * 2 <= m)
-        p *= 2;
-    return p;
-}
 
 static clf_status layout_launch(clf_runtime *rt, const char *name, clf_ptr out, clf_ptr in,
                                 size_t B, size_t T, size_t NH, size_t HS, size_t row_stride,
@@ -53,10 +38,10 @@ static clf_status layout_launch(clf_runtime *rt, const char *name, clf_ptr out, 
     size_t rows = B * T * NH;
     if (rows == 0 || HS == 0)
         return CLF_OK;
-    uint32_t span = dev_is_cpu(rt) ? (uint32_t)HS : 1u;
+    uint32_t span = clf_ops_is_cpu(rt) ? (uint32_t)HS : 1u;
     uint32_t nspan = (uint32_t)((HS + span - 1) / span);
     size_t global = rows * nspan;
-    size_t local = wg_pow2(k, dev_is_cpu(rt) ? 16 : 256);
+    size_t local = clf_ops_group_size(k, clf_ops_is_cpu(rt) ? 16 : 256);
     clf_arg a[12];
     int na = 0;
     a[na++] = CLF_ARG_BUF(out.buf);
@@ -95,51 +80,72 @@ clf_status clf_op_heads_merge(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B
                          err);
 }
 
-clf_status clf_op_attn_decode(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
-                              clf_ptr vcache, size_t B, size_t NH, size_t HS, size_t Tmax,
-                              size_t L, float scale, clf_error *err)
+clf_status clf_op_attn_decode_group(clf_runtime *rt, size_t group, clf_ptr out, clf_ptr q,
+                                    clf_ptr kcache, clf_ptr vcache, clf_ptr keep,
+                                    size_t keep_stride, size_t B, size_t NH, size_t HS,
+                                    size_t Tmax, size_t L, float scale, clf_error *err)
 {
+    const int has_keep = keep.buf != NULL;
+    const char *what = has_keep ? "attn_decode_keep" : "attn_decode";
     clf_kernel *k = NULL;
     clf_status st;
-    if (L == 0 || L > Tmax || HS == 0 || B * NH * Tmax * HS > U32_MAX_SZ) {
+    if (L == 0 || L > Tmax || HS == 0 || NH == 0 || B * NH * Tmax * HS > U32_MAX_SZ ||
+        (has_keep && (keep_stride < L || B * keep_stride > U32_MAX_SZ))) {
         st = clf_error_set(err, CLF_ERR_ARG,
-                           "need 1 <= L (%zu) <= Tmax (%zu), HS (%zu) >= 1 and the cache "
-                           "under 2^32 floats",
-                           L, Tmax, HS);
+                           "need 1 <= L (%zu) <= Tmax (%zu), HS (%zu) and NH (%zu) >= 1, the "
+                           "cache under 2^32 floats and a keep stride (%zu) >= L",
+                           L, Tmax, HS, NH, keep_stride);
         goto fail;
     }
     st = clf_kernel_get(rt, "attention", "attn_decode", &k, err);
     if (st != CLF_OK)
         goto fail;
-    if (B * NH == 0)
+    if (B == 0)
         return CLF_OK;
-    size_t W = wg_pow2(k, dev_is_cpu(rt) ? 16 : 128);
+    size_t W = group ? group : clf_ops_group_size(k, clf_ops_is_cpu(rt) ? 16 : 128);
     size_t lbytes = (HS + L + W) * sizeof(float);
     const clf_device_info *di = clf_runtime_device(rt);
     if (di->local_mem != 0 && lbytes > di->local_mem) {
         st = clf_error_set(err, CLF_ERR_UNSUPPORTED,
-                           "a KV cache of %zu positions with head size %zu needs %zu bytes of "
+                           "a cache of %zu positions with head size %zu needs %zu bytes of "
                            "local memory; %s has %llu",
                            L, HS, lbytes, di->name, (unsigned long long)di->local_mem);
         goto fail;
     }
     size_t global = B * NH * W;
+    clf_ptr mask = has_keep ? keep : q; /* any valid buffer when absent */
     clf_arg a[] = {
-        CLF_ARG_BUF(out.buf),    CLF_ARG_U64(out.off),
-        CLF_ARG_BUF(q.buf),      CLF_ARG_U64(q.off),
-        CLF_ARG_BUF(kcache.buf), CLF_ARG_U64(kcache.off),
-        CLF_ARG_BUF(vcache.buf), CLF_ARG_U64(vcache.off),
-        CLF_ARG_U32(B * NH),     CLF_ARG_U32(HS),         CLF_ARG_U32(Tmax),
-        CLF_ARG_U32(L),          CLF_ARG_F32(scale),
+        CLF_ARG_PTR(out),        CLF_ARG_PTR(q),          CLF_ARG_PTR(kcache),
+        CLF_ARG_PTR(vcache),     CLF_ARG_PTR(mask),       CLF_ARG_U32(keep_stride),
+        CLF_ARG_I32(has_keep),   CLF_ARG_U32(NH),         CLF_ARG_U32(HS),
+        CLF_ARG_U32(Tmax),       CLF_ARG_U32(L),          CLF_ARG_F32(scale),
         CLF_ARG_LOCAL(HS * sizeof(float)),
         CLF_ARG_LOCAL(L * sizeof(float)),
         CLF_ARG_LOCAL(W * sizeof(float)),
     };
-    st = clf_kernel_launch(rt, k, 1, &global, &W, (int)(sizeof a / sizeof a[0]), a, err);
-    if (st != CLF_OK)
+    if ((st = clf_kernel_launch(rt, k, 1, &global, &W, CLF_NARGS(a), a, err)) != CLF_OK)
         goto fail;
     return CLF_OK;
 fail:
-    clf_error_prefix(err, "attn_decode");
+    clf_error_prefix(err, "%s", what);
     return st;
+}
+
+clf_status clf_op_attn_decode(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
+                              clf_ptr vcache, size_t B, size_t NH, size_t HS, size_t Tmax,
+                              size_t L, float scale, clf_error *err)
+{
+    return clf_op_attn_decode_group(rt, 0, out, q, kcache, vcache, (clf_ptr){NULL, 0}, 0, B,
+                                    NH, HS, Tmax, L, scale, err);
+}
+
+clf_status clf_op_attn_decode_keep(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
+                                   clf_ptr vcache, clf_ptr keep, size_t keep_stride, size_t B,
+                                   size_t NH, size_t HS, size_t Tmax, size_t L, float scale,
+                                   clf_error *err)
+{
+    if (keep.buf == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "attn_decode_keep: no keep mask");
+    return clf_op_attn_decode_group(rt, 0, out, q, kcache, vcache, keep, keep_stride, B, NH, HS,
+                                    Tmax, L, scale, err);
 }

@@ -49,53 +49,6 @@ fail:
     return st;
 }
 
-clf_status clf_op_attn_decode_keep(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
-                                   clf_ptr vcache, clf_ptr keep, size_t keep_stride, size_t B,
-                                   size_t NH, size_t HS, size_t Tmax, size_t L, float scale,
-                                   clf_error *err)
-{
-    clf_kernel *k = NULL;
-    clf_status st;
-    if (L == 0 || L > Tmax || HS == 0 || NH == 0 || keep_stride < L ||
-        B * NH * Tmax * HS > U32_MAX_SZ || B * keep_stride > U32_MAX_SZ) {
-        st = clf_error_set(err, CLF_ERR_ARG,
-                           "need 1 <= L (%zu) <= Tmax (%zu), L <= keep stride (%zu), HS and NH "
-                           ">= 1 and the cache under 2^32 floats",
-                           L, Tmax, keep_stride);
-        goto fail;
-    }
-    if ((st = clf_kernel_get(rt, "model_extra", "attn_decode_keep", &k, err)) != CLF_OK)
-        goto fail;
-    if (B == 0)
-        return CLF_OK;
-    size_t W = clf_ops_group_size(k, clf_ops_is_cpu(rt) ? 16 : 128);
-    size_t lbytes = (HS + L + W) * sizeof(float);
-    const clf_device_info *di = clf_runtime_device(rt);
-    if (di->local_mem != 0 && lbytes > di->local_mem) {
-        st = clf_error_set(err, CLF_ERR_UNSUPPORTED,
-                           "a cache of %zu positions with head size %zu needs %zu bytes of "
-                           "local memory; %s has %llu",
-                           L, HS, lbytes, di->name, (unsigned long long)di->local_mem);
-        goto fail;
-    }
-    size_t global = B * NH * W;
-    clf_arg a[] = {
-        CLF_ARG_PTR(out),        CLF_ARG_PTR(q),          CLF_ARG_PTR(kcache),
-        CLF_ARG_PTR(vcache),     CLF_ARG_PTR(keep),       CLF_ARG_U32(keep_stride),
-        CLF_ARG_U32(B * NH),     CLF_ARG_U32(NH),         CLF_ARG_U32(HS),
-        CLF_ARG_U32(Tmax),       CLF_ARG_U32(L),          CLF_ARG_F32(scale),
-        CLF_ARG_LOCAL(HS * sizeof(float)),
-        CLF_ARG_LOCAL(L * sizeof(float)),
-        CLF_ARG_LOCAL(W * sizeof(float)),
-    };
-    if ((st = clf_kernel_launch(rt, k, 1, &global, &W, CLF_NARGS(a), a, err)) != CLF_OK)
-        goto fail;
-    return CLF_OK;
-fail:
-    clf_error_prefix(err, "attn_decode_keep");
-    return st;
-}
-
 static clf_status pool_launch(clf_runtime *rt, const char *name, clf_ptr out, clf_ptr in,
                               clf_ptr keep, size_t B, size_t S, size_t C, clf_error *err)
 {

@@ -15,16 +15,6 @@ clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, clf_ptr src, size_t B
                            size_t NH, size_t HS, size_t row_stride, size_t Tmax, size_t pos0,
                            clf_error *err);
 
-/* Single-query attention over a keep-masked cache (cross-attention of one
- * decoder position over the encoded source): q [B, NH, HS], kcache/vcache
- * [B, NH, Tmax, HS] with L valid positions, keep int32 with row b at
- * b * keep_stride (nonzero = attend), out [B, NH*HS]. A row with nothing
- * kept gives zeros. Deterministic. */
-clf_status clf_op_attn_decode_keep(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
-                                   clf_ptr vcache, clf_ptr keep, size_t keep_stride, size_t B,
-                                   size_t NH, size_t HS, size_t Tmax, size_t L, float scale,
-                                   clf_error *err);
-
 /* Mean over the kept positions: out [B, C] from x [B, S, C] and keep int32
  * [B, S] (a row without kept positions gives 0). Backward overwrites
  * dx [B, S, C] = keep ? dout / count : 0. */

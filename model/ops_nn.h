@@ -50,6 +50,15 @@ clf_status clf_op_heads_merge(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B
 clf_status clf_op_attn_decode(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
                               clf_ptr vcache, size_t B, size_t NH, size_t HS, size_t Tmax,
                               size_t L, float scale, clf_error *err);
+/* The same over a keep-masked cache (cross-attention of one
+ * decoder position over the encoded source): q [B, NH, HS], kcache/vcache
+ * [B, NH, Tmax, HS] with L valid positions, keep int32 with row b at
+ * b * keep_stride (nonzero = attend), out [B, NH*HS]. A row with nothing
+ * kept gives zeros. Deterministic. */
+clf_status clf_op_attn_decode_keep(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
+                                   clf_ptr vcache, clf_ptr keep, size_t keep_stride, size_t B,
+                                   size_t NH, size_t HS, size_t Tmax, size_t L, float scale,
+                                   clf_error *err);
 
 /* ---- loss (cl/loss.cl) ----------------------------------------------------- */
 

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/ops_internal.h"
 #include "model/ops_nn.h"
 #include "test_util.h"
 
@@ -49,8 +50,8 @@ static void decode_ref(double *out, const float *q, const float *k, const float 
     free(s);
 }
 
-/* W = 0: through the op (the device's group size); else the kernel launched
- * directly with work-groups of W (e.g. the GPU's 128) so both are tested. */
+/* W = 0: through the op (the device's group size); else with work-groups of
+ * W (e.g. the GPU's 128), so both are tested. */
 static void decode(clf_runtime *rt, size_t W, clf_ptr out, clf_ptr q, clf_ptr k, clf_ptr v,
                    size_t B, size_t NH, size_t HS, size_t Tmax, size_t L, float scale)
 {
@@ -60,16 +61,9 @@ static void decode(clf_runtime *rt, size_t W, clf_ptr out, clf_ptr q, clf_ptr k,
               "attn_decode");
         return;
     }
-    clf_kernel *kern;
-    tu_ok(clf_kernel_get(rt, "attention", "attn_decode", &kern, &err), &err, "kernel");
-    clf_arg a[] = {CLF_ARG_BUF(out.buf),  CLF_ARG_U64(out.off), CLF_ARG_BUF(q.buf),
-                   CLF_ARG_U64(q.off),    CLF_ARG_BUF(k.buf),   CLF_ARG_U64(k.off),
-                   CLF_ARG_BUF(v.buf),    CLF_ARG_U64(v.off),   CLF_ARG_U32(B * NH),
-                   CLF_ARG_U32(HS),       CLF_ARG_U32(Tmax),    CLF_ARG_U32(L),
-                   CLF_ARG_F32(scale),    CLF_ARG_LOCAL(HS * 4), CLF_ARG_LOCAL(L * 4),
-                   CLF_ARG_LOCAL(W * 4)};
-    size_t g = B * NH * W;
-    tu_ok(clf_kernel_launch(rt, kern, 1, &g, &W, 16, a, &err), &err, "attn_decode W");
+    tu_ok(clf_op_attn_decode_group(rt, W, out, q, k, v, (clf_ptr){NULL, 0}, 0, B, NH, HS, Tmax,
+                                   L, scale, &err),
+          &err, "attn_decode W");
 }
 
 static void test_decode(clf_runtime *rt, size_t W, size_t B, size_t NH, size_t HS, size_t Tmax,

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "model/ops_extra.h"
+#include "model/ops_nn.h"
 #include "test_util.h"
 
 static void kv_case(clf_runtime *rt, tu_rng *g, size_t B, size_t T, size_t NH, size_t HS,
