@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/gemm.h"
+#include "runtime/gemm/gemm.h"
 #include "runtime/runtime.h"
 
 #ifdef CLF_HAVE_OPENBLAS

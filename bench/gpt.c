@@ -44,7 +44,7 @@
 #include <time.h>
 
 #include "config/config.h"
-#include "model/model.h"
+#include "model/graph/model.h"
 #include "runtime/runtime.h"
 
 #define MAX_SETS 32

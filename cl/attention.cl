@@ -1,5 +1,6 @@
 /*
- * attention.cl - attention head layout and single-query (decode) attention.
+ * attention.cl - attention head layout, single-query (decode) attention and
+ * the KV cache's writes and row gathers (beam search).
  *
  * heads_split / heads_merge move head rows between [B, T, NH*HS] slabs (rows
  * of row_stride floats, e.g. q, k or v inside a fused [B, T, 3C] qkv) and
@@ -166,4 +167,48 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
             a += red[p * HS + lid];
         out[lid] = a * inv;
     }
+}
+
+/* ---- KV cache (decoding) ---- */
+
+/* kv_store: src holds rows [B, T, row_stride] with head h of a row at
+ * columns [h*HS, (h+1)*HS) (k or v inside the fused qkv output, after
+ * rope); the cache is [B, NH, Tmax, HS] and position t of (b, h) goes to
+ * cache row pos0 + t. One work-item per float, in source order (reads
+ * contiguous); 32-bit indices (the host checks the sizes fit). */
+__kernel void kv_store(__global float *cache, ulong cache_off, __global const float *src,
+                       ulong src_off, uint n, uint T, uint NH, uint HS, uint row_stride,
+                       uint Tmax, uint pos0)
+{
+    uint i = get_global_id(0);
+    if (i >= n)
+        return;
+    cache += cache_off;
+    src += src_off;
+    uint d = i % HS;
+    uint h = (i / HS) % NH;
+    uint bt = i / (HS * NH);
+    uint t = bt % T;
+    uint b = bt / T;
+    cache[(((ulong)b * NH + h) * Tmax + pos0 + t) * HS + d] = src[(ulong)bt * row_stride + h * HS + d];
+}
+
+/* cache_gather: dst row i <- src row index[i] (use_index = 0: row i) for
+ * rows of G groups of `len` elements with `stride` elements between groups
+ * (a cache [B, NH, Tmax, HS]: G = NH, stride = Tmax*HS, len = positions
+ * used * HS). Elements move as 32-bit words (uint), so float and int32
+ * buffers (the source keep mask) are copied bit for bit. */
+/* n = rows * G * len items; item (i, g, j) copies src[(r*G + g)*stride + j]
+ * to dst[(i*G + g)*stride + j] with r = index[i] (or i). */
+__kernel void cache_gather(__global uint *dst, ulong dst_off, __global const uint *src,
+                           ulong src_off, __global const int *index, ulong index_off,
+                           int use_index, uint n, uint G, uint len, uint stride)
+{
+    uint e = get_global_id(0);
+    if (e >= n)
+        return;
+    uint j = e % len, ig = e / len;
+    uint g = ig % G, i = ig / G;
+    uint r = use_index ? (uint)index[index_off + i] : i;
+    dst[dst_off + ((ulong)i * G + g) * stride + j] = src[src_off + ((ulong)r * G + g) * stride + j];
 }

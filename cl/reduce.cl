@@ -1,6 +1,7 @@
 /*
  * reduce.cl - row reductions (sum, max over the last dimension of [R, N]) and
- * whole-tensor sums (sum, sum of squares) in two deterministic stages.
+ * whole-tensor sums (sum, sum of squares) in two deterministic stages, and
+ * masked mean pooling over positions (the classifier's mean head).
  *
  * Design
  * - Every reduction has a fixed order for a given size and device, so results
@@ -169,4 +170,50 @@ __kernel void sum_finish(__global float *out, ulong out_off, __global const floa
     for (uint p = 0; p < P; p++)
         s += parts[p];
     out[0] = s / div;
+}
+
+/* ---- pooling ---- */
+
+/* mean_pool_forward / _backward: out[b, c] = sum_s keep[b,s] x[b,s,c] /
+ * max(1, sum_s keep[b,s]), and its transpose dx[b,s,c] = keep[b,s]
+ * dout[b,c] / count (overwrite). One work-item per (b, c), looping over s
+ * in order (deterministic); consecutive items read consecutive channels. */
+/* One item per (b, c): n = B*C. */
+__kernel void mean_pool_forward(__global float *out, ulong out_off, __global const float *x,
+                                ulong x_off, __global const int *keep, ulong keep_off, uint n,
+                                uint S, uint C)
+{
+    uint i = get_global_id(0);
+    if (i >= n)
+        return;
+    uint b = i / C, c = i - b * C;
+    x += x_off + (ulong)b * S * C + c;
+    keep += keep_off + (ulong)b * S;
+    float acc = 0.0f;
+    uint cnt = 0;
+    for (uint s = 0; s < S; s++) {
+        if (keep[s] != 0) {
+            acc += x[(ulong)s * C];
+            cnt++;
+        }
+    }
+    out[out_off + i] = acc / (float)max(cnt, 1u);
+}
+
+__kernel void mean_pool_backward(__global float *dx, ulong dx_off, __global const float *dout,
+                                 ulong dout_off, __global const int *keep, ulong keep_off,
+                                 uint n, uint S, uint C)
+{
+    uint i = get_global_id(0);
+    if (i >= n)
+        return;
+    uint b = i / C, c = i - b * C;
+    dx += dx_off + (ulong)b * S * C + c;
+    keep += keep_off + (ulong)b * S;
+    uint cnt = 0;
+    for (uint s = 0; s < S; s++)
+        cnt += keep[s] != 0;
+    float g = dout[dout_off + i] / (float)max(cnt, 1u);
+    for (uint s = 0; s < S; s++)
+        dx[(ulong)s * C] = keep[s] != 0 ? g : 0.0f;
 }

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 
 /* The device flags, as a table over f (CLI_RUNTIME_FLAGS_HELP documents them). */
 enum { RUNTIME_OPTS = 6 };

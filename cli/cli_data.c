@@ -19,8 +19,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "cli_data.h"
-#include "model/fileio.h"
+#include "cli/cli_data.h"
 
 static int is_dir(const char *p)
 {

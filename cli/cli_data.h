@@ -28,12 +28,7 @@
 
 #include <stddef.h>
 
-#include "cli.h"
-#include "config/config.h"
-#include "model/checkpoint.h"
-#include "model/model.h"
-#include "model/seqdata.h"
-#include "model/tokenizer.h"
+#include "cli/cli.h"
 
 #define CLI_PATH_MAX 4096
 #define CLI_LANG_MAX 32

@@ -8,8 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli_model.h"
-#include "model/checkpoint.h"
+#include "cli/cli_model.h"
 
 int cli_config_load(const char *path, const cli_list *s, clf_model_config *cfg)
 {

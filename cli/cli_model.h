@@ -7,10 +7,7 @@
 #ifndef CLF_CLI_MODEL_H
 #define CLF_CLI_MODEL_H
 
-#include "cli.h"
-#include "config/config.h"
-#include "model/model.h"
-#include "model/tokenizer.h"
+#include "cli/cli.h"
 
 /* Load and validate a model file with overrides; prints file:line:col
  * errors. Returns CLI_EXIT_OK or an exit code. */

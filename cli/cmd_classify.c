@@ -16,9 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_data.h"
-#include "cli_model.h"
-#include "model/seqeval.h"
+#include "cli/cli_data.h"
+#include "cli/cli_model.h"
 
 static void usage(FILE *out)
 {

@@ -28,11 +28,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli_data.h"
-#include "cli_model.h"
-#include "model/seqeval.h"
-#include "model/dataset.h"
-#include "model/trainer.h"
+#include "cli/cli_data.h"
+#include "cli/cli_model.h"
 
 static void usage(FILE *out)
 {

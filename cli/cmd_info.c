@@ -30,8 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_model.h"
-#include "model/dataset.h"
+#include "cli/cli_model.h"
 
 typedef struct part {
     const char *name;

@@ -24,8 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli_model.h"
-#include "model/sampler.h"
+#include "cli/cli_model.h"
 
 static double now_s(void)
 {

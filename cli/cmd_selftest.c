@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "runtime/gemm.h"
+#include "cli/cli.h"
 
 static int check_gemm(clf_runtime *rt, clf_gemm_engine eng, size_t M, size_t N, size_t K,
                       int ta, int tb, double *worst_out)

@@ -25,12 +25,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "cli_model.h"
-#include "model/checkpoint.h"
-#include "model/fileio.h"
-#include "model/json.h"
-#include "model/tokenizer.h"
-#include "model/trainer.h"
+#include "cli/cli_model.h"
 
 static void usage(FILE *out)
 {

@@ -32,11 +32,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli_data.h"
-#include "cli_model.h"
-#include "model/checkpoint.h"
-#include "model/dataset.h"
-#include "model/trainer.h"
+#include "cli/cli_data.h"
+#include "cli/cli_model.h"
 
 static volatile sig_atomic_t g_stop; /* set by the SIGINT handler only */
 

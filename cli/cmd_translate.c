@@ -19,10 +19,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli_data.h"
-#include "cli_model.h"
-#include "model/beam.h"
-#include "model/seqeval.h"
+#include "cli/cli_data.h"
+#include "cli/cli_model.h"
 
 static void usage(FILE *out)
 {

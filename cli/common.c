@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 
 void cli_runtime_flags_init(cli_runtime_flags *f)
 {

@@ -61,6 +61,8 @@
 
 #include "runtime/status.h"
 
+CLF_API_BEGIN
+
 #define CLF_CONFIG_PATH_MAX 512
 
 /* ---- choices ------------------------------------------------------------- */
@@ -323,5 +325,7 @@ static inline int clf_config_decoder_layers(const clf_model_config *c) {
            : c->kind == CLF_MODEL_DECODER ? c->blocks.repeat
                                           : c->blocks.decoder_repeat;
 }
+
+CLF_API_END
 
 #endif

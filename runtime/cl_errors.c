@@ -4,7 +4,7 @@
  */
 #include <stdio.h>
 
-#include "runtime_internal.h"
+#include "runtime/runtime_internal.h"
 
 const char *clf_cl_error_name(cl_int code)
 {

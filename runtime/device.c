@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime_internal.h"
+#include "runtime/runtime_internal.h"
 
 #define MAX_PLATFORMS 32
 #define MAX_DEVICES 64

@@ -28,8 +28,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kernels_embedded.h"
-#include "runtime_internal.h"
+#include "runtime/kernels_embedded.h"
+#include "runtime/runtime_internal.h"
 
 #define CACHE_MAGIC "CLFBIN\r\n"
 #define CACHE_FORMAT_VERSION 1u

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime_internal.h"
+#include "runtime/runtime_internal.h"
 
 #define PROFILE_PENDING_MAX 4096
 #define PROFILE_NAMES_MAX 256

@@ -41,7 +41,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "runtime/status.h"
+
+CLF_API_BEGIN
 
 /* ---- devices ------------------------------------------------------------ */
 
@@ -238,5 +240,7 @@ void clf_profile_reset(clf_runtime *rt);
 /* Record time spent in an opaque call (e.g. a CLBlast GEMM) under name. */
 void clf_profile_add(clf_runtime *rt, const char *name, double seconds);
 int clf_runtime_profiling(const clf_runtime *rt);
+
+CLF_API_END
 
 #endif

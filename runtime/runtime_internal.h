@@ -10,7 +10,7 @@
 
 #include <CL/cl.h>
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 /* Symbolic name of an OpenCL error code ("CL_OUT_OF_RESOURCES"). */
 const char *clf_cl_error_name(cl_int code);

@@ -1,7 +1,7 @@
 /*
  * status.c - filling and formatting clf_error records.
  */
-#include "status.h"
+#include "runtime/status.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -16,6 +16,19 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+/* Public API markers: declarations between CLF_API_BEGIN and CLF_API_END
+ * are exported from the shared library; everything else is compiled with
+ * hidden visibility (see CMakeLists.txt). Only public headers use them. */
+#if defined(__GNUC__)
+#define CLF_API_BEGIN _Pragma("GCC visibility push(default)")
+#define CLF_API_END _Pragma("GCC visibility pop")
+#else
+#define CLF_API_BEGIN
+#define CLF_API_END
+#endif
+
+CLF_API_BEGIN
+
 typedef enum clf_status {
     CLF_OK = 0,
     CLF_ERR_OPENCL,      /* an OpenCL call failed; err->code holds its cl_int */
@@ -57,5 +70,7 @@ void clf_error_clear(clf_error *err);
 const char *clf_status_name(clf_status st);
 /* "where: message" (or just the message), plus " [CODE_NAME]" when set. */
 void clf_error_format(const clf_error *err, char *out, size_t cap);
+
+CLF_API_END
 
 #endif

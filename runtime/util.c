@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "runtime_internal.h"
+#include "runtime/runtime_internal.h"
 
 /* FNV-1a over bytes followed by a splitmix64 finaliser; two seeds give two
  * independent 64-bit hashes when a 128-bit key is wanted. */

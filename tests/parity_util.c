@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "parity_util.h"
-#include "test_util.h"
+#include "tests/parity_util.h"
+#include "tests/test_util.h"
 
 clf_st_reader *pu_open(const char *name, clf_model_config *cfg)
 {

@@ -15,8 +15,8 @@
 #include <stddef.h>
 
 #include "config/config.h"
-#include "model/model.h"
-#include "model/safetensors.h"
+#include "model/graph/model.h"
+#include "model/io/safetensors.h"
 
 /* Open tests/data/parity/<name>.safetensors (relative to the source tree,
  * the tests' working directory) and parse its config. */

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ops_internal.h"
-#include "model/ops_nn.h"
-#include "test_util.h"
+#include "model/ops/ops_internal.h"
+#include "model/ops/ops.h"
+#include "tests/test_util.h"
 
 static void decode_ref(double *out, const float *q, const float *k, const float *v, size_t BH,
                        size_t HS, size_t Tmax, size_t L, double scale)

@@ -45,9 +45,9 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "model/beam.h"
-#include "model/model.h"
-#include "test_util.h"
+#include "model/infer/beam.h"
+#include "model/graph/model.h"
+#include "tests/test_util.h"
 
 /* ---- the mock -------------------------------------------------------------------- */
 

@@ -31,9 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/bleu.h"
-#include "model/fileio.h"
-#include "model/seqdata.h"
+#include "model/eval/bleu.h"
+#include "model/io/fileio.h"
+#include "model/data/seqdata.h"
 #include "tests/test_util.h"
 
 static void check_tok(const char *in, const char *want)

@@ -40,10 +40,10 @@
 #include <time.h>
 #include <zlib.h>
 
-#include "model/fileio.h"
-#include "model/json.h"
-#include "model/tokenizer.h"
-#include "test_util.h"
+#include "model/io/fileio.h"
+#include "model/io/json.h"
+#include "model/text/tokenizer.h"
+#include "tests/test_util.h"
 
 static double now(void)
 {

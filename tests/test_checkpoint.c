@@ -27,9 +27,9 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "model/checkpoint.h"
-#include "model/model.h"
-#include "test_util.h"
+#include "model/train/checkpoint.h"
+#include "model/graph/model.h"
+#include "tests/test_util.h"
 
 static const char *yaml =
     "model:\n"

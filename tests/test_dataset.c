@@ -30,9 +30,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "model/dataset.h"
-#include "model/fileio.h"
-#include "test_util.h"
+#include "model/data/dataset.h"
+#include "model/io/fileio.h"
+#include "tests/test_util.h"
 
 static void test_rng(void)
 {

@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ops_nn.h"
-#include "test_util.h"
+#include "model/ops/ops.h"
+#include "tests/test_util.h"
 
 #define PAD 5 /* leading floats before each device tensor */
 

@@ -34,8 +34,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/gemm.h"
-#include "test_util.h"
+#include "runtime/gemm/gemm.h"
+#include "tests/test_util.h"
 
 typedef struct gcase {
     int ta, tb;

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/json.h"
-#include "test_util.h"
+#include "model/io/json.h"
+#include "tests/test_util.h"
 
 static clf_json *parse_ok(const char *text)
 {

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ops_nn.h"
-#include "test_util.h"
+#include "model/ops/ops.h"
+#include "tests/test_util.h"
 
 /* float64 loss of one row; grad (if not NULL) gets d loss / d z. */
 static double ce_row(const double *z, int t, size_t V, double eps, double *grad)

@@ -36,8 +36,8 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "model/model.h"
-#include "test_util.h"
+#include "model/graph/model.h"
+#include "tests/test_util.h"
 
 static const char *base_yaml =
     "model:\n"

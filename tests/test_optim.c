@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ops_nn.h"
-#include "test_util.h"
+#include "model/ops/ops.h"
+#include "tests/test_util.h"
 
 static void test_clip(clf_runtime *rt)
 {

@@ -50,11 +50,11 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "model/checkpoint.h"
-#include "model/model.h"
-#include "model/safetensors.h"
-#include "parity_util.h"
-#include "test_util.h"
+#include "model/train/checkpoint.h"
+#include "model/graph/model.h"
+#include "model/io/safetensors.h"
+#include "tests/parity_util.h"
+#include "tests/test_util.h"
 
 static void die(clf_status st, const clf_error *e, const char *what) { tu_ok(st, e, what); }
 

@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ops_nn.h"
-#include "test_util.h"
+#include "model/ops/ops.h"
+#include "tests/test_util.h"
 
 static const uint32_t KAT[3][10] = {
     /* ctr[4], key[2], expected[4] */

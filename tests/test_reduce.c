@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ops.h"
-#include "model/ops_internal.h"
-#include "test_util.h"
+#include "model/ops/ops.h"
+#include "model/ops/ops_internal.h"
+#include "tests/test_util.h"
 
 static const char *pn(clf_ops_path p) { return p == CLF_OPS_PATH_ITEM ? "item" : "group"; }
 

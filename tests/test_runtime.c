@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "test_util.h"
+#include "tests/test_util.h"
 
 static char tmpdir[256];
 

@@ -34,9 +34,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/fileio.h"
-#include "model/safetensors.h"
-#include "test_util.h"
+#include "model/io/fileio.h"
+#include "model/io/safetensors.h"
+#include "tests/test_util.h"
 
 static char dir[256];
 

@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/sampler.h"
-#include "test_util.h"
+#include "model/infer/sampler.h"
+#include "tests/test_util.h"
 
 static clf_sampler *make(double temp, int k, double p, uint64_t seed, int V)
 {

@@ -20,8 +20,8 @@
 #include <stdio.h>
 
 #include "config/config.h"
-#include "model/schedule.h"
-#include "test_util.h"
+#include "model/train/schedule.h"
+#include "tests/test_util.h"
 
 static double ref_nanogpt(int it, double lr, double min_lr, int warmup, int decay)
 {

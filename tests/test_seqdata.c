@@ -21,8 +21,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "model/fileio.h"
-#include "model/seqdata.h"
+#include "model/io/fileio.h"
+#include "model/data/seqdata.h"
 #include "tests/test_util.h"
 
 static char tmpdir[256];

@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ops.h"
-#include "model/ops_internal.h"
-#include "test_util.h"
+#include "model/ops/ops.h"
+#include "model/ops/ops_internal.h"
+#include "tests/test_util.h"
 
 typedef struct mask_ref {
     const float *add; /* [add_rows, N] or NULL */

@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/fileio.h"
-#include "model/json.h"
-#include "model/tokenizer.h"
-#include "test_util.h"
+#include "model/io/fileio.h"
+#include "model/io/json.h"
+#include "model/text/tokenizer.h"
+#include "tests/test_util.h"
 
 static clf_tokenizer *make(clf_tokenizer_type type, const char *text, size_t len)
 {

@@ -31,12 +31,12 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "model/checkpoint.h"
-#include "model/dataset.h"
-#include "model/model.h"
-#include "model/tokenizer.h"
-#include "model/trainer.h"
-#include "test_util.h"
+#include "model/train/checkpoint.h"
+#include "model/data/dataset.h"
+#include "model/graph/model.h"
+#include "model/text/tokenizer.h"
+#include "model/train/trainer.h"
+#include "tests/test_util.h"
 
 #define STEPS 60
 #define STOP_AT 17

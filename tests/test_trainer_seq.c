@@ -43,13 +43,13 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "model/checkpoint.h"
-#include "model/model.h"
-#include "model/seqdata.h"
-#include "model/seqeval.h"
-#include "model/tokenizer.h"
-#include "model/trainer.h"
-#include "test_util.h"
+#include "model/train/checkpoint.h"
+#include "model/graph/model.h"
+#include "model/data/seqdata.h"
+#include "model/eval/seqeval.h"
+#include "model/text/tokenizer.h"
+#include "model/train/trainer.h"
+#include "tests/test_util.h"
 
 #define MAXS 512
 

@@ -1,7 +1,7 @@
 /*
  * test_util.c - see test_util.h.
  */
-#include "test_util.h"
+#include "tests/test_util.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,0 +1,52 @@
+/*
+ * clformer.h - the public API of libclformer: the one header a C program
+ * includes to train and run Transformer models on an OpenCL device.
+ *
+ *   #include <clformer.h>
+ *   cc app.c $(pkg-config --cflags --libs clformer)
+ *
+ * The API is the union of the headers below, one per room of the library
+ * (docs/design.md has the map). A program usually needs four of them:
+ *   runtime/runtime.h    open a device (clf_runtime_create), errors (status.h)
+ *   train/checkpoint.h   open a trained model (clf_checkpoint_open)
+ *   infer/sampler.h      generate text from it (clf_generate)
+ *   train/trainer.h      train one (clf_trainer_run)
+ * Every function returns a clf_status and fills a caller-owned clf_error;
+ * nothing in the library prints or exits. Only the declarations of these
+ * headers are exported from the shared library; kernel wrappers (model/ops)
+ * and the graph's internals stay private.
+ */
+#ifndef CLFORMER_H
+#define CLFORMER_H
+
+#include "runtime/status.h"
+#include "runtime/runtime.h"
+#include "runtime/gemm/gemm.h"
+#include "config/config.h"
+#include "model/io/fileio.h"
+#include "model/io/json.h"
+#include "model/io/safetensors.h"
+#include "model/text/tokenizer.h"
+#include "model/data/dataset.h"
+#include "model/data/seqdata.h"
+#include "model/graph/model.h"
+#include "model/infer/sampler.h"
+#include "model/infer/beam.h"
+#include "model/eval/bleu.h"
+#include "model/eval/seqeval.h"
+#include "model/train/schedule.h"
+#include "model/train/checkpoint.h"
+#include "model/train/trainer.h"
+
+CLF_API_BEGIN
+
+#define CLF_VERSION_MAJOR 0
+#define CLF_VERSION_MINOR 1
+#define CLF_VERSION_PATCH 0
+
+/* "0.1.0": the library's version, to compare with the header's CLF_VERSION_*. */
+const char *clf_version(void);
+
+CLF_API_END
+
+#endif

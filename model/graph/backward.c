@@ -1,0 +1,386 @@
+/*
+ * model_backward.c - the backward graph: the forward of model_forward.c
+ * walked in reverse.
+ *
+ * Design (llm.c's gpt2_backward): d(logits) is already in the logits
+ * buffer (the fused loss wrote it); the gradient of the residual stream
+ * lives in one buffer, dres, that every block reads as the gradient of its
+ * output and leaves holding the gradient of its input. Parameter gradients
+ * accumulate (+=) into the flat grad buffer (GEMMs with beta = 1, bias and
+ * norm backward ops in accumulate mode), so micro-batches add up and a tied
+ * LM head and token embedding (or shared source and target embeddings)
+ * share one gradient. Each sublayer backward takes the gradient of its
+ * output, its input, and where to put the gradient of its input (overwrite
+ * or add), so pre- and post-norm wiring, encoder, decoder and
+ * cross-attention reuse the same functions. An encoder-decoder walks the
+ * decoder stack first; every cross-attention adds the gradient of its keys
+ * and values into denc (the gradient of the encoder's output: the first
+ * one visited overwrites), then the encoder stack is walked from denc, with
+ * dres reused as its residual gradient. Dropout masks are regenerated from
+ * their keys, never stored.
+ *
+ * Not here: the forward (model_forward.c), the optimizer (model_train.c).
+ */
+#include <math.h>
+
+#include "model/graph/model_internal.h"
+#include "model/ops/ops.h"
+
+static clf_act act_op(int a)
+{
+    switch (a) {
+    case MI_ACT_RELU: return CLF_ACT_RELU;
+    case MI_ACT_GELU_TANH: return CLF_ACT_GELU_TANH;
+    default: return CLF_ACT_GELU_ERF;
+    }
+}
+
+/* dx (=|+=) norm backward of dout; dw, db += */
+static clf_status norm_bwd(clf_model *m, int type, const mi_norm_a *a, const mi_norm_p *p,
+                           clf_ptr dx, clf_ptr dout, clf_ptr x, size_t R, int accumulate,
+                           clf_error *err)
+{
+    const size_t C = (size_t)m->s.C;
+    if (type == MI_NORM_RMSNORM)
+        return clf_op_rmsnorm_backward(m->rt, dx, mi_grad(m, p->w), dout, x, mi_at(a->rstd, 0),
+                                       mi_par(m, p->w), R, C, accumulate, err);
+    return clf_op_layernorm_backward(m->rt, dx, mi_grad(m, p->w), mi_grad(m, p->b), dout, x,
+                                     mi_at(a->mean, 0), mi_at(a->rstd, 0), mi_par(m, p->w), R, C,
+                                     accumulate, err);
+}
+
+/* For y [R, out] = x [R, in] W^T + b: dW += dy^T x, db += colsum(dy),
+ * dx = beta * dx + dy W. */
+static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, clf_ptr x,
+                             size_t w, size_t b, size_t R, size_t in, size_t out,
+                             clf_error *err)
+{
+    clf_status st;
+    if ((st = mi_gemm(m, 1, 0, out, in, R, 1.0f, dy, out, x, in, 1.0f, mi_grad(m, w), in,
+                      err)) != CLF_OK)
+        return st;
+    if (b != MI_NONE &&
+        (st = clf_op_bias_backward(m->rt, mi_grad(m, b), dy, R, out, 1, err)) != CLF_OK)
+        return st;
+    return mi_gemm(m, 0, 0, R, in, out, 1.0f, dy, out, mi_par(m, w), in, beta, dx, in, err);
+}
+
+/* The attention core's backward over heads, the reverse of attn_core_fwd:
+ * from dyh [B*NH, T, HS] (gradient of the heads' outputs), with q
+ * [B*NH, T, HS], keys and values [B*NH, S, HS] (contiguous) and the
+ * probabilities att [B*NH, T, S] (dropout at `site` of layer l), the
+ * gradients of q, k and v are merged into rows (dq_dst with dq_stride
+ * floats per row, etc.; overwritten), e.g. the three thirds of a fused dqkv.
+ * S may differ from T (cross-attention). Masked probabilities are 0, so
+ * masked scores get no gradient. */
+static clf_status attn_core_bwd(clf_model *m, int l, int site, clf_ptr att, clf_ptr dyh,
+                                clf_ptr q, clf_ptr k, clf_ptr v, size_t B, size_t T, size_t S,
+                                clf_ptr dq_dst, size_t dq_stride, clf_ptr dk_dst,
+                                size_t dk_stride, clf_ptr dv_dst, size_t dv_stride,
+                                clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, BNH = B * NH;
+    const size_t TS = T * S, THS = T * HS, SHS = S * HS, natt = BNH * TS;
+    const float scale = 1.0f / sqrtf((float)HS);
+    clf_ptr pre = mi_at(m->preatt, 0), datt = mi_at(m->datt, 0);
+    clf_ptr dhead = mi_at(m->dhead, 0);
+    clf_status st;
+
+    /* y = P v with P the (dropped) probabilities */
+    clf_ptr P = att;
+    if (s->p_attn > 0) {
+        if ((st = clf_op_dropout_forward(m->rt, pre, att, natt, s->p_attn, m->state.seed,
+                                         mi_dropout_stream(m, l, site), err)) != CLF_OK)
+            return st;
+        P = pre;
+    }
+    if ((st = mi_gemm_batched(m, 0, 1, T, S, HS, 1.0f, dyh, HS, THS, v, HS, SHS, 0.0f, datt, S,
+                              TS, BNH, err)) != CLF_OK || /* dP = dy v^T */
+        (st = mi_gemm_batched(m, 1, 0, S, HS, T, 1.0f, P, S, TS, dyh, HS, THS, 0.0f, dhead, HS,
+                              SHS, BNH, err)) != CLF_OK || /* dv = P^T dy */
+        (st = clf_op_heads_merge(m->rt, dv_dst, dhead, B, S, NH, HS, dv_stride, 0, err)) !=
+            CLF_OK)
+        return st;
+    if (s->p_attn > 0 &&
+        (st = clf_op_dropout_backward(m->rt, datt, datt, natt, s->p_attn, m->state.seed,
+                                      mi_dropout_stream(m, l, site), err)) != CLF_OK)
+        return st;
+    /* softmax: dS (into the scores scratch, free again) */
+    if ((st = clf_op_softmax_backward(m->rt, pre, datt, att, BNH * T, S, scale, err)) != CLF_OK)
+        return st;
+    /* S = q k^T: dq = dS k, dk = dS^T q */
+    if ((st = mi_gemm_batched(m, 0, 0, T, HS, S, 1.0f, pre, S, TS, k, HS, SHS, 0.0f, dhead, HS,
+                              THS, BNH, err)) != CLF_OK ||
+        (st = clf_op_heads_merge(m->rt, dq_dst, dhead, B, T, NH, HS, dq_stride, 0, err)) !=
+            CLF_OK ||
+        (st = mi_gemm_batched(m, 1, 0, S, HS, T, 1.0f, pre, S, TS, q, HS, THS, 0.0f, dhead, HS,
+                              SHS, BNH, err)) != CLF_OK ||
+        (st = clf_op_heads_merge(m->rt, dk_dst, dhead, B, S, NH, HS, dk_stride, 0, err)) !=
+            CLF_OK)
+        return st;
+    return CLF_OK;
+}
+
+/* Self-attention of block l: dout [BT, C] -> din (beta: 0 overwrite, 1 add),
+ * with `in` the forward input. */
+static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr din,
+                           float beta, size_t B, size_t T, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const mi_attn_p *p = &m->bp[l].attn;
+    const mi_block_a *a = &m->ba[l];
+    const size_t C = (size_t)s->C, NH = (size_t)s->NH, HS = (size_t)s->HS, BT = B * T;
+    clf_ptr d = dout, datty = mi_at(m->dC3, 0), dyh = mi_at(m->datty_h, 0);
+    clf_ptr dqkv = mi_at(m->dqkv, 0);
+    clf_status st;
+
+    if (s->p_resid > 0) {
+        d = mi_at(m->dC2, 0);
+        if ((st = clf_op_dropout_backward(m->rt, d, dout, BT * C, s->p_resid, m->state.seed,
+                                          mi_dropout_stream(m, l, MI_SITE_ATTN_OUT), err)) !=
+            CLF_OK)
+            return st;
+    }
+    /* projection: d -> datty [BT, C] -> heads */
+    if ((st = linear_bwd(m, datty, 0.0f, d, mi_at(a->atty, 0), p->proj_w, p->proj_b, BT, C, C,
+                         err)) != CLF_OK ||
+        (st = clf_op_heads_split(m->rt, dyh, datty, B, T, NH, HS, C, err)) != CLF_OK)
+        return st;
+    if ((st = attn_core_bwd(m, l, MI_SITE_ATTN_P, mi_at(a->att, 0), dyh, mi_at(a->q, 0),
+                            mi_at(a->k, 0), mi_at(a->v, 0), B, T, T, dqkv, 3 * C,
+                            clf_ptr_at(dqkv, C), 3 * C, clf_ptr_at(dqkv, 2 * C), 3 * C, err)) !=
+        CLF_OK)
+        return st;
+    if (s->pos == MI_POS_ROPE &&
+        ((st = clf_op_rope(m->rt, dqkv, B, T, NH, HS, 3 * C, 0, s->rope_theta, 1, err)) !=
+             CLF_OK ||
+         (st = clf_op_rope(m->rt, clf_ptr_at(dqkv, C), B, T, NH, HS, 3 * C, 0, s->rope_theta, 1,
+                           err)) != CLF_OK))
+        return st;
+    return linear_bwd(m, din, beta, dqkv, in, p->qkv_w, p->qkv_b, BT, C, 3 * C, err);
+}
+
+/* Cross-attention of decoder block l: dout [BT, C] -> din (beta) for the
+ * queries' input `in`, and the gradient of the encoder's output [BS, C]
+ * into denc (beta_enc: 0 overwrite, 1 add). */
+static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr din,
+                            float beta, float beta_enc, size_t B, size_t T, size_t S,
+                            clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const mi_cross_p *p = &m->bp[l].cross;
+    const mi_block_a *a = &m->ba[l];
+    const size_t C = (size_t)s->C, NH = (size_t)s->NH, HS = (size_t)s->HS;
+    const size_t BT = B * T, BS = B * S;
+    clf_ptr d = dout, datty = mi_at(m->dC3, 0), dyh = mi_at(m->datty_h, 0);
+    /* dq [BT, C] then dkv [BS, 2C] in the dqkv scratch (BT + 2 BS <= 3 max rows) */
+    clf_ptr dq = mi_at(m->dqkv, 0), dkv = mi_at(m->dqkv, BT * C);
+    clf_status st;
+
+    if (s->p_resid > 0) {
+        d = mi_at(m->dC2, 0);
+        if ((st = clf_op_dropout_backward(m->rt, d, dout, BT * C, s->p_resid, m->state.seed,
+                                          mi_dropout_stream(m, l, MI_SITE_CROSS_OUT), err)) !=
+            CLF_OK)
+            return st;
+    }
+    if ((st = linear_bwd(m, datty, 0.0f, d, mi_at(a->xatty, 0), p->proj_w, p->proj_b, BT, C, C,
+                         err)) != CLF_OK ||
+        (st = clf_op_heads_split(m->rt, dyh, datty, B, T, NH, HS, C, err)) != CLF_OK)
+        return st;
+    if ((st = attn_core_bwd(m, l, MI_SITE_CROSS_P, mi_at(a->xatt, 0), dyh, mi_at(a->xq, 0),
+                            mi_at(a->xk, 0), mi_at(a->xv, 0), B, T, S, dq, C, dkv, 2 * C,
+                            clf_ptr_at(dkv, C), 2 * C, err)) != CLF_OK)
+        return st;
+    if ((st = linear_bwd(m, mi_at(m->denc, 0), beta_enc, dkv, mi_stack_out(m, &m->enc), p->kv_w,
+                         p->kv_b, BS, C, 2 * C, err)) != CLF_OK)
+        return st;
+    return linear_bwd(m, din, beta, dq, in, p->q_w, p->q_b, BT, C, C, err);
+}
+
+/* Feed-forward of block l: dout [BT, C] -> din (beta), `in` the forward input. */
+static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr din,
+                          float beta, size_t BT, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const mi_ffn_p *p = &m->bp[l].ffn;
+    const mi_block_a *a = &m->ba[l];
+    const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
+    clf_ptr d = dout, dact = mi_at(m->dH1, 0), dfch = mi_at(m->dH2, 0);
+    clf_ptr fch = mi_at(a->fch, 0);
+    clf_status st;
+
+    if (s->p_resid > 0) {
+        d = mi_at(m->dC2, 0);
+        if ((st = clf_op_dropout_backward(m->rt, d, dout, BT * C, s->p_resid, m->state.seed,
+                                          mi_dropout_stream(m, l, MI_SITE_FFN_OUT), err)) !=
+            CLF_OK)
+            return st;
+    }
+    if ((st = linear_bwd(m, dact, 0.0f, d, mi_at(a->fch_act, 0), p->proj_w, p->proj_b, BT, H, C,
+                         err)) != CLF_OK)
+        return st;
+    if (s->p_ffn > 0 &&
+        (st = clf_op_dropout_backward(m->rt, dact, dact, BT * H, s->p_ffn, m->state.seed,
+                                      mi_dropout_stream(m, l, MI_SITE_FFN_H), err)) != CLF_OK)
+        return st;
+    if (s->act == MI_ACT_SWIGLU)
+        st = clf_op_swiglu_backward(m->rt, dfch, dact, fch, BT, H, err);
+    else
+        st = clf_op_act_backward(m->rt, act_op(s->act), dfch, dact, fch, BT * H, 0, err);
+    if (st != CLF_OK)
+        return st;
+    return linear_bwd(m, din, beta, dfch, in, p->fc_w, p->fc_b, BT, C, F, err);
+}
+
+/* dres: gradient of block l's output on entry, of its input on exit. S:
+ * the source length of its cross-attention; beta_enc for denc. */
+static clf_status block_bwd(clf_model *m, int l, clf_ptr dres, size_t B, size_t T, size_t S,
+                            float beta_enc, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const mi_block_p *p = &m->bp[l];
+    const mi_block_a *a = &m->ba[l];
+    const size_t BT = B * T, n = BT * (size_t)s->C;
+    clf_ptr x = mi_block_in(m, l), d1 = mi_at(m->dC1, 0);
+    clf_ptr ln1 = mi_at(a->ln1.out, 0), ln2 = mi_at(a->ln2.out, 0), lnx = mi_at(a->lnx.out, 0);
+    clf_ptr res1 = mi_at(a->res1, 0), res2 = mi_at(a->res2, 0), resx = mi_at(a->resx, 0);
+    clf_status st;
+    if (!s->norm_post) {
+        /* res2 = mid + ffn(ln2(mid)); [resx = res1 + cross(lnx(res1));] res1 = x + attn(ln1(x)) */
+        clf_ptr mid = p->has_cross ? resx : res1;
+        if ((st = ffn_bwd(m, l, dres, ln2, d1, 0.0f, BT, err)) != CLF_OK ||
+            (st = norm_bwd(m, s->norm, &a->ln2, &p->ln2, dres, d1, mid, BT, 1, err)) != CLF_OK)
+            return st;
+        if (p->has_cross &&
+            ((st = cross_bwd(m, l, dres, lnx, d1, 0.0f, beta_enc, B, T, S, err)) != CLF_OK ||
+             (st = norm_bwd(m, s->norm, &a->lnx, &p->lnx, dres, d1, res1, BT, 1, err)) !=
+                 CLF_OK))
+            return st;
+        if ((st = attn_bwd(m, l, dres, ln1, d1, 0.0f, B, T, err)) != CLF_OK ||
+            (st = norm_bwd(m, s->norm, &a->ln1, &p->ln1, dres, d1, x, BT, 1, err)) != CLF_OK)
+            return st;
+        return CLF_OK;
+    }
+    /* out = ln2(res2), res2 = mid + ffn(mid), [mid = lnx(resx), resx = ln1 + cross(ln1),]
+     * ln1 = ln1(res1), res1 = x + attn(x) */
+    clf_ptr mid = p->has_cross ? lnx : ln1;
+    if ((st = norm_bwd(m, s->norm, &a->ln2, &p->ln2, d1, dres, res2, BT, 0, err)) != CLF_OK ||
+        (st = ffn_bwd(m, l, d1, mid, d1, 1.0f, BT, err)) != CLF_OK)
+        return st; /* d1 = d mid */
+    if (p->has_cross) {
+        if ((st = norm_bwd(m, s->norm, &a->lnx, &p->lnx, dres, d1, resx, BT, 0, err)) !=
+                CLF_OK || /* dres = d resx */
+            (st = cross_bwd(m, l, dres, ln1, d1, 0.0f, beta_enc, B, T, S, err)) != CLF_OK ||
+            (st = clf_op_add(m->rt, d1, d1, dres, n, err)) != CLF_OK) /* d1 = d ln1 */
+            return st;
+    }
+    if ((st = norm_bwd(m, s->norm, &a->ln1, &p->ln1, dres, d1, res1, BT, 0, err)) != CLF_OK ||
+        (st = attn_bwd(m, l, dres, x, dres, 1.0f, B, T, err)) != CLF_OK)
+        return st;
+    return CLF_OK;
+}
+
+/* A stack's backward: dout is the gradient of its output (the final norm's,
+ * or the last block's; it may be dres itself when there is no final norm),
+ * dres the residual gradient buffer; then the embeddings. S: the source
+ * length for the decoder's cross-attention. */
+static clf_status stack_bwd(clf_model *m, const mi_stack *stk, clf_ptr dout, clf_ptr dres,
+                            size_t B, size_t T, size_t S, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const size_t C = (size_t)s->C, V = (size_t)s->V, BT = B * T;
+    clf_status st;
+    if (s->final_norm != MI_NORM_NONE) {
+        clf_ptr last = stk->n > 0 ? mi_block_out(m, stk->first + stk->n - 1)
+                                  : mi_at(stk->x0, 0);
+        if ((st = norm_bwd(m, s->final_norm, &stk->lnf_a, &stk->lnf, dres, dout, last, BT, 0,
+                           err)) != CLF_OK)
+            return st;
+    } else if (dout.buf != dres.buf || dout.off != dres.off) {
+        if ((st = clf_buffer_copy(m->rt, dout.buf, dout.off * 4, dres.buf, dres.off * 4,
+                                  BT * C * 4, err)) != CLF_OK)
+            return st;
+    }
+    for (int l = stk->first + stk->n - 1; l >= stk->first; l--) {
+        float beta_enc = l == stk->first + stk->n - 1 ? 0.0f : 1.0f;
+        if ((st = block_bwd(m, l, dres, B, T, S, beta_enc, err)) != CLF_OK)
+            return st;
+    }
+    clf_ptr dx0 = dres;
+    if (s->p_emb > 0) {
+        dx0 = mi_at(m->dC2, 0);
+        if ((st = clf_op_dropout_backward(m->rt, dx0, dres, BT * C, s->p_emb, m->state.seed,
+                                          mi_dropout_stream(m, stk->drop_layer, 0), err)) !=
+            CLF_OK)
+            return st;
+    }
+    clf_ptr tokens = stk->src ? mi_at(m->src, 0) : mi_at(m->tokens, 0);
+    return clf_op_embed_backward(m->rt, mi_grad(m, stk->wte), mi_grad(m, stk->wpe), dx0, tokens,
+                                 B, T, C, V, s->emb_scale, err);
+}
+
+/* The classifier's backward into dx [B*S, C] (the gradient of the encoder's
+ * output, overwritten). */
+static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const size_t C = (size_t)s->C, NL = (size_t)s->NL;
+    clf_ptr dlogits = mi_at(m->logits, 0), xf = mi_stack_out(m, &m->enc);
+    clf_status st;
+    clf_ptr X = xf;
+    size_t ldx = S * C;
+    if (s->pool == MI_POOL_MEAN) {
+        X = mi_at(m->pooled, 0);
+        ldx = C;
+    }
+    if ((st = mi_gemm(m, 1, 0, NL, C, B, 1.0f, dlogits, NL, X, ldx, 1.0f, mi_grad(m, m->cls_w),
+                      C, err)) != CLF_OK ||
+        (st = clf_op_bias_backward(m->rt, mi_grad(m, m->cls_b), dlogits, B, NL, 1, err)) !=
+            CLF_OK)
+        return st;
+    if (s->pool == MI_POOL_MEAN) {
+        clf_ptr dpool = mi_at(m->dC3, 0);
+        if ((st = mi_gemm(m, 0, 0, B, C, NL, 1.0f, dlogits, NL, mi_par(m, m->cls_w), C, 0.0f,
+                          dpool, C, err)) != CLF_OK)
+            return st;
+        return clf_op_mean_pool_backward(m->rt, dx, dpool, mi_at(m->src_keep, 0), B, S, C, err);
+    }
+    /* only the first position of each sequence gets a gradient */
+    if ((st = clf_ptr_zero(m->rt, dx, B * S * C, err)) != CLF_OK)
+        return st;
+    return mi_gemm(m, 0, 0, B, C, NL, 1.0f, dlogits, NL, mi_par(m, m->cls_w), C, 0.0f, dx,
+                   S * C, err);
+}
+
+clf_status mi_backward(clf_model *m, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const size_t B = (size_t)m->cur_B, T = (size_t)m->cur_T, S = (size_t)m->cur_S;
+    const size_t C = (size_t)s->C, V = (size_t)s->V, BT = B * T;
+    clf_ptr dres = mi_at(m->dres, 0), d1 = mi_at(m->dC1, 0);
+    const int fnorm = s->final_norm != MI_NORM_NONE;
+    clf_status st;
+
+    if (s->kind == MI_KIND_ENCODER) {
+        clf_ptr dxf = fnorm ? d1 : dres;
+        if ((st = classifier_bwd(m, dxf, B, S, err)) != CLF_OK)
+            return st;
+        return stack_bwd(m, &m->enc, dxf, dres, B, S, 0, err);
+    }
+    /* LM head: logits = xf Wout^T */
+    clf_ptr dxf = fnorm ? d1 : dres;
+    if ((st = linear_bwd(m, dxf, 0.0f, mi_at(m->logits, 0), mi_stack_out(m, &m->dec),
+                         m->lm_head, MI_NONE, BT, C, V, err)) != CLF_OK)
+        return st;
+    if ((st = stack_bwd(m, &m->dec, dxf, dres, B, T, S, err)) != CLF_OK)
+        return st;
+    if (s->kind != MI_KIND_ENCDEC)
+        return CLF_OK;
+    /* the encoder, from the gradient its output got from every cross-attention */
+    clf_ptr denc = mi_at(m->denc, 0);
+    if (m->dec.n == 0 && (st = clf_ptr_zero(m->rt, denc, B * S * C, err)) != CLF_OK)
+        return st;
+    return stack_bwd(m, &m->enc, denc, fnorm ? dres : denc, B, S, 0, err);
+}

@@ -1,0 +1,690 @@
+/*
+ * model_build.c - planning and allocating a model, GPT-2 initialisation, the
+ * parameter table and host <-> device copies of parameters and optimizer
+ * state.
+ *
+ * Design (as llm.c's gpt2_build_from_checkpoint, ggml's reserve-then-alloc):
+ *   1. the parameter table is planned from mi_spec: every tensor with its
+ *      name, shape, decay flag and initialiser; decayed tensors are placed
+ *      first, each offset aligned to MI_ALIGN floats; the per-block offset
+ *      structs (mi_block_p) and the stacks (mi_stack) are filled in;
+ *   2. every device buffer is requested with its size: the four flat buffers
+ *      (gradients and Adam state only with CLF_MODEL_TRAIN), the block
+ *      activations sized by their stack's rows (without CLF_MODEL_TRAIN one
+ *      set is shared by all blocks of a stack, since nothing is kept for a
+ *      backward), the shared scratch sized for the largest of the stacks,
+ *      the backward scratch and the caches (CLF_MODEL_INFER: self-attention
+ *      keys and values per decoder block, cross-attention keys and values,
+ *      the gather scratch of cache_reorder);
+ *   3. with a runtime the buffers are created (nothing is allocated later);
+ *      without one (clf_model_memory_estimate) only their bytes are summed.
+ *
+ * Not here: the graph (model_forward.c, model_backward.c), the training and
+ * inference entry points (model_train.c, model_decode.c).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/graph/model_internal.h"
+#include "model/ops/ops.h"
+
+/* ---- the parameter plan -------------------------------------------------- */
+
+typedef struct plan_ent {
+    char name[CLF_MODEL_NAME_MAX];
+    int ndim;
+    size_t rows, cols;
+    int decay, init;
+    size_t *slot; /* where the offset goes */
+} plan_ent;
+
+typedef struct plan {
+    plan_ent *e;
+    int n, cap;
+} plan;
+
+static clf_status plan_add(plan *p, const char *name, int ndim, size_t rows, size_t cols,
+                           int init, size_t *slot, clf_error *err)
+{
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 64;
+        plan_ent *e = realloc(p->e, (size_t)cap * sizeof *e);
+        if (e == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory planning parameters");
+        p->e = e;
+        p->cap = cap;
+    }
+    plan_ent *e = &p->e[p->n++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->ndim = ndim;
+    e->rows = rows;
+    e->cols = ndim == 2 ? cols : 1;
+    e->decay = ndim == 2; /* nanoGPT: every 2-D tensor decays, embeddings included */
+    e->init = init;
+    e->slot = slot;
+    return CLF_OK;
+}
+
+static clf_status plan_norm(plan *p, const char *prefix, int type, int bias, size_t C,
+                            mi_norm_p *np, clf_error *err)
+{
+    char name[CLF_MODEL_NAME_MAX];
+    clf_status st;
+    np->w = np->b = MI_NONE;
+    if (type == MI_NORM_NONE)
+        return CLF_OK;
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    if ((st = plan_add(p, name, 1, C, 1, MI_INIT_ONE, &np->w, err)) != CLF_OK)
+        return st;
+    if (type == MI_NORM_LAYERNORM && bias) {
+        snprintf(name, sizeof name, "%s.bias", prefix);
+        if ((st = plan_add(p, name, 1, C, 1, MI_INIT_ZERO, &np->b, err)) != CLF_OK)
+            return st;
+    }
+    return CLF_OK;
+}
+
+/* One linear layer "<prefix>.weight" [rows, cols] (+ "<prefix>.bias" [rows]). */
+static clf_status plan_linear(plan *p, const char *prefix, size_t rows, size_t cols, int bias,
+                              int init, size_t *w, size_t *b, clf_error *err)
+{
+    char name[CLF_MODEL_NAME_MAX];
+    clf_status st;
+    *w = *b = MI_NONE;
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    if ((st = plan_add(p, name, 2, rows, cols, init, w, err)) != CLF_OK)
+        return st;
+    if (bias) {
+        snprintf(name, sizeof name, "%s.bias", prefix);
+        if ((st = plan_add(p, name, 1, rows, 1, MI_INIT_ZERO, b, err)) != CLF_OK)
+            return st;
+    }
+    return CLF_OK;
+}
+
+/* The n blocks of a stack, bp[0..n), named "<prefix>blocks.<l>." (prefix
+ * "" for a single stack; "encoder." / "decoder." in an encoder-decoder). */
+static clf_status plan_blocks(plan *p, const char *prefix, const mi_spec *s, mi_block_p *bp,
+                              int n, int is_enc, int has_cross, clf_error *err)
+{
+    char base[48], name[80];
+    const size_t C = (size_t)s->C;
+    clf_status st;
+    for (int l = 0; l < n; l++) {
+        mi_block_p *b = &bp[l];
+        b->is_enc = is_enc;
+        b->has_cross = has_cross;
+        b->lnx.w = b->lnx.b = MI_NONE;
+        b->cross.q_w = b->cross.q_b = b->cross.kv_w = b->cross.kv_b = MI_NONE;
+        b->cross.proj_w = b->cross.proj_b = MI_NONE;
+        snprintf(base, sizeof base, "%sblocks.%d", prefix, l);
+        snprintf(name, sizeof name, "%s.ln1", base);
+        if ((st = plan_norm(p, name, s->norm, s->norm_bias, C, &b->ln1, err)) != CLF_OK)
+            return st;
+        snprintf(name, sizeof name, "%s.attn.qkv", base);
+        if ((st = plan_linear(p, name, 3 * C, C, s->attn_bias, MI_INIT_NORMAL, &b->attn.qkv_w,
+                              &b->attn.qkv_b, err)) != CLF_OK)
+            return st;
+        snprintf(name, sizeof name, "%s.attn.proj", base);
+        if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_RESID, &b->attn.proj_w,
+                              &b->attn.proj_b, err)) != CLF_OK)
+            return st;
+        if (has_cross) {
+            snprintf(name, sizeof name, "%s.lnx", base);
+            if ((st = plan_norm(p, name, s->norm, s->norm_bias, C, &b->lnx, err)) != CLF_OK)
+                return st;
+            snprintf(name, sizeof name, "%s.cross.q", base);
+            if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_NORMAL, &b->cross.q_w,
+                                  &b->cross.q_b, err)) != CLF_OK)
+                return st;
+            snprintf(name, sizeof name, "%s.cross.kv", base);
+            if ((st = plan_linear(p, name, 2 * C, C, s->attn_bias, MI_INIT_NORMAL,
+                                  &b->cross.kv_w, &b->cross.kv_b, err)) != CLF_OK)
+                return st;
+            snprintf(name, sizeof name, "%s.cross.proj", base);
+            if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_RESID, &b->cross.proj_w,
+                                  &b->cross.proj_b, err)) != CLF_OK)
+                return st;
+        }
+        snprintf(name, sizeof name, "%s.ln2", base);
+        if ((st = plan_norm(p, name, s->norm, s->norm_bias, C, &b->ln2, err)) != CLF_OK)
+            return st;
+        snprintf(name, sizeof name, "%s.ffn.fc", base);
+        if ((st = plan_linear(p, name, (size_t)s->fc_rows, C, s->ffn_bias, MI_INIT_NORMAL,
+                              &b->ffn.fc_w, &b->ffn.fc_b, err)) != CLF_OK)
+            return st;
+        snprintf(name, sizeof name, "%s.ffn.proj", base);
+        if ((st = plan_linear(p, name, C, (size_t)s->H, s->ffn_bias, MI_INIT_RESID,
+                              &b->ffn.proj_w, &b->ffn.proj_b, err)) != CLF_OK)
+            return st;
+    }
+    return CLF_OK;
+}
+
+/* The stacks of the kind: which blocks, what they read, their dropout site. */
+static void plan_stacks(clf_model *m)
+{
+    const mi_spec *s = &m->s;
+    memset(&m->enc, 0, sizeof m->enc);
+    memset(&m->dec, 0, sizeof m->dec);
+    m->enc.wte = m->enc.wpe = m->dec.wte = m->dec.wpe = MI_NONE;
+    m->enc.lnf.w = m->enc.lnf.b = m->dec.lnf.w = m->dec.lnf.b = MI_NONE;
+    m->enc.src = 1;
+    m->enc.first = 0;
+    m->enc.n = s->Le;
+    m->enc.drop_layer = s->kind == MI_KIND_ENCDEC ? MI_LAYER_SRC_EMB : MI_LAYER_EMB;
+    m->dec.src = 0;
+    m->dec.first = s->Le;
+    m->dec.n = s->Ld;
+    m->dec.drop_layer = MI_LAYER_EMB;
+}
+
+static clf_status plan_params(clf_model *m, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const size_t V = (size_t)s->V, C = (size_t)s->C, T = (size_t)s->T;
+    plan p = {NULL, 0, 0};
+    clf_status st;
+    mi_stack *enc = &m->enc, *dec = &m->dec;
+    m->lm_head = m->cls_w = m->cls_b = MI_NONE;
+    plan_stacks(m);
+    if (s->kind == MI_KIND_DECODER || s->kind == MI_KIND_ENCODER) {
+        /* one stack: wte, wpe, blocks.<l>, ln_f */
+        mi_stack *one = s->kind == MI_KIND_DECODER ? dec : enc;
+        if ((st = plan_add(&p, "wte", 2, V, C, MI_INIT_NORMAL, &one->wte, err)) != CLF_OK)
+            goto fail;
+        if (s->pos == MI_POS_LEARNED &&
+            (st = plan_add(&p, "wpe", 2, T, C, MI_INIT_NORMAL, &one->wpe, err)) != CLF_OK)
+            goto fail;
+        if ((st = plan_blocks(&p, "", s, m->bp, s->L, s->kind == MI_KIND_ENCODER, 0, err)) !=
+            CLF_OK)
+            goto fail;
+        if ((st = plan_norm(&p, "ln_f", s->final_norm, s->norm_bias, C, &one->lnf, err)) !=
+            CLF_OK)
+            goto fail;
+    } else {
+        if ((st = plan_add(&p, "wte", 2, V, C, MI_INIT_NORMAL, &dec->wte, err)) != CLF_OK)
+            goto fail;
+        if (!s->shared_emb &&
+            (st = plan_add(&p, "src_wte", 2, V, C, MI_INIT_NORMAL, &enc->wte, err)) != CLF_OK)
+            goto fail;
+        if (s->pos == MI_POS_LEARNED &&
+            ((st = plan_add(&p, "wpe", 2, T, C, MI_INIT_NORMAL, &dec->wpe, err)) != CLF_OK ||
+             (st = plan_add(&p, "src_wpe", 2, T, C, MI_INIT_NORMAL, &enc->wpe, err)) != CLF_OK))
+            goto fail;
+        if ((st = plan_blocks(&p, "encoder.", s, m->bp, s->Le, 1, 0, err)) != CLF_OK ||
+            (st = plan_norm(&p, "encoder.ln_f", s->final_norm, s->norm_bias, C, &enc->lnf,
+                            err)) != CLF_OK ||
+            (st = plan_blocks(&p, "decoder.", s, m->bp + s->Le, s->Ld, 0, 1, err)) != CLF_OK ||
+            (st = plan_norm(&p, "decoder.ln_f", s->final_norm, s->norm_bias, C, &dec->lnf,
+                            err)) != CLF_OK)
+            goto fail;
+    }
+    if (s->head == MI_HEAD_LM && !s->tied &&
+        (st = plan_add(&p, "lm_head.weight", 2, V, C, MI_INIT_NORMAL, &m->lm_head, err)) !=
+            CLF_OK)
+        goto fail;
+    if (s->head == MI_HEAD_CLASSIFIER &&
+        (st = plan_linear(&p, "classifier", (size_t)s->NL, C, 1, MI_INIT_NORMAL, &m->cls_w,
+                          &m->cls_b, err)) != CLF_OK)
+        goto fail;
+
+    m->ptab = calloc((size_t)p.n, sizeof *m->ptab);
+    m->pinit = calloc((size_t)p.n, sizeof *m->pinit);
+    if (m->ptab == NULL || m->pinit == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory for the parameter table");
+        goto fail;
+    }
+    /* decayed tensors first, each group in planning order */
+    size_t off = 0, real = 0;
+    int k = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < p.n; i++) {
+            plan_ent *e = &p.e[i];
+            if (e->decay != (pass == 0))
+                continue;
+            clf_param_info *t = &m->ptab[k];
+            snprintf(t->name, sizeof t->name, "%s", e->name);
+            t->ndim = e->ndim;
+            t->shape[0] = e->rows;
+            t->shape[1] = e->cols;
+            t->numel = e->rows * e->cols;
+            t->decay = e->decay;
+            t->offset = off;
+            m->pinit[k] = e->init;
+            *e->slot = off;
+            off += (t->numel + MI_ALIGN - 1) / MI_ALIGN * MI_ALIGN;
+            real += t->numel;
+            k++;
+        }
+        if (pass == 0)
+            m->dims.n_decay = off;
+    }
+    m->n_ptab = k;
+    m->dims.n_params = off;
+    m->dims.n_real = real;
+    if (s->tied)
+        m->lm_head = dec->wte;
+    if (s->shared_emb)
+        enc->wte = dec->wte;
+    free(p.e);
+    return CLF_OK;
+fail:
+    free(p.e);
+    return st;
+}
+
+/* ---- buffers -------------------------------------------------------------------- */
+
+/* Request a buffer of n floats (or int32): created with a runtime, counted
+ * without one. */
+static clf_status abuf(clf_model *m, clf_buffer **dst, size_t n, clf_error *err)
+{
+    size_t bytes = (n ? n : 1) * sizeof(float);
+    *dst = NULL;
+    m->bytes += bytes;
+    if (m->rt == NULL)
+        return CLF_OK;
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 64;
+        clf_buffer **o = realloc(m->owned, (size_t)cap * sizeof *o);
+        if (o == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+        m->owned = o;
+        m->cap_owned = cap;
+    }
+    clf_status st = clf_buffer_create(m->rt, bytes, dst, err);
+    if (st != CLF_OK)
+        return st;
+    m->owned[m->n_owned++] = *dst;
+    return CLF_OK;
+}
+
+static clf_status alloc_norm(clf_model *m, mi_norm_a *a, int type, size_t BT, clf_error *err)
+{
+    clf_status st;
+    a->out = a->mean = a->rstd = NULL;
+    if (type == MI_NORM_NONE)
+        return CLF_OK;
+    if ((st = abuf(m, &a->out, BT * (size_t)m->s.C, err)) != CLF_OK)
+        return st;
+    if (type == MI_NORM_LAYERNORM && (st = abuf(m, &a->mean, BT, err)) != CLF_OK)
+        return st;
+    return abuf(m, &a->rstd, BT, err);
+}
+
+/* Activations of one block of a stack of `rows` rows and `att` scores per
+ * head (B*T*T), with cross-attention (xrows source rows, xatt B*T*S). */
+static clf_status alloc_block(clf_model *m, mi_block_a *a, size_t rows, size_t att, int cross,
+                              size_t xrows, size_t xatt, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const size_t C = (size_t)s->C, NH = (size_t)s->NH;
+    clf_status st;
+    if ((st = alloc_norm(m, &a->ln1, s->norm, rows, err)) != CLF_OK ||
+        (st = alloc_norm(m, &a->ln2, s->norm, rows, err)) != CLF_OK ||
+        (st = abuf(m, &a->q, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->k, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->v, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->att, NH * att, err)) != CLF_OK ||
+        (st = abuf(m, &a->atty, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->res1, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->fch, rows * (size_t)s->fc_rows, err)) != CLF_OK ||
+        (st = abuf(m, &a->fch_act, rows * (size_t)s->H, err)) != CLF_OK ||
+        (st = abuf(m, &a->res2, rows * C, err)) != CLF_OK)
+        return st;
+    if (!cross)
+        return CLF_OK;
+    if ((st = alloc_norm(m, &a->lnx, s->norm, rows, err)) != CLF_OK ||
+        (st = abuf(m, &a->xq, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->xk, xrows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->xv, xrows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->xatt, NH * xatt, err)) != CLF_OK ||
+        (st = abuf(m, &a->xatty, rows * C, err)) != CLF_OK ||
+        (st = abuf(m, &a->resx, rows * C, err)) != CLF_OK)
+        return st;
+    return CLF_OK;
+}
+
+static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
+
+static clf_status alloc_buffers(clf_model *m, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const int train = (m->flags & CLF_MODEL_TRAIN) != 0;
+    const int infer = (m->flags & CLF_MODEL_INFER) != 0;
+    const size_t B = (size_t)s->B, C = (size_t)s->C, V = (size_t)s->V, NH = (size_t)s->NH;
+    const size_t NP = m->dims.n_params, Rs = s->rows_src, Rt = s->rows_tgt;
+    const size_t R = zmax(Rs, Rt);
+    const size_t att = NH * zmax(zmax(s->att_src, s->att_tgt), s->att_cross);
+    const size_t nlab = zmax(Rt, B); /* targets, or labels */
+    clf_status st;
+
+    if ((st = abuf(m, &m->params, NP, err)) != CLF_OK)
+        return st;
+    if (train && ((st = abuf(m, &m->grads, NP, err)) != CLF_OK ||
+                  (st = abuf(m, &m->adam_m, NP, err)) != CLF_OK ||
+                  (st = abuf(m, &m->adam_v, NP, err)) != CLF_OK))
+        return st;
+
+    for (int l = 0; l < s->L; l++) {
+        const mi_block_p *bp = &m->bp[l];
+        const mi_stack *stk = bp->is_enc ? &m->enc : &m->dec;
+        if (train || l == stk->first) {
+            size_t rows = bp->is_enc ? Rs : Rt, a = bp->is_enc ? s->att_src : s->att_tgt;
+            if ((st = alloc_block(m, &m->ba[l], rows, a, bp->has_cross, Rs, s->att_cross,
+                                  err)) != CLF_OK)
+                return st;
+        } else {
+            /* inference: one set of activations for every block of a stack */
+            m->ba[l] = m->ba[stk->first];
+        }
+        mi_block_a *a = &m->ba[l];
+        a->kcache = a->vcache = a->xkcache = a->xvcache = NULL;
+        if (!infer || bp->is_enc)
+            continue;
+        size_t self = B * (size_t)s->Tmax * C, cross = B * (size_t)s->Smax * C;
+        if ((st = abuf(m, &a->kcache, self, err)) != CLF_OK ||
+            (st = abuf(m, &a->vcache, self, err)) != CLF_OK)
+            return st;
+        if (bp->has_cross && ((st = abuf(m, &a->xkcache, cross, err)) != CLF_OK ||
+                              (st = abuf(m, &a->xvcache, cross, err)) != CLF_OK))
+            return st;
+    }
+    size_t nred = zmax(zmax(R, nlab), NP);
+    size_t red = m->rt != NULL ? clf_op_sumsq_scratch(m->rt, nred) : nred / 64 + 4096;
+    size_t nlogits = s->head == MI_HEAD_CLASSIFIER ? B * (size_t)s->NL : Rt * V;
+    mi_stack *stacks[2] = {&m->enc, &m->dec};
+    for (int i = 0; i < 2; i++) {
+        mi_stack *k = stacks[i];
+        k->x0 = NULL;
+        memset(&k->lnf_a, 0, sizeof k->lnf_a);
+        int exists = k->src ? s->kind != MI_KIND_DECODER : s->kind != MI_KIND_ENCODER;
+        if (!exists)
+            continue;
+        size_t rows = k->src ? Rs : Rt;
+        if ((st = abuf(m, &k->x0, rows * C, err)) != CLF_OK ||
+            (st = alloc_norm(m, &k->lnf_a, s->final_norm, rows, err)) != CLF_OK)
+            return st;
+    }
+    if ((st = abuf(m, &m->tokens, Rt, err)) != CLF_OK ||
+        (st = abuf(m, &m->targets, nlab, err)) != CLF_OK ||
+        (st = abuf(m, &m->src, Rs, err)) != CLF_OK ||
+        (st = abuf(m, &m->src_keep, Rs, err)) != CLF_OK ||
+        (st = abuf(m, &m->logits, nlogits, err)) != CLF_OK ||
+        (st = abuf(m, &m->losses, nlab, err)) != CLF_OK ||
+        (st = abuf(m, &m->scalars, 4, err)) != CLF_OK ||
+        (st = abuf(m, &m->red, red, err)) != CLF_OK ||
+        (st = abuf(m, &m->qkv, R * 3 * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->preatt, att, err)) != CLF_OK ||
+        (st = abuf(m, &m->atty_h, R * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->proj, R * C, err)) != CLF_OK)
+        return st;
+    if (s->head == MI_HEAD_CLASSIFIER && s->pool == MI_POOL_MEAN &&
+        (st = abuf(m, &m->pooled, B * C, err)) != CLF_OK)
+        return st;
+    if (infer) {
+        size_t big = zmax(B * (size_t)s->Tmax * C, B * (size_t)s->Smax * C);
+        if ((st = abuf(m, &m->index, B, err)) != CLF_OK ||
+            (st = abuf(m, &m->gather, big, err)) != CLF_OK)
+            return st;
+    }
+    if (!train)
+        return CLF_OK;
+    size_t F = (size_t)s->fc_rows;
+    if ((st = abuf(m, &m->dres, R * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->dC1, R * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->dC2, R * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->dC3, R * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->dqkv, R * 3 * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->dH1, R * F, err)) != CLF_OK ||
+        (st = abuf(m, &m->dH2, R * F, err)) != CLF_OK ||
+        (st = abuf(m, &m->datt, att, err)) != CLF_OK ||
+        (st = abuf(m, &m->dhead, R * C, err)) != CLF_OK ||
+        (st = abuf(m, &m->datty_h, R * C, err)) != CLF_OK)
+        return st;
+    if (s->kind == MI_KIND_ENCDEC && (st = abuf(m, &m->denc, Rs * C, err)) != CLF_OK)
+        return st;
+    return CLF_OK;
+}
+
+/* ---- create / destroy ------------------------------------------------------------- */
+
+void clf_model_destroy(clf_model *m)
+{
+    if (m == NULL)
+        return;
+    /* a non-blocking write may still read a staging slot: drain the queue
+     * before the slots are freed */
+    if (m->rt != NULL && (m->stage_dirty[0] || m->stage_dirty[1]))
+        clf_runtime_finish(m->rt, NULL);
+    for (int i = m->n_owned - 1; i >= 0; i--)
+        clf_buffer_destroy(m->owned[i]);
+    free(m->owned);
+    free(m->stage[1]);
+    free(m->stage[0]);
+    free(m->xrow_new);
+    free(m->xrow);
+    free(m->ba);
+    free(m->bp);
+    free(m->pinit);
+    free(m->ptab);
+    free(m);
+}
+
+clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
+                          const clf_model_optim *optim, clf_model **out, size_t *bytes_only,
+                          clf_error *err)
+{
+    clf_status st;
+    clf_model *m = calloc(1, sizeof *m);
+    if (out != NULL)
+        *out = NULL;
+    if (m == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    m->rt = rt;
+    m->s = *s;
+    m->flags = flags;
+    m->optim = *optim;
+    m->state.seed = s->seed;
+    m->dims.B = s->B;
+    m->dims.T = s->T;
+    m->dims.C = s->C;
+    m->dims.V = s->V;
+    m->dims.L = s->L;
+    m->dims.NH = s->NH;
+    m->dims.HS = s->HS;
+    m->dims.H = s->H;
+    m->dims.kind = s->kind;
+    m->dims.L_enc = s->Le;
+    m->dims.L_dec = s->Ld;
+    m->dims.labels = s->NL;
+    m->dims.max_S = s->Smax;
+    m->dims.max_T = s->Tmax;
+    size_t nl = s->L > 0 ? (size_t)s->L : 1;
+    m->bp = calloc(nl, sizeof *m->bp);
+    m->ba = calloc(nl, sizeof *m->ba);
+    /* a slot: src, src_keep, tgt_in, tgt_out (or labels), cache_reorder's index */
+    m->stage_len = 2 * s->rows_src + 2 * s->rows_tgt + 2 * (size_t)s->B + 2;
+    m->stage[0] = malloc(m->stage_len * sizeof(int32_t));
+    m->stage[1] = malloc(m->stage_len * sizeof(int32_t));
+    m->xrow = calloc((size_t)s->B, sizeof *m->xrow);
+    m->xrow_new = calloc((size_t)s->B, sizeof *m->xrow_new);
+    if (m->bp == NULL || m->ba == NULL || m->stage[0] == NULL || m->stage[1] == NULL ||
+        m->xrow == NULL || m->xrow_new == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+        goto fail;
+    }
+    if ((st = plan_params(m, err)) != CLF_OK)
+        goto fail;
+    if ((st = alloc_buffers(m, err)) != CLF_OK) {
+        clf_error_prefix(err, "allocating the model (%zu bytes so far)", m->bytes);
+        goto fail;
+    }
+    if (rt == NULL) {
+        *bytes_only = m->bytes;
+        clf_model_destroy(m);
+        return CLF_OK;
+    }
+    if ((st = clf_model_params_init(m, s->seed, err)) != CLF_OK)
+        goto fail;
+    *out = m;
+    return CLF_OK;
+fail:
+    clf_model_destroy(m);
+    return st;
+}
+
+/* ---- initialisation ------------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in (0, 1), 53 bits. */
+static double uniform01(uint64_t *x)
+{
+    return ((double)(splitmix64(x) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+/* Box-Muller, one normal per pair of uniforms (the cosine branch). */
+static double normal01(uint64_t *x)
+{
+    double u1 = uniform01(x), u2 = uniform01(x);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+clf_status clf_model_params_init(clf_model *m, uint64_t seed, clf_error *err)
+{
+    size_t NP = m->dims.n_params;
+    float *h = calloc(NP ? NP : 1, sizeof *h);
+    clf_status st;
+    if (h == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory for %zu parameters", NP);
+    uint64_t x = seed;
+    /* GPT-2 scales the residual projections by 1/sqrt(number of residual
+     * branches): 2 per block, 3 in a decoder block with cross-attention */
+    int branches = 2 * m->s.Le + (m->s.kind == MI_KIND_ENCDEC ? 3 : 2) * m->s.Ld;
+    double sd = 0.02, sd_resid = 0.02 / sqrt((double)(branches > 0 ? branches : 1));
+    for (int i = 0; i < m->n_ptab; i++) {
+        const clf_param_info *t = &m->ptab[i];
+        float *p = h + t->offset;
+        for (size_t j = 0; j < t->numel; j++) {
+            switch (m->pinit[i]) {
+            case MI_INIT_NORMAL: p[j] = (float)(sd * normal01(&x)); break;
+            case MI_INIT_RESID: p[j] = (float)(sd_resid * normal01(&x)); break;
+            case MI_INIT_ONE: p[j] = 1.0f; break;
+            default: p[j] = 0.0f; break;
+            }
+        }
+    }
+    st = clf_buffer_write(m->rt, m->params, 0, h, NP * sizeof(float), err);
+    free(h);
+    if (st != CLF_OK)
+        return st;
+    if (m->flags & CLF_MODEL_TRAIN) {
+        if ((st = clf_buffer_fill(m->rt, m->grads, 0, NP * 4, 0, err)) != CLF_OK ||
+            (st = clf_buffer_fill(m->rt, m->adam_m, 0, NP * 4, 0, err)) != CLF_OK ||
+            (st = clf_buffer_fill(m->rt, m->adam_v, 0, NP * 4, 0, err)) != CLF_OK)
+            return st;
+    }
+    m->state.step = 0;
+    m->state.micro = 0;
+    m->step_done = 0;
+    return clf_runtime_finish(m->rt, err);
+}
+
+/* ---- accessors ------------------------------------------------------------------------ */
+
+clf_model_dims clf_model_dims_get(const clf_model *m) { return m->dims; }
+clf_runtime *clf_model_runtime(const clf_model *m) { return m->rt; }
+int clf_model_param_count(const clf_model *m) { return m->n_ptab; }
+
+const clf_param_info *clf_model_param_get(const clf_model *m, int i)
+{
+    return i >= 0 && i < m->n_ptab ? &m->ptab[i] : NULL;
+}
+
+int clf_model_param_find(const clf_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_ptab; i++)
+        if (strcmp(m->ptab[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static clf_status slot_buffer(clf_model *m, clf_model_slot slot, clf_buffer **b, clf_error *err)
+{
+    switch (slot) {
+    case CLF_SLOT_PARAM: *b = m->params; break;
+    case CLF_SLOT_GRAD: *b = m->grads; break;
+    case CLF_SLOT_ADAM_M: *b = m->adam_m; break;
+    case CLF_SLOT_ADAM_V: *b = m->adam_v; break;
+    default: *b = NULL; break;
+    }
+    if (*b == NULL)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "the model has no %s buffer (created without CLF_MODEL_TRAIN?)",
+                             slot == CLF_SLOT_GRAD ? "gradient" : "optimizer state");
+    return CLF_OK;
+}
+
+clf_status clf_model_tensor_read(clf_model *m, clf_model_slot slot, int index, float *dst,
+                                 clf_error *err)
+{
+    clf_buffer *b;
+    clf_status st = slot_buffer(m, slot, &b, err);
+    if (st != CLF_OK)
+        return st;
+    const clf_param_info *t = clf_model_param_get(m, index);
+    if (t == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "parameter index %d out of range", index);
+    return clf_buffer_read(m->rt, b, t->offset * sizeof(float), dst, t->numel * sizeof(float),
+                           err);
+}
+
+clf_status clf_model_tensor_write(clf_model *m, clf_model_slot slot, int index,
+                                  const float *src, clf_error *err)
+{
+    clf_buffer *b;
+    clf_status st = slot_buffer(m, slot, &b, err);
+    if (st != CLF_OK)
+        return st;
+    const clf_param_info *t = clf_model_param_get(m, index);
+    if (t == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "parameter index %d out of range", index);
+    return clf_buffer_write(m->rt, b, t->offset * sizeof(float), src, t->numel * sizeof(float),
+                            err);
+}
+
+clf_status clf_model_flat_read(clf_model *m, clf_model_slot slot, float *dst, clf_error *err)
+{
+    clf_buffer *b;
+    clf_status st = slot_buffer(m, slot, &b, err);
+    if (st != CLF_OK)
+        return st;
+    return clf_buffer_read(m->rt, b, 0, dst, m->dims.n_params * sizeof(float), err);
+}
+
+clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *src,
+                                clf_error *err)
+{
+    clf_buffer *b;
+    clf_status st = slot_buffer(m, slot, &b, err);
+    if (st != CLF_OK)
+        return st;
+    return clf_buffer_write(m->rt, b, 0, src, m->dims.n_params * sizeof(float), err);
+}
+
+clf_model_optim clf_model_optim_get(const clf_model *m) { return m->optim; }
+void clf_model_optim_set(clf_model *m, const clf_model_optim *o) { m->optim = *o; }
+clf_model_state clf_model_state_get(const clf_model *m) { return m->state; }
+void clf_model_state_set(clf_model *m, const clf_model_state *s) { m->state = *s; }
+int clf_model_target_count(const clf_model *m) { return m->count; }

@@ -1,0 +1,265 @@
+/*
+ * model_config.c - clf_model_create and clf_model_memory_estimate: translate
+ * a validated clf_model_config into the graph's mi_spec, then build.
+ *
+ * Design: this is the only model file that includes config/config.h; the
+ * graph files see mi_spec (model_internal.h). Checks here are the ones only
+ * the model knows (a head a kind cannot use, labels still unknown, limits
+ * that do not fit the context); the config module has already validated
+ * the rest. The limits fill the spec's planned sizes; nothing about the
+ * parameters depends on them.
+ *
+ * Not here: the graph itself (model_build.c, model_forward.c, ...).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "model/graph/model_internal.h"
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* The planned sizes from the limits (defaults filled in, checked). */
+static clf_status spec_limits(mi_spec *s, const clf_model_limits *lim, clf_error *err)
+{
+    if (lim->B <= 0)
+        return clf_error_set(err, CLF_ERR_ARG, "batch %d: expected > 0", lim->B);
+    if (lim->S < 0 || lim->T < 0 || lim->S > s->T || lim->T > s->T)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "limits: source length %d and target length %d must be in [0, "
+                             "context = %d] (0 = the context)",
+                             lim->S, lim->T, s->T);
+    if (lim->src_tokens < 0 || lim->tgt_tokens < 0 || lim->src_attn < 0 || lim->tgt_attn < 0 ||
+        lim->cross_attn < 0)
+        return clf_error_set(err, CLF_ERR_ARG, "limits: token and attention caps must be >= 0");
+    const int64_t B = lim->B;
+    const int has_enc = s->kind != MI_KIND_DECODER, has_dec = s->kind != MI_KIND_ENCODER;
+    int64_t S = has_enc ? (lim->S > 0 ? lim->S : s->T) : 0;
+    int64_t T = has_dec ? (lim->T > 0 ? lim->T : s->T) : 0;
+    int64_t rs = lim->src_tokens > 0 ? min64(lim->src_tokens, B * S) : B * S;
+    int64_t rt = lim->tgt_tokens > 0 ? min64(lim->tgt_tokens, B * T) : B * T;
+    int64_t as = min64(B * S * S, rs * S), at = min64(B * T * T, rt * T);
+    int64_t ax = min64(min64(B * T * S, rt * S), rs * T);
+    if (lim->src_attn > 0)
+        as = min64(as, lim->src_attn);
+    if (lim->tgt_attn > 0)
+        at = min64(at, lim->tgt_attn);
+    if (lim->cross_attn > 0)
+        ax = min64(ax, lim->cross_attn);
+    if ((has_enc && rs < S) || (has_dec && rt < T))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "limits: %lld source / %lld target tokens cannot hold one row of "
+                             "%lld / %lld",
+                             (long long)rs, (long long)rt, (long long)S, (long long)T);
+    s->B = lim->B;
+    s->Smax = (int)S;
+    s->Tmax = (int)T;
+    s->rows_src = (size_t)rs;
+    s->rows_tgt = (size_t)rt;
+    s->att_src = (size_t)as;
+    s->att_tgt = (size_t)at;
+    s->att_cross = (size_t)ax;
+    return CLF_OK;
+}
+
+static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
+                                   const clf_model_limits *lim, mi_spec *s, clf_model_optim *o,
+                                   clf_error *err)
+{
+    memset(s, 0, sizeof *s);
+    memset(o, 0, sizeof *o);
+    switch (cfg->kind) {
+    case CLF_MODEL_DECODER: s->kind = MI_KIND_DECODER; break;
+    case CLF_MODEL_ENCODER: s->kind = MI_KIND_ENCODER; break;
+    case CLF_MODEL_ENCODER_DECODER: s->kind = MI_KIND_ENCDEC; break;
+    default: return clf_error_set(err, CLF_ERR_CONFIG, "model.kind: unknown value");
+    }
+    int want_cls = s->kind == MI_KIND_ENCODER;
+    if ((cfg->head.type == CLF_HEAD_CLASSIFIER) != want_cls)
+        return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                             "model.head.type %s: kind %s needs the %s head",
+                             clf_config_head_name(cfg->head.type),
+                             clf_config_kind_name(cfg->kind), want_cls ? "classifier" : "lm");
+    if (want_cls) {
+        s->head = MI_HEAD_CLASSIFIER;
+        s->NL = cfg->head.labels;
+        s->pool = cfg->head.pool == CLF_POOL_MEAN ? MI_POOL_MEAN : MI_POOL_CLS;
+        if (s->NL < 2)
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "model.head.labels is %d: the classifier needs the number of "
+                                 "labels (>= 2) before the model is built (take it from the "
+                                 "data first)",
+                                 s->NL);
+    }
+    if (cfg->train.optimizer.type == CLF_OPT_ADAM && cfg->train.optimizer.weight_decay > 0)
+        return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                             "train.optimizer: adam with L2 weight decay is not supported; "
+                             "use adamw (decoupled) or weight_decay: 0");
+    int V = vocab_size > cfg->vocab.size ? vocab_size : cfg->vocab.size;
+    if (V <= 0)
+        return clf_error_set(err, CLF_ERR_ARG, "vocabulary size %d: expected > 0", V);
+    const clf_blocks_config *bk = &cfg->blocks;
+    s->T = cfg->context;
+    s->C = cfg->embedding.dim;
+    s->V = V;
+    s->Le = clf_config_encoder_layers(cfg);
+    s->Ld = clf_config_decoder_layers(cfg);
+    s->L = s->Le + s->Ld;
+    s->NH = bk->attention.heads;
+    s->HS = clf_config_head_size(cfg);
+    s->H = bk->ffn.hidden > 0 ? bk->ffn.hidden : 4 * s->C;
+    if (s->T <= 0 || s->C <= 0 || s->Le < 0 || s->Ld < 0 || s->NH <= 0 ||
+        s->HS * s->NH != s->C)
+        return clf_error_set(err, CLF_ERR_CONFIG,
+                             "model sizes: context %d, dim %d, heads %d, layers %d are not a "
+                             "valid model (validate the config first)",
+                             s->T, s->C, s->NH, s->L);
+    switch (bk->ffn.activation) {
+    case CLF_FFN_RELU: s->act = MI_ACT_RELU; break;
+    case CLF_FFN_GELU: s->act = MI_ACT_GELU; break;
+    case CLF_FFN_GELU_TANH: s->act = MI_ACT_GELU_TANH; break;
+    case CLF_FFN_SWIGLU: s->act = MI_ACT_SWIGLU; break;
+    default: return clf_error_set(err, CLF_ERR_CONFIG, "ffn.activation: unknown value");
+    }
+    s->fc_rows = s->act == MI_ACT_SWIGLU ? 2 * s->H : s->H;
+    switch (cfg->positional.type) {
+    case CLF_POS_LEARNED: s->pos = MI_POS_LEARNED; break;
+    case CLF_POS_SINUSOIDAL: s->pos = MI_POS_SINUSOIDAL; break;
+    case CLF_POS_ROPE: s->pos = MI_POS_ROPE; break;
+    default: return clf_error_set(err, CLF_ERR_CONFIG, "positional.type: unknown value");
+    }
+    if (s->pos == MI_POS_ROPE && (s->HS % 2) != 0)
+        return clf_error_set(err, CLF_ERR_CONFIG, "rope needs an even head size, not %d", s->HS);
+    s->rope_theta = (float)(cfg->positional.rope_theta > 0 ? cfg->positional.rope_theta
+                                                            : 10000.0);
+    s->emb_scale = cfg->embedding.scale ? sqrtf((float)s->C) : 1.0f;
+    s->p_emb = (float)cfg->embedding.dropout;
+    s->p_attn = (float)bk->attention.dropout;
+    s->p_resid = (float)bk->dropout;
+    s->p_ffn = (float)bk->ffn.dropout;
+    s->attn_bias = bk->attention.bias != 0;
+    s->ffn_bias = bk->ffn.bias != 0;
+    s->norm = bk->norm.type == CLF_NORM_RMSNORM ? MI_NORM_RMSNORM : MI_NORM_LAYERNORM;
+    s->norm_post = bk->norm.placement == CLF_NORM_POST;
+    s->norm_bias = s->norm == MI_NORM_LAYERNORM && bk->norm.bias != 0;
+    s->norm_eps = (float)bk->norm.eps;
+    s->final_norm = cfg->final_norm.type == CLF_NORM_NONE       ? MI_NORM_NONE
+                    : cfg->final_norm.type == CLF_NORM_RMSNORM ? MI_NORM_RMSNORM
+                                                               : MI_NORM_LAYERNORM;
+    s->tied = s->head == MI_HEAD_LM && cfg->head.tie_embedding != 0;
+    s->shared_emb = s->kind == MI_KIND_ENCDEC && cfg->share_embeddings != 0;
+    s->causal = s->kind != MI_KIND_ENCODER && bk->attention.causal != 0;
+    s->seed = cfg->train.seed;
+
+    const clf_optimizer_config *oc = &cfg->train.optimizer;
+    o->beta1 = (float)oc->betas[0];
+    o->beta2 = (float)oc->betas[1];
+    o->eps = (float)oc->eps;
+    o->weight_decay = (float)oc->weight_decay;
+    o->grad_clip = (float)cfg->train.grad_clip;
+    o->label_smoothing = (float)cfg->train.label_smoothing;
+    return spec_limits(s, lim, err);
+}
+
+static clf_model_limits limits_of_batch(int B)
+{
+    clf_model_limits l;
+    memset(&l, 0, sizeof l);
+    l.B = B;
+    return l;
+}
+
+clf_status clf_model_create(clf_runtime *rt, const clf_model_config *cfg, int vocab_size, int B,
+                            unsigned flags, clf_model **out, clf_error *err)
+{
+    *out = NULL;
+    if (rt == NULL || cfg == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "clf_model_create: runtime and config required");
+    clf_model_limits lim = limits_of_batch(B);
+    return clf_model_create_ex(rt, cfg, vocab_size, &lim, flags, out, err);
+}
+
+clf_status clf_model_create_ex(clf_runtime *rt, const clf_model_config *cfg, int vocab_size,
+                               const clf_model_limits *lim, unsigned flags, clf_model **out,
+                               clf_error *err)
+{
+    *out = NULL;
+    if (rt == NULL || cfg == NULL || lim == NULL)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "clf_model_create_ex: runtime, config and limits required");
+    mi_spec s;
+    clf_model_optim o;
+    clf_status st = spec_from_config(cfg, vocab_size, lim, &s, &o, err);
+    if (st != CLF_OK)
+        return st;
+    return mi_model_build(rt, &s, flags, &o, out, NULL, err);
+}
+
+clf_status clf_model_memory_estimate(const clf_model_config *cfg, int vocab_size, int B,
+                                     unsigned flags, size_t *bytes, clf_error *err)
+{
+    clf_model_limits lim = limits_of_batch(B);
+    return clf_model_memory_estimate_ex(cfg, vocab_size, &lim, flags, bytes, err);
+}
+
+clf_status clf_model_memory_estimate_ex(const clf_model_config *cfg, int vocab_size,
+                                        const clf_model_limits *lim, unsigned flags,
+                                        size_t *bytes, clf_error *err)
+{
+    mi_spec s;
+    clf_model_optim o;
+    clf_status st = spec_from_config(cfg, vocab_size, lim, &s, &o, err);
+    if (st != CLF_OK)
+        return st;
+    return mi_model_build(NULL, &s, flags, &o, NULL, bytes, err);
+}
+
+clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cfg,
+                                  int vocab_size, clf_error *err)
+{
+    mi_spec s;
+    clf_model_optim o;
+    clf_model_limits lim = limits_of_batch(1);
+    clf_status st = spec_from_config(cfg, vocab_size, &lim, &s, &o, err);
+    if (st != CLF_OK)
+        return st;
+    const mi_spec *a = &m->s;
+    const struct {
+        const char *key;
+        double model, config;
+    } f[] = {
+        {"model.kind (index)", a->kind, s.kind},
+        {"vocabulary size", a->V, s.V},
+        {"context", a->T, s.T},
+        {"embedding.dim", a->C, s.C},
+        {"encoder layers", a->Le, s.Le},
+        {"decoder layers", a->Ld, s.Ld},
+        {"blocks.attention.heads", a->NH, s.NH},
+        {"blocks.ffn.hidden", a->H, s.H},
+        {"blocks.ffn.activation (index)", a->act, s.act},
+        {"positional.type (index)", a->pos, s.pos},
+        {"positional.rope_theta", a->pos == MI_POS_ROPE ? a->rope_theta : 0,
+         s.pos == MI_POS_ROPE ? s.rope_theta : 0},
+        {"embedding.scale (factor)", a->emb_scale, s.emb_scale},
+        {"blocks.attention.bias", a->attn_bias, s.attn_bias},
+        {"blocks.ffn.bias", a->ffn_bias, s.ffn_bias},
+        {"blocks.attention.causal", a->causal, s.causal},
+        {"blocks.norm.type (index)", a->norm, s.norm},
+        {"blocks.norm.bias", a->norm_bias, s.norm_bias},
+        {"blocks.norm.placement (1 = post)", a->norm_post, s.norm_post},
+        {"blocks.norm.eps", a->norm_eps, s.norm_eps},
+        {"final_norm.type (index)", a->final_norm, s.final_norm},
+        {"head.tie_embedding", a->tied, s.tied},
+        {"share_embeddings", a->shared_emb, s.shared_emb},
+        {"head.labels", a->NL, s.NL},
+        {"head.pool (index)", a->pool, s.pool},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].model != f[i].config)
+            return clf_error_set(err, CLF_ERR_FORMAT,
+                                 "the model and the configuration differ in %s: %g here, %g "
+                                 "there",
+                                 f[i].key, f[i].model, f[i].config);
+    return CLF_OK;
+}

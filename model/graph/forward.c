@@ -1,0 +1,511 @@
+/*
+ * model_forward.c - the forward graph: embeddings and positions, the blocks
+ * (self-attention, cross-attention and feed-forward sublayers with pre- or
+ * post-norm), the final norms, the heads (LM or classifier) and the fused
+ * loss, for all three kinds.
+ *
+ * Design: like llm.c's gpt2_forward, a straight sequence of op calls over
+ * buffers planned at create; each sublayer is a function of (input, output,
+ * sizes, mask) so that the encoder stack (bidirectional, source keep mask),
+ * the decoder stack (causal) and the decoder's cross-attention (queries
+ * from the decoder, keys and values from the encoder's output, source keep
+ * mask) share them. An encoder-decoder runs the encoder stack, then the
+ * decoder stack; an encoder classifier runs the encoder stack and pools.
+ * Everything is enqueued; nothing is read back. With `cache` (inference)
+ * the self-attention stores k and v at positions [pos0, pos0 + T) of the
+ * layer's KV cache and attends over [0, pos0 + T) of it, and the
+ * cross-attention reads the keys and values mi_encode stored once; a single
+ * position uses the fused decode kernels instead of GEMM + softmax + GEMM.
+ *
+ * Dropout sites are keyed by mi_dropout_stream (see model.h); backward
+ * regenerates the same masks.
+ *
+ * Not here: backward (model_backward.c), the training/inference entry
+ * points (model_train.c, model_decode.c).
+ */
+#include <math.h>
+
+#include "model/graph/model_internal.h"
+#include "model/ops/ops.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+clf_status mi_gemm(clf_model *m, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
+                   clf_ptr a, size_t lda, clf_ptr b, size_t ldb, float beta, clf_ptr c,
+                   size_t ldc, clf_error *err)
+{
+    return mi_gemm_batched(m, ta, tb, M, N, K, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1,
+                           err);
+}
+
+clf_status mi_gemm_batched(clf_model *m, int ta, int tb, size_t M, size_t N, size_t K,
+                           float alpha, clf_ptr a, size_t lda, size_t sa, clf_ptr b, size_t ldb,
+                           size_t sb, float beta, clf_ptr c, size_t ldc, size_t sc,
+                           size_t batch, clf_error *err)
+{
+    clf_gemm_desc d;
+    d.trans_a = ta;
+    d.trans_b = tb;
+    d.m = M;
+    d.n = N;
+    d.k = K;
+    d.alpha = alpha;
+    d.beta = beta;
+    d.a = a;
+    d.lda = lda;
+    d.b = b;
+    d.ldb = ldb;
+    d.c = c;
+    d.ldc = ldc;
+    d.batch = batch;
+    d.stride_a = sa;
+    d.stride_b = sb;
+    d.stride_c = sc;
+    return clf_gemm(m->rt, &d, err);
+}
+
+uint64_t mi_dropout_stream(const clf_model *m, int layer, int op)
+{
+    uint64_t site;
+    if (layer == MI_LAYER_SRC_EMB)
+        site = 0xFFFF;
+    else if (layer < 0)
+        site = 0;
+    else if (op >= MI_SITE_CROSS_P)
+        site = 0x8000 + 2 * (uint64_t)layer + (uint64_t)(op - MI_SITE_CROSS_P);
+    else
+        site = 1 + 4 * (uint64_t)layer + (uint64_t)op;
+    return (m->state.step << 32) ^ ((m->state.micro & 0xFFFF) << 16) ^ (site & 0xFFFF);
+}
+
+static clf_act act_op(int a)
+{
+    switch (a) {
+    case MI_ACT_RELU: return CLF_ACT_RELU;
+    case MI_ACT_GELU_TANH: return CLF_ACT_GELU_TANH;
+    default: return CLF_ACT_GELU_ERF;
+    }
+}
+
+static clf_status norm_fwd(clf_model *m, int type, const mi_norm_a *a, const mi_norm_p *p,
+                           clf_ptr x, size_t R, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    if (type == MI_NORM_RMSNORM)
+        return clf_op_rmsnorm_forward(m->rt, mi_at(a->out, 0), mi_at(a->rstd, 0), x,
+                                      mi_par(m, p->w), R, (size_t)s->C, s->norm_eps, err);
+    return clf_op_layernorm_forward(m->rt, mi_at(a->out, 0), mi_at(a->mean, 0),
+                                    mi_at(a->rstd, 0), x, mi_par(m, p->w), mi_par(m, p->b), R,
+                                    (size_t)s->C, s->norm_eps, err);
+}
+
+/* y [R, out] = x [R, in] W^T (+ b) */
+static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_ptr x, size_t w, size_t b, size_t R,
+                             size_t in, size_t out, clf_error *err)
+{
+    clf_status st = mi_gemm(m, 0, 1, R, out, in, 1.0f, x, in, mi_par(m, w), in, 0.0f, y, out,
+                            err);
+    if (st != CLF_OK || b == MI_NONE)
+        return st;
+    return clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, y, mi_par(m, b), y, R, out, err);
+}
+
+/* ---- sublayers ------------------------------------------------------------ */
+
+/* The attention core over heads: q [B, NH, T, HS] against keys/values of S
+ * positions (the matrix of each (b, h) kstride floats after the previous),
+ * masked by causality (causal) and/or a keep mask (keep.buf: int32 [B, S]):
+ * probabilities into att [B*NH, T, S] (then dropout at site `site` of
+ * layer l), output heads merged into atty [B*T, C]. */
+static clf_status attn_core_fwd(clf_model *m, int l, int site, clf_ptr q, clf_ptr keys,
+                                clf_ptr vals, size_t B, size_t T, size_t S, size_t kstride,
+                                int causal, clf_ptr keep, clf_ptr att, clf_ptr atty, int train,
+                                clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, C = (size_t)s->C;
+    const float scale = 1.0f / sqrtf((float)HS);
+    clf_ptr pre = mi_at(m->preatt, 0), yh = mi_at(m->atty_h, 0);
+    clf_status st;
+    if ((st = mi_gemm_batched(m, 0, 1, T, S, HS, 1.0f, q, HS, T * HS, keys, HS, kstride, 0.0f,
+                              pre, S, T * S, B * NH, err)) != CLF_OK)
+        return st;
+    clf_softmax_mask mask = {{NULL, 0}, 0, keep, keep.buf ? NH * T : 0, causal ? T : 0};
+    if ((st = clf_op_softmax_forward(m->rt, att, pre, B * NH * T, S, scale, &mask, err)) !=
+        CLF_OK)
+        return st;
+    clf_ptr P = att;
+    if (train && s->p_attn > 0) {
+        if ((st = clf_op_dropout_forward(m->rt, pre, att, B * NH * T * S, s->p_attn,
+                                         m->state.seed, mi_dropout_stream(m, l, site), err)) !=
+            CLF_OK)
+            return st;
+        P = pre;
+    }
+    if ((st = mi_gemm_batched(m, 0, 0, T, HS, S, 1.0f, P, S, T * S, vals, HS, kstride, 0.0f, yh,
+                              HS, T * HS, B * NH, err)) != CLF_OK)
+        return st;
+    return clf_op_heads_merge(m->rt, atty, yh, B, T, NH, HS, C, 0, err);
+}
+
+/* Self-attention of block l: in [B*T, C] -> out [B*T, C] (projection output,
+ * after dropout, before the residual). Encoder blocks attend in both
+ * directions over the kept source positions; decoder blocks causally. */
+static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi, int Ti,
+                           int pos0, int train, int cache, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const mi_attn_p *p = &m->bp[l].attn;
+    mi_block_a *a = &m->ba[l];
+    const size_t B = (size_t)Bi, T = (size_t)Ti, C = (size_t)s->C, NH = (size_t)s->NH;
+    const size_t HS = (size_t)s->HS, BT = B * T, Tmax = (size_t)s->Tmax;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const int is_enc = m->bp[l].is_enc;
+    clf_ptr qkv = mi_at(m->qkv, 0), q = mi_at(a->q, 0), k = mi_at(a->k, 0), v = mi_at(a->v, 0);
+    clf_ptr atty = mi_at(a->atty, 0);
+    clf_status st;
+
+    if ((st = linear_fwd(m, qkv, in, p->qkv_w, p->qkv_b, BT, C, 3 * C, err)) != CLF_OK)
+        return st;
+    if (s->pos == MI_POS_ROPE &&
+        ((st = clf_op_rope(m->rt, qkv, B, T, NH, HS, 3 * C, (size_t)pos0, s->rope_theta, 0,
+                           err)) != CLF_OK ||
+         (st = clf_op_rope(m->rt, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C, (size_t)pos0,
+                           s->rope_theta, 0, err)) != CLF_OK))
+        return st;
+    if ((st = clf_op_heads_split(m->rt, q, qkv, B, T, NH, HS, 3 * C, err)) != CLF_OK)
+        return st;
+    clf_ptr keys = k, vals = v;
+    size_t S = T, kstride = T * HS;
+    if (!cache) {
+        if ((st = clf_op_heads_split(m->rt, k, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C, err)) !=
+                CLF_OK ||
+            (st = clf_op_heads_split(m->rt, v, clf_ptr_at(qkv, 2 * C), B, T, NH, HS, 3 * C,
+                                     err)) != CLF_OK)
+            return st;
+    } else {
+        /* new keys and values go straight from the qkv rows into the caches */
+        keys = mi_at(a->kcache, 0);
+        vals = mi_at(a->vcache, 0);
+        if ((st = clf_op_kv_store(m->rt, keys, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C, Tmax,
+                                  (size_t)pos0, err)) != CLF_OK ||
+            (st = clf_op_kv_store(m->rt, vals, clf_ptr_at(qkv, 2 * C), B, T, NH, HS, 3 * C, Tmax,
+                                  (size_t)pos0, err)) != CLF_OK)
+            return st;
+        S = (size_t)pos0 + T;
+        kstride = Tmax * HS;
+    }
+    if (cache && T == 1) {
+        /* one new position: fused scores + softmax + weighted sum over the cache */
+        if ((st = clf_op_attn_decode(m->rt, atty, q, keys, vals, B, NH, HS, Tmax, S, scale,
+                                     err)) != CLF_OK)
+            return st;
+    } else {
+        clf_ptr keep = is_enc ? mi_at(m->src_keep, 0) : mi_nullptr();
+        int causal = !is_enc && s->causal;
+        if ((st = attn_core_fwd(m, l, MI_SITE_ATTN_P, q, keys, vals, B, T, S, kstride, causal,
+                                keep, mi_at(a->att, 0), atty, train, err)) != CLF_OK)
+            return st;
+    }
+    if ((st = linear_fwd(m, out, atty, p->proj_w, p->proj_b, BT, C, C, err)) != CLF_OK)
+        return st;
+    if (train && s->p_resid > 0)
+        return clf_op_dropout_forward(m->rt, out, out, BT * C, s->p_resid, m->state.seed,
+                                      mi_dropout_stream(m, l, MI_SITE_ATTN_OUT), err);
+    return CLF_OK;
+}
+
+/* Cross-attention of decoder block l: queries from in [B*T, C], keys and
+ * values from the encoder's output [B*S, C] (projected here; with `cache`,
+ * the cross caches mi_encode filled, S = m->enc_S), masked by the source
+ * keep mask -> out [B*T, C] (after dropout, before the residual). */
+static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi, int Ti,
+                            int Si, int train, int cache, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const mi_cross_p *p = &m->bp[l].cross;
+    mi_block_a *a = &m->ba[l];
+    const size_t B = (size_t)Bi, T = (size_t)Ti, S = (size_t)Si, C = (size_t)s->C;
+    const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, BT = B * T, BS = B * S;
+    const float scale = 1.0f / sqrtf((float)HS);
+    clf_ptr scratch = mi_at(m->qkv, 0), q = mi_at(a->xq, 0), atty = mi_at(a->xatty, 0);
+    clf_ptr keep = mi_at(m->src_keep, 0);
+    clf_status st;
+
+    if ((st = linear_fwd(m, scratch, in, p->q_w, p->q_b, BT, C, C, err)) != CLF_OK ||
+        (st = clf_op_heads_split(m->rt, q, scratch, B, T, NH, HS, C, err)) != CLF_OK)
+        return st;
+    clf_ptr keys, vals;
+    size_t kstride;
+    if (!cache) {
+        keys = mi_at(a->xk, 0);
+        vals = mi_at(a->xv, 0);
+        kstride = S * HS;
+        if ((st = linear_fwd(m, scratch, mi_stack_out(m, &m->enc), p->kv_w, p->kv_b, BS, C,
+                             2 * C, err)) != CLF_OK ||
+            (st = clf_op_heads_split(m->rt, keys, scratch, B, S, NH, HS, 2 * C, err)) !=
+                CLF_OK ||
+            (st = clf_op_heads_split(m->rt, vals, clf_ptr_at(scratch, C), B, S, NH, HS, 2 * C,
+                                     err)) != CLF_OK)
+            return st;
+    } else {
+        keys = mi_at(a->xkcache, 0);
+        vals = mi_at(a->xvcache, 0);
+        kstride = (size_t)s->Smax * HS;
+    }
+    if (cache && T == 1) {
+        if ((st = clf_op_attn_decode_keep(m->rt, atty, q, keys, vals, keep, S, B, NH, HS,
+                                          (size_t)s->Smax, S, scale, err)) != CLF_OK)
+            return st;
+    } else if ((st = attn_core_fwd(m, l, MI_SITE_CROSS_P, q, keys, vals, B, T, S, kstride, 0,
+                                   keep, mi_at(a->xatt, 0), atty, train, err)) != CLF_OK) {
+        return st;
+    }
+    if ((st = linear_fwd(m, out, atty, p->proj_w, p->proj_b, BT, C, C, err)) != CLF_OK)
+        return st;
+    if (train && s->p_resid > 0)
+        return clf_op_dropout_forward(m->rt, out, out, BT * C, s->p_resid, m->state.seed,
+                                      mi_dropout_stream(m, l, MI_SITE_CROSS_OUT), err);
+    return CLF_OK;
+}
+
+/* Feed-forward of block l: in [BT, C] -> out [BT, C]. */
+static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, size_t BT, int train,
+                          clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const mi_ffn_p *p = &m->bp[l].ffn;
+    mi_block_a *a = &m->ba[l];
+    const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
+    clf_ptr fch = mi_at(a->fch, 0), act = mi_at(a->fch_act, 0);
+    clf_status st;
+
+    if ((st = mi_gemm(m, 0, 1, BT, F, C, 1.0f, in, C, mi_par(m, p->fc_w), C, 0.0f, fch, F,
+                      err)) != CLF_OK)
+        return st;
+    if (s->act == MI_ACT_SWIGLU) {
+        if (p->fc_b != MI_NONE &&
+            (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, fch, mi_par(m, p->fc_b), fch, BT,
+                                          F, err)) != CLF_OK)
+            return st;
+        st = clf_op_swiglu_forward(m->rt, act, fch, BT, H, err);
+    } else {
+        st = clf_op_bias_act_forward(m->rt, act_op(s->act), fch, mi_par(m, p->fc_b), act, BT, H,
+                                     err);
+    }
+    if (st != CLF_OK)
+        return st;
+    if (train && s->p_ffn > 0 &&
+        (st = clf_op_dropout_forward(m->rt, act, act, BT * H, s->p_ffn, m->state.seed,
+                                     mi_dropout_stream(m, l, MI_SITE_FFN_H), err)) != CLF_OK)
+        return st;
+    if ((st = linear_fwd(m, out, act, p->proj_w, p->proj_b, BT, H, C, err)) != CLF_OK)
+        return st;
+    if (train && s->p_resid > 0)
+        return clf_op_dropout_forward(m->rt, out, out, BT * C, s->p_resid, m->state.seed,
+                                      mi_dropout_stream(m, l, MI_SITE_FFN_OUT), err);
+    return CLF_OK;
+}
+
+/* ---- blocks and stacks ---------------------------------------------------------- */
+
+clf_ptr mi_block_out(const clf_model *m, int l)
+{
+    return m->s.norm_post ? mi_at(m->ba[l].ln2.out, 0) : mi_at(m->ba[l].res2, 0);
+}
+
+static const mi_stack *stack_of(const clf_model *m, int l)
+{
+    return m->bp[l].is_enc ? &m->enc : &m->dec;
+}
+
+clf_ptr mi_block_in(const clf_model *m, int l)
+{
+    const mi_stack *st = stack_of(m, l);
+    return l == st->first ? mi_at(st->x0, 0) : mi_block_out(m, l - 1);
+}
+
+clf_ptr mi_stack_out(const clf_model *m, const mi_stack *st)
+{
+    if (m->s.final_norm != MI_NORM_NONE)
+        return mi_at(st->lnf_a.out, 0);
+    return st->n > 0 ? mi_block_out(m, st->first + st->n - 1) : mi_at(st->x0, 0);
+}
+
+/* Block l over B x T rows of its stack (an encoder block's T is S); S is
+ * the source length its cross-attention reads. */
+static clf_status block_fwd(clf_model *m, int l, int B, int T, int S, int pos0, int train,
+                            int cache, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const mi_block_p *p = &m->bp[l];
+    mi_block_a *a = &m->ba[l];
+    const size_t BT = (size_t)B * (size_t)T, n = BT * (size_t)s->C;
+    clf_ptr x = mi_block_in(m, l);
+    clf_ptr proj = mi_at(m->proj, 0), res1 = mi_at(a->res1, 0), res2 = mi_at(a->res2, 0);
+    clf_ptr ln1 = mi_at(a->ln1.out, 0), ln2 = mi_at(a->ln2.out, 0);
+    clf_ptr resx = mi_at(a->resx, 0), lnx = mi_at(a->lnx.out, 0);
+    clf_status st;
+    if (!s->norm_post) {
+        /* res1 = x + attn(ln1(x)); [resx = res1 + cross(lnx(res1));] res2 = . + ffn(ln2(.)) */
+        clf_ptr mid = p->has_cross ? resx : res1;
+        if ((st = norm_fwd(m, s->norm, &a->ln1, &p->ln1, x, BT, err)) != CLF_OK ||
+            (st = attn_fwd(m, l, ln1, proj, B, T, pos0, train, cache, err)) != CLF_OK ||
+            (st = clf_op_residual(m->rt, res1, proj, x, n, err)) != CLF_OK)
+            return st;
+        if (p->has_cross &&
+            ((st = norm_fwd(m, s->norm, &a->lnx, &p->lnx, res1, BT, err)) != CLF_OK ||
+             (st = cross_fwd(m, l, lnx, proj, B, T, S, train, cache, err)) != CLF_OK ||
+             (st = clf_op_residual(m->rt, resx, proj, res1, n, err)) != CLF_OK))
+            return st;
+        if ((st = norm_fwd(m, s->norm, &a->ln2, &p->ln2, mid, BT, err)) != CLF_OK ||
+            (st = ffn_fwd(m, l, ln2, proj, BT, train, err)) != CLF_OK ||
+            (st = clf_op_residual(m->rt, res2, proj, mid, n, err)) != CLF_OK)
+            return st;
+        return CLF_OK;
+    }
+    /* ln1 = norm(x + attn(x)); [lnx = norm(ln1 + cross(ln1));] ln2 = norm(. + ffn(.)) */
+    clf_ptr mid = p->has_cross ? lnx : ln1;
+    if ((st = attn_fwd(m, l, x, proj, B, T, pos0, train, cache, err)) != CLF_OK ||
+        (st = clf_op_residual(m->rt, res1, proj, x, n, err)) != CLF_OK ||
+        (st = norm_fwd(m, s->norm, &a->ln1, &p->ln1, res1, BT, err)) != CLF_OK)
+        return st;
+    if (p->has_cross &&
+        ((st = cross_fwd(m, l, ln1, proj, B, T, S, train, cache, err)) != CLF_OK ||
+         (st = clf_op_residual(m->rt, resx, proj, ln1, n, err)) != CLF_OK ||
+         (st = norm_fwd(m, s->norm, &a->lnx, &p->lnx, resx, BT, err)) != CLF_OK))
+        return st;
+    if ((st = ffn_fwd(m, l, mid, proj, BT, train, err)) != CLF_OK ||
+        (st = clf_op_residual(m->rt, res2, proj, mid, n, err)) != CLF_OK ||
+        (st = norm_fwd(m, s->norm, &a->ln2, &p->ln2, res2, BT, err)) != CLF_OK)
+        return st;
+    return CLF_OK;
+}
+
+/* A stack over B x T rows of its tokens at positions pos0...: embeddings
+ * (+ positions, dropout), blocks, final norm. S: the source length for
+ * cross-attention (decoder stack of an encoder-decoder). */
+static clf_status stack_fwd(clf_model *m, const mi_stack *stk, int Bi, int Ti, int S, int pos0,
+                            int train, int cache, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const size_t B = (size_t)Bi, T = (size_t)Ti, C = (size_t)s->C, BT = B * T;
+    clf_ptr x0 = mi_at(stk->x0, 0);
+    clf_ptr tokens = stk->src ? mi_at(m->src, 0) : mi_at(m->tokens, 0);
+    clf_status st;
+    if ((st = clf_op_embed_forward(m->rt, x0, tokens, mi_par(m, stk->wte), mi_par(m, stk->wpe),
+                                   B, T, C, (size_t)pos0, s->emb_scale, err)) != CLF_OK)
+        return st;
+    if (s->pos == MI_POS_SINUSOIDAL &&
+        (st = clf_op_sinusoid_add(m->rt, x0, B, T, C, (size_t)pos0, err)) != CLF_OK)
+        return st;
+    if (train && s->p_emb > 0 &&
+        (st = clf_op_dropout_forward(m->rt, x0, x0, BT * C, s->p_emb, m->state.seed,
+                                     mi_dropout_stream(m, stk->drop_layer, 0), err)) != CLF_OK)
+        return st;
+    for (int l = stk->first; l < stk->first + stk->n; l++)
+        if ((st = block_fwd(m, l, Bi, Ti, S, pos0, train, cache, err)) != CLF_OK)
+            return st;
+    if (s->final_norm != MI_NORM_NONE) {
+        clf_ptr last = stk->n > 0 ? mi_block_out(m, stk->first + stk->n - 1) : x0;
+        if ((st = norm_fwd(m, s->final_norm, &stk->lnf_a, &stk->lnf, last, BT, err)) != CLF_OK)
+            return st;
+    }
+    return CLF_OK;
+}
+
+/* ---- heads and the whole forward ---------------------------------------------------- */
+
+/* The fused loss over R rows of logits [R, N] with m->targets, its mean into
+ * scalars[0]. */
+static clf_status loss_fwd(clf_model *m, size_t R, size_t N, int train, clf_error *err)
+{
+    clf_ptr logits = mi_at(m->logits, 0);
+    float gs = m->count > 0 ? 1.0f / (float)m->count : 0.0f;
+    clf_ptr dlogits = train ? logits : mi_nullptr();
+    clf_status st;
+    if ((st = clf_op_cross_entropy(m->rt, mi_at(m->losses, 0), dlogits, logits,
+                                   mi_at(m->targets, 0), R, N, m->optim.label_smoothing,
+                                   CLF_MODEL_IGNORE_INDEX, gs, err)) != CLF_OK)
+        return st;
+    return clf_op_mean(m->rt, mi_at(m->scalars, 0), mi_at(m->losses, 0), R, mi_at(m->red, 0),
+                       err);
+}
+
+/* Classifier over the encoder's output [B*S, C]: pool (first position, or
+ * mean over kept positions), linear to NL labels, loss. */
+static clf_status classifier_fwd(clf_model *m, int Bi, int Si, int train, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const size_t B = (size_t)Bi, S = (size_t)Si, C = (size_t)s->C, NL = (size_t)s->NL;
+    clf_ptr xf = mi_stack_out(m, &m->enc), logits = mi_at(m->logits, 0);
+    clf_ptr X = xf;
+    size_t ldx = S * C; /* the first row of each sequence */
+    clf_status st;
+    if (s->pool == MI_POOL_MEAN) {
+        X = mi_at(m->pooled, 0);
+        ldx = C;
+        if ((st = clf_op_mean_pool_forward(m->rt, X, xf, mi_at(m->src_keep, 0), B, S, C,
+                                           err)) != CLF_OK)
+            return st;
+    }
+    if ((st = mi_gemm(m, 0, 1, B, NL, C, 1.0f, X, ldx, mi_par(m, m->cls_w), C, 0.0f, logits, NL,
+                      err)) != CLF_OK ||
+        (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, logits, mi_par(m, m->cls_b), logits,
+                                      B, NL, err)) != CLF_OK)
+        return st;
+    if (!m->has_targets)
+        return CLF_OK;
+    return loss_fwd(m, B, NL, train, err);
+}
+
+clf_status mi_forward(clf_model *m, int Bi, int Ti, int pos0, int train, int cache,
+                      int last_only, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const size_t B = (size_t)Bi, T = (size_t)Ti, C = (size_t)s->C, V = (size_t)s->V;
+    const size_t BT = B * T;
+    clf_ptr logits = mi_at(m->logits, 0);
+    clf_status st;
+
+    if (s->kind != MI_KIND_DECODER && !cache &&
+        (st = stack_fwd(m, &m->enc, Bi, m->cur_S, 0, 0, train, 0, err)) != CLF_OK)
+        return st;
+    if (s->kind == MI_KIND_ENCODER)
+        return classifier_fwd(m, Bi, m->cur_S, train, err);
+    int S = cache ? m->enc_S : m->cur_S;
+    if ((st = stack_fwd(m, &m->dec, Bi, Ti, S, pos0, train, cache, err)) != CLF_OK)
+        return st;
+    clf_ptr xf = mi_stack_out(m, &m->dec), wout = mi_par(m, m->lm_head);
+    if (last_only) /* the last position of each sequence: rows (T-1) + b*T */
+        return mi_gemm(m, 0, 1, B, V, C, 1.0f, clf_ptr_at(xf, (T - 1) * C), T * C, wout, C,
+                       0.0f, logits, V, err);
+    if ((st = mi_gemm(m, 0, 1, BT, V, C, 1.0f, xf, C, wout, C, 0.0f, logits, V, err)) != CLF_OK)
+        return st;
+    if (!m->has_targets)
+        return CLF_OK;
+    return loss_fwd(m, BT, V, train, err);
+}
+
+clf_status mi_encode(clf_model *m, int Bi, int Si, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const size_t B = (size_t)Bi, S = (size_t)Si, C = (size_t)s->C, NH = (size_t)s->NH;
+    const size_t HS = (size_t)s->HS, Smax = (size_t)s->Smax;
+    clf_ptr scratch = mi_at(m->qkv, 0), mem = mi_stack_out(m, &m->enc);
+    clf_status st;
+    if ((st = stack_fwd(m, &m->enc, Bi, Si, 0, 0, 0, 0, err)) != CLF_OK)
+        return st;
+    for (int l = m->dec.first; l < m->dec.first + m->dec.n; l++) {
+        const mi_cross_p *p = &m->bp[l].cross;
+        mi_block_a *a = &m->ba[l];
+        if ((st = linear_fwd(m, scratch, mem, p->kv_w, p->kv_b, B * S, C, 2 * C, err)) !=
+                CLF_OK ||
+            (st = clf_op_kv_store(m->rt, mi_at(a->xkcache, 0), scratch, B, S, NH, HS, 2 * C,
+                                  Smax, 0, err)) != CLF_OK ||
+            (st = clf_op_kv_store(m->rt, mi_at(a->xvcache, 0), clf_ptr_at(scratch, C), B, S, NH,
+                                  HS, 2 * C, Smax, 0, err)) != CLF_OK)
+            return st;
+    }
+    return CLF_OK;
+}

@@ -1,0 +1,357 @@
+/*
+ * model.h - the Transformer graph built from a clf_model_config: parameters,
+ * activations, forward, backward, the optimizer step and cached inference,
+ * for the three kinds: decoder (GPT), encoder (classifier) and
+ * encoder-decoder (translator).
+ *
+ * Overview
+ *   clf_model_create() plans everything once: every parameter tensor (one
+ *   flat device buffer each for parameters, gradients, Adam m and v), every
+ *   activation sized for the largest batch (clf_model_limits: batch,
+ *   source and target lengths, tokens and attention-score counts), the
+ *   scratch of the backward pass (only with CLF_MODEL_TRAIN) and the KV
+ *   caches (only with CLF_MODEL_INFER). Nothing is allocated afterwards; a
+ *   step only enqueues kernels on the runtime's in-order queue and reads
+ *   back nothing unless a *_read / clf_model_loss call asks for it.
+ *
+ *   Parameters live in one flat buffer: first every weight-decayed matrix
+ *   (all 2-D tensors, embeddings included, as nanoGPT does), then the
+ *   undecayed vectors (biases, norm weights), each tensor's offset aligned to
+ *   16 floats. The table (clf_model_param_info) names every tensor the way
+ *   checkpoints and the PyTorch parity fixtures do. A block <p>blocks.<l>:
+ *     .ln1.weight [C] (.bias [C] for layernorm with bias)
+ *     .attn.qkv.weight [3C, C]   rows: q, then k, then v;  .attn.qkv.bias [3C]
+ *     .attn.proj.weight [C, C], .bias [C]
+ *     .lnx.weight [C] (.bias)             } decoder blocks of an
+ *     .cross.q.weight [C, C], .bias [C]   } encoder-decoder only:
+ *     .cross.kv.weight [2C, C], .bias [2C]} q from the decoder, k and v
+ *     .cross.proj.weight [C, C], .bias [C]} (rows k, then v) from the memory
+ *     .ln2.weight [C] (.bias)
+ *     .ffn.fc.weight [H, C]  ([2H, C] for swiglu: gate rows, then up rows)
+ *     .ffn.fc.bias, .ffn.proj.weight [C, H], .bias [C]
+ *   (biases only where attention.bias / ffn.bias say). Per kind:
+ *     decoder          wte [V, C], wpe [T, C] (learned positions), blocks.<l>,
+ *                      ln_f (final_norm not none), lm_head.weight [V, C]
+ *                      (absent when tied to wte)
+ *     encoder          wte, wpe, blocks.<l>, ln_f, classifier.weight [NL, C],
+ *                      classifier.bias [NL]
+ *     encoder-decoder  wte [V, C] (target; also the source's with
+ *                      share_embeddings), src_wte [V, C] (without), wpe and
+ *                      src_wpe [T, C] (learned), encoder.blocks.<l>,
+ *                      encoder.ln_f, decoder.blocks.<l>, decoder.ln_f,
+ *                      lm_head.weight (absent when tied to wte)
+ *   T here is the config's context. Linear weights are stored as
+ *   nn.Linear's [out, in]: y = x W^T + b.
+ *
+ *   Block wiring: pre-norm  x + f(norm(x));  post-norm  norm(x + f(x)), for
+ *   each sublayer in turn: self-attention, cross-attention (decoder blocks
+ *   of an encoder-decoder), FFN, as torch.nn.TransformerEncoderLayer /
+ *   TransformerDecoderLayer (norm1 = ln1, norm2 = lnx, norm3 = ln2). The
+ *   final norm (final_norm) closes every stack, as torch.nn.Transformer's
+ *   encoder.norm and decoder.norm (which exist with both placements).
+ *   Attention: fused qkv GEMM, (rope on q and k; self-attention only),
+ *   split into heads, batched q k^T, softmax with the mask and scale
+ *   1/sqrt(HS), dropout, batched P v, merge, projection, dropout, residual.
+ *   Masks: encoder self-attention and cross-attention hide source pads
+ *   (keys whose keep is 0); decoder self-attention is causal. Target pads
+ *   sit after the last real token of their row, so causality already hides
+ *   them from every real query; a pad query sees earlier pad keys, which is
+ *   harmless: its target is ignored and nothing real reads its output.
+ *   (torch with tgt_key_padding_mask differs only in those pad rows.)
+ *   Source pad queries are computed too (as torch does) and never read.
+ *   FFN: fc GEMM, fused bias + activation (or SwiGLU), dropout on the hidden
+ *   activation, proj GEMM, dropout, residual. Embeddings: scale (sqrt(C)
+ *   with embedding.scale) x table row + positions (learned or sinusoidal,
+ *   from position 0 on each side), dropout. Heads: the LM head (tied: wte)
+ *   and the fused cross-entropy (label smoothing, ignore index -1), which in
+ *   training writes d(logits) over the logits in place; the classifier: the
+ *   first position ([CLS], pool cls) or the mean over non-pad positions
+ *   (pool mean) of the encoder's output, a linear layer to NL labels, the
+ *   same fused cross-entropy over labels.
+ *
+ *   Dropout masks come from the counter-based generator keyed by
+ *   (train.seed, stream(step, micro, site)): `step` is the number of
+ *   optimizer steps taken, `micro` the number of backward passes since the
+ *   last step (gradient accumulation), `site` the op (an embedding, or
+ *   layer l's attention / residual / ffn / cross-attention dropout). A seed
+ *   reproduces a run exactly, a resumed run continues it bit for bit, and
+ *   backward regenerates the masks.
+ *
+ *   The host schedule computes the learning rate; clf_model_step takes it as
+ *   a number. Gradients are zeroed at create and at the end of every step.
+ *
+ * Example (training a GPT)
+ *   clf_model *m;
+ *   clf_model_create(rt, &cfg, tok_vocab, cfg.train.batch, CLF_MODEL_TRAIN, &m, &e);
+ *   for (step...) {
+ *       clf_model_set_batch(m, x, y, B, T, &e);   // host int32 [B, T]; copied
+ *       clf_model_forward(m, 1, &e);
+ *       clf_model_backward(m, &e);
+ *       clf_model_step(m, lr_of(step), &e);
+ *       if (log) clf_model_loss(m, &loss, &e);  // the only read back
+ *   }
+ *
+ * Example (training a translator or a classifier from seqdata.h batches)
+ *   clf_seq_limits sl;  clf_seq_loader_limits(L, &sl);
+ *   clf_model_limits lim = {sl.max_B, sl.max_S, sl.max_T, sl.max_src_tokens,
+ *                           sl.max_tgt_tokens, sl.max_src_attn, sl.max_tgt_attn,
+ *                           sl.max_cross_attn};
+ *   clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_TRAIN, &m, &e);
+ *   while (clf_seq_loader_next(L, b)) {
+ *       clf_model_set_batch_seq2seq(m, b->src, b->src_keep, b->tgt_in, b->tgt_out,
+ *                                   b->B, b->S, b->T, &e);
+ *       // classifier: clf_model_set_batch_classify(m, b->src, b->src_keep, b->labels,
+ *       //                                          b->B, b->S, &e);
+ *       clf_model_forward(m, 1, &e);  clf_model_backward(m, &e);  clf_model_step(m, lr, &e);
+ *   }
+ *
+ * Example (generation with a GPT)
+ *   clf_model_create(rt, &cfg, V, 1, CLF_MODEL_INFER, &m, &e);
+ *   clf_model_prefill(m, prompt, 1, n, logits, &e);      // logits of the last position
+ *   for (pos = n; pos < T; pos++) { tok = sample(logits);
+ *       clf_model_decode_step(m, &tok, 1, pos, logits, &e); }
+ *   (past the context, re-prefill the last T-1 tokens: positions are absolute.)
+ *
+ * Example (beam search with a translator, N sentences x K beams)
+ *   lim = {N * K, max_S, max_T};  clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_INFER, ...);
+ *   clf_model_encode(m, src, src_keep, N, S, &e);       // encoder once, cross K/V cached
+ *   for (i < N*K) idx[i] = i / K;
+ *   clf_model_cache_reorder(m, idx, N * K, &e);         // every beam gets its sentence's cache
+ *   for (pos = 0; ; pos++) {
+ *       clf_model_decode_step(m, tok, N * K, pos, logits, &e);  // tok = bos at pos 0
+ *       ... choose beams: idx[i] = the row beam i continues, tok[i] its token;
+ *       clf_model_cache_reorder(m, idx, Bn, &e);         // Bn may shrink as sentences end
+ *   }
+ *
+ * Not here: tokenizers, data, sampling and beam search, schedules,
+ * checkpoint files (checkpoint.h).
+ */
+#ifndef CLF_MODEL_H
+#define CLF_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/runtime.h"
+
+CLF_API_BEGIN
+
+typedef struct clf_model clf_model;
+typedef struct clf_model_config clf_model_config; /* config/config.h */
+
+/* Create flags. */
+#define CLF_MODEL_TRAIN 1u /* gradients, Adam state, backward scratch */
+#define CLF_MODEL_INFER 2u /* caches for clf_model_encode / _prefill / _decode_step /
+                            * _cache_reorder (TRAIN | INFER: both in one model) */
+
+/* Targets equal to this contribute no loss and no gradient. */
+#define CLF_MODEL_IGNORE_INDEX (-1)
+
+#define CLF_MODEL_NAME_MAX 96
+
+typedef struct clf_param_info {
+    char name[CLF_MODEL_NAME_MAX]; /* "blocks.0.attn.qkv.weight" */
+    size_t offset;                 /* in floats, the same in params, grads, m and v */
+    size_t numel;
+    int ndim;        /* 1 or 2 */
+    size_t shape[2]; /* shape[1] = 1 for vectors */
+    int decay;       /* 1: in [0, n_decay), weight-decayed */
+} clf_param_info;
+
+typedef struct clf_model_dims {
+    int B;  /* maximum batch */
+    int T;  /* context */
+    int C;  /* channels */
+    int V;  /* vocabulary (the embedding table's rows) */
+    int L;  /* layers (blocks of all stacks) */
+    int NH; /* heads */
+    int HS; /* head size */
+    int H;  /* ffn hidden width (swiglu: the gate width; fc has 2H rows) */
+    size_t n_params; /* floats in the flat buffer (alignment padding included) */
+    size_t n_decay;  /* [0, n_decay) is weight-decayed */
+    size_t n_real;   /* parameters proper, padding excluded */
+    int kind;        /* 0 decoder, 1 encoder, 2 encoder-decoder (config.h's clf_model_kind) */
+    int L_enc;       /* encoder blocks (0 for a decoder) */
+    int L_dec;       /* decoder blocks (0 for an encoder) */
+    int labels;      /* classifier labels NL (0 for an lm head) */
+    int max_S;       /* longest source / classifier row of a batch */
+    int max_T;       /* longest target (decoder) row of a batch */
+} clf_model_dims;
+
+/* The largest batch a model is planned for. 0 in a field = its default. */
+typedef struct clf_model_limits {
+    int B;              /* sequences per batch, >= 1 */
+    int S;              /* longest source / classifier row; default: context */
+    int T;              /* longest target row (a GPT's sequence); default: context */
+    int64_t src_tokens; /* largest B*S of one batch; default B*S */
+    int64_t tgt_tokens; /* largest B*T; default B*T */
+    int64_t src_attn;   /* largest B*S*S; default min(B*S*S, src_tokens*S) */
+    int64_t tgt_attn;   /* largest B*T*T; default min(B*T*T, tgt_tokens*T) */
+    int64_t cross_attn; /* largest B*T*S; default min(B*T*S, tgt_tokens*S, src_tokens*T) */
+} clf_model_limits;
+
+/* Optimizer settings, from cfg->train at create; may be changed between steps. */
+typedef struct clf_model_optim {
+    float beta1, beta2, eps, weight_decay;
+    float grad_clip; /* 0 = off */
+    float label_smoothing;
+} clf_model_optim;
+
+/* The training position the dropout keys and the optimizer depend on. */
+typedef struct clf_model_state {
+    uint64_t step;  /* optimizer steps taken (Adam's t of the last step) */
+    uint64_t micro; /* backward passes since the last step */
+    uint64_t seed;  /* dropout seed (cfg->train.seed) */
+} clf_model_state;
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+/* Build the model for cfg (a resolved, validated config) with a vocabulary
+ * of max(vocab_size, cfg->vocab.size) rows and batches of at most B
+ * sequences of at most cfg->context tokens (source and target). Parameters
+ * get GPT-2's initialisation from cfg->train.seed (clf_model_params_init).
+ * A classifier needs cfg->head.labels >= 2 (resolve "from the data" first). */
+clf_status clf_model_create(clf_runtime *rt, const clf_model_config *cfg, int vocab_size, int B,
+                            unsigned flags, clf_model **out, clf_error *err);
+/* As clf_model_create, planned for the limits (lengths <= context; the
+ * token and attention caps let a token-budget loader's batches, e.g. many
+ * short rows or a few long ones, fit without planning for B x longest).
+ * The parameters do not depend on the limits: checkpoints load either way. */
+clf_status clf_model_create_ex(clf_runtime *rt, const clf_model_config *cfg, int vocab_size,
+                               const clf_model_limits *lim, unsigned flags, clf_model **out,
+                               clf_error *err);
+void clf_model_destroy(clf_model *m); /* NULL is a no-op */
+
+/* Device bytes create would allocate, without a device (for `clformer info`). */
+clf_status clf_model_memory_estimate(const clf_model_config *cfg, int vocab_size, int B,
+                                     unsigned flags, size_t *bytes, clf_error *err);
+clf_status clf_model_memory_estimate_ex(const clf_model_config *cfg, int vocab_size,
+                                        const clf_model_limits *lim, unsigned flags,
+                                        size_t *bytes, clf_error *err);
+
+/* CLF_OK if m has the structure cfg describes with vocab_size rows (every
+ * setting that changes what the parameters mean: sizes, positions, norms,
+ * activation, biases, tying, ...; not the batch, dropout or training
+ * settings); else CLF_ERR_FORMAT naming the first setting that differs. */
+clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cfg,
+                                  int vocab_size, clf_error *err);
+
+clf_model_dims clf_model_dims_get(const clf_model *m);
+clf_runtime *clf_model_runtime(const clf_model *m);
+
+/* ---- parameters ------------------------------------------------------------ */
+
+int clf_model_param_count(const clf_model *m);
+const clf_param_info *clf_model_param_get(const clf_model *m, int i); /* NULL if out of range */
+int clf_model_param_find(const clf_model *m, const char *name);       /* -1 if absent */
+
+/* GPT-2 initialisation, uploaded once: weights normal(0, 0.02), the residual
+ * projections (attn.proj, ffn.proj) normal(0, 0.02/sqrt(2 L)), biases 0,
+ * norm weights 1. The host generator is splitmix64(seed) feeding Box-Muller
+ * in double precision, drawn tensor by tensor in table order. Also zeroes
+ * the gradients and the Adam state and resets the state to step 0. */
+clf_status clf_model_params_init(clf_model *m, uint64_t seed, clf_error *err);
+
+typedef enum clf_model_slot {
+    CLF_SLOT_PARAM = 0,
+    CLF_SLOT_GRAD,
+    CLF_SLOT_ADAM_M,
+    CLF_SLOT_ADAM_V,
+} clf_model_slot;
+
+/* Blocking copies of one tensor (numel floats) between the host and a flat
+ * buffer. Reading a missing slot (grads without CLF_MODEL_TRAIN) fails. */
+clf_status clf_model_tensor_read(clf_model *m, clf_model_slot slot, int index, float *dst,
+                                 clf_error *err);
+clf_status clf_model_tensor_write(clf_model *m, clf_model_slot slot, int index,
+                                  const float *src, clf_error *err);
+/* The whole flat buffer (n_params floats), for checkpoints. */
+clf_status clf_model_flat_read(clf_model *m, clf_model_slot slot, float *dst, clf_error *err);
+clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *src,
+                                clf_error *err);
+
+/* ---- training ------------------------------------------------------------------ */
+
+/* Copy a batch into a decoder-only model: x tokens int32 [B, T], y targets
+ * int32 [B, T] (NULL: no loss, e.g. for generation or logits only). 1 <= B
+ * <= max batch, 1 <= T <= the longest target; tokens must be in [0, V),
+ * targets in [0, V) or CLF_MODEL_IGNORE_INDEX (checked here, on the host).
+ * The arrays are copied to model-owned staging memory and written without
+ * blocking. (The other kinds refuse it: use the calls below.) */
+clf_status clf_model_set_batch(clf_model *m, const int32_t *x, const int32_t *y, int B, int T,
+                               clf_error *err);
+/* An encoder-decoder's batch (seqdata.h's layout): src [B, S] tokens,
+ * src_keep [B, S] (nonzero = token, 0 = pad; NULL = no padding), tgt_in
+ * [B, T] decoder inputs, tgt_out [B, T] targets (-1 = ignored; NULL: no
+ * loss). The sizes are checked against the limits. */
+clf_status clf_model_set_batch_seq2seq(clf_model *m, const int32_t *src, const int32_t *src_keep,
+                                       const int32_t *tgt_in, const int32_t *tgt_out, int B,
+                                       int S, int T, clf_error *err);
+/* An encoder classifier's batch: tokens [B, S] (the [CLS] token first for
+ * pool cls), keep [B, S] (NULL = no padding), labels [B] in [0, NL) or -1
+ * (ignored; NULL: no loss, for inference). */
+clf_status clf_model_set_batch_classify(clf_model *m, const int32_t *tokens, const int32_t *keep,
+                                        const int32_t *labels, int B, int S, clf_error *err);
+/* Forward over the batch. train = 1: dropout on, and the loss op writes
+ * d(logits) over the logits for clf_model_backward (needs targets). train
+ * = 0: no dropout, logits kept for clf_model_logits_read. */
+clf_status clf_model_forward(clf_model *m, int train, clf_error *err);
+/* Backward of the last train forward; gradients accumulate (+=) into the
+ * flat grad buffer (so several micro-batches add up; the loss of each is a
+ * mean over its own non-ignored targets). */
+clf_status clf_model_backward(clf_model *m, clf_error *err);
+/* Global-norm clipping and the AdamW (Adam when weight_decay = 0) update
+ * with learning rate lr, then the gradients are zeroed and step advances. */
+clf_status clf_model_step(clf_model *m, float lr, clf_error *err);
+clf_status clf_model_zero_grad(clf_model *m, clf_error *err);
+
+/* Read-backs (blocking). loss: mean over the non-ignored targets (labels)
+ * of the last forward. losses: per position [B*T] (a classifier: per
+ * sequence [B]; 0 where ignored). logits: [B*T, V] (a classifier: [B, NL])
+ * after an eval forward; probs: their softmax (computed on the host in
+ * double, e.g. a classifier's label probabilities). grad_norm: global norm
+ * before clipping, of the last step. */
+clf_status clf_model_loss(clf_model *m, float *out, clf_error *err);
+clf_status clf_model_losses_read(clf_model *m, float *out, clf_error *err);
+clf_status clf_model_logits_read(clf_model *m, float *out, clf_error *err);
+clf_status clf_model_probs_read(clf_model *m, float *out, clf_error *err);
+clf_status clf_model_grad_norm(clf_model *m, float *out, clf_error *err);
+/* Number of non-ignored targets in the current batch. */
+int clf_model_target_count(const clf_model *m);
+
+clf_model_optim clf_model_optim_get(const clf_model *m);
+void clf_model_optim_set(clf_model *m, const clf_model_optim *o);
+clf_model_state clf_model_state_get(const clf_model *m);
+void clf_model_state_set(clf_model *m, const clf_model_state *s);
+
+/* ---- inference (needs CLF_MODEL_INFER) ----------------------------------------- */
+
+/* Run the prompt tokens [B, T] at positions 0..T-1 through the batched
+ * forward, fill the KV caches, and write the logits of the last position
+ * [B, V] (NULL: skip). An encoder-decoder's decoder prompt (e.g. bos and a
+ * forced prefix) attends over the encoded source: B = the cached rows. */
+clf_status clf_model_prefill(clf_model *m, const int32_t *tokens, int B, int T, float *logits,
+                             clf_error *err);
+/* One token per sequence, tokens [B], at position pos (the caches hold
+ * 0..pos-1 from earlier calls; pos < the longest target): logits [B, V].
+ * Costs one position's work. An encoder-decoder starts at pos 0 (bos)
+ * after clf_model_encode; B = the cached rows. */
+clf_status clf_model_decode_step(clf_model *m, const int32_t *tokens, int B, int pos,
+                                 float *logits, clf_error *err);
+/* Encoder-decoder: run the encoder once over src [B, S] with src_keep
+ * [B, S] (NULL = no padding) and store each decoder block's cross-attention
+ * keys and values of its output (and the keep mask) in the caches; the
+ * decoder's self-attention caches are emptied. Then decode from pos 0. */
+clf_status clf_model_encode(clf_model *m, const int32_t *src, const int32_t *src_keep, int B,
+                            int S, clf_error *err);
+/* Gather the cache rows: new row i = old row index[i] (0 <= index[i] < the
+ * cached rows), for i < Bn <= max batch, in every cache (self-attention
+ * positions decoded so far; cross-attention keys, values and the source
+ * mask when a row's sentence changes). A device gather, no host round trip:
+ * beam search reorders its beams each step with it, expands N encoded
+ * sentences into N x K beams, and drops finished sentences (Bn shrinks). */
+clf_status clf_model_cache_reorder(clf_model *m, const int32_t *index, int Bn, clf_error *err);
+
+CLF_API_END
+
+#endif

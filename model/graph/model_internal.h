@@ -1,0 +1,323 @@
+/*
+ * model_internal.h - the model's private structures, shared by
+ * model_config.c (config -> spec), model_build.c (planning, allocation,
+ * initialisation, accessors), model_forward.c, model_backward.c,
+ * model_train.c and model_decode.c.
+ *
+ * Design: the config is translated once into mi_spec, a flat struct of the
+ * numbers the graph needs, so that the graph files depend on neither
+ * config/config.h nor its enums (config.h and ops.h both name activations
+ * CLF_ACT_*; a translation unit cannot include both). Parameter tensors are
+ * offsets into the flat buffers (MI_NONE when absent), so the same offset
+ * addresses a parameter, its gradient and its Adam moments. Activations are
+ * one device buffer each, sized at create for the largest batch the limits
+ * allow.
+ *
+ * The three kinds are one graph of up to two stacks of blocks (mi_stack):
+ *   decoder (GPT)    dec: blocks [0, L), causal self-attention, LM head;
+ *   encoder          enc: blocks [0, L), bidirectional self-attention with
+ *                    the source keep mask, classifier head;
+ *   encoder-decoder  enc: blocks [0, Le) over the source, dec: blocks
+ *                    [Le, Le + Ld) over the target, each with causal
+ *                    self-attention, cross-attention over the encoder's
+ *                    output (source keep mask) and the FFN; LM head.
+ * One block array, one set of sublayer functions; a block's flags (is_enc,
+ * has_cross) choose the mask and whether the cross sublayer runs.
+ *
+ * Letters as llm.c: B batch, T target / decoder time, S source time, C
+ * channels, V vocabulary, L layers, NH heads, HS head size, H ffn hidden
+ * width, NL labels; "rows" = B*S or B*T.
+ */
+#ifndef CLF_MODEL_INTERNAL_H
+#define CLF_MODEL_INTERNAL_H
+
+#include <stdint.h>
+
+#include "runtime/gemm/gemm.h"
+#include "model/graph/model.h"
+
+#define MI_NONE ((size_t)-1)
+#define MI_ALIGN 16 /* floats: every parameter tensor starts at a multiple */
+
+enum { MI_KIND_DECODER = 0, MI_KIND_ENCODER, MI_KIND_ENCDEC };
+enum { MI_HEAD_LM = 0, MI_HEAD_CLASSIFIER };
+enum { MI_POOL_CLS = 0, MI_POOL_MEAN };
+enum { MI_POS_LEARNED = 0, MI_POS_SINUSOIDAL, MI_POS_ROPE };
+enum { MI_ACT_RELU = 0, MI_ACT_GELU, MI_ACT_GELU_TANH, MI_ACT_SWIGLU };
+enum { MI_NORM_NONE = 0, MI_NORM_LAYERNORM, MI_NORM_RMSNORM };
+/* Initialisation of a parameter tensor. */
+enum { MI_INIT_NORMAL = 0, MI_INIT_RESID, MI_INIT_ZERO, MI_INIT_ONE };
+/* Dropout sites (mi_dropout_stream's op). */
+enum {
+    MI_SITE_ATTN_P = 0, /* self-attention probabilities */
+    MI_SITE_ATTN_OUT,   /* self-attention output */
+    MI_SITE_FFN_H,      /* ffn hidden activation */
+    MI_SITE_FFN_OUT,    /* ffn output */
+    MI_SITE_CROSS_P,    /* cross-attention probabilities */
+    MI_SITE_CROSS_OUT,  /* cross-attention output */
+};
+/* mi_dropout_stream's layer for the embeddings: the decoder's (GPT, the
+ * encoder-only model, the target side) and the source side's. */
+#define MI_LAYER_EMB (-1)
+#define MI_LAYER_SRC_EMB (-2)
+
+/* Everything the graph needs from the config and the limits. */
+typedef struct mi_spec {
+    int kind;             /* MI_KIND_* */
+    int head;             /* MI_HEAD_* */
+    int pool;             /* MI_POOL_* (classifier) */
+    int NL;               /* classifier labels */
+    int B;                /* largest batch */
+    int T;                /* context: rows of learned position tables */
+    int Smax, Tmax;       /* longest source / target (decoder) row, <= T */
+    size_t rows_src;      /* largest B*S of a batch (0 without an encoder) */
+    size_t rows_tgt;      /* largest B*T (0 without a decoder) */
+    size_t att_src;       /* largest B*S*S (one head) */
+    size_t att_tgt;       /* largest B*T*T */
+    size_t att_cross;     /* largest B*T*S */
+    int C, V, NH, HS, H;
+    int L;                /* all blocks, Le + Ld */
+    int Le, Ld;           /* encoder / decoder blocks */
+    int fc_rows;          /* H, or 2H for swiglu */
+    int pos;              /* MI_POS_* */
+    float rope_theta;
+    float emb_scale;      /* 1 or sqrt(C) */
+    float p_emb;          /* dropout on embeddings (+ positions) */
+    float p_attn;         /* on attention probabilities */
+    float p_resid;        /* on each sublayer output before the residual add */
+    float p_ffn;          /* on the ffn hidden activation */
+    int attn_bias, ffn_bias;
+    int act;              /* MI_ACT_* */
+    int norm;             /* MI_NORM_LAYERNORM | MI_NORM_RMSNORM */
+    int norm_post;        /* 1 = post-norm */
+    int norm_bias;        /* layernorm with bias */
+    float norm_eps;
+    int final_norm;       /* MI_NORM_*, after each stack */
+    int tied;             /* LM head = wte */
+    int shared_emb;       /* encoder-decoder: the source uses wte */
+    int causal;           /* decoder self-attention */
+    uint64_t seed;
+} mi_spec;
+
+typedef struct mi_norm_p {
+    size_t w, b; /* [C], [C] or MI_NONE */
+} mi_norm_p;
+
+typedef struct mi_attn_p {
+    size_t qkv_w;  /* [3C, C] */
+    size_t qkv_b;  /* [3C] */
+    size_t proj_w; /* [C, C] */
+    size_t proj_b; /* [C] */
+} mi_attn_p;
+
+/* Cross-attention: q from the decoder, k and v from the encoder's output
+ * (torch's in_proj_weight split as rows [0, C) and [C, 3C)). */
+typedef struct mi_cross_p {
+    size_t q_w, q_b;       /* [C, C], [C] */
+    size_t kv_w, kv_b;     /* [2C, C] rows k then v, [2C] */
+    size_t proj_w, proj_b; /* [C, C], [C] */
+} mi_cross_p;
+
+typedef struct mi_ffn_p {
+    size_t fc_w;   /* [fc_rows, C] */
+    size_t fc_b;   /* [fc_rows] */
+    size_t proj_w; /* [C, H] */
+    size_t proj_b; /* [C] */
+} mi_ffn_p;
+
+typedef struct mi_block_p {
+    int is_enc;    /* encoder block: source rows, keep mask, not causal */
+    int has_cross; /* decoder block of an encoder-decoder */
+    mi_norm_p ln1, lnx, ln2; /* before/after self-attention, cross-attention, ffn */
+    mi_attn_p attn;
+    mi_cross_p cross;
+    mi_ffn_p ffn;
+} mi_block_p;
+
+typedef struct mi_norm_a {
+    clf_buffer *out;  /* [rows, C] */
+    clf_buffer *mean; /* [rows] (layernorm) */
+    clf_buffer *rstd; /* [rows] */
+} mi_norm_a;
+
+/* What one block keeps for its backward (rows = B*T of its stack; an
+ * encoder block's T is S). Pre-norm: ln1 = norm(x), res1 = x + attn(ln1),
+ * [lnx = norm(res1), resx = res1 + cross(lnx),] ln2 = norm(res1 | resx),
+ * res2 = ... + ffn(ln2) (output). Post-norm: res1 = x + attn(x), ln1 =
+ * norm(res1), [resx = ln1 + cross(ln1), lnx = norm(resx),] res2 = (ln1 |
+ * lnx) + ffn(...), ln2 = norm(res2) (output). */
+typedef struct mi_block_a {
+    mi_norm_a ln1, lnx, ln2;
+    clf_buffer *q, *k, *v; /* [B, NH, T, HS] (q and k after rope; k, v unused with a cache) */
+    clf_buffer *att;       /* [B, NH, T, T] softmax probabilities (before dropout) */
+    clf_buffer *atty;      /* [rows, C] attention output, heads merged */
+    clf_buffer *res1;      /* [rows, C] */
+    clf_buffer *fch;       /* [rows, fc_rows] fc output + bias (pre-activation) */
+    clf_buffer *fch_act;   /* [rows, H] activation (after ffn dropout) */
+    clf_buffer *res2;      /* [rows, C] */
+    clf_buffer *kcache;    /* [Bmax, NH, Tmax, HS] inference only (decoder blocks) */
+    clf_buffer *vcache;
+    /* cross-attention (has_cross) */
+    clf_buffer *xq;        /* [B, NH, T, HS] */
+    clf_buffer *xk, *xv;   /* [B, NH, S, HS] (unused with a cache) */
+    clf_buffer *xatt;      /* [B, NH, T, S] */
+    clf_buffer *xatty;     /* [rows, C] */
+    clf_buffer *resx;      /* [rows, C] */
+    clf_buffer *xkcache;   /* [Bmax, NH, Smax, HS] inference only: the projected memory */
+    clf_buffer *xvcache;
+} mi_block_a;
+
+/* A stack of blocks with its embedding and its final norm. */
+typedef struct mi_stack {
+    int first, n;       /* blocks [first, first + n); n = 0: no such stack */
+    int src;            /* 1: reads the source (m->src, keep mask, S), 0: m->tokens, T */
+    int drop_layer;     /* MI_LAYER_EMB or MI_LAYER_SRC_EMB */
+    size_t wte, wpe;    /* parameter offsets (wpe MI_NONE unless learned) */
+    mi_norm_p lnf;      /* final norm (MI_NONE when final_norm is none) */
+    mi_norm_a lnf_a;
+    clf_buffer *x0;     /* [rows, C] embeddings (+ positions, dropout) */
+} mi_stack;
+
+struct clf_model {
+    clf_runtime *rt;
+    mi_spec s;
+    unsigned flags;
+    clf_model_dims dims;
+    clf_model_optim optim;
+    clf_model_state state;
+
+    /* parameter table, in memory order */
+    clf_param_info *ptab;
+    int *pinit; /* [n_ptab] MI_INIT_* */
+    int n_ptab;
+    size_t lm_head;     /* = dec.wte if tied; MI_NONE for a classifier */
+    size_t cls_w, cls_b; /* classifier [NL, C], [NL] */
+    mi_stack enc, dec;
+    mi_block_p *bp; /* [L] */
+
+    /* flat buffers of n_params floats */
+    clf_buffer *params, *grads, *adam_m, *adam_v;
+
+    /* forward activations */
+    mi_block_a *ba;        /* [L] */
+    clf_buffer *tokens;    /* int32 [rows_tgt] decoder tokens */
+    clf_buffer *targets;   /* int32 [max(rows_tgt, B)] decoder targets or labels */
+    clf_buffer *src;       /* int32 [rows_src] source tokens */
+    clf_buffer *src_keep;  /* int32 [rows_src] 1 = token, 0 = pad */
+    clf_buffer *pooled;    /* [B, C] classifier mean pool */
+    clf_buffer *logits;    /* [rows_tgt, V] or [B, NL]; d(logits) after a train forward */
+    clf_buffer *losses;    /* [max(rows_tgt, B)] */
+    clf_buffer *scalars;   /* [4]: loss mean, sumsq, gscale, gnorm */
+    clf_buffer *red;       /* reduction scratch */
+    clf_buffer *qkv;       /* [rows, 3C] scratch */
+    clf_buffer *preatt;    /* [B, NH, T, S] scores / dropped probs scratch */
+    clf_buffer *atty_h;    /* [rows, C] scratch (heads) */
+    clf_buffer *proj;      /* [rows, C] sublayer output scratch */
+
+    /* backward scratch (CLF_MODEL_TRAIN) */
+    clf_buffer *dres;      /* [rows, C] gradient of the residual stream */
+    clf_buffer *denc;      /* [rows_src, C] gradient of the encoder's output (encoder-decoder) */
+    clf_buffer *dC1, *dC2, *dC3; /* [rows, C] */
+    clf_buffer *dqkv;      /* [rows, 3C] */
+    clf_buffer *dH1, *dH2; /* [rows, fc_rows] */
+    clf_buffer *datt;      /* [B, NH, T, S] */
+    clf_buffer *dhead;     /* [rows, C] (heads) */
+    clf_buffer *datty_h;   /* [rows, C] (heads) */
+
+    /* inference (CLF_MODEL_INFER) */
+    clf_buffer *index;     /* int32 [B] cache_reorder's rows */
+    clf_buffer *gather;    /* scratch of the largest cache */
+    int32_t *xrow;         /* [B] host: the encoded sentence each cross-cache row holds */
+    int32_t *xrow_new;     /* [B] */
+    int cache_B;           /* rows in the caches (0 = nothing cached) */
+    int dec_len;           /* positions in the self-attention caches */
+    int enc_S;             /* source length of the cross caches (0 = none) */
+
+    /* every buffer above, for destroy */
+    clf_buffer **owned;
+    int n_owned, cap_owned;
+    size_t bytes; /* device bytes allocated */
+
+    /* host staging of batches: two slots, a slot is reused only after a finish */
+    int32_t *stage[2];
+    size_t stage_len; /* int32 per slot */
+    int stage_dirty[2];
+    int stage_next;
+
+    /* the current batch and what has run */
+    int cur_B, cur_T, cur_S;
+    int has_targets;
+    int count;          /* non-ignored targets (labels) */
+    int fwd_train;      /* last forward was a train forward (dlogits ready) */
+    int fwd_done;       /* a forward ran since set_batch */
+    int step_done;      /* a step ran (grad norm valid) */
+};
+
+/* model_build.c */
+clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
+                          const clf_model_optim *optim, clf_model **out, size_t *bytes_only,
+                          clf_error *err);
+static inline clf_ptr mi_at(clf_buffer *b, size_t off)
+{
+    clf_ptr p = {b, off};
+    return p;
+}
+static inline clf_ptr mi_nullptr(void)
+{
+    clf_ptr p = {NULL, 0};
+    return p;
+}
+/* params / grads pointer of a parameter offset, {NULL, 0} for MI_NONE. */
+static inline clf_ptr mi_par(const clf_model *m, size_t off)
+{
+    return off == MI_NONE ? mi_nullptr() : mi_at(m->params, off);
+}
+static inline clf_ptr mi_grad(const clf_model *m, size_t off)
+{
+    return off == MI_NONE ? mi_nullptr() : mi_at(m->grads, off);
+}
+
+/* model_train.c: a free staging slot of stage_len int32 (after a finish if
+ * both are in flight); mi_stage_commit marks it in flight. */
+clf_status mi_stage_take(clf_model *m, int32_t **slot, clf_error *err);
+void mi_stage_commit(clf_model *m);
+/* Check sizes of a batch against the limits (S = 0: no source, T = 0: no
+ * target side). */
+clf_status mi_check_sizes(const clf_model *m, int B, int S, int T, clf_error *err);
+
+/* model_forward.c: the batch in m->tokens/targets (and m->src/src_keep with
+ * m->cur_S), B x T decoder rows at positions pos0...; train = 1 turns
+ * dropout on and makes the loss write d(logits); cache = 1 (decoder only)
+ * writes k and v into the caches at [pos0, pos0 + T) and attends over
+ * [0, pos0 + T) of them, with cross-attention over the cross caches
+ * (inference; the encoder does not run); last_only = 1 runs the LM head on
+ * the last position of each sequence only (logits [B, V]) and no loss. */
+clf_status mi_forward(clf_model *m, int B, int T, int pos0, int train, int cache,
+                      int last_only, clf_error *err);
+/* The encoder stack over m->src [B, S] (eval), then every decoder block's
+ * cross keys and values of its output into the cross caches. */
+clf_status mi_encode(clf_model *m, int B, int S, clf_error *err);
+clf_status mi_gemm(clf_model *m, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
+                   clf_ptr a, size_t lda, clf_ptr b, size_t ldb, float beta, clf_ptr c,
+                   size_t ldc, clf_error *err);
+clf_status mi_gemm_batched(clf_model *m, int ta, int tb, size_t M, size_t N, size_t K,
+                           float alpha, clf_ptr a, size_t lda, size_t sa, clf_ptr b, size_t ldb,
+                           size_t sb, float beta, clf_ptr c, size_t ldc, size_t sc,
+                           size_t batch, clf_error *err);
+/* Dropout stream of a site for the current (step, micro). Sites: 0 the
+ * decoder's embedding (layer MI_LAYER_EMB), 0xFFFF the source embedding
+ * (MI_LAYER_SRC_EMB), 1 + 4 l + {0 attention probs, 1 attention output, 2
+ * ffn hidden, 3 ffn output} for block l, 0x8000 + 2 l + {0 cross probs, 1
+ * cross output}. */
+uint64_t mi_dropout_stream(const clf_model *m, int layer, int op);
+/* The residual stream after block l ([rows, C]), the input of block l (its
+ * stack's embeddings for the first), and a stack's output (its final
+ * norm's, or its last block's). */
+clf_ptr mi_block_out(const clf_model *m, int l);
+clf_ptr mi_block_in(const clf_model *m, int l);
+clf_ptr mi_stack_out(const clf_model *m, const mi_stack *st);
+
+/* model_backward.c */
+clf_status mi_backward(clf_model *m, clf_error *err);
+
+#endif

@@ -1,0 +1,365 @@
+/*
+ * model_train.c - the training entry points: batches in (decoder, seq2seq,
+ * classifier), forward, backward, the optimizer step, and the read-backs
+ * (loss, per-position losses, logits, probabilities, gradient norm).
+ *
+ * Design: a batch is checked on the host (ids in range, sizes within the
+ * limits), copied into one of two host staging slots and written to the
+ * device without blocking, so the host can enqueue the next step while the
+ * device works; a slot is reused only after a finish (taken here when both
+ * slots are in flight, or by any read-back). The step enqueues
+ * the sum of squares of all gradients, the clip factor and AdamW over the
+ * flat buffers: three launches, no host round trip; the loss stays on the
+ * device (a mean over B*T rows, rescaled on the host by B*T / count when
+ * read, where count is the number of non-ignored targets, known from the
+ * host copy of the batch).
+ *
+ * Not here: the graph itself (model_forward.c, model_backward.c).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "model/graph/model_internal.h"
+#include "model/ops/ops.h"
+
+static clf_status sync_all(clf_model *m, clf_error *err)
+{
+    clf_status st = clf_runtime_finish(m->rt, err);
+    if (st == CLF_OK)
+        m->stage_dirty[0] = m->stage_dirty[1] = 0;
+    return st;
+}
+
+clf_status mi_stage_take(clf_model *m, int32_t **slot, clf_error *err)
+{
+    clf_status st;
+    if (m->stage_dirty[m->stage_next] && (st = sync_all(m, err)) != CLF_OK)
+        return st;
+    *slot = m->stage[m->stage_next];
+    return CLF_OK;
+}
+
+void mi_stage_commit(clf_model *m)
+{
+    m->stage_dirty[m->stage_next] = 1;
+    m->stage_next = 1 - m->stage_next;
+}
+
+clf_status mi_check_sizes(const clf_model *m, int B, int S, int T, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const int64_t b = B, sl = S, tl = T;
+    if (B < 1 || B > s->B)
+        return clf_error_set(err, CLF_ERR_ARG, "batch of %d sequences: expected 1..%d", B, s->B);
+    if (S < 0 || S > s->Smax || T < 0 || T > s->Tmax)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "rows of %d source / %d target tokens: the model is planned for at "
+                             "most %d / %d",
+                             S, T, s->Smax, s->Tmax);
+    if ((size_t)(b * sl) > s->rows_src || (size_t)(b * tl) > s->rows_tgt ||
+        (size_t)(b * sl * sl) > s->att_src || (size_t)(b * tl * tl) > s->att_tgt ||
+        (size_t)(b * tl * sl) > s->att_cross)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "batch %d x (S %d, T %d) exceeds the planned token or attention "
+                             "limits (tokens %zu / %zu, scores %zu / %zu / %zu)",
+                             B, S, T, s->rows_src, s->rows_tgt, s->att_src, s->att_tgt,
+                             s->att_cross);
+    return CLF_OK;
+}
+
+/* Tokens in [0, V) (what names them in messages). */
+static clf_status check_tokens(const clf_model *m, const int32_t *x, size_t n, const char *what,
+                               clf_error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (x[i] < 0 || x[i] >= m->s.V)
+            return clf_error_set(err, CLF_ERR_ARG, "%s %d at %zu: expected 0 <= id < %d", what,
+                                 (int)x[i], i, m->s.V);
+    return CLF_OK;
+}
+
+/* Targets in [0, N) or ignored; *count = the non-ignored ones. */
+static clf_status check_targets(const int32_t *y, size_t n, int N, const char *what, int *count,
+                                clf_error *err)
+{
+    int c = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (y[i] == CLF_MODEL_IGNORE_INDEX)
+            continue;
+        if (y[i] < 0 || y[i] >= N)
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "%s %d at %zu: expected 0 <= id < %d or %d (ignored)", what,
+                                 (int)y[i], i, N, CLF_MODEL_IGNORE_INDEX);
+        c++;
+    }
+    *count = c;
+    return CLF_OK;
+}
+
+/* Stage n int32 from src (NULL: fill with `fill`; keep masks are
+ * normalised to 0/1) at *at of the slot and write them to dst. */
+static clf_status put(clf_model *m, int32_t *slot, size_t *at, clf_buffer *dst,
+                      const int32_t *src, size_t n, int keep, int32_t fill, clf_error *err)
+{
+    int32_t *p = slot + *at;
+    for (size_t i = 0; i < n; i++)
+        p[i] = src == NULL ? fill : keep ? (src[i] != 0) : src[i];
+    *at += n;
+    return clf_buffer_write_async(m->rt, dst, 0, p, n * sizeof *p, err);
+}
+
+static void batch_set(clf_model *m, int B, int S, int T, int has_targets, int count)
+{
+    m->cur_B = B;
+    m->cur_S = S;
+    m->cur_T = T;
+    m->has_targets = has_targets;
+    m->count = count;
+    m->fwd_train = 0;
+    m->fwd_done = 0;
+}
+
+clf_status clf_model_set_batch(clf_model *m, const int32_t *x, const int32_t *y, int B, int T,
+                               clf_error *err)
+{
+    clf_status st;
+    int32_t *slot;
+    size_t at = 0, n = (size_t)B * (size_t)T;
+    int count = 0;
+    if (m->s.kind != MI_KIND_DECODER)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "clf_model_set_batch is for decoder-only models; use "
+                             "clf_model_set_batch_%s",
+                             m->s.kind == MI_KIND_ENCODER ? "classify" : "seq2seq");
+    if (x == NULL || T < 1)
+        return clf_error_set(err, CLF_ERR_ARG, "batch %d x %d: expected tokens and T >= 1", B, T);
+    if ((st = mi_check_sizes(m, B, 0, T, err)) != CLF_OK ||
+        (st = check_tokens(m, x, n, "token", err)) != CLF_OK ||
+        (y != NULL && (st = check_targets(y, n, m->s.V, "target", &count, err)) != CLF_OK) ||
+        (st = mi_stage_take(m, &slot, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->tokens, x, n, 0, 0, err)) != CLF_OK ||
+        (y != NULL && (st = put(m, slot, &at, m->targets, y, n, 0, 0, err)) != CLF_OK))
+        return st;
+    mi_stage_commit(m);
+    batch_set(m, B, 0, T, y != NULL, count);
+    return CLF_OK;
+}
+
+clf_status clf_model_set_batch_seq2seq(clf_model *m, const int32_t *src, const int32_t *src_keep,
+                                       const int32_t *tgt_in, const int32_t *tgt_out, int B,
+                                       int S, int T, clf_error *err)
+{
+    clf_status st;
+    int32_t *slot;
+    size_t at = 0, ns = (size_t)B * (size_t)S, nt = (size_t)B * (size_t)T;
+    int count = 0;
+    if (m->s.kind != MI_KIND_ENCDEC)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "clf_model_set_batch_seq2seq is for encoder-decoder models");
+    if (src == NULL || tgt_in == NULL || S < 1 || T < 1)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "seq2seq batch %d x (%d, %d): expected source and target inputs, "
+                             "S >= 1 and T >= 1",
+                             B, S, T);
+    if ((st = mi_check_sizes(m, B, S, T, err)) != CLF_OK ||
+        (st = check_tokens(m, src, ns, "source token", err)) != CLF_OK ||
+        (st = check_tokens(m, tgt_in, nt, "target input token", err)) != CLF_OK ||
+        (tgt_out != NULL &&
+         (st = check_targets(tgt_out, nt, m->s.V, "target", &count, err)) != CLF_OK) ||
+        (st = mi_stage_take(m, &slot, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->src, src, ns, 0, 0, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->src_keep, src_keep, ns, 1, 1, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->tokens, tgt_in, nt, 0, 0, err)) != CLF_OK ||
+        (tgt_out != NULL && (st = put(m, slot, &at, m->targets, tgt_out, nt, 0, 0, err)) !=
+                                CLF_OK))
+        return st;
+    mi_stage_commit(m);
+    batch_set(m, B, S, T, tgt_out != NULL, count);
+    return CLF_OK;
+}
+
+clf_status clf_model_set_batch_classify(clf_model *m, const int32_t *tokens, const int32_t *keep,
+                                        const int32_t *labels, int B, int S, clf_error *err)
+{
+    clf_status st;
+    int32_t *slot;
+    size_t at = 0, ns = (size_t)B * (size_t)S;
+    int count = 0;
+    if (m->s.kind != MI_KIND_ENCODER)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "clf_model_set_batch_classify is for encoder (classifier) models");
+    if (tokens == NULL || S < 1)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "classifier batch %d x %d: expected tokens and S >= 1", B, S);
+    if ((st = mi_check_sizes(m, B, S, 0, err)) != CLF_OK ||
+        (st = check_tokens(m, tokens, ns, "token", err)) != CLF_OK ||
+        (labels != NULL &&
+         (st = check_targets(labels, (size_t)B, m->s.NL, "label", &count, err)) != CLF_OK) ||
+        (st = mi_stage_take(m, &slot, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->src, tokens, ns, 0, 0, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->src_keep, keep, ns, 1, 1, err)) != CLF_OK ||
+        (labels != NULL &&
+         (st = put(m, slot, &at, m->targets, labels, (size_t)B, 0, 0, err)) != CLF_OK))
+        return st;
+    mi_stage_commit(m);
+    batch_set(m, B, S, 0, labels != NULL, count);
+    return CLF_OK;
+}
+
+clf_status clf_model_forward(clf_model *m, int train, clf_error *err)
+{
+    if (m->cur_B == 0)
+        return clf_error_set(err, CLF_ERR_ARG, "clf_model_forward: no batch set");
+    if (train && !m->has_targets)
+        return clf_error_set(err, CLF_ERR_ARG, "clf_model_forward: training needs targets");
+    if (train && !(m->flags & CLF_MODEL_TRAIN))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "clf_model_forward: the model was created without CLF_MODEL_TRAIN");
+    m->fwd_done = 0;
+    m->fwd_train = 0;
+    clf_status st = mi_forward(m, m->cur_B, m->cur_T, 0, train != 0, 0, 0, err);
+    if (st != CLF_OK)
+        return st;
+    m->fwd_done = 1;
+    m->fwd_train = train != 0;
+    return CLF_OK;
+}
+
+clf_status clf_model_backward(clf_model *m, clf_error *err)
+{
+    if (!m->fwd_train)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "clf_model_backward: needs a train forward first (once per forward)");
+    m->fwd_train = 0;
+    clf_status st = mi_backward(m, err);
+    if (st != CLF_OK)
+        return st;
+    m->state.micro++;
+    return CLF_OK;
+}
+
+clf_status clf_model_zero_grad(clf_model *m, clf_error *err)
+{
+    if (m->grads == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "the model has no gradients");
+    return clf_buffer_fill(m->rt, m->grads, 0, m->dims.n_params * sizeof(float), 0, err);
+}
+
+clf_status clf_model_step(clf_model *m, float lr, clf_error *err)
+{
+    clf_status st;
+    if (!(m->flags & CLF_MODEL_TRAIN))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "clf_model_step: the model was created without CLF_MODEL_TRAIN");
+    size_t n = m->dims.n_params;
+    clf_ptr sumsq = mi_at(m->scalars, 1), gscale = mi_at(m->scalars, 2);
+    clf_ptr gnorm = mi_at(m->scalars, 3);
+    if ((st = clf_op_sumsq(m->rt, sumsq, mi_at(m->grads, 0), n, mi_at(m->red, 0), err)) !=
+            CLF_OK ||
+        (st = clf_op_clip_scale(m->rt, gscale, gnorm, sumsq, m->optim.grad_clip, err)) != CLF_OK)
+        return st;
+    clf_adamw_hparams h;
+    h.lr = lr;
+    h.beta1 = m->optim.beta1;
+    h.beta2 = m->optim.beta2;
+    h.eps = m->optim.eps;
+    h.weight_decay = m->optim.weight_decay;
+    h.step = (int)(m->state.step + 1);
+    if ((st = clf_op_adamw(m->rt, mi_at(m->params, 0), mi_at(m->grads, 0), mi_at(m->adam_m, 0),
+                           mi_at(m->adam_v, 0), gscale, n, m->dims.n_decay, &h, err)) != CLF_OK)
+        return st;
+    if ((st = clf_model_zero_grad(m, err)) != CLF_OK)
+        return st;
+    m->state.step++;
+    m->state.micro = 0;
+    m->step_done = 1;
+    return CLF_OK;
+}
+
+/* Rows of the loss and logits: B*T, or B for a classifier. */
+static size_t loss_rows(const clf_model *m)
+{
+    return m->s.head == MI_HEAD_CLASSIFIER ? (size_t)m->cur_B
+                                           : (size_t)m->cur_B * (size_t)m->cur_T;
+}
+
+static size_t logit_cols(const clf_model *m)
+{
+    return m->s.head == MI_HEAD_CLASSIFIER ? (size_t)m->s.NL : (size_t)m->s.V;
+}
+
+static clf_status need_loss(const clf_model *m, clf_error *err)
+{
+    if (!m->fwd_done || !m->has_targets)
+        return clf_error_set(err, CLF_ERR_ARG, "no loss: run a forward over a batch with targets");
+    return CLF_OK;
+}
+
+clf_status clf_model_loss(clf_model *m, float *out, clf_error *err)
+{
+    clf_status st = need_loss(m, err);
+    if (st != CLF_OK)
+        return st;
+    float mean;
+    if ((st = clf_buffer_read(m->rt, m->scalars, 0, &mean, sizeof mean, err)) != CLF_OK)
+        return st;
+    m->stage_dirty[0] = m->stage_dirty[1] = 0; /* a blocking read drained the queue */
+    double rows = (double)loss_rows(m);
+    *out = m->count > 0 ? (float)((double)mean * rows / (double)m->count) : 0.0f;
+    return CLF_OK;
+}
+
+clf_status clf_model_losses_read(clf_model *m, float *out, clf_error *err)
+{
+    clf_status st = need_loss(m, err);
+    if (st != CLF_OK)
+        return st;
+    size_t n = loss_rows(m);
+    if ((st = clf_buffer_read(m->rt, m->losses, 0, out, n * sizeof(float), err)) != CLF_OK)
+        return st;
+    m->stage_dirty[0] = m->stage_dirty[1] = 0;
+    return CLF_OK;
+}
+
+clf_status clf_model_logits_read(clf_model *m, float *out, clf_error *err)
+{
+    if (!m->fwd_done || m->fwd_train)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "no logits: run an eval forward (train = 0) first; a train forward "
+                             "overwrites them with their gradient");
+    size_t n = loss_rows(m) * logit_cols(m);
+    clf_status st = clf_buffer_read(m->rt, m->logits, 0, out, n * sizeof(float), err);
+    if (st != CLF_OK)
+        return st;
+    m->stage_dirty[0] = m->stage_dirty[1] = 0;
+    return CLF_OK;
+}
+
+clf_status clf_model_probs_read(clf_model *m, float *out, clf_error *err)
+{
+    clf_status st = clf_model_logits_read(m, out, err);
+    if (st != CLF_OK)
+        return st;
+    size_t R = loss_rows(m), N = logit_cols(m);
+    for (size_t r = 0; r < R; r++) {
+        float *x = out + r * N;
+        double mx = x[0], sum = 0;
+        for (size_t j = 1; j < N; j++)
+            mx = x[j] > mx ? x[j] : mx;
+        for (size_t j = 0; j < N; j++)
+            sum += exp((double)x[j] - mx);
+        for (size_t j = 0; j < N; j++)
+            x[j] = (float)(exp((double)x[j] - mx) / sum);
+    }
+    return CLF_OK;
+}
+
+clf_status clf_model_grad_norm(clf_model *m, float *out, clf_error *err)
+{
+    if (!m->step_done)
+        return clf_error_set(err, CLF_ERR_ARG, "no gradient norm: no step has run");
+    clf_status st = clf_buffer_read(m->rt, m->scalars, 3 * sizeof(float), out, sizeof *out, err);
+    if (st == CLF_OK)
+        m->stage_dirty[0] = m->stage_dirty[1] = 0;
+    return st;
+}

@@ -1,0 +1,349 @@
+/*
+ * fileio.c - see fileio.h.
+ *
+ * POSIX only (open/fsync/rename/getpid). The directory fsync tolerates
+ * EINVAL/ENOTSUP (filesystems that cannot sync a directory), since the data
+ * itself is already on disk and rename() has been done.
+ */
+#include "model/io/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+#include <zlib.h>
+
+struct clf_file_atomic {
+    FILE *fp;
+    char *path;     /* the target */
+    char *tmp_path; /* "<path>.tmp.<pid>" */
+    int failed;     /* a write failed: commit refuses */
+};
+
+clf_status clf_file_read_all(const char *path, size_t max_bytes, char **data, size_t *size,
+                             clf_error *err)
+{
+    clf_status st = CLF_OK;
+    FILE *fp = NULL;
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    struct stat sb;
+
+    *data = NULL;
+    *size = 0;
+    fp = fopen(path, "rb");
+    if (fp == NULL) {
+        st = clf_error_set(err, CLF_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (fstat(fileno(fp), &sb) != 0) {
+        st = clf_error_set(err, CLF_ERR_IO, "cannot stat %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        st = clf_error_set(err, CLF_ERR_IO, "%s is not a regular file", path);
+        goto fail;
+    }
+    if ((unsigned long long)sb.st_size > (unsigned long long)max_bytes) {
+        st = clf_error_set(err, CLF_ERR_IO, "%s is %lld bytes, more than the limit of %zu bytes",
+                           path, (long long)sb.st_size, max_bytes);
+        goto fail;
+    }
+    /* One spare byte beyond the stat size detects a file that grows while
+     * we read it; one more holds the NUL. */
+    cap = (size_t)sb.st_size + 2;
+    buf = malloc(cap);
+    if (buf == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "cannot allocate %zu bytes to read %s", cap, path);
+        goto fail;
+    }
+    for (;;) {
+        if (len > max_bytes) {
+            st = clf_error_set(err, CLF_ERR_IO, "%s grew beyond the limit of %zu bytes", path,
+                               max_bytes);
+            goto fail;
+        }
+        if (len + 1 == cap) {
+            size_t ncap = cap * 2;
+            char *nb = realloc(buf, ncap);
+            if (nb == NULL) {
+                st = clf_error_set(err, CLF_ERR_MEMORY, "cannot allocate %zu bytes to read %s",
+                                   ncap, path);
+                goto fail;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + len, 1, cap - 1 - len, fp);
+        len += got;
+        if (got == 0) {
+            if (ferror(fp)) {
+                st = clf_error_set(err, CLF_ERR_IO, "error reading %s: %s", path, strerror(errno));
+                goto fail;
+            }
+            break;
+        }
+    }
+    if (len > max_bytes) {
+        st = clf_error_set(err, CLF_ERR_IO, "%s grew beyond the limit of %zu bytes", path,
+                           max_bytes);
+        goto fail;
+    }
+    buf[len] = '\0';
+    fclose(fp);
+    *data = buf;
+    *size = len;
+    return CLF_OK;
+
+fail:
+    if (fp != NULL)
+        fclose(fp);
+    free(buf);
+    return st;
+}
+
+/* The directory part of path ("." when there is none). malloc'ed. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        return strdup(".");
+    if (slash == path)
+        return strdup("/");
+    size_t n = (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (d != NULL) {
+        memcpy(d, path, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+static void atomic_free(clf_file_atomic *f)
+{
+    free(f->path);
+    free(f->tmp_path);
+    free(f);
+}
+
+clf_status clf_file_atomic_open(const char *path, clf_file_atomic **out, clf_error *err)
+{
+    clf_status st = CLF_OK;
+    clf_file_atomic *f = NULL;
+    int fd = -1;
+
+    *out = NULL;
+    if (path == NULL || path[0] == '\0') {
+        st = clf_error_set(err, CLF_ERR_ARG, "an empty path was given for writing");
+        goto fail;
+    }
+    f = calloc(1, sizeof *f);
+    if (f == NULL)
+        goto oom;
+    size_t n = strlen(path);
+    f->path = strdup(path);
+    f->tmp_path = malloc(n + 32);
+    if (f->path == NULL || f->tmp_path == NULL)
+        goto oom;
+    snprintf(f->tmp_path, n + 32, "%s.tmp.%ld", path, (long)getpid());
+    fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        st = clf_error_set(err, CLF_ERR_IO, "cannot create %s (to write %s): %s", f->tmp_path,
+                           path, strerror(errno));
+        goto fail;
+    }
+    f->fp = fdopen(fd, "wb");
+    if (f->fp == NULL) {
+        st = clf_error_set(err, CLF_ERR_IO, "cannot open %s: %s", f->tmp_path, strerror(errno));
+        close(fd);
+        unlink(f->tmp_path);
+        goto fail;
+    }
+    *out = f;
+    return CLF_OK;
+
+oom:
+    st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory opening %s for writing", path);
+fail:
+    if (f != NULL)
+        atomic_free(f);
+    return st;
+}
+
+clf_status clf_file_atomic_write(clf_file_atomic *f, const void *data, size_t n, clf_error *err)
+{
+    if (f->failed)
+        return clf_error_set(err, CLF_ERR_IO, "writing %s: an earlier write failed", f->path);
+    if (n == 0)
+        return CLF_OK;
+    if (fwrite(data, 1, n, f->fp) != n) {
+        f->failed = 1;
+        return clf_error_set(err, CLF_ERR_IO, "cannot write %s: %s", f->tmp_path,
+                             strerror(errno));
+    }
+    return CLF_OK;
+}
+
+clf_status clf_file_atomic_commit(clf_file_atomic *f, clf_error *err)
+{
+    clf_status st = CLF_OK;
+    char *dir = NULL;
+    FILE *fp = f->fp;
+
+    f->fp = NULL;
+    if (f->failed) {
+        st = clf_error_set(err, CLF_ERR_IO, "writing %s: an earlier write failed", f->path);
+        fclose(fp);
+        goto fail;
+    }
+    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
+        st = clf_error_set(err, CLF_ERR_IO, "cannot write %s: %s", f->tmp_path, strerror(errno));
+        fclose(fp);
+        goto fail;
+    }
+    if (fclose(fp) != 0) {
+        st = clf_error_set(err, CLF_ERR_IO, "cannot close %s: %s", f->tmp_path, strerror(errno));
+        goto fail;
+    }
+    if (rename(f->tmp_path, f->path) != 0) {
+        st = clf_error_set(err, CLF_ERR_IO, "cannot rename %s to %s: %s", f->tmp_path, f->path,
+                           strerror(errno));
+        goto fail;
+    }
+    dir = dir_of(f->path);
+    if (dir != NULL) {
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            if (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP) {
+                st = clf_error_set(err, CLF_ERR_IO, "wrote %s but cannot sync its directory: %s",
+                                   f->path, strerror(errno));
+            }
+            close(dfd);
+        }
+        free(dir);
+    }
+    atomic_free(f);
+    return st;
+
+fail:
+    unlink(f->tmp_path);
+    atomic_free(f);
+    return st;
+}
+
+void clf_file_atomic_abort(clf_file_atomic *f)
+{
+    if (f == NULL)
+        return;
+    if (f->fp != NULL)
+        fclose(f->fp);
+    unlink(f->tmp_path);
+    atomic_free(f);
+}
+
+const char *clf_file_atomic_tmp_path(const clf_file_atomic *f) { return f->tmp_path; }
+
+clf_status clf_file_write_atomic(const char *path, const void *data, size_t size, clf_error *err)
+{
+    clf_file_atomic *f = NULL;
+    clf_status st = clf_file_atomic_open(path, &f, err);
+    if (st != CLF_OK)
+        return st;
+    st = clf_file_atomic_write(f, data, size, err);
+    if (st != CLF_OK) {
+        clf_file_atomic_abort(f);
+        return st;
+    }
+    return clf_file_atomic_commit(f, err);
+}
+
+/* zlib's gzerror() message, without the "path: " it starts with */
+static const char *gz_message(gzFile f, const char *path, int *zerr)
+{
+    const char *msg = gzerror(f, zerr);
+    size_t n = strlen(path);
+    if (msg == NULL)
+        return "";
+    if (strncmp(msg, path, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')
+        msg += n + 2;
+    return msg;
+}
+
+clf_status clf_file_read_text(const char *path, size_t max_bytes, char **text, size_t *len,
+                              clf_error *err)
+{
+    clf_status st = CLF_OK;
+    char *buf = NULL;
+    size_t n = 0, cap = (size_t)1 << 20;
+    gzFile f = NULL;
+    struct stat sb;
+    *text = NULL;
+    *len = 0;
+    if (stat(path, &sb) != 0)
+        return clf_error_set(err, CLF_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return clf_error_set(err, CLF_ERR_IO, "%s is not a regular file", path);
+    errno = 0;
+    f = gzopen(path, "rb");
+    if (f == NULL)
+        return clf_error_set(err, CLF_ERR_IO, "cannot open %s: %s", path,
+                             errno ? strerror(errno) : "out of memory");
+    gzbuffer(f, 1u << 17);
+    if ((buf = malloc(cap + 1)) == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "cannot allocate %zu bytes to read %s", cap,
+                           path);
+        goto done;
+    }
+    for (;;) {
+        if (n > max_bytes) {
+            st = clf_error_set(err, CLF_ERR_IO, "%s is larger than %zu bytes (decompressed)",
+                               path, max_bytes);
+            goto done;
+        }
+        if (n == cap) {
+            char *nb = realloc(buf, 2 * cap + 1);
+            if (nb == NULL) {
+                st = clf_error_set(err, CLF_ERR_MEMORY, "cannot allocate %zu bytes to read %s",
+                                   2 * cap + 1, path);
+                goto done;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t want = cap - n > (1u << 30) ? (1u << 30) : cap - n;
+        int got = gzread(f, buf + n, (unsigned)want);
+        if (got < 0) {
+            int zerr = 0;
+            const char *msg = gz_message(f, path, &zerr);
+            st = clf_error_set(err, zerr == Z_ERRNO ? CLF_ERR_IO : CLF_ERR_FORMAT,
+                               "reading %s: %s", path, zerr == Z_ERRNO ? strerror(errno) : msg);
+            goto done;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    {
+        /* zlib reports a truncated stream only in its state, not by gzread() */
+        int zerr = Z_OK;
+        const char *msg = gz_message(f, path, &zerr);
+        if (zerr != Z_OK && zerr != Z_STREAM_END) {
+            st = clf_error_set(err, CLF_ERR_FORMAT, "reading %s: %s (a corrupt or truncated "
+                                                    "gzip file)",
+                               path, msg);
+            goto done;
+        }
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    buf = NULL;
+done:
+    gzclose_r(f);
+    free(buf);
+    return st;
+}

@@ -1,0 +1,215 @@
+/*
+ * ops_attention.c - host wrappers of cl/attention.cl: moving heads between
+ * [B, T, NH*HS] slabs and [B, NH, T, HS], and single-query decode attention
+ * against a KV cache.
+ *
+ * Design: the layout kernels give one work-item a whole head row (HS floats)
+ * on CPUs and one float on GPUs; decode runs one work-group of a fixed
+ * power-of-two size per (b, head) with the scores kept in local memory, so
+ * L is limited by the device's local memory (checked here, reported as
+ * CLF_ERR_UNSUPPORTED).
+ *
+ * Not here: causal/padded full-sequence attention (GEMM + softmax in model/).
+ */
+#include <string.h>
+
+#include "model/ops/ops.h"
+#include "model/ops/ops_internal.h"
+
+#define U32_MAX_SZ ((size_t)0xFFFFFFFFu)
+
+static clf_status layout_launch(clf_runtime *rt, const char *name, clf_ptr out, clf_ptr in,
+                                size_t B, size_t T, size_t NH, size_t HS, size_t row_stride,
+                                int with_acc, int accumulate, clf_error *err)
+{
+    clf_kernel *k = NULL;
+    clf_status st;
+    if (row_stride < NH * HS || B * T * row_stride > U32_MAX_SZ || B * NH * T * HS > U32_MAX_SZ) {
+        st = clf_error_set(err, CLF_ERR_ARG,
+                           "row stride %zu below NH*HS = %zu, or sizes B=%zu T=%zu too large "
+                           "for 32-bit indexing",
+                           row_stride, NH * HS, B, T);
+        goto fail;
+    }
+    st = clf_kernel_get(rt, "attention", name, &k, err);
+    if (st != CLF_OK)
+        goto fail;
+    size_t rows = B * T * NH;
+    if (rows == 0 || HS == 0)
+        return CLF_OK;
+    uint32_t span = clf_ops_is_cpu(rt) ? (uint32_t)HS : 1u;
+    uint32_t nspan = (uint32_t)((HS + span - 1) / span);
+    size_t global = rows * nspan;
+    size_t local = clf_ops_group_size(k, clf_ops_is_cpu(rt) ? 16 : 256);
+    clf_arg a[12];
+    int na = 0;
+    a[na++] = CLF_ARG_BUF(out.buf);
+    a[na++] = CLF_ARG_U64(out.off);
+    a[na++] = CLF_ARG_BUF(in.buf);
+    a[na++] = CLF_ARG_U64(in.off);
+    a[na++] = CLF_ARG_U32(rows);
+    a[na++] = CLF_ARG_U32(T);
+    a[na++] = CLF_ARG_U32(NH);
+    a[na++] = CLF_ARG_U32(HS);
+    a[na++] = CLF_ARG_U32(row_stride);
+    if (with_acc)
+        a[na++] = CLF_ARG_I32(accumulate ? 1 : 0);
+    a[na++] = CLF_ARG_U32(span);
+    a[na++] = CLF_ARG_U32(nspan);
+    st = clf_kernel_launch(rt, k, 1, &global, &local, na, a, err);
+    if (st != CLF_OK)
+        goto fail;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "%s", name);
+    return st;
+}
+
+clf_status clf_op_heads_split(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B, size_t T,
+                              size_t NH, size_t HS, size_t row_stride, clf_error *err)
+{
+    return layout_launch(rt, "heads_split", out, in, B, T, NH, HS, row_stride, 0, 0, err);
+}
+
+clf_status clf_op_heads_merge(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B, size_t T,
+                              size_t NH, size_t HS, size_t row_stride, int accumulate,
+                              clf_error *err)
+{
+    return layout_launch(rt, "heads_merge", out, in, B, T, NH, HS, row_stride, 1, accumulate,
+                         err);
+}
+
+clf_status clf_op_attn_decode_group(clf_runtime *rt, size_t group, clf_ptr out, clf_ptr q,
+                                    clf_ptr kcache, clf_ptr vcache, clf_ptr keep,
+                                    size_t keep_stride, size_t B, size_t NH, size_t HS,
+                                    size_t Tmax, size_t L, float scale, clf_error *err)
+{
+    const int has_keep = keep.buf != NULL;
+    const char *what = has_keep ? "attn_decode_keep" : "attn_decode";
+    clf_kernel *k = NULL;
+    clf_status st;
+    if (L == 0 || L > Tmax || HS == 0 || NH == 0 || B * NH * Tmax * HS > U32_MAX_SZ ||
+        (has_keep && (keep_stride < L || B * keep_stride > U32_MAX_SZ))) {
+        st = clf_error_set(err, CLF_ERR_ARG,
+                           "need 1 <= L (%zu) <= Tmax (%zu), HS (%zu) and NH (%zu) >= 1, the "
+                           "cache under 2^32 floats and a keep stride (%zu) >= L",
+                           L, Tmax, HS, NH, keep_stride);
+        goto fail;
+    }
+    st = clf_kernel_get(rt, "attention", "attn_decode", &k, err);
+    if (st != CLF_OK)
+        goto fail;
+    if (B == 0)
+        return CLF_OK;
+    size_t W = group ? group : clf_ops_group_size(k, clf_ops_is_cpu(rt) ? 16 : 128);
+    size_t lbytes = (HS + L + W) * sizeof(float);
+    const clf_device_info *di = clf_runtime_device(rt);
+    if (di->local_mem != 0 && lbytes > di->local_mem) {
+        st = clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                           "a cache of %zu positions with head size %zu needs %zu bytes of "
+                           "local memory; %s has %llu",
+                           L, HS, lbytes, di->name, (unsigned long long)di->local_mem);
+        goto fail;
+    }
+    size_t global = B * NH * W;
+    clf_ptr mask = has_keep ? keep : q; /* any valid buffer when absent */
+    clf_arg a[] = {
+        CLF_ARG_PTR(out),        CLF_ARG_PTR(q),          CLF_ARG_PTR(kcache),
+        CLF_ARG_PTR(vcache),     CLF_ARG_PTR(mask),       CLF_ARG_U32(keep_stride),
+        CLF_ARG_I32(has_keep),   CLF_ARG_U32(NH),         CLF_ARG_U32(HS),
+        CLF_ARG_U32(Tmax),       CLF_ARG_U32(L),          CLF_ARG_F32(scale),
+        CLF_ARG_LOCAL(HS * sizeof(float)),
+        CLF_ARG_LOCAL(L * sizeof(float)),
+        CLF_ARG_LOCAL(W * sizeof(float)),
+    };
+    if ((st = clf_kernel_launch(rt, k, 1, &global, &W, CLF_NARGS(a), a, err)) != CLF_OK)
+        goto fail;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "%s", what);
+    return st;
+}
+
+clf_status clf_op_attn_decode(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
+                              clf_ptr vcache, size_t B, size_t NH, size_t HS, size_t Tmax,
+                              size_t L, float scale, clf_error *err)
+{
+    return clf_op_attn_decode_group(rt, 0, out, q, kcache, vcache, (clf_ptr){NULL, 0}, 0, B,
+                                    NH, HS, Tmax, L, scale, err);
+}
+
+clf_status clf_op_attn_decode_keep(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
+                                   clf_ptr vcache, clf_ptr keep, size_t keep_stride, size_t B,
+                                   size_t NH, size_t HS, size_t Tmax, size_t L, float scale,
+                                   clf_error *err)
+{
+    if (keep.buf == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "attn_decode_keep: no keep mask");
+    return clf_op_attn_decode_group(rt, 0, out, q, kcache, vcache, keep, keep_stride, B, NH, HS,
+                                    Tmax, L, scale, err);
+}
+
+/* ---- KV cache ---- */
+
+clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, clf_ptr src, size_t B, size_t T,
+                           size_t NH, size_t HS, size_t row_stride, size_t Tmax, size_t pos0,
+                           clf_error *err)
+{
+    clf_kernel *k = NULL;
+    clf_status st;
+    size_t n = B * NH * T * HS;
+    if (pos0 + T > Tmax || row_stride < NH * HS || B * NH * Tmax * HS > U32_MAX_SZ ||
+        B * T * row_stride > U32_MAX_SZ) {
+        st = clf_error_set(err, CLF_ERR_ARG,
+                           "positions [%zu, %zu) do not fit a cache of %zu, the row stride %zu is "
+                           "below NH*HS = %zu, or the sizes are over 2^32 floats",
+                           pos0, pos0 + T, Tmax, row_stride, NH * HS);
+        goto fail;
+    }
+    if (n == 0)
+        return CLF_OK;
+    if ((st = clf_kernel_get(rt, "attention", "kv_store", &k, err)) != CLF_OK)
+        goto fail;
+    size_t local = clf_ops_local_1d(rt, k);
+    clf_arg a[] = {CLF_ARG_PTR(cache),      CLF_ARG_PTR(src),  CLF_ARG_U32(n),
+                   CLF_ARG_U32(T),          CLF_ARG_U32(NH),   CLF_ARG_U32(HS),
+                   CLF_ARG_U32(row_stride), CLF_ARG_U32(Tmax), CLF_ARG_U32(pos0)};
+    if ((st = clf_kernel_launch(rt, k, 1, &n, &local, CLF_NARGS(a), a, err)) != CLF_OK)
+        goto fail;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "kv_store");
+    return st;
+}
+
+clf_status clf_op_cache_gather(clf_runtime *rt, clf_ptr dst, clf_ptr src, clf_ptr index,
+                               size_t rows, size_t G, size_t len, size_t stride,
+                               clf_error *err)
+{
+    clf_kernel *k = NULL;
+    clf_status st;
+    size_t n = rows * G * len;
+    if (len > stride || rows * G * stride > U32_MAX_SZ) {
+        st = clf_error_set(err, CLF_ERR_ARG,
+                           "rows of %zu elements do not fit a stride of %zu, or the tensor is "
+                           "over 2^32 elements",
+                           len, stride);
+        goto fail;
+    }
+    if (n == 0)
+        return CLF_OK;
+    if ((st = clf_kernel_get(rt, "attention", "cache_gather", &k, err)) != CLF_OK)
+        goto fail;
+    size_t local = clf_ops_local_1d(rt, k);
+    int use_index = index.buf != NULL;
+    clf_ptr idx = use_index ? index : src; /* any valid buffer when unused */
+    clf_arg a[] = {CLF_ARG_PTR(dst),   CLF_ARG_PTR(src), CLF_ARG_PTR(idx),
+                   CLF_ARG_I32(use_index), CLF_ARG_U32(n), CLF_ARG_U32(G),
+                   CLF_ARG_U32(len),   CLF_ARG_U32(stride)};
+    if ((st = clf_kernel_launch(rt, k, 1, &n, &local, CLF_NARGS(a), a, err)) != CLF_OK)
+        goto fail;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "cache_gather");
+    return st;
+}

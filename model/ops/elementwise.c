@@ -1,0 +1,243 @@
+/*
+ * ops_elementwise.c - host wrappers of cl/elementwise.cl: add, scale, axpy,
+ * activations forward and backward, fused bias + activation, the bias
+ * gradient, SwiGLU.
+ *
+ * Design: each wrapper checks its arguments, fetches its kernel (the runtime
+ * caches kernels by name), and enqueues one launch with a work-group size
+ * fixed per kernel and device. Activations map to kernels named
+ * act_forward_<act> etc.; no kernel switches on the activation at run time.
+ * CLF_ACT_NONE forward/backward become a buffer copy (or nothing when the
+ * pointers coincide) or an axpy.
+ *
+ * Not here: dropout (random.c), reductions
+ * (ops_reduce.c).
+ */
+#include <stdio.h>
+
+#include "model/ops/ops_internal.h"
+
+static const char *act_name(clf_act act)
+{
+    switch (act) {
+    case CLF_ACT_NONE: return "none";
+    case CLF_ACT_RELU: return "relu";
+    case CLF_ACT_GELU_ERF: return "gelu_erf";
+    case CLF_ACT_GELU_TANH: return "gelu_tanh";
+    case CLF_ACT_SILU: return "silu";
+    }
+    return NULL;
+}
+
+static int same_ptr(clf_ptr a, clf_ptr b) { return a.buf == b.buf && a.off == b.off; }
+
+static clf_status need(clf_ptr p, const char *op, const char *what, clf_error *err)
+{
+    if (p.buf == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "%s: %s is a NULL buffer", op, what);
+    return CLF_OK;
+}
+
+/* One 1-D launch over n elements, 8 per work-item. */
+/* Elements per work-item: add, scale and axpy take 8; the activation kernels
+ * CLF_ACT_W = 16 (elementwise.cl). */
+enum { ELEM_W = 8, ACT_W = 16 };
+
+static clf_status launch_1d(clf_runtime *rt, const char *name, size_t n, size_t per_item,
+                            int nargs, const clf_arg *args, clf_error *err)
+{
+    clf_kernel *k;
+    clf_status st = clf_kernel_get(rt, "elementwise", name, &k, err);
+    if (st != CLF_OK)
+        return st;
+    size_t global = (n + per_item - 1) / per_item, local = clf_ops_local_1d(rt, k);
+    return clf_kernel_launch(rt, k, 1, &global, &local, nargs, args, err);
+}
+
+/* One 2-D launch over [R, N]: dimension 0 groups of 8 columns, dimension 1
+ * rows; work-groups of 64 x 1. */
+static clf_status launch_2d(clf_runtime *rt, const char *name, size_t R, size_t N, int nargs,
+                            const clf_arg *args, clf_error *err)
+{
+    clf_kernel *k;
+    clf_status st = clf_kernel_get(rt, "elementwise", name, &k, err);
+    if (st != CLF_OK)
+        return st;
+    size_t lx = clf_ops_group_size(k, 64), ly = clf_ops_group_size(k, 64) / lx;
+    if (ly == 0)
+        ly = 1;
+    size_t global[2] = {(N + 7) / 8, R}, local[2] = {lx, ly};
+    return clf_kernel_launch(rt, k, 2, global, local, nargs, args, err);
+}
+
+/* ---- add, scale, axpy ---------------------------------------------------------- */
+
+clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t n,
+                      clf_error *err)
+{
+    if (n == 0)
+        return CLF_OK;
+    if (need(out, "add", "out", err) || need(a, "add", "a", err) || need(b, "add", "b", err))
+        return CLF_ERR_ARG;
+    clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(a), CLF_ARG_PTR(b), CLF_ARG_U64(n)};
+    return launch_1d(rt, "add_f32", n, ELEM_W, CLF_NARGS(args), args, err);
+}
+
+clf_status clf_op_residual(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr residual, size_t n,
+                           clf_error *err)
+{
+    return clf_op_add(rt, out, x, residual, n, err);
+}
+
+clf_status clf_op_scale(clf_runtime *rt, clf_ptr out, clf_ptr in, float s, size_t n,
+                        clf_error *err)
+{
+    if (n == 0)
+        return CLF_OK;
+    if (need(out, "scale", "out", err) || need(in, "scale", "in", err))
+        return CLF_ERR_ARG;
+    clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_F32(s), CLF_ARG_U64(n)};
+    return launch_1d(rt, "scale_f32", n, ELEM_W, CLF_NARGS(args), args, err);
+}
+
+clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n, clf_error *err)
+{
+    if (n == 0)
+        return CLF_OK;
+    if (need(y, "axpy", "y", err) || need(x, "axpy", "x", err))
+        return CLF_ERR_ARG;
+    clf_arg args[] = {CLF_ARG_PTR(y), CLF_ARG_F32(a), CLF_ARG_PTR(x), CLF_ARG_U64(n)};
+    return launch_1d(rt, "axpy_f32", n, ELEM_W, CLF_NARGS(args), args, err);
+}
+
+/* ---- activations --------------------------------------------------------------- */
+
+clf_status clf_op_act_forward(clf_runtime *rt, clf_act act, clf_ptr out, clf_ptr in, size_t n,
+                              clf_error *err)
+{
+    const char *an = act_name(act);
+    if (an == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "act_forward: unknown activation %d", (int)act);
+    if (n == 0)
+        return CLF_OK;
+    if (need(out, "act_forward", "out", err) || need(in, "act_forward", "in", err))
+        return CLF_ERR_ARG;
+    if (act == CLF_ACT_NONE) {
+        if (same_ptr(out, in))
+            return CLF_OK;
+        return clf_buffer_copy(rt, in.buf, in.off * sizeof(float), out.buf,
+                               out.off * sizeof(float), n * sizeof(float), err);
+    }
+    char name[64];
+    snprintf(name, sizeof name, "act_forward_%s", an);
+    clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_U64(n)};
+    return launch_1d(rt, name, n, ACT_W, CLF_NARGS(args), args, err);
+}
+
+clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_ptr dout,
+                               clf_ptr in, size_t n, int accumulate, clf_error *err)
+{
+    const char *an = act_name(act);
+    if (an == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "act_backward: unknown activation %d", (int)act);
+    if (n == 0)
+        return CLF_OK;
+    if (need(din, "act_backward", "din", err) || need(dout, "act_backward", "dout", err))
+        return CLF_ERR_ARG;
+    if (act == CLF_ACT_NONE) {
+        if (accumulate)
+            return clf_op_axpy(rt, din, 1.0f, dout, n, err);
+        if (same_ptr(din, dout))
+            return CLF_OK;
+        return clf_buffer_copy(rt, dout.buf, dout.off * sizeof(float), din.buf,
+                               din.off * sizeof(float), n * sizeof(float), err);
+    }
+    if (need(in, "act_backward", "in", err))
+        return CLF_ERR_ARG;
+    char name[64];
+    snprintf(name, sizeof name, "act_backward_%s", an);
+    clf_arg args[] = {CLF_ARG_PTR(din), CLF_ARG_PTR(dout), CLF_ARG_PTR(in), CLF_ARG_U64(n),
+                      CLF_ARG_I32(accumulate ? 1 : 0)};
+    return launch_1d(rt, name, n, ACT_W, CLF_NARGS(args), args, err);
+}
+
+clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_ptr bias,
+                                   clf_ptr out, size_t R, size_t N, clf_error *err)
+{
+    const char *an = act_name(act);
+    if (an == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "bias_act_forward: unknown activation %d",
+                             (int)act);
+    if (R == 0 || N == 0)
+        return CLF_OK;
+    if (need(h, "bias_act_forward", "h", err) || need(out, "bias_act_forward", "out", err))
+        return CLF_ERR_ARG;
+    int has_bias = bias.buf != NULL;
+    if (act == CLF_ACT_NONE && !has_bias && same_ptr(h, out))
+        return CLF_OK;
+    char name[64];
+    snprintf(name, sizeof name, "bias_act_%s", an);
+    clf_ptr b = has_bias ? bias : h; /* any valid buffer when absent */
+    clf_arg args[] = {CLF_ARG_PTR(h), CLF_ARG_PTR(b), CLF_ARG_I32(has_bias), CLF_ARG_PTR(out),
+                      CLF_ARG_U64(R), CLF_ARG_U64(N)};
+    return launch_1d(rt, name, R * ((N + ACT_W - 1) / ACT_W) * ACT_W, ACT_W, CLF_NARGS(args),
+                     args, err);
+}
+
+clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dbias, clf_ptr d,
+                                   size_t R, size_t N, int accumulate, clf_error *err)
+{
+    if (N == 0)
+        return CLF_OK;
+    if (need(dbias, "bias_backward", "dbias", err) || need(d, "bias_backward", "d", err))
+        return CLF_ERR_ARG;
+    path = clf_ops_path_resolve(rt, path);
+    clf_arg args[] = {CLF_ARG_PTR(dbias), CLF_ARG_PTR(d), CLF_ARG_U64(R), CLF_ARG_U64(N),
+                      CLF_ARG_I32(accumulate ? 1 : 0)};
+    clf_kernel *k;
+    clf_status st;
+    if (path == CLF_OPS_PATH_ITEM) {
+        st = clf_kernel_get(rt, "elementwise", "bias_backward_item", &k, err);
+        if (st != CLF_OK)
+            return st;
+        size_t global = (N + CLF_OPS_COL_W - 1) / CLF_OPS_COL_W, local = 1;
+        return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
+    }
+    st = clf_kernel_get(rt, "elementwise", "bias_backward_group", &k, err);
+    if (st != CLF_OK)
+        return st;
+    size_t global[2] = {N, CLF_OPS_COLS_Y}, local[2] = {CLF_OPS_COLS_X, CLF_OPS_COLS_Y};
+    return clf_kernel_launch(rt, k, 2, global, local, CLF_NARGS(args), args, err);
+}
+
+clf_status clf_op_bias_backward(clf_runtime *rt, clf_ptr dbias, clf_ptr d, size_t R, size_t N,
+                                int accumulate, clf_error *err)
+{
+    return clf_op_bias_backward_ex(rt, CLF_OPS_PATH_AUTO, dbias, d, R, N, accumulate, err);
+}
+
+/* ---- SwiGLU ----------------------------------------------------------------------- */
+
+clf_status clf_op_swiglu_forward(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t R, size_t H,
+                                 clf_error *err)
+{
+    if (R == 0 || H == 0)
+        return CLF_OK;
+    if (need(out, "swiglu_forward", "out", err) || need(in, "swiglu_forward", "in", err))
+        return CLF_ERR_ARG;
+    clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_U64(R), CLF_ARG_U64(H)};
+    return launch_2d(rt, "swiglu_forward", R, H, CLF_NARGS(args), args, err);
+}
+
+clf_status clf_op_swiglu_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, clf_ptr in,
+                                  size_t R, size_t H, clf_error *err)
+{
+    if (R == 0 || H == 0)
+        return CLF_OK;
+    if (need(din, "swiglu_backward", "din", err) || need(dout, "swiglu_backward", "dout", err) ||
+        need(in, "swiglu_backward", "in", err))
+        return CLF_ERR_ARG;
+    clf_arg args[] = {CLF_ARG_PTR(din), CLF_ARG_PTR(dout), CLF_ARG_PTR(in), CLF_ARG_U64(R),
+                      CLF_ARG_U64(H)};
+    return launch_2d(rt, "swiglu_backward", R, H, CLF_NARGS(args), args, err);
+}

@@ -1,0 +1,256 @@
+/*
+ * ops.h - host-side wrappers of the device kernels: the contract between the
+ * kernels in cl/ and the model graph. One section per kernel family, in the
+ * order elementwise, reduce, softmax, norm, embed, attention, loss, random,
+ * optim; each family's wrappers are model/ops/<family>.c and its kernels
+ * cl/<family>.cl.
+ *
+ * Every op enqueues work on the runtime's in-order queue and returns; nothing
+ * here waits or reads back, nothing allocates device memory. Pointers are
+ * clf_ptr (buffer + element offset). Sizes use llm.c's letters: B batch,
+ * T time (query length), S source/key length, C channels, NH heads, HS head
+ * size, V vocabulary, R rows, N columns, n element count.
+ *
+ * Conventions
+ * - Layouts are row-major; activations are [B, T, C]. Linear weights are
+ *   stored as PyTorch's nn.Linear, [out, in], so y = x W^T + b.
+ * - "_backward" ops ACCUMULATE (+=) into parameter gradients (dweight,
+ *   dbias, dwte, ...) and into the input gradient named `din`/`dx` only when
+ *   the parameter `accumulate` says so; otherwise they overwrite.
+ * - Reductions are deterministic: no floating-point atomics, a fixed order,
+ *   so a seed reproduces a run bit for bit.
+ * - Integer tensors (token ids, targets, masks) are int32 in device memory.
+ */
+#ifndef CLF_OPS_H
+#define CLF_OPS_H
+
+#include "runtime/runtime.h"
+
+/* ---- elementwise (cl/elementwise.cl) ------------------------------------ */
+
+clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t n,
+                      clf_error *err); /* out = a + b (out may alias a or b) */
+clf_status clf_op_scale(clf_runtime *rt, clf_ptr out, clf_ptr in, float s, size_t n,
+                        clf_error *err); /* out = s * in */
+clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n,
+                       clf_error *err); /* y += a * x */
+/* out = a + b, elementwise, for the residual stream (alias of add kept for
+ * readability at call sites where one operand is the residual). */
+clf_status clf_op_residual(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr residual,
+                           size_t n, clf_error *err);
+
+typedef enum clf_act {
+    CLF_ACT_NONE = 0,
+    CLF_ACT_RELU,
+    CLF_ACT_GELU_ERF,  /* x * Phi(x), PyTorch nn.GELU() */
+    CLF_ACT_GELU_TANH, /* PyTorch nn.GELU(approximate="tanh"), GPT-2 */
+    CLF_ACT_SILU,
+} clf_act;
+
+/* out = act(in) */
+clf_status clf_op_act_forward(clf_runtime *rt, clf_act act, clf_ptr out, clf_ptr in, size_t n,
+                              clf_error *err);
+/* din (=|+=) dout * act'(in) */
+clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_ptr dout,
+                               clf_ptr in, size_t n, int accumulate, clf_error *err);
+/* Fused bias + activation over [R, N]: h[r,c] += bias[c] (in place, kept as the
+ * pre-activation for backward); out[r,c] = act(h[r,c]). act NONE: only the
+ * bias add (out may equal h). bias.buf NULL: no bias. */
+clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_ptr bias,
+                                   clf_ptr out, size_t R, size_t N, clf_error *err);
+/* dbias[c] (=|+=) sum_r d[r,c]; column sums of [R, N]. */
+clf_status clf_op_bias_backward(clf_runtime *rt, clf_ptr dbias, clf_ptr d, size_t R, size_t N,
+                                int accumulate, clf_error *err);
+/* SwiGLU over [R, 2H] -> [R, H]: out = silu(g) * u with g = in[:, :H],
+ * u = in[:, H:]. Backward writes din [R, 2H]. */
+clf_status clf_op_swiglu_forward(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t R, size_t H,
+                                 clf_error *err);
+clf_status clf_op_swiglu_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, clf_ptr in,
+                                  size_t R, size_t H, clf_error *err);
+
+/* ---- reductions (cl/reduce.cl) ------------------------------------------ */
+
+clf_status clf_op_row_sum(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t R, size_t N,
+                          clf_error *err); /* out[r] = sum_c in[r,c] */
+clf_status clf_op_row_max(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t R, size_t N,
+                          clf_error *err); /* out[r] = max_c in[r,c] */
+/* out[0] = sum of squares of in[0..n) (deterministic two-stage reduction).
+ * scratch must hold at least clf_op_sumsq_scratch(rt, n) floats. */
+size_t clf_op_sumsq_scratch(clf_runtime *rt, size_t n);
+clf_status clf_op_sumsq(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t n, clf_ptr scratch,
+                        clf_error *err);
+/* out[0] = mean of in[0..n), same scratch rule; n = 0 is CLF_ERR_ARG. */
+clf_status clf_op_mean(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t n, clf_ptr scratch,
+                       clf_error *err);
+
+/* Pooling (cl/reduce.cl): mean over the kept positions: out [B, C] from x [B, S, C] and keep int32
+ * [B, S] (a row without kept positions gives 0). Backward overwrites
+ * dx [B, S, C] = keep ? dout / count : 0. */
+clf_status clf_op_mean_pool_forward(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr keep,
+                                    size_t B, size_t S, size_t C, clf_error *err);
+clf_status clf_op_mean_pool_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dout, clf_ptr keep,
+                                     size_t B, size_t S, size_t C, clf_error *err);
+
+/* ---- softmax (cl/softmax.cl) --------------------------------------------- */
+
+/* Row-wise y = softmax(scale * x + mask) over [R, N], numerically stable.
+ * A masked entry gets probability 0; a fully-masked row is all zeros (not NaN).
+ * Masks, all optional and combinable:
+ *  - additive: float [additive_rows, N]; row r uses row r % additive_rows.
+ *  - keep: int32 [G, N], nonzero = attend; row r uses row r / keep_group_rows
+ *    (padding masks: group = batch, keep_group_rows = NH * T).
+ *  - causal: row r is query q = r % causal_T; columns j > q + (N - causal_T)
+ *    are masked (so with a KV cache of N >= T keys the last T queries align).
+ * A mask given with additive_rows or keep_group_rows = 0 is CLF_ERR_ARG. */
+typedef struct clf_softmax_mask {
+    clf_ptr additive; /* buf NULL = none */
+    size_t additive_rows;
+    clf_ptr keep; /* buf NULL = none */
+    size_t keep_group_rows;
+    size_t causal_T; /* 0 = not causal */
+} clf_softmax_mask;
+
+clf_status clf_op_softmax_forward(clf_runtime *rt, clf_ptr y, clf_ptr x, size_t R, size_t N,
+                                  float scale, const clf_softmax_mask *mask, clf_error *err);
+/* dx = scale * y * (dy - sum_c dy*y); masked entries (y = 0) get 0. */
+clf_status clf_op_softmax_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dy, clf_ptr y, size_t R,
+                                   size_t N, float scale, clf_error *err);
+
+/* ---- normalisation (cl/norm.cl) ------------------------------------------ */
+
+/* LayerNorm over the last dim of [R, N]: out = (x - mean) * rstd * w + b.
+ * Saves mean[R] and rstd[R] for backward. b.buf NULL = no bias. */
+clf_status clf_op_layernorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr mean, clf_ptr rstd,
+                                    clf_ptr x, clf_ptr w, clf_ptr b, size_t R, size_t N,
+                                    float eps, clf_error *err);
+/* dx (=|+=) ...; dw += ..., db += ... (parameter grads always accumulate).
+ * A NULL dx, dw or db (buf NULL) skips that gradient. N = 0 is CLF_ERR_ARG. */
+clf_status clf_op_layernorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr db,
+                                     clf_ptr dout, clf_ptr x, clf_ptr mean, clf_ptr rstd,
+                                     clf_ptr w, size_t R, size_t N, int accumulate,
+                                     clf_error *err);
+/* RMSNorm: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps). */
+clf_status clf_op_rmsnorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr rstd, clf_ptr x,
+                                  clf_ptr w, size_t R, size_t N, float eps, clf_error *err);
+clf_status clf_op_rmsnorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr dout,
+                                   clf_ptr x, clf_ptr rstd, clf_ptr w, size_t R, size_t N,
+                                   int accumulate, clf_error *err);
+
+/* ---- embeddings and positions (cl/embed.cl) ------------------------------ */
+
+/* out[b,t,:] = scale * wte[tokens[b,t], :] (+ wpe[pos0 + t, :] if wpe.buf).
+ * tokens int32 [B, T]. */
+clf_status clf_op_embed_forward(clf_runtime *rt, clf_ptr out, clf_ptr tokens, clf_ptr wte,
+                                clf_ptr wpe, size_t B, size_t T, size_t C, size_t pos0,
+                                float scale, clf_error *err);
+/* dwte[v,:] += scale * sum over (b,t) with tokens[b,t]==v of dout[b,t,:];
+ * dwpe[pos0+t,:] += sum_b dout[b,t,:] (if dwpe.buf). Deterministic. */
+clf_status clf_op_embed_backward(clf_runtime *rt, clf_ptr dwte, clf_ptr dwpe, clf_ptr dout,
+                                 clf_ptr tokens, size_t B, size_t T, size_t C, size_t V,
+                                 float scale, clf_error *err);
+/* x[b,t,:] += PE(pos0 + t) with the sinusoidal table of "Attention Is All You
+ * Need": PE[p, 2i] = sin(p / 10000^(2i/C)), PE[p, 2i+1] = cos(same). */
+clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t C,
+                               size_t pos0, clf_error *err);
+/* Rotary embedding in place on x laid out [B, T, NH, HS] with row stride
+ * `row_stride` floats between consecutive (b,t) (so q and k inside a fused
+ * qkv buffer can be rotated directly). rotate_half convention (GPT-NeoX / HF
+ * Llama): pairs (i, i + HS/2), angle = p * theta^(-2i/HS), p = pos0 + t.
+ * inverse = 1 applies the transpose rotation (the backward pass). */
+clf_status clf_op_rope(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t NH, size_t HS,
+                       size_t row_stride, size_t pos0, float theta, int inverse,
+                       clf_error *err);
+
+/* ---- attention layout (cl/attention.cl) ---------------------------------- */
+
+/* Split a [B, T, NH*HS] slab (rows of `row_stride` floats, e.g. 3C inside a
+ * fused qkv) into heads [B, NH, T, HS]; and the inverse. */
+clf_status clf_op_heads_split(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B, size_t T,
+                              size_t NH, size_t HS, size_t row_stride, clf_error *err);
+/* out [B, T, NH*HS] with rows of `row_stride` floats <- in [B, NH, T, HS].
+ * accumulate = 1 adds into out (used to gather q/k/v grads into dqkv). */
+clf_status clf_op_heads_merge(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B, size_t T,
+                              size_t NH, size_t HS, size_t row_stride, int accumulate,
+                              clf_error *err);
+/* Single-query attention against a KV cache, for generation:
+ * q [B, NH, HS], kcache/vcache [B, NH, Tmax, HS] with L valid positions,
+ * out [B, NH*HS]. Fused scores, softmax and weighted sum. */
+clf_status clf_op_attn_decode(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
+                              clf_ptr vcache, size_t B, size_t NH, size_t HS, size_t Tmax,
+                              size_t L, float scale, clf_error *err);
+/* The same over a keep-masked cache (cross-attention of one
+ * decoder position over the encoded source): q [B, NH, HS], kcache/vcache
+ * [B, NH, Tmax, HS] with L valid positions, keep int32 with row b at
+ * b * keep_stride (nonzero = attend), out [B, NH*HS]. A row with nothing
+ * kept gives zeros. Deterministic. */
+clf_status clf_op_attn_decode_keep(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
+                                   clf_ptr vcache, clf_ptr keep, size_t keep_stride, size_t B,
+                                   size_t NH, size_t HS, size_t Tmax, size_t L, float scale,
+                                   clf_error *err);
+
+/* KV cache (decoding; kernels in cl/attention.cl). Copy new keys (or values) from rows src [B, T, row_stride] (head h at
+ * columns h*HS..., e.g. k inside the fused qkv with row_stride 3C) into
+ * positions [pos0, pos0 + T) of a cache [B, NH, Tmax, HS]. */
+clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, clf_ptr src, size_t B, size_t T,
+                           size_t NH, size_t HS, size_t row_stride, size_t Tmax, size_t pos0,
+                           clf_error *err);
+
+/* Row gather of a cache-shaped tensor: for i < rows, g < G, j < len,
+ * dst[(i*G + g)*stride + j] = src[(r*G + g)*stride + j] with r = index[i]
+ * (int32 on the device; index.buf NULL: r = i). 32-bit words, copied bit
+ * for bit (floats or int32). dst must not overlap src. */
+clf_status clf_op_cache_gather(clf_runtime *rt, clf_ptr dst, clf_ptr src, clf_ptr index,
+                               size_t rows, size_t G, size_t len, size_t stride,
+                               clf_error *err);
+
+/* ---- loss (cl/loss.cl) ----------------------------------------------------- */
+
+/* Fused softmax + cross-entropy over logits [R, V] and int32 targets [R].
+ * Targets equal to ignore_index (e.g. -1 or pad) contribute no loss and no
+ * gradient. With label smoothing eps the target distribution is
+ * (1-eps) one-hot + eps/V uniform (PyTorch's definition).
+ * losses[r] = per-row loss (0 for ignored rows);
+ * dlogits[r,:] = grad_scale * (softmax - target dist) (0 for ignored rows);
+ * dlogits may alias logits. dlogits.buf NULL = forward only. */
+clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits,
+                                clf_ptr logits, clf_ptr targets, size_t R, size_t V,
+                                float label_smoothing, int ignore_index, float grad_scale,
+                                clf_error *err);
+
+/* ---- random numbers and dropout (cl/random.cl) ------------------------------ */
+
+/* Counter-based (Philox4x32-10) dropout: element i of a launch keyed by
+ * (seed, stream) is kept with probability 1-p and scaled by 1/(1-p). The
+ * same key reproduces the same mask, so backward regenerates it instead of
+ * storing it. out may alias in. p == 0 is a copy (or nothing when aliased). */
+clf_status clf_op_dropout_forward(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t n, float p,
+                                  uint64_t seed, uint64_t stream, clf_error *err);
+clf_status clf_op_dropout_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, size_t n,
+                                   float p, uint64_t seed, uint64_t stream, clf_error *err);
+/* The same generator on the host: Random123's philox4x32_R(10, ctr, key). */
+void clf_random_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* Whether dropout keeps element i of a launch keyed by (seed, stream), exactly
+ * as the device decides: word i % 4 of philox(ctr = (i/4 lo, i/4 hi, stream lo,
+ * stream hi), key = (seed lo, seed hi)) >= round(p * 2^32). */
+int clf_random_dropout_keep(uint64_t i, float p, uint64_t seed, uint64_t stream);
+
+/* ---- optimizer (cl/optim.cl) ------------------------------------------------ */
+
+/* Global gradient-norm clipping without a host round trip:
+ * gscale[0] = min(1, max_norm / (sqrt(sumsq[0]) + 1e-6)), gnorm[0] = sqrt(sumsq[0]).
+ * max_norm <= 0 -> gscale = 1. sumsq comes from clf_op_sumsq over the flat grads. */
+clf_status clf_op_clip_scale(clf_runtime *rt, clf_ptr gscale, clf_ptr gnorm, clf_ptr sumsq,
+                             float max_norm, clf_error *err);
+/* AdamW over one flat parameter buffer of n floats; elements [0, n_decay)
+ * get decoupled weight decay, the rest (biases, norms) none. Gradients are
+ * multiplied by gscale[0] first (the clip factor). step counts from 1.
+ * Adam (not W) is weight_decay = 0. */
+typedef struct clf_adamw_hparams {
+    float lr, beta1, beta2, eps, weight_decay;
+    int step;
+} clf_adamw_hparams;
+clf_status clf_op_adamw(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr m, clf_ptr v,
+                        clf_ptr gscale, size_t n, size_t n_decay, const clf_adamw_hparams *h,
+                        clf_error *err);
+
+#endif

@@ -1,0 +1,132 @@
+/*
+ * ops_internal.h - small helpers shared by the model/ops_*.c wrappers, and
+ * the explicit-variant entry points the tests use.
+ *
+ * Design
+ * - Row and column reductions have two kernel variants (see cl/reduce.cl):
+ *   "item" (one work-item per row, for CPUs, where local memory is emulated
+ *   in global memory and barriers are costly) and "group" (one work-group
+ *   per row with a local-memory tree, for GPUs). clf_ops_path_resolve()
+ *   picks one from the device; the public ops in ops.h use it. The *_ex
+ *   functions below take the variant explicitly so that tests exercise both
+ *   on any device.
+ * - Work-group sizes are fixed per kernel and device (PoCL specialises a
+ *   kernel again for every new local size): a power of two no larger than a
+ *   preferred size and the kernel's limit.
+ *
+ * Not here: anything public (ops.h), kernel code (cl/).
+ */
+#ifndef CLF_OPS_INTERNAL_H
+#define CLF_OPS_INTERNAL_H
+
+#include <string.h>
+
+#include "model/ops/ops.h"
+
+typedef enum clf_ops_path {
+    CLF_OPS_PATH_AUTO = 0,
+    CLF_OPS_PATH_ITEM,  /* one work-item per row (CPU) */
+    CLF_OPS_PATH_GROUP, /* one work-group per row (GPU) */
+} clf_ops_path;
+
+/* AUTO -> ITEM on CPUs or where local memory is emulated, else GROUP. */
+static inline clf_ops_path clf_ops_path_resolve(const clf_runtime *rt, clf_ops_path p)
+{
+    if (p != CLF_OPS_PATH_AUTO)
+        return p;
+    const clf_device_info *d = clf_runtime_device(rt);
+    if (strcmp(d->type, "cpu") == 0 || d->local_mem_is_global)
+        return CLF_OPS_PATH_ITEM;
+    return CLF_OPS_PATH_GROUP;
+}
+
+static inline int clf_ops_is_cpu(const clf_runtime *rt)
+{
+    return strcmp(clf_runtime_device(rt)->type, "cpu") == 0;
+}
+
+/* Largest power of two <= want and <= the kernel's work-group limit. */
+static inline size_t clf_ops_group_size(const clf_kernel *k, size_t want)
+{
+    size_t lim = clf_kernel_max_work_group(k);
+    if (lim < want)
+        want = lim;
+    size_t p = 1;
+    while (p * 2 <= want)
+        p *= 2;
+    return p;
+}
+
+/* Local size of the 1-D pointwise kernels: 128 on every device type so far
+ * (elementwise.cl gives each work-item 8 floats, so a group covers 1024;
+ * rt is kept for a per-device choice). */
+static inline size_t clf_ops_local_1d(const clf_runtime *rt, const clf_kernel *k)
+{
+    (void)rt;
+    return clf_ops_group_size(k, 128);
+}
+
+/* Work-items of a row-per-item kernel grouped into one work-group. */
+static inline size_t clf_ops_rows_local(const clf_kernel *k)
+{
+    return clf_ops_group_size(k, 16);
+}
+
+/* Columns per work-item of the *_item column-sum kernels (CLF_COL_W in cl/),
+ * and the work-group shape of the *_group ones: CLF_OPS_COLS_X columns x
+ * CLF_OPS_COLS_Y row lanes (CLF_COLS_X, CLF_COLS_Y in cl/). 8 columns = one
+ * 32-byte segment per row; 32 lanes give N/8 groups of 256 items. */
+#define CLF_OPS_COL_W 32
+#define CLF_OPS_COLS_X 8
+#define CLF_OPS_COLS_Y 32
+
+/* A buffer argument pair (buffer, element offset). */
+#define CLF_ARG_PTR(p) CLF_ARG_BUF((p).buf), CLF_ARG_U64((p).off)
+/* Number of entries of an argument array. */
+#define CLF_NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ---- explicit-variant entry points (tests) --------------------------------- */
+
+clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dbias, clf_ptr d,
+                                   size_t R, size_t N, int accumulate, clf_error *err);
+
+clf_status clf_op_row_sum_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in,
+                             size_t R, size_t N, clf_error *err);
+clf_status clf_op_row_max_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in,
+                             size_t R, size_t N, clf_error *err);
+size_t clf_op_sumsq_scratch_ex(clf_runtime *rt, clf_ops_path path, size_t n);
+clf_status clf_op_sumsq_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t n,
+                           clf_ptr scratch, clf_error *err);
+clf_status clf_op_mean_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t n,
+                          clf_ptr scratch, clf_error *err);
+
+clf_status clf_op_softmax_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr y, clf_ptr x,
+                                     size_t R, size_t N, float scale,
+                                     const clf_softmax_mask *mask, clf_error *err);
+clf_status clf_op_softmax_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dy,
+                                      clf_ptr y, size_t R, size_t N, float scale,
+                                      clf_error *err);
+
+clf_status clf_op_layernorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out,
+                                       clf_ptr mean, clf_ptr rstd, clf_ptr x, clf_ptr w,
+                                       clf_ptr b, size_t R, size_t N, float eps, clf_error *err);
+clf_status clf_op_layernorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx,
+                                        clf_ptr dw, clf_ptr db, clf_ptr dout, clf_ptr x,
+                                        clf_ptr mean, clf_ptr rstd, clf_ptr w, size_t R,
+                                        size_t N, int accumulate, clf_error *err);
+clf_status clf_op_rmsnorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out,
+                                     clf_ptr rstd, clf_ptr x, clf_ptr w, size_t R, size_t N,
+                                     float eps, clf_error *err);
+clf_status clf_op_rmsnorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dw,
+                                      clf_ptr dout, clf_ptr x, clf_ptr rstd, clf_ptr w, size_t R,
+                                      size_t N, int accumulate, clf_error *err);
+
+/* The single-query attention of clf_op_attn_decode (keep.buf NULL) and
+ * clf_op_attn_decode_keep, with work-groups of `group` (a power of two; 0 =
+ * the device's choice), so tests can run the GPU's group size on a CPU. */
+clf_status clf_op_attn_decode_group(clf_runtime *rt, size_t group, clf_ptr out, clf_ptr q,
+                                    clf_ptr kcache, clf_ptr vcache, clf_ptr keep,
+                                    size_t keep_stride, size_t B, size_t NH, size_t HS,
+                                    size_t Tmax, size_t L, float scale, clf_error *err);
+
+#endif

@@ -1,0 +1,85 @@
+/*
+ * ops_optim.c - host wrappers of cl/optim.cl: the gradient-clipping factor
+ * and AdamW over one flat parameter buffer.
+ *
+ * Design: the clip factor stays on the device (gscale[0]) and AdamW reads it,
+ * so clipping costs no host round trip. AdamW's step-dependent scalars (bias
+ * corrections, step size, decay factor) are computed here in double, as
+ * PyTorch computes them in Python floats, and passed as float arguments.
+ *
+ * Not here: the learning-rate schedule (model/), the sum of squares
+ * (clf_op_sumsq in ops.h), SGD or other optimizers.
+ */
+#include <math.h>
+
+#include "model/ops/ops.h"
+
+clf_status clf_op_clip_scale(clf_runtime *rt, clf_ptr gscale, clf_ptr gnorm, clf_ptr sumsq,
+                             float max_norm, clf_error *err)
+{
+    clf_kernel *k = NULL;
+    clf_status st = clf_kernel_get(rt, "optim", "clip_scale", &k, err);
+    if (st != CLF_OK)
+        goto fail;
+    size_t global = 1, local = 1;
+    clf_arg a[] = {
+        CLF_ARG_BUF(gscale.buf), CLF_ARG_U64(gscale.off), CLF_ARG_BUF(gnorm.buf),
+        CLF_ARG_U64(gnorm.off),  CLF_ARG_BUF(sumsq.buf),  CLF_ARG_U64(sumsq.off),
+        CLF_ARG_F32(max_norm),
+    };
+    st = clf_kernel_launch(rt, k, 1, &global, &local, (int)(sizeof a / sizeof a[0]), a, err);
+    if (st != CLF_OK)
+        goto fail;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "clip_scale");
+    return st;
+}
+
+clf_status clf_op_adamw(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr m, clf_ptr v,
+                        clf_ptr gscale, size_t n, size_t n_decay, const clf_adamw_hparams *h,
+                        clf_error *err)
+{
+    clf_kernel *k = NULL;
+    clf_status st;
+    if (h == NULL || h->step < 1 || n_decay > n || !(h->beta1 >= 0.0f && h->beta1 < 1.0f) ||
+        !(h->beta2 >= 0.0f && h->beta2 < 1.0f) || !(h->eps >= 0.0f)) {
+        st = clf_error_set(err, CLF_ERR_ARG,
+                           "need step >= 1, betas in [0, 1), eps >= 0 and n_decay (%zu) <= n "
+                           "(%zu)",
+                           n_decay, n);
+        goto fail;
+    }
+    st = clf_kernel_get(rt, "optim", "adamw", &k, err);
+    if (st != CLF_OK)
+        goto fail;
+    if (n == 0)
+        return CLF_OK;
+    double lr = h->lr, b1 = h->beta1, b2 = h->beta2;
+    double bc1 = 1.0 - pow(b1, (double)h->step);
+    double bc2 = 1.0 - pow(b2, (double)h->step);
+    float decay = (float)(1.0 - lr * (double)h->weight_decay);
+    float w1 = (float)(1.0 - b1), w2 = (float)(1.0 - b2);
+    float neg_step = (float)(-(lr / bc1));
+    float bc2_sqrt = (float)sqrt(bc2);
+    size_t global = n;
+    size_t local = clf_kernel_max_work_group(k);
+    if (local == 0 || local > 256)
+        local = 256;
+    clf_arg a[] = {
+        CLF_ARG_BUF(params.buf), CLF_ARG_U64(params.off), CLF_ARG_BUF(grads.buf),
+        CLF_ARG_U64(grads.off),  CLF_ARG_BUF(m.buf),      CLF_ARG_U64(m.off),
+        CLF_ARG_BUF(v.buf),      CLF_ARG_U64(v.off),      CLF_ARG_BUF(gscale.buf),
+        CLF_ARG_U64(gscale.off), CLF_ARG_U64(n),          CLF_ARG_U64(n_decay),
+        CLF_ARG_F32(decay),      CLF_ARG_F32(w1),         CLF_ARG_F32(h->beta2),
+        CLF_ARG_F32(w2),         CLF_ARG_F32(neg_step),   CLF_ARG_F32(bc2_sqrt),
+        CLF_ARG_F32(h->eps),
+    };
+    st = clf_kernel_launch(rt, k, 1, &global, &local, (int)(sizeof a / sizeof a[0]), a, err);
+    if (st != CLF_OK)
+        goto fail;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "adamw");
+    return st;
+}

@@ -1,0 +1,326 @@
+/*
+ * checkpoint.c - model checkpoints as .safetensors files (see checkpoint.h).
+ *
+ * Design: saving reads the flat parameter (and Adam) buffers back once and
+ * hands the writer pointers into them, one tensor per table entry, so the
+ * file's tensors are the table's names and shapes without padding; the
+ * writer writes atomically. Loading reads each tensor, checked against the
+ * table's shape by the reader, into a host copy of the flat buffer and
+ * uploads it in one write (alignment padding stays zero).
+ *
+ * Not here: the file format itself (safetensors.c), the config's YAML
+ * (config/), the tokenizer's JSON (tokenizer.c).
+ */
+#include "model/train/checkpoint.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/io/safetensors.h"
+
+struct clf_checkpoint {
+    char path[1024];
+    clf_st_reader *r;
+    clf_model_config cfg;
+    int vocab;
+    uint64_t step, seed;
+    int has_optim;
+};
+
+static const char *const reserved[] = {"format", "version", "config", "tokenizer", "vocab",
+                                       "step",   "seed",    "optim",  NULL};
+
+static int is_reserved(const char *key)
+{
+    for (int i = 0; reserved[i] != NULL; i++)
+        if (strcmp(reserved[i], key) == 0)
+            return 1;
+    return 0;
+}
+
+/* ---- saving ------------------------------------------------------------------ */
+
+static clf_status add_all(clf_st_writer *w, clf_model *m, const char *prefix, const float *flat,
+                          clf_error *err)
+{
+    char name[CLF_MODEL_NAME_MAX + 16];
+    for (int i = 0; i < clf_model_param_count(m); i++) {
+        const clf_param_info *p = clf_model_param_get(m, i);
+        int64_t shape[2] = {(int64_t)p->shape[0], (int64_t)p->shape[1]};
+        snprintf(name, sizeof name, "%s%s", prefix, p->name);
+        clf_status st = clf_st_writer_add(w, name, CLF_ST_F32, p->ndim, shape, flat + p->offset,
+                                          err);
+        if (st != CLF_OK)
+            return st;
+    }
+    return CLF_OK;
+}
+
+clf_status clf_checkpoint_save(const char *path, clf_model *m, const clf_model_config *cfg,
+                               const char *tokenizer_json, const clf_checkpoint_extra *extra,
+                               int n_extra, clf_error *err)
+{
+    clf_status st;
+    clf_st_writer *w = NULL;
+    float *par = NULL, *am = NULL, *av = NULL;
+    char *yaml = NULL;
+    char num[32];
+    clf_model_dims d = clf_model_dims_get(m);
+    clf_model_state s = clf_model_state_get(m);
+    int optim = 0;
+
+    if (s.micro != 0) {
+        st = clf_error_set(err, CLF_ERR_ARG,
+                           "a checkpoint is taken between steps: %" PRIu64
+                           " backward passes are waiting for their step",
+                           s.micro);
+        goto fail;
+    }
+    if ((st = clf_model_check_config(m, cfg, d.V, err)) != CLF_OK)
+        goto fail;
+    for (int i = 0; i < n_extra; i++) {
+        if (extra[i].key == NULL || extra[i].value == NULL || is_reserved(extra[i].key)) {
+            st = clf_error_set(err, CLF_ERR_ARG, "checkpoint metadata key '%s' is reserved or "
+                               "empty", extra[i].key ? extra[i].key : "(null)");
+            goto fail;
+        }
+    }
+    size_t n = d.n_params ? d.n_params : 1;
+    par = malloc(n * sizeof *par);
+    if (par == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory for a checkpoint");
+        goto fail;
+    }
+    if ((st = clf_model_flat_read(m, CLF_SLOT_PARAM, par, err)) != CLF_OK)
+        goto fail;
+    /* Adam state exists only with CLF_MODEL_TRAIN: probe with a read of the m slot */
+    am = malloc(n * sizeof *am);
+    av = malloc(n * sizeof *av);
+    if (am == NULL || av == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory for a checkpoint");
+        goto fail;
+    }
+    if (clf_model_flat_read(m, CLF_SLOT_ADAM_M, am, NULL) == CLF_OK) {
+        if ((st = clf_model_flat_read(m, CLF_SLOT_ADAM_V, av, err)) != CLF_OK)
+            goto fail;
+        optim = 1;
+    }
+    size_t ylen = clf_config_to_yaml(cfg, NULL, 0);
+    yaml = malloc(ylen + 1);
+    if (yaml == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+        goto fail;
+    }
+    clf_config_to_yaml(cfg, yaml, ylen + 1);
+
+    if ((st = clf_st_writer_create(&w, err)) != CLF_OK)
+        goto fail;
+    if ((st = clf_st_writer_add_metadata(w, "format", CLF_CHECKPOINT_FORMAT, err)) != CLF_OK ||
+        (st = clf_st_writer_add_metadata(w, "version", CLF_CHECKPOINT_VERSION, err)) != CLF_OK ||
+        (st = clf_st_writer_add_metadata(w, "config", yaml, err)) != CLF_OK ||
+        (st = clf_st_writer_add_metadata(w, "tokenizer", tokenizer_json ? tokenizer_json : "",
+                                         err)) != CLF_OK)
+        goto fail;
+    snprintf(num, sizeof num, "%d", d.V);
+    if ((st = clf_st_writer_add_metadata(w, "vocab", num, err)) != CLF_OK)
+        goto fail;
+    snprintf(num, sizeof num, "%" PRIu64, s.step);
+    if ((st = clf_st_writer_add_metadata(w, "step", num, err)) != CLF_OK)
+        goto fail;
+    snprintf(num, sizeof num, "%" PRIu64, s.seed);
+    if ((st = clf_st_writer_add_metadata(w, "seed", num, err)) != CLF_OK ||
+        (st = clf_st_writer_add_metadata(w, "optim", optim ? "1" : "0", err)) != CLF_OK)
+        goto fail;
+    for (int i = 0; i < n_extra; i++)
+        if ((st = clf_st_writer_add_metadata(w, extra[i].key, extra[i].value, err)) != CLF_OK)
+            goto fail;
+    if ((st = add_all(w, m, "", par, err)) != CLF_OK)
+        goto fail;
+    if (optim && ((st = add_all(w, m, "optim.m.", am, err)) != CLF_OK ||
+                  (st = add_all(w, m, "optim.v.", av, err)) != CLF_OK))
+        goto fail;
+    if ((st = clf_st_writer_write(w, path, err)) != CLF_OK)
+        goto fail;
+    clf_st_writer_destroy(w);
+    free(yaml);
+    free(av);
+    free(am);
+    free(par);
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "saving checkpoint %s", path);
+    clf_st_writer_destroy(w);
+    free(yaml);
+    free(av);
+    free(am);
+    free(par);
+    return st;
+}
+
+/* ---- opening ------------------------------------------------------------------ */
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (s == NULL || *s < '0' || *s > '9')
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0')
+        return 0;
+    *out = (uint64_t)v;
+    return 1;
+}
+
+clf_status clf_checkpoint_open(const char *path, clf_checkpoint **out, clf_error *err)
+{
+    clf_status st;
+    *out = NULL;
+    clf_checkpoint *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    snprintf(c->path, sizeof c->path, "%s", path);
+    if ((st = clf_st_reader_open(path, &c->r, err)) != CLF_OK)
+        goto fail;
+    const char *fmt = clf_st_reader_metadata(c->r, "format");
+    const char *ver = clf_st_reader_metadata(c->r, "version");
+    if (fmt == NULL || strcmp(fmt, CLF_CHECKPOINT_FORMAT) != 0) {
+        st = clf_error_set(err, CLF_ERR_FORMAT,
+                           "not a clformer checkpoint (metadata format is '%s', expected '%s')",
+                           fmt ? fmt : "(none)", CLF_CHECKPOINT_FORMAT);
+        goto fail;
+    }
+    if (ver == NULL || strcmp(ver, CLF_CHECKPOINT_VERSION) != 0) {
+        st = clf_error_set(err, CLF_ERR_FORMAT,
+                           "checkpoint version '%s'; this build reads version %s",
+                           ver ? ver : "(none)", CLF_CHECKPOINT_VERSION);
+        goto fail;
+    }
+    const char *yaml = clf_st_reader_metadata(c->r, "config");
+    if (yaml == NULL) {
+        st = clf_error_set(err, CLF_ERR_FORMAT, "no config in the metadata");
+        goto fail;
+    }
+    char where[1100];
+    snprintf(where, sizeof where, "%s:config", path);
+    if ((st = clf_config_parse_string(yaml, where, NULL, 0, &c->cfg, err)) != CLF_OK) {
+        st = CLF_ERR_FORMAT;
+        if (err != NULL)
+            err->status = CLF_ERR_FORMAT;
+        goto fail;
+    }
+    uint64_t v = 0, opt = 0;
+    if (!parse_u64(clf_st_reader_metadata(c->r, "vocab"), &v) || v == 0 || v > 0x7FFFFFFF ||
+        !parse_u64(clf_st_reader_metadata(c->r, "step"), &c->step) ||
+        !parse_u64(clf_st_reader_metadata(c->r, "seed"), &c->seed) ||
+        !parse_u64(clf_st_reader_metadata(c->r, "optim"), &opt) || opt > 1) {
+        st = clf_error_set(err, CLF_ERR_FORMAT,
+                           "metadata vocab, step, seed and optim must be decimal numbers");
+        goto fail;
+    }
+    c->vocab = (int)v;
+    c->has_optim = (int)opt;
+    *out = c;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "checkpoint %s", path);
+    clf_checkpoint_close(c);
+    return st;
+}
+
+void clf_checkpoint_close(clf_checkpoint *c)
+{
+    if (c == NULL)
+        return;
+    clf_st_reader_destroy(c->r);
+    free(c);
+}
+
+const clf_model_config *clf_checkpoint_config(const clf_checkpoint *c) { return &c->cfg; }
+int clf_checkpoint_vocab(const clf_checkpoint *c) { return c->vocab; }
+uint64_t clf_checkpoint_step(const clf_checkpoint *c) { return c->step; }
+int clf_checkpoint_has_optim(const clf_checkpoint *c) { return c->has_optim; }
+
+const char *clf_checkpoint_tokenizer(const clf_checkpoint *c)
+{
+    const char *t = clf_st_reader_metadata(c->r, "tokenizer");
+    return t ? t : "";
+}
+
+const char *clf_checkpoint_meta(const clf_checkpoint *c, const char *key)
+{
+    return clf_st_reader_metadata(c->r, key);
+}
+
+/* ---- loading ------------------------------------------------------------------ */
+
+static clf_status read_all(clf_checkpoint *c, clf_model *m, const char *prefix, float *flat,
+                           clf_error *err)
+{
+    char name[CLF_MODEL_NAME_MAX + 16];
+    for (int i = 0; i < clf_model_param_count(m); i++) {
+        const clf_param_info *p = clf_model_param_get(m, i);
+        int64_t shape[2] = {(int64_t)p->shape[0], (int64_t)p->shape[1]};
+        snprintf(name, sizeof name, "%s%s", prefix, p->name);
+        clf_status st = clf_st_reader_read(c->r, name, CLF_ST_F32, p->ndim, shape,
+                                           flat + p->offset, p->numel * sizeof(float), err);
+        if (st != CLF_OK)
+            return st;
+    }
+    return CLF_OK;
+}
+
+clf_status clf_checkpoint_load(clf_checkpoint *c, clf_model *m, unsigned what, clf_error *err)
+{
+    clf_status st;
+    float *flat = NULL;
+    clf_model_dims d = clf_model_dims_get(m);
+    int n_model = clf_model_param_count(m);
+    size_t expect = (size_t)n_model * (c->has_optim ? 3u : 1u);
+
+    if ((st = clf_model_check_config(m, &c->cfg, c->vocab, err)) != CLF_OK)
+        goto fail;
+    if (clf_st_reader_count(c->r) != expect) {
+        st = clf_error_set(err, CLF_ERR_FORMAT,
+                           "the file holds %zu tensors; a model of this config has %zu",
+                           clf_st_reader_count(c->r), expect);
+        goto fail;
+    }
+    if ((what & CLF_CHECKPOINT_OPTIM) && !c->has_optim) {
+        st = clf_error_set(err, CLF_ERR_FORMAT,
+                           "no optimizer state in the file (saved from an inference model)");
+        goto fail;
+    }
+    flat = calloc(d.n_params ? d.n_params : 1, sizeof *flat);
+    if (flat == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+        goto fail;
+    }
+    if (what & CLF_CHECKPOINT_PARAMS) {
+        if ((st = read_all(c, m, "", flat, err)) != CLF_OK ||
+            (st = clf_model_flat_write(m, CLF_SLOT_PARAM, flat, err)) != CLF_OK)
+            goto fail;
+    }
+    if (what & CLF_CHECKPOINT_OPTIM) {
+        if ((st = read_all(c, m, "optim.m.", flat, err)) != CLF_OK ||
+            (st = clf_model_flat_write(m, CLF_SLOT_ADAM_M, flat, err)) != CLF_OK ||
+            (st = read_all(c, m, "optim.v.", flat, err)) != CLF_OK ||
+            (st = clf_model_flat_write(m, CLF_SLOT_ADAM_V, flat, err)) != CLF_OK ||
+            (st = clf_model_zero_grad(m, err)) != CLF_OK)
+            goto fail;
+        clf_model_state s = clf_model_state_get(m);
+        s.step = c->step;
+        s.micro = 0;
+        s.seed = c->seed;
+        clf_model_state_set(m, &s);
+    }
+    free(flat);
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "loading checkpoint %s", c->path);
+    free(flat);
+    return st;
+}

@@ -1,0 +1,90 @@
+/*
+ * checkpoint.h - saving and restoring a model: parameters, AdamW state, the
+ * training position, the config and the tokenizer, in one .safetensors file.
+ *
+ * The file (safetensors.h, written atomically: temporary file, fsync,
+ * rename, so a crash never leaves a torn checkpoint):
+ *   tensors   "<name>" F32 for every parameter of the model's table
+ *             ("wte", "blocks.0.attn.qkv.weight", ...; model.h), and with
+ *             the optimizer state "optim.m.<name>", "optim.v.<name>";
+ *   metadata  "format": "clformer-checkpoint", "version": "1",
+ *             "config": the canonical YAML of the config (clf_config_to_yaml),
+ *             "tokenizer": the tokenizer's JSON (tokenizer.h),
+ *             "vocab": the model's vocabulary rows, "step": optimizer steps
+ *             taken, "seed": the dropout seed, "optim": "1" or "0",
+ *             plus the caller's own pairs (the trainer's data generator state,
+ *             elapsed time, ...); these may not reuse the names above.
+ *
+ * Loading refuses, with CLF_ERR_FORMAT and a message naming the file and
+ * what differs: a file that is not a clformer checkpoint of this version, a
+ * truncated or corrupt file (safetensors.h checks the layout), a config that
+ * does not parse, a model whose structure differs from the checkpoint's
+ * config (clf_model_check_config), a missing, extra or differently shaped
+ * tensor, and optimizer state asked for but absent.
+ *
+ *   clf_checkpoint *ck;
+ *   clf_checkpoint_open(path, &ck, err);
+ *   clf_model_create(rt, clf_checkpoint_config(ck), clf_checkpoint_vocab(ck), B, flags, &m, err);
+ *   clf_checkpoint_load(ck, m, CLF_CHECKPOINT_ALL, err);
+ *   ... clf_checkpoint_meta(ck, "data_rng") ...
+ *   clf_checkpoint_close(ck);
+ *
+ * Not here: where checkpoints live and when they are written (trainer.h),
+ * comparing a resumed run's config with the checkpoint's (the trainer uses
+ * clf_config_diff), gradients (a checkpoint is taken between steps).
+ */
+#ifndef CLF_CHECKPOINT_H
+#define CLF_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "config/config.h"
+#include "model/graph/model.h"
+#include "runtime/status.h"
+
+CLF_API_BEGIN
+
+#define CLF_CHECKPOINT_FORMAT "clformer-checkpoint"
+#define CLF_CHECKPOINT_VERSION "1"
+
+/* What clf_checkpoint_load restores. */
+#define CLF_CHECKPOINT_PARAMS 1u /* parameters only (sampling, evaluation) */
+#define CLF_CHECKPOINT_OPTIM 2u  /* Adam moments and the step (resume) */
+#define CLF_CHECKPOINT_ALL 3u
+
+/* A caller's metadata pair. */
+typedef struct clf_checkpoint_extra {
+    const char *key;
+    const char *value;
+} clf_checkpoint_extra;
+
+/* Write m (parameters; Adam state when the model has it), cfg, the
+ * tokenizer's JSON ("" allowed) and extra pairs to path, atomically. Blocks
+ * until the device work queued before it is done. Refused between a
+ * backward and its step (gradients are not saved). */
+clf_status clf_checkpoint_save(const char *path, clf_model *m, const clf_model_config *cfg,
+                               const char *tokenizer_json, const clf_checkpoint_extra *extra,
+                               int n_extra, clf_error *err);
+
+typedef struct clf_checkpoint clf_checkpoint;
+
+/* Open and check a checkpoint: format, version, config, vocabulary, step. */
+clf_status clf_checkpoint_open(const char *path, clf_checkpoint **out, clf_error *err);
+void clf_checkpoint_close(clf_checkpoint *c); /* NULL is a no-op */
+
+const clf_model_config *clf_checkpoint_config(const clf_checkpoint *c);
+const char *clf_checkpoint_tokenizer(const clf_checkpoint *c); /* "" if none */
+int clf_checkpoint_vocab(const clf_checkpoint *c);
+uint64_t clf_checkpoint_step(const clf_checkpoint *c);
+int clf_checkpoint_has_optim(const clf_checkpoint *c);
+/* Any metadata value by key (the caller's pairs included); NULL if absent. */
+const char *clf_checkpoint_meta(const clf_checkpoint *c, const char *key);
+
+/* Copy the checkpoint into m (created from a config with the same model
+ * structure and vocabulary). CLF_CHECKPOINT_OPTIM also restores the Adam
+ * moments and the step (m needs CLF_MODEL_TRAIN) and zeroes the gradients. */
+clf_status clf_checkpoint_load(clf_checkpoint *c, clf_model *m, unsigned what, clf_error *err);
+
+CLF_API_END
+
+#endif

@@ -1,0 +1,846 @@
+/*
+ * trainer.c - the training loop (see trainer.h for the exact rules).
+ *
+ * Design: everything the loop needs (host batch buffers, the tokenizer's
+ * JSON, the checkpoint path) is prepared before the first step; a step only
+ * draws a batch on the host and enqueues the model's work, and the loss is
+ * read back (the one blocking call) on logging steps. Evaluation and
+ * checkpoints block, by nature. The data generator's state and the elapsed
+ * time travel in the checkpoint's metadata as text, so that resuming needs
+ * nothing but the file.
+ *
+ * One loop serves every kind: a batch source (random windows of a text
+ * for the decoder; the bucketed sentence loader for the encoder kinds)
+ * fills the model's batch, and the evaluation hook computes what the kind
+ * has (loss; accuracy; BLEU by greedy decoding on an inference copy).
+ *
+ * Not here: printing (callbacks), signal handlers (the caller's *stop),
+ * creating the model (the caller picks the device and batch).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/train/checkpoint.h"
+#include "model/train/schedule.h"
+#include "model/eval/seqeval.h"
+#include "model/train/trainer.h"
+
+/* Salts for the evaluation generators (re-seeded at every evaluation). */
+#define EVAL_SALT_VAL 0x76616c5f6576616cull   /* "val_eval" */
+#define EVAL_SALT_TRAIN 0x7472615f6576616cull /* "tra_eval" */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+uint64_t clf_trainer_total_steps(const clf_model_config *cfg, const clf_dataset *ds)
+{
+    if (cfg->train.steps > 0)
+        return (uint64_t)cfg->train.steps;
+    if (cfg->train.epochs <= 0 || ds == NULL)
+        return 0;
+    uint64_t per_step = (uint64_t)cfg->train.batch * (uint64_t)cfg->context;
+    uint64_t n = clf_dataset_size(ds, CLF_SPLIT_TRAIN);
+    uint64_t per_epoch = (n + per_step - 1) / per_step;
+    return per_epoch * (uint64_t)cfg->train.epochs;
+}
+
+/* ---- evaluation ------------------------------------------------------------------ */
+
+/* Label smoothing is a training regulariser: evaluation reports plain
+ * cross-entropy. */
+static clf_model_optim eval_begin(clf_model *m)
+{
+    clf_model_optim saved = clf_model_optim_get(m), o = saved;
+    o.label_smoothing = 0.0f;
+    clf_model_optim_set(m, &o);
+    return saved;
+}
+
+static clf_status eval_batches_into(clf_model *m, const clf_dataset *ds, clf_split split, int n,
+                                    int B, clf_rng *rng, int32_t *x, int32_t *y, double *loss,
+                                    clf_error *err)
+{
+    clf_model_dims d = clf_model_dims_get(m);
+    clf_model_optim saved = eval_begin(m);
+    double sum = 0.0;
+    clf_status st = CLF_OK;
+    for (int i = 0; i < n; i++) {
+        float l = 0.0f;
+        if ((st = clf_dataset_sample_batch(ds, split, B, d.T, rng, x, y, err)) != CLF_OK)
+            goto fail;
+        if ((st = clf_model_set_batch(m, x, y, B, d.T, err)) != CLF_OK)
+            goto fail;
+        if ((st = clf_model_forward(m, 0, err)) != CLF_OK)
+            goto fail;
+        if ((st = clf_model_loss(m, &l, err)) != CLF_OK)
+            goto fail;
+        sum += (double)l;
+    }
+    *loss = n > 0 ? sum / n : NAN;
+fail:
+    clf_model_optim_set(m, &saved);
+    return st;
+}
+
+clf_status clf_trainer_eval_batches(clf_model *m, const clf_dataset *ds, clf_split split, int n,
+                                    clf_rng *rng, double *loss, clf_error *err)
+{
+    clf_model_dims d = clf_model_dims_get(m);
+    size_t cells = (size_t)d.B * (size_t)d.T;
+    int32_t *x = malloc(cells * sizeof *x), *y = malloc(cells * sizeof *y);
+    clf_status st;
+    if (x == NULL || y == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "evaluation: out of host memory");
+        goto fail;
+    }
+    st = eval_batches_into(m, ds, split, n, d.B, rng, x, y, loss, err);
+fail:
+    free(x);
+    free(y);
+    return st;
+}
+
+clf_status clf_trainer_eval_split(clf_model *m, const clf_dataset *ds, clf_split split,
+                                  double *loss, uint64_t *targets, clf_error *err)
+{
+    clf_model_dims d = clf_model_dims_get(m);
+    size_t cells = (size_t)d.B * (size_t)d.T;
+    int32_t *x = malloc(cells * sizeof *x), *y = malloc(cells * sizeof *y);
+    float *l = malloc(cells * sizeof *l);
+    clf_model_optim saved = eval_begin(m);
+    clf_status st = CLF_OK;
+    double sum = 0.0;
+    uint64_t count = 0;
+    if (x == NULL || y == NULL || l == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "evaluation: out of host memory");
+        goto fail;
+    }
+    size_t W = clf_dataset_eval_windows(ds, split, d.T);
+    if (W == 0) {
+        st = clf_error_set(err, CLF_ERR_ARG,
+                           "evaluation: the %s split has fewer than 2 tokens",
+                           split == CLF_SPLIT_VAL ? "validation" : "training");
+        goto fail;
+    }
+    for (size_t w0 = 0; w0 < W; w0 += (size_t)d.B) {
+        int nb = (int)((W - w0) < (size_t)d.B ? (W - w0) : (size_t)d.B);
+        for (int b = 0; b < nb; b++) {
+            size_t len = 0;
+            st = clf_dataset_eval_window(ds, split, d.T, w0 + (size_t)b, x + (size_t)b * d.T,
+                                         y + (size_t)b * d.T, &len, err);
+            if (st != CLF_OK)
+                goto fail;
+            count += len;
+        }
+        if ((st = clf_model_set_batch(m, x, y, nb, d.T, err)) != CLF_OK)
+            goto fail;
+        if ((st = clf_model_forward(m, 0, err)) != CLF_OK)
+            goto fail;
+        if ((st = clf_model_losses_read(m, l, err)) != CLF_OK)
+            goto fail;
+        for (size_t i = 0; i < (size_t)nb * (size_t)d.T; i++)
+            if (y[i] != CLF_MODEL_IGNORE_INDEX)
+                sum += (double)l[i];
+    }
+    *loss = sum / (double)count;
+    *targets = count;
+fail:
+    clf_model_optim_set(m, &saved);
+    free(x);
+    free(y);
+    free(l);
+    return st;
+}
+
+/* ---- the run ----------------------------------------------------------------------- */
+
+typedef struct run {
+    clf_model *m;
+    const clf_model_config *cfg;
+    const clf_dataset *ds;       /* decoder */
+    const clf_train_data *data;
+    const clf_tokenizer *tok;
+    const clf_trainer_options *o;
+    char path[4096];
+    char best_path[4096];
+    char *tok_json;
+    int32_t *x, *y; /* [B, T] host batches (decoder) */
+    clf_rng data_rng;
+    /* encoder kinds */
+    int seq;
+    clf_seq_loader *L;
+    clf_seq_batch *b;
+    clf_seq_batching bo;
+    clf_model *infer;      /* BLEU: inference copy, created at the first evaluation */
+    float *flat;           /* host copy of the parameters for it */
+    double elapsed_before; /* earlier sessions (resume) */
+    double t_start;        /* this session's start */
+    double best_val;       /* early stopping: the best metric, "lower is better" form */
+    int evals_since_best;
+    uint64_t best_step;
+} run;
+
+static double run_elapsed(const run *r) { return r->elapsed_before + (now_s() - r->t_start); }
+
+#define MAX_EXTRA 16
+
+static clf_status save_to(run *r, const char *path, clf_error *err)
+{
+    char rng[CLF_RNG_STRING_MAX], el[64], best[64], since[32], bstep[32], bt[32];
+    char seqst[CLF_SEQ_STATE_STRING_MAX];
+    clf_checkpoint_extra extra[MAX_EXTRA];
+    int n = 0;
+    snprintf(el, sizeof el, "%.17g", run_elapsed(r));
+    snprintf(best, sizeof best, "%.17g", r->best_val);
+    snprintf(since, sizeof since, "%d", r->evals_since_best);
+    snprintf(bstep, sizeof bstep, "%llu", (unsigned long long)r->best_step);
+    if (r->seq) {
+        clf_seq_loader_state_to_string(r->L, seqst);
+        snprintf(bt, sizeof bt, "%d", r->bo.batch_tokens);
+        extra[n++] = (clf_checkpoint_extra){"data_state", seqst};
+        extra[n++] = (clf_checkpoint_extra){"batch_tokens", bt};
+    } else {
+        clf_rng_to_string(&r->data_rng, rng);
+        extra[n++] = (clf_checkpoint_extra){"data_rng", rng};
+    }
+    extra[n++] = (clf_checkpoint_extra){"elapsed_s", el};
+    extra[n++] = (clf_checkpoint_extra){"best_val_loss", best};
+    extra[n++] = (clf_checkpoint_extra){"evals_since_best", since};
+    extra[n++] = (clf_checkpoint_extra){"best_step", bstep};
+    for (int i = 0; r->data != NULL && i < r->data->n_extra && n < MAX_EXTRA; i++)
+        extra[n++] = r->data->extra[i];
+    return clf_checkpoint_save(path, r->m, r->cfg, r->tok_json, extra, n, err);
+}
+
+static clf_status save(run *r, clf_error *err)
+{
+    clf_status st = save_to(r, r->path, err);
+    if (st != CLF_OK)
+        return st;
+    if (r->o->cb.on_checkpoint)
+        r->o->cb.on_checkpoint(r->o->cb.user, r->path, clf_model_state_get(r->m).step);
+    return CLF_OK;
+}
+
+/* The resumed run's config may differ from the checkpoint's only in how long
+ * it runs and how it reports. */
+static clf_status check_resume_config(const clf_model_config *ck, const clf_model_config *now,
+                                      clf_error *err)
+{
+    clf_model_config a = *now;
+    a.train.steps = ck->train.steps;
+    a.train.epochs = ck->train.epochs;
+    a.train.eval = ck->train.eval;
+    a.train.log_every = ck->train.log_every;
+    a.train.early_stop.patience = ck->train.early_stop.patience;
+    char key[256] = "";
+    if (clf_config_diff(ck, &a, key, sizeof key) != 0)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "--resume: the model file differs from the checkpoint's config at "
+                             "'%s'; only train.steps, train.epochs, train.eval, "
+                             "train.log_every and train.early_stop.patience may change",
+                             key);
+    return CLF_OK;
+}
+
+static clf_status parse_double_meta(clf_checkpoint *ck, const char *key, double *out,
+                                    clf_error *err)
+{
+    const char *v = clf_checkpoint_meta(ck, key);
+    char *end = NULL;
+    if (v == NULL)
+        return clf_error_set(err, CLF_ERR_FORMAT,
+                             "--resume: the checkpoint has no '%s' (not written by the trainer)",
+                             key);
+    *out = strtod(v, &end);
+    if (end == v || *end != '\0')
+        return clf_error_set(err, CLF_ERR_FORMAT, "--resume: checkpoint metadata %s='%s' is "
+                             "not a number", key, v);
+    return CLF_OK;
+}
+
+static clf_status resume(run *r, clf_error *err)
+{
+    clf_checkpoint *ck = NULL;
+    clf_status st = clf_checkpoint_open(r->path, &ck, err);
+    if (st != CLF_OK)
+        goto fail;
+    if ((st = check_resume_config(clf_checkpoint_config(ck), r->cfg, err)) != CLF_OK)
+        goto fail;
+    if (!clf_checkpoint_has_optim(ck)) {
+        st = clf_error_set(err, CLF_ERR_FORMAT,
+                           "--resume: %s holds no optimizer state (not a training checkpoint)",
+                           r->path);
+        goto fail;
+    }
+    if ((st = clf_checkpoint_load(ck, r->m, CLF_CHECKPOINT_ALL, err)) != CLF_OK)
+        goto fail;
+    if (r->seq) {
+        const char *ds = clf_checkpoint_meta(ck, "data_state");
+        const char *bt = clf_checkpoint_meta(ck, "batch_tokens");
+        if (ds == NULL || bt == NULL) {
+            st = clf_error_set(err, CLF_ERR_FORMAT,
+                               "--resume: %s has no sentence loader state (data_state)",
+                               r->path);
+            goto fail;
+        }
+        if (atoi(bt) != r->bo.batch_tokens) {
+            st = clf_error_set(err, CLF_ERR_ARG,
+                               "--resume: the checkpoint was trained with a token budget of %s "
+                               "per batch; this run asks for %d",
+                               bt, r->bo.batch_tokens);
+            goto fail;
+        }
+        if ((st = clf_seq_loader_state_from_string(r->L, ds, err)) != CLF_OK)
+            goto fail;
+    } else {
+        const char *rng = clf_checkpoint_meta(ck, "data_rng");
+        if (rng == NULL) {
+            st = clf_error_set(err, CLF_ERR_FORMAT,
+                               "--resume: %s has no data generator state (data_rng)", r->path);
+            goto fail;
+        }
+        if ((st = clf_rng_from_string(rng, &r->data_rng, err)) != CLF_OK)
+            goto fail;
+    }
+    {
+        const char *bs = clf_checkpoint_meta(ck, "best_step");
+        r->best_step = bs != NULL ? strtoull(bs, NULL, 10) : 0;
+    }
+    double since = 0.0;
+    if ((st = parse_double_meta(ck, "elapsed_s", &r->elapsed_before, err)) != CLF_OK ||
+        (st = parse_double_meta(ck, "best_val_loss", &r->best_val, err)) != CLF_OK ||
+        (st = parse_double_meta(ck, "evals_since_best", &since, err)) != CLF_OK)
+        goto fail;
+    r->evals_since_best = (int)since;
+fail:
+    if (st != CLF_OK)
+        clf_error_prefix(err, "resuming from %s", r->path);
+    clf_checkpoint_close(ck);
+    return st;
+}
+
+/* ---- evaluation hooks ----------------------------------------------------------------- */
+
+/* The early-stop metric in "lower is better" form. */
+static double metric_value(const clf_model_config *cfg, const clf_train_eval *e)
+{
+    switch (cfg->train.early_stop.metric) {
+    case CLF_METRIC_ACCURACY:
+        return -e->accuracy;
+    case CLF_METRIC_BLEU:
+        return -e->bleu;
+    default:
+        return e->val_loss;
+    }
+}
+
+static clf_status eval_text(run *r, clf_train_eval *e, clf_error *err)
+{
+    const clf_model_config *cfg = r->cfg;
+    clf_status st;
+    int n = cfg->train.eval.batches;
+    size_t nval = clf_dataset_size(r->ds, CLF_SPLIT_VAL);
+    clf_model_dims d = clf_model_dims_get(r->m);
+    if (n > 0 && nval >= (size_t)d.T + 1) {
+        clf_rng vr, tr;
+        clf_rng_seed(&vr, cfg->train.seed ^ EVAL_SALT_VAL);
+        clf_rng_seed(&tr, cfg->train.seed ^ EVAL_SALT_TRAIN);
+        st = eval_batches_into(r->m, r->ds, CLF_SPLIT_VAL, n, cfg->train.batch, &vr, r->x, r->y,
+                               &e->val_loss, err);
+        if (st == CLF_OK)
+            st = eval_batches_into(r->m, r->ds, CLF_SPLIT_TRAIN, n, cfg->train.batch, &tr, r->x,
+                                   r->y, &e->train_loss, err);
+        e->val_tokens = (uint64_t)n * (uint64_t)cfg->train.batch * (uint64_t)d.T;
+    } else {
+        st = clf_trainer_eval_split(r->m, r->ds, CLF_SPLIT_VAL, &e->val_loss, &e->val_tokens,
+                                    err);
+    }
+    return st;
+}
+
+static clf_status eval_seq(run *r, clf_train_eval *e, clf_error *err)
+{
+    const clf_model_config *cfg = r->cfg;
+    clf_model_dims d = clf_model_dims_get(r->m);
+    clf_seq_batching bo;
+    clf_seqeval_result sr;
+    clf_status st;
+    clf_seqeval_batching(r->bo.batch, r->bo.batch_tokens, &bo);
+    if ((st = clf_seqeval_run(r->m, r->data->val, &bo, &sr, err)) != CLF_OK)
+        return st;
+    e->val_loss = sr.loss;
+    e->val_tokens = sr.targets;
+    e->accuracy = sr.accuracy;
+    if (cfg->kind != CLF_MODEL_ENCODER_DECODER)
+        return CLF_OK;
+    if (r->infer == NULL) {
+        clf_model_limits lim;
+        clf_beam_model_limits(r->data->val, &r->data->decode, cfg->context, &lim);
+        if ((st = clf_model_create_ex(clf_model_runtime(r->m), cfg, d.V, &lim, CLF_MODEL_INFER,
+                                      &r->infer, err)) != CLF_OK) {
+            clf_error_prefix(err, "the inference model for BLEU");
+            return st;
+        }
+        if (clf_model_dims_get(r->infer).n_params != d.n_params) {
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "the inference model's parameters do not match the model's");
+        }
+        r->flat = malloc(d.n_params * sizeof *r->flat);
+        if (r->flat == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "evaluation: out of host memory");
+    }
+    if ((st = clf_model_flat_read(r->m, CLF_SLOT_PARAM, r->flat, err)) != CLF_OK ||
+        (st = clf_model_flat_write(r->infer, CLF_SLOT_PARAM, r->flat, err)) != CLF_OK)
+        return st;
+    clf_bleu_score bs;
+    if ((st = clf_seqeval_bleu(r->infer, r->tok, r->data->val, r->data->val_refs,
+                               &r->data->decode, &bs, NULL, err)) != CLF_OK)
+        return st;
+    e->bleu = bs.score;
+    e->bleu_bp = bs.bp;
+    e->bleu_ratio = bs.ratio;
+    return CLF_OK;
+}
+
+static clf_status evaluate(run *r, uint64_t step, clf_train_result *res, clf_error *err)
+{
+    double t0 = now_s();
+    clf_train_eval e;
+    memset(&e, 0, sizeof e);
+    e.step = step;
+    e.train_loss = NAN;
+    e.accuracy = NAN;
+    e.bleu = NAN;
+    e.bleu_bp = NAN;
+    e.bleu_ratio = NAN;
+    e.epoch = -1;
+    clf_status st;
+    if (r->seq) {
+        clf_seq_loader_state ls;
+        clf_seq_loader_get_state(r->L, &ls);
+        e.epoch = ls.position >= (int64_t)clf_seq_loader_batches(r->L) ? ls.epoch + 1 : ls.epoch;
+        st = eval_seq(r, &e, err);
+    } else {
+        st = eval_text(r, &e, err);
+    }
+    if (st != CLF_OK)
+        return st;
+    e.seconds = now_s() - t0;
+    res->last_val_loss = e.val_loss;
+    res->last_accuracy = e.accuracy;
+    res->last_bleu = e.bleu;
+    double v = metric_value(r->cfg, &e);
+    if (v < r->best_val) {
+        r->best_val = v;
+        r->best_step = step;
+        r->evals_since_best = 0;
+        e.best = 1;
+    } else {
+        r->evals_since_best++;
+    }
+    if (r->o->cb.on_eval)
+        r->o->cb.on_eval(r->o->cb.user, &e);
+    if (e.best && r->seq) {
+        /* the best model so far, for early stopping on a noisy metric */
+        if ((st = save_to(r, r->best_path, err)) != CLF_OK)
+            return st;
+    }
+    return CLF_OK;
+}
+
+/* ---- batch sources ---------------------------------------------------------------------- */
+
+void clf_trainer_seq_batching(const clf_model_config *cfg, const clf_train_data *data,
+                              clf_seq_batching *bo)
+{
+    clf_seq_batching_default(bo);
+    bo->batch_tokens = data->batch_tokens > 0 ? data->batch_tokens : 0;
+    bo->batch = cfg->train.batch;
+    bo->order = CLF_SEQ_ORDER_BUCKETED;
+    bo->seed = cfg->train.seed;
+}
+
+clf_status clf_trainer_seq_limits(const clf_model_config *cfg, const clf_train_data *data,
+                                  clf_model_limits *lim, clf_error *err)
+{
+    clf_seq_batching bo, ev;
+    clf_seq_limits a, b;
+    clf_status st;
+    if (data->train == NULL || data->val == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "trainer: no training or validation sentences");
+    clf_trainer_seq_batching(cfg, data, &bo);
+    if ((st = clf_seqeval_limits(data->train, &bo, &a, err)) != CLF_OK)
+        return st;
+    clf_seqeval_batching(bo.batch, bo.batch_tokens, &ev);
+    if ((st = clf_seqeval_limits(data->val, &ev, &b, err)) != CLF_OK)
+        return st;
+    clf_seqeval_limits_merge(&a, &b);
+    *lim = clf_seqeval_model_limits(&a);
+    return CLF_OK;
+}
+
+/* Steps of a sentence run, counting each epoch's batches (L is moved back
+ * to the start afterwards). */
+static clf_status seq_total(const clf_model_config *cfg, clf_seq_loader *L, uint64_t *total,
+                            clf_error *err)
+{
+    uint64_t steps = cfg->train.steps > 0 ? (uint64_t)cfg->train.steps : 0, sum = 0;
+    clf_status st;
+    if (cfg->train.epochs > 0) {
+        for (int64_t ep = 0; ep < cfg->train.epochs; ep++) {
+            clf_seq_loader_state s = {ep, 0};
+            if ((st = clf_seq_loader_set_state(L, &s, err)) != CLF_OK)
+                return st;
+            sum += clf_seq_loader_batches(L);
+            if (steps > 0 && sum >= steps)
+                break;
+        }
+        clf_seq_loader_state s0 = {0, 0};
+        if ((st = clf_seq_loader_set_state(L, &s0, err)) != CLF_OK)
+            return st;
+    }
+    *total = steps > 0 && (sum == 0 || steps < sum) ? steps : sum;
+    return CLF_OK;
+}
+
+clf_status clf_trainer_total_steps_data(const clf_model_config *cfg, const clf_train_data *data,
+                                        uint64_t *total, clf_error *err)
+{
+    if (cfg->kind == CLF_MODEL_DECODER) {
+        *total = clf_trainer_total_steps(cfg, data->text);
+        return CLF_OK;
+    }
+    clf_seq_batching bo;
+    clf_seq_loader *L = NULL;
+    clf_trainer_seq_batching(cfg, data, &bo);
+    clf_status st = clf_seq_loader_create(data->train, &bo, &L, err);
+    if (st == CLF_OK)
+        st = seq_total(cfg, L, total, err);
+    clf_seq_loader_destroy(L);
+    return st;
+}
+
+/* Put the next training batch into the model. *tokens: its tokens (the
+ * translator's targets, the classifier's sentence tokens, a decoder's
+ * B x T); *epoch_end: 1 if it was the last batch of its epoch. */
+static clf_status next_batch(run *r, double *tokens, int *epoch_end, clf_error *err)
+{
+    const clf_model_config *cfg = r->cfg;
+    clf_status st;
+    *epoch_end = 0;
+    if (!r->seq) {
+        const int B = cfg->train.batch, T = cfg->context;
+        *tokens = (double)B * (double)T;
+        if ((st = clf_dataset_sample_batch(r->ds, CLF_SPLIT_TRAIN, B, T, &r->data_rng, r->x, r->y,
+                                           err)) != CLF_OK)
+            return st;
+        return clf_model_set_batch(r->m, r->x, r->y, B, T, err);
+    }
+    clf_seq_batch *b = r->b;
+    if (!clf_seq_loader_next(r->L, b) && !clf_seq_loader_next(r->L, b))
+        return clf_error_set(err, CLF_ERR_ARG, "the training set gives no batches");
+    clf_seq_loader_state s;
+    clf_seq_loader_get_state(r->L, &s);
+    *epoch_end = s.position >= (int64_t)clf_seq_loader_batches(r->L);
+    if (cfg->kind == CLF_MODEL_ENCODER) {
+        *tokens = (double)b->src_tokens;
+        return clf_model_set_batch_classify(r->m, b->src, b->src_keep, b->labels, b->B, b->S,
+                                            err);
+    }
+    *tokens = (double)b->tgt_tokens;
+    return clf_model_set_batch_seq2seq(r->m, b->src, b->src_keep, b->tgt_in, b->tgt_out, b->B,
+                                       b->S, b->T, err);
+}
+
+/* ---- the run ---------------------------------------------------------------------------- */
+
+static clf_status check_data(run *r, const clf_model_config *cfg, clf_error *err)
+{
+    clf_model_dims d = clf_model_dims_get(r->m);
+    const int B = cfg->train.batch, T = cfg->context;
+    int metric = cfg->train.early_stop.metric;
+    if (metric == CLF_METRIC_ACCURACY && cfg->kind != CLF_MODEL_ENCODER)
+        return clf_error_set(err, CLF_ERR_CONFIG,
+                             "train.early_stop.metric: accuracy needs a classifier (kind "
+                             "encoder)");
+    if (metric == CLF_METRIC_BLEU && cfg->kind != CLF_MODEL_ENCODER_DECODER)
+        return clf_error_set(err, CLF_ERR_CONFIG,
+                             "train.early_stop.metric: bleu needs a translator (kind "
+                             "encoder-decoder)");
+    if (r->seq) {
+        if (r->data->train == NULL || r->data->val == NULL)
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "trainer: the %s kind trains on sentences (clf_train_data "
+                                 "train and val)",
+                                 clf_config_kind_name(cfg->kind));
+        if (!clf_seqdata_has_targets(r->data->train) || !clf_seqdata_has_targets(r->data->val))
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "trainer: the training and validation sentences need %s",
+                                 cfg->kind == CLF_MODEL_ENCODER ? "labels" : "targets");
+        if (d.kind != (int)cfg->kind)
+            return clf_error_set(err, CLF_ERR_ARG, "trainer: the model is not of the config's "
+                                 "kind");
+        return CLF_OK;
+    }
+    if (r->ds == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "trainer: a decoder trains on a text dataset");
+    if (B <= 0 || B > d.B || T != d.T)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "trainer: the model was created for batch %d x context %d; the "
+                             "config asks for %d x %d",
+                             d.B, d.T, B, T);
+    if (clf_dataset_size(r->ds, CLF_SPLIT_TRAIN) < (size_t)T + 1)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "the training split has %zu tokens; context %d needs at least %d",
+                             clf_dataset_size(r->ds, CLF_SPLIT_TRAIN), T, T + 1);
+    if (clf_dataset_size(r->ds, CLF_SPLIT_VAL) < 2)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "the validation split has %zu tokens; at least 2 are needed",
+                             clf_dataset_size(r->ds, CLF_SPLIT_VAL));
+    return CLF_OK;
+}
+
+clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_dataset *ds,
+                           const clf_tokenizer *tok, const clf_trainer_options *o,
+                           clf_train_result *res, clf_error *err)
+{
+    clf_train_data data;
+    memset(&data, 0, sizeof data);
+    data.text = ds;
+    return clf_trainer_run_data(m, cfg, &data, tok, o, res, err);
+}
+
+clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
+                                const clf_train_data *data, const clf_tokenizer *tok,
+                                const clf_trainer_options *o, clf_train_result *res,
+                                clf_error *err)
+{
+    run r;
+    memset(&r, 0, sizeof r);
+    memset(res, 0, sizeof *res);
+    res->last_loss = NAN;
+    res->last_val_loss = NAN;
+    res->last_accuracy = NAN;
+    res->last_bleu = NAN;
+    res->best_metric = NAN;
+    r.m = m;
+    r.cfg = cfg;
+    r.ds = data->text;
+    r.data = data;
+    r.tok = tok;
+    r.o = o;
+    r.seq = cfg->kind != CLF_MODEL_DECODER;
+    r.best_val = INFINITY;
+    r.t_start = now_s();
+    clf_status st = CLF_OK;
+    const int B = cfg->train.batch, T = cfg->context;
+    uint64_t total = 0;
+    clf_schedule sched;
+
+    if (o->out_dir == NULL || o->out_dir[0] == '\0') {
+        st = clf_error_set(err, CLF_ERR_ARG, "trainer: no output directory");
+        goto fail;
+    }
+    if ((st = check_data(&r, cfg, err)) != CLF_OK)
+        goto fail;
+    if (r.seq) {
+        clf_trainer_seq_batching(cfg, data, &r.bo);
+        if ((st = clf_seq_loader_create(data->train, &r.bo, &r.L, err)) != CLF_OK ||
+            (st = clf_seq_batch_create(r.L, &r.b, err)) != CLF_OK ||
+            (st = seq_total(cfg, r.L, &total, err)) != CLF_OK)
+            goto fail;
+    } else {
+        total = clf_trainer_total_steps(cfg, r.ds);
+    }
+    if (total == 0) {
+        st = clf_error_set(err, CLF_ERR_CONFIG,
+                           "train.steps: 0 steps to run (set train.steps or train.epochs)");
+        goto fail;
+    }
+    if ((st = clf_schedule_init(&sched, cfg, err)) != CLF_OK)
+        goto fail;
+    {
+        int n = snprintf(r.path, sizeof r.path, "%s/%s", o->out_dir, CLF_TRAINER_CKPT_NAME);
+        int n2 = snprintf(r.best_path, sizeof r.best_path, "%s/best.safetensors", o->out_dir);
+        if (n < 0 || (size_t)n >= sizeof r.path || n2 < 0 || (size_t)n2 >= sizeof r.best_path) {
+            st = clf_error_set(err, CLF_ERR_ARG, "output directory path too long");
+            goto fail;
+        }
+    }
+    if ((st = clf_tokenizer_to_json(tok, &r.tok_json, NULL, err)) != CLF_OK)
+        goto fail;
+    if (!r.seq) {
+        r.x = malloc((size_t)B * (size_t)T * sizeof *r.x);
+        r.y = malloc((size_t)B * (size_t)T * sizeof *r.y);
+        if (r.x == NULL || r.y == NULL) {
+            st = clf_error_set(err, CLF_ERR_MEMORY, "trainer: out of host memory");
+            goto fail;
+        }
+    }
+    clf_rng_seed(&r.data_rng, cfg->train.seed);
+    if (o->resume && (st = resume(&r, err)) != CLF_OK)
+        goto fail;
+
+    const uint64_t first = clf_model_state_get(m).step;
+    const int log_every = cfg->train.log_every > 0 ? cfg->train.log_every : 1;
+    const int eval_every = cfg->train.eval.every;
+    clf_train_progress p;
+    memset(&p, 0, sizeof p);
+    p.step = first;
+    p.total = total;
+    p.first_step = first;
+    p.loss = NAN;
+    p.lr = clf_schedule_lr(&sched, first);
+    p.elapsed_s = run_elapsed(&r);
+    p.epoch = -1;
+    if (r.seq) {
+        clf_seq_loader_state ls;
+        clf_seq_loader_get_state(r.L, &ls);
+        p.epoch = ls.epoch;
+    }
+    res->first_step = res->last_step = first;
+    res->total = total;
+    if (o->cb.on_start)
+        o->cb.on_start(o->cb.user, &p);
+
+    double train_time = 0.0;       /* this session, evaluations excluded */
+    double t_mark = now_s();       /* start of the current timing window */
+    double window_time = 0.0;      /* training time in the window */
+    uint64_t window_steps = 0;
+    double window_tokens = 0.0;    /* tokens of the window's steps */
+    double timed_tokens = 0.0;     /* tokens in train_time */
+    uint64_t timed_steps = 0;      /* steps in train_time (the warm-up step excluded) */
+    uint64_t saved_at = o->resume ? first : UINT64_MAX; /* step of the last checkpoint */
+
+    for (uint64_t it = first; it < total; it++) {
+        if (o->stop != NULL && *o->stop) {
+            if (saved_at != it && (st = save(&r, err)) != CLF_OK)
+                goto fail;
+            res->interrupted = 1;
+            st = clf_error_set(err, CLF_ERR_INTERRUPTED, "training stopped at step %llu of %llu",
+                               (unsigned long long)it, (unsigned long long)total);
+            goto done;
+        }
+        double lr = clf_schedule_lr(&sched, it);
+        double tokens = 0.0;
+        int epoch_end = 0;
+        if ((st = next_batch(&r, &tokens, &epoch_end, err)) != CLF_OK ||
+            (st = clf_model_forward(m, 1, err)) != CLF_OK ||
+            (st = clf_model_backward(m, err)) != CLF_OK ||
+            (st = clf_model_step(m, (float)lr, err)) != CLF_OK)
+            goto fail;
+        const uint64_t done = it + 1;
+        res->last_step = done;
+        window_steps++;
+        window_tokens += tokens;
+        if (r.seq)
+            p.epoch = r.b->epoch;
+        int is_eval = (eval_every > 0 && done % (uint64_t)eval_every == 0) || done == total ||
+                      (r.seq && eval_every == 0 && epoch_end);
+        int is_log = done % (uint64_t)log_every == 0 || done == total;
+        if (done == first + 1) {
+            /* The first step of a session is a warm-up (kernel builds, GEMM
+             * tuning): it is reported but left out of the rates and the ETA. */
+            float loss = 0.0f;
+            if ((st = clf_model_loss(m, &loss, err)) != CLF_OK)
+                goto fail;
+            p.step = done;
+            p.loss = loss;
+            p.lr = lr;
+            p.tokens_per_s = 0.0;
+            p.step_ms = 1e3 * (now_s() - t_mark);
+            p.elapsed_s = run_elapsed(&r);
+            p.eta_s = -1.0;
+            res->last_loss = loss;
+            if (o->cb.on_log)
+                o->cb.on_log(o->cb.user, &p);
+            window_steps = 0;
+            window_tokens = 0.0;
+            t_mark = now_s();
+            is_log = 0;
+        }
+        if (is_log) {
+            float loss = 0.0f;
+            if ((st = clf_model_loss(m, &loss, err)) != CLF_OK) /* waits for the queue */
+                goto fail;
+            double t = now_s();
+            window_time += t - t_mark;
+            train_time += t - t_mark;
+            t_mark = t;
+            timed_steps += window_steps;
+            timed_tokens += window_tokens;
+            p.step = done;
+            p.loss = loss;
+            p.lr = lr;
+            p.tokens_per_s = window_time > 0 ? window_tokens / window_time : 0;
+            p.step_ms = window_steps > 0 ? 1e3 * window_time / window_steps : 0;
+            p.elapsed_s = run_elapsed(&r);
+            p.eta_s = (double)(total - done) * (train_time / (double)timed_steps);
+            res->last_loss = loss;
+            if (!isfinite(loss)) {
+                st = clf_error_set(err, CLF_ERR_NUMERIC,
+                                   "training diverged: loss %g at step %llu (lr %g); lower "
+                                   "train.optimizer.lr or set train.grad_clip",
+                                   (double)loss, (unsigned long long)done, lr);
+                goto fail;
+            }
+            if (o->cb.on_log)
+                o->cb.on_log(o->cb.user, &p);
+            window_time = 0.0;
+            window_steps = 0;
+            window_tokens = 0.0;
+        }
+        if (is_eval) {
+            double t = now_s();
+            if (!is_log && done != first + 1) {
+                window_time += t - t_mark;
+                train_time += t - t_mark;
+            }
+            if ((st = evaluate(&r, done, res, err)) != CLF_OK)
+                goto fail;
+            if ((st = save(&r, err)) != CLF_OK)
+                goto fail;
+            saved_at = done;
+            t_mark = now_s();
+            int patience = cfg->train.early_stop.patience;
+            if (patience > 0 && (r.seq || cfg->train.early_stop.metric == CLF_METRIC_LOSS) &&
+                r.evals_since_best >= patience && done < total) {
+                res->early_stopped = 1;
+                goto done;
+            }
+        }
+    }
+    /* Here the run is complete (a stop that arrives during the last step
+     * changes nothing: the final checkpoint is written), or a resumed run
+     * had nothing left to do (its checkpoint is the one it came from). */
+done:
+    {
+        double t = now_s();
+        res->session_s = t - r.t_start;
+        res->elapsed_s = run_elapsed(&r);
+        /* steps whose tokens were not yet folded into a log window count too */
+        res->tokens_per_s = train_time > 0 ? timed_tokens / train_time : 0.0;
+        res->best_metric = isfinite(r.best_val)
+                               ? (cfg->train.early_stop.metric == CLF_METRIC_LOSS ? r.best_val
+                                                                                  : -r.best_val)
+                               : NAN;
+        res->best_step = r.best_step;
+    }
+fail:
+    free(r.tok_json);
+    free(r.x);
+    free(r.y);
+    free(r.flat);
+    clf_model_destroy(r.infer);
+    clf_seq_batch_destroy(r.b);
+    clf_seq_loader_destroy(r.L);
+    return st;
+}

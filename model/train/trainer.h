@@ -1,0 +1,224 @@
+/*
+ * trainer.h - the training loop as library code: batches, the learning-rate
+ * schedule, optimizer steps, periodic evaluation, checkpoints, --resume and
+ * a clean stop. The caller (cli/cmd_train.c, tests) owns the runtime, the
+ * model, the dataset and the tokenizer, and sees progress only through
+ * callbacks: the library never prints.
+ *
+ * One run
+ *   it = the model's step (0 for a fresh model; the checkpoint's after
+ *   resume); total = train.steps (or, with steps 0 and epochs > 0, epochs *
+ *   ceil(train tokens / (B * T)) random batches). For each it < total:
+ *     lr = clf_schedule_lr(it)                      (schedule.h)
+ *     x, y = clf_dataset_sample_batch(train, B, T, data rng)
+ *     set_batch, forward(train), backward, step(lr)
+ *     done = it + 1
+ *     log:   done % log_every == 0, the first step of the session, or the
+ *            last: read the loss back (the only device round trip of a
+ *            step) and call on_log with step/total, loss, lr, tokens/s,
+ *            elapsed, ETA (the session's first step is a warm-up, kernel
+ *            builds and GEMM tuning, left out of the rates and the ETA)
+ *     eval:  done % eval.every == 0 (eval.every > 0), and at the last step:
+ *            the validation loss (and a train-split estimate), on_eval, then
+ *            a checkpoint (on_checkpoint)
+ *     stop:  *stop set (a signal handler, a callback), looked at before
+ *            each step: a checkpoint at the current step (unless one was
+ *            just written), then CLF_ERR_INTERRUPTED.
+ *     early stop: train.early_stop.patience > 0 (metric loss): after that
+ *            many evaluations without a new best validation loss, stop
+ *            (CLF_OK, res->early_stopped); the best and the count are in
+ *            the checkpoint, so resuming keeps counting.
+ *   The data generator is clf_rng_seed(train.seed) (dataset.h); dropout is
+ *   keyed inside the model by (train.seed, step). Both, the parameters, the
+ *   Adam moments and the step are in the checkpoint, so a run resumed from
+ *   any checkpoint produces bit-identical losses to one never interrupted.
+ *
+ * Evaluation
+ *   eval.batches > 0: the mean loss of that many random windows of each
+ *   split, B x T each, drawn from generators re-seeded at every evaluation
+ *   from train.seed (so every evaluation of a run sees the same windows and
+ *   evaluations never disturb the training batches). eval.batches == 0: the
+ *   whole validation split as clf_trainer_eval_split (exact, slow on large
+ *   splits; the one place the loop allocates: its window buffers, once per
+ *   evaluation).
+ *   clf_trainer_eval_split: the deterministic rule of dataset.h (non-
+ *   overlapping windows of the context, every target once), B windows per
+ *   forward, per-position losses summed in double and divided by the number
+ *   of targets. This is `clformer eval`.
+ *
+ * Checkpoints: <out_dir>/ckpt.safetensors, through checkpoint.h (atomic:
+ * temporary file, fsync, rename), with the data generator's state and the
+ * run's elapsed time in the metadata.
+ *
+ * The encoder kinds (clf_trainer_run_data): the same loop, with batches
+ * from the sentence loader of seqdata.h instead of random windows:
+ *   batches  bucketed by length (CLF_SEQ_ORDER_BUCKETED), train.batch
+ *            sentences each, or a token budget (clf_train_data.batch_tokens,
+ *            B x max(S, T) slots, train.batch then caps B); seeded by
+ *            train.seed, one epoch = one pass over the training sentences.
+ *   total    train.steps, or with steps 0 train.epochs x the batches of each
+ *            epoch (exact: each epoch is planned ahead to count them).
+ *   eval     eval.every > 0: every that many steps; eval.every 0: at the end
+ *            of every epoch; and after the last step. Each evaluation
+ *            computes over the whole validation set (eval.batches is not
+ *            used): the loss (label smoothing off), the classifier's
+ *            accuracy, and the translator's corpus BLEU (seqeval.h:
+ *            sacreBLEU 13a on detokenized text) with clf_train_data.decode
+ *            (beam 1: greedy), run on an inference copy of the model
+ *            created at the first evaluation (parameters copied in before
+ *            each).
+ *   early stop  train.early_stop.patience evaluations without a better
+ *            train.early_stop.metric: loss (lower is better), accuracy
+ *            (classifier) or bleu (translator), both higher is better.
+ *   resume   the loader's position (epoch, next batch) is in the checkpoint
+ *            (data_state), with the token budget; a resumed run continues
+ *            bit for bit, as the GPT's.
+ *
+ * Not here: printing, signal handling (the caller sets *stop), gradient
+ * accumulation, several devices.
+ */
+#ifndef CLF_TRAINER_H
+#define CLF_TRAINER_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "model/infer/beam.h"
+#include "model/train/checkpoint.h"
+#include "model/data/dataset.h"
+#include "model/graph/model.h"
+#include "model/data/seqdata.h"
+#include "model/text/tokenizer.h"
+#include "runtime/status.h"
+
+CLF_API_BEGIN
+
+#define CLF_TRAINER_CKPT_NAME "ckpt.safetensors"
+
+typedef struct clf_train_progress {
+    uint64_t step;       /* optimizer steps done */
+    uint64_t total;      /* steps of the whole run */
+    uint64_t first_step; /* the step this process started from (resume) */
+    double loss;         /* training loss of the last step (only on logging steps) */
+    double lr;           /* learning rate of the last step */
+    double tokens_per_s; /* training tokens per second since the previous log; 0 for
+                            the session's first step, a warm-up (kernel builds, GEMM
+                            tuning) left out of every rate and of the ETA */
+    double elapsed_s;    /* wall time of the run, earlier sessions (resume) included */
+    double eta_s;        /* estimated time to the last step (training only); < 0 unknown */
+    double step_ms;      /* mean wall time of a step since the previous log */
+    int64_t epoch;       /* encoder kinds: the epoch of the last batch (0-based); -1 for a
+                            decoder */
+} clf_train_progress;
+
+typedef struct clf_train_eval {
+    uint64_t step;
+    double val_loss;
+    double train_loss; /* estimate over eval.batches train windows; NAN with batches 0 */
+    uint64_t val_tokens; /* targets the validation loss averages over */
+    double seconds;      /* time the evaluation took */
+    int64_t epoch;       /* encoder kinds: epochs completed at this evaluation; -1 for a
+                            decoder */
+    double accuracy;     /* classifier: validation accuracy in [0, 1]; else NAN */
+    double bleu;         /* translator: validation corpus BLEU in [0, 100]; else NAN */
+    double bleu_bp;      /* its brevity penalty and hypothesis/reference length ratio */
+    double bleu_ratio;
+    int best;            /* 1 if this evaluation is the best so far by the early-stop metric */
+} clf_train_eval;
+
+typedef struct clf_trainer_callbacks {
+    void *user;
+    /* The run is about to start (after a resume, state reflects it). */
+    void (*on_start)(void *user, const clf_train_progress *p);
+    void (*on_log)(void *user, const clf_train_progress *p);
+    void (*on_eval)(void *user, const clf_train_eval *e);
+    void (*on_checkpoint)(void *user, const char *path, uint64_t step);
+} clf_trainer_callbacks;
+
+typedef struct clf_trainer_options {
+    const char *out_dir;         /* must exist; the checkpoint goes here */
+    int resume;                  /* 1 = continue from out_dir's checkpoint */
+    volatile sig_atomic_t *stop; /* may be NULL; nonzero = checkpoint and stop */
+    clf_trainer_callbacks cb;    /* every member may be NULL */
+} clf_trainer_options;
+
+typedef struct clf_train_result {
+    uint64_t first_step, last_step; /* this session's range */
+    uint64_t total;
+    double last_loss;     /* last logged training loss (NAN if none) */
+    double last_val_loss; /* last evaluation (NAN if none) */
+    double last_accuracy; /* last evaluation's accuracy / BLEU (NAN if none) */
+    double last_bleu;
+    double best_metric;   /* best evaluation by the early-stop metric (NAN if none) */
+    uint64_t best_step;   /* its step */
+    double elapsed_s;     /* the run's wall time, earlier sessions included */
+    double session_s;     /* this session's wall time */
+    double tokens_per_s;  /* training tokens per second over this session (evaluations
+                             and the warm-up step excluded) */
+    int interrupted;
+    int early_stopped;
+} clf_train_result;
+
+/* What a run trains on: a decoder's text, or the encoder kinds' sentences. */
+typedef struct clf_train_data {
+    const clf_dataset *text;        /* decoder: the text and its train/val splits */
+    const clf_seqdata *train;       /* encoder / encoder-decoder: training sentences */
+    const clf_seqdata *val;         /*   validation sentences (with targets or labels) */
+    const char *const *val_refs;    /*   translator: raw reference lines of val for BLEU
+                                         (NULL: val's targets decoded) */
+    int batch_tokens;               /*   token budget per batch (0: train.batch sentences) */
+    clf_beam_options decode;        /*   translator: decoding for BLEU (clf_beam_options_default
+                                         for greedy; .batch sentences per search) */
+    const clf_checkpoint_extra *extra; /* more metadata for every checkpoint (e.g. the
+                                          languages); may be NULL */
+    int n_extra;
+} clf_train_data;
+
+/* The sentence loader's options for a run (bucketed, seeded by train.seed). */
+void clf_trainer_seq_batching(const clf_model_config *cfg, const clf_train_data *data,
+                              clf_seq_batching *bo);
+/* The limits to create an encoder kind's model with (clf_model_create_ex),
+ * covering the training batches of every epoch and the evaluation batches. */
+clf_status clf_trainer_seq_limits(const clf_model_config *cfg, const clf_train_data *data,
+                                  clf_model_limits *lim, clf_error *err);
+/* Steps of the run (train.steps, or train.epochs as described above). */
+clf_status clf_trainer_total_steps_data(const clf_model_config *cfg, const clf_train_data *data,
+                                        uint64_t *total, clf_error *err);
+
+/* Run (or continue) training on data: clf_trainer_run generalised to every
+ * kind. For the encoder kinds m was created with clf_model_create_ex and
+ * clf_trainer_seq_limits (and CLF_MODEL_TRAIN). */
+clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
+                                const clf_train_data *data, const clf_tokenizer *tok,
+                                const clf_trainer_options *o, clf_train_result *res,
+                                clf_error *err);
+
+/* Steps a config asks for on a dataset (steps, or epochs as above). */
+uint64_t clf_trainer_total_steps(const clf_model_config *cfg, const clf_dataset *ds);
+
+/* Run (or continue) training. m was created from cfg with CLF_MODEL_TRAIN
+ * and a batch of at least cfg->train.batch, tok is the tokenizer ds was
+ * encoded with (it goes into the checkpoint). With resume, the checkpoint in
+ * out_dir is loaded into m first; its config must equal cfg except for
+ * train.steps, train.eval and train.log_every (CLF_ERR_ARG naming the first
+ * key that differs otherwise). Returns CLF_ERR_INTERRUPTED after a stop
+ * (the checkpoint written; *res filled). */
+clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_dataset *ds,
+                           const clf_tokenizer *tok, const clf_trainer_options *o,
+                           clf_train_result *res, clf_error *err);
+
+/* Loss over a whole split by the evaluation windows of dataset.h, with the
+ * model's context and up to its maximum batch of windows per forward: *loss
+ * = sum of per-target losses / *targets. */
+clf_status clf_trainer_eval_split(clf_model *m, const clf_dataset *ds, clf_split split,
+                                  double *loss, uint64_t *targets, clf_error *err);
+
+/* Mean loss of n random B x T windows of split drawn from rng. */
+clf_status clf_trainer_eval_batches(clf_model *m, const clf_dataset *ds, clf_split split, int n,
+                                    clf_rng *rng, double *loss, clf_error *err);
+
+CLF_API_END
+
+#endif

@@ -1,0 +1,210 @@
+/*
+ * dispatch.c - the GEMM entry points: argument checks, the degenerate cases,
+ * and the hand-off to an engine (native.c, clblast.c) or to the auto choice
+ * (choice.c).
+ *
+ * Design
+ *   Every entry point validates the descriptor first (leading dimensions,
+ *   buffer extents, batch strides) so that both engines see only sound
+ *   calls, and handles the degenerate cases itself: m or n == 0 does
+ *   nothing, k == 0 scales C by beta (on the native kernel with K = 0,
+ *   since CLBlast rejects it).
+ *
+ *   All state hangs off the runtime (clf_runtime_gemm_slot); nothing global.
+ *
+ * Not here: the engines (native.c, clblast.c, cl/gemm.cl), the auto choice
+ *   (choice.c). Checking that C does not overlap A or B is left to the
+ *   caller: one allocation legitimately interleaves tensors.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "runtime/gemm/gemm_internal.h"
+#include "runtime/runtime_internal.h"
+
+void clf_gemm_state_destroy(void *state)
+{
+    gemm_state *st = state;
+    if (st == NULL)
+        return;
+    clf_buffer_destroy(st->scratch);
+    free(st->choices);
+    free(st);
+}
+
+const char *clf_gemm_engine_name(clf_gemm_engine e)
+{
+    switch (e) {
+    case CLF_GEMM_AUTO: return "auto";
+    case CLF_GEMM_CLBLAST: return "clblast";
+    case CLF_GEMM_NATIVE: return "native";
+    }
+    return "unknown";
+}
+
+clf_status clf_gemm_state_get(clf_runtime *rt, gemm_state **out, clf_error *err)
+{
+    void **slot = clf_runtime_gemm_slot(rt);
+    if (*slot == NULL) {
+        gemm_state *st = calloc(1, sizeof *st);
+        if (st == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "gemm: out of host memory");
+        *slot = st;
+    }
+    *out = *slot;
+    return CLF_OK;
+}
+
+/* ---- validation ------------------------------------------------------------ */
+
+/* Does the matrix (rows x cols, row stride ld, batch matrices stride apart)
+ * starting at element p.off fit in p's buffer? */
+static clf_status check_extent(const char *name, clf_ptr p, size_t rows, size_t cols, size_t ld,
+                               size_t stride, size_t batch, clf_error *err)
+{
+    const size_t have = clf_buffer_size(p.buf) / sizeof(float);
+    /* last element + 1 = off + (batch-1)*stride + (rows-1)*ld + cols, without overflow */
+    size_t need = p.off, t;
+    if (__builtin_mul_overflow(batch - 1, stride, &t) || __builtin_add_overflow(need, t, &need) ||
+        __builtin_mul_overflow(rows - 1, ld, &t) || __builtin_add_overflow(need, t, &need) ||
+        __builtin_add_overflow(need, cols, &need) || need > have)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "gemm: %s (%zu x %zu, ld %zu, offset %zu, batch %zu, stride %zu) "
+                             "reaches past the end of its buffer of %zu floats",
+                             name, rows, cols, ld, p.off, batch, stride, have);
+    return CLF_OK;
+}
+
+static clf_status validate(const clf_gemm_desc *d, clf_error *err)
+{
+    if (d == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "gemm: descriptor is NULL");
+    if ((d->trans_a != 0 && d->trans_a != 1) || (d->trans_b != 0 && d->trans_b != 1))
+        return clf_error_set(err, CLF_ERR_ARG, "gemm: trans_a=%d trans_b=%d (0 or 1 expected)",
+                             d->trans_a, d->trans_b);
+    if (d->m == 0 || d->n == 0)
+        return CLF_OK; /* nothing to compute, nothing to check */
+    const size_t batch = clf_gemm_batch_of(d);
+    /* stored shapes: A is m x k (k x m transposed), B is k x n (n x k) */
+    const size_t a_rows = d->trans_a ? d->k : d->m, a_cols = d->trans_a ? d->m : d->k;
+    const size_t b_rows = d->trans_b ? d->n : d->k, b_cols = d->trans_b ? d->k : d->n;
+    if (d->c.buf == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "gemm: C buffer is NULL");
+    if (d->ldc < d->n)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "gemm: ldc=%zu is smaller than n=%zu, the row length of C", d->ldc,
+                             d->n);
+    if (batch > 1 && d->stride_c < (d->m - 1) * d->ldc + d->n)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "gemm: stride_c=%zu is smaller than one C matrix (%zu floats for "
+                             "%zu x %zu with ldc %zu): the batch's outputs would overlap",
+                             d->stride_c, (d->m - 1) * d->ldc + d->n, d->m, d->n, d->ldc);
+    clf_status s = check_extent("C", d->c, d->m, d->n, d->ldc, d->stride_c, batch, err);
+    if (s != CLF_OK)
+        return s;
+    if (d->k == 0)
+        return CLF_OK; /* A and B are not read */
+    if (d->a.buf == NULL || d->b.buf == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "gemm: %s buffer is NULL",
+                             d->a.buf == NULL ? "A" : "B");
+    if (d->lda < a_cols)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "gemm: lda=%zu is smaller than %zu, the row length of A as stored "
+                             "(%zu x %zu%s)",
+                             d->lda, a_cols, a_rows, a_cols, d->trans_a ? ", transposed" : "");
+    if (d->ldb < b_cols)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "gemm: ldb=%zu is smaller than %zu, the row length of B as stored "
+                             "(%zu x %zu%s)",
+                             d->ldb, b_cols, b_rows, b_cols, d->trans_b ? ", transposed" : "");
+    s = check_extent("A", d->a, a_rows, a_cols, d->lda, d->stride_a, batch, err);
+    if (s == CLF_OK)
+        s = check_extent("B", d->b, b_rows, b_cols, d->ldb, d->stride_b, batch, err);
+    return s;
+}
+
+/* ---- running on an engine ------------------------------------------------------ */
+
+/* d validated, m, n > 0. */
+clf_status clf_gemm_engine_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine e,
+                               const clf_gemm_desc *d, clf_error *err)
+{
+    clf_status s;
+    if (d->k == 0 || e == CLF_GEMM_NATIVE) {
+        /* k == 0 (C = beta * C) always runs natively: CLBlast rejects it. */
+        s = clf_gemm_native_init(rt, st, err);
+        if (s != CLF_OK)
+            return s;
+        return clf_gemm_native_run(rt, st, d, err);
+    }
+    return clf_gemm_clblast_run(rt, d, err);
+}
+
+/* ---- public entry points -------------------------------------------------------------- */
+
+clf_status clf_gemm_choose(clf_runtime *rt, const clf_gemm_desc *d, clf_gemm_engine *out,
+                           clf_error *err)
+{
+    clf_status s = validate(d, err);
+    if (s != CLF_OK)
+        return s;
+    const clf_gemm_engine forced = clf_runtime_options_get(rt)->gemm;
+    if (forced != CLF_GEMM_AUTO) {
+        *out = forced;
+        return CLF_OK;
+    }
+    gemm_state *st = NULL;
+    if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK)
+        return s;
+    if (d->m == 0 || d->n == 0 || d->k == 0) {
+        *out = CLF_GEMM_NATIVE; /* nothing, or C = beta * C: the native kernel does it */
+        return CLF_OK;
+    }
+    return clf_gemm_auto_choose(rt, st, d, out, err);
+}
+
+clf_status clf_gemm_prepare(clf_runtime *rt, const clf_gemm_desc *d, clf_error *err)
+{
+    clf_status s = validate(d, err);
+    if (s != CLF_OK)
+        return s;
+    if (d->m == 0 || d->n == 0)
+        return CLF_OK;
+    gemm_state *st = NULL;
+    if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK)
+        return s;
+    clf_gemm_engine engine = clf_runtime_options_get(rt)->gemm;
+    if (engine == CLF_GEMM_AUTO && d->k > 0 && (s = clf_gemm_auto_choose(rt, st, d, &engine, err)) != CLF_OK)
+        return s;
+    if (engine == CLF_GEMM_CLBLAST && d->k > 0)
+        return CLF_OK;
+    if ((s = clf_gemm_native_init(rt, st, err)) != CLF_OK || d->k == 0)
+        return s;
+    return clf_gemm_native_reserve(rt, st, d, err);
+}
+
+clf_status clf_gemm_with(clf_runtime *rt, clf_gemm_engine engine, const clf_gemm_desc *d,
+                         clf_error *err)
+{
+    clf_status s = validate(d, err);
+    if (s != CLF_OK)
+        return s;
+    if (engine != CLF_GEMM_AUTO && engine != CLF_GEMM_CLBLAST && engine != CLF_GEMM_NATIVE)
+        return clf_error_set(err, CLF_ERR_ARG, "gemm: unknown engine %d", (int)engine);
+    if (d->m == 0 || d->n == 0)
+        return CLF_OK;
+    gemm_state *st = NULL;
+    if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK)
+        return s;
+    if (engine == CLF_GEMM_AUTO && d->k > 0) {
+        s = clf_gemm_auto_choose(rt, st, d, &engine, err);
+        if (s != CLF_OK)
+            return s;
+    }
+    return clf_gemm_engine_run(rt, st, engine, d, err);
+}
+
+clf_status clf_gemm(clf_runtime *rt, const clf_gemm_desc *d, clf_error *err)
+{
+    return clf_gemm_with(rt, clf_runtime_options_get(rt)->gemm, d, err);
+}

@@ -1,0 +1,53 @@
+/*
+ * gemm.h - the one GEMM interface of clformer.
+ *
+ * Row-major, C = alpha * op(A) * op(B) + beta * C, where op(A) is M x K and
+ * op(B) is K x N. Leading dimensions are row strides of the stored matrices
+ * (for A stored transposed, A is K x M with lda >= M). Offsets are in
+ * elements. batch > 1 runs a strided batch: matrix i of A starts at
+ * a.off + i * stride_a (likewise B and C), used for attention heads.
+ *
+ * Two engines sit behind it: CLBlast, and a register-blocked kernel of our own
+ * (cl/gemm.cl). CLF_GEMM_AUTO times both once per device and shape class,
+ * keeps the choice for the runtime's lifetime and in the on-disk cache.
+ */
+#ifndef CLF_GEMM_H
+#define CLF_GEMM_H
+
+#include "runtime/runtime.h"
+
+CLF_API_BEGIN
+
+typedef struct clf_gemm_desc {
+    int trans_a, trans_b; /* 0 = as stored, 1 = transposed */
+    size_t m, n, k;
+    float alpha, beta;
+    clf_ptr a;
+    size_t lda;
+    clf_ptr b;
+    size_t ldb;
+    clf_ptr c;
+    size_t ldc;
+    size_t batch; /* 0 or 1 = one matrix */
+    size_t stride_a, stride_b, stride_c;
+} clf_gemm_desc;
+
+/* Run on the engine chosen by the runtime's options (auto by default). */
+clf_status clf_gemm(clf_runtime *rt, const clf_gemm_desc *d, clf_error *err);
+/* Run on one engine explicitly (tests, benchmarks). */
+clf_status clf_gemm_with(clf_runtime *rt, clf_gemm_engine engine, const clf_gemm_desc *d,
+                         clf_error *err);
+/* The engine auto picks (or picked) for this shape; may time both. */
+clf_status clf_gemm_choose(clf_runtime *rt, const clf_gemm_desc *d, clf_gemm_engine *out,
+                           clf_error *err);
+const char *clf_gemm_engine_name(clf_gemm_engine e);
+/* Ready what a later clf_gemm of d's shape needs, so that the call itself
+ * only enqueues kernels: builds the native engine, makes (times, caches) the
+ * auto choice for d's shape class, and sizes the native engine's packing
+ * scratch for d. Call it while planning, with each shape of a training step
+ * (the largest last is cheapest). May read d's A and B; never writes C. */
+clf_status clf_gemm_prepare(clf_runtime *rt, const clf_gemm_desc *d, clf_error *err);
+
+CLF_API_END
+
+#endif
