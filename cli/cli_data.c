@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "cli/cli_data.h"
 
@@ -351,13 +350,6 @@ static clf_status add_tsv_text(clf_bpe_trainer *tr, const char *text, size_t len
     return CLF_OK;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE *out,
                       clf_tokenizer **tok)
 {
@@ -368,7 +360,7 @@ int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE 
     clf_bpe_trainer *tr = NULL;
     char *text = NULL, *joint = NULL;
     size_t len = 0, jlen = 0;
-    double t0 = now_s();
+    double t0 = clf_now_seconds();
     int tsv = p->kind == CLF_MODEL_ENCODER;
     const char *files[2] = {p->train_src, tsv ? NULL : p->train_tgt};
     *tok = NULL;
@@ -415,7 +407,7 @@ int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE 
                 "tokenizer: bpe, %d tokens (%d merges) trained on %s%s%s in %.1fs: %.2f bytes "
                 "per token\n",
                 (int)clf_tokenizer_vocab_size(*tok), (int)bs.merges, files[0],
-                files[1] ? " + " : "", files[1] ? files[1] : "", now_s() - t0,
+                files[1] ? " + " : "", files[1] ? files[1] : "", clf_now_seconds() - t0,
                 bs.tokens > 0 ? (double)bs.bytes / (double)bs.tokens : 0.0);
         goto specials;
     }
@@ -573,57 +565,6 @@ int cli_read_lines(const char *path, char ***lines, size_t *n)
     free(text);
     *lines = out;
     *n = k;
-    return CLI_EXIT_OK;
-}
-
-/* ---- checkpoints ------------------------------------------------------------------------- */
-
-int cli_ckpt_read(const char *dir, clf_checkpoint **ck, clf_model_config *cfg,
-                  clf_tokenizer **tok)
-{
-    char path[CLI_PATH_MAX];
-    clf_error e;
-    clf_error_clear(&e);
-    *ck = NULL;
-    *tok = NULL;
-    if (is_dir(dir))
-        snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
-    else
-        snprintf(path, sizeof path, "%s", dir);
-    clf_status st = clf_checkpoint_open(path, ck, &e);
-    if (st != CLF_OK)
-        goto fail;
-    *cfg = *clf_checkpoint_config(*ck);
-    const char *tj = clf_checkpoint_tokenizer(*ck);
-    if (tj == NULL || tj[0] == '\0') {
-        st = clf_error_set(&e, CLF_ERR_FORMAT, "%s: the checkpoint holds no tokenizer", path);
-        goto fail;
-    }
-    if ((st = clf_tokenizer_from_json(tj, strlen(tj), tok, &e)) != CLF_OK) {
-        clf_error_prefix(&e, "%s: tokenizer", path);
-        goto fail;
-    }
-    return CLI_EXIT_OK;
-fail:
-    cli_print_error(NULL, &e);
-    clf_checkpoint_close(*ck);
-    *ck = NULL;
-    return st == CLF_ERR_FORMAT || st == CLF_ERR_IO ? CLI_EXIT_FAIL : cli_exit_code(st);
-}
-
-int cli_ckpt_model(clf_runtime *rt, clf_checkpoint *ck, const clf_model_config *cfg,
-                   const clf_model_limits *lim, unsigned flags, clf_model **m)
-{
-    clf_error e;
-    clf_error_clear(&e);
-    clf_status st = clf_model_create_ex(rt, cfg, clf_checkpoint_vocab(ck), lim, flags, m, &e);
-    if (st == CLF_OK)
-        st = clf_checkpoint_load(ck, *m, CLF_CHECKPOINT_PARAMS, &e);
-    if (st != CLF_OK) {
-        clf_model_destroy(*m);
-        *m = NULL;
-        return fail_err(&e, st);
-    }
     return CLI_EXIT_OK;
 }
 

@@ -77,14 +77,6 @@ void cli_seq_report(const char *what, const clf_seqdata *ds, FILE *out);
 int cli_read_lines(const char *path, char ***lines, size_t *n);
 void cli_free_lines(char **lines, size_t n);
 
-/* Open a run's checkpoint (DIR/ckpt.safetensors, or a .safetensors file):
- * its config and tokenizer. Then create a model with limits and load the
- * parameters (cli_ckpt_model). */
-int cli_ckpt_read(const char *dir, clf_checkpoint **ck, clf_model_config *cfg,
-                  clf_tokenizer **tok);
-int cli_ckpt_model(clf_runtime *rt, clf_checkpoint *ck, const clf_model_config *cfg,
-                   const clf_model_limits *lim, unsigned flags, clf_model **m);
-
 /* Read all of standard input (or a file with path != NULL) into *text. */
 int cli_read_input(const char *path, char **text, size_t *len);
 

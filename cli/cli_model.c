@@ -3,10 +3,8 @@
  * loading with --set overrides, mkdir -p, opening a checkpoint into a model,
  * number and duration formatting.
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli_model.h"
 
@@ -25,74 +23,50 @@ int cli_config_load(const char *path, const cli_list *s, clf_model_config *cfg)
 
 int cli_mkdir_p(const char *path)
 {
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf) {
-        fprintf(stderr, "clformer: --out: bad directory name\n");
-        return CLI_EXIT_USAGE;
-    }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0')
-            continue;
-        char c = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
-            fprintf(stderr, "clformer: cannot create directory %s: %s\n", buf, strerror(errno));
-            return CLI_EXIT_FAIL;
-        }
-        buf[i] = c;
-    }
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "clformer: %s is not a directory\n", path);
+    clf_error err;
+    clf_error_clear(&err);
+    clf_status st = clf_mkdir_p(path, &err);
+    if (st != CLF_OK) {
+        cli_print_error("--out", &err);
         return CLI_EXIT_FAIL;
     }
     return CLI_EXIT_OK;
 }
 
-int cli_checkpoint_open(clf_runtime *rt, const char *dir, unsigned flags, int B,
-                        clf_model_config *cfg, clf_tokenizer **tok, clf_model **m)
+/* Checkpoint problems (a missing, corrupt or foreign file) are failures (1),
+ * not usage errors. */
+static int checkpoint_fail(const clf_error *err, clf_status st)
 {
-    char path[4096];
-    struct stat sb;
-    *tok = NULL;
-    *m = NULL;
-    if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
-        snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
-    else
-        snprintf(path, sizeof path, "%s", dir); /* a checkpoint file given directly */
+    cli_print_error(NULL, err);
+    return st == CLF_ERR_FORMAT || st == CLF_ERR_IO ? CLI_EXIT_FAIL : cli_exit_code(st);
+}
+
+int cli_checkpoint_open(const char *dir, clf_checkpoint **ck, clf_model_config *cfg,
+                        clf_tokenizer **tok)
+{
     clf_error err;
     clf_error_clear(&err);
-    clf_checkpoint *ck = NULL;
-    clf_status st = clf_checkpoint_open(path, &ck, &err);
-    if (st != CLF_OK)
-        goto fail;
-    *cfg = *clf_checkpoint_config(ck);
-    const char *tj = clf_checkpoint_tokenizer(ck);
-    if (tj == NULL || tj[0] == '\0') {
-        st = clf_error_set(&err, CLF_ERR_FORMAT, "%s: the checkpoint holds no tokenizer", path);
-        goto fail;
-    }
-    if ((st = clf_tokenizer_from_json(tj, strlen(tj), tok, &err)) != CLF_OK) {
-        clf_error_prefix(&err, "%s: tokenizer", path);
-        goto fail;
-    }
-    if ((st = clf_model_create(rt, cfg, clf_checkpoint_vocab(ck), B > 0 ? B : cfg->train.batch,
-                               flags, m, &err)) != CLF_OK)
-        goto fail;
-    if ((st = clf_checkpoint_load(ck, *m, CLF_CHECKPOINT_PARAMS, &err)) != CLF_OK)
-        goto fail;
-    clf_checkpoint_close(ck);
-    return CLI_EXIT_OK;
-fail:
-    cli_print_error(NULL, &err);
-    clf_checkpoint_close(ck);
-    clf_model_destroy(*m);
-    clf_tokenizer_destroy(*tok);
-    *m = NULL;
     *tok = NULL;
-    return st == CLF_ERR_FORMAT || st == CLF_ERR_IO ? CLI_EXIT_FAIL : cli_exit_code(st);
+    clf_status st = clf_checkpoint_open(dir, ck, &err);
+    if (st == CLF_OK) {
+        *cfg = *clf_checkpoint_config(*ck);
+        st = clf_checkpoint_tokenizer_create(*ck, tok, &err);
+    }
+    if (st != CLF_OK) {
+        clf_checkpoint_close(*ck);
+        *ck = NULL;
+        return checkpoint_fail(&err, st);
+    }
+    return CLI_EXIT_OK;
+}
+
+int cli_checkpoint_model(clf_runtime *rt, clf_checkpoint *ck, const clf_model_limits *lim,
+                         unsigned flags, clf_model **m)
+{
+    clf_error err;
+    clf_error_clear(&err);
+    clf_status st = clf_checkpoint_model_create(ck, rt, lim, flags, m, &err);
+    return st == CLF_OK ? CLI_EXIT_OK : checkpoint_fail(&err, st);
 }
 
 void cli_group_digits(unsigned long long v, char *out, size_t cap)

@@ -16,11 +16,14 @@ int cli_config_load(const char *path, const cli_list *s, clf_model_config *cfg);
 /* Create a directory and its parents (mkdir -p); prints on failure. */
 int cli_mkdir_p(const char *path);
 
-/* Open DIR/ckpt.safetensors: the config and tokenizer from its metadata, a
- * model created on rt with `flags` and batch B (0 = the config's train
- * batch) and the checkpoint's parameters loaded. Prints errors. */
-int cli_checkpoint_open(clf_runtime *rt, const char *dir, unsigned flags, int B,
-                        clf_model_config *cfg, clf_tokenizer **tok, clf_model **m);
+/* Open a run's checkpoint (DIR/ckpt.safetensors, or a .safetensors file):
+ * its config and tokenizer (clf_checkpoint_open). Then create its model on
+ * rt planned for lim (NULL: the config's batch) with flags, parameters
+ * loaded (clf_checkpoint_model_create). Both print their errors. */
+int cli_checkpoint_open(const char *dir, clf_checkpoint **ck, clf_model_config *cfg,
+                        clf_tokenizer **tok);
+int cli_checkpoint_model(clf_runtime *rt, clf_checkpoint *ck, const clf_model_limits *lim,
+                         unsigned flags, clf_model **m);
 
 /* "1,234,567" */
 void cli_group_digits(unsigned long long v, char *out, size_t cap);

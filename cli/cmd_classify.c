@@ -69,7 +69,7 @@ int cli_cmd_classify(int argc, char **argv)
     size_t len = 0;
     float *probs = NULL, *out = NULL;
     clf_status st = CLF_OK;
-    int rc = cli_ckpt_read(dir, &ck, &cfg, &tok);
+    int rc = cli_checkpoint_open(dir, &ck, &cfg, &tok);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (cfg.kind != CLF_MODEL_ENCODER) {
@@ -109,7 +109,7 @@ int cli_cmd_classify(int argc, char **argv)
     clf_model_limits lim = clf_seqeval_model_limits(&sl);
     if ((rc = cli_runtime_open(&rf, &rt)) != CLI_EXIT_OK)
         goto done;
-    if ((rc = cli_ckpt_model(rt, ck, &cfg, &lim, 0, &m)) != CLI_EXIT_OK)
+    if ((rc = cli_checkpoint_model(rt, ck, &lim, 0, &m)) != CLI_EXIT_OK)
         goto done;
     const int NL = clf_model_dims_get(m).labels;
     probs = malloc((size_t)sl.max_B * (size_t)NL * sizeof *probs);

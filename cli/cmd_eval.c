@@ -26,7 +26,6 @@
  */
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli_data.h"
 #include "cli/cli_model.h"
@@ -51,13 +50,6 @@ static void usage(FILE *out)
             "                    checkpoint's)\n"
             "  --hyps FILE       translation: write the translations to FILE\n"
             CLI_RUNTIME_FLAGS_HELP);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* limits covering both (a 0 cap means "B x longest": the larger) */
@@ -99,7 +91,7 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
     clf_error err;
     clf_error_clear(&err);
     clf_status st = CLF_OK;
-    int rc = cli_ckpt_read(dir, &ck, &cfg, &tok);
+    int rc = cli_checkpoint_open(dir, &ck, &cfg, &tok);
     if (rc != CLI_EXIT_OK)
         return rc;
     const int s2s = cfg.kind == CLF_MODEL_ENCODER_DECODER;
@@ -146,14 +138,14 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
     }
     if ((rc = cli_runtime_open(rf, &rt)) != CLI_EXIT_OK)
         goto done;
-    if ((rc = cli_ckpt_model(rt, ck, &cfg, &lim, s2s ? CLF_MODEL_INFER : 0, &m)) != CLI_EXIT_OK)
+    if ((rc = cli_checkpoint_model(rt, ck, &lim, s2s ? CLF_MODEL_INFER : 0, &m)) != CLI_EXIT_OK)
         goto done;
-    double t0 = now_s();
+    double t0 = clf_now_seconds();
     clf_seqeval_result r;
     if ((st = clf_seqeval_run(m, ds, &bo, &r, &err)) != CLF_OK)
         goto fail;
     if (!s2s) {
-        double dt = now_s() - t0;
+        double dt = clf_now_seconds() - t0;
         if (json)
             printf("{\"accuracy\": %.6f, \"val_loss\": %.6f, \"correct\": %llu, \"sentences\": "
                    "%llu}\n",
@@ -168,7 +160,7 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
         if ((st = clf_seqeval_bleu(m, tok, ds, (const char *const *)refs, &beam, &b, &hyps,
                                    &err)) != CLF_OK)
             goto fail;
-        double dt = now_s() - t0;
+        double dt = clf_now_seconds() - t0;
         char line[256];
         clf_bleu_format(&b, line, sizeof line);
         if (json)
@@ -251,7 +243,7 @@ int cli_cmd_eval(int argc, char **argv)
         clf_checkpoint *ck = NULL;
         clf_model_config ccfg;
         clf_tokenizer *ctok = NULL;
-        int prc = cli_ckpt_read(dir, &ck, &ccfg, &ctok);
+        int prc = cli_checkpoint_open(dir, &ck, &ccfg, &ctok);
         clf_checkpoint_close(ck);
         clf_tokenizer_destroy(ctok);
         if (prc != CLI_EXIT_OK)
@@ -289,18 +281,22 @@ int cli_cmd_eval(int argc, char **argv)
     int rc = cli_runtime_open(&rf, &rt);
     if (rc != CLI_EXIT_OK)
         return rc;
-    if ((rc = cli_checkpoint_open(rt, dir, 0, (int)batch, &cfg, &tok, &m)) != CLI_EXIT_OK)
+    clf_checkpoint *ck = NULL;
+    if ((rc = cli_checkpoint_open(dir, &ck, &cfg, &tok)) != CLI_EXIT_OK)
+        goto done;
+    const clf_model_limits lim = {.B = (int)batch};
+    rc = cli_checkpoint_model(rt, ck, batch > 0 ? &lim : NULL, 0, &m);
+    clf_checkpoint_close(ck);
+    if (rc != CLI_EXIT_OK)
         goto done;
     if ((st = clf_dataset_load(data, tok, &ds, &err)) != CLF_OK)
         goto fail;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = clf_now_seconds();
     double loss = 0.0;
     uint64_t targets = 0;
     if ((st = clf_trainer_eval_split(m, ds, split, &loss, &targets, &err)) != CLF_OK)
         goto fail;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    const double dt = clf_now_seconds() - t0;
     const char *name = split == CLF_SPLIT_VAL ? "val" : "train";
     if (json) {
         printf("{\"%s_loss\": %.6f, \"perplexity\": %.6f, \"tokens\": %llu}\n", name, loss,

@@ -3,35 +3,16 @@
  * [--temperature T] [--top-k K] [--top-p P] [--seed S]`: generate text from
  * a trained model, streaming each token to stdout as it is produced.
  *
- * Generation uses the KV cache (model.h): the prompt goes through one
- * batched prefill, then every new token is one clf_model_decode_step, the
- * work of one position. Positions are absolute and the cache holds the
- * model's context T; when it is full, the window slides: the last T - 1
- * tokens are prefilled again at positions 0..T-2 (their logits give the
- * next token), and decoding continues at position T - 1. So past the first
- * T tokens, every second token costs a prefill of T - 1 positions; each
- * token still sees at least T - 1 tokens of context, as when a model without
- * a cache crops its input to the last T tokens (nanoGPT's generate).
- *
- * The prompt is encoded with the checkpoint's tokenizer; a character it
- * does not know is an error naming it. An empty prompt starts from a
- * newline (or token 0 if the vocabulary has none). A prompt longer than T
- * is cut to its last T tokens. Sampling: model/sampler.h (temperature 0 is
- * greedy; a seed makes the output reproducible). The text goes to stdout,
- * the timing to stderr.
+ * The generation loop (KV cache, sliding context window) is the library's
+ * clf_generate (model/infer/generate.h); this file parses flags, streams
+ * each token's text to stdout and prints the timing to stderr. Sampling:
+ * model/infer/sampler.h (temperature 0 is greedy; a seed makes the output
+ * reproducible).
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli_model.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void usage(FILE *out)
 {
@@ -46,6 +27,18 @@ static void usage(FILE *out)
             "  --top-p P         nucleus: the smallest set with probability >= P (1 = off)\n"
             "  --seed S          random seed (default 1337)\n"
             "  --quiet           do not echo the prompt, no timing line\n" CLI_RUNTIME_FLAGS_HELP);
+}
+
+/* Streams each token's text as it is produced. */
+static int print_piece(void *user, int32_t token, const char *piece, size_t len)
+{
+    (void)user;
+    (void)token;
+    if (len > 0) {
+        fwrite(piece, 1, len, stdout);
+        fflush(stdout);
+    }
+    return 0;
 }
 
 int cli_cmd_sample(int argc, char **argv)
@@ -84,106 +77,43 @@ int cli_cmd_sample(int argc, char **argv)
     so.seed = seed;
 
     clf_runtime *rt = NULL;
+    clf_checkpoint *ck = NULL;
     clf_model *m = NULL;
     clf_tokenizer *tok = NULL;
-    clf_sampler *smp = NULL;
-    int32_t *seq = NULL, *ids = NULL;
-    float *logits = NULL;
     clf_model_config cfg;
     clf_error err;
     clf_error_clear(&err);
-    clf_status st = CLF_OK;
     int rc = cli_runtime_open(&rf, &rt);
     if (rc != CLI_EXIT_OK)
         return rc;
-    if ((rc = cli_checkpoint_open(rt, dir, CLF_MODEL_INFER, 1, &cfg, &tok, &m)) != CLI_EXIT_OK)
+    if ((rc = cli_checkpoint_open(dir, &ck, &cfg, &tok)) != CLI_EXIT_OK ||
+        (rc = cli_checkpoint_model(rt, ck, &(clf_model_limits){.B = 1}, CLF_MODEL_INFER, &m)) !=
+            CLI_EXIT_OK)
         goto done;
-    clf_model_dims d = clf_model_dims_get(m);
-    const int T = d.T, V = d.V;
-
-    size_t n_prompt = 0;
-    if ((st = clf_tokenizer_encode(tok, prompt, strlen(prompt), &ids, &n_prompt, &err)) !=
-        CLF_OK) {
-        clf_error_prefix(&err, "--prompt");
-        goto fail;
-    }
-    size_t cap = n_prompt + (size_t)n_tokens + 1;
-    seq = malloc(cap * sizeof *seq);
-    logits = malloc((size_t)V * sizeof *logits);
-    if (seq == NULL || logits == NULL) {
-        st = clf_error_set(&err, CLF_ERR_MEMORY, "out of host memory");
-        goto fail;
-    }
-    size_t n = 0;
-    if (n_prompt == 0) {
-        int32_t *nl = NULL;
-        size_t k = 0;
-        seq[n++] = clf_tokenizer_encode(tok, "\n", 1, &nl, &k, NULL) == CLF_OK && k == 1 ? nl[0]
-                                                                                         : 0;
-        free(nl);
-    } else {
-        memcpy(seq, ids, n_prompt * sizeof *seq);
-        n = n_prompt;
-    }
-    if ((st = clf_sampler_create(V, &so, &smp, &err)) != CLF_OK)
-        goto fail;
-
     if (!quiet) {
         fputs(prompt, stdout);
         fflush(stdout);
     }
-    double t0 = now_s();
-    size_t w = n < (size_t)T ? n : (size_t)T; /* tokens in the cache */
-    if ((st = clf_model_prefill(m, seq + n - w, 1, (int)w, logits, &err)) != CLF_OK)
-        goto fail;
-    int pos = (int)w;
-    long slides = 0;
-    for (long i = 0; i < n_tokens; i++) {
-        int tk = clf_sampler_sample(smp, logits, V);
-        if (tk < 0) {
-            st = clf_error_set(&err, CLF_ERR_ARG,
-                               "the model produced no valid logits (NaN) at token %ld", i);
-            goto fail;
-        }
-        seq[n++] = tk;
-        const char *piece = NULL;
-        size_t plen = 0;
-        if (clf_tokenizer_piece(tok, tk, &piece, &plen) && plen > 0) {
-            fwrite(piece, 1, plen, stdout);
-            fflush(stdout);
-        }
-        if (i + 1 == n_tokens)
-            break;
-        if (pos < T) {
-            int32_t one = tk;
-            if ((st = clf_model_decode_step(m, &one, 1, pos, logits, &err)) != CLF_OK)
-                goto fail;
-            pos++;
-        } else { /* the cache is full: slide by re-prefilling the last T - 1 tokens */
-            int k = T > 1 ? T - 1 : 1;
-            if ((st = clf_model_prefill(m, seq + n - (size_t)k, 1, k, logits, &err)) != CLF_OK)
-                goto fail;
-            pos = k;
-            slides++;
-        }
+    clf_generate_stats gs;
+    clf_status st =
+        clf_generate(m, tok, prompt, strlen(prompt), n_tokens, &so, print_piece, NULL, &gs, &err);
+    if (st != CLF_OK) {
+        if (gs.tokens == 0 && st == CLF_ERR_ARG)
+            clf_error_prefix(&err, "--prompt");
+        cli_print_error(NULL, &err);
+        rc = cli_exit_code(st);
+        goto done;
     }
-    double dt = now_s() - t0;
     fputc('\n', stdout);
     fflush(stdout);
     if (!quiet)
         fprintf(stderr, "[%ld tokens in %.2fs: %.1f tokens/s; context %d, %ld slides]\n",
-                n_tokens, dt, dt > 0 ? (double)n_tokens / dt : 0.0, T, slides);
+                gs.tokens, gs.seconds, gs.seconds > 0 ? (double)gs.tokens / gs.seconds : 0.0,
+                clf_model_dims_get(m).T, gs.slides);
     cli_print_profile(rt, stderr); /* prints only with --profile */
     rc = CLI_EXIT_OK;
-    goto done;
-fail:
-    cli_print_error(NULL, &err);
-    rc = cli_exit_code(st);
 done:
-    free(ids);
-    free(seq);
-    free(logits);
-    clf_sampler_destroy(smp);
+    clf_checkpoint_close(ck);
     clf_model_destroy(m);
     clf_tokenizer_destroy(tok);
     clf_runtime_destroy(rt);

@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "cli/cli_model.h"
 
@@ -49,13 +48,6 @@ static void usage(FILE *out)
             "encode: one line of ids per input line; --pieces prints the pieces instead\n"
             "        (a space shows as \xe2\x96\x81, other bytes as <0xNN>); --bos/--eos add them.\n"
             "decode: one line of text per line of ids; --specials shows <bos>, <pad>, ...\n");
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int ends_with(const char *s, const char *suffix)
@@ -139,7 +131,7 @@ static int cmd_train(int argc, char **argv)
     size_t json_len = 0;
     const char *context = NULL;
     char num[32], num2[32], num3[32];
-    double t0 = now();
+    double t0 = clf_now_seconds();
     if ((st = clf_bpe_trainer_create(&o, &tr, &err)) != CLF_OK)
         goto fail;
     for (int i = 0; i < data.n; i++) {
@@ -152,10 +144,10 @@ static int cmd_train(int argc, char **argv)
         cli_group_digits(after.words - before.words, num2, sizeof num2);
         printf("read %s: %s bytes, %s words\n", data.v[i], num, num2);
     }
-    double t1 = now();
+    double t1 = clf_now_seconds();
     if ((st = clf_bpe_trainer_finish(tr, &tok, &err)) != CLF_OK)
         goto fail;
-    double t2 = now();
+    double t2 = clf_now_seconds();
     clf_bpe_stats s;
     clf_bpe_trainer_stats(tr, &s);
     cli_group_digits(s.words, num, sizeof num);

@@ -17,7 +17,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli_data.h"
 #include "cli/cli_model.h"
@@ -37,13 +36,6 @@ static void usage(FILE *out)
             "  --max-len-b B     (defaults 1.5 and 10; capped by the model's context)\n"
             "  --input FILE      read FILE (plain or gzip) instead of standard input\n"
             "  --quiet           no summary on stderr\n" CLI_RUNTIME_FLAGS_HELP);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int cli_cmd_translate(int argc, char **argv)
@@ -98,7 +90,7 @@ int cli_cmd_translate(int argc, char **argv)
     int32_t **ids = NULL;
     size_t n = 0;
     clf_status st = CLF_OK;
-    int rc = cli_ckpt_read(dir, &ck, &cfg, &tok);
+    int rc = cli_checkpoint_open(dir, &ck, &cfg, &tok);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (cfg.kind != CLF_MODEL_ENCODER_DECODER) {
@@ -135,13 +127,13 @@ int cli_cmd_translate(int argc, char **argv)
     {
         clf_model_limits lim;
         clf_beam_model_limits(ds, &bo, cfg.context, &lim);
-        if ((rc = cli_ckpt_model(rt, ck, &cfg, &lim, CLF_MODEL_INFER, &m)) != CLI_EXIT_OK)
+        if ((rc = cli_checkpoint_model(rt, ck, &lim, CLF_MODEL_INFER, &m)) != CLI_EXIT_OK)
             goto done;
     }
-    double t0 = now_s();
+    double t0 = clf_now_seconds();
     if ((st = clf_beam_translate_dataset(m, ds, bos, eos, &bo, &ids, &err)) != CLF_OK)
         goto fail;
-    double dt = now_s() - t0;
+    double dt = clf_now_seconds() - t0;
     long long out_tokens = 0;
     for (size_t i = 0; i < n; i++) {
         char *h = NULL;

@@ -11,6 +11,7 @@
 #include <CL/cl.h>
 
 #include "runtime/runtime.h"
+#include "runtime/util.h"
 
 /* Symbolic name of an OpenCL error code ("CL_OUT_OF_RESOURCES"). */
 const char *clf_cl_error_name(cl_int code);
@@ -49,10 +50,5 @@ clf_program_set *clf_program_set_create(void);
 void clf_program_set_destroy(clf_program_set *ps);
 clf_program_set *clf_runtime_programs(clf_runtime *rt);
 
-/* Small utilities (util.c). */
-uint64_t clf_hash64(const void *data, size_t n, uint64_t seed);
-/* mkdir -p; CLF_OK if it exists afterwards. */
-clf_status clf_mkdir_p(const char *path, clf_error *err);
-double clf_now_seconds(void);
 
 #endif

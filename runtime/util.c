@@ -1,13 +1,13 @@
 /*
- * util.c - small host utilities for runtime/: a 64-bit hash for cache keys
- * and checksums, mkdir -p, a monotonic clock.
+ * util.c - the small host utilities of util.h: a 64-bit hash for cache
+ * keys and checksums, mkdir -p, a monotonic clock, splitmix64.
  */
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
-#include "runtime/runtime_internal.h"
+#include "runtime/util.h"
 
 /* FNV-1a over bytes followed by a splitmix64 finaliser; two seeds give two
  * independent 64-bit hashes when a 128-bit key is wanted. */
@@ -55,4 +55,17 @@ double clf_now_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+uint64_t clf_splitmix64_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double clf_splitmix64_uniform(uint64_t *state)
+{
+    return (double)(clf_splitmix64_next(state) >> 11) * (1.0 / 9007199254740992.0);
 }

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "model/infer/sampler.h"
+#include "runtime/util.h"
 #include "tests/test_util.h"
 
 static clf_sampler *make(double temp, int k, double p, uint64_t seed, int V)

@@ -13,16 +13,9 @@
 #include <string.h>
 
 #include "model/io/fileio.h"
+#include "runtime/util.h"
 
 /* ---- generator -------------------------------------------------------------- */
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -30,7 +23,7 @@ void clf_rng_seed(clf_rng *r, uint64_t seed)
 {
     uint64_t x = seed;
     for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&x);
+        r->s[i] = clf_splitmix64_next(&x);
     /* splitmix64 is a bijection of its counter, so four successive outputs
      * cannot all be zero. */
 }

@@ -29,6 +29,7 @@
 
 #include "model/graph/model_internal.h"
 #include "model/ops/ops.h"
+#include "runtime/util.h"
 
 /* ---- the parameter plan -------------------------------------------------- */
 
@@ -540,18 +541,10 @@ fail:
 
 /* ---- initialisation ------------------------------------------------------------------ */
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in (0, 1), 53 bits. */
 static double uniform01(uint64_t *x)
 {
-    return ((double)(splitmix64(x) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    return ((double)(clf_splitmix64_next(x) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
 /* Box-Muller, one normal per pair of uniforms (the cosine branch). */

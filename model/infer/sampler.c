@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "model/infer/sampler.h"
+#include "runtime/util.h"
 
 struct clf_sampler {
     clf_sampler_options o;
@@ -27,19 +28,6 @@ clf_sampler_options clf_sampler_options_default(void)
 {
     clf_sampler_options o = {1.0, 0, 1.0, 1337};
     return o;
-}
-
-uint64_t clf_splitmix64_next(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-double clf_splitmix64_uniform(uint64_t *state)
-{
-    return (double)(clf_splitmix64_next(state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 clf_status clf_sampler_create(int max_vocab, const clf_sampler_options *o, clf_sampler **out,

@@ -62,9 +62,6 @@ void clf_sampler_destroy(clf_sampler *s); /* NULL is a no-op */
  * if V is out of range or every logit is NaN. */
 int clf_sampler_sample(clf_sampler *s, const float *logits, int V);
 
-/* The generator, exposed for tests and other host-side draws. */
-uint64_t clf_splitmix64_next(uint64_t *state);
-double clf_splitmix64_uniform(uint64_t *state); /* [0, 1) */
 
 CLF_API_END
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "model/io/safetensors.h"
 
@@ -182,7 +183,12 @@ clf_status clf_checkpoint_open(const char *path, clf_checkpoint **out, clf_error
     clf_checkpoint *c = calloc(1, sizeof *c);
     if (c == NULL)
         return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
-    snprintf(c->path, sizeof c->path, "%s", path);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(c->path, sizeof c->path, "%s/%s", path, CLF_CHECKPOINT_FILE);
+    else
+        snprintf(c->path, sizeof c->path, "%s", path);
+    path = c->path;
     if ((st = clf_st_reader_open(path, &c->r, err)) != CLF_OK)
         goto fail;
     const char *fmt = clf_st_reader_metadata(c->r, "format");
@@ -253,6 +259,35 @@ const char *clf_checkpoint_tokenizer(const clf_checkpoint *c)
 const char *clf_checkpoint_meta(const clf_checkpoint *c, const char *key)
 {
     return clf_st_reader_metadata(c->r, key);
+}
+
+clf_status clf_checkpoint_tokenizer_create(const clf_checkpoint *c, clf_tokenizer **out,
+                                          clf_error *err)
+{
+    *out = NULL;
+    const char *tj = clf_checkpoint_tokenizer(c);
+    if (tj[0] == '\0')
+        return clf_error_set(err, CLF_ERR_FORMAT, "%s: the checkpoint holds no tokenizer",
+                             c->path);
+    clf_status st = clf_tokenizer_from_json(tj, strlen(tj), out, err);
+    if (st != CLF_OK)
+        clf_error_prefix(err, "%s: tokenizer", c->path);
+    return st;
+}
+
+clf_status clf_checkpoint_model_create(clf_checkpoint *c, clf_runtime *rt,
+                                       const clf_model_limits *lim, unsigned flags,
+                                       clf_model **out, clf_error *err)
+{
+    *out = NULL;
+    clf_model_limits dflt = {.B = c->cfg.train.batch};
+    clf_status st = clf_model_create_ex(rt, &c->cfg, c->vocab, lim != NULL ? lim : &dflt, flags,
+                                        out, err);
+    if (st == CLF_OK && (st = clf_checkpoint_load(c, *out, CLF_CHECKPOINT_PARAMS, err)) != CLF_OK) {
+        clf_model_destroy(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 /* ---- loading ------------------------------------------------------------------ */

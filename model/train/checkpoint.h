@@ -23,11 +23,13 @@
  * tensor, and optimizer state asked for but absent.
  *
  *   clf_checkpoint *ck;
- *   clf_checkpoint_open(path, &ck, err);
- *   clf_model_create(rt, clf_checkpoint_config(ck), clf_checkpoint_vocab(ck), B, flags, &m, err);
- *   clf_checkpoint_load(ck, m, CLF_CHECKPOINT_ALL, err);
+ *   clf_checkpoint_open("runs/cpu", &ck, err);        // a run directory or a file
+ *   clf_checkpoint_tokenizer_create(ck, &tok, err);
+ *   clf_checkpoint_model_create(ck, rt, &(clf_model_limits){.B = 1}, CLF_MODEL_INFER, &m, err);
  *   ... clf_checkpoint_meta(ck, "data_rng") ...
  *   clf_checkpoint_close(ck);
+ * (Resuming creates the model itself and calls clf_checkpoint_load with
+ * CLF_CHECKPOINT_ALL.)
  *
  * Not here: where checkpoints live and when they are written (trainer.h),
  * comparing a resumed run's config with the checkpoint's (the trainer uses
@@ -40,12 +42,15 @@
 
 #include "config/config.h"
 #include "model/graph/model.h"
+#include "model/text/tokenizer.h"
 #include "runtime/status.h"
 
 CLF_API_BEGIN
 
 #define CLF_CHECKPOINT_FORMAT "clformer-checkpoint"
 #define CLF_CHECKPOINT_VERSION "1"
+/* The checkpoint's file name inside a run directory. */
+#define CLF_CHECKPOINT_FILE "ckpt.safetensors"
 
 /* What clf_checkpoint_load restores. */
 #define CLF_CHECKPOINT_PARAMS 1u /* parameters only (sampling, evaluation) */
@@ -68,7 +73,8 @@ clf_status clf_checkpoint_save(const char *path, clf_model *m, const clf_model_c
 
 typedef struct clf_checkpoint clf_checkpoint;
 
-/* Open and check a checkpoint: format, version, config, vocabulary, step. */
+/* Open and check a checkpoint: format, version, config, vocabulary, step.
+ * path is a run directory (its CLF_CHECKPOINT_FILE) or a .safetensors file. */
 clf_status clf_checkpoint_open(const char *path, clf_checkpoint **out, clf_error *err);
 void clf_checkpoint_close(clf_checkpoint *c); /* NULL is a no-op */
 
@@ -84,6 +90,17 @@ const char *clf_checkpoint_meta(const clf_checkpoint *c, const char *key);
  * structure and vocabulary). CLF_CHECKPOINT_OPTIM also restores the Adam
  * moments and the step (m needs CLF_MODEL_TRAIN) and zeroes the gradients. */
 clf_status clf_checkpoint_load(clf_checkpoint *c, clf_model *m, unsigned what, clf_error *err);
+
+/* The tokenizer the checkpoint carries (CLF_ERR_FORMAT if it has none). */
+clf_status clf_checkpoint_tokenizer_create(const clf_checkpoint *c, clf_tokenizer **out,
+                                          clf_error *err);
+
+/* A model on rt for the checkpoint's config and vocabulary, planned for lim
+ * (NULL: the config's training batch) and created with flags, with the
+ * checkpoint's parameters loaded. */
+clf_status clf_checkpoint_model_create(clf_checkpoint *c, clf_runtime *rt,
+                                       const clf_model_limits *lim, unsigned flags,
+                                       clf_model **out, clf_error *err);
 
 CLF_API_END
 

@@ -27,17 +27,11 @@
 #include "model/train/schedule.h"
 #include "model/eval/seqeval.h"
 #include "model/train/trainer.h"
+#include "runtime/util.h"
 
 /* Salts for the evaluation generators (re-seeded at every evaluation). */
 #define EVAL_SALT_VAL 0x76616c5f6576616cull   /* "val_eval" */
 #define EVAL_SALT_TRAIN 0x7472615f6576616cull /* "tra_eval" */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 uint64_t clf_trainer_total_steps(const clf_model_config *cfg, const clf_dataset *ds)
 {
@@ -187,7 +181,7 @@ typedef struct run {
     uint64_t best_step;
 } run;
 
-static double run_elapsed(const run *r) { return r->elapsed_before + (now_s() - r->t_start); }
+static double run_elapsed(const run *r) { return r->elapsed_before + (clf_now_seconds() - r->t_start); }
 
 #define MAX_EXTRA 16
 
@@ -412,7 +406,7 @@ static clf_status eval_seq(run *r, clf_train_eval *e, clf_error *err)
 
 static clf_status evaluate(run *r, uint64_t step, clf_train_result *res, clf_error *err)
 {
-    double t0 = now_s();
+    double t0 = clf_now_seconds();
     clf_train_eval e;
     memset(&e, 0, sizeof e);
     e.step = step;
@@ -433,7 +427,7 @@ static clf_status evaluate(run *r, uint64_t step, clf_train_result *res, clf_err
     }
     if (st != CLF_OK)
         return st;
-    e.seconds = now_s() - t0;
+    e.seconds = clf_now_seconds() - t0;
     res->last_val_loss = e.val_loss;
     res->last_accuracy = e.accuracy;
     res->last_bleu = e.bleu;
@@ -639,7 +633,7 @@ clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
     r.o = o;
     r.seq = cfg->kind != CLF_MODEL_DECODER;
     r.best_val = INFINITY;
-    r.t_start = now_s();
+    r.t_start = clf_now_seconds();
     clf_status st = CLF_OK;
     const int B = cfg->train.batch, T = cfg->context;
     uint64_t total = 0;
@@ -712,7 +706,7 @@ clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
         o->cb.on_start(o->cb.user, &p);
 
     double train_time = 0.0;       /* this session, evaluations excluded */
-    double t_mark = now_s();       /* start of the current timing window */
+    double t_mark = clf_now_seconds();       /* start of the current timing window */
     double window_time = 0.0;      /* training time in the window */
     uint64_t window_steps = 0;
     double window_tokens = 0.0;    /* tokens of the window's steps */
@@ -756,7 +750,7 @@ clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
             p.loss = loss;
             p.lr = lr;
             p.tokens_per_s = 0.0;
-            p.step_ms = 1e3 * (now_s() - t_mark);
+            p.step_ms = 1e3 * (clf_now_seconds() - t_mark);
             p.elapsed_s = run_elapsed(&r);
             p.eta_s = -1.0;
             res->last_loss = loss;
@@ -764,14 +758,14 @@ clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
                 o->cb.on_log(o->cb.user, &p);
             window_steps = 0;
             window_tokens = 0.0;
-            t_mark = now_s();
+            t_mark = clf_now_seconds();
             is_log = 0;
         }
         if (is_log) {
             float loss = 0.0f;
             if ((st = clf_model_loss(m, &loss, err)) != CLF_OK) /* waits for the queue */
                 goto fail;
-            double t = now_s();
+            double t = clf_now_seconds();
             window_time += t - t_mark;
             train_time += t - t_mark;
             t_mark = t;
@@ -799,7 +793,7 @@ clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
             window_tokens = 0.0;
         }
         if (is_eval) {
-            double t = now_s();
+            double t = clf_now_seconds();
             if (!is_log && done != first + 1) {
                 window_time += t - t_mark;
                 train_time += t - t_mark;
@@ -809,7 +803,7 @@ clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
             if ((st = save(&r, err)) != CLF_OK)
                 goto fail;
             saved_at = done;
-            t_mark = now_s();
+            t_mark = clf_now_seconds();
             int patience = cfg->train.early_stop.patience;
             if (patience > 0 && (r.seq || cfg->train.early_stop.metric == CLF_METRIC_LOSS) &&
                 r.evals_since_best >= patience && done < total) {
@@ -823,7 +817,7 @@ clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
      * had nothing left to do (its checkpoint is the one it came from). */
 done:
     {
-        double t = now_s();
+        double t = clf_now_seconds();
         res->session_s = t - r.t_start;
         res->elapsed_s = run_elapsed(&r);
         /* steps whose tokens were not yet folded into a log window count too */

@@ -95,7 +95,7 @@
 
 CLF_API_BEGIN
 
-#define CLF_TRAINER_CKPT_NAME "ckpt.safetensors"
+#define CLF_TRAINER_CKPT_NAME CLF_CHECKPOINT_FILE
 
 typedef struct clf_train_progress {
     uint64_t step;       /* optimizer steps done */

@@ -1,0 +1,106 @@
+/*
+ * generate.c - the generation loop of generate.h: prefill, decode steps,
+ * the sliding window, one host buffer for the sequence and one for the
+ * logits.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/infer/generate.h"
+#include "runtime/util.h"
+
+/* The token a prompt-less generation starts from: a newline, else 0. */
+static int32_t start_token(const clf_tokenizer *tok)
+{
+    int32_t *nl = NULL, t = 0;
+    size_t k = 0;
+    if (clf_tokenizer_encode(tok, "\n", 1, &nl, &k, NULL) == CLF_OK && k == 1)
+        t = nl[0];
+    free(nl);
+    return t;
+}
+
+clf_status clf_generate(clf_model *m, const clf_tokenizer *tok, const char *prompt,
+                        size_t prompt_len, long n_tokens, const clf_sampler_options *so,
+                        clf_generate_fn on_token, void *user, clf_generate_stats *stats,
+                        clf_error *err)
+{
+    clf_generate_stats none;
+    if (stats == NULL)
+        stats = &none;
+    memset(stats, 0, sizeof *stats);
+    if (m == NULL || tok == NULL || (prompt == NULL && prompt_len > 0) || n_tokens < 0)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "generate: a model, a tokenizer and n_tokens >= 0 expected");
+    const clf_model_dims d = clf_model_dims_get(m);
+    const int T = d.T, V = d.V;
+    int32_t *ids = NULL, *seq = NULL;
+    float *logits = NULL;
+    clf_sampler *smp = NULL;
+    size_t n_prompt = 0;
+    clf_status st = clf_tokenizer_encode(tok, prompt_len > 0 ? prompt : "", prompt_len, &ids,
+                                         &n_prompt, err);
+    if (st != CLF_OK) {
+        clf_error_prefix(err, "prompt");
+        return st;
+    }
+    const size_t cap = (n_prompt > 0 ? n_prompt : 1) + (size_t)n_tokens;
+    seq = malloc(cap * sizeof *seq);
+    logits = malloc((size_t)V * sizeof *logits);
+    if (seq == NULL || logits == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "generate: out of host memory");
+        goto done;
+    }
+    size_t n = 0;
+    if (n_prompt == 0)
+        seq[n++] = start_token(tok);
+    else {
+        memcpy(seq, ids, n_prompt * sizeof *seq);
+        n = n_prompt;
+    }
+    if ((st = clf_sampler_create(V, so, &smp, err)) != CLF_OK)
+        goto done;
+    const double t0 = clf_now_seconds();
+    size_t w = n < (size_t)T ? n : (size_t)T; /* tokens in the cache */
+    if (n_tokens > 0 && (st = clf_model_prefill(m, seq + n - w, 1, (int)w, logits, err)) != CLF_OK)
+        goto done;
+    int pos = (int)w;
+    for (long i = 0; i < n_tokens; i++) {
+        const int tk = clf_sampler_sample(smp, logits, V);
+        if (tk < 0) {
+            st = clf_error_set(err, CLF_ERR_NUMERIC,
+                               "generate: the model produced no valid logits (NaN) at token %ld",
+                               i);
+            goto done;
+        }
+        seq[n++] = tk;
+        stats->tokens++;
+        const char *piece = NULL;
+        size_t plen = 0;
+        if (!clf_tokenizer_piece(tok, tk, &piece, &plen))
+            piece = "", plen = 0;
+        if (on_token != NULL && on_token(user, tk, piece, plen) != 0)
+            break;
+        if (i + 1 == n_tokens)
+            break;
+        if (pos < T) {
+            int32_t one = tk;
+            if ((st = clf_model_decode_step(m, &one, 1, pos, logits, err)) != CLF_OK)
+                goto done;
+            pos++;
+        } else { /* the cache is full: slide by re-prefilling the last T - 1 tokens */
+            const int k = T > 1 ? T - 1 : 1;
+            if ((st = clf_model_prefill(m, seq + n - (size_t)k, 1, k, logits, err)) != CLF_OK)
+                goto done;
+            pos = k;
+            stats->slides++;
+        }
+    }
+    stats->seconds = clf_now_seconds() - t0;
+done:
+    free(ids);
+    free(seq);
+    free(logits);
+    clf_sampler_destroy(smp);
+    return st;
+}
