@@ -18,7 +18,7 @@
  * --src de --tgt en, or explicit files), build the tokenizer the config asks
  * for from the training sentences (BPE trained jointly on source and
  * target), report truncation, plan the model for the longest batches, and
- * run the same trainer (clf_trainer_run_data) with evaluations of the
+ * run the same trainer (clf_trainer_run) with evaluations of the
  * validation loss, accuracy or BLEU (greedy, or --beam K) each epoch. The
  * languages go into the checkpoint's metadata (src_lang, tgt_lang) for
  * `clformer eval` and `translate`.
@@ -189,7 +189,7 @@ static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_trai
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old);
     clf_train_result res;
-    clf_status st = clf_trainer_run_data(m, cfg, data, tok, &o, &res, &err);
+    clf_status st = clf_trainer_run(m, cfg, data, tok, &o, &res, &err);
     sigaction(SIGINT, &old, NULL);
     ui_endline(&u);
 
@@ -322,7 +322,7 @@ static int train_seq(clf_model_config *cfg, const char *data, const char *out,
     clf_model_limits lim;
     uint64_t total = 0;
     if ((st = clf_trainer_seq_limits(cfg, &td, &lim, &err)) != CLF_OK ||
-        (st = clf_trainer_total_steps_data(cfg, &td, &total, &err)) != CLF_OK)
+        (st = clf_trainer_total_steps(cfg, &td, &total, &err)) != CLF_OK)
         goto fail;
     if ((rc = cli_runtime_open(rf, &rt)) != CLI_EXIT_OK)
         goto done;
@@ -351,7 +351,7 @@ static int train_seq(clf_model_config *cfg, const char *data, const char *out,
         clf_model_config one = *cfg;
         one.train.steps = 0;
         one.train.epochs = 1;
-        if ((st = clf_trainer_total_steps_data(&one, &td, &per_epoch, &err)) != CLF_OK)
+        if ((st = clf_trainer_total_steps(&one, &td, &per_epoch, &err)) != CLF_OK)
             goto fail;
     }
     printf("training: %llu steps (%.1f epochs of %llu batches) of %s%d sentences (largest "
@@ -491,16 +491,17 @@ int cli_cmd_train(int argc, char **argv)
     printf("model: %s parameters (%d layers, %d heads, dim %d, context %d, vocabulary %d)\n", np,
            d.L, d.NH, d.C, d.T, d.V);
     printf("data: %s: %s train tokens, %s validation tokens\n", data, ntr, nva);
+    clf_train_data td;
+    memset(&td, 0, sizeof td);
+    td.text = ds;
+    uint64_t total = 0;
+    if ((st = clf_trainer_total_steps(&cfg, &td, &total, &err)) != CLF_OK)
+        goto fail;
     printf("training: %llu steps of %d x %d tokens, %s lr %g, checkpoints in %s\n",
-           (unsigned long long)clf_trainer_total_steps(&cfg, ds), cfg.train.batch, cfg.context,
+           (unsigned long long)total, cfg.train.batch, cfg.context,
            clf_config_schedule_name(cfg.train.schedule.type), cfg.train.optimizer.lr, out);
     fflush(stdout);
-    {
-        clf_train_data td;
-        memset(&td, 0, sizeof td);
-        td.text = ds;
-        rc = run_trainer(m, &cfg, &td, tok, out, resume, &rf, rt);
-    }
+    rc = run_trainer(m, &cfg, &td, tok, out, resume, &rf, rt);
     goto done;
 fail:
     cli_print_error(NULL, &err);

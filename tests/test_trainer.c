@@ -110,7 +110,10 @@ static clf_status run(clf_model *m, const clf_model_config *cfg, const clf_datas
     o.cb.user = r;
     o.cb.on_log = on_log;
     o.cb.on_eval = on_eval;
-    return clf_trainer_run(m, cfg, ds, tok, &o, res, e);
+    clf_train_data data;
+    memset(&data, 0, sizeof data);
+    data.text = ds;
+    return clf_trainer_run(m, cfg, &data, tok, &o, res, e);
 }
 
 static double host_ce(const float *z, int V, int y)

@@ -151,7 +151,7 @@ static clf_status run(clf_model *m, const clf_model_config *cfg, const clf_train
     o.cb.user = r;
     o.cb.on_log = on_log;
     o.cb.on_eval = on_eval;
-    return clf_trainer_run_data(m, cfg, data, tok, &o, res, e);
+    return clf_trainer_run(m, cfg, data, tok, &o, res, e);
 }
 
 static clf_model *new_model(clf_runtime *rt, const clf_model_config *cfg,
@@ -283,7 +283,7 @@ static void test_translator(clf_runtime *rt, const char *data_dir, const char *t
         exit(1);
     }
     uint64_t total = 0;
-    tu_ok(clf_trainer_total_steps_data(&cfg, &data, &total, &e), &e, "total");
+    tu_ok(clf_trainer_total_steps(&cfg, &data, &total, &e), &e, "total");
     TU_CHECK(total == 12, "3 epochs of 64 sentences in batches of 16: %llu steps (12)",
              (unsigned long long)total);
 

@@ -33,7 +33,8 @@
 #define EVAL_SALT_VAL 0x76616c5f6576616cull   /* "val_eval" */
 #define EVAL_SALT_TRAIN 0x7472615f6576616cull /* "tra_eval" */
 
-uint64_t clf_trainer_total_steps(const clf_model_config *cfg, const clf_dataset *ds)
+/* Steps of a decoder run: train.steps, or train.epochs passes of B x T windows. */
+static uint64_t text_total(const clf_model_config *cfg, const clf_dataset *ds)
 {
     if (cfg->train.steps > 0)
         return (uint64_t)cfg->train.steps;
@@ -505,11 +506,11 @@ static clf_status seq_total(const clf_model_config *cfg, clf_seq_loader *L, uint
     return CLF_OK;
 }
 
-clf_status clf_trainer_total_steps_data(const clf_model_config *cfg, const clf_train_data *data,
-                                        uint64_t *total, clf_error *err)
+clf_status clf_trainer_total_steps(const clf_model_config *cfg, const clf_train_data *data,
+                                   uint64_t *total, clf_error *err)
 {
     if (cfg->kind == CLF_MODEL_DECODER) {
-        *total = clf_trainer_total_steps(cfg, data->text);
+        *total = text_total(cfg, data->text);
         return CLF_OK;
     }
     clf_seq_batching bo;
@@ -602,28 +603,147 @@ static clf_status check_data(run *r, const clf_model_config *cfg, clf_error *err
     return CLF_OK;
 }
 
-clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_dataset *ds,
-                           const clf_tokenizer *tok, const clf_trainer_options *o,
-                           clf_train_result *res, clf_error *err)
+/* Training time, kept apart from evaluations and from the session's first
+ * step (a warm-up: kernel builds, GEMM timing), for the rates and the ETA. */
+typedef struct train_clock {
+    double t_mark;         /* start of the current timing window */
+    double window_time;    /* training time in the window */
+    uint64_t window_steps; /* steps in the window */
+    double window_tokens;  /* tokens of the window's steps */
+    double train_time;     /* this session, evaluations and the warm-up excluded */
+    double timed_tokens;   /* tokens in train_time */
+    uint64_t timed_steps;  /* steps in train_time */
+} train_clock;
+
+/* Close the window at time t (its time counts as training). */
+static void clock_fold(train_clock *c, double t)
 {
-    clf_train_data data;
-    memset(&data, 0, sizeof data);
-    data.text = ds;
-    return clf_trainer_run_data(m, cfg, &data, tok, o, res, err);
+    c->window_time += t - c->t_mark;
+    c->train_time += t - c->t_mark;
+    c->t_mark = t;
 }
 
-clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
-                                const clf_train_data *data, const clf_tokenizer *tok,
-                                const clf_trainer_options *o, clf_train_result *res,
-                                clf_error *err)
+/* Check the arguments and prepare r: the batch source, the step count, the
+ * checkpoint paths, the tokenizer's JSON, host batches; then resume. */
+static clf_status run_open(run *r, uint64_t *total, clf_error *err)
+{
+    const clf_model_config *cfg = r->cfg;
+    const clf_trainer_options *o = r->o;
+    clf_status st;
+    if (o->out_dir == NULL || o->out_dir[0] == '\0')
+        return clf_error_set(err, CLF_ERR_ARG, "trainer: no output directory");
+    if ((st = check_data(r, cfg, err)) != CLF_OK)
+        return st;
+    if (r->seq) {
+        clf_trainer_seq_batching(cfg, r->data, &r->bo);
+        if ((st = clf_seq_loader_create(r->data->train, &r->bo, &r->L, err)) != CLF_OK ||
+            (st = clf_seq_batch_create(r->L, &r->b, err)) != CLF_OK ||
+            (st = seq_total(cfg, r->L, total, err)) != CLF_OK)
+            return st;
+    } else {
+        *total = text_total(cfg, r->ds);
+    }
+    if (*total == 0)
+        return clf_error_set(err, CLF_ERR_CONFIG,
+                             "train.steps: 0 steps to run (set train.steps or train.epochs)");
+    int n = snprintf(r->path, sizeof r->path, "%s/%s", o->out_dir, CLF_TRAINER_CKPT_NAME);
+    int n2 = snprintf(r->best_path, sizeof r->best_path, "%s/best.safetensors", o->out_dir);
+    if (n < 0 || (size_t)n >= sizeof r->path || n2 < 0 || (size_t)n2 >= sizeof r->best_path)
+        return clf_error_set(err, CLF_ERR_ARG, "output directory path too long");
+    if ((st = clf_tokenizer_to_json(r->tok, &r->tok_json, NULL, err)) != CLF_OK)
+        return st;
+    if (!r->seq) {
+        const size_t BT = (size_t)cfg->train.batch * (size_t)cfg->context;
+        r->x = malloc(BT * sizeof *r->x);
+        r->y = malloc(BT * sizeof *r->y);
+        if (r->x == NULL || r->y == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "trainer: out of host memory");
+    }
+    clf_rng_seed(&r->data_rng, cfg->train.seed);
+    return o->resume ? resume(r, err) : CLF_OK;
+}
+
+/* Read the loss after step `done` (this waits for the queue), report it,
+ * and fold the timing window into the rates. The session's first step is a
+ * warm-up: reported, but left out of the rates and the ETA. */
+static clf_status log_step(run *r, train_clock *c, clf_train_progress *p, uint64_t done,
+                           double lr, int warmup, clf_train_result *res, clf_error *err)
+{
+    float loss = 0.0f;
+    clf_status st = clf_model_loss(r->m, &loss, err);
+    if (st != CLF_OK)
+        return st;
+    const double t = clf_now_seconds();
+    p->step = done;
+    p->loss = loss;
+    p->lr = lr;
+    res->last_loss = loss;
+    if (warmup) {
+        p->tokens_per_s = 0.0;
+        p->step_ms = 1e3 * (t - c->t_mark);
+        p->eta_s = -1.0;
+        c->t_mark = t;
+    } else {
+        clock_fold(c, t);
+        c->timed_steps += c->window_steps;
+        c->timed_tokens += c->window_tokens;
+        p->tokens_per_s = c->window_time > 0 ? c->window_tokens / c->window_time : 0;
+        p->step_ms = c->window_steps > 0 ? 1e3 * c->window_time / c->window_steps : 0;
+        p->eta_s = (double)(p->total - done) * (c->train_time / (double)c->timed_steps);
+        if (!isfinite(loss))
+            return clf_error_set(err, CLF_ERR_NUMERIC,
+                                 "training diverged: loss %g at step %llu (lr %g); lower "
+                                 "train.optimizer.lr or set train.grad_clip",
+                                 (double)loss, (unsigned long long)done, lr);
+    }
+    p->elapsed_s = run_elapsed(r);
+    if (r->o->cb.on_log)
+        r->o->cb.on_log(r->o->cb.user, p);
+    c->window_time = 0.0;
+    c->window_steps = 0;
+    c->window_tokens = 0.0;
+    return CLF_OK;
+}
+
+/* The evaluation after step `done` and its checkpoint; *stop = 1 when early
+ * stopping ends the run here. */
+static clf_status eval_step(run *r, train_clock *c, uint64_t done, uint64_t total, int timed,
+                            int *stop, clf_train_result *res, clf_error *err)
+{
+    const clf_model_config *cfg = r->cfg;
+    if (timed)
+        clock_fold(c, clf_now_seconds());
+    clf_status st = evaluate(r, done, res, err);
+    if (st == CLF_OK)
+        st = save(r, err);
+    if (st != CLF_OK)
+        return st;
+    c->t_mark = clf_now_seconds();
+    const int patience = cfg->train.early_stop.patience;
+    *stop = patience > 0 && (r->seq || cfg->train.early_stop.metric == CLF_METRIC_LOSS) &&
+            r->evals_since_best >= patience && done < total;
+    return CLF_OK;
+}
+
+static void run_close(run *r)
+{
+    free(r->tok_json);
+    free(r->x);
+    free(r->y);
+    free(r->flat);
+    clf_model_destroy(r->infer);
+    clf_seq_batch_destroy(r->b);
+    clf_seq_loader_destroy(r->L);
+}
+
+clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_train_data *data,
+                           const clf_tokenizer *tok, const clf_trainer_options *o,
+                           clf_train_result *res, clf_error *err)
 {
     run r;
     memset(&r, 0, sizeof r);
     memset(res, 0, sizeof *res);
-    res->last_loss = NAN;
-    res->last_val_loss = NAN;
-    res->last_accuracy = NAN;
-    res->last_bleu = NAN;
+    res->last_loss = res->last_val_loss = res->last_accuracy = res->last_bleu = NAN;
     res->best_metric = NAN;
     r.m = m;
     r.cfg = cfg;
@@ -634,53 +754,10 @@ clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
     r.seq = cfg->kind != CLF_MODEL_DECODER;
     r.best_val = INFINITY;
     r.t_start = clf_now_seconds();
-    clf_status st = CLF_OK;
-    const int B = cfg->train.batch, T = cfg->context;
     uint64_t total = 0;
     clf_schedule sched;
-
-    if (o->out_dir == NULL || o->out_dir[0] == '\0') {
-        st = clf_error_set(err, CLF_ERR_ARG, "trainer: no output directory");
-        goto fail;
-    }
-    if ((st = check_data(&r, cfg, err)) != CLF_OK)
-        goto fail;
-    if (r.seq) {
-        clf_trainer_seq_batching(cfg, data, &r.bo);
-        if ((st = clf_seq_loader_create(data->train, &r.bo, &r.L, err)) != CLF_OK ||
-            (st = clf_seq_batch_create(r.L, &r.b, err)) != CLF_OK ||
-            (st = seq_total(cfg, r.L, &total, err)) != CLF_OK)
-            goto fail;
-    } else {
-        total = clf_trainer_total_steps(cfg, r.ds);
-    }
-    if (total == 0) {
-        st = clf_error_set(err, CLF_ERR_CONFIG,
-                           "train.steps: 0 steps to run (set train.steps or train.epochs)");
-        goto fail;
-    }
-    if ((st = clf_schedule_init(&sched, cfg, err)) != CLF_OK)
-        goto fail;
-    {
-        int n = snprintf(r.path, sizeof r.path, "%s/%s", o->out_dir, CLF_TRAINER_CKPT_NAME);
-        int n2 = snprintf(r.best_path, sizeof r.best_path, "%s/best.safetensors", o->out_dir);
-        if (n < 0 || (size_t)n >= sizeof r.path || n2 < 0 || (size_t)n2 >= sizeof r.best_path) {
-            st = clf_error_set(err, CLF_ERR_ARG, "output directory path too long");
-            goto fail;
-        }
-    }
-    if ((st = clf_tokenizer_to_json(tok, &r.tok_json, NULL, err)) != CLF_OK)
-        goto fail;
-    if (!r.seq) {
-        r.x = malloc((size_t)B * (size_t)T * sizeof *r.x);
-        r.y = malloc((size_t)B * (size_t)T * sizeof *r.y);
-        if (r.x == NULL || r.y == NULL) {
-            st = clf_error_set(err, CLF_ERR_MEMORY, "trainer: out of host memory");
-            goto fail;
-        }
-    }
-    clf_rng_seed(&r.data_rng, cfg->train.seed);
-    if (o->resume && (st = resume(&r, err)) != CLF_OK)
+    clf_status st = run_open(&r, &total, err);
+    if (st != CLF_OK || (st = clf_schedule_init(&sched, cfg, err)) != CLF_OK)
         goto fail;
 
     const uint64_t first = clf_model_state_get(m).step;
@@ -688,9 +765,8 @@ clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
     const int eval_every = cfg->train.eval.every;
     clf_train_progress p;
     memset(&p, 0, sizeof p);
-    p.step = first;
+    p.step = p.first_step = first;
     p.total = total;
-    p.first_step = first;
     p.loss = NAN;
     p.lr = clf_schedule_lr(&sched, first);
     p.elapsed_s = run_elapsed(&r);
@@ -705,15 +781,8 @@ clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
     if (o->cb.on_start)
         o->cb.on_start(o->cb.user, &p);
 
-    double train_time = 0.0;       /* this session, evaluations excluded */
-    double t_mark = clf_now_seconds();       /* start of the current timing window */
-    double window_time = 0.0;      /* training time in the window */
-    uint64_t window_steps = 0;
-    double window_tokens = 0.0;    /* tokens of the window's steps */
-    double timed_tokens = 0.0;     /* tokens in train_time */
-    uint64_t timed_steps = 0;      /* steps in train_time (the warm-up step excluded) */
+    train_clock c = {.t_mark = clf_now_seconds()};
     uint64_t saved_at = o->resume ? first : UINT64_MAX; /* step of the last checkpoint */
-
     for (uint64_t it = first; it < total; it++) {
         if (o->stop != NULL && *o->stop) {
             if (saved_at != it && (st = save(&r, err)) != CLF_OK)
@@ -723,7 +792,7 @@ clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
                                (unsigned long long)it, (unsigned long long)total);
             goto done;
         }
-        double lr = clf_schedule_lr(&sched, it);
+        const double lr = clf_schedule_lr(&sched, it);
         double tokens = 0.0;
         int epoch_end = 0;
         if ((st = next_batch(&r, &tokens, &epoch_end, err)) != CLF_OK ||
@@ -733,108 +802,39 @@ clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
             goto fail;
         const uint64_t done = it + 1;
         res->last_step = done;
-        window_steps++;
-        window_tokens += tokens;
+        c.window_steps++;
+        c.window_tokens += tokens;
         if (r.seq)
             p.epoch = r.b->epoch;
-        int is_eval = (eval_every > 0 && done % (uint64_t)eval_every == 0) || done == total ||
-                      (r.seq && eval_every == 0 && epoch_end);
-        int is_log = done % (uint64_t)log_every == 0 || done == total;
-        if (done == first + 1) {
-            /* The first step of a session is a warm-up (kernel builds, GEMM
-             * tuning): it is reported but left out of the rates and the ETA. */
-            float loss = 0.0f;
-            if ((st = clf_model_loss(m, &loss, err)) != CLF_OK)
-                goto fail;
-            p.step = done;
-            p.loss = loss;
-            p.lr = lr;
-            p.tokens_per_s = 0.0;
-            p.step_ms = 1e3 * (clf_now_seconds() - t_mark);
-            p.elapsed_s = run_elapsed(&r);
-            p.eta_s = -1.0;
-            res->last_loss = loss;
-            if (o->cb.on_log)
-                o->cb.on_log(o->cb.user, &p);
-            window_steps = 0;
-            window_tokens = 0.0;
-            t_mark = clf_now_seconds();
-            is_log = 0;
-        }
-        if (is_log) {
-            float loss = 0.0f;
-            if ((st = clf_model_loss(m, &loss, err)) != CLF_OK) /* waits for the queue */
-                goto fail;
-            double t = clf_now_seconds();
-            window_time += t - t_mark;
-            train_time += t - t_mark;
-            t_mark = t;
-            timed_steps += window_steps;
-            timed_tokens += window_tokens;
-            p.step = done;
-            p.loss = loss;
-            p.lr = lr;
-            p.tokens_per_s = window_time > 0 ? window_tokens / window_time : 0;
-            p.step_ms = window_steps > 0 ? 1e3 * window_time / window_steps : 0;
-            p.elapsed_s = run_elapsed(&r);
-            p.eta_s = (double)(total - done) * (train_time / (double)timed_steps);
-            res->last_loss = loss;
-            if (!isfinite(loss)) {
-                st = clf_error_set(err, CLF_ERR_NUMERIC,
-                                   "training diverged: loss %g at step %llu (lr %g); lower "
-                                   "train.optimizer.lr or set train.grad_clip",
-                                   (double)loss, (unsigned long long)done, lr);
-                goto fail;
-            }
-            if (o->cb.on_log)
-                o->cb.on_log(o->cb.user, &p);
-            window_time = 0.0;
-            window_steps = 0;
-            window_tokens = 0.0;
-        }
-        if (is_eval) {
-            double t = clf_now_seconds();
-            if (!is_log && done != first + 1) {
-                window_time += t - t_mark;
-                train_time += t - t_mark;
-            }
-            if ((st = evaluate(&r, done, res, err)) != CLF_OK)
-                goto fail;
-            if ((st = save(&r, err)) != CLF_OK)
-                goto fail;
+        const int warmup = done == first + 1;
+        const int is_eval = (eval_every > 0 && done % (uint64_t)eval_every == 0) ||
+                            done == total || (r.seq && eval_every == 0 && epoch_end);
+        const int is_log = warmup || done % (uint64_t)log_every == 0 || done == total;
+        if (is_log && (st = log_step(&r, &c, &p, done, lr, warmup, res, err)) != CLF_OK)
+            goto fail;
+        int stop = 0;
+        if (is_eval && (st = eval_step(&r, &c, done, total, !is_log, &stop, res, err)) != CLF_OK)
+            goto fail;
+        if (is_eval)
             saved_at = done;
-            t_mark = clf_now_seconds();
-            int patience = cfg->train.early_stop.patience;
-            if (patience > 0 && (r.seq || cfg->train.early_stop.metric == CLF_METRIC_LOSS) &&
-                r.evals_since_best >= patience && done < total) {
-                res->early_stopped = 1;
-                goto done;
-            }
+        if (stop) {
+            res->early_stopped = 1;
+            goto done;
         }
     }
     /* Here the run is complete (a stop that arrives during the last step
      * changes nothing: the final checkpoint is written), or a resumed run
      * had nothing left to do (its checkpoint is the one it came from). */
 done:
-    {
-        double t = clf_now_seconds();
-        res->session_s = t - r.t_start;
-        res->elapsed_s = run_elapsed(&r);
-        /* steps whose tokens were not yet folded into a log window count too */
-        res->tokens_per_s = train_time > 0 ? timed_tokens / train_time : 0.0;
-        res->best_metric = isfinite(r.best_val)
-                               ? (cfg->train.early_stop.metric == CLF_METRIC_LOSS ? r.best_val
-                                                                                  : -r.best_val)
-                               : NAN;
-        res->best_step = r.best_step;
-    }
+    res->session_s = clf_now_seconds() - r.t_start;
+    res->elapsed_s = run_elapsed(&r);
+    res->tokens_per_s = c.train_time > 0 ? c.timed_tokens / c.train_time : 0.0;
+    res->best_metric = isfinite(r.best_val)
+                           ? (cfg->train.early_stop.metric == CLF_METRIC_LOSS ? r.best_val
+                                                                              : -r.best_val)
+                           : NAN;
+    res->best_step = r.best_step;
 fail:
-    free(r.tok_json);
-    free(r.x);
-    free(r.y);
-    free(r.flat);
-    clf_model_destroy(r.infer);
-    clf_seq_batch_destroy(r.b);
-    clf_seq_loader_destroy(r.L);
+    run_close(&r);
     return st;
 }

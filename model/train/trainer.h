@@ -183,29 +183,22 @@ void clf_trainer_seq_batching(const clf_model_config *cfg, const clf_train_data 
  * covering the training batches of every epoch and the evaluation batches. */
 clf_status clf_trainer_seq_limits(const clf_model_config *cfg, const clf_train_data *data,
                                   clf_model_limits *lim, clf_error *err);
-/* Steps of the run (train.steps, or train.epochs as described above). */
-clf_status clf_trainer_total_steps_data(const clf_model_config *cfg, const clf_train_data *data,
-                                        uint64_t *total, clf_error *err);
+/* Steps of the run: train.steps, or train.epochs passes over the data (a
+ * decoder: ceil(train tokens / (B x T)) steps an epoch; the encoder kinds:
+ * the sentence loader's batches an epoch), whichever ends first. */
+clf_status clf_trainer_total_steps(const clf_model_config *cfg, const clf_train_data *data,
+                                   uint64_t *total, clf_error *err);
 
-/* Run (or continue) training on data: clf_trainer_run generalised to every
- * kind. For the encoder kinds m was created with clf_model_create_ex and
- * clf_trainer_seq_limits (and CLF_MODEL_TRAIN). */
-clf_status clf_trainer_run_data(clf_model *m, const clf_model_config *cfg,
-                                const clf_train_data *data, const clf_tokenizer *tok,
-                                const clf_trainer_options *o, clf_train_result *res,
-                                clf_error *err);
-
-/* Steps a config asks for on a dataset (steps, or epochs as above). */
-uint64_t clf_trainer_total_steps(const clf_model_config *cfg, const clf_dataset *ds);
-
-/* Run (or continue) training. m was created from cfg with CLF_MODEL_TRAIN
- * and a batch of at least cfg->train.batch, tok is the tokenizer ds was
- * encoded with (it goes into the checkpoint). With resume, the checkpoint in
- * out_dir is loaded into m first; its config must equal cfg except for
- * train.steps, train.eval and train.log_every (CLF_ERR_ARG naming the first
- * key that differs otherwise). Returns CLF_ERR_INTERRUPTED after a stop
- * (the checkpoint written; *res filled). */
-clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_dataset *ds,
+/* Run (or continue) training, for every model kind. m was created from cfg
+ * with CLF_MODEL_TRAIN: a decoder with a batch of at least
+ * cfg->train.batch, the encoder kinds with clf_model_create_ex and
+ * clf_trainer_seq_limits. tok is the tokenizer the data was encoded with
+ * (it goes into the checkpoint). With resume, the checkpoint in out_dir is
+ * loaded into m first; its config must equal cfg except for train.steps,
+ * train.eval and train.log_every (CLF_ERR_ARG naming the first key that
+ * differs otherwise). Returns CLF_ERR_INTERRUPTED after a stop (the
+ * checkpoint written; *res filled). */
+clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_train_data *data,
                            const clf_tokenizer *tok, const clf_trainer_options *o,
                            clf_train_result *res, clf_error *err);
 
