@@ -3,7 +3,7 @@
  * device, buffers, kernel launches and profiling.
  *
  * The handle is the library's only mutable state. It owns the program set
- * (program.c), the GEMM engine state (gemm.c) and, when profiling, the list
+ * (program.c), the GEMM engine state (gemm/) and, when profiling, the list
  * of launch events, which is folded into per-kernel totals whenever it grows
  * past a bound so that long runs do not accumulate events.
  *

@@ -36,7 +36,7 @@ const char *clf_runtime_cache_dir(const clf_runtime *rt);
  * component (letters, digits, '-', '_', '.'). */
 const char *clf_runtime_device_key(const clf_runtime *rt);
 
-/* GEMM state slot, owned by gemm.c; freed by clf_gemm_state_destroy. */
+/* GEMM state slot, owned by gemm/dispatch.c; freed by clf_gemm_state_destroy. */
 void **clf_runtime_gemm_slot(clf_runtime *rt);
 void clf_gemm_state_destroy(void *state);
 

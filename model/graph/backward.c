@@ -1,5 +1,5 @@
 /*
- * model_backward.c - the backward graph: the forward of model_forward.c
+ * backward.c - the backward graph: the forward of forward.c
  * walked in reverse.
  *
  * Design (llm.c's gpt2_backward): d(logits) is already in the logits
@@ -19,21 +19,12 @@
  * dres reused as its residual gradient. Dropout masks are regenerated from
  * their keys, never stored.
  *
- * Not here: the forward (model_forward.c), the optimizer (model_train.c).
+ * Not here: the forward (forward.c), the optimizer (step.c).
  */
 #include <math.h>
 
 #include "model/graph/model_internal.h"
 #include "model/ops/ops.h"
-
-static clf_act act_op(int a)
-{
-    switch (a) {
-    case MI_ACT_RELU: return CLF_ACT_RELU;
-    case MI_ACT_GELU_TANH: return CLF_ACT_GELU_TANH;
-    default: return CLF_ACT_GELU_ERF;
-    }
-}
 
 /* dx (=|+=) norm backward of dout; dw, db += */
 static clf_status norm_bwd(clf_model *m, int type, const mi_norm_a *a, const mi_norm_p *p,
@@ -225,10 +216,10 @@ static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr
         (st = clf_op_dropout_backward(m->rt, dact, dact, BT * H, s->p_ffn, m->state.seed,
                                       mi_dropout_stream(m, l, MI_SITE_FFN_H), err)) != CLF_OK)
         return st;
-    if (s->act == MI_ACT_SWIGLU)
+    if (s->swiglu)
         st = clf_op_swiglu_backward(m->rt, dfch, dact, fch, BT, H, err);
     else
-        st = clf_op_act_backward(m->rt, act_op(s->act), dfch, dact, fch, BT * H, 0, err);
+        st = clf_op_act_backward(m->rt, (clf_act)s->act, dfch, dact, fch, BT * H, 0, err);
     if (st != CLF_OK)
         return st;
     return linear_bwd(m, din, beta, dfch, in, p->fc_w, p->fc_b, BT, C, F, err);

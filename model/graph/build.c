@@ -1,5 +1,5 @@
 /*
- * model_build.c - planning and allocating a model, GPT-2 initialisation, the
+ * build.c - planning and allocating a model, GPT-2 initialisation, the
  * parameter table and host <-> device copies of parameters and optimizer
  * state.
  *
@@ -19,8 +19,8 @@
  *   3. with a runtime the buffers are created (nothing is allocated later);
  *      without one (clf_model_memory_estimate) only their bytes are summed.
  *
- * Not here: the graph (model_forward.c, model_backward.c), the training and
- * inference entry points (model_train.c, model_decode.c).
+ * Not here: the graph (forward.c, backward.c), the training and
+ * inference entry points (step.c, decode.c).
  */
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * model_config.c - clf_model_create and clf_model_memory_estimate: translate
+ * create.c - clf_model_create and clf_model_memory_estimate: translate
  * a validated clf_model_config into the graph's mi_spec, then build.
  *
  * Design: this is the only model file that includes config/config.h; the
@@ -9,7 +9,7 @@
  * the rest. The limits fill the spec's planned sizes; nothing about the
  * parameters depends on them.
  *
- * Not here: the graph itself (model_build.c, model_forward.c, ...).
+ * Not here: the graph itself (build.c, forward.c, ...).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 
 #include "config/config.h"
 #include "model/graph/model_internal.h"
+#include "model/ops/ops.h"
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -115,14 +116,18 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
                              "model sizes: context %d, dim %d, heads %d, layers %d are not a "
                              "valid model (validate the config first)",
                              s->T, s->C, s->NH, s->L);
+    /* The one mapping from the config's activation to the kernels' (ops.h). */
     switch (bk->ffn.activation) {
-    case CLF_FFN_RELU: s->act = MI_ACT_RELU; break;
-    case CLF_FFN_GELU: s->act = MI_ACT_GELU; break;
-    case CLF_FFN_GELU_TANH: s->act = MI_ACT_GELU_TANH; break;
-    case CLF_FFN_SWIGLU: s->act = MI_ACT_SWIGLU; break;
+    case CLF_FFN_RELU: s->act = CLF_ACT_RELU; break;
+    case CLF_FFN_GELU: s->act = CLF_ACT_GELU_ERF; break;
+    case CLF_FFN_GELU_TANH: s->act = CLF_ACT_GELU_TANH; break;
+    case CLF_FFN_SWIGLU:
+        s->act = CLF_ACT_SILU;
+        s->swiglu = 1;
+        break;
     default: return clf_error_set(err, CLF_ERR_CONFIG, "ffn.activation: unknown value");
     }
-    s->fc_rows = s->act == MI_ACT_SWIGLU ? 2 * s->H : s->H;
+    s->fc_rows = s->swiglu ? 2 * s->H : s->H;
     switch (cfg->positional.type) {
     case CLF_POS_LEARNED: s->pos = MI_POS_LEARNED; break;
     case CLF_POS_SINUSOIDAL: s->pos = MI_POS_SINUSOIDAL; break;

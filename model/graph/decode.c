@@ -1,5 +1,5 @@
 /*
- * model_decode.c - inference with caches: prefill a prompt through the
+ * decode.c - inference with caches: prefill a prompt through the
  * batched forward, then one position per call; for an encoder-decoder,
  * encode the source once first; gather cache rows for beam search.
  *

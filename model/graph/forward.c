@@ -1,5 +1,5 @@
 /*
- * model_forward.c - the forward graph: embeddings and positions, the blocks
+ * forward.c - the forward graph: embeddings and positions, the blocks
  * (self-attention, cross-attention and feed-forward sublayers with pre- or
  * post-norm), the final norms, the heads (LM or classifier) and the fused
  * loss, for all three kinds.
@@ -20,8 +20,8 @@
  * Dropout sites are keyed by mi_dropout_stream (see model.h); backward
  * regenerates the same masks.
  *
- * Not here: backward (model_backward.c), the training/inference entry
- * points (model_train.c, model_decode.c).
+ * Not here: backward (backward.c), the training/inference entry
+ * points (step.c, decode.c).
  */
 #include <math.h>
 
@@ -76,15 +76,6 @@ uint64_t mi_dropout_stream(const clf_model *m, int layer, int op)
     else
         site = 1 + 4 * (uint64_t)layer + (uint64_t)op;
     return (m->state.step << 32) ^ ((m->state.micro & 0xFFFF) << 16) ^ (site & 0xFFFF);
-}
-
-static clf_act act_op(int a)
-{
-    switch (a) {
-    case MI_ACT_RELU: return CLF_ACT_RELU;
-    case MI_ACT_GELU_TANH: return CLF_ACT_GELU_TANH;
-    default: return CLF_ACT_GELU_ERF;
-    }
 }
 
 static clf_status norm_fwd(clf_model *m, int type, const mi_norm_a *a, const mi_norm_p *p,
@@ -283,14 +274,14 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, size_t B
     if ((st = mi_gemm(m, 0, 1, BT, F, C, 1.0f, in, C, mi_par(m, p->fc_w), C, 0.0f, fch, F,
                       err)) != CLF_OK)
         return st;
-    if (s->act == MI_ACT_SWIGLU) {
+    if (s->swiglu) {
         if (p->fc_b != MI_NONE &&
             (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, fch, mi_par(m, p->fc_b), fch, BT,
                                           F, err)) != CLF_OK)
             return st;
         st = clf_op_swiglu_forward(m->rt, act, fch, BT, H, err);
     } else {
-        st = clf_op_bias_act_forward(m->rt, act_op(s->act), fch, mi_par(m, p->fc_b), act, BT, H,
+        st = clf_op_bias_act_forward(m->rt, (clf_act)s->act, fch, mi_par(m, p->fc_b), act, BT, H,
                                      err);
     }
     if (st != CLF_OK)

@@ -1,13 +1,13 @@
 /*
  * model_internal.h - the model's private structures, shared by
- * model_config.c (config -> spec), model_build.c (planning, allocation,
- * initialisation, accessors), model_forward.c, model_backward.c,
- * model_train.c and model_decode.c.
+ * create.c (config -> spec), build.c (planning, allocation,
+ * initialisation, accessors), forward.c, backward.c,
+ * step.c and decode.c.
  *
  * Design: the config is translated once into mi_spec, a flat struct of the
  * numbers the graph needs, so that the graph files depend on neither
- * config/config.h nor its enums (config.h and ops.h both name activations
- * CLF_ACT_*; a translation unit cannot include both). Parameter tensors are
+ * config/config.h nor its enums (create.c maps the config's activation to
+ * ops.h's clf_act once). Parameter tensors are
  * offsets into the flat buffers (MI_NONE when absent), so the same offset
  * addresses a parameter, its gradient and its Adam moments. Activations are
  * one device buffer each, sized at create for the largest batch the limits
@@ -43,7 +43,6 @@ enum { MI_KIND_DECODER = 0, MI_KIND_ENCODER, MI_KIND_ENCDEC };
 enum { MI_HEAD_LM = 0, MI_HEAD_CLASSIFIER };
 enum { MI_POOL_CLS = 0, MI_POOL_MEAN };
 enum { MI_POS_LEARNED = 0, MI_POS_SINUSOIDAL, MI_POS_ROPE };
-enum { MI_ACT_RELU = 0, MI_ACT_GELU, MI_ACT_GELU_TANH, MI_ACT_SWIGLU };
 enum { MI_NORM_NONE = 0, MI_NORM_LAYERNORM, MI_NORM_RMSNORM };
 /* Initialisation of a parameter tensor. */
 enum { MI_INIT_NORMAL = 0, MI_INIT_RESID, MI_INIT_ZERO, MI_INIT_ONE };
@@ -87,7 +86,8 @@ typedef struct mi_spec {
     float p_resid;        /* on each sublayer output before the residual add */
     float p_ffn;          /* on the ffn hidden activation */
     int attn_bias, ffn_bias;
-    int act;              /* MI_ACT_* */
+    int act;              /* ops.h clf_act of the ffn (CLF_ACT_SILU: the SwiGLU gate) */
+    int swiglu;           /* 1: fc holds gate and value rows, silu(gate) * value */
     int norm;             /* MI_NORM_LAYERNORM | MI_NORM_RMSNORM */
     int norm_post;        /* 1 = post-norm */
     int norm_bias;        /* layernorm with bias */
@@ -253,7 +253,7 @@ struct clf_model {
     int step_done;      /* a step ran (grad norm valid) */
 };
 
-/* model_build.c */
+/* build.c */
 clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
                           const clf_model_optim *optim, clf_model **out, size_t *bytes_only,
                           clf_error *err);
@@ -277,7 +277,7 @@ static inline clf_ptr mi_grad(const clf_model *m, size_t off)
     return off == MI_NONE ? mi_nullptr() : mi_at(m->grads, off);
 }
 
-/* model_train.c: a free staging slot of stage_len int32 (after a finish if
+/* step.c: a free staging slot of stage_len int32 (after a finish if
  * both are in flight); mi_stage_commit marks it in flight. */
 clf_status mi_stage_take(clf_model *m, int32_t **slot, clf_error *err);
 void mi_stage_commit(clf_model *m);
@@ -285,7 +285,7 @@ void mi_stage_commit(clf_model *m);
  * target side). */
 clf_status mi_check_sizes(const clf_model *m, int B, int S, int T, clf_error *err);
 
-/* model_forward.c: the batch in m->tokens/targets (and m->src/src_keep with
+/* forward.c: the batch in m->tokens/targets (and m->src/src_keep with
  * m->cur_S), B x T decoder rows at positions pos0...; train = 1 turns
  * dropout on and makes the loss write d(logits); cache = 1 (decoder only)
  * writes k and v into the caches at [pos0, pos0 + T) and attends over
@@ -317,7 +317,7 @@ clf_ptr mi_block_out(const clf_model *m, int l);
 clf_ptr mi_block_in(const clf_model *m, int l);
 clf_ptr mi_stack_out(const clf_model *m, const mi_stack *st);
 
-/* model_backward.c */
+/* backward.c */
 clf_status mi_backward(clf_model *m, clf_error *err);
 
 #endif

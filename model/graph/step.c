@@ -1,5 +1,5 @@
 /*
- * model_train.c - the training entry points: batches in (decoder, seq2seq,
+ * step.c - the training entry points: batches in (decoder, seq2seq,
  * classifier), forward, backward, the optimizer step, and the read-backs
  * (loss, per-position losses, logits, probabilities, gradient norm).
  *
@@ -14,7 +14,7 @@
  * read, where count is the number of non-ignored targets, known from the
  * host copy of the batch).
  *
- * Not here: the graph itself (model_forward.c, model_backward.c).
+ * Not here: the graph itself (forward.c, backward.c).
  */
 #include <math.h>
 #include <string.h>

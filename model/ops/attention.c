@@ -1,5 +1,5 @@
 /*
- * ops_attention.c - host wrappers of cl/attention.cl: moving heads between
+ * ops/attention.c - host wrappers of cl/attention.cl: moving heads between
  * [B, T, NH*HS] slabs and [B, NH, T, HS], and single-query decode attention
  * against a KV cache.
  *

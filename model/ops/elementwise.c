@@ -1,5 +1,5 @@
 /*
- * ops_elementwise.c - host wrappers of cl/elementwise.cl: add, scale, axpy,
+ * ops/elementwise.c - host wrappers of cl/elementwise.cl: add, scale, axpy,
  * activations forward and backward, fused bias + activation, the bias
  * gradient, SwiGLU.
  *
@@ -11,7 +11,7 @@
  * pointers coincide) or an axpy.
  *
  * Not here: dropout (random.c), reductions
- * (ops_reduce.c).
+ * (ops/reduce.c).
  */
 #include <stdio.h>
 
@@ -30,13 +30,6 @@ static const char *act_name(clf_act act)
 }
 
 static int same_ptr(clf_ptr a, clf_ptr b) { return a.buf == b.buf && a.off == b.off; }
-
-static clf_status need(clf_ptr p, const char *op, const char *what, clf_error *err)
-{
-    if (p.buf == NULL)
-        return clf_error_set(err, CLF_ERR_ARG, "%s: %s is a NULL buffer", op, what);
-    return CLF_OK;
-}
 
 /* One 1-D launch over n elements, 8 per work-item. */
 /* Elements per work-item: add, scale and axpy take 8; the activation kernels
@@ -77,7 +70,7 @@ clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t
 {
     if (n == 0)
         return CLF_OK;
-    if (need(out, "add", "out", err) || need(a, "add", "a", err) || need(b, "add", "b", err))
+    if (clf_ops_need(out, "add", "out", err) || clf_ops_need(a, "add", "a", err) || clf_ops_need(b, "add", "b", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(a), CLF_ARG_PTR(b), CLF_ARG_U64(n)};
     return launch_1d(rt, "add_f32", n, ELEM_W, CLF_NARGS(args), args, err);
@@ -94,7 +87,7 @@ clf_status clf_op_scale(clf_runtime *rt, clf_ptr out, clf_ptr in, float s, size_
 {
     if (n == 0)
         return CLF_OK;
-    if (need(out, "scale", "out", err) || need(in, "scale", "in", err))
+    if (clf_ops_need(out, "scale", "out", err) || clf_ops_need(in, "scale", "in", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_F32(s), CLF_ARG_U64(n)};
     return launch_1d(rt, "scale_f32", n, ELEM_W, CLF_NARGS(args), args, err);
@@ -104,7 +97,7 @@ clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n,
 {
     if (n == 0)
         return CLF_OK;
-    if (need(y, "axpy", "y", err) || need(x, "axpy", "x", err))
+    if (clf_ops_need(y, "axpy", "y", err) || clf_ops_need(x, "axpy", "x", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(y), CLF_ARG_F32(a), CLF_ARG_PTR(x), CLF_ARG_U64(n)};
     return launch_1d(rt, "axpy_f32", n, ELEM_W, CLF_NARGS(args), args, err);
@@ -120,7 +113,7 @@ clf_status clf_op_act_forward(clf_runtime *rt, clf_act act, clf_ptr out, clf_ptr
         return clf_error_set(err, CLF_ERR_ARG, "act_forward: unknown activation %d", (int)act);
     if (n == 0)
         return CLF_OK;
-    if (need(out, "act_forward", "out", err) || need(in, "act_forward", "in", err))
+    if (clf_ops_need(out, "act_forward", "out", err) || clf_ops_need(in, "act_forward", "in", err))
         return CLF_ERR_ARG;
     if (act == CLF_ACT_NONE) {
         if (same_ptr(out, in))
@@ -142,7 +135,7 @@ clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_pt
         return clf_error_set(err, CLF_ERR_ARG, "act_backward: unknown activation %d", (int)act);
     if (n == 0)
         return CLF_OK;
-    if (need(din, "act_backward", "din", err) || need(dout, "act_backward", "dout", err))
+    if (clf_ops_need(din, "act_backward", "din", err) || clf_ops_need(dout, "act_backward", "dout", err))
         return CLF_ERR_ARG;
     if (act == CLF_ACT_NONE) {
         if (accumulate)
@@ -152,7 +145,7 @@ clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_pt
         return clf_buffer_copy(rt, dout.buf, dout.off * sizeof(float), din.buf,
                                din.off * sizeof(float), n * sizeof(float), err);
     }
-    if (need(in, "act_backward", "in", err))
+    if (clf_ops_need(in, "act_backward", "in", err))
         return CLF_ERR_ARG;
     char name[64];
     snprintf(name, sizeof name, "act_backward_%s", an);
@@ -170,7 +163,7 @@ clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_
                              (int)act);
     if (R == 0 || N == 0)
         return CLF_OK;
-    if (need(h, "bias_act_forward", "h", err) || need(out, "bias_act_forward", "out", err))
+    if (clf_ops_need(h, "bias_act_forward", "h", err) || clf_ops_need(out, "bias_act_forward", "out", err))
         return CLF_ERR_ARG;
     int has_bias = bias.buf != NULL;
     if (act == CLF_ACT_NONE && !has_bias && same_ptr(h, out))
@@ -189,7 +182,7 @@ clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr d
 {
     if (N == 0)
         return CLF_OK;
-    if (need(dbias, "bias_backward", "dbias", err) || need(d, "bias_backward", "d", err))
+    if (clf_ops_need(dbias, "bias_backward", "dbias", err) || clf_ops_need(d, "bias_backward", "d", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
     clf_arg args[] = {CLF_ARG_PTR(dbias), CLF_ARG_PTR(d), CLF_ARG_U64(R), CLF_ARG_U64(N),
@@ -223,7 +216,7 @@ clf_status clf_op_swiglu_forward(clf_runtime *rt, clf_ptr out, clf_ptr in, size_
 {
     if (R == 0 || H == 0)
         return CLF_OK;
-    if (need(out, "swiglu_forward", "out", err) || need(in, "swiglu_forward", "in", err))
+    if (clf_ops_need(out, "swiglu_forward", "out", err) || clf_ops_need(in, "swiglu_forward", "in", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_U64(R), CLF_ARG_U64(H)};
     return launch_2d(rt, "swiglu_forward", R, H, CLF_NARGS(args), args, err);
@@ -234,8 +227,8 @@ clf_status clf_op_swiglu_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, cl
 {
     if (R == 0 || H == 0)
         return CLF_OK;
-    if (need(din, "swiglu_backward", "din", err) || need(dout, "swiglu_backward", "dout", err) ||
-        need(in, "swiglu_backward", "in", err))
+    if (clf_ops_need(din, "swiglu_backward", "din", err) || clf_ops_need(dout, "swiglu_backward", "dout", err) ||
+        clf_ops_need(in, "swiglu_backward", "in", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(din), CLF_ARG_PTR(dout), CLF_ARG_PTR(in), CLF_ARG_U64(R),
                       CLF_ARG_U64(H)};

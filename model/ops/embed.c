@@ -1,5 +1,5 @@
 /*
- * ops_embed.c - host wrappers of cl/embed.cl: token embedding forward and
+ * ops/embed.c - host wrappers of cl/embed.cl: token embedding forward and
  * backward, learned and sinusoidal positions, rotary embedding.
  *
  * Design: each wrapper validates sizes (index math on the device is 32-bit),

@@ -1,5 +1,5 @@
 /*
- * ops_loss.c - host wrapper of cl/loss.cl, the fused softmax cross-entropy
+ * ops/loss.c - host wrapper of cl/loss.cl, the fused softmax cross-entropy
  * with label smoothing and ignore_index.
  *
  * Design: one launch. On GPUs one work-group of 256 per row (local-memory

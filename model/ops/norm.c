@@ -1,5 +1,5 @@
 /*
- * ops_norm.c - host wrappers of cl/norm.cl: LayerNorm and RMSNorm, forward
+ * ops/norm.c - host wrappers of cl/norm.cl: LayerNorm and RMSNorm, forward
  * and backward.
  *
  * Design
@@ -18,14 +18,6 @@
 
 #include "model/ops/ops_internal.h"
 
-#define GROUP_WANT 256
-
-static clf_status need(clf_ptr p, const char *op, const char *what, clf_error *err)
-{
-    if (p.buf == NULL)
-        return clf_error_set(err, CLF_ERR_ARG, "%s: %s is a NULL buffer", op, what);
-    return CLF_OK;
-}
 
 static clf_status get(clf_runtime *rt, const char *base, clf_ops_path path, clf_kernel **k,
                       clf_error *err)
@@ -35,20 +27,21 @@ static clf_status get(clf_runtime *rt, const char *base, clf_ops_path path, clf_
     return clf_kernel_get(rt, "norm", name, k, err);
 }
 
-/* A row kernel over R rows; for GROUP a local buffer is appended as the last
- * argument (args has room for it). */
-static clf_status launch_rows(clf_runtime *rt, clf_ops_path path, const char *base, size_t R,
-                              int nargs, clf_arg *args, clf_error *err)
+clf_status clf_ops_launch_rows(clf_runtime *rt, const char *family, clf_ops_path path,
+                               const char *base, size_t R, int nargs, clf_arg *args,
+                               clf_error *err)
 {
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s", base, path == CLF_OPS_PATH_ITEM ? "item" : "group");
     clf_kernel *k;
-    clf_status st = get(rt, base, path, &k, err);
+    clf_status st = clf_kernel_get(rt, family, name, &k, err);
     if (st != CLF_OK)
         return st;
     if (path == CLF_OPS_PATH_ITEM) {
         size_t global = R, local = clf_ops_rows_local(k);
         return clf_kernel_launch(rt, k, 1, &global, &local, nargs, args, err);
     }
-    size_t local = clf_ops_group_size(k, GROUP_WANT), global = R * local;
+    size_t local = clf_ops_group_size(k, CLF_OPS_ROW_GROUP), global = R * local;
     args[nargs] = CLF_ARG_LOCAL(local * sizeof(float));
     return clf_kernel_launch(rt, k, 1, &global, &local, nargs + 1, args, err);
 }
@@ -80,8 +73,8 @@ clf_status clf_op_layernorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_p
         return CLF_OK;
     if (N == 0)
         return clf_error_set(err, CLF_ERR_ARG, "%s: rows of 0 columns", op);
-    if (need(out, op, "out", err) || need(mean, op, "mean", err) || need(rstd, op, "rstd", err) ||
-        need(x, op, "x", err) || need(w, op, "w", err))
+    if (clf_ops_need(out, op, "out", err) || clf_ops_need(mean, op, "mean", err) || clf_ops_need(rstd, op, "rstd", err) ||
+        clf_ops_need(x, op, "x", err) || clf_ops_need(w, op, "w", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
     int has_b = b.buf != NULL;
@@ -89,7 +82,7 @@ clf_status clf_op_layernorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_p
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(mean), CLF_ARG_PTR(rstd), CLF_ARG_PTR(x),
                       CLF_ARG_PTR(w),   CLF_ARG_PTR(bb),   CLF_ARG_I32(has_b), CLF_ARG_U64(R),
                       CLF_ARG_U64(N),   CLF_ARG_F32(eps),  CLF_ARG_U64(0) /* local buffer */};
-    return launch_rows(rt, path, "layernorm_forward", R, CLF_NARGS(args) - 1, args, err);
+    return clf_ops_launch_rows(rt, "norm", path, "layernorm_forward", R, CLF_NARGS(args) - 1, args, err);
 }
 
 clf_status clf_op_layernorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx,
@@ -100,8 +93,8 @@ clf_status clf_op_layernorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_
     const char *op = "layernorm_backward";
     if (R == 0 || N == 0)
         return CLF_OK;
-    if (need(dout, op, "dout", err) || need(x, op, "x", err) || need(mean, op, "mean", err) ||
-        need(rstd, op, "rstd", err) || need(w, op, "w", err))
+    if (clf_ops_need(dout, op, "dout", err) || clf_ops_need(x, op, "x", err) || clf_ops_need(mean, op, "mean", err) ||
+        clf_ops_need(rstd, op, "rstd", err) || clf_ops_need(w, op, "w", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
     clf_status st;
@@ -110,7 +103,7 @@ clf_status clf_op_layernorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_
                           CLF_ARG_PTR(mean), CLF_ARG_PTR(rstd), CLF_ARG_PTR(w),
                           CLF_ARG_U64(R),    CLF_ARG_U64(N),    CLF_ARG_I32(accumulate ? 1 : 0),
                           CLF_ARG_U64(0) /* local buffer */};
-        st = launch_rows(rt, path, "layernorm_backward", R, CLF_NARGS(args) - 1, args, err);
+        st = clf_ops_launch_rows(rt, "norm", path, "layernorm_backward", R, CLF_NARGS(args) - 1, args, err);
         if (st != CLF_OK)
             return st;
     }
@@ -155,14 +148,14 @@ clf_status clf_op_rmsnorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr
         return CLF_OK;
     if (N == 0)
         return clf_error_set(err, CLF_ERR_ARG, "%s: rows of 0 columns", op);
-    if (need(out, op, "out", err) || need(rstd, op, "rstd", err) || need(x, op, "x", err) ||
-        need(w, op, "w", err))
+    if (clf_ops_need(out, op, "out", err) || clf_ops_need(rstd, op, "rstd", err) || clf_ops_need(x, op, "x", err) ||
+        clf_ops_need(w, op, "w", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(rstd), CLF_ARG_PTR(x), CLF_ARG_PTR(w),
                       CLF_ARG_U64(R),   CLF_ARG_U64(N),    CLF_ARG_F32(eps),
                       CLF_ARG_U64(0) /* local buffer */};
-    return launch_rows(rt, path, "rmsnorm_forward", R, CLF_NARGS(args) - 1, args, err);
+    return clf_ops_launch_rows(rt, "norm", path, "rmsnorm_forward", R, CLF_NARGS(args) - 1, args, err);
 }
 
 clf_status clf_op_rmsnorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dw,
@@ -172,8 +165,8 @@ clf_status clf_op_rmsnorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_pt
     const char *op = "rmsnorm_backward";
     if (R == 0 || N == 0)
         return CLF_OK;
-    if (need(dout, op, "dout", err) || need(x, op, "x", err) || need(rstd, op, "rstd", err) ||
-        need(w, op, "w", err))
+    if (clf_ops_need(dout, op, "dout", err) || clf_ops_need(x, op, "x", err) || clf_ops_need(rstd, op, "rstd", err) ||
+        clf_ops_need(w, op, "w", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
     clf_status st;
@@ -182,7 +175,7 @@ clf_status clf_op_rmsnorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_pt
                           CLF_ARG_PTR(rstd), CLF_ARG_PTR(w), CLF_ARG_U64(R),
                           CLF_ARG_U64(N), CLF_ARG_I32(accumulate ? 1 : 0),
                           CLF_ARG_U64(0) /* local buffer */};
-        st = launch_rows(rt, path, "rmsnorm_backward", R, CLF_NARGS(args) - 1, args, err);
+        st = clf_ops_launch_rows(rt, "norm", path, "rmsnorm_backward", R, CLF_NARGS(args) - 1, args, err);
         if (st != CLF_OK)
             return st;
     }

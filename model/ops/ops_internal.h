@@ -129,4 +129,21 @@ clf_status clf_op_attn_decode_group(clf_runtime *rt, size_t group, clf_ptr out, 
                                     size_t keep_stride, size_t B, size_t NH, size_t HS,
                                     size_t Tmax, size_t L, float scale, clf_error *err);
 
+/* The NULL-buffer check of every op: CLF_ERR_ARG "op: what is a NULL buffer". */
+static inline clf_status clf_ops_need(clf_ptr p, const char *op, const char *what, clf_error *err)
+{
+    if (p.buf == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "%s: %s is a NULL buffer", op, what);
+    return CLF_OK;
+}
+
+/* Launch the row kernel <base>_item or <base>_group of `family` over R rows
+ * (path resolved): one work-item a row, or one work-group of up to
+ * CLF_OPS_ROW_GROUP a row with a local float buffer appended as the last
+ * argument (args has room for it). Defined in norm.c. */
+#define CLF_OPS_ROW_GROUP 256
+clf_status clf_ops_launch_rows(clf_runtime *rt, const char *family, clf_ops_path path,
+                               const char *base, size_t R, int nargs, clf_arg *args,
+                               clf_error *err);
+
 #endif

@@ -1,5 +1,5 @@
 /*
- * ops_optim.c - host wrappers of cl/optim.cl: the gradient-clipping factor
+ * ops/optim.c - host wrappers of cl/optim.cl: the gradient-clipping factor
  * and AdamW over one flat parameter buffer.
  *
  * Design: the clip factor stays on the device (gscale[0]) and AdamW reads it,

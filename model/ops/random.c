@@ -1,5 +1,5 @@
 /*
- * ops_random.c - host wrappers of cl/random.cl (dropout from Philox4x32-10)
+ * ops/random.c - host wrappers of cl/random.cl (dropout from Philox4x32-10)
  * and a host implementation of the same generator.
  *
  * Design: dropout never stores its mask. Element i of a launch keyed by

@@ -1,5 +1,5 @@
 /*
- * ops_reduce.c - host wrappers of cl/reduce.cl: row sum and row max, and the
+ * ops/reduce.c - host wrappers of cl/reduce.cl: row sum and row max, and the
  * deterministic whole-tensor sum of squares and mean.
  *
  * Design
@@ -11,8 +11,8 @@
  *   order. P depends only on n and the device, so the result is reproducible
  *   bit for bit on a device.
  *
- * Not here: column sums (bias and norm gradients, ops_elementwise.c and
- * ops_norm.c).
+ * Not here: column sums (bias and norm gradients, ops/elementwise.c and
+ * ops/norm.c).
  */
 #include <stdio.h>
 
@@ -23,21 +23,13 @@
 #define CPU_PART_MIN 16384
 #define GPU_PARTS_MAX 1024
 #define GPU_PART_MIN 8192
-#define GROUP_WANT 256
-
-static clf_status need(clf_ptr p, const char *op, const char *what, clf_error *err)
-{
-    if (p.buf == NULL)
-        return clf_error_set(err, CLF_ERR_ARG, "%s: %s is a NULL buffer", op, what);
-    return CLF_OK;
-}
 
 static clf_status row_reduce(clf_runtime *rt, clf_ops_path path, const char *op, clf_ptr out,
                              clf_ptr in, size_t R, size_t N, clf_error *err)
 {
     if (R == 0)
         return CLF_OK;
-    if (need(out, op, "out", err) || need(in, op, "in", err))
+    if (clf_ops_need(out, op, "out", err) || clf_ops_need(in, op, "in", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
     char name[64];
@@ -51,7 +43,7 @@ static clf_status row_reduce(clf_runtime *rt, clf_ops_path path, const char *op,
         size_t global = R, local = clf_ops_rows_local(k);
         return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
     }
-    size_t local = clf_ops_group_size(k, GROUP_WANT), global = R * local;
+    size_t local = clf_ops_group_size(k, CLF_OPS_ROW_GROUP), global = R * local;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_U64(R), CLF_ARG_U64(N),
                       CLF_ARG_LOCAL(local * sizeof(float))};
     return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
@@ -103,7 +95,7 @@ static clf_status total_sum(clf_runtime *rt, clf_ops_path path, const char *op, 
                             clf_ptr in, size_t n, clf_ptr scratch, int sq, float div,
                             clf_error *err)
 {
-    if (need(out, op, "out", err) || need(scratch, op, "scratch", err))
+    if (clf_ops_need(out, op, "out", err) || clf_ops_need(scratch, op, "scratch", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
     size_t P = clf_op_sumsq_scratch_ex(rt, path, n);
@@ -112,7 +104,7 @@ static clf_status total_sum(clf_runtime *rt, clf_ops_path path, const char *op, 
     clf_kernel *k;
     clf_status st;
     if (n > 0) {
-        if (need(in, op, "in", err))
+        if (clf_ops_need(in, op, "in", err))
             return CLF_ERR_ARG;
         if (path == CLF_OPS_PATH_ITEM) {
             st = clf_kernel_get(rt, "reduce", "sum_parts_item", &k, err);
@@ -126,7 +118,7 @@ static clf_status total_sum(clf_runtime *rt, clf_ops_path path, const char *op, 
             st = clf_kernel_get(rt, "reduce", "sum_parts_group", &k, err);
             if (st != CLF_OK)
                 return st;
-            size_t local = clf_ops_group_size(k, GROUP_WANT), global = P * local;
+            size_t local = clf_ops_group_size(k, CLF_OPS_ROW_GROUP), global = P * local;
             clf_arg args[] = {CLF_ARG_PTR(scratch), CLF_ARG_PTR(in), CLF_ARG_U64(n),
                               CLF_ARG_U64(chunk), CLF_ARG_U32(P), CLF_ARG_I32(sq),
                               CLF_ARG_LOCAL(local * sizeof(float))};

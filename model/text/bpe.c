@@ -1,8 +1,8 @@
 /*
- * tokenizer_bpe.c - byte-level byte-pair encoding: the pre-tokenizer,
+ * text/bpe.c - byte-level byte-pair encoding: the pre-tokenizer,
  * building a tokenizer from merges, encoding and the BPE part of the JSON
  * form (see tokenizer.h for the rules; tokenizer.c has the shared parts,
- * tokenizer_bpe_train.c learns the merges).
+ * text/bpe_train.c learns the merges).
  *
  * Pair ranks live in an open-addressing hash map, (left << 32 | right) ->
  * rank, shared with the trainer (tok_pair_map).
@@ -14,7 +14,7 @@
  * words it has encoded (their bytes point into the text; no copies).
  *
  * Not here: the char/byte kinds, decode and the JSON framing (tokenizer.c);
- * training (tokenizer_bpe_train.c); merges across pre-tokens; reading
+ * training (text/bpe_train.c); merges across pre-tokens; reading
  * special tokens out of the text.
  */
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
- * tokenizer_bpe_train.c - learning byte-pair-encoding merges from text
+ * text/bpe_train.c - learning byte-pair-encoding merges from text
  * (clf_bpe_trainer, tokenizer.h); the pre-tokenizer, encoding and the JSON
- * form are in tokenizer_bpe.c.
+ * form are in text/bpe.c.
  *
  * Input side: _add pre-tokenizes each text (clf_bpe_pretoken_end) and
  * counts the distinct pre-tokens ("words") in an open-addressing hash table

@@ -1,7 +1,7 @@
 /*
  * tokenizer.c - see tokenizer.h: the char and byte kinds, and what every
  * kind shares (pieces, specials, decode, the JSON framing). BPE training,
- * encoding and its JSON members are in tokenizer_bpe.c.
+ * encoding and its JSON members are in text/bpe.c.
  *
  * Pieces are stored as one byte array with an offset table (piece i is
  * bytes[off[i] .. off[i+1])), which fits every kind: 1-4 bytes for char,

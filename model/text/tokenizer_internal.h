@@ -1,8 +1,8 @@
 /*
  * tokenizer_internal.h - what tokenizer.c (char, byte, the shared parts:
- * pieces, decode, JSON framing) and tokenizer_bpe.c (byte-pair encoding:
+ * pieces, decode, JSON framing) and text/bpe.c (byte-pair encoding:
  * pre-tokenizer, training, encoding, the BPE part of the JSON form) share.
- * Not a public header: only those files (and tokenizer_bpe_train.c, the
+ * Not a public header: only those files (and text/bpe_train.c, the
  * BPE trainer) include it.
  *
  * Design: one struct for every kind. Pieces are one byte array with an
@@ -46,7 +46,7 @@ struct clf_tokenizer {
     tok_pair_map ranks; /* (left, right) -> r */
 };
 
-/* Pair map (tokenizer_bpe.c). */
+/* Pair map (text/bpe.c). */
 int tok_pair_map_init(tok_pair_map *m, size_t expected);
 void tok_pair_map_free(tok_pair_map *m);
 int32_t tok_pair_map_get(const tok_pair_map *m, int32_t left, int32_t right); /* -1 if absent */
@@ -62,7 +62,7 @@ uint64_t tok_hash_bytes(const unsigned char *s, size_t n);
 clf_status tok_bpe_build(const int32_t *merges, int32_t n_merges, clf_tokenizer **out,
                          clf_error *err);
 
-/* BPE parts of the tokenizer API (tokenizer_bpe.c), called by tokenizer.c. */
+/* BPE parts of the tokenizer API (text/bpe.c), called by tokenizer.c. */
 clf_status tok_bpe_encode(const clf_tokenizer *t, const char *text, size_t len, int32_t *ids,
                           size_t cap, size_t *n, clf_error *err);
 /* Write the BPE members ("pre_tokenizer", "vocab", "merges") into an open

@@ -1,5 +1,5 @@
 /*
- * gemm_clblast.c - the CLBlast engine behind clf_gemm.
+ * gemm/clblast.c - the CLBlast engine behind clf_gemm.
  *
  * Design
  *   A thin adapter: the validated clf_gemm_desc maps one to one onto
@@ -10,7 +10,7 @@
  *   profiling on, the event CLBlast returns (its last kernel) is handed to
  *   the runtime's profiler.
  *
- * Not here: argument validation and the k == 0 / empty cases (gemm.c does
+ * Not here: argument validation and the k == 0 / empty cases (gemm/dispatch.c does
  *   them before any engine runs), choosing between engines, and CLBlast's
  *   own tuning (its database decides its kernels; CLBlast compiles and caches
  *   them in memory on first use, which costs seconds on PoCL the first time).
