@@ -274,80 +274,10 @@ static int fail_err(const clf_error *e, clf_status st)
 
 int cli_seq_specials(clf_tokenizer *tok)
 {
-    if (clf_tokenizer_type_of(tok) == CLF_TOKENIZER_BPE)
-        return CLI_EXIT_OK;
     clf_error e;
     clf_error_clear(&e);
-    for (int s = 0; s < CLF_SPECIAL_COUNT; s++) {
-        int32_t id;
-        clf_status st = clf_tokenizer_add_special(tok, (clf_special_token)s, &id, &e);
-        if (st != CLF_OK)
-            return fail_err(&e, st);
-    }
-    return CLI_EXIT_OK;
-}
-
-/* The text column of a TSV (header: the first of sentence, text, content). */
-static clf_status add_tsv_text(clf_bpe_trainer *tr, const char *text, size_t len,
-                               const char *path, char **joint, size_t *jlen, clf_error *err)
-{
-    static const char *const names[] = {"sentence", "text", "content"};
-    const char *p = text, *end = text + len;
-    const char *nl = memchr(p, '\n', len);
-    if (nl == NULL)
-        return clf_error_set(err, CLF_ERR_FORMAT, "%s: no header line", path);
-    int col = -1;
-    for (int k = 0; k < 3 && col < 0; k++) {
-        int c = 0;
-        for (const char *f = p; f < nl; c++) {
-            const char *t = memchr(f, '\t', (size_t)(nl - f));
-            const char *fe = t ? t : nl;
-            size_t fl = (size_t)(fe - f);
-            if (fl > 0 && fe[-1] == '\r')
-                fl--;
-            if (fl == strlen(names[k]) && memcmp(f, names[k], fl) == 0) {
-                col = c;
-                break;
-            }
-            f = t ? t + 1 : nl;
-        }
-    }
-    if (col < 0)
-        return clf_error_set(err, CLF_ERR_FORMAT,
-                             "%s:1: no text column ('sentence', 'text' or 'content')", path);
-    for (p = nl + 1; p < end;) {
-        const char *le = memchr(p, '\n', (size_t)(end - p));
-        if (le == NULL)
-            le = end;
-        const char *f = p;
-        for (int c = 0; c < col && f < le; c++) {
-            const char *t = memchr(f, '\t', (size_t)(le - f));
-            f = t ? t + 1 : le;
-        }
-        const char *t = memchr(f, '\t', (size_t)(le - f));
-        const char *fe = t ? t : le;
-        if (fe > f && fe[-1] == '\r')
-            fe--;
-        if (fe > f) {
-            clf_status st = CLF_OK;
-            if (tr != NULL)
-                st = clf_bpe_trainer_add(tr, f, (size_t)(fe - f), err);
-            if (st == CLF_OK && joint != NULL) {
-                char *nj = realloc(*joint, *jlen + (size_t)(fe - f) + 2);
-                if (nj == NULL)
-                    return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
-                memcpy(nj + *jlen, f, (size_t)(fe - f));
-                *jlen += (size_t)(fe - f);
-                nj[(*jlen)++] = '\n';
-                nj[*jlen] = '\0';
-                *joint = nj;
-            }
-            if (st != CLF_OK)
-                return st;
-        }
-        p = le + 1;
-    }
-    return CLF_OK;
+    clf_status st = clf_seq_tokenizer_specials(tok, &e);
+    return st == CLF_OK ? CLI_EXIT_OK : fail_err(&e, st);
 }
 
 int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE *out,
@@ -355,119 +285,35 @@ int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE 
 {
     clf_error e;
     clf_error_clear(&e);
-    clf_status st = CLF_OK;
-    int rc = CLI_EXIT_OK;
-    clf_bpe_trainer *tr = NULL;
-    char *text = NULL, *joint = NULL;
-    size_t len = 0, jlen = 0;
-    double t0 = clf_now_seconds();
-    int tsv = p->kind == CLF_MODEL_ENCODER;
-    const char *files[2] = {p->train_src, tsv ? NULL : p->train_tgt};
-    *tok = NULL;
-    if (cfg->vocab.path[0] != '\0') {
-        if ((st = clf_file_read_text(cfg->vocab.path, CLF_SEQDATA_MAX_BYTES, &text, &len, &e)) != CLF_OK ||
-            (st = clf_tokenizer_from_json(text, len, tok, &e)) != CLF_OK) {
-            clf_error_prefix(&e, "vocab.path %s", cfg->vocab.path);
-            goto fail;
-        }
+    clf_seq_vocab_info info;
+    const int tsv = p->kind == CLF_MODEL_ENCODER;
+    clf_status st = clf_seq_tokenizer_build(cfg, p->train_src, tsv ? NULL : p->train_tgt, tok,
+                                            &info, &e);
+    if (st != CLF_OK)
+        return fail_err(&e, st);
+    const int V = (int)clf_tokenizer_vocab_size(*tok);
+    if (info.from_path)
         fprintf(out, "tokenizer: %s from %s, %d tokens\n",
-                clf_config_tokenizer_name(clf_tokenizer_type_of(*tok)), cfg->vocab.path,
-                (int)clf_tokenizer_vocab_size(*tok));
-        goto specials;
-    }
-    switch (cfg->vocab.tokenizer) {
-    case CLF_TOKENIZER_BYTE:
-        if ((st = clf_tokenizer_create(CLF_TOKENIZER_BYTE, NULL, 0, tok, &e)) != CLF_OK)
-            goto fail;
-        break;
-    case CLF_TOKENIZER_BPE: {
-        clf_bpe_options bo;
-        clf_bpe_options_init(&bo);
-        if (cfg->vocab.size > 0)
-            bo.vocab_size = cfg->vocab.size;
-        if ((st = clf_bpe_trainer_create(&bo, &tr, &e)) != CLF_OK)
-            goto fail;
-        for (int i = 0; i < 2 && files[i] != NULL; i++) {
-            if (!tsv) {
-                if ((st = clf_bpe_trainer_add_file(tr, files[i], &e)) != CLF_OK)
-                    goto fail;
-                continue;
-            }
-            if ((st = clf_file_read_text(files[i], CLF_SEQDATA_MAX_BYTES, &text, &len, &e)) != CLF_OK ||
-                (st = add_tsv_text(tr, text, len, files[i], NULL, NULL, &e)) != CLF_OK)
-                goto fail;
-            free(text);
-            text = NULL;
-        }
-        if ((st = clf_bpe_trainer_finish(tr, tok, &e)) != CLF_OK)
-            goto fail;
-        clf_bpe_stats bs;
-        clf_bpe_trainer_stats(tr, &bs);
+                clf_config_tokenizer_name(clf_tokenizer_type_of(*tok)), cfg->vocab.path, V);
+    else if (cfg->vocab.tokenizer == CLF_TOKENIZER_BPE)
         fprintf(out,
                 "tokenizer: bpe, %d tokens (%d merges) trained on %s%s%s in %.1fs: %.2f bytes "
                 "per token\n",
-                (int)clf_tokenizer_vocab_size(*tok), (int)bs.merges, files[0],
-                files[1] ? " + " : "", files[1] ? files[1] : "", clf_now_seconds() - t0,
-                bs.tokens > 0 ? (double)bs.bytes / (double)bs.tokens : 0.0);
-        goto specials;
-    }
-    default: /* char: the code points of the training text */
-        for (int i = 0; i < 2 && files[i] != NULL; i++) {
-            if ((st = clf_file_read_text(files[i], CLF_SEQDATA_MAX_BYTES, &text, &len, &e)) != CLF_OK)
-                goto fail;
-            if (tsv) {
-                st = add_tsv_text(NULL, text, len, files[i], &joint, &jlen, &e);
-            } else {
-                char *nj = realloc(joint, jlen + len + 2);
-                if (nj == NULL) {
-                    st = clf_error_set(&e, CLF_ERR_MEMORY, "out of host memory");
-                    goto fail;
-                }
-                memcpy(nj + jlen, text, len);
-                jlen += len;
-                nj[jlen++] = '\n';
-                nj[jlen] = '\0';
-                joint = nj;
-            }
-            free(text);
-            text = NULL;
-            if (st != CLF_OK)
-                goto fail;
-        }
-        if ((st = clf_tokenizer_create(CLF_TOKENIZER_CHAR, joint, jlen, tok, &e)) != CLF_OK)
-            goto fail;
-        break;
-    }
-    if ((rc = cli_seq_specials(*tok)) != CLI_EXIT_OK)
-        goto fail_rc;
-    fprintf(out, "tokenizer: %s, %d tokens (special tokens included)\n",
-            clf_config_tokenizer_name(cfg->vocab.tokenizer), (int)clf_tokenizer_vocab_size(*tok));
-specials:
-    free(text);
-    free(joint);
-    clf_bpe_trainer_destroy(tr);
-    if ((rc = cli_seq_specials(*tok)) != CLI_EXIT_OK) {
-        clf_tokenizer_destroy(*tok);
-        *tok = NULL;
-    }
-    return rc;
-fail_rc:
-    free(text);
-    free(joint);
-    clf_bpe_trainer_destroy(tr);
-    clf_tokenizer_destroy(*tok);
-    *tok = NULL;
-    return rc;
-fail:
-    free(text);
-    free(joint);
-    clf_bpe_trainer_destroy(tr);
-    clf_tokenizer_destroy(*tok);
-    *tok = NULL;
-    return fail_err(&e, st);
+                V, info.merges, p->train_src, tsv ? "" : " + ", tsv ? "" : p->train_tgt,
+                info.seconds, info.bytes_per_token);
+    else
+        fprintf(out, "tokenizer: %s, %d tokens (special tokens included)\n",
+                clf_config_tokenizer_name(cfg->vocab.tokenizer), V);
+    return CLI_EXIT_OK;
 }
 
-/* ---- sets -------------------------------------------------------------------------------- */
+int cli_read_lines(const char *path, char ***lines, size_t *n)
+{
+    clf_error e;
+    clf_error_clear(&e);
+    clf_status st = clf_lines_read(path, CLF_SEQDATA_MAX_BYTES, lines, n, &e);
+    return st == CLF_OK ? CLI_EXIT_OK : fail_err(&e, st);
+}
 
 int cli_seq_load(const clf_model_config *cfg, const clf_tokenizer *tok, const char *src,
                  const char *tgt, clf_seqdata **ds)
@@ -507,65 +353,6 @@ void cli_seq_report(const char *what, const clf_seqdata *ds, FILE *out)
                 "warning: %s: %lld sources and %lld targets were longer than the context and "
                 "were cut (raise model.context to keep them whole)\n",
                 what, (long long)st->src.truncated, (long long)st->tgt.truncated);
-}
-
-void cli_free_lines(char **lines, size_t n)
-{
-    if (lines == NULL)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(lines[i]);
-    free(lines);
-}
-
-int cli_read_lines(const char *path, char ***lines, size_t *n)
-{
-    clf_error e;
-    clf_error_clear(&e);
-    char *text = NULL;
-    size_t len = 0;
-    *lines = NULL;
-    *n = 0;
-    clf_status st = clf_file_read_text(path, CLF_SEQDATA_MAX_BYTES, &text, &len, &e);
-    if (st != CLF_OK)
-        return fail_err(&e, st);
-    size_t count = 0;
-    for (size_t i = 0; i < len; i++)
-        count += text[i] == '\n';
-    if (len > 0 && text[len - 1] != '\n')
-        count++;
-    char **out = calloc(count > 0 ? count : 1, sizeof *out);
-    if (out == NULL) {
-        free(text);
-        fprintf(stderr, "clformer: out of memory reading %s\n", path);
-        return CLI_EXIT_FAIL;
-    }
-    size_t k = 0, a = 0;
-    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
-        (unsigned char)text[2] == 0xBF)
-        a = 3;
-    while (a < len && k < count) {
-        const char *nl = memchr(text + a, '\n', len - a);
-        size_t b = nl ? (size_t)(nl - text) : len;
-        size_t l = b - a;
-        if (l > 0 && text[a + l - 1] == '\r')
-            l--;
-        out[k] = malloc(l + 1);
-        if (out[k] == NULL) {
-            cli_free_lines(out, k);
-            free(text);
-            fprintf(stderr, "clformer: out of memory reading %s\n", path);
-            return CLI_EXIT_FAIL;
-        }
-        memcpy(out[k], text + a, l);
-        out[k][l] = '\0';
-        k++;
-        a = b + 1;
-    }
-    free(text);
-    *lines = out;
-    *n = k;
-    return CLI_EXIT_OK;
 }
 
 int cli_read_input(const char *path, char **text, size_t *len)

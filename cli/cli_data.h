@@ -53,15 +53,6 @@ int cli_seq_paths_train(clf_model_kind kind, const char *data, const char *val,
 int cli_seq_paths_eval(clf_model_kind kind, const char *data, const char *split,
                        const char *src_lang, const char *tgt_lang, cli_seq_paths *p);
 
-/* The tokenizer cfg asks for, built from the training files of p: vocab.path
- * set: that file (JSON); bpe: trained with vocab.size (joint source +
- * target; a TSV's text column); char: from the same text; byte. Every
- * special token (pad, bos, eos, unk, cls, sep) is present. Prints one line
- * to out. */
-int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE *out,
-                      clf_tokenizer **tok);
-/* Give a char/byte tokenizer the special tokens (bpe has them). */
-int cli_seq_specials(clf_tokenizer *tok);
 
 /* Load a set: translation src + tgt (tgt NULL: sources only), a TSV
  * (tgt ignored), rows cut at the config's context (reported by the caller
@@ -72,10 +63,15 @@ int cli_seq_load(const clf_model_config *cfg, const clf_tokenizer *tok, const ch
  * warning line when anything was truncated. */
 void cli_seq_report(const char *what, const clf_seqdata *ds, FILE *out);
 
-/* The lines of a text file (plain or gzip), '\r' and a final empty line
- * removed: *lines malloc'ed strings in a malloc'ed array. */
+
+/* The tokenizer cfg asks for, built from the training files of p
+ * (clf_seq_tokenizer_build), with one line about it to out. */
+int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE *out,
+                      clf_tokenizer **tok);
+/* Give a char/byte tokenizer the special tokens (bpe has them). */
+int cli_seq_specials(clf_tokenizer *tok);
+/* The lines of a text file (clf_lines_read); free with clf_lines_free. */
 int cli_read_lines(const char *path, char ***lines, size_t *n);
-void cli_free_lines(char **lines, size_t n);
 
 /* Read all of standard input (or a file with path != NULL) into *text. */
 int cli_read_input(const char *path, char **text, size_t *len);

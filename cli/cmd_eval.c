@@ -197,7 +197,7 @@ fail:
     rc = cli_exit_code(st);
 done:
     clf_seqeval_hyps_free(hyps, ds ? clf_seqdata_size(ds) : 0);
-    cli_free_lines(refs, n_refs);
+    clf_lines_free(refs, n_refs);
     clf_seqdata_destroy(ds);
     clf_model_destroy(m);
     clf_runtime_destroy(rt);

@@ -366,7 +366,7 @@ fail:
     cli_print_error(NULL, &err);
     rc = cli_exit_code(st);
 done:
-    cli_free_lines(refs, n_refs);
+    clf_lines_free(refs, n_refs);
     clf_model_destroy(m);
     clf_runtime_destroy(rt);
     clf_seqdata_destroy(tr);

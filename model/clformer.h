@@ -30,6 +30,7 @@
 #include "model/text/tokenizer.h"
 #include "model/data/dataset.h"
 #include "model/data/seqdata.h"
+#include "model/data/lines.h"
 #include "model/graph/model.h"
 #include "model/infer/sampler.h"
 #include "model/infer/generate.h"

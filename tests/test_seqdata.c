@@ -13,7 +13,9 @@
  * batching on synthetic lengths (and on Multi30k with the char tokenizer
  * when ../shared/data/multi30k is present: the measured padding
  * efficiencies are printed). Everything here is exact (integers); the one
- * inequality is that bucketed batches pad less than random ones.
+ * inequality is that bucketed batches pad less than random ones. Also the
+ * line splitter and TSV column finder (lines.h) and the run tokenizer built
+ * from sentence files (clf_seq_tokenizer_build).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include <zlib.h>
 
 #include "model/io/fileio.h"
+#include "model/data/lines.h"
 #include "model/data/seqdata.h"
 #include "tests/test_util.h"
 
@@ -717,6 +720,90 @@ static void multi30k_padding(void)
     clf_tokenizer_destroy(tok);
 }
 
+static void test_lines(void)
+{
+    clf_error e;
+    clf_span *ls = NULL;
+    size_t n = 0;
+    const char *text = "\xEF\xBB\xBFsentence\tlabel\r\nhello\t1\n\nlast\t0";
+    tu_ok(clf_lines_split(text, strlen(text), "t", &ls, &n, &e), &e, "split");
+    TU_CHECK(n == 4, "4 lines (BOM dropped, final line without newline kept), got %zu", n);
+    TU_CHECK(n == 4 && ls[0].len == 14 && memcmp(ls[0].p, "sentence\tlabel", 14) == 0,
+             "first line without BOM and CR");
+    TU_CHECK(n == 4 && ls[2].len == 0 && ls[3].len == 6, "an empty line and the last line");
+    const char *label[] = {"label"}, *texts[] = {"text", "sentence"}, *none[] = {"x"};
+    TU_CHECK(clf_tsv_column(&ls[0], label, 1) == 1, "label is column 1");
+    TU_CHECK(clf_tsv_column(&ls[0], texts, 2) == 0, "the first listed name present wins: sentence");
+    TU_CHECK(clf_tsv_column(&ls[0], none, 1) == -1, "an absent column is -1");
+    clf_span f[2];
+    TU_CHECK(clf_tsv_fields(&ls[1], f, 2) == 2 && f[1].len == 1 && f[1].p[0] == '1',
+             "fields of a row");
+    clf_span three = {"a\tb\tc", 5};
+    TU_CHECK(clf_tsv_fields(&three, f, 2) == 3, "the field count beyond cap is still reported");
+    free(ls);
+    ls = NULL;
+    tu_ok(clf_lines_split("", 0, "t", &ls, &n, &e), &e, "split empty");
+    TU_CHECK(n == 0, "no lines in empty text");
+    free(ls);
+
+    write_file("lines.txt", "one\r\ntwo\n");
+    char **lines = NULL;
+    tu_ok(clf_lines_read(tmp_path("lines.txt"), 1 << 20, &lines, &n, &e), &e, "read lines");
+    TU_CHECK(n == 2 && strcmp(lines[0], "one") == 0 && strcmp(lines[1], "two") == 0,
+             "read lines as strings");
+    clf_lines_free(lines, n);
+    TU_CHECK(clf_lines_read(tmp_path("missing.txt"), 1 << 20, &lines, &n, &e) == CLF_ERR_IO,
+             "a missing file is an I/O error");
+}
+
+static void test_run_tokenizer(void)
+{
+    clf_error e;
+    clf_model_config cfg;
+    clf_config_defaults(&cfg);
+    cfg.kind = CLF_MODEL_ENCODER;
+    cfg.vocab.tokenizer = CLF_TOKENIZER_CHAR;
+    write_file("tok.tsv", "label\tsentence\n1\tabc\n0\tcab\n1\t\n");
+    clf_tokenizer *tok = NULL;
+    clf_seq_vocab_info info;
+    tu_ok(clf_seq_tokenizer_build(&cfg, tmp_path("tok.tsv"), NULL, &tok, &info, &e), &e,
+          "char tokenizer from a TSV's text column");
+    /* a, b, c and the newline that joins lines, then the six specials; the
+     * label column is not learned */
+    TU_CHECK(tok != NULL && clf_tokenizer_vocab_size(tok) == 4 + CLF_SPECIAL_COUNT,
+             "char vocabulary: 4 characters + %d specials, got %d", CLF_SPECIAL_COUNT,
+             tok ? (int)clf_tokenizer_vocab_size(tok) : -1);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    TU_CHECK(tok != NULL && clf_tokenizer_encode(tok, "1", 1, &ids, &n, &e) == CLF_OK && n == 1 &&
+                 ids[0] == clf_tokenizer_special(tok, CLF_SPECIAL_UNK),
+             "a label digit is not in the vocabulary (it encodes as unk)");
+    free(ids);
+    clf_tokenizer_destroy(tok);
+    tok = NULL;
+
+    write_file("tok.src", "hallo welt\n");
+    write_file("tok.tgt", "hello world\n");
+    cfg.kind = CLF_MODEL_ENCODER_DECODER;
+    cfg.vocab.tokenizer = CLF_TOKENIZER_BPE;
+    cfg.vocab.size = 270;
+    tu_ok(clf_seq_tokenizer_build(&cfg, tmp_path("tok.src"), tmp_path("tok.tgt"), &tok, &info,
+                                  &e),
+          &e, "bpe tokenizer from a source and a target file");
+    TU_CHECK(tok != NULL && clf_tokenizer_type_of(tok) == CLF_TOKENIZER_BPE && info.merges > 0 &&
+                 info.bytes_per_token > 1.0,
+             "bpe learned merges (%d) on the joint text, %.2f bytes per token", info.merges,
+             info.bytes_per_token);
+    clf_tokenizer_destroy(tok);
+    tok = NULL;
+
+    cfg.kind = CLF_MODEL_ENCODER;
+    write_file("notext.tsv", "label\tpremise\n1\tx\n");
+    clf_status st = clf_seq_tokenizer_build(&cfg, tmp_path("notext.tsv"), NULL, &tok, NULL, &e);
+    TU_CHECK(st == CLF_ERR_FORMAT && strstr(e.msg, "no text column") != NULL && tok == NULL,
+             "a TSV without a text column is refused naming it: %s", e.msg);
+}
+
 int main(void)
 {
     const char *base = getenv("TMPDIR");
@@ -728,6 +815,8 @@ int main(void)
     test_pairs_files();
     test_truncation();
     test_tsv();
+    test_lines();
+    test_run_tokenizer();
     test_batching();
     multi30k_padding();
     /* clean up the temporary files */

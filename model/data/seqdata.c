@@ -9,53 +9,12 @@
 #include "model/io/fileio.h"
 #include "model/data/seqdata.h"
 #include "model/data/seqdata_internal.h"
+#include "model/data/lines.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- lines ------------------------------------------------------------------------- */
-
-typedef struct line_span {
-    const char *p;
-    size_t len;
-} line_span;
-
-/* Split text into lines: '\n' ends a line, a final line needs none, a
- * trailing '\r' and a leading UTF-8 BOM are dropped. *lines malloc'ed. */
-static clf_status split_lines(const char *text, size_t len, const char *name, line_span **lines,
-                              size_t *n, clf_error *err)
-{
-    size_t count = 0, i = 0;
-    *lines = NULL;
-    *n = 0;
-    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
-        (unsigned char)text[2] == 0xBF) {
-        text += 3;
-        len -= 3;
-    }
-    for (size_t k = 0; k < len; k++)
-        count += text[k] == '\n';
-    if (len > 0 && text[len - 1] != '\n')
-        count++;
-    line_span *ls = malloc((count ? count : 1) * sizeof *ls);
-    if (!ls)
-        return clf_error_set(err, CLF_ERR_MEMORY, "%s: out of memory for %zu lines", name, count);
-    for (size_t k = 0; k < count; k++) {
-        const char *p = text + i;
-        const char *e = memchr(p, '\n', len - i);
-        size_t l = e ? (size_t)(e - p) : len - i;
-        i += l + 1;
-        if (l > 0 && p[l - 1] == '\r')
-            l--;
-        ls[k].p = p;
-        ls[k].len = l;
-    }
-    *lines = ls;
-    *n = count;
-    return CLF_OK;
-}
 
 /* ---- the dataset ----------------------------------------------------------------------- */
 
@@ -152,7 +111,7 @@ static void side_add(clf_seq_side_stats *s, int64_t full, int64_t kept)
 }
 
 /* Tokenize one line into *scratch (grown as needed). */
-static clf_status encode_line(const clf_tokenizer *tok, const line_span *l, const char *name,
+static clf_status encode_line(const clf_tokenizer *tok, const clf_span *l, const char *name,
                               int64_t line_no, i32vec *scratch, size_t *n, clf_error *err)
 {
     scratch->n = 0;
@@ -287,7 +246,7 @@ clf_status clf_seqdata_load_pairs(const char *src_path, const char *tgt_path,
 {
     char *st = NULL, *tt = NULL;
     size_t sl = 0, tl = 0, ns = 0, nt = 0;
-    line_span *sls = NULL, *tls = NULL;
+    clf_span *sls = NULL, *tls = NULL;
     builder b;
     memset(&b, 0, sizeof b);
     clf_status rc;
@@ -303,9 +262,9 @@ clf_status clf_seqdata_load_pairs(const char *src_path, const char *tgt_path,
         goto fail;
     if ((rc = clf_file_read_text(tgt_path, CLF_SEQDATA_MAX_BYTES, &tt, &tl, err)))
         goto fail;
-    if ((rc = split_lines(st, sl, src_path, &sls, &ns, err)))
+    if ((rc = clf_lines_split(st, sl, src_path, &sls, &ns, err)))
         goto fail;
-    if ((rc = split_lines(tt, tl, tgt_path, &tls, &nt, err)))
+    if ((rc = clf_lines_split(tt, tl, tgt_path, &tls, &nt, err)))
         goto fail;
     if (ns != nt) {
         rc = clf_error_set(err, CLF_ERR_FORMAT,
@@ -346,29 +305,6 @@ fail:
     return rc;
 }
 
-/* Split a TSV line into fields (at most cap; returns the count, which may
- * exceed cap). */
-static size_t tsv_fields(const line_span *l, line_span *f, size_t cap)
-{
-    size_t k = 0, start = 0;
-    for (size_t i = 0; i <= l->len; i++) {
-        if (i == l->len || l->p[i] == '\t') {
-            if (k < cap) {
-                f[k].p = l->p + start;
-                f[k].len = i - start;
-            }
-            k++;
-            start = i + 1;
-        }
-    }
-    return k;
-}
-
-static int field_is(const line_span *f, const char *name)
-{
-    return strlen(name) == f->len && memcmp(f->p, name, f->len) == 0;
-}
-
 #define TSV_MAX_COLUMNS 64
 
 clf_status clf_seqdata_load_tsv(const char *path, const clf_tokenizer *tok,
@@ -376,7 +312,7 @@ clf_status clf_seqdata_load_tsv(const char *path, const clf_tokenizer *tok,
 {
     char *text = NULL;
     size_t len = 0, nl = 0;
-    line_span *ls = NULL, f[TSV_MAX_COLUMNS];
+    clf_span *ls = NULL, f[TSV_MAX_COLUMNS];
     builder b;
     memset(&b, 0, sizeof b);
     clf_status rc;
@@ -389,36 +325,24 @@ clf_status clf_seqdata_load_tsv(const char *path, const clf_tokenizer *tok,
         return rc;
     if ((rc = clf_file_read_text(path, CLF_SEQDATA_MAX_BYTES, &text, &len, err)))
         goto fail;
-    if ((rc = split_lines(text, len, path, &ls, &nl, err)))
+    if ((rc = clf_lines_split(text, len, path, &ls, &nl, err)))
         goto fail;
     if (nl == 0) {
         rc = clf_error_set(err, CLF_ERR_FORMAT, "%s is empty: expected a header line", path);
         goto fail;
     }
-    size_t ncol = tsv_fields(&ls[0], f, TSV_MAX_COLUMNS);
+    size_t ncol = clf_tsv_fields(&ls[0], f, TSV_MAX_COLUMNS);
     if (ncol > TSV_MAX_COLUMNS) {
         rc = clf_error_set(err, CLF_ERR_FORMAT, "%s:1: %zu columns, at most %d supported", path,
                            ncol, TSV_MAX_COLUMNS);
         goto fail;
     }
     /* find the columns */
-    static const char *const text_names[] = {"sentence", "text", "content"};
     const char *label_name = o->label_column[0] ? o->label_column : "label";
-    int label_col = -1, text_col = -1;
-    for (size_t c = 0; c < ncol; c++) {
-        if (label_col < 0 && field_is(&f[c], label_name))
-            label_col = (int)c;
-    }
-    if (o->text_column[0]) {
-        for (size_t c = 0; c < ncol && text_col < 0; c++)
-            if (field_is(&f[c], o->text_column))
-                text_col = (int)c;
-    } else {
-        for (size_t k = 0; k < 3 && text_col < 0; k++)
-            for (size_t c = 0; c < ncol && text_col < 0; c++)
-                if (field_is(&f[c], text_names[k]))
-                    text_col = (int)c;
-    }
+    const char *text_names[] = {"sentence", "text", "content"};
+    const int label_col = clf_tsv_column(&ls[0], &label_name, 1);
+    const int text_col = o->text_column[0] ? clf_tsv_column(&ls[0], (const char *const[]){o->text_column}, 1)
+                                           : clf_tsv_column(&ls[0], text_names, 3);
     if (label_col < 0 || text_col < 0 || label_col == text_col) {
         char hdr[512];
         size_t h = 0;
@@ -444,7 +368,7 @@ clf_status clf_seqdata_load_tsv(const char *path, const clf_tokenizer *tok,
     int32_t max_label = -1;
     for (size_t i = 1; i < nl; i++) {
         int64_t line_no = (int64_t)i + 1;
-        size_t k = tsv_fields(&ls[i], f, TSV_MAX_COLUMNS);
+        size_t k = clf_tsv_fields(&ls[i], f, TSV_MAX_COLUMNS);
         if (ls[i].len == 0) {
             rc = clf_error_set(err, CLF_ERR_FORMAT,
                                "%s:%" PRId64 ": empty line (expected %zu tab-separated columns)",
@@ -458,7 +382,7 @@ clf_status clf_seqdata_load_tsv(const char *path, const clf_tokenizer *tok,
                                path, line_no, k, ncol);
             goto fail;
         }
-        const line_span *lf = &f[label_col];
+        const clf_span *lf = &f[label_col];
         int64_t v = 0;
         int ok = lf->len > 0 && lf->len <= 9;
         for (size_t c = 0; ok && c < lf->len; c++) {
@@ -503,7 +427,7 @@ clf_status clf_seqdata_from_text(const char *text, size_t len, const char *name,
                                  const clf_tokenizer *tok, const clf_seq_options *o,
                                  clf_seqdata **out, clf_error *err)
 {
-    line_span *ls = NULL;
+    clf_span *ls = NULL;
     size_t nl = 0;
     builder b;
     memset(&b, 0, sizeof b);
@@ -512,7 +436,7 @@ clf_status clf_seqdata_from_text(const char *text, size_t len, const char *name,
     *out = NULL;
     if ((rc = check_options(o, 0, err)))
         return rc;
-    if ((rc = split_lines(text, len, name, &ls, &nl, err)))
+    if ((rc = clf_lines_split(text, len, name, &ls, &nl, err)))
         goto fail;
     if (nl == 0) {
         rc = clf_error_set(err, CLF_ERR_FORMAT, "%s is empty: no sentences", name);

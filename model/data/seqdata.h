@@ -259,6 +259,29 @@ clf_status clf_seq_loader_set_state(clf_seq_loader *L, const clf_seq_loader_stat
 void clf_seq_loader_state_to_string(const clf_seq_loader *L, char out[CLF_SEQ_STATE_STRING_MAX]);
 clf_status clf_seq_loader_state_from_string(clf_seq_loader *L, const char *s, clf_error *err);
 
+/* ---- the tokenizer of a run (seqvocab.c) ---- */
+
+typedef struct clf_seq_vocab_info {
+    int from_path;          /* 1: read from cfg->vocab.path */
+    int merges;             /* bpe: merges learned */
+    double bytes_per_token; /* bpe: on the training text */
+    double seconds;         /* time to build */
+} clf_seq_vocab_info;
+
+/* The tokenizer cfg asks for, built from a run's training sentences:
+ * vocab.path set: that file (tokenizer JSON); bpe: trained with vocab.size
+ * on the text (a translator: train_src and train_tgt, one joint vocabulary;
+ * a classifier: train_tgt NULL and train_src a TSV whose header names its
+ * text column sentence, text or content); char: the code points of the same
+ * text; byte. Every special token (pad, bos, eos, unk, cls, sep) is present.
+ * info may be NULL. */
+clf_status clf_seq_tokenizer_build(const clf_model_config *cfg, const char *train_src,
+                                   const char *train_tgt, clf_tokenizer **out,
+                                   clf_seq_vocab_info *info, clf_error *err);
+
+/* Give a char or byte tokenizer every special token (bpe has them). */
+clf_status clf_seq_tokenizer_specials(clf_tokenizer *tok, clf_error *err);
+
 CLF_API_END
 
 #endif
