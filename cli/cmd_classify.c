@@ -119,8 +119,8 @@ int cli_cmd_classify(int argc, char **argv)
         goto fail;
     }
     while (clf_seq_loader_next(L, b)) {
-        if ((st = clf_model_set_batch_classify(m, b->src, b->src_keep, NULL, b->B, b->S, &err)) !=
-                CLF_OK ||
+        const clf_batch in = clf_batch_classify(b->src, b->src_keep, NULL, b->B, b->S);
+        if ((st = clf_model_set_batch(m, &in, &err)) != CLF_OK ||
             (st = clf_model_forward(m, 0, &err)) != CLF_OK ||
             (st = clf_model_probs_read(m, probs, &err)) != CLF_OK)
             goto fail;

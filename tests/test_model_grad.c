@@ -181,7 +181,7 @@ static int set_kind_batch(clf_model *m, const variant *v, tu_rng *g, int B, int 
     const int S = v->S, T = v->T;
     if (v->kind == K_DEC) {
         batch(g, B, T, V, x, y, 1);
-        ok(clf_model_set_batch(m, x, y, B, T, &e), &e, "batch");
+        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e, "batch");
         return B * T;
     }
     for (int i = 0; i < B * S; i++) {
@@ -192,7 +192,7 @@ static int set_kind_batch(clf_model *m, const variant *v, tu_rng *g, int B, int 
         for (int b = 0; b < B; b++)
             labels[b] = (int32_t)(tu_u32(g) % 3);
         labels[B - 1] = CLF_MODEL_IGNORE_INDEX;
-        ok(clf_model_set_batch_classify(m, src, keep, labels, B, S, &e), &e, "batch");
+        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .S = S, .src = src, .src_keep = keep, .labels = labels}, &e), &e, "batch");
         return B;
     }
     batch(g, B, T, V, x, y, 0);
@@ -200,7 +200,7 @@ static int set_kind_batch(clf_model *m, const variant *v, tu_rng *g, int B, int 
         if ((i / T) >= 1 && (i % T) >= T - 2 * (i / T))
             y[i] = CLF_MODEL_IGNORE_INDEX;
     y[1] = CLF_MODEL_IGNORE_INDEX;
-    ok(clf_model_set_batch_seq2seq(m, src, keep, x, y, B, S, T, &e), &e, "batch");
+    ok(clf_model_set_batch(m, &(clf_batch){.B = B, .S = S, .T = T, .src = src, .src_keep = keep, .tgt_in = x, .tgt_out = y}, &e), &e, "batch");
     return B * T;
 }
 
@@ -298,14 +298,14 @@ static void accumulation(clf_runtime *rt)
     float *outs[2] = {g1, g2};
     for (int k = 0; k < 2; k++) {
         ok(clf_model_zero_grad(m, &e), &e, "zero");
-        ok(clf_model_set_batch(m, xs[k], ys[k], B, T, &e), &e, "batch");
+        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = xs[k], .tgt_out = ys[k]}, &e), &e, "batch");
         ok(clf_model_forward(m, 1, &e), &e, "forward");
         ok(clf_model_backward(m, &e), &e, "backward");
         ok(clf_model_flat_read(m, CLF_SLOT_GRAD, outs[k], &e), &e, "grads");
     }
     ok(clf_model_zero_grad(m, &e), &e, "zero");
     for (int k = 0; k < 2; k++) {
-        ok(clf_model_set_batch(m, xs[k], ys[k], B, T, &e), &e, "batch");
+        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = xs[k], .tgt_out = ys[k]}, &e), &e, "batch");
         ok(clf_model_forward(m, 1, &e), &e, "forward");
         ok(clf_model_backward(m, &e), &e, "backward");
     }
@@ -355,13 +355,13 @@ static void api(clf_runtime *rt)
              dc.labels);
     int32_t t[16] = {0}, keep[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     int32_t lab[2] = {0, 3};
-    TU_CHECK(clf_model_set_batch(m, t, t, 2, 8, &e) == CLF_ERR_ARG,
-             "clf_model_set_batch on an encoder-decoder is refused: %s", e.msg);
-    TU_CHECK(clf_model_set_batch_classify(g, t, keep, NULL, 2, 8, &e) == CLF_ERR_ARG,
-             "clf_model_set_batch_classify on a GPT is refused");
-    TU_CHECK(clf_model_set_batch_seq2seq(c, t, keep, t, t, 2, 8, 8, &e) == CLF_ERR_ARG,
-             "clf_model_set_batch_seq2seq on a classifier is refused");
-    TU_CHECK(clf_model_set_batch_classify(c, t, keep, lab, 2, 8, &e) == CLF_ERR_ARG,
+    TU_CHECK(clf_model_set_batch(m, &(clf_batch){.B = 2, .T = 8, .tgt_in = t, .tgt_out = t}, &e) == CLF_ERR_ARG,
+             "a decoder's batch to an encoder-decoder is refused: %s", e.msg);
+    TU_CHECK(clf_model_set_batch(g, &(clf_batch){.B = 2, .S = 8, .src = t, .src_keep = keep, .labels = NULL}, &e) == CLF_ERR_ARG,
+             "a classifier's batch to a GPT is refused: %s", e.msg);
+    TU_CHECK(clf_model_set_batch(c, &(clf_batch){.B = 2, .S = 8, .T = 8, .src = t, .src_keep = keep, .tgt_in = t, .tgt_out = t}, &e) == CLF_ERR_ARG,
+             "a translator's batch to a classifier is refused: %s", e.msg);
+    TU_CHECK(clf_model_set_batch(c, &(clf_batch){.B = 2, .S = 8, .src = t, .src_keep = keep, .labels = lab}, &e) == CLF_ERR_ARG,
              "a label out of range is refused: %s", e.msg);
     TU_CHECK(clf_model_decode_step(m, t, 2, 0, NULL, &e) == CLF_ERR_ARG,
              "decoding an encoder-decoder before clf_model_encode is refused: %s", e.msg);

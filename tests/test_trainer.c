@@ -145,7 +145,7 @@ static void test_eval_split(clf_model *m, const clf_dataset *ds)
     for (size_t w = 0; w < W; w++) {
         size_t len = 0;
         tu_ok(clf_dataset_eval_window(ds, CLF_SPLIT_VAL, d.T, w, x, y, &len, &e), &e, "window");
-        tu_ok(clf_model_set_batch(m, x, y, 1, d.T, &e), &e, "set_batch");
+        tu_ok(clf_model_set_batch(m, &(clf_batch){.B = 1, .T = d.T, .tgt_in = x, .tgt_out = y}, &e), &e, "set_batch");
         tu_ok(clf_model_forward(m, 0, &e), &e, "forward");
         tu_ok(clf_model_logits_read(m, z, &e), &e, "logits");
         for (size_t t = 0; t < len; t++)
@@ -178,7 +178,7 @@ static void test_kv_decode(clf_runtime *rt, const clf_model_config *cfg, int V, 
     double *ref = malloc((size_t)V * sizeof *ref);
     int32_t seq[16];
     memcpy(seq, toks, (size_t)(P + N) * sizeof *seq);
-    tu_ok(clf_model_set_batch(m, seq, NULL, 1, P + N, &e), &e, "set_batch");
+    tu_ok(clf_model_set_batch(m, &(clf_batch){.B = 1, .T = P + N, .tgt_in = seq, .tgt_out = NULL}, &e), &e, "set_batch");
     tu_ok(clf_model_forward(m, 0, &e), &e, "forward");
     tu_ok(clf_model_logits_read(m, full, &e), &e, "logits");
     tu_ok(clf_model_prefill(m, seq, 1, P, step, &e), &e, "prefill");

@@ -403,7 +403,7 @@ static void check_eval(clf_model *m, const clf_seqdata *va)
         int32_t lab = -1;
         float z[2];
         clf_seqdata_example(va, i, &src, &S, NULL, NULL, &lab);
-        tu_ok(clf_model_set_batch_classify(m, src, NULL, &lab, 1, S, &e), &e, "set batch");
+        tu_ok(clf_model_set_batch(m, &(clf_batch){.B = 1, .S = S, .src = src, .src_keep = NULL, .labels = &lab}, &e), &e, "set batch");
         tu_ok(clf_model_forward(m, 0, &e), &e, "forward");
         tu_ok(clf_model_logits_read(m, z, &e), &e, "logits");
         sum += host_ce(z, 2, lab);

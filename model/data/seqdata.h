@@ -87,6 +87,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "model/data/batch.h"
 #include "model/data/dataset.h"
 #include "runtime/status.h"
 #include "model/text/tokenizer.h"
@@ -246,6 +247,10 @@ void clf_seq_batch_destroy(clf_seq_batch *b);
  * (b untouched) and move to the start of the next epoch, so that the
  * following call begins it. Never fails: everything is planned ahead. */
 int clf_seq_loader_next(clf_seq_loader *L, clf_seq_batch *b);
+/* b as the one batch type for a model of kind (a classifier: source and
+ * labels, tokens = source tokens; a translator: source and targets, tokens
+ * = target tokens), with its epoch. */
+clf_batch clf_seq_batch_view(const clf_seq_batch *b, clf_model_kind kind);
 
 void clf_seq_loader_get_state(const clf_seq_loader *L, clf_seq_loader_state *s);
 /* Jump to a saved state (replanning that epoch). A position past the

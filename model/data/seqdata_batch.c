@@ -457,3 +457,17 @@ clf_status clf_seq_loader_state_from_string(clf_seq_loader *L, const char *s, cl
     clf_seq_loader_state st = {epoch, position};
     return clf_seq_loader_set_state(L, &st, err);
 }
+
+clf_batch clf_seq_batch_view(const clf_seq_batch *b, clf_model_kind kind)
+{
+    clf_batch v;
+    if (kind == CLF_MODEL_ENCODER) {
+        v = clf_batch_classify(b->src, b->src_keep, b->labels, b->B, b->S);
+        v.tokens = (double)b->src_tokens;
+    } else {
+        v = clf_batch_seq2seq(b->src, b->src_keep, b->tgt_in, b->tgt_out, b->B, b->S, b->T);
+        v.tokens = (double)b->tgt_tokens;
+    }
+    v.epoch = b->epoch;
+    return v;
+}

@@ -96,13 +96,10 @@ clf_status clf_seqeval_run(clf_model *m, const clf_seqdata *ds, const clf_seq_ba
         goto fail;
     }
     while (clf_seq_loader_next(L, b)) {
-        if (cls)
-            st = clf_model_set_batch_classify(m, b->src, b->src_keep, b->labels, b->B, b->S,
-                                              err);
-        else
-            st = clf_model_set_batch_seq2seq(m, b->src, b->src_keep, b->tgt_in, b->tgt_out,
-                                             b->B, b->S, b->T, err);
-        if (st != CLF_OK || (st = clf_model_forward(m, 0, err)) != CLF_OK)
+        const clf_batch view =
+            clf_seq_batch_view(b, cls ? CLF_MODEL_ENCODER : CLF_MODEL_ENCODER_DECODER);
+        if ((st = clf_model_set_batch(m, &view, err)) != CLF_OK ||
+            (st = clf_model_forward(m, 0, err)) != CLF_OK)
             goto fail;
         if (cls) {
             if ((st = clf_model_logits_read(m, buf, err)) != CLF_OK)

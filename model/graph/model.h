@@ -84,7 +84,7 @@
  *   clf_model *m;
  *   clf_model_create(rt, &cfg, tok_vocab, cfg.train.batch, CLF_MODEL_TRAIN, &m, &e);
  *   for (step...) {
- *       clf_model_set_batch(m, x, y, B, T, &e);   // host int32 [B, T]; copied
+ *       clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e);
  *       clf_model_forward(m, 1, &e);
  *       clf_model_backward(m, &e);
  *       clf_model_step(m, lr_of(step), &e);
@@ -98,10 +98,8 @@
  *                           sl.max_cross_attn};
  *   clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_TRAIN, &m, &e);
  *   while (clf_seq_loader_next(L, b)) {
- *       clf_model_set_batch_seq2seq(m, b->src, b->src_keep, b->tgt_in, b->tgt_out,
- *                                   b->B, b->S, b->T, &e);
- *       // classifier: clf_model_set_batch_classify(m, b->src, b->src_keep, b->labels,
- *       //                                          b->B, b->S, &e);
+ *       clf_batch view = clf_seq_batch_view(b, cfg.kind);   // seqdata.h
+ *       clf_model_set_batch(m, &view, &e);
  *       clf_model_forward(m, 1, &e);  clf_model_backward(m, &e);  clf_model_step(m, lr, &e);
  *   }
  *
@@ -132,6 +130,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/data/batch.h"
 #include "runtime/runtime.h"
 
 CLF_API_BEGIN
@@ -272,26 +271,11 @@ clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *
 
 /* ---- training ------------------------------------------------------------------ */
 
-/* Copy a batch into a decoder-only model: x tokens int32 [B, T], y targets
- * int32 [B, T] (NULL: no loss, e.g. for generation or logits only). 1 <= B
- * <= max batch, 1 <= T <= the longest target; tokens must be in [0, V),
- * targets in [0, V) or CLF_MODEL_IGNORE_INDEX (checked here, on the host).
- * The arrays are copied to model-owned staging memory and written without
- * blocking. (The other kinds refuse it: use the calls below.) */
-clf_status clf_model_set_batch(clf_model *m, const int32_t *x, const int32_t *y, int B, int T,
-                               clf_error *err);
-/* An encoder-decoder's batch (seqdata.h's layout): src [B, S] tokens,
- * src_keep [B, S] (nonzero = token, 0 = pad; NULL = no padding), tgt_in
- * [B, T] decoder inputs, tgt_out [B, T] targets (-1 = ignored; NULL: no
- * loss). The sizes are checked against the limits. */
-clf_status clf_model_set_batch_seq2seq(clf_model *m, const int32_t *src, const int32_t *src_keep,
-                                       const int32_t *tgt_in, const int32_t *tgt_out, int B,
-                                       int S, int T, clf_error *err);
-/* An encoder classifier's batch: tokens [B, S] (the [CLS] token first for
- * pool cls), keep [B, S] (NULL = no padding), labels [B] in [0, NL) or -1
- * (ignored; NULL: no loss, for inference). */
-clf_status clf_model_set_batch_classify(clf_model *m, const int32_t *tokens, const int32_t *keep,
-                                        const int32_t *labels, int B, int S, clf_error *err);
+/* Copy a batch (data/batch.h) into the model: what the kind reads, checked
+ * against the limits it was created for (sizes, token ids below the
+ * vocabulary, targets and labels in range or -1). A batch shaped for another
+ * kind is CLF_ERR_ARG. Copies are staged and uploaded asynchronously. */
+clf_status clf_model_set_batch(clf_model *m, const clf_batch *b, clf_error *err);
 /* Forward over the batch. train = 1: dropout on, and the loss op writes
  * d(logits) over the logits for clf_model_backward (needs targets). train
  * = 0: no dropout, logits kept for clf_model_logits_read. */

@@ -119,91 +119,97 @@ static void batch_set(clf_model *m, int B, int S, int T, int has_targets, int co
     m->fwd_done = 0;
 }
 
-clf_status clf_model_set_batch(clf_model *m, const int32_t *x, const int32_t *y, int B, int T,
-                               clf_error *err)
+static clf_status set_decoder(clf_model *m, const clf_batch *b, clf_error *err)
 {
     clf_status st;
     int32_t *slot;
-    size_t at = 0, n = (size_t)B * (size_t)T;
+    size_t at = 0, n = (size_t)b->B * (size_t)b->T;
     int count = 0;
-    if (m->s.kind != MI_KIND_DECODER)
+    if (b->tgt_in == NULL || b->src != NULL || b->labels != NULL || b->T < 1)
         return clf_error_set(err, CLF_ERR_ARG,
-                             "clf_model_set_batch is for decoder-only models; use "
-                             "clf_model_set_batch_%s",
-                             m->s.kind == MI_KIND_ENCODER ? "classify" : "seq2seq");
-    if (x == NULL || T < 1)
-        return clf_error_set(err, CLF_ERR_ARG, "batch %d x %d: expected tokens and T >= 1", B, T);
-    if ((st = mi_check_sizes(m, B, 0, T, err)) != CLF_OK ||
-        (st = check_tokens(m, x, n, "token", err)) != CLF_OK ||
-        (y != NULL && (st = check_targets(y, n, m->s.V, "target", &count, err)) != CLF_OK) ||
+                             "a decoder's batch is tgt_in (and tgt_out) [B, T] with T >= 1, no "
+                             "source or labels (got %d x %d%s%s)",
+                             b->B, b->T, b->src ? ", a source" : "", b->labels ? ", labels" : "");
+    if ((st = mi_check_sizes(m, b->B, 0, b->T, err)) != CLF_OK ||
+        (st = check_tokens(m, b->tgt_in, n, "token", err)) != CLF_OK ||
+        (b->tgt_out != NULL &&
+         (st = check_targets(b->tgt_out, n, m->s.V, "target", &count, err)) != CLF_OK) ||
         (st = mi_stage_take(m, &slot, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->tokens, x, n, 0, 0, err)) != CLF_OK ||
-        (y != NULL && (st = put(m, slot, &at, m->targets, y, n, 0, 0, err)) != CLF_OK))
+        (st = put(m, slot, &at, m->tokens, b->tgt_in, n, 0, 0, err)) != CLF_OK ||
+        (b->tgt_out != NULL &&
+         (st = put(m, slot, &at, m->targets, b->tgt_out, n, 0, 0, err)) != CLF_OK))
         return st;
     mi_stage_commit(m);
-    batch_set(m, B, 0, T, y != NULL, count);
+    batch_set(m, b->B, 0, b->T, b->tgt_out != NULL, count);
     return CLF_OK;
 }
 
-clf_status clf_model_set_batch_seq2seq(clf_model *m, const int32_t *src, const int32_t *src_keep,
-                                       const int32_t *tgt_in, const int32_t *tgt_out, int B,
-                                       int S, int T, clf_error *err)
+static clf_status set_seq2seq(clf_model *m, const clf_batch *b, clf_error *err)
 {
     clf_status st;
     int32_t *slot;
-    size_t at = 0, ns = (size_t)B * (size_t)S, nt = (size_t)B * (size_t)T;
+    size_t at = 0, ns = (size_t)b->B * (size_t)b->S, nt = (size_t)b->B * (size_t)b->T;
     int count = 0;
-    if (m->s.kind != MI_KIND_ENCDEC)
+    if (b->src == NULL || b->tgt_in == NULL || b->labels != NULL || b->S < 1 || b->T < 1)
         return clf_error_set(err, CLF_ERR_ARG,
-                             "clf_model_set_batch_seq2seq is for encoder-decoder models");
-    if (src == NULL || tgt_in == NULL || S < 1 || T < 1)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "seq2seq batch %d x (%d, %d): expected source and target inputs, "
-                             "S >= 1 and T >= 1",
-                             B, S, T);
-    if ((st = mi_check_sizes(m, B, S, T, err)) != CLF_OK ||
-        (st = check_tokens(m, src, ns, "source token", err)) != CLF_OK ||
-        (st = check_tokens(m, tgt_in, nt, "target input token", err)) != CLF_OK ||
-        (tgt_out != NULL &&
-         (st = check_targets(tgt_out, nt, m->s.V, "target", &count, err)) != CLF_OK) ||
+                             "an encoder-decoder's batch is src [B, S] and tgt_in (and "
+                             "tgt_out) [B, T] with S, T >= 1 (got %d x (%d, %d)%s%s)",
+                             b->B, b->S, b->T, b->src ? "" : ", no source",
+                             b->tgt_in ? "" : ", no target input");
+    if ((st = mi_check_sizes(m, b->B, b->S, b->T, err)) != CLF_OK ||
+        (st = check_tokens(m, b->src, ns, "source token", err)) != CLF_OK ||
+        (st = check_tokens(m, b->tgt_in, nt, "target input token", err)) != CLF_OK ||
+        (b->tgt_out != NULL &&
+         (st = check_targets(b->tgt_out, nt, m->s.V, "target", &count, err)) != CLF_OK) ||
         (st = mi_stage_take(m, &slot, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->src, src, ns, 0, 0, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->src_keep, src_keep, ns, 1, 1, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->tokens, tgt_in, nt, 0, 0, err)) != CLF_OK ||
-        (tgt_out != NULL && (st = put(m, slot, &at, m->targets, tgt_out, nt, 0, 0, err)) !=
-                                CLF_OK))
+        (st = put(m, slot, &at, m->src, b->src, ns, 0, 0, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->src_keep, b->src_keep, ns, 1, 1, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->tokens, b->tgt_in, nt, 0, 0, err)) != CLF_OK ||
+        (b->tgt_out != NULL &&
+         (st = put(m, slot, &at, m->targets, b->tgt_out, nt, 0, 0, err)) != CLF_OK))
         return st;
     mi_stage_commit(m);
-    batch_set(m, B, S, T, tgt_out != NULL, count);
+    batch_set(m, b->B, b->S, b->T, b->tgt_out != NULL, count);
     return CLF_OK;
 }
 
-clf_status clf_model_set_batch_classify(clf_model *m, const int32_t *tokens, const int32_t *keep,
-                                        const int32_t *labels, int B, int S, clf_error *err)
+static clf_status set_classify(clf_model *m, const clf_batch *b, clf_error *err)
 {
     clf_status st;
     int32_t *slot;
-    size_t at = 0, ns = (size_t)B * (size_t)S;
+    size_t at = 0, ns = (size_t)b->B * (size_t)b->S;
     int count = 0;
-    if (m->s.kind != MI_KIND_ENCODER)
+    if (b->src == NULL || b->tgt_in != NULL || b->tgt_out != NULL || b->S < 1)
         return clf_error_set(err, CLF_ERR_ARG,
-                             "clf_model_set_batch_classify is for encoder (classifier) models");
-    if (tokens == NULL || S < 1)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "classifier batch %d x %d: expected tokens and S >= 1", B, S);
-    if ((st = mi_check_sizes(m, B, S, 0, err)) != CLF_OK ||
-        (st = check_tokens(m, tokens, ns, "token", err)) != CLF_OK ||
-        (labels != NULL &&
-         (st = check_targets(labels, (size_t)B, m->s.NL, "label", &count, err)) != CLF_OK) ||
+                             "a classifier's batch is src [B, S] with S >= 1 (and labels [B]), "
+                             "no target tokens (got %d x %d%s%s)",
+                             b->B, b->S, b->src ? "" : ", no source",
+                             b->tgt_in || b->tgt_out ? ", target tokens" : "");
+    if ((st = mi_check_sizes(m, b->B, b->S, 0, err)) != CLF_OK ||
+        (st = check_tokens(m, b->src, ns, "token", err)) != CLF_OK ||
+        (b->labels != NULL &&
+         (st = check_targets(b->labels, (size_t)b->B, m->s.NL, "label", &count, err)) !=
+             CLF_OK) ||
         (st = mi_stage_take(m, &slot, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->src, tokens, ns, 0, 0, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->src_keep, keep, ns, 1, 1, err)) != CLF_OK ||
-        (labels != NULL &&
-         (st = put(m, slot, &at, m->targets, labels, (size_t)B, 0, 0, err)) != CLF_OK))
+        (st = put(m, slot, &at, m->src, b->src, ns, 0, 0, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->src_keep, b->src_keep, ns, 1, 1, err)) != CLF_OK ||
+        (b->labels != NULL &&
+         (st = put(m, slot, &at, m->targets, b->labels, (size_t)b->B, 0, 0, err)) != CLF_OK))
         return st;
     mi_stage_commit(m);
-    batch_set(m, B, S, 0, labels != NULL, count);
+    batch_set(m, b->B, b->S, 0, b->labels != NULL, count);
     return CLF_OK;
+}
+
+clf_status clf_model_set_batch(clf_model *m, const clf_batch *b, clf_error *err)
+{
+    if (b == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "clf_model_set_batch: no batch");
+    switch (m->s.kind) {
+    case MI_KIND_DECODER: return set_decoder(m, b, err);
+    case MI_KIND_ENCDEC: return set_seq2seq(m, b, err);
+    default: return set_classify(m, b, err);
+    }
 }
 
 clf_status clf_model_forward(clf_model *m, int train, clf_error *err)

@@ -21,30 +21,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "model/train/trainer.h"
+
+#include "model/data/source.h"
+#include "model/eval/seqeval.h"
 #include "model/train/checkpoint.h"
 #include "model/train/schedule.h"
-#include "model/eval/seqeval.h"
-#include "model/train/trainer.h"
 #include "runtime/util.h"
 
 /* Salts for the evaluation generators (re-seeded at every evaluation). */
 #define EVAL_SALT_VAL 0x76616c5f6576616cull   /* "val_eval" */
 #define EVAL_SALT_TRAIN 0x7472615f6576616cull /* "tra_eval" */
-
-/* Steps of a decoder run: train.steps, or train.epochs passes of B x T windows. */
-static uint64_t text_total(const clf_model_config *cfg, const clf_dataset *ds)
-{
-    if (cfg->train.steps > 0)
-        return (uint64_t)cfg->train.steps;
-    if (cfg->train.epochs <= 0 || ds == NULL)
-        return 0;
-    uint64_t per_step = (uint64_t)cfg->train.batch * (uint64_t)cfg->context;
-    uint64_t n = clf_dataset_size(ds, CLF_SPLIT_TRAIN);
-    uint64_t per_epoch = (n + per_step - 1) / per_step;
-    return per_epoch * (uint64_t)cfg->train.epochs;
-}
 
 /* ---- evaluation ------------------------------------------------------------------ */
 
@@ -70,7 +58,7 @@ static clf_status eval_batches_into(clf_model *m, const clf_dataset *ds, clf_spl
         float l = 0.0f;
         if ((st = clf_dataset_sample_batch(ds, split, B, d.T, rng, x, y, err)) != CLF_OK)
             goto fail;
-        if ((st = clf_model_set_batch(m, x, y, B, d.T, err)) != CLF_OK)
+        if ((st = clf_model_set_batch(m, &(clf_batch){.B = B, .T = d.T, .tgt_in = x, .tgt_out = y}, err)) != CLF_OK)
             goto fail;
         if ((st = clf_model_forward(m, 0, err)) != CLF_OK)
             goto fail;
@@ -134,7 +122,7 @@ clf_status clf_trainer_eval_split(clf_model *m, const clf_dataset *ds, clf_split
                 goto fail;
             count += len;
         }
-        if ((st = clf_model_set_batch(m, x, y, nb, d.T, err)) != CLF_OK)
+        if ((st = clf_model_set_batch(m, &(clf_batch){.B = nb, .T = d.T, .tgt_in = x, .tgt_out = y}, err)) != CLF_OK)
             goto fail;
         if ((st = clf_model_forward(m, 0, err)) != CLF_OK)
             goto fail;
@@ -166,12 +154,11 @@ typedef struct run {
     char path[4096];
     char best_path[4096];
     char *tok_json;
-    int32_t *x, *y; /* [B, T] host batches (decoder) */
-    clf_rng data_rng;
+    int32_t *x, *y; /* [B, T] host windows for evaluations (decoder) */
     /* encoder kinds */
     int seq;
-    clf_seq_loader *L;
-    clf_seq_batch *b;
+    clf_batch_source *src; /* the training batches, every kind */
+    clf_batch last;        /* the last training batch (its epoch) */
     clf_seq_batching bo;
     clf_model *infer;      /* BLEU: inference copy, created at the first evaluation */
     float *flat;           /* host copy of the parameters for it */
@@ -188,22 +175,18 @@ static double run_elapsed(const run *r) { return r->elapsed_before + (clf_now_se
 
 static clf_status save_to(run *r, const char *path, clf_error *err)
 {
-    char rng[CLF_RNG_STRING_MAX], el[64], best[64], since[32], bstep[32], bt[32];
-    char seqst[CLF_SEQ_STATE_STRING_MAX];
+    char pos[CLF_SOURCE_STATE_MAX], el[64], best[64], since[32], bstep[32], bt[32];
     clf_checkpoint_extra extra[MAX_EXTRA];
     int n = 0;
     snprintf(el, sizeof el, "%.17g", run_elapsed(r));
     snprintf(best, sizeof best, "%.17g", r->best_val);
     snprintf(since, sizeof since, "%d", r->evals_since_best);
     snprintf(bstep, sizeof bstep, "%llu", (unsigned long long)r->best_step);
+    clf_batch_source_state(r->src, pos);
+    extra[n++] = (clf_checkpoint_extra){clf_batch_source_state_key(r->src), pos};
     if (r->seq) {
-        clf_seq_loader_state_to_string(r->L, seqst);
         snprintf(bt, sizeof bt, "%d", r->bo.batch_tokens);
-        extra[n++] = (clf_checkpoint_extra){"data_state", seqst};
         extra[n++] = (clf_checkpoint_extra){"batch_tokens", bt};
-    } else {
-        clf_rng_to_string(&r->data_rng, rng);
-        extra[n++] = (clf_checkpoint_extra){"data_rng", rng};
     }
     extra[n++] = (clf_checkpoint_extra){"elapsed_s", el};
     extra[n++] = (clf_checkpoint_extra){"best_val_loss", best};
@@ -277,34 +260,25 @@ static clf_status resume(run *r, clf_error *err)
     }
     if ((st = clf_checkpoint_load(ck, r->m, CLF_CHECKPOINT_ALL, err)) != CLF_OK)
         goto fail;
+    const char *key = clf_batch_source_state_key(r->src);
+    const char *pos = clf_checkpoint_meta(ck, key);
+    if (pos == NULL) {
+        st = clf_error_set(err, CLF_ERR_FORMAT, "--resume: %s has no data position (%s)",
+                           r->path, key);
+        goto fail;
+    }
     if (r->seq) {
-        const char *ds = clf_checkpoint_meta(ck, "data_state");
         const char *bt = clf_checkpoint_meta(ck, "batch_tokens");
-        if (ds == NULL || bt == NULL) {
-            st = clf_error_set(err, CLF_ERR_FORMAT,
-                               "--resume: %s has no sentence loader state (data_state)",
-                               r->path);
-            goto fail;
-        }
-        if (atoi(bt) != r->bo.batch_tokens) {
+        if (bt == NULL || atoi(bt) != r->bo.batch_tokens) {
             st = clf_error_set(err, CLF_ERR_ARG,
                                "--resume: the checkpoint was trained with a token budget of %s "
                                "per batch; this run asks for %d",
-                               bt, r->bo.batch_tokens);
+                               bt ? bt : "(none)", r->bo.batch_tokens);
             goto fail;
         }
-        if ((st = clf_seq_loader_state_from_string(r->L, ds, err)) != CLF_OK)
-            goto fail;
-    } else {
-        const char *rng = clf_checkpoint_meta(ck, "data_rng");
-        if (rng == NULL) {
-            st = clf_error_set(err, CLF_ERR_FORMAT,
-                               "--resume: %s has no data generator state (data_rng)", r->path);
-            goto fail;
-        }
-        if ((st = clf_rng_from_string(rng, &r->data_rng, err)) != CLF_OK)
-            goto fail;
     }
+    if ((st = clf_batch_source_restore(r->src, pos, err)) != CLF_OK)
+        goto fail;
     {
         const char *bs = clf_checkpoint_meta(ck, "best_step");
         r->best_step = bs != NULL ? strtoull(bs, NULL, 10) : 0;
@@ -419,9 +393,7 @@ static clf_status evaluate(run *r, uint64_t step, clf_train_result *res, clf_err
     e.epoch = -1;
     clf_status st;
     if (r->seq) {
-        clf_seq_loader_state ls;
-        clf_seq_loader_get_state(r->L, &ls);
-        e.epoch = ls.position >= (int64_t)clf_seq_loader_batches(r->L) ? ls.epoch + 1 : ls.epoch;
+        e.epoch = r->last.epoch + (r->last.epoch_end ? 1 : 0); /* epochs completed */
         st = eval_seq(r, &e, err);
     } else {
         st = eval_text(r, &e, err);
@@ -482,77 +454,35 @@ clf_status clf_trainer_seq_limits(const clf_model_config *cfg, const clf_train_d
     return CLF_OK;
 }
 
-/* Steps of a sentence run, counting each epoch's batches (L is moved back
- * to the start afterwards). */
-static clf_status seq_total(const clf_model_config *cfg, clf_seq_loader *L, uint64_t *total,
-                            clf_error *err)
+/* The training batches of a run: text windows for a decoder, the sentence
+ * loader for the encoder kinds (bo filled for them). */
+static clf_status source_create(const clf_model_config *cfg, const clf_train_data *data,
+                                clf_seq_batching *bo, clf_batch_source **out, clf_error *err)
 {
-    uint64_t steps = cfg->train.steps > 0 ? (uint64_t)cfg->train.steps : 0, sum = 0;
-    clf_status st;
-    if (cfg->train.epochs > 0) {
-        for (int64_t ep = 0; ep < cfg->train.epochs; ep++) {
-            clf_seq_loader_state s = {ep, 0};
-            if ((st = clf_seq_loader_set_state(L, &s, err)) != CLF_OK)
-                return st;
-            sum += clf_seq_loader_batches(L);
-            if (steps > 0 && sum >= steps)
-                break;
-        }
-        clf_seq_loader_state s0 = {0, 0};
-        if ((st = clf_seq_loader_set_state(L, &s0, err)) != CLF_OK)
-            return st;
-    }
-    *total = steps > 0 && (sum == 0 || steps < sum) ? steps : sum;
-    return CLF_OK;
+    if (cfg->kind == CLF_MODEL_DECODER)
+        return clf_batch_source_text(data->text, cfg->train.batch, cfg->context,
+                                     cfg->train.seed, out, err);
+    clf_trainer_seq_batching(cfg, data, bo);
+    return clf_batch_source_sentences(data->train, bo, cfg->kind, out, err);
 }
 
 clf_status clf_trainer_total_steps(const clf_model_config *cfg, const clf_train_data *data,
                                    uint64_t *total, clf_error *err)
 {
-    if (cfg->kind == CLF_MODEL_DECODER) {
-        *total = text_total(cfg, data->text);
-        return CLF_OK;
-    }
     clf_seq_batching bo;
-    clf_seq_loader *L = NULL;
-    clf_trainer_seq_batching(cfg, data, &bo);
-    clf_status st = clf_seq_loader_create(data->train, &bo, &L, err);
+    clf_batch_source *src = NULL;
+    clf_status st = source_create(cfg, data, &bo, &src, err);
     if (st == CLF_OK)
-        st = seq_total(cfg, L, total, err);
-    clf_seq_loader_destroy(L);
+        st = clf_batch_source_total_steps(src, cfg->train.steps, cfg->train.epochs, total, err);
+    clf_batch_source_destroy(src);
     return st;
 }
 
-/* Put the next training batch into the model. *tokens: its tokens (the
- * translator's targets, the classifier's sentence tokens, a decoder's
- * B x T); *epoch_end: 1 if it was the last batch of its epoch. */
-static clf_status next_batch(run *r, double *tokens, int *epoch_end, clf_error *err)
+/* Put the next training batch into the model (r->last). */
+static clf_status next_batch(run *r, clf_error *err)
 {
-    const clf_model_config *cfg = r->cfg;
-    clf_status st;
-    *epoch_end = 0;
-    if (!r->seq) {
-        const int B = cfg->train.batch, T = cfg->context;
-        *tokens = (double)B * (double)T;
-        if ((st = clf_dataset_sample_batch(r->ds, CLF_SPLIT_TRAIN, B, T, &r->data_rng, r->x, r->y,
-                                           err)) != CLF_OK)
-            return st;
-        return clf_model_set_batch(r->m, r->x, r->y, B, T, err);
-    }
-    clf_seq_batch *b = r->b;
-    if (!clf_seq_loader_next(r->L, b) && !clf_seq_loader_next(r->L, b))
-        return clf_error_set(err, CLF_ERR_ARG, "the training set gives no batches");
-    clf_seq_loader_state s;
-    clf_seq_loader_get_state(r->L, &s);
-    *epoch_end = s.position >= (int64_t)clf_seq_loader_batches(r->L);
-    if (cfg->kind == CLF_MODEL_ENCODER) {
-        *tokens = (double)b->src_tokens;
-        return clf_model_set_batch_classify(r->m, b->src, b->src_keep, b->labels, b->B, b->S,
-                                            err);
-    }
-    *tokens = (double)b->tgt_tokens;
-    return clf_model_set_batch_seq2seq(r->m, b->src, b->src_keep, b->tgt_in, b->tgt_out, b->B,
-                                       b->S, b->T, err);
+    clf_status st = clf_batch_source_next(r->src, &r->last, err);
+    return st == CLF_OK ? clf_model_set_batch(r->m, &r->last, err) : st;
 }
 
 /* ---- the run ---------------------------------------------------------------------------- */
@@ -634,15 +564,10 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
         return clf_error_set(err, CLF_ERR_ARG, "trainer: no output directory");
     if ((st = check_data(r, cfg, err)) != CLF_OK)
         return st;
-    if (r->seq) {
-        clf_trainer_seq_batching(cfg, r->data, &r->bo);
-        if ((st = clf_seq_loader_create(r->data->train, &r->bo, &r->L, err)) != CLF_OK ||
-            (st = clf_seq_batch_create(r->L, &r->b, err)) != CLF_OK ||
-            (st = seq_total(cfg, r->L, total, err)) != CLF_OK)
-            return st;
-    } else {
-        *total = text_total(cfg, r->ds);
-    }
+    if ((st = source_create(cfg, r->data, &r->bo, &r->src, err)) != CLF_OK ||
+        (st = clf_batch_source_total_steps(r->src, cfg->train.steps, cfg->train.epochs, total,
+                                           err)) != CLF_OK)
+        return st;
     if (*total == 0)
         return clf_error_set(err, CLF_ERR_CONFIG,
                              "train.steps: 0 steps to run (set train.steps or train.epochs)");
@@ -659,7 +584,6 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
         if (r->x == NULL || r->y == NULL)
             return clf_error_set(err, CLF_ERR_MEMORY, "trainer: out of host memory");
     }
-    clf_rng_seed(&r->data_rng, cfg->train.seed);
     return o->resume ? resume(r, err) : CLF_OK;
 }
 
@@ -732,8 +656,7 @@ static void run_close(run *r)
     free(r->y);
     free(r->flat);
     clf_model_destroy(r->infer);
-    clf_seq_batch_destroy(r->b);
-    clf_seq_loader_destroy(r->L);
+    clf_batch_source_destroy(r->src);
 }
 
 clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_train_data *data,
@@ -770,12 +693,7 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
     p.loss = NAN;
     p.lr = clf_schedule_lr(&sched, first);
     p.elapsed_s = run_elapsed(&r);
-    p.epoch = -1;
-    if (r.seq) {
-        clf_seq_loader_state ls;
-        clf_seq_loader_get_state(r.L, &ls);
-        p.epoch = ls.epoch;
-    }
+    p.epoch = clf_batch_source_epoch(r.src);
     res->first_step = res->last_step = first;
     res->total = total;
     if (o->cb.on_start)
@@ -793,9 +711,7 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
             goto done;
         }
         const double lr = clf_schedule_lr(&sched, it);
-        double tokens = 0.0;
-        int epoch_end = 0;
-        if ((st = next_batch(&r, &tokens, &epoch_end, err)) != CLF_OK ||
+        if ((st = next_batch(&r, err)) != CLF_OK ||
             (st = clf_model_forward(m, 1, err)) != CLF_OK ||
             (st = clf_model_backward(m, err)) != CLF_OK ||
             (st = clf_model_step(m, (float)lr, err)) != CLF_OK)
@@ -803,12 +719,11 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
         const uint64_t done = it + 1;
         res->last_step = done;
         c.window_steps++;
-        c.window_tokens += tokens;
-        if (r.seq)
-            p.epoch = r.b->epoch;
+        c.window_tokens += r.last.tokens;
+        p.epoch = r.last.epoch;
         const int warmup = done == first + 1;
         const int is_eval = (eval_every > 0 && done % (uint64_t)eval_every == 0) ||
-                            done == total || (r.seq && eval_every == 0 && epoch_end);
+                            done == total || (r.seq && eval_every == 0 && r.last.epoch_end);
         const int is_log = warmup || done % (uint64_t)log_every == 0 || done == total;
         if (is_log && (st = log_step(&r, &c, &p, done, lr, warmup, res, err)) != CLF_OK)
             goto fail;
