@@ -75,7 +75,7 @@ static void cb_log(void *user, const clf_train_progress *p)
     if (p->tokens_per_s > 0)
         cli_group_digits((unsigned long long)(p->tokens_per_s + 0.5), tps, sizeof tps);
     else
-        snprintf(tps, sizeof tps, "-"); /* the warm-up step */
+        snprintf(tps, sizeof tps, "-");
     int w = snprintf(NULL, 0, "%llu", (unsigned long long)p->total);
     if (u->tty)
         fputs("\r\033[K", u->out);

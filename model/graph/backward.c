@@ -47,13 +47,12 @@ static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, c
                              clf_error *err)
 {
     clf_status st;
-    if ((st = mi_gemm(m, 1, 0, out, in, R, 1.0f, dy, out, x, in, 1.0f, mi_grad(m, w), in,
-                      err)) != CLF_OK)
+    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_a = 1, .m = out, .n = in, .k = R, .alpha = 1.0f, .a = dy, .lda = out, .b = x, .ldb = in, .beta = 1.0f, .c = mi_grad(m, w), .ldc = in}, err)) != CLF_OK)
         return st;
     if (b != MI_NONE &&
         (st = clf_op_bias_backward(m->rt, mi_grad(m, b), dy, R, out, 1, err)) != CLF_OK)
         return st;
-    return mi_gemm(m, 0, 0, R, in, out, 1.0f, dy, out, mi_par(m, w), in, beta, dx, in, err);
+    return mi_gemm(m, &(clf_gemm_desc){.m = R, .n = in, .k = out, .alpha = 1.0f, .a = dy, .lda = out, .b = mi_par(m, w), .ldb = in, .beta = beta, .c = dx, .ldc = in}, err);
 }
 
 /* The attention core's backward over heads, the reverse of attn_core_fwd:
@@ -86,10 +85,8 @@ static clf_status attn_core_bwd(clf_model *m, int l, int site, clf_ptr att, clf_
             return st;
         P = pre;
     }
-    if ((st = mi_gemm_batched(m, 0, 1, T, S, HS, 1.0f, dyh, HS, THS, v, HS, SHS, 0.0f, datt, S,
-                              TS, BNH, err)) != CLF_OK || /* dP = dy v^T */
-        (st = mi_gemm_batched(m, 1, 0, S, HS, T, 1.0f, P, S, TS, dyh, HS, THS, 0.0f, dhead, HS,
-                              SHS, BNH, err)) != CLF_OK || /* dv = P^T dy */
+    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = T, .n = S, .k = HS, .alpha = 1.0f, .a = dyh, .lda = HS, .stride_a = THS, .b = v, .ldb = HS, .stride_b = SHS, .c = datt, .ldc = S, .stride_c = TS, .batch = BNH}, err)) != CLF_OK || /* dP = dy v^T */
+        (st = mi_gemm(m, &(clf_gemm_desc){.trans_a = 1, .m = S, .n = HS, .k = T, .alpha = 1.0f, .a = P, .lda = S, .stride_a = TS, .b = dyh, .ldb = HS, .stride_b = THS, .c = dhead, .ldc = HS, .stride_c = SHS, .batch = BNH}, err)) != CLF_OK || /* dv = P^T dy */
         (st = clf_op_heads_merge(m->rt, dv_dst, dhead, B, S, NH, HS, dv_stride, 0, err)) !=
             CLF_OK)
         return st;
@@ -101,12 +98,10 @@ static clf_status attn_core_bwd(clf_model *m, int l, int site, clf_ptr att, clf_
     if ((st = clf_op_softmax_backward(m->rt, pre, datt, att, BNH * T, S, scale, err)) != CLF_OK)
         return st;
     /* S = q k^T: dq = dS k, dk = dS^T q */
-    if ((st = mi_gemm_batched(m, 0, 0, T, HS, S, 1.0f, pre, S, TS, k, HS, SHS, 0.0f, dhead, HS,
-                              THS, BNH, err)) != CLF_OK ||
+    if ((st = mi_gemm(m, &(clf_gemm_desc){.m = T, .n = HS, .k = S, .alpha = 1.0f, .a = pre, .lda = S, .stride_a = TS, .b = k, .ldb = HS, .stride_b = SHS, .c = dhead, .ldc = HS, .stride_c = THS, .batch = BNH}, err)) != CLF_OK ||
         (st = clf_op_heads_merge(m->rt, dq_dst, dhead, B, T, NH, HS, dq_stride, 0, err)) !=
             CLF_OK ||
-        (st = mi_gemm_batched(m, 1, 0, S, HS, T, 1.0f, pre, S, TS, q, HS, THS, 0.0f, dhead, HS,
-                              SHS, BNH, err)) != CLF_OK ||
+        (st = mi_gemm(m, &(clf_gemm_desc){.trans_a = 1, .m = S, .n = HS, .k = T, .alpha = 1.0f, .a = pre, .lda = S, .stride_a = TS, .b = q, .ldb = HS, .stride_b = THS, .c = dhead, .ldc = HS, .stride_c = SHS, .batch = BNH}, err)) != CLF_OK ||
         (st = clf_op_heads_merge(m->rt, dk_dst, dhead, B, S, NH, HS, dk_stride, 0, err)) !=
             CLF_OK)
         return st;
@@ -326,23 +321,20 @@ static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, c
         X = mi_at(m->pooled, 0);
         ldx = C;
     }
-    if ((st = mi_gemm(m, 1, 0, NL, C, B, 1.0f, dlogits, NL, X, ldx, 1.0f, mi_grad(m, m->cls_w),
-                      C, err)) != CLF_OK ||
+    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_a = 1, .m = NL, .n = C, .k = B, .alpha = 1.0f, .a = dlogits, .lda = NL, .b = X, .ldb = ldx, .beta = 1.0f, .c = mi_grad(m, m->cls_w), .ldc = C}, err)) != CLF_OK ||
         (st = clf_op_bias_backward(m->rt, mi_grad(m, m->cls_b), dlogits, B, NL, 1, err)) !=
             CLF_OK)
         return st;
     if (s->pool == MI_POOL_MEAN) {
         clf_ptr dpool = mi_at(m->dC3, 0);
-        if ((st = mi_gemm(m, 0, 0, B, C, NL, 1.0f, dlogits, NL, mi_par(m, m->cls_w), C, 0.0f,
-                          dpool, C, err)) != CLF_OK)
+        if ((st = mi_gemm(m, &(clf_gemm_desc){.m = B, .n = C, .k = NL, .alpha = 1.0f, .a = dlogits, .lda = NL, .b = mi_par(m, m->cls_w), .ldb = C, .c = dpool, .ldc = C}, err)) != CLF_OK)
             return st;
         return clf_op_mean_pool_backward(m->rt, dx, dpool, mi_at(m->src_keep, 0), B, S, C, err);
     }
     /* only the first position of each sequence gets a gradient */
     if ((st = clf_ptr_zero(m->rt, dx, B * S * C, err)) != CLF_OK)
         return st;
-    return mi_gemm(m, 0, 0, B, C, NL, 1.0f, dlogits, NL, mi_par(m, m->cls_w), C, 0.0f, dx,
-                   S * C, err);
+    return mi_gemm(m, &(clf_gemm_desc){.m = B, .n = C, .k = NL, .alpha = 1.0f, .a = dlogits, .lda = NL, .b = mi_par(m, m->cls_w), .ldb = C, .c = dx, .ldc = S * C}, err);
 }
 
 clf_status mi_backward(clf_model *m, clf_error *err)

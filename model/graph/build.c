@@ -530,7 +530,8 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
         clf_model_destroy(m);
         return CLF_OK;
     }
-    if ((st = clf_model_params_init(m, s->seed, err)) != CLF_OK)
+    if ((st = clf_model_params_init(m, s->seed, err)) != CLF_OK ||
+        (st = mi_plan(m, err)) != CLF_OK)
         goto fail;
     *out = m;
     return CLF_OK;

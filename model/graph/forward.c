@@ -30,38 +30,10 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-clf_status mi_gemm(clf_model *m, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
-                   clf_ptr a, size_t lda, clf_ptr b, size_t ldb, float beta, clf_ptr c,
-                   size_t ldc, clf_error *err)
+clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err)
 {
-    return mi_gemm_batched(m, ta, tb, M, N, K, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1,
-                           err);
-}
-
-clf_status mi_gemm_batched(clf_model *m, int ta, int tb, size_t M, size_t N, size_t K,
-                           float alpha, clf_ptr a, size_t lda, size_t sa, clf_ptr b, size_t ldb,
-                           size_t sb, float beta, clf_ptr c, size_t ldc, size_t sc,
-                           size_t batch, clf_error *err)
-{
-    clf_gemm_desc d;
-    d.trans_a = ta;
-    d.trans_b = tb;
-    d.m = M;
-    d.n = N;
-    d.k = K;
-    d.alpha = alpha;
-    d.beta = beta;
-    d.a = a;
-    d.lda = lda;
-    d.b = b;
-    d.ldb = ldb;
-    d.c = c;
-    d.ldc = ldc;
-    d.batch = batch;
-    d.stride_a = sa;
-    d.stride_b = sb;
-    d.stride_c = sc;
-    return clf_gemm(m->rt, &d, err);
+    clf_status st = m->planning ? clf_gemm_prepare(m->rt, d, err) : CLF_OK;
+    return st == CLF_OK ? clf_gemm(m->rt, d, err) : st;
 }
 
 uint64_t mi_dropout_stream(const clf_model *m, int layer, int op)
@@ -94,8 +66,7 @@ static clf_status norm_fwd(clf_model *m, int type, const mi_norm_a *a, const mi_
 static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_ptr x, size_t w, size_t b, size_t R,
                              size_t in, size_t out, clf_error *err)
 {
-    clf_status st = mi_gemm(m, 0, 1, R, out, in, 1.0f, x, in, mi_par(m, w), in, 0.0f, y, out,
-                            err);
+    clf_status st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = R, .n = out, .k = in, .alpha = 1.0f, .a = x, .lda = in, .b = mi_par(m, w), .ldb = in, .c = y, .ldc = out}, err);
     if (st != CLF_OK || b == MI_NONE)
         return st;
     return clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, y, mi_par(m, b), y, R, out, err);
@@ -118,8 +89,7 @@ static clf_status attn_core_fwd(clf_model *m, int l, int site, clf_ptr q, clf_pt
     const float scale = 1.0f / sqrtf((float)HS);
     clf_ptr pre = mi_at(m->preatt, 0), yh = mi_at(m->atty_h, 0);
     clf_status st;
-    if ((st = mi_gemm_batched(m, 0, 1, T, S, HS, 1.0f, q, HS, T * HS, keys, HS, kstride, 0.0f,
-                              pre, S, T * S, B * NH, err)) != CLF_OK)
+    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = T, .n = S, .k = HS, .alpha = 1.0f, .a = q, .lda = HS, .stride_a = T * HS, .b = keys, .ldb = HS, .stride_b = kstride, .c = pre, .ldc = S, .stride_c = T * S, .batch = B * NH}, err)) != CLF_OK)
         return st;
     clf_softmax_mask mask = {{NULL, 0}, 0, keep, keep.buf ? NH * T : 0, causal ? T : 0};
     if ((st = clf_op_softmax_forward(m->rt, att, pre, B * NH * T, S, scale, &mask, err)) !=
@@ -133,8 +103,7 @@ static clf_status attn_core_fwd(clf_model *m, int l, int site, clf_ptr q, clf_pt
             return st;
         P = pre;
     }
-    if ((st = mi_gemm_batched(m, 0, 0, T, HS, S, 1.0f, P, S, T * S, vals, HS, kstride, 0.0f, yh,
-                              HS, T * HS, B * NH, err)) != CLF_OK)
+    if ((st = mi_gemm(m, &(clf_gemm_desc){.m = T, .n = HS, .k = S, .alpha = 1.0f, .a = P, .lda = S, .stride_a = T * S, .b = vals, .ldb = HS, .stride_b = kstride, .c = yh, .ldc = HS, .stride_c = T * HS, .batch = B * NH}, err)) != CLF_OK)
         return st;
     return clf_op_heads_merge(m->rt, atty, yh, B, T, NH, HS, C, 0, err);
 }
@@ -271,8 +240,7 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, size_t B
     clf_ptr fch = mi_at(a->fch, 0), act = mi_at(a->fch_act, 0);
     clf_status st;
 
-    if ((st = mi_gemm(m, 0, 1, BT, F, C, 1.0f, in, C, mi_par(m, p->fc_w), C, 0.0f, fch, F,
-                      err)) != CLF_OK)
+    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = BT, .n = F, .k = C, .alpha = 1.0f, .a = in, .lda = C, .b = mi_par(m, p->fc_w), .ldb = C, .c = fch, .ldc = F}, err)) != CLF_OK)
         return st;
     if (s->swiglu) {
         if (p->fc_b != MI_NONE &&
@@ -440,8 +408,7 @@ static clf_status classifier_fwd(clf_model *m, int Bi, int Si, int train, clf_er
                                            err)) != CLF_OK)
             return st;
     }
-    if ((st = mi_gemm(m, 0, 1, B, NL, C, 1.0f, X, ldx, mi_par(m, m->cls_w), C, 0.0f, logits, NL,
-                      err)) != CLF_OK ||
+    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = B, .n = NL, .k = C, .alpha = 1.0f, .a = X, .lda = ldx, .b = mi_par(m, m->cls_w), .ldb = C, .c = logits, .ldc = NL}, err)) != CLF_OK ||
         (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, logits, mi_par(m, m->cls_b), logits,
                                       B, NL, err)) != CLF_OK)
         return st;
@@ -469,9 +436,8 @@ clf_status mi_forward(clf_model *m, int Bi, int Ti, int pos0, int train, int cac
         return st;
     clf_ptr xf = mi_stack_out(m, &m->dec), wout = mi_par(m, m->lm_head);
     if (last_only) /* the last position of each sequence: rows (T-1) + b*T */
-        return mi_gemm(m, 0, 1, B, V, C, 1.0f, clf_ptr_at(xf, (T - 1) * C), T * C, wout, C,
-                       0.0f, logits, V, err);
-    if ((st = mi_gemm(m, 0, 1, BT, V, C, 1.0f, xf, C, wout, C, 0.0f, logits, V, err)) != CLF_OK)
+        return mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = B, .n = V, .k = C, .alpha = 1.0f, .a = clf_ptr_at(xf, (T - 1) * C), .lda = T * C, .b = wout, .ldb = C, .c = logits, .ldc = V}, err);
+    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = BT, .n = V, .k = C, .alpha = 1.0f, .a = xf, .lda = C, .b = wout, .ldb = C, .c = logits, .ldc = V}, err)) != CLF_OK)
         return st;
     if (!m->has_targets)
         return CLF_OK;

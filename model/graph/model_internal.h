@@ -185,6 +185,7 @@ struct clf_model {
     clf_model_dims dims;
     clf_model_optim optim;
     clf_model_state state;
+    int planning; /* 1 during mi_plan: GEMMs are prepared, not run */
 
     /* parameter table, in memory order */
     clf_param_info *ptab;
@@ -277,6 +278,15 @@ static inline clf_ptr mi_grad(const clf_model *m, size_t off)
     return off == MI_NONE ? mi_nullptr() : mi_at(m->grads, off);
 }
 
+/* step.c: plan at create: one forward (and, for a training model, one
+ * backward) pass over the largest batch the limits allow, with
+ * m->planning set, so that every kernel family the model uses is built,
+ * every GEMM shape prepared (engine chosen, scratch sized) and every kernel
+ * launched once before the first step, which is then an ordinary step (on
+ * PoCL the first launch of a kernel specialises it). Leaves the model as it
+ * was: no batch, zero gradients, the same training state and parameters. Inference-only models plan nothing (prompt and beam
+ * shapes vary; they are prepared on first use). */
+clf_status mi_plan(clf_model *m, clf_error *err);
 /* step.c: a free staging slot of stage_len int32 (after a finish if
  * both are in flight); mi_stage_commit marks it in flight. */
 clf_status mi_stage_take(clf_model *m, int32_t **slot, clf_error *err);
@@ -297,13 +307,10 @@ clf_status mi_forward(clf_model *m, int B, int T, int pos0, int train, int cache
 /* The encoder stack over m->src [B, S] (eval), then every decoder block's
  * cross keys and values of its output into the cross caches. */
 clf_status mi_encode(clf_model *m, int B, int S, clf_error *err);
-clf_status mi_gemm(clf_model *m, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
-                   clf_ptr a, size_t lda, clf_ptr b, size_t ldb, float beta, clf_ptr c,
-                   size_t ldc, clf_error *err);
-clf_status mi_gemm_batched(clf_model *m, int ta, int tb, size_t M, size_t N, size_t K,
-                           float alpha, clf_ptr a, size_t lda, size_t sa, clf_ptr b, size_t ldb,
-                           size_t sb, float beta, clf_ptr c, size_t ldc, size_t sc,
-                           size_t batch, clf_error *err);
+/* GEMM through the runtime (clf_gemm); while the model plans (m->planning,
+ * mi_plan) each shape is prepared first (clf_gemm_prepare: kernels built,
+ * engine chosen and remembered, packing scratch sized). */
+clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err);
 /* Dropout stream of a site for the current (step, micro). Sites: 0 the
  * decoder's embedding (layer MI_LAYER_EMB), 0xFFFF the source embedding
  * (MI_LAYER_SRC_EMB), 1 + 4 l + {0 attention probs, 1 attention output, 2

@@ -533,14 +533,15 @@ static clf_status check_data(run *r, const clf_model_config *cfg, clf_error *err
     return CLF_OK;
 }
 
-/* Training time, kept apart from evaluations and from the session's first
- * step (a warm-up: kernel builds, GEMM timing), for the rates and the ETA. */
+/* Training time, kept apart from evaluations, for the rates and the ETA.
+ * (Kernel builds and GEMM timing happen when the model is created, so the
+ * first step is an ordinary one.) */
 typedef struct train_clock {
     double t_mark;         /* start of the current timing window */
     double window_time;    /* training time in the window */
     uint64_t window_steps; /* steps in the window */
     double window_tokens;  /* tokens of the window's steps */
-    double train_time;     /* this session, evaluations and the warm-up excluded */
+    double train_time;     /* this session, evaluations excluded */
     double timed_tokens;   /* tokens in train_time */
     uint64_t timed_steps;  /* steps in train_time */
 } train_clock;
@@ -588,39 +589,30 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
 }
 
 /* Read the loss after step `done` (this waits for the queue), report it,
- * and fold the timing window into the rates. The session's first step is a
- * warm-up: reported, but left out of the rates and the ETA. */
+ * and fold the timing window into the rates. */
 static clf_status log_step(run *r, train_clock *c, clf_train_progress *p, uint64_t done,
-                           double lr, int warmup, clf_train_result *res, clf_error *err)
+                           double lr, clf_train_result *res, clf_error *err)
 {
     float loss = 0.0f;
     clf_status st = clf_model_loss(r->m, &loss, err);
     if (st != CLF_OK)
         return st;
-    const double t = clf_now_seconds();
+    clock_fold(c, clf_now_seconds());
+    c->timed_steps += c->window_steps;
+    c->timed_tokens += c->window_tokens;
     p->step = done;
     p->loss = loss;
     p->lr = lr;
-    res->last_loss = loss;
-    if (warmup) {
-        p->tokens_per_s = 0.0;
-        p->step_ms = 1e3 * (t - c->t_mark);
-        p->eta_s = -1.0;
-        c->t_mark = t;
-    } else {
-        clock_fold(c, t);
-        c->timed_steps += c->window_steps;
-        c->timed_tokens += c->window_tokens;
-        p->tokens_per_s = c->window_time > 0 ? c->window_tokens / c->window_time : 0;
-        p->step_ms = c->window_steps > 0 ? 1e3 * c->window_time / c->window_steps : 0;
-        p->eta_s = (double)(p->total - done) * (c->train_time / (double)c->timed_steps);
-        if (!isfinite(loss))
-            return clf_error_set(err, CLF_ERR_NUMERIC,
-                                 "training diverged: loss %g at step %llu (lr %g); lower "
-                                 "train.optimizer.lr or set train.grad_clip",
-                                 (double)loss, (unsigned long long)done, lr);
-    }
+    p->tokens_per_s = c->window_time > 0 ? c->window_tokens / c->window_time : 0;
+    p->step_ms = c->window_steps > 0 ? 1e3 * c->window_time / c->window_steps : 0;
+    p->eta_s = (double)(p->total - done) * (c->train_time / (double)c->timed_steps);
     p->elapsed_s = run_elapsed(r);
+    res->last_loss = loss;
+    if (!isfinite(loss))
+        return clf_error_set(err, CLF_ERR_NUMERIC,
+                             "training diverged: loss %g at step %llu (lr %g); lower "
+                             "train.optimizer.lr or set train.grad_clip",
+                             (double)loss, (unsigned long long)done, lr);
     if (r->o->cb.on_log)
         r->o->cb.on_log(r->o->cb.user, p);
     c->window_time = 0.0;
@@ -721,11 +713,11 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
         c.window_steps++;
         c.window_tokens += r.last.tokens;
         p.epoch = r.last.epoch;
-        const int warmup = done == first + 1;
         const int is_eval = (eval_every > 0 && done % (uint64_t)eval_every == 0) ||
                             done == total || (r.seq && eval_every == 0 && r.last.epoch_end);
-        const int is_log = warmup || done % (uint64_t)log_every == 0 || done == total;
-        if (is_log && (st = log_step(&r, &c, &p, done, lr, warmup, res, err)) != CLF_OK)
+        /* the session's first step is reported too: progress from the start */
+        const int is_log = done == first + 1 || done % (uint64_t)log_every == 0 || done == total;
+        if (is_log && (st = log_step(&r, &c, &p, done, lr, res, err)) != CLF_OK)
             goto fail;
         int stop = 0;
         if (is_eval && (st = eval_step(&r, &c, done, total, !is_log, &stop, res, err)) != CLF_OK)

@@ -16,8 +16,8 @@
  *     log:   done % log_every == 0, the first step of the session, or the
  *            last: read the loss back (the only device round trip of a
  *            step) and call on_log with step/total, loss, lr, tokens/s,
- *            elapsed, ETA (the session's first step is a warm-up, kernel
- *            builds and GEMM tuning, left out of the rates and the ETA)
+ *            elapsed, ETA (kernels are built and GEMM shapes timed when
+ *            the model is created, so every step counts in the rates)
  *     eval:  done % eval.every == 0 (eval.every > 0), and at the last step:
  *            the validation loss (and a train-split estimate), on_eval, then
  *            a checkpoint (on_checkpoint)
@@ -103,9 +103,7 @@ typedef struct clf_train_progress {
     uint64_t first_step; /* the step this process started from (resume) */
     double loss;         /* training loss of the last step (only on logging steps) */
     double lr;           /* learning rate of the last step */
-    double tokens_per_s; /* training tokens per second since the previous log; 0 for
-                            the session's first step, a warm-up (kernel builds, GEMM
-                            tuning) left out of every rate and of the ETA */
+    double tokens_per_s; /* training tokens per second since the previous log */
     double elapsed_s;    /* wall time of the run, earlier sessions (resume) included */
     double eta_s;        /* estimated time to the last step (training only); < 0 unknown */
     double step_ms;      /* mean wall time of a step since the previous log */
@@ -156,7 +154,7 @@ typedef struct clf_train_result {
     double elapsed_s;     /* the run's wall time, earlier sessions included */
     double session_s;     /* this session's wall time */
     double tokens_per_s;  /* training tokens per second over this session (evaluations
-                             and the warm-up step excluded) */
+                             excluded) */
     int interrupted;
     int early_stopped;
 } clf_train_result;
