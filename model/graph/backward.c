@@ -33,10 +33,10 @@ static clf_status norm_bwd(clf_model *m, int type, const mi_norm_a *a, const mi_
 {
     const size_t C = (size_t)m->s.C;
     if (type == MI_NORM_RMSNORM)
-        return clf_op_rmsnorm_backward(m->rt, dx, mi_grad(m, p->w), dout, x, mi_at(a->rstd, 0),
+        return clf_op_rmsnorm_backward(m->rt, dx, mi_grad(m, p->w), dout, x, a->rstd,
                                        mi_par(m, p->w), R, C, accumulate, err);
     return clf_op_layernorm_backward(m->rt, dx, mi_grad(m, p->w), mi_grad(m, p->b), dout, x,
-                                     mi_at(a->mean, 0), mi_at(a->rstd, 0), mi_par(m, p->w), R, C,
+                                     a->mean, a->rstd, mi_par(m, p->w), R, C,
                                      accumulate, err);
 }
 
@@ -73,8 +73,8 @@ static clf_status attn_core_bwd(clf_model *m, int l, int site, clf_ptr att, clf_
     const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, BNH = B * NH;
     const size_t TS = T * S, THS = T * HS, SHS = S * HS, natt = BNH * TS;
     const float scale = 1.0f / sqrtf((float)HS);
-    clf_ptr pre = mi_at(m->preatt, 0), datt = mi_at(m->datt, 0);
-    clf_ptr dhead = mi_at(m->dhead, 0);
+    clf_ptr pre = m->preatt, datt = m->datt;
+    clf_ptr dhead = m->dhead;
     clf_status st;
 
     /* y = P v with P the (dropped) probabilities */
@@ -117,24 +117,24 @@ static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_pt
     const mi_attn_p *p = &m->bp[l].attn;
     const mi_block_a *a = &m->ba[l];
     const size_t C = (size_t)s->C, NH = (size_t)s->NH, HS = (size_t)s->HS, BT = B * T;
-    clf_ptr d = dout, datty = mi_at(m->dC3, 0), dyh = mi_at(m->datty_h, 0);
-    clf_ptr dqkv = mi_at(m->dqkv, 0);
+    clf_ptr d = dout, datty = m->dC3, dyh = m->datty_h;
+    clf_ptr dqkv = m->dqkv;
     clf_status st;
 
     if (s->p_resid > 0) {
-        d = mi_at(m->dC2, 0);
+        d = m->dC2;
         if ((st = clf_op_dropout_backward(m->rt, d, dout, BT * C, s->p_resid, m->state.seed,
                                           mi_dropout_stream(m, l, MI_SITE_ATTN_OUT), err)) !=
             CLF_OK)
             return st;
     }
     /* projection: d -> datty [BT, C] -> heads */
-    if ((st = linear_bwd(m, datty, 0.0f, d, mi_at(a->atty, 0), p->proj_w, p->proj_b, BT, C, C,
+    if ((st = linear_bwd(m, datty, 0.0f, d, a->atty, p->proj_w, p->proj_b, BT, C, C,
                          err)) != CLF_OK ||
         (st = clf_op_heads_split(m->rt, dyh, datty, B, T, NH, HS, C, err)) != CLF_OK)
         return st;
-    if ((st = attn_core_bwd(m, l, MI_SITE_ATTN_P, mi_at(a->att, 0), dyh, mi_at(a->q, 0),
-                            mi_at(a->k, 0), mi_at(a->v, 0), B, T, T, dqkv, 3 * C,
+    if ((st = attn_core_bwd(m, l, MI_SITE_ATTN_P, a->att, dyh, a->q,
+                            a->k, a->v, B, T, T, dqkv, 3 * C,
                             clf_ptr_at(dqkv, C), 3 * C, clf_ptr_at(dqkv, 2 * C), 3 * C, err)) !=
         CLF_OK)
         return st;
@@ -159,27 +159,27 @@ static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_p
     const mi_block_a *a = &m->ba[l];
     const size_t C = (size_t)s->C, NH = (size_t)s->NH, HS = (size_t)s->HS;
     const size_t BT = B * T, BS = B * S;
-    clf_ptr d = dout, datty = mi_at(m->dC3, 0), dyh = mi_at(m->datty_h, 0);
+    clf_ptr d = dout, datty = m->dC3, dyh = m->datty_h;
     /* dq [BT, C] then dkv [BS, 2C] in the dqkv scratch (BT + 2 BS <= 3 max rows) */
-    clf_ptr dq = mi_at(m->dqkv, 0), dkv = mi_at(m->dqkv, BT * C);
+    clf_ptr dq = m->dqkv, dkv = clf_ptr_at(m->dqkv, BT * C);
     clf_status st;
 
     if (s->p_resid > 0) {
-        d = mi_at(m->dC2, 0);
+        d = m->dC2;
         if ((st = clf_op_dropout_backward(m->rt, d, dout, BT * C, s->p_resid, m->state.seed,
                                           mi_dropout_stream(m, l, MI_SITE_CROSS_OUT), err)) !=
             CLF_OK)
             return st;
     }
-    if ((st = linear_bwd(m, datty, 0.0f, d, mi_at(a->xatty, 0), p->proj_w, p->proj_b, BT, C, C,
+    if ((st = linear_bwd(m, datty, 0.0f, d, a->xatty, p->proj_w, p->proj_b, BT, C, C,
                          err)) != CLF_OK ||
         (st = clf_op_heads_split(m->rt, dyh, datty, B, T, NH, HS, C, err)) != CLF_OK)
         return st;
-    if ((st = attn_core_bwd(m, l, MI_SITE_CROSS_P, mi_at(a->xatt, 0), dyh, mi_at(a->xq, 0),
-                            mi_at(a->xk, 0), mi_at(a->xv, 0), B, T, S, dq, C, dkv, 2 * C,
+    if ((st = attn_core_bwd(m, l, MI_SITE_CROSS_P, a->xatt, dyh, a->xq,
+                            a->xk, a->xv, B, T, S, dq, C, dkv, 2 * C,
                             clf_ptr_at(dkv, C), 2 * C, err)) != CLF_OK)
         return st;
-    if ((st = linear_bwd(m, mi_at(m->denc, 0), beta_enc, dkv, mi_stack_out(m, &m->enc), p->kv_w,
+    if ((st = linear_bwd(m, m->denc, beta_enc, dkv, mi_stack_out(m, &m->enc), p->kv_w,
                          p->kv_b, BS, C, 2 * C, err)) != CLF_OK)
         return st;
     return linear_bwd(m, din, beta, dq, in, p->q_w, p->q_b, BT, C, C, err);
@@ -193,18 +193,18 @@ static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr
     const mi_ffn_p *p = &m->bp[l].ffn;
     const mi_block_a *a = &m->ba[l];
     const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
-    clf_ptr d = dout, dact = mi_at(m->dH1, 0), dfch = mi_at(m->dH2, 0);
-    clf_ptr fch = mi_at(a->fch, 0);
+    clf_ptr d = dout, dact = m->dH1, dfch = m->dH2;
+    clf_ptr fch = a->fch;
     clf_status st;
 
     if (s->p_resid > 0) {
-        d = mi_at(m->dC2, 0);
+        d = m->dC2;
         if ((st = clf_op_dropout_backward(m->rt, d, dout, BT * C, s->p_resid, m->state.seed,
                                           mi_dropout_stream(m, l, MI_SITE_FFN_OUT), err)) !=
             CLF_OK)
             return st;
     }
-    if ((st = linear_bwd(m, dact, 0.0f, d, mi_at(a->fch_act, 0), p->proj_w, p->proj_b, BT, H, C,
+    if ((st = linear_bwd(m, dact, 0.0f, d, a->fch_act, p->proj_w, p->proj_b, BT, H, C,
                          err)) != CLF_OK)
         return st;
     if (s->p_ffn > 0 &&
@@ -229,9 +229,9 @@ static clf_status block_bwd(clf_model *m, int l, clf_ptr dres, size_t B, size_t 
     const mi_block_p *p = &m->bp[l];
     const mi_block_a *a = &m->ba[l];
     const size_t BT = B * T, n = BT * (size_t)s->C;
-    clf_ptr x = mi_block_in(m, l), d1 = mi_at(m->dC1, 0);
-    clf_ptr ln1 = mi_at(a->ln1.out, 0), ln2 = mi_at(a->ln2.out, 0), lnx = mi_at(a->lnx.out, 0);
-    clf_ptr res1 = mi_at(a->res1, 0), res2 = mi_at(a->res2, 0), resx = mi_at(a->resx, 0);
+    clf_ptr x = mi_block_in(m, l), d1 = m->dC1;
+    clf_ptr ln1 = a->ln1.out, ln2 = a->ln2.out, lnx = a->lnx.out;
+    clf_ptr res1 = a->res1, res2 = a->res2, resx = a->resx;
     clf_status st;
     if (!s->norm_post) {
         /* res2 = mid + ffn(ln2(mid)); [resx = res1 + cross(lnx(res1));] res1 = x + attn(ln1(x)) */
@@ -280,7 +280,7 @@ static clf_status stack_bwd(clf_model *m, const mi_stack *stk, clf_ptr dout, clf
     clf_status st;
     if (s->final_norm != MI_NORM_NONE) {
         clf_ptr last = stk->n > 0 ? mi_block_out(m, stk->first + stk->n - 1)
-                                  : mi_at(stk->x0, 0);
+                                  : stk->x0;
         if ((st = norm_bwd(m, s->final_norm, &stk->lnf_a, &stk->lnf, dres, dout, last, BT, 0,
                            err)) != CLF_OK)
             return st;
@@ -296,7 +296,7 @@ static clf_status stack_bwd(clf_model *m, const mi_stack *stk, clf_ptr dout, clf
     }
     clf_ptr dx0 = dres;
     if (s->p_emb > 0) {
-        dx0 = mi_at(m->dC2, 0);
+        dx0 = m->dC2;
         if ((st = clf_op_dropout_backward(m->rt, dx0, dres, BT * C, s->p_emb, m->state.seed,
                                           mi_dropout_stream(m, stk->drop_layer, 0), err)) !=
             CLF_OK)
@@ -313,12 +313,12 @@ static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, c
 {
     const mi_spec *s = &m->s;
     const size_t C = (size_t)s->C, NL = (size_t)s->NL;
-    clf_ptr dlogits = mi_at(m->logits, 0), xf = mi_stack_out(m, &m->enc);
+    clf_ptr dlogits = m->logits, xf = mi_stack_out(m, &m->enc);
     clf_status st;
     clf_ptr X = xf;
     size_t ldx = S * C;
     if (s->pool == MI_POOL_MEAN) {
-        X = mi_at(m->pooled, 0);
+        X = m->pooled;
         ldx = C;
     }
     if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_a = 1, .m = NL, .n = C, .k = B, .alpha = 1.0f, .a = dlogits, .lda = NL, .b = X, .ldb = ldx, .beta = 1.0f, .c = mi_grad(m, m->cls_w), .ldc = C}, err)) != CLF_OK ||
@@ -326,7 +326,7 @@ static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, c
             CLF_OK)
         return st;
     if (s->pool == MI_POOL_MEAN) {
-        clf_ptr dpool = mi_at(m->dC3, 0);
+        clf_ptr dpool = m->dC3;
         if ((st = mi_gemm(m, &(clf_gemm_desc){.m = B, .n = C, .k = NL, .alpha = 1.0f, .a = dlogits, .lda = NL, .b = mi_par(m, m->cls_w), .ldb = C, .c = dpool, .ldc = C}, err)) != CLF_OK)
             return st;
         return clf_op_mean_pool_backward(m->rt, dx, dpool, mi_at(m->src_keep, 0), B, S, C, err);
@@ -342,7 +342,7 @@ clf_status mi_backward(clf_model *m, clf_error *err)
     const mi_spec *s = &m->s;
     const size_t B = (size_t)m->cur_B, T = (size_t)m->cur_T, S = (size_t)m->cur_S;
     const size_t C = (size_t)s->C, V = (size_t)s->V, BT = B * T;
-    clf_ptr dres = mi_at(m->dres, 0), d1 = mi_at(m->dC1, 0);
+    clf_ptr dres = m->dres, d1 = m->dC1;
     const int fnorm = s->final_norm != MI_NORM_NONE;
     clf_status st;
 
@@ -354,7 +354,7 @@ clf_status mi_backward(clf_model *m, clf_error *err)
     }
     /* LM head: logits = xf Wout^T */
     clf_ptr dxf = fnorm ? d1 : dres;
-    if ((st = linear_bwd(m, dxf, 0.0f, mi_at(m->logits, 0), mi_stack_out(m, &m->dec),
+    if ((st = linear_bwd(m, dxf, 0.0f, m->logits, mi_stack_out(m, &m->dec),
                          m->lm_head, MI_NONE, BT, C, V, err)) != CLF_OK)
         return st;
     if ((st = stack_bwd(m, &m->dec, dxf, dres, B, T, S, err)) != CLF_OK)
@@ -362,7 +362,7 @@ clf_status mi_backward(clf_model *m, clf_error *err)
     if (s->kind != MI_KIND_ENCDEC)
         return CLF_OK;
     /* the encoder, from the gradient its output got from every cross-attention */
-    clf_ptr denc = mi_at(m->denc, 0);
+    clf_ptr denc = m->denc;
     if (m->dec.n == 0 && (st = clf_ptr_zero(m->rt, denc, B * S * C, err)) != CLF_OK)
         return st;
     return stack_bwd(m, &m->enc, denc, fnorm ? dres : denc, B, S, 0, err);

@@ -304,17 +304,81 @@ static clf_status abuf(clf_model *m, clf_buffer **dst, size_t n, clf_error *err)
     return CLF_OK;
 }
 
+/* ---- the activation arena ------------------------------------------------------ */
+
+/* Activations and scratch are named offsets into one arena (llm.c's
+ * malloc_and_point_activations): every tensor is first requested (carve),
+ * then carve_commit lays them out in order, each at a 64-float (256-byte)
+ * aligned offset, in as few device allocations as the device's largest
+ * allocation allows (one, unless the model is larger than max_alloc), and
+ * points every requested clf_ptr at its place. */
+#define MI_ARENA_ALIGN 64
+
+typedef struct mi_carve {
+    clf_ptr *dst;
+    size_t floats;
+} mi_carve;
+
+static clf_status carve(clf_model *m, clf_ptr *dst, size_t n, clf_error *err)
+{
+    *dst = mi_nullptr();
+    if (m->n_carves == m->cap_carves) {
+        int cap = m->cap_carves ? 2 * m->cap_carves : 128;
+        mi_carve *c = realloc(m->carves, (size_t)cap * sizeof *c);
+        if (c == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+        m->carves = c;
+        m->cap_carves = cap;
+    }
+    m->carves[m->n_carves++] = (mi_carve){dst, n ? n : 1};
+    return CLF_OK;
+}
+
+static size_t align_up(size_t x) { return (x + MI_ARENA_ALIGN - 1) / MI_ARENA_ALIGN * MI_ARENA_ALIGN; }
+
+/* Lay the requests out in chunks of at most `limit` floats, allocate each
+ * chunk (abuf) and point the requests into it. */
+static clf_status carve_commit(clf_model *m, clf_error *err)
+{
+    const size_t limit =
+        m->rt != NULL ? (size_t)(clf_runtime_device(m->rt)->max_alloc / sizeof(float)) : SIZE_MAX;
+    clf_status st = CLF_OK;
+    int first = 0;
+    while (first < m->n_carves && st == CLF_OK) {
+        size_t used = 0;
+        int last = first;
+        for (; last < m->n_carves; last++) {
+            size_t at = align_up(used);
+            if (last > first && at + m->carves[last].floats > limit)
+                break;
+            m->carves[last].dst->off = at; /* the buffer comes below */
+            used = at + m->carves[last].floats;
+        }
+        clf_buffer *chunk = NULL;
+        if ((st = abuf(m, &chunk, used, err)) != CLF_OK)
+            break;
+        m->arena_floats += used;
+        for (int i = first; i < last; i++)
+            m->carves[i].dst->buf = chunk;
+        first = last;
+    }
+    free(m->carves);
+    m->carves = NULL;
+    m->n_carves = m->cap_carves = 0;
+    return st;
+}
+
 static clf_status alloc_norm(clf_model *m, mi_norm_a *a, int type, size_t BT, clf_error *err)
 {
     clf_status st;
-    a->out = a->mean = a->rstd = NULL;
+    a->out = a->mean = a->rstd = mi_nullptr();
     if (type == MI_NORM_NONE)
         return CLF_OK;
-    if ((st = abuf(m, &a->out, BT * (size_t)m->s.C, err)) != CLF_OK)
+    if ((st = carve(m, &a->out, BT * (size_t)m->s.C, err)) != CLF_OK)
         return st;
-    if (type == MI_NORM_LAYERNORM && (st = abuf(m, &a->mean, BT, err)) != CLF_OK)
+    if (type == MI_NORM_LAYERNORM && (st = carve(m, &a->mean, BT, err)) != CLF_OK)
         return st;
-    return abuf(m, &a->rstd, BT, err);
+    return carve(m, &a->rstd, BT, err);
 }
 
 /* Activations of one block of a stack of `rows` rows and `att` scores per
@@ -327,32 +391,32 @@ static clf_status alloc_block(clf_model *m, mi_block_a *a, size_t rows, size_t a
     clf_status st;
     if ((st = alloc_norm(m, &a->ln1, s->norm, rows, err)) != CLF_OK ||
         (st = alloc_norm(m, &a->ln2, s->norm, rows, err)) != CLF_OK ||
-        (st = abuf(m, &a->q, rows * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->k, rows * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->v, rows * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->att, NH * att, err)) != CLF_OK ||
-        (st = abuf(m, &a->atty, rows * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->res1, rows * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->fch, rows * (size_t)s->fc_rows, err)) != CLF_OK ||
-        (st = abuf(m, &a->fch_act, rows * (size_t)s->H, err)) != CLF_OK ||
-        (st = abuf(m, &a->res2, rows * C, err)) != CLF_OK)
+        (st = carve(m, &a->q, rows * C, err)) != CLF_OK ||
+        (st = carve(m, &a->k, rows * C, err)) != CLF_OK ||
+        (st = carve(m, &a->v, rows * C, err)) != CLF_OK ||
+        (st = carve(m, &a->att, NH * att, err)) != CLF_OK ||
+        (st = carve(m, &a->atty, rows * C, err)) != CLF_OK ||
+        (st = carve(m, &a->res1, rows * C, err)) != CLF_OK ||
+        (st = carve(m, &a->fch, rows * (size_t)s->fc_rows, err)) != CLF_OK ||
+        (st = carve(m, &a->fch_act, rows * (size_t)s->H, err)) != CLF_OK ||
+        (st = carve(m, &a->res2, rows * C, err)) != CLF_OK)
         return st;
     if (!cross)
         return CLF_OK;
     if ((st = alloc_norm(m, &a->lnx, s->norm, rows, err)) != CLF_OK ||
-        (st = abuf(m, &a->xq, rows * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->xk, xrows * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->xv, xrows * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->xatt, NH * xatt, err)) != CLF_OK ||
-        (st = abuf(m, &a->xatty, rows * C, err)) != CLF_OK ||
-        (st = abuf(m, &a->resx, rows * C, err)) != CLF_OK)
+        (st = carve(m, &a->xq, rows * C, err)) != CLF_OK ||
+        (st = carve(m, &a->xk, xrows * C, err)) != CLF_OK ||
+        (st = carve(m, &a->xv, xrows * C, err)) != CLF_OK ||
+        (st = carve(m, &a->xatt, NH * xatt, err)) != CLF_OK ||
+        (st = carve(m, &a->xatty, rows * C, err)) != CLF_OK ||
+        (st = carve(m, &a->resx, rows * C, err)) != CLF_OK)
         return st;
     return CLF_OK;
 }
 
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
-static clf_status alloc_buffers(clf_model *m, clf_error *err)
+static clf_status request_buffers(clf_model *m, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const int train = (m->flags & CLF_MODEL_TRAIN) != 0;
@@ -379,10 +443,9 @@ static clf_status alloc_buffers(clf_model *m, clf_error *err)
             if ((st = alloc_block(m, &m->ba[l], rows, a, bp->has_cross, Rs, s->att_cross,
                                   err)) != CLF_OK)
                 return st;
-        } else {
-            /* inference: one set of activations for every block of a stack */
-            m->ba[l] = m->ba[stk->first];
         }
+        /* inference: the other blocks of a stack share the first's
+         * activations (copied once they are carved, below) */
         mi_block_a *a = &m->ba[l];
         a->kcache = a->vcache = a->xkcache = a->xvcache = NULL;
         if (!infer || bp->is_enc)
@@ -401,13 +464,13 @@ static clf_status alloc_buffers(clf_model *m, clf_error *err)
     mi_stack *stacks[2] = {&m->enc, &m->dec};
     for (int i = 0; i < 2; i++) {
         mi_stack *k = stacks[i];
-        k->x0 = NULL;
+        k->x0 = mi_nullptr();
         memset(&k->lnf_a, 0, sizeof k->lnf_a);
         int exists = k->src ? s->kind != MI_KIND_DECODER : s->kind != MI_KIND_ENCODER;
         if (!exists)
             continue;
         size_t rows = k->src ? Rs : Rt;
-        if ((st = abuf(m, &k->x0, rows * C, err)) != CLF_OK ||
+        if ((st = carve(m, &k->x0, rows * C, err)) != CLF_OK ||
             (st = alloc_norm(m, &k->lnf_a, s->final_norm, rows, err)) != CLF_OK)
             return st;
     }
@@ -415,17 +478,17 @@ static clf_status alloc_buffers(clf_model *m, clf_error *err)
         (st = abuf(m, &m->targets, nlab, err)) != CLF_OK ||
         (st = abuf(m, &m->src, Rs, err)) != CLF_OK ||
         (st = abuf(m, &m->src_keep, Rs, err)) != CLF_OK ||
-        (st = abuf(m, &m->logits, nlogits, err)) != CLF_OK ||
-        (st = abuf(m, &m->losses, nlab, err)) != CLF_OK ||
-        (st = abuf(m, &m->scalars, 4, err)) != CLF_OK ||
-        (st = abuf(m, &m->red, red, err)) != CLF_OK ||
-        (st = abuf(m, &m->qkv, R * 3 * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->preatt, att, err)) != CLF_OK ||
-        (st = abuf(m, &m->atty_h, R * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->proj, R * C, err)) != CLF_OK)
+        (st = carve(m, &m->logits, nlogits, err)) != CLF_OK ||
+        (st = carve(m, &m->losses, nlab, err)) != CLF_OK ||
+        (st = carve(m, &m->scalars, 4, err)) != CLF_OK ||
+        (st = carve(m, &m->red, red, err)) != CLF_OK ||
+        (st = carve(m, &m->qkv, R * 3 * C, err)) != CLF_OK ||
+        (st = carve(m, &m->preatt, att, err)) != CLF_OK ||
+        (st = carve(m, &m->atty_h, R * C, err)) != CLF_OK ||
+        (st = carve(m, &m->proj, R * C, err)) != CLF_OK)
         return st;
     if (s->head == MI_HEAD_CLASSIFIER && s->pool == MI_POOL_MEAN &&
-        (st = abuf(m, &m->pooled, B * C, err)) != CLF_OK)
+        (st = carve(m, &m->pooled, B * C, err)) != CLF_OK)
         return st;
     if (infer) {
         size_t big = zmax(B * (size_t)s->Tmax * C, B * (size_t)s->Smax * C);
@@ -436,19 +499,39 @@ static clf_status alloc_buffers(clf_model *m, clf_error *err)
     if (!train)
         return CLF_OK;
     size_t F = (size_t)s->fc_rows;
-    if ((st = abuf(m, &m->dres, R * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->dC1, R * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->dC2, R * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->dC3, R * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->dqkv, R * 3 * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->dH1, R * F, err)) != CLF_OK ||
-        (st = abuf(m, &m->dH2, R * F, err)) != CLF_OK ||
-        (st = abuf(m, &m->datt, att, err)) != CLF_OK ||
-        (st = abuf(m, &m->dhead, R * C, err)) != CLF_OK ||
-        (st = abuf(m, &m->datty_h, R * C, err)) != CLF_OK)
+    if ((st = carve(m, &m->dres, R * C, err)) != CLF_OK ||
+        (st = carve(m, &m->dC1, R * C, err)) != CLF_OK ||
+        (st = carve(m, &m->dC2, R * C, err)) != CLF_OK ||
+        (st = carve(m, &m->dC3, R * C, err)) != CLF_OK ||
+        (st = carve(m, &m->dqkv, R * 3 * C, err)) != CLF_OK ||
+        (st = carve(m, &m->dH1, R * F, err)) != CLF_OK ||
+        (st = carve(m, &m->dH2, R * F, err)) != CLF_OK ||
+        (st = carve(m, &m->datt, att, err)) != CLF_OK ||
+        (st = carve(m, &m->dhead, R * C, err)) != CLF_OK ||
+        (st = carve(m, &m->datty_h, R * C, err)) != CLF_OK)
         return st;
-    if (s->kind == MI_KIND_ENCDEC && (st = abuf(m, &m->denc, Rs * C, err)) != CLF_OK)
+    if (s->kind == MI_KIND_ENCDEC && (st = carve(m, &m->denc, Rs * C, err)) != CLF_OK)
         return st;
+    return CLF_OK;
+}
+
+static clf_status alloc_buffers(clf_model *m, clf_error *err)
+{
+    clf_status st = request_buffers(m, err);
+    if (st == CLF_OK)
+        st = carve_commit(m, err);
+    if (st != CLF_OK)
+        return st;
+    /* inference: one set of activations for every block of a stack */
+    for (int l = 0; l < m->s.L; l++) {
+        const mi_stack *stk = m->bp[l].is_enc ? &m->enc : &m->dec;
+        if ((m->flags & CLF_MODEL_TRAIN) || l == stk->first)
+            continue;
+        mi_block_a *a = &m->ba[l], *f = &m->ba[stk->first];
+        clf_buffer *kc = a->kcache, *vc = a->vcache, *xk = a->xkcache, *xv = a->xvcache;
+        *a = *f;
+        a->kcache = kc, a->vcache = vc, a->xkcache = xk, a->xvcache = xv;
+    }
     return CLF_OK;
 }
 
@@ -465,6 +548,7 @@ void clf_model_destroy(clf_model *m)
     for (int i = m->n_owned - 1; i >= 0; i--)
         clf_buffer_destroy(m->owned[i]);
     free(m->owned);
+    free(m->carves);
     free(m->stage[1]);
     free(m->stage[0]);
     free(m->xrow_new);

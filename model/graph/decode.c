@@ -89,7 +89,7 @@ static clf_status run_cached(clf_model *m, const int32_t *tokens, int B, int T, 
     m->count = 0;
     m->fwd_train = 0;
     m->fwd_done = 0; /* the logits buffer holds [B, V], not a batch's */
-    if ((st = mi_forward(m, B, T, pos0, 0, 1, 1, err)) != CLF_OK)
+    if ((st = mi_forward(m, &(mi_pass){.B = B, .T = T, .pos0 = pos0, .flags = MI_PASS_CACHE | MI_PASS_LAST}, err)) != CLF_OK)
         return st;
     m->cur_B = 0; /* no batch for clf_model_forward: the buffers hold decode state */
     m->cache_B = B;
@@ -97,7 +97,7 @@ static clf_status run_cached(clf_model *m, const int32_t *tokens, int B, int T, 
     if (logits == NULL)
         return CLF_OK;
     size_t n = (size_t)B * (size_t)m->s.V;
-    if ((st = clf_buffer_read(m->rt, m->logits, 0, logits, n * sizeof(float), err)) != CLF_OK)
+    if ((st = clf_ptr_read(m->rt, m->logits, logits, n, err)) != CLF_OK)
         return st;
     m->stage_dirty[0] = m->stage_dirty[1] = 0;
     return CLF_OK;

@@ -55,10 +55,10 @@ static clf_status norm_fwd(clf_model *m, int type, const mi_norm_a *a, const mi_
 {
     const mi_spec *s = &m->s;
     if (type == MI_NORM_RMSNORM)
-        return clf_op_rmsnorm_forward(m->rt, mi_at(a->out, 0), mi_at(a->rstd, 0), x,
+        return clf_op_rmsnorm_forward(m->rt, a->out, a->rstd, x,
                                       mi_par(m, p->w), R, (size_t)s->C, s->norm_eps, err);
-    return clf_op_layernorm_forward(m->rt, mi_at(a->out, 0), mi_at(a->mean, 0),
-                                    mi_at(a->rstd, 0), x, mi_par(m, p->w), mi_par(m, p->b), R,
+    return clf_op_layernorm_forward(m->rt, a->out, a->mean,
+                                    a->rstd, x, mi_par(m, p->w), mi_par(m, p->b), R,
                                     (size_t)s->C, s->norm_eps, err);
 }
 
@@ -87,7 +87,7 @@ static clf_status attn_core_fwd(clf_model *m, int l, int site, clf_ptr q, clf_pt
     const mi_spec *s = &m->s;
     const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, C = (size_t)s->C;
     const float scale = 1.0f / sqrtf((float)HS);
-    clf_ptr pre = mi_at(m->preatt, 0), yh = mi_at(m->atty_h, 0);
+    clf_ptr pre = m->preatt, yh = m->atty_h;
     clf_status st;
     if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = T, .n = S, .k = HS, .alpha = 1.0f, .a = q, .lda = HS, .stride_a = T * HS, .b = keys, .ldb = HS, .stride_b = kstride, .c = pre, .ldc = S, .stride_c = T * S, .batch = B * NH}, err)) != CLF_OK)
         return st;
@@ -121,8 +121,8 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi,
     const size_t HS = (size_t)s->HS, BT = B * T, Tmax = (size_t)s->Tmax;
     const float scale = 1.0f / sqrtf((float)HS);
     const int is_enc = m->bp[l].is_enc;
-    clf_ptr qkv = mi_at(m->qkv, 0), q = mi_at(a->q, 0), k = mi_at(a->k, 0), v = mi_at(a->v, 0);
-    clf_ptr atty = mi_at(a->atty, 0);
+    clf_ptr qkv = m->qkv, q = a->q, k = a->k, v = a->v;
+    clf_ptr atty = a->atty;
     clf_status st;
 
     if ((st = linear_fwd(m, qkv, in, p->qkv_w, p->qkv_b, BT, C, 3 * C, err)) != CLF_OK)
@@ -164,7 +164,7 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi,
         clf_ptr keep = is_enc ? mi_at(m->src_keep, 0) : mi_nullptr();
         int causal = !is_enc && s->causal;
         if ((st = attn_core_fwd(m, l, MI_SITE_ATTN_P, q, keys, vals, B, T, S, kstride, causal,
-                                keep, mi_at(a->att, 0), atty, train, err)) != CLF_OK)
+                                keep, a->att, atty, train, err)) != CLF_OK)
             return st;
     }
     if ((st = linear_fwd(m, out, atty, p->proj_w, p->proj_b, BT, C, C, err)) != CLF_OK)
@@ -188,7 +188,7 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi
     const size_t B = (size_t)Bi, T = (size_t)Ti, S = (size_t)Si, C = (size_t)s->C;
     const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, BT = B * T, BS = B * S;
     const float scale = 1.0f / sqrtf((float)HS);
-    clf_ptr scratch = mi_at(m->qkv, 0), q = mi_at(a->xq, 0), atty = mi_at(a->xatty, 0);
+    clf_ptr scratch = m->qkv, q = a->xq, atty = a->xatty;
     clf_ptr keep = mi_at(m->src_keep, 0);
     clf_status st;
 
@@ -198,8 +198,8 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi
     clf_ptr keys, vals;
     size_t kstride;
     if (!cache) {
-        keys = mi_at(a->xk, 0);
-        vals = mi_at(a->xv, 0);
+        keys = a->xk;
+        vals = a->xv;
         kstride = S * HS;
         if ((st = linear_fwd(m, scratch, mi_stack_out(m, &m->enc), p->kv_w, p->kv_b, BS, C,
                              2 * C, err)) != CLF_OK ||
@@ -218,7 +218,7 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi
                                           (size_t)s->Smax, S, scale, err)) != CLF_OK)
             return st;
     } else if ((st = attn_core_fwd(m, l, MI_SITE_CROSS_P, q, keys, vals, B, T, S, kstride, 0,
-                                   keep, mi_at(a->xatt, 0), atty, train, err)) != CLF_OK) {
+                                   keep, a->xatt, atty, train, err)) != CLF_OK) {
         return st;
     }
     if ((st = linear_fwd(m, out, atty, p->proj_w, p->proj_b, BT, C, C, err)) != CLF_OK)
@@ -237,7 +237,7 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, size_t B
     const mi_ffn_p *p = &m->bp[l].ffn;
     mi_block_a *a = &m->ba[l];
     const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
-    clf_ptr fch = mi_at(a->fch, 0), act = mi_at(a->fch_act, 0);
+    clf_ptr fch = a->fch, act = a->fch_act;
     clf_status st;
 
     if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = BT, .n = F, .k = C, .alpha = 1.0f, .a = in, .lda = C, .b = mi_par(m, p->fc_w), .ldb = C, .c = fch, .ldc = F}, err)) != CLF_OK)
@@ -270,7 +270,7 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, size_t B
 
 clf_ptr mi_block_out(const clf_model *m, int l)
 {
-    return m->s.norm_post ? mi_at(m->ba[l].ln2.out, 0) : mi_at(m->ba[l].res2, 0);
+    return m->s.norm_post ? m->ba[l].ln2.out : m->ba[l].res2;
 }
 
 static const mi_stack *stack_of(const clf_model *m, int l)
@@ -281,14 +281,14 @@ static const mi_stack *stack_of(const clf_model *m, int l)
 clf_ptr mi_block_in(const clf_model *m, int l)
 {
     const mi_stack *st = stack_of(m, l);
-    return l == st->first ? mi_at(st->x0, 0) : mi_block_out(m, l - 1);
+    return l == st->first ? st->x0 : mi_block_out(m, l - 1);
 }
 
 clf_ptr mi_stack_out(const clf_model *m, const mi_stack *st)
 {
     if (m->s.final_norm != MI_NORM_NONE)
-        return mi_at(st->lnf_a.out, 0);
-    return st->n > 0 ? mi_block_out(m, st->first + st->n - 1) : mi_at(st->x0, 0);
+        return st->lnf_a.out;
+    return st->n > 0 ? mi_block_out(m, st->first + st->n - 1) : st->x0;
 }
 
 /* Block l over B x T rows of its stack (an encoder block's T is S); S is
@@ -301,9 +301,9 @@ static clf_status block_fwd(clf_model *m, int l, int B, int T, int S, int pos0, 
     mi_block_a *a = &m->ba[l];
     const size_t BT = (size_t)B * (size_t)T, n = BT * (size_t)s->C;
     clf_ptr x = mi_block_in(m, l);
-    clf_ptr proj = mi_at(m->proj, 0), res1 = mi_at(a->res1, 0), res2 = mi_at(a->res2, 0);
-    clf_ptr ln1 = mi_at(a->ln1.out, 0), ln2 = mi_at(a->ln2.out, 0);
-    clf_ptr resx = mi_at(a->resx, 0), lnx = mi_at(a->lnx.out, 0);
+    clf_ptr proj = m->proj, res1 = a->res1, res2 = a->res2;
+    clf_ptr ln1 = a->ln1.out, ln2 = a->ln2.out;
+    clf_ptr resx = a->resx, lnx = a->lnx.out;
     clf_status st;
     if (!s->norm_post) {
         /* res1 = x + attn(ln1(x)); [resx = res1 + cross(lnx(res1));] res2 = . + ffn(ln2(.)) */
@@ -349,7 +349,7 @@ static clf_status stack_fwd(clf_model *m, const mi_stack *stk, int Bi, int Ti, i
 {
     const mi_spec *s = &m->s;
     const size_t B = (size_t)Bi, T = (size_t)Ti, C = (size_t)s->C, BT = B * T;
-    clf_ptr x0 = mi_at(stk->x0, 0);
+    clf_ptr x0 = stk->x0;
     clf_ptr tokens = stk->src ? mi_at(m->src, 0) : mi_at(m->tokens, 0);
     clf_status st;
     if ((st = clf_op_embed_forward(m->rt, x0, tokens, mi_par(m, stk->wte), mi_par(m, stk->wpe),
@@ -379,15 +379,15 @@ static clf_status stack_fwd(clf_model *m, const mi_stack *stk, int Bi, int Ti, i
  * scalars[0]. */
 static clf_status loss_fwd(clf_model *m, size_t R, size_t N, int train, clf_error *err)
 {
-    clf_ptr logits = mi_at(m->logits, 0);
+    clf_ptr logits = m->logits;
     float gs = m->count > 0 ? 1.0f / (float)m->count : 0.0f;
     clf_ptr dlogits = train ? logits : mi_nullptr();
     clf_status st;
-    if ((st = clf_op_cross_entropy(m->rt, mi_at(m->losses, 0), dlogits, logits,
+    if ((st = clf_op_cross_entropy(m->rt, m->losses, dlogits, logits,
                                    mi_at(m->targets, 0), R, N, m->optim.label_smoothing,
                                    CLF_MODEL_IGNORE_INDEX, gs, err)) != CLF_OK)
         return st;
-    return clf_op_mean(m->rt, mi_at(m->scalars, 0), mi_at(m->losses, 0), R, mi_at(m->red, 0),
+    return clf_op_mean(m->rt, m->scalars, m->losses, R, m->red,
                        err);
 }
 
@@ -397,12 +397,12 @@ static clf_status classifier_fwd(clf_model *m, int Bi, int Si, int train, clf_er
 {
     const mi_spec *s = &m->s;
     const size_t B = (size_t)Bi, S = (size_t)Si, C = (size_t)s->C, NL = (size_t)s->NL;
-    clf_ptr xf = mi_stack_out(m, &m->enc), logits = mi_at(m->logits, 0);
+    clf_ptr xf = mi_stack_out(m, &m->enc), logits = m->logits;
     clf_ptr X = xf;
     size_t ldx = S * C; /* the first row of each sequence */
     clf_status st;
     if (s->pool == MI_POOL_MEAN) {
-        X = mi_at(m->pooled, 0);
+        X = m->pooled;
         ldx = C;
         if ((st = clf_op_mean_pool_forward(m->rt, X, xf, mi_at(m->src_keep, 0), B, S, C,
                                            err)) != CLF_OK)
@@ -417,13 +417,16 @@ static clf_status classifier_fwd(clf_model *m, int Bi, int Si, int train, clf_er
     return loss_fwd(m, B, NL, train, err);
 }
 
-clf_status mi_forward(clf_model *m, int Bi, int Ti, int pos0, int train, int cache,
-                      int last_only, clf_error *err)
+clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err)
 {
+    const int Bi = pass->B, Ti = pass->T, pos0 = pass->pos0;
+    const int train = (pass->flags & MI_PASS_TRAIN) != 0;
+    const int cache = (pass->flags & MI_PASS_CACHE) != 0;
+    const int last_only = (pass->flags & MI_PASS_LAST) != 0;
     const mi_spec *s = &m->s;
     const size_t B = (size_t)Bi, T = (size_t)Ti, C = (size_t)s->C, V = (size_t)s->V;
     const size_t BT = B * T;
-    clf_ptr logits = mi_at(m->logits, 0);
+    clf_ptr logits = m->logits;
     clf_status st;
 
     if (s->kind != MI_KIND_DECODER && !cache &&
@@ -449,7 +452,7 @@ clf_status mi_encode(clf_model *m, int Bi, int Si, clf_error *err)
     const mi_spec *s = &m->s;
     const size_t B = (size_t)Bi, S = (size_t)Si, C = (size_t)s->C, NH = (size_t)s->NH;
     const size_t HS = (size_t)s->HS, Smax = (size_t)s->Smax;
-    clf_ptr scratch = mi_at(m->qkv, 0), mem = mi_stack_out(m, &m->enc);
+    clf_ptr scratch = m->qkv, mem = mi_stack_out(m, &m->enc);
     clf_status st;
     if ((st = stack_fwd(m, &m->enc, Bi, Si, 0, 0, 0, 0, err)) != CLF_OK)
         return st;

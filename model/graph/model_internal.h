@@ -135,9 +135,9 @@ typedef struct mi_block_p {
 } mi_block_p;
 
 typedef struct mi_norm_a {
-    clf_buffer *out;  /* [rows, C] */
-    clf_buffer *mean; /* [rows] (layernorm) */
-    clf_buffer *rstd; /* [rows] */
+    clf_ptr out;  /* [rows, C] */
+    clf_ptr mean; /* [rows] (layernorm) */
+    clf_ptr rstd; /* [rows] */
 } mi_norm_a;
 
 /* What one block keeps for its backward (rows = B*T of its stack; an
@@ -148,21 +148,21 @@ typedef struct mi_norm_a {
  * lnx) + ffn(...), ln2 = norm(res2) (output). */
 typedef struct mi_block_a {
     mi_norm_a ln1, lnx, ln2;
-    clf_buffer *q, *k, *v; /* [B, NH, T, HS] (q and k after rope; k, v unused with a cache) */
-    clf_buffer *att;       /* [B, NH, T, T] softmax probabilities (before dropout) */
-    clf_buffer *atty;      /* [rows, C] attention output, heads merged */
-    clf_buffer *res1;      /* [rows, C] */
-    clf_buffer *fch;       /* [rows, fc_rows] fc output + bias (pre-activation) */
-    clf_buffer *fch_act;   /* [rows, H] activation (after ffn dropout) */
-    clf_buffer *res2;      /* [rows, C] */
+    clf_ptr q, k, v; /* [B, NH, T, HS] (q and k after rope; k, v unused with a cache) */
+    clf_ptr att;       /* [B, NH, T, T] softmax probabilities (before dropout) */
+    clf_ptr atty;      /* [rows, C] attention output, heads merged */
+    clf_ptr res1;      /* [rows, C] */
+    clf_ptr fch;       /* [rows, fc_rows] fc output + bias (pre-activation) */
+    clf_ptr fch_act;   /* [rows, H] activation (after ffn dropout) */
+    clf_ptr res2;      /* [rows, C] */
     clf_buffer *kcache;    /* [Bmax, NH, Tmax, HS] inference only (decoder blocks) */
     clf_buffer *vcache;
     /* cross-attention (has_cross) */
-    clf_buffer *xq;        /* [B, NH, T, HS] */
-    clf_buffer *xk, *xv;   /* [B, NH, S, HS] (unused with a cache) */
-    clf_buffer *xatt;      /* [B, NH, T, S] */
-    clf_buffer *xatty;     /* [rows, C] */
-    clf_buffer *resx;      /* [rows, C] */
+    clf_ptr xq;        /* [B, NH, T, HS] */
+    clf_ptr xk, xv;   /* [B, NH, S, HS] (unused with a cache) */
+    clf_ptr xatt;      /* [B, NH, T, S] */
+    clf_ptr xatty;     /* [rows, C] */
+    clf_ptr resx;      /* [rows, C] */
     clf_buffer *xkcache;   /* [Bmax, NH, Smax, HS] inference only: the projected memory */
     clf_buffer *xvcache;
 } mi_block_a;
@@ -175,7 +175,7 @@ typedef struct mi_stack {
     size_t wte, wpe;    /* parameter offsets (wpe MI_NONE unless learned) */
     mi_norm_p lnf;      /* final norm (MI_NONE when final_norm is none) */
     mi_norm_a lnf_a;
-    clf_buffer *x0;     /* [rows, C] embeddings (+ positions, dropout) */
+    clf_ptr x0;         /* [rows, C] embeddings (+ positions, dropout) */
 } mi_stack;
 
 struct clf_model {
@@ -205,25 +205,25 @@ struct clf_model {
     clf_buffer *targets;   /* int32 [max(rows_tgt, B)] decoder targets or labels */
     clf_buffer *src;       /* int32 [rows_src] source tokens */
     clf_buffer *src_keep;  /* int32 [rows_src] 1 = token, 0 = pad */
-    clf_buffer *pooled;    /* [B, C] classifier mean pool */
-    clf_buffer *logits;    /* [rows_tgt, V] or [B, NL]; d(logits) after a train forward */
-    clf_buffer *losses;    /* [max(rows_tgt, B)] */
-    clf_buffer *scalars;   /* [4]: loss mean, sumsq, gscale, gnorm */
-    clf_buffer *red;       /* reduction scratch */
-    clf_buffer *qkv;       /* [rows, 3C] scratch */
-    clf_buffer *preatt;    /* [B, NH, T, S] scores / dropped probs scratch */
-    clf_buffer *atty_h;    /* [rows, C] scratch (heads) */
-    clf_buffer *proj;      /* [rows, C] sublayer output scratch */
+    clf_ptr pooled;    /* [B, C] classifier mean pool */
+    clf_ptr logits;    /* [rows_tgt, V] or [B, NL]; d(logits) after a train forward */
+    clf_ptr losses;    /* [max(rows_tgt, B)] */
+    clf_ptr scalars;   /* [4]: loss mean, sumsq, gscale, gnorm */
+    clf_ptr red;       /* reduction scratch */
+    clf_ptr qkv;       /* [rows, 3C] scratch */
+    clf_ptr preatt;    /* [B, NH, T, S] scores / dropped probs scratch */
+    clf_ptr atty_h;    /* [rows, C] scratch (heads) */
+    clf_ptr proj;      /* [rows, C] sublayer output scratch */
 
     /* backward scratch (CLF_MODEL_TRAIN) */
-    clf_buffer *dres;      /* [rows, C] gradient of the residual stream */
-    clf_buffer *denc;      /* [rows_src, C] gradient of the encoder's output (encoder-decoder) */
-    clf_buffer *dC1, *dC2, *dC3; /* [rows, C] */
-    clf_buffer *dqkv;      /* [rows, 3C] */
-    clf_buffer *dH1, *dH2; /* [rows, fc_rows] */
-    clf_buffer *datt;      /* [B, NH, T, S] */
-    clf_buffer *dhead;     /* [rows, C] (heads) */
-    clf_buffer *datty_h;   /* [rows, C] (heads) */
+    clf_ptr dres;      /* [rows, C] gradient of the residual stream */
+    clf_ptr denc;      /* [rows_src, C] gradient of the encoder's output (encoder-decoder) */
+    clf_ptr dC1, dC2, dC3;       /* [rows, C] */
+    clf_ptr dqkv;      /* [rows, 3C] */
+    clf_ptr dH1, dH2;       /* [rows, fc_rows] */
+    clf_ptr datt;      /* [B, NH, T, S] */
+    clf_ptr dhead;     /* [rows, C] (heads) */
+    clf_ptr datty_h;   /* [rows, C] (heads) */
 
     /* inference (CLF_MODEL_INFER) */
     clf_buffer *index;     /* int32 [B] cache_reorder's rows */
@@ -234,9 +234,14 @@ struct clf_model {
     int dec_len;           /* positions in the self-attention caches */
     int enc_S;             /* source length of the cross caches (0 = none) */
 
-    /* every buffer above, for destroy */
+    /* every buffer above, for destroy; activations and scratch (the clf_ptr
+     * fields) are carved from the arena: named offsets into chunks of at
+     * most the device's largest allocation */
     clf_buffer **owned;
     int n_owned, cap_owned;
+    struct mi_carve *carves; /* arena requests, until they are carved (build.c) */
+    int n_carves, cap_carves;
+    size_t arena_floats;     /* floats in the arena's chunks */
     size_t bytes; /* device bytes allocated */
 
     /* host staging of batches: two slots, a slot is reused only after a finish */
@@ -295,15 +300,22 @@ void mi_stage_commit(clf_model *m);
  * target side). */
 clf_status mi_check_sizes(const clf_model *m, int B, int S, int T, clf_error *err);
 
-/* forward.c: the batch in m->tokens/targets (and m->src/src_keep with
- * m->cur_S), B x T decoder rows at positions pos0...; train = 1 turns
- * dropout on and makes the loss write d(logits); cache = 1 (decoder only)
- * writes k and v into the caches at [pos0, pos0 + T) and attends over
- * [0, pos0 + T) of them, with cross-attention over the cross caches
- * (inference; the encoder does not run); last_only = 1 runs the LM head on
- * the last position of each sequence only (logits [B, V]) and no loss. */
-clf_status mi_forward(clf_model *m, int B, int T, int pos0, int train, int cache,
-                      int last_only, clf_error *err);
+/* forward.c: one forward pass over the batch in m->tokens/targets (and
+ * m->src/src_keep with m->cur_S): B x T decoder rows at positions pos0...
+ * Flags: MI_PASS_TRAIN turns dropout on and makes the loss write
+ * d(logits); MI_PASS_CACHE (decoder only) writes k and v into the caches at
+ * [pos0, pos0 + T) and attends over [0, pos0 + T) of them, with
+ * cross-attention over the cross caches (inference; the encoder does not
+ * run); MI_PASS_LAST runs the LM head on the last position of each
+ * sequence only (logits [B, V]) and no loss. */
+#define MI_PASS_TRAIN 1u
+#define MI_PASS_CACHE 2u
+#define MI_PASS_LAST 4u
+typedef struct mi_pass {
+    int B, T, pos0;
+    unsigned flags;
+} mi_pass;
+clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err);
 /* The encoder stack over m->src [B, S] (eval), then every decoder block's
  * cross keys and values of its output into the cross caches. */
 clf_status mi_encode(clf_model *m, int B, int S, clf_error *err);

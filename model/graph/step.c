@@ -278,7 +278,7 @@ clf_status clf_model_forward(clf_model *m, int train, clf_error *err)
                              "clf_model_forward: the model was created without CLF_MODEL_TRAIN");
     m->fwd_done = 0;
     m->fwd_train = 0;
-    clf_status st = mi_forward(m, m->cur_B, m->cur_T, 0, train != 0, 0, 0, err);
+    clf_status st = mi_forward(m, &(mi_pass){.B = m->cur_B, .T = m->cur_T, .flags = train ? MI_PASS_TRAIN : 0u}, err);
     if (st != CLF_OK)
         return st;
     m->fwd_done = 1;
@@ -313,9 +313,9 @@ clf_status clf_model_step(clf_model *m, float lr, clf_error *err)
         return clf_error_set(err, CLF_ERR_ARG,
                              "clf_model_step: the model was created without CLF_MODEL_TRAIN");
     size_t n = m->dims.n_params;
-    clf_ptr sumsq = mi_at(m->scalars, 1), gscale = mi_at(m->scalars, 2);
-    clf_ptr gnorm = mi_at(m->scalars, 3);
-    if ((st = clf_op_sumsq(m->rt, sumsq, mi_at(m->grads, 0), n, mi_at(m->red, 0), err)) !=
+    clf_ptr sumsq = clf_ptr_at(m->scalars, 1), gscale = clf_ptr_at(m->scalars, 2);
+    clf_ptr gnorm = clf_ptr_at(m->scalars, 3);
+    if ((st = clf_op_sumsq(m->rt, sumsq, mi_at(m->grads, 0), n, m->red, err)) !=
             CLF_OK ||
         (st = clf_op_clip_scale(m->rt, gscale, gnorm, sumsq, m->optim.grad_clip, err)) != CLF_OK)
         return st;
@@ -362,7 +362,7 @@ clf_status clf_model_loss(clf_model *m, float *out, clf_error *err)
     if (st != CLF_OK)
         return st;
     float mean;
-    if ((st = clf_buffer_read(m->rt, m->scalars, 0, &mean, sizeof mean, err)) != CLF_OK)
+    if ((st = clf_ptr_read(m->rt, m->scalars, &mean, 1, err)) != CLF_OK)
         return st;
     m->stage_dirty[0] = m->stage_dirty[1] = 0; /* a blocking read drained the queue */
     double rows = (double)loss_rows(m);
@@ -376,7 +376,7 @@ clf_status clf_model_losses_read(clf_model *m, float *out, clf_error *err)
     if (st != CLF_OK)
         return st;
     size_t n = loss_rows(m);
-    if ((st = clf_buffer_read(m->rt, m->losses, 0, out, n * sizeof(float), err)) != CLF_OK)
+    if ((st = clf_ptr_read(m->rt, m->losses, out, n, err)) != CLF_OK)
         return st;
     m->stage_dirty[0] = m->stage_dirty[1] = 0;
     return CLF_OK;
@@ -389,7 +389,7 @@ clf_status clf_model_logits_read(clf_model *m, float *out, clf_error *err)
                              "no logits: run an eval forward (train = 0) first; a train forward "
                              "overwrites them with their gradient");
     size_t n = loss_rows(m) * logit_cols(m);
-    clf_status st = clf_buffer_read(m->rt, m->logits, 0, out, n * sizeof(float), err);
+    clf_status st = clf_ptr_read(m->rt, m->logits, out, n, err);
     if (st != CLF_OK)
         return st;
     m->stage_dirty[0] = m->stage_dirty[1] = 0;
@@ -419,7 +419,7 @@ clf_status clf_model_grad_norm(clf_model *m, float *out, clf_error *err)
 {
     if (!m->step_done)
         return clf_error_set(err, CLF_ERR_ARG, "no gradient norm: no step has run");
-    clf_status st = clf_buffer_read(m->rt, m->scalars, 3 * sizeof(float), out, sizeof *out, err);
+    clf_status st = clf_ptr_read(m->rt, clf_ptr_at(m->scalars, 3), out, 1, err);
     if (st == CLF_OK)
         m->stage_dirty[0] = m->stage_dirty[1] = 0;
     return st;
