@@ -140,7 +140,6 @@ const char *clf_config_norm_name(clf_norm_type v);
 const char *clf_config_placement_name(clf_norm_placement v);
 const char *clf_config_head_name(clf_head_type v);
 const char *clf_config_pool_name(clf_pool_type v);
-const char *clf_config_optimizer_name(clf_optimizer_type v);
 const char *clf_config_schedule_name(clf_schedule_type v);
 const char *clf_config_metric_name(clf_metric_type v);
 

@@ -61,9 +61,6 @@ const char *clf_config_placement_name(clf_norm_placement v) {
 }
 const char *clf_config_head_name(clf_head_type v) { return name_of(head_names, (int)v); }
 const char *clf_config_pool_name(clf_pool_type v) { return name_of(pool_names, (int)v); }
-const char *clf_config_optimizer_name(clf_optimizer_type v) {
-    return name_of(optimizer_names, (int)v);
-}
 const char *clf_config_schedule_name(clf_schedule_type v) {
     return name_of(schedule_names, (int)v);
 }

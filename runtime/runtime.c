@@ -346,9 +346,6 @@ clf_status clf_ptr_zero(clf_runtime *rt, clf_ptr p, size_t n, clf_error *err)
     return clf_buffer_fill(rt, p.buf, p.off * 4, n * 4, 0u, err);
 }
 
-/* ---- launches ------------------------------------------------------------------ */
-
-const char *clf_kernel_name(const clf_kernel *k) { return k->name; }
 size_t clf_kernel_max_work_group(const clf_kernel *k) { return k->max_wg; }
 
 clf_status clf_kernel_launch(clf_runtime *rt, clf_kernel *k, int dims, const size_t *global,
@@ -475,12 +472,6 @@ void clf_profile_record_event(clf_runtime *rt, const char *name, cl_event ev)
     pending_event *p = &rt->pending[rt->n_pending++];
     p->ev = ev;
     snprintf(p->name, sizeof p->name, "%s", name);
-}
-
-void clf_profile_add(clf_runtime *rt, const char *name, double seconds)
-{
-    if (rt->opt.profile && rt->totals != NULL)
-        profile_add_total(rt, name, 1, seconds);
 }
 
 static int cmp_entry(const void *a, const void *b)

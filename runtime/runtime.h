@@ -220,7 +220,6 @@ typedef struct clf_arg {
 clf_status clf_kernel_launch(clf_runtime *rt, clf_kernel *k, int dims, const size_t *global,
                              const size_t *local, int nargs, const clf_arg *args,
                              clf_error *err);
-const char *clf_kernel_name(const clf_kernel *k);
 /* Largest work-group size this kernel can be launched with on the device. */
 size_t clf_kernel_max_work_group(const clf_kernel *k);
 
@@ -238,7 +237,6 @@ clf_status clf_profile_report(clf_runtime *rt, clf_profile_entry **out, int *cou
                               clf_error *err);
 void clf_profile_reset(clf_runtime *rt);
 /* Record time spent in an opaque call (e.g. a CLBlast GEMM) under name. */
-void clf_profile_add(clf_runtime *rt, const char *name, double seconds);
 int clf_runtime_profiling(const clf_runtime *rt);
 
 CLF_API_END

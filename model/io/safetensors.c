@@ -702,13 +702,6 @@ const char *clf_st_reader_metadata(const clf_st_reader *r, const char *key)
 
 size_t clf_st_reader_metadata_count(const clf_st_reader *r) { return r->nm; }
 
-void clf_st_reader_metadata_at(const clf_st_reader *r, size_t i, const char **key,
-                               const char **value)
-{
-    *key = i < r->nm ? r->mkey[i] : NULL;
-    *value = i < r->nm ? r->mval[i] : NULL;
-}
-
 clf_status clf_st_reader_read_raw(clf_st_reader *r, const clf_st_tensor_info *t, void *dst,
                                   size_t dst_bytes, clf_error *err)
 {

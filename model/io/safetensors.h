@@ -137,11 +137,9 @@ const clf_st_tensor_info *clf_st_reader_tensor(const clf_st_reader *r, size_t i)
 /* NULL if the file has no tensor called name. */
 const clf_st_tensor_info *clf_st_reader_find(const clf_st_reader *r, const char *name);
 
-/* Metadata: the value for key, NULL if absent. Pairs in file order. */
+/* Metadata: the value for key, NULL if absent; the number of pairs. */
 const char *clf_st_reader_metadata(const clf_st_reader *r, const char *key);
 size_t clf_st_reader_metadata_count(const clf_st_reader *r);
-void clf_st_reader_metadata_at(const clf_st_reader *r, size_t i, const char **key,
-                               const char **value);
 
 /* Copy tensor `name` into dst (dst_bytes large). The file's dtype and shape
  * must equal dtype and shape[0..ndim) -> else CLF_ERR_FORMAT naming the

@@ -70,10 +70,6 @@ clf_status clf_op_swiglu_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, cl
 
 /* ---- reductions (cl/reduce.cl) ------------------------------------------ */
 
-clf_status clf_op_row_sum(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t R, size_t N,
-                          clf_error *err); /* out[r] = sum_c in[r,c] */
-clf_status clf_op_row_max(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t R, size_t N,
-                          clf_error *err); /* out[r] = max_c in[r,c] */
 /* out[0] = sum of squares of in[0..n) (deterministic two-stage reduction).
  * scratch must hold at least clf_op_sumsq_scratch(rt, n) floats. */
 size_t clf_op_sumsq_scratch(clf_runtime *rt, size_t n);

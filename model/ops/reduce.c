@@ -61,18 +61,6 @@ clf_status clf_op_row_max_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, cl
     return row_reduce(rt, path, "row_max", out, in, R, N, err);
 }
 
-clf_status clf_op_row_sum(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t R, size_t N,
-                          clf_error *err)
-{
-    return row_reduce(rt, CLF_OPS_PATH_AUTO, "row_sum", out, in, R, N, err);
-}
-
-clf_status clf_op_row_max(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t R, size_t N,
-                          clf_error *err)
-{
-    return row_reduce(rt, CLF_OPS_PATH_AUTO, "row_max", out, in, R, N, err);
-}
-
 /* ---- whole-tensor sums ----------------------------------------------------------- */
 
 size_t clf_op_sumsq_scratch_ex(clf_runtime *rt, clf_ops_path path, size_t n)

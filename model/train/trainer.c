@@ -72,24 +72,6 @@ fail:
     return st;
 }
 
-clf_status clf_trainer_eval_batches(clf_model *m, const clf_dataset *ds, clf_split split, int n,
-                                    clf_rng *rng, double *loss, clf_error *err)
-{
-    clf_model_dims d = clf_model_dims_get(m);
-    size_t cells = (size_t)d.B * (size_t)d.T;
-    int32_t *x = malloc(cells * sizeof *x), *y = malloc(cells * sizeof *y);
-    clf_status st;
-    if (x == NULL || y == NULL) {
-        st = clf_error_set(err, CLF_ERR_MEMORY, "evaluation: out of host memory");
-        goto fail;
-    }
-    st = eval_batches_into(m, ds, split, n, d.B, rng, x, y, loss, err);
-fail:
-    free(x);
-    free(y);
-    return st;
-}
-
 clf_status clf_trainer_eval_split(clf_model *m, const clf_dataset *ds, clf_split split,
                                   double *loss, uint64_t *targets, clf_error *err)
 {

@@ -206,9 +206,6 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
 clf_status clf_trainer_eval_split(clf_model *m, const clf_dataset *ds, clf_split split,
                                   double *loss, uint64_t *targets, clf_error *err);
 
-/* Mean loss of n random B x T windows of split drawn from rng. */
-clf_status clf_trainer_eval_batches(clf_model *m, const clf_dataset *ds, clf_split split, int n,
-                                    clf_rng *rng, double *loss, clf_error *err);
 
 CLF_API_END
 
