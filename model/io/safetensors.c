@@ -504,163 +504,166 @@ static clf_status parse_entry(const char *path, const clf_json *e, clf_st_tensor
     return CLF_OK;
 }
 
-clf_status clf_st_reader_open(const char *path, clf_st_reader **out, clf_error *err)
+/* Read the 8-byte length and the header text of r's open file (malloc'ed
+ * into *hdr, *n bytes); sets the data section's start and size. */
+static clf_status read_header(clf_st_reader *r, const char *path, char **hdr, uint64_t *n,
+                              clf_error *err)
 {
-    clf_status st = CLF_OK;
-    clf_st_reader *r = NULL;
-    clf_json *doc = NULL;
-    char *hdr = NULL;
     unsigned char len8[8];
     struct stat sb;
-
-    *out = NULL;
-    if (!host_is_little_endian())
-        return clf_error_set(err, CLF_ERR_UNSUPPORTED, "safetensors needs a little-endian host");
-    r = calloc(1, sizeof *r);
-    if (r == NULL || (r->path = strdup(path)) == NULL)
-        goto oom;
-    r->fp = fopen(path, "rb");
-    if (r->fp == NULL) {
-        st = clf_error_set(err, CLF_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (fstat(fileno(r->fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = clf_error_set(err, CLF_ERR_IO, "%s is not a readable regular file", path);
-        goto fail;
-    }
-    uint64_t fsize = (uint64_t)sb.st_size;
-    if (fsize < 8) {
-        st = FORMAT_ERR("the file is %llu bytes, too short for a safetensors file (8-byte header "
-                        "length, then the header): truncated or not safetensors",
-                        (unsigned long long)fsize);
-        goto fail;
-    }
-    if (fread(len8, 1, 8, r->fp) != 8) {
-        st = clf_error_set(err, CLF_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    uint64_t n = 0;
+    if (fstat(fileno(r->fp), &sb) != 0 || !S_ISREG(sb.st_mode))
+        return clf_error_set(err, CLF_ERR_IO, "%s is not a readable regular file", path);
+    const uint64_t fsize = (uint64_t)sb.st_size;
+    if (fsize < 8)
+        return FORMAT_ERR("the file is %llu bytes, too short for a safetensors file (8-byte "
+                          "header length, then the header): truncated or not safetensors",
+                          (unsigned long long)fsize);
+    if (fread(len8, 1, 8, r->fp) != 8)
+        return clf_error_set(err, CLF_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    *n = 0;
     for (int i = 7; i >= 0; i--)
-        n = (n << 8) | len8[i];
-    if (n > CLF_ST_MAX_HEADER || n < 2) {
-        st = FORMAT_ERR("header length %llu is outside 2..%llu: corrupt or not a safetensors "
-                        "file", (unsigned long long)n, (unsigned long long)CLF_ST_MAX_HEADER);
-        goto fail;
-    }
-    if (8 + n > fsize) {
-        st = FORMAT_ERR("header length %llu goes past the end of the %llu-byte file: truncated",
-                        (unsigned long long)n, (unsigned long long)fsize);
-        goto fail;
-    }
-    r->data_start = 8 + n;
+        *n = (*n << 8) | len8[i];
+    if (*n > CLF_ST_MAX_HEADER || *n < 2)
+        return FORMAT_ERR("header length %llu is outside 2..%llu: corrupt or not a safetensors "
+                          "file",
+                          (unsigned long long)*n, (unsigned long long)CLF_ST_MAX_HEADER);
+    if (8 + *n > fsize)
+        return FORMAT_ERR("header length %llu goes past the end of the %llu-byte file: truncated",
+                          (unsigned long long)*n, (unsigned long long)fsize);
+    r->data_start = 8 + *n;
     r->data_size = fsize - r->data_start;
-    hdr = malloc((size_t)n);
-    if (hdr == NULL)
-        goto oom;
-    if (fread(hdr, 1, (size_t)n, r->fp) != (size_t)n) {
-        st = FORMAT_ERR("cannot read the %llu-byte header: truncated", (unsigned long long)n);
-        goto fail;
+    if ((*hdr = malloc((size_t)*n)) == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory reading %s", path);
+    if (fread(*hdr, 1, (size_t)*n, r->fp) != (size_t)*n)
+        return FORMAT_ERR("cannot read the %llu-byte header: truncated", (unsigned long long)*n);
+    if ((*hdr)[0] != '{')
+        return FORMAT_ERR("the header does not start with '{': corrupt or not a safetensors "
+                          "file");
+    return CLF_OK;
+}
+
+/* The __metadata__ object: string pairs copied into r. */
+static clf_status read_metadata(clf_st_reader *r, const char *path, const clf_json *e,
+                                clf_error *err)
+{
+    if (e->type != CLF_JSON_OBJECT)
+        return FORMAT_ERR("__metadata__ must be an object of strings");
+    r->mkey = calloc(e->count ? e->count : 1, sizeof *r->mkey);
+    r->mval = calloc(e->count ? e->count : 1, sizeof *r->mval);
+    if (r->mkey == NULL || r->mval == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory reading %s", path);
+    for (size_t j = 0; j < e->count; j++) {
+        const clf_json *m = &e->items[j];
+        if (m->type != CLF_JSON_STRING)
+            return FORMAT_ERR("__metadata__ \"%s\" is a JSON %s, but values must be strings",
+                              m->key, clf_json_type_name(m->type));
+        r->mkey[j] = strdup(m->key);
+        r->mval[j] = strdup(m->string);
+        r->nm = j + 1;
+        if (r->mkey[j] == NULL || r->mval[j] == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of memory reading %s", path);
     }
-    if (hdr[0] != '{') {
-        st = FORMAT_ERR("the header does not start with '{': corrupt or not a safetensors file");
-        goto fail;
-    }
-    clf_json_options jo = {path, 0, (size_t)CLF_ST_MAX_HEADER};
-    st = clf_json_parse(hdr, (size_t)n, &jo, &doc, err);
-    if (st != CLF_OK) {
-        clf_error_prefix(err, "safetensors header");
-        goto fail;
-    }
-    if (doc->type != CLF_JSON_OBJECT) {
-        st = FORMAT_ERR("the header is not a JSON object");
-        goto fail;
-    }
+    return CLF_OK;
+}
+
+/* The header's entries: metadata and tensor infos. */
+static clf_status read_entries(clf_st_reader *r, const char *path, const clf_json *doc,
+                               clf_error *err)
+{
+    if (doc->type != CLF_JSON_OBJECT)
+        return FORMAT_ERR("the header is not a JSON object");
     r->t = calloc(doc->count ? doc->count : 1, sizeof *r->t);
     if (r->t == NULL)
-        goto oom;
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory reading %s", path);
     for (size_t i = 0; i < doc->count; i++) {
         const clf_json *e = &doc->items[i];
+        clf_status st;
         if (strcmp(e->key, "__metadata__") == 0) {
-            if (e->type != CLF_JSON_OBJECT) {
-                st = FORMAT_ERR("__metadata__ must be an object of strings");
-                goto fail;
-            }
-            r->mkey = calloc(e->count ? e->count : 1, sizeof *r->mkey);
-            r->mval = calloc(e->count ? e->count : 1, sizeof *r->mval);
-            if (r->mkey == NULL || r->mval == NULL)
-                goto oom;
-            for (size_t j = 0; j < e->count; j++) {
-                const clf_json *m = &e->items[j];
-                if (m->type != CLF_JSON_STRING) {
-                    st = FORMAT_ERR("__metadata__ \"%s\" is a JSON %s, but values must be strings",
-                                    m->key, clf_json_type_name(m->type));
-                    goto fail;
-                }
-                r->mkey[j] = strdup(m->key);
-                r->mval[j] = strdup(m->string);
-                r->nm = j + 1;
-                if (r->mkey[j] == NULL || r->mval[j] == NULL)
-                    goto oom;
-            }
+            if ((st = read_metadata(r, path, e, err)) != CLF_OK)
+                return st;
             continue;
         }
         clf_st_tensor_info *t = &r->t[r->n];
-        st = parse_entry(path, e, t, err);
-        if (st != CLF_OK)
-            goto fail;
-        t->name = strdup(e->key);
-        if (t->name == NULL)
-            goto oom;
+        if ((st = parse_entry(path, e, t, err)) != CLF_OK)
+            return st;
+        if ((t->name = strdup(e->key)) == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of memory reading %s", path);
         r->n++;
     }
-    clf_json_destroy(doc);
-    doc = NULL;
-    free(hdr);
-    hdr = NULL;
+    return CLF_OK;
+}
 
+/* The tensors, sorted by offset, must tile the data section exactly. */
+static clf_status check_layout(clf_st_reader *r, const char *path, clf_error *err)
+{
     qsort(r->t, r->n, sizeof *r->t, cmp_by_offset);
     uint64_t pos = 0;
     for (size_t i = 0; i < r->n; i++) {
         const clf_st_tensor_info *t = &r->t[i];
-        if (t->begin < pos) {
-            st = FORMAT_ERR("tensors \"%s\" [%llu, %llu) and \"%s\" [%llu, %llu) overlap",
-                            r->t[i - 1].name, (unsigned long long)r->t[i - 1].begin,
-                            (unsigned long long)r->t[i - 1].end, t->name,
-                            (unsigned long long)t->begin, (unsigned long long)t->end);
-            goto fail;
-        }
-        if (t->begin > pos) {
-            st = FORMAT_ERR("%llu unused bytes before tensor \"%s\" at data offset %llu (tensors "
-                            "must be contiguous)", (unsigned long long)(t->begin - pos), t->name,
-                            (unsigned long long)t->begin);
-            goto fail;
-        }
+        if (t->begin < pos)
+            return FORMAT_ERR("tensors \"%s\" [%llu, %llu) and \"%s\" [%llu, %llu) overlap",
+                              r->t[i - 1].name, (unsigned long long)r->t[i - 1].begin,
+                              (unsigned long long)r->t[i - 1].end, t->name,
+                              (unsigned long long)t->begin, (unsigned long long)t->end);
+        if (t->begin > pos)
+            return FORMAT_ERR("%llu unused bytes before tensor \"%s\" at data offset %llu "
+                              "(tensors must be contiguous)",
+                              (unsigned long long)(t->begin - pos), t->name,
+                              (unsigned long long)t->begin);
         pos = t->end;
     }
-    if (pos > r->data_size) {
-        st = FORMAT_ERR("the tensors need %llu bytes of data but the file holds %llu after its "
-                        "header: truncated", (unsigned long long)pos,
-                        (unsigned long long)r->data_size);
+    if (pos > r->data_size)
+        return FORMAT_ERR("the tensors need %llu bytes of data but the file holds %llu after "
+                          "its header: truncated",
+                          (unsigned long long)pos, (unsigned long long)r->data_size);
+    if (pos < r->data_size)
+        return FORMAT_ERR("%llu bytes after the last tensor's data (the tensors cover %llu of "
+                          "%llu): corrupt or not a safetensors file",
+                          (unsigned long long)(r->data_size - pos), (unsigned long long)pos,
+                          (unsigned long long)r->data_size);
+    return CLF_OK;
+}
+
+clf_status clf_st_reader_open(const char *path, clf_st_reader **out, clf_error *err)
+{
+    clf_status st = CLF_OK;
+    clf_json *doc = NULL;
+    char *hdr = NULL;
+    uint64_t n = 0;
+    *out = NULL;
+    if (!host_is_little_endian())
+        return clf_error_set(err, CLF_ERR_UNSUPPORTED, "safetensors needs a little-endian host");
+    clf_st_reader *r = calloc(1, sizeof *r);
+    if (r == NULL || (r->path = strdup(path)) == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory reading %s", path);
         goto fail;
     }
-    if (pos < r->data_size) {
-        st = FORMAT_ERR("%llu bytes after the last tensor's data (the tensors cover %llu of "
-                        "%llu): corrupt or not a safetensors file",
-                        (unsigned long long)(r->data_size - pos), (unsigned long long)pos,
-                        (unsigned long long)r->data_size);
+    if ((r->fp = fopen(path, "rb")) == NULL) {
+        st = clf_error_set(err, CLF_ERR_IO, "cannot open %s: %s", path, strerror(errno));
         goto fail;
     }
+    if ((st = read_header(r, path, &hdr, &n, err)) != CLF_OK)
+        goto fail;
+    clf_json_options jo = {path, 0, (size_t)CLF_ST_MAX_HEADER};
+    if ((st = clf_json_parse(hdr, (size_t)n, &jo, &doc, err)) != CLF_OK) {
+        clf_error_prefix(err, "safetensors header");
+        goto fail;
+    }
+    if ((st = read_entries(r, path, doc, err)) != CLF_OK ||
+        (st = check_layout(r, path, err)) != CLF_OK)
+        goto fail;
     r->by_name = malloc((r->n ? r->n : 1) * sizeof *r->by_name);
-    if (r->by_name == NULL)
-        goto oom;
+    if (r->by_name == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory reading %s", path);
+        goto fail;
+    }
     for (size_t i = 0; i < r->n; i++)
         r->by_name[i] = &r->t[i];
     qsort((void *)r->by_name, r->n, sizeof *r->by_name, cmp_by_name);
+    clf_json_destroy(doc);
+    free(hdr);
     *out = r;
     return CLF_OK;
-
-oom:
-    st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory reading %s", path);
 fail:
     clf_json_destroy(doc);
     free(hdr);

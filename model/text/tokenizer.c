@@ -416,166 +416,145 @@ static clf_status load_specials(const clf_json *sp, int32_t *special, clf_error 
     return CLF_OK;
 }
 
-clf_status clf_tokenizer_from_json(const char *json, size_t len, clf_tokenizer **out,
-                                   clf_error *err)
+/* The document's keys and its format, version, type and vocab_size. */
+static clf_status check_header(const clf_json *doc, clf_error *err)
 {
-    clf_status st = CLF_OK;
-    clf_json *doc = NULL;
-    clf_tokenizer *t = NULL;
-    uint32_t *cps = NULL;
-    int32_t special[CLF_SPECIAL_COUNT];
     static const char *const keys[] = {"format", "version", "type",          "vocab_size",
                                        "specials", "vocab", "pre_tokenizer", "merges"};
-
-    *out = NULL;
-    for (int i = 0; i < CLF_SPECIAL_COUNT; i++)
-        special[i] = -1;
-    clf_json_options jo = {"tokenizer", 0, 0};
-    st = clf_json_parse(json, len, &jo, &doc, err);
-    if (st != CLF_OK)
-        goto fail;
-    if (doc->type != CLF_JSON_OBJECT) {
-        st = TOK_ERR("expected a JSON object, found a JSON %s", clf_json_type_name(doc->type));
-        goto fail;
-    }
+    if (doc->type != CLF_JSON_OBJECT)
+        return TOK_ERR("expected a JSON object, found a JSON %s", clf_json_type_name(doc->type));
     for (size_t i = 0; i < doc->count; i++) {
         int known = 0;
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
             known |= strcmp(doc->items[i].key, keys[k]) == 0;
-        if (!known) {
-            st = TOK_ERR("unknown key \"%s\" (expected format, version, type, vocab_size, vocab, "
-                         "specials; bpe: pre_tokenizer, merges)", doc->items[i].key);
-            goto fail;
-        }
+        if (!known)
+            return TOK_ERR("unknown key \"%s\" (expected format, version, type, vocab_size, "
+                           "vocab, specials; bpe: pre_tokenizer, merges)",
+                           doc->items[i].key);
     }
     const clf_json *fmt = clf_json_get(doc, "format"), *ver = clf_json_get(doc, "version"),
-                   *typ = clf_json_get(doc, "type"), *vs = clf_json_get(doc, "vocab_size"),
-                   *voc = clf_json_get(doc, "vocab"), *sp = clf_json_get(doc, "specials");
-    if (fmt == NULL || fmt->type != CLF_JSON_STRING || strcmp(fmt->string, CLF_TOKENIZER_FORMAT)) {
-        st = TOK_ERR("\"format\" must be \"%s\": not a clformer tokenizer", CLF_TOKENIZER_FORMAT);
-        goto fail;
-    }
-    if (ver == NULL || !ver->is_int || ver->integer < 1) {
-        st = TOK_ERR("\"version\" must be a positive integer");
-        goto fail;
-    }
-    if (ver->integer > CLF_TOKENIZER_VERSION) {
-        st = TOK_ERR("version %lld was written by a newer clformer (this one reads version %d)",
-                     (long long)ver->integer, CLF_TOKENIZER_VERSION);
-        goto fail;
-    }
-    if (typ == NULL || typ->type != CLF_JSON_STRING) {
-        st = TOK_ERR("\"type\" must be a string (char, byte or bpe)");
-        goto fail;
-    }
-    if (vs == NULL || !vs->is_int || vs->integer < 1 || vs->integer > INT32_MAX) {
-        st = TOK_ERR("\"vocab_size\" must be a positive integer");
-        goto fail;
-    }
-    if (sp != NULL) {
-        st = load_specials(sp, special, err);
-        if (st != CLF_OK)
-            goto fail;
-    }
+                   *typ = clf_json_get(doc, "type"), *vs = clf_json_get(doc, "vocab_size");
+    if (fmt == NULL || fmt->type != CLF_JSON_STRING || strcmp(fmt->string, CLF_TOKENIZER_FORMAT))
+        return TOK_ERR("\"format\" must be \"%s\": not a clformer tokenizer",
+                       CLF_TOKENIZER_FORMAT);
+    if (ver == NULL || !ver->is_int || ver->integer < 1)
+        return TOK_ERR("\"version\" must be a positive integer");
+    if (ver->integer > CLF_TOKENIZER_VERSION)
+        return TOK_ERR("version %lld was written by a newer clformer (this one reads version %d)",
+                       (long long)ver->integer, CLF_TOKENIZER_VERSION);
+    if (typ == NULL || typ->type != CLF_JSON_STRING)
+        return TOK_ERR("\"type\" must be a string (char, byte or bpe)");
+    if (vs == NULL || !vs->is_int || vs->integer < 1 || vs->integer > INT32_MAX)
+        return TOK_ERR("\"vocab_size\" must be a positive integer");
     if ((strcmp(typ->string, "char") == 0 || strcmp(typ->string, "byte") == 0) &&
-        (clf_json_get(doc, "merges") != NULL || clf_json_get(doc, "pre_tokenizer") != NULL)) {
-        st = TOK_ERR("a %s tokenizer has no \"%s\" (only bpe does)", typ->string,
-                     clf_json_get(doc, "merges") != NULL ? "merges" : "pre_tokenizer");
-        goto fail;
+        (clf_json_get(doc, "merges") != NULL || clf_json_get(doc, "pre_tokenizer") != NULL))
+        return TOK_ERR("a %s tokenizer has no \"%s\" (only bpe does)", typ->string,
+                       clf_json_get(doc, "merges") != NULL ? "merges" : "pre_tokenizer");
+    return CLF_OK;
+}
+
+/* A char tokenizer from "vocab": one-character strings in increasing
+ * code-point order. */
+static clf_status char_from_json(const clf_json *voc, clf_tokenizer **t, clf_error *err)
+{
+    if (voc == NULL || voc->type != CLF_JSON_ARRAY || voc->count == 0 || voc->count > 0x110000)
+        return TOK_ERR("a char tokenizer needs \"vocab\", a non-empty array of characters");
+    uint32_t *cps = malloc(voc->count * sizeof *cps);
+    if (cps == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory loading a tokenizer");
+    clf_status st = CLF_OK;
+    for (size_t i = 0; i < voc->count && st == CLF_OK; i++) {
+        const clf_json *c = &voc->items[i];
+        uint32_t cp = 0;
+        if (c->type != CLF_JSON_STRING || c->string_len == 0 ||
+            clf_utf8_decode((const unsigned char *)c->string, c->string_len, &cp) !=
+                (int)c->string_len)
+            st = TOK_ERR("vocab[%zu] must be a string of exactly one character", i);
+        else if (i > 0 && cp <= cps[i - 1])
+            st = TOK_ERR("vocab[%zu] (U+%04X) is not after vocab[%zu] (U+%04X): the vocabulary "
+                         "must be in increasing code-point order",
+                         i, (unsigned)cp, i - 1, (unsigned)cps[i - 1]);
+        cps[i] = cp;
     }
-    if (strcmp(typ->string, "byte") == 0) {
-        if (voc != NULL) {
-            st = TOK_ERR("a byte tokenizer has no \"vocab\"");
-            goto fail;
-        }
-        st = make_byte(&t, err);
-        if (st != CLF_OK)
-            goto fail;
-    } else if (strcmp(typ->string, "char") == 0) {
-        if (voc == NULL || voc->type != CLF_JSON_ARRAY || voc->count == 0 ||
-            voc->count > 0x110000) {
-            st = TOK_ERR("a char tokenizer needs \"vocab\", a non-empty array of characters");
-            goto fail;
-        }
-        cps = malloc(voc->count * sizeof *cps);
-        if (cps == NULL) {
-            st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory loading a tokenizer");
-            goto fail;
-        }
-        for (size_t i = 0; i < voc->count; i++) {
-            const clf_json *c = &voc->items[i];
-            uint32_t cp = 0;
-            if (c->type != CLF_JSON_STRING || c->string_len == 0 ||
-                clf_utf8_decode((const unsigned char *)c->string, c->string_len, &cp) !=
-                    (int)c->string_len) {
-                st = TOK_ERR("vocab[%zu] must be a string of exactly one character", i);
-                goto fail;
-            }
-            if (i > 0 && cp <= cps[i - 1]) {
-                st = TOK_ERR("vocab[%zu] (U+%04X) is not after vocab[%zu] (U+%04X): the "
-                             "vocabulary must be in increasing code-point order", i,
-                             (unsigned)cp, i - 1, (unsigned)cps[i - 1]);
-                goto fail;
-            }
-            cps[i] = cp;
-        }
-        st = make_char(cps, (int32_t)voc->count, &t, err);
-        if (st != CLF_OK)
-            goto fail;
-    } else if (strcmp(typ->string, "bpe") == 0) {
-        st = tok_bpe_from_json(doc, (int32_t)vs->integer, &t, err);
-        if (st != CLF_OK)
-            goto fail;
-        /* all six specials, at their fixed ids 0..5 */
-        for (int i = 0; i < CLF_SPECIAL_COUNT; i++) {
-            if (special[i] != i) {
-                st = TOK_ERR("a bpe tokenizer has special token \"%s\" at id %d, found %d",
-                             special_names[i], i, (int)special[i]);
-                goto fail;
-            }
-        }
-        *out = t;
-        t = NULL;
-        goto fail;
-    } else {
-        st = TOK_ERR("unknown type \"%s\" (expected char, byte or bpe)", typ->string);
-        goto fail;
-    }
-    /* Specials must fill [base, vocab_size) exactly, each id once. */
+    if (st == CLF_OK)
+        st = make_char(cps, (int32_t)voc->count, t, err);
+    free(cps);
+    return st;
+}
+
+/* A char or byte tokenizer's specials must fill [base, vocab_size) exactly,
+ * each id once; then they are set on t. */
+static clf_status place_specials(clf_tokenizer *t, const int32_t *special, int64_t vocab_size,
+                                 clf_error *err)
+{
     int nspec = 0;
     for (int i = 0; i < CLF_SPECIAL_COUNT; i++) {
         if (special[i] < 0)
             continue;
         nspec++;
-        if (special[i] < t->base || special[i] >= vs->integer) {
-            st = TOK_ERR("special token \"%s\" has id %d, outside [%d, %lld): specials follow the "
-                         "%d text tokens", special_names[i], (int)special[i], (int)t->base,
-                         (long long)vs->integer, (int)t->base);
-            goto fail;
-        }
-        for (int j = 0; j < i; j++) {
-            if (special[j] == special[i]) {
-                st = TOK_ERR("special tokens \"%s\" and \"%s\" share id %d", special_names[j],
-                             special_names[i], (int)special[i]);
-                goto fail;
-            }
-        }
+        if (special[i] < t->base || special[i] >= vocab_size)
+            return TOK_ERR("special token \"%s\" has id %d, outside [%d, %lld): specials follow "
+                           "the %d text tokens",
+                           special_names[i], (int)special[i], (int)t->base,
+                           (long long)vocab_size, (int)t->base);
+        for (int j = 0; j < i; j++)
+            if (special[j] == special[i])
+                return TOK_ERR("special tokens \"%s\" and \"%s\" share id %d", special_names[j],
+                               special_names[i], (int)special[i]);
     }
-    if (vs->integer != (int64_t)t->base + nspec) {
-        st = TOK_ERR("vocab_size is %lld but the tokenizer has %d text tokens and %d special "
-                     "tokens", (long long)vs->integer, (int)t->base, nspec);
-        goto fail;
-    }
+    if (vocab_size != (int64_t)t->base + nspec)
+        return TOK_ERR("vocab_size is %lld but the tokenizer has %d text tokens and %d special "
+                       "tokens",
+                       (long long)vocab_size, (int)t->base, nspec);
     for (int i = 0; i < CLF_SPECIAL_COUNT; i++)
         t->special[i] = special[i];
-    t->vocab_size = (int32_t)vs->integer;
+    t->vocab_size = (int32_t)vocab_size;
     for (int32_t id = t->base; id < t->vocab_size; id++)
         t->off[id + 1] = t->off[id];
-    *out = t;
-    t = NULL;
-fail:
+    return CLF_OK;
+}
+
+clf_status clf_tokenizer_from_json(const char *json, size_t len, clf_tokenizer **out,
+                                   clf_error *err)
+{
+    clf_json *doc = NULL;
+    clf_tokenizer *t = NULL;
+    int32_t special[CLF_SPECIAL_COUNT];
+    for (int i = 0; i < CLF_SPECIAL_COUNT; i++)
+        special[i] = -1;
+    *out = NULL;
+    clf_json_options jo = {"tokenizer", 0, 0};
+    clf_status st = clf_json_parse(json, len, &jo, &doc, err);
+    if (st != CLF_OK || (st = check_header(doc, err)) != CLF_OK)
+        goto done;
+    const clf_json *typ = clf_json_get(doc, "type"), *vs = clf_json_get(doc, "vocab_size"),
+                   *voc = clf_json_get(doc, "vocab"), *sp = clf_json_get(doc, "specials");
+    if (sp != NULL && (st = load_specials(sp, special, err)) != CLF_OK)
+        goto done;
+    if (strcmp(typ->string, "byte") == 0) {
+        st = voc != NULL ? TOK_ERR("a byte tokenizer has no \"vocab\"") : make_byte(&t, err);
+        if (st == CLF_OK)
+            st = place_specials(t, special, vs->integer, err);
+    } else if (strcmp(typ->string, "char") == 0) {
+        st = char_from_json(voc, &t, err);
+        if (st == CLF_OK)
+            st = place_specials(t, special, vs->integer, err);
+    } else if (strcmp(typ->string, "bpe") == 0) {
+        st = tok_bpe_from_json(doc, (int32_t)vs->integer, &t, err);
+        /* all six specials, at their fixed ids 0..5 */
+        for (int i = 0; i < CLF_SPECIAL_COUNT && st == CLF_OK; i++)
+            if (special[i] != i)
+                st = TOK_ERR("a bpe tokenizer has special token \"%s\" at id %d, found %d",
+                             special_names[i], i, (int)special[i]);
+    } else {
+        st = TOK_ERR("unknown type \"%s\" (expected char, byte or bpe)", typ->string);
+    }
+    if (st == CLF_OK) {
+        *out = t;
+        t = NULL;
+    }
+done:
     clf_json_destroy(doc);
     clf_tokenizer_destroy(t);
-    free(cps);
     return st;
 }
