@@ -251,25 +251,122 @@ static void finish(clf_beam_search *s, int si, const int32_t *hist, int n_tok, i
 
 /* ---- the search ----------------------------------------------------------------------- */
 
-clf_status clf_beam_search_run(clf_beam_search *s, const clf_beam_fns *fns,
-                               const float *first_logits, int N, int pos0, const int *max_len,
+/* Each row's best candidates for generated token g (the last allowed token:
+ * only eos), with log-probabilities and cumulative scores. */
+static void row_candidates(clf_beam_search *s, int rows, int g, int32_t eos)
+{
+    const int V = s->V, C = s->C;
+    for (int r = 0; r < rows; r++) {
+        const float *x = s->logits + (size_t)r * (size_t)V;
+        const sent *t = &s->s[s->row_sent[r]];
+        double lse = row_lse(x, V);
+        cand *rc = s->row_cand + (size_t)r * (size_t)C;
+        int n = 0;
+        if (g == t->max_len && eos >= 0) {
+            rc[0].lp = x[eos] == x[eos] ? (double)x[eos] : -INFINITY;
+            rc[0].tok = eos;
+            n = 1;
+        } else {
+            row_top(x, V, C, -1, rc, &n);
+        }
+        for (int j = 0; j < C; j++) {
+            if (j < n) {
+                rc[j].lp = lse == -INFINITY ? -INFINITY : rc[j].lp - lse;
+                rc[j].score = s->cum[r] + rc[j].lp;
+                rc[j].row = r;
+            } else {
+                rc[j].row = -1; /* unused */
+            }
+        }
+    }
+}
+
+/* Sentence si at token g: merge its rows' candidates, finish hypotheses
+ * (eos, or the maximum length), and append its next beams at rows
+ * [*next, ...) of the _next arrays. */
+static void sentence_step(clf_beam_search *s, int si, int g, int32_t eos, double alpha,
+                          int *next)
+{
+    const int K = s->K, C = s->C;
+    const size_t L = (size_t)s->max_len;
+    sent *t = &s->s[si];
+    int nm = 0;
+    for (int r = t->row0; r < t->row0 + t->rows; r++) {
+        const cand *rc = s->row_cand + (size_t)r * (size_t)C;
+        for (int j = 0; j < C && rc[j].row >= 0; j++)
+            s->merge[nm++] = rc[j];
+    }
+    qsort(s->merge, (size_t)nm, sizeof *s->merge, cand_cmp);
+    if (nm > 2 * K)
+        nm = 2 * K;
+    const int last = g == t->max_len;
+    int new_rows = 0;
+    const int new_row0 = *next;
+    for (int j = 0; j < nm; j++) {
+        const cand *c = &s->merge[j];
+        const int32_t *h = s->hist + (size_t)c->row * L;
+        if (eos >= 0 && c->tok == eos) {
+            if (j < K || last)
+                finish(s, si, h, g - 1, -1, 1, c->score, alpha);
+            continue;
+        }
+        if (new_rows == K)
+            continue;
+        if (last) { /* no eos: the maximum length ends the hypothesis */
+            finish(s, si, h, g - 1, c->tok, 0, c->score, alpha);
+            new_rows++;
+            continue;
+        }
+        int32_t *hn = s->hist_next + (size_t)*next * L;
+        memcpy(hn, h, (size_t)(g - 1) * sizeof *hn);
+        hn[g - 1] = c->tok;
+        s->parent[*next] = c->row;
+        s->tok[*next] = c->tok;
+        s->cum_next[*next] = c->score;
+        s->row_sent_next[*next] = si;
+        (*next)++;
+        new_rows++;
+    }
+    if (last || t->finished >= K || *next == new_row0) {
+        *next = new_row0; /* done: drop its rows */
+        t->active = 0;
+        t->rows = 0;
+    } else {
+        t->row0 = new_row0;
+        t->rows = *next - new_row0;
+    }
+}
+
+/* The next rows become the current ones. */
+static void swap_rows(clf_beam_search *s)
+{
+    double *tc = s->cum;
+    s->cum = s->cum_next;
+    s->cum_next = tc;
+    int *ts = s->row_sent;
+    s->row_sent = s->row_sent_next;
+    s->row_sent_next = ts;
+    int32_t *th = s->hist;
+    s->hist = s->hist_next;
+    s->hist_next = th;
+}
+
+/* Check the arguments and size the result for N sentences. */
+static clf_status search_begin(clf_beam_search *s, int N, int pos0, const int *max_len,
                                int32_t eos, double alpha, clf_beam_result *res, clf_error *err)
 {
-    const int K = s->K, V = s->V, C = s->C;
     const size_t L = (size_t)s->max_len;
-    clf_status st = CLF_OK;
-    if (N < 1 || N > s->max_N || pos0 < 0 || eos >= V || !(alpha >= 0.0))
+    if (N < 1 || N > s->max_N || pos0 < 0 || eos >= s->V || !(alpha >= 0.0))
         return clf_error_set(err, CLF_ERR_ARG,
                              "beam search of %d sentences (at most %d), position %d, eos %d "
                              "(vocabulary %d), alpha %g: out of range",
-                             N, s->max_N, pos0, (int)eos, V, alpha);
+                             N, s->max_N, pos0, (int)eos, s->V, alpha);
     for (int i = 0; i < N; i++)
         if (max_len[i] < 1 || max_len[i] > s->max_len)
             return clf_error_set(err, CLF_ERR_ARG,
                                  "beam search: sentence %d's maximum length %d is outside "
                                  "[1, %d]",
                                  i, max_len[i], s->max_len);
-    /* the result */
     if (res->N < N || res->hyp == NULL || res->store == NULL) {
         clf_beam_result_free(res);
         res->hyp = malloc((size_t)N * sizeof *res->hyp);
@@ -280,11 +377,7 @@ clf_status clf_beam_search_run(clf_beam_search *s, const clf_beam_fns *fns,
         }
     }
     res->N = N;
-
-    /* Start: one row per sentence, nothing generated. */
-    if (first_logits != s->logits)
-        memcpy(s->logits, first_logits, (size_t)N * (size_t)V * sizeof *s->logits);
-    int rows = N;
+    /* one row per sentence, nothing generated */
     for (int i = 0; i < N; i++) {
         sent *t = &s->s[i];
         memset(t, 0, sizeof *t);
@@ -296,84 +389,26 @@ clf_status clf_beam_search_run(clf_beam_search *s, const clf_beam_fns *fns,
         s->cum[i] = 0.0;
         s->row_sent[i] = i;
     }
+    return CLF_OK;
+}
 
+clf_status clf_beam_search_run(clf_beam_search *s, const clf_beam_fns *fns,
+                               const float *first_logits, int N, int pos0, const int *max_len,
+                               int32_t eos, double alpha, clf_beam_result *res, clf_error *err)
+{
+    const size_t L = (size_t)s->max_len;
+    clf_status st = search_begin(s, N, pos0, max_len, eos, alpha, res, err);
+    if (st != CLF_OK)
+        return st;
+    if (first_logits != s->logits)
+        memcpy(s->logits, first_logits, (size_t)N * (size_t)s->V * sizeof *s->logits);
+    int rows = N;
     for (int g = 1; rows > 0; g++) { /* g: the token being generated (1-based) */
-        /* each row's best candidates */
-        for (int r = 0; r < rows; r++) {
-            const float *x = s->logits + (size_t)r * (size_t)V;
-            const sent *t = &s->s[s->row_sent[r]];
-            double lse = row_lse(x, V);
-            cand *rc = s->row_cand + (size_t)r * (size_t)C;
-            int n = 0;
-            if (g == t->max_len && eos >= 0) {
-                /* the last allowed token: only eos */
-                rc[0].lp = x[eos] == x[eos] ? (double)x[eos] : -INFINITY;
-                rc[0].tok = eos;
-                n = 1;
-            } else {
-                row_top(x, V, C, -1, rc, &n);
-            }
-            for (int j = 0; j < C; j++) {
-                if (j < n) {
-                    rc[j].lp = lse == -INFINITY ? -INFINITY : rc[j].lp - lse;
-                    rc[j].score = s->cum[r] + rc[j].lp;
-                    rc[j].row = r;
-                } else {
-                    rc[j].row = -1; /* unused */
-                }
-            }
-        }
-        /* each sentence: merge, finish, choose the next beams */
+        row_candidates(s, rows, g, eos);
         int next = 0;
-        for (int si = 0; si < N; si++) {
-            sent *t = &s->s[si];
-            if (!t->active)
-                continue;
-            int nm = 0;
-            for (int r = t->row0; r < t->row0 + t->rows; r++) {
-                const cand *rc = s->row_cand + (size_t)r * (size_t)C;
-                for (int j = 0; j < C && rc[j].row >= 0; j++)
-                    s->merge[nm++] = rc[j];
-            }
-            qsort(s->merge, (size_t)nm, sizeof *s->merge, cand_cmp);
-            if (nm > 2 * K)
-                nm = 2 * K;
-            int last = g == t->max_len;
-            int new_rows = 0, new_row0 = next;
-            for (int j = 0; j < nm; j++) {
-                const cand *c = &s->merge[j];
-                const int32_t *h = s->hist + (size_t)c->row * L;
-                if (eos >= 0 && c->tok == eos) {
-                    if (j < K || last)
-                        finish(s, si, h, g - 1, -1, 1, c->score, alpha);
-                    continue;
-                }
-                if (new_rows == K)
-                    continue;
-                if (last) { /* no eos: the maximum length ends the hypothesis */
-                    finish(s, si, h, g - 1, c->tok, 0, c->score, alpha);
-                    new_rows++;
-                    continue;
-                }
-                int32_t *hn = s->hist_next + (size_t)next * L;
-                memcpy(hn, h, (size_t)(g - 1) * sizeof *hn);
-                hn[g - 1] = c->tok;
-                s->parent[next] = c->row;
-                s->tok[next] = c->tok;
-                s->cum_next[next] = c->score;
-                s->row_sent_next[next] = si;
-                next++;
-                new_rows++;
-            }
-            if (last || t->finished >= K || next == new_row0) {
-                next = new_row0; /* done: drop its rows */
-                t->active = 0;
-                t->rows = 0;
-            } else {
-                t->row0 = new_row0;
-                t->rows = next - new_row0;
-            }
-        }
+        for (int si = 0; si < N; si++)
+            if (s->s[si].active)
+                sentence_step(s, si, g, eos, alpha, &next);
         if (next == 0)
             break;
         /* the model: reorder (unless every row stays), then one step */
@@ -385,15 +420,7 @@ clf_status clf_beam_search_run(clf_beam_search *s, const clf_beam_fns *fns,
         if ((st = fns->step(fns->user, s->tok, next, pos0 + g - 1, s->logits, err)) != CLF_OK)
             goto fail;
         rows = next;
-        double *tc = s->cum;
-        s->cum = s->cum_next;
-        s->cum_next = tc;
-        int *ts = s->row_sent;
-        s->row_sent = s->row_sent_next;
-        s->row_sent_next = ts;
-        int32_t *th = s->hist;
-        s->hist = s->hist_next;
-        s->hist_next = th;
+        swap_rows(s);
     }
     for (int i = 0; i < N; i++) {
         const sent *t = &s->s[i];
