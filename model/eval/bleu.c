@@ -394,64 +394,14 @@ static size_t ngram_runs(const int32_t *ids, size_t L, int n, ngram *out)
     return u;
 }
 
-clf_status clf_bleu_add(clf_bleu_stats *st, const clf_bleu_options *o, const char *hyp,
-                        const char *const *refs, int n_refs, clf_error *err)
+/* Intern the tokens of segments 0..R (sorted, equal strings share an id):
+ * ids[seg_off[k] + i] is token i of segment k. */
+static clf_status intern_tokens(const sbuf *seg, int R, const size_t *seg_off, size_t all,
+                                int32_t *ids, clf_error *err)
 {
-    clf_bleu_options def;
-    if (!o) {
-        clf_bleu_options_default(&def);
-        o = &def;
-    }
-    clf_status rc = CLF_OK;
-    int R = 0;
-    for (int r = 0; r < n_refs; r++)
-        R += refs && refs[r] ? 1 : 0;
-    if (!hyp || R == 0)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "BLEU: a segment needs a hypothesis and at least one reference "
-                             "(got %s hypothesis, %d of %d references)",
-                             hyp ? "a" : "no", R, n_refs);
-
-    sbuf *seg = calloc((size_t)R + 1, sizeof *seg);
-    size_t *seg_len = calloc((size_t)R + 1, sizeof *seg_len);
-    size_t *seg_off = calloc((size_t)R + 2, sizeof *seg_off);
-    tok_ref *toks = NULL;
-    int32_t *ids = NULL;
-    ngram *hg = NULL, *rg = NULL, *tmp = NULL;
-    if (!seg || !seg_len || !seg_off) {
-        rc = clf_error_set(err, CLF_ERR_MEMORY, "BLEU: out of memory counting n-grams");
-        goto fail;
-    }
-
-    /* preprocess: segment 0 is the hypothesis, 1..R the given references */
-    size_t hyp_raw = strlen(hyp);
-    rc = preprocess(o->tokenize, hyp, hyp_raw, &seg[0], err);
-    if (rc != CLF_OK)
-        goto fail;
-    for (int r = 0, k = 1; r < n_refs; r++) {
-        if (!refs[r])
-            continue;
-        rc = preprocess(o->tokenize, refs[r], strlen(refs[r]), &seg[k++], err);
-        if (rc != CLF_OK)
-            goto fail;
-    }
-    size_t all = 0, max_len = 0;
-    for (int k = 0; k <= R; k++) {
-        seg_len[k] = count_tokens(&seg[k]);
-        seg_off[k] = all;
-        all += seg_len[k];
-        if (seg_len[k] > max_len)
-            max_len = seg_len[k];
-    }
-    seg_off[R + 1] = all;
-
-    /* intern the tokens: sort all, equal strings share an id */
-    toks = malloc((all ? all : 1) * sizeof *toks);
-    ids = malloc((all ? all : 1) * sizeof *ids);
-    if (!toks || !ids) {
-        rc = clf_error_set(err, CLF_ERR_MEMORY, "BLEU: out of memory counting n-grams");
-        goto fail;
-    }
+    tok_ref *toks = malloc((all ? all : 1) * sizeof *toks);
+    if (!toks)
+        return clf_error_set(err, CLF_ERR_MEMORY, "BLEU: out of memory counting n-grams");
     size_t t = 0;
     for (int k = 0; k <= R; k++) {
         const char *p = seg[k].p;
@@ -476,8 +426,14 @@ clf_status clf_bleu_add(clf_bleu_stats *st, const clf_bleu_options *o, const cha
             next_id++;
         ids[seg_off[toks[i].seg] + (size_t)toks[i].pos] = next_id;
     }
+    free(toks);
+    return CLF_OK;
+}
 
-    /* the closest reference length (ties: the shorter), as sacreBLEU */
+/* The closest reference length to the hypothesis (ties: the shorter), as
+ * sacreBLEU. */
+static int64_t closest_ref_len(const size_t *seg_len, int R)
+{
     int64_t hyp_len = (int64_t)seg_len[0], closest_diff = -1, closest_len = -1;
     for (int k = 1; k <= R; k++) {
         int64_t rl = (int64_t)seg_len[k];
@@ -489,16 +445,24 @@ clf_status clf_bleu_add(clf_bleu_stats *st, const clf_bleu_options *o, const cha
             closest_len = rl;
         }
     }
+    return closest_len;
+}
 
-    size_t ref_all = all - seg_len[0];
-    hg = malloc((seg_len[0] ? seg_len[0] : 1) * sizeof *hg);
-    rg = malloc((ref_all ? ref_all : 1) * sizeof *rg);
-    tmp = malloc((max_len ? max_len : 1) * sizeof *tmp);
+/* Clipped n-gram matches of the hypothesis (segment 0) against the
+ * references (1..R): correct[n-1] and total[n-1] for n = 1..CLF_BLEU_ORDER. */
+static clf_status count_matches(const int32_t *ids, const size_t *seg_len, const size_t *seg_off,
+                                int R, size_t all, size_t max_len, int64_t *correct,
+                                int64_t *total, clf_error *err)
+{
+    const size_t ref_all = all - seg_len[0];
+    ngram *hg = malloc((seg_len[0] ? seg_len[0] : 1) * sizeof *hg);
+    ngram *rg = malloc((ref_all ? ref_all : 1) * sizeof *rg);
+    ngram *tmp = malloc((max_len ? max_len : 1) * sizeof *tmp);
+    clf_status rc = CLF_OK;
     if (!hg || !rg || !tmp) {
         rc = clf_error_set(err, CLF_ERR_MEMORY, "BLEU: out of memory counting n-grams");
-        goto fail;
+        goto done;
     }
-    int64_t correct[CLF_BLEU_ORDER] = {0}, total[CLF_BLEU_ORDER] = {0};
     for (int n = 1; n <= CLF_BLEU_ORDER; n++) {
         size_t nh = ngram_runs(ids, seg_len[0], n, hg);
         /* every reference's runs, then the maximum count per n-gram */
@@ -528,10 +492,67 @@ clf_status clf_bleu_add(clf_bleu_stats *st, const clf_bleu_options *o, const cha
                 correct[n - 1] += hg[i].count < m->count ? hg[i].count : m->count;
         }
     }
+done:
+    free(hg);
+    free(rg);
+    free(tmp);
+    return rc;
+}
 
+clf_status clf_bleu_add(clf_bleu_stats *st, const clf_bleu_options *o, const char *hyp,
+                        const char *const *refs, int n_refs, clf_error *err)
+{
+    clf_bleu_options def;
+    if (!o) {
+        clf_bleu_options_default(&def);
+        o = &def;
+    }
+    clf_status rc = CLF_OK;
+    int R = 0;
+    for (int r = 0; r < n_refs; r++)
+        R += refs && refs[r] ? 1 : 0;
+    if (!hyp || R == 0)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "BLEU: a segment needs a hypothesis and at least one reference "
+                             "(got %s hypothesis, %d of %d references)",
+                             hyp ? "a" : "no", R, n_refs);
+    sbuf *seg = calloc((size_t)R + 1, sizeof *seg);
+    size_t *seg_len = calloc((size_t)R + 1, sizeof *seg_len);
+    size_t *seg_off = calloc((size_t)R + 2, sizeof *seg_off);
+    int32_t *ids = NULL;
+    if (!seg || !seg_len || !seg_off) {
+        rc = clf_error_set(err, CLF_ERR_MEMORY, "BLEU: out of memory counting n-grams");
+        goto fail;
+    }
+    /* preprocess: segment 0 is the hypothesis, 1..R the given references */
+    const size_t hyp_raw = strlen(hyp);
+    if ((rc = preprocess(o->tokenize, hyp, hyp_raw, &seg[0], err)) != CLF_OK)
+        goto fail;
+    for (int r = 0, k = 1; r < n_refs; r++)
+        if (refs[r] && (rc = preprocess(o->tokenize, refs[r], strlen(refs[r]), &seg[k++], err)) !=
+                           CLF_OK)
+            goto fail;
+    size_t all = 0, max_len = 0;
+    for (int k = 0; k <= R; k++) {
+        seg_len[k] = count_tokens(&seg[k]);
+        seg_off[k] = all;
+        all += seg_len[k];
+        if (seg_len[k] > max_len)
+            max_len = seg_len[k];
+    }
+    seg_off[R + 1] = all;
+    if ((ids = malloc((all ? all : 1) * sizeof *ids)) == NULL) {
+        rc = clf_error_set(err, CLF_ERR_MEMORY, "BLEU: out of memory counting n-grams");
+        goto fail;
+    }
+    int64_t correct[CLF_BLEU_ORDER] = {0}, total[CLF_BLEU_ORDER] = {0};
+    if ((rc = intern_tokens(seg, R, seg_off, all, ids, err)) != CLF_OK ||
+        (rc = count_matches(ids, seg_len, seg_off, R, all, max_len, correct, total, err)) !=
+            CLF_OK)
+        goto fail;
     st->segments++;
-    st->hyp_len += hyp_len;
-    st->ref_len += closest_len;
+    st->hyp_len += (int64_t)seg_len[0];
+    st->ref_len += closest_ref_len(seg_len, R);
     for (int k = 0; k < CLF_BLEU_ORDER; k++) {
         st->correct[k] += correct[k];
         st->total[k] += total[k];
@@ -545,11 +566,7 @@ fail:
     free(seg);
     free(seg_len);
     free(seg_off);
-    free(toks);
     free(ids);
-    free(hg);
-    free(rg);
-    free(tmp);
     return rc;
 }
 
