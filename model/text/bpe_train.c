@@ -326,150 +326,173 @@ static void train_state_free(train_state *s)
     tok_pair_map_free(&s->map);
 }
 
+/* The merge loop's working set: every word's symbols (in place of its
+ * bytes), the pairs touched by the current merge. */
+typedef struct merge_work {
+    int32_t *syms;   /* symbols of word w at syms[soff[w]], slen[w] of them */
+    size_t *soff;
+    uint32_t *slen;
+    int32_t *stamp;  /* the merge that last visited word w */
+    int32_t *touched;
+    int32_t n_touched, touched_cap;
+} merge_work;
+
+/* Remember pair q as touched by merge R (once). 0 when out of memory. */
+static int touch(train_state *s, merge_work *mw, int32_t q, int32_t R)
+{
+    if (s->pairs[q].touched == R)
+        return 1;
+    s->pairs[q].touched = R;
+    if (mw->n_touched == mw->touched_cap) {
+        int32_t nc = mw->touched_cap ? 2 * mw->touched_cap : 256;
+        int32_t *nt = realloc(mw->touched, (size_t)nc * sizeof *nt);
+        if (nt == NULL)
+            return 0;
+        mw->touched = nt;
+        mw->touched_cap = nc;
+    }
+    mw->touched[mw->n_touched++] = q;
+    return 1;
+}
+
+/* Words -> byte symbols; the initial pair counts and word lists; the heap.
+ * 0 when out of memory. */
+static int init_pairs(const clf_bpe_trainer *tr, train_state *s, merge_work *mw, int64_t minf)
+{
+    for (size_t w = 0; w < tr->n_words; w++) {
+        const bpe_word *wd = &tr->words[w];
+        const unsigned char *b = (const unsigned char *)tr->arena + wd->off;
+        mw->soff[w] = wd->off;
+        mw->slen[w] = wd->len;
+        mw->stamp[w] = -1;
+        int32_t *sy = mw->syms + wd->off;
+        for (uint32_t i = 0; i < wd->len; i++)
+            sy[i] = CLF_BPE_BYTE_FIRST + b[i];
+        for (uint32_t i = 0; i + 1 < wd->len; i++) {
+            int32_t p = pair_index(s, sy[i], sy[i + 1]);
+            if (p < 0 || !pair_add_word(&s->pairs[p], (int32_t)w))
+                return 0;
+            s->pairs[p].count += wd->count;
+        }
+    }
+    for (int32_t p = 0; p < s->n_pairs; p++)
+        if (s->pairs[p].count >= minf && !heap_push(s, s->pairs[p].count, p))
+            return 0;
+    return 1;
+}
+
+/* Merge (a, b) -> X, the R-th merge, in word w: its pairs' counts move from
+ * the old symbols to the new ones, and pairs containing X learn the word.
+ * 0 when out of memory. */
+static int merge_word(const clf_bpe_trainer *tr, train_state *s, merge_work *mw, int32_t w,
+                      int32_t a, int32_t b, int32_t X, int32_t R)
+{
+    if (mw->stamp[w] == R)
+        return 1;
+    mw->stamp[w] = R;
+    int32_t *sy = mw->syms + mw->soff[w];
+    uint32_t n = mw->slen[w], i, m;
+    for (i = 0; i + 1 < n; i++)
+        if (sy[i] == a && sy[i + 1] == b)
+            break;
+    if (i + 1 >= n)
+        return 1; /* a stale entry: the pair left this word in an earlier merge */
+    const int64_t f = tr->words[w].count;
+    for (i = 0; i + 1 < n; i++)
+        s->pairs[tok_pair_map_get(&s->map, sy[i], sy[i + 1])].count -= f;
+    for (i = 0, m = 0; i < n;) {
+        if (i + 1 < n && sy[i] == a && sy[i + 1] == b) {
+            sy[m++] = X;
+            i += 2;
+        } else {
+            sy[m++] = sy[i++];
+        }
+    }
+    mw->slen[w] = m;
+    for (i = 0; i + 1 < m; i++) {
+        int32_t q = pair_index(s, sy[i], sy[i + 1]);
+        if (q < 0)
+            return 0;
+        s->pairs[q].count += f;
+        if (sy[i] != X && sy[i + 1] != X)
+            continue;
+        if (!pair_add_word(&s->pairs[q], w) || !touch(s, mw, q, R))
+            return 0;
+    }
+    return 1;
+}
+
 clf_status clf_bpe_trainer_finish(clf_bpe_trainer *tr, clf_tokenizer **out, clf_error *err)
 {
     clf_status st = CLF_OK;
     train_state s;
     memset(&s, 0, sizeof s);
-    int32_t *syms = NULL, *merges = NULL, *stamp = NULL, *touched = NULL;
-    size_t *soff = NULL;
-    uint32_t *slen = NULL;
-    size_t W = tr->n_words;
-    int32_t target = tr->opt.vocab_size - CLF_BPE_MERGE_FIRST, R = 0;
-    int64_t minf = tr->opt.min_frequency, last = 0;
-    int32_t n_touched = 0, touched_cap = 0;
-
+    merge_work mw;
+    memset(&mw, 0, sizeof mw);
+    const size_t W = tr->n_words;
+    const int32_t target = tr->opt.vocab_size - CLF_BPE_MERGE_FIRST;
+    const int64_t minf = tr->opt.min_frequency;
+    int32_t R = 0, *merges = NULL;
+    int64_t last = 0;
     *out = NULL;
     if (tr->stats.bytes == 0)
         return clf_error_set(err, CLF_ERR_ARG, "no text to train a bpe tokenizer on");
-    syms = malloc((tr->arena_len + 1) * sizeof *syms);
-    soff = malloc((W + 1) * sizeof *soff);
-    slen = malloc((W + 1) * sizeof *slen);
-    stamp = malloc((W + 1) * sizeof *stamp);
+    mw.syms = malloc((tr->arena_len + 1) * sizeof *mw.syms);
+    mw.soff = malloc((W + 1) * sizeof *mw.soff);
+    mw.slen = malloc((W + 1) * sizeof *mw.slen);
+    mw.stamp = malloc((W + 1) * sizeof *mw.stamp);
     merges = malloc(((size_t)target + 1) * 2 * sizeof *merges);
-    if (syms == NULL || soff == NULL || slen == NULL || stamp == NULL || merges == NULL ||
-        !tok_pair_map_init(&s.map, 4096))
+    if (mw.syms == NULL || mw.soff == NULL || mw.slen == NULL || mw.stamp == NULL ||
+        merges == NULL || !tok_pair_map_init(&s.map, 4096) || !init_pairs(tr, &s, &mw, minf))
         goto oom;
-    /* words -> byte ids; initial pair counts and word lists */
-    for (size_t w = 0; w < W; w++) {
-        const bpe_word *wd = &tr->words[w];
-        const unsigned char *b = (const unsigned char *)tr->arena + wd->off;
-        soff[w] = wd->off;
-        slen[w] = wd->len;
-        stamp[w] = -1;
-        int32_t *sy = syms + wd->off;
-        for (uint32_t i = 0; i < wd->len; i++)
-            sy[i] = CLF_BPE_BYTE_FIRST + b[i];
-        for (uint32_t i = 0; i + 1 < wd->len; i++) {
-            int32_t p = pair_index(&s, sy[i], sy[i + 1]);
-            if (p < 0 || !pair_add_word(&s.pairs[p], (int32_t)w))
-                goto oom;
-            s.pairs[p].count += wd->count;
-        }
-    }
-    for (int32_t p = 0; p < s.n_pairs; p++)
-        if (s.pairs[p].count >= minf && !heap_push(&s, s.pairs[p].count, p))
-            goto oom;
-
     while (R < target && s.heap_n > 0) {
         heap_entry e = heap_pop(&s);
-        int64_t cur = s.pairs[e.p].count;
-        if (cur != e.count) {
+        const int64_t cur = s.pairs[e.p].count;
+        if (cur != e.count) { /* stale: requeue with the current count */
             if (cur >= minf && !heap_push(&s, cur, e.p))
                 goto oom;
             continue;
         }
-        int32_t a = e.a, b = e.b, X = CLF_BPE_MERGE_FIRST + R;
+        const int32_t a = e.a, b = e.b, X = CLF_BPE_MERGE_FIRST + R;
         /* take the word list: pair_index may move s.pairs */
         int32_t *list = s.pairs[e.p].words, n_list = s.pairs[e.p].n;
         s.pairs[e.p].words = NULL;
         s.pairs[e.p].n = s.pairs[e.p].cap = 0;
-        n_touched = 0;
-        for (int32_t li = 0; li < n_list; li++) {
-            int32_t w = list[li];
-            if (stamp[w] == R)
-                continue;
-            stamp[w] = R;
-            int32_t *sy = syms + soff[w];
-            uint32_t n = slen[w], i, m;
-            for (i = 0; i + 1 < n; i++)
-                if (sy[i] == a && sy[i + 1] == b)
-                    break;
-            if (i + 1 >= n)
-                continue; /* a stale entry: the pair left this word in an earlier merge */
-            int64_t f = tr->words[w].count;
-            for (i = 0; i + 1 < n; i++)
-                s.pairs[tok_pair_map_get(&s.map, sy[i], sy[i + 1])].count -= f;
-            for (i = 0, m = 0; i < n;) {
-                if (i + 1 < n && sy[i] == a && sy[i + 1] == b) {
-                    sy[m++] = X;
-                    i += 2;
-                } else {
-                    sy[m++] = sy[i++];
-                }
-            }
-            slen[w] = m;
-            for (i = 0; i + 1 < m; i++) {
-                int32_t q = pair_index(&s, sy[i], sy[i + 1]);
-                if (q < 0) {
-                    free(list);
-                    goto oom;
-                }
-                s.pairs[q].count += f;
-                if (sy[i] != X && sy[i + 1] != X)
-                    continue;
-                if (!pair_add_word(&s.pairs[q], w)) {
-                    free(list);
-                    goto oom;
-                }
-                if (s.pairs[q].touched != R) {
-                    s.pairs[q].touched = R;
-                    if (n_touched == touched_cap) {
-                        int32_t nc = touched_cap ? 2 * touched_cap : 256;
-                        int32_t *nt = realloc(touched, (size_t)nc * sizeof *nt);
-                        if (nt == NULL) {
-                            free(list);
-                            goto oom;
-                        }
-                        touched = nt;
-                        touched_cap = nc;
-                    }
-                    touched[n_touched++] = q;
-                }
-            }
-        }
+        mw.n_touched = 0;
+        int ok = 1;
+        for (int32_t li = 0; li < n_list && ok; li++)
+            ok = merge_word(tr, &s, &mw, list[li], a, b, X, R);
         free(list);
-        for (int32_t k = 0; k < n_touched; k++) {
-            int32_t q = touched[k];
-            if (s.pairs[q].count >= minf && !heap_push(&s, s.pairs[q].count, q))
-                goto oom;
+        for (int32_t k = 0; k < mw.n_touched && ok; k++) {
+            int32_t q = mw.touched[k];
+            ok = s.pairs[q].count < minf || heap_push(&s, s.pairs[q].count, q);
         }
+        if (!ok)
+            goto oom;
         merges[2 * R] = a;
         merges[2 * R + 1] = b;
         last = cur;
         R++;
     }
-
-    st = tok_bpe_build(merges, R, out, err);
-    if (st != CLF_OK)
-        goto fail;
+    if ((st = tok_bpe_build(merges, R, out, err)) != CLF_OK)
+        goto done;
     tr->stats.merges = R;
     tr->stats.vocab_size = CLF_BPE_MERGE_FIRST + R;
     tr->stats.last_frequency = last;
     tr->stats.tokens = 0;
     for (size_t w = 0; w < W; w++)
-        tr->stats.tokens += (uint64_t)tr->words[w].count * slen[w];
-    goto fail;
+        tr->stats.tokens += (uint64_t)tr->words[w].count * mw.slen[w];
+    goto done;
 oom:
     st = OOM("training a bpe tokenizer");
-fail:
+done:
     train_state_free(&s);
-    free(syms);
-    free(soff);
-    free(slen);
-    free(stamp);
+    free(mw.syms);
+    free(mw.soff);
+    free(mw.slen);
+    free(mw.stamp);
+    free(mw.touched);
     free(merges);
-    free(touched);
     return st;
 }
 
