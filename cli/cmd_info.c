@@ -80,6 +80,116 @@ static int vocab_from_data(const char *data, long *vocab)
     return CLI_EXIT_OK;
 }
 
+typedef unsigned long long u64;
+
+/* A decoder's parameter and FLOP count, by part. */
+typedef struct breakdown {
+    u64 C, T, V, L, H;
+    u64 wte, wpe, attn, ffn, norms, block, lnf, head, total;
+    u64 n_mm; /* parameters in matrix products */
+    double train_flops, infer_flops; /* per token */
+} breakdown;
+
+static void count(const clf_model_config *cfg, long vocab, breakdown *d)
+{
+    d->C = (u64)cfg->embedding.dim;
+    d->T = (u64)cfg->context;
+    d->V = (u64)vocab;
+    d->L = (u64)clf_config_decoder_layers(cfg);
+    d->H = (u64)(cfg->blocks.ffn.hidden > 0 ? cfg->blocks.ffn.hidden : 4 * cfg->embedding.dim);
+    const u64 C = d->C, F = cfg->blocks.ffn.activation == CLF_FFN_SWIGLU ? 2 * d->H : d->H;
+    const int ab = cfg->blocks.attention.bias, fb = cfg->blocks.ffn.bias;
+    d->wte = d->V * C;
+    d->wpe = cfg->positional.type == CLF_POS_LEARNED ? d->T * C : 0;
+    d->attn = 3 * C * C + (ab ? 3 * C : 0) + C * C + (ab ? C : 0);
+    d->ffn = F * C + (fb ? F : 0) + C * d->H + (fb ? C : 0);
+    d->norms = 2 * norm_params(cfg, cfg->blocks.norm.type);
+    d->block = d->attn + d->ffn + d->norms;
+    d->lnf = norm_params(cfg, cfg->final_norm.type);
+    d->head = cfg->head.tie_embedding ? 0 : d->V * C;
+    d->total = d->wte + d->wpe + d->L * d->block + d->lnf + d->head;
+    d->n_mm = d->total - d->wpe - (cfg->head.tie_embedding ? 0 : d->wte);
+    const double attn_flops = 4.0 * (double)d->L * (double)d->T * (double)C;
+    d->infer_flops = 2.0 * (double)d->n_mm + attn_flops;
+    d->train_flops = 6.0 * (double)d->n_mm + 3.0 * attn_flops;
+}
+
+static void print_text(const char *path, const clf_model_config *cfg, const breakdown *d,
+                       const char *vocab_note, long batch, size_t mem_train, size_t mem_infer)
+{
+    char b[64];
+    printf("%s: %s, %llu layers, %d heads x %d, dim %llu, ffn %llu (%s), context %llu,\n"
+           "  %s positions, %s-norm %s\n",
+           path, clf_config_kind_name(cfg->kind), d->L, cfg->blocks.attention.heads,
+           clf_config_head_size(cfg), d->C, d->H,
+           clf_config_activation_name(cfg->blocks.ffn.activation), d->T,
+           clf_config_positional_name(cfg->positional.type),
+           clf_config_placement_name(cfg->blocks.norm.placement),
+           clf_config_norm_name(cfg->blocks.norm.type));
+    printf("vocabulary: %llu (%s)%s\n\n", d->V, clf_config_tokenizer_name(cfg->vocab.tokenizer),
+           vocab_note);
+    printf("parameters:\n");
+    const part parts[] = {
+        {"token embedding (wte)", d->wte},
+        {"positions (wpe)", d->wpe},
+        {"blocks", d->L * d->block},
+        {"  attention, per block", d->attn},
+        {"  feed-forward, per block", d->ffn},
+        {"  norms, per block", d->norms},
+        {"final norm", d->lnf},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        cli_group_digits(parts[i].n, b, sizeof b);
+        printf("  %-28s %14s\n", parts[i].name, b);
+    }
+    if (cfg->head.tie_embedding) {
+        printf("  %-28s %14s\n", "lm head", "tied to wte");
+    } else {
+        cli_group_digits(d->head, b, sizeof b);
+        printf("  %-28s %14s\n", "lm head", b);
+    }
+    cli_group_digits(d->total, b, sizeof b);
+    printf("  %-28s %14s\n\n", "total", b);
+    cli_group_digits(d->n_mm, b, sizeof b);
+    printf("FLOPs per token (N = %s parameters in matrix products; L, T, C = %llu, %llu, %llu):\n",
+           b, d->L, d->T, d->C);
+    printf("  training   6N + 12 L T C = %.4g  (%.4g per step of %ld x %llu tokens)\n",
+           d->train_flops, d->train_flops * (double)batch * (double)d->T, batch, d->T);
+    printf("  inference  2N +  4 L T C = %.4g  (at full context; with the KV cache at\n"
+           "                                         position p: 2N + 4 L p C)\n\n",
+           d->infer_flops);
+    char lab[64];
+    snprintf(lab, sizeof lab, "training, batch %ld", batch);
+    printf("device memory:\n");
+    printf("  %-22s %10.1f MiB  (parameters, gradients, Adam moments, activations)\n", lab,
+           (double)mem_train / (1024.0 * 1024.0));
+    printf("  %-22s %10.1f MiB  (parameters, activations, KV cache)\n", "inference, batch 1",
+           (double)mem_infer / (1024.0 * 1024.0));
+}
+
+/* The vocabulary the breakdown assumes (and a note when it is a guess). */
+static int pick_vocab(const clf_model_config *cfg, const char *data, long *vocab,
+                      const char **note)
+{
+    int rc = CLI_EXIT_OK;
+    *note = "";
+    if (*vocab == 0) {
+        if (cfg->vocab.tokenizer == CLF_TOKENIZER_BYTE) {
+            *vocab = 256;
+        } else if (cfg->vocab.tokenizer == CLF_TOKENIZER_CHAR && data != NULL) {
+            rc = vocab_from_data(data, vocab);
+        } else if (cfg->vocab.tokenizer == CLF_TOKENIZER_CHAR) {
+            *vocab = 65;
+            *note = " (assumed: tiny Shakespeare's characters; pass --vocab or --data)";
+        } else {
+            *vocab = cfg->vocab.size;
+        }
+    }
+    if (cfg->vocab.size > *vocab)
+        *vocab = cfg->vocab.size;
+    return rc;
+}
+
 int cli_cmd_info(int argc, char **argv)
 {
     const char *path = NULL, *data = NULL;
@@ -107,7 +217,6 @@ int cli_cmd_info(int argc, char **argv)
     int rc = cli_config_load(path, &sets, &cfg);
     if (rc != CLI_EXIT_OK)
         return rc;
-
     if (cfg.kind != CLF_MODEL_DECODER) {
         fprintf(stderr,
                 "clformer info: the parameter and FLOP breakdown covers decoder models so far "
@@ -116,44 +225,12 @@ int cli_cmd_info(int argc, char **argv)
         return CLI_EXIT_FAIL;
     }
     const char *vocab_note = "";
-    if (vocab == 0) {
-        if (cfg.vocab.tokenizer == CLF_TOKENIZER_BYTE) {
-            vocab = 256;
-        } else if (cfg.vocab.tokenizer == CLF_TOKENIZER_CHAR && data != NULL) {
-            if ((rc = vocab_from_data(data, &vocab)) != CLI_EXIT_OK)
-                return rc;
-        } else if (cfg.vocab.tokenizer == CLF_TOKENIZER_CHAR) {
-            vocab = 65;
-            vocab_note = " (assumed: tiny Shakespeare's characters; pass --vocab or --data)";
-        } else {
-            vocab = cfg.vocab.size;
-        }
-    }
-    if (cfg.vocab.size > vocab)
-        vocab = cfg.vocab.size;
+    if ((rc = pick_vocab(&cfg, data, &vocab, &vocab_note)) != CLI_EXIT_OK)
+        return rc;
     if (batch == 0)
         batch = cfg.train.batch;
-
-    typedef unsigned long long u64;
-    u64 C = (u64)cfg.embedding.dim, T = (u64)cfg.context, V = (u64)vocab,
-        L = (u64)clf_config_decoder_layers(&cfg),
-        H = (u64)(cfg.blocks.ffn.hidden > 0 ? cfg.blocks.ffn.hidden : 4 * cfg.embedding.dim);
-    u64 F = cfg.blocks.ffn.activation == CLF_FFN_SWIGLU ? 2 * H : H;
-    int ab = cfg.blocks.attention.bias, fb = cfg.blocks.ffn.bias;
-    u64 wte = V * C;
-    u64 wpe = cfg.positional.type == CLF_POS_LEARNED ? T * C : 0;
-    u64 attn = 3 * C * C + (ab ? 3 * C : 0) + C * C + (ab ? C : 0);
-    u64 ffn = F * C + (fb ? F : 0) + C * H + (fb ? C : 0);
-    u64 norms = 2 * norm_params(&cfg, cfg.blocks.norm.type);
-    u64 block = attn + ffn + norms;
-    u64 lnf = norm_params(&cfg, cfg.final_norm.type);
-    u64 head = cfg.head.tie_embedding ? 0 : V * C;
-    u64 total = wte + wpe + L * block + lnf + head;
-    u64 n_mm = total - wpe - (cfg.head.tie_embedding ? 0 : wte);
-    double attn_flops = 4.0 * (double)L * (double)T * (double)C;
-    double infer_flops = 2.0 * (double)n_mm + attn_flops;
-    double train_flops = 6.0 * (double)n_mm + 3.0 * attn_flops;
-
+    breakdown d;
+    count(&cfg, vocab, &d);
     size_t mem_train = 0, mem_infer = 0;
     clf_error err;
     clf_status st = clf_model_memory_estimate(&cfg, (int)vocab, (int)batch, CLF_MODEL_TRAIN,
@@ -164,65 +241,16 @@ int cli_cmd_info(int argc, char **argv)
         cli_print_error("memory estimate", &err);
         return cli_exit_code(st);
     }
-
-    if (json) {
+    if (json)
         printf("{\"parameters\": %llu, \"embedding\": %llu, \"positions\": %llu, "
                "\"per_block\": %llu, \"blocks\": %llu, \"attention_per_block\": %llu, "
                "\"ffn_per_block\": %llu, \"norms_per_block\": %llu, \"final_norm\": %llu, "
                "\"lm_head\": %llu, \"vocab\": %llu, \"layers\": %llu, "
                "\"train_flops_per_token\": %.0f, \"infer_flops_per_token\": %.0f, "
                "\"batch\": %ld, \"train_memory_bytes\": %zu, \"infer_memory_bytes\": %zu}\n",
-               total, wte, wpe, block, L * block, attn, ffn, norms, lnf, head, V, L, train_flops,
-               infer_flops, batch, mem_train, mem_infer);
-        return CLI_EXIT_OK;
-    }
-    char b[64];
-    printf("%s: %s, %llu layers, %d heads x %d, dim %llu, ffn %llu (%s), context %llu,\n"
-           "  %s positions, %s-norm %s\n",
-           path, clf_config_kind_name(cfg.kind), L, cfg.blocks.attention.heads,
-           clf_config_head_size(&cfg), C, H,
-           clf_config_activation_name(cfg.blocks.ffn.activation), T,
-           clf_config_positional_name(cfg.positional.type),
-           clf_config_placement_name(cfg.blocks.norm.placement),
-           clf_config_norm_name(cfg.blocks.norm.type));
-    printf("vocabulary: %llu (%s)%s\n\n", V, clf_config_tokenizer_name(cfg.vocab.tokenizer),
-           vocab_note);
-    printf("parameters:\n");
-    const part parts[] = {
-        {"token embedding (wte)", wte},
-        {"positions (wpe)", wpe},
-        {"blocks", L * block},
-        {"  attention, per block", attn},
-        {"  feed-forward, per block", ffn},
-        {"  norms, per block", norms},
-        {"final norm", lnf},
-    };
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        cli_group_digits(parts[i].n, b, sizeof b);
-        printf("  %-28s %14s\n", parts[i].name, b);
-    }
-    if (cfg.head.tie_embedding) {
-        printf("  %-28s %14s\n", "lm head", "tied to wte");
-    } else {
-        cli_group_digits(head, b, sizeof b);
-        printf("  %-28s %14s\n", "lm head", b);
-    }
-    cli_group_digits(total, b, sizeof b);
-    printf("  %-28s %14s\n\n", "total", b);
-    cli_group_digits(n_mm, b, sizeof b);
-    printf("FLOPs per token (N = %s parameters in matrix products; L, T, C = %llu, %llu, %llu):\n",
-           b, L, T, C);
-    printf("  training   6N + 12 L T C = %.4g  (%.4g per step of %ld x %llu tokens)\n",
-           train_flops, train_flops * (double)batch * (double)T, batch, T);
-    printf("  inference  2N +  4 L T C = %.4g  (at full context; with the KV cache at\n"
-           "                                         position p: 2N + 4 L p C)\n\n",
-           infer_flops);
-    char lab[64];
-    snprintf(lab, sizeof lab, "training, batch %ld", batch);
-    printf("device memory:\n");
-    printf("  %-22s %10.1f MiB  (parameters, gradients, Adam moments, activations)\n", lab,
-           (double)mem_train / (1024.0 * 1024.0));
-    printf("  %-22s %10.1f MiB  (parameters, activations, KV cache)\n", "inference, batch 1",
-           (double)mem_infer / (1024.0 * 1024.0));
+               d.total, d.wte, d.wpe, d.block, d.L * d.block, d.attn, d.ffn, d.norms, d.lnf,
+               d.head, d.V, d.L, d.train_flops, d.infer_flops, batch, mem_train, mem_infer);
+    else
+        print_text(path, &cfg, &d, vocab_note, batch, mem_train, mem_infer);
     return CLI_EXIT_OK;
 }
