@@ -251,6 +251,45 @@ typedef struct seq_flags {
 } seq_flags;
 
 /* The encoder kinds: sentences, tokenizer, limits, model, trainer. */
+/* The model and the run of an encoder kind, before training starts. */
+static clf_status print_seq_plan(const clf_model_config *cfg, const clf_model *m, clf_runtime *rt,
+                                 const clf_train_data *td, uint64_t total,
+                                 const clf_model_limits *lim, const char *out, clf_error *err)
+{
+    const int s2s = cfg->kind == CLF_MODEL_ENCODER_DECODER;
+    clf_model_dims d = clf_model_dims_get(m);
+    char np[32];
+    cli_group_digits(d.n_real, np, sizeof np);
+    printf("device: %s\n", clf_runtime_device(rt)->name);
+    if (s2s)
+        printf("model: %s parameters (encoder-decoder, %d+%d layers, %d heads, dim %d, ffn %d, "
+               "context %d, vocabulary %d)\n",
+               np, d.L_enc, d.L_dec, d.NH, d.C, d.H, d.T, d.V);
+    else
+        printf("model: %s parameters (encoder classifier, %d layers, %d heads, dim %d, ffn %d, "
+               "context %d, vocabulary %d, %d labels, %s pooling)\n",
+               np, d.L_enc, d.NH, d.C, d.H, d.T, d.V, d.labels,
+               clf_config_pool_name(cfg->head.pool));
+    char bt[64] = "";
+    if (cfg->train.batch_tokens > 0)
+        snprintf(bt, sizeof bt, "up to %d tokens and ", cfg->train.batch_tokens);
+    uint64_t per_epoch = 0;
+    {
+        clf_model_config one = *cfg;
+        one.train.steps = 0;
+        one.train.epochs = 1;
+        clf_status st = clf_trainer_total_steps(&one, td, &per_epoch, err);
+        if (st != CLF_OK)
+            return st;
+    }
+    printf("training: %llu steps (%.1f epochs of %llu batches) of %s%d sentences (largest "
+           "batch %d x %d/%d), %s lr %g, checkpoints in %s\n",
+           (unsigned long long)total, per_epoch > 0 ? (double)total / (double)per_epoch : 0.0,
+           (unsigned long long)per_epoch, bt, cfg->train.batch, lim->B, lim->S, lim->T,
+           clf_config_schedule_name(cfg->train.schedule.type), cfg->train.optimizer.lr, out);
+    return CLF_OK;
+}
+
 static int train_seq(clf_model_config *cfg, const char *data, const char *out,
                      const char *ckpt_path, int resume, const seq_flags *sf,
                      const cli_runtime_flags *rf)
@@ -330,35 +369,8 @@ static int train_seq(clf_model_config *cfg, const char *data, const char *out,
                                   &m, &err)) != CLF_OK)
         goto fail;
 
-    clf_model_dims d = clf_model_dims_get(m);
-    char np[32];
-    cli_group_digits(d.n_real, np, sizeof np);
-    printf("device: %s\n", clf_runtime_device(rt)->name);
-    if (s2s)
-        printf("model: %s parameters (encoder-decoder, %d+%d layers, %d heads, dim %d, ffn %d, "
-               "context %d, vocabulary %d)\n",
-               np, d.L_enc, d.L_dec, d.NH, d.C, d.H, d.T, d.V);
-    else
-        printf("model: %s parameters (encoder classifier, %d layers, %d heads, dim %d, ffn %d, "
-               "context %d, vocabulary %d, %d labels, %s pooling)\n",
-               np, d.L_enc, d.NH, d.C, d.H, d.T, d.V, d.labels,
-               clf_config_pool_name(cfg->head.pool));
-    char bt[64] = "";
-    if (cfg->train.batch_tokens > 0)
-        snprintf(bt, sizeof bt, "up to %d tokens and ", cfg->train.batch_tokens);
-    uint64_t per_epoch = 0;
-    {
-        clf_model_config one = *cfg;
-        one.train.steps = 0;
-        one.train.epochs = 1;
-        if ((st = clf_trainer_total_steps(&one, &td, &per_epoch, &err)) != CLF_OK)
-            goto fail;
-    }
-    printf("training: %llu steps (%.1f epochs of %llu batches) of %s%d sentences (largest "
-           "batch %d x %d/%d), %s lr %g, checkpoints in %s\n",
-           (unsigned long long)total, per_epoch > 0 ? (double)total / (double)per_epoch : 0.0,
-           (unsigned long long)per_epoch, bt, cfg->train.batch, lim.B, lim.S, lim.T,
-           clf_config_schedule_name(cfg->train.schedule.type), cfg->train.optimizer.lr, out);
+    if ((st = print_seq_plan(cfg, m, rt, &td, total, &lim, out, &err)) != CLF_OK)
+        goto fail;
     fflush(stdout);
     rc = run_trainer(m, cfg, &td, tok, out, resume, rf, rt);
     goto done;
@@ -371,6 +383,94 @@ done:
     clf_runtime_destroy(rt);
     clf_seqdata_destroy(tr);
     clf_seqdata_destroy(va);
+    clf_tokenizer_destroy(tok);
+    return rc;
+}
+
+/* --out: the checkpoint path in it, which must exist with --resume and not
+ * without; the directory is created. */
+static int check_out(const char *out, int resume, char *ckpt_path, size_t cap)
+{
+    snprintf(ckpt_path, cap, "%s/%s", out, CLF_TRAINER_CKPT_NAME);
+    if (!resume && file_exists(ckpt_path)) {
+        fprintf(stderr,
+                "clformer train: %s already holds a checkpoint; continue it with --resume, or "
+                "choose another --out (or delete it)\n",
+                ckpt_path);
+        return CLI_EXIT_USAGE;
+    }
+    if (resume && !file_exists(ckpt_path)) {
+        fprintf(stderr, "clformer train: --resume: no checkpoint at %s\n", ckpt_path);
+        return CLI_EXIT_USAGE;
+    }
+    return cli_mkdir_p(out);
+}
+
+/* A decoder on one text: the text's tokenizer (or the checkpoint's), its
+ * train/val split, the model, the trainer. */
+static int train_text(const clf_model_config *cfg, const char *data, const char *out,
+                      const char *ckpt_path, int resume, const cli_runtime_flags *rf)
+{
+    int rc;
+    clf_error err;
+    clf_error_clear(&err);
+    clf_status st = CLF_OK;
+    char *text = NULL;
+    size_t len = 0;
+    clf_tokenizer *tok = NULL;
+    clf_dataset *ds = NULL;
+    clf_runtime *rt = NULL;
+    clf_model *m = NULL;
+    rc = CLI_EXIT_OK;
+
+    if ((st = clf_dataset_read_text(data, &text, &len, &err)) != CLF_OK)
+        goto fail;
+    if (resume) {
+        if ((rc = tokenizer_from_checkpoint(ckpt_path, &tok)) != CLI_EXIT_OK)
+            goto done;
+    } else {
+        if ((st = clf_tokenizer_create(cfg->vocab.tokenizer, text, len, &tok, &err)) != CLF_OK)
+            goto fail;
+    }
+    if ((st = clf_dataset_from_text(text, len, data, tok, &ds, &err)) != CLF_OK)
+        goto fail;
+    free(text);
+    text = NULL;
+    if ((rc = cli_runtime_open(rf, &rt)) != CLI_EXIT_OK)
+        goto done;
+    if ((st = clf_model_create(rt, cfg, clf_tokenizer_vocab_size(tok), cfg->train.batch,
+                               CLF_MODEL_TRAIN, &m, &err)) != CLF_OK)
+        goto fail;
+
+    clf_model_dims d = clf_model_dims_get(m);
+    char np[32], ntr[32], nva[32];
+    cli_group_digits(d.n_real, np, sizeof np);
+    cli_group_digits(clf_dataset_size(ds, CLF_SPLIT_TRAIN), ntr, sizeof ntr);
+    cli_group_digits(clf_dataset_size(ds, CLF_SPLIT_VAL), nva, sizeof nva);
+    printf("device: %s\n", clf_runtime_device(rt)->name);
+    printf("model: %s parameters (%d layers, %d heads, dim %d, context %d, vocabulary %d)\n", np,
+           d.L, d.NH, d.C, d.T, d.V);
+    printf("data: %s: %s train tokens, %s validation tokens\n", data, ntr, nva);
+    clf_train_data td;
+    memset(&td, 0, sizeof td);
+    td.text = ds;
+    uint64_t total = 0;
+    if ((st = clf_trainer_total_steps(cfg, &td, &total, &err)) != CLF_OK)
+        goto fail;
+    printf("training: %llu steps of %d x %d tokens, %s lr %g, checkpoints in %s\n",
+           (unsigned long long)total, cfg->train.batch, cfg->context,
+           clf_config_schedule_name(cfg->train.schedule.type), cfg->train.optimizer.lr, out);
+    fflush(stdout);
+    rc = run_trainer(m, cfg, &td, tok, out, resume, rf, rt);
+    goto done;
+fail:
+    cli_print_error(NULL, &err);
+    rc = cli_exit_code(st);
+done:
+    free(text);
+    clf_model_destroy(m);
+    clf_runtime_destroy(rt);
+    clf_dataset_destroy(ds);
     clf_tokenizer_destroy(tok);
     return rc;
 }
@@ -435,82 +535,9 @@ int cli_cmd_train(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     char ckpt_path[4096];
-    snprintf(ckpt_path, sizeof ckpt_path, "%s/%s", out, CLF_TRAINER_CKPT_NAME);
-    if (!resume && file_exists(ckpt_path)) {
-        fprintf(stderr,
-                "clformer train: %s already holds a checkpoint; continue it with --resume, or "
-                "choose another --out (or delete it)\n",
-                ckpt_path);
-        return CLI_EXIT_USAGE;
-    }
-    if (resume && !file_exists(ckpt_path)) {
-        fprintf(stderr, "clformer train: --resume: no checkpoint at %s\n", ckpt_path);
-        return CLI_EXIT_USAGE;
-    }
-    if ((rc = cli_mkdir_p(out)) != CLI_EXIT_OK)
+    if ((rc = check_out(out, resume, ckpt_path, sizeof ckpt_path)) != CLI_EXIT_OK)
         return rc;
     if (cfg.kind != CLF_MODEL_DECODER)
         return train_seq(&cfg, data, out, ckpt_path, resume, &sf, &rf);
-
-    clf_error err;
-    clf_error_clear(&err);
-    clf_status st = CLF_OK;
-    char *text = NULL;
-    size_t len = 0;
-    clf_tokenizer *tok = NULL;
-    clf_dataset *ds = NULL;
-    clf_runtime *rt = NULL;
-    clf_model *m = NULL;
-    rc = CLI_EXIT_OK;
-
-    if ((st = clf_dataset_read_text(data, &text, &len, &err)) != CLF_OK)
-        goto fail;
-    if (resume) {
-        if ((rc = tokenizer_from_checkpoint(ckpt_path, &tok)) != CLI_EXIT_OK)
-            goto done;
-    } else {
-        if ((st = clf_tokenizer_create(cfg.vocab.tokenizer, text, len, &tok, &err)) != CLF_OK)
-            goto fail;
-    }
-    if ((st = clf_dataset_from_text(text, len, data, tok, &ds, &err)) != CLF_OK)
-        goto fail;
-    free(text);
-    text = NULL;
-    if ((rc = cli_runtime_open(&rf, &rt)) != CLI_EXIT_OK)
-        goto done;
-    if ((st = clf_model_create(rt, &cfg, clf_tokenizer_vocab_size(tok), cfg.train.batch,
-                               CLF_MODEL_TRAIN, &m, &err)) != CLF_OK)
-        goto fail;
-
-    clf_model_dims d = clf_model_dims_get(m);
-    char np[32], ntr[32], nva[32];
-    cli_group_digits(d.n_real, np, sizeof np);
-    cli_group_digits(clf_dataset_size(ds, CLF_SPLIT_TRAIN), ntr, sizeof ntr);
-    cli_group_digits(clf_dataset_size(ds, CLF_SPLIT_VAL), nva, sizeof nva);
-    printf("device: %s\n", clf_runtime_device(rt)->name);
-    printf("model: %s parameters (%d layers, %d heads, dim %d, context %d, vocabulary %d)\n", np,
-           d.L, d.NH, d.C, d.T, d.V);
-    printf("data: %s: %s train tokens, %s validation tokens\n", data, ntr, nva);
-    clf_train_data td;
-    memset(&td, 0, sizeof td);
-    td.text = ds;
-    uint64_t total = 0;
-    if ((st = clf_trainer_total_steps(&cfg, &td, &total, &err)) != CLF_OK)
-        goto fail;
-    printf("training: %llu steps of %d x %d tokens, %s lr %g, checkpoints in %s\n",
-           (unsigned long long)total, cfg.train.batch, cfg.context,
-           clf_config_schedule_name(cfg.train.schedule.type), cfg.train.optimizer.lr, out);
-    fflush(stdout);
-    rc = run_trainer(m, &cfg, &td, tok, out, resume, &rf, rt);
-    goto done;
-fail:
-    cli_print_error(NULL, &err);
-    rc = cli_exit_code(st);
-done:
-    free(text);
-    clf_model_destroy(m);
-    clf_runtime_destroy(rt);
-    clf_dataset_destroy(ds);
-    clf_tokenizer_destroy(tok);
-    return rc;
+    return train_text(&cfg, data, out, ckpt_path, resume, &rf);
 }
