@@ -63,11 +63,9 @@ int cli_cmd_classify(int argc, char **argv)
     clf_runtime *rt = NULL;
     clf_model *m = NULL;
     clf_seqdata *ds = NULL;
-    clf_seq_loader *L = NULL;
-    clf_seq_batch *b = NULL;
     char *text = NULL;
     size_t len = 0;
-    float *probs = NULL, *out = NULL;
+    float *out = NULL;
     clf_status st = CLF_OK;
     int rc = cli_checkpoint_open(dir, &ck, &cfg, &tok);
     if (rc != CLI_EXIT_OK)
@@ -101,33 +99,20 @@ int cli_cmd_classify(int argc, char **argv)
                 (long long)ss->src.truncated, n, cfg.context);
     clf_seq_batching bo;
     clf_seqeval_batching((int)batch, 0, &bo);
-    if ((st = clf_seq_loader_create(ds, &bo, &L, &err)) != CLF_OK ||
-        (st = clf_seq_batch_create(L, &b, &err)) != CLF_OK)
-        goto fail;
     clf_seq_limits sl;
-    clf_seq_loader_limits(L, &sl);
-    clf_model_limits lim = clf_seqeval_model_limits(&sl);
-    if ((rc = cli_runtime_open(&rf, &rt)) != CLI_EXIT_OK)
-        goto done;
-    if ((rc = cli_checkpoint_model(rt, ck, &lim, 0, &m)) != CLI_EXIT_OK)
+    if ((st = clf_seqeval_limits(ds, &bo, &sl, &err)) != CLF_OK)
+        goto fail;
+    const clf_model_limits lim = clf_seqeval_model_limits(&sl);
+    if ((rc = cli_runtime_open(&rf, &rt)) != CLI_EXIT_OK ||
+        (rc = cli_checkpoint_model(rt, ck, &lim, 0, &m)) != CLI_EXIT_OK)
         goto done;
     const int NL = clf_model_dims_get(m).labels;
-    probs = malloc((size_t)sl.max_B * (size_t)NL * sizeof *probs);
-    out = malloc(n * (size_t)NL * sizeof *out);
-    if (probs == NULL || out == NULL) {
+    if ((out = malloc(n * (size_t)NL * sizeof *out)) == NULL) {
         st = clf_error_set(&err, CLF_ERR_MEMORY, "classify: out of host memory");
         goto fail;
     }
-    while (clf_seq_loader_next(L, b)) {
-        const clf_batch in = clf_batch_classify(b->src, b->src_keep, NULL, b->B, b->S);
-        if ((st = clf_model_set_batch(m, &in, &err)) != CLF_OK ||
-            (st = clf_model_forward(m, 0, &err)) != CLF_OK ||
-            (st = clf_model_probs_read(m, probs, &err)) != CLF_OK)
-            goto fail;
-        for (int i = 0; i < b->B; i++)
-            memcpy(out + (size_t)b->index[i] * (size_t)NL, probs + (size_t)i * (size_t)NL,
-                   (size_t)NL * sizeof *out);
-    }
+    if ((st = clf_seqeval_probs(m, ds, &bo, out, &err)) != CLF_OK)
+        goto fail;
     for (size_t i = 0; i < n; i++) {
         const float *p = out + i * (size_t)NL;
         int best = 0;
@@ -147,10 +132,7 @@ fail:
     cli_print_error(NULL, &err);
     rc = cli_exit_code(st);
 done:
-    free(probs);
     free(out);
-    clf_seq_batch_destroy(b);
-    clf_seq_loader_destroy(L);
     free(text);
     clf_seqdata_destroy(ds);
     clf_model_destroy(m);

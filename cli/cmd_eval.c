@@ -77,6 +77,36 @@ typedef struct seq_eval_flags {
 } seq_eval_flags;
 
 /* The encoder kinds: accuracy or BLEU over a validation set. */
+/* The hypotheses, one a line, to path. */
+static int write_hyps(const char *path, char **hyps, size_t n)
+{
+    FILE *hf = fopen(path, "w");
+    if (hf == NULL) {
+        fprintf(stderr, "clformer eval: cannot write %s\n", path);
+        return CLI_EXIT_FAIL;
+    }
+    for (size_t i = 0; i < n; i++)
+        fprintf(hf, "%s\n", hyps[i]);
+    if (fclose(hf) != 0) {
+        fprintf(stderr, "clformer eval: writing %s failed\n", path);
+        return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}
+
+static void print_accuracy(const clf_seqeval_result *r, int json, const char *what, double dt)
+{
+    if (json)
+        printf("{\"accuracy\": %.6f, \"val_loss\": %.6f, \"correct\": %llu, \"sentences\": "
+               "%llu}\n",
+               r->accuracy, r->loss, (unsigned long long)r->correct,
+               (unsigned long long)r->labelled);
+    else
+        printf("accuracy %.2f%% (%llu of %llu), loss %.4f on %s (%.1fs)\n", 100.0 * r->accuracy,
+               (unsigned long long)r->correct, (unsigned long long)r->labelled, r->loss, what,
+               dt);
+}
+
 static int eval_seq(const char *dir, const char *data, int json, const seq_eval_flags *f,
                     const cli_runtime_flags *rf)
 {
@@ -145,16 +175,7 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
     if ((st = clf_seqeval_run(m, ds, &bo, &r, &err)) != CLF_OK)
         goto fail;
     if (!s2s) {
-        double dt = clf_now_seconds() - t0;
-        if (json)
-            printf("{\"accuracy\": %.6f, \"val_loss\": %.6f, \"correct\": %llu, \"sentences\": "
-                   "%llu}\n",
-                   r.accuracy, r.loss, (unsigned long long)r.correct,
-                   (unsigned long long)r.labelled);
-        else
-            printf("accuracy %.2f%% (%llu of %llu), loss %.4f on %s (%.1fs)\n",
-                   100.0 * r.accuracy, (unsigned long long)r.correct,
-                   (unsigned long long)r.labelled, r.loss, paths.val_src, dt);
+        print_accuracy(&r, json, paths.val_src, clf_now_seconds() - t0);
     } else {
         clf_bleu_score b;
         if ((st = clf_seqeval_bleu(m, tok, ds, (const char *const *)refs, &beam, &b, &hyps,
@@ -173,21 +194,8 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
             printf("%s\n%zu sentences of %s, %s %d (alpha %g); loss %.4f (%.1fs)\n", line, n,
                    paths.val_src, beam.beam == 1 ? "greedy decoding, beam" : "beam search, beam",
                    beam.beam, beam.alpha, r.loss, dt);
-        if (f->hyps != NULL) {
-            FILE *hf = fopen(f->hyps, "w");
-            if (hf == NULL) {
-                fprintf(stderr, "clformer eval: cannot write %s\n", f->hyps);
-                rc = CLI_EXIT_FAIL;
-                goto done;
-            }
-            for (size_t i = 0; i < n; i++)
-                fprintf(hf, "%s\n", hyps[i]);
-            if (fclose(hf) != 0) {
-                fprintf(stderr, "clformer eval: writing %s failed\n", f->hyps);
-                rc = CLI_EXIT_FAIL;
-                goto done;
-            }
-        }
+        if (f->hyps != NULL && (rc = write_hyps(f->hyps, hyps, n)) != CLI_EXIT_OK)
+            goto done;
     }
     cli_print_profile(rt, stderr); /* prints only with --profile */
     rc = CLI_EXIT_OK;

@@ -38,47 +38,77 @@ static void usage(FILE *out)
             "  --quiet           no summary on stderr\n" CLI_RUNTIME_FLAGS_HELP);
 }
 
-int cli_cmd_translate(int argc, char **argv)
+/* The flags into bo and the rest (CLI_PARSE_RUN to go on, else an exit code). */
+static int parse(int argc, char **argv, const char **dir, const char **input, int *quiet,
+                 clf_beam_options *bo, cli_runtime_flags *rf)
 {
-    const char *dir = NULL, *input = NULL;
-    int quiet = 0;
-    clf_beam_options bo;
-    clf_beam_options_default(&bo);
-    long beam = 5, batch = bo.batch, max_len_b = bo.max_len_b;
-    double alpha = bo.alpha, max_len_a = bo.max_len_a;
-    cli_runtime_flags rf;
-    cli_runtime_flags_init(&rf);
+    clf_beam_options_default(bo);
+    long beam = 5, batch = bo->batch, max_len_b = bo->max_len_b;
+    double alpha = bo->alpha, max_len_a = bo->max_len_a;
     const cli_opt opts[] = {
         {"--beam", CLI_OPT_INT, &beam, 1, CLF_BEAM_MAX, NULL},
         {"--batch", CLI_OPT_INT, &batch, 1, 65536, NULL},
         {"--max-len-b", CLI_OPT_INT, &max_len_b, 0, 1000000, NULL},
         {"--alpha", CLI_OPT_FLOAT, &alpha, 0.0, 100.0, NULL},
         {"--max-len-a", CLI_OPT_FLOAT, &max_len_a, 0.0, 1000.0, NULL},
-        {"--input", CLI_OPT_STR, &input, 0, 0, NULL},
-        {"--quiet", CLI_OPT_BOOL, &quiet, 0, 0, NULL},
+        {"--input", CLI_OPT_STR, input, 0, 0, NULL},
+        {"--quiet", CLI_OPT_BOOL, quiet, 0, 0, NULL},
     };
-    const cli_command cmd = {"clformer translate", opts, CLI_COUNT(opts), &rf, &dir, 1,
+    const cli_command cmd = {"clformer translate", opts, CLI_COUNT(opts), rf, dir, 1,
                              "one DIR", usage};
     int pr = cli_parse_args(&cmd, argc, argv);
     if (pr != CLI_PARSE_RUN)
         return pr;
-    bo.beam = (int)beam;
-    bo.batch = (int)batch;
-    bo.max_len_b = (int)max_len_b;
-    bo.alpha = alpha;
-    bo.max_len_a = max_len_a;
-    if (dir == NULL) {
+    bo->beam = (int)beam;
+    bo->batch = (int)batch;
+    bo->max_len_b = (int)max_len_b;
+    bo->alpha = alpha;
+    bo->max_len_a = max_len_a;
+    if (*dir == NULL) {
         fprintf(stderr, "clformer translate: DIR (a training run's --out) expected\n");
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
     clf_error err;
     clf_error_clear(&err);
-    if (clf_beam_options_check(&bo, &err) != CLF_OK) {
+    if (clf_beam_options_check(bo, &err) != CLF_OK) {
         fprintf(stderr, "clformer translate: %s\n", err.msg);
         return CLI_EXIT_USAGE;
     }
+    return CLI_PARSE_RUN;
+}
 
+/* One detokenized hypothesis a line; *tokens counts the generated tokens. */
+static clf_status print_hyps(const clf_tokenizer *tok, int32_t *const *ids, size_t n,
+                             long long *tokens, clf_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *h = NULL;
+        clf_status st = clf_seqeval_detok(tok, ids[i], SIZE_MAX, &h, err);
+        if (st != CLF_OK)
+            return st;
+        for (const int32_t *t = ids[i]; *t >= 0; t++)
+            (*tokens)++;
+        fputs(h, stdout);
+        fputc('\n', stdout);
+        free(h);
+    }
+    fflush(stdout);
+    return CLF_OK;
+}
+
+int cli_cmd_translate(int argc, char **argv)
+{
+    const char *dir = NULL, *input = NULL;
+    int quiet = 0;
+    clf_beam_options bo;
+    cli_runtime_flags rf;
+    cli_runtime_flags_init(&rf);
+    int pr = parse(argc, argv, &dir, &input, &quiet, &bo, &rf);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
+    clf_error err;
+    clf_error_clear(&err);
     clf_checkpoint *ck = NULL;
     clf_model_config cfg;
     clf_tokenizer *tok = NULL;
@@ -135,17 +165,8 @@ int cli_cmd_translate(int argc, char **argv)
         goto fail;
     double dt = clf_now_seconds() - t0;
     long long out_tokens = 0;
-    for (size_t i = 0; i < n; i++) {
-        char *h = NULL;
-        if ((st = clf_seqeval_detok(tok, ids[i], SIZE_MAX, &h, &err)) != CLF_OK)
-            goto fail;
-        for (const int32_t *t = ids[i]; *t >= 0; t++)
-            out_tokens++;
-        fputs(h, stdout);
-        fputc('\n', stdout);
-        free(h);
-    }
-    fflush(stdout);
+    if ((st = print_hyps(tok, ids, n, &out_tokens, &err)) != CLF_OK)
+        goto fail;
     if (!quiet)
         fprintf(stderr,
                 "translated %zu sentences (%lld source tokens -> %lld tokens) with beam %d in "

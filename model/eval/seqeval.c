@@ -61,6 +61,43 @@ clf_model_limits clf_seqeval_model_limits(const clf_seq_limits *sl)
     return lim;
 }
 
+clf_status clf_seqeval_probs(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
+                             float *probs, clf_error *err)
+{
+    const clf_model_dims d = clf_model_dims_get(m);
+    const size_t NL = (size_t)d.labels;
+    clf_seq_loader *L = NULL;
+    clf_seq_batch *b = NULL;
+    float *buf = NULL;
+    if (d.kind != CLF_MODEL_ENCODER)
+        return clf_error_set(err, CLF_ERR_ARG, "label probabilities need an encoder classifier");
+    clf_status st = clf_seq_loader_create(ds, bo, &L, err);
+    if (st == CLF_OK)
+        st = clf_seq_batch_create(L, &b, err);
+    if (st != CLF_OK)
+        goto done;
+    clf_seq_limits sl;
+    clf_seq_loader_limits(L, &sl);
+    if ((buf = malloc((size_t)sl.max_B * NL * sizeof *buf)) == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "classify: out of host memory");
+        goto done;
+    }
+    while (clf_seq_loader_next(L, b)) {
+        const clf_batch in = clf_batch_classify(b->src, b->src_keep, NULL, b->B, b->S);
+        if ((st = clf_model_set_batch(m, &in, err)) != CLF_OK ||
+            (st = clf_model_forward(m, 0, err)) != CLF_OK ||
+            (st = clf_model_probs_read(m, buf, err)) != CLF_OK)
+            goto done;
+        for (int i = 0; i < b->B; i++)
+            memcpy(probs + (size_t)b->index[i] * NL, buf + (size_t)i * NL, NL * sizeof *buf);
+    }
+done:
+    free(buf);
+    clf_seq_batch_destroy(b);
+    clf_seq_loader_destroy(L);
+    return st;
+}
+
 clf_status clf_seqeval_run(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
                            clf_seqeval_result *out, clf_error *err)
 {

@@ -64,6 +64,11 @@ typedef struct clf_seqeval_result {
 clf_status clf_seqeval_run(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
                            clf_seqeval_result *out, clf_error *err);
 
+/* A classifier's label probabilities for every sentence of ds (labels not
+ * needed): probs [n, labels] in the dataset's order, batched by bo. */
+clf_status clf_seqeval_probs(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
+                             float *probs, clf_error *err);
+
 /* Translate ds with o (beam.h) and score corpus BLEU. refs: n = the
  * dataset's size raw reference lines, or NULL (decoded targets). hyps:
  * NULL, or receives the detokenized hypotheses in input order (malloc'ed
