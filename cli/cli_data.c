@@ -355,6 +355,35 @@ void cli_seq_report(const char *what, const clf_seqdata *ds, FILE *out)
                 what, (long long)st->src.truncated, (long long)st->tgt.truncated);
 }
 
+int cli_read_sentences(const char *cmd, const char *input, const clf_model_config *cfg,
+                       const clf_tokenizer *tok, clf_seqdata **ds)
+{
+    char *text = NULL;
+    size_t len = 0;
+    *ds = NULL;
+    int rc = cli_read_input(input, &text, &len);
+    if (rc != CLI_EXIT_OK || len == 0) {
+        free(text);
+        return rc;
+    }
+    clf_error e;
+    clf_error_clear(&e);
+    clf_seq_options so;
+    clf_seq_options_default(&so, cfg->kind, cfg->context);
+    clf_status st =
+        clf_seqdata_from_text(text, len, input ? input : "standard input", tok, &so, ds, &e);
+    free(text);
+    if (st != CLF_OK)
+        return fail_err(&e, st);
+    const clf_seqdata_stats *ss = clf_seqdata_stats_get(*ds);
+    if (ss->src.truncated > 0)
+        fprintf(stderr,
+                "clformer %s: warning: %lld of %zu sentences were longer than the model's "
+                "context (%d tokens) and were cut\n",
+                cmd, (long long)ss->src.truncated, clf_seqdata_size(*ds), cfg->context);
+    return CLI_EXIT_OK;
+}
+
 int cli_read_input(const char *path, char **text, size_t *len)
 {
     if (path != NULL) {

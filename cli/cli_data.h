@@ -73,6 +73,12 @@ int cli_seq_specials(clf_tokenizer *tok);
 /* The lines of a text file (clf_lines_read); free with clf_lines_free. */
 int cli_read_lines(const char *path, char ***lines, size_t *n);
 
+/* The sentences of --input (or standard input), one a line, tokenized for
+ * cfg's kind and context, with a warning from `cmd` when some were cut. *ds
+ * stays NULL for an empty input. */
+int cli_read_sentences(const char *cmd, const char *input, const clf_model_config *cfg,
+                       const clf_tokenizer *tok, clf_seqdata **ds);
+
 /* Read all of standard input (or a file with path != NULL) into *text. */
 int cli_read_input(const char *path, char **text, size_t *len);
 

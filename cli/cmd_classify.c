@@ -63,8 +63,6 @@ int cli_cmd_classify(int argc, char **argv)
     clf_runtime *rt = NULL;
     clf_model *m = NULL;
     clf_seqdata *ds = NULL;
-    char *text = NULL;
-    size_t len = 0;
     float *out = NULL;
     clf_status st = CLF_OK;
     int rc = cli_checkpoint_open(dir, &ck, &cfg, &tok);
@@ -77,26 +75,9 @@ int cli_cmd_classify(int argc, char **argv)
         rc = CLI_EXIT_USAGE;
         goto done;
     }
-    if ((rc = cli_read_input(input, &text, &len)) != CLI_EXIT_OK)
-        goto done;
-    if (len == 0) {
-        rc = CLI_EXIT_OK;
-        goto done;
-    }
-    {
-        clf_seq_options so;
-        clf_seq_options_default(&so, CLF_MODEL_ENCODER, cfg.context);
-        if ((st = clf_seqdata_from_text(text, len, input ? input : "standard input", tok, &so,
-                                        &ds, &err)) != CLF_OK)
-            goto fail;
-    }
+    if ((rc = cli_read_sentences("classify", input, &cfg, tok, &ds)) != CLI_EXIT_OK || ds == NULL)
+        goto done; /* an empty input: nothing to do */
     size_t n = clf_seqdata_size(ds);
-    const clf_seqdata_stats *ss = clf_seqdata_stats_get(ds);
-    if (ss->src.truncated > 0)
-        fprintf(stderr,
-                "clformer classify: warning: %lld of %zu sentences were longer than the "
-                "model's context (%d tokens) and were cut\n",
-                (long long)ss->src.truncated, n, cfg.context);
     clf_seq_batching bo;
     clf_seqeval_batching((int)batch, 0, &bo);
     clf_seq_limits sl;
@@ -133,7 +114,6 @@ fail:
     rc = cli_exit_code(st);
 done:
     free(out);
-    free(text);
     clf_seqdata_destroy(ds);
     clf_model_destroy(m);
     clf_runtime_destroy(rt);

@@ -115,8 +115,6 @@ int cli_cmd_translate(int argc, char **argv)
     clf_runtime *rt = NULL;
     clf_model *m = NULL;
     clf_seqdata *ds = NULL;
-    char *text = NULL;
-    size_t len = 0;
     int32_t **ids = NULL;
     size_t n = 0;
     clf_status st = CLF_OK;
@@ -132,26 +130,9 @@ int cli_cmd_translate(int argc, char **argv)
     }
     int32_t bos = clf_tokenizer_special(tok, CLF_SPECIAL_BOS);
     int32_t eos = clf_tokenizer_special(tok, CLF_SPECIAL_EOS);
-    if ((rc = cli_read_input(input, &text, &len)) != CLI_EXIT_OK)
-        goto done;
-    if (len == 0) { /* nothing to translate */
-        rc = CLI_EXIT_OK;
-        goto done;
-    }
-    {
-        clf_seq_options so;
-        clf_seq_options_default(&so, CLF_MODEL_ENCODER_DECODER, cfg.context);
-        if ((st = clf_seqdata_from_text(text, len, input ? input : "standard input", tok, &so,
-                                        &ds, &err)) != CLF_OK)
-            goto fail;
-    }
+    if ((rc = cli_read_sentences("translate", input, &cfg, tok, &ds)) != CLI_EXIT_OK || ds == NULL)
+        goto done; /* an empty input: nothing to do */
     n = clf_seqdata_size(ds);
-    const clf_seqdata_stats *ss = clf_seqdata_stats_get(ds);
-    if (ss->src.truncated > 0)
-        fprintf(stderr,
-                "clformer translate: warning: %lld of %zu sentences were longer than the "
-                "model's context (%d tokens) and were cut\n",
-                (long long)ss->src.truncated, n, cfg.context);
     if ((rc = cli_runtime_open(&rf, &rt)) != CLI_EXIT_OK)
         goto done;
     {
@@ -171,7 +152,8 @@ int cli_cmd_translate(int argc, char **argv)
         fprintf(stderr,
                 "translated %zu sentences (%lld source tokens -> %lld tokens) with beam %d in "
                 "%.1fs (%.1f sentences/s)\n",
-                n, (long long)ss->src.tokens, out_tokens, bo.beam, dt, dt > 0 ? n / dt : 0.0);
+                n, (long long)clf_seqdata_stats_get(ds)->src.tokens, out_tokens, bo.beam, dt,
+                dt > 0 ? n / dt : 0.0);
     cli_print_profile(rt, stderr); /* prints only with --profile */
     rc = CLI_EXIT_OK;
     goto done;
@@ -184,7 +166,6 @@ done:
             free(ids[i]);
         free(ids);
     }
-    free(text);
     clf_seqdata_destroy(ds);
     clf_model_destroy(m);
     clf_runtime_destroy(rt);
