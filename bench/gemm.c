@@ -109,8 +109,8 @@ static double time_openblas(const shape *sh, const float *a, const float *b, flo
     for (size_t z = 0; z < sh->batch; z++)
         cblas_sgemm(CblasRowMajor, sh->ta ? CblasTrans : CblasNoTrans,
                     sh->tb ? CblasTrans : CblasNoTrans, (int)sh->m, (int)sh->n, (int)sh->k, 1.0f,
-                    a + z * ar * ac, (int)ac, b + z * br * bc, (int)bc, 0.0f,
-                    c + z * sh->m * sh->n, (int)sh->n);
+                    a + z * ar * ac, (int)ac, b + z * br * bc, (int)bc, 0.0f, c + z * sh->m * sh->n,
+                    (int)sh->n);
     return now() - t0;
 }
 #endif
@@ -197,8 +197,7 @@ int main(int argc, char **argv)
 #endif
     printf("median of %d runs after a warm-up; GFLOP/s = 2*M*N*K*batch / time\n\n", reps);
     printf("%-42s %-2s %5s %5s %6s %5s | %8s %8s %8s | %7s %7s | %-7s %s\n", "shape", "op", "M",
-           "K", "N", "batch", "clblast", "native", "openblas", "nat/ob", "clb/ob", "auto",
-           "check");
+           "K", "N", "batch", "clblast", "native", "openblas", "nat/ob", "clb/ob", "auto", "check");
 
     unsigned seed = 12345u;
     for (size_t s = 0; s < N_SHAPES; s++) {
@@ -224,10 +223,22 @@ int main(int argc, char **argv)
             clf_buffer_write(rt, da, 0, a, na * sizeof(float), &err) != CLF_OK ||
             clf_buffer_write(rt, db, 0, b, nb * sizeof(float), &err) != CLF_OK)
             die("uploading", &err);
-        clf_gemm_desc d = {.trans_a = sh->ta, .trans_b = sh->tb, .m = sh->m, .n = sh->n,
-                           .k = sh->k, .alpha = 1.0f, .beta = 0.0f, .a = {da, 0}, .lda = ac,
-                           .b = {db, 0}, .ldb = bc, .c = {dc, 0}, .ldc = sh->n,
-                           .batch = sh->batch, .stride_a = ar * ac, .stride_b = br * bc,
+        clf_gemm_desc d = {.trans_a = sh->ta,
+                           .trans_b = sh->tb,
+                           .m = sh->m,
+                           .n = sh->n,
+                           .k = sh->k,
+                           .alpha = 1.0f,
+                           .beta = 0.0f,
+                           .a = {da, 0},
+                           .lda = ac,
+                           .b = {db, 0},
+                           .ldb = bc,
+                           .c = {dc, 0},
+                           .ldc = sh->n,
+                           .batch = sh->batch,
+                           .stride_a = ar * ac,
+                           .stride_b = br * bc,
                            .stride_c = sh->m * sh->n};
         const double flops = 2.0 * (double)sh->m * sh->n * sh->k * sh->batch;
 

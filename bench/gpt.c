@@ -98,18 +98,17 @@ static uint64_t splitmix64(uint64_t *x)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: gpt [--model cpu|wide | --config FILE] [--set key=value ...]\n"
-            "           [--device SEL] [--steps N] [--warmup N] [--sample-rounds N]\n"
-            "           [--prompt N] [--only train,forward,sample] [--json] [--profile]\n"
-            "           [--gemm auto|clblast|native] [--no-cache]\n"
-            "  --model NAME        bench/models/gpt-NAME.yaml (default cpu)\n"
-            "  --steps N           timed train and forward steps (default 10)\n"
-            "  --warmup N          untimed steps first (default 3)\n"
-            "  --sample-rounds N   timed decoding rounds, one context each (default 5)\n"
-            "  --prompt N          prompt length for sampling (default 8)\n"
-            "  --json              one JSON object on stdout, for bench/run_all.sh\n"
-            "  --profile           per-kernel device time of each phase (slows the run)\n");
+    fprintf(out, "usage: gpt [--model cpu|wide | --config FILE] [--set key=value ...]\n"
+                 "           [--device SEL] [--steps N] [--warmup N] [--sample-rounds N]\n"
+                 "           [--prompt N] [--only train,forward,sample] [--json] [--profile]\n"
+                 "           [--gemm auto|clblast|native] [--no-cache]\n"
+                 "  --model NAME        bench/models/gpt-NAME.yaml (default cpu)\n"
+                 "  --steps N           timed train and forward steps (default 10)\n"
+                 "  --warmup N          untimed steps first (default 3)\n"
+                 "  --sample-rounds N   timed decoding rounds, one context each (default 5)\n"
+                 "  --prompt N          prompt length for sampling (default 8)\n"
+                 "  --json              one JSON object on stdout, for bench/run_all.sh\n"
+                 "  --profile           per-kernel device time of each phase (slows the run)\n");
 }
 
 static int parse_int(const char *flag, const char *s, int lo, int hi, int *out)
@@ -251,16 +250,15 @@ static void print_profile(clf_runtime *rt, const char *phase, double per, const 
     printf("  %-36s %9s %11s %10s %7s\n", "kernel", "calls", "ms", "avg us", "share");
     for (int i = 0; i < n; i++)
         printf("  %-36s %9.1f %11.3f %10.1f %6.1f%%\n", e[i].name, (double)e[i].count / per,
-               e[i].seconds * 1e3 / per,
-               e[i].count ? e[i].seconds * 1e6 / (double)e[i].count : 0.0,
+               e[i].seconds * 1e3 / per, e[i].count ? e[i].seconds * 1e6 / (double)e[i].count : 0.0,
                total > 0 ? 100.0 * e[i].seconds / total : 0.0);
     printf("  %-36s %9s %11.3f\n", "total", "", total * 1e3 / per);
     free(e);
 }
 
 static clf_status run_train(clf_model *m, const bench_opts *o, const clf_model_config *cfg,
-                            int32_t *const *xs, int32_t *const *ys, int B, int T,
-                            bench_result *r, clf_error *err)
+                            int32_t *const *xs, int32_t *const *ys, int B, int T, bench_result *r,
+                            clf_error *err)
 {
     clf_runtime *rt = clf_model_runtime(m);
     clf_status st = CLF_OK;
@@ -276,7 +274,10 @@ static clf_status run_train(clf_model *m, const bench_opts *o, const clf_model_c
             clf_profile_reset(rt);
         }
         double t0 = now_s();
-        st = clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = xs[i % N_BATCHES], .tgt_out = ys[i % N_BATCHES]}, err);
+        st = clf_model_set_batch(
+            m,
+            &(clf_batch){.B = B, .T = T, .tgt_in = xs[i % N_BATCHES], .tgt_out = ys[i % N_BATCHES]},
+            err);
         if (st == CLF_OK)
             st = clf_model_forward(m, 1, err);
         if (st == CLF_OK)
@@ -299,8 +300,7 @@ fail:
 }
 
 static clf_status run_forward(clf_model *m, const bench_opts *o, int32_t *const *xs,
-                              int32_t *const *ys, int B, int T, bench_result *r,
-                              clf_error *err)
+                              int32_t *const *ys, int B, int T, bench_result *r, clf_error *err)
 {
     clf_runtime *rt = clf_model_runtime(m);
     clf_status st = CLF_OK;
@@ -316,7 +316,10 @@ static clf_status run_forward(clf_model *m, const bench_opts *o, int32_t *const 
             clf_profile_reset(rt);
         }
         double t0 = now_s();
-        st = clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = xs[i % N_BATCHES], .tgt_out = ys[i % N_BATCHES]}, err);
+        st = clf_model_set_batch(
+            m,
+            &(clf_batch){.B = B, .T = T, .tgt_in = xs[i % N_BATCHES], .tgt_out = ys[i % N_BATCHES]},
+            err);
         if (st == CLF_OK)
             st = clf_model_forward(m, 0, err);
         if (st == CLF_OK)
@@ -393,8 +396,7 @@ static clf_status run_sample(clf_runtime *rt, const bench_opts *o, const clf_mod
     r->sample_tok_s = median(rate, o->sample_rounds);
     r->sample_tokens = n;
     if (o->profile && !o->json)
-        print_profile(rt, "sampling (decode steps)", (double)n * o->sample_rounds, "token",
-                      err);
+        print_profile(rt, "sampling (decode steps)", (double)n * o->sample_rounds, "token", err);
 fail:
     clf_model_destroy(m);
     free(logits);
@@ -452,8 +454,8 @@ int main(int argc, char **argv)
 
     clf_runtime_options ro = clf_runtime_options_default();
     char cache[1024];
-    clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"),
-                          getenv("HOME"), cache, sizeof cache);
+    clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"), getenv("HOME"),
+                          cache, sizeof cache);
     ro.device = o.device;
     ro.cache_dir = cache[0] ? cache : NULL;
     ro.no_cache = o.no_cache;
@@ -499,8 +501,7 @@ int main(int argc, char **argv)
         if (!o.json)
             printf("clformer, model %s (%s): %zu parameters, B=%d T=%d V=%d\n"
                    "device: %s (%s), %u compute units (threads)\n",
-                   o.model, path, n_params, B, T, V, dev->name, dev->platform,
-                   dev->compute_units);
+                   o.model, path, n_params, B, T, V, dev->name, dev->platform, dev->compute_units);
         if (o.do_train) {
             st = run_train(m, &o, &cfg, xs, ys, B, T, &r, &err);
             if (st != CLF_OK)
@@ -553,8 +554,8 @@ int main(int argc, char **argv)
             printf("  %-28s %10.0f tokens/s (%.1f ms/step)\n", "forward (eval, with loss)",
                    BT / r.forward_s, r.forward_s * 1e3);
         if (o.do_sample)
-            printf("  %-28s %10.0f tokens/s (%d tokens per round)\n",
-                   "sample (KV cache, batch 1)", r.sample_tok_s, r.sample_tokens);
+            printf("  %-28s %10.0f tokens/s (%d tokens per round)\n", "sample (KV cache, batch 1)",
+                   r.sample_tok_s, r.sample_tokens);
     }
     rc = 0;
 fail:

@@ -38,7 +38,7 @@ static void runtime_opts(cli_runtime_flags *f, cli_opt out[RUNTIME_OPTS])
 
 /* The table entry named by arg ("--name" or "--name=value"), or NULL. */
 static const cli_opt *find_opt(const cli_opt *opts, int n, const char *arg,
-                             const char **inline_value)
+                               const char **inline_value)
 {
     for (int k = 0; k < n; k++) {
         size_t len = strlen(opts[k].name);
@@ -73,28 +73,28 @@ static int parse_u64(const char *flag, const char *s, uint64_t *out)
 static int store(const cli_opt *o, const char *v)
 {
     switch (o->kind) {
-    case CLI_OPT_BOOL: *(int *)o->dst = 1; return 1;
-    case CLI_OPT_STR: *(const char **)o->dst = v; return 1;
-    case CLI_OPT_INT:
-        return cli_parse_int(o->name, v, (long)o->lo, (long)o->hi, (long *)o->dst);
-    case CLI_OPT_FLOAT: return cli_parse_float(o->name, v, o->lo, o->hi, (double *)o->dst);
-    case CLI_OPT_U64: return parse_u64(o->name, v, (uint64_t *)o->dst);
-    case CLI_OPT_SET:
-        if (strchr(v, '=') == NULL || v[0] == '=') {
-            fprintf(stderr, "clformer: %s %s: expected KEY=VALUE, e.g. --set train.steps=200\n",
-                    o->name, v);
-            return 0;
+        case CLI_OPT_BOOL: *(int *)o->dst = 1; return 1;
+        case CLI_OPT_STR: *(const char **)o->dst = v; return 1;
+        case CLI_OPT_INT:
+            return cli_parse_int(o->name, v, (long)o->lo, (long)o->hi, (long *)o->dst);
+        case CLI_OPT_FLOAT: return cli_parse_float(o->name, v, o->lo, o->hi, (double *)o->dst);
+        case CLI_OPT_U64: return parse_u64(o->name, v, (uint64_t *)o->dst);
+        case CLI_OPT_SET:
+            if (strchr(v, '=') == NULL || v[0] == '=') {
+                fprintf(stderr, "clformer: %s %s: expected KEY=VALUE, e.g. --set train.steps=200\n",
+                        o->name, v);
+                return 0;
+            }
+            /* fall through */
+        case CLI_OPT_LIST: {
+            cli_list *l = o->dst;
+            if (l->n >= CLI_LIST_MAX) {
+                fprintf(stderr, "clformer: %s: given more than %d times\n", o->name, CLI_LIST_MAX);
+                return 0;
+            }
+            l->v[l->n++] = v;
+            return 1;
         }
-        /* fall through */
-    case CLI_OPT_LIST: {
-        cli_list *l = o->dst;
-        if (l->n >= CLI_LIST_MAX) {
-            fprintf(stderr, "clformer: %s: given more than %d times\n", o->name, CLI_LIST_MAX);
-            return 0;
-        }
-        l->v[l->n++] = v;
-        return 1;
-    }
     }
     return 0;
 }

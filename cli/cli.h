@@ -20,22 +20,22 @@ enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_INTERRUP
 
 /* Flags every device-using subcommand accepts. */
 typedef struct cli_runtime_flags {
-    const char *device; /* --device, else $CLFORMER_DEVICE */
-    int no_cache;       /* --no-cache */
-    int profile;        /* --profile */
-    const char *gemm;   /* --gemm clblast|native|auto */
+    const char *device;     /* --device, else $CLFORMER_DEVICE */
+    int no_cache;           /* --no-cache */
+    int profile;            /* --profile */
+    const char *gemm;       /* --gemm clblast|native|auto */
     const char *kernel_dir; /* --kernel-dir, else $CLFORMER_KERNEL_DIR */
     const char *cache_dir;  /* --cache-dir, else the XDG default */
     char cache_dir_buf[1024];
 } cli_runtime_flags;
 
-#define CLI_RUNTIME_FLAGS_HELP                                                                  \
-    "  --device SEL      device: index (0), platform:device (1:0), type (gpu, cpu, gpu:1)\n"   \
-    "                    or part of its name; default $CLFORMER_DEVICE, else first GPU/CPU\n" \
-    "  --gemm ENGINE     auto (default), clblast or native\n"                                   \
-    "  --no-cache        neither read nor write the compiled-kernel cache\n"                    \
-    "  --cache-dir DIR   kernel cache (default $CLFORMER_CACHE_DIR, $XDG_CACHE_HOME/clformer)\n" \
-    "  --kernel-dir DIR  load cl/*.cl from DIR instead of the embedded copies\n"                \
+#define CLI_RUNTIME_FLAGS_HELP                                                                     \
+    "  --device SEL      device: index (0), platform:device (1:0), type (gpu, cpu, gpu:1)\n"       \
+    "                    or part of its name; default $CLFORMER_DEVICE, else first GPU/CPU\n"      \
+    "  --gemm ENGINE     auto (default), clblast or native\n"                                      \
+    "  --no-cache        neither read nor write the compiled-kernel cache\n"                       \
+    "  --cache-dir DIR   kernel cache (default $CLFORMER_CACHE_DIR, $XDG_CACHE_HOME/clformer)\n"   \
+    "  --kernel-dir DIR  load cl/*.cl from DIR instead of the embedded copies\n"                   \
     "  --profile         print per-kernel counts and device time at the end\n"
 
 void cli_runtime_flags_init(cli_runtime_flags *f);

@@ -61,8 +61,7 @@ static int split_pair(const char *spec, char *a, char *b, const char *flag)
 {
     const char *c = strchr(spec, ',');
     if (c == NULL || strchr(c + 1, ',') != NULL || c == spec || c[1] == '\0') {
-        fprintf(stderr,
-                "clformer: %s %s: expected a folder or two parallel files SRC,TGT\n", flag,
+        fprintf(stderr, "clformer: %s %s: expected a folder or two parallel files SRC,TGT\n", flag,
                 spec);
         return 0;
     }
@@ -129,8 +128,7 @@ static int set_lang(char *dst, const char *lang, const char *flag)
 {
     size_t n = strlen(lang);
     if (n == 0 || n >= CLI_LANG_MAX || strchr(lang, '/') != NULL) {
-        fprintf(stderr, "clformer: %s %s: expected a short language code such as de\n", flag,
-                lang);
+        fprintf(stderr, "clformer: %s %s: expected a short language code such as de\n", flag, lang);
         return 0;
     }
     memcpy(dst, lang, n + 1);
@@ -181,7 +179,8 @@ int cli_seq_paths_train(clf_model_kind kind, const char *data, const char *val,
     p->kind = kind;
     if (kind == CLF_MODEL_ENCODER_DECODER) {
         if (is_dir(data)) {
-            if (!langs_needed(data, src_lang, tgt_lang) || !set_lang(p->src_lang, src_lang, "--src") ||
+            if (!langs_needed(data, src_lang, tgt_lang) ||
+                !set_lang(p->src_lang, src_lang, "--src") ||
                 !set_lang(p->tgt_lang, tgt_lang, "--tgt"))
                 return CLI_EXIT_USAGE;
             static const char *const tr[] = {"train"};
@@ -246,7 +245,8 @@ int cli_seq_paths_eval(clf_model_kind kind, const char *data, const char *split,
     int ns = split ? 1 : 3;
     if (kind == CLF_MODEL_ENCODER_DECODER) {
         if (is_dir(data)) {
-            if (!langs_needed(data, src_lang, tgt_lang) || !set_lang(p->src_lang, src_lang, "--src") ||
+            if (!langs_needed(data, src_lang, tgt_lang) ||
+                !set_lang(p->src_lang, src_lang, "--src") ||
                 !set_lang(p->tgt_lang, tgt_lang, "--tgt"))
                 return CLI_EXIT_USAGE;
             if (!split_files(data, splits, ns, src_lang, tgt_lang, p->val_src, p->val_tgt))
@@ -287,8 +287,8 @@ int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE 
     clf_error_clear(&e);
     clf_seq_vocab_info info;
     const int tsv = p->kind == CLF_MODEL_ENCODER;
-    clf_status st = clf_seq_tokenizer_build(cfg, p->train_src, tsv ? NULL : p->train_tgt, tok,
-                                            &info, &e);
+    clf_status st =
+        clf_seq_tokenizer_build(cfg, p->train_src, tsv ? NULL : p->train_tgt, tok, &info, &e);
     if (st != CLF_OK)
         return fail_err(&e, st);
     const int V = (int)clf_tokenizer_vocab_size(*tok);

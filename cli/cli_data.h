@@ -53,7 +53,6 @@ int cli_seq_paths_train(clf_model_kind kind, const char *data, const char *val,
 int cli_seq_paths_eval(clf_model_kind kind, const char *data, const char *split,
                        const char *src_lang, const char *tgt_lang, cli_seq_paths *p);
 
-
 /* Load a set: translation src + tgt (tgt NULL: sources only), a TSV
  * (tgt ignored), rows cut at the config's context (reported by the caller
  * from the stats). */
@@ -62,7 +61,6 @@ int cli_seq_load(const clf_model_config *cfg, const clf_tokenizer *tok, const ch
 /* "name: 29,000 sentences; source: ... (3 truncated ...)" to out, and a
  * warning line when anything was truncated. */
 void cli_seq_report(const char *what, const clf_seqdata *ds, FILE *out);
-
 
 /* The tokenizer cfg asks for, built from the training files of p
  * (clf_seq_tokenizer_build), with one line about it to out. */

@@ -16,7 +16,7 @@ int cli_config_load(const char *path, const cli_list *s, clf_model_config *cfg)
     if (st != CLF_OK) {
         cli_print_error(NULL, &err);
         return cli_exit_code(st) == CLI_EXIT_FAIL && st != CLF_ERR_IO ? CLI_EXIT_USAGE
-                                                                       : cli_exit_code(st);
+                                                                      : cli_exit_code(st);
     }
     return CLI_EXIT_OK;
 }

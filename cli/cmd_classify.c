@@ -28,8 +28,8 @@ static void usage(FILE *out)
             "file): prints \"LABEL<TAB>PROBABILITY\" per line, in input order.\n"
             "  --batch N         sentences per forward (default 64)\n"
             "  --all             also print every label's probability\n"
-            "  --input FILE      read FILE (plain or gzip) instead of standard input\n"
-            CLI_RUNTIME_FLAGS_HELP);
+            "  --input FILE      read FILE (plain or gzip) instead of standard "
+            "input\n" CLI_RUNTIME_FLAGS_HELP);
 }
 
 int cli_cmd_classify(int argc, char **argv)
@@ -45,7 +45,7 @@ int cli_cmd_classify(int argc, char **argv)
         {"--input", CLI_OPT_STR, &input, 0, 0, NULL},
     };
     const cli_command cmd = {"clformer classify", opts, CLI_COUNT(opts), &rf, &dir, 1,
-                             "one DIR", usage};
+                             "one DIR",           usage};
     int pr = cli_parse_args(&cmd, argc, argv);
     if (pr != CLI_PARSE_RUN)
         return pr;
@@ -69,8 +69,9 @@ int cli_cmd_classify(int argc, char **argv)
     if (rc != CLI_EXIT_OK)
         return rc;
     if (cfg.kind != CLF_MODEL_ENCODER) {
-        fprintf(stderr, "clformer classify: %s holds a model of kind %s; classification "
-                        "needs an encoder classifier\n",
+        fprintf(stderr,
+                "clformer classify: %s holds a model of kind %s; classification "
+                "needs an encoder classifier\n",
                 dir, clf_config_kind_name(cfg.kind));
         rc = CLI_EXIT_USAGE;
         goto done;

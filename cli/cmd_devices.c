@@ -27,16 +27,18 @@ static void print_json(const clf_device_info *d, int n, int selected, FILE *out)
     fprintf(out, "[\n");
     for (int i = 0; i < n; i++) {
         const clf_device_info *x = &d[i];
-        fprintf(out, "  {\"index\": %d, \"platform_index\": %d, \"device_index\": %d, \"platform\": ",
+        fprintf(out,
+                "  {\"index\": %d, \"platform_index\": %d, \"device_index\": %d, \"platform\": ",
                 x->index, x->platform_index, x->device_index);
         json_string(out, x->platform);
         fprintf(out, ", \"name\": ");
         json_string(out, x->name);
         fprintf(out, ", \"vendor\": ");
         json_string(out, x->vendor);
-        fprintf(out, ", \"type\": \"%s\", \"compute_units\": %u, \"clock_mhz\": %u, "
-                     "\"global_mem\": %llu, \"local_mem\": %llu, \"local_mem_is_global\": %s, "
-                     "\"max_alloc\": %llu, \"max_work_group\": %zu, \"opencl_c\": ",
+        fprintf(out,
+                ", \"type\": \"%s\", \"compute_units\": %u, \"clock_mhz\": %u, "
+                "\"global_mem\": %llu, \"local_mem\": %llu, \"local_mem_is_global\": %s, "
+                "\"max_alloc\": %llu, \"max_work_group\": %zu, \"opencl_c\": ",
                 x->type, x->compute_units, x->clock_mhz, (unsigned long long)x->global_mem,
                 (unsigned long long)x->local_mem, x->local_mem_is_global ? "true" : "false",
                 (unsigned long long)x->max_alloc, x->max_work_group);
@@ -73,12 +75,14 @@ static void print_table(const clf_device_info *d, int n, int selected, FILE *out
         human_bytes(x->max_alloc, a, sizeof a);
         snprintf(pd, sizeof pd, "%d:%d", x->platform_index, x->device_index);
         snprintf(idx, sizeof idx, "%s%d", i == selected ? "*" : "", i);
-        const char *ver = strncmp(x->cl_c_version, "OpenCL C ", 9) == 0 ? x->cl_c_version + 9
-                                                                          : x->cl_c_version;
-        fprintf(out, "%-3s %-5s %-24.24s %-40.40s %-5s %4u %6u %9s %9s%s %9s %6zu %-10.10s %-4s %-4s %s\n",
-                idx, pd, x->platform, x->name, x->type, x->compute_units, x->clock_mhz, g, l,
-                x->local_mem_is_global ? "*" : " ", a, x->max_work_group, ver,
-                x->fp16 ? "yes" : "no", x->fp64 ? "yes" : "no", x->driver_version);
+        const char *ver =
+            strncmp(x->cl_c_version, "OpenCL C ", 9) == 0 ? x->cl_c_version + 9 : x->cl_c_version;
+        fprintf(
+            out,
+            "%-3s %-5s %-24.24s %-40.40s %-5s %4u %6u %9s %9s%s %9s %6zu %-10.10s %-4s %-4s %s\n",
+            idx, pd, x->platform, x->name, x->type, x->compute_units, x->clock_mhz, g, l,
+            x->local_mem_is_global ? "*" : " ", a, x->max_work_group, ver, x->fp16 ? "yes" : "no",
+            x->fp64 ? "yes" : "no", x->driver_version);
     }
     fprintf(out, "(local memory marked * is emulated in global memory)\n");
     if (selected >= 0)
@@ -100,8 +104,7 @@ int cli_cmd_devices(int argc, char **argv)
         {"--json", CLI_OPT_BOOL, &json, 0, 0, NULL},
         {"--device", CLI_OPT_STR, &sel, 0, 0, NULL},
     };
-    const cli_command cmd = {"clformer devices", opts, CLI_COUNT(opts), NULL, NULL, 0, NULL,
-                             usage};
+    const cli_command cmd = {"clformer devices", opts, CLI_COUNT(opts), NULL, NULL, 0, NULL, usage};
     int pr = cli_parse_args(&cmd, argc, argv);
     if (pr != CLI_PARSE_RUN)
         return pr;

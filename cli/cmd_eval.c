@@ -32,24 +32,24 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: clformer eval DIR --data FILE [--split val|train] [--batch B] [--json]\n"
-            "                     [runtime flags]\n"
-            "Loss and perplexity of the checkpoint in DIR over a whole split of FILE, in\n"
-            "non-overlapping windows of the model's context (every position counts once).\n"
-            "  --data FILE       the text (split 90/10 as in training)\n"
-            "  --split S         val (default) or train\n"
-            "  --batch B         windows per forward (default: the model's train.batch)\n"
-            "  --json            print {\"val_loss\": ..., \"perplexity\": ..., \"tokens\": ...}\n"
-            "Encoder kinds: --data DIR (its validation split: val/valid/dev, or --split NAME)\n"
-            "or --data SRC,REF (translation) or --data FILE.tsv (classification); prints the\n"
-            "accuracy or corpus BLEU ({\"accuracy\": ...} / {\"bleu\": ...} with --json).\n"
-            "  --beam K          translation: beam size (default 1: greedy)\n"
-            "  --alpha A         translation: length penalty logprob / len^A (default 1)\n"
-            "  --src L, --tgt L  translation: languages of DIR's files (default: the\n"
-            "                    checkpoint's)\n"
-            "  --hyps FILE       translation: write the translations to FILE\n"
-            CLI_RUNTIME_FLAGS_HELP);
+    fprintf(
+        out,
+        "usage: clformer eval DIR --data FILE [--split val|train] [--batch B] [--json]\n"
+        "                     [runtime flags]\n"
+        "Loss and perplexity of the checkpoint in DIR over a whole split of FILE, in\n"
+        "non-overlapping windows of the model's context (every position counts once).\n"
+        "  --data FILE       the text (split 90/10 as in training)\n"
+        "  --split S         val (default) or train\n"
+        "  --batch B         windows per forward (default: the model's train.batch)\n"
+        "  --json            print {\"val_loss\": ..., \"perplexity\": ..., \"tokens\": ...}\n"
+        "Encoder kinds: --data DIR (its validation split: val/valid/dev, or --split NAME)\n"
+        "or --data SRC,REF (translation) or --data FILE.tsv (classification); prints the\n"
+        "accuracy or corpus BLEU ({\"accuracy\": ...} / {\"bleu\": ...} with --json).\n"
+        "  --beam K          translation: beam size (default 1: greedy)\n"
+        "  --alpha A         translation: length penalty logprob / len^A (default 1)\n"
+        "  --src L, --tgt L  translation: languages of DIR's files (default: the\n"
+        "                    checkpoint's)\n"
+        "  --hyps FILE       translation: write the translations to FILE\n" CLI_RUNTIME_FLAGS_HELP);
 }
 
 /* limits covering both (a 0 cap means "B x longest": the larger) */
@@ -103,8 +103,7 @@ static void print_accuracy(const clf_seqeval_result *r, int json, const char *wh
                (unsigned long long)r->labelled);
     else
         printf("accuracy %.2f%% (%llu of %llu), loss %.4f on %s (%.1fs)\n", 100.0 * r->accuracy,
-               (unsigned long long)r->correct, (unsigned long long)r->labelled, r->loss, what,
-               dt);
+               (unsigned long long)r->correct, (unsigned long long)r->labelled, r->loss, what, dt);
 }
 
 static int eval_seq(const char *dir, const char *data, int json, const seq_eval_flags *f,
@@ -128,8 +127,7 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
     const char *src = f->src ? f->src : clf_checkpoint_meta(ck, "src_lang");
     const char *tgt = f->tgt ? f->tgt : clf_checkpoint_meta(ck, "tgt_lang");
     cli_seq_paths paths;
-    if ((rc = cli_seq_paths_eval(cfg.kind, data, f->split_name, src, tgt, &paths)) !=
-            CLI_EXIT_OK ||
+    if ((rc = cli_seq_paths_eval(cfg.kind, data, f->split_name, src, tgt, &paths)) != CLI_EXIT_OK ||
         (rc = cli_seq_specials(tok)) != CLI_EXIT_OK ||
         (rc = cli_seq_load(&cfg, tok, paths.val_src, s2s ? paths.val_tgt : NULL, &ds)) !=
             CLI_EXIT_OK)
@@ -137,15 +135,16 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
     size_t n = clf_seqdata_size(ds);
     const clf_seqdata_stats *ss = clf_seqdata_stats_get(ds);
     if (ss->src.truncated > 0 || ss->tgt.truncated > 0)
-        fprintf(stderr, "clformer eval: warning: %lld sources and %lld targets were longer "
-                        "than the model's context and were cut\n",
+        fprintf(stderr,
+                "clformer eval: warning: %lld sources and %lld targets were longer "
+                "than the model's context and were cut\n",
                 (long long)ss->src.truncated, (long long)ss->tgt.truncated);
     if (s2s) {
         if ((rc = cli_read_lines(paths.val_tgt, &refs, &n_refs)) != CLI_EXIT_OK)
             goto done;
         if (n_refs != n) {
-            fprintf(stderr, "clformer eval: %s has %zu lines; %s has %zu\n", paths.val_tgt,
-                    n_refs, paths.val_src, n);
+            fprintf(stderr, "clformer eval: %s has %zu lines; %s has %zu\n", paths.val_tgt, n_refs,
+                    paths.val_src, n);
             rc = CLI_EXIT_FAIL;
             goto done;
         }
@@ -235,8 +234,8 @@ int cli_cmd_eval(int argc, char **argv)
         {"--tgt", CLI_OPT_STR, &sf.tgt, 0, 0, NULL},
         {"--hyps", CLI_OPT_STR, &sf.hyps, 0, 0, NULL},
     };
-    const cli_command cmd = {"clformer eval", opts, CLI_COUNT(opts), &rf, &dir, 1, "one DIR",
-                             usage};
+    const cli_command cmd = {"clformer eval", opts, CLI_COUNT(opts), &rf, &dir, 1,
+                             "one DIR",       usage};
     int pr = cli_parse_args(&cmd, argc, argv);
     if (pr != CLI_PARSE_RUN)
         return pr;
@@ -312,9 +311,8 @@ int cli_cmd_eval(int argc, char **argv)
     } else {
         char nt[32];
         cli_group_digits(targets, nt, sizeof nt);
-        printf("%s loss %.4f, perplexity %.3f over %s tokens (%zu windows of %d; %.1fs)\n",
-               name, loss, exp(loss), nt,
-               clf_dataset_eval_windows(ds, split, clf_model_dims_get(m).T),
+        printf("%s loss %.4f, perplexity %.3f over %s tokens (%zu windows of %d; %.1fs)\n", name,
+               loss, exp(loss), nt, clf_dataset_eval_windows(ds, split, clf_model_dims_get(m).T),
                clf_model_dims_get(m).T, dt);
     }
     cli_print_profile(rt, stderr); /* prints only with --profile */

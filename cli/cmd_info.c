@@ -39,16 +39,15 @@ typedef struct part {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: clformer info MODEL.yaml [--set KEY=VALUE ...] [--vocab N] [--data FILE]\n"
-            "                     [--batch B] [--json]\n"
-            "Parameters per part and in total, FLOPs per token for training and inference,\n"
-            "and device memory for a batch (default: train.batch). Needs no device.\n"
-            "  --set KEY=VALUE   override a config key (repeatable), e.g. train.batch=32\n"
-            "  --vocab N         vocabulary size (default: from the tokenizer / --data)\n"
-            "  --data FILE       build the char vocabulary from this text\n"
-            "  --batch B         batch for the memory estimate\n"
-            "  --json            machine-readable output\n");
+    fprintf(out, "usage: clformer info MODEL.yaml [--set KEY=VALUE ...] [--vocab N] [--data FILE]\n"
+                 "                     [--batch B] [--json]\n"
+                 "Parameters per part and in total, FLOPs per token for training and inference,\n"
+                 "and device memory for a batch (default: train.batch). Needs no device.\n"
+                 "  --set KEY=VALUE   override a config key (repeatable), e.g. train.batch=32\n"
+                 "  --vocab N         vocabulary size (default: from the tokenizer / --data)\n"
+                 "  --data FILE       build the char vocabulary from this text\n"
+                 "  --batch B         batch for the memory estimate\n"
+                 "  --json            machine-readable output\n");
 }
 
 static unsigned long long norm_params(const clf_model_config *c, clf_norm_type t)
@@ -86,7 +85,7 @@ typedef unsigned long long u64;
 typedef struct breakdown {
     u64 C, T, V, L, H;
     u64 wte, wpe, attn, ffn, norms, block, lnf, head, total;
-    u64 n_mm; /* parameters in matrix products */
+    u64 n_mm;                        /* parameters in matrix products */
     double train_flops, infer_flops; /* per token */
 } breakdown;
 
@@ -168,8 +167,7 @@ static void print_text(const char *path, const clf_model_config *cfg, const brea
 }
 
 /* The vocabulary the breakdown assumes (and a note when it is a guess). */
-static int pick_vocab(const clf_model_config *cfg, const char *data, long *vocab,
-                      const char **note)
+static int pick_vocab(const clf_model_config *cfg, const char *data, long *vocab, const char **note)
 {
     int rc = CLI_EXIT_OK;
     *note = "";
@@ -203,8 +201,8 @@ int cli_cmd_info(int argc, char **argv)
         {"--data", CLI_OPT_STR, &data, 0, 0, NULL},
         {"--json", CLI_OPT_BOOL, &json, 0, 0, NULL},
     };
-    const cli_command cmd = {"clformer info", opts, CLI_COUNT(opts), NULL, &path, 1,
-                             "one MODEL.yaml", usage};
+    const cli_command cmd = {"clformer info", opts, CLI_COUNT(opts),  NULL,
+                             &path,           1,    "one MODEL.yaml", usage};
     int pr = cli_parse_args(&cmd, argc, argv);
     if (pr != CLI_PARSE_RUN)
         return pr;
@@ -233,8 +231,8 @@ int cli_cmd_info(int argc, char **argv)
     count(&cfg, vocab, &d);
     size_t mem_train = 0, mem_infer = 0;
     clf_error err;
-    clf_status st = clf_model_memory_estimate(&cfg, (int)vocab, (int)batch, CLF_MODEL_TRAIN,
-                                              &mem_train, &err);
+    clf_status st =
+        clf_model_memory_estimate(&cfg, (int)vocab, (int)batch, CLF_MODEL_TRAIN, &mem_train, &err);
     if (st == CLF_OK)
         st = clf_model_memory_estimate(&cfg, (int)vocab, 1, CLF_MODEL_INFER, &mem_infer, &err);
     if (st != CLF_OK) {
@@ -248,8 +246,8 @@ int cli_cmd_info(int argc, char **argv)
                "\"lm_head\": %llu, \"vocab\": %llu, \"layers\": %llu, "
                "\"train_flops_per_token\": %.0f, \"infer_flops_per_token\": %.0f, "
                "\"batch\": %ld, \"train_memory_bytes\": %zu, \"infer_memory_bytes\": %zu}\n",
-               d.total, d.wte, d.wpe, d.block, d.L * d.block, d.attn, d.ffn, d.norms, d.lnf,
-               d.head, d.V, d.L, d.train_flops, d.infer_flops, batch, mem_train, mem_infer);
+               d.total, d.wte, d.wpe, d.block, d.L * d.block, d.attn, d.ffn, d.norms, d.lnf, d.head,
+               d.V, d.L, d.train_flops, d.infer_flops, batch, mem_train, mem_infer);
     else
         print_text(path, &cfg, &d, vocab_note, batch, mem_train, mem_infer);
     return CLI_EXIT_OK;

@@ -59,8 +59,8 @@ int cli_cmd_sample(int argc, char **argv)
         {"--seed", CLI_OPT_U64, &seed, 0, 0, NULL},
         {"--quiet", CLI_OPT_BOOL, &quiet, 0, 0, NULL},
     };
-    const cli_command cmd = {"clformer sample", opts, CLI_COUNT(opts), &rf, &dir, 1, "one DIR",
-                             usage};
+    const cli_command cmd = {"clformer sample", opts, CLI_COUNT(opts), &rf, &dir, 1,
+                             "one DIR",         usage};
     int pr = cli_parse_args(&cmd, argc, argv);
     if (pr != CLI_PARSE_RUN)
         return pr;
@@ -107,8 +107,8 @@ int cli_cmd_sample(int argc, char **argv)
     fputc('\n', stdout);
     fflush(stdout);
     if (!quiet)
-        fprintf(stderr, "[%ld tokens in %.2fs: %.1f tokens/s; context %d, %ld slides]\n",
-                gs.tokens, gs.seconds, gs.seconds > 0 ? (double)gs.tokens / gs.seconds : 0.0,
+        fprintf(stderr, "[%ld tokens in %.2fs: %.1f tokens/s; context %d, %ld slides]\n", gs.tokens,
+                gs.seconds, gs.seconds > 0 ? (double)gs.tokens / gs.seconds : 0.0,
                 clf_model_dims_get(m).T, gs.slides);
     cli_print_profile(rt, stderr); /* prints only with --profile */
     rc = CLI_EXIT_OK;

@@ -10,8 +10,8 @@
 
 #include "cli/cli.h"
 
-static int check_gemm(clf_runtime *rt, clf_gemm_engine eng, size_t M, size_t N, size_t K,
-                      int ta, int tb, double *worst_out)
+static int check_gemm(clf_runtime *rt, clf_gemm_engine eng, size_t M, size_t N, size_t K, int ta,
+                      int tb, double *worst_out)
 {
     clf_error err;
     float *a = malloc(M * K * 4), *b = malloc(K * N * 4), *c = malloc(M * N * 4);
@@ -21,9 +21,13 @@ static int check_gemm(clf_runtime *rt, clf_gemm_engine eng, size_t M, size_t N, 
         goto done;
     uint64_t s = 12345;
     for (size_t i = 0; i < M * K; i++)
-        a[i] = (float)((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 40) / 16777216.0f - 0.5f;
+        a[i] =
+            (float)((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 40) / 16777216.0f -
+            0.5f;
     for (size_t i = 0; i < K * N; i++)
-        b[i] = (float)((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 40) / 16777216.0f - 0.5f;
+        b[i] =
+            (float)((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 40) / 16777216.0f -
+            0.5f;
     if (clf_buffer_create(rt, M * K * 4, &da, &err) != CLF_OK ||
         clf_buffer_create(rt, K * N * 4, &db, &err) != CLF_OK ||
         clf_buffer_create(rt, M * N * 4, &dc, &err) != CLF_OK ||
@@ -76,8 +80,9 @@ done:
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: clformer selftest [runtime flags]\n"
-                 "Compile every kernel family for the device and run a small GEMM check.\n%s",
+    fprintf(out,
+            "usage: clformer selftest [runtime flags]\n"
+            "Compile every kernel family for the device and run a small GEMM check.\n%s",
             CLI_RUNTIME_FLAGS_HELP);
 }
 
@@ -120,13 +125,12 @@ int cli_cmd_selftest(int argc, char **argv)
         for (size_t s = 0; s < 2; s++)
             for (int t = 0; t < 4; t++) {
                 double worst = 0.0;
-                int ok = check_gemm(rt, engines[e], shapes[s][0], shapes[s][1], shapes[s][2],
-                                    t & 1, t >> 1, &worst);
+                int ok = check_gemm(rt, engines[e], shapes[s][0], shapes[s][1], shapes[s][2], t & 1,
+                                    t >> 1, &worst);
                 failures += !ok;
                 printf("  gemm %-7s M=%-3zu N=%-3zu K=%-3zu %s%s  max error %.2e  %s\n",
-                       clf_gemm_engine_name(engines[e]), shapes[s][0], shapes[s][1],
-                       shapes[s][2], t & 1 ? "T" : "N", t >> 1 ? "T" : "N", worst,
-                       ok ? "ok" : "FAILED");
+                       clf_gemm_engine_name(engines[e]), shapes[s][0], shapes[s][1], shapes[s][2],
+                       t & 1 ? "T" : "N", t >> 1 ? "T" : "N", worst, ok ? "ok" : "FAILED");
             }
     cli_print_profile(rt, stdout);
     clf_runtime_destroy(rt);

@@ -28,26 +28,27 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: clformer tokenizer train --data FILE [--data FILE ...] [--vocab N]\n"
-            "                                [--min-frequency N] --out TOK.json\n"
-            "       clformer tokenizer encode TOK [--pieces] [--bos] [--eos]   < text\n"
-            "       clformer tokenizer decode TOK [--specials]                 < ids\n"
-            "       clformer tokenizer info TOK\n"
-            "Train a byte-pair-encoding tokenizer (byte-level, as GPT-2: any text encodes\n"
-            "and decodes back exactly; special tokens pad=0 bos=1 eos=2 unk=3 cls=4 sep=5),\n"
-            "or use one. TOK is a tokenizer JSON file, a checkpoint (.safetensors) or a run\n"
-            "directory holding ckpt.safetensors.\n"
-            "train:\n"
-            "  --data FILE        training text, plain or gzip (.gz); repeat for more files\n"
-            "                     (one joint vocabulary)\n"
-            "  --vocab N          vocabulary size, specials and the 256 bytes included\n"
-            "                     (default 8000, at least 262)\n"
-            "  --min-frequency N  merge only pairs seen at least N times (default 2)\n"
-            "  --out FILE         where to write the tokenizer (JSON)\n"
-            "encode: one line of ids per input line; --pieces prints the pieces instead\n"
-            "        (a space shows as \xe2\x96\x81, other bytes as <0xNN>); --bos/--eos add them.\n"
-            "decode: one line of text per line of ids; --specials shows <bos>, <pad>, ...\n");
+    fprintf(
+        out,
+        "usage: clformer tokenizer train --data FILE [--data FILE ...] [--vocab N]\n"
+        "                                [--min-frequency N] --out TOK.json\n"
+        "       clformer tokenizer encode TOK [--pieces] [--bos] [--eos]   < text\n"
+        "       clformer tokenizer decode TOK [--specials]                 < ids\n"
+        "       clformer tokenizer info TOK\n"
+        "Train a byte-pair-encoding tokenizer (byte-level, as GPT-2: any text encodes\n"
+        "and decodes back exactly; special tokens pad=0 bos=1 eos=2 unk=3 cls=4 sep=5),\n"
+        "or use one. TOK is a tokenizer JSON file, a checkpoint (.safetensors) or a run\n"
+        "directory holding ckpt.safetensors.\n"
+        "train:\n"
+        "  --data FILE        training text, plain or gzip (.gz); repeat for more files\n"
+        "                     (one joint vocabulary)\n"
+        "  --vocab N          vocabulary size, specials and the 256 bytes included\n"
+        "                     (default 8000, at least 262)\n"
+        "  --min-frequency N  merge only pairs seen at least N times (default 2)\n"
+        "  --out FILE         where to write the tokenizer (JSON)\n"
+        "encode: one line of ids per input line; --pieces prints the pieces instead\n"
+        "        (a space shows as \xe2\x96\x81, other bytes as <0xNN>); --bos/--eos add them.\n"
+        "decode: one line of text per line of ids; --specials shows <bos>, <pad>, ...\n");
 }
 
 static int ends_with(const char *s, const char *suffix)
@@ -108,8 +109,8 @@ static int cmd_train(int argc, char **argv)
         {"--vocab", CLI_OPT_INT, &vocab, CLF_BPE_MERGE_FIRST, CLF_BPE_MAX_VOCAB, NULL},
         {"--min-frequency", CLI_OPT_INT, &minf, 1, 1000000000, NULL},
     };
-    const cli_command cmd = {"clformer tokenizer train", opts, CLI_COUNT(opts), NULL, NULL, 0,
-                             NULL, usage};
+    const cli_command cmd = {
+        "clformer tokenizer train", opts, CLI_COUNT(opts), NULL, NULL, 0, NULL, usage};
     int pr = cli_parse_args(&cmd, argc, argv);
     if (pr != CLI_PARSE_RUN)
         return pr;
@@ -154,11 +155,12 @@ static int cmd_train(int argc, char **argv)
     cli_group_digits(s.unique_words, num2, sizeof num2);
     printf("counted %s words (%s distinct) in %.2f s\n", num, num2, t1 - t0);
     printf("learned %d merges in %.2f s (the last pair seen %lld times): vocabulary %d = "
-           "6 specials + 256 bytes + %d merges\n", (int)s.merges, t2 - t1,
-           (long long)s.last_frequency, (int)s.vocab_size, (int)s.merges);
+           "6 specials + 256 bytes + %d merges\n",
+           (int)s.merges, t2 - t1, (long long)s.last_frequency, (int)s.vocab_size, (int)s.merges);
     if (s.vocab_size < o.vocab_size)
         printf("note: --vocab %ld asked for more, but no other pair occurs %ld times or more; "
-               "the vocabulary has %d tokens\n", vocab, minf, (int)s.vocab_size);
+               "the vocabulary has %d tokens\n",
+               vocab, minf, (int)s.vocab_size);
     cli_group_digits(s.tokens, num3, sizeof num3);
     printf("the training text is %s tokens: %.2f per word, %.2f bytes per token\n", num3,
            s.words ? (double)s.tokens / (double)s.words : 0.0,
@@ -221,8 +223,8 @@ static int cmd_encode(int argc, char **argv)
         {"--bos", CLI_OPT_BOOL, &bos, 0, 0, NULL},
         {"--eos", CLI_OPT_BOOL, &eos, 0, 0, NULL},
     };
-    const cli_command cmd = {"clformer tokenizer encode", opts, CLI_COUNT(opts), NULL, &path, 1,
-                             "one TOK", usage};
+    const cli_command cmd = {
+        "clformer tokenizer encode", opts, CLI_COUNT(opts), NULL, &path, 1, "one TOK", usage};
     int pr = cli_parse_args(&cmd, argc, argv);
     if (pr != CLI_PARSE_RUN)
         return pr;
@@ -296,8 +298,8 @@ static int cmd_decode(int argc, char **argv)
     unsigned flags = 0;
     int specials = 0;
     const cli_opt opts[] = {{"--specials", CLI_OPT_BOOL, &specials, 0, 0, NULL}};
-    const cli_command cmd = {"clformer tokenizer decode", opts, CLI_COUNT(opts), NULL, &path, 1,
-                             "one TOK", usage};
+    const cli_command cmd = {
+        "clformer tokenizer decode", opts, CLI_COUNT(opts), NULL, &path, 1, "one TOK", usage};
     int pr = cli_parse_args(&cmd, argc, argv);
     if (pr != CLI_PARSE_RUN)
         return pr;
@@ -333,8 +335,10 @@ static int cmd_decode(int argc, char **argv)
             char *end;
             long v = strtol(p, &end, 10);
             if (end == p || v < 0 || v > INT32_MAX) {
-                fprintf(stderr, "clformer tokenizer decode: line %zu: expected token ids, found "
-                                "'%.20s'\n", lineno, p);
+                fprintf(stderr,
+                        "clformer tokenizer decode: line %zu: expected token ids, found "
+                        "'%.20s'\n",
+                        lineno, p);
                 rc = CLI_EXIT_USAGE;
                 break;
             }
@@ -366,8 +370,7 @@ static int cmd_decode(int argc, char **argv)
 static int cmd_info(int argc, char **argv)
 {
     const char *path = NULL;
-    const cli_command cmd = {"clformer tokenizer info", NULL, 0, NULL, &path, 1, "one TOK",
-                             usage};
+    const cli_command cmd = {"clformer tokenizer info", NULL, 0, NULL, &path, 1, "one TOK", usage};
     int pr = cli_parse_args(&cmd, argc, argv);
     if (pr != CLI_PARSE_RUN)
         return pr;
@@ -392,7 +395,8 @@ static int cmd_info(int argc, char **argv)
     printf("%s\n", clf_tokenizer_special(tok, CLF_SPECIAL_PAD) < 0 &&
                            clf_tokenizer_special(tok, CLF_SPECIAL_UNK) < 0 &&
                            clf_tokenizer_special(tok, CLF_SPECIAL_BOS) < 0
-                       ? " (none)" : "");
+                       ? " (none)"
+                       : "");
     if (type == CLF_TOKENIZER_BPE) {
         int32_t R = clf_tokenizer_bpe_merge_count(tok);
         size_t total = 0, longest = 0;

@@ -152,8 +152,8 @@ static void usage(FILE *out)
             "  --batch-tokens N  shortcut for --set train.batch_tokens=N: batches of at most\n"
             "                    N (padded) tokens, sorted by length; train.batch then caps\n"
             "                    the sentences (default 0: train.batch sentences per batch)\n"
-            "  --beam K          BLEU at each evaluation with beam K (default 1: greedy)\n"
-            CLI_RUNTIME_FLAGS_HELP);
+            "  --beam K          BLEU at each evaluation with beam K (default 1: "
+            "greedy)\n" CLI_RUNTIME_FLAGS_HELP);
 }
 
 static int file_exists(const char *path)
@@ -219,7 +219,7 @@ static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_trai
         printf("best %s %.4f at step %llu (%s/best.safetensors)\n",
                clf_config_metric_name(cfg->train.early_stop.metric),
                cfg->train.early_stop.metric == CLF_METRIC_ACCURACY ? 100.0 * res.best_metric
-                                                                    : res.best_metric,
+                                                                   : res.best_metric,
                (unsigned long long)res.best_step, out);
     if (rf->profile)
         cli_print_profile(rt, stdout);
@@ -335,7 +335,8 @@ static int train_seq(clf_model_config *cfg, const char *data, const char *out,
         int nl = clf_seqdata_stats_get(tr)->labels;
         int nv = clf_seqdata_stats_get(va)->labels;
         char set[64];
-        snprintf(set, sizeof set, "head.labels=%d", (nl > nv ? nl : nv) < 2 ? 2 : (nl > nv ? nl : nv));
+        snprintf(set, sizeof set, "head.labels=%d",
+                 (nl > nv ? nl : nv) < 2 ? 2 : (nl > nv ? nl : nv));
         if ((st = clf_config_set(cfg, set, &err)) != CLF_OK)
             goto fail;
     }
@@ -365,8 +366,8 @@ static int train_seq(clf_model_config *cfg, const char *data, const char *out,
         goto fail;
     if ((rc = cli_runtime_open(rf, &rt)) != CLI_EXIT_OK)
         goto done;
-    if ((st = clf_model_create_ex(rt, cfg, clf_tokenizer_vocab_size(tok), &lim, CLF_MODEL_TRAIN,
-                                  &m, &err)) != CLF_OK)
+    if ((st = clf_model_create_ex(rt, cfg, clf_tokenizer_vocab_size(tok), &lim, CLF_MODEL_TRAIN, &m,
+                                  &err)) != CLF_OK)
         goto fail;
 
     if ((st = print_seq_plan(cfg, m, rt, &td, total, &lim, out, &err)) != CLF_OK)
@@ -497,8 +498,8 @@ int cli_cmd_train(int argc, char **argv)
         {"--resume", CLI_OPT_BOOL, &resume, 0, 0, NULL},
         {"--steps", CLI_OPT_INT, &steps, 1, 2000000000, &steps_given},
     };
-    const cli_command cmd = {"clformer train", opts, CLI_COUNT(opts), &rf, &model_path, 1,
-                             "one MODEL.yaml", usage};
+    const cli_command cmd = {"clformer train", opts, CLI_COUNT(opts),  &rf,
+                             &model_path,      1,    "one MODEL.yaml", usage};
     int pr = cli_parse_args(&cmd, argc, argv);
     if (pr != CLI_PARSE_RUN)
         return pr;
@@ -529,8 +530,9 @@ int cli_cmd_train(int argc, char **argv)
     if (rc != CLI_EXIT_OK)
         return rc;
     if (cfg.kind == CLF_MODEL_DECODER && seq_flag) {
-        fprintf(stderr, "clformer train: --val, --src, --tgt and --beam are for "
-                        "the encoder kinds; %s is a decoder trained on one text\n",
+        fprintf(stderr,
+                "clformer train: --val, --src, --tgt and --beam are for "
+                "the encoder kinds; %s is a decoder trained on one text\n",
                 model_path);
         return CLI_EXIT_USAGE;
     }

@@ -54,8 +54,8 @@ static int parse(int argc, char **argv, const char **dir, const char **input, in
         {"--input", CLI_OPT_STR, input, 0, 0, NULL},
         {"--quiet", CLI_OPT_BOOL, quiet, 0, 0, NULL},
     };
-    const cli_command cmd = {"clformer translate", opts, CLI_COUNT(opts), rf, dir, 1,
-                             "one DIR", usage};
+    const cli_command cmd = {
+        "clformer translate", opts, CLI_COUNT(opts), rf, dir, 1, "one DIR", usage};
     int pr = cli_parse_args(&cmd, argc, argv);
     if (pr != CLI_PARSE_RUN)
         return pr;
@@ -122,8 +122,9 @@ int cli_cmd_translate(int argc, char **argv)
     if (rc != CLI_EXIT_OK)
         return rc;
     if (cfg.kind != CLF_MODEL_ENCODER_DECODER) {
-        fprintf(stderr, "clformer translate: %s holds a model of kind %s; translation needs "
-                        "an encoder-decoder\n",
+        fprintf(stderr,
+                "clformer translate: %s holds a model of kind %s; translation needs "
+                "an encoder-decoder\n",
                 dir, clf_config_kind_name(cfg.kind));
         rc = CLI_EXIT_USAGE;
         goto done;

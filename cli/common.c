@@ -16,8 +16,8 @@ void cli_runtime_flags_init(cli_runtime_flags *f)
     f->device = getenv("CLFORMER_DEVICE");
     f->kernel_dir = getenv("CLFORMER_KERNEL_DIR");
     f->gemm = getenv("CLFORMER_GEMM");
-    clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"),
-                          getenv("HOME"), f->cache_dir_buf, sizeof f->cache_dir_buf);
+    clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"), getenv("HOME"),
+                          f->cache_dir_buf, sizeof f->cache_dir_buf);
     f->cache_dir = f->cache_dir_buf[0] ? f->cache_dir_buf : NULL;
 }
 
@@ -65,12 +65,12 @@ void cli_print_error(const char *context, const clf_error *err)
 int cli_exit_code(clf_status st)
 {
     switch (st) {
-    case CLF_OK: return CLI_EXIT_OK;
-    case CLF_ERR_NO_DEVICE:
-    case CLF_ERR_CONFIG:
-    case CLF_ERR_ARG: return CLI_EXIT_USAGE;
-    case CLF_ERR_INTERRUPTED: return CLI_EXIT_INTERRUPTED;
-    default: return CLI_EXIT_FAIL;
+        case CLF_OK: return CLI_EXIT_OK;
+        case CLF_ERR_NO_DEVICE:
+        case CLF_ERR_CONFIG:
+        case CLF_ERR_ARG: return CLI_EXIT_USAGE;
+        case CLF_ERR_INTERRUPTED: return CLI_EXIT_INTERRUPTED;
+        default: return CLI_EXIT_FAIL;
     }
 }
 
@@ -105,8 +105,8 @@ int cli_parse_int(const char *flag, const char *s, long lo, long hi, long *out)
     errno = 0;
     long v = strtol(s, &end, 10);
     if (s[0] == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi) {
-        fprintf(stderr, "clformer: %s: expected an integer in [%ld, %ld], got '%s'\n", flag, lo,
-                hi, s);
+        fprintf(stderr, "clformer: %s: expected an integer in [%ld, %ld], got '%s'\n", flag, lo, hi,
+                s);
         return 0;
     }
     *out = v;
@@ -119,8 +119,7 @@ int cli_parse_float(const char *flag, const char *s, double lo, double hi, doubl
     errno = 0;
     double v = strtod(s, &end);
     if (s[0] == '\0' || *end != '\0' || errno != 0 || !isfinite(v) || v < lo || v > hi) {
-        fprintf(stderr, "clformer: %s: expected a number in [%g, %g], got '%s'\n", flag, lo, hi,
-                s);
+        fprintf(stderr, "clformer: %s: expected a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
         return 0;
     }
     *out = v;

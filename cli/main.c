@@ -19,8 +19,10 @@ static const command commands[] = {
     {"sample", cli_cmd_sample, "generate text from a trained model"},
     {"eval", cli_cmd_eval, "validation loss and perplexity, accuracy or BLEU of a trained model"},
     {"info", cli_cmd_info, "parameters, FLOPs per token and memory of a model file"},
-    {"tokenizer", cli_cmd_tokenizer, "train a BPE tokenizer on text files; encode and decode with one"},
-    {"translate", cli_cmd_translate, "translate sentences (stdin -> stdout) with an encoder-decoder"},
+    {"tokenizer", cli_cmd_tokenizer,
+     "train a BPE tokenizer on text files; encode and decode with one"},
+    {"translate", cli_cmd_translate,
+     "translate sentences (stdin -> stdout) with an encoder-decoder"},
     {"classify", cli_cmd_classify, "label sentences (stdin -> stdout) with an encoder classifier"},
 };
 

@@ -44,11 +44,11 @@ typedef struct cfg_loc {
 } cfg_loc;
 
 typedef struct pctx {
-    const char *name;    /* the file's name in error locations (NULL: none) */
-    const char *text;    /* the file's text, for the offending line */
+    const char *name; /* the file's name in error locations (NULL: none) */
+    const char *text; /* the file's text, for the offending line */
     size_t len;
     const char *const *ovrs;
-    int cur_ovr;         /* -1 while reading the file */
+    int cur_ovr; /* -1 while reading the file */
     yaml_document_t *doc;
     clf_model_config *cfg;
     cfg_loc locs[MAX_LOCS];
@@ -59,22 +59,28 @@ typedef struct pctx {
 
 /* "\n  <line>\n  <spaces>^" for 0-based line/column (columns count
  * characters, as libyaml's marks do). Nothing if the line is not there. */
-static void caret_lines(const pctx *c, long line0, long col0, char *buf, size_t cap) {
+static void caret_lines(const pctx *c, long line0, long col0, char *buf, size_t cap)
+{
     buf[0] = '\0';
-    if (!c->text || line0 < 0 || col0 < 0) return;
+    if (!c->text || line0 < 0 || col0 < 0)
+        return;
     const char *p = c->text, *end = c->text + c->len;
     long l = 0;
     for (; l < line0 && p < end; p++)
-        if (*p == '\n') l++;
-    if (l < line0) return;
+        if (*p == '\n')
+            l++;
+    if (l < line0)
+        return;
     const char *e = p;
-    while (e < end && *e != '\n' && *e != '\r') e++;
+    while (e < end && *e != '\n' && *e != '\r')
+        e++;
     int shown = (int)(e - p) > 160 ? 160 : (int)(e - p);
     char pad[200];
     size_t np = 0;
     long chars = 0;
     for (const char *q = p; q < p + shown && chars < col0 && np + 1 < sizeof pad; q++) {
-        if (((unsigned char)*q & 0xC0) == 0x80) continue; /* UTF-8 continuation */
+        if (((unsigned char)*q & 0xC0) == 0x80)
+            continue; /* UTF-8 continuation */
         pad[np++] = *q == '\t' ? '\t' : ' ';
         chars++;
     }
@@ -88,13 +94,15 @@ static void caret_lines(const pctx *c, long line0, long col0, char *buf, size_t 
 
 /* Set err for a problem at (line0, col0) of the file, or at the current
  * --set, or at the whole file when line0 < 0. */
-static clf_status err_at(const pctx *c, long line0, long col0, clf_error *err, const char *msg) {
+static clf_status err_at(const pctx *c, long line0, long col0, clf_error *err, const char *msg)
+{
     char where[512];
     if (c->cur_ovr >= 0) {
         snprintf(where, sizeof where, "--set %s", c->ovrs[c->cur_ovr]);
         return clf_error_set_at(err, CLF_ERR_CONFIG, where, "%s", msg);
     }
-    if (line0 < 0) return clf_error_set_at(err, CLF_ERR_CONFIG, c->name, "%s", msg);
+    if (line0 < 0)
+        return clf_error_set_at(err, CLF_ERR_CONFIG, c->name, "%s", msg);
     char lines[512];
     caret_lines(c, line0, col0, lines, sizeof lines);
     snprintf(where, sizeof where, "%s:%ld:%ld", c->name ? c->name : "<config>", line0 + 1,
@@ -105,18 +113,21 @@ static clf_status err_at(const pctx *c, long line0, long col0, clf_error *err, c
 static clf_status node_err(const pctx *c, const yaml_node_t *n, clf_error *err, const char *fmt,
                            ...) __attribute__((format(printf, 4, 5)));
 static clf_status node_err(const pctx *c, const yaml_node_t *n, clf_error *err, const char *fmt,
-                           ...) {
+                           ...)
+{
     char msg[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (!n) return err_at(c, -1, -1, err, msg);
+    if (!n)
+        return err_at(c, -1, -1, err, msg);
     return err_at(c, (long)n->start_mark.line, (long)n->start_mark.column, err, msg);
 }
 
 /* A libyaml reader/scanner/parser/composer error. */
-static clf_status syntax_err(const pctx *c, const yaml_parser_t *p, clf_error *err) {
+static clf_status syntax_err(const pctx *c, const yaml_parser_t *p, clf_error *err)
+{
     char msg[1024];
     const char *problem = p->problem ? p->problem : "unknown error";
     if (p->error == YAML_MEMORY_ERROR)
@@ -142,18 +153,21 @@ static clf_status syntax_err(const pctx *c, const yaml_parser_t *p, clf_error *e
 
 static const char *sval(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
 
-static int is_plain(const yaml_node_t *n) {
+static int is_plain(const yaml_node_t *n)
+{
     return n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
 }
 
-static int is_null(const yaml_node_t *n) {
-    if (!is_plain(n)) return 0;
+static int is_null(const yaml_node_t *n)
+{
+    if (!is_plain(n))
+        return 0;
     const char *s = sval(n);
-    return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") ||
-           !strcmp(s, "NULL");
+    return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL");
 }
 
-static void describe(const yaml_node_t *n, char *buf, size_t cap) {
+static void describe(const yaml_node_t *n, char *buf, size_t cap)
+{
     if (n->type == YAML_MAPPING_NODE)
         snprintf(buf, cap, "a mapping");
     else if (n->type == YAML_SEQUENCE_NODE)
@@ -172,18 +186,23 @@ static void describe(const yaml_node_t *n, char *buf, size_t cap) {
     }
 }
 
-static size_t edit_distance(const char *a, const char *b) {
+static size_t edit_distance(const char *a, const char *b)
+{
     size_t la = strlen(a), lb = strlen(b), row[64];
-    if (la >= 63 || lb >= 63) return 99;
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    if (la >= 63 || lb >= 63)
+        return 99;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
     for (size_t i = 1; i <= la; i++) {
         size_t diag = row[0];
         row[0] = i;
         for (size_t j = 1; j <= lb; j++) {
             size_t up = row[j];
             size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
             row[j] = best;
             diag = up;
         }
@@ -192,33 +211,42 @@ static size_t edit_distance(const char *a, const char *b) {
 }
 
 /* " (did you mean 'x'?)" when one candidate is close, else "". */
-static void suggest(const char *word, const char *const *cands, int n, char *buf, size_t cap) {
+static void suggest(const char *word, const char *const *cands, int n, char *buf, size_t cap)
+{
     size_t best = 99, lw = strlen(word);
     const char *pick = NULL;
     for (int i = 0; i < n; i++) {
         size_t d = edit_distance(word, cands[i]);
-        if (d < best) best = d, pick = cands[i];
+        if (d < best)
+            best = d, pick = cands[i];
     }
     size_t limit = lw <= 3 ? 1 : lw <= 6 ? 2 : 3;
     buf[0] = '\0';
-    if (pick && best > 0 && best <= limit) snprintf(buf, cap, " (did you mean '%s'?)", pick);
+    if (pick && best > 0 && best <= limit)
+        snprintf(buf, cap, " (did you mean '%s'?)", pick);
 }
 
 static void suggest_key(const char *word, const clf_cfg_field *t1, const clf_cfg_field *t2,
-                        char *buf, size_t cap) {
+                        char *buf, size_t cap)
+{
     const char *cands[64];
     int n = 0;
-    for (const clf_cfg_field *f = t1; f && f->key && n < 64; f++) cands[n++] = f->key;
-    for (const clf_cfg_field *f = t2; f && f->key && n < 64; f++) cands[n++] = f->key;
+    for (const clf_cfg_field *f = t1; f && f->key && n < 64; f++)
+        cands[n++] = f->key;
+    for (const clf_cfg_field *f = t2; f && f->key && n < 64; f++)
+        cands[n++] = f->key;
     suggest(word, cands, n, buf, cap);
 }
 
-static void remember(pctx *c, size_t off, const yaml_node_t *n) {
+static void remember(pctx *c, size_t off, const yaml_node_t *n)
+{
     cfg_loc *l = NULL;
     for (int i = 0; i < c->n_locs; i++)
-        if (c->locs[i].off == off) l = &c->locs[i];
+        if (c->locs[i].off == off)
+            l = &c->locs[i];
     if (!l) {
-        if (c->n_locs >= MAX_LOCS) return;
+        if (c->n_locs >= MAX_LOCS)
+            return;
         l = &c->locs[c->n_locs++];
     }
     l->off = off;
@@ -227,52 +255,67 @@ static void remember(pctx *c, size_t off, const yaml_node_t *n) {
     l->ovr = c->cur_ovr;
 }
 
-static int parse_long(const char *s, long long *out) {
-    if (!*s) return 0;
+static int parse_long(const char *s, long long *out)
+{
+    if (!*s)
+        return 0;
     for (const char *q = (*s == '-' || *s == '+') ? s + 1 : s; *q; q++)
-        if (*q < '0' || *q > '9') return 0;
+        if (*q < '0' || *q > '9')
+            return 0;
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno || *end || end == s) return 0;
+    if (errno || *end || end == s)
+        return 0;
     *out = v;
     return 1;
 }
 
-static int parse_u64(const char *s, uint64_t *out) {
-    if (!*s) return 0;
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!*s)
+        return 0;
     for (const char *q = *s == '+' ? s + 1 : s; *q; q++)
-        if (*q < '0' || *q > '9') return 0;
+        if (*q < '0' || *q > '9')
+            return 0;
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || end == s) return 0;
+    if (errno || *end || end == s)
+        return 0;
     *out = (uint64_t)v;
     return 1;
 }
 
-static int parse_double(const char *s, double *out) {
+static int parse_double(const char *s, double *out)
+{
     int digits = 0;
-    if (!*s) return 0;
+    if (!*s)
+        return 0;
     for (const char *q = s; *q; q++) {
         if (*q >= '0' && *q <= '9')
             digits = 1;
         else if (!strchr("+-.eE", *q))
             return 0; /* no inf, nan or hex floats */
     }
-    if (!digits) return 0;
+    if (!digits)
+        return 0;
     char *end;
     double v = strtod(s, &end);
-    if (*end || end == s || !isfinite(v)) return 0;
+    if (*end || end == s || !isfinite(v))
+        return 0;
     *out = v;
     return 1;
 }
 
-static int parse_bool(const char *s, int *out) {
+static int parse_bool(const char *s, int *out)
+{
     static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
     for (int i = 0; i < 3; i++) {
-        if (!strcasecmp(s, yes[i])) return *out = 1, 1;
-        if (!strcasecmp(s, no[i])) return *out = 0, 1;
+        if (!strcasecmp(s, yes[i]))
+            return *out = 1, 1;
+        if (!strcasecmp(s, no[i]))
+            return *out = 0, 1;
     }
     return 0;
 }
@@ -283,7 +326,8 @@ static clf_status apply_field(pctx *c, const clf_cfg_field *f, const char *path,
                               const yaml_node_t *n, clf_error *err);
 
 static clf_status apply_map(pctx *c, const clf_cfg_field *table, const char *path,
-                            const yaml_node_t *n, clf_error *err) {
+                            const yaml_node_t *n, clf_error *err)
+{
     char keys[512], got[128];
     clf_cfg_key_list(table, keys, sizeof keys);
     if (n->type != YAML_MAPPING_NODE) {
@@ -296,11 +340,12 @@ static clf_status apply_map(pctx *c, const clf_cfg_field *table, const char *pat
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
         yaml_node_t *v = yaml_document_get_node(c->doc, p->value);
-        if (!k || !v) return node_err(c, n, err, "malformed mapping in %s", clf_cfg_display(path));
+        if (!k || !v)
+            return node_err(c, n, err, "malformed mapping in %s", clf_cfg_display(path));
         if (k->type != YAML_SCALAR_NODE) {
             describe(k, got, sizeof got);
-            return node_err(c, k, err, "expected a key name in %s, got %s",
-                            clf_cfg_display(path), got);
+            return node_err(c, k, err, "expected a key name in %s, got %s", clf_cfg_display(path),
+                            got);
         }
         const char *key = sval(k);
         for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++) {
@@ -319,13 +364,15 @@ static clf_status apply_map(pctx *c, const clf_cfg_field *table, const char *pat
         char sub[PATH_CAP];
         snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", key);
         clf_status st = apply_field(c, f, sub, v, err);
-        if (st != CLF_OK) return st;
+        if (st != CLF_OK)
+            return st;
     }
     return CLF_OK;
 }
 
-static clf_status bad_value(pctx *c, const clf_cfg_field *f, const char *path,
-                            const yaml_node_t *n, clf_error *err) {
+static clf_status bad_value(pctx *c, const clf_cfg_field *f, const char *path, const yaml_node_t *n,
+                            clf_error *err)
+{
     char want[512], got[128];
     clf_cfg_expected(f, want, sizeof want);
     describe(n, got, sizeof got);
@@ -333,76 +380,82 @@ static clf_status bad_value(pctx *c, const clf_cfg_field *f, const char *path,
 }
 
 static clf_status apply_field(pctx *c, const clf_cfg_field *f, const char *path,
-                              const yaml_node_t *n, clf_error *err) {
+                              const yaml_node_t *n, clf_error *err)
+{
     char *dst = (char *)c->cfg + f->offset;
     switch (f->type) {
-    case CLF_CFG_MAP:
-        return apply_map(c, f->sub, path, n, err);
-    case CLF_CFG_INT: {
-        long long v;
-        if (!is_plain(n) || !parse_long(sval(n), &v) || !clf_cfg_in_range(f, (double)v))
-            return bad_value(c, f, path, n, err);
-        *(int *)dst = (int)v;
-        break;
-    }
-    case CLF_CFG_U64: {
-        uint64_t v;
-        if (!is_plain(n) || !parse_u64(sval(n), &v)) return bad_value(c, f, path, n, err);
-        *(uint64_t *)dst = v;
-        break;
-    }
-    case CLF_CFG_DOUBLE: {
-        double v;
-        if (!is_plain(n) || !parse_double(sval(n), &v) || !clf_cfg_in_range(f, v))
-            return bad_value(c, f, path, n, err);
-        *(double *)dst = v;
-        break;
-    }
-    case CLF_CFG_PAIR: {
-        double v[2];
-        if (n->type != YAML_SEQUENCE_NODE ||
-            n->data.sequence.items.top - n->data.sequence.items.start != 2)
-            return bad_value(c, f, path, n, err);
-        for (int i = 0; i < 2; i++) {
-            yaml_node_t *it = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
-            if (!it) return bad_value(c, f, path, n, err);
-            if (!is_plain(it) || !parse_double(sval(it), &v[i]) || !clf_cfg_in_range(f, v[i]))
-                return bad_value(c, f, path, it, err);
+        case CLF_CFG_MAP: return apply_map(c, f->sub, path, n, err);
+        case CLF_CFG_INT: {
+            long long v;
+            if (!is_plain(n) || !parse_long(sval(n), &v) || !clf_cfg_in_range(f, (double)v))
+                return bad_value(c, f, path, n, err);
+            *(int *)dst = (int)v;
+            break;
         }
-        ((double *)dst)[0] = v[0];
-        ((double *)dst)[1] = v[1];
-        break;
-    }
-    case CLF_CFG_BOOL: {
-        int v;
-        if (!is_plain(n) || !parse_bool(sval(n), &v)) return bad_value(c, f, path, n, err);
-        *(int *)dst = v;
-        break;
-    }
-    case CLF_CFG_ENUM: {
-        int idx = -1, count = 0;
-        if (n->type == YAML_SCALAR_NODE)
-            for (; f->names[count]; count++)
-                if (!strcmp(f->names[count], sval(n))) idx = count;
-        if (idx < 0) {
-            char want[512], got[128], hint[128] = "";
-            clf_cfg_expected(f, want, sizeof want);
-            describe(n, got, sizeof got);
-            if (n->type == YAML_SCALAR_NODE) suggest(sval(n), f->names, count, hint, sizeof hint);
-            return node_err(c, n, err, "%s: expected %s; got %s%s", clf_cfg_display(path), want,
-                            got, hint);
+        case CLF_CFG_U64: {
+            uint64_t v;
+            if (!is_plain(n) || !parse_u64(sval(n), &v))
+                return bad_value(c, f, path, n, err);
+            *(uint64_t *)dst = v;
+            break;
         }
-        *(int *)dst = f->first + idx;
-        break;
-    }
-    case CLF_CFG_STRING: {
-        if (n->type != YAML_SCALAR_NODE) return bad_value(c, f, path, n, err);
-        const char *s = is_null(n) ? "" : sval(n);
-        if (strlen(s) >= f->size || strlen(s) != n->data.scalar.length)
-            return bad_value(c, f, path, n, err);
-        memcpy(dst, s, strlen(s) + 1);
-        break;
-    }
+        case CLF_CFG_DOUBLE: {
+            double v;
+            if (!is_plain(n) || !parse_double(sval(n), &v) || !clf_cfg_in_range(f, v))
+                return bad_value(c, f, path, n, err);
+            *(double *)dst = v;
+            break;
+        }
+        case CLF_CFG_PAIR: {
+            double v[2];
+            if (n->type != YAML_SEQUENCE_NODE ||
+                n->data.sequence.items.top - n->data.sequence.items.start != 2)
+                return bad_value(c, f, path, n, err);
+            for (int i = 0; i < 2; i++) {
+                yaml_node_t *it = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
+                if (!it)
+                    return bad_value(c, f, path, n, err);
+                if (!is_plain(it) || !parse_double(sval(it), &v[i]) || !clf_cfg_in_range(f, v[i]))
+                    return bad_value(c, f, path, it, err);
+            }
+            ((double *)dst)[0] = v[0];
+            ((double *)dst)[1] = v[1];
+            break;
+        }
+        case CLF_CFG_BOOL: {
+            int v;
+            if (!is_plain(n) || !parse_bool(sval(n), &v))
+                return bad_value(c, f, path, n, err);
+            *(int *)dst = v;
+            break;
+        }
+        case CLF_CFG_ENUM: {
+            int idx = -1, count = 0;
+            if (n->type == YAML_SCALAR_NODE)
+                for (; f->names[count]; count++)
+                    if (!strcmp(f->names[count], sval(n)))
+                        idx = count;
+            if (idx < 0) {
+                char want[512], got[128], hint[128] = "";
+                clf_cfg_expected(f, want, sizeof want);
+                describe(n, got, sizeof got);
+                if (n->type == YAML_SCALAR_NODE)
+                    suggest(sval(n), f->names, count, hint, sizeof hint);
+                return node_err(c, n, err, "%s: expected %s; got %s%s", clf_cfg_display(path), want,
+                                got, hint);
+            }
+            *(int *)dst = f->first + idx;
+            break;
+        }
+        case CLF_CFG_STRING: {
+            if (n->type != YAML_SCALAR_NODE)
+                return bad_value(c, f, path, n, err);
+            const char *s = is_null(n) ? "" : sval(n);
+            if (strlen(s) >= f->size || strlen(s) != n->data.scalar.length)
+                return bad_value(c, f, path, n, err);
+            memcpy(dst, s, strlen(s) + 1);
+            break;
+        }
     }
     remember(c, f->offset, n);
     return CLF_OK;
@@ -412,8 +465,9 @@ static clf_status apply_field(pctx *c, const clf_cfg_field *f, const char *path,
 
 /* Parse text into doc (one document). On success *loaded = 1 and the caller
  * deletes doc. */
-static clf_status load_doc(pctx *c, const char *text, size_t len, yaml_document_t *doc,
-                           int *loaded, clf_error *err) {
+static clf_status load_doc(pctx *c, const char *text, size_t len, yaml_document_t *doc, int *loaded,
+                           clf_error *err)
+{
     yaml_parser_t p;
     clf_status st = CLF_OK;
     *loaded = 0;
@@ -442,7 +496,8 @@ fail:
     return st;
 }
 
-static clf_status apply_override(pctx *c, int idx, clf_error *err) {
+static clf_status apply_override(pctx *c, int idx, clf_error *err)
+{
     const char *o = c->ovrs[idx];
     const char *eq = strchr(o, '=');
     char key[PATH_CAP], path[PATH_CAP] = "", keys[512], hint[128];
@@ -453,7 +508,8 @@ static clf_status apply_override(pctx *c, int idx, clf_error *err) {
     c->cur_ovr = idx;
     if (!eq || eq == o)
         return err_at(c, -1, -1, err, "expected key.path=value, for example train.steps=200");
-    if ((size_t)(eq - o) >= sizeof key) return err_at(c, -1, -1, err, "the key is too long");
+    if ((size_t)(eq - o) >= sizeof key)
+        return err_at(c, -1, -1, err, "the key is too long");
     memcpy(key, o, (size_t)(eq - o));
     key[eq - o] = '\0';
 
@@ -464,12 +520,15 @@ static clf_status apply_override(pctx *c, int idx, clf_error *err) {
     int first = 1;
     for (;;) {
         char *dot = strchr(seg, '.');
-        if (dot) *dot = '\0';
-        if (!*seg) return err_at(c, -1, -1, err, "empty key name in the key path");
+        if (dot)
+            *dot = '\0';
+        if (!*seg)
+            return err_at(c, -1, -1, err, "empty key name in the key path");
         f = clf_cfg_find(table, seg);
         if (!f && first) {
             f = clf_cfg_find(model->sub, seg);
-            if (f) snprintf(path, sizeof path, "model");
+            if (f)
+                snprintf(path, sizeof path, "model");
         }
         if (!f) {
             char msg[1024];
@@ -489,11 +548,14 @@ static clf_status apply_override(pctx *c, int idx, clf_error *err) {
             return err_at(c, -1, -1, err, msg);
         }
         size_t pl = strlen(path), sl = strlen(seg);
-        if (pl + sl + 2 > sizeof path) return err_at(c, -1, -1, err, "the key is too long");
-        if (pl) path[pl++] = '.';
+        if (pl + sl + 2 > sizeof path)
+            return err_at(c, -1, -1, err, "the key is too long");
+        if (pl)
+            path[pl++] = '.';
         memcpy(path + pl, seg, sl + 1);
         first = 0;
-        if (!dot) break;
+        if (!dot)
+            break;
         if (f->type != CLF_CFG_MAP) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s is a value, not a section: it has no key '%s'",
@@ -505,7 +567,8 @@ static clf_status apply_override(pctx *c, int idx, clf_error *err) {
     }
 
     st = load_doc(c, eq + 1, strlen(eq + 1), &doc, &loaded, err);
-    if (st != CLF_OK) goto fail;
+    if (st != CLF_OK)
+        goto fail;
     c->doc = &doc;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (!root && f->type == CLF_CFG_STRING) { /* "vocab.path=" empties a string */
@@ -520,19 +583,22 @@ static clf_status apply_override(pctx *c, int idx, clf_error *err) {
     }
 fail:
     c->doc = NULL;
-    if (loaded) yaml_document_delete(&doc);
+    if (loaded)
+        yaml_document_delete(&doc);
     return st;
 }
 
 /* Validation errors: point at the key that was set last among the two
  * involved (an override beats the file), else at the file. */
-static clf_status report_loc(void *user, size_t off, size_t off2, clf_error *err,
-                             const char *msg) {
+static clf_status report_loc(void *user, size_t off, size_t off2, clf_error *err, const char *msg)
+{
     pctx *c = user;
     const cfg_loc *l1 = NULL, *l2 = NULL, *l;
     for (int i = 0; i < c->n_locs; i++) {
-        if (c->locs[i].off == off) l1 = &c->locs[i];
-        if (off2 != CLF_CFG_NO_FIELD && c->locs[i].off == off2) l2 = &c->locs[i];
+        if (c->locs[i].off == off)
+            l1 = &c->locs[i];
+        if (off2 != CLF_CFG_NO_FIELD && c->locs[i].off == off2)
+            l2 = &c->locs[i];
     }
     l = (l2 && l2->ovr >= 0 && !(l1 && l1->ovr >= 0)) ? l2 : l1 ? l1 : l2;
     int saved = c->cur_ovr;
@@ -551,10 +617,12 @@ static clf_status report_loc(void *user, size_t off, size_t off2, clf_error *err
     return st;
 }
 
-static clf_status finish(pctx *c, int n_overrides, clf_error *err) {
+static clf_status finish(pctx *c, int n_overrides, clf_error *err)
+{
     for (int i = 0; i < n_overrides; i++) {
         clf_status st = apply_override(c, i, err);
-        if (st != CLF_OK) return st;
+        if (st != CLF_OK)
+            return st;
     }
     c->cur_ovr = -1;
     clf_config_resolve(c->cfg);
@@ -562,8 +630,9 @@ static clf_status finish(pctx *c, int n_overrides, clf_error *err) {
 }
 
 static clf_status load_text(const char *text, size_t len, const char *name,
-                            const char *const *overrides, int n_overrides,
-                            clf_model_config *out, clf_error *err) {
+                            const char *const *overrides, int n_overrides, clf_model_config *out,
+                            clf_error *err)
+{
     static const pctx zero_ctx;
     pctx *c = malloc(sizeof *c);
     clf_model_config cfg;
@@ -571,7 +640,8 @@ static clf_status load_text(const char *text, size_t len, const char *name,
     int loaded = 0;
     clf_status st;
 
-    if (!c) return clf_error_set(err, CLF_ERR_MEMORY, "out of memory reading a config");
+    if (!c)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory reading a config");
     *c = zero_ctx;
     c->name = name;
     c->text = text;
@@ -581,13 +651,14 @@ static clf_status load_text(const char *text, size_t len, const char *name,
     c->cfg = &cfg;
     clf_config_defaults(&cfg);
     if (n_overrides > 0 && !overrides) {
-        st = clf_error_set(err, CLF_ERR_ARG, "n_overrides is %d but overrides is NULL",
-                           n_overrides);
+        st =
+            clf_error_set(err, CLF_ERR_ARG, "n_overrides is %d but overrides is NULL", n_overrides);
         goto fail;
     }
 
     st = load_doc(c, text, len, &doc, &loaded, err);
-    if (st != CLF_OK) goto fail;
+    if (st != CLF_OK)
+        goto fail;
     c->doc = &doc;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (!root) {
@@ -596,13 +667,16 @@ static clf_status load_text(const char *text, size_t len, const char *name,
         goto fail;
     }
     st = apply_map(c, clf_cfg_root, "", root, err);
-    if (st != CLF_OK) goto fail;
+    if (st != CLF_OK)
+        goto fail;
     c->doc = NULL;
     st = finish(c, n_overrides, err);
-    if (st != CLF_OK) goto fail;
+    if (st != CLF_OK)
+        goto fail;
     *out = cfg;
 fail:
-    if (loaded) yaml_document_delete(&doc);
+    if (loaded)
+        yaml_document_delete(&doc);
     free(c);
     return st;
 }
@@ -611,21 +685,24 @@ fail:
 
 clf_status clf_config_parse_string(const char *yaml_text, const char *name_for_errors,
                                    const char *const *overrides, int n_overrides,
-                                   clf_model_config *out, clf_error *err) {
-    if (!yaml_text || !out) return clf_error_set(err, CLF_ERR_ARG, "no config text");
-    return load_text(yaml_text, strlen(yaml_text),
-                     name_for_errors ? name_for_errors : "<config>", overrides, n_overrides, out,
-                     err);
+                                   clf_model_config *out, clf_error *err)
+{
+    if (!yaml_text || !out)
+        return clf_error_set(err, CLF_ERR_ARG, "no config text");
+    return load_text(yaml_text, strlen(yaml_text), name_for_errors ? name_for_errors : "<config>",
+                     overrides, n_overrides, out, err);
 }
 
 clf_status clf_config_load(const char *path, const char *const *overrides, int n_overrides,
-                           clf_model_config *out, clf_error *err) {
+                           clf_model_config *out, clf_error *err)
+{
     char *text = NULL;
     size_t len = 0;
     clf_status st;
     FILE *fp = NULL;
 
-    if (!path || !out) return clf_error_set(err, CLF_ERR_ARG, "no config path");
+    if (!path || !out)
+        return clf_error_set(err, CLF_ERR_ARG, "no config path");
     fp = fopen(path, "rb");
     if (!fp) {
         st = clf_error_set_at(err, CLF_ERR_IO, path, "cannot open the model file: %s",
@@ -657,18 +734,21 @@ clf_status clf_config_load(const char *path, const char *const *overrides, int n
     }
     st = load_text(text, len, path, overrides, n_overrides, out, err);
 fail:
-    if (fp) fclose(fp);
+    if (fp)
+        fclose(fp);
     free(text);
     return st;
 }
 
-clf_status clf_config_set(clf_model_config *cfg, const char *override, clf_error *err) {
+clf_status clf_config_set(clf_model_config *cfg, const char *override, clf_error *err)
+{
     static const pctx zero_ctx;
     const char *ovrs[1] = {override};
     clf_model_config tmp = *cfg;
     clf_status st;
     pctx *c = malloc(sizeof *c);
-    if (!c) return clf_error_set(err, CLF_ERR_MEMORY, "out of memory applying --set");
+    if (!c)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory applying --set");
     if (!override) {
         free(c);
         return clf_error_set(err, CLF_ERR_ARG, "no override");
@@ -678,7 +758,8 @@ clf_status clf_config_set(clf_model_config *cfg, const char *override, clf_error
     c->cur_ovr = -1;
     c->cfg = &tmp;
     st = finish(c, 1, err);
-    if (st == CLF_OK) *cfg = tmp;
+    if (st == CLF_OK)
+        *cfg = tmp;
     free(c);
     return st;
 }

@@ -205,9 +205,9 @@ typedef struct clf_final_norm_config {
 
 typedef struct clf_head_config {
     clf_head_type type;
-    int tie_embedding; /* bool, lm only: output projection = token embedding^T;
+    int tie_embedding;  /* bool, lm only: output projection = token embedding^T;
                           default (-1 until resolved): 1 for an lm head, else 0 */
-    int labels;        /* classifier: number of labels (0 = from the data) */
+    int labels;         /* classifier: number of labels (0 = from the data) */
     clf_pool_type pool; /* classifier: cls | mean */
 } clf_head_config;
 
@@ -236,10 +236,10 @@ typedef struct clf_early_stop_config {
 } clf_early_stop_config;
 
 typedef struct clf_train_config {
-    int batch; /* B: sequences per step (the encoder kinds: at most, with batch_tokens) */
+    int batch;        /* B: sequences per step (the encoder kinds: at most, with batch_tokens) */
     int batch_tokens; /* encoder kinds: a budget of B * max(S, T) tokens per batch; 0 = off */
-    int steps; /* optimizer steps; 0 = until `epochs` (then epochs must be > 0) */
-    int epochs; /* 0 = off; else stop after this many passes (or `steps`, if first) */
+    int steps;        /* optimizer steps; 0 = until `epochs` (then epochs must be > 0) */
+    int epochs;       /* 0 = off; else stop after this many passes (or `steps`, if first) */
     clf_optimizer_config optimizer;
     clf_schedule_config schedule;
     double grad_clip;       /* global gradient-norm clip; 0 = off */
@@ -309,18 +309,21 @@ int clf_config_diff(const clf_model_config *a, const clf_model_config *b, char *
                     size_t key_cap);
 
 /* Derived sizes, for model/ (on a resolved config). */
-static inline int clf_config_head_size(const clf_model_config *c) {
+static inline int clf_config_head_size(const clf_model_config *c)
+{
     return c->blocks.attention.heads > 0 ? c->embedding.dim / c->blocks.attention.heads : 0;
 }
 /* Layers of the encoder stack (0 for a decoder-only model). */
-static inline int clf_config_encoder_layers(const clf_model_config *c) {
-    return c->kind == CLF_MODEL_DECODER ? 0
+static inline int clf_config_encoder_layers(const clf_model_config *c)
+{
+    return c->kind == CLF_MODEL_DECODER   ? 0
            : c->kind == CLF_MODEL_ENCODER ? c->blocks.repeat
                                           : c->blocks.encoder_repeat;
 }
 /* Layers of the decoder stack (0 for an encoder-only model). */
-static inline int clf_config_decoder_layers(const clf_model_config *c) {
-    return c->kind == CLF_MODEL_ENCODER ? 0
+static inline int clf_config_decoder_layers(const clf_model_config *c)
+{
+    return c->kind == CLF_MODEL_ENCODER   ? 0
            : c->kind == CLF_MODEL_DECODER ? c->blocks.repeat
                                           : c->blocks.decoder_repeat;
 }

@@ -33,13 +33,13 @@ typedef enum clf_cfg_type {
 typedef struct clf_cfg_field {
     const char *key;
     clf_cfg_type type;
-    size_t offset;                    /* into clf_model_config */
-    const struct clf_cfg_field *sub;  /* MAP: child table, ended by key NULL */
-    const char *const *names;         /* ENUM: names, ended by NULL */
-    int first;                        /* ENUM: the value of names[0] */
-    double lo, hi;                    /* INT, DOUBLE, PAIR ranges */
-    int flags;                        /* CLF_CFG_LO_OPEN | CLF_CFG_HI_OPEN */
-    size_t size;                      /* STRING: capacity including NUL */
+    size_t offset;                   /* into clf_model_config */
+    const struct clf_cfg_field *sub; /* MAP: child table, ended by key NULL */
+    const char *const *names;        /* ENUM: names, ended by NULL */
+    int first;                       /* ENUM: the value of names[0] */
+    double lo, hi;                   /* INT, DOUBLE, PAIR ranges */
+    int flags;                       /* CLF_CFG_LO_OPEN | CLF_CFG_HI_OPEN */
+    size_t size;                     /* STRING: capacity including NUL */
 } clf_cfg_field;
 
 /* The top-level table: model, train. */
@@ -69,7 +69,7 @@ void clf_cfg_expected(const clf_cfg_field *f, char *buf, size_t cap);
 #define CLF_CFG_NO_FIELD ((size_t)-1)
 typedef clf_status (*clf_cfg_report_fn)(void *user, size_t off, size_t off2, clf_error *err,
                                         const char *msg);
-clf_status clf_cfg_validate_with(const clf_model_config *cfg, clf_cfg_report_fn report,
-                                 void *user, clf_error *err);
+clf_status clf_cfg_validate_with(const clf_model_config *cfg, clf_cfg_report_fn report, void *user,
+                                 clf_error *err);
 
 #endif

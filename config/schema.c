@@ -39,47 +39,79 @@ static const char *const optimizer_names[] = {"adam", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "cosine", "noam", NULL};
 static const char *const metric_names[] = {"loss", "accuracy", "bleu", NULL};
 
-static const char *name_of(const char *const *names, int v) {
+static const char *name_of(const char *const *names, int v)
+{
     for (int i = 0; names[i]; i++)
-        if (i == v) return names[i];
+        if (i == v)
+            return names[i];
     return "?";
 }
 
 const char *clf_config_kind_name(clf_model_kind v) { return name_of(kind_names, (int)v); }
-const char *clf_config_tokenizer_name(clf_tokenizer_type v) {
+const char *clf_config_tokenizer_name(clf_tokenizer_type v)
+{
     return name_of(tokenizer_names, (int)v);
 }
-const char *clf_config_positional_name(clf_positional_type v) {
+const char *clf_config_positional_name(clf_positional_type v)
+{
     return name_of(positional_names, (int)v);
 }
-const char *clf_config_activation_name(clf_activation v) {
+const char *clf_config_activation_name(clf_activation v)
+{
     return name_of(activation_names, (int)v);
 }
 const char *clf_config_norm_name(clf_norm_type v) { return name_of(norm_names, (int)v); }
-const char *clf_config_placement_name(clf_norm_placement v) {
+const char *clf_config_placement_name(clf_norm_placement v)
+{
     return name_of(placement_names, (int)v);
 }
 const char *clf_config_head_name(clf_head_type v) { return name_of(head_names, (int)v); }
 const char *clf_config_pool_name(clf_pool_type v) { return name_of(pool_names, (int)v); }
-const char *clf_config_schedule_name(clf_schedule_type v) {
+const char *clf_config_schedule_name(clf_schedule_type v)
+{
     return name_of(schedule_names, (int)v);
 }
 const char *clf_config_metric_name(clf_metric_type v) { return name_of(metric_names, (int)v); }
 
 /* ---- tables ------------------------------------------------------------------------ */
 
-#define T_MAP(k, m, t) {.key = k, .type = CLF_CFG_MAP, .offset = OFF(m), .sub = t}
-#define T_INT(k, m, l, h) {.key = k, .type = CLF_CFG_INT, .offset = OFF(m), .lo = l, .hi = h}
-#define T_U64(k, m) {.key = k, .type = CLF_CFG_U64, .offset = OFF(m)}
-#define T_DBL(k, m, l, h, fl) \
-    {.key = k, .type = CLF_CFG_DOUBLE, .offset = OFF(m), .lo = l, .hi = h, .flags = fl}
-#define T_PAIR(k, m, l, h, fl) \
-    {.key = k, .type = CLF_CFG_PAIR, .offset = OFF(m), .lo = l, .hi = h, .flags = fl}
-#define T_BOOL(k, m) {.key = k, .type = CLF_CFG_BOOL, .offset = OFF(m)}
-#define T_ENUM(k, m, n, f0) {.key = k, .type = CLF_CFG_ENUM, .offset = OFF(m), .names = n, .first = f0}
-#define T_STR(k, m) \
-    {.key = k, .type = CLF_CFG_STRING, .offset = OFF(m), .size = sizeof(((clf_model_config *)0)->m)}
-#define T_END {.key = NULL}
+#define T_MAP(k, m, t)                                                                             \
+    {                                                                                              \
+        .key = k, .type = CLF_CFG_MAP, .offset = OFF(m), .sub = t                                  \
+    }
+#define T_INT(k, m, l, h)                                                                          \
+    {                                                                                              \
+        .key = k, .type = CLF_CFG_INT, .offset = OFF(m), .lo = l, .hi = h                          \
+    }
+#define T_U64(k, m)                                                                                \
+    {                                                                                              \
+        .key = k, .type = CLF_CFG_U64, .offset = OFF(m)                                            \
+    }
+#define T_DBL(k, m, l, h, fl)                                                                      \
+    {                                                                                              \
+        .key = k, .type = CLF_CFG_DOUBLE, .offset = OFF(m), .lo = l, .hi = h, .flags = fl          \
+    }
+#define T_PAIR(k, m, l, h, fl)                                                                     \
+    {                                                                                              \
+        .key = k, .type = CLF_CFG_PAIR, .offset = OFF(m), .lo = l, .hi = h, .flags = fl            \
+    }
+#define T_BOOL(k, m)                                                                               \
+    {                                                                                              \
+        .key = k, .type = CLF_CFG_BOOL, .offset = OFF(m)                                           \
+    }
+#define T_ENUM(k, m, n, f0)                                                                        \
+    {                                                                                              \
+        .key = k, .type = CLF_CFG_ENUM, .offset = OFF(m), .names = n, .first = f0                  \
+    }
+#define T_STR(k, m)                                                                                \
+    {                                                                                              \
+        .key = k, .type = CLF_CFG_STRING, .offset = OFF(m),                                        \
+        .size = sizeof(((clf_model_config *)0)->m)                                                 \
+    }
+#define T_END                                                                                      \
+    {                                                                                              \
+        .key = NULL                                                                                \
+    }
 
 /* "no upper bound" for doubles: the range check treats hi >= 1e300 as none */
 #define NOHI 1e308
@@ -208,7 +240,8 @@ const clf_cfg_field clf_cfg_root[] = {
 
 /* ---- defaults ------------------------------------------------------------------------ */
 
-void clf_config_defaults(clf_model_config *c) {
+void clf_config_defaults(clf_model_config *c)
+{
     memset(c, 0, sizeof(*c));
     c->kind = CLF_MODEL_DECODER;
     c->vocab.tokenizer = CLF_TOKENIZER_CHAR;
@@ -264,47 +297,62 @@ void clf_config_defaults(clf_model_config *c) {
 
 /* ---- lookups ------------------------------------------------------------------------- */
 
-const clf_cfg_field *clf_cfg_find(const clf_cfg_field *table, const char *key) {
+const clf_cfg_field *clf_cfg_find(const clf_cfg_field *table, const char *key)
+{
     for (const clf_cfg_field *f = table; f->key; f++)
-        if (strcmp(f->key, key) == 0) return f;
+        if (strcmp(f->key, key) == 0)
+            return f;
     return NULL;
 }
 
-void clf_cfg_key_list(const clf_cfg_field *table, char *buf, size_t cap) {
+void clf_cfg_key_list(const clf_cfg_field *table, char *buf, size_t cap)
+{
     size_t n = 0;
-    if (cap == 0) return;
+    if (cap == 0)
+        return;
     buf[0] = '\0';
     for (const clf_cfg_field *f = table; f->key; f++) {
         int w = snprintf(buf + n, cap - n, "%s%s", f == table ? "" : ", ", f->key);
-        if (w < 0 || (size_t)w >= cap - n) return;
+        if (w < 0 || (size_t)w >= cap - n)
+            return;
         n += (size_t)w;
     }
 }
 
-int clf_cfg_in_range(const clf_cfg_field *f, double x) {
-    if (!isfinite(x)) return 0;
-    if ((f->flags & CLF_CFG_LO_OPEN) ? !(x > f->lo) : !(x >= f->lo)) return 0;
-    if (f->hi >= 1e300) return 1;
+int clf_cfg_in_range(const clf_cfg_field *f, double x)
+{
+    if (!isfinite(x))
+        return 0;
+    if ((f->flags & CLF_CFG_LO_OPEN) ? !(x > f->lo) : !(x >= f->lo))
+        return 0;
+    if (f->hi >= 1e300)
+        return 1;
     return (f->flags & CLF_CFG_HI_OPEN) ? x < f->hi : x <= f->hi;
 }
 
-const char *clf_cfg_enum_text(const clf_cfg_field *f, int v) {
+const char *clf_cfg_enum_text(const clf_cfg_field *f, int v)
+{
     return name_of(f->names, v - f->first);
 }
 
-const char *clf_cfg_display(const char *path) {
-    if (path[0] == '\0') return "the top level";
-    if (strncmp(path, "model.", 6) == 0) return path + 6;
+const char *clf_cfg_display(const char *path)
+{
+    if (path[0] == '\0')
+        return "the top level";
+    if (strncmp(path, "model.", 6) == 0)
+        return path + 6;
     return path;
 }
 
 static int path_walk(const clf_cfg_field *table, size_t off, const char *prefix, char *buf,
-                     size_t cap) {
+                     size_t cap)
+{
     for (const clf_cfg_field *f = table; f->key; f++) {
         char p[256];
         snprintf(p, sizeof p, "%s%s%s", prefix, prefix[0] ? "." : "", f->key);
         if (f->type == CLF_CFG_MAP) {
-            if (path_walk(f->sub, off, p, buf, cap)) return 1;
+            if (path_walk(f->sub, off, p, buf, cap))
+                return 1;
         } else if (f->offset == off) {
             snprintf(buf, cap, "%s", clf_cfg_display(p));
             return 1;
@@ -313,11 +361,14 @@ static int path_walk(const clf_cfg_field *table, size_t off, const char *prefix,
     return 0;
 }
 
-void clf_cfg_path_of(size_t offset, char *buf, size_t cap) {
-    if (!path_walk(clf_cfg_root, offset, "", buf, cap)) snprintf(buf, cap, "?");
+void clf_cfg_path_of(size_t offset, char *buf, size_t cap)
+{
+    if (!path_walk(clf_cfg_root, offset, "", buf, cap))
+        snprintf(buf, cap, "?");
 }
 
-static void num_text(double v, char *buf, size_t cap) {
+static void num_text(double v, char *buf, size_t cap)
+{
     if (v >= 1e300)
         snprintf(buf, cap, "inf");
     else if (v == (double)(long long)v)
@@ -326,7 +377,8 @@ static void num_text(double v, char *buf, size_t cap) {
         snprintf(buf, cap, "%g", v);
 }
 
-static void range_text(const clf_cfg_field *f, char *buf, size_t cap) {
+static void range_text(const clf_cfg_field *f, char *buf, size_t cap)
+{
     char lo[32], hi[32];
     num_text(f->lo, lo, sizeof lo);
     num_text(f->hi, hi, sizeof hi);
@@ -338,42 +390,39 @@ static void range_text(const clf_cfg_field *f, char *buf, size_t cap) {
                  (f->flags & CLF_CFG_HI_OPEN) ? ')' : ']');
 }
 
-void clf_cfg_expected(const clf_cfg_field *f, char *buf, size_t cap) {
+void clf_cfg_expected(const clf_cfg_field *f, char *buf, size_t cap)
+{
     char r[96];
     switch (f->type) {
-    case CLF_CFG_MAP: {
-        char keys[512];
-        clf_cfg_key_list(f->sub, keys, sizeof keys);
-        snprintf(buf, cap, "a mapping with keys: %s", keys);
-        break;
-    }
-    case CLF_CFG_INT:
-        range_text(f, r, sizeof r);
-        snprintf(buf, cap, "an integer %s", r);
-        break;
-    case CLF_CFG_U64:
-        snprintf(buf, cap, "a non-negative integer");
-        break;
-    case CLF_CFG_DOUBLE:
-        range_text(f, r, sizeof r);
-        snprintf(buf, cap, "a number %s", r);
-        break;
-    case CLF_CFG_PAIR:
-        range_text(f, r, sizeof r);
-        snprintf(buf, cap, "a pair of numbers [a, b], each %s", r);
-        break;
-    case CLF_CFG_BOOL:
-        snprintf(buf, cap, "true or false");
-        break;
-    case CLF_CFG_ENUM: {
-        size_t n = (size_t)snprintf(buf, cap, "one of:");
-        for (int i = 0; f->names[i] && n < cap; i++)
-            n += (size_t)snprintf(buf + n, cap - n, "%s %s", i ? "," : "", f->names[i]);
-        break;
-    }
-    case CLF_CFG_STRING:
-        snprintf(buf, cap, "a string of at most %zu bytes", f->size - 1);
-        break;
+        case CLF_CFG_MAP: {
+            char keys[512];
+            clf_cfg_key_list(f->sub, keys, sizeof keys);
+            snprintf(buf, cap, "a mapping with keys: %s", keys);
+            break;
+        }
+        case CLF_CFG_INT:
+            range_text(f, r, sizeof r);
+            snprintf(buf, cap, "an integer %s", r);
+            break;
+        case CLF_CFG_U64: snprintf(buf, cap, "a non-negative integer"); break;
+        case CLF_CFG_DOUBLE:
+            range_text(f, r, sizeof r);
+            snprintf(buf, cap, "a number %s", r);
+            break;
+        case CLF_CFG_PAIR:
+            range_text(f, r, sizeof r);
+            snprintf(buf, cap, "a pair of numbers [a, b], each %s", r);
+            break;
+        case CLF_CFG_BOOL: snprintf(buf, cap, "true or false"); break;
+        case CLF_CFG_ENUM: {
+            size_t n = (size_t)snprintf(buf, cap, "one of:");
+            for (int i = 0; f->names[i] && n < cap; i++)
+                n += (size_t)snprintf(buf + n, cap - n, "%s %s", i ? "," : "", f->names[i]);
+            break;
+        }
+        case CLF_CFG_STRING:
+            snprintf(buf, cap, "a string of at most %zu bytes", f->size - 1);
+            break;
     }
 }
 
@@ -385,19 +434,22 @@ typedef struct out_buf {
 } out_buf;
 
 static void out_printf(out_buf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out_printf(out_buf *o, const char *fmt, ...) {
+static void out_printf(out_buf *o, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
     size_t room = o->len < o->cap ? o->cap - o->len : 0;
     int w = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
     va_end(ap);
-    if (w > 0) o->len += (size_t)w;
+    if (w > 0)
+        o->len += (size_t)w;
 }
 
 /* The shortest text that reads back to the same double: plain decimals
  * between 1e-4 and 1e15 ("0.001", "10000.0"), else the shortest %.*g with a
  * '.' in the mantissa ("1.0e-05"), so that YAML 1.1 readers also see a float. */
-static void fmt_double(double v, char *buf, size_t cap) {
+static void fmt_double(double v, char *buf, size_t cap)
+{
     char t[40];
     double a = fabs(v);
     if (a == 0.0 || (a >= 1e-4 && a < 1e15)) { /* plain decimals: 0.001, 10000.0 */
@@ -411,7 +463,8 @@ static void fmt_double(double v, char *buf, size_t cap) {
     }
     for (int p = 1; p <= 17; p++) {
         snprintf(t, sizeof t, "%.*g", p, v);
-        if (strtod(t, NULL) == v) break;
+        if (strtod(t, NULL) == v)
+            break;
     }
     char *e = strchr(t, 'e');
     if (strchr(t, '.') || strchr(t, 'n') || strchr(t, 'i')) {
@@ -423,7 +476,8 @@ static void fmt_double(double v, char *buf, size_t cap) {
     }
 }
 
-static void dump_string(out_buf *o, const char *s, size_t size) {
+static void dump_string(out_buf *o, const char *s, size_t size)
+{
     out_printf(o, "\"");
     for (size_t i = 0; i < size && s[i]; i++) {
         unsigned char ch = (unsigned char)s[i];
@@ -438,50 +492,45 @@ static void dump_string(out_buf *o, const char *s, size_t size) {
 }
 
 static void dump_table(out_buf *o, const clf_model_config *c, const clf_cfg_field *table,
-                       int indent) {
+                       int indent)
+{
     const char *base = (const char *)c;
     for (const clf_cfg_field *f = table; f->key; f++) {
         const char *p = base + f->offset;
         char num[64], num2[64];
         out_printf(o, "%*s%s:", indent, "", f->key);
         switch (f->type) {
-        case CLF_CFG_MAP:
-            out_printf(o, "\n");
-            dump_table(o, c, f->sub, indent + 2);
-            continue;
-        case CLF_CFG_INT:
-            out_printf(o, " %d", *(const int *)p);
-            break;
-        case CLF_CFG_U64:
-            out_printf(o, " %" PRIu64, *(const uint64_t *)p);
-            break;
-        case CLF_CFG_DOUBLE:
-            fmt_double(*(const double *)p, num, sizeof num);
-            out_printf(o, " %s", num);
-            break;
-        case CLF_CFG_PAIR:
-            fmt_double(((const double *)p)[0], num, sizeof num);
-            fmt_double(((const double *)p)[1], num2, sizeof num2);
-            out_printf(o, " [%s, %s]", num, num2);
-            break;
-        case CLF_CFG_BOOL:
-            out_printf(o, " %s", *(const int *)p ? "true" : "false");
-            break;
-        case CLF_CFG_ENUM:
-            out_printf(o, " %s", clf_cfg_enum_text(f, *(const int *)p));
-            break;
-        case CLF_CFG_STRING:
-            out_printf(o, " ");
-            dump_string(o, p, f->size);
-            break;
+            case CLF_CFG_MAP:
+                out_printf(o, "\n");
+                dump_table(o, c, f->sub, indent + 2);
+                continue;
+            case CLF_CFG_INT: out_printf(o, " %d", *(const int *)p); break;
+            case CLF_CFG_U64: out_printf(o, " %" PRIu64, *(const uint64_t *)p); break;
+            case CLF_CFG_DOUBLE:
+                fmt_double(*(const double *)p, num, sizeof num);
+                out_printf(o, " %s", num);
+                break;
+            case CLF_CFG_PAIR:
+                fmt_double(((const double *)p)[0], num, sizeof num);
+                fmt_double(((const double *)p)[1], num2, sizeof num2);
+                out_printf(o, " [%s, %s]", num, num2);
+                break;
+            case CLF_CFG_BOOL: out_printf(o, " %s", *(const int *)p ? "true" : "false"); break;
+            case CLF_CFG_ENUM: out_printf(o, " %s", clf_cfg_enum_text(f, *(const int *)p)); break;
+            case CLF_CFG_STRING:
+                out_printf(o, " ");
+                dump_string(o, p, f->size);
+                break;
         }
         out_printf(o, "\n");
     }
 }
 
-size_t clf_config_to_yaml(const clf_model_config *cfg, char *buf, size_t cap) {
+size_t clf_config_to_yaml(const clf_model_config *cfg, char *buf, size_t cap)
+{
     out_buf o = {buf, cap, 0};
-    if (buf && cap) buf[0] = '\0';
+    if (buf && cap)
+        buf[0] = '\0';
     dump_table(&o, cfg, clf_cfg_root, 0);
     return o.len;
 }
@@ -489,47 +538,42 @@ size_t clf_config_to_yaml(const clf_model_config *cfg, char *buf, size_t cap) {
 /* ---- diff --------------------------------------------------------------------------------- */
 
 static int diff_table(const clf_model_config *a, const clf_model_config *b,
-                      const clf_cfg_field *table, const char *prefix, char *key, size_t cap) {
+                      const clf_cfg_field *table, const char *prefix, char *key, size_t cap)
+{
     for (const clf_cfg_field *f = table; f->key; f++) {
         char p[256];
         snprintf(p, sizeof p, "%s%s%s", prefix, prefix[0] ? "." : "", f->key);
         if (f->type == CLF_CFG_MAP) {
-            if (diff_table(a, b, f->sub, p, key, cap)) return 1;
+            if (diff_table(a, b, f->sub, p, key, cap))
+                return 1;
             continue;
         }
         const char *pa = (const char *)a + f->offset, *pb = (const char *)b + f->offset;
         int differ = 0;
         switch (f->type) {
-        case CLF_CFG_INT:
-        case CLF_CFG_BOOL:
-        case CLF_CFG_ENUM:
-            differ = *(const int *)pa != *(const int *)pb;
-            break;
-        case CLF_CFG_U64:
-            differ = *(const uint64_t *)pa != *(const uint64_t *)pb;
-            break;
-        case CLF_CFG_DOUBLE: /* bitwise: 0.0 and -0.0 differ, as in the dump */
-            differ = memcmp(pa, pb, sizeof(double)) != 0;
-            break;
-        case CLF_CFG_PAIR:
-            differ = memcmp(pa, pb, 2 * sizeof(double)) != 0;
-            break;
-        case CLF_CFG_STRING:
-            differ = strncmp(pa, pb, f->size) != 0;
-            break;
-        case CLF_CFG_MAP:
-            break;
+            case CLF_CFG_INT:
+            case CLF_CFG_BOOL:
+            case CLF_CFG_ENUM: differ = *(const int *)pa != *(const int *)pb; break;
+            case CLF_CFG_U64: differ = *(const uint64_t *)pa != *(const uint64_t *)pb; break;
+            case CLF_CFG_DOUBLE: /* bitwise: 0.0 and -0.0 differ, as in the dump */
+                differ = memcmp(pa, pb, sizeof(double)) != 0;
+                break;
+            case CLF_CFG_PAIR: differ = memcmp(pa, pb, 2 * sizeof(double)) != 0; break;
+            case CLF_CFG_STRING: differ = strncmp(pa, pb, f->size) != 0; break;
+            case CLF_CFG_MAP: break;
         }
         if (differ) {
-            if (key && cap) snprintf(key, cap, "%s", clf_cfg_display(p));
+            if (key && cap)
+                snprintf(key, cap, "%s", clf_cfg_display(p));
             return 1;
         }
     }
     return 0;
 }
 
-int clf_config_diff(const clf_model_config *a, const clf_model_config *b, char *key,
-                    size_t key_cap) {
-    if (key && key_cap) key[0] = '\0';
+int clf_config_diff(const clf_model_config *a, const clf_model_config *b, char *key, size_t key_cap)
+{
+    if (key && key_cap)
+        key[0] = '\0';
     return diff_table(a, b, clf_cfg_root, "", key, key_cap);
 }

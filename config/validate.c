@@ -22,14 +22,17 @@
 #define OFF(m) offsetof(clf_model_config, m)
 #define NONE CLF_CFG_NO_FIELD
 
-void clf_config_resolve(clf_model_config *c) {
+void clf_config_resolve(clf_model_config *c)
+{
     if (c->head.tie_embedding < 0)
         c->head.tie_embedding = c->head.type == CLF_HEAD_LM;
     if (c->blocks.ffn.hidden == 0 && c->embedding.dim > 0 && c->embedding.dim <= 262144)
         c->blocks.ffn.hidden = 4 * c->embedding.dim;
     if (c->kind == CLF_MODEL_ENCODER_DECODER) {
-        if (c->blocks.encoder_repeat == 0) c->blocks.encoder_repeat = c->blocks.repeat;
-        if (c->blocks.decoder_repeat == 0) c->blocks.decoder_repeat = c->blocks.repeat;
+        if (c->blocks.encoder_repeat == 0)
+            c->blocks.encoder_repeat = c->blocks.repeat;
+        if (c->blocks.decoder_repeat == 0)
+            c->blocks.decoder_repeat = c->blocks.repeat;
     }
     if (c->vocab.tokenizer == CLF_TOKENIZER_BPE && c->vocab.size == 0 && c->vocab.path[0] == '\0')
         c->vocab.size = 8000;
@@ -43,78 +46,83 @@ typedef struct vstate {
 
 static clf_status bad(const vstate *v, size_t off, size_t off2, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static clf_status bad(const vstate *v, size_t off, size_t off2, const char *fmt, ...) {
+static clf_status bad(const vstate *v, size_t off, size_t off2, const char *fmt, ...)
+{
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (v->report) return v->report(v->user, off, off2, v->err, msg);
+    if (v->report)
+        return v->report(v->user, off, off2, v->err, msg);
     return clf_error_set(v->err, CLF_ERR_CONFIG, "%s", msg);
 }
 
 /* Every single value against its table entry, as the parser checks them:
  * a struct filled in by code (not parsed) gets the same guarantees. */
 static clf_status check_values(const clf_model_config *c, const clf_cfg_field *table,
-                               const vstate *v) {
+                               const vstate *v)
+{
     for (const clf_cfg_field *f = table; f->key; f++) {
         const char *p = (const char *)c + f->offset;
         char path[256], want[512];
         if (f->type == CLF_CFG_MAP) {
             clf_status st = check_values(c, f->sub, v);
-            if (st != CLF_OK) return st;
+            if (st != CLF_OK)
+                return st;
             continue;
         }
         clf_cfg_path_of(f->offset, path, sizeof path);
         clf_cfg_expected(f, want, sizeof want);
         switch (f->type) {
-        case CLF_CFG_INT: {
-            int x = *(const int *)p;
-            if (!clf_cfg_in_range(f, (double)x))
-                return bad(v, f->offset, NONE, "%s: expected %s, got %d", path, want, x);
-            break;
-        }
-        case CLF_CFG_DOUBLE: {
-            double x = *(const double *)p;
-            if (!clf_cfg_in_range(f, x))
-                return bad(v, f->offset, NONE, "%s: expected %s, got %g", path, want, x);
-            break;
-        }
-        case CLF_CFG_PAIR: {
-            const double *x = (const double *)p;
-            if (!clf_cfg_in_range(f, x[0]) || !clf_cfg_in_range(f, x[1]))
-                return bad(v, f->offset, NONE, "%s: expected %s, got [%g, %g]", path, want,
-                           x[0], x[1]);
-            break;
-        }
-        case CLF_CFG_BOOL: {
-            int x = *(const int *)p;
-            if (x != 0 && x != 1)
-                return bad(v, f->offset, NONE, "%s: expected %s, got %d", path, want, x);
-            break;
-        }
-        case CLF_CFG_ENUM: {
-            int x = *(const int *)p, n = 0;
-            while (f->names[n]) n++;
-            if (x < f->first || x >= f->first + n)
-                return bad(v, f->offset, NONE, "%s: expected %s, got the value %d", path, want,
-                           x);
-            break;
-        }
-        case CLF_CFG_STRING:
-            if (memchr(p, '\0', f->size) == NULL)
-                return bad(v, f->offset, NONE, "%s: expected %s (not NUL-terminated)", path,
-                           want);
-            break;
-        case CLF_CFG_U64:
-        case CLF_CFG_MAP:
-            break;
+            case CLF_CFG_INT: {
+                int x = *(const int *)p;
+                if (!clf_cfg_in_range(f, (double)x))
+                    return bad(v, f->offset, NONE, "%s: expected %s, got %d", path, want, x);
+                break;
+            }
+            case CLF_CFG_DOUBLE: {
+                double x = *(const double *)p;
+                if (!clf_cfg_in_range(f, x))
+                    return bad(v, f->offset, NONE, "%s: expected %s, got %g", path, want, x);
+                break;
+            }
+            case CLF_CFG_PAIR: {
+                const double *x = (const double *)p;
+                if (!clf_cfg_in_range(f, x[0]) || !clf_cfg_in_range(f, x[1]))
+                    return bad(v, f->offset, NONE, "%s: expected %s, got [%g, %g]", path, want,
+                               x[0], x[1]);
+                break;
+            }
+            case CLF_CFG_BOOL: {
+                int x = *(const int *)p;
+                if (x != 0 && x != 1)
+                    return bad(v, f->offset, NONE, "%s: expected %s, got %d", path, want, x);
+                break;
+            }
+            case CLF_CFG_ENUM: {
+                int x = *(const int *)p, n = 0;
+                while (f->names[n])
+                    n++;
+                if (x < f->first || x >= f->first + n)
+                    return bad(v, f->offset, NONE, "%s: expected %s, got the value %d", path, want,
+                               x);
+                break;
+            }
+            case CLF_CFG_STRING:
+                if (memchr(p, '\0', f->size) == NULL)
+                    return bad(v, f->offset, NONE, "%s: expected %s (not NUL-terminated)", path,
+                               want);
+                break;
+            case CLF_CFG_U64:
+            case CLF_CFG_MAP: break;
         }
     }
     return CLF_OK;
 }
 
-static clf_status check_model(const clf_model_config *c, const vstate *v) {
+static clf_status check_model(const clf_model_config *c, const vstate *v)
+{
     const int C = c->embedding.dim, NH = c->blocks.attention.heads;
     const char *kind = clf_config_kind_name(c->kind);
 
@@ -149,9 +157,8 @@ static clf_status check_model(const clf_model_config *c, const vstate *v) {
                        "causal: true",
                        kind);
         if (c->head.type != CLF_HEAD_LM)
-            return bad(v, OFF(head.type), OFF(kind),
-                       "head.type: kind %s needs an lm head, got %s", kind,
-                       clf_config_head_name(c->head.type));
+            return bad(v, OFF(head.type), OFF(kind), "head.type: kind %s needs an lm head, got %s",
+                       kind, clf_config_head_name(c->head.type));
     }
     if (c->kind != CLF_MODEL_ENCODER_DECODER) {
         if (c->blocks.encoder_repeat != 0)
@@ -196,7 +203,8 @@ static clf_status check_model(const clf_model_config *c, const vstate *v) {
     return CLF_OK;
 }
 
-static clf_status check_train(const clf_model_config *c, const vstate *v) {
+static clf_status check_train(const clf_model_config *c, const vstate *v)
+{
     const clf_train_config *t = &c->train;
     if (t->steps == 0 && t->epochs == 0)
         return bad(v, OFF(train.steps), OFF(train.epochs),
@@ -229,16 +237,20 @@ static clf_status check_train(const clf_model_config *c, const vstate *v) {
     return CLF_OK;
 }
 
-clf_status clf_cfg_validate_with(const clf_model_config *cfg, clf_cfg_report_fn report,
-                                 void *user, clf_error *err) {
+clf_status clf_cfg_validate_with(const clf_model_config *cfg, clf_cfg_report_fn report, void *user,
+                                 clf_error *err)
+{
     vstate v = {report, user, err};
     clf_status st = check_values(cfg, clf_cfg_root, &v);
-    if (st != CLF_OK) return st;
+    if (st != CLF_OK)
+        return st;
     st = check_model(cfg, &v);
-    if (st != CLF_OK) return st;
+    if (st != CLF_OK)
+        return st;
     return check_train(cfg, &v);
 }
 
-clf_status clf_config_validate(const clf_model_config *cfg, clf_error *err) {
+clf_status clf_config_validate(const clf_model_config *cfg, clf_error *err)
+{
     return clf_cfg_validate_with(cfg, NULL, NULL, err);
 }

@@ -116,11 +116,12 @@ clf_status clf_devices_list(clf_device_info **out, int *count, clf_error *err)
     cl_uint np = 0;
     cl_int rc = clGetPlatformIDs(MAX_PLATFORMS, plats, &np);
     if (rc == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (rc == CL_SUCCESS && np == 0))
-        return clf_error_set(err, CLF_ERR_NO_PLATFORM,
-                             "no OpenCL platform found. Install a driver: for the CPU, "
-                             "`apt-get install pocl-opencl-icd ocl-icd-libopencl1` (Debian/Ubuntu); "
-                             "for GPUs, the vendor's OpenCL driver, which must register an .icd "
-                             "file in /etc/OpenCL/vendors/");
+        return clf_error_set(
+            err, CLF_ERR_NO_PLATFORM,
+            "no OpenCL platform found. Install a driver: for the CPU, "
+            "`apt-get install pocl-opencl-icd ocl-icd-libopencl1` (Debian/Ubuntu); "
+            "for GPUs, the vendor's OpenCL driver, which must register an .icd "
+            "file in /etc/OpenCL/vendors/");
     if (clf_cl_check(rc, err, "clGetPlatformIDs") != CLF_OK)
         return CLF_ERR_OPENCL;
     if (np > MAX_PLATFORMS)
@@ -195,16 +196,16 @@ static int nth_of_type(const clf_device_info *devs, int count, const char *type,
     return -1;
 }
 
-static clf_status no_match(const clf_device_info *devs, int count, const char *sel,
-                           const char *why, clf_error *err)
+static clf_status no_match(const clf_device_info *devs, int count, const char *sel, const char *why,
+                           clf_error *err)
 {
     char list[4096];
     size_t used = 0;
     list[0] = '\0';
     for (int i = 0; i < count && used < sizeof list; i++) {
         int w = snprintf(list + used, sizeof list - used, "\n  %d (%d:%d) %s: %s [%s]", i,
-                         devs[i].platform_index, devs[i].device_index, devs[i].type,
-                         devs[i].name, devs[i].platform);
+                         devs[i].platform_index, devs[i].device_index, devs[i].type, devs[i].name,
+                         devs[i].platform);
         if (w < 0)
             break;
         used += (size_t)w;
@@ -216,8 +217,8 @@ static clf_status no_match(const clf_device_info *devs, int count, const char *s
                          sel, why, list);
 }
 
-clf_status clf_devices_select(const clf_device_info *devs, int count, const char *sel,
-                              int *index, clf_error *err)
+clf_status clf_devices_select(const clf_device_info *devs, int count, const char *sel, int *index,
+                              clf_error *err)
 {
     if (count <= 0)
         return clf_error_set(err, CLF_ERR_NO_DEVICE, "no OpenCL devices to select from");

@@ -192,8 +192,8 @@ static clf_status assemble(clf_runtime *rt, const family *f, char **out, clf_err
         free(body);
         return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
     }
-    snprintf(src, n, "%s#line 1 \"common.cl\"\n%s\n#line 1 \"%s.cl\"\n%s\n", pre, common,
-             f->name, body);
+    snprintf(src, n, "%s#line 1 \"common.cl\"\n%s\n#line 1 \"%s.cl\"\n%s\n", pre, common, f->name,
+             body);
     free(common);
     free(body);
     *out = src;
@@ -217,8 +217,8 @@ static void cache_key(clf_runtime *rt, const char *src, char *text, size_t cap, 
     const clf_device_info *d = clf_runtime_device(rt);
     uint64_t sh = clf_hash64(src, strlen(src), 7);
     snprintf(text, cap, "format=%u|device=%s|driver=%s|platform=%s|options=%s|source=%016llx",
-             CACHE_FORMAT_VERSION, d->name, d->driver_version, d->platform_version,
-             BUILD_OPTIONS, (unsigned long long)sh);
+             CACHE_FORMAT_VERSION, d->name, d->driver_version, d->platform_version, BUILD_OPTIONS,
+             (unsigned long long)sh);
     *h1 = clf_hash64(text, strlen(text), 1);
     *h2 = clf_hash64(text, strlen(text), 2);
 }
@@ -283,8 +283,7 @@ static void cache_store(clf_runtime *rt, cl_program p, const char *path, const c
                         uint64_t h2)
 {
     size_t sz = 0;
-    if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof sz, &sz, NULL) != CL_SUCCESS ||
-        sz == 0)
+    if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof sz, &sz, NULL) != CL_SUCCESS || sz == 0)
         return;
     unsigned char *bin = malloc(sz);
     if (bin == NULL)
@@ -351,9 +350,8 @@ static clf_status build_from_source(clf_runtime *rt, const family *f, const char
         clf_error_set(err, CLF_ERR_BUILD,
                       "kernel family '%s' failed to build for device '%s' (driver %s) with "
                       "options '%s' and defines '%s'. Build log:\n%s",
-                      f->name, clf_runtime_device(rt)->name,
-                      clf_runtime_device(rt)->driver_version, BUILD_OPTIONS, f->defines,
-                      log != NULL ? log : "(no log)");
+                      f->name, clf_runtime_device(rt)->name, clf_runtime_device(rt)->driver_version,
+                      BUILD_OPTIONS, f->defines, log != NULL ? log : "(no log)");
         if (err != NULL) {
             err->code = (int)rc;
             snprintf(err->code_name, sizeof err->code_name, "%s", clf_cl_error_name(rc));
@@ -446,8 +444,9 @@ clf_status clf_kernel_get(clf_runtime *rt, const char *fam, const char *name, cl
     kk->k = k;
     snprintf(kk->name, sizeof kk->name, "%s", name);
     size_t wg = 0;
-    if (clGetKernelWorkGroupInfo(k, clf_runtime_device_id(rt), CL_KERNEL_WORK_GROUP_SIZE,
-                                 sizeof wg, &wg, NULL) != CL_SUCCESS || wg == 0)
+    if (clGetKernelWorkGroupInfo(k, clf_runtime_device_id(rt), CL_KERNEL_WORK_GROUP_SIZE, sizeof wg,
+                                 &wg, NULL) != CL_SUCCESS ||
+        wg == 0)
         wg = clf_runtime_device(rt)->max_work_group;
     kk->max_wg = wg;
     f->kernels[f->n_kernels++] = kk;

@@ -130,8 +130,7 @@ clf_status clf_runtime_create(clf_runtime **out, const clf_runtime_options *opt,
         goto fail;
     rt->device = ds[rt->info.device_index];
 
-    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)rt->platform,
-                                     0};
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)rt->platform, 0};
     rt->ctx = clCreateContext(props, 1, &rt->device, NULL, NULL, &rc);
     if (clf_cl_check(rc, err, "clCreateContext") != CLF_OK)
         goto fail;
@@ -255,8 +254,8 @@ static clf_status check_range(const clf_buffer *b, size_t off, size_t bytes, clf
         return clf_error_set(err, CLF_ERR_ARG, "%s: NULL buffer", what);
     if (off > b->bytes || bytes > b->bytes - off)
         return clf_error_set(err, CLF_ERR_ARG,
-                             "%s: range [%zu, %zu) is outside the buffer of %zu bytes", what,
-                             off, off + bytes, b->bytes);
+                             "%s: range [%zu, %zu) is outside the buffer of %zu bytes", what, off,
+                             off + bytes, b->bytes);
     return CLF_OK;
 }
 
@@ -268,32 +267,32 @@ clf_status clf_buffer_write(clf_runtime *rt, clf_buffer *b, size_t byte_off, con
     if (bytes == 0)
         return CLF_OK;
     return clf_cl_check(
-        clEnqueueWriteBuffer(rt->queue, b->mem, CL_TRUE, byte_off, bytes, src, 0, NULL, NULL),
-        err, "clEnqueueWriteBuffer");
+        clEnqueueWriteBuffer(rt->queue, b->mem, CL_TRUE, byte_off, bytes, src, 0, NULL, NULL), err,
+        "clEnqueueWriteBuffer");
 }
 
-clf_status clf_buffer_write_async(clf_runtime *rt, clf_buffer *b, size_t byte_off,
-                                  const void *src, size_t bytes, clf_error *err)
+clf_status clf_buffer_write_async(clf_runtime *rt, clf_buffer *b, size_t byte_off, const void *src,
+                                  size_t bytes, clf_error *err)
 {
     if (check_range(b, byte_off, bytes, err, "buffer write") != CLF_OK)
         return CLF_ERR_ARG;
     if (bytes == 0)
         return CLF_OK;
     return clf_cl_check(
-        clEnqueueWriteBuffer(rt->queue, b->mem, CL_FALSE, byte_off, bytes, src, 0, NULL, NULL),
-        err, "clEnqueueWriteBuffer");
+        clEnqueueWriteBuffer(rt->queue, b->mem, CL_FALSE, byte_off, bytes, src, 0, NULL, NULL), err,
+        "clEnqueueWriteBuffer");
 }
 
-clf_status clf_buffer_read(clf_runtime *rt, clf_buffer *b, size_t byte_off, void *dst,
-                           size_t bytes, clf_error *err)
+clf_status clf_buffer_read(clf_runtime *rt, clf_buffer *b, size_t byte_off, void *dst, size_t bytes,
+                           clf_error *err)
 {
     if (check_range(b, byte_off, bytes, err, "buffer read") != CLF_OK)
         return CLF_ERR_ARG;
     if (bytes == 0)
         return CLF_OK;
     return clf_cl_check(
-        clEnqueueReadBuffer(rt->queue, b->mem, CL_TRUE, byte_off, bytes, dst, 0, NULL, NULL),
-        err, "clEnqueueReadBuffer");
+        clEnqueueReadBuffer(rt->queue, b->mem, CL_TRUE, byte_off, bytes, dst, 0, NULL, NULL), err,
+        "clEnqueueReadBuffer");
 }
 
 clf_status clf_buffer_fill(clf_runtime *rt, clf_buffer *b, size_t byte_off, size_t bytes,
@@ -308,8 +307,8 @@ clf_status clf_buffer_fill(clf_runtime *rt, clf_buffer *b, size_t byte_off, size
     if (bytes == 0)
         return CLF_OK;
     cl_event ev = NULL;
-    cl_int rc = clEnqueueFillBuffer(rt->queue, b->mem, &pattern, sizeof pattern, byte_off, bytes,
-                                    0, NULL, rt->opt.profile ? &ev : NULL);
+    cl_int rc = clEnqueueFillBuffer(rt->queue, b->mem, &pattern, sizeof pattern, byte_off, bytes, 0,
+                                    NULL, rt->opt.profile ? &ev : NULL);
     if (ev != NULL)
         clf_profile_record_event(rt, "fill_buffer", ev);
     return clf_cl_check(rc, err, "clEnqueueFillBuffer");
@@ -324,8 +323,8 @@ clf_status clf_buffer_copy(clf_runtime *rt, clf_buffer *src, size_t src_off, clf
     if (bytes == 0)
         return CLF_OK;
     cl_event ev = NULL;
-    cl_int rc = clEnqueueCopyBuffer(rt->queue, src->mem, dst->mem, src_off, dst_off, bytes, 0,
-                                    NULL, rt->opt.profile ? &ev : NULL);
+    cl_int rc = clEnqueueCopyBuffer(rt->queue, src->mem, dst->mem, src_off, dst_off, bytes, 0, NULL,
+                                    rt->opt.profile ? &ev : NULL);
     if (ev != NULL)
         clf_profile_record_event(rt, "copy_buffer", ev);
     return clf_cl_check(rc, err, "clEnqueueCopyBuffer");
@@ -349,12 +348,11 @@ clf_status clf_ptr_zero(clf_runtime *rt, clf_ptr p, size_t n, clf_error *err)
 size_t clf_kernel_max_work_group(const clf_kernel *k) { return k->max_wg; }
 
 clf_status clf_kernel_launch(clf_runtime *rt, clf_kernel *k, int dims, const size_t *global,
-                             const size_t *local, int nargs, const clf_arg *args,
-                             clf_error *err)
+                             const size_t *local, int nargs, const clf_arg *args, clf_error *err)
 {
     if (dims < 1 || dims > 3)
-        return clf_error_set(err, CLF_ERR_ARG, "kernel %s: %d dimensions (1 to 3 allowed)",
-                             k->name, dims);
+        return clf_error_set(err, CLF_ERR_ARG, "kernel %s: %d dimensions (1 to 3 allowed)", k->name,
+                             dims);
     size_t g[3], l[3];
     size_t items = 1;
     for (int d = 0; d < dims; d++) {
@@ -378,26 +376,26 @@ clf_status clf_kernel_launch(clf_runtime *rt, clf_kernel *k, int dims, const siz
         const clf_arg *a = &args[i];
         cl_int rc;
         switch (a->kind) {
-        case CLF_ARG_KIND_BUF: {
-            if (a->v.buf == NULL)
-                return clf_error_set(err, CLF_ERR_ARG, "kernel %s: argument %d is a NULL buffer",
+            case CLF_ARG_KIND_BUF: {
+                if (a->v.buf == NULL)
+                    return clf_error_set(err, CLF_ERR_ARG,
+                                         "kernel %s: argument %d is a NULL buffer", k->name, i);
+                cl_mem m = a->v.buf->mem;
+                rc = clSetKernelArg(k->k, (cl_uint)i, sizeof m, &m);
+                break;
+            }
+            case CLF_ARG_KIND_I32: rc = clSetKernelArg(k->k, (cl_uint)i, 4, &a->v.i32); break;
+            case CLF_ARG_KIND_U32: rc = clSetKernelArg(k->k, (cl_uint)i, 4, &a->v.u32); break;
+            case CLF_ARG_KIND_U64: {
+                cl_ulong v = a->v.u64;
+                rc = clSetKernelArg(k->k, (cl_uint)i, sizeof v, &v);
+                break;
+            }
+            case CLF_ARG_KIND_F32: rc = clSetKernelArg(k->k, (cl_uint)i, 4, &a->v.f32); break;
+            case CLF_ARG_KIND_LOCAL: rc = clSetKernelArg(k->k, (cl_uint)i, a->v.local, NULL); break;
+            default:
+                return clf_error_set(err, CLF_ERR_ARG, "kernel %s: argument %d has an unknown kind",
                                      k->name, i);
-            cl_mem m = a->v.buf->mem;
-            rc = clSetKernelArg(k->k, (cl_uint)i, sizeof m, &m);
-            break;
-        }
-        case CLF_ARG_KIND_I32: rc = clSetKernelArg(k->k, (cl_uint)i, 4, &a->v.i32); break;
-        case CLF_ARG_KIND_U32: rc = clSetKernelArg(k->k, (cl_uint)i, 4, &a->v.u32); break;
-        case CLF_ARG_KIND_U64: {
-            cl_ulong v = a->v.u64;
-            rc = clSetKernelArg(k->k, (cl_uint)i, sizeof v, &v);
-            break;
-        }
-        case CLF_ARG_KIND_F32: rc = clSetKernelArg(k->k, (cl_uint)i, 4, &a->v.f32); break;
-        case CLF_ARG_KIND_LOCAL: rc = clSetKernelArg(k->k, (cl_uint)i, a->v.local, NULL); break;
-        default:
-            return clf_error_set(err, CLF_ERR_ARG, "kernel %s: argument %d has an unknown kind",
-                                 k->name, i);
         }
         if (rc != CL_SUCCESS) {
             char what[128];
@@ -406,9 +404,9 @@ clf_status clf_kernel_launch(clf_runtime *rt, clf_kernel *k, int dims, const siz
         }
     }
     cl_event ev = NULL;
-    cl_int rc = clEnqueueNDRangeKernel(rt->queue, k->k, (cl_uint)dims, NULL, g,
-                                       local != NULL ? l : NULL, 0, NULL,
-                                       rt->opt.profile ? &ev : NULL);
+    cl_int rc =
+        clEnqueueNDRangeKernel(rt->queue, k->k, (cl_uint)dims, NULL, g, local != NULL ? l : NULL, 0,
+                               NULL, rt->opt.profile ? &ev : NULL);
     if (rc != CL_SUCCESS) {
         char what[160];
         snprintf(what, sizeof what, "clEnqueueNDRangeKernel(%s)", k->name);
@@ -480,8 +478,7 @@ static int cmp_entry(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-clf_status clf_profile_report(clf_runtime *rt, clf_profile_entry **out, int *count,
-                              clf_error *err)
+clf_status clf_profile_report(clf_runtime *rt, clf_profile_entry **out, int *count, clf_error *err)
 {
     *out = NULL;
     *count = 0;

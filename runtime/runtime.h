@@ -55,7 +55,7 @@ typedef struct clf_device_info {
     char platform_version[256];
     char name[256];
     char vendor[256];
-    char type[16];           /* "cpu" | "gpu" | "accelerator" | "other" */
+    char type[16]; /* "cpu" | "gpu" | "accelerator" | "other" */
     unsigned compute_units;
     unsigned clock_mhz;
     uint64_t global_mem;     /* bytes */
@@ -78,8 +78,8 @@ clf_status clf_devices_list(clf_device_info **out, int *count, clf_error *err);
 /* Resolve sel against devs. sel NULL or "" picks the default: the first GPU,
  * else the first CPU, else device 0. No match -> CLF_ERR_NO_DEVICE with the
  * available devices listed in the message. */
-clf_status clf_devices_select(const clf_device_info *devs, int count, const char *sel,
-                              int *index, clf_error *err);
+clf_status clf_devices_select(const clf_device_info *devs, int count, const char *sel, int *index,
+                              clf_error *err);
 
 /* ---- the device handle ---------------------------------------------------- */
 
@@ -108,8 +108,7 @@ void clf_cache_dir_default(const char *clformer_cache_dir, const char *xdg_cache
 
 typedef struct clf_runtime clf_runtime;
 
-clf_status clf_runtime_create(clf_runtime **out, const clf_runtime_options *opt,
-                              clf_error *err);
+clf_status clf_runtime_create(clf_runtime **out, const clf_runtime_options *opt, clf_error *err);
 void clf_runtime_destroy(clf_runtime *rt); /* NULL is a no-op */
 const clf_device_info *clf_runtime_device(const clf_runtime *rt);
 const clf_runtime_options *clf_runtime_options_get(const clf_runtime *rt);
@@ -142,11 +141,11 @@ size_t clf_buffer_size(const clf_buffer *b);
 /* Blocking host<->device copies at a byte offset. */
 clf_status clf_buffer_write(clf_runtime *rt, clf_buffer *b, size_t byte_off, const void *src,
                             size_t bytes, clf_error *err);
-clf_status clf_buffer_read(clf_runtime *rt, clf_buffer *b, size_t byte_off, void *dst,
-                           size_t bytes, clf_error *err);
+clf_status clf_buffer_read(clf_runtime *rt, clf_buffer *b, size_t byte_off, void *dst, size_t bytes,
+                           clf_error *err);
 /* Non-blocking write: src must stay valid until the next finish. */
-clf_status clf_buffer_write_async(clf_runtime *rt, clf_buffer *b, size_t byte_off,
-                                  const void *src, size_t bytes, clf_error *err);
+clf_status clf_buffer_write_async(clf_runtime *rt, clf_buffer *b, size_t byte_off, const void *src,
+                                  size_t bytes, clf_error *err);
 /* Fill bytes with a 4-byte pattern (a float or int), enqueued. */
 clf_status clf_buffer_fill(clf_runtime *rt, clf_buffer *b, size_t byte_off, size_t bytes,
                            uint32_t pattern, clf_error *err);
@@ -164,8 +163,8 @@ typedef struct clf_kernel clf_kernel;
 
 /* Get (building or loading from cache on first use) kernel `name` of the
  * program `family` (cl/<family>.cl). Kernels are owned by the runtime. */
-clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *name,
-                          clf_kernel **out, clf_error *err);
+clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *name, clf_kernel **out,
+                          clf_error *err);
 /* Build the program of a family now (used for warm-up and load-time reports). */
 clf_status clf_program_load(clf_runtime *rt, const char *family, clf_error *err);
 /* Names of every kernel family, NULL-terminated (from the embedded list). */
@@ -218,8 +217,7 @@ typedef struct clf_arg {
  * local is given (kernels bounds-check); local NULL lets the driver choose.
  * With profiling on, the launch's event is recorded under the kernel name. */
 clf_status clf_kernel_launch(clf_runtime *rt, clf_kernel *k, int dims, const size_t *global,
-                             const size_t *local, int nargs, const clf_arg *args,
-                             clf_error *err);
+                             const size_t *local, int nargs, const clf_arg *args, clf_error *err);
 /* Largest work-group size this kernel can be launched with on the device. */
 size_t clf_kernel_max_work_group(const clf_kernel *k);
 
@@ -233,8 +231,7 @@ typedef struct clf_profile_entry {
 
 /* Collect finished events into per-name totals; entries sorted by time,
  * descending. *out malloc'ed (free()). Waits for the queue. */
-clf_status clf_profile_report(clf_runtime *rt, clf_profile_entry **out, int *count,
-                              clf_error *err);
+clf_status clf_profile_report(clf_runtime *rt, clf_profile_entry **out, int *count, clf_error *err);
 void clf_profile_reset(clf_runtime *rt);
 /* Record time spent in an opaque call (e.g. a CLBlast GEMM) under name. */
 int clf_runtime_profiling(const clf_runtime *rt);

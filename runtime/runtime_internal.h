@@ -50,5 +50,4 @@ clf_program_set *clf_program_set_create(void);
 void clf_program_set_destroy(clf_program_set *ps);
 clf_program_set *clf_runtime_programs(clf_runtime *rt);
 
-
 #endif

@@ -27,8 +27,7 @@ clf_status clf_error_set(clf_error *err, clf_status st, const char *fmt, ...)
     return st;
 }
 
-clf_status clf_error_set_at(clf_error *err, clf_status st, const char *where,
-                            const char *fmt, ...)
+clf_status clf_error_set_at(clf_error *err, clf_status st, const char *where, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -74,20 +73,20 @@ void clf_error_clear(clf_error *err)
 const char *clf_status_name(clf_status st)
 {
     switch (st) {
-    case CLF_OK: return "ok";
-    case CLF_ERR_OPENCL: return "OpenCL error";
-    case CLF_ERR_CLBLAST: return "CLBlast error";
-    case CLF_ERR_NO_PLATFORM: return "no OpenCL platform";
-    case CLF_ERR_NO_DEVICE: return "no such device";
-    case CLF_ERR_BUILD: return "kernel build failed";
-    case CLF_ERR_IO: return "I/O error";
-    case CLF_ERR_FORMAT: return "bad file format";
-    case CLF_ERR_CONFIG: return "invalid configuration";
-    case CLF_ERR_ARG: return "invalid argument";
-    case CLF_ERR_MEMORY: return "out of memory";
-    case CLF_ERR_UNSUPPORTED: return "unsupported";
-    case CLF_ERR_INTERRUPTED: return "interrupted";
-    case CLF_ERR_NUMERIC: return "numerical failure";
+        case CLF_OK: return "ok";
+        case CLF_ERR_OPENCL: return "OpenCL error";
+        case CLF_ERR_CLBLAST: return "CLBlast error";
+        case CLF_ERR_NO_PLATFORM: return "no OpenCL platform";
+        case CLF_ERR_NO_DEVICE: return "no such device";
+        case CLF_ERR_BUILD: return "kernel build failed";
+        case CLF_ERR_IO: return "I/O error";
+        case CLF_ERR_FORMAT: return "bad file format";
+        case CLF_ERR_CONFIG: return "invalid configuration";
+        case CLF_ERR_ARG: return "invalid argument";
+        case CLF_ERR_MEMORY: return "out of memory";
+        case CLF_ERR_UNSUPPORTED: return "unsupported";
+        case CLF_ERR_INTERRUPTED: return "interrupted";
+        case CLF_ERR_NUMERIC: return "numerical failure";
     }
     return "unknown status";
 }

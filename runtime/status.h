@@ -61,11 +61,10 @@ clf_status clf_error_set(clf_error *err, clf_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 clf_status clf_error_setv(clf_error *err, clf_status st, const char *fmt, va_list ap);
 /* As clf_error_set, also recording where (a location string). */
-clf_status clf_error_set_at(clf_error *err, clf_status st, const char *where,
-                            const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+clf_status clf_error_set_at(clf_error *err, clf_status st, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Prepend context to an existing message: "loading x: <old message>". */
-void clf_error_prefix(clf_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void clf_error_prefix(clf_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void clf_error_clear(clf_error *err);
 const char *clf_status_name(clf_status st);
 /* "where: message" (or just the message), plus " [CODE_NAME]" when set. */

@@ -32,12 +32,12 @@ static const char *const ACT_NAMES[] = {"none", "relu", "gelu_erf", "gelu_tanh",
 static double ref_act(clf_act a, double x)
 {
     switch (a) {
-    case CLF_ACT_NONE: return x;
-    case CLF_ACT_RELU: return x > 0 ? x : 0;
-    case CLF_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-    case CLF_ACT_GELU_TANH:
-        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / TEST_PI) * (x + 0.044715 * x * x * x)));
-    case CLF_ACT_SILU: return x / (1.0 + exp(-x));
+        case CLF_ACT_NONE: return x;
+        case CLF_ACT_RELU: return x > 0 ? x : 0;
+        case CLF_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+        case CLF_ACT_GELU_TANH:
+            return 0.5 * x * (1.0 + tanh(sqrt(2.0 / TEST_PI) * (x + 0.044715 * x * x * x)));
+        case CLF_ACT_SILU: return x / (1.0 + exp(-x));
     }
     return NAN;
 }
@@ -45,18 +45,18 @@ static double ref_act(clf_act a, double x)
 static double ref_act_grad(clf_act a, double x)
 {
     switch (a) {
-    case CLF_ACT_NONE: return 1.0;
-    case CLF_ACT_RELU: return x > 0 ? 1.0 : 0.0;
-    case CLF_ACT_GELU_ERF:
-        return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * TEST_PI);
-    case CLF_ACT_GELU_TANH: {
-        double k = sqrt(2.0 / TEST_PI), t = tanh(k * (x + 0.044715 * x * x * x));
-        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
-    }
-    case CLF_ACT_SILU: {
-        double s = 1.0 / (1.0 + exp(-x));
-        return s * (1.0 + x * (1.0 - s));
-    }
+        case CLF_ACT_NONE: return 1.0;
+        case CLF_ACT_RELU: return x > 0 ? 1.0 : 0.0;
+        case CLF_ACT_GELU_ERF:
+            return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * TEST_PI);
+        case CLF_ACT_GELU_TANH: {
+            double k = sqrt(2.0 / TEST_PI), t = tanh(k * (x + 0.044715 * x * x * x));
+            return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+        }
+        case CLF_ACT_SILU: {
+            double s = 1.0 / (1.0 + exp(-x));
+            return s * (1.0 + x * (1.0 - s));
+        }
     }
     return NAN;
 }
@@ -91,8 +91,8 @@ static void check_reference_grads(void)
 
 static void fill_inputs(tu_rng *rng, float *x, size_t n)
 {
-    static const float special[] = {0.0f, 1e-8f, -1e-8f, 20.0f, -20.0f, 50.0f, -50.0f, 100.0f,
-                                    -100.0f};
+    static const float special[] = {0.0f,  1e-8f,  -1e-8f, 20.0f,  -20.0f,
+                                    50.0f, -50.0f, 100.0f, -100.0f};
     tu_fill(rng, x, n, -6.0f, 6.0f);
     if (n >= 100)
         memcpy(x + n / 2, special, sizeof special);
@@ -136,7 +136,8 @@ static void check_device(clf_runtime *rt, clf_act a, size_t n, tu_rng *rng)
         ref[i] = (double)old[i] + (double)dout[i] * ref_act_grad(a, x[i]);
     snprintf(name, sizeof name, "%s backward accumulate n=%zu", ACT_NAMES[a], n);
     tu_close(name, got, ref, n, 2e-6, 1e-5);
-    TU_CHECK(tu_guard_intact(rt, dy, n) && tu_guard_intact(rt, ddin, n) && tu_guard_intact(rt, dold, n),
+    TU_CHECK(tu_guard_intact(rt, dy, n) && tu_guard_intact(rt, ddin, n) &&
+                 tu_guard_intact(rt, dold, n),
              "%s n=%zu: guard zones intact", ACT_NAMES[a], n);
 
     tu_free(ddin);
@@ -187,8 +188,10 @@ static void check_misc(clf_runtime *rt, tu_rng *rng)
     double worst = 0.0;
     for (double v = -5.0; v <= 5.0; v += 0.01)
         worst = fmax(worst, fabs(ref_act(CLF_ACT_GELU_ERF, v) - ref_act(CLF_ACT_GELU_TANH, v)));
-    TU_CHECK(worst > 1e-5 && worst < 1e-3, "gelu erf and tanh forms differ by %.2e (expected "
-                                           "a few 1e-4)", worst);
+    TU_CHECK(worst > 1e-5 && worst < 1e-3,
+             "gelu erf and tanh forms differ by %.2e (expected "
+             "a few 1e-4)",
+             worst);
     tu_free(d);
     tu_free(o);
     tu_free(src);

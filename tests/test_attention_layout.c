@@ -60,7 +60,8 @@ static void layout(clf_runtime *rt, int elem, int merge, clf_ptr out, clf_ptr in
     tu_ok(clf_kernel_launch(rt, k, 1, &g, &l, na, a, &err), &err, name);
 }
 
-static void test_layout(clf_runtime *rt, int elem, size_t B, size_t T, size_t NH, size_t HS, tu_rng *r)
+static void test_layout(clf_runtime *rt, int elem, size_t B, size_t T, size_t NH, size_t HS,
+                        tu_rng *r)
 {
     size_t C = NH * HS, rs = 3 * C + 2, nx = B * T * rs, nh = B * NH * T * HS;
     float *x = malloc((nx + PAD) * sizeof *x), *heads = malloc(nh * sizeof *heads);

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ops/ops_internal.h"
 #include "model/ops/ops.h"
+#include "model/ops/ops_internal.h"
 #include "tests/test_util.h"
 
 static void decode_ref(double *out, const float *q, const float *k, const float *v, size_t BH,
@@ -61,8 +61,8 @@ static void decode(clf_runtime *rt, size_t W, clf_ptr out, clf_ptr q, clf_ptr k,
               "attn_decode");
         return;
     }
-    tu_ok(clf_op_attn_decode_group(rt, W, out, q, k, v, (clf_ptr){NULL, 0}, 0, B, NH, HS, Tmax,
-                                   L, scale, &err),
+    tu_ok(clf_op_attn_decode_group(rt, W, out, q, k, v, (clf_ptr){NULL, 0}, 0, B, NH, HS, Tmax, L,
+                                   scale, &err),
           &err, "attn_decode W");
 }
 

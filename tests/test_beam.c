@@ -45,8 +45,8 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "model/infer/beam.h"
 #include "model/graph/model.h"
+#include "model/infer/beam.h"
 #include "tests/test_util.h"
 
 /* ---- the mock -------------------------------------------------------------------- */
@@ -234,8 +234,8 @@ typedef struct best_t {
     int32_t y[MOCK_H];
 } best_t;
 
-static void ref_exhaustive_rec(const mock *mk, int sentence, int max_len, double alpha,
-                               int32_t *y, int n, best_t *b)
+static void ref_exhaustive_rec(const mock *mk, int sentence, int max_len, double alpha, int32_t *y,
+                               int n, best_t *b)
 {
     double lp = mock_logprob(mk, sentence, y, n, 1);
     double sc = lp / pow((double)(n + 1), alpha);
@@ -309,8 +309,10 @@ static void test_greedy(uint64_t seed)
         double lp = mock_logprob(&mk, i, res.hyp[i].tokens, res.hyp[i].len, 1);
         lp_bad += fabs(lp - res.hyp[i].logprob) > 1e-9;
     }
-    TU_CHECK(bad == 0 && mk.bad == 0, "beam 1 == greedy (%d of %d sentences differ, %d protocol "
-             "errors)", bad, N, mk.bad);
+    TU_CHECK(bad == 0 && mk.bad == 0,
+             "beam 1 == greedy (%d of %d sentences differ, %d protocol "
+             "errors)",
+             bad, N, mk.bad);
     TU_CHECK(eos_inside == 0, "greedy hypotheses hold no eos (%d found)", eos_inside);
     TU_CHECK(lp_bad == 0, "greedy log-probabilities recomputed from the logits (%d differ)",
              lp_bad);
@@ -363,7 +365,7 @@ static void test_exhaustive(uint64_t seed)
             sentence = i;
     }
     TU_CHECK(sentence >= 0, "found a sentence where alpha 0 and alpha 1 choose different "
-             "lengths");
+                            "lengths");
     if (sentence < 0)
         return;
     clf_beam_search *s;
@@ -416,8 +418,7 @@ static void test_eos(uint64_t seed)
         bad += n != ml[i] || res.hyp[i].finished_by_eos ||
                !same_tokens(res.hyp[i].tokens, res.hyp[i].len, y, n);
     }
-    TU_CHECK(bad == 0, "without eos, hypotheses run to max_len and equal greedy (%d differ)",
-             bad);
+    TU_CHECK(bad == 0, "without eos, hypotheses run to max_len and equal greedy (%d differ)", bad);
     clf_beam_result_free(&res);
     clf_beam_search_destroy(s);
 }
@@ -446,10 +447,11 @@ static void test_batched(uint64_t seed)
                                  all.hyp[i].finished_by_eos);
         lp_bad += fabs(lp - all.hyp[i].logprob) > 1e-9;
     }
-    TU_CHECK(bad == 0 && mk.bad == 0, "batched == one by one, beam %d (%d of %d differ, %d "
-             "protocol errors)", K, bad, N, mk.bad);
-    TU_CHECK(lp_bad == 0, "beam log-probabilities recomputed from the logits (%d differ)",
-             lp_bad);
+    TU_CHECK(bad == 0 && mk.bad == 0,
+             "batched == one by one, beam %d (%d of %d differ, %d "
+             "protocol errors)",
+             K, bad, N, mk.bad);
+    TU_CHECK(lp_bad == 0, "beam log-probabilities recomputed from the logits (%d differ)", lp_bad);
     clf_beam_result_free(&all);
     clf_beam_result_free(&one);
     clf_beam_search_destroy(s);
@@ -457,28 +459,26 @@ static void test_batched(uint64_t seed)
 
 /* ---- tiny models on the device ----------------------------------------------------- */
 
-static const char *S2S_YAML =
-    "model:\n"
-    "  kind: encoder-decoder\n"
-    "  vocab: {tokenizer: char}\n"
-    "  context: 16\n"
-    "  embedding: {dim: 16, scale: true}\n"
-    "  positional: {type: sinusoidal}\n"
-    "  blocks:\n"
-    "    repeat: 1\n"
-    "    attention: {heads: 2}\n"
-    "    ffn: {hidden: 32, activation: relu}\n"
-    "    norm: {placement: post}\n"
-    "  share_embeddings: true\n"
-    "  head: {type: lm}\n";
+static const char *S2S_YAML = "model:\n"
+                              "  kind: encoder-decoder\n"
+                              "  vocab: {tokenizer: char}\n"
+                              "  context: 16\n"
+                              "  embedding: {dim: 16, scale: true}\n"
+                              "  positional: {type: sinusoidal}\n"
+                              "  blocks:\n"
+                              "    repeat: 1\n"
+                              "    attention: {heads: 2}\n"
+                              "    ffn: {hidden: 32, activation: relu}\n"
+                              "    norm: {placement: post}\n"
+                              "  share_embeddings: true\n"
+                              "  head: {type: lm}\n";
 
-static const char *GPT_YAML =
-    "model:\n"
-    "  kind: decoder\n"
-    "  vocab: {tokenizer: char}\n"
-    "  context: 16\n"
-    "  embedding: {dim: 16}\n"
-    "  blocks: {repeat: 1, attention: {heads: 2}, ffn: {hidden: 32}}\n";
+static const char *GPT_YAML = "model:\n"
+                              "  kind: decoder\n"
+                              "  vocab: {tokenizer: char}\n"
+                              "  context: 16\n"
+                              "  embedding: {dim: 16}\n"
+                              "  blocks: {repeat: 1, attention: {heads: 2}, ffn: {hidden: 32}}\n";
 
 static int argmax(const float *x, int V)
 {
@@ -567,7 +567,16 @@ static void test_translator(clf_runtime *rt, uint64_t seed)
             tout[i * Tn + j] = j < n ? res.hyp[i].tokens[j] : j == n ? EOSID : -1;
         }
     }
-    tu_ok(clf_model_set_batch(m, &(clf_batch){.B = N, .S = S, .T = Tn, .src = src, .src_keep = keep, .tgt_in = tin, .tgt_out = tout}, &e), &e, "set_batch");
+    tu_ok(clf_model_set_batch(m,
+                              &(clf_batch){.B = N,
+                                           .S = S,
+                                           .T = Tn,
+                                           .src = src,
+                                           .src_keep = keep,
+                                           .tgt_in = tin,
+                                           .tgt_out = tout},
+                              &e),
+          &e, "set_batch");
     tu_ok(clf_model_forward(m, 0, &e), &e, "forward");
     float losses[N * T];
     tu_ok(clf_model_losses_read(m, losses, &e), &e, "losses");
@@ -579,8 +588,10 @@ static void test_translator(clf_runtime *rt, uint64_t seed)
         double d = fabs(lp - res.hyp[i].logprob) / (1e-3 + 1e-4 * fabs(lp));
         worst = d > worst ? d : worst;
     }
-    TU_CHECK(worst <= 1.0, "translator: search log-probabilities == teacher-forced losses (worst "
-             "%.3f of the tolerance)", worst);
+    TU_CHECK(worst <= 1.0,
+             "translator: search log-probabilities == teacher-forced losses (worst "
+             "%.3f of the tolerance)",
+             worst);
     clf_beam_result_free(&res);
     clf_beam_result_free(&one);
     free(logits);
@@ -592,8 +603,7 @@ static void test_gpt(clf_runtime *rt, uint64_t seed)
     enum { N = 3, T0 = 4, V = 20, NEW = 8 };
     clf_model_config cfg;
     clf_error e;
-    tu_ok(clf_config_parse_string(GPT_YAML, "test_beam_gpt.yaml", NULL, 0, &cfg, &e), &e,
-          "config");
+    tu_ok(clf_config_parse_string(GPT_YAML, "test_beam_gpt.yaml", NULL, 0, &cfg, &e), &e, "config");
     clf_model *m;
     tu_ok(clf_model_create(rt, &cfg, V, N, CLF_MODEL_INFER, &m, &e), &e, "create");
     tu_ok(clf_model_params_init(m, seed, &e), &e, "init");

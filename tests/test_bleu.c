@@ -31,9 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/data/seqdata.h"
 #include "model/eval/bleu.h"
 #include "model/io/fileio.h"
-#include "model/data/seqdata.h"
 #include "tests/test_util.h"
 
 static void check_tok(const char *in, const char *want)
@@ -60,8 +60,10 @@ static void test_tokenizer(void)
               "( a ) [ b ] { c } ~ d ~ ^ e ^ _ f _ ` g ` | h | \\ i \\ / j / @ k # % l & * m + : "
               "n ; < o = p > ? q");
     check_tok("don't can't 'quoted'", "don't can't 'quoted'");
-    check_tok("Gr\xc3\xb6\xc3\x9f" "e: 3,5 m. \xc3\x84rger, ok.",
-              "Gr\xc3\xb6\xc3\x9f" "e : 3,5 m . \xc3\x84rger , ok .");
+    check_tok("Gr\xc3\xb6\xc3\x9f"
+              "e: 3,5 m. \xc3\x84rger, ok.",
+              "Gr\xc3\xb6\xc3\x9f"
+              "e : 3,5 m . \xc3\x84rger , ok .");
     check_tok("a.b,c 1.2,3 a1.b .5 5. ,x", "a . b , c 1.2,3 a1 . b . 5 5 . , x");
     check_tok("a..b,,c 1..2", "a . . b , , c 1 . . 2");
     /* Python whitespace: tab, U+00A0, U+3000; U+001C */
@@ -74,9 +76,16 @@ static void test_tokenizer(void)
     check_tok("3-4-5 x-1", "3 - 4 - 5 x-1");
     check_tok("A.\xc3\xa9.B", "A . \xc3\xa9 . B");
     check_tok("end.", "end .");
-    check_tok("\xe2\x82\xac" "5.00 costs", "\xe2\x82\xac" "5.00 costs");
+    check_tok("\xe2\x82\xac"
+              "5.00 costs",
+              "\xe2\x82\xac"
+              "5.00 costs");
     /* U+2009 (thin space) and U+200B (zero width space: not whitespace) */
-    check_tok("a\xe2\x80\x89" "b\xe2\x80\x8b" "c", "a b\xe2\x80\x8b" "c");
+    check_tok("a\xe2\x80\x89"
+              "b\xe2\x80\x8b"
+              "c",
+              "a b\xe2\x80\x8b"
+              "c");
 }
 
 /* The README example of sacreBLEU (two reference streams). */
@@ -119,8 +128,8 @@ static void test_readme(void)
         "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)";
     TU_CHECK(strcmp(line, want) == 0, "format: \"%s\", want \"%s\"", line, want);
     TU_CHECK(s.correct[0] == 14 && s.total[0] == 17 && s.correct[3] == 3 && s.total[3] == 8,
-             "readme counts %lld/%lld .. %lld/%lld", (long long)s.correct[0],
-             (long long)s.total[0], (long long)s.correct[3], (long long)s.total[3]);
+             "readme counts %lld/%lld .. %lld/%lld", (long long)s.correct[0], (long long)s.total[0],
+             (long long)s.correct[3], (long long)s.total[3]);
 
     o.smooth = CLF_BLEU_SMOOTH_NONE;
     check_score("readme smooth none", corpus(readme_hyps, 3, refs, 2, &o, NULL), 48.530827, 1e-6);
@@ -135,7 +144,7 @@ static void test_readme(void)
     TU_CHECK(strcmp(line, want) == 0, "empty format: \"%s\", want \"%s\"", line, want);
 
     /* single reference streams (sacreBLEU 2.6.0) */
-    const char *const *r0[1] = {readme_refs0}, *const *r1[1] = {readme_refs1};
+    const char *const *r0[1] = {readme_refs0}, *const * r1[1] = {readme_refs1};
     check_score("readme ref0 only", corpus(readme_hyps, 3, r0, 1, NULL, NULL), 45.06750632106114,
                 1e-9);
     corpus(readme_hyps, 3, r1, 1, NULL, &s);
@@ -222,8 +231,8 @@ static void test_sacrebleu_unit_cases(void)
     }
     /* test_case_scoring: statistics only, smooth none */
     {
-        clf_bleu_stats st = {.hyp_len = 11, .ref_len = 11, .correct = {9, 7, 5, 3},
-                             .total = {10, 8, 6, 4}};
+        clf_bleu_stats st = {
+            .hyp_len = 11, .ref_len = 11, .correct = {9, 7, 5, 3}, .total = {10, 8, 6, 4}};
         clf_bleu_options o;
         clf_bleu_options_default(&o);
         o.smooth = CLF_BLEU_SMOOTH_NONE;
@@ -237,12 +246,9 @@ static void test_sacrebleu_unit_cases(void)
             int64_t c[4], t[4], sys, ref;
             double floor;
         } cases[] = {
-            {{0, 0, 0, 0}, {4, 4, 2, 1}, 0, 1, 0.0},
-            {{0, 0, 0, 0}, {10, 11, 12, 0}, 14, 10, 0.0},
-            {{0, 0, 0, 0}, {0, 0, 0, 0}, 0, 0, 0.0},
-            {{6, 5, 4, 0}, {6, 5, 4, 3}, 6, 6, 0.0},
-            {{0, 0, 0, 0}, {0, 0, 0, 0}, 0, 0, 0.1},
-            {{0, 0, 0, 0}, {0, 0, 0, 0}, 1, 5, 0.01},
+            {{0, 0, 0, 0}, {4, 4, 2, 1}, 0, 1, 0.0}, {{0, 0, 0, 0}, {10, 11, 12, 0}, 14, 10, 0.0},
+            {{0, 0, 0, 0}, {0, 0, 0, 0}, 0, 0, 0.0}, {{6, 5, 4, 0}, {6, 5, 4, 3}, 6, 6, 0.0},
+            {{0, 0, 0, 0}, {0, 0, 0, 0}, 0, 0, 0.1}, {{0, 0, 0, 0}, {0, 0, 0, 0}, 1, 5, 0.01},
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             clf_bleu_stats st;
@@ -347,8 +353,8 @@ static void test_edges(void)
     }
     /* exp smoothing of a missing 4-gram match (correct 0, total > 0): k = 2 */
     {
-        clf_bleu_stats st = {.hyp_len = 5, .ref_len = 5, .correct = {5, 3, 1, 0},
-                             .total = {5, 4, 3, 2}};
+        clf_bleu_stats st = {
+            .hyp_len = 5, .ref_len = 5, .correct = {5, 3, 1, 0}, .total = {5, 4, 3, 2}};
         clf_bleu_score s;
         clf_bleu_compute(&st, NULL, &s);
         double p4 = 100.0 / (2.0 * 2.0);

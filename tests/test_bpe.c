@@ -80,8 +80,8 @@ static int round_trips(const clf_tokenizer *t, const char *text, size_t len, siz
     char *back = NULL;
     clf_error err;
     int ok = clf_tokenizer_encode(t, text, len, &ids, &n, &err) == CLF_OK &&
-             clf_tokenizer_decode(t, ids, n, &back, &back_len, &err) == CLF_OK &&
-             back_len == len && memcmp(back, text, len) == 0;
+             clf_tokenizer_decode(t, ids, n, &back, &back_len, &err) == CLF_OK && back_len == len &&
+             memcmp(back, text, len) == 0;
     for (size_t i = 0; ok && i < n; i++)
         ok = ids[i] >= CLF_BPE_BYTE_FIRST && ids[i] < clf_tokenizer_vocab_size(t);
     if (ntok != NULL)
@@ -127,19 +127,22 @@ static int splits_as(const char *text, size_t len, const char *const *want)
 static void test_pretokenizer(void)
 {
     printf("pre-tokenizer\n");
-    static const char *const w1[] = {"Hello", " world", "'s", " ", " end", "\n", "\n", "ok",
-                                     " 123", "abc", "!!?", " we", "'ll", " I", "'m", " don",
-                                     "'t", "\t", "x", "  ", NULL};
+    static const char *const w1[] = {"Hello", " world", "'s",  " ",   " end", "\n",  "\n",
+                                     "ok",    " 123",   "abc", "!!?", " we",  "'ll", " I",
+                                     "'m",    " don",   "'t",  "\t",  "x",    "  ",  NULL};
     const char *t1 = "Hello world's  end\n\nok 123abc!!? we'll I'm don't\tx  ";
     TU_CHECK(splits_as(t1, strlen(t1), w1), "GPT-2 style splits of English");
-    static const char *const w2[] = {"Zwei", " junge", " weiße", " Männer", " \xe2\x80\x9e",
-                                     "Straße", "\xe2\x80\x9c.", NULL};
+    static const char *const w2[] = {"Zwei",          " junge", " weiße",        " Männer",
+                                     " \xe2\x80\x9e", "Straße", "\xe2\x80\x9c.", NULL};
     const char *t2 = "Zwei junge weiße Männer „Straße“.";
     TU_CHECK(splits_as(t2, strlen(t2), w2),
              "umlauts and ß stay inside words, „ and “. are symbols");
-    static const char *const w3[] = {"a", "\xc2\xa0", "b", " ", "\xc2\xa0", "c", "!\xff\xfe",
-                                     "cd", NULL};
-    const char *t3 = "a\xc2\xa0" "b \xc2\xa0" "c!\xff\xfe" "cd";
+    static const char *const w3[] = {"a", "\xc2\xa0",  "b",  " ", "\xc2\xa0",
+                                     "c", "!\xff\xfe", "cd", NULL};
+    const char *t3 = "a\xc2\xa0"
+                     "b \xc2\xa0"
+                     "c!\xff\xfe"
+                     "cd";
     TU_CHECK(splits_as(t3, strlen(t3), w3), "NBSP is whitespace; invalid bytes are symbols");
     static const char *const w4[] = {" '", "sx", "'", NULL};
     const char *t4 = " 'sx'";
@@ -206,9 +209,9 @@ static char *sennrich_corpus(size_t *len)
 static void test_sennrich(void)
 {
     printf("Sennrich et al. toy corpus\n");
-    static const char *const want[] = {"es", "est", " l", "ow", " low", " n", "ew", " new",
-                                       " newest", " w", "dest", "idest", " widest", "er",
-                                       " lower"};
+    static const char *const want[] = {"es",   "est",   " l",      "ow",      " low",
+                                       " n",   "ew",    " new",    " newest", " w",
+                                       "dest", "idest", " widest", "er",      " lower"};
     size_t len;
     char *text = sennrich_corpus(&len);
     clf_tokenizer *t = train(text, len, 1000, 1);
@@ -236,8 +239,7 @@ static void test_sennrich(void)
     tu_ok(clf_tokenizer_encode(t, " lowest newer", 13, &ids, &n, &err), &err, "encode");
     TU_CHECK(n == 4 && ids[0] == 266 && ids[1] == 263 && ids[2] == 269 && ids[3] == 275,
              "\" lowest newer\" -> [266 263 269 275] (got %zu ids: %d %d %d %d)", n,
-             n > 0 ? ids[0] : -1, n > 1 ? ids[1] : -1, n > 2 ? ids[2] : -1,
-             n > 3 ? ids[3] : -1);
+             n > 0 ? ids[0] : -1, n > 1 ? ids[1] : -1, n > 2 ? ids[2] : -1, n > 3 ? ids[3] : -1);
     free(ids);
     clf_tokenizer_destroy(t);
 
@@ -262,8 +264,7 @@ static void test_sennrich(void)
                  stats.bytes == len && stats.tokens == 5 + 2 * 3 + 6 + 3 && stats.vocab_size == 275,
              "min_frequency 3: 13 merges, last count 3, 16 words (4 distinct), lower = "
              "\" low\"+e+r (got %d merges, last %lld, tokens %llu)",
-             (int)stats.merges, (long long)stats.last_frequency,
-             (unsigned long long)stats.tokens);
+             (int)stats.merges, (long long)stats.last_frequency, (unsigned long long)stats.tokens);
     clf_tokenizer_destroy(t);
     clf_bpe_trainer_destroy(tr);
     free(text);
@@ -279,8 +280,10 @@ static void test_sennrich(void)
     st = clf_tokenizer_train_bpe("", 0, NULL, &t, &err);
     TU_CHECK(st == CLF_ERR_ARG && t == NULL, "empty text refused: %s", err.msg);
     st = clf_tokenizer_create(CLF_TOKENIZER_BPE, "x", 1, &t, &err);
-    TU_CHECK(st == CLF_ERR_UNSUPPORTED && t == NULL, "clf_tokenizer_create(bpe) points to "
-                                                     "training: %s", err.msg);
+    TU_CHECK(st == CLF_ERR_UNSUPPORTED && t == NULL,
+             "clf_tokenizer_create(bpe) points to "
+             "training: %s",
+             err.msg);
 }
 
 /* ---- random text and a naive reference --------------------------------------------- */
@@ -289,10 +292,10 @@ static void test_sennrich(void)
 static size_t random_char(tu_rng *rng, char *out)
 {
     static const uint32_t pool[] = {
-        'a', 'e', 'n', 'r', 's', 't', ' ', ' ', ' ', '.', ',', '\'', '\n', '\t', '0', '7',
-        0xE4, 0xF6, 0xFC, 0xC4, 0xD6, 0xDC, 0xDF, 0xE9, 0xA0, 0xA9, 0x85, 0x00, 0x1F, 0x7F,
-        0x201E, 0x201C, 0x2014, 0x2028, 0x3000, 0x4E2D, 0x6587, 0x1F600, 0x1F9D0, 0x10FFFF,
-        0x0301, 0xFEFF};
+        'a',    'e',    'n',    'r',    's',     't',     ' ',      ' ',    ' ',    '.',    ',',
+        '\'',   '\n',   '\t',   '0',    '7',     0xE4,    0xF6,     0xFC,   0xC4,   0xD6,   0xDC,
+        0xDF,   0xE9,   0xA0,   0xA9,   0x85,    0x00,    0x1F,     0x7F,   0x201E, 0x201C, 0x2014,
+        0x2028, 0x3000, 0x4E2D, 0x6587, 0x1F600, 0x1F9D0, 0x10FFFF, 0x0301, 0xFEFF};
     uint32_t r = tu_u32(rng), cp;
     if (r % 5 == 0) /* any scalar value */
         do
@@ -373,8 +376,8 @@ static void test_random_and_reference(void)
              clf_tokenizer_vocab_size(t));
     size_t ntok = 0;
     int ok = round_trips(t, german, strlen(german), &ntok);
-    TU_CHECK(ok && ntok < strlen(german) / 3,
-             "German text round-trips, %zu bytes -> %zu tokens", strlen(german), ntok);
+    TU_CHECK(ok && ntok < strlen(german) / 3, "German text round-trips, %zu bytes -> %zu tokens",
+             strlen(german), ntok);
     const char *umlauts = "Öl, Ärger, Übermut: süße Bäume, große Füße — „schön“ ẞ";
     TU_CHECK(round_trips(t, umlauts, strlen(umlauts), NULL), "umlauts and ß round-trip");
 
@@ -462,8 +465,7 @@ static void test_specials(void)
         const char *b;
         size_t l;
         fixed &= clf_tokenizer_special(t, (clf_special_token)i) == i &&
-                 clf_tokenizer_special_of(t, i) == i && clf_tokenizer_piece(t, i, &b, &l) &&
-                 l == 0;
+                 clf_tokenizer_special_of(t, i) == i && clf_tokenizer_piece(t, i, &b, &l) && l == 0;
     }
     fixed &= clf_tokenizer_special_of(t, CLF_BPE_BYTE_FIRST) == -1 &&
              clf_tokenizer_special_of(t, -1) == -1;
@@ -544,11 +546,13 @@ static void test_json(void)
              "reload: identical JSON (%zu bytes, vocab %d) and encodings", strlen(j),
              clf_tokenizer_vocab_size(t));
     char head[256];
-    snprintf(head, sizeof head, "{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":"
+    snprintf(head, sizeof head,
+             "{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":"
              "\"bpe\",\"vocab_size\":%d,\"pre_tokenizer\":\"gpt2\",\"vocab\":[null,null,"
-             "null,null,null,null,\"\\u0000\",", clf_tokenizer_vocab_size(t));
-    TU_CHECK(strncmp(j, head, strlen(head)) == 0 &&
-                 strstr(j, ",[195],") != NULL && strstr(j, "\"ä\"") != NULL &&
+             "null,null,null,null,\"\\u0000\",",
+             clf_tokenizer_vocab_size(t));
+    TU_CHECK(strncmp(j, head, strlen(head)) == 0 && strstr(j, ",[195],") != NULL &&
+                 strstr(j, "\"ä\"") != NULL &&
                  strstr(j, "\"specials\":{\"pad\":0,\"bos\":1,\"eos\":2,\"unk\":3,\"cls\":4,"
                            "\"sep\":5}}") != NULL,
              "layout: specials null, bytes from \\u0000, byte 0xC3 as [195], \"ä\" a string");
@@ -618,16 +622,19 @@ static void test_json(void)
 
     /* a merge chain whose piece would exceed CLF_BPE_MAX_PIECE: a, aa, aaaa, ... 512 */
     char doc[8192];
-    int k = snprintf(doc, sizeof doc, "{\"format\":\"clformer-tokenizer\",\"version\":1,"
-                                      "\"type\":\"bpe\",\"vocab_size\":%d,\"pre_tokenizer\":"
-                                      "\"gpt2\",\"vocab\":[", CLF_BPE_MERGE_FIRST + 9);
+    int k = snprintf(doc, sizeof doc,
+                     "{\"format\":\"clformer-tokenizer\",\"version\":1,"
+                     "\"type\":\"bpe\",\"vocab_size\":%d,\"pre_tokenizer\":"
+                     "\"gpt2\",\"vocab\":[",
+                     CLF_BPE_MERGE_FIRST + 9);
     for (int i = 0; i < CLF_BPE_MERGE_FIRST + 9; i++)
         k += snprintf(doc + k, sizeof doc - (size_t)k, "%snull", i ? "," : "");
     k += snprintf(doc + k, sizeof doc - (size_t)k, "],\"merges\":[[103,103]");
     for (int r = 1; r < 9; r++)
         k += snprintf(doc + k, sizeof doc - (size_t)k, ",[%d,%d]", 261 + r, 261 + r);
-    snprintf(doc + k, sizeof doc - (size_t)k, "],\"specials\":{\"pad\":0,\"bos\":1,\"eos\":2,"
-                                              "\"unk\":3,\"cls\":4,\"sep\":5}}");
+    snprintf(doc + k, sizeof doc - (size_t)k,
+             "],\"specials\":{\"pad\":0,\"bos\":1,\"eos\":2,"
+             "\"unk\":3,\"cls\":4,\"sep\":5}}");
     clf_status st = clf_tokenizer_from_json(doc, strlen(doc), &u, &err);
     TU_CHECK(st == CLF_ERR_FORMAT && strstr(err.msg, "merges[8] makes a piece of 512 bytes"),
              "an over-long piece refused: %s", err.msg);
@@ -712,8 +719,7 @@ static void test_gzip(void)
     st = clf_file_read_text(path, CLF_BPE_MAX_TEXT, &text, &n, &err);
     TU_CHECK(st == CLF_ERR_FORMAT && text == NULL, "a truncated gzip file refused: %s", err.msg);
     st = clf_file_read_text("/nonexistent/x.gz", CLF_BPE_MAX_TEXT, &text, &n, &err);
-    TU_CHECK(st == CLF_ERR_IO && strstr(err.msg, "/nonexistent/x.gz"), "missing file: %s",
-             err.msg);
+    TU_CHECK(st == CLF_ERR_IO && strstr(err.msg, "/nonexistent/x.gz"), "missing file: %s", err.msg);
     remove(path);
     remove(plain);
 }
@@ -737,8 +743,8 @@ static void test_corpus(void)
         TU_CHECK(round_trips(t, text, len, &ntok), "tiny Shakespeare round-trips");
         double t2 = now();
         printf("  timing: vocab 2000 trained in %.2f s; %zu bytes -> %zu tokens "
-               "(%.2f bytes/token), encode+decode %.2f s\n", t1 - t0, len, ntok,
-               (double)len / (double)ntok, t2 - t1);
+               "(%.2f bytes/token), encode+decode %.2f s\n",
+               t1 - t0, len, ntok, (double)len / (double)ntok, t2 - t1);
         clf_tokenizer_destroy(t);
         free(text);
     }
@@ -756,8 +762,8 @@ static void test_corpus(void)
     } else {
         printf("generated text (%s is absent)\n", path);
         tu_rng rng = tu_rng_new(99);
-        static const char *const syll[] = {"ka", "ro", "ni", "st", "er", "en", "ä", "ß", "um",
-                                           "ch", "ei", "lo", "tu", "ma", "ver", "ge"};
+        static const char *const syll[] = {"ka", "ro", "ni", "st", "er", "en", "ä",   "ß",
+                                           "um", "ch", "ei", "lo", "tu", "ma", "ver", "ge"};
         size_t cap = 2000000;
         text = malloc(cap + 64);
         len = 0;
@@ -794,12 +800,13 @@ static void test_corpus(void)
              "the corpus round-trips; encoding gives training's %llu tokens (got %zu)",
              (unsigned long long)st.tokens, n);
     printf("  timing: read %.2f s, count %llu words (%llu distinct) %.2f s, %d merges %.2f s "
-           "(last count %lld), vocab %d\n", t1 - t0, (unsigned long long)st.words,
-           (unsigned long long)st.unique_words, t2 - t1, (int)st.merges, t3 - t2,
-           (long long)st.last_frequency, clf_tokenizer_vocab_size(t));
+           "(last count %lld), vocab %d\n",
+           t1 - t0, (unsigned long long)st.words, (unsigned long long)st.unique_words, t2 - t1,
+           (int)st.merges, t3 - t2, (long long)st.last_frequency, clf_tokenizer_vocab_size(t));
     printf("  timing: encode %zu bytes -> %zu tokens (%.2f tokens/word) in %.3f s (%.1f MB/s), "
-           "decode %.3f s\n", len, n, (double)n / (double)st.words, t4 - t3,
-           (double)len / 1e6 / (t4 - t3 + 1e-9), t5 - t4);
+           "decode %.3f s\n",
+           len, n, (double)n / (double)st.words, t4 - t3, (double)len / 1e6 / (t4 - t3 + 1e-9),
+           t5 - t4);
     /* per-sentence encoding (no cache), as a translation data loader would */
     double t6 = now();
     size_t total = 0;

@@ -188,8 +188,8 @@ static void pool_case(clf_runtime *rt, tu_rng *g, size_t B, size_t S, size_t C)
         gd += (double)dx[i] * dir[i];
     double fd = (L[0] - L[1]) / (2 * h);
     TU_CHECK(fabs(fd - gd) <= 1e-4 * (1 + fabs(gd)),
-             "mean_pool_backward B=%zu S=%zu C=%zu vs central differences: %.8g vs %.8g", B, S,
-             C, fd, gd);
+             "mean_pool_backward B=%zu S=%zu C=%zu vs central differences: %.8g vs %.8g", B, S, C,
+             fd, gd);
     tu_free(px);
     tu_free(pk);
     tu_free(po);
@@ -206,8 +206,8 @@ static void pool_case(clf_runtime *rt, tu_rng *g, size_t B, size_t S, size_t C)
     free(dref);
 }
 
-static void gather_case(clf_runtime *rt, tu_rng *g, size_t Bsrc, size_t rows, size_t G,
-                        size_t len, size_t stride, int use_index)
+static void gather_case(clf_runtime *rt, tu_rng *g, size_t Bsrc, size_t rows, size_t G, size_t len,
+                        size_t stride, int use_index)
 {
     size_t nsrc = Bsrc * G * stride, ndst = rows * G * stride;
     uint32_t *src = malloc(nsrc * 4), *dst = malloc(ndst * 4), *ref = malloc(ndst * 4);
@@ -231,8 +231,8 @@ static void gather_case(clf_runtime *rt, tu_rng *g, size_t Bsrc, size_t rows, si
           "cache_gather");
     tu_ok(clf_ptr_read(rt, pd, (float *)dst, ndst, &e), &e, "read");
     TU_CHECK(memcmp(dst, ref, ndst * 4) == 0,
-             "cache_gather rows=%zu of %zu G=%zu len=%zu stride=%zu %s: bit for bit", rows, Bsrc,
-             G, len, stride, use_index ? "by index" : "identity");
+             "cache_gather rows=%zu of %zu G=%zu len=%zu stride=%zu %s: bit for bit", rows, Bsrc, G,
+             len, stride, use_index ? "by index" : "identity");
     tu_free(ps);
     tu_free(pd);
     tu_free(pi);

@@ -24,18 +24,21 @@
 
 static char text_buf[1 << 16];
 
-static const char *src_dir(void) {
+static const char *src_dir(void)
+{
     const char *s = getenv("CLF_SOURCE_DIR");
     return s && *s ? s : ".";
 }
 
-static void path_in_src(char *buf, size_t cap, const char *rel) {
+static void path_in_src(char *buf, size_t cap, const char *rel)
+{
     snprintf(buf, cap, "%s/%s", src_dir(), rel);
 }
 
 /* ---- example models ---------------------------------------------------------------- */
 
-static void test_examples(void) {
+static void test_examples(void)
+{
     char dir[1024], path[2048];
     clf_model_config c;
     clf_error e;
@@ -43,17 +46,18 @@ static void test_examples(void) {
     path_in_src(dir, sizeof dir, "config/models");
     DIR *d = opendir(dir);
     TU_CHECK(d != NULL, "opendir %s", dir);
-    if (!d) return;
+    if (!d)
+        return;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         size_t l = strlen(de->d_name);
-        if (l < 5 || strcmp(de->d_name + l - 5, ".yaml") != 0) continue;
+        if (l < 5 || strcmp(de->d_name + l - 5, ".yaml") != 0)
+            continue;
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         clf_status st = clf_config_load(path, NULL, 0, &c, &e);
         char msg[4096];
         clf_error_format(&e, msg, sizeof msg);
-        TU_CHECK(st == CLF_OK, "example %s loads%s%s", de->d_name, st ? ": " : "",
-                 st ? msg : "");
+        TU_CHECK(st == CLF_OK, "example %s loads%s%s", de->d_name, st ? ": " : "", st ? msg : "");
         n++;
     }
     closedir(d);
@@ -68,12 +72,12 @@ static void test_examples(void) {
                      c.blocks.attention.heads == 4 && c.embedding.dim == 128 && c.context == 64,
                  "cpu recipe: 4 layers, 4 heads, 128 dims, context 64");
         TU_CHECK(c.train.batch == 12 && c.train.steps == 2000 && c.train.optimizer.lr == 1e-3 &&
-                     c.train.schedule.type == CLF_SCHED_COSINE &&
-                     c.train.schedule.min_lr == 1e-4 && c.train.schedule.warmup == 100,
+                     c.train.schedule.type == CLF_SCHED_COSINE && c.train.schedule.min_lr == 1e-4 &&
+                     c.train.schedule.warmup == 100,
                  "cpu recipe: batch 12, 2000 steps, lr 1e-3 cosine to 1e-4, warmup 100");
         TU_CHECK(c.train.optimizer.type == CLF_OPT_ADAMW && c.train.optimizer.betas[0] == 0.9 &&
-                     c.train.optimizer.betas[1] == 0.99 &&
-                     c.train.optimizer.weight_decay == 0.1 && c.train.grad_clip == 1.0,
+                     c.train.optimizer.betas[1] == 0.99 && c.train.optimizer.weight_decay == 0.1 &&
+                     c.train.grad_clip == 1.0,
                  "cpu recipe: AdamW 0.9/0.99, weight decay 0.1, clip 1.0");
         TU_CHECK(c.blocks.dropout == 0.0 && c.blocks.attention.dropout == 0.0 &&
                      c.embedding.dropout == 0.0 && c.train.eval.every == 250 &&
@@ -93,9 +97,8 @@ static void test_examples(void) {
     st = clf_config_load(path, NULL, 0, &c, &e);
     TU_CHECK(st == CLF_OK, "gpt-shakespeare loads");
     if (st == CLF_OK) {
-        TU_CHECK(c.blocks.repeat == 6 && c.blocks.attention.heads == 6 &&
-                     c.embedding.dim == 384 && c.context == 256 && c.train.batch == 64 &&
-                     c.train.steps == 5000,
+        TU_CHECK(c.blocks.repeat == 6 && c.blocks.attention.heads == 6 && c.embedding.dim == 384 &&
+                     c.context == 256 && c.train.batch == 64 && c.train.steps == 5000,
                  "gpu recipe: 6 layers, 6 heads, 384 dims, context 256, batch 64, 5000 steps");
         TU_CHECK(c.blocks.dropout == 0.2 && c.blocks.attention.dropout == 0.2 &&
                      c.embedding.dropout == 0.2 && c.train.eval.batches == 200 &&
@@ -107,7 +110,8 @@ static void test_examples(void) {
 
 /* ---- defaults ------------------------------------------------------------------------- */
 
-static void test_defaults(void) {
+static void test_defaults(void)
+{
     clf_model_config c, d;
     clf_error e;
     char key[128];
@@ -154,9 +158,8 @@ static void test_defaults(void) {
                      c.head.type == CLF_HEAD_CLASSIFIER && c.head.pool == CLF_POOL_MEAN &&
                      c.head.labels == 2 && c.vocab.size == 8000 &&
                      c.blocks.norm.placement == CLF_NORM_POST &&
-                     c.train.schedule.type == CLF_SCHED_NOAM &&
-                     c.train.optimizer.eps == 1e-9 && c.train.label_smoothing == 0.1 &&
-                     clf_config_decoder_layers(&c) == 0,
+                     c.train.schedule.type == CLF_SCHED_NOAM && c.train.optimizer.eps == 1e-9 &&
+                     c.train.label_smoothing == 0.1 && clf_config_decoder_layers(&c) == 0,
                  "encoder classifier with bpe (size 8000), post-LN, noam, label smoothing%s%s",
                  st ? ": " : "", st ? m : "");
     }
@@ -226,7 +229,8 @@ static const bad_case bad_cases[] = {
     {"train:\n  steps: 50\n  schedule: {type: noam, warmup: 0}\n", "t.yaml:3:34",
      "the noam schedule needs warmup >= 1"},
     {"train:\n  stpes: 5\n", "t.yaml:2:3",
-     "unknown key 'stpes' in train; expected one of: batch, batch_tokens, steps, epochs, optimizer"},
+     "unknown key 'stpes' in train; expected one of: batch, batch_tokens, steps, epochs, "
+     "optimizer"},
     {"train:\n  optimizer: {lr: -1}\n", "t.yaml:2:19", "expected a number > 0, got '-1'"},
     {"train:\n  grad_clip: .inf\n", "t.yaml:2:14", "expected a number >= 0, got '.inf'"},
     {"model:\n  [a, b]: 3\n", "t.yaml:2:3", "expected a key name in model, got a sequence"},
@@ -245,16 +249,19 @@ static const bad_case bad_cases[] = {
 };
 
 static void check_error(const char *what, clf_status st, const clf_error *e, const char *where,
-                        const char *fragment) {
+                        const char *fragment)
+{
     char full[20000];
     clf_error_format(e, full, sizeof full);
     int ok = st == CLF_ERR_CONFIG && strcmp(e->where, where) == 0 && strstr(e->msg, fragment);
     TU_CHECK(ok, "%s -> %s: ...%s...", what, where, fragment);
-    if (!ok) printf("       got status %s, where '%s', message:\n       %s\n", clf_status_name(st),
-                    e->where, full);
+    if (!ok)
+        printf("       got status %s, where '%s', message:\n       %s\n", clf_status_name(st),
+               e->where, full);
 }
 
-static void test_errors(void) {
+static void test_errors(void)
+{
     clf_model_config c;
     clf_error e;
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
@@ -306,7 +313,8 @@ static void test_errors(void) {
     /* a string longer than its field */
     char big[1200];
     int n = snprintf(big, sizeof big, "model:\n  vocab: {tokenizer: bpe, path: ");
-    for (int i = 0; i < 600; i++) big[n++] = 'a';
+    for (int i = 0; i < 600; i++)
+        big[n++] = 'a';
     snprintf(big + n, sizeof big - (size_t)n, "}\n");
     st = clf_config_parse_string(big, "t.yaml", NULL, 0, &c, &e);
     check_error("a 600-byte path", st, &e, "t.yaml:2:33", "a string of at most 511 bytes");
@@ -314,7 +322,8 @@ static void test_errors(void) {
 
 /* ---- overrides ------------------------------------------------------------------------------ */
 
-static void test_overrides(void) {
+static void test_overrides(void)
+{
     char path[1024];
     clf_model_config c, before;
     clf_error e;
@@ -335,8 +344,7 @@ static void test_overrides(void) {
     clf_error_format(&e, m, sizeof m);
     TU_CHECK(st == CLF_OK, "overrides apply%s%s", st ? ": " : "", st ? m : "");
     if (st == CLF_OK) {
-        TU_CHECK(c.train.steps == 200, "the last override of a key wins (steps %d)",
-                 c.train.steps);
+        TU_CHECK(c.train.steps == 200, "the last override of a key wins (steps %d)", c.train.steps);
         TU_CHECK(c.blocks.attention.heads == 8 && c.embedding.dim == 256 &&
                      c.blocks.ffn.hidden == 512,
                  "heads 8, dim 256 (given without 'model.'), ffn.hidden from the file stays 512");
@@ -379,7 +387,8 @@ static void test_overrides(void) {
         clf_error_format(&e, full, sizeof full);
         int good = st == CLF_ERR_CONFIG && strstr(full, bad[i].fragment) != NULL;
         TU_CHECK(good, "--set %s is refused: ...%s...", bad[i].ovr, bad[i].fragment);
-        if (!good) printf("       got %s: %s\n", clf_status_name(st), full);
+        if (!good)
+            printf("       got %s: %s\n", clf_status_name(st), full);
     }
 
     /* clf_config_set on a loaded config: applied, or refused leaving it as it was */
@@ -396,7 +405,8 @@ static void test_overrides(void) {
 
 /* ---- dump, round trip, diff ---------------------------------------------------------------- */
 
-static int round_trip(const clf_model_config *c, const char *what) {
+static int round_trip(const clf_model_config *c, const char *what)
+{
     clf_model_config back;
     clf_error e;
     char key[128], m[4096];
@@ -424,14 +434,16 @@ static int round_trip(const clf_model_config *c, const char *what) {
     return 1;
 }
 
-static double rnd_in(tu_rng *r, double lo, double hi) {
+static double rnd_in(tu_rng *r, double lo, double hi)
+{
     /* random mantissa bits and a spread of magnitudes, clamped into [lo, hi) */
     double mag = pow(10.0, tu_uniform(r, -12.0, 0.0));
     double x = lo + (hi - lo) * mag * tu_uniform(r, 0.0, 1.0);
     return x < hi ? x : lo;
 }
 
-static void test_round_trip(void) {
+static void test_round_trip(void)
+{
     char path[1024], key[128];
     clf_model_config c;
     clf_error e;
@@ -538,7 +550,8 @@ static void test_round_trip(void) {
         }
         char what[64];
         snprintf(what, sizeof what, "random config %d", t);
-        if (!round_trip(&c, what)) fails++;
+        if (!round_trip(&c, what))
+            fails++;
     }
     TU_CHECK(fails == 0, "500 configs with random doubles round-trip bit-exactly");
 
@@ -551,15 +564,18 @@ static void test_round_trip(void) {
              "to_yaml returns the full length (%zu) and truncates with a NUL", need);
 }
 
-static void test_validate_direct(void) {
+static void test_validate_direct(void)
+{
     clf_model_config c;
     clf_error e;
     clf_config_defaults(&c);
     clf_config_resolve(&c);
     c.embedding.dim = 0;
     clf_status st = clf_config_validate(&c, &e);
-    TU_CHECK(st == CLF_ERR_CONFIG && strstr(e.msg, "embedding.dim: expected an integer in [1, "
-                                                   "65536], got 0") && e.where[0] == '\0',
+    TU_CHECK(st == CLF_ERR_CONFIG &&
+                 strstr(e.msg, "embedding.dim: expected an integer in [1, "
+                               "65536], got 0") &&
+                 e.where[0] == '\0',
              "validate on a struct from code: dim 0 refused (%s)", e.msg);
     clf_config_defaults(&c);
     clf_config_resolve(&c);
@@ -589,7 +605,8 @@ static void test_validate_direct(void) {
              "enum names");
 }
 
-int main(void) {
+int main(void)
+{
     printf("test_config (seed %llu)\n", (unsigned long long)tu_seed());
     test_examples();
     test_defaults();

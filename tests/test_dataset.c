@@ -38,10 +38,16 @@ static void test_rng(void)
 {
     printf("generator\n");
     clf_rng r = {{1, 2, 3, 4}};
-    static const uint64_t want[10] = {
-        11520ull, 0ull, 1509978240ull, 1215971899390074240ull, 1216172134540287360ull,
-        607988272756665600ull, 16172922978634559625ull, 8476171486693032832ull,
-        10595114339597558777ull, 2904607092377533576ull};
+    static const uint64_t want[10] = {11520ull,
+                                      0ull,
+                                      1509978240ull,
+                                      1215971899390074240ull,
+                                      1216172134540287360ull,
+                                      607988272756665600ull,
+                                      16172922978634559625ull,
+                                      8476171486693032832ull,
+                                      10595114339597558777ull,
+                                      2904607092377533576ull};
     int same = 1;
     for (int i = 0; i < 10; i++)
         same &= clf_rng_next(&r) == want[i];
@@ -72,8 +78,8 @@ static void test_rng(void)
             chi2 += (count[i] - e) * (count[i] - e) / e;
         /* 99.99th percentile: 27.9 (6 dof), 33.7 (9 dof) */
         TU_CHECK(in_range && chi2 < (n == 7 ? 27.9 : 33.7),
-                 "below(%llu): all in range, chi-square %.2f over %ld draws",
-                 (unsigned long long)n, chi2, draws);
+                 "below(%llu): all in range, chi-square %.2f over %ld draws", (unsigned long long)n,
+                 chi2, draws);
     }
     clf_rng_seed(&r, 5);
     int ok = 1;
@@ -84,7 +90,7 @@ static void test_rng(void)
         ok &= u >= 0.0 && u < 1.0;
     }
     TU_CHECK(ok && clf_rng_below(&r, 0) == 0, "below(1) = 0, below(2^63 + 1) in range, "
-                                             "uniform in [0, 1)");
+                                              "uniform in [0, 1)");
 
     /* save / restore */
     clf_rng_seed(&r, tu_seed());
@@ -98,9 +104,10 @@ static void test_rng(void)
     same = 1;
     for (int i = 0; i < 100; i++)
         same &= clf_rng_next(&r) == clf_rng_next(&q);
-    TU_CHECK(same && strlen(s) == 13 + 64 + 3, "state as text (%s) restores the same sequence",
-             s);
-    static const char *bad[] = {"", "xoshiro256**:", "pcg:0000000000000001,0000000000000002,"
+    TU_CHECK(same && strlen(s) == 13 + 64 + 3, "state as text (%s) restores the same sequence", s);
+    static const char *bad[] = {"",
+                                "xoshiro256**:",
+                                "pcg:0000000000000001,0000000000000002,"
                                 "0000000000000003,0000000000000004",
                                 "xoshiro256**:0000000000000001,0000000000000002,"
                                 "0000000000000003",
@@ -247,10 +254,11 @@ static void check_windows(size_t nval, int T, size_t want_count, size_t want_las
     ok = ok && total == n - 1 && last == want_last_len && targets[0] == 0;
     for (size_t i = 1; ok && i < n; i++)
         ok = targets[i] == 1;
-    ok = ok && clf_dataset_eval_window(ds, CLF_SPLIT_VAL, T, count, x, y, &len, &err) ==
-                   CLF_ERR_ARG;
-    TU_CHECK(ok, "val of %zu tokens, T = %d: %zu windows, last has %zu targets, every token but "
-                 "the first a target once, padding x = 0 / y = -1, iterator agrees",
+    ok =
+        ok && clf_dataset_eval_window(ds, CLF_SPLIT_VAL, T, count, x, y, &len, &err) == CLF_ERR_ARG;
+    TU_CHECK(ok,
+             "val of %zu tokens, T = %d: %zu windows, last has %zu targets, every token but "
+             "the first a target once, padding x = 0 / y = -1, iterator agrees",
              nval, T, want_count, want_last_len);
     free(x);
     free(y);
@@ -263,13 +271,13 @@ static void check_windows(size_t nval, int T, size_t want_count, size_t want_las
 static void test_eval_windows(void)
 {
     printf("evaluation windows\n");
-    check_windows(10, 4, 3, 1);   /* 9 targets: 4 + 4 + 1 */
-    check_windows(9, 4, 2, 4);    /* 8 targets: 4 + 4, no partial window */
-    check_windows(2, 4, 1, 1);    /* 1 target */
-    check_windows(5, 64, 1, 4);   /* T > n: one window of 4 */
-    check_windows(101, 7, 15, 2); /* 100 targets: 14 * 7 + 2 */
+    check_windows(10, 4, 3, 1);          /* 9 targets: 4 + 4 + 1 */
+    check_windows(9, 4, 2, 4);           /* 8 targets: 4 + 4, no partial window */
+    check_windows(2, 4, 1, 1);           /* 1 target */
+    check_windows(5, 64, 1, 4);          /* T > n: one window of 4 */
+    check_windows(101, 7, 15, 2);        /* 100 targets: 14 * 7 + 2 */
     check_windows(111540, 64, 1743, 51); /* tiny Shakespeare val: 111539 = 1742 * 64 + 51 */
-    clf_dataset *ds = positions(19); /* val of 2 tokens */
+    clf_dataset *ds = positions(19);     /* val of 2 tokens */
     TU_CHECK(clf_dataset_eval_windows(ds, CLF_SPLIT_VAL, 0) == 0, "T = 0: no windows");
     clf_dataset_destroy(ds);
 }
@@ -291,14 +299,16 @@ static void test_loading(void)
     snprintf(empty, sizeof empty, "%s/empty.txt", dir);
     snprintf(uni, sizeof uni, "%s/umlaut.txt", dir);
     clf_status st = clf_dataset_load(missing, byte, &ds, &err);
-    TU_CHECK(st == CLF_ERR_IO && ds == NULL && strstr(err.msg, missing),
-             "missing file: %s", err.msg);
+    TU_CHECK(st == CLF_ERR_IO && ds == NULL && strstr(err.msg, missing), "missing file: %s",
+             err.msg);
     tu_ok(clf_file_write_atomic(empty, "", 0, &err), &err, "write");
     st = clf_dataset_load(empty, byte, &ds, &err);
     TU_CHECK(st == CLF_ERR_FORMAT && ds == NULL && strstr(err.msg, empty) &&
-                 strstr(err.msg, "empty"), "empty file: %s", err.msg);
+                 strstr(err.msg, "empty"),
+             "empty file: %s", err.msg);
 
-    const char *text = "Sch\xc3\xb6ne Gr\xc3\xbc\xc3\x9f" "e aus M\xc3\xbcnchen und K\xc3\xb6ln.\n";
+    const char *text = "Sch\xc3\xb6ne Gr\xc3\xbc\xc3\x9f"
+                       "e aus M\xc3\xbcnchen und K\xc3\xb6ln.\n";
     tu_ok(clf_file_write_atomic(uni, text, strlen(text), &err), &err, "write");
     char *t = NULL;
     size_t tl = 0;
@@ -309,8 +319,9 @@ static void test_loading(void)
     size_t ncp = 0;
     for (size_t i = 0; i < tl; i++)
         ncp += ((unsigned char)t[i] & 0xC0) != 0x80;
-    TU_CHECK(st == CLF_OK && clf_dataset_size(ds, CLF_SPLIT_TRAIN) +
-                                     clf_dataset_size(ds, CLF_SPLIT_VAL) == ncp &&
+    TU_CHECK(st == CLF_OK &&
+                 clf_dataset_size(ds, CLF_SPLIT_TRAIN) + clf_dataset_size(ds, CLF_SPLIT_VAL) ==
+                     ncp &&
                  clf_dataset_vocab(ds) == clf_tokenizer_vocab_size(ch),
              "UTF-8 file with umlauts: %zu characters -> %zu tokens", ncp, ncp);
     clf_dataset_destroy(ds);

@@ -81,7 +81,8 @@ static void check_basic(clf_runtime *rt, size_t n, tu_rng *rng)
         ref[i] = 2.0 * a[i];
     snprintf(name, sizeof name, "add in place n=%zu", n);
     tu_close(name, got, ref, n, 0.0, 0.0);
-    TU_CHECK(tu_guard_intact(rt, dout, n) && tu_guard_intact(rt, da, n) && tu_guard_intact(rt, db, n),
+    TU_CHECK(tu_guard_intact(rt, dout, n) && tu_guard_intact(rt, da, n) &&
+                 tu_guard_intact(rt, db, n),
              "add/scale/axpy n=%zu: guard zones intact", n);
 
     tu_free(da);
@@ -96,12 +97,12 @@ static void check_basic(clf_runtime *rt, size_t n, tu_rng *rng)
 static double act_ref(clf_act a, double x)
 {
     switch (a) {
-    case CLF_ACT_NONE: return x;
-    case CLF_ACT_RELU: return x > 0 ? x : 0;
-    case CLF_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-    case CLF_ACT_GELU_TANH:
-        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / TEST_PI) * (x + 0.044715 * x * x * x)));
-    case CLF_ACT_SILU: return x / (1.0 + exp(-x));
+        case CLF_ACT_NONE: return x;
+        case CLF_ACT_RELU: return x > 0 ? x : 0;
+        case CLF_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+        case CLF_ACT_GELU_TANH:
+            return 0.5 * x * (1.0 + tanh(sqrt(2.0 / TEST_PI) * (x + 0.044715 * x * x * x)));
+        case CLF_ACT_SILU: return x / (1.0 + exp(-x));
     }
     return NAN;
 }
@@ -143,8 +144,7 @@ static void check_bias_act(clf_runtime *rt, clf_act act, int with_bias, size_t R
     free(refo);
 }
 
-static void check_bias_backward(clf_runtime *rt, clf_ops_path path, size_t R, size_t N,
-                                tu_rng *rng)
+static void check_bias_backward(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, tu_rng *rng)
 {
     clf_error err;
     char name[128];
@@ -295,8 +295,8 @@ int main(void)
     tu_rng rng = tu_rng_new(3);
     for (size_t i = 0; i < sizeof SIZES / sizeof SIZES[0]; i++)
         check_basic(rt, SIZES[i], &rng);
-    static const clf_act acts[] = {CLF_ACT_NONE, CLF_ACT_RELU, CLF_ACT_GELU_ERF,
-                                   CLF_ACT_GELU_TANH, CLF_ACT_SILU};
+    static const clf_act acts[] = {CLF_ACT_NONE, CLF_ACT_RELU, CLF_ACT_GELU_ERF, CLF_ACT_GELU_TANH,
+                                   CLF_ACT_SILU};
     for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++)
         for (size_t s = 0; s < NSHAPES - 1; s++)
             for (int b = 0; b <= 1; b++)

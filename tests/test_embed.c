@@ -71,8 +71,8 @@ static void launch(clf_runtime *rt, const char *name, size_t global, int na, con
     tu_ok(clf_kernel_launch(rt, k, 1, &global, &local, na, a, &err), &err, name);
 }
 
-static void embed_fwd(clf_runtime *rt, int elem, clf_ptr out, clf_ptr tok, clf_ptr wte,
-                      clf_ptr wpe, size_t B, size_t T, size_t C, size_t pos0, float scale)
+static void embed_fwd(clf_runtime *rt, int elem, clf_ptr out, clf_ptr tok, clf_ptr wte, clf_ptr wpe,
+                      size_t B, size_t T, size_t C, size_t pos0, float scale)
 {
     clf_error err;
     if (!elem) {
@@ -81,12 +81,12 @@ static void embed_fwd(clf_runtime *rt, int elem, clf_ptr out, clf_ptr tok, clf_p
         return;
     }
     clf_ptr wp = wpe.buf ? wpe : out;
-    clf_arg a[] = {CLF_ARG_BUF(out.buf), CLF_ARG_U64(out.off), CLF_ARG_BUF(tok.buf),
-                   CLF_ARG_U64(tok.off), CLF_ARG_BUF(wte.buf), CLF_ARG_U64(wte.off),
-                   CLF_ARG_BUF(wp.buf),  CLF_ARG_U64(wp.off),  CLF_ARG_I32(wpe.buf != NULL),
-                   CLF_ARG_U32(B * T),   CLF_ARG_U32(T),       CLF_ARG_U32(C),
-                   CLF_ARG_U32(0x7FFFFFFF), CLF_ARG_U32(pos0), CLF_ARG_F32(scale),
-                   CLF_ARG_U32(1),       CLF_ARG_U32(C)};
+    clf_arg a[] = {CLF_ARG_BUF(out.buf),    CLF_ARG_U64(out.off), CLF_ARG_BUF(tok.buf),
+                   CLF_ARG_U64(tok.off),    CLF_ARG_BUF(wte.buf), CLF_ARG_U64(wte.off),
+                   CLF_ARG_BUF(wp.buf),     CLF_ARG_U64(wp.off),  CLF_ARG_I32(wpe.buf != NULL),
+                   CLF_ARG_U32(B * T),      CLF_ARG_U32(T),       CLF_ARG_U32(C),
+                   CLF_ARG_U32(0x7FFFFFFF), CLF_ARG_U32(pos0),    CLF_ARG_F32(scale),
+                   CLF_ARG_U32(1),          CLF_ARG_U32(C)};
     launch(rt, "embed_forward", B * T * C, 17, a);
 }
 
@@ -122,22 +122,22 @@ static void rope(clf_runtime *rt, int elem, clf_ptr x, size_t B, size_t T, size_
         tu_ok(clf_op_rope(rt, x, B, T, NH, HS, rs, pos0, theta, inverse, &err), &err, "rope");
         return;
     }
-    clf_arg a[] = {CLF_ARG_BUF(x.buf), CLF_ARG_U64(x.off), CLF_ARG_U32(B),
-                   CLF_ARG_U32(T),     CLF_ARG_U32(NH),    CLF_ARG_U32(HS),
-                   CLF_ARG_U32(rs),    CLF_ARG_U32(pos0),  CLF_ARG_F32((float)log2(theta)),
+    clf_arg a[] = {CLF_ARG_BUF(x.buf),   CLF_ARG_U64(x.off), CLF_ARG_U32(B),
+                   CLF_ARG_U32(T),       CLF_ARG_U32(NH),    CLF_ARG_U32(HS),
+                   CLF_ARG_U32(rs),      CLF_ARG_U32(pos0),  CLF_ARG_F32((float)log2(theta)),
                    CLF_ARG_I32(inverse), CLF_ARG_U32(1)};
     launch(rt, "rope", B * T * (HS / 2), 11, a);
 }
 
 /* ---- embedding ------------------------------------------------------------ */
 
-static void embed_ref(double *out, const int32_t *tok, const float *wte, const float *wpe,
-                      size_t B, size_t T, size_t C, size_t pos0, double scale)
+static void embed_ref(double *out, const int32_t *tok, const float *wte, const float *wpe, size_t B,
+                      size_t T, size_t C, size_t pos0, double scale)
 {
     for (size_t bt = 0; bt < B * T; bt++)
         for (size_t c = 0; c < C; c++)
-            out[bt * C + c] = scale * wte[(size_t)tok[bt] * C + c] +
-                              (wpe ? wpe[(pos0 + bt % T) * C + c] : 0.0);
+            out[bt * C + c] =
+                scale * wte[(size_t)tok[bt] * C + c] + (wpe ? wpe[(pos0 + bt % T) * C + c] : 0.0);
 }
 
 static void test_embed(clf_runtime *rt, int elem, size_t B, size_t T, size_t C, size_t V,
@@ -231,8 +231,8 @@ static void test_embed(clf_runtime *rt, int elem, size_t B, size_t T, size_t C, 
         gs[ns] = table ? gpe[i] : gte[i];
         ns++;
     }
-    snprintf(name, sizeof name, "embed bwd vs finite differences B=%zu T=%zu C=%zu V=%zu", B, T,
-             C, V);
+    snprintf(name, sizeof name, "embed bwd vs finite differences B=%zu T=%zu C=%zu V=%zu", B, T, C,
+             V);
     tu_close(name, gs, fd, ns, 1e-5, 1e-4);
     free(o);
     free(wte_p);
@@ -261,8 +261,8 @@ static void test_embed(clf_runtime *rt, int elem, size_t B, size_t T, size_t C, 
 
 /* ---- sinusoidal positions ------------------------------------------------------- */
 
-static void test_sinusoid(clf_runtime *rt, size_t B, size_t T, size_t C, size_t pos0,
-                          double atol, tu_rng *r)
+static void test_sinusoid(clf_runtime *rt, size_t B, size_t T, size_t C, size_t pos0, double atol,
+                          tu_rng *r)
 {
     size_t n = B * T * C;
     float *x = malloc(n * sizeof *x), *got = malloc(n * sizeof *got);

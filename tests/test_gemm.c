@@ -41,7 +41,7 @@ typedef struct gcase {
     int ta, tb;
     size_t m, n, k;
     size_t batch;
-    size_t pad;         /* extra leading-dimension elements */
+    size_t pad; /* extra leading-dimension elements */
     float alpha, beta;
     int share_a, share_b; /* batch stride 0 */
 } gcase;
@@ -145,12 +145,12 @@ static void run_case(clf_runtime *rt, clf_gemm_engine engine, const gcase *g, tu
     clf_ptr p = tu_upload(rt, host, L.total);
     clf_gemm_desc d = desc_of(g, &L, p.buf);
     clf_error err;
-    clf_status st = engine == CLF_GEMM_AUTO ? clf_gemm(rt, &d, &err)
-                                            : clf_gemm_with(rt, engine, &d, &err);
+    clf_status st =
+        engine == CLF_GEMM_AUTO ? clf_gemm(rt, &d, &err) : clf_gemm_with(rt, engine, &d, &err);
     char name[160];
     snprintf(name, sizeof name, "%s %s%s %zux%zux%zu b%zu%s%s pad%zu a%g b%g",
-             clf_gemm_engine_name(engine), g->ta ? "T" : "N", g->tb ? "T" : "N", g->m, g->n,
-             g->k, g->batch, g->share_a ? " A-shared" : "", g->share_b ? " B-shared" : "", g->pad,
+             clf_gemm_engine_name(engine), g->ta ? "T" : "N", g->tb ? "T" : "N", g->m, g->n, g->k,
+             g->batch, g->share_a ? " A-shared" : "", g->share_b ? " B-shared" : "", g->pad,
              (double)g->alpha, (double)g->beta);
     if (st != CLF_OK) {
         char buf[CLF_ERROR_MSG_MAX + 256];
@@ -168,11 +168,13 @@ static void run_case(clf_runtime *rt, clf_gemm_engine engine, const gcase *g, tu
     free(ref);
 }
 
-static const size_t shapes[][3] = {
-    /* M, N, K */
-    {1, 1, 1},   {7, 13, 5},   {33, 65, 17}, {100, 1, 300}, {257, 129, 63},
-    {1, 200, 70}, {64, 48, 1}, {70, 97, 129}, {16, 16, 1000},
-    {40, 50, 1500}, /* deeper than K_SLICE_FROM: the native engine slices K */
+static const size_t
+    shapes[][3] =
+        {
+            /* M, N, K */
+            {1, 1, 1},      {7, 13, 5},     {33, 65, 17}, {100, 1, 300},
+            {257, 129, 63}, {1, 200, 70},   {64, 48, 1},  {70, 97, 129},
+            {16, 16, 1000}, {40, 50, 1500}, /* deeper than K_SLICE_FROM: the native engine slices K */
 };
 
 static void test_engine(clf_runtime *rt, clf_gemm_engine e, tu_rng *r)
@@ -182,28 +184,60 @@ static void test_engine(clf_runtime *rt, clf_gemm_engine e, tu_rng *r)
     int v = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int t = 0; t < 4; t++, v++) {
-            gcase g = {.ta = t & 1, .tb = t >> 1, .m = shapes[s][0], .n = shapes[s][1],
-                       .k = shapes[s][2], .batch = 1, .pad = (size_t)(v % 3) * 3,
-                       .alpha = ab[v % 4][0], .beta = ab[v % 4][1]};
+            gcase g = {.ta = t & 1,
+                       .tb = t >> 1,
+                       .m = shapes[s][0],
+                       .n = shapes[s][1],
+                       .k = shapes[s][2],
+                       .batch = 1,
+                       .pad = (size_t)(v % 3) * 3,
+                       .alpha = ab[v % 4][0],
+                       .beta = ab[v % 4][1]};
             run_case(rt, e, &g, r);
         }
     printf("engine %s: strided batches\n", clf_gemm_engine_name(e));
     for (int t = 0; t < 4; t++) {
-        gcase g = {.ta = t & 1, .tb = t >> 1, .m = 33, .n = 20, .k = 17, .batch = 3, .pad = 1,
-                   .alpha = 0.5f, .beta = 1.5f};
+        gcase g = {.ta = t & 1,
+                   .tb = t >> 1,
+                   .m = 33,
+                   .n = 20,
+                   .k = 17,
+                   .batch = 3,
+                   .pad = 1,
+                   .alpha = 0.5f,
+                   .beta = 1.5f};
         run_case(rt, e, &g, r);
-        gcase h = {.ta = t & 1, .tb = t >> 1, .m = 70, .n = 50, .k = 9, .batch = 4, .pad = 0,
-                   .alpha = 1.0f, .beta = 0.0f};
+        gcase h = {.ta = t & 1,
+                   .tb = t >> 1,
+                   .m = 70,
+                   .n = 50,
+                   .k = 9,
+                   .batch = 4,
+                   .pad = 0,
+                   .alpha = 1.0f,
+                   .beta = 0.0f};
         run_case(rt, e, &h, r);
     }
-    gcase nd = {.tb = 1, .m = 9, .n = 50, .k = 40, .batch = 3, .pad = 2, .alpha = 1.0f,
+    gcase nd = {.tb = 1,
+                .m = 9,
+                .n = 50,
+                .k = 40,
+                .batch = 3,
+                .pad = 2,
+                .alpha = 1.0f,
                 .beta = 0.5f}; /* few rows, B transposed: the native dot-product path */
     run_case(rt, e, &nd, r);
-    gcase sa = {.m = 65, .n = 31, .k = 12, .batch = 3, .alpha = 1.0f, .beta = 0.25f,
-                .share_a = 1};
+    gcase sa = {.m = 65, .n = 31, .k = 12, .batch = 3, .alpha = 1.0f, .beta = 0.25f, .share_a = 1};
     run_case(rt, e, &sa, r);
-    gcase sb = {.ta = 1, .tb = 1, .m = 9, .n = 50, .k = 12, .batch = 5, .alpha = 1.0f,
-                .beta = 0.0f, .share_b = 1};
+    gcase sb = {.ta = 1,
+                .tb = 1,
+                .m = 9,
+                .n = 50,
+                .k = 12,
+                .batch = 5,
+                .alpha = 1.0f,
+                .beta = 0.0f,
+                .share_b = 1};
     run_case(rt, e, &sb, r);
     printf("engine %s: k == 0 and empty products\n", clf_gemm_engine_name(e));
     gcase k0 = {.m = 19, .n = 53, .k = 0, .batch = 2, .pad = 2, .alpha = 1.0f, .beta = -0.5f};
@@ -230,8 +264,16 @@ static void test_validation(clf_runtime *rt)
 {
     printf("argument validation\n");
     clf_ptr p = tu_alloc(rt, 1000);
-    clf_gemm_desc ok = {.m = 10, .n = 10, .k = 10, .alpha = 1.0f, .a = {p.buf, 0}, .lda = 10,
-                        .b = {p.buf, 100}, .ldb = 10, .c = {p.buf, 200}, .ldc = 10};
+    clf_gemm_desc ok = {.m = 10,
+                        .n = 10,
+                        .k = 10,
+                        .alpha = 1.0f,
+                        .a = {p.buf, 0},
+                        .lda = 10,
+                        .b = {p.buf, 100},
+                        .ldb = 10,
+                        .c = {p.buf, 200},
+                        .ldc = 10};
     clf_error err;
     TU_CHECK(clf_gemm_with(rt, CLF_GEMM_NATIVE, &ok, &err) == CLF_OK, "a valid call passes");
     clf_gemm_desc d = ok;
@@ -324,8 +366,8 @@ static void test_auto_cache(tu_rng *r)
     clf_runtime *rt = runtime_with_cache(dir);
     gcase g = {.m = 96, .n = 80, .k = 64, .batch = 1, .alpha = 1.0f, .beta = 0.5f};
     run_case(rt, CLF_GEMM_AUTO, &g, r);
-    gcase gt = {.ta = 1, .tb = 1, .m = 40, .n = 72, .k = 33, .batch = 2, .alpha = 1.0f,
-                .beta = 0.0f};
+    gcase gt = {
+        .ta = 1, .tb = 1, .m = 40, .n = 72, .k = 33, .batch = 2, .alpha = 1.0f, .beta = 0.0f};
     run_case(rt, CLF_GEMM_AUTO, &gt, r);
     const glayout L = layout_of(&g);
     clf_ptr p = tu_alloc(rt, L.total);
@@ -392,17 +434,30 @@ int main(void)
     test_engine(rt, CLF_GEMM_CLBLAST, &r);
     printf("engine auto (clf_gemm with the runtime's options)\n");
     for (int t = 0; t < 4; t++) {
-        gcase g = {.ta = t & 1, .tb = t >> 1, .m = 257, .n = 129, .k = 63, .batch = 1,
-                   .pad = 1, .alpha = 1.5f, .beta = 0.5f};
+        gcase g = {.ta = t & 1,
+                   .tb = t >> 1,
+                   .m = 257,
+                   .n = 129,
+                   .k = 63,
+                   .batch = 1,
+                   .pad = 1,
+                   .alpha = 1.5f,
+                   .beta = 0.5f};
         run_case(rt, CLF_GEMM_AUTO, &g, &r);
-        gcase b = {.ta = t & 1, .tb = t >> 1, .m = 32, .n = 32, .k = 16, .batch = 8,
-                   .alpha = 0.125f, .beta = 0.0f};
+        gcase b = {.ta = t & 1,
+                   .tb = t >> 1,
+                   .m = 32,
+                   .n = 32,
+                   .k = 16,
+                   .batch = 8,
+                   .alpha = 0.125f,
+                   .beta = 0.0f};
         run_case(rt, CLF_GEMM_AUTO, &b, &r);
     }
     printf("clf_gemm_prepare, then the call\n");
     {
-        gcase g = {.ta = 1, .m = 130, .n = 70, .k = 45, .batch = 2, .pad = 1, .alpha = 1.0f,
-                   .beta = 0.5f};
+        gcase g = {
+            .ta = 1, .m = 130, .n = 70, .k = 45, .batch = 2, .pad = 1, .alpha = 1.0f, .beta = 0.5f};
         const glayout L = layout_of(&g);
         clf_ptr p = tu_alloc(rt, L.total);
         clf_gemm_desc d = desc_of(&g, &L, p.buf);

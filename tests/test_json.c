@@ -77,8 +77,9 @@ static void test_values(void)
     TU_CHECK(!x->is_int && x->number == 2.5e-3, "2.5e-3 is a double, not an integer");
     TU_CHECK(strcmp(clf_json_get(d, "s")->string, "hi") == 0, "string");
     const clf_json *a = clf_json_get(d, "a");
-    TU_CHECK(a->count == 3 && a->items[1].count == 2 && a->items[1].items[1].type ==
-             CLF_JSON_OBJECT && a->items[2].count == 0, "nested arrays and empty containers");
+    TU_CHECK(a->count == 3 && a->items[1].count == 2 &&
+                 a->items[1].items[1].type == CLF_JSON_OBJECT && a->items[2].count == 0,
+             "nested arrays and empty containers");
     TU_CHECK(a->offset == 75 && a->items[1].offset == 79, "value offsets (%zu, %zu)", a->offset,
              a->items[1].offset);
     TU_CHECK(strcmp(clf_json_get(clf_json_get(d, "o"), "k")->string, "v") == 0, "nested get");
@@ -91,16 +92,19 @@ static void test_strings(void)
 {
     printf("strings\n");
     clf_json *d = parse_ok("[\"q\\\"b\\\\s\\/b\\bf\\fn\\nr\\rt\\t\", \"\\u00e9\\u20AC\", "
-                           "\"\\ud83d\\ude00\", \"a\\u0000b\", \"Gr\xc3\xbc\xc3\x9f" "e\"]");
+                           "\"\\ud83d\\ude00\", \"a\\u0000b\", \"Gr\xc3\xbc\xc3\x9f"
+                           "e\"]");
     if (d == NULL)
         return;
     TU_CHECK(strcmp(d->items[0].string, "q\"b\\s/b\bf\fn\nr\rt\t") == 0, "simple escapes");
-    TU_CHECK(strcmp(d->items[1].string, "\xc3\xa9\xe2\x82\xac") == 0 &&
-             d->items[1].string_len == 5, "\\u00e9\\u20AC -> UTF-8 (2 + 3 bytes)");
+    TU_CHECK(strcmp(d->items[1].string, "\xc3\xa9\xe2\x82\xac") == 0 && d->items[1].string_len == 5,
+             "\\u00e9\\u20AC -> UTF-8 (2 + 3 bytes)");
     TU_CHECK(strcmp(d->items[2].string, "\xf0\x9f\x98\x80") == 0, "surrogate pair -> U+1F600");
     TU_CHECK(d->items[3].string_len == 3 && memcmp(d->items[3].string, "a\0b", 3) == 0,
              "\\u0000 kept, with the length");
-    TU_CHECK(strcmp(d->items[4].string, "Gr\xc3\xbc\xc3\x9f" "e") == 0, "raw UTF-8 passes");
+    TU_CHECK(strcmp(d->items[4].string, "Gr\xc3\xbc\xc3\x9f"
+                                        "e") == 0,
+             "raw UTF-8 passes");
     clf_json_destroy(d);
 }
 
@@ -188,7 +192,8 @@ static void test_errors(void)
             TU_CHECK(st == CLF_OK, "64 nested arrays parse (the default limit)");
         else
             TU_CHECK(st == CLF_ERR_FORMAT && strstr(err.msg, "byte 64") &&
-                     strstr(err.msg, "limit of 64"), "65 nested arrays: %s", err.msg);
+                         strstr(err.msg, "limit of 64"),
+                     "65 nested arrays: %s", err.msg);
         clf_json_destroy(d);
     }
     clf_json_options o = {"small.json", 3, 4};
@@ -196,8 +201,8 @@ static void test_errors(void)
     clf_error err;
     clf_status st = clf_json_parse("[1,2]", 5, &o, &d, &err);
     TU_CHECK(st == CLF_ERR_FORMAT && strstr(err.msg, "limit of 4") &&
-             strcmp(err.where, "small.json") == 0, "size limit, source name in where: %s: %s",
-             err.where, err.msg);
+                 strcmp(err.where, "small.json") == 0,
+             "size limit, source name in where: %s: %s", err.where, err.msg);
     st = clf_json_parse("[[[[]]]]", 8, &(clf_json_options){NULL, 3, 0}, &d, &err);
     TU_CHECK(st == CLF_ERR_FORMAT && strstr(err.msg, "byte 3"), "custom depth limit 3: %s",
              err.msg);
@@ -242,8 +247,10 @@ static void test_robustness(void)
             clean = 0;
         clf_json_destroy(d);
     }
-    TU_CHECK(clean, "3000 corrupted documents: each parses or fails with a byte offset "
-                    "(%d happened to stay valid)", accepted);
+    TU_CHECK(clean,
+             "3000 corrupted documents: each parses or fails with a byte offset "
+             "(%d happened to stay valid)",
+             accepted);
 }
 
 static void test_writer(void)
@@ -292,7 +299,7 @@ static void test_writer(void)
     if (d != NULL) {
         const clf_json *s = clf_json_get(d, "s\"");
         TU_CHECK(s != NULL && s->string_len == 12 &&
-                 memcmp(s->string, "x\"\\\n\t\x01\x1f\x7f\xc3\xa9\0z", 12) == 0,
+                     memcmp(s->string, "x\"\\\n\t\x01\x1f\x7f\xc3\xa9\0z", 12) == 0,
                  "escaped string reads back byte-exact");
         TU_CHECK(clf_json_get(d, "d")->items[3].number == 1.0 / 3.0, "1/3 reads back exactly");
     }
@@ -344,16 +351,34 @@ static void writer_misuse(const char *what, int kind)
     char *out = (char *)1;
     clf_json_writer_init(&w);
     switch (kind) {
-    case 0: clf_json_begin_object(&w); clf_json_int(&w, 1); clf_json_end_object(&w); break;
-    case 1: clf_json_begin_array(&w); break;
-    case 2: clf_json_begin_array(&w); clf_json_end_object(&w); break;
-    case 3: clf_json_double(&w, NAN); break;
-    case 4: clf_json_string(&w, "bad \xff utf-8"); break;
-    case 5: clf_json_int(&w, 1); clf_json_int(&w, 2); break;
-    case 6: clf_json_begin_array(&w); clf_json_key(&w, "k"); clf_json_end_array(&w); break;
-    case 7: clf_json_begin_object(&w); clf_json_key(&w, "k"); clf_json_end_object(&w); break;
-    case 8: break;
-    case 9: clf_json_float(&w, INFINITY); break;
+        case 0:
+            clf_json_begin_object(&w);
+            clf_json_int(&w, 1);
+            clf_json_end_object(&w);
+            break;
+        case 1: clf_json_begin_array(&w); break;
+        case 2:
+            clf_json_begin_array(&w);
+            clf_json_end_object(&w);
+            break;
+        case 3: clf_json_double(&w, NAN); break;
+        case 4: clf_json_string(&w, "bad \xff utf-8"); break;
+        case 5:
+            clf_json_int(&w, 1);
+            clf_json_int(&w, 2);
+            break;
+        case 6:
+            clf_json_begin_array(&w);
+            clf_json_key(&w, "k");
+            clf_json_end_array(&w);
+            break;
+        case 7:
+            clf_json_begin_object(&w);
+            clf_json_key(&w, "k");
+            clf_json_end_object(&w);
+            break;
+        case 8: break;
+        case 9: clf_json_float(&w, INFINITY); break;
     }
     clf_status st = clf_json_writer_finish(&w, &out, NULL, &err);
     TU_CHECK(st == CLF_ERR_ARG && out == NULL, "writer misuse refused at finish (%s): %s", what,
@@ -400,10 +425,19 @@ static void test_utf8(void)
     static const struct {
         const char *s;
         size_t n;
-    } bad[] = {{"\x80", 1}, {"\xbf", 1}, {"\xc0\x80", 2}, {"\xc1\xbf", 2}, {"\xe0\x80\x80", 3},
-               {"\xe0\x9f\xbf", 3}, {"\xed\xa0\x80", 3}, {"\xed\xbf\xbf", 3},
-               {"\xf0\x80\x80\x80", 4}, {"\xf4\x90\x80\x80", 4}, {"\xf5\x80\x80\x80", 4},
-               {"\xff", 1}, {"\xc3\x28", 2}};
+    } bad[] = {{"\x80", 1},
+               {"\xbf", 1},
+               {"\xc0\x80", 2},
+               {"\xc1\xbf", 2},
+               {"\xe0\x80\x80", 3},
+               {"\xe0\x9f\xbf", 3},
+               {"\xed\xa0\x80", 3},
+               {"\xed\xbf\xbf", 3},
+               {"\xf0\x80\x80\x80", 4},
+               {"\xf4\x90\x80\x80", 4},
+               {"\xf5\x80\x80\x80", 4},
+               {"\xff", 1},
+               {"\xc3\x28", 2}};
     int all_bad = 1;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint32_t cp;

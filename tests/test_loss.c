@@ -59,15 +59,24 @@ static void ce(clf_runtime *rt, size_t W, clf_ptr losses, clf_ptr dz, clf_ptr z,
     }
     clf_kernel *k;
     int rows = W == ROWS;
-    tu_ok(clf_kernel_get(rt, "loss", rows ? "cross_entropy_rows" : "cross_entropy", &k, &err),
-          &err, "kernel");
+    tu_ok(clf_kernel_get(rt, "loss", rows ? "cross_entropy_rows" : "cross_entropy", &k, &err), &err,
+          "kernel");
     clf_ptr d = dz.buf ? dz : z;
     size_t l = rows ? 16 : W;
-    clf_arg a[] = {CLF_ARG_BUF(losses.buf), CLF_ARG_U64(losses.off), CLF_ARG_BUF(d.buf),
-                   CLF_ARG_U64(d.off),      CLF_ARG_BUF(z.buf),      CLF_ARG_U64(z.off),
-                   CLF_ARG_BUF(t.buf),      CLF_ARG_U64(t.off),      CLF_ARG_U32(R),
-                   CLF_ARG_U32(V),          CLF_ARG_F32(eps),        CLF_ARG_I32(ignore),
-                   CLF_ARG_F32(gs),         CLF_ARG_I32(dz.buf != NULL),
+    clf_arg a[] = {CLF_ARG_BUF(losses.buf),
+                   CLF_ARG_U64(losses.off),
+                   CLF_ARG_BUF(d.buf),
+                   CLF_ARG_U64(d.off),
+                   CLF_ARG_BUF(z.buf),
+                   CLF_ARG_U64(z.off),
+                   CLF_ARG_BUF(t.buf),
+                   CLF_ARG_U64(t.off),
+                   CLF_ARG_U32(R),
+                   CLF_ARG_U32(V),
+                   CLF_ARG_F32(eps),
+                   CLF_ARG_I32(ignore),
+                   CLF_ARG_F32(gs),
+                   CLF_ARG_I32(dz.buf != NULL),
                    CLF_ARG_LOCAL(2 * l * sizeof(float))};
     size_t g = rows ? R : R * W;
     tu_ok(clf_kernel_launch(rt, k, 1, &g, &l, rows ? 14 : 15, a, &err), &err, "cross_entropy W");
@@ -121,11 +130,11 @@ static void test_ce(clf_runtime *rt, size_t W, size_t R, size_t V, float eps, do
         snprintf(how, sizeof how, "rows");
     else
         snprintf(how, sizeof how, "W=%zu", W);
-    snprintf(name, sizeof name, "cross_entropy %s loss R=%zu V=%zu eps=%.2g shift=%g", how, R,
-             V, (double)eps, shift);
+    snprintf(name, sizeof name, "cross_entropy %s loss R=%zu V=%zu eps=%.2g shift=%g", how, R, V,
+             (double)eps, shift);
     tu_close(name, got_l, ref_l, R, big ? 2e-3 : 2e-5, 1e-5);
-    snprintf(name, sizeof name, "cross_entropy %s dlogits R=%zu V=%zu eps=%.2g shift=%g", how,
-             R, V, (double)eps, shift);
+    snprintf(name, sizeof name, "cross_entropy %s dlogits R=%zu V=%zu eps=%.2g shift=%g", how, R, V,
+             (double)eps, shift);
     tu_close(name, got_g, ref_g, R * V, 1e-7, 1e-4);
 
     size_t bad = 0;
@@ -135,8 +144,8 @@ static void test_ce(clf_runtime *rt, size_t W, size_t R, size_t V, float eps, do
             for (size_t j = 0; j < V; j++)
                 bad += got_g[i * V + j] != 0.0f;
         }
-    TU_CHECK(bad == 0, "cross_entropy R=%zu V=%zu: ignored rows give exactly 0 (%zu nonzero)", R,
-             V, bad);
+    TU_CHECK(bad == 0, "cross_entropy R=%zu V=%zu: ignored rows give exactly 0 (%zu nonzero)", R, V,
+             bad);
 
     /* forward only, then in place: same bits */
     ce(rt, W, dl, none, dz, dt, R, V, eps, ignore, gs);
@@ -146,8 +155,7 @@ static void test_ce(clf_runtime *rt, size_t W, size_t R, size_t V, float eps, do
     ce(rt, W, dl, dz, dz, dt, R, V, eps, ignore, gs);
     tu_download(rt, dz, g2, R * V);
     tu_download(rt, dl, l2, R);
-    TU_CHECK(memcmp(g2, got_g, R * V * sizeof *g2) == 0 &&
-                 memcmp(l2, got_l, R * sizeof *l2) == 0,
+    TU_CHECK(memcmp(g2, got_g, R * V * sizeof *g2) == 0 && memcmp(l2, got_l, R * sizeof *l2) == 0,
              "cross_entropy R=%zu V=%zu: in place (dlogits = logits) identical", R, V);
 
     /* central differences of L = gs * sum_r loss_r on up to 3 valid rows */

@@ -39,48 +39,45 @@
 #include "model/graph/model.h"
 #include "tests/test_util.h"
 
-static const char *base_yaml =
-    "model:\n"
-    "  kind: decoder\n"
-    "  vocab: {tokenizer: char, size: 11}\n"
-    "  context: 8\n"
-    "  embedding: {dim: 16}\n"
-    "  blocks:\n"
-    "    repeat: 2\n"
-    "    attention: {heads: 2}\n"
-    "    ffn: {hidden: 24}\n"
-    "train:\n"
-    "  batch: 2\n"
-    "  seed: 5\n";
+static const char *base_yaml = "model:\n"
+                               "  kind: decoder\n"
+                               "  vocab: {tokenizer: char, size: 11}\n"
+                               "  context: 8\n"
+                               "  embedding: {dim: 16}\n"
+                               "  blocks:\n"
+                               "    repeat: 2\n"
+                               "    attention: {heads: 2}\n"
+                               "    ffn: {hidden: 24}\n"
+                               "train:\n"
+                               "  batch: 2\n"
+                               "  seed: 5\n";
 
-static const char *s2s_yaml =
-    "model:\n"
-    "  kind: encoder-decoder\n"
-    "  vocab: {tokenizer: char, size: 11}\n"
-    "  context: 8\n"
-    "  embedding: {dim: 16}\n"
-    "  blocks:\n"
-    "    repeat: 2\n"
-    "    attention: {heads: 2}\n"
-    "    ffn: {hidden: 24}\n"
-    "train:\n"
-    "  batch: 2\n"
-    "  seed: 5\n";
+static const char *s2s_yaml = "model:\n"
+                              "  kind: encoder-decoder\n"
+                              "  vocab: {tokenizer: char, size: 11}\n"
+                              "  context: 8\n"
+                              "  embedding: {dim: 16}\n"
+                              "  blocks:\n"
+                              "    repeat: 2\n"
+                              "    attention: {heads: 2}\n"
+                              "    ffn: {hidden: 24}\n"
+                              "train:\n"
+                              "  batch: 2\n"
+                              "  seed: 5\n";
 
-static const char *cls_yaml =
-    "model:\n"
-    "  kind: encoder\n"
-    "  vocab: {tokenizer: char, size: 11}\n"
-    "  context: 8\n"
-    "  embedding: {dim: 16}\n"
-    "  blocks:\n"
-    "    repeat: 2\n"
-    "    attention: {heads: 2, causal: false}\n"
-    "    ffn: {hidden: 24}\n"
-    "  head: {type: classifier, tie_embedding: false, labels: 3}\n"
-    "train:\n"
-    "  batch: 3\n"
-    "  seed: 5\n";
+static const char *cls_yaml = "model:\n"
+                              "  kind: encoder\n"
+                              "  vocab: {tokenizer: char, size: 11}\n"
+                              "  context: 8\n"
+                              "  embedding: {dim: 16}\n"
+                              "  blocks:\n"
+                              "    repeat: 2\n"
+                              "    attention: {heads: 2, causal: false}\n"
+                              "    ffn: {hidden: 24}\n"
+                              "  head: {type: classifier, tie_embedding: false, labels: 3}\n"
+                              "train:\n"
+                              "  batch: 3\n"
+                              "  seed: 5\n";
 
 enum { K_DEC = 0, K_S2S, K_CLS };
 
@@ -92,41 +89,56 @@ typedef struct variant {
 } variant;
 
 static const variant variants[] = {
-    {"pre-LN gelu_tanh learned tied, dropout everywhere", K_DEC, 0, 8,
+    {"pre-LN gelu_tanh learned tied, dropout everywhere",
+     K_DEC,
+     0,
+     8,
      {"model.blocks.ffn.activation=gelu_tanh", "model.embedding.dropout=0.1",
       "model.blocks.dropout=0.1", "model.blocks.attention.dropout=0.2",
       "model.blocks.ffn.dropout=0.1", NULL}},
     {"post-RMSNorm swiglu rope untied, no final norm, label smoothing, attention dropout",
-     K_DEC, 0, 8,
+     K_DEC,
+     0,
+     8,
      {"model.blocks.norm.type=rmsnorm", "model.blocks.norm.placement=post",
       "model.blocks.ffn.activation=swiglu", "model.positional.type=rope",
-      "model.head.tie_embedding=false", "model.final_norm.type=none",
-      "train.label_smoothing=0.1", "model.blocks.attention.dropout=0.2",
-      "model.blocks.attention.bias=false", NULL}},
-    {"pre-LN without norm bias, sinusoidal, scaled embeddings, gelu, ffn without bias", K_DEC,
-     0, 8,
+      "model.head.tie_embedding=false", "model.final_norm.type=none", "train.label_smoothing=0.1",
+      "model.blocks.attention.dropout=0.2", "model.blocks.attention.bias=false", NULL}},
+    {"pre-LN without norm bias, sinusoidal, scaled embeddings, gelu, ffn without bias",
+     K_DEC,
+     0,
+     8,
      {"model.blocks.norm.bias=false", "model.positional.type=sinusoidal",
       "model.embedding.scale=true", "model.blocks.ffn.bias=false", NULL}},
     {"encoder-decoder pre-LN, S 7 != T 5, padding, learned positions, separate embeddings, "
      "untied, label smoothing, dropout everywhere (cross-attention too)",
-     K_S2S, 7, 5,
-     {"model.head.tie_embedding=false", "train.label_smoothing=0.1",
-      "model.embedding.dropout=0.1", "model.blocks.dropout=0.1",
-      "model.blocks.attention.dropout=0.2", "model.blocks.ffn.dropout=0.1", NULL}},
+     K_S2S,
+     7,
+     5,
+     {"model.head.tie_embedding=false", "train.label_smoothing=0.1", "model.embedding.dropout=0.1",
+      "model.blocks.dropout=0.1", "model.blocks.attention.dropout=0.2",
+      "model.blocks.ffn.dropout=0.1", NULL}},
     {"encoder-decoder post-RMSNorm, 1 encoder / 2 decoder blocks, S 5 != T 8, swiglu, rope, "
      "shared and tied embeddings, no final norm, attention dropout",
-     K_S2S, 5, 8,
+     K_S2S,
+     5,
+     8,
      {"model.blocks.norm.type=rmsnorm", "model.blocks.norm.placement=post",
       "model.blocks.ffn.activation=swiglu", "model.positional.type=rope",
-      "model.share_embeddings=true", "model.final_norm.type=none",
-      "model.blocks.encoder_repeat=1", "model.blocks.attention.dropout=0.2", NULL}},
+      "model.share_embeddings=true", "model.final_norm.type=none", "model.blocks.encoder_repeat=1",
+      "model.blocks.attention.dropout=0.2", NULL}},
     {"encoder classifier, mean pooling, pre-LN, sinusoidal, scaled embeddings, dropout, "
      "label smoothing",
-     K_CLS, 7, 0,
+     K_CLS,
+     7,
+     0,
      {"model.head.pool=mean", "model.positional.type=sinusoidal", "model.embedding.scale=true",
       "model.embedding.dropout=0.1", "model.blocks.dropout=0.1",
       "model.blocks.attention.dropout=0.2", "train.label_smoothing=0.1", NULL}},
-    {"encoder classifier, [CLS] pooling, post-LN, rope, no final norm, gelu_tanh", K_CLS, 6, 0,
+    {"encoder classifier, [CLS] pooling, post-LN, rope, no final norm, gelu_tanh",
+     K_CLS,
+     6,
+     0,
      {"model.head.pool=cls", "model.blocks.norm.placement=post", "model.positional.type=rope",
       "model.final_norm.type=none", "model.blocks.ffn.activation=gelu_tanh", NULL}},
 };
@@ -181,7 +193,8 @@ static int set_kind_batch(clf_model *m, const variant *v, tu_rng *g, int B, int 
     const int S = v->S, T = v->T;
     if (v->kind == K_DEC) {
         batch(g, B, T, V, x, y, 1);
-        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e, "batch");
+        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e,
+           "batch");
         return B * T;
     }
     for (int i = 0; i < B * S; i++) {
@@ -192,7 +205,9 @@ static int set_kind_batch(clf_model *m, const variant *v, tu_rng *g, int B, int 
         for (int b = 0; b < B; b++)
             labels[b] = (int32_t)(tu_u32(g) % 3);
         labels[B - 1] = CLF_MODEL_IGNORE_INDEX;
-        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .S = S, .src = src, .src_keep = keep, .labels = labels}, &e), &e, "batch");
+        ok(clf_model_set_batch(
+               m, &(clf_batch){.B = B, .S = S, .src = src, .src_keep = keep, .labels = labels}, &e),
+           &e, "batch");
         return B;
     }
     batch(g, B, T, V, x, y, 0);
@@ -200,7 +215,12 @@ static int set_kind_batch(clf_model *m, const variant *v, tu_rng *g, int B, int 
         if ((i / T) >= 1 && (i % T) >= T - 2 * (i / T))
             y[i] = CLF_MODEL_IGNORE_INDEX;
     y[1] = CLF_MODEL_IGNORE_INDEX;
-    ok(clf_model_set_batch(m, &(clf_batch){.B = B, .S = S, .T = T, .src = src, .src_keep = keep, .tgt_in = x, .tgt_out = y}, &e), &e, "batch");
+    ok(clf_model_set_batch(
+           m,
+           &(clf_batch){
+               .B = B, .S = S, .T = T, .src = src, .src_keep = keep, .tgt_in = x, .tgt_out = y},
+           &e),
+       &e, "batch");
     return B * T;
 }
 
@@ -234,7 +254,8 @@ static void check_variant(clf_runtime *rt, const variant *v, int vi)
     for (int i = 0; i < clf_model_param_count(m); i++) {
         const clf_param_info *p = clf_model_param_get(m, i);
         size_t n = p->numel;
-        float *w = malloc(n * sizeof *w), *gr = malloc(n * sizeof *gr), *wp = malloc(n * sizeof *wp);
+        float *w = malloc(n * sizeof *w), *gr = malloc(n * sizeof *gr),
+              *wp = malloc(n * sizeof *wp);
         double *d = malloc(n * sizeof *d);
         ok(clf_model_tensor_read(m, CLF_SLOT_PARAM, i, w, &e), &e, "read");
         ok(clf_model_tensor_read(m, CLF_SLOT_GRAD, i, gr, &e), &e, "read grad");
@@ -263,8 +284,8 @@ static void check_variant(clf_runtime *rt, const variant *v, int vi)
         double err = fabs(fd - gd), tol = 2e-3 * fabs(gd) + 5e-4;
         worst = fmax(worst, err / tol);
         if (err > tol) {
-            printf("  %-32s g.d %+.6e  finite difference %+.6e  (error %.2e > %.2e)\n", p->name,
-                   gd, fd, err, tol);
+            printf("  %-32s g.d %+.6e  finite difference %+.6e  (error %.2e > %.2e)\n", p->name, gd,
+                   fd, err, tol);
             bad++;
         }
         free(w);
@@ -272,8 +293,10 @@ static void check_variant(clf_runtime *rt, const variant *v, int vi)
         free(wp);
         free(d);
     }
-    TU_CHECK(bad == 0, "%s: %d tensors' directional derivatives match finite differences "
-             "(worst error / tolerance %.3f)", v->name, clf_model_param_count(m) - bad, worst);
+    TU_CHECK(bad == 0,
+             "%s: %d tensors' directional derivatives match finite differences "
+             "(worst error / tolerance %.3f)",
+             v->name, clf_model_param_count(m) - bad, worst);
     clf_model_destroy(m);
 }
 
@@ -298,14 +321,18 @@ static void accumulation(clf_runtime *rt)
     float *outs[2] = {g1, g2};
     for (int k = 0; k < 2; k++) {
         ok(clf_model_zero_grad(m, &e), &e, "zero");
-        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = xs[k], .tgt_out = ys[k]}, &e), &e, "batch");
+        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = xs[k], .tgt_out = ys[k]},
+                               &e),
+           &e, "batch");
         ok(clf_model_forward(m, 1, &e), &e, "forward");
         ok(clf_model_backward(m, &e), &e, "backward");
         ok(clf_model_flat_read(m, CLF_SLOT_GRAD, outs[k], &e), &e, "grads");
     }
     ok(clf_model_zero_grad(m, &e), &e, "zero");
     for (int k = 0; k < 2; k++) {
-        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = xs[k], .tgt_out = ys[k]}, &e), &e, "batch");
+        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = xs[k], .tgt_out = ys[k]},
+                               &e),
+           &e, "batch");
         ok(clf_model_forward(m, 1, &e), &e, "forward");
         ok(clf_model_backward(m, &e), &e, "backward");
     }
@@ -349,19 +376,27 @@ static void api(clf_runtime *rt)
     ok(clf_model_create(rt, &cls, 11, 2, CLF_MODEL_TRAIN, &c, &e), &e, "cls");
     clf_model_dims d = clf_model_dims_get(m), dc = clf_model_dims_get(c);
     TU_CHECK(d.kind == 2 && d.L_enc == 2 && d.L_dec == 2 && d.L == 4 && d.max_S == 8 &&
-                 d.max_T == 8 && dc.kind == 1 && dc.labels == 3 && dc.L_enc == 2 &&
-                 dc.L_dec == 0,
+                 d.max_T == 8 && dc.kind == 1 && dc.labels == 3 && dc.L_enc == 2 && dc.L_dec == 0,
              "dims describe the kinds (L %d = %d + %d, labels %d)", d.L, d.L_enc, d.L_dec,
              dc.labels);
     int32_t t[16] = {0}, keep[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     int32_t lab[2] = {0, 3};
-    TU_CHECK(clf_model_set_batch(m, &(clf_batch){.B = 2, .T = 8, .tgt_in = t, .tgt_out = t}, &e) == CLF_ERR_ARG,
+    TU_CHECK(clf_model_set_batch(m, &(clf_batch){.B = 2, .T = 8, .tgt_in = t, .tgt_out = t}, &e) ==
+                 CLF_ERR_ARG,
              "a decoder's batch to an encoder-decoder is refused: %s", e.msg);
-    TU_CHECK(clf_model_set_batch(g, &(clf_batch){.B = 2, .S = 8, .src = t, .src_keep = keep, .labels = NULL}, &e) == CLF_ERR_ARG,
+    TU_CHECK(clf_model_set_batch(
+                 g, &(clf_batch){.B = 2, .S = 8, .src = t, .src_keep = keep, .labels = NULL}, &e) ==
+                 CLF_ERR_ARG,
              "a classifier's batch to a GPT is refused: %s", e.msg);
-    TU_CHECK(clf_model_set_batch(c, &(clf_batch){.B = 2, .S = 8, .T = 8, .src = t, .src_keep = keep, .tgt_in = t, .tgt_out = t}, &e) == CLF_ERR_ARG,
+    TU_CHECK(clf_model_set_batch(
+                 c,
+                 &(clf_batch){
+                     .B = 2, .S = 8, .T = 8, .src = t, .src_keep = keep, .tgt_in = t, .tgt_out = t},
+                 &e) == CLF_ERR_ARG,
              "a translator's batch to a classifier is refused: %s", e.msg);
-    TU_CHECK(clf_model_set_batch(c, &(clf_batch){.B = 2, .S = 8, .src = t, .src_keep = keep, .labels = lab}, &e) == CLF_ERR_ARG,
+    TU_CHECK(clf_model_set_batch(
+                 c, &(clf_batch){.B = 2, .S = 8, .src = t, .src_keep = keep, .labels = lab}, &e) ==
+                 CLF_ERR_ARG,
              "a label out of range is refused: %s", e.msg);
     TU_CHECK(clf_model_decode_step(m, t, 2, 0, NULL, &e) == CLF_ERR_ARG,
              "decoding an encoder-decoder before clf_model_encode is refused: %s", e.msg);
@@ -376,8 +411,7 @@ static void api(clf_runtime *rt)
     size_t full = 0, capped = 0;
     clf_model_limits lf = {64, 8, 8, 0, 0, 0, 0, 0}, lc = {64, 8, 8, 128, 128, 0, 0, 0};
     ok(clf_model_memory_estimate_ex(&s2s, 11, &lf, CLF_MODEL_TRAIN, &full, &e), &e, "estimate");
-    ok(clf_model_memory_estimate_ex(&s2s, 11, &lc, CLF_MODEL_TRAIN, &capped, &e), &e,
-       "estimate");
+    ok(clf_model_memory_estimate_ex(&s2s, 11, &lc, CLF_MODEL_TRAIN, &capped, &e), &e, "estimate");
     TU_CHECK(capped < full, "token caps shrink the memory estimate (%zu -> %zu bytes)", full,
              capped);
 }

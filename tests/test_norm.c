@@ -93,8 +93,7 @@ static void rmsnorm_forward_ref(double *out, double *rstd, const double *x, cons
 }
 
 static void rmsnorm_backward_ref(double *dx, double *dw, const double *dout, const double *x,
-                                 const double *rstd, const double *w, size_t R, size_t N,
-                                 int acc)
+                                 const double *rstd, const double *w, size_t R, size_t N, int acc)
 {
     for (size_t r = 0; r < R; r++) {
         double s = 0.0;
@@ -127,9 +126,8 @@ static double loss_ref(int kind, const double *x, const double *w, const double 
     return L;
 }
 
-static int fd_compare(double *p, size_t n, const double *analytic, int kind, double *x,
-                      double *w, double *b, const double *dout, size_t R, size_t N,
-                      double *worst)
+static int fd_compare(double *p, size_t n, const double *analytic, int kind, double *x, double *w,
+                      double *b, const double *dout, size_t R, size_t N, double *worst)
 {
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
@@ -306,8 +304,8 @@ static void check_layernorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t
         for (size_t j = 0; j < N; j++)
             xh[r * N + j] = (h.xd[r * N + j] - mean[r]) * rstd[r];
     layernorm_backward_ref(dx, dw, db, h.doutd, h.xd, mean, rstd, h.wd, R, N, 0);
-    tu_ok(clf_op_layernorm_backward_ex(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R,
-                                       N, 0, &err),
+    tu_ok(clf_op_layernorm_backward_ex(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R, N,
+                                       0, &err),
           &err, "layernorm_backward");
     tu_download(rt, ddx, got, n);
     snprintf(name, sizeof name, "layernorm backward %s %zux%zu: dx", pn(path), R, N);
@@ -326,8 +324,8 @@ static void check_layernorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t
     for (size_t i = 0; i < n; i++)
         dx[i] = h.dx_old[i];
     layernorm_backward_ref(dx, dw, db, h.doutd, h.xd, mean, rstd, h.wd, R, N, 1);
-    tu_ok(clf_op_layernorm_backward_ex(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R,
-                                       N, 1, &err),
+    tu_ok(clf_op_layernorm_backward_ex(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R, N,
+                                       1, &err),
           &err, "layernorm_backward acc");
     tu_download(rt, ddx, got, n);
     snprintf(name, sizeof name, "layernorm backward accumulate %s %zux%zu: dx", pn(path), R, N);
@@ -341,8 +339,8 @@ static void check_layernorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t
 
     /* determinism: the same accumulation from the same start is bit-identical */
     tu_ok(clf_ptr_write(rt, ddw, h.dw_old, N, &err), &err, "dw old");
-    tu_ok(clf_op_layernorm_backward_ex(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R,
-                                       N, 0, &err),
+    tu_ok(clf_op_layernorm_backward_ex(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R, N,
+                                       0, &err),
           &err, "layernorm_backward again");
     tu_download(rt, ddw, got, N);
     TU_CHECK(memcmp(got, dw1, N * sizeof *got) == 0,
@@ -394,8 +392,8 @@ static void check_rmsnorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t N
 
     clf_ptr dx_ = tu_upload(rt, h.x, n), dw_ = tu_upload(rt, h.w, N);
     clf_ptr dout_ = tu_guarded(rt, NULL, n), drstd = tu_guarded(rt, NULL, R);
-    tu_ok(clf_op_rmsnorm_forward_ex(rt, path, dout_, drstd, dx_, dw_, R, N, (float)EPS, &err),
-          &err, "rmsnorm_forward");
+    tu_ok(clf_op_rmsnorm_forward_ex(rt, path, dout_, drstd, dx_, dw_, R, N, (float)EPS, &err), &err,
+          "rmsnorm_forward");
     snprintf(name, sizeof name, "rmsnorm %s %zux%zu", pn(path), R, N);
     tu_download(rt, dout_, got, n);
     tu_close(name, got, out, n, 2e-5, 1e-5);
@@ -464,7 +462,7 @@ int main(void)
     clf_runtime *rt = tu_runtime();
     tu_rng rng = tu_rng_new(5);
     check_reference_backward(&rng);
-    static const size_t shapes[][2] = {{1, 1},   {3, 5},    {17, 129}, {64, 768},
+    static const size_t shapes[][2] = {{1, 1},  {3, 5},    {17, 129}, {64, 768},
                                        {9, 95}, {257, 33}, {1000, 7}};
     static const clf_ops_path paths[] = {CLF_OPS_PATH_ITEM, CLF_OPS_PATH_GROUP};
     for (size_t p = 0; p < 2; p++)

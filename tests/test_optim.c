@@ -81,8 +81,8 @@ static void test_adamw(clf_runtime *rt, size_t n, size_t n_decay, float wd, tu_r
     clf_ptr dv = clf_ptr_at(vb, off), ds = clf_ptr_at(sb, 1);
     clf_error err;
     tu_ok(clf_ptr_write(rt, dp, p, n, &err), &err, "write");
-    clf_adamw_hparams h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f,
-                           .weight_decay = wd, .step = 0};
+    clf_adamw_hparams h = {
+        .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = wd, .step = 0};
     const float lrs[] = {1e-3f, 3e-3f, 2e-3f, 1e-3f, 5e-4f, 1e-4f};
     for (int s = 0; s < 6; s++) {
         h.step = s + 1;
@@ -126,8 +126,9 @@ static void test_adamw(clf_runtime *rt, size_t n, size_t n_decay, float wd, tu_r
         float want = i < n_decay ? p[i] * decay : p[i];
         bad += memcmp(&want, &got[i], sizeof want) != 0;
     }
-    TU_CHECK(bad == 0, "adamw n=%zu n_decay=%zu: decay applies exactly to [0, n_decay) (%zu "
-                       "differ)",
+    TU_CHECK(bad == 0,
+             "adamw n=%zu n_decay=%zu: decay applies exactly to [0, n_decay) (%zu "
+             "differ)",
              n, n_decay, bad);
     float pad[2];
     tu_download(rt, pb, pad, 2);
@@ -162,8 +163,8 @@ int main(void)
     test_adamw(rt, 1000, 500, 0.0f, &r); /* Adam */
     clf_error err;
     clf_ptr a = tu_alloc(rt, 4);
-    clf_adamw_hparams h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f,
-                           .weight_decay = 0.1f, .step = 0};
+    clf_adamw_hparams h = {
+        .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 0};
     TU_CHECK(clf_op_adamw(rt, a, a, a, a, a, 1, 1, &h, &err) == CLF_ERR_ARG,
              "adamw refuses step 0");
     h.step = 1;

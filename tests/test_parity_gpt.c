@@ -33,16 +33,16 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "model/train/checkpoint.h"
 #include "model/graph/model.h"
 #include "model/io/safetensors.h"
+#include "model/train/checkpoint.h"
 #include "tests/parity_util.h"
 #include "tests/test_util.h"
 
 static void die(clf_status st, const clf_error *e, const char *what) { tu_ok(st, e, what); }
 
-static clf_model *build(clf_runtime *rt, const clf_model_config *cfg, int V, int B,
-                        unsigned flags, clf_st_reader *r)
+static clf_model *build(clf_runtime *rt, const clf_model_config *cfg, int V, int B, unsigned flags,
+                        clf_st_reader *r)
 {
     clf_model *m = NULL;
     clf_error e;
@@ -69,7 +69,8 @@ static void parity(clf_runtime *rt, const char *fx)
     float *logits = malloc(BT * (size_t)V * sizeof *logits);
     float *ref_logits = pu_read(r, "logits", NULL), *ref_loss = pu_read(r, "loss", NULL);
     float loss = 0;
-    die(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e, "set_batch");
+    die(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e,
+        "set_batch");
     die(clf_model_forward(m, 0, &e), &e, "forward");
     die(clf_model_logits_read(m, logits, &e), &e, "logits");
     die(clf_model_loss(m, &loss, &e), &e, "loss");
@@ -108,7 +109,8 @@ static void parity(clf_runtime *rt, const char *fx)
     double worst_loss = 0, worst_gn = 0;
     for (size_t it = 0; it < nsteps; it++) {
         float gn = 0;
-        die(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e, "set_batch");
+        die(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e,
+            "set_batch");
         die(clf_model_forward(m, 1, &e), &e, "forward");
         die(clf_model_loss(m, &loss, &e), &e, "loss");
         die(clf_model_backward(m, &e), &e, "backward");
@@ -116,11 +118,11 @@ static void parity(clf_runtime *rt, const char *fx)
         die(clf_model_grad_norm(m, &gn, &e), &e, "grad norm");
         worst_loss = fmax(worst_loss, pu_rel(loss, ref_losses[it]));
         worst_gn = fmax(worst_gn, pu_rel(gn, ref_gn[it]));
-        printf("  step %zu: lr %.6g loss %.7f (torch %.7f) gnorm %.6f (torch %.6f)\n", it,
-               lrs[it], loss, ref_losses[it], gn, ref_gn[it]);
+        printf("  step %zu: lr %.6g loss %.7f (torch %.7f) gnorm %.6f (torch %.6f)\n", it, lrs[it],
+               loss, ref_losses[it], gn, ref_gn[it]);
     }
-    TU_CHECK(worst_loss <= 1e-5, "%s: %zu AdamW step losses within 1e-5 relative (worst %.3g)",
-             fx, nsteps, worst_loss);
+    TU_CHECK(worst_loss <= 1e-5, "%s: %zu AdamW step losses within 1e-5 relative (worst %.3g)", fx,
+             nsteps, worst_loss);
     TU_CHECK(worst_gn <= 1e-4, "%s: gradient norms within 1e-4 relative (worst %.3g)", fx,
              worst_gn);
     for (int i = 0; i < clf_model_param_count(m); i++) {
@@ -135,7 +137,8 @@ static void parity(clf_runtime *rt, const char *fx)
         free(w);
     }
     float *ref_final = pu_read(r, "final_loss", NULL);
-    die(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e, "set_batch");
+    die(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e,
+        "set_batch");
     die(clf_model_forward(m, 0, &e), &e, "forward");
     die(clf_model_loss(m, &loss, &e), &e, "loss");
     TU_CHECK(pu_rel(loss, ref_final[0]) <= 1e-5, "%s: loss after %zu steps %.8f vs torch %.8f", fx,
@@ -200,7 +203,8 @@ static void train_steps(clf_model *m, const int32_t *data, size_t n, int B, int 
                 y[b * T + t] = data[i0 + t + 1];
             }
         }
-        die(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e, "set_batch");
+        die(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e,
+            "set_batch");
         die(clf_model_forward(m, 1, &e), &e, "forward");
         die(clf_model_backward(m, &e), &e, "backward");
         die(clf_model_step(m, 1e-3f, &e), &e, "step");

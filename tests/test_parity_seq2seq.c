@@ -50,9 +50,9 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "model/train/checkpoint.h"
 #include "model/graph/model.h"
 #include "model/io/safetensors.h"
+#include "model/train/checkpoint.h"
 #include "tests/parity_util.h"
 #include "tests/test_util.h"
 
@@ -62,7 +62,7 @@ typedef struct fixture {
     const char *name;
     clf_st_reader *r;
     clf_model_config cfg;
-    int s2s;          /* encoder-decoder, else classifier */
+    int s2s; /* encoder-decoder, else classifier */
     int B, S, T, V, NL;
     int32_t *src, *keep, *tgt_in, *tgt_out, *labels;
 } fixture;
@@ -114,16 +114,27 @@ static void set_batch(clf_model *m, const fixture *f)
 {
     clf_error e;
     if (f->s2s)
-        die(clf_model_set_batch(m, &(clf_batch){.B = f->B, .S = f->S, .T = f->T, .src = f->src, .src_keep = f->keep, .tgt_in = f->tgt_in, .tgt_out = f->tgt_out}, &e),
+        die(clf_model_set_batch(m,
+                                &(clf_batch){.B = f->B,
+                                             .S = f->S,
+                                             .T = f->T,
+                                             .src = f->src,
+                                             .src_keep = f->keep,
+                                             .tgt_in = f->tgt_in,
+                                             .tgt_out = f->tgt_out},
+                                &e),
             &e, "set_batch_seq2seq");
     else
-        die(clf_model_set_batch(m, &(clf_batch){.B = f->B, .S = f->S, .src = f->src, .src_keep = f->keep, .labels = f->labels}, &e), &e,
-            "set_batch_classify");
+        die(clf_model_set_batch(
+                m,
+                &(clf_batch){
+                    .B = f->B, .S = f->S, .src = f->src, .src_keep = f->keep, .labels = f->labels},
+                &e),
+            &e, "set_batch_classify");
 }
 
 /* Compare translator logits [B*T, V] at the non-ignored target positions. */
-static void close_positions(const char *name, const fixture *f, const float *got,
-                            const float *ref)
+static void close_positions(const char *name, const fixture *f, const float *got, const float *ref)
 {
     size_t V = (size_t)f->V, n = 0;
     size_t BT = (size_t)f->B * (size_t)f->T;
@@ -148,8 +159,8 @@ static void parity(clf_runtime *rt, const char *fx)
     char name[200];
     const int B = f.B;
     size_t nlog = f.s2s ? (size_t)B * f.T * f.V : (size_t)B * f.NL;
-    printf("%s: %s B=%d S=%d T=%d V=%d labels=%d\n", fx, f.s2s ? "encoder-decoder" : "encoder",
-           B, f.S, f.T, f.V, f.NL);
+    printf("%s: %s B=%d S=%d T=%d V=%d labels=%d\n", fx, f.s2s ? "encoder-decoder" : "encoder", B,
+           f.S, f.T, f.V, f.NL);
 
     /* ---- forward, loss, gradients ---- */
     clf_model *m = build(rt, &f, B, CLF_MODEL_TRAIN);
@@ -220,8 +231,8 @@ static void parity(clf_runtime *rt, const char *fx)
         die(clf_model_grad_norm(m, &gn, &e), &e, "grad norm");
         worst_loss = fmax(worst_loss, pu_rel(loss, ref_losses[it]));
         worst_gn = fmax(worst_gn, pu_rel(gn, ref_gn[it]));
-        printf("  step %zu: lr %.6g loss %.7f (torch %.7f) gnorm %.6f (torch %.6f)\n", it,
-               lrs[it], loss, ref_losses[it], gn, ref_gn[it]);
+        printf("  step %zu: lr %.6g loss %.7f (torch %.7f) gnorm %.6f (torch %.6f)\n", it, lrs[it],
+               loss, ref_losses[it], gn, ref_gn[it]);
     }
     TU_CHECK(worst_loss <= 1e-5, "%s: %zu step losses within 1e-5 relative (worst %.3g)", fx,
              nsteps, worst_loss);
@@ -254,8 +265,10 @@ static void parity(clf_runtime *rt, const char *fx)
                 drift = fmax(drift, fabs((double)w[j] - w0[j]));
                 w[j] = ref[j]; /* excluded from the comparison below */
             }
-            TU_CHECK(drift <= 3 * lr_sum, "%s final.%s: key-bias rows (zero gradient) moved at "
-                     "most %.3g (bound 3 x sum of lr = %.3g)", fx, p->name, drift, 3 * lr_sum);
+            TU_CHECK(drift <= 3 * lr_sum,
+                     "%s final.%s: key-bias rows (zero gradient) moved at "
+                     "most %.3g (bound 3 x sum of lr = %.3g)",
+                     fx, p->name, drift, 3 * lr_sum);
             free(w0);
         }
         snprintf(name, sizeof name, "%s final.%s", fx, p->name);
@@ -337,7 +350,8 @@ static void parity(clf_runtime *rt, const char *fx)
                 }
             }
         }
-        TU_CHECK(worst_ok, "%s: beam rows after cache_reorder (expand 3 -> 6, then 6 -> 4 "
+        TU_CHECK(worst_ok,
+                 "%s: beam rows after cache_reorder (expand 3 -> 6, then 6 -> 4 "
                  "reordered) match their sentences' logits (worst error / tolerance %.3f)",
                  fx, worst);
         /* refusals */
@@ -405,8 +419,8 @@ static void determinism(clf_runtime *rt, const char *fx)
         printf("  %s step %d: %.9g  resumed %.9g\n", fx, 4 + i, a[4 + i], b[i]);
     TU_CHECK(memcmp(a + 4, b, sizeof b) == 0,
              "%s: 4 steps with dropout after reloading a checkpoint are bit-identical", fx);
-    TU_CHECK(a[7] < a[0], "%s: the loss falls while training with dropout (%.4f -> %.4f)", fx,
-             a[0], a[7]);
+    TU_CHECK(a[7] < a[0], "%s: the loss falls while training with dropout (%.4f -> %.4f)", fx, a[0],
+             a[7]);
     clf_model_destroy(m);
     clf_checkpoint_close(ck);
     remove(path);

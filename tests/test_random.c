@@ -50,8 +50,8 @@ static void test_philox(clf_runtime *rt)
         uint32_t out[4];
         clf_random_philox4x32_10(&KAT[t][0], &KAT[t][4], out);
         TU_CHECK(memcmp(out, &KAT[t][6], sizeof out) == 0,
-                 "host philox4x32-10 known answer %d: got %08x %08x %08x %08x", t, out[0],
-                 out[1], out[2], out[3]);
+                 "host philox4x32-10 known answer %d: got %08x %08x %08x %08x", t, out[0], out[1],
+                 out[2], out[3]);
     }
     /* device: the 3 known answers followed by random counters and keys */
     enum { N = 1003 };
@@ -75,16 +75,16 @@ static void test_philox(clf_runtime *rt)
     download_u32(rt, dout, got, N * 4);
     for (int t = 0; t < 3; t++)
         TU_CHECK(memcmp(got + 4 * t, &KAT[t][6], 16) == 0,
-                 "device philox4x32-10 known answer %d: got %08x %08x %08x %08x", t,
-                 got[4 * t], got[4 * t + 1], got[4 * t + 2], got[4 * t + 3]);
+                 "device philox4x32-10 known answer %d: got %08x %08x %08x %08x", t, got[4 * t],
+                 got[4 * t + 1], got[4 * t + 2], got[4 * t + 3]);
     int bad = 0;
     for (int i = 3; i < N; i++) {
         uint32_t h[4];
         clf_random_philox4x32_10(ctr + 4 * i, key + 2 * i, h);
         bad += memcmp(h, got + 4 * i, 16) != 0;
     }
-    TU_CHECK(bad == 0, "device philox == host philox on %d random counters/keys (%d differ)",
-             N - 3, bad);
+    TU_CHECK(bad == 0, "device philox == host philox on %d random counters/keys (%d differ)", N - 3,
+             bad);
     tu_free(dc);
     tu_free(dk);
     tu_free(dout);
@@ -133,8 +133,8 @@ static void test_dropout_size(clf_runtime *rt, size_t n, float p, tu_rng *r)
         double q = 1.0 - p, sd = sqrt(p * q / (double)n);
         double f = (double)kept / (double)n;
         TU_CHECK(fabs(f - q) <= 6.0 * sd + 1e-9,
-                 "dropout n=%zu p=%.2f: keep fraction %.5f vs %.5f (6 sd = %.5f)", n, (double)p,
-                 f, q, 6 * sd);
+                 "dropout n=%zu p=%.2f: keep fraction %.5f vs %.5f (6 sd = %.5f)", n, (double)p, f,
+                 q, 6 * sd);
         int ok4 = 1;
         for (int j = 0; j < 4; j++) {
             double fj = (double)kept4[j] / (double)n4[j];

@@ -76,7 +76,8 @@ static void check_total(clf_runtime *rt, clf_ops_path path, size_t n, float lo, 
     tu_fill(rng, x, n, lo, hi);
     size_t P = clf_op_sumsq_scratch_ex(rt, path, n);
     TU_CHECK(P >= 1, "scratch size %zu for n=%zu", P, n);
-    clf_ptr dx = tu_upload(rt, x, n), out = tu_guarded(rt, NULL, 1), scratch = tu_guarded(rt, NULL, P);
+    clf_ptr dx = tu_upload(rt, x, n), out = tu_guarded(rt, NULL, 1),
+            scratch = tu_guarded(rt, NULL, P);
     double ss = 0.0, s = 0.0, sa = 0.0;
     for (size_t i = 0; i < n; i++) {
         ss += (double)x[i] * x[i];

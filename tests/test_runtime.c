@@ -8,10 +8,10 @@
  * Kernel sources for these tests are written to a fresh temporary directory,
  * so the test does not depend on any family in cl/ except common.cl.
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,11 +61,10 @@ static const char *k_test =
     "    if (i < n) y[i] = a * x[i] + scratch[get_local_id(0)];\n"
     "}\n";
 
-static const char *k_bad =
-    "__kernel void broken(__global float *y)\n"
-    "{\n"
-    "    y[0] = undefined_name + 1.0f;\n"
-    "}\n";
+static const char *k_bad = "__kernel void broken(__global float *y)\n"
+                           "{\n"
+                           "    y[0] = undefined_name + 1.0f;\n"
+                           "}\n";
 
 /* Find the one cache file of a family; returns 1 and its path. */
 static int find_cache_file(const char *cache, const char *fam, char *out, size_t cap)
@@ -113,8 +112,9 @@ static int run_axpb(clf_runtime *rt, size_t n)
         x[i] = (float)i * 0.5f;
     clf_ptr dx = tu_upload(rt, x, n);
     clf_ptr dy = tu_alloc(rt, n + 3);
-    clf_arg args[] = {CLF_ARG_BUF(dy.buf), CLF_ARG_U64(3), CLF_ARG_BUF(dx.buf), CLF_ARG_U64(0),
-                      CLF_ARG_F32(2.0f),   CLF_ARG_I32(-7), CLF_ARG_U32(n),     CLF_ARG_LOCAL(64 * 4)};
+    clf_arg args[] = {CLF_ARG_BUF(dy.buf), CLF_ARG_U64(3),       CLF_ARG_BUF(dx.buf),
+                      CLF_ARG_U64(0),      CLF_ARG_F32(2.0f),    CLF_ARG_I32(-7),
+                      CLF_ARG_U32(n),      CLF_ARG_LOCAL(64 * 4)};
     size_t g = n, l = 64;
     tu_ok(clf_kernel_launch(rt, k, 1, &g, &l, 8, args, &err), &err, "launching axpb");
     tu_download(rt, clf_ptr_at(dy, 3), y, n);
@@ -136,11 +136,14 @@ static void test_devices(void)
     clf_error err;
     tu_ok(clf_devices_list(&d, &n, &err), &err, "listing devices");
     TU_CHECK(n >= 1, "at least one device listed (%d)", n);
-    TU_CHECK(clf_devices_select(d, n, "0", &idx, &err) == CLF_OK && idx == 0, "'0' selects device 0");
+    TU_CHECK(clf_devices_select(d, n, "0", &idx, &err) == CLF_OK && idx == 0,
+             "'0' selects device 0");
     char pd[32];
     snprintf(pd, sizeof pd, "%d:%d", d[0].platform_index, d[0].device_index);
-    TU_CHECK(clf_devices_select(d, n, pd, &idx, &err) == CLF_OK && idx == 0, "'%s' selects device 0", pd);
-    TU_CHECK(clf_devices_select(d, n, d[0].type, &idx, &err) == CLF_OK && strcmp(d[idx].type, d[0].type) == 0,
+    TU_CHECK(clf_devices_select(d, n, pd, &idx, &err) == CLF_OK && idx == 0,
+             "'%s' selects device 0", pd);
+    TU_CHECK(clf_devices_select(d, n, d[0].type, &idx, &err) == CLF_OK &&
+                 strcmp(d[idx].type, d[0].type) == 0,
              "type selector '%s' selects a device of that type", d[0].type);
     /* A lower-cased piece of the name from its middle. */
     char sub[8] = {0};
@@ -149,7 +152,8 @@ static void test_devices(void)
     for (char *p = sub; *p; p++)
         if (*p >= 'A' && *p <= 'Z')
             *p = (char)(*p - 'A' + 'a');
-    TU_CHECK(clf_devices_select(d, n, sub, &idx, &err) == CLF_OK, "name substring '%s' matches", sub);
+    TU_CHECK(clf_devices_select(d, n, sub, &idx, &err) == CLF_OK, "name substring '%s' matches",
+             sub);
     clf_status st = clf_devices_select(d, n, "nosuchdevice", &idx, &err);
     TU_CHECK(st == CLF_ERR_NO_DEVICE && strstr(err.msg, d[0].name) != NULL,
              "'nosuchdevice' fails with CLF_ERR_NO_DEVICE and lists the devices");
@@ -260,7 +264,8 @@ int main(void)
     rt = open_rt(kdir, cache, 0, 0);
     TU_CHECK(run_axpb(rt, 77), "cold run correct");
     clf_program_stats s = clf_runtime_program_stats(rt);
-    TU_CHECK(s.built == 1 && s.cache_hits == 0, "cold start compiles (built %d, hits %d)", s.built, s.cache_hits);
+    TU_CHECK(s.built == 1 && s.cache_hits == 0, "cold start compiles (built %d, hits %d)", s.built,
+             s.cache_hits);
     double cold = s.load_seconds;
     clf_runtime_destroy(rt);
     TU_CHECK(find_cache_file(cache, "t", path, sizeof path), "one cache file was written");
@@ -268,7 +273,8 @@ int main(void)
     rt = open_rt(kdir, cache, 0, 0);
     TU_CHECK(run_axpb(rt, 77), "warm run correct");
     s = clf_runtime_program_stats(rt);
-    TU_CHECK(s.built == 0 && s.cache_hits == 1, "warm start loads from the cache (built %d, hits %d)", s.built, s.cache_hits);
+    TU_CHECK(s.built == 0 && s.cache_hits == 1,
+             "warm start loads from the cache (built %d, hits %d)", s.built, s.cache_hits);
     printf("  program load: cold %.1f ms, warm %.1f ms\n", cold * 1e3, s.load_seconds * 1e3);
     clf_runtime_destroy(rt);
 
@@ -283,8 +289,8 @@ int main(void)
     rt = open_rt(kdir, cache, 0, 0);
     TU_CHECK(run_axpb(rt, 77), "correct after a truncated cache entry");
     s = clf_runtime_program_stats(rt);
-    TU_CHECK(s.cache_reject == 1 && s.built == 1, "truncated entry rejected and rebuilt (reject %d, built %d)",
-             s.cache_reject, s.built);
+    TU_CHECK(s.cache_reject == 1 && s.built == 1,
+             "truncated entry rejected and rebuilt (reject %d, built %d)", s.cache_reject, s.built);
     clf_runtime_destroy(rt);
     size_t len2 = 0;
     char *again = read_all(path, &len2);
@@ -321,7 +327,8 @@ int main(void)
     rt = open_rt(kdir, cache, 0, 0);
     TU_CHECK(run_axpb(rt, 77), "correct after a source change");
     s = clf_runtime_program_stats(rt);
-    TU_CHECK(s.built == 1 && s.cache_hits == 0 && s.cache_reject == 0, "a changed source is compiled, not taken from the cache");
+    TU_CHECK(s.built == 1 && s.cache_hits == 0 && s.cache_reject == 0,
+             "a changed source is compiled, not taken from the cache");
     clf_runtime_destroy(rt);
 
     /* no_cache neither reads nor writes. */

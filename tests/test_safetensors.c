@@ -95,11 +95,9 @@ static void write_st(const char *path, const char *header, size_t data_len)
     free(b);
 }
 
-
 /* ---- compatibility with the reference ---------------------------------------- */
 
-static int bytes_equal(const unsigned char *got, size_t gn, const unsigned char *want,
-                       size_t wn)
+static int bytes_equal(const unsigned char *got, size_t gn, const unsigned char *want, size_t wn)
 {
     if (gn != wn) {
         printf("  size %zu, expected %zu\n", gn, wn);
@@ -107,8 +105,7 @@ static int bytes_equal(const unsigned char *got, size_t gn, const unsigned char 
     }
     for (size_t i = 0; i < gn; i++) {
         if (got[i] != want[i]) {
-            printf("  first difference at byte %zu: 0x%02x, expected 0x%02x\n", i, got[i],
-                   want[i]);
+            printf("  first difference at byte %zu: 0x%02x, expected 0x%02x\n", i, got[i], want[i]);
             return 0;
         }
     }
@@ -145,7 +142,8 @@ static void test_reference_vectors(void)
           "add");
     tu_ok(clf_st_writer_serialize(w, &got, &gn, &err), &err, "serialize");
     want = expected_file("{\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],"
-                         "\"data_offsets\":[0,24]}}", six, 24, &wn);
+                         "\"data_offsets\":[0,24]}}",
+                         six, 24, &wn);
     TU_CHECK(bytes_equal(got, gn, want, wn) && got[0] == 64,
              "F32 [1,2,3] \"attn.0\": identical to the reference's bytes (64-byte header)");
     free(got);
@@ -155,11 +153,12 @@ static void test_reference_vectors(void)
     /* test_serialization_forced_alignement: "attn0", [1, 1, 2, 3]: 65
      * bytes of JSON padded with 7 spaces to 72. */
     tu_ok(clf_st_writer_create(&w, &err), &err, "writer");
-    tu_ok(clf_st_writer_add(w, "attn0", CLF_ST_F32, 4, (int64_t[]){1, 1, 2, 3}, six, &err),
-          &err, "add");
+    tu_ok(clf_st_writer_add(w, "attn0", CLF_ST_F32, 4, (int64_t[]){1, 1, 2, 3}, six, &err), &err,
+          "add");
     tu_ok(clf_st_writer_serialize(w, &got, &gn, &err), &err, "serialize");
     want = expected_file("{\"attn0\":{\"dtype\":\"F32\",\"shape\":[1,1,2,3],"
-                         "\"data_offsets\":[0,24]}}       ", six, 24, &wn);
+                         "\"data_offsets\":[0,24]}}       ",
+                         six, 24, &wn);
     TU_CHECK(bytes_equal(got, gn, want, wn) && got[0] == 72,
              "F32 [1,1,2,3] \"attn0\": identical, header padded with 7 spaces to 72 bytes");
     free(got);
@@ -170,8 +169,8 @@ static void test_reference_vectors(void)
      * -> 35 bytes + 5 spaces. */
     tu_ok(clf_st_writer_create(&w, &err), &err, "writer");
     tu_ok(clf_st_writer_serialize(w, &got, &gn, &err), &err, "serialize");
-    static const unsigned char empty[] = {8, 0, 0, 0, 0, 0, 0, 0, '{', '}',
-                                          ' ', ' ', ' ', ' ', ' ', ' '};
+    static const unsigned char empty[] = {8,   0,   0,   0,   0,   0,   0,   0,
+                                          '{', '}', ' ', ' ', ' ', ' ', ' ', ' '};
     TU_CHECK(bytes_equal(got, gn, empty, sizeof empty), "empty file: identical");
     free(got);
     tu_ok(clf_st_writer_add_metadata(w, "framework", "pt", &err), &err, "meta");
@@ -261,8 +260,10 @@ static void test_reference_vectors(void)
     /* Zero-size and scalar tensors (test_zero_sized_tensor, test_empty_shapes_allowed),
      * and a header padded with other JSON whitespace. */
     path_in(p, sizeof p, "zero.safetensors");
-    write_st(p, "{\"e\":{\"dtype\":\"I32\",\"shape\":[2,0],\"data_offsets\":[0,0]},"
-                "\"s\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[0,4]}}\r \t\n", 4);
+    write_st(p,
+             "{\"e\":{\"dtype\":\"I32\",\"shape\":[2,0],\"data_offsets\":[0,0]},"
+             "\"s\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[0,4]}}\r \t\n",
+             4);
     st = clf_st_reader_open(p, &r, &err);
     TU_CHECK(st == CLF_OK && clf_st_reader_find(r, "e")->ndim == 2 &&
                  clf_st_reader_find(r, "s")->ndim == 0,
@@ -285,9 +286,9 @@ static void test_round_trip(void)
     char p[512];
     path_in(p, sizeof p, "rt.safetensors");
     enum { NT = 24 };
-    static const clf_st_dtype dts[] = {CLF_ST_F32, CLF_ST_I32, CLF_ST_I64, CLF_ST_U8,
+    static const clf_st_dtype dts[] = {CLF_ST_F32, CLF_ST_I32, CLF_ST_I64,  CLF_ST_U8,
                                        CLF_ST_F64, CLF_ST_F16, CLF_ST_BF16, CLF_ST_BOOL,
-                                       CLF_ST_U16, CLF_ST_I8, CLF_ST_U64, CLF_ST_U32};
+                                       CLF_ST_U16, CLF_ST_I8,  CLF_ST_U64,  CLF_ST_U32};
     char names[NT][32];
     int ndim[NT];
     int64_t shapes[NT][4];
@@ -297,8 +298,7 @@ static void test_round_trip(void)
     clf_st_writer *w = NULL;
     tu_ok(clf_st_writer_create(&w, &err), &err, "writer");
     for (int i = 0; i < NT; i++) {
-        snprintf(names[i], sizeof names[i], "blocks.%d.w%s.%d", i % 5, i % 2 ? "q" : "\xc3\xa9",
-                 i);
+        snprintf(names[i], sizeof names[i], "blocks.%d.w%s.%d", i % 5, i % 2 ? "q" : "\xc3\xa9", i);
         dt[i] = dts[i % 12];
         ndim[i] = (int)(tu_u32(&rng) % 4);
         size_t n = 1;
@@ -314,7 +314,8 @@ static void test_round_trip(void)
               "add");
     }
     const char *cfg = "{\"model\": {\"kind\": \"decoder\", \"note\": \"line\\nbreak \\\"q\\\"\"}}\n"
-                      "Gr\xc3\xbc\xc3\x9f" "e \xf0\x9f\x98\x80\ttab";
+                      "Gr\xc3\xbc\xc3\x9f"
+                      "e \xf0\x9f\x98\x80\ttab";
     tu_ok(clf_st_writer_add_metadata(w, "config", cfg, &err), &err, "meta");
     tu_ok(clf_st_writer_add_metadata(w, "step", "1000", &err), &err, "meta");
     tu_ok(clf_st_writer_add_metadata(w, "", "empty key", &err), &err, "meta");
@@ -357,8 +358,8 @@ static void test_round_trip(void)
     const char *n0 = names[0]; /* F32 */
     const clf_st_tensor_info *t0 = clf_st_reader_find(r, n0);
     int64_t wrong[4] = {t0->shape[0] + 1, 1, 1, 1};
-    st = clf_st_reader_read(r, n0, CLF_ST_F32, t0->ndim > 0 ? t0->ndim : 1, wrong, buf,
-                            sizeof buf, &err);
+    st = clf_st_reader_read(r, n0, CLF_ST_F32, t0->ndim > 0 ? t0->ndim : 1, wrong, buf, sizeof buf,
+                            &err);
     char fm[CLF_ERROR_MSG_MAX + 600];
     clf_error_format(&err, fm, sizeof fm);
     char have[128], exp_s[128];
@@ -394,14 +395,15 @@ done:
     TU_CHECK(clf_st_writer_add(w, "x", CLF_ST_F32, 0, NULL, &one, &err) == CLF_OK, "scalar add");
     TU_CHECK(clf_st_writer_add(w, "x", CLF_ST_F32, 0, NULL, &one, &err) == CLF_ERR_ARG,
              "duplicate name refused: %s", err.msg);
-    TU_CHECK(clf_st_writer_add(w, "__metadata__", CLF_ST_F32, 0, NULL, &one, &err) ==
-                 CLF_ERR_ARG, "reserved name refused");
+    TU_CHECK(clf_st_writer_add(w, "__metadata__", CLF_ST_F32, 0, NULL, &one, &err) == CLF_ERR_ARG,
+             "reserved name refused");
     TU_CHECK(clf_st_writer_add(w, "", CLF_ST_F32, 0, NULL, &one, &err) == CLF_ERR_ARG,
              "empty name refused");
     TU_CHECK(clf_st_writer_add(w, "n", CLF_ST_F32, 1, (int64_t[]){-1}, &one, &err) == CLF_ERR_ARG,
              "negative dimension refused: %s", err.msg);
     TU_CHECK(clf_st_writer_add(w, "big", CLF_ST_F32, 2, (int64_t[]){INT64_MAX, 4}, &one, &err) ==
-                 CLF_ERR_ARG, "size overflow refused: %s", err.msg);
+                 CLF_ERR_ARG,
+             "size overflow refused: %s", err.msg);
     TU_CHECK(clf_st_writer_add(w, "bad\xff", CLF_ST_F32, 0, NULL, &one, &err) == CLF_ERR_ARG,
              "non-UTF-8 name refused");
     tu_ok(clf_st_writer_add_metadata(w, "k", "v", &err), &err, "meta");
@@ -460,8 +462,7 @@ static void test_truncation(void)
         if (!all)
             printf("  cut at %zu of %zu\n", cut, n);
     }
-    TU_CHECK(all, "cut at each of the %zu bytes: refused, naming the file and saying truncated",
-             n);
+    TU_CHECK(all, "cut at each of the %zu bytes: refused, naming the file and saying truncated", n);
     /* one byte too many */
     unsigned char *longer = malloc(n + 1);
     memcpy(longer, full, n);
@@ -488,11 +489,11 @@ static void test_corrupt_headers(void)
          "safetensors header: byte 52"},
         {" {}     ", 0, "does not start with '{'"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
-         "\"b\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[8,24]}}", 24,
-         "\"a\" [0, 16) and \"b\" [8, 24) overlap"},
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[8,24]}}",
+         24, "\"a\" [0, 16) and \"b\" [8, 24) overlap"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]}}", 24,
-         "8 unused bytes before tensor \"b\""},
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]}}",
+         24, "8 unused bytes before tensor \"b\""},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 16,
          "unused bytes before tensor \"a\""},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8,
@@ -501,9 +502,11 @@ static void test_corrupt_headers(void)
          "F32 [2, 2] needs 16 bytes but data_offsets [0, 4] hold 4"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "end before"},
         {"{\"a\":{\"dtype\":\"I32\",\"shape\":[2,9223372036854775807],"
-         "\"data_offsets\":[0,16]}}", 16, "overflows"},
+         "\"data_offsets\":[0,16]}}",
+         16, "overflows"},
         {"{\"a\":{\"dtype\":\"I32\",\"shape\":[2,18446744073709551614],"
-         "\"data_offsets\":[0,16]}}", 16, "shape[1] is not a non-negative integer"},
+         "\"data_offsets\":[0,16]}}",
+         16, "shape[1] is not a non-negative integer"},
         {"{\"a\":{\"dtype\":\"I32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "shape[0]"},
         {"{\"a\":{\"dtype\":\"I32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8, "shape[0]"},
         {"{\"a\":{\"dtype\":\"F99\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
@@ -512,8 +515,8 @@ static void test_corrupt_headers(void)
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 8,
          "unknown field \"x\""},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-         "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 16,
-         "duplicate key \"a\""},
+         "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+         16, "duplicate key \"a\""},
         {"{\"__metadata__\":{\"step\":7}}", 0, "__metadata__ \"step\" is a JSON number"},
         {"{\"__metadata__\":[]}", 0, "__metadata__ must be an object"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
@@ -621,7 +624,8 @@ static void test_atomic(void)
     clf_st_writer_destroy(w);
     TU_CHECK(limited && st == CLF_ERR_IO && file_is(p, v1, n1) && no_temp_files(),
              "write failing at 64 KiB of 1 MiB: CLF_ERR_IO (%s), old file intact, temporary "
-             "removed", err.msg);
+             "removed",
+             err.msg);
     free(big);
 
     /* vanished directory */
@@ -640,8 +644,7 @@ static void test_atomic(void)
     st = clf_st_writer_write(w, sub, &err);
     struct stat sb;
     TU_CHECK(st == CLF_ERR_IO && stat(sub, &sb) == 0 && S_ISDIR(sb.st_mode) && no_temp_files(),
-             "target is a directory: CLF_ERR_IO, directory untouched, no temporary: %s",
-             err.msg);
+             "target is a directory: CLF_ERR_IO, directory untouched, no temporary: %s", err.msg);
     rmdir(sub);
     clf_st_writer_destroy(w);
 

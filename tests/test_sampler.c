@@ -46,10 +46,9 @@ static void test_rng(void)
     uint64_t st = 0;
     uint64_t a = clf_splitmix64_next(&st), b = clf_splitmix64_next(&st),
              c = clf_splitmix64_next(&st);
-    TU_CHECK(a == 0xE220A8397B1DCDAFull && b == 0x6E789E6AA1B965F4ull &&
-                 c == 0x06C45D188009454Full,
-             "splitmix64(0): %016llx %016llx %016llx", (unsigned long long)a,
-             (unsigned long long)b, (unsigned long long)c);
+    TU_CHECK(a == 0xE220A8397B1DCDAFull && b == 0x6E789E6AA1B965F4ull && c == 0x06C45D188009454Full,
+             "splitmix64(0): %016llx %016llx %016llx", (unsigned long long)a, (unsigned long long)b,
+             (unsigned long long)c);
     st = 42;
     double lo = 1.0, hi = 0.0;
     for (int i = 0; i < 100000; i++) {
@@ -57,8 +56,8 @@ static void test_rng(void)
         lo = u < lo ? u : lo;
         hi = u > hi ? u : hi;
     }
-    TU_CHECK(lo >= 0.0 && lo < 1e-3 && hi < 1.0 && hi > 1.0 - 1e-3, "uniform in [0,1): %g %g",
-             lo, hi);
+    TU_CHECK(lo >= 0.0 && lo < 1e-3 && hi < 1.0 && hi > 1.0 - 1e-3, "uniform in [0,1): %g %g", lo,
+             hi);
 }
 
 static void test_greedy(void)

@@ -88,15 +88,14 @@ static void test_cosine(void)
     TU_CHECK(near(clf_schedule_lr(&s, 0), 6e-4), "cosine, no warmup: it=0 is lr");
     bad = -1;
     for (int it = 0; it <= 60; it++)
-        if (!near(clf_schedule_lr(&s, (uint64_t)it), ref_nanogpt(it, 6e-4, 6e-5, 0, 50)) &&
-            bad < 0)
+        if (!near(clf_schedule_lr(&s, (uint64_t)it), ref_nanogpt(it, 6e-4, 6e-5, 0, 50)) && bad < 0)
             bad = it;
     TU_CHECK(bad < 0, "cosine without warmup matches (first mismatch: %d)", bad);
 
     c = base_cfg(CLF_SCHED_COSINE, 1e-3, 1e-4, 10, 10);
     tu_ok(clf_schedule_init(&s, &c, &e), &e, "cosine init, steps = warmup");
-    TU_CHECK(near(clf_schedule_lr(&s, 9), 1e-3 * 10.0 / 11.0) &&
-                 clf_schedule_lr(&s, 10) == 1e-4 && isfinite(clf_schedule_lr(&s, 10)),
+    TU_CHECK(near(clf_schedule_lr(&s, 9), 1e-3 * 10.0 / 11.0) && clf_schedule_lr(&s, 10) == 1e-4 &&
+                 isfinite(clf_schedule_lr(&s, 10)),
              "cosine with steps <= warmup: warmup, then min_lr (no division by zero)");
 }
 
@@ -111,8 +110,8 @@ static void test_constant(void)
              "constant without warmup is lr everywhere");
     c.train.schedule.warmup = 4;
     tu_ok(clf_schedule_init(&s, &c, &e), &e, "constant init, warmup");
-    TU_CHECK(near(clf_schedule_lr(&s, 0), 3e-4 / 5.0) && near(clf_schedule_lr(&s, 3), 3e-4 * 4 / 5.0) &&
-                 clf_schedule_lr(&s, 4) == 3e-4,
+    TU_CHECK(near(clf_schedule_lr(&s, 0), 3e-4 / 5.0) &&
+                 near(clf_schedule_lr(&s, 3), 3e-4 * 4 / 5.0) && clf_schedule_lr(&s, 4) == 3e-4,
              "constant with warmup 4: lr*(it+1)/5, then lr");
 }
 

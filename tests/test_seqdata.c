@@ -23,9 +23,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "model/io/fileio.h"
 #include "model/data/lines.h"
 #include "model/data/seqdata.h"
+#include "model/io/fileio.h"
 #include "tests/test_util.h"
 
 static char tmpdir[256];
@@ -116,7 +116,8 @@ static void test_pairs_files(void)
     write_file("p.en", tgt_txt);
     write_gz("p.de.gz", src_txt);
     write_gz("p.en.gz", tgt_txt);
-    write_file("crlf.de", "\xef\xbb\xbf" "ab\r\ncde\r\n\r\nf\xc3\xa4\r\n");
+    write_file("crlf.de", "\xef\xbb\xbf"
+                          "ab\r\ncde\r\n\r\nf\xc3\xa4\r\n");
     const char *names[][2] = {{"p.de", "p.en"}, {"p.de.gz", "p.en.gz"}, {"crlf.de", "p.en.gz"}};
     for (int v = 0; v < 3; v++) {
         clf_seqdata *ds;
@@ -143,9 +144,8 @@ static void test_pairs_files(void)
         TU_CHECK(st->examples == 4 && st->src.tokens == 2 + 3 + 0 + 3 + 4 &&
                      st->tgt.tokens == 1 + 2 + 1 + 2 + 4 && st->src.truncated == 0 &&
                      st->src.longest == 4 && st->src.shortest == 1 && st->tgt.longest == 3,
-                 "%s: stats src %lld tokens (want 12), tgt %lld (want 10), longest %d",
-                 names[v][0], (long long)st->src.tokens, (long long)st->tgt.tokens,
-                 st->src.longest);
+                 "%s: stats src %lld tokens (want 12), tgt %lld (want 10), longest %d", names[v][0],
+                 (long long)st->src.tokens, (long long)st->tgt.tokens, st->src.longest);
         clf_seqdata_destroy(ds);
     }
     /* mismatched line counts name both files and counts */
@@ -440,8 +440,8 @@ static void test_batching(void)
         int batch, tokens, pm;
         clf_seq_order order;
     } modes[] = {
-        {16, 0, 1, CLF_SEQ_ORDER_BUCKETED}, {16, 0, 1, CLF_SEQ_ORDER_SHUFFLED},
-        {16, 0, 1, CLF_SEQ_ORDER_SORTED},   {16, 0, 1, CLF_SEQ_ORDER_INPUT},
+        {16, 0, 1, CLF_SEQ_ORDER_BUCKETED},  {16, 0, 1, CLF_SEQ_ORDER_SHUFFLED},
+        {16, 0, 1, CLF_SEQ_ORDER_SORTED},    {16, 0, 1, CLF_SEQ_ORDER_INPUT},
         {0, 300, 1, CLF_SEQ_ORDER_BUCKETED}, {10, 300, 8, CLF_SEQ_ORDER_BUCKETED},
         {0, 20, 1, CLF_SEQ_ORDER_SHUFFLED}, /* budget below the longest: singletons */
         {7, 0, 4, CLF_SEQ_ORDER_SORTED},
@@ -539,10 +539,10 @@ static void test_batching(void)
         int same = 1, differ = 0;
         for (int k = 0; k < 2 * (int)clf_seq_loader_batches(A) + 2; k++) {
             int ga = clf_seq_loader_next(A, ba), gb = clf_seq_loader_next(B, bb);
-            same &= ga == gb &&
-                    (!ga || (ba->B == bb->B && ba->S == bb->S && ba->T == bb->T &&
-                             memcmp(ba->index, bb->index, (size_t)ba->B * 8) == 0 &&
-                             memcmp(ba->src, bb->src, (size_t)(ba->B * ba->S) * 4) == 0));
+            same &=
+                ga == gb && (!ga || (ba->B == bb->B && ba->S == bb->S && ba->T == bb->T &&
+                                     memcmp(ba->index, bb->index, (size_t)ba->B * 8) == 0 &&
+                                     memcmp(ba->src, bb->src, (size_t)(ba->B * ba->S) * 4) == 0));
             int gc = clf_seq_loader_next(C, bb);
             if (ga && gc && (ba->B != bb->B || ba->index[0] != bb->index[0]))
                 differ = 1;
@@ -572,10 +572,10 @@ static void test_batching(void)
             tu_ok(clf_seq_loader_state_from_string(B, state, &err), &err, state);
             for (int k = 0; k < 40; k++) {
                 int ga = clf_seq_loader_next(A, ba), gb = clf_seq_loader_next(B, bb);
-                resumed &= ga == gb &&
-                           (!ga || (ba->B == bb->B && ba->epoch == bb->epoch &&
-                                    ba->position == bb->position &&
-                                    memcmp(ba->index, bb->index, (size_t)ba->B * 8) == 0));
+                resumed &=
+                    ga == gb && (!ga || (ba->B == bb->B && ba->epoch == bb->epoch &&
+                                         ba->position == bb->position &&
+                                         memcmp(ba->index, bb->index, (size_t)ba->B * 8) == 0));
             }
             if (c == 1)
                 printf("state at the end of epoch 0: %s\n", state);
@@ -787,8 +787,7 @@ static void test_run_tokenizer(void)
     cfg.kind = CLF_MODEL_ENCODER_DECODER;
     cfg.vocab.tokenizer = CLF_TOKENIZER_BPE;
     cfg.vocab.size = 270;
-    tu_ok(clf_seq_tokenizer_build(&cfg, tmp_path("tok.src"), tmp_path("tok.tgt"), &tok, &info,
-                                  &e),
+    tu_ok(clf_seq_tokenizer_build(&cfg, tmp_path("tok.src"), tmp_path("tok.tgt"), &tok, &info, &e),
           &e, "bpe tokenizer from a source and a target file");
     TU_CHECK(tok != NULL && clf_tokenizer_type_of(tok) == CLF_TOKENIZER_BPE && info.merges > 0 &&
                  info.bytes_per_token > 1.0,

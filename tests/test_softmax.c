@@ -68,8 +68,8 @@ static void softmax_forward_ref(double *y, const double *x, size_t R, size_t N, 
     }
 }
 
-static void softmax_backward_ref(double *dx, const double *dy, const double *y, size_t R,
-                                 size_t N, double scale)
+static void softmax_backward_ref(double *dx, const double *dy, const double *y, size_t R, size_t N,
+                                 double scale)
 {
     for (size_t r = 0; r < R; r++) {
         double dot = 0.0;
@@ -193,8 +193,8 @@ static void run_case(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, siz
         exact += z;
     }
     if (masked_rows > 0)
-        TU_CHECK(exact == masked_rows, "%s: %zu of %zu fully-masked rows exactly +0.0", name,
-                 exact, masked_rows);
+        TU_CHECK(exact == masked_rows, "%s: %zu of %zu fully-masked rows exactly +0.0", name, exact,
+                 masked_rows);
 
     if (backward) {
         /* dx = scale * y (dy - sum dy y), with y the device forward */
@@ -217,11 +217,10 @@ static void run_case(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, siz
         tu_ok(clf_op_softmax_backward_ex(rt, path, dg, dg, dy, R, N, scale, &err), &err,
               "softmax_backward in place");
         tu_download(rt, dg, got, n);
-        snprintf(name, sizeof name, "softmax backward in place %s %zux%zu", path_name(path), R,
-                 N);
+        snprintf(name, sizeof name, "softmax backward in place %s %zux%zu", path_name(path), R, N);
         tu_close(name, got, ref, n, 2e-7, 2e-6);
-        TU_CHECK(tu_guard_intact(rt, dg, n) && tu_guard_intact(rt, dgx, n), "%s: guard zones intact",
-                 name);
+        TU_CHECK(tu_guard_intact(rt, dg, n) && tu_guard_intact(rt, dgx, n),
+                 "%s: guard zones intact", name);
         tu_free(dg);
         tu_free(dgx);
         free(g);
@@ -249,20 +248,20 @@ static void check_path(clf_runtime *rt, clf_ops_path path, tu_rng *rng)
     static const size_t shapes[][2] = {{1, 1}, {3, 5}, {17, 129}, {64, 768}, {257, 33}, {1000, 7}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t R = shapes[s][0], N = shapes[s][1];
-        run_case(rt, path, R, N, 1, 0, 0, 0, 0.37f, -6, 6, 0, 1, rng);   /* no mask */
-        run_case(rt, path, R, N, R, 0, 1, 0, 0.37f, -6, 6, 0, 0, rng);   /* additive per row */
-        run_case(rt, path, R, N, 1, 0, 1, 0, 0.37f, -6, 6, 0, 0, rng);   /* additive shared */
-        run_case(rt, path, R, N, 1, 0, 0, R, 0.37f, -6, 6, 0, 1, rng);   /* keep per row */
-        run_case(rt, path, R, N, 1, N, 0, 0, 0.37f, -6, 6, 0, 1, rng);   /* causal square-ish */
+        run_case(rt, path, R, N, 1, 0, 0, 0, 0.37f, -6, 6, 0, 1, rng); /* no mask */
+        run_case(rt, path, R, N, R, 0, 1, 0, 0.37f, -6, 6, 0, 0, rng); /* additive per row */
+        run_case(rt, path, R, N, 1, 0, 1, 0, 0.37f, -6, 6, 0, 0, rng); /* additive shared */
+        run_case(rt, path, R, N, 1, 0, 0, R, 0.37f, -6, 6, 0, 1, rng); /* keep per row */
+        run_case(rt, path, R, N, 1, N, 0, 0, 0.37f, -6, 6, 0, 1, rng); /* causal square-ish */
     }
     /* attention-like: B=2, NH=3, T=16 rows per head; keys N */
     const size_t B = 2, NH = 3, T = 16, R = B * NH * T;
-    run_case(rt, path, R, T, T, T, 0, 0, 0.25f, -6, 6, 0, 1, rng);          /* causal N = T */
-    run_case(rt, path, R, T + 5, T, T, 0, 0, 0.25f, -6, 6, 0, 1, rng);      /* KV cache N > T */
-    run_case(rt, path, R, T - 5, T, T, 0, 0, 0.25f, -6, 6, 0, 1, rng);      /* N < T: empty rows */
-    run_case(rt, path, R, T, T, T, 1, B, 0.25f, -6, 6, 0, 1, rng);          /* all combined */
-    run_case(rt, path, R, 77, T, T, 1, B, 0.25f, -6, 6, 0, 1, rng);         /* combined, odd N */
-    run_case(rt, path, R, 77, T, 0, 1, B, 0.25f, -6, 6, 1, 0, rng);         /* in place */
+    run_case(rt, path, R, T, T, T, 0, 0, 0.25f, -6, 6, 0, 1, rng);     /* causal N = T */
+    run_case(rt, path, R, T + 5, T, T, 0, 0, 0.25f, -6, 6, 0, 1, rng); /* KV cache N > T */
+    run_case(rt, path, R, T - 5, T, T, 0, 0, 0.25f, -6, 6, 0, 1, rng); /* N < T: empty rows */
+    run_case(rt, path, R, T, T, T, 1, B, 0.25f, -6, 6, 0, 1, rng);     /* all combined */
+    run_case(rt, path, R, 77, T, T, 1, B, 0.25f, -6, 6, 0, 1, rng);    /* combined, odd N */
+    run_case(rt, path, R, 77, T, 0, 1, B, 0.25f, -6, 6, 1, 0, rng);    /* in place */
     /* large logits */
     run_case(rt, path, 33, 257, 1, 0, 0, 0, 1.0f, 1e4f - 10, 1e4f + 10, 0, 1, rng);
     run_case(rt, path, 33, 257, 1, 0, 0, 0, 1.0f, -1e4f - 10, -1e4f + 10, 0, 0, rng);

@@ -45,8 +45,8 @@ static int round_trips(const clf_tokenizer *t, const char *text, size_t len, siz
     char *back = NULL;
     clf_error err;
     int ok = clf_tokenizer_encode(t, text, len, &ids, &n, &err) == CLF_OK &&
-             clf_tokenizer_decode(t, ids, n, &back, &back_len, &err) == CLF_OK &&
-             back_len == len && memcmp(back, text, len) == 0;
+             clf_tokenizer_decode(t, ids, n, &back, &back_len, &err) == CLF_OK && back_len == len &&
+             memcmp(back, text, len) == 0;
     if (ntok != NULL)
         *ntok = n;
     free(ids);
@@ -85,8 +85,7 @@ static void test_shakespeare(void)
     size_t ntok = 0;
     int rt = round_trips(t, text, len, &ntok);
     TU_CHECK(rt && ntok == len,
-             "whole corpus (%zu characters) encodes to %zu ids and decodes identically", len,
-             ntok);
+             "whole corpus (%zu characters) encodes to %zu ids and decodes identically", len, ntok);
     TU_CHECK(clf_tokenizer_type_of(t) == CLF_TOKENIZER_CHAR, "type char");
     for (int s = 0; s < CLF_SPECIAL_COUNT; s++)
         same &= clf_tokenizer_special(t, (clf_special_token)s) == -1;
@@ -118,10 +117,12 @@ static size_t naive_vocab(const char *text, size_t len, uint32_t *out)
     return n;
 }
 
-static const char unicode_text[] =
-    "Gr\xc3\xbc\xc3\x9f" "e aus K\xc3\xb6ln! \xc3\x84pfel, \xc3\x96l, \xc3\x9c" "bel.\n"
-    "na\xc3\xafve caf\xc3\xa9 \xe2\x80\x94 \xe2\x82\xac" "5 \xe6\x97\xa5\xe6\x9c\xac "
-    "\xf0\x9f\x98\x80\tZ\0end";
+static const char unicode_text[] = "Gr\xc3\xbc\xc3\x9f"
+                                   "e aus K\xc3\xb6ln! \xc3\x84pfel, \xc3\x96l, \xc3\x9c"
+                                   "bel.\n"
+                                   "na\xc3\xafve caf\xc3\xa9 \xe2\x80\x94 \xe2\x82\xac"
+                                   "5 \xe6\x97\xa5\xe6\x9c\xac "
+                                   "\xf0\x9f\x98\x80\tZ\0end";
 
 static void test_unicode(void)
 {
@@ -146,7 +147,8 @@ static void test_unicode(void)
     int rt = round_trips(t, unicode_text, len, &ntok);
     TU_CHECK(rt && ntok == ncp,
              "umlauts, euro sign, CJK, emoji, tab and NUL round-trip, one id per code point "
-             "(%zu)", ntok);
+             "(%zu)",
+             ntok);
 
     /* the umlauts of a word map to single ids */
     int32_t *ids = NULL;
@@ -320,30 +322,36 @@ static void test_json_form(void)
         {"{\"format\":\"clformer-tokenizer\",\"version\":2,\"type\":\"byte\",\"vocab_size\":256}",
          CLF_ERR_FORMAT, "version 2 was written by a newer clformer"},
         {"{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":\"byte\",\"vocab_size\":256,"
-         "\"extra\":1}", CLF_ERR_FORMAT, "unknown key \"extra\""},
+         "\"extra\":1}",
+         CLF_ERR_FORMAT, "unknown key \"extra\""},
         {"{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":\"byte\",\"vocab_size\":257}",
          CLF_ERR_FORMAT, "vocab_size is 257 but the tokenizer has 256 text tokens"},
         {"{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":\"char\",\"vocab_size\":2,"
-         "\"vocab\":[\"b\",\"a\"]}", CLF_ERR_FORMAT, "vocab[1] (U+0061) is not after vocab[0]"},
+         "\"vocab\":[\"b\",\"a\"]}",
+         CLF_ERR_FORMAT, "vocab[1] (U+0061) is not after vocab[0]"},
         {"{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":\"char\",\"vocab_size\":2,"
-         "\"vocab\":[\"a\",\"a\"]}", CLF_ERR_FORMAT, "increasing code-point order"},
+         "\"vocab\":[\"a\",\"a\"]}",
+         CLF_ERR_FORMAT, "increasing code-point order"},
         {"{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":\"char\",\"vocab_size\":1,"
-         "\"vocab\":[\"ab\"]}", CLF_ERR_FORMAT, "vocab[0] must be a string of exactly one"},
+         "\"vocab\":[\"ab\"]}",
+         CLF_ERR_FORMAT, "vocab[0] must be a string of exactly one"},
         {"{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":\"char\",\"vocab_size\":1,"
-         "\"vocab\":[\"\"]}", CLF_ERR_FORMAT, "exactly one character"},
+         "\"vocab\":[\"\"]}",
+         CLF_ERR_FORMAT, "exactly one character"},
         {"{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":\"char\",\"vocab_size\":2,"
-         "\"vocab\":[\"a\"],\"specials\":{\"pad\":0}}", CLF_ERR_FORMAT,
-         "\"pad\" has id 0, outside [1, 2)"},
+         "\"vocab\":[\"a\"],\"specials\":{\"pad\":0}}",
+         CLF_ERR_FORMAT, "\"pad\" has id 0, outside [1, 2)"},
         {"{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":\"char\",\"vocab_size\":3,"
-         "\"vocab\":[\"a\"],\"specials\":{\"pad\":1,\"eos\":1}}", CLF_ERR_FORMAT,
-         "share id 1"},
+         "\"vocab\":[\"a\"],\"specials\":{\"pad\":1,\"eos\":1}}",
+         CLF_ERR_FORMAT, "share id 1"},
         {"{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":\"char\",\"vocab_size\":2,"
-         "\"vocab\":[\"a\"],\"specials\":{\"mask\":1}}", CLF_ERR_FORMAT,
-         "unknown special token \"mask\""},
+         "\"vocab\":[\"a\"],\"specials\":{\"mask\":1}}",
+         CLF_ERR_FORMAT, "unknown special token \"mask\""},
         {"{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":\"char\",\"vocab_size\":1}",
          CLF_ERR_FORMAT, "needs \"vocab\""},
         {"{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":\"byte\",\"vocab_size\":256,"
-         "\"vocab\":[]}", CLF_ERR_FORMAT, "byte tokenizer has no \"vocab\""},
+         "\"vocab\":[]}",
+         CLF_ERR_FORMAT, "byte tokenizer has no \"vocab\""},
         {"{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":\"word\",\"vocab_size\":5}",
          CLF_ERR_FORMAT, "unknown type \"word\""},
         {"{\"format\":\"clformer-tokenizer\",\"version\":1,\"type\":\"bpe\",\"vocab_size\":5}",

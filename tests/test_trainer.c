@@ -31,34 +31,33 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "model/train/checkpoint.h"
 #include "model/data/dataset.h"
 #include "model/graph/model.h"
 #include "model/text/tokenizer.h"
+#include "model/train/checkpoint.h"
 #include "model/train/trainer.h"
 #include "tests/test_util.h"
 
 #define STEPS 60
 #define STOP_AT 17
 
-static const char *YAML_CFG =
-    "model:\n"
-    "  vocab: {tokenizer: char}\n"
-    "  context: 16\n"
-    "  embedding: {dim: 32, dropout: 0.1}\n"
-    "  positional: {type: learned}\n"
-    "  blocks:\n"
-    "    repeat: 2\n"
-    "    attention: {heads: 2, dropout: 0.1}\n"
-    "    ffn: {hidden: 64, activation: gelu}\n"
-    "    dropout: 0.1\n"
-    "train:\n"
-    "  batch: 8\n"
-    "  steps: 60\n"
-    "  optimizer: {type: adamw, lr: 1.0e-2, weight_decay: 0.1}\n"
-    "  schedule: {type: cosine, warmup: 4, min_lr: 1.0e-3}\n"
-    "  eval: {every: 20, batches: 2}\n"
-    "  log_every: 1\n";
+static const char *YAML_CFG = "model:\n"
+                              "  vocab: {tokenizer: char}\n"
+                              "  context: 16\n"
+                              "  embedding: {dim: 32, dropout: 0.1}\n"
+                              "  positional: {type: learned}\n"
+                              "  blocks:\n"
+                              "    repeat: 2\n"
+                              "    attention: {heads: 2, dropout: 0.1}\n"
+                              "    ffn: {hidden: 64, activation: gelu}\n"
+                              "    dropout: 0.1\n"
+                              "train:\n"
+                              "  batch: 8\n"
+                              "  steps: 60\n"
+                              "  optimizer: {type: adamw, lr: 1.0e-2, weight_decay: 0.1}\n"
+                              "  schedule: {type: cosine, warmup: 4, min_lr: 1.0e-3}\n"
+                              "  eval: {every: 20, batches: 2}\n"
+                              "  log_every: 1\n";
 
 typedef struct rec {
     float loss[STEPS + 1];
@@ -145,7 +144,8 @@ static void test_eval_split(clf_model *m, const clf_dataset *ds)
     for (size_t w = 0; w < W; w++) {
         size_t len = 0;
         tu_ok(clf_dataset_eval_window(ds, CLF_SPLIT_VAL, d.T, w, x, y, &len, &e), &e, "window");
-        tu_ok(clf_model_set_batch(m, &(clf_batch){.B = 1, .T = d.T, .tgt_in = x, .tgt_out = y}, &e), &e, "set_batch");
+        tu_ok(clf_model_set_batch(m, &(clf_batch){.B = 1, .T = d.T, .tgt_in = x, .tgt_out = y}, &e),
+              &e, "set_batch");
         tu_ok(clf_model_forward(m, 0, &e), &e, "forward");
         tu_ok(clf_model_logits_read(m, z, &e), &e, "logits");
         for (size_t t = 0; t < len; t++)
@@ -153,8 +153,8 @@ static void test_eval_split(clf_model *m, const clf_dataset *ds)
         cnt += len;
     }
     double ref = sum / (double)cnt;
-    TU_CHECK(fabs(loss - ref) <= 1e-5 * fabs(ref), "eval_split %.8f vs host reference %.8f",
-             loss, ref);
+    TU_CHECK(fabs(loss - ref) <= 1e-5 * fabs(ref), "eval_split %.8f vs host reference %.8f", loss,
+             ref);
     free(x);
     free(y);
     free(z);
@@ -178,7 +178,9 @@ static void test_kv_decode(clf_runtime *rt, const clf_model_config *cfg, int V, 
     double *ref = malloc((size_t)V * sizeof *ref);
     int32_t seq[16];
     memcpy(seq, toks, (size_t)(P + N) * sizeof *seq);
-    tu_ok(clf_model_set_batch(m, &(clf_batch){.B = 1, .T = P + N, .tgt_in = seq, .tgt_out = NULL}, &e), &e, "set_batch");
+    tu_ok(clf_model_set_batch(m, &(clf_batch){.B = 1, .T = P + N, .tgt_in = seq, .tgt_out = NULL},
+                              &e),
+          &e, "set_batch");
     tu_ok(clf_model_forward(m, 0, &e), &e, "forward");
     tu_ok(clf_model_logits_read(m, full, &e), &e, "logits");
     tu_ok(clf_model_prefill(m, seq, 1, P, step, &e), &e, "prefill");
@@ -203,8 +205,7 @@ int main(void)
     clf_runtime *rt = tu_runtime();
     clf_error e;
     clf_model_config cfg;
-    tu_ok(clf_config_parse_string(YAML_CFG, "test_trainer.yaml", NULL, 0, &cfg, &e), &e,
-          "config");
+    tu_ok(clf_config_parse_string(YAML_CFG, "test_trainer.yaml", NULL, 0, &cfg, &e), &e, "config");
     cfg.train.seed = tu_seed() % 1000000007ull;
 
     char *text = NULL;
@@ -277,8 +278,7 @@ int main(void)
             same = 0;
             bad = s;
         }
-    TU_CHECK(same, "B: steps 1-%d equal A's bit for bit (first difference: step %d)", STOP_AT,
-             bad);
+    TU_CHECK(same, "B: steps 1-%d equal A's bit for bit (first difference: step %d)", STOP_AT, bad);
     clf_model_destroy(mb);
 
     /* resume with a changed learning rate: refused */

@@ -43,11 +43,11 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "model/train/checkpoint.h"
-#include "model/graph/model.h"
 #include "model/data/seqdata.h"
 #include "model/eval/seqeval.h"
+#include "model/graph/model.h"
 #include "model/text/tokenizer.h"
+#include "model/train/checkpoint.h"
 #include "model/train/trainer.h"
 #include "tests/test_util.h"
 
@@ -77,27 +77,26 @@ static const char *S2S_YAML =
     "  eval: {every: 0}\n"
     "  log_every: 1\n";
 
-static const char *CLS_YAML =
-    "model:\n"
-    "  kind: encoder\n"
-    "  vocab: {tokenizer: bpe, size: 300}\n"
-    "  context: 16\n"
-    "  embedding: {dim: 32, dropout: 0.1}\n"
-    "  positional: {type: learned}\n"
-    "  blocks:\n"
-    "    repeat: 1\n"
-    "    attention: {heads: 2, causal: false}\n"
-    "    ffn: {hidden: 64}\n"
-    "    dropout: 0.1\n"
-    "  head: {type: classifier, labels: 2, pool: mean}\n"
-    "train:\n"
-    "  batch: 16\n"
-    "  steps: 400\n"
-    "  optimizer: {type: adamw, lr: 3.0e-3, weight_decay: 0.0}\n"
-    "  schedule: {type: constant, warmup: 5}\n"
-    "  eval: {every: 5}\n"
-    "  early_stop: {patience: 4, metric: accuracy}\n"
-    "  log_every: 1\n";
+static const char *CLS_YAML = "model:\n"
+                              "  kind: encoder\n"
+                              "  vocab: {tokenizer: bpe, size: 300}\n"
+                              "  context: 16\n"
+                              "  embedding: {dim: 32, dropout: 0.1}\n"
+                              "  positional: {type: learned}\n"
+                              "  blocks:\n"
+                              "    repeat: 1\n"
+                              "    attention: {heads: 2, causal: false}\n"
+                              "    ffn: {hidden: 64}\n"
+                              "    dropout: 0.1\n"
+                              "  head: {type: classifier, labels: 2, pool: mean}\n"
+                              "train:\n"
+                              "  batch: 16\n"
+                              "  steps: 400\n"
+                              "  optimizer: {type: adamw, lr: 3.0e-3, weight_decay: 0.0}\n"
+                              "  schedule: {type: constant, warmup: 5}\n"
+                              "  eval: {every: 5}\n"
+                              "  early_stop: {patience: 4, metric: accuracy}\n"
+                              "  log_every: 1\n";
 
 typedef struct rec {
     float loss[MAXS + 1];
@@ -180,9 +179,9 @@ static void write_file(const char *dir, const char *name, const char *text)
 
 static void make_data(const char *dir, char **joint_s2s, char **joint_cls)
 {
-    static const char *de[] = {"null", "eins", "zwei", "drei", "vier",
+    static const char *de[] = {"null",  "eins",  "zwei",   "drei", "vier",
                                "fuenf", "sechs", "sieben", "acht", "neun"};
-    static const char *en[] = {"zero", "one", "two", "three", "four",
+    static const char *en[] = {"zero", "one", "two",   "three", "four",
                                "five", "six", "seven", "eight", "nine"};
     static const char *filler[] = {"movie", "film", "story", "plot", "acting", "it", "this"};
     size_t cap = 1 << 16;
@@ -232,8 +231,14 @@ static void make_data(const char *dir, char **joint_s2s, char **joint_cls)
 
 static void rm_dir(const char *dir)
 {
-    static const char *names[] = {"train.de", "train.en", "val.de", "val.en", "train.tsv",
-                                  "dev.tsv", CLF_TRAINER_CKPT_NAME, "best.safetensors"};
+    static const char *names[] = {"train.de",
+                                  "train.en",
+                                  "val.de",
+                                  "val.en",
+                                  "train.tsv",
+                                  "dev.tsv",
+                                  CLF_TRAINER_CKPT_NAME,
+                                  "best.safetensors"};
     char path[4200];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -300,7 +305,8 @@ static void test_translator(clf_runtime *rt, const char *data_dir, const char *t
     for (int i = 0; evals_ok && i < 3; i++)
         evals_ok = a.eval_step[i] == (uint64_t)(4 * (i + 1)) && a.eval_epoch[i] == i + 1 &&
                    isfinite(a.eval_loss[i]) && a.eval_bleu[i] >= 0.0 && a.eval_bleu[i] <= 100.0;
-    TU_CHECK(evals_ok, "A: one evaluation per epoch (%d evaluations; first at step %llu, epoch "
+    TU_CHECK(evals_ok,
+             "A: one evaluation per epoch (%d evaluations; first at step %llu, epoch "
              "%lld, loss %.4f, BLEU %.3f)",
              a.n_eval, (unsigned long long)a.eval_step[0], (long long)a.eval_epoch[0],
              a.eval_loss[0], a.eval_bleu[0]);
@@ -310,8 +316,8 @@ static void test_translator(clf_runtime *rt, const char *data_dir, const char *t
     clf_model *mb = new_model(rt, &cfg, &data, V);
     clf_status st = run(mb, &cfg, &data, tok, dir_b, 0, &b, &rb, &e);
     TU_CHECK(st == CLF_ERR_INTERRUPTED && rb.last_step == 6,
-             "B: the stop flag ends the run at step 6 (status %s, step %llu)",
-             clf_status_name(st), (unsigned long long)rb.last_step);
+             "B: the stop flag ends the run at step 6 (status %s, step %llu)", clf_status_name(st),
+             (unsigned long long)rb.last_step);
     clf_model_destroy(mb);
     char ck_b[4200];
     snprintf(ck_b, sizeof ck_b, "%s/%s", dir_b, CLF_TRAINER_CKPT_NAME);
@@ -403,7 +409,10 @@ static void check_eval(clf_model *m, const clf_seqdata *va)
         int32_t lab = -1;
         float z[2];
         clf_seqdata_example(va, i, &src, &S, NULL, NULL, &lab);
-        tu_ok(clf_model_set_batch(m, &(clf_batch){.B = 1, .S = S, .src = src, .src_keep = NULL, .labels = &lab}, &e), &e, "set batch");
+        tu_ok(
+            clf_model_set_batch(
+                m, &(clf_batch){.B = 1, .S = S, .src = src, .src_keep = NULL, .labels = &lab}, &e),
+            &e, "set batch");
         tu_ok(clf_model_forward(m, 0, &e), &e, "forward");
         tu_ok(clf_model_logits_read(m, z, &e), &e, "logits");
         sum += host_ce(z, 2, lab);

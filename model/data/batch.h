@@ -30,9 +30,9 @@ typedef struct clf_batch {
     const int32_t *tgt_out;  /* [B, T] next-token targets (a GPT's y); NULL = none */
     const int32_t *labels;   /* [B] classifier labels; NULL = none */
     /* set by batch sources, for the trainer */
-    double tokens;           /* the tokens the batch counts for throughput */
-    int64_t epoch;           /* the epoch it came from; -1 for random text windows */
-    int epoch_end;           /* 1 if it is the last batch of its epoch */
+    double tokens; /* the tokens the batch counts for throughput */
+    int64_t epoch; /* the epoch it came from; -1 for random text windows */
+    int epoch_end; /* 1 if it is the last batch of its epoch */
 } clf_batch;
 
 /* A decoder's batch: x and y [B, T] (y NULL: no targets). */
@@ -47,8 +47,14 @@ static inline clf_batch clf_batch_seq2seq(const int32_t *src, const int32_t *src
                                           const int32_t *tgt_in, const int32_t *tgt_out, int B,
                                           int S, int T)
 {
-    clf_batch b = {.B = B, .S = S, .T = T, .src = src, .src_keep = src_keep, .tgt_in = tgt_in,
-                   .tgt_out = tgt_out, .epoch = -1};
+    clf_batch b = {.B = B,
+                   .S = S,
+                   .T = T,
+                   .src = src,
+                   .src_keep = src_keep,
+                   .tgt_in = tgt_in,
+                   .tgt_out = tgt_out,
+                   .epoch = -1};
     return b;
 }
 
@@ -56,8 +62,7 @@ static inline clf_batch clf_batch_seq2seq(const int32_t *src, const int32_t *src
 static inline clf_batch clf_batch_classify(const int32_t *tokens, const int32_t *keep,
                                            const int32_t *labels, int B, int S)
 {
-    clf_batch b = {.B = B, .S = S, .src = tokens, .src_keep = keep, .labels = labels,
-                   .epoch = -1};
+    clf_batch b = {.B = B, .S = S, .src = tokens, .src_keep = keep, .labels = labels, .epoch = -1};
     return b;
 }
 

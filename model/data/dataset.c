@@ -61,8 +61,9 @@ double clf_rng_uniform(clf_rng *r)
 
 void clf_rng_to_string(const clf_rng *r, char out[CLF_RNG_STRING_MAX])
 {
-    snprintf(out, CLF_RNG_STRING_MAX, "xoshiro256**:%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64
-                                      ",%016" PRIx64, r->s[0], r->s[1], r->s[2], r->s[3]);
+    snprintf(out, CLF_RNG_STRING_MAX,
+             "xoshiro256**:%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64, r->s[0],
+             r->s[1], r->s[2], r->s[3]);
 }
 
 clf_status clf_rng_from_string(const char *s, clf_rng *r, clf_error *err)
@@ -92,17 +93,18 @@ clf_status clf_rng_from_string(const char *s, clf_rng *r, clf_error *err)
     *r = v;
     return CLF_OK;
 bad:
-    return clf_error_set(err, CLF_ERR_FORMAT, "random generator state \"%.100s\" is malformed "
-                                              "(expected xoshiro256**: and four 16-digit "
-                                              "lower-case hex words, not all zero)",
+    return clf_error_set(err, CLF_ERR_FORMAT,
+                         "random generator state \"%.100s\" is malformed "
+                         "(expected xoshiro256**: and four 16-digit "
+                         "lower-case hex words, not all zero)",
                          s ? s : "(null)");
 }
 
 /* ---- dataset ---------------------------------------------------------------- */
 
 struct clf_dataset {
-    int32_t *ids; /* all tokens */
-    size_t n;     /* all */
+    int32_t *ids;   /* all tokens */
+    size_t n;       /* all */
     size_t n_train; /* ids[0, n_train) train, ids[n_train, n) validation */
     int32_t vocab;
 };
@@ -120,22 +122,22 @@ clf_status clf_dataset_read_text(const char *path, char **text, size_t *len, clf
     return CLF_OK;
 }
 
-clf_status clf_dataset_from_tokens(const int32_t *ids, size_t n, int32_t vocab,
-                                   clf_dataset **out, clf_error *err)
+clf_status clf_dataset_from_tokens(const int32_t *ids, size_t n, int32_t vocab, clf_dataset **out,
+                                   clf_error *err)
 {
     *out = NULL;
     if (n < 2)
         return clf_error_set(err, CLF_ERR_ARG, "a dataset needs at least 2 tokens, got %zu", n);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
-            return clf_error_set(err, CLF_ERR_ARG, "token %zu has id %d, outside the "
-                                                   "vocabulary [0, %d)", i, (int)ids[i],
-                                 (int)vocab);
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "token %zu has id %d, outside the "
+                                 "vocabulary [0, %d)",
+                                 i, (int)ids[i], (int)vocab);
     clf_dataset *ds = calloc(1, sizeof *ds);
     if (ds == NULL || (ds->ids = malloc(n * sizeof *ds->ids)) == NULL) {
         free(ds);
-        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory for a dataset of %zu tokens",
-                             n);
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory for a dataset of %zu tokens", n);
     }
     memcpy(ds->ids, ids, n * sizeof *ids);
     ds->n = n;
@@ -215,9 +217,11 @@ clf_status clf_dataset_sample_batch(const clf_dataset *ds, clf_split split, int 
     if (B < 1 || T < 1)
         return clf_error_set(err, CLF_ERR_ARG, "batch %d x context %d: both must be >= 1", B, T);
     if (n < (size_t)T + 1)
-        return clf_error_set(err, CLF_ERR_ARG, "the %s split holds %zu tokens, fewer than "
-                                               "context + 1 = %d: use a larger text or a "
-                                               "smaller context", split_name(split), n, T + 1);
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "the %s split holds %zu tokens, fewer than "
+                             "context + 1 = %d: use a larger text or a "
+                             "smaller context",
+                             split_name(split), n, T + 1);
     for (int b = 0; b < B; b++) {
         size_t i = (size_t)clf_rng_below(rng, (uint64_t)(n - (size_t)T));
         memcpy(x + (size_t)b * (size_t)T, tok + i, (size_t)T * sizeof *x);
@@ -242,9 +246,10 @@ clf_status clf_dataset_eval_window(const clf_dataset *ds, clf_split split, int T
     size_t count = clf_dataset_eval_windows(ds, split, T);
     *len = 0;
     if (w >= count)
-        return clf_error_set(err, CLF_ERR_ARG, "evaluation window %zu of the %s split does not "
-                                               "exist (%zu windows of context %d)", w,
-                             split_name(split), count, T);
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "evaluation window %zu of the %s split does not "
+                             "exist (%zu windows of context %d)",
+                             w, split_name(split), count, T);
     size_t s = w * (size_t)T;
     size_t l = n - 1 - s < (size_t)T ? n - 1 - s : (size_t)T;
     memcpy(x, tok + s, l * sizeof *x);

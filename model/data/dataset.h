@@ -43,8 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/status.h"
 #include "model/text/tokenizer.h"
+#include "runtime/status.h"
 
 CLF_API_BEGIN
 
@@ -90,8 +90,8 @@ clf_status clf_dataset_load(const char *path, const clf_tokenizer *tok, clf_data
 clf_status clf_dataset_from_text(const char *text, size_t len, const char *name,
                                  const clf_tokenizer *tok, clf_dataset **out, clf_error *err);
 /* Split ids already tokenized (copied); vocab bounds every id, for checks. */
-clf_status clf_dataset_from_tokens(const int32_t *ids, size_t n, int32_t vocab,
-                                   clf_dataset **out, clf_error *err);
+clf_status clf_dataset_from_tokens(const int32_t *ids, size_t n, int32_t vocab, clf_dataset **out,
+                                   clf_error *err);
 void clf_dataset_destroy(clf_dataset *ds);
 
 /* Tokens of a split (pointer into the dataset) and their number. */

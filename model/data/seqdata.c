@@ -6,10 +6,10 @@
  * source rows with their specials, target tokens without (bos / eos are
  * added when a batch is filled): seqdata_internal.h.
  */
-#include "model/io/fileio.h"
 #include "model/data/seqdata.h"
-#include "model/data/seqdata_internal.h"
 #include "model/data/lines.h"
+#include "model/data/seqdata_internal.h"
+#include "model/io/fileio.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -233,8 +233,8 @@ static clf_status resolve_specials(clf_seqdata *ds, const clf_seq_options *o,
         if ((rc = need_special(tgt_tok, CLF_SPECIAL_BOS, "the decoder's first input", &ds->bos,
                                err)))
             return rc;
-        if ((rc = need_special(tgt_tok, CLF_SPECIAL_EOS, "the end of a target sentence",
-                               &ds->eos, err)))
+        if ((rc = need_special(tgt_tok, CLF_SPECIAL_EOS, "the end of a target sentence", &ds->eos,
+                               err)))
             return rc;
     }
     return CLF_OK;
@@ -341,8 +341,9 @@ clf_status clf_seqdata_load_tsv(const char *path, const clf_tokenizer *tok,
     const char *label_name = o->label_column[0] ? o->label_column : "label";
     const char *text_names[] = {"sentence", "text", "content"};
     const int label_col = clf_tsv_column(&ls[0], &label_name, 1);
-    const int text_col = o->text_column[0] ? clf_tsv_column(&ls[0], (const char *const[]){o->text_column}, 1)
-                                           : clf_tsv_column(&ls[0], text_names, 3);
+    const int text_col = o->text_column[0]
+                             ? clf_tsv_column(&ls[0], (const char *const[]){o->text_column}, 1)
+                             : clf_tsv_column(&ls[0], text_names, 3);
     if (label_col < 0 || text_col < 0 || label_col == text_col) {
         char hdr[512];
         size_t h = 0;
@@ -392,11 +393,11 @@ clf_status clf_seqdata_load_tsv(const char *path, const clf_tokenizer *tok,
                 v = v * 10 + (lf->p[c] - '0');
         }
         if (!ok) {
-            rc = clf_error_set(err, CLF_ERR_FORMAT,
-                               "%s:%" PRId64 ": label '%.*s' in column '%s' is not a "
-                               "non-negative integer",
-                               path, line_no, (int)(lf->len > 40 ? 40 : lf->len), lf->p,
-                               label_name);
+            rc =
+                clf_error_set(err, CLF_ERR_FORMAT,
+                              "%s:%" PRId64 ": label '%.*s' in column '%s' is not a "
+                              "non-negative integer",
+                              path, line_no, (int)(lf->len > 40 ? 40 : lf->len), lf->p, label_name);
             goto fail;
         }
         size_t n = 0;

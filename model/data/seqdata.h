@@ -89,8 +89,8 @@
 #include "config/config.h"
 #include "model/data/batch.h"
 #include "model/data/dataset.h"
-#include "runtime/status.h"
 #include "model/text/tokenizer.h"
+#include "runtime/status.h"
 
 CLF_API_BEGIN
 
@@ -115,13 +115,13 @@ void clf_seq_options_default(clf_seq_options *o, clf_model_kind kind, int contex
 
 /* What loading did to one side (source / classifier sentences, or targets). */
 typedef struct clf_seq_side_stats {
-    int64_t sequences;      /* rows on this side */
-    int64_t tokens;         /* tokens kept, specials included (row lengths summed) */
-    int64_t truncated;      /* rows cut to the maximum length */
-    int64_t dropped;        /* tokens removed by those cuts */
-    int32_t longest;        /* longest row before truncation, specials included */
-    int32_t longest_kept;   /* longest row after */
-    int32_t shortest;       /* shortest row */
+    int64_t sequences;    /* rows on this side */
+    int64_t tokens;       /* tokens kept, specials included (row lengths summed) */
+    int64_t truncated;    /* rows cut to the maximum length */
+    int64_t dropped;      /* tokens removed by those cuts */
+    int32_t longest;      /* longest row before truncation, specials included */
+    int32_t longest_kept; /* longest row after */
+    int32_t shortest;     /* shortest row */
 } clf_seq_side_stats;
 
 typedef struct clf_seqdata_stats {

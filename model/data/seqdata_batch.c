@@ -26,17 +26,17 @@ struct clf_seq_loader {
     const clf_seqdata *ds;
     clf_seq_batching o;
     size_t n;
-    int64_t chunk;   /* resolved window (bucketed) */
-    int32_t *S, *T;  /* [n] row lengths: source row, target row (m + 1; 0 without) */
+    int64_t chunk;  /* resolved window (bucketed) */
+    int32_t *S, *T; /* [n] row lengths: source row, target row (m + 1; 0 without) */
     clf_seq_limits lim;
     /* the current epoch's plan */
     int64_t epoch;
-    size_t pos;          /* next batch (in batch order) */
-    int64_t *order;      /* [n] examples in batch-cut order */
-    size_t *bstart;      /* [n + 1] batch k = order[bstart[k] .. bstart[k+1]) */
-    size_t *bperm;       /* [n] batch order */
+    size_t pos;     /* next batch (in batch order) */
+    int64_t *order; /* [n] examples in batch-cut order */
+    size_t *bstart; /* [n + 1] batch k = order[bstart[k] .. bstart[k+1]) */
+    size_t *bperm;  /* [n] batch order */
     size_t nb;
-    sort_item *items;    /* [n] scratch */
+    sort_item *items; /* [n] scratch */
     int64_t pad_src_real, pad_src_slots, pad_tgt_real, pad_tgt_slots;
 };
 
@@ -405,8 +405,8 @@ clf_status clf_seq_loader_set_state(clf_seq_loader *L, const clf_seq_loader_stat
                                     clf_error *err)
 {
     if (s->epoch < 0 || s->position < 0)
-        return clf_error_set(err, CLF_ERR_ARG, "batch state: negative epoch %" PRId64
-                                               " or position %" PRId64,
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "batch state: negative epoch %" PRId64 " or position %" PRId64,
                              s->epoch, s->position);
     int64_t old_epoch = L->epoch;
     size_t old_pos = L->pos;
@@ -438,8 +438,9 @@ clf_status clf_seq_loader_state_from_string(clf_seq_loader *L, const char *s, cl
     long long epoch = -1, position = -1;
     unsigned long long examples = 0, seed = 0;
     int used = 0;
-    if (!s || sscanf(s, "seq:epoch=%lld,position=%lld,examples=%llu,seed=%llu%n", &epoch,
-                     &position, &examples, &seed, &used) != 4 ||
+    if (!s ||
+        sscanf(s, "seq:epoch=%lld,position=%lld,examples=%llu,seed=%llu%n", &epoch, &position,
+               &examples, &seed, &used) != 4 ||
         s[used] != '\0')
         return clf_error_set(err, CLF_ERR_FORMAT,
                              "batch state '%s': expected "
@@ -452,8 +453,8 @@ clf_status clf_seq_loader_state_from_string(clf_seq_loader *L, const char *s, cl
                              examples, L->n);
     if (seed != (unsigned long long)L->o.seed)
         return clf_error_set(err, CLF_ERR_ARG,
-                             "batch state was saved with seed %llu, the loader has %" PRIu64,
-                             seed, L->o.seed);
+                             "batch state was saved with seed %llu, the loader has %" PRIu64, seed,
+                             L->o.seed);
     clf_seq_loader_state st = {epoch, position};
     return clf_seq_loader_set_state(L, &st, err);
 }

@@ -18,8 +18,7 @@
 static const char *const TEXT_COLUMNS[] = {"sentence", "text", "content"};
 
 /* Append s[0..n) and a newline to the growing text *joint. */
-static clf_status append_line(char **joint, size_t *jlen, const char *s, size_t n,
-                              clf_error *err)
+static clf_status append_line(char **joint, size_t *jlen, const char *s, size_t n, clf_error *err)
 {
     char *nj = realloc(*joint, *jlen + n + 2);
     if (nj == NULL)
@@ -55,10 +54,10 @@ static clf_status add_file(const char *path, int tsv, clf_bpe_trainer *tr, char 
         goto done;
     int col = nl > 0 ? clf_tsv_column(&ls[0], TEXT_COLUMNS, 3) : -1;
     if (col < 0) {
-        st = nl == 0 ? clf_error_set(err, CLF_ERR_FORMAT, "%s: no header line", path)
-                     : clf_error_set(err, CLF_ERR_FORMAT,
-                                     "%s:1: no text column ('sentence', 'text' or 'content')",
-                                     path);
+        st = nl == 0
+                 ? clf_error_set(err, CLF_ERR_FORMAT, "%s: no header line", path)
+                 : clf_error_set(err, CLF_ERR_FORMAT,
+                                 "%s:1: no text column ('sentence', 'text' or 'content')", path);
         goto done;
     }
     for (size_t i = 1; i < nl && st == CLF_OK; i++) {

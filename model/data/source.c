@@ -44,8 +44,8 @@ static clf_status text_next(clf_batch_source *s, clf_batch *b, clf_error *err)
     return CLF_OK;
 }
 
-static clf_status text_total(clf_batch_source *s, int64_t steps, int64_t epochs,
-                             uint64_t *total, clf_error *err)
+static clf_status text_total(clf_batch_source *s, int64_t steps, int64_t epochs, uint64_t *total,
+                             clf_error *err)
 {
     (void)err;
     if (steps > 0) {
@@ -77,7 +77,7 @@ static void text_destroy(clf_batch_source *s)
     free(s->y);
 }
 
-static const source_ops TEXT_OPS = {text_next,  text_total,   text_epoch, "data_rng",
+static const source_ops TEXT_OPS = {text_next,  text_total,   text_epoch,  "data_rng",
                                     text_state, text_restore, text_destroy};
 
 clf_status clf_batch_source_text(const clf_dataset *ds, int B, int T, uint64_t seed,
@@ -167,12 +167,11 @@ static void seq_destroy(clf_batch_source *s)
     clf_seq_loader_destroy(s->L);
 }
 
-static const source_ops SEQ_OPS = {seq_next,  seq_total,   seq_epoch, "data_state",
+static const source_ops SEQ_OPS = {seq_next,  seq_total,   seq_epoch,  "data_state",
                                    seq_state, seq_restore, seq_destroy};
 
 clf_status clf_batch_source_sentences(const clf_seqdata *train, const clf_seq_batching *bo,
-                                      clf_model_kind kind, clf_batch_source **out,
-                                      clf_error *err)
+                                      clf_model_kind kind, clf_batch_source **out, clf_error *err)
 {
     *out = NULL;
     clf_batch_source *s = calloc(1, sizeof *s);

@@ -48,8 +48,7 @@ clf_status clf_batch_source_text(const clf_dataset *ds, int B, int T, uint64_t s
  * source) with the loader options bo; kind picks the fields (a classifier's
  * labels, or a translator's targets). */
 clf_status clf_batch_source_sentences(const clf_seqdata *train, const clf_seq_batching *bo,
-                                      clf_model_kind kind, clf_batch_source **out,
-                                      clf_error *err);
+                                      clf_model_kind kind, clf_batch_source **out, clf_error *err);
 
 void clf_batch_source_destroy(clf_batch_source *s); /* NULL is a no-op */
 

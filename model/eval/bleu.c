@@ -31,8 +31,8 @@ void clf_bleu_options_default(clf_bleu_options *o)
 const char *clf_bleu_tokenize_name(clf_bleu_tokenize t)
 {
     switch (t) {
-    case CLF_BLEU_TOKENIZE_13A: return "13a";
-    case CLF_BLEU_TOKENIZE_NONE: return "none";
+        case CLF_BLEU_TOKENIZE_13A: return "13a";
+        case CLF_BLEU_TOKENIZE_NONE: return "none";
     }
     return "?";
 }
@@ -40,10 +40,10 @@ const char *clf_bleu_tokenize_name(clf_bleu_tokenize t)
 const char *clf_bleu_smooth_name(clf_bleu_smooth s)
 {
     switch (s) {
-    case CLF_BLEU_SMOOTH_EXP: return "exp";
-    case CLF_BLEU_SMOOTH_NONE: return "none";
-    case CLF_BLEU_SMOOTH_FLOOR: return "floor";
-    case CLF_BLEU_SMOOTH_ADD_K: return "add-k";
+        case CLF_BLEU_SMOOTH_EXP: return "exp";
+        case CLF_BLEU_SMOOTH_NONE: return "none";
+        case CLF_BLEU_SMOOTH_FLOOR: return "floor";
+        case CLF_BLEU_SMOOTH_ADD_K: return "add-k";
     }
     return "?";
 }
@@ -95,7 +95,7 @@ static size_t ws_len(const unsigned char *s, size_t n)
         return 3;
     if (c == 0xE2 && s[1] == 0x80 &&
         (s[2] <= 0x8A ? s[2] >= 0x80 : (s[2] == 0xA8 || s[2] == 0xA9 || s[2] == 0xAF)))
-        return 3; /* U+2000-200A, U+2028, U+2029, U+202F */
+        return 3;                                  /* U+2000-200A, U+2028, U+2029, U+202F */
     if (c == 0xE2 && s[1] == 0x81 && s[2] == 0x9F) /* U+205F */
         return 3;
     if (c == 0xE3 && s[1] == 0x80 && s[2] == 0x80) /* U+3000 */
@@ -175,46 +175,46 @@ static int pass_rule(sbuf *dst, const sbuf *src, int rule)
         unsigned char a = s[i], b = i + 1 < n ? s[i + 1] : 0;
         int two = i + 1 < n;
         switch (rule) {
-        case RULE_PUNCT:
-            if (is_split_punct(a)) {
-                sb_putc(dst, ' ');
-                sb_putc(dst, (char)a);
-                sb_putc(dst, ' ');
-            } else {
-                sb_putc(dst, (char)a);
-            }
-            i++;
-            continue;
-        case RULE_BEFORE: /* ([^0-9])([\.,]) -> "\1 \2 " */
-            if (two && !is_digit(a) && is_dot_comma(b)) {
-                sb_putc(dst, (char)a);
-                sb_putc(dst, ' ');
-                sb_putc(dst, (char)b);
-                sb_putc(dst, ' ');
-                i += 2;
+            case RULE_PUNCT:
+                if (is_split_punct(a)) {
+                    sb_putc(dst, ' ');
+                    sb_putc(dst, (char)a);
+                    sb_putc(dst, ' ');
+                } else {
+                    sb_putc(dst, (char)a);
+                }
+                i++;
                 continue;
-            }
-            break;
-        case RULE_AFTER: /* ([\.,])([^0-9]) -> " \1 \2" */
-            if (two && is_dot_comma(a) && !is_digit(b)) {
-                sb_putc(dst, ' ');
-                sb_putc(dst, (char)a);
-                sb_putc(dst, ' ');
-                sb_putc(dst, (char)b);
-                i += 2;
-                continue;
-            }
-            break;
-        case RULE_DASH: /* ([0-9])(-) -> "\1 \2 " */
-            if (two && is_digit(a) && b == '-') {
-                sb_putc(dst, (char)a);
-                sb_putc(dst, ' ');
-                sb_putc(dst, '-');
-                sb_putc(dst, ' ');
-                i += 2;
-                continue;
-            }
-            break;
+            case RULE_BEFORE: /* ([^0-9])([\.,]) -> "\1 \2 " */
+                if (two && !is_digit(a) && is_dot_comma(b)) {
+                    sb_putc(dst, (char)a);
+                    sb_putc(dst, ' ');
+                    sb_putc(dst, (char)b);
+                    sb_putc(dst, ' ');
+                    i += 2;
+                    continue;
+                }
+                break;
+            case RULE_AFTER: /* ([\.,])([^0-9]) -> " \1 \2" */
+                if (two && is_dot_comma(a) && !is_digit(b)) {
+                    sb_putc(dst, ' ');
+                    sb_putc(dst, (char)a);
+                    sb_putc(dst, ' ');
+                    sb_putc(dst, (char)b);
+                    i += 2;
+                    continue;
+                }
+                break;
+            case RULE_DASH: /* ([0-9])(-) -> "\1 \2 " */
+                if (two && is_digit(a) && b == '-') {
+                    sb_putc(dst, (char)a);
+                    sb_putc(dst, ' ');
+                    sb_putc(dst, '-');
+                    sb_putc(dst, ' ');
+                    i += 2;
+                    continue;
+                }
+                break;
         }
         sb_putc(dst, (char)a);
         i++;
@@ -451,8 +451,8 @@ static int64_t closest_ref_len(const size_t *seg_len, int R)
 /* Clipped n-gram matches of the hypothesis (segment 0) against the
  * references (1..R): correct[n-1] and total[n-1] for n = 1..CLF_BLEU_ORDER. */
 static clf_status count_matches(const int32_t *ids, const size_t *seg_len, const size_t *seg_off,
-                                int R, size_t all, size_t max_len, int64_t *correct,
-                                int64_t *total, clf_error *err)
+                                int R, size_t all, size_t max_len, int64_t *correct, int64_t *total,
+                                clf_error *err)
 {
     const size_t ref_all = all - seg_len[0];
     ngram *hg = malloc((seg_len[0] ? seg_len[0] : 1) * sizeof *hg);
@@ -529,8 +529,8 @@ clf_status clf_bleu_add(clf_bleu_stats *st, const clf_bleu_options *o, const cha
     if ((rc = preprocess(o->tokenize, hyp, hyp_raw, &seg[0], err)) != CLF_OK)
         goto fail;
     for (int r = 0, k = 1; r < n_refs; r++)
-        if (refs[r] && (rc = preprocess(o->tokenize, refs[r], strlen(refs[r]), &seg[k++], err)) !=
-                           CLF_OK)
+        if (refs[r] &&
+            (rc = preprocess(o->tokenize, refs[r], strlen(refs[r]), &seg[k++], err)) != CLF_OK)
             goto fail;
     size_t all = 0, max_len = 0;
     for (int k = 0; k <= R; k++) {
@@ -547,8 +547,7 @@ clf_status clf_bleu_add(clf_bleu_stats *st, const clf_bleu_options *o, const cha
     }
     int64_t correct[CLF_BLEU_ORDER] = {0}, total[CLF_BLEU_ORDER] = {0};
     if ((rc = intern_tokens(seg, R, seg_off, all, ids, err)) != CLF_OK ||
-        (rc = count_matches(ids, seg_len, seg_off, R, all, max_len, correct, total, err)) !=
-            CLF_OK)
+        (rc = count_matches(ids, seg_len, seg_off, R, all, max_len, correct, total, err)) != CLF_OK)
         goto fail;
     st->segments++;
     st->hyp_len += (int64_t)seg_len[0];

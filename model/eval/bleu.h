@@ -82,8 +82,8 @@ typedef enum clf_bleu_tokenize {
 typedef enum clf_bleu_smooth {
     CLF_BLEU_SMOOTH_EXP = 0, /* sacreBLEU's default (NIST / mteval-v13a) */
     CLF_BLEU_SMOOTH_NONE,
-    CLF_BLEU_SMOOTH_FLOOR,   /* value: default 0.1 */
-    CLF_BLEU_SMOOTH_ADD_K,   /* value: default 1 */
+    CLF_BLEU_SMOOTH_FLOOR, /* value: default 0.1 */
+    CLF_BLEU_SMOOTH_ADD_K, /* value: default 1 */
 } clf_bleu_smooth;
 
 typedef struct clf_bleu_options {
@@ -96,17 +96,17 @@ typedef struct clf_bleu_options {
 /* Sufficient statistics, summed over segments (start from all zeros). */
 typedef struct clf_bleu_stats {
     int64_t segments;
-    int64_t hyp_len, ref_len;          /* tokens; ref_len sums the closest lengths */
-    int64_t correct[CLF_BLEU_ORDER];   /* clipped matches, index n-1 for n-grams */
-    int64_t total[CLF_BLEU_ORDER];     /* hypothesis n-grams */
-    int64_t tokenized_like;            /* hypotheses ending in " ." (sacreBLEU warns at 100) */
+    int64_t hyp_len, ref_len;        /* tokens; ref_len sums the closest lengths */
+    int64_t correct[CLF_BLEU_ORDER]; /* clipped matches, index n-1 for n-grams */
+    int64_t total[CLF_BLEU_ORDER];   /* hypothesis n-grams */
+    int64_t tokenized_like;          /* hypotheses ending in " ." (sacreBLEU warns at 100) */
 } clf_bleu_stats;
 
 typedef struct clf_bleu_score {
-    double score;                     /* BLEU in [0, 100] */
+    double score;                      /* BLEU in [0, 100] */
     double precisions[CLF_BLEU_ORDER]; /* percent, after smoothing */
-    double bp;                        /* brevity penalty */
-    double ratio;                     /* hyp_len / ref_len (0 if ref_len = 0) */
+    double bp;                         /* brevity penalty */
+    double ratio;                      /* hyp_len / ref_len (0 if ref_len = 0) */
     int64_t hyp_len, ref_len;
     int64_t correct[CLF_BLEU_ORDER], total[CLF_BLEU_ORDER];
 } clf_bleu_score;

@@ -125,8 +125,8 @@ clf_status clf_seqeval_run(clf_model *m, const clf_seqdata *ds, const clf_seq_ba
         goto fail;
     clf_seq_limits sl;
     clf_seq_loader_limits(L, &sl);
-    size_t cells = cls ? (size_t)sl.max_B * (size_t)(d.labels > 0 ? d.labels : 1)
-                       : (size_t)sl.max_tgt_tokens;
+    size_t cells =
+        cls ? (size_t)sl.max_B * (size_t)(d.labels > 0 ? d.labels : 1) : (size_t)sl.max_tgt_tokens;
     buf = malloc((cells > 0 ? cells : 1) * sizeof *buf);
     if (buf == NULL) {
         st = clf_error_set(err, CLF_ERR_MEMORY, "evaluation: out of host memory");
@@ -190,8 +190,8 @@ fail:
     return st;
 }
 
-clf_status clf_seqeval_detok(const clf_tokenizer *tok, const int32_t *tokens, size_t n,
-                             char **text, clf_error *err)
+clf_status clf_seqeval_detok(const clf_tokenizer *tok, const int32_t *tokens, size_t n, char **text,
+                             clf_error *err)
 {
     size_t k = 0;
     while (k < n && tokens[k] >= 0)
@@ -222,8 +222,8 @@ void clf_seqeval_hyps_free(char **hyps, size_t n)
 }
 
 clf_status clf_seqeval_bleu(clf_model *m, const clf_tokenizer *tok, const clf_seqdata *ds,
-                            const char *const *refs, const clf_beam_options *o,
-                            clf_bleu_score *out, char ***hyps_out, clf_error *err)
+                            const char *const *refs, const clf_beam_options *o, clf_bleu_score *out,
+                            char ***hyps_out, clf_error *err)
 {
     size_t n = clf_seqdata_size(ds);
     int32_t **ids = NULL;
@@ -241,7 +241,8 @@ clf_status clf_seqeval_bleu(clf_model *m, const clf_tokenizer *tok, const clf_se
     if (bos < 0 || eos < 0)
         return clf_error_set(err, CLF_ERR_ARG, "BLEU: the tokenizer has no bos/eos tokens");
     if (refs == NULL && !clf_seqdata_has_targets(ds))
-        return clf_error_set(err, CLF_ERR_ARG, "BLEU: no references (the dataset has no "
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "BLEU: no references (the dataset has no "
                              "targets)");
     if ((st = clf_beam_translate_dataset(m, ds, bos, eos, o, &ids, err)) != CLF_OK)
         return st;

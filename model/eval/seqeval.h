@@ -31,10 +31,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/infer/beam.h"
+#include "model/data/seqdata.h"
 #include "model/eval/bleu.h"
 #include "model/graph/model.h"
-#include "model/data/seqdata.h"
+#include "model/infer/beam.h"
 #include "model/text/tokenizer.h"
 #include "runtime/status.h"
 
@@ -74,14 +74,14 @@ clf_status clf_seqeval_probs(clf_model *m, const clf_seqdata *ds, const clf_seq_
  * NULL, or receives the detokenized hypotheses in input order (malloc'ed
  * strings in a malloc'ed array; free with clf_seqeval_hyps_free). */
 clf_status clf_seqeval_bleu(clf_model *m, const clf_tokenizer *tok, const clf_seqdata *ds,
-                            const char *const *refs, const clf_beam_options *o,
-                            clf_bleu_score *out, char ***hyps, clf_error *err);
+                            const char *const *refs, const clf_beam_options *o, clf_bleu_score *out,
+                            char ***hyps, clf_error *err);
 void clf_seqeval_hyps_free(char **hyps, size_t n);
 
 /* Detokenize tokens (-1 terminated or n long, whichever first): decode,
  * trim surrounding whitespace. *text malloc'ed. */
-clf_status clf_seqeval_detok(const clf_tokenizer *tok, const int32_t *tokens, size_t n,
-                             char **text, clf_error *err);
+clf_status clf_seqeval_detok(const clf_tokenizer *tok, const int32_t *tokens, size_t n, char **text,
+                             clf_error *err);
 
 CLF_API_END
 

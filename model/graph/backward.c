@@ -36,23 +36,46 @@ static clf_status norm_bwd(clf_model *m, int type, const mi_norm_a *a, const mi_
         return clf_op_rmsnorm_backward(m->rt, dx, mi_grad(m, p->w), dout, x, a->rstd,
                                        mi_par(m, p->w), R, C, accumulate, err);
     return clf_op_layernorm_backward(m->rt, dx, mi_grad(m, p->w), mi_grad(m, p->b), dout, x,
-                                     a->mean, a->rstd, mi_par(m, p->w), R, C,
-                                     accumulate, err);
+                                     a->mean, a->rstd, mi_par(m, p->w), R, C, accumulate, err);
 }
 
 /* For y [R, out] = x [R, in] W^T + b: dW += dy^T x, db += colsum(dy),
  * dx = beta * dx + dy W. */
-static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, clf_ptr x,
-                             size_t w, size_t b, size_t R, size_t in, size_t out,
-                             clf_error *err)
+static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, clf_ptr x, size_t w,
+                             size_t b, size_t R, size_t in, size_t out, clf_error *err)
 {
     clf_status st;
-    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_a = 1, .m = out, .n = in, .k = R, .alpha = 1.0f, .a = dy, .lda = out, .b = x, .ldb = in, .beta = 1.0f, .c = mi_grad(m, w), .ldc = in}, err)) != CLF_OK)
+    if ((st = mi_gemm(m,
+                      &(clf_gemm_desc){.trans_a = 1,
+                                       .m = out,
+                                       .n = in,
+                                       .k = R,
+                                       .alpha = 1.0f,
+                                       .a = dy,
+                                       .lda = out,
+                                       .b = x,
+                                       .ldb = in,
+                                       .beta = 1.0f,
+                                       .c = mi_grad(m, w),
+                                       .ldc = in},
+                      err)) != CLF_OK)
         return st;
     if (b != MI_NONE &&
         (st = clf_op_bias_backward(m->rt, mi_grad(m, b), dy, R, out, 1, err)) != CLF_OK)
         return st;
-    return mi_gemm(m, &(clf_gemm_desc){.m = R, .n = in, .k = out, .alpha = 1.0f, .a = dy, .lda = out, .b = mi_par(m, w), .ldb = in, .beta = beta, .c = dx, .ldc = in}, err);
+    return mi_gemm(m,
+                   &(clf_gemm_desc){.m = R,
+                                    .n = in,
+                                    .k = out,
+                                    .alpha = 1.0f,
+                                    .a = dy,
+                                    .lda = out,
+                                    .b = mi_par(m, w),
+                                    .ldb = in,
+                                    .beta = beta,
+                                    .c = dx,
+                                    .ldc = in},
+                   err);
 }
 
 /* The attention core's backward over heads, the reverse of attn_core_fwd:
@@ -63,11 +86,10 @@ static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, c
  * floats per row, etc.; overwritten), e.g. the three thirds of a fused dqkv.
  * S may differ from T (cross-attention). Masked probabilities are 0, so
  * masked scores get no gradient. */
-static clf_status attn_core_bwd(clf_model *m, int l, int site, clf_ptr att, clf_ptr dyh,
-                                clf_ptr q, clf_ptr k, clf_ptr v, size_t B, size_t T, size_t S,
-                                clf_ptr dq_dst, size_t dq_stride, clf_ptr dk_dst,
-                                size_t dk_stride, clf_ptr dv_dst, size_t dv_stride,
-                                clf_error *err)
+static clf_status attn_core_bwd(clf_model *m, int l, int site, clf_ptr att, clf_ptr dyh, clf_ptr q,
+                                clf_ptr k, clf_ptr v, size_t B, size_t T, size_t S, clf_ptr dq_dst,
+                                size_t dq_stride, clf_ptr dk_dst, size_t dk_stride, clf_ptr dv_dst,
+                                size_t dv_stride, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, BNH = B * NH;
@@ -85,10 +107,41 @@ static clf_status attn_core_bwd(clf_model *m, int l, int site, clf_ptr att, clf_
             return st;
         P = pre;
     }
-    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = T, .n = S, .k = HS, .alpha = 1.0f, .a = dyh, .lda = HS, .stride_a = THS, .b = v, .ldb = HS, .stride_b = SHS, .c = datt, .ldc = S, .stride_c = TS, .batch = BNH}, err)) != CLF_OK || /* dP = dy v^T */
-        (st = mi_gemm(m, &(clf_gemm_desc){.trans_a = 1, .m = S, .n = HS, .k = T, .alpha = 1.0f, .a = P, .lda = S, .stride_a = TS, .b = dyh, .ldb = HS, .stride_b = THS, .c = dhead, .ldc = HS, .stride_c = SHS, .batch = BNH}, err)) != CLF_OK || /* dv = P^T dy */
-        (st = clf_op_heads_merge(m->rt, dv_dst, dhead, B, S, NH, HS, dv_stride, 0, err)) !=
-            CLF_OK)
+    if ((st = mi_gemm(m,
+                      &(clf_gemm_desc){.trans_b = 1,
+                                       .m = T,
+                                       .n = S,
+                                       .k = HS,
+                                       .alpha = 1.0f,
+                                       .a = dyh,
+                                       .lda = HS,
+                                       .stride_a = THS,
+                                       .b = v,
+                                       .ldb = HS,
+                                       .stride_b = SHS,
+                                       .c = datt,
+                                       .ldc = S,
+                                       .stride_c = TS,
+                                       .batch = BNH},
+                      err)) != CLF_OK || /* dP = dy v^T */
+        (st = mi_gemm(m,
+                      &(clf_gemm_desc){.trans_a = 1,
+                                       .m = S,
+                                       .n = HS,
+                                       .k = T,
+                                       .alpha = 1.0f,
+                                       .a = P,
+                                       .lda = S,
+                                       .stride_a = TS,
+                                       .b = dyh,
+                                       .ldb = HS,
+                                       .stride_b = THS,
+                                       .c = dhead,
+                                       .ldc = HS,
+                                       .stride_c = SHS,
+                                       .batch = BNH},
+                      err)) != CLF_OK || /* dv = P^T dy */
+        (st = clf_op_heads_merge(m->rt, dv_dst, dhead, B, S, NH, HS, dv_stride, 0, err)) != CLF_OK)
         return st;
     if (s->p_attn > 0 &&
         (st = clf_op_dropout_backward(m->rt, datt, datt, natt, s->p_attn, m->state.seed,
@@ -98,20 +151,50 @@ static clf_status attn_core_bwd(clf_model *m, int l, int site, clf_ptr att, clf_
     if ((st = clf_op_softmax_backward(m->rt, pre, datt, att, BNH * T, S, scale, err)) != CLF_OK)
         return st;
     /* S = q k^T: dq = dS k, dk = dS^T q */
-    if ((st = mi_gemm(m, &(clf_gemm_desc){.m = T, .n = HS, .k = S, .alpha = 1.0f, .a = pre, .lda = S, .stride_a = TS, .b = k, .ldb = HS, .stride_b = SHS, .c = dhead, .ldc = HS, .stride_c = THS, .batch = BNH}, err)) != CLF_OK ||
+    if ((st = mi_gemm(m,
+                      &(clf_gemm_desc){.m = T,
+                                       .n = HS,
+                                       .k = S,
+                                       .alpha = 1.0f,
+                                       .a = pre,
+                                       .lda = S,
+                                       .stride_a = TS,
+                                       .b = k,
+                                       .ldb = HS,
+                                       .stride_b = SHS,
+                                       .c = dhead,
+                                       .ldc = HS,
+                                       .stride_c = THS,
+                                       .batch = BNH},
+                      err)) != CLF_OK ||
         (st = clf_op_heads_merge(m->rt, dq_dst, dhead, B, T, NH, HS, dq_stride, 0, err)) !=
             CLF_OK ||
-        (st = mi_gemm(m, &(clf_gemm_desc){.trans_a = 1, .m = S, .n = HS, .k = T, .alpha = 1.0f, .a = pre, .lda = S, .stride_a = TS, .b = q, .ldb = HS, .stride_b = THS, .c = dhead, .ldc = HS, .stride_c = SHS, .batch = BNH}, err)) != CLF_OK ||
-        (st = clf_op_heads_merge(m->rt, dk_dst, dhead, B, S, NH, HS, dk_stride, 0, err)) !=
-            CLF_OK)
+        (st = mi_gemm(m,
+                      &(clf_gemm_desc){.trans_a = 1,
+                                       .m = S,
+                                       .n = HS,
+                                       .k = T,
+                                       .alpha = 1.0f,
+                                       .a = pre,
+                                       .lda = S,
+                                       .stride_a = TS,
+                                       .b = q,
+                                       .ldb = HS,
+                                       .stride_b = THS,
+                                       .c = dhead,
+                                       .ldc = HS,
+                                       .stride_c = SHS,
+                                       .batch = BNH},
+                      err)) != CLF_OK ||
+        (st = clf_op_heads_merge(m->rt, dk_dst, dhead, B, S, NH, HS, dk_stride, 0, err)) != CLF_OK)
         return st;
     return CLF_OK;
 }
 
 /* Self-attention of block l: dout [BT, C] -> din (beta: 0 overwrite, 1 add),
  * with `in` the forward input. */
-static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr din,
-                           float beta, size_t B, size_t T, clf_error *err)
+static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr din, float beta,
+                           size_t B, size_t T, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const mi_attn_p *p = &m->bp[l].attn;
@@ -129,18 +212,16 @@ static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_pt
             return st;
     }
     /* projection: d -> datty [BT, C] -> heads */
-    if ((st = linear_bwd(m, datty, 0.0f, d, a->atty, p->proj_w, p->proj_b, BT, C, C,
-                         err)) != CLF_OK ||
+    if ((st = linear_bwd(m, datty, 0.0f, d, a->atty, p->proj_w, p->proj_b, BT, C, C, err)) !=
+            CLF_OK ||
         (st = clf_op_heads_split(m->rt, dyh, datty, B, T, NH, HS, C, err)) != CLF_OK)
         return st;
-    if ((st = attn_core_bwd(m, l, MI_SITE_ATTN_P, a->att, dyh, a->q,
-                            a->k, a->v, B, T, T, dqkv, 3 * C,
-                            clf_ptr_at(dqkv, C), 3 * C, clf_ptr_at(dqkv, 2 * C), 3 * C, err)) !=
-        CLF_OK)
+    if ((st = attn_core_bwd(m, l, MI_SITE_ATTN_P, a->att, dyh, a->q, a->k, a->v, B, T, T, dqkv,
+                            3 * C, clf_ptr_at(dqkv, C), 3 * C, clf_ptr_at(dqkv, 2 * C), 3 * C,
+                            err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_ROPE &&
-        ((st = clf_op_rope(m->rt, dqkv, B, T, NH, HS, 3 * C, 0, s->rope_theta, 1, err)) !=
-             CLF_OK ||
+        ((st = clf_op_rope(m->rt, dqkv, B, T, NH, HS, 3 * C, 0, s->rope_theta, 1, err)) != CLF_OK ||
          (st = clf_op_rope(m->rt, clf_ptr_at(dqkv, C), B, T, NH, HS, 3 * C, 0, s->rope_theta, 1,
                            err)) != CLF_OK))
         return st;
@@ -150,9 +231,8 @@ static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_pt
 /* Cross-attention of decoder block l: dout [BT, C] -> din (beta) for the
  * queries' input `in`, and the gradient of the encoder's output [BS, C]
  * into denc (beta_enc: 0 overwrite, 1 add). */
-static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr din,
-                            float beta, float beta_enc, size_t B, size_t T, size_t S,
-                            clf_error *err)
+static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr din, float beta,
+                            float beta_enc, size_t B, size_t T, size_t S, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const mi_cross_p *p = &m->bp[l].cross;
@@ -171,23 +251,22 @@ static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_p
             CLF_OK)
             return st;
     }
-    if ((st = linear_bwd(m, datty, 0.0f, d, a->xatty, p->proj_w, p->proj_b, BT, C, C,
-                         err)) != CLF_OK ||
+    if ((st = linear_bwd(m, datty, 0.0f, d, a->xatty, p->proj_w, p->proj_b, BT, C, C, err)) !=
+            CLF_OK ||
         (st = clf_op_heads_split(m->rt, dyh, datty, B, T, NH, HS, C, err)) != CLF_OK)
         return st;
-    if ((st = attn_core_bwd(m, l, MI_SITE_CROSS_P, a->xatt, dyh, a->xq,
-                            a->xk, a->xv, B, T, S, dq, C, dkv, 2 * C,
-                            clf_ptr_at(dkv, C), 2 * C, err)) != CLF_OK)
+    if ((st = attn_core_bwd(m, l, MI_SITE_CROSS_P, a->xatt, dyh, a->xq, a->xk, a->xv, B, T, S, dq,
+                            C, dkv, 2 * C, clf_ptr_at(dkv, C), 2 * C, err)) != CLF_OK)
         return st;
-    if ((st = linear_bwd(m, m->denc, beta_enc, dkv, mi_stack_out(m, &m->enc), p->kv_w,
-                         p->kv_b, BS, C, 2 * C, err)) != CLF_OK)
+    if ((st = linear_bwd(m, m->denc, beta_enc, dkv, mi_stack_out(m, &m->enc), p->kv_w, p->kv_b, BS,
+                         C, 2 * C, err)) != CLF_OK)
         return st;
     return linear_bwd(m, din, beta, dq, in, p->q_w, p->q_b, BT, C, C, err);
 }
 
 /* Feed-forward of block l: dout [BT, C] -> din (beta), `in` the forward input. */
-static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr din,
-                          float beta, size_t BT, clf_error *err)
+static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr din, float beta,
+                          size_t BT, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const mi_ffn_p *p = &m->bp[l].ffn;
@@ -200,12 +279,11 @@ static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr
     if (s->p_resid > 0) {
         d = m->dC2;
         if ((st = clf_op_dropout_backward(m->rt, d, dout, BT * C, s->p_resid, m->state.seed,
-                                          mi_dropout_stream(m, l, MI_SITE_FFN_OUT), err)) !=
-            CLF_OK)
+                                          mi_dropout_stream(m, l, MI_SITE_FFN_OUT), err)) != CLF_OK)
             return st;
     }
-    if ((st = linear_bwd(m, dact, 0.0f, d, a->fch_act, p->proj_w, p->proj_b, BT, H, C,
-                         err)) != CLF_OK)
+    if ((st = linear_bwd(m, dact, 0.0f, d, a->fch_act, p->proj_w, p->proj_b, BT, H, C, err)) !=
+        CLF_OK)
         return st;
     if (s->p_ffn > 0 &&
         (st = clf_op_dropout_backward(m->rt, dact, dact, BT * H, s->p_ffn, m->state.seed,
@@ -241,8 +319,7 @@ static clf_status block_bwd(clf_model *m, int l, clf_ptr dres, size_t B, size_t 
             return st;
         if (p->has_cross &&
             ((st = cross_bwd(m, l, dres, lnx, d1, 0.0f, beta_enc, B, T, S, err)) != CLF_OK ||
-             (st = norm_bwd(m, s->norm, &a->lnx, &p->lnx, dres, d1, res1, BT, 1, err)) !=
-                 CLF_OK))
+             (st = norm_bwd(m, s->norm, &a->lnx, &p->lnx, dres, d1, res1, BT, 1, err)) != CLF_OK))
             return st;
         if ((st = attn_bwd(m, l, dres, ln1, d1, 0.0f, B, T, err)) != CLF_OK ||
             (st = norm_bwd(m, s->norm, &a->ln1, &p->ln1, dres, d1, x, BT, 1, err)) != CLF_OK)
@@ -272,21 +349,20 @@ static clf_status block_bwd(clf_model *m, int l, clf_ptr dres, size_t B, size_t 
  * or the last block's; it may be dres itself when there is no final norm),
  * dres the residual gradient buffer; then the embeddings. S: the source
  * length for the decoder's cross-attention. */
-static clf_status stack_bwd(clf_model *m, const mi_stack *stk, clf_ptr dout, clf_ptr dres,
-                            size_t B, size_t T, size_t S, clf_error *err)
+static clf_status stack_bwd(clf_model *m, const mi_stack *stk, clf_ptr dout, clf_ptr dres, size_t B,
+                            size_t T, size_t S, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const size_t C = (size_t)s->C, V = (size_t)s->V, BT = B * T;
     clf_status st;
     if (s->final_norm != MI_NORM_NONE) {
-        clf_ptr last = stk->n > 0 ? mi_block_out(m, stk->first + stk->n - 1)
-                                  : stk->x0;
+        clf_ptr last = stk->n > 0 ? mi_block_out(m, stk->first + stk->n - 1) : stk->x0;
         if ((st = norm_bwd(m, s->final_norm, &stk->lnf_a, &stk->lnf, dres, dout, last, BT, 0,
                            err)) != CLF_OK)
             return st;
     } else if (dout.buf != dres.buf || dout.off != dres.off) {
-        if ((st = clf_buffer_copy(m->rt, dout.buf, dout.off * 4, dres.buf, dres.off * 4,
-                                  BT * C * 4, err)) != CLF_OK)
+        if ((st = clf_buffer_copy(m->rt, dout.buf, dout.off * 4, dres.buf, dres.off * 4, BT * C * 4,
+                                  err)) != CLF_OK)
             return st;
     }
     for (int l = stk->first + stk->n - 1; l >= stk->first; l--) {
@@ -298,13 +374,12 @@ static clf_status stack_bwd(clf_model *m, const mi_stack *stk, clf_ptr dout, clf
     if (s->p_emb > 0) {
         dx0 = m->dC2;
         if ((st = clf_op_dropout_backward(m->rt, dx0, dres, BT * C, s->p_emb, m->state.seed,
-                                          mi_dropout_stream(m, stk->drop_layer, 0), err)) !=
-            CLF_OK)
+                                          mi_dropout_stream(m, stk->drop_layer, 0), err)) != CLF_OK)
             return st;
     }
     clf_ptr tokens = stk->src ? mi_at(m->src, 0) : mi_at(m->tokens, 0);
-    return clf_op_embed_backward(m->rt, mi_grad(m, stk->wte), mi_grad(m, stk->wpe), dx0, tokens,
-                                 B, T, C, V, s->emb_scale, err);
+    return clf_op_embed_backward(m->rt, mi_grad(m, stk->wte), mi_grad(m, stk->wpe), dx0, tokens, B,
+                                 T, C, V, s->emb_scale, err);
 }
 
 /* The classifier's backward into dx [B*S, C] (the gradient of the encoder's
@@ -321,20 +396,54 @@ static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, c
         X = m->pooled;
         ldx = C;
     }
-    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_a = 1, .m = NL, .n = C, .k = B, .alpha = 1.0f, .a = dlogits, .lda = NL, .b = X, .ldb = ldx, .beta = 1.0f, .c = mi_grad(m, m->cls_w), .ldc = C}, err)) != CLF_OK ||
-        (st = clf_op_bias_backward(m->rt, mi_grad(m, m->cls_b), dlogits, B, NL, 1, err)) !=
-            CLF_OK)
+    if ((st = mi_gemm(m,
+                      &(clf_gemm_desc){.trans_a = 1,
+                                       .m = NL,
+                                       .n = C,
+                                       .k = B,
+                                       .alpha = 1.0f,
+                                       .a = dlogits,
+                                       .lda = NL,
+                                       .b = X,
+                                       .ldb = ldx,
+                                       .beta = 1.0f,
+                                       .c = mi_grad(m, m->cls_w),
+                                       .ldc = C},
+                      err)) != CLF_OK ||
+        (st = clf_op_bias_backward(m->rt, mi_grad(m, m->cls_b), dlogits, B, NL, 1, err)) != CLF_OK)
         return st;
     if (s->pool == MI_POOL_MEAN) {
         clf_ptr dpool = m->dC3;
-        if ((st = mi_gemm(m, &(clf_gemm_desc){.m = B, .n = C, .k = NL, .alpha = 1.0f, .a = dlogits, .lda = NL, .b = mi_par(m, m->cls_w), .ldb = C, .c = dpool, .ldc = C}, err)) != CLF_OK)
+        if ((st = mi_gemm(m,
+                          &(clf_gemm_desc){.m = B,
+                                           .n = C,
+                                           .k = NL,
+                                           .alpha = 1.0f,
+                                           .a = dlogits,
+                                           .lda = NL,
+                                           .b = mi_par(m, m->cls_w),
+                                           .ldb = C,
+                                           .c = dpool,
+                                           .ldc = C},
+                          err)) != CLF_OK)
             return st;
         return clf_op_mean_pool_backward(m->rt, dx, dpool, mi_at(m->src_keep, 0), B, S, C, err);
     }
     /* only the first position of each sequence gets a gradient */
     if ((st = clf_ptr_zero(m->rt, dx, B * S * C, err)) != CLF_OK)
         return st;
-    return mi_gemm(m, &(clf_gemm_desc){.m = B, .n = C, .k = NL, .alpha = 1.0f, .a = dlogits, .lda = NL, .b = mi_par(m, m->cls_w), .ldb = C, .c = dx, .ldc = S * C}, err);
+    return mi_gemm(m,
+                   &(clf_gemm_desc){.m = B,
+                                    .n = C,
+                                    .k = NL,
+                                    .alpha = 1.0f,
+                                    .a = dlogits,
+                                    .lda = NL,
+                                    .b = mi_par(m, m->cls_w),
+                                    .ldb = C,
+                                    .c = dx,
+                                    .ldc = S * C},
+                   err);
 }
 
 clf_status mi_backward(clf_model *m, clf_error *err)
@@ -354,8 +463,8 @@ clf_status mi_backward(clf_model *m, clf_error *err)
     }
     /* LM head: logits = xf Wout^T */
     clf_ptr dxf = fnorm ? d1 : dres;
-    if ((st = linear_bwd(m, dxf, 0.0f, m->logits, mi_stack_out(m, &m->dec),
-                         m->lm_head, MI_NONE, BT, C, V, err)) != CLF_OK)
+    if ((st = linear_bwd(m, dxf, 0.0f, m->logits, mi_stack_out(m, &m->dec), m->lm_head, MI_NONE, BT,
+                         C, V, err)) != CLF_OK)
         return st;
     if ((st = stack_bwd(m, &m->dec, dxf, dres, B, T, S, err)) != CLF_OK)
         return st;

@@ -46,8 +46,8 @@ typedef struct plan {
     int n, cap;
 } plan;
 
-static clf_status plan_add(plan *p, const char *name, int ndim, size_t rows, size_t cols,
-                           int init, size_t *slot, clf_error *err)
+static clf_status plan_add(plan *p, const char *name, int ndim, size_t rows, size_t cols, int init,
+                           size_t *slot, clf_error *err)
 {
     if (p->n == p->cap) {
         int cap = p->cap ? 2 * p->cap : 64;
@@ -108,8 +108,8 @@ static clf_status plan_linear(plan *p, const char *prefix, size_t rows, size_t c
 
 /* The n blocks of a stack, bp[0..n), named "<prefix>blocks.<l>." (prefix
  * "" for a single stack; "encoder." / "decoder." in an encoder-decoder). */
-static clf_status plan_blocks(plan *p, const char *prefix, const mi_spec *s, mi_block_p *bp,
-                              int n, int is_enc, int has_cross, clf_error *err)
+static clf_status plan_blocks(plan *p, const char *prefix, const mi_spec *s, mi_block_p *bp, int n,
+                              int is_enc, int has_cross, clf_error *err)
 {
     char base[48], name[80];
     const size_t C = (size_t)s->C;
@@ -142,8 +142,8 @@ static clf_status plan_blocks(plan *p, const char *prefix, const mi_spec *s, mi_
                                   &b->cross.q_b, err)) != CLF_OK)
                 return st;
             snprintf(name, sizeof name, "%s.cross.kv", base);
-            if ((st = plan_linear(p, name, 2 * C, C, s->attn_bias, MI_INIT_NORMAL,
-                                  &b->cross.kv_w, &b->cross.kv_b, err)) != CLF_OK)
+            if ((st = plan_linear(p, name, 2 * C, C, s->attn_bias, MI_INIT_NORMAL, &b->cross.kv_w,
+                                  &b->cross.kv_b, err)) != CLF_OK)
                 return st;
             snprintf(name, sizeof name, "%s.cross.proj", base);
             if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_RESID, &b->cross.proj_w,
@@ -158,8 +158,8 @@ static clf_status plan_blocks(plan *p, const char *prefix, const mi_spec *s, mi_
                               &b->ffn.fc_w, &b->ffn.fc_b, err)) != CLF_OK)
             return st;
         snprintf(name, sizeof name, "%s.ffn.proj", base);
-        if ((st = plan_linear(p, name, C, (size_t)s->H, s->ffn_bias, MI_INIT_RESID,
-                              &b->ffn.proj_w, &b->ffn.proj_b, err)) != CLF_OK)
+        if ((st = plan_linear(p, name, C, (size_t)s->H, s->ffn_bias, MI_INIT_RESID, &b->ffn.proj_w,
+                              &b->ffn.proj_b, err)) != CLF_OK)
             return st;
     }
     return CLF_OK;
@@ -203,8 +203,7 @@ static clf_status plan_params(clf_model *m, clf_error *err)
         if ((st = plan_blocks(&p, "", s, m->bp, s->L, s->kind == MI_KIND_ENCODER, 0, err)) !=
             CLF_OK)
             goto fail;
-        if ((st = plan_norm(&p, "ln_f", s->final_norm, s->norm_bias, C, &one->lnf, err)) !=
-            CLF_OK)
+        if ((st = plan_norm(&p, "ln_f", s->final_norm, s->norm_bias, C, &one->lnf, err)) != CLF_OK)
             goto fail;
     } else {
         if ((st = plan_add(&p, "wte", 2, V, C, MI_INIT_NORMAL, &dec->wte, err)) != CLF_OK)
@@ -217,16 +216,15 @@ static clf_status plan_params(clf_model *m, clf_error *err)
              (st = plan_add(&p, "src_wpe", 2, T, C, MI_INIT_NORMAL, &enc->wpe, err)) != CLF_OK))
             goto fail;
         if ((st = plan_blocks(&p, "encoder.", s, m->bp, s->Le, 1, 0, err)) != CLF_OK ||
-            (st = plan_norm(&p, "encoder.ln_f", s->final_norm, s->norm_bias, C, &enc->lnf,
-                            err)) != CLF_OK ||
+            (st = plan_norm(&p, "encoder.ln_f", s->final_norm, s->norm_bias, C, &enc->lnf, err)) !=
+                CLF_OK ||
             (st = plan_blocks(&p, "decoder.", s, m->bp + s->Le, s->Ld, 0, 1, err)) != CLF_OK ||
-            (st = plan_norm(&p, "decoder.ln_f", s->final_norm, s->norm_bias, C, &dec->lnf,
-                            err)) != CLF_OK)
+            (st = plan_norm(&p, "decoder.ln_f", s->final_norm, s->norm_bias, C, &dec->lnf, err)) !=
+                CLF_OK)
             goto fail;
     }
     if (s->head == MI_HEAD_LM && !s->tied &&
-        (st = plan_add(&p, "lm_head.weight", 2, V, C, MI_INIT_NORMAL, &m->lm_head, err)) !=
-            CLF_OK)
+        (st = plan_add(&p, "lm_head.weight", 2, V, C, MI_INIT_NORMAL, &m->lm_head, err)) != CLF_OK)
         goto fail;
     if (s->head == MI_HEAD_CLASSIFIER &&
         (st = plan_linear(&p, "classifier", (size_t)s->NL, C, 1, MI_INIT_NORMAL, &m->cls_w,
@@ -334,7 +332,10 @@ static clf_status carve(clf_model *m, clf_ptr *dst, size_t n, clf_error *err)
     return CLF_OK;
 }
 
-static size_t align_up(size_t x) { return (x + MI_ARENA_ALIGN - 1) / MI_ARENA_ALIGN * MI_ARENA_ALIGN; }
+static size_t align_up(size_t x)
+{
+    return (x + MI_ARENA_ALIGN - 1) / MI_ARENA_ALIGN * MI_ARENA_ALIGN;
+}
 
 /* Lay the requests out in chunks of at most `limit` floats, allocate each
  * chunk (abuf) and point the requests into it. */
@@ -440,8 +441,8 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
         const mi_stack *stk = bp->is_enc ? &m->enc : &m->dec;
         if (train || l == stk->first) {
             size_t rows = bp->is_enc ? Rs : Rt, a = bp->is_enc ? s->att_src : s->att_tgt;
-            if ((st = alloc_block(m, &m->ba[l], rows, a, bp->has_cross, Rs, s->att_cross,
-                                  err)) != CLF_OK)
+            if ((st = alloc_block(m, &m->ba[l], rows, a, bp->has_cross, Rs, s->att_cross, err)) !=
+                CLF_OK)
                 return st;
         }
         /* inference: the other blocks of a stack share the first's
@@ -614,8 +615,7 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
         clf_model_destroy(m);
         return CLF_OK;
     }
-    if ((st = clf_model_params_init(m, s->seed, err)) != CLF_OK ||
-        (st = mi_plan(m, err)) != CLF_OK)
+    if ((st = clf_model_params_init(m, s->seed, err)) != CLF_OK || (st = mi_plan(m, err)) != CLF_OK)
         goto fail;
     *out = m;
     return CLF_OK;
@@ -656,10 +656,10 @@ clf_status clf_model_params_init(clf_model *m, uint64_t seed, clf_error *err)
         float *p = h + t->offset;
         for (size_t j = 0; j < t->numel; j++) {
             switch (m->pinit[i]) {
-            case MI_INIT_NORMAL: p[j] = (float)(sd * normal01(&x)); break;
-            case MI_INIT_RESID: p[j] = (float)(sd_resid * normal01(&x)); break;
-            case MI_INIT_ONE: p[j] = 1.0f; break;
-            default: p[j] = 0.0f; break;
+                case MI_INIT_NORMAL: p[j] = (float)(sd * normal01(&x)); break;
+                case MI_INIT_RESID: p[j] = (float)(sd_resid * normal01(&x)); break;
+                case MI_INIT_ONE: p[j] = 1.0f; break;
+                default: p[j] = 0.0f; break;
             }
         }
     }
@@ -701,11 +701,11 @@ int clf_model_param_find(const clf_model *m, const char *name)
 static clf_status slot_buffer(clf_model *m, clf_model_slot slot, clf_buffer **b, clf_error *err)
 {
     switch (slot) {
-    case CLF_SLOT_PARAM: *b = m->params; break;
-    case CLF_SLOT_GRAD: *b = m->grads; break;
-    case CLF_SLOT_ADAM_M: *b = m->adam_m; break;
-    case CLF_SLOT_ADAM_V: *b = m->adam_v; break;
-    default: *b = NULL; break;
+        case CLF_SLOT_PARAM: *b = m->params; break;
+        case CLF_SLOT_GRAD: *b = m->grads; break;
+        case CLF_SLOT_ADAM_M: *b = m->adam_m; break;
+        case CLF_SLOT_ADAM_V: *b = m->adam_v; break;
+        default: *b = NULL; break;
     }
     if (*b == NULL)
         return clf_error_set(err, CLF_ERR_ARG,
@@ -724,12 +724,11 @@ clf_status clf_model_tensor_read(clf_model *m, clf_model_slot slot, int index, f
     const clf_param_info *t = clf_model_param_get(m, index);
     if (t == NULL)
         return clf_error_set(err, CLF_ERR_ARG, "parameter index %d out of range", index);
-    return clf_buffer_read(m->rt, b, t->offset * sizeof(float), dst, t->numel * sizeof(float),
-                           err);
+    return clf_buffer_read(m->rt, b, t->offset * sizeof(float), dst, t->numel * sizeof(float), err);
 }
 
-clf_status clf_model_tensor_write(clf_model *m, clf_model_slot slot, int index,
-                                  const float *src, clf_error *err)
+clf_status clf_model_tensor_write(clf_model *m, clf_model_slot slot, int index, const float *src,
+                                  clf_error *err)
 {
     clf_buffer *b;
     clf_status st = slot_buffer(m, slot, &b, err);
@@ -751,8 +750,7 @@ clf_status clf_model_flat_read(clf_model *m, clf_model_slot slot, float *dst, cl
     return clf_buffer_read(m->rt, b, 0, dst, m->dims.n_params * sizeof(float), err);
 }
 
-clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *src,
-                                clf_error *err)
+clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *src, clf_error *err)
 {
     clf_buffer *b;
     clf_status st = slot_buffer(m, slot, &b, err);

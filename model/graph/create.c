@@ -71,17 +71,17 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     memset(s, 0, sizeof *s);
     memset(o, 0, sizeof *o);
     switch (cfg->kind) {
-    case CLF_MODEL_DECODER: s->kind = MI_KIND_DECODER; break;
-    case CLF_MODEL_ENCODER: s->kind = MI_KIND_ENCODER; break;
-    case CLF_MODEL_ENCODER_DECODER: s->kind = MI_KIND_ENCDEC; break;
-    default: return clf_error_set(err, CLF_ERR_CONFIG, "model.kind: unknown value");
+        case CLF_MODEL_DECODER: s->kind = MI_KIND_DECODER; break;
+        case CLF_MODEL_ENCODER: s->kind = MI_KIND_ENCODER; break;
+        case CLF_MODEL_ENCODER_DECODER: s->kind = MI_KIND_ENCDEC; break;
+        default: return clf_error_set(err, CLF_ERR_CONFIG, "model.kind: unknown value");
     }
     int want_cls = s->kind == MI_KIND_ENCODER;
     if ((cfg->head.type == CLF_HEAD_CLASSIFIER) != want_cls)
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
                              "model.head.type %s: kind %s needs the %s head",
-                             clf_config_head_name(cfg->head.type),
-                             clf_config_kind_name(cfg->kind), want_cls ? "classifier" : "lm");
+                             clf_config_head_name(cfg->head.type), clf_config_kind_name(cfg->kind),
+                             want_cls ? "classifier" : "lm");
     if (want_cls) {
         s->head = MI_HEAD_CLASSIFIER;
         s->NL = cfg->head.labels;
@@ -110,34 +110,32 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     s->NH = bk->attention.heads;
     s->HS = clf_config_head_size(cfg);
     s->H = bk->ffn.hidden > 0 ? bk->ffn.hidden : 4 * s->C;
-    if (s->T <= 0 || s->C <= 0 || s->Le < 0 || s->Ld < 0 || s->NH <= 0 ||
-        s->HS * s->NH != s->C)
+    if (s->T <= 0 || s->C <= 0 || s->Le < 0 || s->Ld < 0 || s->NH <= 0 || s->HS * s->NH != s->C)
         return clf_error_set(err, CLF_ERR_CONFIG,
                              "model sizes: context %d, dim %d, heads %d, layers %d are not a "
                              "valid model (validate the config first)",
                              s->T, s->C, s->NH, s->L);
     /* The one mapping from the config's activation to the kernels' (ops.h). */
     switch (bk->ffn.activation) {
-    case CLF_FFN_RELU: s->act = CLF_ACT_RELU; break;
-    case CLF_FFN_GELU: s->act = CLF_ACT_GELU_ERF; break;
-    case CLF_FFN_GELU_TANH: s->act = CLF_ACT_GELU_TANH; break;
-    case CLF_FFN_SWIGLU:
-        s->act = CLF_ACT_SILU;
-        s->swiglu = 1;
-        break;
-    default: return clf_error_set(err, CLF_ERR_CONFIG, "ffn.activation: unknown value");
+        case CLF_FFN_RELU: s->act = CLF_ACT_RELU; break;
+        case CLF_FFN_GELU: s->act = CLF_ACT_GELU_ERF; break;
+        case CLF_FFN_GELU_TANH: s->act = CLF_ACT_GELU_TANH; break;
+        case CLF_FFN_SWIGLU:
+            s->act = CLF_ACT_SILU;
+            s->swiglu = 1;
+            break;
+        default: return clf_error_set(err, CLF_ERR_CONFIG, "ffn.activation: unknown value");
     }
     s->fc_rows = s->swiglu ? 2 * s->H : s->H;
     switch (cfg->positional.type) {
-    case CLF_POS_LEARNED: s->pos = MI_POS_LEARNED; break;
-    case CLF_POS_SINUSOIDAL: s->pos = MI_POS_SINUSOIDAL; break;
-    case CLF_POS_ROPE: s->pos = MI_POS_ROPE; break;
-    default: return clf_error_set(err, CLF_ERR_CONFIG, "positional.type: unknown value");
+        case CLF_POS_LEARNED: s->pos = MI_POS_LEARNED; break;
+        case CLF_POS_SINUSOIDAL: s->pos = MI_POS_SINUSOIDAL; break;
+        case CLF_POS_ROPE: s->pos = MI_POS_ROPE; break;
+        default: return clf_error_set(err, CLF_ERR_CONFIG, "positional.type: unknown value");
     }
     if (s->pos == MI_POS_ROPE && (s->HS % 2) != 0)
         return clf_error_set(err, CLF_ERR_CONFIG, "rope needs an even head size, not %d", s->HS);
-    s->rope_theta = (float)(cfg->positional.rope_theta > 0 ? cfg->positional.rope_theta
-                                                            : 10000.0);
+    s->rope_theta = (float)(cfg->positional.rope_theta > 0 ? cfg->positional.rope_theta : 10000.0);
     s->emb_scale = cfg->embedding.scale ? sqrtf((float)s->C) : 1.0f;
     s->p_emb = (float)cfg->embedding.dropout;
     s->p_attn = (float)bk->attention.dropout;
@@ -149,7 +147,7 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     s->norm_post = bk->norm.placement == CLF_NORM_POST;
     s->norm_bias = s->norm == MI_NORM_LAYERNORM && bk->norm.bias != 0;
     s->norm_eps = (float)bk->norm.eps;
-    s->final_norm = cfg->final_norm.type == CLF_NORM_NONE       ? MI_NORM_NONE
+    s->final_norm = cfg->final_norm.type == CLF_NORM_NONE      ? MI_NORM_NONE
                     : cfg->final_norm.type == CLF_NORM_RMSNORM ? MI_NORM_RMSNORM
                                                                : MI_NORM_LAYERNORM;
     s->tied = s->head == MI_HEAD_LM && cfg->head.tie_embedding != 0;
@@ -209,8 +207,8 @@ clf_status clf_model_memory_estimate(const clf_model_config *cfg, int vocab_size
 }
 
 clf_status clf_model_memory_estimate_ex(const clf_model_config *cfg, int vocab_size,
-                                        const clf_model_limits *lim, unsigned flags,
-                                        size_t *bytes, clf_error *err)
+                                        const clf_model_limits *lim, unsigned flags, size_t *bytes,
+                                        clf_error *err)
 {
     mi_spec s;
     clf_model_optim o;
@@ -220,8 +218,8 @@ clf_status clf_model_memory_estimate_ex(const clf_model_config *cfg, int vocab_s
     return mi_model_build(NULL, &s, flags, &o, NULL, bytes, err);
 }
 
-clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cfg,
-                                  int vocab_size, clf_error *err)
+clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cfg, int vocab_size,
+                                  clf_error *err)
 {
     mi_spec s;
     clf_model_optim o;

@@ -89,7 +89,9 @@ static clf_status run_cached(clf_model *m, const int32_t *tokens, int B, int T, 
     m->count = 0;
     m->fwd_train = 0;
     m->fwd_done = 0; /* the logits buffer holds [B, V], not a batch's */
-    if ((st = mi_forward(m, &(mi_pass){.B = B, .T = T, .pos0 = pos0, .flags = MI_PASS_CACHE | MI_PASS_LAST}, err)) != CLF_OK)
+    if ((st = mi_forward(
+             m, &(mi_pass){.B = B, .T = T, .pos0 = pos0, .flags = MI_PASS_CACHE | MI_PASS_LAST},
+             err)) != CLF_OK)
         return st;
     m->cur_B = 0; /* no batch for clf_model_forward: the buffers hold decode state */
     m->cache_B = B;
@@ -109,14 +111,14 @@ clf_status clf_model_prefill(clf_model *m, const int32_t *tokens, int B, int T, 
     return run_cached(m, tokens, B, T, 0, logits, err);
 }
 
-clf_status clf_model_decode_step(clf_model *m, const int32_t *tokens, int B, int pos,
-                                 float *logits, clf_error *err)
+clf_status clf_model_decode_step(clf_model *m, const int32_t *tokens, int B, int pos, float *logits,
+                                 clf_error *err)
 {
     return run_cached(m, tokens, B, 1, pos, logits, err);
 }
 
-clf_status clf_model_encode(clf_model *m, const int32_t *src, const int32_t *src_keep, int B,
-                            int S, clf_error *err)
+clf_status clf_model_encode(clf_model *m, const int32_t *src, const int32_t *src_keep, int B, int S,
+                            clf_error *err)
 {
     clf_status st;
     int32_t *slot;
@@ -125,16 +127,14 @@ clf_status clf_model_encode(clf_model *m, const int32_t *src, const int32_t *src
     if (m->s.kind != MI_KIND_ENCDEC)
         return clf_error_set(err, CLF_ERR_ARG, "clf_model_encode is for encoder-decoder models");
     if (src == NULL || S < 1)
-        return clf_error_set(err, CLF_ERR_ARG, "encode %d x %d: expected tokens and S >= 1", B,
-                             S);
+        return clf_error_set(err, CLF_ERR_ARG, "encode %d x %d: expected tokens and S >= 1", B, S);
     if ((st = mi_check_sizes(m, B, S, 0, err)) != CLF_OK)
         return st;
     size_t n = (size_t)B * (size_t)S;
     for (size_t i = 0; i < n; i++)
         if (src[i] < 0 || src[i] >= m->s.V)
-            return clf_error_set(err, CLF_ERR_ARG,
-                                 "source token %d at %zu: expected 0 <= id < %d", (int)src[i], i,
-                                 m->s.V);
+            return clf_error_set(err, CLF_ERR_ARG, "source token %d at %zu: expected 0 <= id < %d",
+                                 (int)src[i], i, m->s.V);
     if ((st = mi_stage_take(m, &slot, err)) != CLF_OK)
         return st;
     memcpy(slot, src, n * sizeof *src);
@@ -170,8 +170,7 @@ static clf_status gather_inplace(clf_model *m, clf_buffer *buf, size_t Bn, size_
                                  size_t stride, clf_error *err)
 {
     clf_ptr tmp = mi_at(m->gather, 0), p = mi_at(buf, 0);
-    clf_status st = clf_op_cache_gather(m->rt, tmp, p, mi_at(m->index, 0), Bn, G, len, stride,
-                                        err);
+    clf_status st = clf_op_cache_gather(m->rt, tmp, p, mi_at(m->index, 0), Bn, G, len, stride, err);
     if (st != CLF_OK)
         return st;
     return clf_op_cache_gather(m->rt, p, tmp, mi_nullptr(), Bn, G, len, stride, err);
@@ -187,8 +186,7 @@ clf_status clf_model_cache_reorder(clf_model *m, const int32_t *index, int Bn, c
     if (m->cache_B == 0)
         return clf_error_set(err, CLF_ERR_ARG, "cache_reorder: nothing is cached");
     if (index == NULL || Bn < 1 || Bn > s->B)
-        return clf_error_set(err, CLF_ERR_ARG, "cache_reorder: %d rows, expected 1..%d", Bn,
-                             s->B);
+        return clf_error_set(err, CLF_ERR_ARG, "cache_reorder: %d rows, expected 1..%d", Bn, s->B);
     for (int i = 0; i < Bn; i++)
         if (index[i] < 0 || index[i] >= m->cache_B)
             return clf_error_set(err, CLF_ERR_ARG,
@@ -231,8 +229,8 @@ clf_status clf_model_cache_reorder(clf_model *m, const int32_t *index, int Bn, c
     }
     if (cross) {
         /* the keep mask [B, S] of the encoded batch: rows of enc_S */
-        if ((st = gather_inplace(m, m->src_keep, B, 1, (size_t)m->enc_S, (size_t)m->enc_S,
-                                 err)) != CLF_OK)
+        if ((st = gather_inplace(m, m->src_keep, B, 1, (size_t)m->enc_S, (size_t)m->enc_S, err)) !=
+            CLF_OK)
             return st;
         memcpy(m->xrow, m->xrow_new, (size_t)Bn * sizeof *m->xrow);
     }

@@ -55,18 +55,29 @@ static clf_status norm_fwd(clf_model *m, int type, const mi_norm_a *a, const mi_
 {
     const mi_spec *s = &m->s;
     if (type == MI_NORM_RMSNORM)
-        return clf_op_rmsnorm_forward(m->rt, a->out, a->rstd, x,
-                                      mi_par(m, p->w), R, (size_t)s->C, s->norm_eps, err);
-    return clf_op_layernorm_forward(m->rt, a->out, a->mean,
-                                    a->rstd, x, mi_par(m, p->w), mi_par(m, p->b), R,
-                                    (size_t)s->C, s->norm_eps, err);
+        return clf_op_rmsnorm_forward(m->rt, a->out, a->rstd, x, mi_par(m, p->w), R, (size_t)s->C,
+                                      s->norm_eps, err);
+    return clf_op_layernorm_forward(m->rt, a->out, a->mean, a->rstd, x, mi_par(m, p->w),
+                                    mi_par(m, p->b), R, (size_t)s->C, s->norm_eps, err);
 }
 
 /* y [R, out] = x [R, in] W^T (+ b) */
 static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_ptr x, size_t w, size_t b, size_t R,
                              size_t in, size_t out, clf_error *err)
 {
-    clf_status st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = R, .n = out, .k = in, .alpha = 1.0f, .a = x, .lda = in, .b = mi_par(m, w), .ldb = in, .c = y, .ldc = out}, err);
+    clf_status st = mi_gemm(m,
+                            &(clf_gemm_desc){.trans_b = 1,
+                                             .m = R,
+                                             .n = out,
+                                             .k = in,
+                                             .alpha = 1.0f,
+                                             .a = x,
+                                             .lda = in,
+                                             .b = mi_par(m, w),
+                                             .ldb = in,
+                                             .c = y,
+                                             .ldc = out},
+                            err);
     if (st != CLF_OK || b == MI_NONE)
         return st;
     return clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, y, mi_par(m, b), y, R, out, err);
@@ -89,21 +100,50 @@ static clf_status attn_core_fwd(clf_model *m, int l, int site, clf_ptr q, clf_pt
     const float scale = 1.0f / sqrtf((float)HS);
     clf_ptr pre = m->preatt, yh = m->atty_h;
     clf_status st;
-    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = T, .n = S, .k = HS, .alpha = 1.0f, .a = q, .lda = HS, .stride_a = T * HS, .b = keys, .ldb = HS, .stride_b = kstride, .c = pre, .ldc = S, .stride_c = T * S, .batch = B * NH}, err)) != CLF_OK)
+    if ((st = mi_gemm(m,
+                      &(clf_gemm_desc){.trans_b = 1,
+                                       .m = T,
+                                       .n = S,
+                                       .k = HS,
+                                       .alpha = 1.0f,
+                                       .a = q,
+                                       .lda = HS,
+                                       .stride_a = T * HS,
+                                       .b = keys,
+                                       .ldb = HS,
+                                       .stride_b = kstride,
+                                       .c = pre,
+                                       .ldc = S,
+                                       .stride_c = T * S,
+                                       .batch = B * NH},
+                      err)) != CLF_OK)
         return st;
     clf_softmax_mask mask = {{NULL, 0}, 0, keep, keep.buf ? NH * T : 0, causal ? T : 0};
-    if ((st = clf_op_softmax_forward(m->rt, att, pre, B * NH * T, S, scale, &mask, err)) !=
-        CLF_OK)
+    if ((st = clf_op_softmax_forward(m->rt, att, pre, B * NH * T, S, scale, &mask, err)) != CLF_OK)
         return st;
     clf_ptr P = att;
     if (train && s->p_attn > 0) {
-        if ((st = clf_op_dropout_forward(m->rt, pre, att, B * NH * T * S, s->p_attn,
-                                         m->state.seed, mi_dropout_stream(m, l, site), err)) !=
-            CLF_OK)
+        if ((st = clf_op_dropout_forward(m->rt, pre, att, B * NH * T * S, s->p_attn, m->state.seed,
+                                         mi_dropout_stream(m, l, site), err)) != CLF_OK)
             return st;
         P = pre;
     }
-    if ((st = mi_gemm(m, &(clf_gemm_desc){.m = T, .n = HS, .k = S, .alpha = 1.0f, .a = P, .lda = S, .stride_a = T * S, .b = vals, .ldb = HS, .stride_b = kstride, .c = yh, .ldc = HS, .stride_c = T * HS, .batch = B * NH}, err)) != CLF_OK)
+    if ((st = mi_gemm(m,
+                      &(clf_gemm_desc){.m = T,
+                                       .n = HS,
+                                       .k = S,
+                                       .alpha = 1.0f,
+                                       .a = P,
+                                       .lda = S,
+                                       .stride_a = T * S,
+                                       .b = vals,
+                                       .ldb = HS,
+                                       .stride_b = kstride,
+                                       .c = yh,
+                                       .ldc = HS,
+                                       .stride_c = T * HS,
+                                       .batch = B * NH},
+                      err)) != CLF_OK)
         return st;
     return clf_op_heads_merge(m->rt, atty, yh, B, T, NH, HS, C, 0, err);
 }
@@ -111,8 +151,8 @@ static clf_status attn_core_fwd(clf_model *m, int l, int site, clf_ptr q, clf_pt
 /* Self-attention of block l: in [B*T, C] -> out [B*T, C] (projection output,
  * after dropout, before the residual). Encoder blocks attend in both
  * directions over the kept source positions; decoder blocks causally. */
-static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi, int Ti,
-                           int pos0, int train, int cache, clf_error *err)
+static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi, int Ti, int pos0,
+                           int train, int cache, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const mi_attn_p *p = &m->bp[l].attn;
@@ -128,8 +168,8 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi,
     if ((st = linear_fwd(m, qkv, in, p->qkv_w, p->qkv_b, BT, C, 3 * C, err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_ROPE &&
-        ((st = clf_op_rope(m->rt, qkv, B, T, NH, HS, 3 * C, (size_t)pos0, s->rope_theta, 0,
-                           err)) != CLF_OK ||
+        ((st = clf_op_rope(m->rt, qkv, B, T, NH, HS, 3 * C, (size_t)pos0, s->rope_theta, 0, err)) !=
+             CLF_OK ||
          (st = clf_op_rope(m->rt, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C, (size_t)pos0,
                            s->rope_theta, 0, err)) != CLF_OK))
         return st;
@@ -140,8 +180,8 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi,
     if (!cache) {
         if ((st = clf_op_heads_split(m->rt, k, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C, err)) !=
                 CLF_OK ||
-            (st = clf_op_heads_split(m->rt, v, clf_ptr_at(qkv, 2 * C), B, T, NH, HS, 3 * C,
-                                     err)) != CLF_OK)
+            (st = clf_op_heads_split(m->rt, v, clf_ptr_at(qkv, 2 * C), B, T, NH, HS, 3 * C, err)) !=
+                CLF_OK)
             return st;
     } else {
         /* new keys and values go straight from the qkv rows into the caches */
@@ -157,14 +197,14 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi,
     }
     if (cache && T == 1) {
         /* one new position: fused scores + softmax + weighted sum over the cache */
-        if ((st = clf_op_attn_decode(m->rt, atty, q, keys, vals, B, NH, HS, Tmax, S, scale,
-                                     err)) != CLF_OK)
+        if ((st = clf_op_attn_decode(m->rt, atty, q, keys, vals, B, NH, HS, Tmax, S, scale, err)) !=
+            CLF_OK)
             return st;
     } else {
         clf_ptr keep = is_enc ? mi_at(m->src_keep, 0) : mi_nullptr();
         int causal = !is_enc && s->causal;
-        if ((st = attn_core_fwd(m, l, MI_SITE_ATTN_P, q, keys, vals, B, T, S, kstride, causal,
-                                keep, a->att, atty, train, err)) != CLF_OK)
+        if ((st = attn_core_fwd(m, l, MI_SITE_ATTN_P, q, keys, vals, B, T, S, kstride, causal, keep,
+                                a->att, atty, train, err)) != CLF_OK)
             return st;
     }
     if ((st = linear_fwd(m, out, atty, p->proj_w, p->proj_b, BT, C, C, err)) != CLF_OK)
@@ -179,8 +219,8 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi,
  * values from the encoder's output [B*S, C] (projected here; with `cache`,
  * the cross caches mi_encode filled, S = m->enc_S), masked by the source
  * keep mask -> out [B*T, C] (after dropout, before the residual). */
-static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi, int Ti,
-                            int Si, int train, int cache, clf_error *err)
+static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi, int Ti, int Si,
+                            int train, int cache, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const mi_cross_p *p = &m->bp[l].cross;
@@ -201,10 +241,9 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi
         keys = a->xk;
         vals = a->xv;
         kstride = S * HS;
-        if ((st = linear_fwd(m, scratch, mi_stack_out(m, &m->enc), p->kv_w, p->kv_b, BS, C,
-                             2 * C, err)) != CLF_OK ||
-            (st = clf_op_heads_split(m->rt, keys, scratch, B, S, NH, HS, 2 * C, err)) !=
-                CLF_OK ||
+        if ((st = linear_fwd(m, scratch, mi_stack_out(m, &m->enc), p->kv_w, p->kv_b, BS, C, 2 * C,
+                             err)) != CLF_OK ||
+            (st = clf_op_heads_split(m->rt, keys, scratch, B, S, NH, HS, 2 * C, err)) != CLF_OK ||
             (st = clf_op_heads_split(m->rt, vals, clf_ptr_at(scratch, C), B, S, NH, HS, 2 * C,
                                      err)) != CLF_OK)
             return st;
@@ -217,8 +256,8 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi
         if ((st = clf_op_attn_decode_keep(m->rt, atty, q, keys, vals, keep, S, B, NH, HS,
                                           (size_t)s->Smax, S, scale, err)) != CLF_OK)
             return st;
-    } else if ((st = attn_core_fwd(m, l, MI_SITE_CROSS_P, q, keys, vals, B, T, S, kstride, 0,
-                                   keep, a->xatt, atty, train, err)) != CLF_OK) {
+    } else if ((st = attn_core_fwd(m, l, MI_SITE_CROSS_P, q, keys, vals, B, T, S, kstride, 0, keep,
+                                   a->xatt, atty, train, err)) != CLF_OK) {
         return st;
     }
     if ((st = linear_fwd(m, out, atty, p->proj_w, p->proj_b, BT, C, C, err)) != CLF_OK)
@@ -240,12 +279,24 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, size_t B
     clf_ptr fch = a->fch, act = a->fch_act;
     clf_status st;
 
-    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = BT, .n = F, .k = C, .alpha = 1.0f, .a = in, .lda = C, .b = mi_par(m, p->fc_w), .ldb = C, .c = fch, .ldc = F}, err)) != CLF_OK)
+    if ((st = mi_gemm(m,
+                      &(clf_gemm_desc){.trans_b = 1,
+                                       .m = BT,
+                                       .n = F,
+                                       .k = C,
+                                       .alpha = 1.0f,
+                                       .a = in,
+                                       .lda = C,
+                                       .b = mi_par(m, p->fc_w),
+                                       .ldb = C,
+                                       .c = fch,
+                                       .ldc = F},
+                      err)) != CLF_OK)
         return st;
     if (s->swiglu) {
         if (p->fc_b != MI_NONE &&
-            (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, fch, mi_par(m, p->fc_b), fch, BT,
-                                          F, err)) != CLF_OK)
+            (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, fch, mi_par(m, p->fc_b), fch, BT, F,
+                                          err)) != CLF_OK)
             return st;
         st = clf_op_swiglu_forward(m->rt, act, fch, BT, H, err);
     } else {
@@ -329,10 +380,9 @@ static clf_status block_fwd(clf_model *m, int l, int B, int T, int S, int pos0, 
         (st = clf_op_residual(m->rt, res1, proj, x, n, err)) != CLF_OK ||
         (st = norm_fwd(m, s->norm, &a->ln1, &p->ln1, res1, BT, err)) != CLF_OK)
         return st;
-    if (p->has_cross &&
-        ((st = cross_fwd(m, l, ln1, proj, B, T, S, train, cache, err)) != CLF_OK ||
-         (st = clf_op_residual(m->rt, resx, proj, ln1, n, err)) != CLF_OK ||
-         (st = norm_fwd(m, s->norm, &a->lnx, &p->lnx, resx, BT, err)) != CLF_OK))
+    if (p->has_cross && ((st = cross_fwd(m, l, ln1, proj, B, T, S, train, cache, err)) != CLF_OK ||
+                         (st = clf_op_residual(m->rt, resx, proj, ln1, n, err)) != CLF_OK ||
+                         (st = norm_fwd(m, s->norm, &a->lnx, &p->lnx, resx, BT, err)) != CLF_OK))
         return st;
     if ((st = ffn_fwd(m, l, mid, proj, BT, train, err)) != CLF_OK ||
         (st = clf_op_residual(m->rt, res2, proj, mid, n, err)) != CLF_OK ||
@@ -352,8 +402,8 @@ static clf_status stack_fwd(clf_model *m, const mi_stack *stk, int Bi, int Ti, i
     clf_ptr x0 = stk->x0;
     clf_ptr tokens = stk->src ? mi_at(m->src, 0) : mi_at(m->tokens, 0);
     clf_status st;
-    if ((st = clf_op_embed_forward(m->rt, x0, tokens, mi_par(m, stk->wte), mi_par(m, stk->wpe),
-                                   B, T, C, (size_t)pos0, s->emb_scale, err)) != CLF_OK)
+    if ((st = clf_op_embed_forward(m->rt, x0, tokens, mi_par(m, stk->wte), mi_par(m, stk->wpe), B,
+                                   T, C, (size_t)pos0, s->emb_scale, err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_SINUSOIDAL &&
         (st = clf_op_sinusoid_add(m->rt, x0, B, T, C, (size_t)pos0, err)) != CLF_OK)
@@ -383,12 +433,11 @@ static clf_status loss_fwd(clf_model *m, size_t R, size_t N, int train, clf_erro
     float gs = m->count > 0 ? 1.0f / (float)m->count : 0.0f;
     clf_ptr dlogits = train ? logits : mi_nullptr();
     clf_status st;
-    if ((st = clf_op_cross_entropy(m->rt, m->losses, dlogits, logits,
-                                   mi_at(m->targets, 0), R, N, m->optim.label_smoothing,
-                                   CLF_MODEL_IGNORE_INDEX, gs, err)) != CLF_OK)
+    if ((st = clf_op_cross_entropy(m->rt, m->losses, dlogits, logits, mi_at(m->targets, 0), R, N,
+                                   m->optim.label_smoothing, CLF_MODEL_IGNORE_INDEX, gs, err)) !=
+        CLF_OK)
         return st;
-    return clf_op_mean(m->rt, m->scalars, m->losses, R, m->red,
-                       err);
+    return clf_op_mean(m->rt, m->scalars, m->losses, R, m->red, err);
 }
 
 /* Classifier over the encoder's output [B*S, C]: pool (first position, or
@@ -404,13 +453,25 @@ static clf_status classifier_fwd(clf_model *m, int Bi, int Si, int train, clf_er
     if (s->pool == MI_POOL_MEAN) {
         X = m->pooled;
         ldx = C;
-        if ((st = clf_op_mean_pool_forward(m->rt, X, xf, mi_at(m->src_keep, 0), B, S, C,
-                                           err)) != CLF_OK)
+        if ((st = clf_op_mean_pool_forward(m->rt, X, xf, mi_at(m->src_keep, 0), B, S, C, err)) !=
+            CLF_OK)
             return st;
     }
-    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = B, .n = NL, .k = C, .alpha = 1.0f, .a = X, .lda = ldx, .b = mi_par(m, m->cls_w), .ldb = C, .c = logits, .ldc = NL}, err)) != CLF_OK ||
-        (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, logits, mi_par(m, m->cls_b), logits,
-                                      B, NL, err)) != CLF_OK)
+    if ((st = mi_gemm(m,
+                      &(clf_gemm_desc){.trans_b = 1,
+                                       .m = B,
+                                       .n = NL,
+                                       .k = C,
+                                       .alpha = 1.0f,
+                                       .a = X,
+                                       .lda = ldx,
+                                       .b = mi_par(m, m->cls_w),
+                                       .ldb = C,
+                                       .c = logits,
+                                       .ldc = NL},
+                      err)) != CLF_OK ||
+        (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, logits, mi_par(m, m->cls_b), logits, B,
+                                      NL, err)) != CLF_OK)
         return st;
     if (!m->has_targets)
         return CLF_OK;
@@ -439,8 +500,32 @@ clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err)
         return st;
     clf_ptr xf = mi_stack_out(m, &m->dec), wout = mi_par(m, m->lm_head);
     if (last_only) /* the last position of each sequence: rows (T-1) + b*T */
-        return mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = B, .n = V, .k = C, .alpha = 1.0f, .a = clf_ptr_at(xf, (T - 1) * C), .lda = T * C, .b = wout, .ldb = C, .c = logits, .ldc = V}, err);
-    if ((st = mi_gemm(m, &(clf_gemm_desc){.trans_b = 1, .m = BT, .n = V, .k = C, .alpha = 1.0f, .a = xf, .lda = C, .b = wout, .ldb = C, .c = logits, .ldc = V}, err)) != CLF_OK)
+        return mi_gemm(m,
+                       &(clf_gemm_desc){.trans_b = 1,
+                                        .m = B,
+                                        .n = V,
+                                        .k = C,
+                                        .alpha = 1.0f,
+                                        .a = clf_ptr_at(xf, (T - 1) * C),
+                                        .lda = T * C,
+                                        .b = wout,
+                                        .ldb = C,
+                                        .c = logits,
+                                        .ldc = V},
+                       err);
+    if ((st = mi_gemm(m,
+                      &(clf_gemm_desc){.trans_b = 1,
+                                       .m = BT,
+                                       .n = V,
+                                       .k = C,
+                                       .alpha = 1.0f,
+                                       .a = xf,
+                                       .lda = C,
+                                       .b = wout,
+                                       .ldb = C,
+                                       .c = logits,
+                                       .ldc = V},
+                      err)) != CLF_OK)
         return st;
     if (!m->has_targets)
         return CLF_OK;
@@ -459,12 +544,11 @@ clf_status mi_encode(clf_model *m, int Bi, int Si, clf_error *err)
     for (int l = m->dec.first; l < m->dec.first + m->dec.n; l++) {
         const mi_cross_p *p = &m->bp[l].cross;
         mi_block_a *a = &m->ba[l];
-        if ((st = linear_fwd(m, scratch, mem, p->kv_w, p->kv_b, B * S, C, 2 * C, err)) !=
-                CLF_OK ||
-            (st = clf_op_kv_store(m->rt, mi_at(a->xkcache, 0), scratch, B, S, NH, HS, 2 * C,
-                                  Smax, 0, err)) != CLF_OK ||
-            (st = clf_op_kv_store(m->rt, mi_at(a->xvcache, 0), clf_ptr_at(scratch, C), B, S, NH,
-                                  HS, 2 * C, Smax, 0, err)) != CLF_OK)
+        if ((st = linear_fwd(m, scratch, mem, p->kv_w, p->kv_b, B * S, C, 2 * C, err)) != CLF_OK ||
+            (st = clf_op_kv_store(m->rt, mi_at(a->xkcache, 0), scratch, B, S, NH, HS, 2 * C, Smax,
+                                  0, err)) != CLF_OK ||
+            (st = clf_op_kv_store(m->rt, mi_at(a->xvcache, 0), clf_ptr_at(scratch, C), B, S, NH, HS,
+                                  2 * C, Smax, 0, err)) != CLF_OK)
             return st;
     }
     return CLF_OK;

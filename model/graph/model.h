@@ -140,7 +140,8 @@ typedef struct clf_model_config clf_model_config; /* config/config.h */
 
 /* Create flags. */
 #define CLF_MODEL_TRAIN 1u /* gradients, Adam state, backward scratch */
-#define CLF_MODEL_INFER 2u /* caches for clf_model_encode / _prefill / _decode_step /
+#define CLF_MODEL_INFER                                                                            \
+    2u /* caches for clf_model_encode / _prefill / _decode_step /
                             * _cache_reorder (TRAIN | INFER: both in one model) */
 
 /* Targets equal to this contribute no loss and no gradient. */
@@ -158,14 +159,14 @@ typedef struct clf_param_info {
 } clf_param_info;
 
 typedef struct clf_model_dims {
-    int B;  /* maximum batch */
-    int T;  /* context */
-    int C;  /* channels */
-    int V;  /* vocabulary (the embedding table's rows) */
-    int L;  /* layers (blocks of all stacks) */
-    int NH; /* heads */
-    int HS; /* head size */
-    int H;  /* ffn hidden width (swiglu: the gate width; fc has 2H rows) */
+    int B;           /* maximum batch */
+    int T;           /* context */
+    int C;           /* channels */
+    int V;           /* vocabulary (the embedding table's rows) */
+    int L;           /* layers (blocks of all stacks) */
+    int NH;          /* heads */
+    int HS;          /* head size */
+    int H;           /* ffn hidden width (swiglu: the gate width; fc has 2H rows) */
     size_t n_params; /* floats in the flat buffer (alignment padding included) */
     size_t n_decay;  /* [0, n_decay) is weight-decayed */
     size_t n_real;   /* parameters proper, padding excluded */
@@ -225,15 +226,15 @@ void clf_model_destroy(clf_model *m); /* NULL is a no-op */
 clf_status clf_model_memory_estimate(const clf_model_config *cfg, int vocab_size, int B,
                                      unsigned flags, size_t *bytes, clf_error *err);
 clf_status clf_model_memory_estimate_ex(const clf_model_config *cfg, int vocab_size,
-                                        const clf_model_limits *lim, unsigned flags,
-                                        size_t *bytes, clf_error *err);
+                                        const clf_model_limits *lim, unsigned flags, size_t *bytes,
+                                        clf_error *err);
 
 /* CLF_OK if m has the structure cfg describes with vocab_size rows (every
  * setting that changes what the parameters mean: sizes, positions, norms,
  * activation, biases, tying, ...; not the batch, dropout or training
  * settings); else CLF_ERR_FORMAT naming the first setting that differs. */
-clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cfg,
-                                  int vocab_size, clf_error *err);
+clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cfg, int vocab_size,
+                                  clf_error *err);
 
 clf_model_dims clf_model_dims_get(const clf_model *m);
 clf_runtime *clf_model_runtime(const clf_model *m);
@@ -262,8 +263,8 @@ typedef enum clf_model_slot {
  * buffer. Reading a missing slot (grads without CLF_MODEL_TRAIN) fails. */
 clf_status clf_model_tensor_read(clf_model *m, clf_model_slot slot, int index, float *dst,
                                  clf_error *err);
-clf_status clf_model_tensor_write(clf_model *m, clf_model_slot slot, int index,
-                                  const float *src, clf_error *err);
+clf_status clf_model_tensor_write(clf_model *m, clf_model_slot slot, int index, const float *src,
+                                  clf_error *err);
 /* The whole flat buffer (n_params floats), for checkpoints. */
 clf_status clf_model_flat_read(clf_model *m, clf_model_slot slot, float *dst, clf_error *err);
 clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *src,
@@ -320,14 +321,14 @@ clf_status clf_model_prefill(clf_model *m, const int32_t *tokens, int B, int T, 
  * 0..pos-1 from earlier calls; pos < the longest target): logits [B, V].
  * Costs one position's work. An encoder-decoder starts at pos 0 (bos)
  * after clf_model_encode; B = the cached rows. */
-clf_status clf_model_decode_step(clf_model *m, const int32_t *tokens, int B, int pos,
-                                 float *logits, clf_error *err);
+clf_status clf_model_decode_step(clf_model *m, const int32_t *tokens, int B, int pos, float *logits,
+                                 clf_error *err);
 /* Encoder-decoder: run the encoder once over src [B, S] with src_keep
  * [B, S] (NULL = no padding) and store each decoder block's cross-attention
  * keys and values of its output (and the keep mask) in the caches; the
  * decoder's self-attention caches are emptied. Then decode from pos 0. */
-clf_status clf_model_encode(clf_model *m, const int32_t *src, const int32_t *src_keep, int B,
-                            int S, clf_error *err);
+clf_status clf_model_encode(clf_model *m, const int32_t *src, const int32_t *src_keep, int B, int S,
+                            clf_error *err);
 /* Gather the cache rows: new row i = old row index[i] (0 <= index[i] < the
  * cached rows), for i < Bn <= max batch, in every cache (self-attention
  * positions decoded so far; cross-attention keys, values and the source

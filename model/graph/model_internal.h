@@ -33,8 +33,8 @@
 
 #include <stdint.h>
 
-#include "runtime/gemm/gemm.h"
 #include "model/graph/model.h"
+#include "runtime/gemm/gemm.h"
 
 #define MI_NONE ((size_t)-1)
 #define MI_ALIGN 16 /* floats: every parameter tensor starts at a multiple */
@@ -62,40 +62,40 @@ enum {
 
 /* Everything the graph needs from the config and the limits. */
 typedef struct mi_spec {
-    int kind;             /* MI_KIND_* */
-    int head;             /* MI_HEAD_* */
-    int pool;             /* MI_POOL_* (classifier) */
-    int NL;               /* classifier labels */
-    int B;                /* largest batch */
-    int T;                /* context: rows of learned position tables */
-    int Smax, Tmax;       /* longest source / target (decoder) row, <= T */
-    size_t rows_src;      /* largest B*S of a batch (0 without an encoder) */
-    size_t rows_tgt;      /* largest B*T (0 without a decoder) */
-    size_t att_src;       /* largest B*S*S (one head) */
-    size_t att_tgt;       /* largest B*T*T */
-    size_t att_cross;     /* largest B*T*S */
+    int kind;         /* MI_KIND_* */
+    int head;         /* MI_HEAD_* */
+    int pool;         /* MI_POOL_* (classifier) */
+    int NL;           /* classifier labels */
+    int B;            /* largest batch */
+    int T;            /* context: rows of learned position tables */
+    int Smax, Tmax;   /* longest source / target (decoder) row, <= T */
+    size_t rows_src;  /* largest B*S of a batch (0 without an encoder) */
+    size_t rows_tgt;  /* largest B*T (0 without a decoder) */
+    size_t att_src;   /* largest B*S*S (one head) */
+    size_t att_tgt;   /* largest B*T*T */
+    size_t att_cross; /* largest B*T*S */
     int C, V, NH, HS, H;
-    int L;                /* all blocks, Le + Ld */
-    int Le, Ld;           /* encoder / decoder blocks */
-    int fc_rows;          /* H, or 2H for swiglu */
-    int pos;              /* MI_POS_* */
+    int L;       /* all blocks, Le + Ld */
+    int Le, Ld;  /* encoder / decoder blocks */
+    int fc_rows; /* H, or 2H for swiglu */
+    int pos;     /* MI_POS_* */
     float rope_theta;
-    float emb_scale;      /* 1 or sqrt(C) */
-    float p_emb;          /* dropout on embeddings (+ positions) */
-    float p_attn;         /* on attention probabilities */
-    float p_resid;        /* on each sublayer output before the residual add */
-    float p_ffn;          /* on the ffn hidden activation */
+    float emb_scale; /* 1 or sqrt(C) */
+    float p_emb;     /* dropout on embeddings (+ positions) */
+    float p_attn;    /* on attention probabilities */
+    float p_resid;   /* on each sublayer output before the residual add */
+    float p_ffn;     /* on the ffn hidden activation */
     int attn_bias, ffn_bias;
-    int act;              /* ops.h clf_act of the ffn (CLF_ACT_SILU: the SwiGLU gate) */
-    int swiglu;           /* 1: fc holds gate and value rows, silu(gate) * value */
-    int norm;             /* MI_NORM_LAYERNORM | MI_NORM_RMSNORM */
-    int norm_post;        /* 1 = post-norm */
-    int norm_bias;        /* layernorm with bias */
+    int act;       /* ops.h clf_act of the ffn (CLF_ACT_SILU: the SwiGLU gate) */
+    int swiglu;    /* 1: fc holds gate and value rows, silu(gate) * value */
+    int norm;      /* MI_NORM_LAYERNORM | MI_NORM_RMSNORM */
+    int norm_post; /* 1 = post-norm */
+    int norm_bias; /* layernorm with bias */
     float norm_eps;
-    int final_norm;       /* MI_NORM_*, after each stack */
-    int tied;             /* LM head = wte */
-    int shared_emb;       /* encoder-decoder: the source uses wte */
-    int causal;           /* decoder self-attention */
+    int final_norm; /* MI_NORM_*, after each stack */
+    int tied;       /* LM head = wte */
+    int shared_emb; /* encoder-decoder: the source uses wte */
+    int causal;     /* decoder self-attention */
     uint64_t seed;
 } mi_spec;
 
@@ -126,8 +126,8 @@ typedef struct mi_ffn_p {
 } mi_ffn_p;
 
 typedef struct mi_block_p {
-    int is_enc;    /* encoder block: source rows, keep mask, not causal */
-    int has_cross; /* decoder block of an encoder-decoder */
+    int is_enc;              /* encoder block: source rows, keep mask, not causal */
+    int has_cross;           /* decoder block of an encoder-decoder */
     mi_norm_p ln1, lnx, ln2; /* before/after self-attention, cross-attention, ffn */
     mi_attn_p attn;
     mi_cross_p cross;
@@ -148,34 +148,34 @@ typedef struct mi_norm_a {
  * lnx) + ffn(...), ln2 = norm(res2) (output). */
 typedef struct mi_block_a {
     mi_norm_a ln1, lnx, ln2;
-    clf_ptr q, k, v; /* [B, NH, T, HS] (q and k after rope; k, v unused with a cache) */
-    clf_ptr att;       /* [B, NH, T, T] softmax probabilities (before dropout) */
-    clf_ptr atty;      /* [rows, C] attention output, heads merged */
-    clf_ptr res1;      /* [rows, C] */
-    clf_ptr fch;       /* [rows, fc_rows] fc output + bias (pre-activation) */
-    clf_ptr fch_act;   /* [rows, H] activation (after ffn dropout) */
-    clf_ptr res2;      /* [rows, C] */
-    clf_buffer *kcache;    /* [Bmax, NH, Tmax, HS] inference only (decoder blocks) */
+    clf_ptr q, k, v;    /* [B, NH, T, HS] (q and k after rope; k, v unused with a cache) */
+    clf_ptr att;        /* [B, NH, T, T] softmax probabilities (before dropout) */
+    clf_ptr atty;       /* [rows, C] attention output, heads merged */
+    clf_ptr res1;       /* [rows, C] */
+    clf_ptr fch;        /* [rows, fc_rows] fc output + bias (pre-activation) */
+    clf_ptr fch_act;    /* [rows, H] activation (after ffn dropout) */
+    clf_ptr res2;       /* [rows, C] */
+    clf_buffer *kcache; /* [Bmax, NH, Tmax, HS] inference only (decoder blocks) */
     clf_buffer *vcache;
     /* cross-attention (has_cross) */
-    clf_ptr xq;        /* [B, NH, T, HS] */
-    clf_ptr xk, xv;   /* [B, NH, S, HS] (unused with a cache) */
-    clf_ptr xatt;      /* [B, NH, T, S] */
-    clf_ptr xatty;     /* [rows, C] */
-    clf_ptr resx;      /* [rows, C] */
-    clf_buffer *xkcache;   /* [Bmax, NH, Smax, HS] inference only: the projected memory */
+    clf_ptr xq;          /* [B, NH, T, HS] */
+    clf_ptr xk, xv;      /* [B, NH, S, HS] (unused with a cache) */
+    clf_ptr xatt;        /* [B, NH, T, S] */
+    clf_ptr xatty;       /* [rows, C] */
+    clf_ptr resx;        /* [rows, C] */
+    clf_buffer *xkcache; /* [Bmax, NH, Smax, HS] inference only: the projected memory */
     clf_buffer *xvcache;
 } mi_block_a;
 
 /* A stack of blocks with its embedding and its final norm. */
 typedef struct mi_stack {
-    int first, n;       /* blocks [first, first + n); n = 0: no such stack */
-    int src;            /* 1: reads the source (m->src, keep mask, S), 0: m->tokens, T */
-    int drop_layer;     /* MI_LAYER_EMB or MI_LAYER_SRC_EMB */
-    size_t wte, wpe;    /* parameter offsets (wpe MI_NONE unless learned) */
-    mi_norm_p lnf;      /* final norm (MI_NONE when final_norm is none) */
+    int first, n;    /* blocks [first, first + n); n = 0: no such stack */
+    int src;         /* 1: reads the source (m->src, keep mask, S), 0: m->tokens, T */
+    int drop_layer;  /* MI_LAYER_EMB or MI_LAYER_SRC_EMB */
+    size_t wte, wpe; /* parameter offsets (wpe MI_NONE unless learned) */
+    mi_norm_p lnf;   /* final norm (MI_NONE when final_norm is none) */
     mi_norm_a lnf_a;
-    clf_ptr x0;         /* [rows, C] embeddings (+ positions, dropout) */
+    clf_ptr x0; /* [rows, C] embeddings (+ positions, dropout) */
 } mi_stack;
 
 struct clf_model {
@@ -191,7 +191,7 @@ struct clf_model {
     clf_param_info *ptab;
     int *pinit; /* [n_ptab] MI_INIT_* */
     int n_ptab;
-    size_t lm_head;     /* = dec.wte if tied; MI_NONE for a classifier */
+    size_t lm_head;      /* = dec.wte if tied; MI_NONE for a classifier */
     size_t cls_w, cls_b; /* classifier [NL, C], [NL] */
     mi_stack enc, dec;
     mi_block_p *bp; /* [L] */
@@ -200,39 +200,39 @@ struct clf_model {
     clf_buffer *params, *grads, *adam_m, *adam_v;
 
     /* forward activations */
-    mi_block_a *ba;        /* [L] */
-    clf_buffer *tokens;    /* int32 [rows_tgt] decoder tokens */
-    clf_buffer *targets;   /* int32 [max(rows_tgt, B)] decoder targets or labels */
-    clf_buffer *src;       /* int32 [rows_src] source tokens */
-    clf_buffer *src_keep;  /* int32 [rows_src] 1 = token, 0 = pad */
-    clf_ptr pooled;    /* [B, C] classifier mean pool */
-    clf_ptr logits;    /* [rows_tgt, V] or [B, NL]; d(logits) after a train forward */
-    clf_ptr losses;    /* [max(rows_tgt, B)] */
-    clf_ptr scalars;   /* [4]: loss mean, sumsq, gscale, gnorm */
-    clf_ptr red;       /* reduction scratch */
-    clf_ptr qkv;       /* [rows, 3C] scratch */
-    clf_ptr preatt;    /* [B, NH, T, S] scores / dropped probs scratch */
-    clf_ptr atty_h;    /* [rows, C] scratch (heads) */
-    clf_ptr proj;      /* [rows, C] sublayer output scratch */
+    mi_block_a *ba;       /* [L] */
+    clf_buffer *tokens;   /* int32 [rows_tgt] decoder tokens */
+    clf_buffer *targets;  /* int32 [max(rows_tgt, B)] decoder targets or labels */
+    clf_buffer *src;      /* int32 [rows_src] source tokens */
+    clf_buffer *src_keep; /* int32 [rows_src] 1 = token, 0 = pad */
+    clf_ptr pooled;       /* [B, C] classifier mean pool */
+    clf_ptr logits;       /* [rows_tgt, V] or [B, NL]; d(logits) after a train forward */
+    clf_ptr losses;       /* [max(rows_tgt, B)] */
+    clf_ptr scalars;      /* [4]: loss mean, sumsq, gscale, gnorm */
+    clf_ptr red;          /* reduction scratch */
+    clf_ptr qkv;          /* [rows, 3C] scratch */
+    clf_ptr preatt;       /* [B, NH, T, S] scores / dropped probs scratch */
+    clf_ptr atty_h;       /* [rows, C] scratch (heads) */
+    clf_ptr proj;         /* [rows, C] sublayer output scratch */
 
     /* backward scratch (CLF_MODEL_TRAIN) */
-    clf_ptr dres;      /* [rows, C] gradient of the residual stream */
-    clf_ptr denc;      /* [rows_src, C] gradient of the encoder's output (encoder-decoder) */
-    clf_ptr dC1, dC2, dC3;       /* [rows, C] */
-    clf_ptr dqkv;      /* [rows, 3C] */
-    clf_ptr dH1, dH2;       /* [rows, fc_rows] */
-    clf_ptr datt;      /* [B, NH, T, S] */
-    clf_ptr dhead;     /* [rows, C] (heads) */
-    clf_ptr datty_h;   /* [rows, C] (heads) */
+    clf_ptr dres;          /* [rows, C] gradient of the residual stream */
+    clf_ptr denc;          /* [rows_src, C] gradient of the encoder's output (encoder-decoder) */
+    clf_ptr dC1, dC2, dC3; /* [rows, C] */
+    clf_ptr dqkv;          /* [rows, 3C] */
+    clf_ptr dH1, dH2;      /* [rows, fc_rows] */
+    clf_ptr datt;          /* [B, NH, T, S] */
+    clf_ptr dhead;         /* [rows, C] (heads) */
+    clf_ptr datty_h;       /* [rows, C] (heads) */
 
     /* inference (CLF_MODEL_INFER) */
-    clf_buffer *index;     /* int32 [B] cache_reorder's rows */
-    clf_buffer *gather;    /* scratch of the largest cache */
-    int32_t *xrow;         /* [B] host: the encoded sentence each cross-cache row holds */
-    int32_t *xrow_new;     /* [B] */
-    int cache_B;           /* rows in the caches (0 = nothing cached) */
-    int dec_len;           /* positions in the self-attention caches */
-    int enc_S;             /* source length of the cross caches (0 = none) */
+    clf_buffer *index;  /* int32 [B] cache_reorder's rows */
+    clf_buffer *gather; /* scratch of the largest cache */
+    int32_t *xrow;      /* [B] host: the encoded sentence each cross-cache row holds */
+    int32_t *xrow_new;  /* [B] */
+    int cache_B;        /* rows in the caches (0 = nothing cached) */
+    int dec_len;        /* positions in the self-attention caches */
+    int enc_S;          /* source length of the cross caches (0 = none) */
 
     /* every buffer above, for destroy; activations and scratch (the clf_ptr
      * fields) are carved from the arena: named offsets into chunks of at
@@ -241,8 +241,8 @@ struct clf_model {
     int n_owned, cap_owned;
     struct mi_carve *carves; /* arena requests, until they are carved (build.c) */
     int n_carves, cap_carves;
-    size_t arena_floats;     /* floats in the arena's chunks */
-    size_t bytes; /* device bytes allocated */
+    size_t arena_floats; /* floats in the arena's chunks */
+    size_t bytes;        /* device bytes allocated */
 
     /* host staging of batches: two slots, a slot is reused only after a finish */
     int32_t *stage[2];
@@ -253,10 +253,10 @@ struct clf_model {
     /* the current batch and what has run */
     int cur_B, cur_T, cur_S;
     int has_targets;
-    int count;          /* non-ignored targets (labels) */
-    int fwd_train;      /* last forward was a train forward (dlogits ready) */
-    int fwd_done;       /* a forward ran since set_batch */
-    int step_done;      /* a step ran (grad norm valid) */
+    int count;     /* non-ignored targets (labels) */
+    int fwd_train; /* last forward was a train forward (dlogits ready) */
+    int fwd_done;  /* a forward ran since set_batch */
+    int step_done; /* a step ran (grad norm valid) */
 };
 
 /* build.c */

@@ -99,8 +99,8 @@ static clf_status check_targets(const int32_t *y, size_t n, int N, const char *w
 
 /* Stage n int32 from src (NULL: fill with `fill`; keep masks are
  * normalised to 0/1) at *at of the slot and write them to dst. */
-static clf_status put(clf_model *m, int32_t *slot, size_t *at, clf_buffer *dst,
-                      const int32_t *src, size_t n, int keep, int32_t fill, clf_error *err)
+static clf_status put(clf_model *m, int32_t *slot, size_t *at, clf_buffer *dst, const int32_t *src,
+                      size_t n, int keep, int32_t fill, clf_error *err)
 {
     int32_t *p = slot + *at;
     for (size_t i = 0; i < n; i++)
@@ -189,8 +189,7 @@ static clf_status set_classify(clf_model *m, const clf_batch *b, clf_error *err)
     if ((st = mi_check_sizes(m, b->B, b->S, 0, err)) != CLF_OK ||
         (st = check_tokens(m, b->src, ns, "token", err)) != CLF_OK ||
         (b->labels != NULL &&
-         (st = check_targets(b->labels, (size_t)b->B, m->s.NL, "label", &count, err)) !=
-             CLF_OK) ||
+         (st = check_targets(b->labels, (size_t)b->B, m->s.NL, "label", &count, err)) != CLF_OK) ||
         (st = mi_stage_take(m, &slot, err)) != CLF_OK ||
         (st = put(m, slot, &at, m->src, b->src, ns, 0, 0, err)) != CLF_OK ||
         (st = put(m, slot, &at, m->src_keep, b->src_keep, ns, 1, 1, err)) != CLF_OK ||
@@ -207,9 +206,9 @@ clf_status clf_model_set_batch(clf_model *m, const clf_batch *b, clf_error *err)
     if (b == NULL)
         return clf_error_set(err, CLF_ERR_ARG, "clf_model_set_batch: no batch");
     switch (m->s.kind) {
-    case MI_KIND_DECODER: return set_decoder(m, b, err);
-    case MI_KIND_ENCDEC: return set_seq2seq(m, b, err);
-    default: return set_classify(m, b, err);
+        case MI_KIND_DECODER: return set_decoder(m, b, err);
+        case MI_KIND_ENCDEC: return set_seq2seq(m, b, err);
+        default: return set_classify(m, b, err);
     }
 }
 
@@ -278,7 +277,8 @@ clf_status clf_model_forward(clf_model *m, int train, clf_error *err)
                              "clf_model_forward: the model was created without CLF_MODEL_TRAIN");
     m->fwd_done = 0;
     m->fwd_train = 0;
-    clf_status st = mi_forward(m, &(mi_pass){.B = m->cur_B, .T = m->cur_T, .flags = train ? MI_PASS_TRAIN : 0u}, err);
+    clf_status st = mi_forward(
+        m, &(mi_pass){.B = m->cur_B, .T = m->cur_T, .flags = train ? MI_PASS_TRAIN : 0u}, err);
     if (st != CLF_OK)
         return st;
     m->fwd_done = 1;
@@ -315,8 +315,7 @@ clf_status clf_model_step(clf_model *m, float lr, clf_error *err)
     size_t n = m->dims.n_params;
     clf_ptr sumsq = clf_ptr_at(m->scalars, 1), gscale = clf_ptr_at(m->scalars, 2);
     clf_ptr gnorm = clf_ptr_at(m->scalars, 3);
-    if ((st = clf_op_sumsq(m->rt, sumsq, mi_at(m->grads, 0), n, m->red, err)) !=
-            CLF_OK ||
+    if ((st = clf_op_sumsq(m->rt, sumsq, mi_at(m->grads, 0), n, m->red, err)) != CLF_OK ||
         (st = clf_op_clip_scale(m->rt, gscale, gnorm, sumsq, m->optim.grad_clip, err)) != CLF_OK)
         return st;
     clf_adamw_hparams h;
@@ -340,8 +339,7 @@ clf_status clf_model_step(clf_model *m, float lr, clf_error *err)
 /* Rows of the loss and logits: B*T, or B for a classifier. */
 static size_t loss_rows(const clf_model *m)
 {
-    return m->s.head == MI_HEAD_CLASSIFIER ? (size_t)m->cur_B
-                                           : (size_t)m->cur_B * (size_t)m->cur_T;
+    return m->s.head == MI_HEAD_CLASSIFIER ? (size_t)m->cur_B : (size_t)m->cur_B * (size_t)m->cur_T;
 }
 
 static size_t logit_cols(const clf_model *m)

@@ -36,8 +36,7 @@ clf_status clf_beam_options_check(const clf_beam_options *o, clf_error *err)
         return clf_error_set(err, CLF_ERR_ARG, "beam size %d: expected 1 to %d", o->beam,
                              CLF_BEAM_MAX);
     if (!(o->alpha >= 0.0) || !isfinite(o->alpha))
-        return clf_error_set(err, CLF_ERR_ARG, "length penalty alpha %g: expected >= 0",
-                             o->alpha);
+        return clf_error_set(err, CLF_ERR_ARG, "length penalty alpha %g: expected >= 0", o->alpha);
     if (!(o->max_len_a >= 0.0) || !isfinite(o->max_len_a) || o->max_len_b < 0 ||
         (o->max_len_a == 0.0 && o->max_len_b < 1))
         return clf_error_set(err, CLF_ERR_ARG,
@@ -88,11 +87,11 @@ typedef struct cand {
 
 typedef struct sent {
     int active;
-    int rows;      /* live rows this step (contiguous from row0) */
+    int rows; /* live rows this step (contiguous from row0) */
     int row0;
-    int finished;  /* hypotheses finished so far */
+    int finished; /* hypotheses finished so far */
     int max_len;
-    int best_len;  /* best finished hypothesis (best_len < 0: none) */
+    int best_len; /* best finished hypothesis (best_len < 0: none) */
     int best_eos;
     double best_score, best_logprob;
 } sent;
@@ -103,14 +102,14 @@ struct clf_beam_search {
     float *logits;               /* [R, V] */
     double *cum;                 /* [R] summed log-probabilities of the live rows */
     double *cum_next;
-    int *row_sent;               /* [R] */
+    int *row_sent; /* [R] */
     int *row_sent_next;
-    int32_t *hist, *hist_next;   /* [R, max_len] token histories */
-    int32_t *parent, *tok;       /* [R] the next step's reorder index and tokens */
-    cand *row_cand;              /* [R, C] per-row best tokens */
-    cand *merge;                 /* [K x C] a sentence's candidates */
-    sent *s;                     /* [max_N] */
-    int32_t *best;               /* [max_N, max_len] best finished tokens */
+    int32_t *hist, *hist_next; /* [R, max_len] token histories */
+    int32_t *parent, *tok;     /* [R] the next step's reorder index and tokens */
+    cand *row_cand;            /* [R, C] per-row best tokens */
+    cand *merge;               /* [K x C] a sentence's candidates */
+    sent *s;                   /* [max_N] */
+    int32_t *best;             /* [max_N, max_len] best finished tokens */
 };
 
 void clf_beam_search_destroy(clf_beam_search *s)
@@ -166,12 +165,10 @@ clf_status clf_beam_search_create(int max_N, int K, int V, int max_len, clf_beam
     s->s = malloc((size_t)max_N * sizeof *s->s);
     s->best = malloc((size_t)max_N * L * sizeof *s->best);
     if (!s->logits || !s->cum || !s->cum_next || !s->row_sent || !s->row_sent_next || !s->hist ||
-        !s->hist_next || !s->parent || !s->tok || !s->row_cand || !s->merge || !s->s ||
-        !s->best) {
+        !s->hist_next || !s->parent || !s->tok || !s->row_cand || !s->merge || !s->s || !s->best) {
         clf_beam_search_destroy(s);
         return clf_error_set(err, CLF_ERR_MEMORY,
-                             "beam search: out of host memory (%d rows x %d logits)", max_N * K,
-                             V);
+                             "beam search: out of host memory (%d rows x %d logits)", max_N * K, V);
     }
     *out = s;
     return CLF_OK;
@@ -284,8 +281,7 @@ static void row_candidates(clf_beam_search *s, int rows, int g, int32_t eos)
 /* Sentence si at token g: merge its rows' candidates, finish hypotheses
  * (eos, or the maximum length), and append its next beams at rows
  * [*next, ...) of the _next arrays. */
-static void sentence_step(clf_beam_search *s, int si, int g, int32_t eos, double alpha,
-                          int *next)
+static void sentence_step(clf_beam_search *s, int si, int g, int32_t eos, double alpha, int *next)
 {
     const int K = s->K, C = s->C;
     const size_t L = (size_t)s->max_len;
@@ -352,8 +348,8 @@ static void swap_rows(clf_beam_search *s)
 }
 
 /* Check the arguments and size the result for N sentences. */
-static clf_status search_begin(clf_beam_search *s, int N, int pos0, const int *max_len,
-                               int32_t eos, double alpha, clf_beam_result *res, clf_error *err)
+static clf_status search_begin(clf_beam_search *s, int N, int pos0, const int *max_len, int32_t eos,
+                               double alpha, clf_beam_result *res, clf_error *err)
 {
     const size_t L = (size_t)s->max_len;
     if (N < 1 || N > s->max_N || pos0 < 0 || eos >= s->V || !(alpha >= 0.0))
@@ -456,8 +452,8 @@ clf_status clf_beam_translate(clf_model *m, clf_beam_search *s, const int32_t *s
     if (d.kind != CLF_MODEL_ENCODER_DECODER)
         return clf_error_set(err, CLF_ERR_ARG, "translation needs an encoder-decoder model");
     if (N < 1 || (int64_t)N * o->beam > d.B)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "%d sentences x beam %d: the model holds %d rows", N, o->beam, d.B);
+        return clf_error_set(err, CLF_ERR_ARG, "%d sentences x beam %d: the model holds %d rows", N,
+                             o->beam, d.B);
     if (bos < 0 || bos >= d.V || eos < 0 || eos >= d.V)
         return clf_error_set(err, CLF_ERR_ARG, "bos %d / eos %d: not in the vocabulary of %d",
                              (int)bos, (int)eos, d.V);
@@ -505,8 +501,8 @@ fail:
 }
 
 clf_status clf_beam_generate(clf_model *m, clf_beam_search *s, const int32_t *prompts, int N,
-                             int T0, int32_t eos, const clf_beam_options *o,
-                             clf_beam_result *res, clf_error *err)
+                             int T0, int32_t eos, const clf_beam_options *o, clf_beam_result *res,
+                             clf_error *err)
 {
     clf_model_dims d = clf_model_dims_get(m);
     clf_beam_search *own = NULL;
@@ -518,12 +514,11 @@ clf_status clf_beam_generate(clf_model *m, clf_beam_search *s, const int32_t *pr
         return clf_error_set(err, CLF_ERR_ARG, "generation needs a decoder-only model");
     if (N < 1 || (int64_t)N * o->beam > d.B || T0 < 1 || T0 > d.max_T)
         return clf_error_set(err, CLF_ERR_ARG,
-                             "%d prompts of %d tokens x beam %d: the model holds %d rows of %d",
-                             N, T0, o->beam, d.B, d.max_T);
+                             "%d prompts of %d tokens x beam %d: the model holds %d rows of %d", N,
+                             T0, o->beam, d.B, d.max_T);
     int ml = o->max_len_b < d.max_T - T0 + 1 ? o->max_len_b : d.max_T - T0 + 1;
     if (ml < 1)
-        return clf_error_set(err, CLF_ERR_ARG, "nothing to generate (max_len_b %d)",
-                             o->max_len_b);
+        return clf_error_set(err, CLF_ERR_ARG, "nothing to generate (max_len_b %d)", o->max_len_b);
     if (s == NULL) {
         if ((st = clf_beam_search_create(N, o->beam, d.V, ml, &own, err)) != CLF_OK)
             return st;
@@ -558,16 +553,15 @@ void clf_beam_model_limits(const clf_seqdata *ds, const clf_beam_options *o, int
 {
     memset(lim, 0, sizeof *lim);
     const clf_seqdata_stats *st = clf_seqdata_stats_get(ds);
-    int n = (int)(clf_seqdata_size(ds) < (size_t)o->batch ? clf_seqdata_size(ds)
-                                                            : (size_t)o->batch);
+    int n =
+        (int)(clf_seqdata_size(ds) < (size_t)o->batch ? clf_seqdata_size(ds) : (size_t)o->batch);
     lim->B = (n > 0 ? n : 1) * o->beam;
     lim->S = st->src.longest_kept > 0 ? st->src.longest_kept : 1;
     lim->T = context;
 }
 
-clf_status clf_beam_translate_dataset(clf_model *m, const clf_seqdata *ds, int32_t bos,
-                                      int32_t eos, const clf_beam_options *o, int32_t ***out,
-                                      clf_error *err)
+clf_status clf_beam_translate_dataset(clf_model *m, const clf_seqdata *ds, int32_t bos, int32_t eos,
+                                      const clf_beam_options *o, int32_t ***out, clf_error *err)
 {
     clf_model_dims d = clf_model_dims_get(m);
     size_t n = clf_seqdata_size(ds);

@@ -62,8 +62,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/graph/model.h"
 #include "model/data/seqdata.h"
+#include "model/graph/model.h"
 #include "runtime/status.h"
 
 CLF_API_BEGIN
@@ -71,15 +71,15 @@ CLF_API_BEGIN
 #define CLF_BEAM_MAX 64 /* largest beam size */
 
 typedef struct clf_beam_options {
-    int beam;         /* K in [1, CLF_BEAM_MAX]; 1 = greedy */
-    double alpha;     /* length penalty exponent (>= 0): score = logprob / len^alpha */
+    int beam;     /* K in [1, CLF_BEAM_MAX]; 1 = greedy */
+    double alpha; /* length penalty exponent (>= 0): score = logprob / len^alpha */
     /* Maximum generated tokens (eos included) of a sentence with a source
      * of S tokens (its eos included): floor(max_len_a * S + max_len_b),
      * capped by the model's longest target. A GPT: max_len_b counts the
      * new tokens (max_len_a is ignored). */
     double max_len_a;
     int max_len_b;
-    int batch;        /* sentences per search (the model's rows: batch x beam) */
+    int batch; /* sentences per search (the model's rows: batch x beam) */
 } clf_beam_options;
 
 /* beam 1 (greedy), alpha 1, max_len_a 1.5, max_len_b 10, batch 64. */
@@ -149,8 +149,8 @@ clf_status clf_beam_translate(clf_model *m, clf_beam_search *s, const int32_t *s
  * up to o->max_len_b tokens (capped by the context), stopping at eos (< 0:
  * none). */
 clf_status clf_beam_generate(clf_model *m, clf_beam_search *s, const int32_t *prompts, int N,
-                             int T0, int32_t eos, const clf_beam_options *o,
-                             clf_beam_result *res, clf_error *err);
+                             int T0, int32_t eos, const clf_beam_options *o, clf_beam_result *res,
+                             clf_error *err);
 
 /* Translate every example of a dataset (clf_seqdata_from_text, or a
  * parallel set whose targets are ignored) in batches of o->batch sentences
@@ -159,9 +159,8 @@ clf_status clf_beam_generate(clf_model *m, clf_beam_search *s, const int32_t *pr
  * array). m must be an encoder-decoder created with CLF_MODEL_INFER for at
  * least o->batch x o->beam rows and the dataset's longest source
  * (clf_beam_model_limits). */
-clf_status clf_beam_translate_dataset(clf_model *m, const clf_seqdata *ds, int32_t bos,
-                                      int32_t eos, const clf_beam_options *o, int32_t ***out,
-                                      clf_error *err);
+clf_status clf_beam_translate_dataset(clf_model *m, const clf_seqdata *ds, int32_t bos, int32_t eos,
+                                      const clf_beam_options *o, int32_t ***out, clf_error *err);
 
 /* The inference limits a model needs for clf_beam_translate_dataset on ds
  * with o: B = batch x beam, S = the longest source, T = context. */

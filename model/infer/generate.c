@@ -38,8 +38,8 @@ clf_status clf_generate(clf_model *m, const clf_tokenizer *tok, const char *prom
     float *logits = NULL;
     clf_sampler *smp = NULL;
     size_t n_prompt = 0;
-    clf_status st = clf_tokenizer_encode(tok, prompt_len > 0 ? prompt : "", prompt_len, &ids,
-                                         &n_prompt, err);
+    clf_status st =
+        clf_tokenizer_encode(tok, prompt_len > 0 ? prompt : "", prompt_len, &ids, &n_prompt, err);
     if (st != CLF_OK) {
         clf_error_prefix(err, "prompt");
         return st;
@@ -68,9 +68,9 @@ clf_status clf_generate(clf_model *m, const clf_tokenizer *tok, const char *prom
     for (long i = 0; i < n_tokens; i++) {
         const int tk = clf_sampler_sample(smp, logits, V);
         if (tk < 0) {
-            st = clf_error_set(err, CLF_ERR_NUMERIC,
-                               "generate: the model produced no valid logits (NaN) at token %ld",
-                               i);
+            st =
+                clf_error_set(err, CLF_ERR_NUMERIC,
+                              "generate: the model produced no valid logits (NaN) at token %ld", i);
             goto done;
         }
         seq[n++] = tk;

@@ -20,8 +20,8 @@ struct clf_sampler {
     clf_sampler_options o;
     uint64_t state;
     int cap;
-    int *idx;      /* [cap] candidate indices */
-    double *prob;  /* [cap] unnormalised probabilities of the sorted candidates */
+    int *idx;     /* [cap] candidate indices */
+    double *prob; /* [cap] unnormalised probabilities of the sorted candidates */
 };
 
 clf_sampler_options clf_sampler_options_default(void)
@@ -35,15 +35,12 @@ clf_status clf_sampler_create(int max_vocab, const clf_sampler_options *o, clf_s
 {
     *out = NULL;
     if (max_vocab <= 0)
-        return clf_error_set(err, CLF_ERR_ARG, "sampler: vocabulary %d: expected > 0",
-                             max_vocab);
+        return clf_error_set(err, CLF_ERR_ARG, "sampler: vocabulary %d: expected > 0", max_vocab);
     if (!(o->temperature >= 0.0) || !isfinite(o->temperature))
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "temperature: expected a finite number >= 0, got %g",
+        return clf_error_set(err, CLF_ERR_ARG, "temperature: expected a finite number >= 0, got %g",
                              o->temperature);
     if (o->top_k < 0)
-        return clf_error_set(err, CLF_ERR_ARG, "top-k: expected >= 0 (0 = off), got %d",
-                             o->top_k);
+        return clf_error_set(err, CLF_ERR_ARG, "top-k: expected >= 0 (0 = off), got %d", o->top_k);
     if (!(o->top_p > 0.0 && o->top_p <= 1.0))
         return clf_error_set(err, CLF_ERR_ARG, "top-p: expected a number in (0, 1], got %g",
                              o->top_p);

@@ -62,7 +62,6 @@ void clf_sampler_destroy(clf_sampler *s); /* NULL is a no-op */
  * if V is out of range or every logit is NaN. */
 int clf_sampler_sample(clf_sampler *s, const float *logits, int V);
 
-
 CLF_API_END
 
 #endif

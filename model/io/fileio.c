@@ -152,8 +152,8 @@ clf_status clf_file_atomic_open(const char *path, clf_file_atomic **out, clf_err
     snprintf(f->tmp_path, n + 32, "%s.tmp.%ld", path, (long)getpid());
     fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        st = clf_error_set(err, CLF_ERR_IO, "cannot create %s (to write %s): %s", f->tmp_path,
-                           path, strerror(errno));
+        st = clf_error_set(err, CLF_ERR_IO, "cannot create %s (to write %s): %s", f->tmp_path, path,
+                           strerror(errno));
         goto fail;
     }
     f->fp = fdopen(fd, "wb");
@@ -182,8 +182,7 @@ clf_status clf_file_atomic_write(clf_file_atomic *f, const void *data, size_t n,
         return CLF_OK;
     if (fwrite(data, 1, n, f->fp) != n) {
         f->failed = 1;
-        return clf_error_set(err, CLF_ERR_IO, "cannot write %s: %s", f->tmp_path,
-                             strerror(errno));
+        return clf_error_set(err, CLF_ERR_IO, "cannot write %s: %s", f->tmp_path, strerror(errno));
     }
     return CLF_OK;
 }
@@ -294,14 +293,13 @@ clf_status clf_file_read_text(const char *path, size_t max_bytes, char **text, s
                              errno ? strerror(errno) : "out of memory");
     gzbuffer(f, 1u << 17);
     if ((buf = malloc(cap + 1)) == NULL) {
-        st = clf_error_set(err, CLF_ERR_MEMORY, "cannot allocate %zu bytes to read %s", cap,
-                           path);
+        st = clf_error_set(err, CLF_ERR_MEMORY, "cannot allocate %zu bytes to read %s", cap, path);
         goto done;
     }
     for (;;) {
         if (n > max_bytes) {
-            st = clf_error_set(err, CLF_ERR_IO, "%s is larger than %zu bytes (decompressed)",
-                               path, max_bytes);
+            st = clf_error_set(err, CLF_ERR_IO, "%s is larger than %zu bytes (decompressed)", path,
+                               max_bytes);
             goto done;
         }
         if (n == cap) {
@@ -319,8 +317,8 @@ clf_status clf_file_read_text(const char *path, size_t max_bytes, char **text, s
         if (got < 0) {
             int zerr = 0;
             const char *msg = gz_message(f, path, &zerr);
-            st = clf_error_set(err, zerr == Z_ERRNO ? CLF_ERR_IO : CLF_ERR_FORMAT,
-                               "reading %s: %s", path, zerr == Z_ERRNO ? strerror(errno) : msg);
+            st = clf_error_set(err, zerr == Z_ERRNO ? CLF_ERR_IO : CLF_ERR_FORMAT, "reading %s: %s",
+                               path, zerr == Z_ERRNO ? strerror(errno) : msg);
             goto done;
         }
         if (got == 0)
@@ -332,8 +330,9 @@ clf_status clf_file_read_text(const char *path, size_t max_bytes, char **text, s
         int zerr = Z_OK;
         const char *msg = gz_message(f, path, &zerr);
         if (zerr != Z_OK && zerr != Z_STREAM_END) {
-            st = clf_error_set(err, CLF_ERR_FORMAT, "reading %s: %s (a corrupt or truncated "
-                                                    "gzip file)",
+            st = clf_error_set(err, CLF_ERR_FORMAT,
+                               "reading %s: %s (a corrupt or truncated "
+                               "gzip file)",
                                path, msg);
             goto done;
         }

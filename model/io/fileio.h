@@ -51,16 +51,14 @@ clf_status clf_file_read_text(const char *path, size_t max_bytes, char **text, s
                               clf_error *err);
 
 /* Write data to path atomically (see above). */
-clf_status clf_file_write_atomic(const char *path, const void *data, size_t size,
-                                 clf_error *err);
+clf_status clf_file_write_atomic(const char *path, const void *data, size_t size, clf_error *err);
 
 /* Streaming form of the same, for large files written piece by piece. */
 typedef struct clf_file_atomic clf_file_atomic;
 
 clf_status clf_file_atomic_open(const char *path, clf_file_atomic **out, clf_error *err);
 /* Append n bytes. On failure the handle stays valid only for _abort(). */
-clf_status clf_file_atomic_write(clf_file_atomic *f, const void *data, size_t n,
-                                 clf_error *err);
+clf_status clf_file_atomic_write(clf_file_atomic *f, const void *data, size_t n, clf_error *err);
 /* Flush, fsync, close, rename over the target, fsync the directory. Frees f
  * whether or not it succeeds; on failure the target is left as it was. */
 clf_status clf_file_atomic_commit(clf_file_atomic *f, clf_error *err);

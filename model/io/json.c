@@ -236,20 +236,44 @@ static clf_status parse_string(parser *p, char **out, size_t *out_len)
         if (c == '\\') {
             unsigned char e = p->s[i + 1];
             switch (e) {
-            case '"': buf[len++] = '"'; i += 2; continue;
-            case '\\': buf[len++] = '\\'; i += 2; continue;
-            case '/': buf[len++] = '/'; i += 2; continue;
-            case 'b': buf[len++] = '\b'; i += 2; continue;
-            case 'f': buf[len++] = '\f'; i += 2; continue;
-            case 'n': buf[len++] = '\n'; i += 2; continue;
-            case 'r': buf[len++] = '\r'; i += 2; continue;
-            case 't': buf[len++] = '\t'; i += 2; continue;
-            case 'u': break;
-            default: {
-                char b[32];
-                free(buf);
-                return perr(p, i + 1, "invalid escape \\%s in a string", found(p, i + 1, b));
-            }
+                case '"':
+                    buf[len++] = '"';
+                    i += 2;
+                    continue;
+                case '\\':
+                    buf[len++] = '\\';
+                    i += 2;
+                    continue;
+                case '/':
+                    buf[len++] = '/';
+                    i += 2;
+                    continue;
+                case 'b':
+                    buf[len++] = '\b';
+                    i += 2;
+                    continue;
+                case 'f':
+                    buf[len++] = '\f';
+                    i += 2;
+                    continue;
+                case 'n':
+                    buf[len++] = '\n';
+                    i += 2;
+                    continue;
+                case 'r':
+                    buf[len++] = '\r';
+                    i += 2;
+                    continue;
+                case 't':
+                    buf[len++] = '\t';
+                    i += 2;
+                    continue;
+                case 'u': break;
+                default: {
+                    char b[32];
+                    free(buf);
+                    return perr(p, i + 1, "invalid escape \\%s in a string", found(p, i + 1, b));
+                }
             }
             uint32_t cp;
             if (read_hex4(p, i + 2, &cp) != CLF_OK) {
@@ -266,8 +290,10 @@ static clf_status parse_string(parser *p, char **out, size_t *out_len)
                 uint32_t lo;
                 if (i + 1 >= end || p->s[i] != '\\' || p->s[i + 1] != 'u') {
                     free(buf);
-                    return perr(p, esc, "high surrogate \\u%04X is not followed by a low "
-                                        "surrogate \\uDC00-\\uDFFF", (unsigned)cp);
+                    return perr(p, esc,
+                                "high surrogate \\u%04X is not followed by a low "
+                                "surrogate \\uDC00-\\uDFFF",
+                                (unsigned)cp);
                 }
                 if (read_hex4(p, i + 2, &lo) != CLF_OK) {
                     free(buf);
@@ -275,8 +301,10 @@ static clf_status parse_string(parser *p, char **out, size_t *out_len)
                 }
                 if (lo < 0xDC00 || lo > 0xDFFF) {
                     free(buf);
-                    return perr(p, esc, "high surrogate \\u%04X is followed by \\u%04X, not a "
-                                        "low surrogate", (unsigned)cp, (unsigned)lo);
+                    return perr(p, esc,
+                                "high surrogate \\u%04X is followed by \\u%04X, not a "
+                                "low surrogate",
+                                (unsigned)cp, (unsigned)lo);
                 }
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 i += 6;
@@ -336,8 +364,7 @@ static clf_status parse_number(parser *p, clf_json *v)
         integral = 0;
         i++;
         if (i >= p->n || !is_digit(p->s[i]))
-            return perr(p, i, "expected a digit after the decimal point, found %s",
-                        found(p, i, b));
+            return perr(p, i, "expected a digit after the decimal point, found %s", found(p, i, b));
         while (i < p->n && is_digit(p->s[i]))
             i++;
     }
@@ -459,8 +486,7 @@ static clf_status parse_container(parser *p, clf_json *v, int is_object)
             size_t ncap = cap ? cap * 2 : 4;
             clf_json *ni = realloc(v->items, ncap * sizeof *ni);
             if (ni == NULL) {
-                st = clf_error_set(p->err, CLF_ERR_MEMORY, "out of memory parsing %s",
-                                   p->source);
+                st = clf_error_set(p->err, CLF_ERR_MEMORY, "out of memory parsing %s", p->source);
                 goto fail;
             }
             v->items = ni;
@@ -536,42 +562,42 @@ static clf_status parse_value(parser *p, clf_json *v)
         return perr(p, p->pos, "expected a value, found end of input");
     unsigned char c = p->s[p->pos];
     switch (c) {
-    case '{': return parse_container(p, v, 1);
-    case '[': return parse_container(p, v, 0);
-    case '"':
-        v->type = CLF_JSON_STRING;
-        return parse_string(p, &v->string, &v->string_len);
-    case 't':
-        if (!match_word(p, "true"))
+        case '{': return parse_container(p, v, 1);
+        case '[': return parse_container(p, v, 0);
+        case '"': v->type = CLF_JSON_STRING; return parse_string(p, &v->string, &v->string_len);
+        case 't':
+            if (!match_word(p, "true"))
+                break;
+            v->type = CLF_JSON_BOOL;
+            v->boolean = 1;
+            p->pos += 4;
+            return CLF_OK;
+        case 'f':
+            if (!match_word(p, "false"))
+                break;
+            v->type = CLF_JSON_BOOL;
+            v->boolean = 0;
+            p->pos += 5;
+            return CLF_OK;
+        case 'n':
+            if (!match_word(p, "null"))
+                break;
+            v->type = CLF_JSON_NULL;
+            p->pos += 4;
+            return CLF_OK;
+        default:
+            if (c == '-' || is_digit(c))
+                return parse_number(p, v);
             break;
-        v->type = CLF_JSON_BOOL;
-        v->boolean = 1;
-        p->pos += 4;
-        return CLF_OK;
-    case 'f':
-        if (!match_word(p, "false"))
-            break;
-        v->type = CLF_JSON_BOOL;
-        v->boolean = 0;
-        p->pos += 5;
-        return CLF_OK;
-    case 'n':
-        if (!match_word(p, "null"))
-            break;
-        v->type = CLF_JSON_NULL;
-        p->pos += 4;
-        return CLF_OK;
-    default:
-        if (c == '-' || is_digit(c))
-            return parse_number(p, v);
-        break;
     }
-    return perr(p, p->pos, "expected a value (object, array, string, number, true, false or "
-                           "null), found %s", found(p, p->pos, b));
+    return perr(p, p->pos,
+                "expected a value (object, array, string, number, true, false or "
+                "null), found %s",
+                found(p, p->pos, b));
 }
 
-clf_status clf_json_parse(const char *text, size_t len, const clf_json_options *opt,
-                          clf_json **out, clf_error *err)
+clf_status clf_json_parse(const char *text, size_t len, const clf_json_options *opt, clf_json **out,
+                          clf_error *err)
 {
     parser p;
     clf_status st;
@@ -585,8 +611,8 @@ clf_status clf_json_parse(const char *text, size_t len, const clf_json_options *
     p.err = err;
     p.source = opt != NULL && opt->source != NULL ? opt->source : "JSON";
     p.max_depth = opt != NULL && opt->max_depth > 0 ? opt->max_depth : CLF_JSON_DEFAULT_MAX_DEPTH;
-    size_t max_bytes = opt != NULL && opt->max_bytes > 0 ? opt->max_bytes
-                                                          : CLF_JSON_DEFAULT_MAX_BYTES;
+    size_t max_bytes =
+        opt != NULL && opt->max_bytes > 0 ? opt->max_bytes : CLF_JSON_DEFAULT_MAX_BYTES;
     if (len > max_bytes)
         return clf_error_set_at(err, CLF_ERR_FORMAT, p.source,
                                 "%zu bytes of JSON, more than the limit of %zu", len, max_bytes);
@@ -600,8 +626,7 @@ clf_status clf_json_parse(const char *text, size_t len, const clf_json_options *
         goto fail;
     skip_ws(&p);
     if (p.pos != p.n) {
-        st = perr(&p, p.pos, "unexpected %s after the end of the JSON value",
-                  found(&p, p.pos, b));
+        st = perr(&p, p.pos, "unexpected %s after the end of the JSON value", found(&p, p.pos, b));
         goto fail;
     }
     *out = root;
@@ -628,12 +653,12 @@ const clf_json *clf_json_get(const clf_json *v, const char *key)
 const char *clf_json_type_name(clf_json_type t)
 {
     switch (t) {
-    case CLF_JSON_NULL: return "null";
-    case CLF_JSON_BOOL: return "boolean";
-    case CLF_JSON_NUMBER: return "number";
-    case CLF_JSON_STRING: return "string";
-    case CLF_JSON_ARRAY: return "array";
-    case CLF_JSON_OBJECT: return "object";
+        case CLF_JSON_NULL: return "null";
+        case CLF_JSON_BOOL: return "boolean";
+        case CLF_JSON_NUMBER: return "number";
+        case CLF_JSON_STRING: return "string";
+        case CLF_JSON_ARRAY: return "array";
+        case CLF_JSON_OBJECT: return "object";
     }
     return "unknown";
 }
@@ -734,18 +759,18 @@ static void w_escaped(clf_json_writer *w, const char *s, size_t n)
         const char *rep = NULL;
         char hex[8];
         switch (c) {
-        case '"': rep = "\\\""; break;
-        case '\\': rep = "\\\\"; break;
-        case '\n': rep = "\\n"; break;
-        case '\r': rep = "\\r"; break;
-        case '\t': rep = "\\t"; break;
-        case '\b': rep = "\\b"; break;
-        case '\f': rep = "\\f"; break;
-        default:
-            if (c < 0x20) {
-                snprintf(hex, sizeof hex, "\\u%04x", c);
-                rep = hex;
-            }
+            case '"': rep = "\\\""; break;
+            case '\\': rep = "\\\\"; break;
+            case '\n': rep = "\\n"; break;
+            case '\r': rep = "\\r"; break;
+            case '\t': rep = "\\t"; break;
+            case '\b': rep = "\\b"; break;
+            case '\f': rep = "\\f"; break;
+            default:
+                if (c < 0x20) {
+                    snprintf(hex, sizeof hex, "\\u%04x", c);
+                    rep = hex;
+                }
         }
         if (rep != NULL) {
             w_put(w, s + run, i - run);

@@ -95,8 +95,8 @@ typedef struct clf_json_options {
 
 /* Parse len bytes of text (no NUL needed). opt may be NULL (defaults). On
  * success *out is the root; free it with clf_json_destroy(). */
-clf_status clf_json_parse(const char *text, size_t len, const clf_json_options *opt,
-                          clf_json **out, clf_error *err);
+clf_status clf_json_parse(const char *text, size_t len, const clf_json_options *opt, clf_json **out,
+                          clf_error *err);
 /* Free a tree returned by clf_json_parse(). NULL is a no-op. */
 void clf_json_destroy(clf_json *root);
 
@@ -113,12 +113,12 @@ typedef struct clf_json_writer {
     char *buf;
     size_t len, cap;
     int depth;
-    char kind[CLF_JSON_WRITER_MAX_DEPTH];  /* 'o' object or 'a' array per open level */
-    int items[CLF_JSON_WRITER_MAX_DEPTH];  /* values written so far at each level */
-    int after_key;                         /* a key was written, its value is due */
-    int done;                              /* the top-level value is complete */
-    clf_status status;                     /* first failure, CLF_OK if none */
-    char error[256];                       /* its message */
+    char kind[CLF_JSON_WRITER_MAX_DEPTH]; /* 'o' object or 'a' array per open level */
+    int items[CLF_JSON_WRITER_MAX_DEPTH]; /* values written so far at each level */
+    int after_key;                        /* a key was written, its value is due */
+    int done;                             /* the top-level value is complete */
+    clf_status status;                    /* first failure, CLF_OK if none */
+    char error[256];                      /* its message */
 } clf_json_writer;
 
 void clf_json_writer_init(clf_json_writer *w);

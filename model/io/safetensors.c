@@ -22,8 +22,8 @@
 #include "model/io/json.h"
 
 static const char *const dtype_names[CLF_ST_DTYPE_COUNT] = {
-    "BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16",
-    "BF16", "I32", "U32", "F32", "F64", "I64", "U64",
+    "BOOL", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "I16", "U16", "F16",
+    "BF16", "I32", "U32", "F32",     "F64",     "I64", "U64",
 };
 static const unsigned char dtype_sizes[CLF_ST_DTYPE_COUNT] = {
     1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8,
@@ -58,8 +58,7 @@ void clf_st_shape_format(int ndim, const int64_t *shape, char *buf, size_t cap)
     buf[0] = '\0';
     len += (size_t)snprintf(buf + len, cap - len, "[");
     for (int i = 0; i < ndim && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "",
-                                (long long)shape[i]);
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
     if (len < cap)
         snprintf(buf + len, cap - len, "]");
 }
@@ -138,27 +137,31 @@ clf_status clf_st_writer_add(clf_st_writer *w, const char *name, clf_st_dtype dt
     if (name == NULL || name[0] == '\0')
         return clf_error_set(err, CLF_ERR_ARG, "safetensors: a tensor needs a non-empty name");
     if (strcmp(name, "__metadata__") == 0)
-        return clf_error_set(err, CLF_ERR_ARG, "safetensors: \"__metadata__\" is reserved and "
-                                               "cannot name a tensor");
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "safetensors: \"__metadata__\" is reserved and "
+                             "cannot name a tensor");
     if (clf_utf8_validate((const unsigned char *)name, strlen(name)) != strlen(name))
         return clf_error_set(err, CLF_ERR_ARG, "safetensors: tensor name is not valid UTF-8");
     if ((unsigned)dtype >= CLF_ST_DTYPE_COUNT)
-        return clf_error_set(err, CLF_ERR_ARG, "safetensors: tensor \"%s\": invalid dtype %d",
-                             name, (int)dtype);
+        return clf_error_set(err, CLF_ERR_ARG, "safetensors: tensor \"%s\": invalid dtype %d", name,
+                             (int)dtype);
     if (ndim < 0 || ndim > CLF_ST_MAX_DIMS || (ndim > 0 && shape == NULL))
-        return clf_error_set(err, CLF_ERR_ARG, "safetensors: tensor \"%s\": %d dimensions "
-                                               "(0 to %d supported)", name, ndim, CLF_ST_MAX_DIMS);
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "safetensors: tensor \"%s\": %d dimensions "
+                             "(0 to %d supported)",
+                             name, ndim, CLF_ST_MAX_DIMS);
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             clf_st_shape_format(ndim, shape, sb, sizeof sb);
-            return clf_error_set(err, CLF_ERR_ARG, "safetensors: tensor \"%s\": negative "
-                                                   "dimension in shape %s", name, sb);
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "safetensors: tensor \"%s\": negative "
+                                 "dimension in shape %s",
+                                 name, sb);
         }
     }
     for (size_t i = 0; i < w->n; i++)
         if (strcmp(w->t[i].name, name) == 0)
-            return clf_error_set(err, CLF_ERR_ARG, "safetensors: tensor \"%s\" added twice",
-                                 name);
+            return clf_error_set(err, CLF_ERR_ARG, "safetensors: tensor \"%s\" added twice", name);
     st_entry e;
     memset(&e, 0, sizeof e);
     e.dtype = dtype;
@@ -167,8 +170,7 @@ clf_status clf_st_writer_add(clf_st_writer *w, const char *name, clf_st_dtype dt
         e.shape[i] = shape[i];
     e.data = data;
     if (tensor_bytes(dtype, ndim, e.shape, &e.nbytes) != 0 || e.nbytes > (uint64_t)SIZE_MAX)
-        return clf_error_set(err, CLF_ERR_ARG, "safetensors: tensor \"%s\": size overflows",
-                             name);
+        return clf_error_set(err, CLF_ERR_ARG, "safetensors: tensor \"%s\": size overflows", name);
     if (e.nbytes > 0 && data == NULL)
         return clf_error_set(err, CLF_ERR_ARG, "safetensors: tensor \"%s\": NULL data", name);
     if (w->n == w->cap) {
@@ -331,8 +333,7 @@ clf_status clf_st_writer_serialize(clf_st_writer *w, unsigned char **out, size_t
         total += (size_t)w->t[i].nbytes;
     unsigned char *buf = malloc(total);
     if (buf == NULL) {
-        st = clf_error_set(err, CLF_ERR_MEMORY, "cannot allocate %zu bytes for safetensors",
-                           total);
+        st = clf_error_set(err, CLF_ERR_MEMORY, "cannot allocate %zu bytes for safetensors", total);
         goto done;
     }
     put_le64(buf, (uint64_t)hlen);
@@ -393,8 +394,8 @@ fail:
 struct clf_st_reader {
     char *path;
     FILE *fp;
-    uint64_t data_start; /* 8 + N */
-    uint64_t data_size;  /* file size - data_start */
+    uint64_t data_start;   /* 8 + N */
+    uint64_t data_size;    /* file size - data_start */
     clf_st_tensor_info *t; /* sorted by begin */
     size_t n;
     const clf_st_tensor_info **by_name; /* into t, sorted by name */
@@ -448,22 +449,26 @@ static clf_status parse_entry(const char *path, const clf_json *e, clf_st_tensor
     const char *name = e->key;
     if (e->type != CLF_JSON_OBJECT)
         return FORMAT_ERR("tensor \"%s\": expected an object with dtype, shape and "
-                          "data_offsets, found a JSON %s", name, clf_json_type_name(e->type));
+                          "data_offsets, found a JSON %s",
+                          name, clf_json_type_name(e->type));
     for (size_t i = 0; i < e->count; i++) {
         const char *k = e->items[i].key;
         if (strcmp(k, "dtype") != 0 && strcmp(k, "shape") != 0 && strcmp(k, "data_offsets") != 0)
             return FORMAT_ERR("tensor \"%s\": unknown field \"%s\" (expected dtype, shape, "
-                              "data_offsets)", name, k);
+                              "data_offsets)",
+                              name, k);
     }
     const clf_json *dt = clf_json_get(e, "dtype"), *sh = clf_json_get(e, "shape"),
                    *of = clf_json_get(e, "data_offsets");
     if (dt == NULL || sh == NULL || of == NULL)
         return FORMAT_ERR("tensor \"%s\": missing \"%s\"", name,
-                          dt == NULL ? "dtype" : sh == NULL ? "shape" : "data_offsets");
+                          dt == NULL   ? "dtype"
+                          : sh == NULL ? "shape"
+                                       : "data_offsets");
     if (dt->type != CLF_JSON_STRING || !clf_st_dtype_parse(dt->string, &t->dtype))
         return FORMAT_ERR("tensor \"%s\": unknown dtype %s%s%s (expected BOOL, U8, I8, F8_E5M2, "
-                          "F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64 or U64)", name,
-                          dt->type == CLF_JSON_STRING ? "\"" : "",
+                          "F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64 or U64)",
+                          name, dt->type == CLF_JSON_STRING ? "\"" : "",
                           dt->type == CLF_JSON_STRING ? dt->string : clf_json_type_name(dt->type),
                           dt->type == CLF_JSON_STRING ? "\"" : "");
     if (sh->type != CLF_JSON_ARRAY || sh->count > CLF_ST_MAX_DIMS)
@@ -474,7 +479,8 @@ static clf_status parse_entry(const char *path, const clf_json *e, clf_st_tensor
         const clf_json *d = &sh->items[i];
         if (d->type != CLF_JSON_NUMBER || !d->is_int || d->integer < 0)
             return FORMAT_ERR("tensor \"%s\": shape[%zu] is not a non-negative integer that "
-                              "fits in 64 bits", name, i);
+                              "fits in 64 bits",
+                              name, i);
         t->shape[i] = d->integer;
     }
     if (of->type != CLF_JSON_ARRAY || of->count != 2)
@@ -482,8 +488,8 @@ static clf_status parse_entry(const char *path, const clf_json *e, clf_st_tensor
     for (int i = 0; i < 2; i++) {
         const clf_json *d = &of->items[i];
         if (d->type != CLF_JSON_NUMBER || !d->is_int || d->integer < 0)
-            return FORMAT_ERR("tensor \"%s\": data_offsets[%d] is not a non-negative integer",
-                              name, i);
+            return FORMAT_ERR("tensor \"%s\": data_offsets[%d] is not a non-negative integer", name,
+                              i);
     }
     t->begin = (uint64_t)of->items[0].integer;
     t->end = (uint64_t)of->items[1].integer;
@@ -497,9 +503,10 @@ static clf_status parse_entry(const char *path, const clf_json *e, clf_st_tensor
         char sb[256];
         clf_st_shape_format(t->ndim, t->shape, sb, sizeof sb);
         return FORMAT_ERR("tensor \"%s\": %s %s needs %llu bytes but data_offsets [%llu, %llu] "
-                          "hold %llu", name, clf_st_dtype_name(t->dtype), sb,
-                          (unsigned long long)nbytes, (unsigned long long)t->begin,
-                          (unsigned long long)t->end, (unsigned long long)(t->end - t->begin));
+                          "hold %llu",
+                          name, clf_st_dtype_name(t->dtype), sb, (unsigned long long)nbytes,
+                          (unsigned long long)t->begin, (unsigned long long)t->end,
+                          (unsigned long long)(t->end - t->begin));
     }
     return CLF_OK;
 }
@@ -711,9 +718,10 @@ clf_status clf_st_reader_read_raw(clf_st_reader *r, const clf_st_tensor_info *t,
     const char *path = r->path;
     uint64_t nbytes = t->end - t->begin;
     if (nbytes > (uint64_t)dst_bytes)
-        return clf_error_set(err, CLF_ERR_ARG, "%s: tensor \"%s\" holds %llu bytes but the "
-                                               "destination has room for %zu", path, t->name,
-                             (unsigned long long)nbytes, dst_bytes);
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "%s: tensor \"%s\" holds %llu bytes but the "
+                             "destination has room for %zu",
+                             path, t->name, (unsigned long long)nbytes, dst_bytes);
     if (nbytes == 0)
         return CLF_OK;
     if (fseeko(r->fp, (off_t)(r->data_start + t->begin), SEEK_SET) != 0)
@@ -722,7 +730,8 @@ clf_status clf_st_reader_read_raw(clf_st_reader *r, const clf_st_tensor_info *t,
         if (ferror(r->fp))
             return clf_error_set(err, CLF_ERR_IO, "error reading %s: %s", path, strerror(errno));
         return FORMAT_ERR("tensor \"%s\": the file ended before its data (truncated since it "
-                          "was opened?)", t->name);
+                          "was opened?)",
+                          t->name);
     }
     return CLF_OK;
 }

@@ -147,8 +147,7 @@ size_t clf_st_reader_metadata_count(const clf_st_reader *r);
  * CLF_ERR_FORMAT too (the file does not match what the caller expects);
  * dst_bytes too small is CLF_ERR_ARG. */
 clf_status clf_st_reader_read(clf_st_reader *r, const char *name, clf_st_dtype dtype, int ndim,
-                              const int64_t *shape, void *dst, size_t dst_bytes,
-                              clf_error *err);
+                              const int64_t *shape, void *dst, size_t dst_bytes, clf_error *err);
 /* Copy a tensor's bytes as they are, whatever its dtype and shape. */
 clf_status clf_st_reader_read_raw(clf_st_reader *r, const clf_st_tensor_info *t, void *dst,
                                   size_t dst_bytes, clf_error *err);

@@ -75,14 +75,13 @@ clf_status clf_op_heads_merge(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B
                               size_t NH, size_t HS, size_t row_stride, int accumulate,
                               clf_error *err)
 {
-    return layout_launch(rt, "heads_merge", out, in, B, T, NH, HS, row_stride, 1, accumulate,
-                         err);
+    return layout_launch(rt, "heads_merge", out, in, B, T, NH, HS, row_stride, 1, accumulate, err);
 }
 
 clf_status clf_op_attn_decode_group(clf_runtime *rt, size_t group, clf_ptr out, clf_ptr q,
                                     clf_ptr kcache, clf_ptr vcache, clf_ptr keep,
-                                    size_t keep_stride, size_t B, size_t NH, size_t HS,
-                                    size_t Tmax, size_t L, float scale, clf_error *err)
+                                    size_t keep_stride, size_t B, size_t NH, size_t HS, size_t Tmax,
+                                    size_t L, float scale, clf_error *err)
 {
     const int has_keep = keep.buf != NULL;
     const char *what = has_keep ? "attn_decode_keep" : "attn_decode";
@@ -114,10 +113,18 @@ clf_status clf_op_attn_decode_group(clf_runtime *rt, size_t group, clf_ptr out, 
     size_t global = B * NH * W;
     clf_ptr mask = has_keep ? keep : q; /* any valid buffer when absent */
     clf_arg a[] = {
-        CLF_ARG_PTR(out),        CLF_ARG_PTR(q),          CLF_ARG_PTR(kcache),
-        CLF_ARG_PTR(vcache),     CLF_ARG_PTR(mask),       CLF_ARG_U32(keep_stride),
-        CLF_ARG_I32(has_keep),   CLF_ARG_U32(NH),         CLF_ARG_U32(HS),
-        CLF_ARG_U32(Tmax),       CLF_ARG_U32(L),          CLF_ARG_F32(scale),
+        CLF_ARG_PTR(out),
+        CLF_ARG_PTR(q),
+        CLF_ARG_PTR(kcache),
+        CLF_ARG_PTR(vcache),
+        CLF_ARG_PTR(mask),
+        CLF_ARG_U32(keep_stride),
+        CLF_ARG_I32(has_keep),
+        CLF_ARG_U32(NH),
+        CLF_ARG_U32(HS),
+        CLF_ARG_U32(Tmax),
+        CLF_ARG_U32(L),
+        CLF_ARG_F32(scale),
         CLF_ARG_LOCAL(HS * sizeof(float)),
         CLF_ARG_LOCAL(L * sizeof(float)),
         CLF_ARG_LOCAL(W * sizeof(float)),
@@ -131,11 +138,11 @@ fail:
 }
 
 clf_status clf_op_attn_decode(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
-                              clf_ptr vcache, size_t B, size_t NH, size_t HS, size_t Tmax,
-                              size_t L, float scale, clf_error *err)
+                              clf_ptr vcache, size_t B, size_t NH, size_t HS, size_t Tmax, size_t L,
+                              float scale, clf_error *err)
 {
-    return clf_op_attn_decode_group(rt, 0, out, q, kcache, vcache, (clf_ptr){NULL, 0}, 0, B,
-                                    NH, HS, Tmax, L, scale, err);
+    return clf_op_attn_decode_group(rt, 0, out, q, kcache, vcache, (clf_ptr){NULL, 0}, 0, B, NH, HS,
+                                    Tmax, L, scale, err);
 }
 
 clf_status clf_op_attn_decode_keep(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
@@ -183,8 +190,7 @@ fail:
 }
 
 clf_status clf_op_cache_gather(clf_runtime *rt, clf_ptr dst, clf_ptr src, clf_ptr index,
-                               size_t rows, size_t G, size_t len, size_t stride,
-                               clf_error *err)
+                               size_t rows, size_t G, size_t len, size_t stride, clf_error *err)
 {
     clf_kernel *k = NULL;
     clf_status st;
@@ -203,9 +209,8 @@ clf_status clf_op_cache_gather(clf_runtime *rt, clf_ptr dst, clf_ptr src, clf_pt
     size_t local = clf_ops_local_1d(rt, k);
     int use_index = index.buf != NULL;
     clf_ptr idx = use_index ? index : src; /* any valid buffer when unused */
-    clf_arg a[] = {CLF_ARG_PTR(dst),   CLF_ARG_PTR(src), CLF_ARG_PTR(idx),
-                   CLF_ARG_I32(use_index), CLF_ARG_U32(n), CLF_ARG_U32(G),
-                   CLF_ARG_U32(len),   CLF_ARG_U32(stride)};
+    clf_arg a[] = {CLF_ARG_PTR(dst), CLF_ARG_PTR(src), CLF_ARG_PTR(idx), CLF_ARG_I32(use_index),
+                   CLF_ARG_U32(n),   CLF_ARG_U32(G),   CLF_ARG_U32(len), CLF_ARG_U32(stride)};
     if ((st = clf_kernel_launch(rt, k, 1, &n, &local, CLF_NARGS(a), a, err)) != CLF_OK)
         goto fail;
     return CLF_OK;

@@ -20,11 +20,11 @@
 static const char *act_name(clf_act act)
 {
     switch (act) {
-    case CLF_ACT_NONE: return "none";
-    case CLF_ACT_RELU: return "relu";
-    case CLF_ACT_GELU_ERF: return "gelu_erf";
-    case CLF_ACT_GELU_TANH: return "gelu_tanh";
-    case CLF_ACT_SILU: return "silu";
+        case CLF_ACT_NONE: return "none";
+        case CLF_ACT_RELU: return "relu";
+        case CLF_ACT_GELU_ERF: return "gelu_erf";
+        case CLF_ACT_GELU_TANH: return "gelu_tanh";
+        case CLF_ACT_SILU: return "silu";
     }
     return NULL;
 }
@@ -36,8 +36,8 @@ static int same_ptr(clf_ptr a, clf_ptr b) { return a.buf == b.buf && a.off == b.
  * CLF_ACT_W = 16 (elementwise.cl). */
 enum { ELEM_W = 8, ACT_W = 16 };
 
-static clf_status launch_1d(clf_runtime *rt, const char *name, size_t n, size_t per_item,
-                            int nargs, const clf_arg *args, clf_error *err)
+static clf_status launch_1d(clf_runtime *rt, const char *name, size_t n, size_t per_item, int nargs,
+                            const clf_arg *args, clf_error *err)
 {
     clf_kernel *k;
     clf_status st = clf_kernel_get(rt, "elementwise", name, &k, err);
@@ -65,12 +65,12 @@ static clf_status launch_2d(clf_runtime *rt, const char *name, size_t R, size_t 
 
 /* ---- add, scale, axpy ---------------------------------------------------------- */
 
-clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t n,
-                      clf_error *err)
+clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t n, clf_error *err)
 {
     if (n == 0)
         return CLF_OK;
-    if (clf_ops_need(out, "add", "out", err) || clf_ops_need(a, "add", "a", err) || clf_ops_need(b, "add", "b", err))
+    if (clf_ops_need(out, "add", "out", err) || clf_ops_need(a, "add", "a", err) ||
+        clf_ops_need(b, "add", "b", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(a), CLF_ARG_PTR(b), CLF_ARG_U64(n)};
     return launch_1d(rt, "add_f32", n, ELEM_W, CLF_NARGS(args), args, err);
@@ -82,8 +82,7 @@ clf_status clf_op_residual(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr resi
     return clf_op_add(rt, out, x, residual, n, err);
 }
 
-clf_status clf_op_scale(clf_runtime *rt, clf_ptr out, clf_ptr in, float s, size_t n,
-                        clf_error *err)
+clf_status clf_op_scale(clf_runtime *rt, clf_ptr out, clf_ptr in, float s, size_t n, clf_error *err)
 {
     if (n == 0)
         return CLF_OK;
@@ -118,8 +117,8 @@ clf_status clf_op_act_forward(clf_runtime *rt, clf_act act, clf_ptr out, clf_ptr
     if (act == CLF_ACT_NONE) {
         if (same_ptr(out, in))
             return CLF_OK;
-        return clf_buffer_copy(rt, in.buf, in.off * sizeof(float), out.buf,
-                               out.off * sizeof(float), n * sizeof(float), err);
+        return clf_buffer_copy(rt, in.buf, in.off * sizeof(float), out.buf, out.off * sizeof(float),
+                               n * sizeof(float), err);
     }
     char name[64];
     snprintf(name, sizeof name, "act_forward_%s", an);
@@ -127,15 +126,16 @@ clf_status clf_op_act_forward(clf_runtime *rt, clf_act act, clf_ptr out, clf_ptr
     return launch_1d(rt, name, n, ACT_W, CLF_NARGS(args), args, err);
 }
 
-clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_ptr dout,
-                               clf_ptr in, size_t n, int accumulate, clf_error *err)
+clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_ptr dout, clf_ptr in,
+                               size_t n, int accumulate, clf_error *err)
 {
     const char *an = act_name(act);
     if (an == NULL)
         return clf_error_set(err, CLF_ERR_ARG, "act_backward: unknown activation %d", (int)act);
     if (n == 0)
         return CLF_OK;
-    if (clf_ops_need(din, "act_backward", "din", err) || clf_ops_need(dout, "act_backward", "dout", err))
+    if (clf_ops_need(din, "act_backward", "din", err) ||
+        clf_ops_need(dout, "act_backward", "dout", err))
         return CLF_ERR_ARG;
     if (act == CLF_ACT_NONE) {
         if (accumulate)
@@ -159,11 +159,11 @@ clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_
 {
     const char *an = act_name(act);
     if (an == NULL)
-        return clf_error_set(err, CLF_ERR_ARG, "bias_act_forward: unknown activation %d",
-                             (int)act);
+        return clf_error_set(err, CLF_ERR_ARG, "bias_act_forward: unknown activation %d", (int)act);
     if (R == 0 || N == 0)
         return CLF_OK;
-    if (clf_ops_need(h, "bias_act_forward", "h", err) || clf_ops_need(out, "bias_act_forward", "out", err))
+    if (clf_ops_need(h, "bias_act_forward", "h", err) ||
+        clf_ops_need(out, "bias_act_forward", "out", err))
         return CLF_ERR_ARG;
     int has_bias = bias.buf != NULL;
     if (act == CLF_ACT_NONE && !has_bias && same_ptr(h, out))
@@ -171,10 +171,10 @@ clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_
     char name[64];
     snprintf(name, sizeof name, "bias_act_%s", an);
     clf_ptr b = has_bias ? bias : h; /* any valid buffer when absent */
-    clf_arg args[] = {CLF_ARG_PTR(h), CLF_ARG_PTR(b), CLF_ARG_I32(has_bias), CLF_ARG_PTR(out),
-                      CLF_ARG_U64(R), CLF_ARG_U64(N)};
-    return launch_1d(rt, name, R * ((N + ACT_W - 1) / ACT_W) * ACT_W, ACT_W, CLF_NARGS(args),
-                     args, err);
+    clf_arg args[] = {CLF_ARG_PTR(h),   CLF_ARG_PTR(b), CLF_ARG_I32(has_bias),
+                      CLF_ARG_PTR(out), CLF_ARG_U64(R), CLF_ARG_U64(N)};
+    return launch_1d(rt, name, R * ((N + ACT_W - 1) / ACT_W) * ACT_W, ACT_W, CLF_NARGS(args), args,
+                     err);
 }
 
 clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dbias, clf_ptr d,
@@ -182,7 +182,8 @@ clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr d
 {
     if (N == 0)
         return CLF_OK;
-    if (clf_ops_need(dbias, "bias_backward", "dbias", err) || clf_ops_need(d, "bias_backward", "d", err))
+    if (clf_ops_need(dbias, "bias_backward", "dbias", err) ||
+        clf_ops_need(d, "bias_backward", "d", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
     clf_arg args[] = {CLF_ARG_PTR(dbias), CLF_ARG_PTR(d), CLF_ARG_U64(R), CLF_ARG_U64(N),
@@ -216,18 +217,20 @@ clf_status clf_op_swiglu_forward(clf_runtime *rt, clf_ptr out, clf_ptr in, size_
 {
     if (R == 0 || H == 0)
         return CLF_OK;
-    if (clf_ops_need(out, "swiglu_forward", "out", err) || clf_ops_need(in, "swiglu_forward", "in", err))
+    if (clf_ops_need(out, "swiglu_forward", "out", err) ||
+        clf_ops_need(in, "swiglu_forward", "in", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_U64(R), CLF_ARG_U64(H)};
     return launch_2d(rt, "swiglu_forward", R, H, CLF_NARGS(args), args, err);
 }
 
-clf_status clf_op_swiglu_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, clf_ptr in,
-                                  size_t R, size_t H, clf_error *err)
+clf_status clf_op_swiglu_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, clf_ptr in, size_t R,
+                                  size_t H, clf_error *err)
 {
     if (R == 0 || H == 0)
         return CLF_OK;
-    if (clf_ops_need(din, "swiglu_backward", "din", err) || clf_ops_need(dout, "swiglu_backward", "dout", err) ||
+    if (clf_ops_need(din, "swiglu_backward", "din", err) ||
+        clf_ops_need(dout, "swiglu_backward", "dout", err) ||
         clf_ops_need(in, "swiglu_backward", "in", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(din), CLF_ARG_PTR(dout), CLF_ARG_PTR(in), CLF_ARG_U64(R),

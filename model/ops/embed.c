@@ -18,10 +18,7 @@
 
 #define U32_MAX_SZ ((size_t)0xFFFFFFFFu)
 
-static int dev_is_cpu(clf_runtime *rt)
-{
-    return strcmp(clf_runtime_device(rt)->type, "cpu") == 0;
-}
+static int dev_is_cpu(clf_runtime *rt) { return strcmp(clf_runtime_device(rt)->type, "cpu") == 0; }
 
 /* Fixed per-kernel work-group size: want, capped by the kernel's limit. */
 static size_t wg_size(const clf_kernel *k, size_t want)
@@ -64,8 +61,8 @@ static void pick_span(clf_runtime *rt, size_t n, uint32_t *span, uint32_t *nspan
 static size_t row_local(clf_runtime *rt) { return dev_is_cpu(rt) ? 16 : 256; }
 
 clf_status clf_op_embed_forward(clf_runtime *rt, clf_ptr out, clf_ptr tokens, clf_ptr wte,
-                                clf_ptr wpe, size_t B, size_t T, size_t C, size_t pos0,
-                                float scale, clf_error *err)
+                                clf_ptr wpe, size_t B, size_t T, size_t C, size_t pos0, float scale,
+                                clf_error *err)
 {
     size_t BT = B * T;
     if (T == 0 || BT * C > U32_MAX_SZ || pos0 + T > U32_MAX_SZ)
@@ -83,11 +80,11 @@ clf_status clf_op_embed_forward(clf_runtime *rt, clf_ptr out, clf_ptr tokens, cl
     int has_wpe = wpe.buf != NULL;
     clf_ptr wp = has_wpe ? wpe : out;
     clf_arg a[] = {
-        CLF_ARG_BUF(out.buf),    CLF_ARG_U64(out.off),    CLF_ARG_BUF(tokens.buf),
-        CLF_ARG_U64(tokens.off), CLF_ARG_BUF(wte.buf),    CLF_ARG_U64(wte.off),
-        CLF_ARG_BUF(wp.buf),     CLF_ARG_U64(wp.off),     CLF_ARG_I32(has_wpe),
-        CLF_ARG_U32(BT),         CLF_ARG_U32(T),          CLF_ARG_U32(C),
-        CLF_ARG_U32(V),          CLF_ARG_U32(pos0),       CLF_ARG_F32(scale),
+        CLF_ARG_BUF(out.buf),    CLF_ARG_U64(out.off), CLF_ARG_BUF(tokens.buf),
+        CLF_ARG_U64(tokens.off), CLF_ARG_BUF(wte.buf), CLF_ARG_U64(wte.off),
+        CLF_ARG_BUF(wp.buf),     CLF_ARG_U64(wp.off),  CLF_ARG_I32(has_wpe),
+        CLF_ARG_U32(BT),         CLF_ARG_U32(T),       CLF_ARG_U32(C),
+        CLF_ARG_U32(V),          CLF_ARG_U32(pos0),    CLF_ARG_F32(scale),
         CLF_ARG_U32(span),       CLF_ARG_U32(nspan),
     };
     return launch_1d(rt, "embed_forward", BT * nspan, row_local(rt), (int)(sizeof a / sizeof a[0]),
@@ -111,10 +108,10 @@ clf_status clf_op_embed_backward(clf_runtime *rt, clf_ptr dwte, clf_ptr dwpe, cl
     clf_status st = CLF_OK;
     if (dwte.buf != NULL && V > 0) {
         clf_arg a[] = {
-            CLF_ARG_BUF(dwte.buf),   CLF_ARG_U64(dwte.off), CLF_ARG_BUF(dout.buf),
-            CLF_ARG_U64(dout.off),   CLF_ARG_BUF(tokens.buf), CLF_ARG_U64(tokens.off),
-            CLF_ARG_U32(BT),         CLF_ARG_U32(C),        CLF_ARG_U32(V),
-            CLF_ARG_F32(scale),      CLF_ARG_U32(span),     CLF_ARG_U32(nspan),
+            CLF_ARG_BUF(dwte.buf), CLF_ARG_U64(dwte.off),   CLF_ARG_BUF(dout.buf),
+            CLF_ARG_U64(dout.off), CLF_ARG_BUF(tokens.buf), CLF_ARG_U64(tokens.off),
+            CLF_ARG_U32(BT),       CLF_ARG_U32(C),          CLF_ARG_U32(V),
+            CLF_ARG_F32(scale),    CLF_ARG_U32(span),       CLF_ARG_U32(nspan),
         };
         st = launch_1d(rt, "embed_backward_wte", V * nspan, row_local(rt),
                        (int)(sizeof a / sizeof a[0]), a, err);
@@ -148,7 +145,7 @@ clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, s
         return CLF_OK;
     float k = (float)(-log(10000.0) / (double)C);
     clf_arg a[] = {
-        CLF_ARG_BUF(x.buf), CLF_ARG_U64(x.off), CLF_ARG_U32(B),    CLF_ARG_U32(T),
+        CLF_ARG_BUF(x.buf), CLF_ARG_U64(x.off), CLF_ARG_U32(B), CLF_ARG_U32(T),
         CLF_ARG_U32(C),     CLF_ARG_U32(pos0),  CLF_ARG_F32(k),
     };
     return launch_1d(rt, "sinusoid_add", T * ((C + 1) / 2), dev_is_cpu(rt) ? 64 : 256,
@@ -156,8 +153,7 @@ clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, s
 }
 
 clf_status clf_op_rope(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t NH, size_t HS,
-                       size_t row_stride, size_t pos0, float theta, int inverse,
-                       clf_error *err)
+                       size_t row_stride, size_t pos0, float theta, int inverse, clf_error *err)
 {
     if (HS == 0 || HS % 2 != 0 || row_stride < NH * HS)
         return clf_error_set(err, CLF_ERR_ARG,
@@ -166,8 +162,8 @@ clf_status clf_op_rope(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t NH
                              HS, row_stride, NH * HS);
     if (B * T * row_stride > U32_MAX_SZ || pos0 + T > (size_t)1 << 24)
         return clf_error_set(err, CLF_ERR_ARG,
-                             "rope: sizes B=%zu T=%zu row_stride=%zu pos0=%zu out of range",
-                             B, T, row_stride, pos0);
+                             "rope: sizes B=%zu T=%zu row_stride=%zu pos0=%zu out of range", B, T,
+                             row_stride, pos0);
     if (!(theta > 1.0f))
         return clf_error_set(err, CLF_ERR_ARG, "rope: theta %g must be above 1", (double)theta);
     if (B == 0 || T == 0 || NH == 0)
@@ -176,10 +172,12 @@ clf_status clf_op_rope(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t NH
     size_t nb = (B + bspan - 1) / bspan;
     float log2_theta = (float)log2((double)theta);
     clf_arg a[] = {
-        CLF_ARG_BUF(x.buf),      CLF_ARG_U64(x.off),   CLF_ARG_U32(B),
-        CLF_ARG_U32(T),          CLF_ARG_U32(NH),      CLF_ARG_U32(HS),
-        CLF_ARG_U32(row_stride), CLF_ARG_U32(pos0),    CLF_ARG_F32(log2_theta),
-        CLF_ARG_I32(inverse ? 1 : 0), CLF_ARG_U32(bspan),
+        CLF_ARG_BUF(x.buf),      CLF_ARG_U64(x.off),
+        CLF_ARG_U32(B),          CLF_ARG_U32(T),
+        CLF_ARG_U32(NH),         CLF_ARG_U32(HS),
+        CLF_ARG_U32(row_stride), CLF_ARG_U32(pos0),
+        CLF_ARG_F32(log2_theta), CLF_ARG_I32(inverse ? 1 : 0),
+        CLF_ARG_U32(bspan),
     };
     return launch_1d(rt, "rope", nb * T * (HS / 2), dev_is_cpu(rt) ? 64 : 256,
                      (int)(sizeof a / sizeof a[0]), a, err);

@@ -24,19 +24,18 @@ static size_t wg_pow2(const clf_kernel *k, size_t want)
     return p;
 }
 
-clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits,
-                                clf_ptr logits, clf_ptr targets, size_t R, size_t V,
-                                float label_smoothing, int ignore_index, float grad_scale,
-                                clf_error *err)
+clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits, clf_ptr logits,
+                                clf_ptr targets, size_t R, size_t V, float label_smoothing,
+                                int ignore_index, float grad_scale, clf_error *err)
 {
     clf_kernel *k = NULL;
     clf_status st;
-    if (V == 0 || V > 0x7FFFFFFFu || R > 0xFFFFFFFFu || !(label_smoothing >= 0.0f && label_smoothing <= 1.0f)) {
+    if (V == 0 || V > 0x7FFFFFFFu || R > 0xFFFFFFFFu ||
+        !(label_smoothing >= 0.0f && label_smoothing <= 1.0f)) {
         st = clf_error_set(err, CLF_ERR_ARG,
                            "need 1 <= V (%zu) < 2^31, R (%zu) < 2^32 and label smoothing in [0, 1] "
                            "(got %g)",
-                           V, R,
-                           (double)label_smoothing);
+                           V, R, (double)label_smoothing);
         goto fail;
     }
     const clf_device_info *di = clf_runtime_device(rt);
@@ -51,11 +50,21 @@ clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits
     size_t W = wg_pow2(k, rows ? 16 : 256);
     size_t global = rows ? R : R * W;
     clf_arg a[] = {
-        CLF_ARG_BUF(losses.buf),  CLF_ARG_U64(losses.off),  CLF_ARG_BUF(dz.buf),
-        CLF_ARG_U64(dz.off),      CLF_ARG_BUF(logits.buf),  CLF_ARG_U64(logits.off),
-        CLF_ARG_BUF(targets.buf), CLF_ARG_U64(targets.off), CLF_ARG_U32(R),
-        CLF_ARG_U32(V),           CLF_ARG_F32(label_smoothing), CLF_ARG_I32(ignore_index),
-        CLF_ARG_F32(grad_scale),  CLF_ARG_I32(has_grad),    CLF_ARG_LOCAL(2 * W * sizeof(float)),
+        CLF_ARG_BUF(losses.buf),
+        CLF_ARG_U64(losses.off),
+        CLF_ARG_BUF(dz.buf),
+        CLF_ARG_U64(dz.off),
+        CLF_ARG_BUF(logits.buf),
+        CLF_ARG_U64(logits.off),
+        CLF_ARG_BUF(targets.buf),
+        CLF_ARG_U64(targets.off),
+        CLF_ARG_U32(R),
+        CLF_ARG_U32(V),
+        CLF_ARG_F32(label_smoothing),
+        CLF_ARG_I32(ignore_index),
+        CLF_ARG_F32(grad_scale),
+        CLF_ARG_I32(has_grad),
+        CLF_ARG_LOCAL(2 * W * sizeof(float)),
     };
     int na = (int)(sizeof a / sizeof a[0]) - (rows ? 1 : 0); /* rows: no local memory */
     st = clf_kernel_launch(rt, k, 1, &global, &W, na, a, err);

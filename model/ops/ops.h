@@ -36,8 +36,8 @@ clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n,
                        clf_error *err); /* y += a * x */
 /* out = a + b, elementwise, for the residual stream (alias of add kept for
  * readability at call sites where one operand is the residual). */
-clf_status clf_op_residual(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr residual,
-                           size_t n, clf_error *err);
+clf_status clf_op_residual(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr residual, size_t n,
+                           clf_error *err);
 
 typedef enum clf_act {
     CLF_ACT_NONE = 0,
@@ -51,8 +51,8 @@ typedef enum clf_act {
 clf_status clf_op_act_forward(clf_runtime *rt, clf_act act, clf_ptr out, clf_ptr in, size_t n,
                               clf_error *err);
 /* din (=|+=) dout * act'(in) */
-clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_ptr dout,
-                               clf_ptr in, size_t n, int accumulate, clf_error *err);
+clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_ptr dout, clf_ptr in,
+                               size_t n, int accumulate, clf_error *err);
 /* Fused bias + activation over [R, N]: h[r,c] += bias[c] (in place, kept as the
  * pre-activation for backward); out[r,c] = act(h[r,c]). act NONE: only the
  * bias add (out may equal h). bias.buf NULL: no bias. */
@@ -65,8 +65,8 @@ clf_status clf_op_bias_backward(clf_runtime *rt, clf_ptr dbias, clf_ptr d, size_
  * u = in[:, H:]. Backward writes din [R, 2H]. */
 clf_status clf_op_swiglu_forward(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t R, size_t H,
                                  clf_error *err);
-clf_status clf_op_swiglu_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, clf_ptr in,
-                                  size_t R, size_t H, clf_error *err);
+clf_status clf_op_swiglu_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, clf_ptr in, size_t R,
+                                  size_t H, clf_error *err);
 
 /* ---- reductions (cl/reduce.cl) ------------------------------------------ */
 
@@ -82,8 +82,8 @@ clf_status clf_op_mean(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t n, clf_p
 /* Pooling (cl/reduce.cl): mean over the kept positions: out [B, C] from x [B, S, C] and keep int32
  * [B, S] (a row without kept positions gives 0). Backward overwrites
  * dx [B, S, C] = keep ? dout / count : 0. */
-clf_status clf_op_mean_pool_forward(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr keep,
-                                    size_t B, size_t S, size_t C, clf_error *err);
+clf_status clf_op_mean_pool_forward(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr keep, size_t B,
+                                    size_t S, size_t C, clf_error *err);
 clf_status clf_op_mean_pool_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dout, clf_ptr keep,
                                      size_t B, size_t S, size_t C, clf_error *err);
 
@@ -117,28 +117,27 @@ clf_status clf_op_softmax_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dy, clf_
 /* LayerNorm over the last dim of [R, N]: out = (x - mean) * rstd * w + b.
  * Saves mean[R] and rstd[R] for backward. b.buf NULL = no bias. */
 clf_status clf_op_layernorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr mean, clf_ptr rstd,
-                                    clf_ptr x, clf_ptr w, clf_ptr b, size_t R, size_t N,
-                                    float eps, clf_error *err);
+                                    clf_ptr x, clf_ptr w, clf_ptr b, size_t R, size_t N, float eps,
+                                    clf_error *err);
 /* dx (=|+=) ...; dw += ..., db += ... (parameter grads always accumulate).
  * A NULL dx, dw or db (buf NULL) skips that gradient. N = 0 is CLF_ERR_ARG. */
 clf_status clf_op_layernorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr db,
-                                     clf_ptr dout, clf_ptr x, clf_ptr mean, clf_ptr rstd,
-                                     clf_ptr w, size_t R, size_t N, int accumulate,
-                                     clf_error *err);
+                                     clf_ptr dout, clf_ptr x, clf_ptr mean, clf_ptr rstd, clf_ptr w,
+                                     size_t R, size_t N, int accumulate, clf_error *err);
 /* RMSNorm: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps). */
-clf_status clf_op_rmsnorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr rstd, clf_ptr x,
-                                  clf_ptr w, size_t R, size_t N, float eps, clf_error *err);
-clf_status clf_op_rmsnorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr dout,
-                                   clf_ptr x, clf_ptr rstd, clf_ptr w, size_t R, size_t N,
-                                   int accumulate, clf_error *err);
+clf_status clf_op_rmsnorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr rstd, clf_ptr x, clf_ptr w,
+                                  size_t R, size_t N, float eps, clf_error *err);
+clf_status clf_op_rmsnorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr dout, clf_ptr x,
+                                   clf_ptr rstd, clf_ptr w, size_t R, size_t N, int accumulate,
+                                   clf_error *err);
 
 /* ---- embeddings and positions (cl/embed.cl) ------------------------------ */
 
 /* out[b,t,:] = scale * wte[tokens[b,t], :] (+ wpe[pos0 + t, :] if wpe.buf).
  * tokens int32 [B, T]. */
 clf_status clf_op_embed_forward(clf_runtime *rt, clf_ptr out, clf_ptr tokens, clf_ptr wte,
-                                clf_ptr wpe, size_t B, size_t T, size_t C, size_t pos0,
-                                float scale, clf_error *err);
+                                clf_ptr wpe, size_t B, size_t T, size_t C, size_t pos0, float scale,
+                                clf_error *err);
 /* dwte[v,:] += scale * sum over (b,t) with tokens[b,t]==v of dout[b,t,:];
  * dwpe[pos0+t,:] += sum_b dout[b,t,:] (if dwpe.buf). Deterministic. */
 clf_status clf_op_embed_backward(clf_runtime *rt, clf_ptr dwte, clf_ptr dwpe, clf_ptr dout,
@@ -154,8 +153,7 @@ clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, s
  * Llama): pairs (i, i + HS/2), angle = p * theta^(-2i/HS), p = pos0 + t.
  * inverse = 1 applies the transpose rotation (the backward pass). */
 clf_status clf_op_rope(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t NH, size_t HS,
-                       size_t row_stride, size_t pos0, float theta, int inverse,
-                       clf_error *err);
+                       size_t row_stride, size_t pos0, float theta, int inverse, clf_error *err);
 
 /* ---- attention layout (cl/attention.cl) ---------------------------------- */
 
@@ -172,8 +170,8 @@ clf_status clf_op_heads_merge(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B
  * q [B, NH, HS], kcache/vcache [B, NH, Tmax, HS] with L valid positions,
  * out [B, NH*HS]. Fused scores, softmax and weighted sum. */
 clf_status clf_op_attn_decode(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
-                              clf_ptr vcache, size_t B, size_t NH, size_t HS, size_t Tmax,
-                              size_t L, float scale, clf_error *err);
+                              clf_ptr vcache, size_t B, size_t NH, size_t HS, size_t Tmax, size_t L,
+                              float scale, clf_error *err);
 /* The same over a keep-masked cache (cross-attention of one
  * decoder position over the encoded source): q [B, NH, HS], kcache/vcache
  * [B, NH, Tmax, HS] with L valid positions, keep int32 with row b at
@@ -196,8 +194,7 @@ clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, clf_ptr src, size_t B
  * (int32 on the device; index.buf NULL: r = i). 32-bit words, copied bit
  * for bit (floats or int32). dst must not overlap src. */
 clf_status clf_op_cache_gather(clf_runtime *rt, clf_ptr dst, clf_ptr src, clf_ptr index,
-                               size_t rows, size_t G, size_t len, size_t stride,
-                               clf_error *err);
+                               size_t rows, size_t G, size_t len, size_t stride, clf_error *err);
 
 /* ---- loss (cl/loss.cl) ----------------------------------------------------- */
 
@@ -208,10 +205,9 @@ clf_status clf_op_cache_gather(clf_runtime *rt, clf_ptr dst, clf_ptr src, clf_pt
  * losses[r] = per-row loss (0 for ignored rows);
  * dlogits[r,:] = grad_scale * (softmax - target dist) (0 for ignored rows);
  * dlogits may alias logits. dlogits.buf NULL = forward only. */
-clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits,
-                                clf_ptr logits, clf_ptr targets, size_t R, size_t V,
-                                float label_smoothing, int ignore_index, float grad_scale,
-                                clf_error *err);
+clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits, clf_ptr logits,
+                                clf_ptr targets, size_t R, size_t V, float label_smoothing,
+                                int ignore_index, float grad_scale, clf_error *err);
 
 /* ---- random numbers and dropout (cl/random.cl) ------------------------------ */
 
@@ -221,8 +217,8 @@ clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits
  * storing it. out may alias in. p == 0 is a copy (or nothing when aliased). */
 clf_status clf_op_dropout_forward(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t n, float p,
                                   uint64_t seed, uint64_t stream, clf_error *err);
-clf_status clf_op_dropout_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, size_t n,
-                                   float p, uint64_t seed, uint64_t stream, clf_error *err);
+clf_status clf_op_dropout_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, size_t n, float p,
+                                   uint64_t seed, uint64_t stream, clf_error *err);
 /* The same generator on the host: Random123's philox4x32_R(10, ctr, key). */
 void clf_random_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 /* Whether dropout keeps element i of a launch keyed by (seed, stream), exactly

@@ -67,10 +67,7 @@ static inline size_t clf_ops_local_1d(const clf_runtime *rt, const clf_kernel *k
 }
 
 /* Work-items of a row-per-item kernel grouped into one work-group. */
-static inline size_t clf_ops_rows_local(const clf_kernel *k)
-{
-    return clf_ops_group_size(k, 16);
-}
+static inline size_t clf_ops_rows_local(const clf_kernel *k) { return clf_ops_group_size(k, 16); }
 
 /* Columns per work-item of the *_item column-sum kernels (CLF_COL_W in cl/),
  * and the work-group shape of the *_group ones: CLF_OPS_COLS_X columns x
@@ -90,10 +87,10 @@ static inline size_t clf_ops_rows_local(const clf_kernel *k)
 clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dbias, clf_ptr d,
                                    size_t R, size_t N, int accumulate, clf_error *err);
 
-clf_status clf_op_row_sum_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in,
-                             size_t R, size_t N, clf_error *err);
-clf_status clf_op_row_max_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in,
-                             size_t R, size_t N, clf_error *err);
+clf_status clf_op_row_sum_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t R,
+                             size_t N, clf_error *err);
+clf_status clf_op_row_max_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t R,
+                             size_t N, clf_error *err);
 size_t clf_op_sumsq_scratch_ex(clf_runtime *rt, clf_ops_path path, size_t n);
 clf_status clf_op_sumsq_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t n,
                            clf_ptr scratch, clf_error *err);
@@ -101,22 +98,21 @@ clf_status clf_op_mean_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_p
                           clf_ptr scratch, clf_error *err);
 
 clf_status clf_op_softmax_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr y, clf_ptr x,
-                                     size_t R, size_t N, float scale,
-                                     const clf_softmax_mask *mask, clf_error *err);
+                                     size_t R, size_t N, float scale, const clf_softmax_mask *mask,
+                                     clf_error *err);
 clf_status clf_op_softmax_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dy,
-                                      clf_ptr y, size_t R, size_t N, float scale,
-                                      clf_error *err);
+                                      clf_ptr y, size_t R, size_t N, float scale, clf_error *err);
 
 clf_status clf_op_layernorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out,
-                                       clf_ptr mean, clf_ptr rstd, clf_ptr x, clf_ptr w,
-                                       clf_ptr b, size_t R, size_t N, float eps, clf_error *err);
-clf_status clf_op_layernorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx,
-                                        clf_ptr dw, clf_ptr db, clf_ptr dout, clf_ptr x,
-                                        clf_ptr mean, clf_ptr rstd, clf_ptr w, size_t R,
-                                        size_t N, int accumulate, clf_error *err);
-clf_status clf_op_rmsnorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out,
-                                     clf_ptr rstd, clf_ptr x, clf_ptr w, size_t R, size_t N,
-                                     float eps, clf_error *err);
+                                       clf_ptr mean, clf_ptr rstd, clf_ptr x, clf_ptr w, clf_ptr b,
+                                       size_t R, size_t N, float eps, clf_error *err);
+clf_status clf_op_layernorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dw,
+                                        clf_ptr db, clf_ptr dout, clf_ptr x, clf_ptr mean,
+                                        clf_ptr rstd, clf_ptr w, size_t R, size_t N, int accumulate,
+                                        clf_error *err);
+clf_status clf_op_rmsnorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr rstd,
+                                     clf_ptr x, clf_ptr w, size_t R, size_t N, float eps,
+                                     clf_error *err);
 clf_status clf_op_rmsnorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dw,
                                       clf_ptr dout, clf_ptr x, clf_ptr rstd, clf_ptr w, size_t R,
                                       size_t N, int accumulate, clf_error *err);
@@ -126,8 +122,8 @@ clf_status clf_op_rmsnorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_pt
  * the device's choice), so tests can run the GPU's group size on a CPU. */
 clf_status clf_op_attn_decode_group(clf_runtime *rt, size_t group, clf_ptr out, clf_ptr q,
                                     clf_ptr kcache, clf_ptr vcache, clf_ptr keep,
-                                    size_t keep_stride, size_t B, size_t NH, size_t HS,
-                                    size_t Tmax, size_t L, float scale, clf_error *err);
+                                    size_t keep_stride, size_t B, size_t NH, size_t HS, size_t Tmax,
+                                    size_t L, float scale, clf_error *err);
 
 /* The NULL-buffer check of every op: CLF_ERR_ARG "op: what is a NULL buffer". */
 static inline clf_status clf_ops_need(clf_ptr p, const char *op, const char *what, clf_error *err)

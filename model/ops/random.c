@@ -68,14 +68,12 @@ int clf_random_dropout_keep(uint64_t i, float p, uint64_t seed, uint64_t stream)
 }
 
 static clf_status dropout_apply(clf_runtime *rt, const char *what, clf_ptr out, clf_ptr in,
-                                size_t n, float p, uint64_t seed, uint64_t stream,
-                                clf_error *err)
+                                size_t n, float p, uint64_t seed, uint64_t stream, clf_error *err)
 {
     clf_status st;
     clf_kernel *k = NULL;
     if (!(p >= 0.0f && p <= 1.0f)) {
-        st = clf_error_set(err, CLF_ERR_ARG, "dropout probability %g is outside [0, 1]",
-                           (double)p);
+        st = clf_error_set(err, CLF_ERR_ARG, "dropout probability %g is outside [0, 1]", (double)p);
         goto fail;
     }
     if (n == 0)
@@ -83,8 +81,8 @@ static clf_status dropout_apply(clf_runtime *rt, const char *what, clf_ptr out, 
     if (p == 0.0f) {
         if (out.buf == in.buf && out.off == in.off)
             return CLF_OK;
-        st = clf_buffer_copy(rt, in.buf, in.off * sizeof(float), out.buf,
-                             out.off * sizeof(float), n * sizeof(float), err);
+        st = clf_buffer_copy(rt, in.buf, in.off * sizeof(float), out.buf, out.off * sizeof(float),
+                             n * sizeof(float), err);
         if (st != CLF_OK)
             goto fail;
         return CLF_OK;
@@ -101,11 +99,16 @@ static clf_status dropout_apply(clf_runtime *rt, const char *what, clf_ptr out, 
     if (local == 0 || local > 256)
         local = 256;
     clf_arg a[] = {
-        CLF_ARG_BUF(out.buf),          CLF_ARG_U64(out.off),
-        CLF_ARG_BUF(in.buf),           CLF_ARG_U64(in.off),
-        CLF_ARG_U64(n),                CLF_ARG_U32(thr),
-        CLF_ARG_F32(scale),            CLF_ARG_U32((uint32_t)seed),
-        CLF_ARG_U32((uint32_t)(seed >> 32)), CLF_ARG_U32((uint32_t)stream),
+        CLF_ARG_BUF(out.buf),
+        CLF_ARG_U64(out.off),
+        CLF_ARG_BUF(in.buf),
+        CLF_ARG_U64(in.off),
+        CLF_ARG_U64(n),
+        CLF_ARG_U32(thr),
+        CLF_ARG_F32(scale),
+        CLF_ARG_U32((uint32_t)seed),
+        CLF_ARG_U32((uint32_t)(seed >> 32)),
+        CLF_ARG_U32((uint32_t)stream),
         CLF_ARG_U32((uint32_t)(stream >> 32)),
     };
     st = clf_kernel_launch(rt, k, 1, &global, &local, (int)(sizeof a / sizeof a[0]), a, err);
@@ -123,8 +126,8 @@ clf_status clf_op_dropout_forward(clf_runtime *rt, clf_ptr out, clf_ptr in, size
     return dropout_apply(rt, "dropout_forward", out, in, n, p, seed, stream, err);
 }
 
-clf_status clf_op_dropout_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, size_t n,
-                                   float p, uint64_t seed, uint64_t stream, clf_error *err)
+clf_status clf_op_dropout_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, size_t n, float p,
+                                   uint64_t seed, uint64_t stream, clf_error *err)
 {
     return dropout_apply(rt, "dropout_backward", din, dout, n, p, seed, stream, err);
 }

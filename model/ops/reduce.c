@@ -49,14 +49,14 @@ static clf_status row_reduce(clf_runtime *rt, clf_ops_path path, const char *op,
     return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
 }
 
-clf_status clf_op_row_sum_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in,
-                             size_t R, size_t N, clf_error *err)
+clf_status clf_op_row_sum_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t R,
+                             size_t N, clf_error *err)
 {
     return row_reduce(rt, path, "row_sum", out, in, R, N, err);
 }
 
-clf_status clf_op_row_max_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in,
-                             size_t R, size_t N, clf_error *err)
+clf_status clf_op_row_max_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t R,
+                             size_t N, clf_error *err)
 {
     return row_reduce(rt, path, "row_max", out, in, R, N, err);
 }
@@ -99,7 +99,7 @@ static clf_status total_sum(clf_runtime *rt, clf_ops_path path, const char *op, 
             if (st != CLF_OK)
                 return st;
             clf_arg args[] = {CLF_ARG_PTR(scratch), CLF_ARG_PTR(in), CLF_ARG_U64(n),
-                              CLF_ARG_U64(chunk), CLF_ARG_U32(P), CLF_ARG_I32(sq)};
+                              CLF_ARG_U64(chunk),   CLF_ARG_U32(P),  CLF_ARG_I32(sq)};
             size_t global = P, local = 1;
             st = clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
         } else {
@@ -107,8 +107,12 @@ static clf_status total_sum(clf_runtime *rt, clf_ops_path path, const char *op, 
             if (st != CLF_OK)
                 return st;
             size_t local = clf_ops_group_size(k, CLF_OPS_ROW_GROUP), global = P * local;
-            clf_arg args[] = {CLF_ARG_PTR(scratch), CLF_ARG_PTR(in), CLF_ARG_U64(n),
-                              CLF_ARG_U64(chunk), CLF_ARG_U32(P), CLF_ARG_I32(sq),
+            clf_arg args[] = {CLF_ARG_PTR(scratch),
+                              CLF_ARG_PTR(in),
+                              CLF_ARG_U64(n),
+                              CLF_ARG_U64(chunk),
+                              CLF_ARG_U32(P),
+                              CLF_ARG_I32(sq),
                               CLF_ARG_LOCAL(local * sizeof(float))};
             st = clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
         }
@@ -182,8 +186,8 @@ fail:
     return st;
 }
 
-clf_status clf_op_mean_pool_forward(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr keep,
-                                    size_t B, size_t S, size_t C, clf_error *err)
+clf_status clf_op_mean_pool_forward(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr keep, size_t B,
+                                    size_t S, size_t C, clf_error *err)
 {
     return pool_launch(rt, "mean_pool_forward", out, x, keep, B, S, C, err);
 }

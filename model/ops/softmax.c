@@ -14,14 +14,14 @@
 
 #include "model/ops/ops_internal.h"
 
-
 clf_status clf_op_softmax_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr y, clf_ptr x,
-                                     size_t R, size_t N, float scale,
-                                     const clf_softmax_mask *mask, clf_error *err)
+                                     size_t R, size_t N, float scale, const clf_softmax_mask *mask,
+                                     clf_error *err)
 {
     if (R == 0 || N == 0)
         return CLF_OK;
-    if (clf_ops_need(y, "softmax_forward", "y", err) || clf_ops_need(x, "softmax_forward", "x", err))
+    if (clf_ops_need(y, "softmax_forward", "y", err) ||
+        clf_ops_need(x, "softmax_forward", "x", err))
         return CLF_ERR_ARG;
     clf_softmax_mask none = {{NULL, 0}, 0, {NULL, 0}, 0, 0};
     const clf_softmax_mask *m = mask != NULL ? mask : &none;
@@ -42,26 +42,28 @@ clf_status clf_op_softmax_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr
         keep_group = m->keep_group_rows;
     }
     path = clf_ops_path_resolve(rt, path);
-    clf_arg args[] = {CLF_ARG_PTR(y),          CLF_ARG_PTR(x),        CLF_ARG_U64(R),
-                      CLF_ARG_U64(N),          CLF_ARG_F32(scale),    CLF_ARG_PTR(add),
-                      CLF_ARG_U64(add_rows),   CLF_ARG_PTR(keep),     CLF_ARG_U64(keep_group),
+    clf_arg args[] = {CLF_ARG_PTR(y),           CLF_ARG_PTR(x),     CLF_ARG_U64(R),
+                      CLF_ARG_U64(N),           CLF_ARG_F32(scale), CLF_ARG_PTR(add),
+                      CLF_ARG_U64(add_rows),    CLF_ARG_PTR(keep),  CLF_ARG_U64(keep_group),
                       CLF_ARG_U64(m->causal_T), CLF_ARG_U64(0) /* room for the local buffer */};
-    return clf_ops_launch_rows(rt, "softmax", path, "softmax_forward", R, CLF_NARGS(args) - 1, args, err);
+    return clf_ops_launch_rows(rt, "softmax", path, "softmax_forward", R, CLF_NARGS(args) - 1, args,
+                               err);
 }
 
 clf_status clf_op_softmax_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dy,
-                                      clf_ptr y, size_t R, size_t N, float scale,
-                                      clf_error *err)
+                                      clf_ptr y, size_t R, size_t N, float scale, clf_error *err)
 {
     if (R == 0 || N == 0)
         return CLF_OK;
-    if (clf_ops_need(dx, "softmax_backward", "dx", err) || clf_ops_need(dy, "softmax_backward", "dy", err) ||
+    if (clf_ops_need(dx, "softmax_backward", "dx", err) ||
+        clf_ops_need(dy, "softmax_backward", "dy", err) ||
         clf_ops_need(y, "softmax_backward", "y", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
-    clf_arg args[] = {CLF_ARG_PTR(dx), CLF_ARG_PTR(dy), CLF_ARG_PTR(y), CLF_ARG_U64(R),
+    clf_arg args[] = {CLF_ARG_PTR(dx), CLF_ARG_PTR(dy),    CLF_ARG_PTR(y), CLF_ARG_U64(R),
                       CLF_ARG_U64(N),  CLF_ARG_F32(scale), CLF_ARG_U64(0) /* local buffer */};
-    return clf_ops_launch_rows(rt, "softmax", path, "softmax_backward", R, CLF_NARGS(args) - 1, args, err);
+    return clf_ops_launch_rows(rt, "softmax", path, "softmax_backward", R, CLF_NARGS(args) - 1,
+                               args, err);
 }
 
 clf_status clf_op_softmax_forward(clf_runtime *rt, clf_ptr y, clf_ptr x, size_t R, size_t N,

@@ -238,7 +238,7 @@ uint64_t tok_hash_bytes(const unsigned char *s, size_t n)
 /* ---- building a tokenizer from merges ------------------------------------------------ */
 
 clf_status tok_bpe_build(const int32_t *merges, int32_t n_merges, clf_tokenizer **out,
-                            clf_error *err)
+                         clf_error *err)
 {
     clf_status st = CLF_OK;
     clf_tokenizer *t = calloc(1, sizeof *t);
@@ -274,14 +274,14 @@ clf_status tok_bpe_build(const int32_t *merges, int32_t n_merges, clf_tokenizer 
             int32_t r = id - CLF_BPE_MERGE_FIRST, a = merges[2 * r], b = merges[2 * r + 1];
             if (a < CLF_BPE_BYTE_FIRST || a >= id || b < CLF_BPE_BYTE_FIRST || b >= id) {
                 st = BPE_ERR("merges[%d] = [%d, %d]: a merge joins two text pieces made before it "
-                             "(ids in [%d, %d))", (int)r, (int)a, (int)b, CLF_BPE_BYTE_FIRST,
-                             (int)id);
+                             "(ids in [%d, %d))",
+                             (int)r, (int)a, (int)b, CLF_BPE_BYTE_FIRST, (int)id);
                 goto fail;
             }
             l = (t->off[a + 1] - t->off[a]) + (t->off[b + 1] - t->off[b]);
             if (l > CLF_BPE_MAX_PIECE) {
-                st = BPE_ERR("merges[%d] makes a piece of %u bytes; pieces have at most %d",
-                             (int)r, (unsigned)l, CLF_BPE_MAX_PIECE);
+                st = BPE_ERR("merges[%d] makes a piece of %u bytes; pieces have at most %d", (int)r,
+                             (unsigned)l, CLF_BPE_MAX_PIECE);
                 goto fail;
             }
             int32_t prev = tok_pair_map_get(&t->ranks, a, b);
@@ -381,13 +381,13 @@ typedef struct word_cache {
         const unsigned char *s; /* NULL: free */
         uint32_t len, n;        /* bytes, ids */
         size_t ids;             /* offset into ids */
-    } *e;
+    } * e;
     size_t cap, used;
     int32_t *ids;
     size_t ids_len, ids_cap;
 } word_cache;
 
-#define WORD_CACHE_MIN_TEXT 4096     /* shorter texts are encoded without a cache */
+#define WORD_CACHE_MIN_TEXT 4096         /* shorter texts are encoded without a cache */
 #define WORD_CACHE_MAX ((size_t)1 << 19) /* entries; more words go uncached */
 
 clf_status tok_bpe_encode(const clf_tokenizer *t, const char *text, size_t len, int32_t *ids,
@@ -420,8 +420,7 @@ clf_status tok_bpe_encode(const clf_tokenizer *t, const char *text, size_t len, 
         } else if (wc.cap > 0) {
             uint64_t h = tok_hash_bytes(s + pos, wl);
             size_t mask = wc.cap - 1, i = (size_t)h & mask;
-            while (wc.e[i].s != NULL &&
-                   !(wc.e[i].len == wl && memcmp(wc.e[i].s, s + pos, wl) == 0))
+            while (wc.e[i].s != NULL && !(wc.e[i].len == wl && memcmp(wc.e[i].s, s + pos, wl) == 0))
                 i = (i + 1) & mask;
             if (wc.e[i].s != NULL) {
                 src = wc.ids + wc.e[i].ids;
@@ -550,8 +549,8 @@ static clf_status check_vocab_entry(const clf_tokenizer *t, const clf_json *v, i
             if (b->type != CLF_JSON_NUMBER || !b->is_int || b->integer < 0 || b->integer > 255)
                 return BPE_ERR("vocab[%d][%zu] must be a byte value 0..255", (int)id, i);
             if (b->integer != p[i])
-                return BPE_ERR("vocab[%d] is not the piece that the merges make for id %d",
-                               (int)id, (int)id);
+                return BPE_ERR("vocab[%d] is not the piece that the merges make for id %d", (int)id,
+                               (int)id);
         }
         return CLF_OK;
     }
@@ -570,7 +569,8 @@ clf_status tok_bpe_from_json(const clf_json *doc, int32_t vocab_size, clf_tokeni
     *out = NULL;
     if (vocab_size < CLF_BPE_MERGE_FIRST || vocab_size > CLF_BPE_MAX_VOCAB)
         return BPE_ERR("a bpe tokenizer has vocab_size >= %d (6 specials + 256 bytes) and <= %d, "
-                       "got %d", CLF_BPE_MERGE_FIRST, CLF_BPE_MAX_VOCAB, (int)vocab_size);
+                       "got %d",
+                       CLF_BPE_MERGE_FIRST, CLF_BPE_MAX_VOCAB, (int)vocab_size);
     if (pre == NULL || pre->type != CLF_JSON_STRING)
         return BPE_ERR("a bpe tokenizer needs \"pre_tokenizer\": \"%s\"", CLF_BPE_PRE_TOKENIZER);
     if (strcmp(pre->string, CLF_BPE_PRE_TOKENIZER) != 0)

@@ -61,8 +61,7 @@ void clf_bpe_options_init(clf_bpe_options *o)
     o->min_frequency = 2;
 }
 
-clf_status clf_bpe_trainer_create(const clf_bpe_options *o, clf_bpe_trainer **out,
-                                  clf_error *err)
+clf_status clf_bpe_trainer_create(const clf_bpe_options *o, clf_bpe_trainer **out, clf_error *err)
 {
     *out = NULL;
     clf_bpe_options d;
@@ -70,8 +69,9 @@ clf_status clf_bpe_trainer_create(const clf_bpe_options *o, clf_bpe_trainer **ou
     if (o == NULL)
         o = &d;
     if (o->vocab_size < CLF_BPE_MERGE_FIRST || o->vocab_size > CLF_BPE_MAX_VOCAB)
-        return clf_error_set(err, CLF_ERR_ARG, "a bpe vocabulary has %d to %d tokens (6 specials "
-                                               "+ 256 bytes + merges), got %d",
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "a bpe vocabulary has %d to %d tokens (6 specials "
+                             "+ 256 bytes + merges), got %d",
                              CLF_BPE_MERGE_FIRST, CLF_BPE_MAX_VOCAB, (int)o->vocab_size);
     if (o->min_frequency < 1)
         return clf_error_set(err, CLF_ERR_ARG, "bpe min_frequency must be >= 1, got %lld",
@@ -170,8 +170,7 @@ static int count_word(clf_bpe_trainer *tr, const unsigned char *s, size_t n)
     return 1;
 }
 
-clf_status clf_bpe_trainer_add(clf_bpe_trainer *tr, const char *text, size_t len,
-                               clf_error *err)
+clf_status clf_bpe_trainer_add(clf_bpe_trainer *tr, const char *text, size_t len, clf_error *err)
 {
     const unsigned char *s = (const unsigned char *)text;
     for (size_t pos = 0; pos < len;) {
@@ -329,10 +328,10 @@ static void train_state_free(train_state *s)
 /* The merge loop's working set: every word's symbols (in place of its
  * bytes), the pairs touched by the current merge. */
 typedef struct merge_work {
-    int32_t *syms;   /* symbols of word w at syms[soff[w]], slen[w] of them */
+    int32_t *syms; /* symbols of word w at syms[soff[w]], slen[w] of them */
     size_t *soff;
     uint32_t *slen;
-    int32_t *stamp;  /* the merge that last visited word w */
+    int32_t *stamp; /* the merge that last visited word w */
     int32_t *touched;
     int32_t n_touched, touched_cap;
 } merge_work;

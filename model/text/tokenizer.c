@@ -30,9 +30,9 @@ const char *clf_tokenizer_special_name(clf_special_token which)
 static const char *type_name(clf_tokenizer_type t)
 {
     switch (t) {
-    case CLF_TOKENIZER_CHAR: return "char";
-    case CLF_TOKENIZER_BYTE: return "byte";
-    case CLF_TOKENIZER_BPE: return "bpe";
+        case CLF_TOKENIZER_CHAR: return "char";
+        case CLF_TOKENIZER_BYTE: return "byte";
+        case CLF_TOKENIZER_BPE: return "bpe";
     }
     return "?";
 }
@@ -123,8 +123,9 @@ static clf_status build_char(const char *text, size_t len, clf_tokenizer **out, 
     int32_t n = 0;
 
     if (text == NULL || len == 0)
-        return clf_error_set(err, CLF_ERR_ARG, "cannot build a character vocabulary from empty "
-                                               "text");
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "cannot build a character vocabulary from empty "
+                             "text");
     seen = calloc(0x110000 / 8, 1);
     if (seen == NULL) {
         st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory building a tokenizer");
@@ -134,9 +135,11 @@ static clf_status build_char(const char *text, size_t len, clf_tokenizer **out, 
         uint32_t cp;
         int k = clf_utf8_decode(s + i, len - i, &cp);
         if (k == 0) {
-            st = clf_error_set(err, CLF_ERR_FORMAT, "invalid UTF-8 at byte %zu (byte 0x%02X): a "
-                                                    "char tokenizer needs UTF-8 text (use the "
-                                                    "byte tokenizer for other data)", i, s[i]);
+            st = clf_error_set(err, CLF_ERR_FORMAT,
+                               "invalid UTF-8 at byte %zu (byte 0x%02X): a "
+                               "char tokenizer needs UTF-8 text (use the "
+                               "byte tokenizer for other data)",
+                               i, s[i]);
             goto fail;
         }
         if (!(seen[cp >> 3] & (1u << (cp & 7)))) {
@@ -166,12 +169,13 @@ clf_status clf_tokenizer_create(clf_tokenizer_type type, const char *text, size_
 {
     *out = NULL;
     switch (type) {
-    case CLF_TOKENIZER_CHAR: return build_char(text, len, out, err);
-    case CLF_TOKENIZER_BYTE: return make_byte(out, err);
-    case CLF_TOKENIZER_BPE:
-        return clf_error_set(err, CLF_ERR_UNSUPPORTED, "the bpe tokenizer is not built by "
-                                                       "clf_tokenizer_create: train one with "
-                                                       "clf_tokenizer_train_bpe");
+        case CLF_TOKENIZER_CHAR: return build_char(text, len, out, err);
+        case CLF_TOKENIZER_BYTE: return make_byte(out, err);
+        case CLF_TOKENIZER_BPE:
+            return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                                 "the bpe tokenizer is not built by "
+                                 "clf_tokenizer_create: train one with "
+                                 "clf_tokenizer_train_bpe");
     }
     return clf_error_set(err, CLF_ERR_ARG, "unknown tokenizer type %d", (int)type);
 }
@@ -237,8 +241,10 @@ clf_status clf_tokenizer_encode_into(const clf_tokenizer *t, const char *text, s
     *n = 0;
     if (t->type == CLF_TOKENIZER_BYTE) {
         if (cap < len)
-            return clf_error_set(err, CLF_ERR_ARG, "encoding %zu bytes needs room for %zu ids, "
-                                                   "got %zu", len, len, cap);
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "encoding %zu bytes needs room for %zu ids, "
+                                 "got %zu",
+                                 len, len, cap);
         for (size_t i = 0; i < len; i++)
             ids[i] = s[i];
         *n = len;
@@ -250,17 +256,19 @@ clf_status clf_tokenizer_encode_into(const clf_tokenizer *t, const char *text, s
         uint32_t cp;
         int b = clf_utf8_decode(s + i, len - i, &cp);
         if (b == 0)
-            return clf_error_set(err, CLF_ERR_FORMAT, "invalid UTF-8 at byte %zu (byte 0x%02X)",
-                                 i, s[i]);
+            return clf_error_set(err, CLF_ERR_FORMAT, "invalid UTF-8 at byte %zu (byte 0x%02X)", i,
+                                 s[i]);
         int32_t id = char_id(t, cp);
         if (id < 0) {
             id = t->special[CLF_SPECIAL_UNK];
             if (id < 0) {
                 char d[32];
                 describe_cp(cp, d, sizeof d);
-                return clf_error_set(err, CLF_ERR_ARG, "character %s at byte %zu is not in the "
-                                                       "tokenizer's vocabulary (%d characters, "
-                                                       "no unk token)", d, i, (int)t->base);
+                return clf_error_set(err, CLF_ERR_ARG,
+                                     "character %s at byte %zu is not in the "
+                                     "tokenizer's vocabulary (%d characters, "
+                                     "no unk token)",
+                                     d, i, (int)t->base);
             }
         }
         if (k == cap)
@@ -273,15 +281,14 @@ clf_status clf_tokenizer_encode_into(const clf_tokenizer *t, const char *text, s
     return CLF_OK;
 }
 
-clf_status clf_tokenizer_encode(const clf_tokenizer *t, const char *text, size_t len,
-                                int32_t **ids, size_t *n, clf_error *err)
+clf_status clf_tokenizer_encode(const clf_tokenizer *t, const char *text, size_t len, int32_t **ids,
+                                size_t *n, clf_error *err)
 {
     *ids = NULL;
     *n = 0;
     int32_t *buf = malloc((len ? len : 1) * sizeof *buf);
     if (buf == NULL)
-        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory encoding %zu bytes of text",
-                             len);
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory encoding %zu bytes of text", len);
     clf_status st = clf_tokenizer_encode_into(t, text, len, buf, len, n, err);
     if (st != CLF_OK) {
         free(buf);
@@ -300,8 +307,8 @@ int clf_tokenizer_piece(const clf_tokenizer *t, int32_t id, const char **bytes, 
     return 1;
 }
 
-clf_status clf_tokenizer_decode(const clf_tokenizer *t, const int32_t *ids, size_t n,
-                                char **text, size_t *len, clf_error *err)
+clf_status clf_tokenizer_decode(const clf_tokenizer *t, const int32_t *ids, size_t n, char **text,
+                                size_t *len, clf_error *err)
 {
     return clf_tokenizer_decode_ex(t, ids, n, 0, text, len, err);
 }
@@ -332,9 +339,10 @@ clf_status clf_tokenizer_decode_ex(const clf_tokenizer *t, const int32_t *ids, s
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->vocab_size)
-            return clf_error_set(err, CLF_ERR_ARG, "token id %d at position %zu is outside the "
-                                                   "vocabulary (%d tokens)", (int)ids[i], i,
-                                 (int)t->vocab_size);
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "token id %d at position %zu is outside the "
+                                 "vocabulary (%d tokens)",
+                                 (int)ids[i], i, (int)t->vocab_size);
         token_text(t, ids[i], flags, buf, &l);
         total += l;
     }
@@ -356,8 +364,7 @@ clf_status clf_tokenizer_decode_ex(const clf_tokenizer *t, const int32_t *ids, s
 
 /* ---- JSON ------------------------------------------------------------------ */
 
-clf_status clf_tokenizer_to_json(const clf_tokenizer *t, char **json, size_t *len,
-                                 clf_error *err)
+clf_status clf_tokenizer_to_json(const clf_tokenizer *t, char **json, size_t *len, clf_error *err)
 {
     clf_json_writer w;
     clf_json_writer_init(&w);
@@ -408,8 +415,7 @@ static clf_status load_specials(const clf_json *sp, int32_t *special, clf_error 
         if (which < 0)
             return TOK_ERR("unknown special token \"%s\" (expected pad, bos, eos, unk, cls, sep)",
                            m->key);
-        if (m->type != CLF_JSON_NUMBER || !m->is_int || m->integer < -1 ||
-            m->integer > INT32_MAX)
+        if (m->type != CLF_JSON_NUMBER || !m->is_int || m->integer < -1 || m->integer > INT32_MAX)
             return TOK_ERR("special token \"%s\" must be an id or -1", m->key);
         special[which] = (int32_t)m->integer;
     }
@@ -419,8 +425,8 @@ static clf_status load_specials(const clf_json *sp, int32_t *special, clf_error 
 /* The document's keys and its format, version, type and vocab_size. */
 static clf_status check_header(const clf_json *doc, clf_error *err)
 {
-    static const char *const keys[] = {"format", "version", "type",          "vocab_size",
-                                       "specials", "vocab", "pre_tokenizer", "merges"};
+    static const char *const keys[] = {"format",   "version", "type",          "vocab_size",
+                                       "specials", "vocab",   "pre_tokenizer", "merges"};
     if (doc->type != CLF_JSON_OBJECT)
         return TOK_ERR("expected a JSON object, found a JSON %s", clf_json_type_name(doc->type));
     for (size_t i = 0; i < doc->count; i++) {
@@ -435,8 +441,7 @@ static clf_status check_header(const clf_json *doc, clf_error *err)
     const clf_json *fmt = clf_json_get(doc, "format"), *ver = clf_json_get(doc, "version"),
                    *typ = clf_json_get(doc, "type"), *vs = clf_json_get(doc, "vocab_size");
     if (fmt == NULL || fmt->type != CLF_JSON_STRING || strcmp(fmt->string, CLF_TOKENIZER_FORMAT))
-        return TOK_ERR("\"format\" must be \"%s\": not a clformer tokenizer",
-                       CLF_TOKENIZER_FORMAT);
+        return TOK_ERR("\"format\" must be \"%s\": not a clformer tokenizer", CLF_TOKENIZER_FORMAT);
     if (ver == NULL || !ver->is_int || ver->integer < 1)
         return TOK_ERR("\"version\" must be a positive integer");
     if (ver->integer > CLF_TOKENIZER_VERSION)
@@ -495,8 +500,8 @@ static clf_status place_specials(clf_tokenizer *t, const int32_t *special, int64
         if (special[i] < t->base || special[i] >= vocab_size)
             return TOK_ERR("special token \"%s\" has id %d, outside [%d, %lld): specials follow "
                            "the %d text tokens",
-                           special_names[i], (int)special[i], (int)t->base,
-                           (long long)vocab_size, (int)t->base);
+                           special_names[i], (int)special[i], (int)t->base, (long long)vocab_size,
+                           (int)t->base);
         for (int j = 0; j < i; j++)
             if (special[j] == special[i])
                 return TOK_ERR("special tokens \"%s\" and \"%s\" share id %d", special_names[j],

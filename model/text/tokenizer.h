@@ -152,8 +152,8 @@ clf_status clf_tokenizer_add_special(clf_tokenizer *t, clf_special_token which, 
 int clf_tokenizer_special_of(const clf_tokenizer *t, int32_t id);
 
 /* Encode text[0..len). *ids is malloc'ed (free()), *n tokens. */
-clf_status clf_tokenizer_encode(const clf_tokenizer *t, const char *text, size_t len,
-                                int32_t **ids, size_t *n, clf_error *err);
+clf_status clf_tokenizer_encode(const clf_tokenizer *t, const char *text, size_t len, int32_t **ids,
+                                size_t *n, clf_error *err);
 /* Encode into a caller buffer of cap ids; len ids always suffice (every
  * token covers at least one byte). Too small -> CLF_ERR_ARG. */
 clf_status clf_tokenizer_encode_into(const clf_tokenizer *t, const char *text, size_t len,
@@ -162,8 +162,8 @@ clf_status clf_tokenizer_encode_into(const clf_tokenizer *t, const char *text, s
  * len may be NULL). Special tokens produce nothing; an id outside
  * [0, vocab_size) is CLF_ERR_ARG. Byte-level output is the raw bytes, which
  * need not be valid UTF-8. */
-clf_status clf_tokenizer_decode(const clf_tokenizer *t, const int32_t *ids, size_t n,
-                                char **text, size_t *len, clf_error *err);
+clf_status clf_tokenizer_decode(const clf_tokenizer *t, const int32_t *ids, size_t n, char **text,
+                                size_t *len, clf_error *err);
 /* Decode with flags: CLF_DECODE_SPECIALS writes each special token as
  * "<pad>", "<bos>", "<eos>", "<unk>", "<cls>", "<sep>". */
 #define CLF_DECODE_SPECIALS 1u
@@ -175,8 +175,7 @@ int clf_tokenizer_piece(const clf_tokenizer *t, int32_t id, const char **bytes, 
 
 /* Serialize to / load from the JSON form described above. *json is
  * malloc'ed and NUL-terminated; len may be NULL. */
-clf_status clf_tokenizer_to_json(const clf_tokenizer *t, char **json, size_t *len,
-                                 clf_error *err);
+clf_status clf_tokenizer_to_json(const clf_tokenizer *t, char **json, size_t *len, clf_error *err);
 clf_status clf_tokenizer_from_json(const char *json, size_t len, clf_tokenizer **out,
                                    clf_error *err);
 
@@ -198,13 +197,13 @@ void clf_bpe_options_init(clf_bpe_options *o);
 
 /* What a trainer saw and did (for reports). */
 typedef struct clf_bpe_stats {
-    uint64_t bytes;          /* text added */
-    uint64_t words;          /* pre-tokens in it */
-    uint64_t unique_words;   /* distinct pre-tokens */
-    int32_t merges;          /* merges learned (after finish) */
-    int32_t vocab_size;      /* CLF_BPE_MERGE_FIRST + merges */
-    int64_t last_frequency;  /* count of the last merged pair (0 if none) */
-    uint64_t tokens;         /* the added text's length in tokens once trained */
+    uint64_t bytes;         /* text added */
+    uint64_t words;         /* pre-tokens in it */
+    uint64_t unique_words;  /* distinct pre-tokens */
+    int32_t merges;         /* merges learned (after finish) */
+    int32_t vocab_size;     /* CLF_BPE_MERGE_FIRST + merges */
+    int64_t last_frequency; /* count of the last merged pair (0 if none) */
+    uint64_t tokens;        /* the added text's length in tokens once trained */
 } clf_bpe_stats;
 
 typedef struct clf_bpe_trainer clf_bpe_trainer;
@@ -213,11 +212,9 @@ typedef struct clf_bpe_trainer clf_bpe_trainer;
  * is pre-tokenized on its own: no word spans two calls), then learns the
  * merges. Training is deterministic: the same texts (in any order and
  * split into any calls at pre-token boundaries) give the same tokenizer. */
-clf_status clf_bpe_trainer_create(const clf_bpe_options *o, clf_bpe_trainer **out,
-                                  clf_error *err);
+clf_status clf_bpe_trainer_create(const clf_bpe_options *o, clf_bpe_trainer **out, clf_error *err);
 void clf_bpe_trainer_destroy(clf_bpe_trainer *tr);
-clf_status clf_bpe_trainer_add(clf_bpe_trainer *tr, const char *text, size_t len,
-                               clf_error *err);
+clf_status clf_bpe_trainer_add(clf_bpe_trainer *tr, const char *text, size_t len, clf_error *err);
 /* Add a file, plain or gzip-compressed (clf_file_read_text). */
 clf_status clf_bpe_trainer_add_file(clf_bpe_trainer *tr, const char *path, clf_error *err);
 /* Learn the merges and return the tokenizer. The trainer can be destroyed

@@ -52,8 +52,8 @@ static clf_status add_all(clf_st_writer *w, clf_model *m, const char *prefix, co
         const clf_param_info *p = clf_model_param_get(m, i);
         int64_t shape[2] = {(int64_t)p->shape[0], (int64_t)p->shape[1]};
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
-        clf_status st = clf_st_writer_add(w, name, CLF_ST_F32, p->ndim, shape, flat + p->offset,
-                                          err);
+        clf_status st =
+            clf_st_writer_add(w, name, CLF_ST_F32, p->ndim, shape, flat + p->offset, err);
         if (st != CLF_OK)
             return st;
     }
@@ -84,8 +84,10 @@ clf_status clf_checkpoint_save(const char *path, clf_model *m, const clf_model_c
         goto fail;
     for (int i = 0; i < n_extra; i++) {
         if (extra[i].key == NULL || extra[i].value == NULL || is_reserved(extra[i].key)) {
-            st = clf_error_set(err, CLF_ERR_ARG, "checkpoint metadata key '%s' is reserved or "
-                               "empty", extra[i].key ? extra[i].key : "(null)");
+            st = clf_error_set(err, CLF_ERR_ARG,
+                               "checkpoint metadata key '%s' is reserved or "
+                               "empty",
+                               extra[i].key ? extra[i].key : "(null)");
             goto fail;
         }
     }
@@ -262,13 +264,12 @@ const char *clf_checkpoint_meta(const clf_checkpoint *c, const char *key)
 }
 
 clf_status clf_checkpoint_tokenizer_create(const clf_checkpoint *c, clf_tokenizer **out,
-                                          clf_error *err)
+                                           clf_error *err)
 {
     *out = NULL;
     const char *tj = clf_checkpoint_tokenizer(c);
     if (tj[0] == '\0')
-        return clf_error_set(err, CLF_ERR_FORMAT, "%s: the checkpoint holds no tokenizer",
-                             c->path);
+        return clf_error_set(err, CLF_ERR_FORMAT, "%s: the checkpoint holds no tokenizer", c->path);
     clf_status st = clf_tokenizer_from_json(tj, strlen(tj), out, err);
     if (st != CLF_OK)
         clf_error_prefix(err, "%s: tokenizer", c->path);
@@ -276,13 +277,13 @@ clf_status clf_checkpoint_tokenizer_create(const clf_checkpoint *c, clf_tokenize
 }
 
 clf_status clf_checkpoint_model_create(clf_checkpoint *c, clf_runtime *rt,
-                                       const clf_model_limits *lim, unsigned flags,
-                                       clf_model **out, clf_error *err)
+                                       const clf_model_limits *lim, unsigned flags, clf_model **out,
+                                       clf_error *err)
 {
     *out = NULL;
     clf_model_limits dflt = {.B = c->cfg.train.batch};
-    clf_status st = clf_model_create_ex(rt, &c->cfg, c->vocab, lim != NULL ? lim : &dflt, flags,
-                                        out, err);
+    clf_status st =
+        clf_model_create_ex(rt, &c->cfg, c->vocab, lim != NULL ? lim : &dflt, flags, out, err);
     if (st == CLF_OK && (st = clf_checkpoint_load(c, *out, CLF_CHECKPOINT_PARAMS, err)) != CLF_OK) {
         clf_model_destroy(*out);
         *out = NULL;
@@ -300,8 +301,8 @@ static clf_status read_all(clf_checkpoint *c, clf_model *m, const char *prefix, 
         const clf_param_info *p = clf_model_param_get(m, i);
         int64_t shape[2] = {(int64_t)p->shape[0], (int64_t)p->shape[1]};
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
-        clf_status st = clf_st_reader_read(c->r, name, CLF_ST_F32, p->ndim, shape,
-                                           flat + p->offset, p->numel * sizeof(float), err);
+        clf_status st = clf_st_reader_read(c->r, name, CLF_ST_F32, p->ndim, shape, flat + p->offset,
+                                           p->numel * sizeof(float), err);
         if (st != CLF_OK)
             return st;
     }

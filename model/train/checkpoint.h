@@ -93,14 +93,14 @@ clf_status clf_checkpoint_load(clf_checkpoint *c, clf_model *m, unsigned what, c
 
 /* The tokenizer the checkpoint carries (CLF_ERR_FORMAT if it has none). */
 clf_status clf_checkpoint_tokenizer_create(const clf_checkpoint *c, clf_tokenizer **out,
-                                          clf_error *err);
+                                           clf_error *err);
 
 /* A model on rt for the checkpoint's config and vocabulary, planned for lim
  * (NULL: the config's training batch) and created with flags, with the
  * checkpoint's parameters loaded. */
 clf_status clf_checkpoint_model_create(clf_checkpoint *c, clf_runtime *rt,
-                                       const clf_model_limits *lim, unsigned flags,
-                                       clf_model **out, clf_error *err);
+                                       const clf_model_limits *lim, unsigned flags, clf_model **out,
+                                       clf_error *err);
 
 CLF_API_END
 

@@ -58,7 +58,8 @@ static clf_status eval_batches_into(clf_model *m, const clf_dataset *ds, clf_spl
         float l = 0.0f;
         if ((st = clf_dataset_sample_batch(ds, split, B, d.T, rng, x, y, err)) != CLF_OK)
             goto fail;
-        if ((st = clf_model_set_batch(m, &(clf_batch){.B = B, .T = d.T, .tgt_in = x, .tgt_out = y}, err)) != CLF_OK)
+        if ((st = clf_model_set_batch(m, &(clf_batch){.B = B, .T = d.T, .tgt_in = x, .tgt_out = y},
+                                      err)) != CLF_OK)
             goto fail;
         if ((st = clf_model_forward(m, 0, err)) != CLF_OK)
             goto fail;
@@ -89,8 +90,7 @@ clf_status clf_trainer_eval_split(clf_model *m, const clf_dataset *ds, clf_split
     }
     size_t W = clf_dataset_eval_windows(ds, split, d.T);
     if (W == 0) {
-        st = clf_error_set(err, CLF_ERR_ARG,
-                           "evaluation: the %s split has fewer than 2 tokens",
+        st = clf_error_set(err, CLF_ERR_ARG, "evaluation: the %s split has fewer than 2 tokens",
                            split == CLF_SPLIT_VAL ? "validation" : "training");
         goto fail;
     }
@@ -104,7 +104,8 @@ clf_status clf_trainer_eval_split(clf_model *m, const clf_dataset *ds, clf_split
                 goto fail;
             count += len;
         }
-        if ((st = clf_model_set_batch(m, &(clf_batch){.B = nb, .T = d.T, .tgt_in = x, .tgt_out = y}, err)) != CLF_OK)
+        if ((st = clf_model_set_batch(m, &(clf_batch){.B = nb, .T = d.T, .tgt_in = x, .tgt_out = y},
+                                      err)) != CLF_OK)
             goto fail;
         if ((st = clf_model_forward(m, 0, err)) != CLF_OK)
             goto fail;
@@ -129,7 +130,7 @@ fail:
 typedef struct run {
     clf_model *m;
     const clf_model_config *cfg;
-    const clf_dataset *ds;       /* decoder */
+    const clf_dataset *ds; /* decoder */
     const clf_train_data *data;
     const clf_tokenizer *tok;
     const clf_trainer_options *o;
@@ -151,7 +152,10 @@ typedef struct run {
     uint64_t best_step;
 } run;
 
-static double run_elapsed(const run *r) { return r->elapsed_before + (clf_now_seconds() - r->t_start); }
+static double run_elapsed(const run *r)
+{
+    return r->elapsed_before + (clf_now_seconds() - r->t_start);
+}
 
 #define MAX_EXTRA 16
 
@@ -221,8 +225,10 @@ static clf_status parse_double_meta(clf_checkpoint *ck, const char *key, double 
                              key);
     *out = strtod(v, &end);
     if (end == v || *end != '\0')
-        return clf_error_set(err, CLF_ERR_FORMAT, "--resume: checkpoint metadata %s='%s' is "
-                             "not a number", key, v);
+        return clf_error_set(err, CLF_ERR_FORMAT,
+                             "--resume: checkpoint metadata %s='%s' is "
+                             "not a number",
+                             key, v);
     return CLF_OK;
 }
 
@@ -245,8 +251,8 @@ static clf_status resume(run *r, clf_error *err)
     const char *key = clf_batch_source_state_key(r->src);
     const char *pos = clf_checkpoint_meta(ck, key);
     if (pos == NULL) {
-        st = clf_error_set(err, CLF_ERR_FORMAT, "--resume: %s has no data position (%s)",
-                           r->path, key);
+        st = clf_error_set(err, CLF_ERR_FORMAT, "--resume: %s has no data position (%s)", r->path,
+                           key);
         goto fail;
     }
     if (r->seq) {
@@ -284,12 +290,9 @@ fail:
 static double metric_value(const clf_model_config *cfg, const clf_train_eval *e)
 {
     switch (cfg->train.early_stop.metric) {
-    case CLF_METRIC_ACCURACY:
-        return -e->accuracy;
-    case CLF_METRIC_BLEU:
-        return -e->bleu;
-    default:
-        return e->val_loss;
+        case CLF_METRIC_ACCURACY: return -e->accuracy;
+        case CLF_METRIC_BLEU: return -e->bleu;
+        default: return e->val_loss;
     }
 }
 
@@ -311,8 +314,7 @@ static clf_status eval_text(run *r, clf_train_eval *e, clf_error *err)
                                    r->y, &e->train_loss, err);
         e->val_tokens = (uint64_t)n * (uint64_t)cfg->train.batch * (uint64_t)d.T;
     } else {
-        st = clf_trainer_eval_split(r->m, r->ds, CLF_SPLIT_VAL, &e->val_loss, &e->val_tokens,
-                                    err);
+        st = clf_trainer_eval_split(r->m, r->ds, CLF_SPLIT_VAL, &e->val_loss, &e->val_tokens, err);
     }
     return st;
 }
@@ -352,8 +354,8 @@ static clf_status eval_seq(run *r, clf_train_eval *e, clf_error *err)
         (st = clf_model_flat_write(r->infer, CLF_SLOT_PARAM, r->flat, err)) != CLF_OK)
         return st;
     clf_bleu_score bs;
-    if ((st = clf_seqeval_bleu(r->infer, r->tok, r->data->val, r->data->val_refs,
-                               &r->data->decode, &bs, NULL, err)) != CLF_OK)
+    if ((st = clf_seqeval_bleu(r->infer, r->tok, r->data->val, r->data->val_refs, &r->data->decode,
+                               &bs, NULL, err)) != CLF_OK)
         return st;
     e->bleu = bs.score;
     e->bleu_bp = bs.bp;
@@ -442,8 +444,8 @@ static clf_status source_create(const clf_model_config *cfg, const clf_train_dat
                                 clf_seq_batching *bo, clf_batch_source **out, clf_error *err)
 {
     if (cfg->kind == CLF_MODEL_DECODER)
-        return clf_batch_source_text(data->text, cfg->train.batch, cfg->context,
-                                     cfg->train.seed, out, err);
+        return clf_batch_source_text(data->text, cfg->train.batch, cfg->context, cfg->train.seed,
+                                     out, err);
     clf_trainer_seq_batching(cfg, data, bo);
     return clf_batch_source_sentences(data->train, bo, cfg->kind, out, err);
 }
@@ -493,7 +495,8 @@ static clf_status check_data(run *r, const clf_model_config *cfg, clf_error *err
                                  "trainer: the training and validation sentences need %s",
                                  cfg->kind == CLF_MODEL_ENCODER ? "labels" : "targets");
         if (d.kind != (int)cfg->kind)
-            return clf_error_set(err, CLF_ERR_ARG, "trainer: the model is not of the config's "
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "trainer: the model is not of the config's "
                                  "kind");
         return CLF_OK;
     }
@@ -572,8 +575,8 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
 
 /* Read the loss after step `done` (this waits for the queue), report it,
  * and fold the timing window into the rates. */
-static clf_status log_step(run *r, train_clock *c, clf_train_progress *p, uint64_t done,
-                           double lr, clf_train_result *res, clf_error *err)
+static clf_status log_step(run *r, train_clock *c, clf_train_progress *p, uint64_t done, double lr,
+                           clf_train_result *res, clf_error *err)
 {
     float loss = 0.0f;
     clf_status st = clf_model_loss(r->m, &loss, err);
@@ -685,8 +688,7 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
             goto done;
         }
         const double lr = clf_schedule_lr(&sched, it);
-        if ((st = next_batch(&r, err)) != CLF_OK ||
-            (st = clf_model_forward(m, 1, err)) != CLF_OK ||
+        if ((st = next_batch(&r, err)) != CLF_OK || (st = clf_model_forward(m, 1, err)) != CLF_OK ||
             (st = clf_model_backward(m, err)) != CLF_OK ||
             (st = clf_model_step(m, (float)lr, err)) != CLF_OK)
             goto fail;
@@ -695,8 +697,8 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
         c.window_steps++;
         c.window_tokens += r.last.tokens;
         p.epoch = r.last.epoch;
-        const int is_eval = (eval_every > 0 && done % (uint64_t)eval_every == 0) ||
-                            done == total || (r.seq && eval_every == 0 && r.last.epoch_end);
+        const int is_eval = (eval_every > 0 && done % (uint64_t)eval_every == 0) || done == total ||
+                            (r.seq && eval_every == 0 && r.last.epoch_end);
         /* the session's first step is reported too: progress from the start */
         const int is_log = done == first + 1 || done % (uint64_t)log_every == 0 || done == total;
         if (is_log && (st = log_step(&r, &c, &p, done, lr, res, err)) != CLF_OK)
@@ -718,10 +720,10 @@ done:
     res->session_s = clf_now_seconds() - r.t_start;
     res->elapsed_s = run_elapsed(&r);
     res->tokens_per_s = c.train_time > 0 ? c.timed_tokens / c.train_time : 0.0;
-    res->best_metric = isfinite(r.best_val)
-                           ? (cfg->train.early_stop.metric == CLF_METRIC_LOSS ? r.best_val
-                                                                              : -r.best_val)
-                           : NAN;
+    res->best_metric =
+        isfinite(r.best_val)
+            ? (cfg->train.early_stop.metric == CLF_METRIC_LOSS ? r.best_val : -r.best_val)
+            : NAN;
     res->best_step = r.best_step;
 fail:
     run_close(&r);

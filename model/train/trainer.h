@@ -85,12 +85,12 @@
 #include <stdint.h>
 
 #include "config/config.h"
-#include "model/infer/beam.h"
-#include "model/train/checkpoint.h"
 #include "model/data/dataset.h"
-#include "model/graph/model.h"
 #include "model/data/seqdata.h"
+#include "model/graph/model.h"
+#include "model/infer/beam.h"
 #include "model/text/tokenizer.h"
+#include "model/train/checkpoint.h"
 #include "runtime/status.h"
 
 CLF_API_BEGIN
@@ -114,7 +114,7 @@ typedef struct clf_train_progress {
 typedef struct clf_train_eval {
     uint64_t step;
     double val_loss;
-    double train_loss; /* estimate over eval.batches train windows; NAN with batches 0 */
+    double train_loss;   /* estimate over eval.batches train windows; NAN with batches 0 */
     uint64_t val_tokens; /* targets the validation loss averages over */
     double seconds;      /* time the evaluation took */
     int64_t epoch;       /* encoder kinds: epochs completed at this evaluation; -1 for a
@@ -123,7 +123,7 @@ typedef struct clf_train_eval {
     double bleu;         /* translator: validation corpus BLEU in [0, 100]; else NAN */
     double bleu_bp;      /* its brevity penalty and hypothesis/reference length ratio */
     double bleu_ratio;
-    int best;            /* 1 if this evaluation is the best so far by the early-stop metric */
+    int best; /* 1 if this evaluation is the best so far by the early-stop metric */
 } clf_train_eval;
 
 typedef struct clf_trainer_callbacks {
@@ -149,11 +149,11 @@ typedef struct clf_train_result {
     double last_val_loss; /* last evaluation (NAN if none) */
     double last_accuracy; /* last evaluation's accuracy / BLEU (NAN if none) */
     double last_bleu;
-    double best_metric;   /* best evaluation by the early-stop metric (NAN if none) */
-    uint64_t best_step;   /* its step */
-    double elapsed_s;     /* the run's wall time, earlier sessions included */
-    double session_s;     /* this session's wall time */
-    double tokens_per_s;  /* training tokens per second over this session (evaluations
+    double best_metric;  /* best evaluation by the early-stop metric (NAN if none) */
+    uint64_t best_step;  /* its step */
+    double elapsed_s;    /* the run's wall time, earlier sessions included */
+    double session_s;    /* this session's wall time */
+    double tokens_per_s; /* training tokens per second over this session (evaluations
                              excluded) */
     int interrupted;
     int early_stopped;
@@ -161,13 +161,13 @@ typedef struct clf_train_result {
 
 /* What a run trains on: a decoder's text, or the encoder kinds' sentences. */
 typedef struct clf_train_data {
-    const clf_dataset *text;        /* decoder: the text and its train/val splits */
-    const clf_seqdata *train;       /* encoder / encoder-decoder: training sentences */
-    const clf_seqdata *val;         /*   validation sentences (with targets or labels) */
-    const char *const *val_refs;    /*   translator: raw reference lines of val for BLEU
+    const clf_dataset *text;           /* decoder: the text and its train/val splits */
+    const clf_seqdata *train;          /* encoder / encoder-decoder: training sentences */
+    const clf_seqdata *val;            /*   validation sentences (with targets or labels) */
+    const char *const *val_refs;       /*   translator: raw reference lines of val for BLEU
                                          (NULL: val's targets decoded) */
-    int batch_tokens;               /*   token budget per batch (0: train.batch sentences) */
-    clf_beam_options decode;        /*   translator: decoding for BLEU (clf_beam_options_default
+    int batch_tokens;                  /*   token budget per batch (0: train.batch sentences) */
+    clf_beam_options decode;           /*   translator: decoding for BLEU (clf_beam_options_default
                                          for greedy; .batch sentences per search) */
     const clf_checkpoint_extra *extra; /* more metadata for every checkpoint (e.g. the
                                           languages); may be NULL */
@@ -205,7 +205,6 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
  * = sum of per-target losses / *targets. */
 clf_status clf_trainer_eval_split(clf_model *m, const clf_dataset *ds, clf_split split,
                                   double *loss, uint64_t *targets, clf_error *err);
-
 
 CLF_API_END
 

@@ -31,7 +31,7 @@
 #define CHOICE_MAGIC "clformer-gemm-choices 2"
 #define CHOICE_LINE_MAX 256
 #define TIMING_TINY_FLOPS 65536 /* below 2*m*n*k*batch of this, no timing */
-#define TIMING_ROUNDS 3          /* timed runs of each engine, interleaved */
+#define TIMING_ROUNDS 3         /* timed runs of each engine, interleaved */
 
 /* ---- the choice cache ------------------------------------------------------------- */
 
@@ -47,8 +47,9 @@ static unsigned char log2_bucket(size_t x)
 
 static gemm_class class_of(const clf_gemm_desc *d)
 {
-    gemm_class c = {(unsigned char)d->trans_a, (unsigned char)d->trans_b, log2_bucket(d->m),
-                    log2_bucket(d->n), log2_bucket(d->k), log2_bucket(clf_gemm_batch_of(d))};
+    gemm_class c = {(unsigned char)d->trans_a, (unsigned char)d->trans_b,
+                    log2_bucket(d->m),         log2_bucket(d->n),
+                    log2_bucket(d->k),         log2_bucket(clf_gemm_batch_of(d))};
     return c;
 }
 
@@ -113,8 +114,8 @@ static void choices_save(clf_runtime *rt, gemm_state *st)
     for (size_t i = 0; ok && i < st->n_choices; i++) {
         const gemm_choice *c = &st->choices[i];
         ok = fprintf(fp, "%u %u %u %u %u %u %s %.6g %.6g\n", c->cls.ta, c->cls.tb, c->cls.lm,
-                     c->cls.ln, c->cls.lk, c->cls.lb, clf_gemm_engine_name(c->engine),
-                     c->t_clblast, c->t_native) > 0;
+                     c->cls.ln, c->cls.lk, c->cls.lb, clf_gemm_engine_name(c->engine), c->t_clblast,
+                     c->t_native) > 0;
     }
     if (fclose(fp) != 0)
         ok = 0;
@@ -271,7 +272,8 @@ clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_
         return CLF_OK;
     }
     gemm_choice c = {.cls = cls, .t_clblast = -1.0, .t_native = -1.0};
-    const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k * (double)clf_gemm_batch_of(d);
+    const double flops =
+        2.0 * (double)d->m * (double)d->n * (double)d->k * (double)clf_gemm_batch_of(d);
     if (flops < TIMING_TINY_FLOPS) {
         /* launch overhead dominates; CLBlast's extra kernels cost most on CPUs */
         c.engine = gpu ? CLF_GEMM_CLBLAST : CLF_GEMM_NATIVE;

@@ -26,40 +26,41 @@
 const char *clf_gemm_clblast_status_name(int status)
 {
     switch (status) {
-#define E(x) case x: return #x;
-    E(CLBlastNotImplemented)
-    E(CLBlastInvalidMatrixA)
-    E(CLBlastInvalidMatrixB)
-    E(CLBlastInvalidMatrixC)
-    E(CLBlastInvalidVectorX)
-    E(CLBlastInvalidVectorY)
-    E(CLBlastInvalidDimension)
-    E(CLBlastInvalidLeadDimA)
-    E(CLBlastInvalidLeadDimB)
-    E(CLBlastInvalidLeadDimC)
-    E(CLBlastInvalidIncrementX)
-    E(CLBlastInvalidIncrementY)
-    E(CLBlastInsufficientMemoryA)
-    E(CLBlastInsufficientMemoryB)
-    E(CLBlastInsufficientMemoryC)
-    E(CLBlastInsufficientMemoryX)
-    E(CLBlastInsufficientMemoryY)
-    E(CLBlastInsufficientMemoryTemp)
-    E(CLBlastInvalidBatchCount)
-    E(CLBlastInvalidOverrideKernel)
-    E(CLBlastMissingOverrideParameter)
-    E(CLBlastInvalidLocalMemUsage)
-    E(CLBlastNoHalfPrecision)
-    E(CLBlastNoDoublePrecision)
-    E(CLBlastInvalidVectorScalar)
-    E(CLBlastInsufficientMemoryScalar)
-    E(CLBlastDatabaseError)
-    E(CLBlastUnknownError)
-    E(CLBlastUnexpectedError)
+#define E(x)                                                                                       \
+    case x: return #x;
+        E(CLBlastNotImplemented)
+        E(CLBlastInvalidMatrixA)
+        E(CLBlastInvalidMatrixB)
+        E(CLBlastInvalidMatrixC)
+        E(CLBlastInvalidVectorX)
+        E(CLBlastInvalidVectorY)
+        E(CLBlastInvalidDimension)
+        E(CLBlastInvalidLeadDimA)
+        E(CLBlastInvalidLeadDimB)
+        E(CLBlastInvalidLeadDimC)
+        E(CLBlastInvalidIncrementX)
+        E(CLBlastInvalidIncrementY)
+        E(CLBlastInsufficientMemoryA)
+        E(CLBlastInsufficientMemoryB)
+        E(CLBlastInsufficientMemoryC)
+        E(CLBlastInsufficientMemoryX)
+        E(CLBlastInsufficientMemoryY)
+        E(CLBlastInsufficientMemoryTemp)
+        E(CLBlastInvalidBatchCount)
+        E(CLBlastInvalidOverrideKernel)
+        E(CLBlastMissingOverrideParameter)
+        E(CLBlastInvalidLocalMemUsage)
+        E(CLBlastNoHalfPrecision)
+        E(CLBlastNoDoublePrecision)
+        E(CLBlastInvalidVectorScalar)
+        E(CLBlastInsufficientMemoryScalar)
+        E(CLBlastDatabaseError)
+        E(CLBlastUnknownError)
+        E(CLBlastUnexpectedError)
 #undef E
-    default:
-        /* The remaining CLBlast codes are OpenCL's own numbers. */
-        return clf_cl_error_name((cl_int)status);
+        default:
+            /* The remaining CLBlast codes are OpenCL's own numbers. */
+            return clf_cl_error_name((cl_int)status);
     }
 }
 
@@ -75,14 +76,14 @@ clf_status clf_gemm_clblast_run(clf_runtime *rt, const clf_gemm_desc *d, clf_err
     if (!batched)
         s = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, d->m, d->n, d->k, d->alpha,
                          clf_buffer_mem(d->a.buf), d->a.off, d->lda, clf_buffer_mem(d->b.buf),
-                         d->b.off, d->ldb, d->beta, clf_buffer_mem(d->c.buf), d->c.off, d->ldc,
-                         &q, profiling ? &ev : NULL);
+                         d->b.off, d->ldb, d->beta, clf_buffer_mem(d->c.buf), d->c.off, d->ldc, &q,
+                         profiling ? &ev : NULL);
     else
-        s = CLBlastSgemmStridedBatched(
-            CLBlastLayoutRowMajor, ta, tb, d->m, d->n, d->k, d->alpha, clf_buffer_mem(d->a.buf),
-            d->a.off, d->lda, d->stride_a, clf_buffer_mem(d->b.buf), d->b.off, d->ldb,
-            d->stride_b, d->beta, clf_buffer_mem(d->c.buf), d->c.off, d->ldc, d->stride_c,
-            d->batch, &q, profiling ? &ev : NULL);
+        s = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, ta, tb, d->m, d->n, d->k, d->alpha,
+                                       clf_buffer_mem(d->a.buf), d->a.off, d->lda, d->stride_a,
+                                       clf_buffer_mem(d->b.buf), d->b.off, d->ldb, d->stride_b,
+                                       d->beta, clf_buffer_mem(d->c.buf), d->c.off, d->ldc,
+                                       d->stride_c, d->batch, &q, profiling ? &ev : NULL);
     if (s != CLBlastSuccess) {
         if (ev != NULL)
             clReleaseEvent(ev);

@@ -35,9 +35,9 @@ void clf_gemm_state_destroy(void *state)
 const char *clf_gemm_engine_name(clf_gemm_engine e)
 {
     switch (e) {
-    case CLF_GEMM_AUTO: return "auto";
-    case CLF_GEMM_CLBLAST: return "clblast";
-    case CLF_GEMM_NATIVE: return "native";
+        case CLF_GEMM_AUTO: return "auto";
+        case CLF_GEMM_CLBLAST: return "clblast";
+        case CLF_GEMM_NATIVE: return "native";
     }
     return "unknown";
 }
@@ -174,7 +174,8 @@ clf_status clf_gemm_prepare(clf_runtime *rt, const clf_gemm_desc *d, clf_error *
     if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK)
         return s;
     clf_gemm_engine engine = clf_runtime_options_get(rt)->gemm;
-    if (engine == CLF_GEMM_AUTO && d->k > 0 && (s = clf_gemm_auto_choose(rt, st, d, &engine, err)) != CLF_OK)
+    if (engine == CLF_GEMM_AUTO && d->k > 0 &&
+        (s = clf_gemm_auto_choose(rt, st, d, &engine, err)) != CLF_OK)
         return s;
     if (engine == CLF_GEMM_CLBLAST && d->k > 0)
         return CLF_OK;

@@ -45,7 +45,10 @@ typedef struct gemm_state {
     size_t n_choices, cap_choices;
 } gemm_state;
 
-static inline size_t clf_gemm_batch_of(const clf_gemm_desc *d) { return d->batch > 1 ? d->batch : 1; }
+static inline size_t clf_gemm_batch_of(const clf_gemm_desc *d)
+{
+    return d->batch > 1 ? d->batch : 1;
+}
 
 /* dispatch.c: the runtime's GEMM state (created on first use). */
 clf_status clf_gemm_state_get(clf_runtime *rt, gemm_state **out, clf_error *err);

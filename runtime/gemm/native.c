@@ -31,9 +31,9 @@
 #include "runtime/gemm/gemm_internal.h"
 #include "runtime/runtime_internal.h"
 
-#define PACK_B_MIN_M 32         /* pack an untransposed B from this many rows of C */
-#define K_SLICE_FROM 1024       /* deeper products run in slices ... */
-#define K_SLICE 512             /* ... of about this depth */
+#define PACK_B_MIN_M 32   /* pack an untransposed B from this many rows of C */
+#define K_SLICE_FROM 1024 /* deeper products run in slices ... */
+#define K_SLICE 512       /* ... of about this depth */
 
 /* ---- the native engine ------------------------------------------------------- */
 
@@ -55,9 +55,9 @@ static gemm_tile tile_for_device(const clf_device_info *dev)
 
 static clf_status compile_wg(clf_runtime *rt, clf_kernel *k, size_t out[3], clf_error *err)
 {
-    cl_int rc = clGetKernelWorkGroupInfo(k->k, clf_runtime_device_id(rt),
-                                         CL_KERNEL_COMPILE_WORK_GROUP_SIZE, 3 * sizeof(size_t),
-                                         out, NULL);
+    cl_int rc =
+        clGetKernelWorkGroupInfo(k->k, clf_runtime_device_id(rt), CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
+                                 3 * sizeof(size_t), out, NULL);
     return clf_cl_check(rc, err, "clGetKernelWorkGroupInfo(CL_KERNEL_COMPILE_WORK_GROUP_SIZE)");
 }
 
@@ -99,8 +99,13 @@ static clf_status native_build(clf_runtime *rt, gemm_state *st, clf_error *err)
         (s = compile_wg(rt, st->k_an, wg, err)) != CLF_OK ||
         (s = compile_wg(rt, pinfo, wp, err)) != CLF_OK)
         return s;
-    gemm_tile t = {.mr = wi[0], .vw = wi[1], .nv = wi[2], .ly = wg[1], .pack_kc = wp[0],
-                   .pack_lx = wp[1], .dot = wp[2]};
+    gemm_tile t = {.mr = wi[0],
+                   .vw = wi[1],
+                   .nv = wi[2],
+                   .ly = wg[1],
+                   .pack_kc = wp[0],
+                   .pack_lx = wp[1],
+                   .dot = wp[2]};
     t.nr = t.vw * t.nv;
     if (t.mr == 0 || t.nr == 0 || t.ly == 0 || t.pack_lx == 0 || t.pack_kc == 0 || t.dot == 0)
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
@@ -162,13 +167,11 @@ static clf_status native_scale_c(clf_runtime *rt, gemm_state *st, const clf_gemm
     const gemm_tile *t = &st->tile;
     clf_buffer *c = d->c.buf;
     const clf_arg args[] = {
-        CLF_ARG_U64(d->m),        CLF_ARG_U64(d->n),      CLF_ARG_U64(0),
-        CLF_ARG_F32(d->alpha),    CLF_ARG_BUF(c),         CLF_ARG_U64(0),
-        CLF_ARG_U64(1),           CLF_ARG_U64(t->mr),     CLF_ARG_U64(0),
-        CLF_ARG_BUF(c),           CLF_ARG_U64(0),         CLF_ARG_U64(1),
-        CLF_ARG_U64(0),           CLF_ARG_U32(0),         CLF_ARG_F32(d->beta),
-        CLF_ARG_BUF(c),           CLF_ARG_U64(d->c.off),  CLF_ARG_U64(d->ldc),
-        CLF_ARG_U64(d->stride_c),
+        CLF_ARG_U64(d->m),     CLF_ARG_U64(d->n),   CLF_ARG_U64(0),           CLF_ARG_F32(d->alpha),
+        CLF_ARG_BUF(c),        CLF_ARG_U64(0),      CLF_ARG_U64(1),           CLF_ARG_U64(t->mr),
+        CLF_ARG_U64(0),        CLF_ARG_BUF(c),      CLF_ARG_U64(0),           CLF_ARG_U64(1),
+        CLF_ARG_U64(0),        CLF_ARG_U32(0),      CLF_ARG_F32(d->beta),     CLF_ARG_BUF(c),
+        CLF_ARG_U64(d->c.off), CLF_ARG_U64(d->ldc), CLF_ARG_U64(d->stride_c),
     };
     const size_t global[3] = {ceil_div(d->n, t->nr), ceil_div(d->m, t->mr), clf_gemm_batch_of(d)};
     const size_t local[3] = {1, t->ly, 1};
@@ -210,8 +213,7 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_state *st, const 
         return clf_error_set(err, CLF_ERR_MEMORY,
                              "gemm: packing a transposed operand of M=%zu N=%zu K=%zu needs %zu "
                              "bytes of scratch, more than the device's largest allocation (%zu)",
-                             m, n, k, (p->pa + p->pb) * sizeof(float),
-                             max_floats * sizeof(float));
+                             m, n, k, (p->pa + p->pb) * sizeof(float), max_floats * sizeof(float));
     if (p->pa + p->pb == 0)
         return CLF_OK;
     p->share_a = batch > 1 && d->stride_a == 0;
@@ -227,7 +229,7 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_state *st, const 
 }
 
 static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
-                             clf_error *err)
+                              clf_error *err)
 {
     const gemm_tile *t = &st->tile;
     const size_t batch = clf_gemm_batch_of(d);
@@ -239,12 +241,12 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_de
         return s;
     if (p.dot) {
         const clf_arg args[] = {
-            CLF_ARG_U64(m),          CLF_ARG_U64(n),          CLF_ARG_U64(k),
-            CLF_ARG_F32(d->alpha),   CLF_ARG_BUF(d->a.buf),   CLF_ARG_U64(d->a.off),
-            CLF_ARG_U64(d->lda),     CLF_ARG_U64(0),          CLF_ARG_U64(d->stride_a),
-            CLF_ARG_BUF(d->b.buf),   CLF_ARG_U64(d->b.off),   CLF_ARG_U64(d->ldb),
-            CLF_ARG_U64(d->stride_b), CLF_ARG_U32(0),         CLF_ARG_F32(d->beta),
-            CLF_ARG_BUF(d->c.buf),   CLF_ARG_U64(d->c.off),   CLF_ARG_U64(d->ldc),
+            CLF_ARG_U64(m),           CLF_ARG_U64(n),        CLF_ARG_U64(k),
+            CLF_ARG_F32(d->alpha),    CLF_ARG_BUF(d->a.buf), CLF_ARG_U64(d->a.off),
+            CLF_ARG_U64(d->lda),      CLF_ARG_U64(0),        CLF_ARG_U64(d->stride_a),
+            CLF_ARG_BUF(d->b.buf),    CLF_ARG_U64(d->b.off), CLF_ARG_U64(d->ldb),
+            CLF_ARG_U64(d->stride_b), CLF_ARG_U32(0),        CLF_ARG_F32(d->beta),
+            CLF_ARG_BUF(d->c.buf),    CLF_ARG_U64(d->c.off), CLF_ARG_U64(d->ldc),
             CLF_ARG_U64(d->stride_c),
         };
         const size_t global[3] = {ceil_div(n, t->dot), ceil_div(m, t->dot), batch};
@@ -263,9 +265,9 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_de
         const size_t pb_off = pa * za; /* B panels follow A blocks in the scratch */
         if (pack_a) {
             const clf_arg args[] = {
-                CLF_ARG_U64(m),          CLF_ARG_U64(k),     CLF_ARG_BUF(d->a.buf),
-                CLF_ARG_U64(a_off),      CLF_ARG_U64(d->lda), CLF_ARG_U64(d->stride_a),
-                CLF_ARG_BUF(st->scratch), CLF_ARG_U64(0),     CLF_ARG_U64(pa),
+                CLF_ARG_U64(m),           CLF_ARG_U64(k),      CLF_ARG_BUF(d->a.buf),
+                CLF_ARG_U64(a_off),       CLF_ARG_U64(d->lda), CLF_ARG_U64(d->stride_a),
+                CLF_ARG_BUF(st->scratch), CLF_ARG_U64(0),      CLF_ARG_U64(pa),
             };
             /* the first dimension runs along the source rows (see cl/gemm.cl) */
             size_t global[3] = {ceil_div(k, t->pack_kc), nbk, za};
@@ -279,9 +281,9 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_de
         }
         if (pack_b) {
             const clf_arg args[] = {
-                CLF_ARG_U64(n),          CLF_ARG_U64(k),        CLF_ARG_BUF(d->b.buf),
-                CLF_ARG_U64(b_off),      CLF_ARG_U64(d->ldb),   CLF_ARG_U64(d->stride_b),
-                CLF_ARG_BUF(st->scratch), CLF_ARG_U64(pb_off),  CLF_ARG_U64(pb),
+                CLF_ARG_U64(n),           CLF_ARG_U64(k),      CLF_ARG_BUF(d->b.buf),
+                CLF_ARG_U64(b_off),       CLF_ARG_U64(d->ldb), CLF_ARG_U64(d->stride_b),
+                CLF_ARG_BUF(st->scratch), CLF_ARG_U64(pb_off), CLF_ARG_U64(pb),
             };
             size_t global[3] = {ceil_div(k, t->pack_kc), np, zb};
             if (!d->trans_b)
