@@ -218,6 +218,96 @@ static clf_status read_hex4(parser *p, size_t at, uint32_t *out)
 
 /* p->pos is at the opening quote. On success *out (length *out_len) owns a decoded
  * NUL-terminated string and p->pos is past the closing quote. */
+/* The character a one-letter escape stands for, or -1 (\u is not one). */
+static int simple_escape(unsigned char e)
+{
+    switch (e) {
+        case '"': return '"';
+        case '\\': return '\\';
+        case '/': return '/';
+        case 'b': return '\b';
+        case 'f': return '\f';
+        case 'n': return '\n';
+        case 'r': return '\r';
+        case 't': return '\t';
+        default: return -1;
+    }
+}
+
+/* The \uXXXX escape at p->s[*i] (with the low surrogate that must follow a
+ * high one) as a code point; *i moves past it. */
+static clf_status unicode_escape(parser *p, size_t *i, size_t end, uint32_t *cp)
+{
+    const size_t esc = *i;
+    if (read_hex4(p, esc + 2, cp) != CLF_OK)
+        return p->err ? p->err->status : CLF_ERR_FORMAT;
+    *i += 6;
+    if (*cp >= 0xDC00 && *cp <= 0xDFFF)
+        return perr(p, esc, "lone low surrogate \\u%04X in a string", (unsigned)*cp);
+    if (*cp < 0xD800 || *cp > 0xDBFF)
+        return CLF_OK;
+    uint32_t lo;
+    if (*i + 1 >= end || p->s[*i] != '\\' || p->s[*i + 1] != 'u')
+        return perr(p, esc,
+                    "high surrogate \\u%04X is not followed by a low surrogate \\uDC00-\\uDFFF",
+                    (unsigned)*cp);
+    if (read_hex4(p, *i + 2, &lo) != CLF_OK)
+        return p->err ? p->err->status : CLF_ERR_FORMAT;
+    if (lo < 0xDC00 || lo > 0xDFFF)
+        return perr(p, esc, "high surrogate \\u%04X is followed by \\u%04X, not a low surrogate",
+                    (unsigned)*cp, (unsigned)lo);
+    *cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+    *i += 6;
+    return CLF_OK;
+}
+
+/* The characters of the string between open + 1 and end (the closing quote)
+ * into buf, unescaped and checked; *len bytes. */
+static clf_status unescape(parser *p, size_t open, size_t end, char *buf, size_t *len)
+{
+    size_t i = open + 1;
+    *len = 0;
+    while (i < end) {
+        const unsigned char c = p->s[i];
+        if (c == '\\') {
+            const int simple = simple_escape(p->s[i + 1]);
+            if (simple >= 0) {
+                buf[(*len)++] = (char)simple;
+                i += 2;
+                continue;
+            }
+            if (p->s[i + 1] != 'u') {
+                char b[32];
+                return perr(p, i + 1, "invalid escape \\%s in a string", found(p, i + 1, b));
+            }
+            uint32_t cp;
+            clf_status st = unicode_escape(p, &i, end, &cp);
+            if (st != CLF_OK)
+                return st;
+            unsigned char u[4];
+            const int k = clf_utf8_encode(cp, u);
+            memcpy(buf + *len, u, (size_t)k);
+            *len += (size_t)k;
+            continue;
+        }
+        if (c < 0x20)
+            return perr(p, i, "control character 0x%02X in a string must be escaped", c);
+        if (c < 0x80) {
+            buf[(*len)++] = (char)c;
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        const int k = clf_utf8_decode(p->s + i, end - i, &cp);
+        if (k == 0)
+            return perr(p, i, "invalid UTF-8 in a string");
+        memcpy(buf + *len, p->s + i, (size_t)k);
+        *len += (size_t)k;
+        i += (size_t)k;
+    }
+    return CLF_OK;
+}
+
 static clf_status parse_string(parser *p, char **out, size_t *out_len)
 {
     size_t open = p->pos, i = p->pos + 1;
@@ -225,114 +315,15 @@ static clf_status parse_string(parser *p, char **out, size_t *out_len)
         i += p->s[i] == '\\' ? 2 : 1;
     if (i >= p->n)
         return perr(p, open, "unterminated string");
-    size_t end = i; /* the closing quote */
+    const size_t end = i; /* the closing quote */
     char *buf = malloc(end - open);
     if (buf == NULL)
         return clf_error_set(p->err, CLF_ERR_MEMORY, "out of memory parsing %s", p->source);
     size_t len = 0;
-    i = open + 1;
-    while (i < end) {
-        unsigned char c = p->s[i];
-        if (c == '\\') {
-            unsigned char e = p->s[i + 1];
-            switch (e) {
-                case '"':
-                    buf[len++] = '"';
-                    i += 2;
-                    continue;
-                case '\\':
-                    buf[len++] = '\\';
-                    i += 2;
-                    continue;
-                case '/':
-                    buf[len++] = '/';
-                    i += 2;
-                    continue;
-                case 'b':
-                    buf[len++] = '\b';
-                    i += 2;
-                    continue;
-                case 'f':
-                    buf[len++] = '\f';
-                    i += 2;
-                    continue;
-                case 'n':
-                    buf[len++] = '\n';
-                    i += 2;
-                    continue;
-                case 'r':
-                    buf[len++] = '\r';
-                    i += 2;
-                    continue;
-                case 't':
-                    buf[len++] = '\t';
-                    i += 2;
-                    continue;
-                case 'u': break;
-                default: {
-                    char b[32];
-                    free(buf);
-                    return perr(p, i + 1, "invalid escape \\%s in a string", found(p, i + 1, b));
-                }
-            }
-            uint32_t cp;
-            if (read_hex4(p, i + 2, &cp) != CLF_OK) {
-                free(buf);
-                return p->err ? p->err->status : CLF_ERR_FORMAT;
-            }
-            size_t esc = i;
-            i += 6;
-            if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                free(buf);
-                return perr(p, esc, "lone low surrogate \\u%04X in a string", (unsigned)cp);
-            }
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                uint32_t lo;
-                if (i + 1 >= end || p->s[i] != '\\' || p->s[i + 1] != 'u') {
-                    free(buf);
-                    return perr(p, esc,
-                                "high surrogate \\u%04X is not followed by a low "
-                                "surrogate \\uDC00-\\uDFFF",
-                                (unsigned)cp);
-                }
-                if (read_hex4(p, i + 2, &lo) != CLF_OK) {
-                    free(buf);
-                    return p->err ? p->err->status : CLF_ERR_FORMAT;
-                }
-                if (lo < 0xDC00 || lo > 0xDFFF) {
-                    free(buf);
-                    return perr(p, esc,
-                                "high surrogate \\u%04X is followed by \\u%04X, not a "
-                                "low surrogate",
-                                (unsigned)cp, (unsigned)lo);
-                }
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                i += 6;
-            }
-            unsigned char u[4];
-            int k = clf_utf8_encode(cp, u);
-            memcpy(buf + len, u, (size_t)k);
-            len += (size_t)k;
-            continue;
-        }
-        if (c < 0x20) {
-            free(buf);
-            return perr(p, i, "control character 0x%02X in a string must be escaped", c);
-        }
-        if (c < 0x80) {
-            buf[len++] = (char)c;
-            i++;
-            continue;
-        }
-        uint32_t cp;
-        int k = clf_utf8_decode(p->s + i, end - i, &cp);
-        if (k == 0) {
-            free(buf);
-            return perr(p, i, "invalid UTF-8 in a string");
-        }
-        memcpy(buf + len, p->s + i, (size_t)k);
-        len += (size_t)k;
-        i += (size_t)k;
+    clf_status st = unescape(p, open, end, buf, &len);
+    if (st != CLF_OK) {
+        free(buf);
+        return st;
     }
     buf[len] = '\0';
     *out = buf;
