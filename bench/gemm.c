@@ -25,6 +25,7 @@
 
 #include "runtime/gemm/gemm.h"
 #include "runtime/runtime.h"
+#include "runtime/util.h"
 
 #ifdef CLF_HAVE_OPENBLAS
 #include <cblas.h>
@@ -55,13 +56,6 @@ static const shape shapes[] = {
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -88,7 +82,7 @@ static double time_once(clf_runtime *rt, clf_gemm_engine e, const clf_gemm_desc 
     clf_error err;
     if (clf_runtime_finish(rt, &err) != CLF_OK)
         die("finish", &err);
-    const double t0 = now();
+    const double t0 = clf_now_seconds();
     if (clf_gemm_with(rt, e, d, &err) != CLF_OK) {
         char buf[CLF_ERROR_MSG_MAX + 256];
         clf_error_format(&err, buf, sizeof buf);
@@ -97,7 +91,7 @@ static double time_once(clf_runtime *rt, clf_gemm_engine e, const clf_gemm_desc 
     }
     if (clf_runtime_finish(rt, &err) != CLF_OK)
         die("finish", &err);
-    return now() - t0;
+    return clf_now_seconds() - t0;
 }
 
 #ifdef CLF_HAVE_OPENBLAS
@@ -105,13 +99,13 @@ static double time_openblas(const shape *sh, const float *a, const float *b, flo
 {
     const size_t ar = sh->ta ? sh->k : sh->m, ac = sh->ta ? sh->m : sh->k;
     const size_t br = sh->tb ? sh->n : sh->k, bc = sh->tb ? sh->k : sh->n;
-    const double t0 = now();
+    const double t0 = clf_now_seconds();
     for (size_t z = 0; z < sh->batch; z++)
         cblas_sgemm(CblasRowMajor, sh->ta ? CblasTrans : CblasNoTrans,
                     sh->tb ? CblasTrans : CblasNoTrans, (int)sh->m, (int)sh->n, (int)sh->k, 1.0f,
                     a + z * ar * ac, (int)ac, b + z * br * bc, (int)bc, 0.0f, c + z * sh->m * sh->n,
                     (int)sh->n);
-    return now() - t0;
+    return clf_now_seconds() - t0;
 }
 #endif
 

@@ -46,6 +46,7 @@
 #include "config/config.h"
 #include "model/graph/model.h"
 #include "runtime/runtime.h"
+#include "runtime/util.h"
 
 #define MAX_SETS 32
 #define N_BATCHES 4
@@ -69,13 +70,6 @@ typedef struct bench_result {
     float train_loss;
 } bench_result;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -86,14 +80,6 @@ static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 static void usage(FILE *out)
@@ -273,7 +259,7 @@ static clf_status run_train(clf_model *m, const bench_opts *o, const clf_model_c
                 goto fail;
             clf_profile_reset(rt);
         }
-        double t0 = now_s();
+        double t0 = clf_now_seconds();
         st = clf_model_set_batch(
             m,
             &(clf_batch){.B = B, .T = T, .tgt_in = xs[i % N_BATCHES], .tgt_out = ys[i % N_BATCHES]},
@@ -289,7 +275,7 @@ static clf_status run_train(clf_model *m, const bench_opts *o, const clf_model_c
         if (st != CLF_OK)
             goto fail;
         if (i >= o->warmup)
-            t[i - o->warmup] = now_s() - t0;
+            t[i - o->warmup] = clf_now_seconds() - t0;
     }
     r->train_s = median(t, o->steps);
     if (o->profile && !o->json)
@@ -315,7 +301,7 @@ static clf_status run_forward(clf_model *m, const bench_opts *o, int32_t *const 
                 goto fail;
             clf_profile_reset(rt);
         }
-        double t0 = now_s();
+        double t0 = clf_now_seconds();
         st = clf_model_set_batch(
             m,
             &(clf_batch){.B = B, .T = T, .tgt_in = xs[i % N_BATCHES], .tgt_out = ys[i % N_BATCHES]},
@@ -327,7 +313,7 @@ static clf_status run_forward(clf_model *m, const bench_opts *o, int32_t *const 
         if (st != CLF_OK)
             goto fail;
         if (i >= o->warmup)
-            t[i - o->warmup] = now_s() - t0;
+            t[i - o->warmup] = clf_now_seconds() - t0;
     }
     r->forward_s = median(t, o->steps);
     if (o->profile && !o->json)
@@ -368,7 +354,7 @@ static clf_status run_sample(clf_runtime *rt, const bench_opts *o, const clf_mod
         goto fail;
     uint64_t rng = cfg->train.seed + 7;
     for (int i = 0; i < P; i++)
-        seq[i] = (int32_t)(splitmix64(&rng) % (uint64_t)V);
+        seq[i] = (int32_t)(clf_splitmix64_next(&rng) % (uint64_t)V);
     /* The prompt minus its last token fills cache positions 0..P-2 once;
      * every round then decodes positions P-1..T-1, overwriting the cache
      * entries it wrote the round before (attention reads only 0..pos). */
@@ -383,7 +369,7 @@ static clf_status run_sample(clf_runtime *rt, const bench_opts *o, const clf_mod
             goto fail;
         if (round == 1 && o->profile)
             clf_profile_reset(rt);
-        double t0 = now_s();
+        double t0 = clf_now_seconds();
         for (int pos = P - 1; pos < T; pos++) {
             st = clf_model_decode_step(m, &seq[pos], 1, pos, logits, err);
             if (st != CLF_OK)
@@ -391,7 +377,7 @@ static clf_status run_sample(clf_runtime *rt, const bench_opts *o, const clf_mod
             seq[pos + 1] = (int32_t)argmax(logits, V);
         }
         if (round > 0)
-            rate[round - 1] = (double)n / (now_s() - t0);
+            rate[round - 1] = (double)n / (clf_now_seconds() - t0);
     }
     r->sample_tok_s = median(rate, o->sample_rounds);
     r->sample_tokens = n;
@@ -487,8 +473,8 @@ int main(int argc, char **argv)
             goto fail;
         }
         for (int i = 0; i < B * T; i++) {
-            xs[b][i] = (int32_t)(splitmix64(&rng) % (uint64_t)V);
-            ys[b][i] = (int32_t)(splitmix64(&rng) % (uint64_t)V);
+            xs[b][i] = (int32_t)(clf_splitmix64_next(&rng) % (uint64_t)V);
+            ys[b][i] = (int32_t)(clf_splitmix64_next(&rng) % (uint64_t)V);
         }
     }
 

@@ -43,14 +43,8 @@
 #include "model/io/fileio.h"
 #include "model/io/json.h"
 #include "model/text/tokenizer.h"
+#include "runtime/util.h"
 #include "tests/test_util.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static clf_tokenizer *train(const char *text, size_t len, int32_t vocab, int64_t minf)
 {
@@ -736,12 +730,12 @@ static void test_corpus(void)
     snprintf(path, sizeof path, "%s/data/tinyshakespeare.txt", src ? src : ".");
     if (clf_file_read_all(path, 1 << 24, &text, &len, &err) == CLF_OK) {
         printf("tiny Shakespeare\n");
-        double t0 = now();
+        double t0 = clf_now_seconds();
         clf_tokenizer *t = train(text, len, 2000, 2);
-        double t1 = now();
+        double t1 = clf_now_seconds();
         size_t ntok = 0;
         TU_CHECK(round_trips(t, text, len, &ntok), "tiny Shakespeare round-trips");
-        double t2 = now();
+        double t2 = clf_now_seconds();
         printf("  timing: vocab 2000 trained in %.2f s; %zu bytes -> %zu tokens "
                "(%.2f bytes/token), encode+decode %.2f s\n",
                t1 - t0, len, ntok, (double)len / (double)ntok, t2 - t1);
@@ -756,7 +750,7 @@ static void test_corpus(void)
     o.vocab_size = 8000;
     clf_bpe_trainer *tr = NULL;
     tu_ok(clf_bpe_trainer_create(&o, &tr, &err), &err, "trainer");
-    double t0 = now();
+    double t0 = clf_now_seconds();
     if (clf_file_read_text(path, CLF_BPE_MAX_TEXT, &text, &len, &err) == CLF_OK) {
         printf("Multi30k train.en.gz\n");
     } else {
@@ -779,23 +773,23 @@ static void test_corpus(void)
             text[len++] = tu_u32(&rng) % 12 == 0 ? '\n' : ' ';
         }
     }
-    double t1 = now();
+    double t1 = clf_now_seconds();
     tu_ok(clf_bpe_trainer_add(tr, text, len, &err), &err, "add");
-    double t2 = now();
+    double t2 = clf_now_seconds();
     clf_tokenizer *t = NULL;
     tu_ok(clf_bpe_trainer_finish(tr, &t, &err), &err, "finish");
-    double t3 = now();
+    double t3 = clf_now_seconds();
     clf_bpe_stats st;
     clf_bpe_trainer_stats(tr, &st);
     clf_bpe_trainer_destroy(tr);
     int32_t *ids = NULL;
     size_t n = 0;
     tu_ok(clf_tokenizer_encode(t, text, len, &ids, &n, &err), &err, "encode");
-    double t4 = now();
+    double t4 = clf_now_seconds();
     char *back = NULL;
     size_t bl = 0;
     tu_ok(clf_tokenizer_decode(t, ids, n, &back, &bl, &err), &err, "decode");
-    double t5 = now();
+    double t5 = clf_now_seconds();
     TU_CHECK(bl == len && memcmp(back, text, len) == 0 && n == st.tokens,
              "the corpus round-trips; encoding gives training's %llu tokens (got %zu)",
              (unsigned long long)st.tokens, n);
@@ -808,7 +802,7 @@ static void test_corpus(void)
            len, n, (double)n / (double)st.words, t4 - t3, (double)len / 1e6 / (t4 - t3 + 1e-9),
            t5 - t4);
     /* per-sentence encoding (no cache), as a translation data loader would */
-    double t6 = now();
+    double t6 = clf_now_seconds();
     size_t total = 0;
     int32_t *buf = malloc((len + 1) * sizeof *buf);
     for (size_t pos = 0; pos < len;) {
@@ -819,7 +813,7 @@ static void test_corpus(void)
         total += k;
         pos = end + 1;
     }
-    printf("  timing: line by line %zu tokens in %.3f s\n", total, now() - t6);
+    printf("  timing: line by line %zu tokens in %.3f s\n", total, clf_now_seconds() - t6);
     free(buf);
     free(ids);
     free(back);

@@ -3,6 +3,8 @@
  */
 #include "tests/test_util.h"
 
+#include "runtime/util.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -60,27 +62,19 @@ uint64_t tu_seed(void)
     return seed;
 }
 
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 tu_rng tu_rng_new(uint64_t salt)
 {
     tu_rng r;
     uint64_t x = tu_seed() ^ (salt * 0xD1B54A32D192ED03ull);
-    r.s = splitmix(&x);
+    r.s = clf_splitmix64_next(&x);
     return r;
 }
 
-uint32_t tu_u32(tu_rng *r) { return (uint32_t)(splitmix(&r->s) >> 32); }
+uint32_t tu_u32(tu_rng *r) { return (uint32_t)(clf_splitmix64_next(&r->s) >> 32); }
 
 double tu_uniform(tu_rng *r, double lo, double hi)
 {
-    double u = (double)(splitmix(&r->s) >> 11) * (1.0 / 9007199254740992.0);
+    double u = (double)(clf_splitmix64_next(&r->s) >> 11) * (1.0 / 9007199254740992.0);
     return lo + (hi - lo) * u;
 }
 
