@@ -23,7 +23,7 @@
 /* Span helpers: float8 vectors (vload8/vstore8 need only float alignment)
  * and a scalar tail; PoCL does not vectorise these loops by itself because
  * the pointers may alias. */
-void clf_span_copy(__global float *o, __global const float *s, uint n)
+static void clf_span_copy(__global float *o, __global const float *s, uint n)
 {
     uint d = 0;
     for (; d + 8 <= n; d += 8)
@@ -32,7 +32,7 @@ void clf_span_copy(__global float *o, __global const float *s, uint n)
         o[d] = s[d];
 }
 
-void clf_span_add(__global float *o, __global const float *s, uint n)
+static void clf_span_add(__global float *o, __global const float *s, uint n)
 {
     uint d = 0;
     for (; d + 8 <= n; d += 8)

@@ -39,11 +39,11 @@
 /* ---- reductions shared by the row kernels (reduce, softmax, norm) ---- */
 
 /* Fixed pairwise combination of eight lanes. */
-inline float clf_hsum8(float8 a)
+static inline float clf_hsum8(float8 a)
 {
     return ((a.s0 + a.s1) + (a.s2 + a.s3)) + ((a.s4 + a.s5) + (a.s6 + a.s7));
 }
-inline float clf_hmax8(float8 a)
+static inline float clf_hmax8(float8 a)
 {
     return fmax(fmax(fmax(a.s0, a.s1), fmax(a.s2, a.s3)), fmax(fmax(a.s4, a.s5), fmax(a.s6, a.s7)));
 }
@@ -51,7 +51,7 @@ inline float clf_hmax8(float8 a)
 /* Tree reductions over a work-group of power-of-two size, in a fixed order;
  * every work-item gets the result. buf holds get_local_size(0) floats. Call
  * them from every work-item of the group (they contain barriers). */
-inline float clf_group_sum(float v, __local float *buf)
+static inline float clf_group_sum(float v, __local float *buf)
 {
     uint lid = get_local_id(0);
     buf[lid] = v;
@@ -65,7 +65,7 @@ inline float clf_group_sum(float v, __local float *buf)
     barrier(CLK_LOCAL_MEM_FENCE);
     return r;
 }
-inline float clf_group_max(float v, __local float *buf)
+static inline float clf_group_max(float v, __local float *buf)
 {
     uint lid = get_local_id(0);
     buf[lid] = v;

@@ -64,7 +64,7 @@
  * the smallest normal range): the result is then within 2e-38 of e^x. Only
  * FMAs, selects and integer operations, so it stays in vector registers. */
 #define CLF_EXP_NONPOS(T, S, IT)                                                              \
-    inline T clf_exp_nonpos##S(T x)                                                          \
+    static inline T clf_exp_nonpos##S(T x)                                                          \
     {                                                                                        \
         x = select(x, (T)(-87.0f), x < -87.0f);                                              \
         T y = fma(x, (T)(1.44269504088896341f), (T)(12582912.0f));                          \
@@ -95,11 +95,11 @@ CLF_EXP_NONPOS(float16, 16, int16)
  *   sigmoid(2u) = 1/(1+a) (u >= 0) or a/(1+a), 1 - tanh(u)^2 = 4a/(1+a)^2.
  * SiLU: x sigmoid(x); exp(-x) overflowing to inf gives sigmoid 0, as wanted. */
 #define CLF_ACT_FUNCS(T, S)                                                                   \
-    inline T clf_none##S(T x) { return x; }                                                  \
-    inline T clf_none_grad##S(T x) { (void)x; return (T)(1.0f); }                            \
-    inline T clf_relu##S(T x) { return select((T)(0.0f), x, x > 0.0f); }                     \
-    inline T clf_relu_grad##S(T x) { return select((T)(0.0f), (T)(1.0f), x > 0.0f); }        \
-    inline T clf_erfc_pos##S(T z)                                                            \
+    static inline T clf_none##S(T x) { return x; }                                                  \
+    static inline T clf_none_grad##S(T x) { (void)x; return (T)(1.0f); }                            \
+    static inline T clf_relu##S(T x) { return select((T)(0.0f), x, x > 0.0f); }                     \
+    static inline T clf_relu_grad##S(T x) { return select((T)(0.0f), (T)(1.0f), x > 0.0f); }        \
+    static inline T clf_erfc_pos##S(T z)                                                            \
     {                                                                                        \
         T t = 1.0f / (1.0f + 0.5f * z);                                                      \
         T p = -1.26551223f +                                                                 \
@@ -113,23 +113,23 @@ CLF_EXP_NONPOS(float16, 16, int16)
                                                  t * (-0.82215223f + t * 0.17087277f))))))));\
         return t * clf_exp_nonpos##S(p - z * z);                                             \
     }                                                                                        \
-    inline T clf_phi##S(T x)                                                                 \
+    static inline T clf_phi##S(T x)                                                                 \
     {                                                                                        \
         T r = 0.5f * clf_erfc_pos##S(fabs(x) * CLF_SQRT1_2); /* Phi(-|x|) */                 \
         return select(r, 1.0f - r, x > 0.0f);                                                \
     }                                                                                        \
-    inline T clf_gelu_erf##S(T x) { return x * clf_phi##S(x); }                              \
-    inline T clf_gelu_erf_grad##S(T x)                                                       \
+    static inline T clf_gelu_erf##S(T x) { return x * clf_phi##S(x); }                              \
+    static inline T clf_gelu_erf_grad##S(T x)                                                       \
     {                                                                                        \
         return clf_phi##S(x) + x * (CLF_INV_SQRT_2PI * clf_exp_nonpos##S(-0.5f * x * x));    \
     }                                                                                        \
-    inline T clf_gelu_tanh##S(T x)                                                           \
+    static inline T clf_gelu_tanh##S(T x)                                                           \
     {                                                                                        \
         T u = CLF_SQRT_2_OVER_PI * (x + CLF_GELU_K * x * x * x);                             \
         T a = clf_exp_nonpos##S(-2.0f * fabs(u)), inv = 1.0f / (1.0f + a);                                 \
         return x * select(a * inv, inv, u >= 0.0f);                                          \
     }                                                                                        \
-    inline T clf_gelu_tanh_grad##S(T x)                                                      \
+    static inline T clf_gelu_tanh_grad##S(T x)                                                      \
     {                                                                                        \
         T x2 = x * x;                                                                        \
         T u = CLF_SQRT_2_OVER_PI * (x + CLF_GELU_K * x2 * x);                                \
@@ -137,9 +137,9 @@ CLF_EXP_NONPOS(float16, 16, int16)
         T a = clf_exp_nonpos##S(-2.0f * fabs(u)), inv = 1.0f / (1.0f + a);                                 \
         return select(a * inv, inv, u >= 0.0f) + 2.0f * x * du * a * inv * inv;              \
     }                                                                                        \
-    inline T clf_sigmoid##S(T x) { return 1.0f / (1.0f + exp(-x)); }                         \
-    inline T clf_silu##S(T x) { return x * clf_sigmoid##S(x); }                              \
-    inline T clf_silu_grad##S(T x)                                                           \
+    static inline T clf_sigmoid##S(T x) { return 1.0f / (1.0f + exp(-x)); }                         \
+    static inline T clf_silu##S(T x) { return x * clf_sigmoid##S(x); }                              \
+    static inline T clf_silu_grad##S(T x)                                                           \
     {                                                                                        \
         T s = clf_sigmoid##S(x);                                                             \
         return s * (1.0f + x * (1.0f - s));                                                  \
@@ -372,13 +372,20 @@ __kernel void bias_backward_group(__global float *dbias, ulong dbias_off,
 
 /* ---- SwiGLU over [R, 2H] -> [R, H] ----------------------------------------- */
 
-/* out[r,c] = silu(in[r,c]) * in[r,H+c]; 2-D launch (groups of 8 columns, rows). */
+/* One work-item per 8 columns of a row, rows after one another in one
+ * dimension (item i: row i / ceil(H/8)), so any number of rows launches
+ * (the second dimension of a launch is capped at 65535 groups on some
+ * GPUs). */
+#define SWIGLU_ITEM(r, c)                                                                          \
+    ulong cw_ = (H + 7) / 8, i_ = get_global_id(0), r = i_ / cw_, c = (i_ - r * cw_) * 8;         \
+    if (r >= R)                                                                                    \
+        return;
+
+/* out[r,c] = silu(in[r,c]) * in[r,H+c]. */
 __kernel void swiglu_forward(__global float *out, ulong out_off, __global const float *in,
                              ulong in_off, ulong R, ulong H)
 {
-    ulong c = get_global_id(0) * 8, r = get_global_id(1);
-    if (c >= H || r >= R)
-        return;
+    SWIGLU_ITEM(r, c)
     out += out_off + r * H;
     __global const float *g = in + in_off + r * 2 * H, *u = g + H;
     if (c + 8 <= H) {
@@ -394,9 +401,7 @@ __kernel void swiglu_backward(__global float *din, ulong din_off, __global const
                               ulong dout_off, __global const float *in, ulong in_off, ulong R,
                               ulong H)
 {
-    ulong c = get_global_id(0) * 8, r = get_global_id(1);
-    if (c >= H || r >= R)
-        return;
+    SWIGLU_ITEM(r, c)
     dout += dout_off + r * H;
     __global const float *g = in + in_off + r * 2 * H, *u = g + H;
     __global float *dg = din + din_off + r * 2 * H, *du = dg + H;

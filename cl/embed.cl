@@ -32,7 +32,7 @@
 /* Span helpers: float8 vectors (vload8/vstore8 need only float alignment)
  * and a scalar tail; PoCL does not vectorise these loops by itself because
  * the pointers may alias. o[d] = a * s[d] (+ p[d]) and o[d] += a * s[d]. */
-void clf_span_scale_add(__global float *o, float a, __global const float *s,
+static void clf_span_scale_add(__global float *o, float a, __global const float *s,
                         __global const float *p, uint n)
 {
     uint d = 0;
@@ -49,7 +49,7 @@ void clf_span_scale_add(__global float *o, float a, __global const float *s,
     }
 }
 
-void clf_span_axpy(__global float *o, float a, __global const float *s, uint n)
+static void clf_span_axpy(__global float *o, float a, __global const float *s, uint n)
 {
     uint d = 0;
     for (; d + 8 <= n; d += 8)

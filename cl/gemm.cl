@@ -43,9 +43,8 @@
  *
  * Tile sizes come from the host through clf_program_set_defines("gemm", ...);
  * the defaults below follow the device's preferred vector width.
- * gemm_tile_info and gemm_aux_info report the values the program was really
- * built with through their required work-group sizes, so the host never
- * guesses.
+ * gemm_config writes the values the program was really built with for the
+ * host to read, so the host never guesses.
  *
  * Not here: local-memory tiling for GPUs (CLBlast is the engine there), and
  * complex or double precision.
@@ -97,20 +96,23 @@
 #define vloadV GEMM_CAT(vload, GEMM_VW)
 #define vstoreV GEMM_CAT(vstore, GEMM_VW)
 
-/* The tile configuration, readable by the host as the required work-group
- * size (CL_KERNEL_COMPILE_WORK_GROUP_SIZE). Never launched. */
-__kernel __attribute__((reqd_work_group_size(GEMM_MR, GEMM_VW, GEMM_NV))) void
-gemm_tile_info(__global float *unused)
+/* The tile configuration the program was compiled with, for the host: one
+ * work-item writes it (MR, VW, NV, LY, PACK_KC, PACK_LX, DOT). Launched once
+ * when the engine is built, so host and kernels never disagree. (Reading it
+ * from reqd_work_group_size attributes instead would declare work-groups of
+ * up to MR x VW x NV items, which a device with a smaller limit may refuse
+ * to build.) */
+__kernel void gemm_config(__global int *out)
 {
-    (void)unused;
-}
-
-/* Likewise for the other kernels: (k per pack work-item, pack work-group
- * size, the square C block of a gemm_nt_dot work-item). */
-__kernel __attribute__((reqd_work_group_size(GEMM_PACK_KC, GEMM_PACK_LX, GEMM_DOT))) void
-gemm_aux_info(__global float *unused)
-{
-    (void)unused;
+    if (get_global_id(0) != 0)
+        return;
+    out[0] = GEMM_MR;
+    out[1] = GEMM_VW;
+    out[2] = GEMM_NV;
+    out[3] = GEMM_LY;
+    out[4] = GEMM_PACK_KC;
+    out[5] = GEMM_PACK_LX;
+    out[6] = GEMM_DOT;
 }
 
 /* ---- packing -----------------------------------------------------------------

@@ -16,7 +16,8 @@
  * written in the second form to avoid cancelling lse against z_t.
  *   dz_j = grad_scale * (softmax_j - eps/V - (1-eps)[j == t]).
  * dlogits may alias logits: each work-item reads z_j before writing dz_j for
- * the same j, and z_t is read by all before a barrier that precedes writes.
+ * the same j, and every read of the row (z_t by all) precedes a barrier with
+ * a global-memory fence that precedes every write.
  * A target equal to ignore_index, or outside [0, V), gives loss 0, grad 0.
  *
  * Not here: the mean over rows (the caller's grad_scale and a reduction of
@@ -73,7 +74,11 @@ __kernel void cross_entropy(__global float *losses, ulong loss_off, __global flo
     }
     se = red[0];
     float zt = z[tsafe];
-    barrier(CLK_LOCAL_MEM_FENCE); /* every z_t read happens before any dz write */
+    /* Every read of z (z_t here, the whole row in the passes above) happens
+     * before any write of dz, which may alias z: the barrier must order
+     * global memory too, not only local (a local fence alone lets a GPU
+     * reorder the group's global accesses around it). */
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
 
     if (skip) {
         if (has_grad)

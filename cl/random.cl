@@ -40,7 +40,7 @@
         k1 += CLF_PHILOX_W1;                                                            \
     } while (0)
 
-uint4 clf_philox4x32_10(uint4 c, uint2 k)
+static uint4 clf_philox4x32_10(uint4 c, uint2 k)
 {
     uint c0 = c.x, c1 = c.y, c2 = c.z, c3 = c.w, k0 = k.x, k1 = k.y;
     CLF_PHILOX_ROUND(c0, c1, c2, c3, k0, k1); /* round 1 */

@@ -28,7 +28,7 @@
  */
 
 /* Number of leading columns of row r that causality leaves visible. */
-inline ulong clf_causal_cols(ulong r, ulong N, ulong causal_T)
+static inline ulong clf_causal_cols(ulong r, ulong N, ulong causal_T)
 {
     if (causal_T == 0)
         return N;
@@ -40,7 +40,7 @@ inline ulong clf_causal_cols(ulong r, ulong N, ulong causal_T)
 
 /* The masked logit of column j (one value, or eight from j on). a / k are
  * NULL when that mask is absent. */
-inline float clf_logit(__global const float *x, __global const float *a, __global const int *k,
+static inline float clf_logit(__global const float *x, __global const float *a, __global const int *k,
                        ulong j, float scale)
 {
     float v = x[j] * scale;
@@ -50,7 +50,7 @@ inline float clf_logit(__global const float *x, __global const float *a, __globa
         v = -INFINITY;
     return v;
 }
-inline float8 clf_logit8(__global const float *x, __global const float *a,
+static inline float8 clf_logit8(__global const float *x, __global const float *a,
                          __global const int *k, ulong j, float scale)
 {
     float8 v = vload8(0, x + j) * scale;

@@ -35,7 +35,12 @@
 #define CACHE_FORMAT_VERSION 1u
 #define MAX_FAMILIES 64
 #define MAX_KERNELS_PER_FAMILY 128
-#define BUILD_OPTIONS "-cl-std=CL1.2"
+
+/* "-cl-std=CL1.2" and the runtime's extra options (clf_runtime_options). */
+static const char *build_options(clf_runtime *rt)
+{
+    return clf_runtime_options_get(rt)->build_options;
+}
 
 typedef struct family {
     char name[64];
@@ -217,8 +222,8 @@ static void cache_key(clf_runtime *rt, const char *src, char *text, size_t cap, 
     const clf_device_info *d = clf_runtime_device(rt);
     uint64_t sh = clf_hash64(src, strlen(src), 7);
     snprintf(text, cap, "format=%u|device=%s|driver=%s|platform=%s|options=%s|source=%016llx",
-             CACHE_FORMAT_VERSION, d->name, d->driver_version, d->platform_version, BUILD_OPTIONS,
-             (unsigned long long)sh);
+             CACHE_FORMAT_VERSION, d->name, d->driver_version, d->platform_version,
+             build_options(rt), (unsigned long long)sh);
     *h1 = clf_hash64(text, strlen(text), 1);
     *h2 = clf_hash64(text, strlen(text), 2);
 }
@@ -262,7 +267,7 @@ static int cache_load(clf_runtime *rt, const char *path, const char *key_text, u
         clCreateProgramWithBinary(clf_runtime_context(rt), 1, &dev, &sz, &bp, &bstatus, &rc);
     if (rc != CL_SUCCESS || bstatus != CL_SUCCESS)
         goto done;
-    if (clBuildProgram(p, 1, &dev, BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS) {
+    if (clBuildProgram(p, 1, &dev, build_options(rt), NULL, NULL) != CL_SUCCESS) {
         clReleaseProgram(p);
         goto done;
     }
@@ -337,7 +342,7 @@ static clf_status build_from_source(clf_runtime *rt, const family *f, const char
     cl_program p = clCreateProgramWithSource(clf_runtime_context(rt), 1, srcs, NULL, &rc);
     if (clf_cl_check(rc, err, "clCreateProgramWithSource") != CLF_OK)
         return CLF_ERR_OPENCL;
-    rc = clBuildProgram(p, 1, &dev, BUILD_OPTIONS, NULL, NULL);
+    rc = clBuildProgram(p, 1, &dev, build_options(rt), NULL, NULL);
     if (rc != CL_SUCCESS) {
         size_t n = 0;
         clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
@@ -351,7 +356,7 @@ static clf_status build_from_source(clf_runtime *rt, const family *f, const char
                       "kernel family '%s' failed to build for device '%s' (driver %s) with "
                       "options '%s' and defines '%s'. Build log:\n%s",
                       f->name, clf_runtime_device(rt)->name, clf_runtime_device(rt)->driver_version,
-                      BUILD_OPTIONS, f->defines, log != NULL ? log : "(no log)");
+                      build_options(rt), f->defines, log != NULL ? log : "(no log)");
         if (err != NULL) {
             err->code = (int)rc;
             snprintf(err->code_name, sizeof err->code_name, "%s", clf_cl_error_name(rc));
@@ -400,6 +405,15 @@ done:
     free(src);
     ps->stats.load_seconds += clf_now_seconds() - t0;
     return CLF_OK;
+}
+
+clf_status clf_program_source(clf_runtime *rt, const char *fam, char **out, clf_error *err)
+{
+    *out = NULL;
+    family *f = find_family(clf_runtime_programs(rt), fam, 1);
+    if (f == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "too many kernel families (adding '%s')", fam);
+    return assemble(rt, f, out, err);
 }
 
 clf_status clf_program_load(clf_runtime *rt, const char *fam, clf_error *err)

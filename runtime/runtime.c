@@ -33,6 +33,7 @@ struct clf_runtime {
     clf_runtime_options opt;
     char cache_dir[1024];
     char kernel_dir[1024];
+    char build_options[512]; /* the compiler options of every program */
     char device_key[512];
     clf_device_info info;
     cl_platform_id platform;
@@ -111,10 +112,14 @@ clf_status clf_runtime_create(clf_runtime **out, const clf_runtime_options *opt,
         snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s", o.cache_dir);
     if (o.kernel_dir != NULL)
         snprintf(rt->kernel_dir, sizeof rt->kernel_dir, "%s", o.kernel_dir);
+    snprintf(rt->build_options, sizeof rt->build_options, "-cl-std=CL1.2%s%s",
+             o.build_options != NULL && o.build_options[0] ? " " : "",
+             o.build_options != NULL ? o.build_options : "");
     /* The copies above own the strings; the options must not point at caller memory. */
     rt->opt.device = NULL;
     rt->opt.cache_dir = rt->cache_dir[0] ? rt->cache_dir : NULL;
     rt->opt.kernel_dir = rt->kernel_dir[0] ? rt->kernel_dir : NULL;
+    rt->opt.build_options = rt->build_options;
     make_device_key(rt);
 
     cl_platform_id plats[32];
@@ -372,6 +377,17 @@ clf_status clf_kernel_launch(clf_runtime *rt, clf_kernel *k, int dims, const siz
                              "kernel %s: work-group of %zu items exceeds its limit of %zu on "
                              "this device",
                              k->name, items, k->max_wg);
+    /* Dimensions 1 and 2 hold at most CLF_MAX_GROUPS_YZ work-groups on some
+     * drivers (those built on CUDA grids); OpenCL has no query for it, so
+     * every launch keeps to it on every device and long axes go in
+     * dimension 0. */
+    for (int d = 1; d < dims; d++)
+        if (g[d] / (local != NULL ? l[d] : 1) > CLF_MAX_GROUPS_YZ)
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "kernel %s: %zu work-groups in dimension %d; dimensions 1 and 2 "
+                                 "may hold at most %d (some GPU drivers cap them): put the long "
+                                 "axis in dimension 0",
+                                 k->name, g[d] / (local != NULL ? l[d] : 1), d, CLF_MAX_GROUPS_YZ);
     for (int i = 0; i < nargs; i++) {
         const clf_arg *a = &args[i];
         cl_int rc;

@@ -90,11 +90,13 @@ typedef enum clf_gemm_engine {
 } clf_gemm_engine;
 
 typedef struct clf_runtime_options {
-    const char *device;     /* selector, NULL = default */
-    const char *cache_dir;  /* NULL = no on-disk cache */
-    int no_cache;           /* 1 = neither read nor write the cache */
-    const char *kernel_dir; /* NULL = embedded sources, else load cl/ files from here */
-    int profile;            /* 1 = record an event per launch */
+    const char *device;        /* selector, NULL = default */
+    const char *cache_dir;     /* NULL = no on-disk cache */
+    int no_cache;              /* 1 = neither read nor write the cache */
+    const char *kernel_dir;    /* NULL = embedded sources, else load cl/ files from here */
+    const char *build_options; /* NULL, or compiler options added after "-cl-std=CL1.2"
+                                  (e.g. "-cl-opt-disable"); part of the cache key */
+    int profile;               /* 1 = record an event per launch */
     clf_gemm_engine gemm;
 } clf_runtime_options;
 
@@ -167,6 +169,10 @@ clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *name,
                           clf_error *err);
 /* Build the program of a family now (used for warm-up and load-time reports). */
 clf_status clf_program_load(clf_runtime *rt, const char *family, clf_error *err);
+/* The source a family is compiled from on this device (the generated
+ * preamble, common.cl, <family>.cl), malloc'ed: for kernel development and
+ * for checking the kernels with other compilers. */
+clf_status clf_program_source(clf_runtime *rt, const char *family, char **out, clf_error *err);
 /* Names of every kernel family, NULL-terminated (from the embedded list). */
 const char *const *clf_program_families(void);
 
@@ -215,7 +221,11 @@ typedef struct clf_arg {
 
 /* Enqueue a launch. global[i] is rounded up to a multiple of local[i] when
  * local is given (kernels bounds-check); local NULL lets the driver choose.
- * With profiling on, the launch's event is recorded under the kernel name. */
+ * Dimensions 1 and 2 may hold at most CLF_MAX_GROUPS_YZ work-groups on any
+ * device (CLF_ERR_ARG otherwise: some GPU drivers cap them and OpenCL cannot
+ * say which). With profiling on, the launch's event is recorded under the
+ * kernel name. */
+#define CLF_MAX_GROUPS_YZ 65535
 clf_status clf_kernel_launch(clf_runtime *rt, clf_kernel *k, int dims, const size_t *global,
                              const size_t *local, int nargs, const clf_arg *args, clf_error *err);
 /* Largest work-group size this kernel can be launched with on the device. */

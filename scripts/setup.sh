@@ -9,7 +9,7 @@
 set -euo pipefail
 
 packages=(cmake make gcc pkg-config opencl-headers ocl-icd-opencl-dev ocl-icd-libopencl1
-          libclblast-dev libyaml-dev zlib1g-dev pocl-opencl-icd libopenblas-dev)
+          libclblast-dev libyaml-dev zlib1g-dev pocl-opencl-icd libopenblas-dev clang)
 if [ "${CLF_SETUP_EXTRA:-}" != "" ]; then
   read -r -a extra <<<"$CLF_SETUP_EXTRA"
   packages+=("${extra[@]}")

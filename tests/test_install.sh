@@ -56,7 +56,7 @@ if "$BUILD/clformer" train "$SRC/config/models/gpt-tiny-test.yaml" --data "$SRC/
 else
   cat "$TMP/train.log"; bad "a tiny model trained"
 fi
-CLFORMER_DEVICE=${CLFORMER_TEST_DEVICE:-} LD_LIBRARY_PATH="$P/lib" \
+CLFORMER_DEVICE=${CLFORMER_TEST_DEVICE:-} LD_LIBRARY_PATH="$P/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
   "$TMP/generate" "$TMP/run" "ROMEO:" 40 >"$TMP/out.txt" 2>"$TMP/err.txt"
 rc=$?
 n=$(wc -c <"$TMP/out.txt")
@@ -65,7 +65,7 @@ if [ $rc -eq 0 ] && [ "$n" -ge 46 ] && head -c 6 "$TMP/out.txt" | grep -q "ROMEO
 else
   cat "$TMP/out.txt" "$TMP/err.txt"; bad "the example generates text (exit $rc, $n bytes)"
 fi
-LD_LIBRARY_PATH="$P/lib" "$TMP/generate" "$TMP/missing" >/dev/null 2>"$TMP/err2.txt"
+LD_LIBRARY_PATH="$P/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$TMP/generate" "$TMP/missing" >/dev/null 2>"$TMP/err2.txt"
 rc=$?
 if [ $rc -eq 1 ] && grep -q "missing" "$TMP/err2.txt"; then
   ok "a missing checkpoint is an error naming it"

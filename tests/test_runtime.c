@@ -117,6 +117,13 @@ static int run_axpb(clf_runtime *rt, size_t n)
                       CLF_ARG_U32(n),      CLF_ARG_LOCAL(64 * 4)};
     size_t g = n, l = 64;
     tu_ok(clf_kernel_launch(rt, k, 1, &g, &l, 8, args, &err), &err, "launching axpb");
+    /* a second dimension of more than 65535 groups is refused on every
+     * device (some GPU drivers cap it), before anything is enqueued */
+    size_t g2[2] = {1, (size_t)CLF_MAX_GROUPS_YZ + 1}, l2[2] = {1, 1};
+    clf_error_clear(&err);
+    TU_CHECK(clf_kernel_launch(rt, k, 2, g2, l2, 8, args, &err) == CLF_ERR_ARG &&
+                 strstr(err.msg, "dimension 1") != NULL,
+             "65536 groups in dimension 1 are refused: %s", err.msg);
     tu_download(rt, clf_ptr_at(dy, 3), y, n);
     int ok = 1;
     for (size_t i = 0; i < n; i++)

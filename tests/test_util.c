@@ -62,6 +62,12 @@ uint64_t tu_seed(void)
     return seed;
 }
 
+int tu_simulator(void)
+{
+    const char *s = getenv("CLFORMER_TEST_SIMULATOR");
+    return s != NULL && strcmp(s, "1") == 0;
+}
+
 tu_rng tu_rng_new(uint64_t salt)
 {
     tu_rng r;

@@ -47,22 +47,6 @@ static clf_status launch_1d(clf_runtime *rt, const char *name, size_t n, size_t 
     return clf_kernel_launch(rt, k, 1, &global, &local, nargs, args, err);
 }
 
-/* One 2-D launch over [R, N]: dimension 0 groups of 8 columns, dimension 1
- * rows; work-groups of 64 x 1. */
-static clf_status launch_2d(clf_runtime *rt, const char *name, size_t R, size_t N, int nargs,
-                            const clf_arg *args, clf_error *err)
-{
-    clf_kernel *k;
-    clf_status st = clf_kernel_get(rt, "elementwise", name, &k, err);
-    if (st != CLF_OK)
-        return st;
-    size_t lx = clf_ops_group_size(k, 64), ly = clf_ops_group_size(k, 64) / lx;
-    if (ly == 0)
-        ly = 1;
-    size_t global[2] = {(N + 7) / 8, R}, local[2] = {lx, ly};
-    return clf_kernel_launch(rt, k, 2, global, local, nargs, args, err);
-}
-
 /* ---- add, scale, axpy ---------------------------------------------------------- */
 
 clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t n, clf_error *err)
@@ -221,7 +205,7 @@ clf_status clf_op_swiglu_forward(clf_runtime *rt, clf_ptr out, clf_ptr in, size_
         clf_ops_need(in, "swiglu_forward", "in", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_U64(R), CLF_ARG_U64(H)};
-    return launch_2d(rt, "swiglu_forward", R, H, CLF_NARGS(args), args, err);
+    return launch_1d(rt, "swiglu_forward", R * ((H + 7) / 8) * 8, 8, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_swiglu_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, clf_ptr in, size_t R,
@@ -235,5 +219,5 @@ clf_status clf_op_swiglu_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, cl
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(din), CLF_ARG_PTR(dout), CLF_ARG_PTR(in), CLF_ARG_U64(R),
                       CLF_ARG_U64(H)};
-    return launch_2d(rt, "swiglu_backward", R, H, CLF_NARGS(args), args, err);
+    return launch_1d(rt, "swiglu_backward", R * ((H + 7) / 8) * 8, 8, CLF_NARGS(args), args, err);
 }

@@ -19,7 +19,7 @@
  *   never allocates again, or sizes it up front with clf_gemm_prepare. Tile
  *   sizes follow the device's preferred float vector width, are set as
  *   #defines of the "gemm" family, and are read back from the built program
- *   (gemm_tile_info, gemm_aux_info) so host and kernels never disagree.
+ *   (its gemm_config kernel writes them) so host and kernels never disagree.
  *
  * Not here: validation (dispatch.c), choosing between engines (choice.c).
  */
@@ -53,12 +53,34 @@ static gemm_tile tile_for_device(const clf_device_info *dev)
     return t;
 }
 
-static clf_status compile_wg(clf_runtime *rt, clf_kernel *k, size_t out[3], clf_error *err)
+/* The tile sizes the gemm program was compiled with (gemm_config). */
+static clf_status read_config(clf_runtime *rt, gemm_tile *t, clf_error *err)
 {
-    cl_int rc =
-        clGetKernelWorkGroupInfo(k->k, clf_runtime_device_id(rt), CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
-                                 3 * sizeof(size_t), out, NULL);
-    return clf_cl_check(rc, err, "clGetKernelWorkGroupInfo(CL_KERNEL_COMPILE_WORK_GROUP_SIZE)");
+    clf_kernel *k = NULL;
+    clf_buffer *b = NULL;
+    int v[7] = {0};
+    clf_status s = clf_kernel_get(rt, "gemm", "gemm_config", &k, err);
+    if (s == CLF_OK)
+        s = clf_buffer_create(rt, sizeof v, &b, err);
+    if (s == CLF_OK) {
+        const size_t one = 1;
+        const clf_arg a[] = {CLF_ARG_BUF(b)};
+        s = clf_kernel_launch(rt, k, 1, &one, &one, 1, a, err);
+    }
+    if (s == CLF_OK)
+        s = clf_buffer_read(rt, b, 0, v, sizeof v, err);
+    clf_buffer_destroy(b);
+    if (s != CLF_OK)
+        return s;
+    *t = (gemm_tile){.mr = (size_t)v[0],
+                     .vw = (size_t)v[1],
+                     .nv = (size_t)v[2],
+                     .ly = (size_t)v[3],
+                     .pack_kc = (size_t)v[4],
+                     .pack_lx = (size_t)v[5],
+                     .dot = (size_t)v[6]};
+    t->nr = t->vw * t->nv;
+    return CLF_OK;
 }
 
 static clf_status native_build(clf_runtime *rt, gemm_state *st, clf_error *err)
@@ -74,12 +96,7 @@ static clf_status native_build(clf_runtime *rt, gemm_state *st, clf_error *err)
     clf_error ignored;
     (void)clf_program_set_defines(rt, "gemm", defs, &ignored);
 
-    clf_kernel *info = NULL, *pinfo = NULL;
-    clf_status s = clf_kernel_get(rt, "gemm", "gemm_tile_info", &info, err);
-    if (s == CLF_OK)
-        s = clf_kernel_get(rt, "gemm", "gemm_aux_info", &pinfo, err);
-    if (s == CLF_OK)
-        s = clf_kernel_get(rt, "gemm", "gemm_an", &st->k_an, err);
+    clf_status s = clf_kernel_get(rt, "gemm", "gemm_an", &st->k_an, err);
     if (s == CLF_OK)
         s = clf_kernel_get(rt, "gemm", "gemm_ap", &st->k_ap, err);
     if (s == CLF_OK)
@@ -92,25 +109,12 @@ static clf_status native_build(clf_runtime *rt, gemm_state *st, clf_error *err)
         s = clf_kernel_get(rt, "gemm", "gemm_pack_b_n", &st->k_pack_b_n, err);
     if (s == CLF_OK)
         s = clf_kernel_get(rt, "gemm", "gemm_pack_b_t", &st->k_pack_b_t, err);
-    if (s != CLF_OK)
+    gemm_tile t;
+    if (s != CLF_OK || (s = read_config(rt, &t, err)) != CLF_OK)
         return s;
-    size_t wi[3], wg[3], wp[3];
-    if ((s = compile_wg(rt, info, wi, err)) != CLF_OK ||
-        (s = compile_wg(rt, st->k_an, wg, err)) != CLF_OK ||
-        (s = compile_wg(rt, pinfo, wp, err)) != CLF_OK)
-        return s;
-    gemm_tile t = {.mr = wi[0],
-                   .vw = wi[1],
-                   .nv = wi[2],
-                   .ly = wg[1],
-                   .pack_kc = wp[0],
-                   .pack_lx = wp[1],
-                   .dot = wp[2]};
-    t.nr = t.vw * t.nv;
     if (t.mr == 0 || t.nr == 0 || t.ly == 0 || t.pack_lx == 0 || t.pack_kc == 0 || t.dot == 0)
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
-                             "gemm: the device does not report the native kernels' compiled "
-                             "work-group sizes (needed to read their tile sizes)");
+                             "gemm: the native kernels report an empty tile (gemm_config)");
     if (t.ly > clf_kernel_max_work_group(st->k_an) ||
         t.pack_lx > clf_kernel_max_work_group(st->k_pack_b_n))
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
