@@ -4,7 +4,9 @@
  * Every program is compiled as: generated preamble + common.cl + <family>.cl.
  * The preamble (runtime/program.c) defines, from the device's reported
  * features rather than assumptions:
- *   CLF_DEVICE_CPU / CLF_DEVICE_GPU   1 for the device's type, else 0
+ *   CLF_SERIAL_GROUPS                 1 when work-groups run item by item (a CPU
+ *                                     device, or emulated local memory: the
+ *                                     device info's serial_groups), else 0
  *   CLF_HAS_FP64, CLF_HAS_FP16        1 when the extension is reported
  *   CLF_MAX_WG                        the device's maximum work-group size
  *   CLF_PREF_VEC_FLOAT                preferred float vector width
@@ -16,11 +18,8 @@
  * are ulong (uint where a kernel's index math is known to fit). Every kernel
  * bounds-checks: global sizes are rounded up to the work-group size.
  */
-#ifndef CLF_DEVICE_CPU
-#define CLF_DEVICE_CPU 0
-#endif
-#ifndef CLF_DEVICE_GPU
-#define CLF_DEVICE_GPU 0
+#ifndef CLF_SERIAL_GROUPS
+#define CLF_SERIAL_GROUPS 0
 #endif
 #ifndef CLF_HAS_FP64
 #define CLF_HAS_FP64 0

@@ -50,7 +50,7 @@
  * complex or double precision.
  */
 #ifndef GEMM_VW
-#if CLF_DEVICE_GPU
+#if !CLF_SERIAL_GROUPS
 #define GEMM_VW 4
 #elif defined(CLF_PREF_VEC_FLOAT) && CLF_PREF_VEC_FLOAT >= 16
 #define GEMM_VW 16

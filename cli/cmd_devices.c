@@ -43,8 +43,12 @@ static void print_json(const clf_device_info *d, int n, int selected, FILE *out)
                 (unsigned long long)x->local_mem, x->local_mem_is_global ? "true" : "false",
                 (unsigned long long)x->max_alloc, x->max_work_group);
         json_string(out, x->cl_c_version);
-        fprintf(out, ", \"fp16\": %s, \"fp64\": %s, \"driver\": ", x->fp16 ? "true" : "false",
-                x->fp64 ? "true" : "false");
+        fprintf(out,
+                ", \"fp16\": %s, \"fp64\": %s, \"subgroups\": %s, \"pref_vec_float\": %u, "
+                "\"serial_groups\": %s, \"kernel_shapes\": \"%s\", \"driver\": ",
+                x->fp16 ? "true" : "false", x->fp64 ? "true" : "false",
+                x->subgroups ? "true" : "false", x->pref_vec_float,
+                x->serial_groups ? "true" : "false", x->serial_groups ? "item" : "group");
         json_string(out, x->driver_version);
         fprintf(out, ", \"selected\": %s}%s\n", i == selected ? "true" : "false",
                 i + 1 < n ? "," : "");
@@ -64,9 +68,11 @@ static void human_bytes(uint64_t b, char *out, size_t cap)
 
 static void print_table(const clf_device_info *d, int n, int selected, FILE *out)
 {
-    fprintf(out, "%-3s %-5s %-24s %-40s %-5s %4s %6s %9s %9s %9s %6s %-10s %-4s %-4s %s\n", "#",
-            "P:D", "platform", "device", "type", "CUs", "MHz", "global", "local", "max-alloc",
-            "max-wg", "OpenCL C", "fp16", "fp64", "driver");
+    fprintf(out,
+            "%-3s %-5s %-24s %-40s %-5s %4s %6s %9s %9s %9s %6s %-10s %-4s %-4s %-3s %3s %-6s "
+            "%s\n",
+            "#", "P:D", "platform", "device", "type", "CUs", "MHz", "global", "local", "max-alloc",
+            "max-wg", "OpenCL C", "fp16", "fp64", "sub", "vec", "shapes", "driver");
     for (int i = 0; i < n; i++) {
         const clf_device_info *x = &d[i];
         char g[32], l[32], a[32], pd[32], idx[16];
@@ -77,14 +83,19 @@ static void print_table(const clf_device_info *d, int n, int selected, FILE *out
         snprintf(idx, sizeof idx, "%s%d", i == selected ? "*" : "", i);
         const char *ver =
             strncmp(x->cl_c_version, "OpenCL C ", 9) == 0 ? x->cl_c_version + 9 : x->cl_c_version;
-        fprintf(
-            out,
-            "%-3s %-5s %-24.24s %-40.40s %-5s %4u %6u %9s %9s%s %9s %6zu %-10.10s %-4s %-4s %s\n",
-            idx, pd, x->platform, x->name, x->type, x->compute_units, x->clock_mhz, g, l,
-            x->local_mem_is_global ? "*" : " ", a, x->max_work_group, ver, x->fp16 ? "yes" : "no",
-            x->fp64 ? "yes" : "no", x->driver_version);
+        fprintf(out,
+                "%-3s %-5s %-24.24s %-40.40s %-5s %4u %6u %9s %9s%s %9s %6zu %-10.10s %-4s %-4s "
+                "%-3s %3u "
+                "%-6s %s\n",
+                idx, pd, x->platform, x->name, x->type, x->compute_units, x->clock_mhz, g, l,
+                x->local_mem_is_global ? "*" : " ", a, x->max_work_group, ver,
+                x->fp16 ? "yes" : "no", x->fp64 ? "yes" : "no", x->subgroups ? "yes" : "no",
+                x->pref_vec_float, x->serial_groups ? "item" : "group", x->driver_version);
     }
-    fprintf(out, "(local memory marked * is emulated in global memory)\n");
+    fprintf(out, "(local memory marked * is emulated in global memory; sub: subgroups; vec: "
+                 "preferred float vector width;\n shapes: the kernels' shape on the device, "
+                 "item = one work-item per row with vector loops (work-groups\n run item by "
+                 "item: a CPU, or emulated local memory), group = cooperative work-groups)\n");
     if (selected >= 0)
         fprintf(out, "* selected: %d (%s)\n", selected, d[selected].name);
 }

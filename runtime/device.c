@@ -106,6 +106,10 @@ static void fill_info(cl_platform_id p, cl_device_id d, clf_device_info *o)
     o->pref_vec_float = u;
     o->fp16 = has_extension(d, "cl_khr_fp16");
     o->fp64 = has_extension(d, "cl_khr_fp64");
+    o->subgroups = has_extension(d, "cl_khr_subgroups") || has_extension(d, "cl_intel_subgroups");
+    /* a device that reports both CPU and GPU (a simulator) is taken as a GPU */
+    o->serial_groups =
+        ((t & CL_DEVICE_TYPE_CPU) && !(t & CL_DEVICE_TYPE_GPU)) || o->local_mem_is_global;
 }
 
 clf_status clf_devices_list(clf_device_info **out, int *count, clf_error *err)

@@ -182,14 +182,14 @@ static clf_status assemble(clf_runtime *rt, const family *f, char **out, clf_err
     char pre[4096];
     snprintf(pre, sizeof pre,
              "/* generated preamble for %s */\n"
-             "#define CLF_DEVICE_CPU %d\n#define CLF_DEVICE_GPU %d\n"
+             "#define CLF_SERIAL_GROUPS %d\n"
              "#define CLF_HAS_FP64 %d\n#define CLF_HAS_FP16 %d\n"
              "#define CLF_MAX_WG %zu\n#define CLF_PREF_VEC_FLOAT %u\n"
              "#define CLF_LOCAL_MEM_BYTES %llu\n#define CLF_LOCAL_MEM_IS_GLOBAL %d\n"
              "%s\n",
-             d->name, strcmp(d->type, "cpu") == 0, strcmp(d->type, "gpu") == 0, d->fp64, d->fp16,
-             d->max_work_group, d->pref_vec_float ? d->pref_vec_float : 1u,
-             (unsigned long long)d->local_mem, d->local_mem_is_global, f->defines);
+             d->name, d->serial_groups, d->fp64, d->fp16, d->max_work_group,
+             d->pref_vec_float ? d->pref_vec_float : 1u, (unsigned long long)d->local_mem,
+             d->local_mem_is_global, f->defines);
     size_t n = strlen(pre) + strlen(common) + strlen(body) + 256;
     char *src = malloc(n);
     if (src == NULL) {

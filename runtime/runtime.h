@@ -67,8 +67,15 @@ typedef struct clf_device_info {
     unsigned pref_vec_float; /* preferred float vector width */
     char cl_c_version[128];
     char driver_version[256];
-    int fp16; /* cl_khr_fp16 */
-    int fp64; /* cl_khr_fp64 */
+    int fp16;      /* cl_khr_fp16 */
+    int fp64;      /* cl_khr_fp64 */
+    int subgroups; /* cl_khr_subgroups or cl_intel_subgroups (reported; no kernel uses them yet) */
+    /* Derived, the one input of the kernels' shape choices: a work-group runs
+     * its items one after another (a CPU device, or local memory emulated in
+     * global memory), so kernels take one work-item per row with long
+     * vector loops instead of cooperative groups with local-memory trees,
+     * and the native GEMM its register-blocked CPU tile. */
+    int serial_groups;
 } clf_device_info;
 
 /* Enumerate all devices. *out is malloc'ed; free it with free().

@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
 # test.sh - install what is missing, build with warnings as errors, and run
-# the whole test suite twice: a plain Release build, then an
-# AddressSanitizer + UndefinedBehaviorSanitizer build.
+# the whole suite on every OpenCL implementation this machine can have:
 #
-#   scripts/test.sh            both builds
-#   CLF_TEST_SANITIZE=0 scripts/test.sh   the plain build only
-set -euo pipefail
+#   1. PoCL (Debian's CPU runtime), plain Release build
+#   2. Intel's CPU OpenCL runtime (PyPI wheels, scripts/install-intel-opencl.sh),
+#      the same build
+#   3. the Oclgrind simulator: every kernel test with its race and
+#      bounds checks (scripts/test-simulator.sh)
+#   4. PoCL again, AddressSanitizer + UndefinedBehaviorSanitizer build
+#
+# The implementation is chosen by environment only (OCL_ICD_VENDORS, or
+# Oclgrind's own library): no code path is chosen by a vendor's name. Each
+# leg prints its time; any failure fails the run (the others still run).
+#
+#   scripts/test.sh                        every leg
+#   CLF_TEST_INTEL=0 scripts/test.sh       without leg 2 (likewise
+#   CLF_TEST_SIMULATOR=0, CLF_TEST_SANITIZE=0)
+set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+ROOT=$PWD
+scripts/setup.sh --test || exit 1
 
 jobs=$(nproc 2>/dev/null || echo 2)
 # PoCL keeps its own cache of compiled kernels. Both builds share one, filled
@@ -16,25 +28,69 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # every LeakSanitizer stack ends in libpocl.so.2 or libLLVM-15.so; with a warm
 # one the suite reports no leak). We do not suppress libpocl wholesale: that
 # would also hide a cl_program or cl_kernel of ours that was never released.
-export POCL_CACHE_DIR="${POCL_CACHE_DIR:-$PWD/build/pocl-cache}"
+export POCL_CACHE_DIR="${POCL_CACHE_DIR:-$ROOT/build/pocl-cache}"
 mkdir -p "$POCL_CACHE_DIR"
 
-echo "== plain build (Release, -Werror) =="
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCLF_WERROR=ON
-cmake --build build -j"$jobs"
-ctest --test-dir build --output-on-failure
+failed=()
+times=()
+leg() { # leg NAME COMMAND...: run, time, remember
+  local name=$1
+  shift
+  echo "== $name =="
+  local t0=$SECONDS
+  if "$@"; then
+    times+=("$name: $((SECONDS - t0))s, passed")
+  else
+    times+=("$name: $((SECONDS - t0))s, FAILED")
+    failed+=("$name")
+  fi
+}
+
+build_plain() {
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCLF_WERROR=ON && cmake --build build -j"$jobs"
+}
+leg "build (Release, -Werror)" build_plain || true
+if [ ${#failed[@]} -ne 0 ]; then
+  echo "test.sh: the build failed" >&2
+  exit 1
+fi
+
+leg "PoCL" ctest --test-dir build --output-on-failure
+
+if [ "${CLF_TEST_INTEL:-1}" != "0" ]; then
+  intel() {
+    scripts/install-intel-opencl.sh build/intel-opencl || return 1
+    # shellcheck disable=SC1091
+    (. build/intel-opencl/env.sh && build/clformer devices && ctest --test-dir build --output-on-failure)
+  }
+  leg "Intel CPU OpenCL runtime" intel
+fi
+
+if [ "${CLF_TEST_SIMULATOR:-1}" != "0" ]; then
+  leg "Oclgrind simulator (kernel tests)" scripts/test-simulator.sh build
+fi
 
 if [ "${CLF_TEST_SANITIZE:-1}" != "0" ]; then
-  echo "== sanitizer build (ASan + UBSan, -Werror) =="
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLF_WERROR=ON -DCLF_SANITIZE=ON
-  cmake --build build-asan -j"$jobs"
-  # No suppressions: with PoCL's cache warm (above) the suite runs clean
-  # under ASan/UBSan with PoCL 3.1 and ocl-icd 2.3. A test that fails here is
-  # run once more: LeakSanitizer's own tracer was seen to crash at exit
-  # ("Tracer caught signal 11", stopping PoCL's worker threads) once in four
-  # runs of the CLI test on a loaded machine. A real report reproduces and
-  # still fails the run; the retry is printed by ctest.
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure --repeat until-pass:2
+  sanitized() {
+    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLF_WERROR=ON -DCLF_SANITIZE=ON &&
+      cmake --build build-asan -j"$jobs" || return 1
+    # No suppressions: with PoCL's cache warm (above) the suite runs clean
+    # under ASan/UBSan with PoCL 3.1 and ocl-icd 2.3. A test that fails here
+    # is run once more: LeakSanitizer's own tracer was seen to crash at exit
+    # ("Tracer caught signal 11", stopping PoCL's worker threads) once in four
+    # runs of the CLI test on a loaded machine. A real report reproduces and
+    # still fails the run; the retry is printed by ctest.
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest --test-dir build-asan --output-on-failure --repeat until-pass:2
+  }
+  leg "PoCL, ASan + UBSan build" sanitized
 fi
+
+echo "== summary =="
+printf '  %s\n' "${times[@]}"
+if [ ${#failed[@]} -ne 0 ]; then
+  echo "test.sh: failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "test.sh: every leg passed"

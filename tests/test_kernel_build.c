@@ -75,15 +75,13 @@ static int clang_undefined(const char *clang, const char *src, char *bad, size_t
     return rc == 0 && n_lines > 0 ? 0 : -1;
 }
 
-/* The source with the preamble's device type switched to a GPU's. */
+/* The source with the preamble switched to a GPU's parallel work-groups. */
 static char *as_gpu(const char *src)
 {
     char *g = strdup(src);
-    char *c = g ? strstr(g, "#define CLF_DEVICE_CPU 1\n#define CLF_DEVICE_GPU 0") : NULL;
-    if (c != NULL) {
-        c[23] = '0';
-        c[47] = '1';
-    }
+    char *c = g ? strstr(g, "#define CLF_SERIAL_GROUPS 1") : NULL;
+    if (c != NULL)
+        c[strlen("#define CLF_SERIAL_GROUPS ")] = '0';
     return g;
 }
 

@@ -37,10 +37,10 @@ static clf_status layout_launch(clf_runtime *rt, const char *name, clf_ptr out, 
     size_t rows = B * T * NH;
     if (rows == 0 || HS == 0)
         return CLF_OK;
-    uint32_t span = clf_ops_is_cpu(rt) ? (uint32_t)HS : 1u;
+    uint32_t span = clf_ops_serial(rt) ? (uint32_t)HS : 1u;
     uint32_t nspan = (uint32_t)((HS + span - 1) / span);
     size_t global = rows * nspan;
-    size_t local = clf_ops_group_size(k, clf_ops_is_cpu(rt) ? 16 : 256);
+    size_t local = clf_ops_group_size(k, clf_ops_serial(rt) ? 16 : 256);
     clf_arg a[12];
     int na = 0;
     a[na++] = CLF_ARG_BUF(out.buf);
@@ -100,7 +100,7 @@ clf_status clf_op_attn_decode_group(clf_runtime *rt, size_t group, clf_ptr out, 
         goto fail;
     if (B == 0)
         return CLF_OK;
-    size_t W = group ? group : clf_ops_group_size(k, clf_ops_is_cpu(rt) ? 16 : 128);
+    size_t W = group ? group : clf_ops_group_size(k, clf_ops_serial(rt) ? 16 : 128);
     size_t lbytes = (HS + L + W) * sizeof(float);
     const clf_device_info *di = clf_runtime_device(rt);
     if (di->local_mem != 0 && lbytes > di->local_mem) {

@@ -15,10 +15,9 @@
 #include <string.h>
 
 #include "model/ops/ops.h"
+#include "model/ops/ops_internal.h"
 
 #define U32_MAX_SZ ((size_t)0xFFFFFFFFu)
-
-static int dev_is_cpu(clf_runtime *rt) { return strcmp(clf_runtime_device(rt)->type, "cpu") == 0; }
 
 /* Fixed per-kernel work-group size: want, capped by the kernel's limit. */
 static size_t wg_size(const clf_kernel *k, size_t want)
@@ -54,11 +53,11 @@ static void pick_span(clf_runtime *rt, size_t n, uint32_t *span, uint32_t *nspan
         *nspan = 1;
         return;
     }
-    *span = dev_is_cpu(rt) ? (uint32_t)n : 1u;
+    *span = clf_ops_serial(rt) ? (uint32_t)n : 1u;
     *nspan = (uint32_t)((n + *span - 1) / *span);
 }
 
-static size_t row_local(clf_runtime *rt) { return dev_is_cpu(rt) ? 16 : 256; }
+static size_t row_local(clf_runtime *rt) { return clf_ops_serial(rt) ? 16 : 256; }
 
 clf_status clf_op_embed_forward(clf_runtime *rt, clf_ptr out, clf_ptr tokens, clf_ptr wte,
                                 clf_ptr wpe, size_t B, size_t T, size_t C, size_t pos0, float scale,
@@ -148,7 +147,7 @@ clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, s
         CLF_ARG_BUF(x.buf), CLF_ARG_U64(x.off), CLF_ARG_U32(B), CLF_ARG_U32(T),
         CLF_ARG_U32(C),     CLF_ARG_U32(pos0),  CLF_ARG_F32(k),
     };
-    return launch_1d(rt, "sinusoid_add", T * ((C + 1) / 2), dev_is_cpu(rt) ? 64 : 256,
+    return launch_1d(rt, "sinusoid_add", T * ((C + 1) / 2), clf_ops_serial(rt) ? 64 : 256,
                      (int)(sizeof a / sizeof a[0]), a, err);
 }
 
@@ -168,7 +167,7 @@ clf_status clf_op_rope(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t NH
         return clf_error_set(err, CLF_ERR_ARG, "rope: theta %g must be above 1", (double)theta);
     if (B == 0 || T == 0 || NH == 0)
         return CLF_OK;
-    uint32_t bspan = dev_is_cpu(rt) ? (uint32_t)B : 1u;
+    uint32_t bspan = clf_ops_serial(rt) ? (uint32_t)B : 1u;
     size_t nb = (B + bspan - 1) / bspan;
     float log2_theta = (float)log2((double)theta);
     clf_arg a[] = {
@@ -179,6 +178,6 @@ clf_status clf_op_rope(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t NH
         CLF_ARG_F32(log2_theta), CLF_ARG_I32(inverse ? 1 : 0),
         CLF_ARG_U32(bspan),
     };
-    return launch_1d(rt, "rope", nb * T * (HS / 2), dev_is_cpu(rt) ? 64 : 256,
+    return launch_1d(rt, "rope", nb * T * (HS / 2), clf_ops_serial(rt) ? 64 : 256,
                      (int)(sizeof a / sizeof a[0]), a, err);
 }

@@ -38,8 +38,7 @@ clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits
                            V, R, (double)label_smoothing);
         goto fail;
     }
-    const clf_device_info *di = clf_runtime_device(rt);
-    int rows = strcmp(di->type, "cpu") == 0 || di->local_mem_is_global;
+    const int rows = clf_runtime_device(rt)->serial_groups;
     st = clf_kernel_get(rt, "loss", rows ? "cross_entropy_rows" : "cross_entropy", &k, err);
     if (st != CLF_OK)
         goto fail;

@@ -34,15 +34,13 @@ static inline clf_ops_path clf_ops_path_resolve(const clf_runtime *rt, clf_ops_p
 {
     if (p != CLF_OPS_PATH_AUTO)
         return p;
-    const clf_device_info *d = clf_runtime_device(rt);
-    if (strcmp(d->type, "cpu") == 0 || d->local_mem_is_global)
-        return CLF_OPS_PATH_ITEM;
-    return CLF_OPS_PATH_GROUP;
+    return clf_runtime_device(rt)->serial_groups ? CLF_OPS_PATH_ITEM : CLF_OPS_PATH_GROUP;
 }
 
-static inline int clf_ops_is_cpu(const clf_runtime *rt)
+/* Work-groups run item by item on this device (clf_device_info). */
+static inline int clf_ops_serial(const clf_runtime *rt)
 {
-    return strcmp(clf_runtime_device(rt)->type, "cpu") == 0;
+    return clf_runtime_device(rt)->serial_groups;
 }
 
 /* Largest power of two <= want and <= the kernel's work-group limit. */

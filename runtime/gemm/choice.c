@@ -265,7 +265,7 @@ clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_
         *out = found->engine;
         return CLF_OK;
     }
-    const int gpu = strcmp(clf_runtime_device(rt)->type, "gpu") == 0;
+    const int gpu = !clf_runtime_device(rt)->serial_groups; /* groups run in parallel */
     clf_error native_err;
     if (clf_gemm_native_init(rt, st, &native_err) != CLF_OK) {
         *out = CLF_GEMM_CLBLAST; /* not remembered: the build may work next time */

@@ -40,7 +40,7 @@
 static gemm_tile tile_for_device(const clf_device_info *dev)
 {
     gemm_tile t = {.ly = 8, .pack_lx = 8, .pack_kc = 16, .dot = 4};
-    if (strcmp(dev->type, "gpu") == 0) {
+    if (!dev->serial_groups) {
         t.vw = 4, t.nv = 2, t.mr = 4;
     } else if (dev->pref_vec_float >= 16) { /* 32 vector registers (AVX-512) */
         t.vw = 16, t.nv = 3, t.mr = 8;

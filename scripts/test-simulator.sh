@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# test-simulator.sh - every kernel test under the Oclgrind OpenCL simulator,
+# which checks what a CPU runtime forgives: data races in local and global
+# memory (--data-races), out-of-bounds accesses, barrier divergence and API
+# misuse (--check-api; the default checks). Any report fails the run, as
+# does a failing test. Oclgrind reports a GPU (real local memory, 1024-item
+# work-groups), so the GPU-shaped kernel paths are the ones checked.
+#
+#   scripts/test-simulator.sh [BUILD_DIR]     (default: build; built already)
+#
+# A kernel test is a tests/test_*.c that includes the op wrappers
+# (model/ops/ops.h, ops_internal.h) or the GEMM (runtime/gemm/gemm.h), so a
+# new one is checked here without editing this file. They run with
+# CLFORMER_TEST_SIMULATOR=1 (their smaller sizes) and the native GEMM engine
+# (CLBlast's kernels are not ours to check), two at a time. Oclgrind's
+# --uninitialized plugin is not used: it aborts on LLVM's freeze instruction.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build}
+command -v oclgrind >/dev/null 2>&1 || { echo "test-simulator: oclgrind not found (apt-get install oclgrind)" >&2; exit 1; }
+OUT=$BUILD/simulator
+rm -rf "$OUT"
+mkdir -p "$OUT"
+tests=$(grep -l -E '"(model/ops/ops|model/ops/ops_internal|runtime/gemm/gemm)\.h"' "$ROOT"/tests/test_*.c |
+        xargs -n1 basename | sed 's/\.c$//' | sort)
+[ -n "$tests" ] || { echo "test-simulator: no kernel tests found" >&2; exit 1; }
+export CLFORMER_TEST_SIMULATOR=1 CLFORMER_GEMM=native
+export CLFORMER_CACHE_DIR=$OUT/cache
+export OUT BUILD
+run_one() {
+  t=$1
+  start=$(date +%s)
+  oclgrind --data-races --check-api --log "$OUT/$t.oclgrind" "$BUILD/tests/$t" >"$OUT/$t.log" 2>&1
+  rc=$?
+  secs=$(( $(date +%s) - start ))
+  if [ $rc -eq 0 ] && [ ! -s "$OUT/$t.oclgrind" ]; then
+    echo "  ok   $t under Oclgrind (${secs}s; $(tail -n 1 "$OUT/$t.log"))"
+  else
+    echo "  FAIL $t under Oclgrind (${secs}s, exit $rc): $(head -c 2000 "$OUT/$t.oclgrind"; tail -n 3 "$OUT/$t.log")"
+  fi
+}
+export -f run_one
+start=$(date +%s)
+echo "$tests" | xargs -P 2 -I{} bash -c 'run_one {}' | tee "$OUT/summary.txt"
+pass=$(grep -c '^  ok' "$OUT/summary.txt")
+fail=$(grep -c '^  FAIL' "$OUT/summary.txt")
+echo "simulator: $(( $(date +%s) - start ))s for $(echo "$tests" | wc -l) kernel tests (logs in $OUT)"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
