@@ -113,8 +113,64 @@ static void count(const clf_model_config *cfg, long vocab, breakdown *d)
     d->train_flops = 6.0 * (double)d->n_mm + 3.0 * attn_flops;
 }
 
+#define N_CONTEXTS 4
+#define MIB(x) ((double)(x) / 1048576.0)
+
+/* Device memory: training at the batch by category, inference at batch 1,
+ * and the training activations at contexts around the model's. */
+typedef struct memory_report {
+    clf_model_memory train, infer;
+    int contexts[N_CONTEXTS];
+    size_t activations[N_CONTEXTS]; /* 0: that context does not plan */
+} memory_report;
+
+static clf_status plan_memory(const clf_model_config *cfg, long vocab, long batch, memory_report *r,
+                              clf_error *err)
+{
+    const clf_model_limits lim_b = {.B = (int)batch}, lim_1 = {.B = 1};
+    clf_status st = clf_model_memory_plan(cfg, (int)vocab, &lim_b, CLF_MODEL_TRAIN, &r->train, err);
+    if (st == CLF_OK)
+        st = clf_model_memory_plan(cfg, (int)vocab, &lim_1, CLF_MODEL_INFER, &r->infer, err);
+    for (int i = 0; i < N_CONTEXTS && st == CLF_OK; i++) {
+        clf_model_config c = *cfg;
+        c.context = cfg->context / 2 << i; /* context/2, 1x, 2x, 4x */
+        r->contexts[i] = c.context;
+        clf_model_memory m;
+        clf_error ignored;
+        r->activations[i] =
+            c.context > 0 && clf_model_memory_plan(&c, (int)vocab, &lim_b, CLF_MODEL_TRAIN, &m,
+                                                   &ignored) == CLF_OK
+                ? m.activations
+                : 0;
+    }
+    return st;
+}
+
+static void print_memory(const memory_report *r, long batch)
+{
+    const clf_model_memory *t = &r->train;
+    printf("device memory, training at batch %ld:\n", batch);
+    printf("  %-24s %10.1f MiB\n", "parameters", MIB(t->params));
+    printf("  %-24s %10.1f MiB\n", "gradients", MIB(t->grads));
+    printf("  %-24s %10.1f MiB\n", "Adam moments", MIB(t->optim));
+    printf("  %-24s %10.1f MiB\n", "activations and scratch", MIB(t->activations));
+    printf("  %-24s %10.1f MiB\n", "batch inputs", MIB(t->batch));
+    printf("  %-24s %10.1f MiB\n", "total", MIB(t->total));
+    printf("device memory, inference at batch 1: %.1f MiB (parameters %.1f, activations %.1f, "
+           "KV caches %.1f)\n",
+           MIB(r->infer.total), MIB(r->infer.params), MIB(r->infer.activations),
+           MIB(r->infer.caches));
+    printf("training activations by context (batch %ld; attention keeps T x T scores per "
+           "head):\n  %8s %14s %16s\n",
+           batch, "context", "activations", "per token");
+    for (int i = 0; i < N_CONTEXTS; i++)
+        if (r->activations[i] > 0)
+            printf("  %8d %10.1f MiB %12.1f KiB\n", r->contexts[i], MIB(r->activations[i]),
+                   (double)r->activations[i] / 1024.0 / ((double)batch * r->contexts[i]));
+}
+
 static void print_text(const char *path, const clf_model_config *cfg, const breakdown *d,
-                       const char *vocab_note, long batch, size_t mem_train, size_t mem_infer)
+                       const char *vocab_note, long batch, const memory_report *mr)
 {
     char b[64];
     printf("%s: %s, %llu layers, %d heads x %d, dim %llu, ffn %llu (%s), context %llu,\n"
@@ -157,13 +213,7 @@ static void print_text(const char *path, const clf_model_config *cfg, const brea
     printf("  inference  2N +  4 L T C = %.4g  (at full context; with the KV cache at\n"
            "                                         position p: 2N + 4 L p C)\n\n",
            d->infer_flops);
-    char lab[64];
-    snprintf(lab, sizeof lab, "training, batch %ld", batch);
-    printf("device memory:\n");
-    printf("  %-22s %10.1f MiB  (parameters, gradients, Adam moments, activations)\n", lab,
-           (double)mem_train / (1024.0 * 1024.0));
-    printf("  %-22s %10.1f MiB  (parameters, activations, KV cache)\n", "inference, batch 1",
-           (double)mem_infer / (1024.0 * 1024.0));
+    print_memory(mr, batch);
 }
 
 /* The vocabulary the breakdown assumes (and a note when it is a guess). */
@@ -229,12 +279,9 @@ int cli_cmd_info(int argc, char **argv)
         batch = cfg.train.batch;
     breakdown d;
     count(&cfg, vocab, &d);
-    size_t mem_train = 0, mem_infer = 0;
+    memory_report mr;
     clf_error err;
-    clf_status st =
-        clf_model_memory_estimate(&cfg, (int)vocab, (int)batch, CLF_MODEL_TRAIN, &mem_train, &err);
-    if (st == CLF_OK)
-        st = clf_model_memory_estimate(&cfg, (int)vocab, 1, CLF_MODEL_INFER, &mem_infer, &err);
+    clf_status st = plan_memory(&cfg, vocab, batch, &mr, &err);
     if (st != CLF_OK) {
         cli_print_error("memory estimate", &err);
         return cli_exit_code(st);
@@ -245,10 +292,14 @@ int cli_cmd_info(int argc, char **argv)
                "\"ffn_per_block\": %llu, \"norms_per_block\": %llu, \"final_norm\": %llu, "
                "\"lm_head\": %llu, \"vocab\": %llu, \"layers\": %llu, "
                "\"train_flops_per_token\": %.0f, \"infer_flops_per_token\": %.0f, "
-               "\"batch\": %ld, \"train_memory_bytes\": %zu, \"infer_memory_bytes\": %zu}\n",
+               "\"batch\": %ld, \"train_memory_bytes\": %zu, \"infer_memory_bytes\": %zu, "
+               "\"train_memory\": {\"params\": %zu, \"grads\": %zu, \"optim\": %zu, "
+               "\"activations\": %zu, \"batch\": %zu}}\n",
                d.total, d.wte, d.wpe, d.block, d.L * d.block, d.attn, d.ffn, d.norms, d.lnf, d.head,
-               d.V, d.L, d.train_flops, d.infer_flops, batch, mem_train, mem_infer);
+               d.V, d.L, d.train_flops, d.infer_flops, batch, mr.train.total, mr.infer.total,
+               mr.train.params, mr.train.grads, mr.train.optim, mr.train.activations,
+               mr.train.batch);
     else
-        print_text(path, &cfg, &d, vocab_note, batch, mem_train, mem_infer);
+        print_text(path, &cfg, &d, vocab_note, batch, &mr);
     return CLI_EXIT_OK;
 }

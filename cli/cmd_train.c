@@ -221,8 +221,14 @@ static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_trai
                cfg->train.early_stop.metric == CLF_METRIC_ACCURACY ? 100.0 * res.best_metric
                                                                    : res.best_metric,
                (unsigned long long)res.best_step, out);
-    if (rf->profile)
+    if (rf->profile) {
         cli_print_profile(rt, stdout);
+        const clf_model_memory mm = clf_model_memory_get(m);
+        printf("the model's own buffers (clformer info's estimate): %.1f MiB: parameters %.1f, "
+               "gradients %.1f, Adam %.1f, activations and scratch %.1f, batch %.1f\n",
+               mm.total / 1048576.0, mm.params / 1048576.0, mm.grads / 1048576.0,
+               mm.optim / 1048576.0, mm.activations / 1048576.0, mm.batch / 1048576.0);
+    }
     return st == CLF_OK ? CLI_EXIT_OK : CLI_EXIT_INTERRUPTED;
 }
 

@@ -97,6 +97,12 @@ void cli_print_profile(clf_runtime *rt, FILE *out)
                 total > 0 ? 100.0 * e[i].seconds / total : 0.0);
     fprintf(out, "  %-36s %10s %12.2f\n", "total", "", total * 1e3);
     free(e);
+    size_t now = 0, peak = 0;
+    clf_runtime_memory(rt, &now, &peak);
+    fprintf(out,
+            "device memory in clformer's buffers: peak %.1f MiB, %.1f MiB now (CLBlast's own "
+            "temporaries not counted)\n",
+            (double)peak / 1048576.0, (double)now / 1048576.0);
 }
 
 int cli_parse_int(const char *flag, const char *s, long lo, long hi, long *out)

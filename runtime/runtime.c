@@ -22,6 +22,7 @@
 struct clf_buffer {
     cl_mem mem;
     size_t bytes;
+    clf_runtime *rt; /* whose allocation count it is in */
 };
 
 typedef struct pending_event {
@@ -47,6 +48,8 @@ struct clf_runtime {
     int n_pending;
     clf_profile_entry *totals;
     int n_totals;
+    /* device memory of live buffers, and its high-water mark */
+    size_t mem_now, mem_peak;
 };
 
 clf_runtime_options clf_runtime_options_default(void)
@@ -236,6 +239,10 @@ clf_status clf_buffer_create(clf_runtime *rt, size_t bytes, clf_buffer **out, cl
         return CLF_ERR_OPENCL;
     }
     b->bytes = bytes;
+    b->rt = rt;
+    rt->mem_now += bytes;
+    if (rt->mem_now > rt->mem_peak)
+        rt->mem_peak = rt->mem_now;
     *out = b;
     return CLF_OK;
 }
@@ -246,6 +253,7 @@ void clf_buffer_destroy(clf_buffer *b)
         return;
     if (b->mem != NULL)
         clReleaseMemObject(b->mem);
+    b->rt->mem_now -= b->bytes;
     free(b);
 }
 
@@ -521,4 +529,12 @@ void clf_profile_reset(clf_runtime *rt)
     clFinish(rt->queue);
     profile_fold(rt);
     rt->n_totals = 0;
+}
+
+void clf_runtime_memory(const clf_runtime *rt, size_t *now, size_t *peak)
+{
+    if (now != NULL)
+        *now = rt->mem_now;
+    if (peak != NULL)
+        *peak = rt->mem_peak;
 }

@@ -145,7 +145,10 @@ static inline clf_ptr clf_ptr_at(clf_ptr p, size_t elems)
 /* Allocate bytes of device memory (rejects more than max_alloc with a clear
  * message). Contents are undefined until written. */
 clf_status clf_buffer_create(clf_runtime *rt, size_t bytes, clf_buffer **out, clf_error *err);
-void clf_buffer_destroy(clf_buffer *b); /* NULL is a no-op */
+void clf_buffer_destroy(clf_buffer *b); /* NULL is a no-op; before its runtime's destroy */
+/* Device bytes in live buffers of rt now, and the most there ever were
+ * (every allocation clformer makes goes through clf_buffer_create). */
+void clf_runtime_memory(const clf_runtime *rt, size_t *now, size_t *peak);
 size_t clf_buffer_size(const clf_buffer *b);
 /* Blocking host<->device copies at a byte offset. */
 clf_status clf_buffer_write(clf_runtime *rt, clf_buffer *b, size_t byte_off, const void *src,

@@ -309,6 +309,25 @@ static void accumulation(clf_runtime *rt)
     const int B = 2, T = 8, V = 11;
     clf_model *m = NULL;
     ok(clf_model_create(rt, &cfg, V, B, CLF_MODEL_TRAIN, &m, &e), &e, "create");
+    {
+        const clf_model_memory mm = clf_model_memory_get(m);
+        const size_t np = clf_model_dims_get(m).n_params * sizeof(float);
+        clf_model_memory plan;
+        const clf_model_limits lb = {.B = B};
+        ok(clf_model_memory_plan(&cfg, V, &lb, CLF_MODEL_TRAIN, &plan, &e), &e, "plan");
+        TU_CHECK(mm.params == np && mm.grads == np && mm.optim == 2 * np &&
+                     mm.params + mm.grads + mm.optim + mm.activations + mm.caches + mm.batch ==
+                         mm.total &&
+                     mm.caches == 0 && mm.activations > 0,
+                 "memory by category adds up (params %zu, activations %zu, total %zu)", mm.params,
+                 mm.activations, mm.total);
+        TU_CHECK(plan.params == mm.params && plan.optim == mm.optim && plan.batch == mm.batch &&
+                     plan.activations + 65536 > mm.activations &&
+                     mm.activations + 65536 > plan.activations,
+                 "the plan without a device matches create (activations %zu vs %zu: the "
+                 "reduction scratch depends on the device)",
+                 plan.activations, mm.activations);
+    }
     tu_rng g = tu_rng_new(999);
     randomize(m, &g);
     int32_t x1[16], y1[16], x2[16], y2[16];

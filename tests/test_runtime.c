@@ -178,8 +178,13 @@ static void test_buffers(clf_runtime *rt)
 {
     clf_error err;
     clf_buffer *b = NULL;
+    size_t now0 = 0, peak0 = 0, now1 = 0, peak1 = 0;
+    clf_runtime_memory(rt, &now0, &peak0);
     tu_ok(clf_buffer_create(rt, 1024, &b, &err), &err, "create");
     TU_CHECK(clf_buffer_size(b) == 1024, "buffer size is kept");
+    clf_runtime_memory(rt, &now1, &peak1);
+    TU_CHECK(now1 == now0 + 1024 && peak1 >= now1 && peak1 >= peak0,
+             "the runtime counts the buffer's bytes (%zu -> %zu, peak %zu)", now0, now1, peak1);
     float h[256], g[256];
     for (int i = 0; i < 256; i++)
         h[i] = (float)i - 100.0f;
@@ -209,6 +214,9 @@ static void test_buffers(clf_runtime *rt)
     clf_buffer_destroy(b);
     clf_buffer_destroy(c);
     clf_buffer_destroy(NULL);
+    size_t now2 = 0;
+    clf_runtime_memory(rt, &now2, NULL);
+    TU_CHECK(now2 == now0, "destroying them gives the bytes back (%zu)", now2);
 }
 
 int main(void)

@@ -280,11 +280,12 @@ fail:
 
 /* Request a buffer of n floats (or int32): created with a runtime, counted
  * without one. */
-static clf_status abuf(clf_model *m, clf_buffer **dst, size_t n, clf_error *err)
+static clf_status abuf(clf_model *m, size_t *category, clf_buffer **dst, size_t n, clf_error *err)
 {
     size_t bytes = (n ? n : 1) * sizeof(float);
     *dst = NULL;
     m->bytes += bytes;
+    *category += bytes;
     if (m->rt == NULL)
         return CLF_OK;
     if (m->n_owned == m->cap_owned) {
@@ -356,7 +357,7 @@ static clf_status carve_commit(clf_model *m, clf_error *err)
             used = at + m->carves[last].floats;
         }
         clf_buffer *chunk = NULL;
-        if ((st = abuf(m, &chunk, used, err)) != CLF_OK)
+        if ((st = abuf(m, &m->mem.activations, &chunk, used, err)) != CLF_OK)
             break;
         m->arena_floats += used;
         for (int i = first; i < last; i++)
@@ -429,11 +430,11 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
     const size_t nlab = zmax(Rt, B); /* targets, or labels */
     clf_status st;
 
-    if ((st = abuf(m, &m->params, NP, err)) != CLF_OK)
+    if ((st = abuf(m, &m->mem.params, &m->params, NP, err)) != CLF_OK)
         return st;
-    if (train && ((st = abuf(m, &m->grads, NP, err)) != CLF_OK ||
-                  (st = abuf(m, &m->adam_m, NP, err)) != CLF_OK ||
-                  (st = abuf(m, &m->adam_v, NP, err)) != CLF_OK))
+    if (train && ((st = abuf(m, &m->mem.grads, &m->grads, NP, err)) != CLF_OK ||
+                  (st = abuf(m, &m->mem.optim, &m->adam_m, NP, err)) != CLF_OK ||
+                  (st = abuf(m, &m->mem.optim, &m->adam_v, NP, err)) != CLF_OK))
         return st;
 
     for (int l = 0; l < s->L; l++) {
@@ -452,11 +453,11 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
         if (!infer || bp->is_enc)
             continue;
         size_t self = B * (size_t)s->Tmax * C, cross = B * (size_t)s->Smax * C;
-        if ((st = abuf(m, &a->kcache, self, err)) != CLF_OK ||
-            (st = abuf(m, &a->vcache, self, err)) != CLF_OK)
+        if ((st = abuf(m, &m->mem.caches, &a->kcache, self, err)) != CLF_OK ||
+            (st = abuf(m, &m->mem.caches, &a->vcache, self, err)) != CLF_OK)
             return st;
-        if (bp->has_cross && ((st = abuf(m, &a->xkcache, cross, err)) != CLF_OK ||
-                              (st = abuf(m, &a->xvcache, cross, err)) != CLF_OK))
+        if (bp->has_cross && ((st = abuf(m, &m->mem.caches, &a->xkcache, cross, err)) != CLF_OK ||
+                              (st = abuf(m, &m->mem.caches, &a->xvcache, cross, err)) != CLF_OK))
             return st;
     }
     size_t nred = zmax(zmax(R, nlab), NP);
@@ -475,10 +476,10 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
             (st = alloc_norm(m, &k->lnf_a, s->final_norm, rows, err)) != CLF_OK)
             return st;
     }
-    if ((st = abuf(m, &m->tokens, Rt, err)) != CLF_OK ||
-        (st = abuf(m, &m->targets, nlab, err)) != CLF_OK ||
-        (st = abuf(m, &m->src, Rs, err)) != CLF_OK ||
-        (st = abuf(m, &m->src_keep, Rs, err)) != CLF_OK ||
+    if ((st = abuf(m, &m->mem.batch, &m->tokens, Rt, err)) != CLF_OK ||
+        (st = abuf(m, &m->mem.batch, &m->targets, nlab, err)) != CLF_OK ||
+        (st = abuf(m, &m->mem.batch, &m->src, Rs, err)) != CLF_OK ||
+        (st = abuf(m, &m->mem.batch, &m->src_keep, Rs, err)) != CLF_OK ||
         (st = carve(m, &m->logits, nlogits, err)) != CLF_OK ||
         (st = carve(m, &m->losses, nlab, err)) != CLF_OK ||
         (st = carve(m, &m->scalars, 4, err)) != CLF_OK ||
@@ -493,8 +494,8 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
         return st;
     if (infer) {
         size_t big = zmax(B * (size_t)s->Tmax * C, B * (size_t)s->Smax * C);
-        if ((st = abuf(m, &m->index, B, err)) != CLF_OK ||
-            (st = abuf(m, &m->gather, big, err)) != CLF_OK)
+        if ((st = abuf(m, &m->mem.caches, &m->index, B, err)) != CLF_OK ||
+            (st = abuf(m, &m->mem.caches, &m->gather, big, err)) != CLF_OK)
             return st;
     }
     if (!train)
@@ -562,8 +563,8 @@ void clf_model_destroy(clf_model *m)
 }
 
 clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
-                          const clf_model_optim *optim, clf_model **out, size_t *bytes_only,
-                          clf_error *err)
+                          const clf_model_optim *optim, clf_model **out,
+                          clf_model_memory *plan_only, clf_error *err)
 {
     clf_status st;
     clf_model *m = calloc(1, sizeof *m);
@@ -610,8 +611,9 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
         clf_error_prefix(err, "allocating the model (%zu bytes so far)", m->bytes);
         goto fail;
     }
+    m->mem.total = m->bytes;
     if (rt == NULL) {
-        *bytes_only = m->bytes;
+        *plan_only = m->mem;
         clf_model_destroy(m);
         return CLF_OK;
     }
@@ -764,3 +766,5 @@ void clf_model_optim_set(clf_model *m, const clf_model_optim *o) { m->optim = *o
 clf_model_state clf_model_state_get(const clf_model *m) { return m->state; }
 void clf_model_state_set(clf_model *m, const clf_model_state *s) { m->state = *s; }
 int clf_model_target_count(const clf_model *m) { return m->count; }
+
+clf_model_memory clf_model_memory_get(const clf_model *m) { return m->mem; }

@@ -210,12 +210,23 @@ clf_status clf_model_memory_estimate_ex(const clf_model_config *cfg, int vocab_s
                                         const clf_model_limits *lim, unsigned flags, size_t *bytes,
                                         clf_error *err)
 {
+    clf_model_memory mem;
+    clf_status st = clf_model_memory_plan(cfg, vocab_size, lim, flags, &mem, err);
+    *bytes = st == CLF_OK ? mem.total : 0;
+    return st;
+}
+
+clf_status clf_model_memory_plan(const clf_model_config *cfg, int vocab_size,
+                                 const clf_model_limits *lim, unsigned flags, clf_model_memory *out,
+                                 clf_error *err)
+{
     mi_spec s;
     clf_model_optim o;
+    memset(out, 0, sizeof *out);
     clf_status st = spec_from_config(cfg, vocab_size, lim, &s, &o, err);
     if (st != CLF_OK)
         return st;
-    return mi_model_build(NULL, &s, flags, &o, NULL, bytes, err);
+    return mi_model_build(NULL, &s, flags, &o, NULL, out, err);
 }
 
 clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cfg, int vocab_size,

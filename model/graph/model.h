@@ -222,6 +222,27 @@ clf_status clf_model_create_ex(clf_runtime *rt, const clf_model_config *cfg, int
                                clf_error *err);
 void clf_model_destroy(clf_model *m); /* NULL is a no-op */
 
+/* A model's device memory by category, in bytes. */
+typedef struct clf_model_memory {
+    size_t params;      /* the flat parameter buffer */
+    size_t grads;       /* its gradient (CLF_MODEL_TRAIN) */
+    size_t optim;       /* Adam's two moments (CLF_MODEL_TRAIN) */
+    size_t activations; /* the activation arena: forward activations kept for backward,
+                           backward and sublayer scratch, logits (grows with B, T and, while
+                           attention materialises its scores, with T^2) */
+    size_t caches;      /* KV caches and their reorder scratch (CLF_MODEL_INFER) */
+    size_t batch;       /* token, target and mask inputs */
+    size_t total;
+} clf_model_memory;
+
+/* What create allocated (the runtime's own GEMM scratch aside). */
+clf_model_memory clf_model_memory_get(const clf_model *m);
+/* The same without a device, for a config planned for lim (the breakdown
+ * of clf_model_memory_estimate_ex). */
+clf_status clf_model_memory_plan(const clf_model_config *cfg, int vocab_size,
+                                 const clf_model_limits *lim, unsigned flags, clf_model_memory *out,
+                                 clf_error *err);
+
 /* Device bytes create would allocate, without a device (for `clformer info`). */
 clf_status clf_model_memory_estimate(const clf_model_config *cfg, int vocab_size, int B,
                                      unsigned flags, size_t *bytes, clf_error *err);

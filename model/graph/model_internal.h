@@ -241,8 +241,9 @@ struct clf_model {
     int n_owned, cap_owned;
     struct mi_carve *carves; /* arena requests, until they are carved (build.c) */
     int n_carves, cap_carves;
-    size_t arena_floats; /* floats in the arena's chunks */
-    size_t bytes;        /* device bytes allocated */
+    size_t arena_floats;  /* floats in the arena's chunks */
+    size_t bytes;         /* device bytes allocated */
+    clf_model_memory mem; /* the same by category */
 
     /* host staging of batches: two slots, a slot is reused only after a finish */
     int32_t *stage[2];
@@ -261,8 +262,8 @@ struct clf_model {
 
 /* build.c */
 clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
-                          const clf_model_optim *optim, clf_model **out, size_t *bytes_only,
-                          clf_error *err);
+                          const clf_model_optim *optim, clf_model **out,
+                          clf_model_memory *plan_only, clf_error *err);
 static inline clf_ptr mi_at(clf_buffer *b, size_t off)
 {
     clf_ptr p = {b, off};
