@@ -7,8 +7,11 @@
  * [B, NH, T, HS]. One work-item owns `span` consecutive floats of one head row
  * (span = HS on CPUs: a vectorisable copy loop; span = 1 on GPUs: coalesced).
  *
- * attn_decode: one work-group per (b, head). The query is staged in local
- * memory; each work-item scores positions s = lid, lid + W, ... against the
+ * attn_decode: one work-group per (b, head), or per (b, head, range) when
+ * the host splits the cache's positions into P ranges (flash-decoding, for
+ * GPUs with fewer rows than it takes to fill them; attn_decode_combine
+ * folds the ranges' partial softmaxes in a fixed order). The query is
+ * staged in local memory; each work-item scores positions s = lid, lid + W, ... against the
  * key cache, the group reduces the max and the sum of exponentials with a
  * fixed tree (deterministic), and the weighted sum over values is split as
  * (channel d = lid % HS, position class lid / HS) with the partial sums
@@ -79,33 +82,43 @@ __kernel void heads_merge(__global float *out, ulong out_off, __global const flo
         clf_span_copy(o + d0, s + d0, d1 - d0);
 }
 
-/* Single-query attention: group bh = b*NH + h; q [BH, HS], k/v [BH, Tmax, HS],
+/* Single-query attention: q [BH, HS], k/v [BH, Tmax, HS] (bh = b*NH + h),
  * out [BH, HS]. With has_keep, keep (int32, row b at b * keep_stride) masks
  * positions out (nonzero = attend) and a row with nothing kept gives zeros;
- * without it, keep is not read. Local: qs[HS], sc[L], red[W]. */
+ * without it, keep is not read.
+ *
+ * Flash-decoding: group g = bh * P + p takes the positions [p*chunk,
+ * min(L, (p+1)*chunk)), chunk = ceil(L / P). With P = 1 it writes the
+ * normalised output; with P > 1 its partial softmax, part[g * (HS + 2) ..]
+ * = {max m, sum l of exp(score - m), then the HS values sum_s exp(score_s -
+ * m) v_s}, which attn_decode_combine folds in a fixed order. Local: qs[HS],
+ * sc[chunk], red[W]. */
 __kernel void attn_decode(__global float *out, ulong out_off, __global const float *q,
                           ulong q_off, __global const float *kc, ulong k_off,
                           __global const float *vc, ulong v_off, __global const int *keep,
                           ulong keep_off, uint keep_stride, int has_keep, uint NH, uint HS,
-                          uint Tmax, uint L, float scale, __local float *qs, __local float *sc,
+                          uint Tmax, uint L, float scale, uint P, __global float *part,
+                          ulong part_off, __local float *qs, __local float *sc,
                           __local float *red)
 {
-    /* The host launches exactly B*NH groups, so there is no bounds return
+    /* The host launches exactly B*NH*P groups, so there is no bounds return
      * here: PoCL 3.1 miscompiles kernels that return before a barrier, even
      * when the whole group returns together (stray writes past the buffers). */
-    uint bh = get_group_id(0), lid = get_local_id(0), W = get_local_size(0);
+    uint g = get_group_id(0), lid = get_local_id(0), W = get_local_size(0);
+    uint bh = g / P, p = g - bh * P;
+    uint chunk = (L + P - 1) / P, s0 = min(L, p * chunk), s1 = min(L, s0 + chunk), n = s1 - s0;
     q += q_off + (ulong)bh * HS;
-    kc += k_off + (ulong)bh * Tmax * HS;
-    vc += v_off + (ulong)bh * Tmax * HS;
+    kc += k_off + ((ulong)bh * Tmax + s0) * HS;
+    vc += v_off + ((ulong)bh * Tmax + s0) * HS;
     out += out_off + (ulong)bh * HS;
-    keep += keep_off + (ulong)(bh / NH) * keep_stride;
+    keep += keep_off + (ulong)(bh / NH) * keep_stride + s0;
     for (uint d = lid; d < HS; d += W)
         qs[d] = q[d];
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* scores of kept positions and their max */
     float mx = CLF_NEG_BIG;
-    for (uint s = lid; s < L; s += W) {
+    for (uint s = lid; s < n; s += W) {
         float a = CLF_NEG_BIG;
         if (!has_keep || keep[s] != 0) {
             __global const float *kr = kc + (ulong)s * HS;
@@ -129,7 +142,7 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
 
     /* exponentials (0 for masked positions) and their sum */
     float sum = 0.0f;
-    for (uint s = lid; s < L; s += W) {
+    for (uint s = lid; s < n; s += W) {
         float e = !has_keep || keep[s] != 0 ? exp(sc[s] - mx) : 0.0f;
         sc[s] = e;
         sum += e;
@@ -141,32 +154,70 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
             red[lid] += red[lid + o];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    float inv = red[0] > 0.0f ? 1.0f / red[0] : 0.0f;
+    sum = red[0];
+    /* one output: normalised here; a part: raw, with its max and sum */
+    float inv = P > 1 ? 1.0f : sum > 0.0f ? 1.0f / sum : 0.0f;
+    __global float *dst = out;
+    if (P > 1) {
+        dst = part + part_off + (ulong)g * (HS + 2) + 2;
+        if (lid == 0) {
+            dst[-2] = mx;
+            dst[-1] = sum;
+        }
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* weighted sum of values: parts position classes per channel */
     uint parts = HS >= W ? 1 : W / HS;
-    uint d = lid % HS, part = lid / HS;
+    uint d = lid % HS, cls = lid / HS;
     float acc = 0.0f;
     if (parts == 1) {
         for (uint dd = lid; dd < HS; dd += W) {
             float a = 0.0f;
-            for (uint s = 0; s < L; s++)
+            for (uint s = 0; s < n; s++)
                 a += sc[s] * vc[(ulong)s * HS + dd];
-            out[dd] = a * inv;
+            dst[dd] = a * inv;
         }
-    } else if (part < parts) {
-        for (uint s = part; s < L; s += parts)
+    } else if (cls < parts) {
+        for (uint s = cls; s < n; s += parts)
             acc += sc[s] * vc[(ulong)s * HS + d];
     }
     red[lid] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
     if (parts > 1 && lid < HS) {
         float a = red[lid];
-        for (uint p = 1; p < parts; p++)
-            a += red[p * HS + lid];
-        out[lid] = a * inv;
+        for (uint c = 1; c < parts; c++)
+            a += red[c * HS + lid];
+        dst[lid] = a * inv;
     }
+}
+
+/* Flash-decoding's second pass: out[bh, d] from the P parts of row bh, folded
+ * in order p = 0..P-1 (deterministic): with M the largest part max whose sum
+ * is positive, out = sum_p exp(m_p - M) o_p[d] / sum_p exp(m_p - M) l_p; a
+ * row with nothing kept gives 0. One work-item per (bh, d). */
+__kernel void attn_decode_combine(__global float *out, ulong out_off, __global const float *part,
+                                  ulong part_off, uint BH, uint HS, uint P)
+{
+    uint i = get_global_id(0);
+    if (i >= BH * HS)
+        return;
+    uint bh = i / HS, d = i - bh * HS;
+    __global const float *pp = part + part_off + (ulong)bh * P * (HS + 2);
+    float M = CLF_NEG_BIG;
+    for (uint p = 0; p < P; p++)
+        if (pp[p * (HS + 2) + 1] > 0.0f)
+            M = fmax(M, pp[p * (HS + 2)]);
+    float num = 0.0f, den = 0.0f;
+    for (uint p = 0; p < P; p++) {
+        __global const float *r = pp + p * (HS + 2);
+        if (r[1] > 0.0f) {
+            float w = exp(r[0] - M);
+            num += w * r[2 + d];
+            den += w * r[1];
+        }
+    }
+    out[out_off + (ulong)bh * HS + d] = den > 0.0f ? num / den : 0.0f;
 }
 
 /* ---- KV cache (decoding) ---- */

@@ -12,6 +12,11 @@
  * - large scores (scale 30, |score| up to ~30*HS/3) stay finite and match
  *   (the max is subtracted before exp);
  * - the op refuses L = 0 and L > Tmax.
+ * Flash-decoding (clf_op_attn_decode_split): positions split into P ranges
+ * (1, 2, 3, 7 and ranges of one position; with and without a keep mask
+ * that empties whole ranges and whole rows) against the same reference with
+ * the mask, atol 1e-5, rtol 1e-4; reruns bit-identical; the device's choice
+ * of P and its scratch bound agree; too many splits or no scratch refused.
  */
 #include <math.h>
 #include <stdio.h>
@@ -111,6 +116,125 @@ static void test_decode(clf_runtime *rt, size_t W, size_t B, size_t NH, size_t H
     free(ref);
 }
 
+static void decode_ref_keep(double *out, const float *q, const float *k, const float *v,
+                            const int32_t *keep, size_t B, size_t NH, size_t HS, size_t Tmax,
+                            size_t L, double scale)
+{
+    for (size_t bh = 0; bh < B * NH; bh++) {
+        const int32_t *kp = keep + (bh / NH) * L;
+        const float *qq = q + bh * HS, *kk = k + bh * Tmax * HS, *vv = v + bh * Tmax * HS;
+        double mx = -INFINITY, sum = 0;
+        for (size_t j = 0; j < L; j++)
+            if (kp[j]) {
+                double a = 0;
+                for (size_t d = 0; d < HS; d++)
+                    a += (double)qq[d] * kk[j * HS + d];
+                mx = fmax(mx, a * scale);
+            }
+        for (size_t d = 0; d < HS; d++)
+            out[bh * HS + d] = 0;
+        for (size_t j = 0; j < L; j++)
+            if (kp[j]) {
+                double a = 0;
+                for (size_t d = 0; d < HS; d++)
+                    a += (double)qq[d] * kk[j * HS + d];
+                double e = exp(a * scale - mx);
+                sum += e;
+                for (size_t d = 0; d < HS; d++)
+                    out[bh * HS + d] += e * vv[j * HS + d];
+            }
+        for (size_t d = 0; d < HS; d++)
+            out[bh * HS + d] = sum > 0 ? out[bh * HS + d] / sum : 0;
+    }
+}
+
+/* P splits, W work-items a group (0: the device's); masked: a keep mask
+ * with whole ranges and (for B > 1) the last row empty. */
+static void test_split(clf_runtime *rt, size_t W, size_t B, size_t NH, size_t HS, size_t Tmax,
+                       size_t L, size_t P, int masked, tu_rng *r)
+{
+    size_t BH = B * NH, nq = BH * HS, nc = BH * Tmax * HS;
+    float *q = malloc(nq * sizeof *q), *k = malloc(nc * sizeof *k), *v = malloc(nc * sizeof *v);
+    float *got = malloc(nq * sizeof *got), *again = malloc(nq * sizeof *again);
+    double *ref = malloc(nq * sizeof *ref);
+    int32_t *keep = malloc(B * L * sizeof *keep);
+    tu_fill(r, q, nq, -1, 1);
+    tu_fill(r, k, nc, -1, 1);
+    tu_fill(r, v, nc, -1, 1);
+    const size_t chunk = (L + P - 1) / P;
+    for (size_t b = 0; b < B; b++)
+        for (size_t j = 0; j < L; j++)
+            keep[b * L + j] =
+                !masked || ((j / chunk) % 2 == 0 && (B == 1 || b + 1 < B) && (j % 3 != 1));
+    const float scale = (float)(1 / sqrt((double)HS));
+    clf_ptr dq = tu_upload(rt, q, nq), dk = tu_upload(rt, k, nc), dv = tu_upload(rt, v, nc);
+    clf_ptr dkeep = tu_alloc(rt, B * L), dout = tu_alloc(rt, nq);
+    clf_ptr part = tu_alloc(rt, BH * P * (HS + 2));
+    clf_error err;
+    tu_ok(clf_buffer_write(rt, dkeep.buf, dkeep.off * 4, keep, B * L * 4, &err), &err, "keep");
+    clf_ptr kp = masked ? dkeep : (clf_ptr){NULL, 0};
+    tu_ok(clf_op_attn_decode_split(rt, W, dout, dq, dk, dv, kp, L, B, NH, HS, Tmax, L, scale, P,
+                                   part, &err),
+          &err, "attn_decode_split");
+    tu_download(rt, dout, got, nq);
+    tu_ok(clf_op_attn_decode_split(rt, W, dout, dq, dk, dv, kp, L, B, NH, HS, Tmax, L, scale, P,
+                                   part, &err),
+          &err, "attn_decode_split again");
+    tu_download(rt, dout, again, nq);
+    if (masked)
+        decode_ref_keep(ref, q, k, v, keep, B, NH, HS, Tmax, L, scale);
+    else
+        decode_ref(ref, q, k, v, BH, HS, Tmax, L, scale);
+    char name[160];
+    snprintf(name, sizeof name, "attn_decode split P=%zu W=%zu B=%zu NH=%zu HS=%zu L=%zu%s", P, W,
+             B, NH, HS, L, masked ? " masked" : "");
+    tu_close(name, got, ref, nq, 1e-5, 1e-4);
+    TU_CHECK(memcmp(got, again, nq * sizeof *got) == 0, "%s: reruns are bit-identical", name);
+    tu_free(dq);
+    tu_free(dk);
+    tu_free(dv);
+    tu_free(dkeep);
+    tu_free(dout);
+    tu_free(part);
+    free(q);
+    free(k);
+    free(v);
+    free(got);
+    free(again);
+    free(ref);
+    free(keep);
+}
+
+static void test_splits(clf_runtime *rt, tu_rng *r)
+{
+    const size_t Ps[] = {1, 2, 3, 7};
+    for (int i = 0; i < 4; i++)
+        for (int masked = 0; masked < 2; masked++) {
+            test_split(rt, 0, 2, 3, 16, 40, 37, Ps[i], masked, r);
+            test_split(rt, 128, 1, 2, 64, 300, 257, Ps[i], masked, r);
+        }
+    test_split(rt, 0, 1, 2, 8, 9, 9, 9, 1, r); /* ranges of one position */
+    if (!tu_simulator())
+        test_split(rt, 0, 1, 4, 64, 4096, 4096, 16, 0, r); /* a long context */
+    clf_error err;
+    const size_t P = clf_op_attn_decode_splits(rt, 2, 4096);
+    const size_t need = 2 * P * (64 + 2), have = clf_op_attn_decode_scratch(rt, 64);
+    TU_CHECK(P >= 1 && (P == 1 || need <= have),
+             "the device's choice of splits (%zu for 2 rows of 4096) fits its scratch bound "
+             "(%zu of %zu floats)",
+             P, need, have);
+    TU_CHECK(clf_runtime_device(rt)->serial_groups ? P == 1 : 1,
+             "no splits where work-groups run item by item");
+    clf_ptr a = tu_alloc(rt, 64);
+    TU_CHECK(clf_op_attn_decode_split(rt, 0, a, a, a, a, (clf_ptr){NULL, 0}, 0, 1, 1, 4, 8, 4, 1.0f,
+                                      5, a, &err) == CLF_ERR_ARG,
+             "more splits than positions are refused");
+    TU_CHECK(clf_op_attn_decode_split(rt, 0, a, a, a, a, (clf_ptr){NULL, 0}, 0, 1, 1, 4, 8, 4, 1.0f,
+                                      2, (clf_ptr){NULL, 0}, &err) == CLF_ERR_ARG,
+             "splits without scratch are refused: %s", err.msg);
+    tu_free(a);
+}
+
 int main(void)
 {
     clf_runtime *rt = tu_runtime();
@@ -126,6 +250,7 @@ int main(void)
         test_decode(rt, W, 1, 6, 5, 9, 2, 1.0f, &r);
         test_decode(rt, W, 2, 2, 16, 50, 50, 30.0f, &r);
     }
+    test_splits(rt, &r);
     clf_error err;
     clf_ptr a = tu_alloc(rt, 64);
     TU_CHECK(clf_op_attn_decode(rt, a, a, a, a, 1, 1, 4, 8, 0, 1.0f, &err) == CLF_ERR_ARG,

@@ -497,6 +497,10 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
         if ((st = abuf(m, &m->mem.caches, &m->index, B, err)) != CLF_OK ||
             (st = abuf(m, &m->mem.caches, &m->gather, big, err)) != CLF_OK)
             return st;
+        /* flash-decoding's parts: in the arena (none where groups run item by item) */
+        const size_t part = m->rt != NULL ? clf_op_attn_decode_scratch(m->rt, (size_t)s->HS) : 0;
+        if (part > 0 && (st = carve(m, &m->decode_part, part, err)) != CLF_OK)
+            return st;
     }
     if (!train)
         return CLF_OK;

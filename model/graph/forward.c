@@ -197,8 +197,9 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi,
     }
     if (cache && T == 1) {
         /* one new position: fused scores + softmax + weighted sum over the cache */
-        if ((st = clf_op_attn_decode(m->rt, atty, q, keys, vals, B, NH, HS, Tmax, S, scale, err)) !=
-            CLF_OK)
+        const size_t P = m->decode_part.buf ? clf_op_attn_decode_splits(m->rt, B * NH, S) : 1;
+        if ((st = clf_op_attn_decode_split(m->rt, 0, atty, q, keys, vals, mi_nullptr(), 0, B, NH,
+                                           HS, Tmax, S, scale, P, m->decode_part, err)) != CLF_OK)
             return st;
     } else {
         clf_ptr keep = is_enc ? mi_at(m->src_keep, 0) : mi_nullptr();
@@ -253,8 +254,10 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi
         kstride = (size_t)s->Smax * HS;
     }
     if (cache && T == 1) {
-        if ((st = clf_op_attn_decode_keep(m->rt, atty, q, keys, vals, keep, S, B, NH, HS,
-                                          (size_t)s->Smax, S, scale, err)) != CLF_OK)
+        const size_t P = m->decode_part.buf ? clf_op_attn_decode_splits(m->rt, B * NH, S) : 1;
+        if ((st = clf_op_attn_decode_split(m->rt, 0, atty, q, keys, vals, keep, S, B, NH, HS,
+                                           (size_t)s->Smax, S, scale, P, m->decode_part, err)) !=
+            CLF_OK)
             return st;
     } else if ((st = attn_core_fwd(m, l, MI_SITE_CROSS_P, q, keys, vals, B, T, S, kstride, 0, keep,
                                    a->xatt, atty, train, err)) != CLF_OK) {

@@ -226,13 +226,14 @@ struct clf_model {
     clf_ptr datty_h;       /* [rows, C] (heads) */
 
     /* inference (CLF_MODEL_INFER) */
-    clf_buffer *index;  /* int32 [B] cache_reorder's rows */
-    clf_buffer *gather; /* scratch of the largest cache */
-    int32_t *xrow;      /* [B] host: the encoded sentence each cross-cache row holds */
-    int32_t *xrow_new;  /* [B] */
-    int cache_B;        /* rows in the caches (0 = nothing cached) */
-    int dec_len;        /* positions in the self-attention caches */
-    int enc_S;          /* source length of the cross caches (0 = none) */
+    clf_buffer *index;   /* int32 [B] cache_reorder's rows */
+    clf_buffer *gather;  /* scratch of the largest cache */
+    clf_ptr decode_part; /* flash-decoding's partial softmaxes (NULL: never split) */
+    int32_t *xrow;       /* [B] host: the encoded sentence each cross-cache row holds */
+    int32_t *xrow_new;   /* [B] */
+    int cache_B;         /* rows in the caches (0 = nothing cached) */
+    int dec_len;         /* positions in the self-attention caches */
+    int enc_S;           /* source length of the cross caches (0 = none) */
 
     /* every buffer above, for destroy; activations and scratch (the clf_ptr
      * fields) are carved from the arena: named offsets into chunks of at

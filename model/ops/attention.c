@@ -78,40 +78,73 @@ clf_status clf_op_heads_merge(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B
     return layout_launch(rt, "heads_merge", out, in, B, T, NH, HS, row_stride, 1, accumulate, err);
 }
 
-clf_status clf_op_attn_decode_group(clf_runtime *rt, size_t group, clf_ptr out, clf_ptr q,
+/* Flash-decoding policy: split a row's cached positions only where groups
+ * run in parallel and there are too few rows to fill the device (fewer than
+ * SPLIT_FILL work-groups per compute unit), into ranges of at least
+ * SPLIT_MIN positions. */
+#define SPLIT_FILL 4
+#define SPLIT_MIN 128
+
+size_t clf_op_attn_decode_splits(const clf_runtime *rt, size_t rows, size_t L)
+{
+    const clf_device_info *d = clf_runtime_device(rt);
+    const size_t target = SPLIT_FILL * (size_t)(d->compute_units ? d->compute_units : 1);
+    if (d->serial_groups || rows == 0 || rows >= target || L < 2 * SPLIT_MIN)
+        return 1;
+    size_t by_fill = (target + rows - 1) / rows, by_len = L / SPLIT_MIN;
+    return by_fill < by_len ? by_fill : by_len;
+}
+
+size_t clf_op_attn_decode_scratch(const clf_runtime *rt, size_t HS)
+{
+    const clf_device_info *d = clf_runtime_device(rt);
+    if (d->serial_groups)
+        return 0;
+    /* splits > 1 only when rows < target, so rows * splits < 2 * target */
+    return 2 * SPLIT_FILL * (size_t)(d->compute_units ? d->compute_units : 1) * (HS + 2);
+}
+
+clf_status clf_op_attn_decode_split(clf_runtime *rt, size_t group, clf_ptr out, clf_ptr q,
                                     clf_ptr kcache, clf_ptr vcache, clf_ptr keep,
                                     size_t keep_stride, size_t B, size_t NH, size_t HS, size_t Tmax,
-                                    size_t L, float scale, clf_error *err)
+                                    size_t L, float scale, size_t splits, clf_ptr scratch,
+                                    clf_error *err)
 {
     const int has_keep = keep.buf != NULL;
     const char *what = has_keep ? "attn_decode_keep" : "attn_decode";
-    clf_kernel *k = NULL;
+    clf_kernel *k = NULL, *kc = NULL;
     clf_status st;
+    const size_t P = splits ? splits : 1, BH = B * NH;
     if (L == 0 || L > Tmax || HS == 0 || NH == 0 || B * NH * Tmax * HS > U32_MAX_SZ ||
-        (has_keep && (keep_stride < L || B * keep_stride > U32_MAX_SZ))) {
+        (has_keep && (keep_stride < L || B * keep_stride > U32_MAX_SZ)) || P > L ||
+        (P > 1 && (scratch.buf == NULL || BH * P * (HS + 2) > U32_MAX_SZ))) {
         st = clf_error_set(err, CLF_ERR_ARG,
                            "need 1 <= L (%zu) <= Tmax (%zu), HS (%zu) and NH (%zu) >= 1, the "
-                           "cache under 2^32 floats and a keep stride (%zu) >= L",
-                           L, Tmax, HS, NH, keep_stride);
+                           "cache under 2^32 floats, a keep stride (%zu) >= L, and 1 <= splits "
+                           "(%zu) <= L with scratch for more than one",
+                           L, Tmax, HS, NH, keep_stride, P);
         goto fail;
     }
-    st = clf_kernel_get(rt, "attention", "attn_decode", &k, err);
-    if (st != CLF_OK)
+    if ((st = clf_kernel_get(rt, "attention", "attn_decode", &k, err)) != CLF_OK ||
+        (P > 1 &&
+         (st = clf_kernel_get(rt, "attention", "attn_decode_combine", &kc, err)) != CLF_OK))
         goto fail;
     if (B == 0)
         return CLF_OK;
     size_t W = group ? group : clf_ops_group_size(k, clf_ops_serial(rt) ? 16 : 128);
-    size_t lbytes = (HS + L + W) * sizeof(float);
+    const size_t chunk = (L + P - 1) / P;
+    size_t lbytes = (HS + chunk + W) * sizeof(float);
     const clf_device_info *di = clf_runtime_device(rt);
     if (di->local_mem != 0 && lbytes > di->local_mem) {
         st = clf_error_set(err, CLF_ERR_UNSUPPORTED,
-                           "a cache of %zu positions with head size %zu needs %zu bytes of "
+                           "a cache range of %zu positions with head size %zu needs %zu bytes of "
                            "local memory; %s has %llu",
-                           L, HS, lbytes, di->name, (unsigned long long)di->local_mem);
+                           chunk, HS, lbytes, di->name, (unsigned long long)di->local_mem);
         goto fail;
     }
-    size_t global = B * NH * W;
+    size_t global = BH * P * W;
     clf_ptr mask = has_keep ? keep : q; /* any valid buffer when absent */
+    clf_ptr part = P > 1 ? scratch : out;
     clf_arg a[] = {
         CLF_ARG_PTR(out),
         CLF_ARG_PTR(q),
@@ -125,16 +158,34 @@ clf_status clf_op_attn_decode_group(clf_runtime *rt, size_t group, clf_ptr out, 
         CLF_ARG_U32(Tmax),
         CLF_ARG_U32(L),
         CLF_ARG_F32(scale),
+        CLF_ARG_U32(P),
+        CLF_ARG_PTR(part),
         CLF_ARG_LOCAL(HS * sizeof(float)),
-        CLF_ARG_LOCAL(L * sizeof(float)),
+        CLF_ARG_LOCAL(chunk * sizeof(float)),
         CLF_ARG_LOCAL(W * sizeof(float)),
     };
     if ((st = clf_kernel_launch(rt, k, 1, &global, &W, CLF_NARGS(a), a, err)) != CLF_OK)
+        goto fail;
+    if (P == 1)
+        return CLF_OK;
+    size_t n = BH * HS, local = clf_ops_local_1d(rt, kc);
+    clf_arg c[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(scratch), CLF_ARG_U32(BH), CLF_ARG_U32(HS),
+                   CLF_ARG_U32(P)};
+    if ((st = clf_kernel_launch(rt, kc, 1, &n, &local, CLF_NARGS(c), c, err)) != CLF_OK)
         goto fail;
     return CLF_OK;
 fail:
     clf_error_prefix(err, "%s", what);
     return st;
+}
+
+clf_status clf_op_attn_decode_group(clf_runtime *rt, size_t group, clf_ptr out, clf_ptr q,
+                                    clf_ptr kcache, clf_ptr vcache, clf_ptr keep,
+                                    size_t keep_stride, size_t B, size_t NH, size_t HS, size_t Tmax,
+                                    size_t L, float scale, clf_error *err)
+{
+    return clf_op_attn_decode_split(rt, group, out, q, kcache, vcache, keep, keep_stride, B, NH, HS,
+                                    Tmax, L, scale, 1, (clf_ptr){NULL, 0}, err);
 }
 
 clf_status clf_op_attn_decode(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,

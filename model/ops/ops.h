@@ -181,6 +181,21 @@ clf_status clf_op_attn_decode_keep(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_
                                    clf_ptr vcache, clf_ptr keep, size_t keep_stride, size_t B,
                                    size_t NH, size_t HS, size_t Tmax, size_t L, float scale,
                                    clf_error *err);
+/* Flash-decoding: the same with each row's L positions split into `splits`
+ * ranges, one work-group each (a partial softmax: max, sum, weighted values
+ * into scratch [B*NH*splits*(HS+2)]), folded by a second kernel in a fixed
+ * order: deterministic, and equal to splits = 1 up to float rounding.
+ * keep.buf NULL: no mask. group: the work-group size (0: the device's).
+ * clf_op_attn_decode_splits is the device's choice for `rows` = B*NH rows
+ * (1 where groups run item by item, or enough rows fill the device), and
+ * clf_op_attn_decode_scratch the scratch floats any such choice needs. */
+clf_status clf_op_attn_decode_split(clf_runtime *rt, size_t group, clf_ptr out, clf_ptr q,
+                                    clf_ptr kcache, clf_ptr vcache, clf_ptr keep,
+                                    size_t keep_stride, size_t B, size_t NH, size_t HS, size_t Tmax,
+                                    size_t L, float scale, size_t splits, clf_ptr scratch,
+                                    clf_error *err);
+size_t clf_op_attn_decode_splits(const clf_runtime *rt, size_t rows, size_t L);
+size_t clf_op_attn_decode_scratch(const clf_runtime *rt, size_t HS);
 
 /* KV cache (decoding; kernels in cl/attention.cl). Copy new keys (or values) from rows src [B, T, row_stride] (head h at
  * columns h*HS..., e.g. k inside the fused qkv with row_stride 3C) into
