@@ -5,12 +5,14 @@
  *   #include <clformer.h>
  *   cc app.c $(pkg-config --cflags --libs clformer)
  *
- * The API is the union of the headers below, one per room of the library
- * (docs/design.md has the map). A program usually needs four of them:
- *   runtime/runtime.h    open a device (clf_runtime_create), errors (status.h)
- *   train/checkpoint.h   open a trained model (clf_checkpoint_open)
- *   infer/sampler.h      generate text from it (clf_generate)
- *   train/trainer.h      train one (clf_trainer_run)
+ * The API is the union of the headers below, the public ones of each room of
+ * the library (docs/design.md has the map). A program usually needs these:
+ *   runtime/runtime.h         open a device (clf_runtime_create); errors: status.h
+ *   model/train/checkpoint.h  open a trained model (clf_checkpoint_open,
+ *                             clf_checkpoint_tokenizer_create, _model_create)
+ *   model/infer/generate.h    continue a prompt (clf_generate; sampler.h's options)
+ *   model/train/trainer.h     train one (clf_trainer_run)
+ * examples/generate.c is a complete program.
  * Every function returns a clf_status and fills a caller-owned clf_error;
  * nothing in the library prints or exits. Only the declarations of these
  * headers are exported from the shared library; kernel wrappers (model/ops)
