@@ -220,6 +220,72 @@ __kernel void attn_decode_combine(__global float *out, ulong out_off, __global c
     out[out_off + (ulong)bh * HS + d] = den > 0.0f ? num / den : 0.0f;
 }
 
+/* ---- fused attention (rows) ----------------------------------------------------
+ * The first piece of fused attention (issue 10), not yet used by the model:
+ * the forward pass in O(T) memory for devices whose work-groups run item by
+ * item. One work-item per query row (b, h, t) runs an online softmax over
+ * the keys it may see, in order s = 0, 1, ..., with a running maximum m, sum
+ * l and unnormalised output in private memory, so no T x S score matrix is
+ * stored. q, k and v are read in place from their projections' layouts
+ * (row stride q_stride / kv_stride, head h at column h*HS: q, k or v inside
+ * a fused [B, T, 3C] qkv, or a cross-attention's [B, S, 2C]); y is written
+ * merged, [B, T, y_stride] with head h at column h*HS; lse[bh*T + t] = m +
+ * log(l), what a backward pass needs to recompute the probabilities.
+ * Causal rows see keys s <= t + S - T (queries at the end of the keys, as in
+ * a prefill); a keep mask (row b at b*keep_stride, nonzero = attend) hides
+ * keys; a row that sees nothing gives y = 0 and lse = -inf. */
+#define ATTN_ROWS_HS_MAX 256
+
+__kernel void attn_fused_fwd_rows(__global float *y, ulong y_off, ulong y_stride,
+                                  __global float *lse, ulong lse_off, __global const float *q,
+                                  ulong q_off, ulong q_stride, __global const float *k, ulong k_off,
+                                  __global const float *v, ulong v_off, ulong kv_stride,
+                                  __global const int *keep, ulong keep_off, ulong keep_stride,
+                                  int has_keep, uint B, uint NH, uint T, uint S, uint HS,
+                                  int causal, float scale)
+{
+    ulong i = get_global_id(0);
+    if (i >= (ulong)B * NH * T)
+        return;
+    uint t = (uint)(i % T), bh = (uint)(i / T), h = bh % NH, b = bh / NH;
+    __global const float *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
+    __global const float *kb = k + k_off + (ulong)b * S * kv_stride + (ulong)h * HS;
+    __global const float *vb = v + v_off + (ulong)b * S * kv_stride + (ulong)h * HS;
+    __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
+    float qv[ATTN_ROWS_HS_MAX], acc[ATTN_ROWS_HS_MAX];
+    for (uint d = 0; d < HS; d++) {
+        qv[d] = qr[d] * scale;
+        acc[d] = 0.0f;
+    }
+    uint s_end = causal ? min(S, t + S - T + 1) : S;
+    float m = CLF_NEG_BIG, l = 0.0f;
+    for (uint s = 0; s < s_end; s++) {
+        if (has_keep && kp[s] == 0)
+            continue;
+        __global const float *kr = kb + (ulong)s * kv_stride;
+        float a = 0.0f;
+        for (uint d = 0; d < HS; d++)
+            a += qv[d] * kr[d];
+        if (a > m) { /* a new maximum: rescale what was summed */
+            float c = exp(m - a);
+            l *= c;
+            for (uint d = 0; d < HS; d++)
+                acc[d] *= c;
+            m = a;
+        }
+        float p = exp(a - m);
+        l += p;
+        __global const float *vr = vb + (ulong)s * kv_stride;
+        for (uint d = 0; d < HS; d++)
+            acc[d] += p * vr[d];
+    }
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    __global float *yr = y + y_off + ((ulong)b * T + t) * y_stride + (ulong)h * HS;
+    for (uint d = 0; d < HS; d++)
+        yr[d] = acc[d] * inv;
+    lse[lse_off + (ulong)bh * T + t] = l > 0.0f ? m + log(l) : -INFINITY;
+}
+
 /* ---- KV cache (decoding) ---- */
 
 /* kv_store: src holds rows [B, T, row_stride] with head h of a row at

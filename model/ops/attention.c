@@ -207,6 +207,52 @@ clf_status clf_op_attn_decode_keep(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_
                                     Tmax, L, scale, err);
 }
 
+/* ---- fused attention (rows) ---- */
+
+#define ATTN_ROWS_HS_MAX 256 /* cl/attention.cl's private arrays */
+
+clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, clf_error *err)
+{
+    clf_kernel *k = NULL;
+    clf_status st;
+    const size_t rows = a->B * a->NH * a->T;
+    const int has_keep = a->keep.buf != NULL;
+    if (a->HS == 0 || a->HS > ATTN_ROWS_HS_MAX || a->NH == 0 || a->S == 0 ||
+        (a->causal && a->T > a->S) || a->q_stride < a->NH * a->HS || a->kv_stride < a->NH * a->HS ||
+        a->y_stride < a->NH * a->HS || (has_keep && a->keep_stride < a->S) || rows > U32_MAX_SZ) {
+        st = clf_error_set(err, CLF_ERR_ARG,
+                           "need 1 <= HS (%zu) <= %d, NH >= 1, S >= 1 (and T <= S when causal), "
+                           "row strides of at least NH*HS and a keep stride of at least S",
+                           a->HS, ATTN_ROWS_HS_MAX);
+        goto fail;
+    }
+    if (rows == 0)
+        return CLF_OK;
+    if (a->y.buf == NULL || a->lse.buf == NULL || a->q.buf == NULL || a->k.buf == NULL ||
+        a->v.buf == NULL) {
+        st = clf_error_set(err, CLF_ERR_ARG, "y, lse, q, k and v are required");
+        goto fail;
+    }
+    if ((st = clf_kernel_get(rt, "attention", "attn_fused_fwd_rows", &k, err)) != CLF_OK)
+        goto fail;
+    size_t local = clf_ops_local_1d(rt, k), global = rows;
+    clf_ptr keep = has_keep ? a->keep : a->q; /* any valid buffer when absent */
+    clf_arg args[] = {
+        CLF_ARG_PTR(a->y),           CLF_ARG_U64(a->y_stride),  CLF_ARG_PTR(a->lse),
+        CLF_ARG_PTR(a->q),           CLF_ARG_U64(a->q_stride),  CLF_ARG_PTR(a->k),
+        CLF_ARG_PTR(a->v),           CLF_ARG_U64(a->kv_stride), CLF_ARG_PTR(keep),
+        CLF_ARG_U64(a->keep_stride), CLF_ARG_I32(has_keep),     CLF_ARG_U32(a->B),
+        CLF_ARG_U32(a->NH),          CLF_ARG_U32(a->T),         CLF_ARG_U32(a->S),
+        CLF_ARG_U32(a->HS),          CLF_ARG_I32(a->causal),    CLF_ARG_F32(a->scale),
+    };
+    if ((st = clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)
+        goto fail;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "attn_fused_forward");
+    return st;
+}
+
 /* ---- KV cache ---- */
 
 clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, clf_ptr src, size_t B, size_t T,

@@ -211,6 +211,25 @@ clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, clf_ptr src, size_t B
 clf_status clf_op_cache_gather(clf_runtime *rt, clf_ptr dst, clf_ptr src, clf_ptr index,
                                size_t rows, size_t G, size_t len, size_t stride, clf_error *err);
 
+/* Fused attention forward in O(T) memory (the first piece of the fused
+ * attention; the model does not use it yet): for every (b, h, t),
+ * y = softmax(scale * q k^T + mask) v without storing the scores, reading
+ * q, k, v in place from their projections' layouts (row strides q_stride,
+ * kv_stride; head h at column h*HS) and writing y merged [B, T, y_stride];
+ * lse [B, NH, T] = log of the row's softmax denominator plus its max, for a
+ * backward pass. Causal rows see keys s <= t + S - T; keep (int32, row b at
+ * b*keep_stride, nonzero = attend; buf NULL = none) hides keys; a row that
+ * sees nothing gives 0 and -inf. One work-item per row (the shape for
+ * devices whose work-groups run item by item); HS <= 256. */
+typedef struct clf_attn_fused {
+    clf_ptr y, lse, q, k, v, keep;
+    size_t y_stride, q_stride, kv_stride, keep_stride;
+    size_t B, NH, T, S, HS;
+    int causal;
+    float scale;
+} clf_attn_fused;
+clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, clf_error *err);
+
 /* ---- loss (cl/loss.cl) ----------------------------------------------------- */
 
 /* Fused softmax + cross-entropy over logits [R, V] and int32 targets [R].

@@ -1,0 +1,214 @@
+/*
+ * test_attn_fused.c - the fused attention forward (attn_fused_fwd_rows in
+ * cl/attention.cl) against a float64 reference on fresh random inputs.
+ *
+ * Layouts as the model has them: self-attention reads q, k, v inside one
+ * fused [B, T, 3C] projection; cross-attention q from [B, T, C] and k, v
+ * from [B, S, 2C]; y is written merged into rows wider than C (columns past
+ * C are guards that must keep their value). Cases: T in {1, 2, 37, 64},
+ * S != T, head sizes 16 to 128 (96 included), causal and not (causal with
+ * S > T: the prefill offset), a keep mask that hides keys and empties a
+ * whole row (y = 0, lse = -inf there). Tolerances: y atol 2e-5, rtol 1e-4;
+ * lse atol 1e-4, rtol 1e-5 (float dot products of length HS, exp and sums
+ * over S). Reruns are bit-identical; bad arguments are refused.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/ops/ops.h"
+#include "tests/test_util.h"
+
+#define GUARD 7.25f
+
+typedef struct acase {
+    size_t B, NH, T, S, HS;
+    int causal, cross, masked;
+} acase;
+
+/* The reference on host copies of the layouts. */
+static void reference(const acase *c, const float *q, size_t qs, const float *k, const float *v,
+                      size_t kvs, const int32_t *keep, double *y, double *lse)
+{
+    const size_t C = c->NH * c->HS;
+    double *p = malloc(c->S * sizeof *p);
+    const double scale = 1.0 / sqrt((double)c->HS);
+    for (size_t b = 0; b < c->B; b++)
+        for (size_t h = 0; h < c->NH; h++)
+            for (size_t t = 0; t < c->T; t++) {
+                const float *qr = q + (b * c->T + t) * qs + h * c->HS;
+                size_t end = c->causal ? t + c->S - c->T + 1 : c->S;
+                double mx = -INFINITY, sum = 0;
+                for (size_t s = 0; s < c->S; s++) {
+                    p[s] = -INFINITY;
+                    if (s >= end || (keep && keep[b * c->S + s] == 0))
+                        continue;
+                    const float *kr = k + (b * c->S + s) * kvs + h * c->HS;
+                    double a = 0;
+                    for (size_t d = 0; d < c->HS; d++)
+                        a += (double)qr[d] * kr[d];
+                    p[s] = a * scale;
+                    mx = fmax(mx, p[s]);
+                }
+                for (size_t s = 0; s < c->S; s++)
+                    sum += p[s] == -INFINITY ? 0 : exp(p[s] - mx);
+                double *yr = y + (b * c->T + t) * C + h * c->HS;
+                for (size_t d = 0; d < c->HS; d++) {
+                    double a = 0;
+                    for (size_t s = 0; s < c->S; s++)
+                        if (p[s] != -INFINITY)
+                            a += exp(p[s] - mx) * v[(b * c->S + s) * kvs + h * c->HS + d];
+                    yr[d] = sum > 0 ? a / sum : 0;
+                }
+                lse[(b * c->NH + h) * c->T + t] = sum > 0 ? mx + log(sum) : -INFINITY;
+            }
+    free(p);
+}
+
+static void run(clf_runtime *rt, const acase *c, tu_rng *r)
+{
+    const size_t C = c->NH * c->HS, ys = C + 3;
+    /* self: one [B, T, 3C] qkv (S = T); cross: q [B, T, C], kv [B, S, 2C] */
+    const size_t qs = c->cross ? C : 3 * C, kvs = c->cross ? 2 * C : 3 * C;
+    const size_t nq = c->B * c->T * qs, nkv = c->cross ? c->B * c->S * kvs : 0;
+    float *qh = malloc(nq * sizeof *qh), *kvh = malloc((nkv ? nkv : 1) * sizeof *kvh);
+    tu_fill(r, qh, nq, -1.5f, 1.5f);
+    if (nkv)
+        tu_fill(r, kvh, nkv, -1.5f, 1.5f);
+    const float *kh = c->cross ? kvh : qh + C, *vh = c->cross ? kvh + C : qh + 2 * C;
+    int32_t *keep = NULL;
+    if (c->masked) {
+        keep = malloc(c->B * c->S * sizeof *keep);
+        for (size_t b = 0; b < c->B; b++)
+            for (size_t s = 0; s < c->S; s++) /* the last sequence sees nothing */
+                keep[b * c->S + s] = b + 1 < c->B || c->B == 1 ? (s % 4 != 1) : 0;
+    }
+    const size_t ny = c->B * c->T * ys, nl = c->B * c->NH * c->T;
+    float *yh = malloc(ny * sizeof *yh), *y2 = malloc(ny * sizeof *y2), *lh = malloc(nl * 4);
+    float *l2 = malloc(nl * 4), *init = malloc(ny * sizeof *init);
+    for (size_t i = 0; i < ny; i++)
+        init[i] = GUARD;
+    clf_ptr dq = tu_upload(rt, qh, nq), dkv = nkv ? tu_upload(rt, kvh, nkv) : dq;
+    clf_ptr dy = tu_upload(rt, init, ny), dl = tu_alloc(rt, nl);
+    clf_ptr dk = tu_alloc(rt, c->masked ? c->B * c->S : 1);
+    clf_error err;
+    if (c->masked)
+        tu_ok(clf_buffer_write(rt, dk.buf, dk.off * 4, keep, c->B * c->S * 4, &err), &err, "keep");
+    clf_attn_fused a = {.y = dy,
+                        .lse = dl,
+                        .q = dq,
+                        .k = c->cross ? dkv : clf_ptr_at(dq, C),
+                        .v = c->cross ? clf_ptr_at(dkv, C) : clf_ptr_at(dq, 2 * C),
+                        .keep = c->masked ? dk : (clf_ptr){NULL, 0},
+                        .y_stride = ys,
+                        .q_stride = qs,
+                        .kv_stride = kvs,
+                        .keep_stride = c->S,
+                        .B = c->B,
+                        .NH = c->NH,
+                        .T = c->T,
+                        .S = c->S,
+                        .HS = c->HS,
+                        .causal = c->causal,
+                        .scale = (float)(1.0 / sqrt((double)c->HS))};
+    tu_ok(clf_op_attn_fused_forward(rt, &a, &err), &err, "attn_fused_forward");
+    tu_download(rt, dy, yh, ny);
+    tu_download(rt, dl, lh, nl);
+    tu_ok(clf_op_attn_fused_forward(rt, &a, &err), &err, "attn_fused_forward again");
+    tu_download(rt, dy, y2, ny);
+    tu_download(rt, dl, l2, nl);
+    double *yr = malloc(c->B * c->T * C * sizeof *yr), *lr = malloc(nl * sizeof *lr);
+    reference(c, qh, qs, kh, vh, kvs, keep, yr, lr);
+    /* y's head columns against the reference, the guards untouched */
+    float *yc = malloc(c->B * c->T * C * sizeof *yc);
+    int guards = 1;
+    for (size_t row = 0; row < c->B * c->T; row++) {
+        memcpy(yc + row * C, yh + row * ys, C * sizeof *yc);
+        for (size_t j = C; j < ys; j++)
+            guards &= yh[row * ys + j] == GUARD;
+    }
+    char name[200];
+    snprintf(name, sizeof name, "fused attention B=%zu NH=%zu T=%zu S=%zu HS=%zu%s%s%s", c->B,
+             c->NH, c->T, c->S, c->HS, c->causal ? " causal" : "", c->cross ? " cross" : "",
+             c->masked ? " masked" : "");
+    tu_close(name, yc, yr, c->B * c->T * C, 2e-5, 1e-4);
+    /* lse: finite ones close, empty rows -inf exactly */
+    int lse_ok = 1;
+    double worst = 0;
+    for (size_t i = 0; i < nl; i++) {
+        if (isinf(lr[i])) {
+            lse_ok &= isinf(lh[i]) && lh[i] < 0;
+            continue;
+        }
+        double e = fabs((double)lh[i] - lr[i]);
+        worst = fmax(worst, e);
+        lse_ok &= e <= 1e-4 + 1e-5 * fabs(lr[i]);
+    }
+    TU_CHECK(lse_ok, "%s: lse (worst error %.2e; empty rows -inf)", name, worst);
+    TU_CHECK(guards, "%s: columns past the heads untouched", name);
+    TU_CHECK(memcmp(yh, y2, ny * sizeof *yh) == 0 && memcmp(lh, l2, nl * 4) == 0,
+             "%s: reruns are bit-identical", name);
+    tu_free(dq);
+    if (nkv)
+        tu_free(dkv);
+    tu_free(dy);
+    tu_free(dl);
+    tu_free(dk);
+    free(qh);
+    free(kvh);
+    free(keep);
+    free(yh);
+    free(y2);
+    free(lh);
+    free(l2);
+    free(init);
+    free(yr);
+    free(lr);
+    free(yc);
+}
+
+int main(void)
+{
+    clf_runtime *rt = tu_runtime();
+    tu_rng r = tu_rng_new(31);
+    const int sim = tu_simulator();
+    const acase cases[] = {
+        /* B NH T S HS causal cross masked */
+        {1, 1, 1, 1, 16, 1, 0, 0},    {2, 2, 2, 2, 16, 1, 0, 0},   {2, 3, 37, 37, 32, 1, 0, 0},
+        {1, 2, 37, 37, 96, 0, 0, 1},  {2, 2, 37, 53, 64, 0, 1, 1}, {1, 2, 5, 29, 16, 1, 1, 0},
+        {2, 1, 64, 64, 128, 1, 0, 0}, {3, 2, 11, 13, 24, 0, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        acase c = cases[i];
+        if (sim && c.T * c.S * c.HS > 40000)
+            c.T = c.T / 4 > 0 ? c.T / 4 : 1, c.S = c.cross ? c.S / 4 + 1 : c.T;
+        run(rt, &c, &r);
+    }
+    clf_error err;
+    clf_ptr a = tu_alloc(rt, 64);
+    clf_attn_fused bad = {.y = a,
+                          .lse = a,
+                          .q = a,
+                          .k = a,
+                          .v = a,
+                          .y_stride = 4,
+                          .q_stride = 4,
+                          .kv_stride = 4,
+                          .B = 1,
+                          .NH = 1,
+                          .T = 3,
+                          .S = 2,
+                          .HS = 4,
+                          .causal = 1,
+                          .scale = 1.0f};
+    TU_CHECK(clf_op_attn_fused_forward(rt, &bad, &err) == CLF_ERR_ARG,
+             "causal with more queries than keys is refused: %s", err.msg);
+    bad.causal = 0;
+    bad.HS = 300;
+    TU_CHECK(clf_op_attn_fused_forward(rt, &bad, &err) == CLF_ERR_ARG,
+             "a head size over 256 is refused");
+    tu_free(a);
+    clf_runtime_destroy(rt);
+    return tu_finish();
+}
