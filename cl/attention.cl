@@ -286,6 +286,119 @@ __kernel void attn_fused_fwd_rows(__global float *y, ulong y_off, ulong y_stride
     lse[lse_off + (ulong)bh * T + t] = l > 0.0f ? m + log(l) : -INFINITY;
 }
 
+/* Its backward, in two passes that recompute the probabilities from lse:
+ * p_ts = exp(scale q_t.k_s - lse_t), D_t = dy_t.y_t, ds_ts = p_ts (dy_t.v_s -
+ * D_t). attn_fused_bwd_dq_rows: one work-item per query row writes dq_t =
+ * scale sum_s ds_ts k_s and D_t (into dsum, for the second pass);
+ * attn_fused_bwd_dkv_rows: one work-item per key row writes dk_s = scale
+ * sum_t ds_ts q_t and dv_s = sum_t p_ts dy_t, over the queries that see s.
+ * Each output is written by one work-item in a fixed order: deterministic,
+ * no atomics. dq, dk, dv are overwritten in their projections' gradient
+ * layouts (row strides dq_stride, dkv_stride); keys nobody sees get 0. */
+__kernel void attn_fused_bwd_dq_rows(__global float *dq, ulong dq_off, ulong dq_stride,
+                                     __global float *dsum, ulong dsum_off,
+                                     __global const float *dy, ulong dy_off,
+                                     __global const float *y, ulong y_off, ulong y_stride,
+                                     __global const float *lse, ulong lse_off,
+                                     __global const float *q, ulong q_off, ulong q_stride,
+                                     __global const float *k, ulong k_off,
+                                     __global const float *v, ulong v_off, ulong kv_stride,
+                                     __global const int *keep, ulong keep_off, ulong keep_stride,
+                                     int has_keep, uint B, uint NH, uint T, uint S, uint HS,
+                                     int causal, float scale)
+{
+    ulong i = get_global_id(0);
+    if (i >= (ulong)B * NH * T)
+        return;
+    uint t = (uint)(i % T), bh = (uint)(i / T), h = bh % NH, b = bh / NH;
+    ulong row = ((ulong)b * T + t) * y_stride + (ulong)h * HS;
+    __global const float *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
+    __global const float *kb = k + k_off + (ulong)b * S * kv_stride + (ulong)h * HS;
+    __global const float *vb = v + v_off + (ulong)b * S * kv_stride + (ulong)h * HS;
+    __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
+    float qv[ATTN_ROWS_HS_MAX], g[ATTN_ROWS_HS_MAX], acc[ATTN_ROWS_HS_MAX];
+    float D = 0.0f;
+    for (uint d = 0; d < HS; d++) {
+        qv[d] = qr[d] * scale;
+        g[d] = dy[dy_off + row + d];
+        D += g[d] * y[y_off + row + d];
+        acc[d] = 0.0f;
+    }
+    float L = lse[lse_off + (ulong)bh * T + t];
+    uint s_end = causal ? min(S, t + S - T + 1) : S;
+    for (uint s = 0; s < s_end && L > CLF_NEG_BIG; s++) {
+        if (has_keep && kp[s] == 0)
+            continue;
+        __global const float *kr = kb + (ulong)s * kv_stride, *vr = vb + (ulong)s * kv_stride;
+        float a = 0.0f, dp = 0.0f;
+        for (uint d = 0; d < HS; d++) {
+            a += qv[d] * kr[d];
+            dp += g[d] * vr[d];
+        }
+        float ds = exp(a - L) * (dp - D);
+        for (uint d = 0; d < HS; d++)
+            acc[d] += ds * kr[d];
+    }
+    __global float *dqr = dq + dq_off + ((ulong)b * T + t) * dq_stride + (ulong)h * HS;
+    for (uint d = 0; d < HS; d++)
+        dqr[d] = scale * acc[d];
+    dsum[dsum_off + (ulong)bh * T + t] = D;
+}
+
+__kernel void attn_fused_bwd_dkv_rows(__global float *dk, ulong dk_off, __global float *dv,
+                                      ulong dv_off, ulong dkv_stride,
+                                      __global const float *dsum, ulong dsum_off,
+                                      __global const float *dy, ulong dy_off, ulong y_stride,
+                                      __global const float *lse, ulong lse_off,
+                                      __global const float *q, ulong q_off, ulong q_stride,
+                                      __global const float *k, ulong k_off,
+                                      __global const float *v, ulong v_off, ulong kv_stride,
+                                      __global const int *keep, ulong keep_off, ulong keep_stride,
+                                      int has_keep, uint B, uint NH, uint T, uint S, uint HS,
+                                      int causal, float scale)
+{
+    ulong i = get_global_id(0);
+    if (i >= (ulong)B * NH * S)
+        return;
+    uint s = (uint)(i % S), bh = (uint)(i / S), h = bh % NH, b = bh / NH;
+    __global const float *kr = k + k_off + ((ulong)b * S + s) * kv_stride + (ulong)h * HS;
+    __global const float *vr = v + v_off + ((ulong)b * S + s) * kv_stride + (ulong)h * HS;
+    float kv[ATTN_ROWS_HS_MAX], vv[ATTN_ROWS_HS_MAX], ak[ATTN_ROWS_HS_MAX], av[ATTN_ROWS_HS_MAX];
+    for (uint d = 0; d < HS; d++) {
+        kv[d] = kr[d] * scale;
+        vv[d] = vr[d];
+        ak[d] = 0.0f;
+        av[d] = 0.0f;
+    }
+    int seen = !has_keep || keep[keep_off + (ulong)b * keep_stride + s] != 0;
+    for (uint t = 0; t < T && seen; t++) {
+        float L = lse[lse_off + (ulong)bh * T + t];
+        /* causal: query t sees s when s <= t + S - T (written without a
+         * saturating subtraction, which Oclgrind cannot run) */
+        if ((causal && t + S < s + T) || !(L > CLF_NEG_BIG))
+            continue;
+        __global const float *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
+        __global const float *g = dy + dy_off + ((ulong)b * T + t) * y_stride + (ulong)h * HS;
+        float a = 0.0f, dp = 0.0f;
+        for (uint d = 0; d < HS; d++) {
+            a += qr[d] * kv[d];
+            dp += g[d] * vv[d];
+        }
+        float p = exp(a - L);
+        float ds = p * (dp - dsum[dsum_off + (ulong)bh * T + t]);
+        for (uint d = 0; d < HS; d++) {
+            ak[d] += ds * qr[d];
+            av[d] += p * g[d];
+        }
+    }
+    __global float *dkr = dk + dk_off + ((ulong)b * S + s) * dkv_stride + (ulong)h * HS;
+    __global float *dvr = dv + dv_off + ((ulong)b * S + s) * dkv_stride + (ulong)h * HS;
+    for (uint d = 0; d < HS; d++) {
+        dkr[d] = scale * ak[d];
+        dvr[d] = av[d];
+    }
+}
+
 /* ---- KV cache (decoding) ---- */
 
 /* kv_store: src holds rows [B, T, row_stride] with head h of a row at

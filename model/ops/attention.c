@@ -253,6 +253,67 @@ fail:
     return st;
 }
 
+clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
+                                      const clf_attn_fused_grad *g, clf_error *err)
+{
+    clf_kernel *kq = NULL, *kkv = NULL;
+    clf_status st;
+    const int has_keep = a->keep.buf != NULL;
+    if (a->HS == 0 || a->HS > ATTN_ROWS_HS_MAX || a->NH == 0 || a->S == 0 ||
+        (a->causal && a->T > a->S) || a->q_stride < a->NH * a->HS || a->kv_stride < a->NH * a->HS ||
+        a->y_stride < a->NH * a->HS || g->dq_stride < a->NH * a->HS ||
+        g->dkv_stride < a->NH * a->HS || (has_keep && a->keep_stride < a->S) ||
+        a->B * a->NH * a->S > U32_MAX_SZ || a->B * a->NH * a->T > U32_MAX_SZ) {
+        st = clf_error_set(err, CLF_ERR_ARG,
+                           "need 1 <= HS (%zu) <= %d, NH >= 1, S >= 1 (and T <= S when causal), "
+                           "row strides of at least NH*HS and a keep stride of at least S",
+                           a->HS, ATTN_ROWS_HS_MAX);
+        goto fail;
+    }
+    if (a->B * a->NH * a->T == 0)
+        return CLF_OK;
+    if (g->dy.buf == NULL || g->dq.buf == NULL || g->dk.buf == NULL || g->dv.buf == NULL ||
+        g->dsum.buf == NULL || a->y.buf == NULL || a->lse.buf == NULL) {
+        st = clf_error_set(err, CLF_ERR_ARG, "dy, dq, dk, dv, dsum, y and lse are required");
+        goto fail;
+    }
+    if ((st = clf_kernel_get(rt, "attention", "attn_fused_bwd_dq_rows", &kq, err)) != CLF_OK ||
+        (st = clf_kernel_get(rt, "attention", "attn_fused_bwd_dkv_rows", &kkv, err)) != CLF_OK)
+        goto fail;
+    clf_ptr keep = has_keep ? a->keep : a->q; /* any valid buffer when absent */
+    size_t global = a->B * a->NH * a->T, local = clf_ops_local_1d(rt, kq);
+    clf_arg aq[] = {
+        CLF_ARG_PTR(g->dq),    CLF_ARG_U64(g->dq_stride),   CLF_ARG_PTR(g->dsum),
+        CLF_ARG_PTR(g->dy),    CLF_ARG_PTR(a->y),           CLF_ARG_U64(a->y_stride),
+        CLF_ARG_PTR(a->lse),   CLF_ARG_PTR(a->q),           CLF_ARG_U64(a->q_stride),
+        CLF_ARG_PTR(a->k),     CLF_ARG_PTR(a->v),           CLF_ARG_U64(a->kv_stride),
+        CLF_ARG_PTR(keep),     CLF_ARG_U64(a->keep_stride), CLF_ARG_I32(has_keep),
+        CLF_ARG_U32(a->B),     CLF_ARG_U32(a->NH),          CLF_ARG_U32(a->T),
+        CLF_ARG_U32(a->S),     CLF_ARG_U32(a->HS),          CLF_ARG_I32(a->causal),
+        CLF_ARG_F32(a->scale),
+    };
+    if ((st = clf_kernel_launch(rt, kq, 1, &global, &local, CLF_NARGS(aq), aq, err)) != CLF_OK)
+        goto fail;
+    global = a->B * a->NH * a->S;
+    local = clf_ops_local_1d(rt, kkv);
+    clf_arg akv[] = {
+        CLF_ARG_PTR(g->dk),    CLF_ARG_PTR(g->dv),          CLF_ARG_U64(g->dkv_stride),
+        CLF_ARG_PTR(g->dsum),  CLF_ARG_PTR(g->dy),          CLF_ARG_U64(a->y_stride),
+        CLF_ARG_PTR(a->lse),   CLF_ARG_PTR(a->q),           CLF_ARG_U64(a->q_stride),
+        CLF_ARG_PTR(a->k),     CLF_ARG_PTR(a->v),           CLF_ARG_U64(a->kv_stride),
+        CLF_ARG_PTR(keep),     CLF_ARG_U64(a->keep_stride), CLF_ARG_I32(has_keep),
+        CLF_ARG_U32(a->B),     CLF_ARG_U32(a->NH),          CLF_ARG_U32(a->T),
+        CLF_ARG_U32(a->S),     CLF_ARG_U32(a->HS),          CLF_ARG_I32(a->causal),
+        CLF_ARG_F32(a->scale),
+    };
+    if ((st = clf_kernel_launch(rt, kkv, 1, &global, &local, CLF_NARGS(akv), akv, err)) != CLF_OK)
+        goto fail;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "attn_fused_backward");
+    return st;
+}
+
 /* ---- KV cache ---- */
 
 clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, clf_ptr src, size_t B, size_t T,

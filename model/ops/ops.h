@@ -229,6 +229,18 @@ typedef struct clf_attn_fused {
     float scale;
 } clf_attn_fused;
 clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, clf_error *err);
+/* Its backward from y, lse and dy (dy in y's layout): dq, dk, dv written
+ * (not accumulated) in their projections' gradient layouts (row strides
+ * dq_stride, dkv_stride; head h at column h*HS: dq, dk, dv inside a fused
+ * [B, T, 3C] dqkv, say), the probabilities recomputed from lse, no T x S
+ * buffer, no atomics; keys nobody sees get 0. dsum: scratch of B*NH*T
+ * floats (dy_t . y_t per row). */
+typedef struct clf_attn_fused_grad {
+    clf_ptr dy, dq, dk, dv, dsum;
+    size_t dq_stride, dkv_stride;
+} clf_attn_fused_grad;
+clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
+                                      const clf_attn_fused_grad *g, clf_error *err);
 
 /* ---- loss (cl/loss.cl) ----------------------------------------------------- */
 
