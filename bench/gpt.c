@@ -260,10 +260,8 @@ static clf_status run_train(clf_model *m, const bench_opts *o, const clf_model_c
             clf_profile_reset(rt);
         }
         double t0 = clf_now_seconds();
-        st = clf_model_set_batch(
-            m,
-            &(clf_batch){.B = B, .T = T, .tgt_in = xs[i % N_BATCHES], .tgt_out = ys[i % N_BATCHES]},
-            err);
+        st = clf_model_set_batch(m, clf_batch_decoder(xs[i % N_BATCHES], ys[i % N_BATCHES], B, T),
+                                 err);
         if (st == CLF_OK)
             st = clf_model_forward(m, 1, err);
         if (st == CLF_OK)
@@ -302,10 +300,8 @@ static clf_status run_forward(clf_model *m, const bench_opts *o, int32_t *const 
             clf_profile_reset(rt);
         }
         double t0 = clf_now_seconds();
-        st = clf_model_set_batch(
-            m,
-            &(clf_batch){.B = B, .T = T, .tgt_in = xs[i % N_BATCHES], .tgt_out = ys[i % N_BATCHES]},
-            err);
+        st = clf_model_set_batch(m, clf_batch_decoder(xs[i % N_BATCHES], ys[i % N_BATCHES], B, T),
+                                 err);
         if (st == CLF_OK)
             st = clf_model_forward(m, 0, err);
         if (st == CLF_OK)

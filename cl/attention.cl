@@ -295,17 +295,19 @@ __kernel void attn_fused_fwd_rows(__global float *y, ulong y_off, ulong y_stride
  * Each output is written by one work-item in a fixed order: deterministic,
  * no atomics. dq, dk, dv are overwritten in their projections' gradient
  * layouts (row strides dq_stride, dkv_stride); keys nobody sees get 0. */
-__kernel void attn_fused_bwd_dq_rows(__global float *dq, ulong dq_off, ulong dq_stride,
-                                     __global float *dsum, ulong dsum_off,
-                                     __global const float *dy, ulong dy_off,
-                                     __global const float *y, ulong y_off, ulong y_stride,
-                                     __global const float *lse, ulong lse_off,
-                                     __global const float *q, ulong q_off, ulong q_stride,
-                                     __global const float *k, ulong k_off,
-                                     __global const float *v, ulong v_off, ulong kv_stride,
-                                     __global const int *keep, ulong keep_off, ulong keep_stride,
-                                     int has_keep, uint B, uint NH, uint T, uint S, uint HS,
-                                     int causal, float scale)
+/* Both passes take the same arguments (each reads what it needs), so the
+ * host sets them once. */
+#define ATTN_BWD_PARAMS                                                                            \
+    __global float *dq, ulong dq_off, __global float *dk, ulong dk_off, __global float *dv,         \
+        ulong dv_off, ulong dq_stride, ulong dkv_stride, __global float *dsum, ulong dsum_off,    \
+        __global const float *dy, ulong dy_off, __global const float *y, ulong y_off,             \
+        ulong y_stride, __global const float *lse, ulong lse_off, __global const float *q,        \
+        ulong q_off, ulong q_stride, __global const float *k, ulong k_off,                        \
+        __global const float *v, ulong v_off, ulong kv_stride, __global const int *keep,          \
+        ulong keep_off, ulong keep_stride, int has_keep, uint B, uint NH, uint T, uint S, uint HS, \
+        int causal, float scale
+
+__kernel void attn_fused_bwd_dq_rows(ATTN_BWD_PARAMS)
 {
     ulong i = get_global_id(0);
     if (i >= (ulong)B * NH * T)
@@ -345,17 +347,7 @@ __kernel void attn_fused_bwd_dq_rows(__global float *dq, ulong dq_off, ulong dq_
     dsum[dsum_off + (ulong)bh * T + t] = D;
 }
 
-__kernel void attn_fused_bwd_dkv_rows(__global float *dk, ulong dk_off, __global float *dv,
-                                      ulong dv_off, ulong dkv_stride,
-                                      __global const float *dsum, ulong dsum_off,
-                                      __global const float *dy, ulong dy_off, ulong y_stride,
-                                      __global const float *lse, ulong lse_off,
-                                      __global const float *q, ulong q_off, ulong q_stride,
-                                      __global const float *k, ulong k_off,
-                                      __global const float *v, ulong v_off, ulong kv_stride,
-                                      __global const int *keep, ulong keep_off, ulong keep_stride,
-                                      int has_keep, uint B, uint NH, uint T, uint S, uint HS,
-                                      int causal, float scale)
+__kernel void attn_fused_bwd_dkv_rows(ATTN_BWD_PARAMS)
 {
     ulong i = get_global_id(0);
     if (i >= (ulong)B * NH * S)

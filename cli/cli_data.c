@@ -272,14 +272,6 @@ static int fail_err(const clf_error *e, clf_status st)
     return cli_exit_code(st);
 }
 
-int cli_seq_specials(clf_tokenizer *tok)
-{
-    clf_error e;
-    clf_error_clear(&e);
-    clf_status st = clf_seq_tokenizer_specials(tok, &e);
-    return st == CLF_OK ? CLI_EXIT_OK : fail_err(&e, st);
-}
-
 int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE *out,
                       clf_tokenizer **tok)
 {

@@ -66,8 +66,6 @@ void cli_seq_report(const char *what, const clf_seqdata *ds, FILE *out);
  * (clf_seq_tokenizer_build), with one line about it to out. */
 int cli_seq_tokenizer(const clf_model_config *cfg, const cli_seq_paths *p, FILE *out,
                       clf_tokenizer **tok);
-/* Give a char/byte tokenizer the special tokens (bpe has them). */
-int cli_seq_specials(clf_tokenizer *tok);
 /* The lines of a text file (clf_lines_read); free with clf_lines_free. */
 int cli_read_lines(const char *path, char ***lines, size_t *n);
 

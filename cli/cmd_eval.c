@@ -128,7 +128,6 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
     const char *tgt = f->tgt ? f->tgt : clf_checkpoint_meta(ck, "tgt_lang");
     cli_seq_paths paths;
     if ((rc = cli_seq_paths_eval(cfg.kind, data, f->split_name, src, tgt, &paths)) != CLI_EXIT_OK ||
-        (rc = cli_seq_specials(tok)) != CLI_EXIT_OK ||
         (rc = cli_seq_load(&cfg, tok, paths.val_src, s2s ? paths.val_tgt : NULL, &ds)) !=
             CLI_EXIT_OK)
         goto done;

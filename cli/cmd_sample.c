@@ -29,11 +29,16 @@ static void usage(FILE *out)
             "  --quiet           do not echo the prompt, no timing line\n" CLI_RUNTIME_FLAGS_HELP);
 }
 
-/* Streams each token's text as it is produced. */
+/* Streams each token's text as it is produced; the prompt (unless NULL)
+ * goes first, once the library has accepted it. */
 static int print_piece(void *user, int32_t token, const char *piece, size_t len)
 {
-    (void)user;
+    const char **prompt = user;
     (void)token;
+    if (*prompt != NULL) {
+        fputs(*prompt, stdout);
+        *prompt = NULL;
+    }
     if (len > 0) {
         fwrite(piece, 1, len, stdout);
         fflush(stdout);
@@ -90,17 +95,12 @@ int cli_cmd_sample(int argc, char **argv)
         (rc = cli_checkpoint_model(rt, ck, &(clf_model_limits){.B = 1}, CLF_MODEL_INFER, &m)) !=
             CLI_EXIT_OK)
         goto done;
-    if (!quiet) {
-        fputs(prompt, stdout);
-        fflush(stdout);
-    }
+    const char *echo = quiet ? NULL : prompt;
     clf_generate_stats gs;
     clf_status st =
-        clf_generate(m, tok, prompt, strlen(prompt), n_tokens, &so, print_piece, NULL, &gs, &err);
+        clf_generate(m, tok, prompt, strlen(prompt), n_tokens, &so, print_piece, &echo, &gs, &err);
     if (st != CLF_OK) {
-        if (gs.tokens == 0 && st == CLF_ERR_ARG)
-            clf_error_prefix(&err, "--prompt");
-        cli_print_error(NULL, &err);
+        cli_print_error(NULL, &err); /* a bad prompt reads "prompt: ..." */
         rc = cli_exit_code(st);
         goto done;
     }

@@ -63,26 +63,19 @@ static int load_tokenizer(const char *path, clf_tokenizer **tok)
     clf_error err;
     clf_status st;
     struct stat sb;
-    char ck_path[1200];
     *tok = NULL;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        snprintf(ck_path, sizeof ck_path, "%s/%s", path, CLF_TRAINER_CKPT_NAME);
-        path = ck_path;
-    }
-    if (path == ck_path || ends_with(path, ".safetensors")) {
+    if ((stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) || ends_with(path, ".safetensors")) {
+        /* a run directory or a checkpoint: the tokenizer it carries */
         clf_checkpoint *ck = NULL;
-        if ((st = clf_checkpoint_open(path, &ck, &err)) != CLF_OK) {
-            cli_print_error(NULL, &err);
-            return cli_exit_code(st);
-        }
-        const char *tj = clf_checkpoint_tokenizer(ck);
-        if (tj[0] == '\0') {
-            fprintf(stderr, "clformer: %s holds no tokenizer\n", path);
-            clf_checkpoint_close(ck);
-            return CLI_EXIT_FAIL;
-        }
-        st = clf_tokenizer_from_json(tj, strlen(tj), tok, &err);
+        st = clf_checkpoint_open(path, &ck, &err);
+        if (st == CLF_OK)
+            st = clf_checkpoint_tokenizer_create(ck, tok, &err);
         clf_checkpoint_close(ck);
+        if (st != CLF_OK) {
+            cli_print_error(NULL, &err);
+            return st == CLF_ERR_FORMAT || st == CLF_ERR_IO ? CLI_EXIT_FAIL : cli_exit_code(st);
+        }
+        return CLI_EXIT_OK;
     } else {
         char *json = NULL;
         size_t len = 0;

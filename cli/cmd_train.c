@@ -317,9 +317,7 @@ static int train_seq(clf_model_config *cfg, const char *data, const char *out,
         rc = tokenizer_from_checkpoint(ckpt_path, &tok);
     else
         rc = cli_seq_tokenizer(cfg, &paths, stdout, &tok);
-    if (rc != CLI_EXIT_OK)
-        goto done;
-    if ((rc = cli_seq_specials(tok)) != CLI_EXIT_OK)
+    if (rc != CLI_EXIT_OK) /* either has every special token (clf_seq_tokenizer_build) */
         goto done;
     const int s2s = cfg->kind == CLF_MODEL_ENCODER_DECODER;
     if ((rc = cli_seq_load(cfg, tok, paths.train_src, s2s ? paths.train_tgt : NULL, &tr)) !=
@@ -398,7 +396,7 @@ done:
  * without; the directory is created. */
 static int check_out(const char *out, int resume, char *ckpt_path, size_t cap)
 {
-    snprintf(ckpt_path, cap, "%s/%s", out, CLF_TRAINER_CKPT_NAME);
+    snprintf(ckpt_path, cap, "%s/%s", out, CLF_CHECKPOINT_FILE);
     if (!resume && file_exists(ckpt_path)) {
         fprintf(stderr,
                 "clformer train: %s already holds a checkpoint; continue it with --resume, or "

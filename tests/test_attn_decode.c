@@ -12,7 +12,7 @@
  * - large scores (scale 30, |score| up to ~30*HS/3) stay finite and match
  *   (the max is subtracted before exp);
  * - the op refuses L = 0 and L > Tmax.
- * Flash-decoding (clf_op_attn_decode_split): positions split into P ranges
+ * Flash-decoding (clf_attn_decode.splits): positions split into P ranges
  * (1, 2, 3, 7 and ranges of one position; with and without a keep mask
  * that empties whole ranges and whole rows) against the same reference with
  * the mask, atol 1e-5, rtol 1e-4; reruns bit-identical; the device's choice
@@ -62,13 +62,31 @@ static void decode(clf_runtime *rt, size_t W, clf_ptr out, clf_ptr q, clf_ptr k,
 {
     clf_error err;
     if (W == 0) {
-        tu_ok(clf_op_attn_decode(rt, out, q, k, v, B, NH, HS, Tmax, L, scale, &err), &err,
-              "attn_decode");
+        const clf_attn_decode ad = {.out = out,
+                                    .q = q,
+                                    .kcache = k,
+                                    .vcache = v,
+                                    .B = B,
+                                    .NH = NH,
+                                    .HS = HS,
+                                    .Tmax = Tmax,
+                                    .L = L,
+                                    .scale = scale};
+        tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode");
         return;
     }
-    tu_ok(clf_op_attn_decode_group(rt, W, out, q, k, v, (clf_ptr){NULL, 0}, 0, B, NH, HS, Tmax, L,
-                                   scale, &err),
-          &err, "attn_decode W");
+    const clf_attn_decode ad = {.out = out,
+                                .q = q,
+                                .kcache = k,
+                                .vcache = v,
+                                .B = B,
+                                .NH = NH,
+                                .HS = HS,
+                                .Tmax = Tmax,
+                                .L = L,
+                                .scale = scale,
+                                .group = W};
+    tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode W");
 }
 
 static void test_decode(clf_runtime *rt, size_t W, size_t B, size_t NH, size_t HS, size_t Tmax,
@@ -173,13 +191,24 @@ static void test_split(clf_runtime *rt, size_t W, size_t B, size_t NH, size_t HS
     clf_error err;
     tu_ok(clf_buffer_write(rt, dkeep.buf, dkeep.off * 4, keep, B * L * 4, &err), &err, "keep");
     clf_ptr kp = masked ? dkeep : (clf_ptr){NULL, 0};
-    tu_ok(clf_op_attn_decode_split(rt, W, dout, dq, dk, dv, kp, L, B, NH, HS, Tmax, L, scale, P,
-                                   part, &err),
-          &err, "attn_decode_split");
+    const clf_attn_decode ad = {.out = dout,
+                                .q = dq,
+                                .kcache = dk,
+                                .vcache = dv,
+                                .keep = kp,
+                                .scratch = part,
+                                .keep_stride = L,
+                                .B = B,
+                                .NH = NH,
+                                .HS = HS,
+                                .Tmax = Tmax,
+                                .L = L,
+                                .scale = scale,
+                                .splits = P,
+                                .group = W};
+    tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode split");
     tu_download(rt, dout, got, nq);
-    tu_ok(clf_op_attn_decode_split(rt, W, dout, dq, dk, dv, kp, L, B, NH, HS, Tmax, L, scale, P,
-                                   part, &err),
-          &err, "attn_decode_split again");
+    tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode split again");
     tu_download(rt, dout, again, nq);
     if (masked)
         decode_ref_keep(ref, q, k, v, keep, B, NH, HS, Tmax, L, scale);
@@ -226,11 +255,23 @@ static void test_splits(clf_runtime *rt, tu_rng *r)
     TU_CHECK(clf_runtime_device(rt)->serial_groups ? P == 1 : 1,
              "no splits where work-groups run item by item");
     clf_ptr a = tu_alloc(rt, 64);
-    TU_CHECK(clf_op_attn_decode_split(rt, 0, a, a, a, a, (clf_ptr){NULL, 0}, 0, 1, 1, 4, 8, 4, 1.0f,
-                                      5, a, &err) == CLF_ERR_ARG,
+    clf_attn_decode small = {.out = a,
+                             .q = a,
+                             .kcache = a,
+                             .vcache = a,
+                             .scratch = a,
+                             .B = 1,
+                             .NH = 1,
+                             .HS = 4,
+                             .Tmax = 8,
+                             .L = 4,
+                             .scale = 1.0f,
+                             .splits = 5};
+    TU_CHECK(clf_op_attn_decode(rt, &small, &err) == CLF_ERR_ARG,
              "more splits than positions are refused");
-    TU_CHECK(clf_op_attn_decode_split(rt, 0, a, a, a, a, (clf_ptr){NULL, 0}, 0, 1, 1, 4, 8, 4, 1.0f,
-                                      2, (clf_ptr){NULL, 0}, &err) == CLF_ERR_ARG,
+    small.splits = 2;
+    small.scratch = (clf_ptr){NULL, 0};
+    TU_CHECK(clf_op_attn_decode(rt, &small, &err) == CLF_ERR_ARG,
              "splits without scratch are refused: %s", err.msg);
     tu_free(a);
 }
@@ -253,10 +294,19 @@ int main(void)
     test_splits(rt, &r);
     clf_error err;
     clf_ptr a = tu_alloc(rt, 64);
-    TU_CHECK(clf_op_attn_decode(rt, a, a, a, a, 1, 1, 4, 8, 0, 1.0f, &err) == CLF_ERR_ARG,
-             "attn_decode refuses L = 0");
-    TU_CHECK(clf_op_attn_decode(rt, a, a, a, a, 1, 1, 4, 8, 9, 1.0f, &err) == CLF_ERR_ARG,
-             "attn_decode refuses L > Tmax");
+    clf_attn_decode bad = {.out = a,
+                           .q = a,
+                           .kcache = a,
+                           .vcache = a,
+                           .B = 1,
+                           .NH = 1,
+                           .HS = 4,
+                           .Tmax = 8,
+                           .L = 0,
+                           .scale = 1.0f};
+    TU_CHECK(clf_op_attn_decode(rt, &bad, &err) == CLF_ERR_ARG, "attn_decode refuses L = 0");
+    bad.L = 9;
+    TU_CHECK(clf_op_attn_decode(rt, &bad, &err) == CLF_ERR_ARG, "attn_decode refuses L > Tmax");
     tu_free(a);
     clf_runtime_destroy(rt);
     return tu_finish();

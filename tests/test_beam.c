@@ -567,16 +567,8 @@ static void test_translator(clf_runtime *rt, uint64_t seed)
             tout[i * Tn + j] = j < n ? res.hyp[i].tokens[j] : j == n ? EOSID : -1;
         }
     }
-    tu_ok(clf_model_set_batch(m,
-                              &(clf_batch){.B = N,
-                                           .S = S,
-                                           .T = Tn,
-                                           .src = src,
-                                           .src_keep = keep,
-                                           .tgt_in = tin,
-                                           .tgt_out = tout},
-                              &e),
-          &e, "set_batch");
+    tu_ok(clf_model_set_batch(m, clf_batch_seq2seq(src, keep, tin, tout, N, S, Tn), &e), &e,
+          "set_batch");
     tu_ok(clf_model_forward(m, 0, &e), &e, "forward");
     float losses[N * T];
     tu_ok(clf_model_losses_read(m, losses, &e), &e, "losses");

@@ -105,9 +105,19 @@ static void decode_keep_case(clf_runtime *rt, tu_rng *g, size_t B, size_t NH, si
     clf_ptr dq = tu_upload(rt, q, nq), dk = tu_upload(rt, k, nc), dv = tu_upload(rt, v, nc);
     clf_ptr dkeep = tu_upload_i32(rt, keep, B * stride), dout = tu_alloc(rt, nq);
     clf_error e;
-    tu_ok(clf_op_attn_decode_keep(rt, dout, dq, dk, dv, dkeep, stride, B, NH, HS, Tmax, L,
-                                  (float)scale, &e),
-          &e, "attn_decode_keep");
+    const clf_attn_decode ad = {.out = dout,
+                                .q = dq,
+                                .kcache = dk,
+                                .vcache = dv,
+                                .keep = dkeep,
+                                .keep_stride = stride,
+                                .B = B,
+                                .NH = NH,
+                                .HS = HS,
+                                .Tmax = Tmax,
+                                .L = L,
+                                .scale = (float)scale};
+    tu_ok(clf_op_attn_decode(rt, &ad, &e), &e, "attn_decode_keep");
     tu_download(rt, dout, out, nq);
     char name[128];
     snprintf(name, sizeof name, "attn_decode_keep B=%zu NH=%zu HS=%zu Tmax=%zu L=%zu", B, NH, HS,

@@ -57,8 +57,7 @@ static void train(clf_model *m, int steps)
             x[i] = (int32_t)(tu_u32(&g) % 13);
             y[i] = (int32_t)(tu_u32(&g) % 13);
         }
-        ok(clf_model_set_batch(m, &(clf_batch){.B = 2, .T = 8, .tgt_in = x, .tgt_out = y}, &e), &e,
-           "batch");
+        ok(clf_model_set_batch(m, clf_batch_decoder(x, y, 2, 8), &e), &e, "batch");
         ok(clf_model_forward(m, 1, &e), &e, "forward");
         ok(clf_model_backward(m, &e), &e, "backward");
         ok(clf_model_step(m, 1e-2f, &e), &e, "step");
@@ -150,16 +149,8 @@ static void other_kinds(clf_runtime *rt, const char *path)
     clf_model_limits la = {3, 6, 5, 12, 10, 0, 0, 0};
     ok(clf_model_create_ex(rt, &cfg, 13, &la, CLF_MODEL_TRAIN, &a, &e), &e, "create s2s");
     for (int s = 0; s < 2; s++) {
-        ok(clf_model_set_batch(a,
-                               &(clf_batch){.B = 2,
-                                            .S = 6,
-                                            .T = 5,
-                                            .src = src,
-                                            .src_keep = keep,
-                                            .tgt_in = tin,
-                                            .tgt_out = tout},
-                               &e),
-           &e, "batch");
+        ok(clf_model_set_batch(a, clf_batch_seq2seq(src, keep, tin, tout, 2, 6, 5), &e), &e,
+           "batch");
         ok(clf_model_forward(a, 1, &e), &e, "forward");
         ok(clf_model_backward(a, &e), &e, "backward");
         ok(clf_model_step(a, 1e-2f, &e), &e, "step");
@@ -172,28 +163,10 @@ static void other_kinds(clf_runtime *rt, const char *path)
              "encoder-decoder parameters load into a model with other limits");
     float la_logits[2 * 5 * 13], lb_logits[2 * 5 * 13];
     double ref[2 * 5 * 13];
-    ok(clf_model_set_batch(a,
-                           &(clf_batch){.B = 2,
-                                        .S = 6,
-                                        .T = 5,
-                                        .src = src,
-                                        .src_keep = keep,
-                                        .tgt_in = tin,
-                                        .tgt_out = tout},
-                           &e),
-       &e, "batch a");
+    ok(clf_model_set_batch(a, clf_batch_seq2seq(src, keep, tin, tout, 2, 6, 5), &e), &e, "batch a");
     ok(clf_model_forward(a, 0, &e), &e, "eval a");
     ok(clf_model_logits_read(a, la_logits, &e), &e, "logits a");
-    ok(clf_model_set_batch(b,
-                           &(clf_batch){.B = 2,
-                                        .S = 6,
-                                        .T = 5,
-                                        .src = src,
-                                        .src_keep = keep,
-                                        .tgt_in = tin,
-                                        .tgt_out = tout},
-                           &e),
-       &e, "batch b");
+    ok(clf_model_set_batch(b, clf_batch_seq2seq(src, keep, tin, tout, 2, 6, 5), &e), &e, "batch b");
     ok(clf_model_forward(b, 0, &e), &e, "eval b");
     ok(clf_model_logits_read(b, lb_logits, &e), &e, "logits b");
     for (int i = 0; i < 2 * 5 * 13; i++)
@@ -201,25 +174,10 @@ static void other_kinds(clf_runtime *rt, const char *path)
     tu_close("encoder-decoder logits after a reload", lb_logits, ref, 2 * 5 * 13, 0, 1e-6);
     /* 3 rows fit the batch limit but not the token caps (3 x 6 > 12 source tokens) */
     int32_t src3[18] = {0}, keep3[18] = {0}, tin3[15] = {0}, tout3[15] = {0};
-    clf_status st3 = clf_model_set_batch(a,
-                                         &(clf_batch){.B = 3,
-                                                      .S = 6,
-                                                      .T = 5,
-                                                      .src = src3,
-                                                      .src_keep = keep3,
-                                                      .tgt_in = tin3,
-                                                      .tgt_out = tout3},
-                                         &e);
+    clf_status st3 =
+        clf_model_set_batch(a, clf_batch_seq2seq(src3, keep3, tin3, tout3, 3, 6, 5), &e);
     TU_CHECK(st3 == CLF_ERR_ARG, "a batch over the token caps is refused: %s", e.msg);
-    st3 = clf_model_set_batch(a,
-                              &(clf_batch){.B = 3,
-                                           .S = 4,
-                                           .T = 3,
-                                           .src = src3,
-                                           .src_keep = keep3,
-                                           .tgt_in = tin3,
-                                           .tgt_out = tout3},
-                              &e);
+    st3 = clf_model_set_batch(a, clf_batch_seq2seq(src3, keep3, tin3, tout3, 3, 4, 3), &e);
     TU_CHECK(st3 == CLF_OK, "3 shorter rows within the caps are taken");
     clf_model_destroy(b);
     clf_model_destroy(a);
@@ -227,9 +185,7 @@ static void other_kinds(clf_runtime *rt, const char *path)
     /* classifier */
     ok(clf_model_create(rt, &ccfg, 13, 2, CLF_MODEL_TRAIN, &a, &e), &e, "create cls");
     int32_t labels[2] = {2, 0};
-    ok(clf_model_set_batch(
-           a, &(clf_batch){.B = 2, .S = 6, .src = src, .src_keep = keep, .labels = labels}, &e),
-       &e, "cls batch");
+    ok(clf_model_set_batch(a, clf_batch_classify(src, keep, labels, 2, 6), &e), &e, "cls batch");
     ok(clf_model_forward(a, 1, &e), &e, "cls forward");
     ok(clf_model_backward(a, &e), &e, "cls backward");
     ok(clf_model_step(a, 1e-2f, &e), &e, "cls step");
@@ -302,8 +258,7 @@ int main(void)
              "a reserved metadata key is refused");
     {
         int32_t x[16] = {0}, y[16] = {0};
-        ok(clf_model_set_batch(a, &(clf_batch){.B = 2, .T = 8, .tgt_in = x, .tgt_out = y}, &e), &e,
-           "batch");
+        ok(clf_model_set_batch(a, clf_batch_decoder(x, y, 2, 8), &e), &e, "batch");
         ok(clf_model_forward(a, 1, &e), &e, "forward");
         ok(clf_model_backward(a, &e), &e, "backward");
         clf_status st = clf_checkpoint_save(bad, a, &cfg, "", NULL, 0, &e);

@@ -24,7 +24,7 @@
  * forward rounding gives each difference an error of about 1e-7 / h;
  * smooth activations only, so no kink lies between p - hd and p + hd).
  * Also: gradients of two micro-batches accumulate to the sum of each
- * batch's own gradients (relative 1e-5), clf_model_memory_estimate grows
+ * batch's own gradients (relative 1e-5), clf_model_memory_plan grows
  * with the batch and shrinks with token caps, and the API refuses what a
  * kind cannot do (a batch call of another kind, a classifier without
  * labels, limits past the context, labels out of range, decoding an
@@ -193,8 +193,7 @@ static int set_kind_batch(clf_model *m, const variant *v, tu_rng *g, int B, int 
     const int S = v->S, T = v->T;
     if (v->kind == K_DEC) {
         batch(g, B, T, V, x, y, 1);
-        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e,
-           "batch");
+        ok(clf_model_set_batch(m, clf_batch_decoder(x, y, B, T), &e), &e, "batch");
         return B * T;
     }
     for (int i = 0; i < B * S; i++) {
@@ -205,9 +204,7 @@ static int set_kind_batch(clf_model *m, const variant *v, tu_rng *g, int B, int 
         for (int b = 0; b < B; b++)
             labels[b] = (int32_t)(tu_u32(g) % 3);
         labels[B - 1] = CLF_MODEL_IGNORE_INDEX;
-        ok(clf_model_set_batch(
-               m, &(clf_batch){.B = B, .S = S, .src = src, .src_keep = keep, .labels = labels}, &e),
-           &e, "batch");
+        ok(clf_model_set_batch(m, clf_batch_classify(src, keep, labels, B, S), &e), &e, "batch");
         return B;
     }
     batch(g, B, T, V, x, y, 0);
@@ -215,12 +212,7 @@ static int set_kind_batch(clf_model *m, const variant *v, tu_rng *g, int B, int 
         if ((i / T) >= 1 && (i % T) >= T - 2 * (i / T))
             y[i] = CLF_MODEL_IGNORE_INDEX;
     y[1] = CLF_MODEL_IGNORE_INDEX;
-    ok(clf_model_set_batch(
-           m,
-           &(clf_batch){
-               .B = B, .S = S, .T = T, .src = src, .src_keep = keep, .tgt_in = x, .tgt_out = y},
-           &e),
-       &e, "batch");
+    ok(clf_model_set_batch(m, clf_batch_seq2seq(src, keep, x, y, B, S, T), &e), &e, "batch");
     return B * T;
 }
 
@@ -340,18 +332,14 @@ static void accumulation(clf_runtime *rt)
     float *outs[2] = {g1, g2};
     for (int k = 0; k < 2; k++) {
         ok(clf_model_zero_grad(m, &e), &e, "zero");
-        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = xs[k], .tgt_out = ys[k]},
-                               &e),
-           &e, "batch");
+        ok(clf_model_set_batch(m, clf_batch_decoder(xs[k], ys[k], B, T), &e), &e, "batch");
         ok(clf_model_forward(m, 1, &e), &e, "forward");
         ok(clf_model_backward(m, &e), &e, "backward");
         ok(clf_model_flat_read(m, CLF_SLOT_GRAD, outs[k], &e), &e, "grads");
     }
     ok(clf_model_zero_grad(m, &e), &e, "zero");
     for (int k = 0; k < 2; k++) {
-        ok(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = xs[k], .tgt_out = ys[k]},
-                               &e),
-           &e, "batch");
+        ok(clf_model_set_batch(m, clf_batch_decoder(xs[k], ys[k], B, T), &e), &e, "batch");
         ok(clf_model_forward(m, 1, &e), &e, "forward");
         ok(clf_model_backward(m, &e), &e, "backward");
     }
@@ -369,9 +357,12 @@ static void accumulation(clf_runtime *rt)
     free(g12);
     free(sum);
 
-    size_t b1 = 0, b8 = 0;
-    ok(clf_model_memory_estimate(&cfg, V, 1, CLF_MODEL_TRAIN, &b1, &e), &e, "estimate");
-    ok(clf_model_memory_estimate(&cfg, V, 8, CLF_MODEL_TRAIN, &b8, &e), &e, "estimate");
+    clf_model_memory p1, p8;
+    ok(clf_model_memory_plan(&cfg, V, &(clf_model_limits){.B = 1}, CLF_MODEL_TRAIN, &p1, &e), &e,
+       "estimate");
+    ok(clf_model_memory_plan(&cfg, V, &(clf_model_limits){.B = 8}, CLF_MODEL_TRAIN, &p8, &e), &e,
+       "estimate");
+    const size_t b1 = p1.total, b8 = p8.total;
     TU_CHECK(b1 > 0 && b8 > b1, "memory estimate grows with the batch (%zu -> %zu bytes)", b1, b8);
 }
 
@@ -400,22 +391,13 @@ static void api(clf_runtime *rt)
              dc.labels);
     int32_t t[16] = {0}, keep[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     int32_t lab[2] = {0, 3};
-    TU_CHECK(clf_model_set_batch(m, &(clf_batch){.B = 2, .T = 8, .tgt_in = t, .tgt_out = t}, &e) ==
-                 CLF_ERR_ARG,
+    TU_CHECK(clf_model_set_batch(m, clf_batch_decoder(t, t, 2, 8), &e) == CLF_ERR_ARG,
              "a decoder's batch to an encoder-decoder is refused: %s", e.msg);
-    TU_CHECK(clf_model_set_batch(
-                 g, &(clf_batch){.B = 2, .S = 8, .src = t, .src_keep = keep, .labels = NULL}, &e) ==
-                 CLF_ERR_ARG,
+    TU_CHECK(clf_model_set_batch(g, clf_batch_classify(t, keep, NULL, 2, 8), &e) == CLF_ERR_ARG,
              "a classifier's batch to a GPT is refused: %s", e.msg);
-    TU_CHECK(clf_model_set_batch(
-                 c,
-                 &(clf_batch){
-                     .B = 2, .S = 8, .T = 8, .src = t, .src_keep = keep, .tgt_in = t, .tgt_out = t},
-                 &e) == CLF_ERR_ARG,
+    TU_CHECK(clf_model_set_batch(c, clf_batch_seq2seq(t, keep, t, t, 2, 8, 8), &e) == CLF_ERR_ARG,
              "a translator's batch to a classifier is refused: %s", e.msg);
-    TU_CHECK(clf_model_set_batch(
-                 c, &(clf_batch){.B = 2, .S = 8, .src = t, .src_keep = keep, .labels = lab}, &e) ==
-                 CLF_ERR_ARG,
+    TU_CHECK(clf_model_set_batch(c, clf_batch_classify(t, keep, lab, 2, 8), &e) == CLF_ERR_ARG,
              "a label out of range is refused: %s", e.msg);
     TU_CHECK(clf_model_decode_step(m, t, 2, 0, NULL, &e) == CLF_ERR_ARG,
              "decoding an encoder-decoder before clf_model_encode is refused: %s", e.msg);
@@ -427,10 +409,11 @@ static void api(clf_runtime *rt)
     clf_model_destroy(c);
     clf_model_destroy(g);
     clf_model_destroy(m);
-    size_t full = 0, capped = 0;
+    clf_model_memory pf, pc;
     clf_model_limits lf = {64, 8, 8, 0, 0, 0, 0, 0}, lc = {64, 8, 8, 128, 128, 0, 0, 0};
-    ok(clf_model_memory_estimate_ex(&s2s, 11, &lf, CLF_MODEL_TRAIN, &full, &e), &e, "estimate");
-    ok(clf_model_memory_estimate_ex(&s2s, 11, &lc, CLF_MODEL_TRAIN, &capped, &e), &e, "estimate");
+    ok(clf_model_memory_plan(&s2s, 11, &lf, CLF_MODEL_TRAIN, &pf, &e), &e, "estimate");
+    ok(clf_model_memory_plan(&s2s, 11, &lc, CLF_MODEL_TRAIN, &pc, &e), &e, "estimate");
+    const size_t full = pf.total, capped = pc.total;
     TU_CHECK(capped < full, "token caps shrink the memory estimate (%zu -> %zu bytes)", full,
              capped);
 }

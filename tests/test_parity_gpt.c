@@ -69,8 +69,7 @@ static void parity(clf_runtime *rt, const char *fx)
     float *logits = malloc(BT * (size_t)V * sizeof *logits);
     float *ref_logits = pu_read(r, "logits", NULL), *ref_loss = pu_read(r, "loss", NULL);
     float loss = 0;
-    die(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e,
-        "set_batch");
+    die(clf_model_set_batch(m, clf_batch_decoder(x, y, B, T), &e), &e, "set_batch");
     die(clf_model_forward(m, 0, &e), &e, "forward");
     die(clf_model_logits_read(m, logits, &e), &e, "logits");
     die(clf_model_loss(m, &loss, &e), &e, "loss");
@@ -109,8 +108,7 @@ static void parity(clf_runtime *rt, const char *fx)
     double worst_loss = 0, worst_gn = 0;
     for (size_t it = 0; it < nsteps; it++) {
         float gn = 0;
-        die(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e,
-            "set_batch");
+        die(clf_model_set_batch(m, clf_batch_decoder(x, y, B, T), &e), &e, "set_batch");
         die(clf_model_forward(m, 1, &e), &e, "forward");
         die(clf_model_loss(m, &loss, &e), &e, "loss");
         die(clf_model_backward(m, &e), &e, "backward");
@@ -137,8 +135,7 @@ static void parity(clf_runtime *rt, const char *fx)
         free(w);
     }
     float *ref_final = pu_read(r, "final_loss", NULL);
-    die(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e,
-        "set_batch");
+    die(clf_model_set_batch(m, clf_batch_decoder(x, y, B, T), &e), &e, "set_batch");
     die(clf_model_forward(m, 0, &e), &e, "forward");
     die(clf_model_loss(m, &loss, &e), &e, "loss");
     TU_CHECK(pu_rel(loss, ref_final[0]) <= 1e-5, "%s: loss after %zu steps %.8f vs torch %.8f", fx,
@@ -203,8 +200,7 @@ static void train_steps(clf_model *m, const int32_t *data, size_t n, int B, int 
                 y[b * T + t] = data[i0 + t + 1];
             }
         }
-        die(clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e), &e,
-            "set_batch");
+        die(clf_model_set_batch(m, clf_batch_decoder(x, y, B, T), &e), &e, "set_batch");
         die(clf_model_forward(m, 1, &e), &e, "forward");
         die(clf_model_backward(m, &e), &e, "backward");
         die(clf_model_step(m, 1e-3f, &e), &e, "step");

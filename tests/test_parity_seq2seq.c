@@ -114,22 +114,11 @@ static void set_batch(clf_model *m, const fixture *f)
 {
     clf_error e;
     if (f->s2s)
-        die(clf_model_set_batch(m,
-                                &(clf_batch){.B = f->B,
-                                             .S = f->S,
-                                             .T = f->T,
-                                             .src = f->src,
-                                             .src_keep = f->keep,
-                                             .tgt_in = f->tgt_in,
-                                             .tgt_out = f->tgt_out},
-                                &e),
+        die(clf_model_set_batch(
+                m, clf_batch_seq2seq(f->src, f->keep, f->tgt_in, f->tgt_out, f->B, f->S, f->T), &e),
             &e, "set_batch_seq2seq");
     else
-        die(clf_model_set_batch(
-                m,
-                &(clf_batch){
-                    .B = f->B, .S = f->S, .src = f->src, .src_keep = f->keep, .labels = f->labels},
-                &e),
+        die(clf_model_set_batch(m, clf_batch_classify(f->src, f->keep, f->labels, f->B, f->S), &e),
             &e, "set_batch_classify");
 }
 

@@ -144,8 +144,7 @@ static void test_eval_split(clf_model *m, const clf_dataset *ds)
     for (size_t w = 0; w < W; w++) {
         size_t len = 0;
         tu_ok(clf_dataset_eval_window(ds, CLF_SPLIT_VAL, d.T, w, x, y, &len, &e), &e, "window");
-        tu_ok(clf_model_set_batch(m, &(clf_batch){.B = 1, .T = d.T, .tgt_in = x, .tgt_out = y}, &e),
-              &e, "set_batch");
+        tu_ok(clf_model_set_batch(m, clf_batch_decoder(x, y, 1, d.T), &e), &e, "set_batch");
         tu_ok(clf_model_forward(m, 0, &e), &e, "forward");
         tu_ok(clf_model_logits_read(m, z, &e), &e, "logits");
         for (size_t t = 0; t < len; t++)
@@ -178,9 +177,7 @@ static void test_kv_decode(clf_runtime *rt, const clf_model_config *cfg, int V, 
     double *ref = malloc((size_t)V * sizeof *ref);
     int32_t seq[16];
     memcpy(seq, toks, (size_t)(P + N) * sizeof *seq);
-    tu_ok(clf_model_set_batch(m, &(clf_batch){.B = 1, .T = P + N, .tgt_in = seq, .tgt_out = NULL},
-                              &e),
-          &e, "set_batch");
+    tu_ok(clf_model_set_batch(m, clf_batch_decoder(seq, NULL, 1, P + N), &e), &e, "set_batch");
     tu_ok(clf_model_forward(m, 0, &e), &e, "forward");
     tu_ok(clf_model_logits_read(m, full, &e), &e, "logits");
     tu_ok(clf_model_prefill(m, seq, 1, P, step, &e), &e, "prefill");
@@ -263,7 +260,7 @@ int main(void)
              "B: stop flag ends the run at step %d (status %s, last step %llu)", STOP_AT,
              clf_status_name(st), (unsigned long long)rb.last_step);
     char ck_b[4200];
-    snprintf(ck_b, sizeof ck_b, "%s/%s", dir_b, CLF_TRAINER_CKPT_NAME);
+    snprintf(ck_b, sizeof ck_b, "%s/%s", dir_b, CLF_CHECKPOINT_FILE);
     clf_checkpoint *ck = NULL;
     if (clf_checkpoint_open(ck_b, &ck, &e) == CLF_OK) {
         TU_CHECK(clf_checkpoint_step(ck) == STOP_AT, "B: the stop wrote a checkpoint at step %llu",
@@ -324,7 +321,7 @@ int main(void)
     clf_model_destroy(ma);
 
     char ck_a[4200];
-    snprintf(ck_a, sizeof ck_a, "%s/%s", dir_a, CLF_TRAINER_CKPT_NAME);
+    snprintf(ck_a, sizeof ck_a, "%s/%s", dir_a, CLF_CHECKPOINT_FILE);
     test_kv_decode(rt, &cfg, V, ck_a, ds);
 
     unlink(ck_a);

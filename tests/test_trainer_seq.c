@@ -231,14 +231,9 @@ static void make_data(const char *dir, char **joint_s2s, char **joint_cls)
 
 static void rm_dir(const char *dir)
 {
-    static const char *names[] = {"train.de",
-                                  "train.en",
-                                  "val.de",
-                                  "val.en",
-                                  "train.tsv",
-                                  "dev.tsv",
-                                  CLF_TRAINER_CKPT_NAME,
-                                  "best.safetensors"};
+    static const char *names[] = {
+        "train.de", "train.en",          "val.de",          "val.en", "train.tsv",
+        "dev.tsv",  CLF_CHECKPOINT_FILE, "best.safetensors"};
     char path[4200];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -320,7 +315,7 @@ static void test_translator(clf_runtime *rt, const char *data_dir, const char *t
              (unsigned long long)rb.last_step);
     clf_model_destroy(mb);
     char ck_b[4200];
-    snprintf(ck_b, sizeof ck_b, "%s/%s", dir_b, CLF_TRAINER_CKPT_NAME);
+    snprintf(ck_b, sizeof ck_b, "%s/%s", dir_b, CLF_CHECKPOINT_FILE);
     clf_checkpoint *ck = NULL;
     if (clf_checkpoint_open(ck_b, &ck, &e) == CLF_OK) {
         const char *ds = clf_checkpoint_meta(ck, "data_state");
@@ -409,10 +404,8 @@ static void check_eval(clf_model *m, const clf_seqdata *va)
         int32_t lab = -1;
         float z[2];
         clf_seqdata_example(va, i, &src, &S, NULL, NULL, &lab);
-        tu_ok(
-            clf_model_set_batch(
-                m, &(clf_batch){.B = 1, .S = S, .src = src, .src_keep = NULL, .labels = &lab}, &e),
-            &e, "set batch");
+        tu_ok(clf_model_set_batch(m, clf_batch_classify(src, NULL, &lab, 1, S), &e), &e,
+              "set batch");
         tu_ok(clf_model_forward(m, 0, &e), &e, "forward");
         tu_ok(clf_model_logits_read(m, z, &e), &e, "logits");
         sum += host_ce(z, 2, lab);

@@ -84,7 +84,7 @@ clf_status clf_seqeval_probs(clf_model *m, const clf_seqdata *ds, const clf_seq_
     }
     while (clf_seq_loader_next(L, b)) {
         const clf_batch in = clf_batch_classify(b->src, b->src_keep, NULL, b->B, b->S);
-        if ((st = clf_model_set_batch(m, &in, err)) != CLF_OK ||
+        if ((st = clf_model_set_batch(m, in, err)) != CLF_OK ||
             (st = clf_model_forward(m, 0, err)) != CLF_OK ||
             (st = clf_model_probs_read(m, buf, err)) != CLF_OK)
             goto done;
@@ -135,7 +135,7 @@ clf_status clf_seqeval_run(clf_model *m, const clf_seqdata *ds, const clf_seq_ba
     while (clf_seq_loader_next(L, b)) {
         const clf_batch view =
             clf_seq_batch_view(b, cls ? CLF_MODEL_ENCODER : CLF_MODEL_ENCODER_DECODER);
-        if ((st = clf_model_set_batch(m, &view, err)) != CLF_OK ||
+        if ((st = clf_model_set_batch(m, view, err)) != CLF_OK ||
             (st = clf_model_forward(m, 0, err)) != CLF_OK)
             goto fail;
         if (cls) {

@@ -107,40 +107,9 @@ static clf_status attn_core_bwd(clf_model *m, int l, int site, clf_ptr att, clf_
             return st;
         P = pre;
     }
-    if ((st = mi_gemm(m,
-                      &(clf_gemm_desc){.trans_b = 1,
-                                       .m = T,
-                                       .n = S,
-                                       .k = HS,
-                                       .alpha = 1.0f,
-                                       .a = dyh,
-                                       .lda = HS,
-                                       .stride_a = THS,
-                                       .b = v,
-                                       .ldb = HS,
-                                       .stride_b = SHS,
-                                       .c = datt,
-                                       .ldc = S,
-                                       .stride_c = TS,
-                                       .batch = BNH},
-                      err)) != CLF_OK || /* dP = dy v^T */
-        (st = mi_gemm(m,
-                      &(clf_gemm_desc){.trans_a = 1,
-                                       .m = S,
-                                       .n = HS,
-                                       .k = T,
-                                       .alpha = 1.0f,
-                                       .a = P,
-                                       .lda = S,
-                                       .stride_a = TS,
-                                       .b = dyh,
-                                       .ldb = HS,
-                                       .stride_b = THS,
-                                       .c = dhead,
-                                       .ldc = HS,
-                                       .stride_c = SHS,
-                                       .batch = BNH},
-                      err)) != CLF_OK || /* dv = P^T dy */
+    /* dP = dy v^T, dv = P^T dy */
+    if ((st = mi_gemm_heads(m, 0, 1, T, S, HS, dyh, THS, v, SHS, datt, TS, BNH, err)) != CLF_OK ||
+        (st = mi_gemm_heads(m, 1, 0, S, HS, T, P, TS, dyh, THS, dhead, SHS, BNH, err)) != CLF_OK ||
         (st = clf_op_heads_merge(m->rt, dv_dst, dhead, B, S, NH, HS, dv_stride, 0, err)) != CLF_OK)
         return st;
     if (s->p_attn > 0 &&
@@ -151,41 +120,10 @@ static clf_status attn_core_bwd(clf_model *m, int l, int site, clf_ptr att, clf_
     if ((st = clf_op_softmax_backward(m->rt, pre, datt, att, BNH * T, S, scale, err)) != CLF_OK)
         return st;
     /* S = q k^T: dq = dS k, dk = dS^T q */
-    if ((st = mi_gemm(m,
-                      &(clf_gemm_desc){.m = T,
-                                       .n = HS,
-                                       .k = S,
-                                       .alpha = 1.0f,
-                                       .a = pre,
-                                       .lda = S,
-                                       .stride_a = TS,
-                                       .b = k,
-                                       .ldb = HS,
-                                       .stride_b = SHS,
-                                       .c = dhead,
-                                       .ldc = HS,
-                                       .stride_c = THS,
-                                       .batch = BNH},
-                      err)) != CLF_OK ||
+    if ((st = mi_gemm_heads(m, 0, 0, T, HS, S, pre, TS, k, SHS, dhead, THS, BNH, err)) != CLF_OK ||
         (st = clf_op_heads_merge(m->rt, dq_dst, dhead, B, T, NH, HS, dq_stride, 0, err)) !=
             CLF_OK ||
-        (st = mi_gemm(m,
-                      &(clf_gemm_desc){.trans_a = 1,
-                                       .m = S,
-                                       .n = HS,
-                                       .k = T,
-                                       .alpha = 1.0f,
-                                       .a = pre,
-                                       .lda = S,
-                                       .stride_a = TS,
-                                       .b = q,
-                                       .ldb = HS,
-                                       .stride_b = THS,
-                                       .c = dhead,
-                                       .ldc = HS,
-                                       .stride_c = SHS,
-                                       .batch = BNH},
-                      err)) != CLF_OK ||
+        (st = mi_gemm_heads(m, 1, 0, S, HS, T, pre, TS, q, THS, dhead, SHS, BNH, err)) != CLF_OK ||
         (st = clf_op_heads_merge(m->rt, dk_dst, dhead, B, S, NH, HS, dk_stride, 0, err)) != CLF_OK)
         return st;
     return CLF_OK;

@@ -17,7 +17,7 @@
  *      keys and values per decoder block, cross-attention keys and values,
  *      the gather scratch of cache_reorder);
  *   3. with a runtime the buffers are created (nothing is allocated later);
- *      without one (clf_model_memory_estimate) only their bytes are summed.
+ *      without one (clf_model_memory_plan) only their bytes are summed.
  *
  * Not here: the graph (forward.c, backward.c), the training and
  * inference entry points (step.c, decode.c).

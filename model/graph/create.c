@@ -1,5 +1,5 @@
 /*
- * create.c - clf_model_create and clf_model_memory_estimate: translate
+ * create.c - clf_model_create and clf_model_memory_plan: translate
  * a validated clf_model_config into the graph's mi_spec, then build.
  *
  * Design: this is the only model file that includes config/config.h; the
@@ -197,23 +197,6 @@ clf_status clf_model_create_ex(clf_runtime *rt, const clf_model_config *cfg, int
     if (st != CLF_OK)
         return st;
     return mi_model_build(rt, &s, flags, &o, out, NULL, err);
-}
-
-clf_status clf_model_memory_estimate(const clf_model_config *cfg, int vocab_size, int B,
-                                     unsigned flags, size_t *bytes, clf_error *err)
-{
-    clf_model_limits lim = limits_of_batch(B);
-    return clf_model_memory_estimate_ex(cfg, vocab_size, &lim, flags, bytes, err);
-}
-
-clf_status clf_model_memory_estimate_ex(const clf_model_config *cfg, int vocab_size,
-                                        const clf_model_limits *lim, unsigned flags, size_t *bytes,
-                                        clf_error *err)
-{
-    clf_model_memory mem;
-    clf_status st = clf_model_memory_plan(cfg, vocab_size, lim, flags, &mem, err);
-    *bytes = st == CLF_OK ? mem.total : 0;
-    return st;
 }
 
 clf_status clf_model_memory_plan(const clf_model_config *cfg, int vocab_size,

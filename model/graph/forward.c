@@ -36,6 +36,29 @@ clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err)
     return st == CLF_OK ? clf_gemm(m->rt, d, err) : st;
 }
 
+clf_status mi_gemm_heads(clf_model *m, int ta, int tb, size_t M, size_t N, size_t K, clf_ptr a,
+                         size_t sa, clf_ptr b, size_t sb, clf_ptr c, size_t sc, size_t heads,
+                         clf_error *err)
+{
+    const clf_gemm_desc d = {.trans_a = ta,
+                             .trans_b = tb,
+                             .m = M,
+                             .n = N,
+                             .k = K,
+                             .alpha = 1.0f,
+                             .a = a,
+                             .lda = ta ? M : K,
+                             .stride_a = sa,
+                             .b = b,
+                             .ldb = tb ? K : N,
+                             .stride_b = sb,
+                             .c = c,
+                             .ldc = N,
+                             .stride_c = sc,
+                             .batch = heads};
+    return mi_gemm(m, &d, err);
+}
+
 uint64_t mi_dropout_stream(const clf_model *m, int layer, int op)
 {
     uint64_t site;
@@ -100,23 +123,8 @@ static clf_status attn_core_fwd(clf_model *m, int l, int site, clf_ptr q, clf_pt
     const float scale = 1.0f / sqrtf((float)HS);
     clf_ptr pre = m->preatt, yh = m->atty_h;
     clf_status st;
-    if ((st = mi_gemm(m,
-                      &(clf_gemm_desc){.trans_b = 1,
-                                       .m = T,
-                                       .n = S,
-                                       .k = HS,
-                                       .alpha = 1.0f,
-                                       .a = q,
-                                       .lda = HS,
-                                       .stride_a = T * HS,
-                                       .b = keys,
-                                       .ldb = HS,
-                                       .stride_b = kstride,
-                                       .c = pre,
-                                       .ldc = S,
-                                       .stride_c = T * S,
-                                       .batch = B * NH},
-                      err)) != CLF_OK)
+    if ((st = mi_gemm_heads(m, 0, 1, T, S, HS, q, T * HS, keys, kstride, pre, T * S, B * NH,
+                            err)) != CLF_OK)
         return st;
     clf_softmax_mask mask = {{NULL, 0}, 0, keep, keep.buf ? NH * T : 0, causal ? T : 0};
     if ((st = clf_op_softmax_forward(m->rt, att, pre, B * NH * T, S, scale, &mask, err)) != CLF_OK)
@@ -128,22 +136,8 @@ static clf_status attn_core_fwd(clf_model *m, int l, int site, clf_ptr q, clf_pt
             return st;
         P = pre;
     }
-    if ((st = mi_gemm(m,
-                      &(clf_gemm_desc){.m = T,
-                                       .n = HS,
-                                       .k = S,
-                                       .alpha = 1.0f,
-                                       .a = P,
-                                       .lda = S,
-                                       .stride_a = T * S,
-                                       .b = vals,
-                                       .ldb = HS,
-                                       .stride_b = kstride,
-                                       .c = yh,
-                                       .ldc = HS,
-                                       .stride_c = T * HS,
-                                       .batch = B * NH},
-                      err)) != CLF_OK)
+    if ((st = mi_gemm_heads(m, 0, 0, T, HS, S, P, T * S, vals, kstride, yh, T * HS, B * NH, err)) !=
+        CLF_OK)
         return st;
     return clf_op_heads_merge(m->rt, atty, yh, B, T, NH, HS, C, 0, err);
 }
@@ -197,9 +191,18 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi,
     }
     if (cache && T == 1) {
         /* one new position: fused scores + softmax + weighted sum over the cache */
-        const size_t P = m->decode_part.buf ? clf_op_attn_decode_splits(m->rt, B * NH, S) : 1;
-        if ((st = clf_op_attn_decode_split(m->rt, 0, atty, q, keys, vals, mi_nullptr(), 0, B, NH,
-                                           HS, Tmax, S, scale, P, m->decode_part, err)) != CLF_OK)
+        const clf_attn_decode ad = {.out = atty,
+                                    .q = q,
+                                    .kcache = keys,
+                                    .vcache = vals,
+                                    .scratch = m->decode_part, /* splits: the device's choice */
+                                    .B = B,
+                                    .NH = NH,
+                                    .HS = HS,
+                                    .Tmax = Tmax,
+                                    .L = S,
+                                    .scale = scale};
+        if ((st = clf_op_attn_decode(m->rt, &ad, err)) != CLF_OK)
             return st;
     } else {
         clf_ptr keep = is_enc ? mi_at(m->src_keep, 0) : mi_nullptr();
@@ -254,10 +257,20 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi
         kstride = (size_t)s->Smax * HS;
     }
     if (cache && T == 1) {
-        const size_t P = m->decode_part.buf ? clf_op_attn_decode_splits(m->rt, B * NH, S) : 1;
-        if ((st = clf_op_attn_decode_split(m->rt, 0, atty, q, keys, vals, keep, S, B, NH, HS,
-                                           (size_t)s->Smax, S, scale, P, m->decode_part, err)) !=
-            CLF_OK)
+        const clf_attn_decode ad = {.out = atty,
+                                    .q = q,
+                                    .kcache = keys,
+                                    .vcache = vals,
+                                    .keep = keep,
+                                    .scratch = m->decode_part,
+                                    .keep_stride = S,
+                                    .B = B,
+                                    .NH = NH,
+                                    .HS = HS,
+                                    .Tmax = (size_t)s->Smax,
+                                    .L = S,
+                                    .scale = scale};
+        if ((st = clf_op_attn_decode(m->rt, &ad, err)) != CLF_OK)
             return st;
     } else if ((st = attn_core_fwd(m, l, MI_SITE_CROSS_P, q, keys, vals, B, T, S, kstride, 0, keep,
                                    a->xatt, atty, train, err)) != CLF_OK) {

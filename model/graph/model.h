@@ -84,7 +84,7 @@
  *   clf_model *m;
  *   clf_model_create(rt, &cfg, tok_vocab, cfg.train.batch, CLF_MODEL_TRAIN, &m, &e);
  *   for (step...) {
- *       clf_model_set_batch(m, &(clf_batch){.B = B, .T = T, .tgt_in = x, .tgt_out = y}, &e);
+ *       clf_model_set_batch(m, clf_batch_decoder(x, y, B, T), &e);   // copied
  *       clf_model_forward(m, 1, &e);
  *       clf_model_backward(m, &e);
  *       clf_model_step(m, lr_of(step), &e);
@@ -99,7 +99,7 @@
  *   clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_TRAIN, &m, &e);
  *   while (clf_seq_loader_next(L, b)) {
  *       clf_batch view = clf_seq_batch_view(b, cfg.kind);   // seqdata.h
- *       clf_model_set_batch(m, &view, &e);
+ *       clf_model_set_batch(m, view, &e);
  *       clf_model_forward(m, 1, &e);  clf_model_backward(m, &e);  clf_model_step(m, lr, &e);
  *   }
  *
@@ -237,18 +237,12 @@ typedef struct clf_model_memory {
 
 /* What create allocated (the runtime's own GEMM scratch aside). */
 clf_model_memory clf_model_memory_get(const clf_model *m);
-/* The same without a device, for a config planned for lim (the breakdown
- * of clf_model_memory_estimate_ex). */
+/* The same without a device, for a config planned for lim and created
+ * with flags (for `clformer info`; device-dependent scratch, such as the
+ * reductions' and flash-decoding's, is estimated). */
 clf_status clf_model_memory_plan(const clf_model_config *cfg, int vocab_size,
                                  const clf_model_limits *lim, unsigned flags, clf_model_memory *out,
                                  clf_error *err);
-
-/* Device bytes create would allocate, without a device (for `clformer info`). */
-clf_status clf_model_memory_estimate(const clf_model_config *cfg, int vocab_size, int B,
-                                     unsigned flags, size_t *bytes, clf_error *err);
-clf_status clf_model_memory_estimate_ex(const clf_model_config *cfg, int vocab_size,
-                                        const clf_model_limits *lim, unsigned flags, size_t *bytes,
-                                        clf_error *err);
 
 /* CLF_OK if m has the structure cfg describes with vocab_size rows (every
  * setting that changes what the parameters mean: sizes, positions, norms,
@@ -297,7 +291,7 @@ clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *
  * against the limits it was created for (sizes, token ids below the
  * vocabulary, targets and labels in range or -1). A batch shaped for another
  * kind is CLF_ERR_ARG. Copies are staged and uploaded asynchronously. */
-clf_status clf_model_set_batch(clf_model *m, const clf_batch *b, clf_error *err);
+clf_status clf_model_set_batch(clf_model *m, clf_batch b, clf_error *err);
 /* Forward over the batch. train = 1: dropout on, and the loss op writes
  * d(logits) over the logits for clf_model_backward (needs targets). train
  * = 0: no dropout, logits kept for clf_model_logits_read. */

@@ -325,6 +325,12 @@ clf_status mi_encode(clf_model *m, int B, int S, clf_error *err);
  * mi_plan) each shape is prepared first (clf_gemm_prepare: kernels built,
  * engine chosen and remembered, packing scratch sized). */
 clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err);
+/* One product per attention head: C[z] = op(A[z]) op(B[z]) for z < heads,
+ * every matrix dense in its head's slot (leading dimensions follow from M,
+ * N, K and the transposes), the heads sa, sb, sc floats apart. */
+clf_status mi_gemm_heads(clf_model *m, int ta, int tb, size_t M, size_t N, size_t K, clf_ptr a,
+                         size_t sa, clf_ptr b, size_t sb, clf_ptr c, size_t sc, size_t heads,
+                         clf_error *err);
 /* Dropout stream of a site for the current (step, micro). Sites: 0 the
  * decoder's embedding (layer MI_LAYER_EMB), 0xFFFF the source embedding
  * (MI_LAYER_SRC_EMB), 1 + 4 l + {0 attention probs, 1 attention output, 2

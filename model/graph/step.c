@@ -201,14 +201,12 @@ static clf_status set_classify(clf_model *m, const clf_batch *b, clf_error *err)
     return CLF_OK;
 }
 
-clf_status clf_model_set_batch(clf_model *m, const clf_batch *b, clf_error *err)
+clf_status clf_model_set_batch(clf_model *m, clf_batch b, clf_error *err)
 {
-    if (b == NULL)
-        return clf_error_set(err, CLF_ERR_ARG, "clf_model_set_batch: no batch");
     switch (m->s.kind) {
-        case MI_KIND_DECODER: return set_decoder(m, b, err);
-        case MI_KIND_ENCDEC: return set_seq2seq(m, b, err);
-        default: return set_classify(m, b, err);
+        case MI_KIND_DECODER: return set_decoder(m, &b, err);
+        case MI_KIND_ENCDEC: return set_seq2seq(m, &b, err);
+        default: return set_classify(m, &b, err);
     }
 }
 
@@ -247,7 +245,7 @@ clf_status mi_plan(clf_model *m, clf_error *err)
         b = clf_batch_classify(zeros, NULL, zeros, B, S);
     const clf_model_state saved = m->state;
     m->planning = 1;
-    clf_status st = clf_model_set_batch(m, &b, err);
+    clf_status st = clf_model_set_batch(m, b, err);
     if (st == CLF_OK)
         st = clf_model_forward(m, train, err);
     if (st == CLF_OK && train)

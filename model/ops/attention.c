@@ -104,17 +104,21 @@ size_t clf_op_attn_decode_scratch(const clf_runtime *rt, size_t HS)
     return 2 * SPLIT_FILL * (size_t)(d->compute_units ? d->compute_units : 1) * (HS + 2);
 }
 
-clf_status clf_op_attn_decode_split(clf_runtime *rt, size_t group, clf_ptr out, clf_ptr q,
-                                    clf_ptr kcache, clf_ptr vcache, clf_ptr keep,
-                                    size_t keep_stride, size_t B, size_t NH, size_t HS, size_t Tmax,
-                                    size_t L, float scale, size_t splits, clf_ptr scratch,
-                                    clf_error *err)
+clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_error *err)
 {
+    const clf_ptr out = ad->out, q = ad->q, kcache = ad->kcache, vcache = ad->vcache,
+                  keep = ad->keep, scratch = ad->scratch;
+    const size_t keep_stride = ad->keep_stride, B = ad->B, NH = ad->NH, HS = ad->HS,
+                 Tmax = ad->Tmax, L = ad->L, group = ad->group;
+    const float scale = ad->scale;
     const int has_keep = keep.buf != NULL;
     const char *what = has_keep ? "attn_decode_keep" : "attn_decode";
     clf_kernel *k = NULL, *kc = NULL;
     clf_status st;
-    const size_t P = splits ? splits : 1, BH = B * NH;
+    const size_t BH = B * NH;
+    const size_t P = ad->splits > 0                  ? ad->splits
+                     : scratch.buf == NULL || L == 0 ? 1
+                                                     : clf_op_attn_decode_splits(rt, BH, L);
     if (L == 0 || L > Tmax || HS == 0 || NH == 0 || B * NH * Tmax * HS > U32_MAX_SZ ||
         (has_keep && (keep_stride < L || B * keep_stride > U32_MAX_SZ)) || P > L ||
         (P > 1 && (scratch.buf == NULL || BH * P * (HS + 2) > U32_MAX_SZ))) {
@@ -179,53 +183,35 @@ fail:
     return st;
 }
 
-clf_status clf_op_attn_decode_group(clf_runtime *rt, size_t group, clf_ptr out, clf_ptr q,
-                                    clf_ptr kcache, clf_ptr vcache, clf_ptr keep,
-                                    size_t keep_stride, size_t B, size_t NH, size_t HS, size_t Tmax,
-                                    size_t L, float scale, clf_error *err)
-{
-    return clf_op_attn_decode_split(rt, group, out, q, kcache, vcache, keep, keep_stride, B, NH, HS,
-                                    Tmax, L, scale, 1, (clf_ptr){NULL, 0}, err);
-}
-
-clf_status clf_op_attn_decode(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
-                              clf_ptr vcache, size_t B, size_t NH, size_t HS, size_t Tmax, size_t L,
-                              float scale, clf_error *err)
-{
-    return clf_op_attn_decode_group(rt, 0, out, q, kcache, vcache, (clf_ptr){NULL, 0}, 0, B, NH, HS,
-                                    Tmax, L, scale, err);
-}
-
-clf_status clf_op_attn_decode_keep(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
-                                   clf_ptr vcache, clf_ptr keep, size_t keep_stride, size_t B,
-                                   size_t NH, size_t HS, size_t Tmax, size_t L, float scale,
-                                   clf_error *err)
-{
-    if (keep.buf == NULL)
-        return clf_error_set(err, CLF_ERR_ARG, "attn_decode_keep: no keep mask");
-    return clf_op_attn_decode_group(rt, 0, out, q, kcache, vcache, keep, keep_stride, B, NH, HS,
-                                    Tmax, L, scale, err);
-}
-
 /* ---- fused attention (rows) ---- */
 
 #define ATTN_ROWS_HS_MAX 256 /* cl/attention.cl's private arrays */
 
+/* The shapes both passes accept (gradient strides checked when g is given). */
+static clf_status fused_check(const clf_attn_fused *a, const clf_attn_fused_grad *g, clf_error *err)
+{
+    const size_t row = a->NH * a->HS;
+    if (a->HS == 0 || a->HS > ATTN_ROWS_HS_MAX || a->NH == 0 || a->S == 0 ||
+        (a->causal && a->T > a->S) || a->q_stride < row || a->kv_stride < row ||
+        a->y_stride < row || (g != NULL && (g->dq_stride < row || g->dkv_stride < row)) ||
+        (a->keep.buf != NULL && a->keep_stride < a->S) || a->B * a->NH * a->T > U32_MAX_SZ ||
+        a->B * a->NH * a->S > U32_MAX_SZ)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "need 1 <= HS (%zu) <= %d, NH >= 1, S >= 1 (and T <= S when "
+                             "causal), row strides of at least NH*HS and a keep stride of at "
+                             "least S",
+                             a->HS, ATTN_ROWS_HS_MAX);
+    return CLF_OK;
+}
+
 clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, clf_error *err)
 {
     clf_kernel *k = NULL;
-    clf_status st;
     const size_t rows = a->B * a->NH * a->T;
     const int has_keep = a->keep.buf != NULL;
-    if (a->HS == 0 || a->HS > ATTN_ROWS_HS_MAX || a->NH == 0 || a->S == 0 ||
-        (a->causal && a->T > a->S) || a->q_stride < a->NH * a->HS || a->kv_stride < a->NH * a->HS ||
-        a->y_stride < a->NH * a->HS || (has_keep && a->keep_stride < a->S) || rows > U32_MAX_SZ) {
-        st = clf_error_set(err, CLF_ERR_ARG,
-                           "need 1 <= HS (%zu) <= %d, NH >= 1, S >= 1 (and T <= S when causal), "
-                           "row strides of at least NH*HS and a keep stride of at least S",
-                           a->HS, ATTN_ROWS_HS_MAX);
+    clf_status st = fused_check(a, NULL, err);
+    if (st != CLF_OK)
         goto fail;
-    }
     if (rows == 0)
         return CLF_OK;
     if (a->y.buf == NULL || a->lse.buf == NULL || a->q.buf == NULL || a->k.buf == NULL ||
@@ -257,19 +243,10 @@ clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
                                       const clf_attn_fused_grad *g, clf_error *err)
 {
     clf_kernel *kq = NULL, *kkv = NULL;
-    clf_status st;
     const int has_keep = a->keep.buf != NULL;
-    if (a->HS == 0 || a->HS > ATTN_ROWS_HS_MAX || a->NH == 0 || a->S == 0 ||
-        (a->causal && a->T > a->S) || a->q_stride < a->NH * a->HS || a->kv_stride < a->NH * a->HS ||
-        a->y_stride < a->NH * a->HS || g->dq_stride < a->NH * a->HS ||
-        g->dkv_stride < a->NH * a->HS || (has_keep && a->keep_stride < a->S) ||
-        a->B * a->NH * a->S > U32_MAX_SZ || a->B * a->NH * a->T > U32_MAX_SZ) {
-        st = clf_error_set(err, CLF_ERR_ARG,
-                           "need 1 <= HS (%zu) <= %d, NH >= 1, S >= 1 (and T <= S when causal), "
-                           "row strides of at least NH*HS and a keep stride of at least S",
-                           a->HS, ATTN_ROWS_HS_MAX);
+    clf_status st = fused_check(a, g, err);
+    if (st != CLF_OK)
         goto fail;
-    }
     if (a->B * a->NH * a->T == 0)
         return CLF_OK;
     if (g->dy.buf == NULL || g->dq.buf == NULL || g->dk.buf == NULL || g->dv.buf == NULL ||
@@ -281,32 +258,24 @@ clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
         (st = clf_kernel_get(rt, "attention", "attn_fused_bwd_dkv_rows", &kkv, err)) != CLF_OK)
         goto fail;
     clf_ptr keep = has_keep ? a->keep : a->q; /* any valid buffer when absent */
-    size_t global = a->B * a->NH * a->T, local = clf_ops_local_1d(rt, kq);
-    clf_arg aq[] = {
-        CLF_ARG_PTR(g->dq),    CLF_ARG_U64(g->dq_stride),   CLF_ARG_PTR(g->dsum),
-        CLF_ARG_PTR(g->dy),    CLF_ARG_PTR(a->y),           CLF_ARG_U64(a->y_stride),
-        CLF_ARG_PTR(a->lse),   CLF_ARG_PTR(a->q),           CLF_ARG_U64(a->q_stride),
-        CLF_ARG_PTR(a->k),     CLF_ARG_PTR(a->v),           CLF_ARG_U64(a->kv_stride),
-        CLF_ARG_PTR(keep),     CLF_ARG_U64(a->keep_stride), CLF_ARG_I32(has_keep),
-        CLF_ARG_U32(a->B),     CLF_ARG_U32(a->NH),          CLF_ARG_U32(a->T),
-        CLF_ARG_U32(a->S),     CLF_ARG_U32(a->HS),          CLF_ARG_I32(a->causal),
+    clf_arg args[] = {
+        CLF_ARG_PTR(g->dq),        CLF_ARG_PTR(g->dk),          CLF_ARG_PTR(g->dv),
+        CLF_ARG_U64(g->dq_stride), CLF_ARG_U64(g->dkv_stride),  CLF_ARG_PTR(g->dsum),
+        CLF_ARG_PTR(g->dy),        CLF_ARG_PTR(a->y),           CLF_ARG_U64(a->y_stride),
+        CLF_ARG_PTR(a->lse),       CLF_ARG_PTR(a->q),           CLF_ARG_U64(a->q_stride),
+        CLF_ARG_PTR(a->k),         CLF_ARG_PTR(a->v),           CLF_ARG_U64(a->kv_stride),
+        CLF_ARG_PTR(keep),         CLF_ARG_U64(a->keep_stride), CLF_ARG_I32(has_keep),
+        CLF_ARG_U32(a->B),         CLF_ARG_U32(a->NH),          CLF_ARG_U32(a->T),
+        CLF_ARG_U32(a->S),         CLF_ARG_U32(a->HS),          CLF_ARG_I32(a->causal),
         CLF_ARG_F32(a->scale),
     };
-    if ((st = clf_kernel_launch(rt, kq, 1, &global, &local, CLF_NARGS(aq), aq, err)) != CLF_OK)
+    /* the dq pass over query rows, then the dk/dv pass over key rows */
+    size_t global = a->B * a->NH * a->T, local = clf_ops_local_1d(rt, kq);
+    if ((st = clf_kernel_launch(rt, kq, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)
         goto fail;
     global = a->B * a->NH * a->S;
     local = clf_ops_local_1d(rt, kkv);
-    clf_arg akv[] = {
-        CLF_ARG_PTR(g->dk),    CLF_ARG_PTR(g->dv),          CLF_ARG_U64(g->dkv_stride),
-        CLF_ARG_PTR(g->dsum),  CLF_ARG_PTR(g->dy),          CLF_ARG_U64(a->y_stride),
-        CLF_ARG_PTR(a->lse),   CLF_ARG_PTR(a->q),           CLF_ARG_U64(a->q_stride),
-        CLF_ARG_PTR(a->k),     CLF_ARG_PTR(a->v),           CLF_ARG_U64(a->kv_stride),
-        CLF_ARG_PTR(keep),     CLF_ARG_U64(a->keep_stride), CLF_ARG_I32(has_keep),
-        CLF_ARG_U32(a->B),     CLF_ARG_U32(a->NH),          CLF_ARG_U32(a->T),
-        CLF_ARG_U32(a->S),     CLF_ARG_U32(a->HS),          CLF_ARG_I32(a->causal),
-        CLF_ARG_F32(a->scale),
-    };
-    if ((st = clf_kernel_launch(rt, kkv, 1, &global, &local, CLF_NARGS(akv), akv, err)) != CLF_OK)
+    if ((st = clf_kernel_launch(rt, kkv, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)
         goto fail;
     return CLF_OK;
 fail:

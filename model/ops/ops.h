@@ -166,34 +166,28 @@ clf_status clf_op_heads_split(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B
 clf_status clf_op_heads_merge(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B, size_t T,
                               size_t NH, size_t HS, size_t row_stride, int accumulate,
                               clf_error *err);
-/* Single-query attention against a KV cache, for generation:
- * q [B, NH, HS], kcache/vcache [B, NH, Tmax, HS] with L valid positions,
- * out [B, NH*HS]. Fused scores, softmax and weighted sum. */
-clf_status clf_op_attn_decode(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
-                              clf_ptr vcache, size_t B, size_t NH, size_t HS, size_t Tmax, size_t L,
-                              float scale, clf_error *err);
-/* The same over a keep-masked cache (cross-attention of one
- * decoder position over the encoded source): q [B, NH, HS], kcache/vcache
- * [B, NH, Tmax, HS] with L valid positions, keep int32 with row b at
- * b * keep_stride (nonzero = attend), out [B, NH*HS]. A row with nothing
- * kept gives zeros. Deterministic. */
-clf_status clf_op_attn_decode_keep(clf_runtime *rt, clf_ptr out, clf_ptr q, clf_ptr kcache,
-                                   clf_ptr vcache, clf_ptr keep, size_t keep_stride, size_t B,
-                                   size_t NH, size_t HS, size_t Tmax, size_t L, float scale,
-                                   clf_error *err);
-/* Flash-decoding: the same with each row's L positions split into `splits`
- * ranges, one work-group each (a partial softmax: max, sum, weighted values
- * into scratch [B*NH*splits*(HS+2)]), folded by a second kernel in a fixed
- * order: deterministic, and equal to splits = 1 up to float rounding.
- * keep.buf NULL: no mask. group: the work-group size (0: the device's).
- * clf_op_attn_decode_splits is the device's choice for `rows` = B*NH rows
- * (1 where groups run item by item, or enough rows fill the device), and
- * clf_op_attn_decode_scratch the scratch floats any such choice needs. */
-clf_status clf_op_attn_decode_split(clf_runtime *rt, size_t group, clf_ptr out, clf_ptr q,
-                                    clf_ptr kcache, clf_ptr vcache, clf_ptr keep,
-                                    size_t keep_stride, size_t B, size_t NH, size_t HS, size_t Tmax,
-                                    size_t L, float scale, size_t splits, clf_ptr scratch,
-                                    clf_error *err);
+/* Single-query attention against a KV cache, for generation: q [B, NH, HS],
+ * kcache/vcache [B, NH, Tmax, HS] with L valid positions, out [B, NH*HS];
+ * fused scores, softmax and weighted sum. keep (int32, row b at
+ * b * keep_stride, nonzero = attend; buf NULL = none) masks positions, as
+ * cross-attention over a padded source does; a row with nothing kept gives
+ * zeros. Deterministic.
+ * Flash-decoding: each row's positions may be split into ranges, one
+ * work-group each (a partial softmax: max, sum, weighted values, into
+ * scratch), folded by a second kernel in a fixed order; equal to no split
+ * up to float rounding. splits 0: the device's choice, clf_op_attn_decode_
+ * splits (1 where work-groups run item by item, or enough rows fill the
+ * device; needs clf_op_attn_decode_scratch(rt, HS) floats of scratch, and
+ * without scratch no split is made); 1: none; P > 1: P ranges, scratch of
+ * B*NH*P*(HS+2) floats. group: the work-group size (0: the device's). */
+typedef struct clf_attn_decode {
+    clf_ptr out, q, kcache, vcache, keep, scratch;
+    size_t keep_stride;
+    size_t B, NH, HS, Tmax, L;
+    float scale;
+    size_t splits, group;
+} clf_attn_decode;
+clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *a, clf_error *err);
 size_t clf_op_attn_decode_splits(const clf_runtime *rt, size_t rows, size_t L);
 size_t clf_op_attn_decode_scratch(const clf_runtime *rt, size_t HS);
 

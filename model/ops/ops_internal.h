@@ -115,14 +115,6 @@ clf_status clf_op_rmsnorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_pt
                                       clf_ptr dout, clf_ptr x, clf_ptr rstd, clf_ptr w, size_t R,
                                       size_t N, int accumulate, clf_error *err);
 
-/* The single-query attention of clf_op_attn_decode (keep.buf NULL) and
- * clf_op_attn_decode_keep, with work-groups of `group` (a power of two; 0 =
- * the device's choice), so tests can run the GPU's group size on a CPU. */
-clf_status clf_op_attn_decode_group(clf_runtime *rt, size_t group, clf_ptr out, clf_ptr q,
-                                    clf_ptr kcache, clf_ptr vcache, clf_ptr keep,
-                                    size_t keep_stride, size_t B, size_t NH, size_t HS, size_t Tmax,
-                                    size_t L, float scale, clf_error *err);
-
 /* The NULL-buffer check of every op: CLF_ERR_ARG "op: what is a NULL buffer". */
 static inline clf_status clf_ops_need(clf_ptr p, const char *op, const char *what, clf_error *err)
 {

@@ -58,8 +58,7 @@ static clf_status eval_batches_into(clf_model *m, const clf_dataset *ds, clf_spl
         float l = 0.0f;
         if ((st = clf_dataset_sample_batch(ds, split, B, d.T, rng, x, y, err)) != CLF_OK)
             goto fail;
-        if ((st = clf_model_set_batch(m, &(clf_batch){.B = B, .T = d.T, .tgt_in = x, .tgt_out = y},
-                                      err)) != CLF_OK)
+        if ((st = clf_model_set_batch(m, clf_batch_decoder(x, y, B, d.T), err)) != CLF_OK)
             goto fail;
         if ((st = clf_model_forward(m, 0, err)) != CLF_OK)
             goto fail;
@@ -104,8 +103,7 @@ clf_status clf_trainer_eval_split(clf_model *m, const clf_dataset *ds, clf_split
                 goto fail;
             count += len;
         }
-        if ((st = clf_model_set_batch(m, &(clf_batch){.B = nb, .T = d.T, .tgt_in = x, .tgt_out = y},
-                                      err)) != CLF_OK)
+        if ((st = clf_model_set_batch(m, clf_batch_decoder(x, y, nb, d.T), err)) != CLF_OK)
             goto fail;
         if ((st = clf_model_forward(m, 0, err)) != CLF_OK)
             goto fail;
@@ -466,7 +464,7 @@ clf_status clf_trainer_total_steps(const clf_model_config *cfg, const clf_train_
 static clf_status next_batch(run *r, clf_error *err)
 {
     clf_status st = clf_batch_source_next(r->src, &r->last, err);
-    return st == CLF_OK ? clf_model_set_batch(r->m, &r->last, err) : st;
+    return st == CLF_OK ? clf_model_set_batch(r->m, r->last, err) : st;
 }
 
 /* ---- the run ---------------------------------------------------------------------------- */
@@ -557,7 +555,7 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
     if (*total == 0)
         return clf_error_set(err, CLF_ERR_CONFIG,
                              "train.steps: 0 steps to run (set train.steps or train.epochs)");
-    int n = snprintf(r->path, sizeof r->path, "%s/%s", o->out_dir, CLF_TRAINER_CKPT_NAME);
+    int n = snprintf(r->path, sizeof r->path, "%s/%s", o->out_dir, CLF_CHECKPOINT_FILE);
     int n2 = snprintf(r->best_path, sizeof r->best_path, "%s/best.safetensors", o->out_dir);
     if (n < 0 || (size_t)n >= sizeof r->path || n2 < 0 || (size_t)n2 >= sizeof r->best_path)
         return clf_error_set(err, CLF_ERR_ARG, "output directory path too long");

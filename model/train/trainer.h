@@ -95,8 +95,6 @@
 
 CLF_API_BEGIN
 
-#define CLF_TRAINER_CKPT_NAME CLF_CHECKPOINT_FILE
-
 typedef struct clf_train_progress {
     uint64_t step;       /* optimizer steps done */
     uint64_t total;      /* steps of the whole run */
