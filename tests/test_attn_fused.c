@@ -72,6 +72,45 @@ static void reference(const acase *c, const float *q, size_t qs, const float *k,
     free(p);
 }
 
+/* The case's key mask (NULL when unmasked): every fourth key from the
+ * second hidden, and the last sequence (of several) sees nothing. */
+static int32_t *case_keep(const acase *c)
+{
+    if (!c->masked)
+        return NULL;
+    int32_t *keep = malloc(c->B * c->S * sizeof *keep);
+    TU_CHECK(keep != NULL, "out of memory");
+    for (size_t b = 0; b < c->B; b++)
+        for (size_t s = 0; s < c->S; s++)
+            keep[b * c->S + s] = b + 1 < c->B || c->B == 1 ? (s % 4 != 1) : 0;
+    return keep;
+}
+
+/* The op's descriptor for the case: q (with k, v after it when self-
+ * attention) in the projections' layouts, kv the cross-attention's. */
+static clf_attn_fused case_desc(const acase *c, clf_ptr y, clf_ptr lse, clf_ptr q, clf_ptr kv,
+                                clf_ptr keep, size_t ys)
+{
+    const size_t C = c->NH * c->HS;
+    return (clf_attn_fused){.y = y,
+                            .lse = lse,
+                            .q = q,
+                            .k = c->cross ? kv : clf_ptr_at(q, C),
+                            .v = c->cross ? clf_ptr_at(kv, C) : clf_ptr_at(q, 2 * C),
+                            .keep = c->masked ? keep : (clf_ptr){NULL, 0},
+                            .y_stride = ys,
+                            .q_stride = c->cross ? C : 3 * C,
+                            .kv_stride = c->cross ? 2 * C : 3 * C,
+                            .keep_stride = c->S,
+                            .B = c->B,
+                            .NH = c->NH,
+                            .T = c->T,
+                            .S = c->S,
+                            .HS = c->HS,
+                            .causal = c->causal,
+                            .scale = (float)(1.0 / sqrt((double)c->HS))};
+}
+
 static void run(clf_runtime *rt, const acase *c, tu_rng *r)
 {
     const size_t C = c->NH * c->HS, ys = C + 3;
@@ -83,13 +122,7 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
     if (nkv)
         tu_fill(r, kvh, nkv, -1.5f, 1.5f);
     const float *kh = c->cross ? kvh : qh + C, *vh = c->cross ? kvh + C : qh + 2 * C;
-    int32_t *keep = NULL;
-    if (c->masked) {
-        keep = malloc(c->B * c->S * sizeof *keep);
-        for (size_t b = 0; b < c->B; b++)
-            for (size_t s = 0; s < c->S; s++) /* the last sequence sees nothing */
-                keep[b * c->S + s] = b + 1 < c->B || c->B == 1 ? (s % 4 != 1) : 0;
-    }
+    int32_t *keep = case_keep(c);
     const size_t ny = c->B * c->T * ys, nl = c->B * c->NH * c->T;
     float *yh = malloc(ny * sizeof *yh), *y2 = malloc(ny * sizeof *y2), *lh = malloc(nl * 4);
     float *l2 = malloc(nl * 4), *init = malloc(ny * sizeof *init);
@@ -101,23 +134,7 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
     clf_error err;
     if (c->masked)
         tu_ok(clf_buffer_write(rt, dk.buf, dk.off * 4, keep, c->B * c->S * 4, &err), &err, "keep");
-    clf_attn_fused a = {.y = dy,
-                        .lse = dl,
-                        .q = dq,
-                        .k = c->cross ? dkv : clf_ptr_at(dq, C),
-                        .v = c->cross ? clf_ptr_at(dkv, C) : clf_ptr_at(dq, 2 * C),
-                        .keep = c->masked ? dk : (clf_ptr){NULL, 0},
-                        .y_stride = ys,
-                        .q_stride = qs,
-                        .kv_stride = kvs,
-                        .keep_stride = c->S,
-                        .B = c->B,
-                        .NH = c->NH,
-                        .T = c->T,
-                        .S = c->S,
-                        .HS = c->HS,
-                        .causal = c->causal,
-                        .scale = (float)(1.0 / sqrt((double)c->HS))};
+    clf_attn_fused a = case_desc(c, dy, dl, dq, dkv, dk, ys);
     tu_ok(clf_op_attn_fused_forward(rt, &a, &err), &err, "attn_fused_forward");
     tu_download(rt, dy, yh, ny);
     tu_download(rt, dl, lh, nl);
@@ -254,13 +271,7 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
     if (nkv)
         tu_fill(r, kvh, nkv, -1.5f, 1.5f);
     float *kh = c->cross ? kvh : qh + C, *vh = c->cross ? kvh + C : qh + 2 * C;
-    int32_t *keep = NULL;
-    if (c->masked) {
-        keep = malloc(c->B * c->S * sizeof *keep);
-        for (size_t b = 0; b < c->B; b++)
-            for (size_t s = 0; s < c->S; s++)
-                keep[b * c->S + s] = b + 1 < c->B || c->B == 1 ? (s % 4 != 1) : 0;
-    }
+    int32_t *keep = case_keep(c);
     const size_t ny = c->B * c->T * C, nl = c->B * c->NH * c->T;
     float *dyh = malloc(ny * sizeof *dyh);
     tu_fill(r, dyh, ny, -1, 1);
@@ -274,23 +285,7 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
     if (c->masked)
         tu_ok(clf_buffer_write(rt, dkeep.buf, dkeep.off * 4, keep, c->B * c->S * 4, &err), &err,
               "keep");
-    clf_attn_fused a = {.y = y,
-                        .lse = lse,
-                        .q = dq,
-                        .k = c->cross ? dkv : clf_ptr_at(dq, C),
-                        .v = c->cross ? clf_ptr_at(dkv, C) : clf_ptr_at(dq, 2 * C),
-                        .keep = c->masked ? dkeep : (clf_ptr){NULL, 0},
-                        .y_stride = ys,
-                        .q_stride = qs,
-                        .kv_stride = kvs,
-                        .keep_stride = c->S,
-                        .B = c->B,
-                        .NH = c->NH,
-                        .T = c->T,
-                        .S = c->S,
-                        .HS = c->HS,
-                        .causal = c->causal,
-                        .scale = (float)(1.0 / sqrt((double)c->HS))};
+    clf_attn_fused a = case_desc(c, y, lse, dq, dkv, dkeep, ys);
     clf_attn_fused_grad g = {.dy = dy,
                              .dq = gq,
                              .dk = c->cross ? gkv : clf_ptr_at(gq, C),

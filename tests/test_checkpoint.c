@@ -220,6 +220,7 @@ int main(void)
     clf_model_config cfg;
     ok(clf_config_parse_string(yaml, "test", NULL, 0, &cfg, &e), &e, "config");
     char path[512], bad[512];
+    clf_status st0;
     path_in_build("test_checkpoint.safetensors", path, sizeof path);
     path_in_build("test_checkpoint_bad.safetensors", bad, sizeof bad);
 
@@ -250,6 +251,18 @@ int main(void)
     train(a, 1);
     train(b, 1);
     TU_CHECK(flat_equal(a, b, CLF_SLOT_PARAM), "one more step stays bit-identical");
+    clf_model_destroy(b);
+
+    /* ---- device-side copy into an inference model (BLEU's copy) ---- */
+    ok(clf_model_create(rt, &cfg, 13, 1, CLF_MODEL_INFER, &b, &e), &e, "create infer");
+    ok(clf_model_flat_copy(b, a, CLF_SLOT_PARAM, &e), &e, "flat copy");
+    TU_CHECK(flat_equal(a, b, CLF_SLOT_PARAM), "copied parameters equal bit for bit");
+    st0 = clf_model_flat_copy(b, a, CLF_SLOT_ADAM_M, &e);
+    TU_CHECK(st0 == CLF_ERR_ARG, "copying into a missing slot is refused: %s", e.msg);
+    clf_model_destroy(b);
+    ok(clf_model_create(rt, &cfg, 17, 1, CLF_MODEL_INFER, &b, &e), &e, "create V=17");
+    st0 = clf_model_flat_copy(b, a, CLF_SLOT_PARAM, &e);
+    TU_CHECK(st0 == CLF_ERR_ARG, "copying between other layouts is refused: %s", e.msg);
     clf_model_destroy(b);
 
     /* ---- refusals ---- */

@@ -52,19 +52,6 @@ static const char *base_yaml = "model:\n"
                                "  batch: 2\n"
                                "  seed: 5\n";
 
-static const char *s2s_yaml = "model:\n"
-                              "  kind: encoder-decoder\n"
-                              "  vocab: {tokenizer: char, size: 11}\n"
-                              "  context: 8\n"
-                              "  embedding: {dim: 16}\n"
-                              "  blocks:\n"
-                              "    repeat: 2\n"
-                              "    attention: {heads: 2}\n"
-                              "    ffn: {hidden: 24}\n"
-                              "train:\n"
-                              "  batch: 2\n"
-                              "  seed: 5\n";
-
 static const char *cls_yaml = "model:\n"
                               "  kind: encoder\n"
                               "  vocab: {tokenizer: char, size: 11}\n"
@@ -80,6 +67,17 @@ static const char *cls_yaml = "model:\n"
                               "  seed: 5\n";
 
 enum { K_DEC = 0, K_S2S, K_CLS };
+
+/* The config of a kind: the encoder-decoder is the decoder's with its kind
+ * changed; the classifier has its own head and batch. */
+static void parse_kind(int kind, clf_model_config *cfg)
+{
+    clf_error e;
+    tu_ok(clf_config_parse_string(kind == K_CLS ? cls_yaml : base_yaml, "base", NULL, 0, cfg, &e),
+          &e, "config");
+    if (kind == K_S2S)
+        tu_ok(clf_config_set(cfg, "model.kind=encoder-decoder", &e), &e, "kind");
+}
 
 typedef struct variant {
     const char *name;
@@ -220,8 +218,7 @@ static void check_variant(clf_runtime *rt, const variant *v, int vi)
 {
     clf_error e;
     clf_model_config cfg;
-    const char *yaml = v->kind == K_S2S ? s2s_yaml : v->kind == K_CLS ? cls_yaml : base_yaml;
-    ok(clf_config_parse_string(yaml, "base", NULL, 0, &cfg, &e), &e, "config");
+    parse_kind(v->kind, &cfg);
     for (int i = 0; v->sets[i] != NULL; i++)
         ok(clf_config_set(&cfg, v->sets[i], &e), &e, v->sets[i]);
     const int B = v->kind == K_CLS ? 3 : 2, V = 11;
@@ -297,7 +294,7 @@ static void accumulation(clf_runtime *rt)
 {
     clf_error e;
     clf_model_config cfg;
-    ok(clf_config_parse_string(base_yaml, "base", NULL, 0, &cfg, &e), &e, "config");
+    parse_kind(K_DEC, &cfg);
     const int B = 2, T = 8, V = 11;
     clf_model *m = NULL;
     ok(clf_model_create(rt, &cfg, V, B, CLF_MODEL_TRAIN, &m, &e), &e, "create");
@@ -370,9 +367,9 @@ static void api(clf_runtime *rt)
 {
     clf_error e;
     clf_model_config dec, s2s, cls;
-    ok(clf_config_parse_string(base_yaml, "base", NULL, 0, &dec, &e), &e, "config");
-    ok(clf_config_parse_string(s2s_yaml, "s2s", NULL, 0, &s2s, &e), &e, "config");
-    ok(clf_config_parse_string(cls_yaml, "cls", NULL, 0, &cls, &e), &e, "config");
+    parse_kind(K_DEC, &dec);
+    parse_kind(K_S2S, &s2s);
+    parse_kind(K_CLS, &cls);
     clf_model *m = NULL, *g = NULL, *c = NULL;
     clf_model_limits big = {2, 9, 0, 0, 0, 0, 0, 0};
     TU_CHECK(clf_model_create_ex(rt, &s2s, 11, &big, CLF_MODEL_TRAIN, &m, &e) == CLF_ERR_ARG,

@@ -129,6 +129,28 @@ static clf_status attn_core_bwd(clf_model *m, int l, int site, clf_ptr att, clf_
     return CLF_OK;
 }
 
+/* The output half shared by self- and cross-attention: the residual
+ * dropout (site), then the projection (weights proj_w, proj_b; forward
+ * input atty), leaving the heads' gradient dy [B, NH, T, HS] in m->datty_h. */
+static clf_status attn_out_bwd(clf_model *m, int l, int site, clf_ptr dout, clf_ptr atty,
+                               size_t proj_w, size_t proj_b, size_t B, size_t T, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const size_t C = (size_t)s->C, BT = B * T;
+    clf_ptr d = dout;
+    clf_status st;
+    if (s->p_resid > 0) {
+        d = m->dC2;
+        if ((st = clf_op_dropout_backward(m->rt, d, dout, BT * C, s->p_resid, m->state.seed,
+                                          mi_dropout_stream(m, l, site), err)) != CLF_OK)
+            return st;
+    }
+    if ((st = linear_bwd(m, m->dC3, 0.0f, d, atty, proj_w, proj_b, BT, C, C, err)) != CLF_OK)
+        return st;
+    return clf_op_heads_split(m->rt, m->datty_h, m->dC3, B, T, (size_t)s->NH, (size_t)s->HS, C,
+                              err);
+}
+
 /* Self-attention of block l: dout [BT, C] -> din (beta: 0 overwrite, 1 add),
  * with `in` the forward input. */
 static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr din, float beta,
@@ -138,21 +160,11 @@ static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_pt
     const mi_attn_p *p = &m->bp[l].attn;
     const mi_block_a *a = &m->ba[l];
     const size_t C = (size_t)s->C, NH = (size_t)s->NH, HS = (size_t)s->HS, BT = B * T;
-    clf_ptr d = dout, datty = m->dC3, dyh = m->datty_h;
-    clf_ptr dqkv = m->dqkv;
+    clf_ptr dyh = m->datty_h, dqkv = m->dqkv;
     clf_status st;
 
-    if (s->p_resid > 0) {
-        d = m->dC2;
-        if ((st = clf_op_dropout_backward(m->rt, d, dout, BT * C, s->p_resid, m->state.seed,
-                                          mi_dropout_stream(m, l, MI_SITE_ATTN_OUT), err)) !=
-            CLF_OK)
-            return st;
-    }
-    /* projection: d -> datty [BT, C] -> heads */
-    if ((st = linear_bwd(m, datty, 0.0f, d, a->atty, p->proj_w, p->proj_b, BT, C, C, err)) !=
-            CLF_OK ||
-        (st = clf_op_heads_split(m->rt, dyh, datty, B, T, NH, HS, C, err)) != CLF_OK)
+    if ((st = attn_out_bwd(m, l, MI_SITE_ATTN_OUT, dout, a->atty, p->proj_w, p->proj_b, B, T,
+                           err)) != CLF_OK)
         return st;
     if ((st = attn_core_bwd(m, l, MI_SITE_ATTN_P, a->att, dyh, a->q, a->k, a->v, B, T, T, dqkv,
                             3 * C, clf_ptr_at(dqkv, C), 3 * C, clf_ptr_at(dqkv, 2 * C), 3 * C,
@@ -175,23 +187,15 @@ static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_p
     const mi_spec *s = &m->s;
     const mi_cross_p *p = &m->bp[l].cross;
     const mi_block_a *a = &m->ba[l];
-    const size_t C = (size_t)s->C, NH = (size_t)s->NH, HS = (size_t)s->HS;
+    const size_t C = (size_t)s->C;
     const size_t BT = B * T, BS = B * S;
-    clf_ptr d = dout, datty = m->dC3, dyh = m->datty_h;
+    clf_ptr dyh = m->datty_h;
     /* dq [BT, C] then dkv [BS, 2C] in the dqkv scratch (BT + 2 BS <= 3 max rows) */
     clf_ptr dq = m->dqkv, dkv = clf_ptr_at(m->dqkv, BT * C);
     clf_status st;
 
-    if (s->p_resid > 0) {
-        d = m->dC2;
-        if ((st = clf_op_dropout_backward(m->rt, d, dout, BT * C, s->p_resid, m->state.seed,
-                                          mi_dropout_stream(m, l, MI_SITE_CROSS_OUT), err)) !=
-            CLF_OK)
-            return st;
-    }
-    if ((st = linear_bwd(m, datty, 0.0f, d, a->xatty, p->proj_w, p->proj_b, BT, C, C, err)) !=
-            CLF_OK ||
-        (st = clf_op_heads_split(m->rt, dyh, datty, B, T, NH, HS, C, err)) != CLF_OK)
+    if ((st = attn_out_bwd(m, l, MI_SITE_CROSS_OUT, dout, a->xatty, p->proj_w, p->proj_b, B, T,
+                           err)) != CLF_OK)
         return st;
     if ((st = attn_core_bwd(m, l, MI_SITE_CROSS_P, a->xatt, dyh, a->xq, a->xk, a->xv, B, T, S, dq,
                             C, dkv, 2 * C, clf_ptr_at(dkv, C), 2 * C, err)) != CLF_OK)

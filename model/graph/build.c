@@ -704,7 +704,8 @@ int clf_model_param_find(const clf_model *m, const char *name)
     return -1;
 }
 
-static clf_status slot_buffer(clf_model *m, clf_model_slot slot, clf_buffer **b, clf_error *err)
+static clf_status slot_buffer(const clf_model *m, clf_model_slot slot, clf_buffer **b,
+                              clf_error *err)
 {
     switch (slot) {
         case CLF_SLOT_PARAM: *b = m->params; break;
@@ -763,6 +764,27 @@ clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *
     if (st != CLF_OK)
         return st;
     return clf_buffer_write(m->rt, b, 0, src, m->dims.n_params * sizeof(float), err);
+}
+
+clf_status clf_model_flat_copy(clf_model *dst, const clf_model *src, clf_model_slot slot,
+                               clf_error *err)
+{
+    clf_buffer *from, *to;
+    clf_status st;
+    int same = dst->rt == src->rt && dst->dims.n_params == src->dims.n_params &&
+               dst->n_ptab == src->n_ptab;
+    for (int i = 0; same && i < dst->n_ptab; i++)
+        same =
+            dst->ptab[i].offset == src->ptab[i].offset && dst->ptab[i].numel == src->ptab[i].numel;
+    if (!same)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "flat copy: the models are on different runtimes or their parameter "
+                             "layouts differ (%zu floats in %d tensors vs %zu in %d)",
+                             src->dims.n_params, src->n_ptab, dst->dims.n_params, dst->n_ptab);
+    if ((st = slot_buffer(src, slot, &from, err)) != CLF_OK ||
+        (st = slot_buffer(dst, slot, &to, err)) != CLF_OK)
+        return st;
+    return clf_buffer_copy(dst->rt, from, 0, to, 0, dst->dims.n_params * sizeof(float), err);
 }
 
 clf_model_optim clf_model_optim_get(const clf_model *m) { return m->optim; }

@@ -284,6 +284,11 @@ clf_status clf_model_tensor_write(clf_model *m, clf_model_slot slot, int index, 
 clf_status clf_model_flat_read(clf_model *m, clf_model_slot slot, float *dst, clf_error *err);
 clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *src,
                                 clf_error *err);
+/* Copy one slot's flat buffer from src into dst on the device (enqueued, no
+ * host copy): both models on one runtime with the same parameter layout
+ * (one config; an inference model built from a training one). */
+clf_status clf_model_flat_copy(clf_model *dst, const clf_model *src, clf_model_slot slot,
+                               clf_error *err);
 
 /* ---- training ------------------------------------------------------------------ */
 

@@ -142,7 +142,6 @@ typedef struct run {
     clf_batch last;        /* the last training batch (its epoch) */
     clf_seq_batching bo;
     clf_model *infer;      /* BLEU: inference copy, created at the first evaluation */
-    float *flat;           /* host copy of the parameters for it */
     double elapsed_before; /* earlier sessions (resume) */
     double t_start;        /* this session's start */
     double best_val;       /* early stopping: the best metric, "lower is better" form */
@@ -340,16 +339,9 @@ static clf_status eval_seq(run *r, clf_train_eval *e, clf_error *err)
             clf_error_prefix(err, "the inference model for BLEU");
             return st;
         }
-        if (clf_model_dims_get(r->infer).n_params != d.n_params) {
-            return clf_error_set(err, CLF_ERR_ARG,
-                                 "the inference model's parameters do not match the model's");
-        }
-        r->flat = malloc(d.n_params * sizeof *r->flat);
-        if (r->flat == NULL)
-            return clf_error_set(err, CLF_ERR_MEMORY, "evaluation: out of host memory");
     }
-    if ((st = clf_model_flat_read(r->m, CLF_SLOT_PARAM, r->flat, err)) != CLF_OK ||
-        (st = clf_model_flat_write(r->infer, CLF_SLOT_PARAM, r->flat, err)) != CLF_OK)
+    /* the trained parameters, copied on the device */
+    if ((st = clf_model_flat_copy(r->infer, r->m, CLF_SLOT_PARAM, err)) != CLF_OK)
         return st;
     clf_bleu_score bs;
     if ((st = clf_seqeval_bleu(r->infer, r->tok, r->data->val, r->data->val_refs, &r->data->decode,
@@ -629,7 +621,6 @@ static void run_close(run *r)
     free(r->tok_json);
     free(r->x);
     free(r->y);
-    free(r->flat);
     clf_model_destroy(r->infer);
     clf_batch_source_destroy(r->src);
 }
