@@ -82,7 +82,8 @@ __kernel void heads_merge(__global float *out, ulong out_off, __global const flo
         clf_span_copy(o + d0, s + d0, d1 - d0);
 }
 
-/* Single-query attention: q [BH, HS], k/v [BH, Tmax, HS] (bh = b*NH + h),
+/* Single-query attention: q [B, q_stride] (head h at column h*HS), k/v
+ * [BH, Tmax, HS] (bh = b*NH + h),
  * out [BH, HS]. With has_keep, keep (int32, row b at b * keep_stride) masks
  * positions out (nonzero = attend) and a row with nothing kept gives zeros;
  * without it, keep is not read.
@@ -94,7 +95,7 @@ __kernel void heads_merge(__global float *out, ulong out_off, __global const flo
  * m) v_s}, which attn_decode_combine folds in a fixed order. Local: qs[HS],
  * sc[chunk], red[W]. */
 __kernel void attn_decode(__global float *out, ulong out_off, __global const float *q,
-                          ulong q_off, __global const float *kc, ulong k_off,
+                          ulong q_off, ulong q_stride, __global const float *kc, ulong k_off,
                           __global const float *vc, ulong v_off, __global const int *keep,
                           ulong keep_off, uint keep_stride, int has_keep, uint NH, uint HS,
                           uint Tmax, uint L, float scale, uint P, __global float *part,
@@ -107,7 +108,7 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
     uint g = get_group_id(0), lid = get_local_id(0), W = get_local_size(0);
     uint bh = g / P, p = g - bh * P;
     uint chunk = (L + P - 1) / P, s0 = min(L, p * chunk), s1 = min(L, s0 + chunk), n = s1 - s0;
-    q += q_off + (ulong)bh * HS;
+    q += q_off + (ulong)(bh / NH) * q_stride + (ulong)(bh % NH) * HS;
     kc += k_off + ((ulong)bh * Tmax + s0) * HS;
     vc += v_off + ((ulong)bh * Tmax + s0) * HS;
     out += out_off + (ulong)bh * HS;
@@ -218,177 +219,6 @@ __kernel void attn_decode_combine(__global float *out, ulong out_off, __global c
         }
     }
     out[out_off + (ulong)bh * HS + d] = den > 0.0f ? num / den : 0.0f;
-}
-
-/* ---- fused attention (rows) ----------------------------------------------------
- * The first piece of fused attention (issue 10), not yet used by the model:
- * the forward pass in O(T) memory for devices whose work-groups run item by
- * item. One work-item per query row (b, h, t) runs an online softmax over
- * the keys it may see, in order s = 0, 1, ..., with a running maximum m, sum
- * l and unnormalised output in private memory, so no T x S score matrix is
- * stored. q, k and v are read in place from their projections' layouts
- * (row stride q_stride / kv_stride, head h at column h*HS: q, k or v inside
- * a fused [B, T, 3C] qkv, or a cross-attention's [B, S, 2C]); y is written
- * merged, [B, T, y_stride] with head h at column h*HS; lse[bh*T + t] = m +
- * log(l), what a backward pass needs to recompute the probabilities.
- * Causal rows see keys s <= t + S - T (queries at the end of the keys, as in
- * a prefill); a keep mask (row b at b*keep_stride, nonzero = attend) hides
- * keys; a row that sees nothing gives y = 0 and lse = -inf. */
-#define ATTN_ROWS_HS_MAX 256
-
-__kernel void attn_fused_fwd_rows(__global float *y, ulong y_off, ulong y_stride,
-                                  __global float *lse, ulong lse_off, __global const float *q,
-                                  ulong q_off, ulong q_stride, __global const float *k, ulong k_off,
-                                  __global const float *v, ulong v_off, ulong kv_stride,
-                                  __global const int *keep, ulong keep_off, ulong keep_stride,
-                                  int has_keep, uint B, uint NH, uint T, uint S, uint HS,
-                                  int causal, float scale)
-{
-    ulong i = get_global_id(0);
-    if (i >= (ulong)B * NH * T)
-        return;
-    uint t = (uint)(i % T), bh = (uint)(i / T), h = bh % NH, b = bh / NH;
-    __global const float *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
-    __global const float *kb = k + k_off + (ulong)b * S * kv_stride + (ulong)h * HS;
-    __global const float *vb = v + v_off + (ulong)b * S * kv_stride + (ulong)h * HS;
-    __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
-    float qv[ATTN_ROWS_HS_MAX], acc[ATTN_ROWS_HS_MAX];
-    for (uint d = 0; d < HS; d++) {
-        qv[d] = qr[d] * scale;
-        acc[d] = 0.0f;
-    }
-    uint s_end = causal ? min(S, t + S - T + 1) : S;
-    float m = CLF_NEG_BIG, l = 0.0f;
-    for (uint s = 0; s < s_end; s++) {
-        if (has_keep && kp[s] == 0)
-            continue;
-        __global const float *kr = kb + (ulong)s * kv_stride;
-        float a = 0.0f;
-        for (uint d = 0; d < HS; d++)
-            a += qv[d] * kr[d];
-        if (a > m) { /* a new maximum: rescale what was summed */
-            float c = exp(m - a);
-            l *= c;
-            for (uint d = 0; d < HS; d++)
-                acc[d] *= c;
-            m = a;
-        }
-        float p = exp(a - m);
-        l += p;
-        __global const float *vr = vb + (ulong)s * kv_stride;
-        for (uint d = 0; d < HS; d++)
-            acc[d] += p * vr[d];
-    }
-    float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    __global float *yr = y + y_off + ((ulong)b * T + t) * y_stride + (ulong)h * HS;
-    for (uint d = 0; d < HS; d++)
-        yr[d] = acc[d] * inv;
-    lse[lse_off + (ulong)bh * T + t] = l > 0.0f ? m + log(l) : -INFINITY;
-}
-
-/* Its backward, in two passes that recompute the probabilities from lse:
- * p_ts = exp(scale q_t.k_s - lse_t), D_t = dy_t.y_t, ds_ts = p_ts (dy_t.v_s -
- * D_t). attn_fused_bwd_dq_rows: one work-item per query row writes dq_t =
- * scale sum_s ds_ts k_s and D_t (into dsum, for the second pass);
- * attn_fused_bwd_dkv_rows: one work-item per key row writes dk_s = scale
- * sum_t ds_ts q_t and dv_s = sum_t p_ts dy_t, over the queries that see s.
- * Each output is written by one work-item in a fixed order: deterministic,
- * no atomics. dq, dk, dv are overwritten in their projections' gradient
- * layouts (row strides dq_stride, dkv_stride); keys nobody sees get 0. */
-/* Both passes take the same arguments (each reads what it needs), so the
- * host sets them once. */
-#define ATTN_BWD_PARAMS                                                                            \
-    __global float *dq, ulong dq_off, __global float *dk, ulong dk_off, __global float *dv,         \
-        ulong dv_off, ulong dq_stride, ulong dkv_stride, __global float *dsum, ulong dsum_off,    \
-        __global const float *dy, ulong dy_off, __global const float *y, ulong y_off,             \
-        ulong y_stride, __global const float *lse, ulong lse_off, __global const float *q,        \
-        ulong q_off, ulong q_stride, __global const float *k, ulong k_off,                        \
-        __global const float *v, ulong v_off, ulong kv_stride, __global const int *keep,          \
-        ulong keep_off, ulong keep_stride, int has_keep, uint B, uint NH, uint T, uint S, uint HS, \
-        int causal, float scale
-
-__kernel void attn_fused_bwd_dq_rows(ATTN_BWD_PARAMS)
-{
-    ulong i = get_global_id(0);
-    if (i >= (ulong)B * NH * T)
-        return;
-    uint t = (uint)(i % T), bh = (uint)(i / T), h = bh % NH, b = bh / NH;
-    ulong row = ((ulong)b * T + t) * y_stride + (ulong)h * HS;
-    __global const float *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
-    __global const float *kb = k + k_off + (ulong)b * S * kv_stride + (ulong)h * HS;
-    __global const float *vb = v + v_off + (ulong)b * S * kv_stride + (ulong)h * HS;
-    __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
-    float qv[ATTN_ROWS_HS_MAX], g[ATTN_ROWS_HS_MAX], acc[ATTN_ROWS_HS_MAX];
-    float D = 0.0f;
-    for (uint d = 0; d < HS; d++) {
-        qv[d] = qr[d] * scale;
-        g[d] = dy[dy_off + row + d];
-        D += g[d] * y[y_off + row + d];
-        acc[d] = 0.0f;
-    }
-    float L = lse[lse_off + (ulong)bh * T + t];
-    uint s_end = causal ? min(S, t + S - T + 1) : S;
-    for (uint s = 0; s < s_end && L > CLF_NEG_BIG; s++) {
-        if (has_keep && kp[s] == 0)
-            continue;
-        __global const float *kr = kb + (ulong)s * kv_stride, *vr = vb + (ulong)s * kv_stride;
-        float a = 0.0f, dp = 0.0f;
-        for (uint d = 0; d < HS; d++) {
-            a += qv[d] * kr[d];
-            dp += g[d] * vr[d];
-        }
-        float ds = exp(a - L) * (dp - D);
-        for (uint d = 0; d < HS; d++)
-            acc[d] += ds * kr[d];
-    }
-    __global float *dqr = dq + dq_off + ((ulong)b * T + t) * dq_stride + (ulong)h * HS;
-    for (uint d = 0; d < HS; d++)
-        dqr[d] = scale * acc[d];
-    dsum[dsum_off + (ulong)bh * T + t] = D;
-}
-
-__kernel void attn_fused_bwd_dkv_rows(ATTN_BWD_PARAMS)
-{
-    ulong i = get_global_id(0);
-    if (i >= (ulong)B * NH * S)
-        return;
-    uint s = (uint)(i % S), bh = (uint)(i / S), h = bh % NH, b = bh / NH;
-    __global const float *kr = k + k_off + ((ulong)b * S + s) * kv_stride + (ulong)h * HS;
-    __global const float *vr = v + v_off + ((ulong)b * S + s) * kv_stride + (ulong)h * HS;
-    float kv[ATTN_ROWS_HS_MAX], vv[ATTN_ROWS_HS_MAX], ak[ATTN_ROWS_HS_MAX], av[ATTN_ROWS_HS_MAX];
-    for (uint d = 0; d < HS; d++) {
-        kv[d] = kr[d] * scale;
-        vv[d] = vr[d];
-        ak[d] = 0.0f;
-        av[d] = 0.0f;
-    }
-    int seen = !has_keep || keep[keep_off + (ulong)b * keep_stride + s] != 0;
-    for (uint t = 0; t < T && seen; t++) {
-        float L = lse[lse_off + (ulong)bh * T + t];
-        /* causal: query t sees s when s <= t + S - T (written without a
-         * saturating subtraction, which Oclgrind cannot run) */
-        if ((causal && t + S < s + T) || !(L > CLF_NEG_BIG))
-            continue;
-        __global const float *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
-        __global const float *g = dy + dy_off + ((ulong)b * T + t) * y_stride + (ulong)h * HS;
-        float a = 0.0f, dp = 0.0f;
-        for (uint d = 0; d < HS; d++) {
-            a += qr[d] * kv[d];
-            dp += g[d] * vv[d];
-        }
-        float p = exp(a - L);
-        float ds = p * (dp - dsum[dsum_off + (ulong)bh * T + t]);
-        for (uint d = 0; d < HS; d++) {
-            ak[d] += ds * qr[d];
-            av[d] += p * g[d];
-        }
-    }
-    __global float *dkr = dk + dk_off + ((ulong)b * S + s) * dkv_stride + (ulong)h * HS;
-    __global float *dvr = dv + dv_off + ((ulong)b * S + s) * dkv_stride + (ulong)h * HS;
-    for (uint d = 0; d < HS; d++) {
-        dkr[d] = scale * ak[d];
-        dvr[d] = av[d];
-    }
 }
 
 /* ---- KV cache (decoding) ---- */

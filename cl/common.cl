@@ -78,3 +78,29 @@ static inline float clf_group_max(float v, __local float *buf)
     barrier(CLK_LOCAL_MEM_FENCE);
     return r;
 }
+
+/* ---- Philox4x32-10 constants (random.cl's generator, flash.cl's dropout) ---- */
+#define CLF_PHILOX_M0 0xD2511F53u
+#define CLF_PHILOX_M1 0xCD9E8D57u
+#define CLF_PHILOX_W0 0x9E3779B9u
+#define CLF_PHILOX_W1 0xBB67AE85u
+
+#define CLF_PHILOX_BUMP(k0, k1)                                                         \
+    do {                                                                                \
+        k0 += CLF_PHILOX_W0;                                                            \
+        k1 += CLF_PHILOX_W1;                                                            \
+    } while (0)
+
+/* ---- ALiBi (Press et al., "Train short, test long", 2022) ---- */
+/* Head h's slope among NH heads: the geometric sequence 2^(-8(h+1)/n) for
+ * the largest power of two n <= NH, then the odd terms of the 2n sequence
+ * for the remaining heads (the paper's get_slopes). The bias of query
+ * position i on key position j is -slope * |i - j|. */
+static inline float clf_alibi_slope(uint h, uint NH)
+{
+    uint n = 1;
+    while (n * 2 <= NH)
+        n *= 2;
+    return h < n ? exp2(-8.0f * (float)(h + 1) / (float)n)
+                 : exp2(-4.0f * (float)(2 * (h - n) + 1) / (float)n);
+}

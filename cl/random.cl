@@ -18,11 +18,6 @@
  * masks stored as bits.
  */
 
-#define CLF_PHILOX_M0 0xD2511F53u
-#define CLF_PHILOX_M1 0xCD9E8D57u
-#define CLF_PHILOX_W0 0x9E3779B9u
-#define CLF_PHILOX_W1 0xBB67AE85u
-
 /* One round: the two 32x32->64 products as 64-bit multiplies (the compiler
  * vectorises these across work-items; a rolled loop with mul_hi was 7x
  * slower on PoCL). */
@@ -34,12 +29,6 @@
         c1 = (uint)p1_;                                                                 \
         c3 = (uint)p0_;                                                                 \
     } while (0)
-#define CLF_PHILOX_BUMP(k0, k1)                                                         \
-    do {                                                                                \
-        k0 += CLF_PHILOX_W0;                                                            \
-        k1 += CLF_PHILOX_W1;                                                            \
-    } while (0)
-
 static uint4 clf_philox4x32_10(uint4 c, uint2 k)
 {
     uint c0 = c.x, c1 = c.y, c2 = c.z, c3 = c.w, k0 = k.x, k1 = k.y;

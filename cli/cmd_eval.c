@@ -62,9 +62,6 @@ static clf_model_limits limits_merge(clf_model_limits a, const clf_model_limits 
     MX(T);
     MX0(src_tokens);
     MX0(tgt_tokens);
-    MX0(src_attn);
-    MX0(tgt_attn);
-    MX0(cross_attn);
 #undef MX
 #undef MX0
     return a;

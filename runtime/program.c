@@ -463,6 +463,10 @@ clf_status clf_kernel_get(clf_runtime *rt, const char *fam, const char *name, cl
         wg == 0)
         wg = clf_runtime_device(rt)->max_work_group;
     kk->max_wg = wg;
+    size_t req[3] = {0, 0, 0};
+    if (clGetKernelWorkGroupInfo(k, clf_runtime_device_id(rt), CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
+                                 sizeof req, req, NULL) == CL_SUCCESS)
+        kk->reqd_wg = req[0];
     f->kernels[f->n_kernels++] = kk;
     *out = kk;
     return CLF_OK;

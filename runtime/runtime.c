@@ -360,6 +360,8 @@ clf_status clf_ptr_zero(clf_runtime *rt, clf_ptr p, size_t n, clf_error *err)
 
 size_t clf_kernel_max_work_group(const clf_kernel *k) { return k->max_wg; }
 
+size_t clf_kernel_required_group(const clf_kernel *k) { return k->reqd_wg; }
+
 clf_status clf_kernel_launch(clf_runtime *rt, clf_kernel *k, int dims, const size_t *global,
                              const size_t *local, int nargs, const clf_arg *args, clf_error *err)
 {

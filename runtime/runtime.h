@@ -240,6 +240,10 @@ clf_status clf_kernel_launch(clf_runtime *rt, clf_kernel *k, int dims, const siz
                              const size_t *local, int nargs, const clf_arg *args, clf_error *err);
 /* Largest work-group size this kernel can be launched with on the device. */
 size_t clf_kernel_max_work_group(const clf_kernel *k);
+/* The first dimension of the kernel's reqd_work_group_size attribute (0 if
+ * it has none): also how a program reports a compile-time constant to the
+ * host without a launch (cl/flash.cl's attn_flash_vw). */
+size_t clf_kernel_required_group(const clf_kernel *k);
 
 /* ---- profiling ---------------------------------------------------------- */
 

@@ -22,7 +22,8 @@ clf_status clf_cl_check(cl_int code, clf_error *err, const char *what);
 struct clf_kernel {
     cl_kernel k;
     char name[64];
-    size_t max_wg; /* CL_KERNEL_WORK_GROUP_SIZE on the device */
+    size_t max_wg;  /* CL_KERNEL_WORK_GROUP_SIZE on the device */
+    size_t reqd_wg; /* reqd_work_group_size's first dimension, 0 if none */
 };
 
 cl_mem clf_buffer_mem(const clf_buffer *b);

@@ -382,8 +382,6 @@ static int check_batch(const clf_seqdata *ds, const clf_seq_batch *b, const clf_
     ok &= b->B >= 1 && b->B <= lim->max_B && b->S <= lim->max_S && b->T <= lim->max_T;
     int64_t B = b->B, S = b->S, T = b->T;
     ok &= B * S <= lim->max_src_tokens && B * T <= lim->max_tgt_tokens;
-    ok &= B * S * S <= lim->max_src_attn && B * T * T <= lim->max_tgt_attn &&
-          B * T * S <= lim->max_cross_attn;
     if (bo->batch > 0)
         ok &= b->B <= bo->batch;
     if (bo->batch_tokens > 0) {

@@ -210,9 +210,6 @@ typedef struct clf_seq_limits {
     int max_S, max_T;       /* padded row lengths */
     int64_t max_src_tokens; /* B * S */
     int64_t max_tgt_tokens; /* B * T */
-    int64_t max_src_attn;   /* B * S * S (encoder self-attention scores per head) */
-    int64_t max_tgt_attn;   /* B * T * T (decoder self-attention) */
-    int64_t max_cross_attn; /* B * T * S (cross-attention) */
 } clf_seq_limits;
 
 /* Resumable position: the next batch is batch `position` of epoch `epoch`. */

@@ -253,27 +253,15 @@ clf_status clf_seq_loader_create(const clf_seqdata *ds, const clf_seq_batching *
     lim->max_src_tokens = maxB * lim->max_S;
     lim->max_tgt_tokens = maxB * lim->max_T;
     int64_t mS = lim->max_S, mT = lim->max_T;
-    lim->max_src_attn = maxB * mS * mS;
-    lim->max_tgt_attn = maxB * mT * mT;
-    lim->max_cross_attn = maxB * mT * mS;
     if (o->batch_tokens > 0) {
         /* B * L <= budget with L = max(S, T), unless B == 1 (then L <= the
-         * longest row): so B * S <= max(budget, max_S), B * S * S <=
-         * max(budget, max_L) * max_S, and B * T * S = B * L * min(S, T) <=
-         * max(budget, max_L) * min(max_S, max_T). */
-        int64_t budget = o->batch_tokens, mL = mS > mT ? mS : mT;
-        int64_t bl = budget > mL ? budget : mL;
+         * longest row): so B * S <= max(budget, max_S). */
+        int64_t budget = o->batch_tokens;
         int64_t bs = budget > mS ? budget : mS, bt = budget > mT ? budget : mT;
         if (bs < lim->max_src_tokens)
             lim->max_src_tokens = bs;
         if (bt < lim->max_tgt_tokens)
             lim->max_tgt_tokens = bt;
-        if (bl * mS < lim->max_src_attn)
-            lim->max_src_attn = bl * mS;
-        if (bl * mT < lim->max_tgt_attn)
-            lim->max_tgt_attn = bl * mT;
-        if (bl * (mS < mT ? mS : mT) < lim->max_cross_attn)
-            lim->max_cross_attn = bl * (mS < mT ? mS : mT);
     }
     plan_epoch(L, 0);
     *out = L;

@@ -48,16 +48,12 @@ void clf_seqeval_limits_merge(clf_seq_limits *a, const clf_seq_limits *b)
     a->max_T = MAX_OF(a->max_T, b->max_T);
     a->max_src_tokens = MAX_OF(a->max_src_tokens, b->max_src_tokens);
     a->max_tgt_tokens = MAX_OF(a->max_tgt_tokens, b->max_tgt_tokens);
-    a->max_src_attn = MAX_OF(a->max_src_attn, b->max_src_attn);
-    a->max_tgt_attn = MAX_OF(a->max_tgt_attn, b->max_tgt_attn);
-    a->max_cross_attn = MAX_OF(a->max_cross_attn, b->max_cross_attn);
 }
 
 clf_model_limits clf_seqeval_model_limits(const clf_seq_limits *sl)
 {
-    clf_model_limits lim = {sl->max_B,          sl->max_S,          sl->max_T,
-                            sl->max_src_tokens, sl->max_tgt_tokens, sl->max_src_attn,
-                            sl->max_tgt_attn,   sl->max_cross_attn};
+    clf_model_limits lim = {sl->max_B, sl->max_S, sl->max_T, sl->max_src_tokens,
+                            sl->max_tgt_tokens};
     return lim;
 }
 

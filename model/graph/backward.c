@@ -78,60 +78,9 @@ static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, c
                    err);
 }
 
-/* The attention core's backward over heads, the reverse of attn_core_fwd:
- * from dyh [B*NH, T, HS] (gradient of the heads' outputs), with q
- * [B*NH, T, HS], keys and values [B*NH, S, HS] (contiguous) and the
- * probabilities att [B*NH, T, S] (dropout at `site` of layer l), the
- * gradients of q, k and v are merged into rows (dq_dst with dq_stride
- * floats per row, etc.; overwritten), e.g. the three thirds of a fused dqkv.
- * S may differ from T (cross-attention). Masked probabilities are 0, so
- * masked scores get no gradient. */
-static clf_status attn_core_bwd(clf_model *m, int l, int site, clf_ptr att, clf_ptr dyh, clf_ptr q,
-                                clf_ptr k, clf_ptr v, size_t B, size_t T, size_t S, clf_ptr dq_dst,
-                                size_t dq_stride, clf_ptr dk_dst, size_t dk_stride, clf_ptr dv_dst,
-                                size_t dv_stride, clf_error *err)
-{
-    const mi_spec *s = &m->s;
-    const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, BNH = B * NH;
-    const size_t TS = T * S, THS = T * HS, SHS = S * HS, natt = BNH * TS;
-    const float scale = 1.0f / sqrtf((float)HS);
-    clf_ptr pre = m->preatt, datt = m->datt;
-    clf_ptr dhead = m->dhead;
-    clf_status st;
-
-    /* y = P v with P the (dropped) probabilities */
-    clf_ptr P = att;
-    if (s->p_attn > 0) {
-        if ((st = clf_op_dropout_forward(m->rt, pre, att, natt, s->p_attn, m->state.seed,
-                                         mi_dropout_stream(m, l, site), err)) != CLF_OK)
-            return st;
-        P = pre;
-    }
-    /* dP = dy v^T, dv = P^T dy */
-    if ((st = mi_gemm_heads(m, 0, 1, T, S, HS, dyh, THS, v, SHS, datt, TS, BNH, err)) != CLF_OK ||
-        (st = mi_gemm_heads(m, 1, 0, S, HS, T, P, TS, dyh, THS, dhead, SHS, BNH, err)) != CLF_OK ||
-        (st = clf_op_heads_merge(m->rt, dv_dst, dhead, B, S, NH, HS, dv_stride, 0, err)) != CLF_OK)
-        return st;
-    if (s->p_attn > 0 &&
-        (st = clf_op_dropout_backward(m->rt, datt, datt, natt, s->p_attn, m->state.seed,
-                                      mi_dropout_stream(m, l, site), err)) != CLF_OK)
-        return st;
-    /* softmax: dS (into the scores scratch, free again) */
-    if ((st = clf_op_softmax_backward(m->rt, pre, datt, att, BNH * T, S, scale, err)) != CLF_OK)
-        return st;
-    /* S = q k^T: dq = dS k, dk = dS^T q */
-    if ((st = mi_gemm_heads(m, 0, 0, T, HS, S, pre, TS, k, SHS, dhead, THS, BNH, err)) != CLF_OK ||
-        (st = clf_op_heads_merge(m->rt, dq_dst, dhead, B, T, NH, HS, dq_stride, 0, err)) !=
-            CLF_OK ||
-        (st = mi_gemm_heads(m, 1, 0, S, HS, T, pre, TS, q, THS, dhead, SHS, BNH, err)) != CLF_OK ||
-        (st = clf_op_heads_merge(m->rt, dk_dst, dhead, B, S, NH, HS, dk_stride, 0, err)) != CLF_OK)
-        return st;
-    return CLF_OK;
-}
-
 /* The output half shared by self- and cross-attention: the residual
  * dropout (site), then the projection (weights proj_w, proj_b; forward
- * input atty), leaving the heads' gradient dy [B, NH, T, HS] in m->datty_h. */
+ * input atty), leaving the attention output's gradient [B*T, C] in m->dC3. */
 static clf_status attn_out_bwd(clf_model *m, int l, int site, clf_ptr dout, clf_ptr atty,
                                size_t proj_w, size_t proj_b, size_t B, size_t T, clf_error *err)
 {
@@ -145,10 +94,7 @@ static clf_status attn_out_bwd(clf_model *m, int l, int site, clf_ptr dout, clf_
                                           mi_dropout_stream(m, l, site), err)) != CLF_OK)
             return st;
     }
-    if ((st = linear_bwd(m, m->dC3, 0.0f, d, atty, proj_w, proj_b, BT, C, C, err)) != CLF_OK)
-        return st;
-    return clf_op_heads_split(m->rt, m->datty_h, m->dC3, B, T, (size_t)s->NH, (size_t)s->HS, C,
-                              err);
+    return linear_bwd(m, m->dC3, 0.0f, d, atty, proj_w, proj_b, BT, C, C, err);
 }
 
 /* Self-attention of block l: dout [BT, C] -> din (beta: 0 overwrite, 1 add),
@@ -160,15 +106,21 @@ static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_pt
     const mi_attn_p *p = &m->bp[l].attn;
     const mi_block_a *a = &m->ba[l];
     const size_t C = (size_t)s->C, NH = (size_t)s->NH, HS = (size_t)s->HS, BT = B * T;
-    clf_ptr dyh = m->datty_h, dqkv = m->dqkv;
+    clf_ptr dqkv = m->dqkv;
     clf_status st;
 
     if ((st = attn_out_bwd(m, l, MI_SITE_ATTN_OUT, dout, a->atty, p->proj_w, p->proj_b, B, T,
                            err)) != CLF_OK)
         return st;
-    if ((st = attn_core_bwd(m, l, MI_SITE_ATTN_P, a->att, dyh, a->q, a->k, a->v, B, T, T, dqkv,
-                            3 * C, clf_ptr_at(dqkv, C), 3 * C, clf_ptr_at(dqkv, 2 * C), 3 * C,
-                            err)) != CLF_OK)
+    const clf_attn_fused f = mi_attn_self(m, l, B, T, 1);
+    const clf_attn_fused_grad g = {.dy = m->dC3,
+                                   .dq = dqkv,
+                                   .dk = clf_ptr_at(dqkv, C),
+                                   .dv = clf_ptr_at(dqkv, 2 * C),
+                                   .dsum = m->dsum,
+                                   .dq_stride = 3 * C,
+                                   .dkv_stride = 3 * C};
+    if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_ROPE &&
         ((st = clf_op_rope(m->rt, dqkv, B, T, NH, HS, 3 * C, 0, s->rope_theta, 1, err)) != CLF_OK ||
@@ -189,7 +141,6 @@ static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_p
     const mi_block_a *a = &m->ba[l];
     const size_t C = (size_t)s->C;
     const size_t BT = B * T, BS = B * S;
-    clf_ptr dyh = m->datty_h;
     /* dq [BT, C] then dkv [BS, 2C] in the dqkv scratch (BT + 2 BS <= 3 max rows) */
     clf_ptr dq = m->dqkv, dkv = clf_ptr_at(m->dqkv, BT * C);
     clf_status st;
@@ -197,8 +148,15 @@ static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_p
     if ((st = attn_out_bwd(m, l, MI_SITE_CROSS_OUT, dout, a->xatty, p->proj_w, p->proj_b, B, T,
                            err)) != CLF_OK)
         return st;
-    if ((st = attn_core_bwd(m, l, MI_SITE_CROSS_P, a->xatt, dyh, a->xq, a->xk, a->xv, B, T, S, dq,
-                            C, dkv, 2 * C, clf_ptr_at(dkv, C), 2 * C, err)) != CLF_OK)
+    const clf_attn_fused f = mi_attn_cross(m, l, B, T, S, 1);
+    const clf_attn_fused_grad g = {.dy = m->dC3,
+                                   .dq = dq,
+                                   .dk = dkv,
+                                   .dv = clf_ptr_at(dkv, C),
+                                   .dsum = m->dsum,
+                                   .dq_stride = C,
+                                   .dkv_stride = 2 * C};
+    if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
         return st;
     if ((st = linear_bwd(m, m->denc, beta_enc, dkv, mi_stack_out(m, &m->enc), p->kv_w, p->kv_b, BS,
                          C, 2 * C, err)) != CLF_OK)

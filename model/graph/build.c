@@ -383,20 +383,19 @@ static clf_status alloc_norm(clf_model *m, mi_norm_a *a, int type, size_t BT, cl
     return carve(m, &a->rstd, BT, err);
 }
 
-/* Activations of one block of a stack of `rows` rows and `att` scores per
- * head (B*T*T), with cross-attention (xrows source rows, xatt B*T*S). */
-static clf_status alloc_block(clf_model *m, mi_block_a *a, size_t rows, size_t att, int cross,
-                              size_t xrows, size_t xatt, clf_error *err)
+/* Activations of one block of a stack of `rows` rows, with cross-attention
+ * over xrows source rows. Attention keeps no score matrix: its rows'
+ * log-sum-exp (NH per row) is all the fused backward needs. */
+static clf_status alloc_block(clf_model *m, mi_block_a *a, size_t rows, int cross, size_t xrows,
+                              clf_error *err)
 {
     const mi_spec *s = &m->s;
     const size_t C = (size_t)s->C, NH = (size_t)s->NH;
     clf_status st;
     if ((st = alloc_norm(m, &a->ln1, s->norm, rows, err)) != CLF_OK ||
         (st = alloc_norm(m, &a->ln2, s->norm, rows, err)) != CLF_OK ||
-        (st = carve(m, &a->q, rows * C, err)) != CLF_OK ||
-        (st = carve(m, &a->k, rows * C, err)) != CLF_OK ||
-        (st = carve(m, &a->v, rows * C, err)) != CLF_OK ||
-        (st = carve(m, &a->att, NH * att, err)) != CLF_OK ||
+        (st = carve(m, &a->qkv, rows * 3 * C, err)) != CLF_OK ||
+        (st = carve(m, &a->lse, rows * NH, err)) != CLF_OK ||
         (st = carve(m, &a->atty, rows * C, err)) != CLF_OK ||
         (st = carve(m, &a->res1, rows * C, err)) != CLF_OK ||
         (st = carve(m, &a->fch, rows * (size_t)s->fc_rows, err)) != CLF_OK ||
@@ -407,9 +406,8 @@ static clf_status alloc_block(clf_model *m, mi_block_a *a, size_t rows, size_t a
         return CLF_OK;
     if ((st = alloc_norm(m, &a->lnx, s->norm, rows, err)) != CLF_OK ||
         (st = carve(m, &a->xq, rows * C, err)) != CLF_OK ||
-        (st = carve(m, &a->xk, xrows * C, err)) != CLF_OK ||
-        (st = carve(m, &a->xv, xrows * C, err)) != CLF_OK ||
-        (st = carve(m, &a->xatt, NH * xatt, err)) != CLF_OK ||
+        (st = carve(m, &a->xkv, xrows * 2 * C, err)) != CLF_OK ||
+        (st = carve(m, &a->xlse, rows * NH, err)) != CLF_OK ||
         (st = carve(m, &a->xatty, rows * C, err)) != CLF_OK ||
         (st = carve(m, &a->resx, rows * C, err)) != CLF_OK)
         return st;
@@ -426,7 +424,6 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
     const size_t B = (size_t)s->B, C = (size_t)s->C, V = (size_t)s->V, NH = (size_t)s->NH;
     const size_t NP = m->dims.n_params, Rs = s->rows_src, Rt = s->rows_tgt;
     const size_t R = zmax(Rs, Rt);
-    const size_t att = NH * zmax(zmax(s->att_src, s->att_tgt), s->att_cross);
     const size_t nlab = zmax(Rt, B); /* targets, or labels */
     clf_status st;
 
@@ -441,9 +438,8 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
         const mi_block_p *bp = &m->bp[l];
         const mi_stack *stk = bp->is_enc ? &m->enc : &m->dec;
         if (train || l == stk->first) {
-            size_t rows = bp->is_enc ? Rs : Rt, a = bp->is_enc ? s->att_src : s->att_tgt;
-            if ((st = alloc_block(m, &m->ba[l], rows, a, bp->has_cross, Rs, s->att_cross, err)) !=
-                CLF_OK)
+            size_t rows = bp->is_enc ? Rs : Rt;
+            if ((st = alloc_block(m, &m->ba[l], rows, bp->has_cross, Rs, err)) != CLF_OK)
                 return st;
         }
         /* inference: the other blocks of a stack share the first's
@@ -484,15 +480,15 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
         (st = carve(m, &m->losses, nlab, err)) != CLF_OK ||
         (st = carve(m, &m->scalars, 4, err)) != CLF_OK ||
         (st = carve(m, &m->red, red, err)) != CLF_OK ||
-        (st = carve(m, &m->qkv, R * 3 * C, err)) != CLF_OK ||
-        (st = carve(m, &m->preatt, att, err)) != CLF_OK ||
-        (st = carve(m, &m->atty_h, R * C, err)) != CLF_OK ||
         (st = carve(m, &m->proj, R * C, err)) != CLF_OK)
         return st;
     if (s->head == MI_HEAD_CLASSIFIER && s->pool == MI_POOL_MEAN &&
         (st = carve(m, &m->pooled, B * C, err)) != CLF_OK)
         return st;
     if (infer) {
+        /* mi_encode projects the cross-attention memory through this */
+        if (s->kind == MI_KIND_ENCDEC && (st = carve(m, &m->qkv, Rs * 2 * C, err)) != CLF_OK)
+            return st;
         size_t big = zmax(B * (size_t)s->Tmax * C, B * (size_t)s->Smax * C);
         if ((st = abuf(m, &m->mem.caches, &m->index, B, err)) != CLF_OK ||
             (st = abuf(m, &m->mem.caches, &m->gather, big, err)) != CLF_OK)
@@ -512,9 +508,7 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
         (st = carve(m, &m->dqkv, R * 3 * C, err)) != CLF_OK ||
         (st = carve(m, &m->dH1, R * F, err)) != CLF_OK ||
         (st = carve(m, &m->dH2, R * F, err)) != CLF_OK ||
-        (st = carve(m, &m->datt, att, err)) != CLF_OK ||
-        (st = carve(m, &m->dhead, R * C, err)) != CLF_OK ||
-        (st = carve(m, &m->datty_h, R * C, err)) != CLF_OK)
+        (st = carve(m, &m->dsum, R * NH, err)) != CLF_OK)
         return st;
     if (s->kind == MI_KIND_ENCDEC && (st = carve(m, &m->denc, Rs * C, err)) != CLF_OK)
         return st;

@@ -31,23 +31,14 @@ static clf_status spec_limits(mi_spec *s, const clf_model_limits *lim, clf_error
                              "limits: source length %d and target length %d must be in [0, "
                              "context = %d] (0 = the context)",
                              lim->S, lim->T, s->T);
-    if (lim->src_tokens < 0 || lim->tgt_tokens < 0 || lim->src_attn < 0 || lim->tgt_attn < 0 ||
-        lim->cross_attn < 0)
-        return clf_error_set(err, CLF_ERR_ARG, "limits: token and attention caps must be >= 0");
+    if (lim->src_tokens < 0 || lim->tgt_tokens < 0)
+        return clf_error_set(err, CLF_ERR_ARG, "limits: token caps must be >= 0");
     const int64_t B = lim->B;
     const int has_enc = s->kind != MI_KIND_DECODER, has_dec = s->kind != MI_KIND_ENCODER;
     int64_t S = has_enc ? (lim->S > 0 ? lim->S : s->T) : 0;
     int64_t T = has_dec ? (lim->T > 0 ? lim->T : s->T) : 0;
     int64_t rs = lim->src_tokens > 0 ? min64(lim->src_tokens, B * S) : B * S;
     int64_t rt = lim->tgt_tokens > 0 ? min64(lim->tgt_tokens, B * T) : B * T;
-    int64_t as = min64(B * S * S, rs * S), at = min64(B * T * T, rt * T);
-    int64_t ax = min64(min64(B * T * S, rt * S), rs * T);
-    if (lim->src_attn > 0)
-        as = min64(as, lim->src_attn);
-    if (lim->tgt_attn > 0)
-        at = min64(at, lim->tgt_attn);
-    if (lim->cross_attn > 0)
-        ax = min64(ax, lim->cross_attn);
     if ((has_enc && rs < S) || (has_dec && rt < T))
         return clf_error_set(err, CLF_ERR_ARG,
                              "limits: %lld source / %lld target tokens cannot hold one row of "
@@ -58,9 +49,6 @@ static clf_status spec_limits(mi_spec *s, const clf_model_limits *lim, clf_error
     s->Tmax = (int)T;
     s->rows_src = (size_t)rs;
     s->rows_tgt = (size_t)rt;
-    s->att_src = (size_t)as;
-    s->att_tgt = (size_t)at;
-    s->att_cross = (size_t)ax;
     return CLF_OK;
 }
 

@@ -14,8 +14,10 @@
  * Everything is enqueued; nothing is read back. With `cache` (inference)
  * the self-attention stores k and v at positions [pos0, pos0 + T) of the
  * layer's KV cache and attends over [0, pos0 + T) of it, and the
- * cross-attention reads the keys and values mi_encode stored once; a single
- * position uses the fused decode kernels instead of GEMM + softmax + GEMM.
+ * cross-attention reads the keys and values mi_encode stored once.
+ * Attention is fused (ops/flash.c: no score matrix, q, k, v read in place
+ * from the projections or the caches); a single cached position uses the
+ * flash-decoding kernels.
  *
  * Dropout sites are keyed by mi_dropout_stream (see model.h); backward
  * regenerates the same masks.
@@ -34,29 +36,6 @@ clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err)
 {
     clf_status st = m->planning ? clf_gemm_prepare(m->rt, d, err) : CLF_OK;
     return st == CLF_OK ? clf_gemm(m->rt, d, err) : st;
-}
-
-clf_status mi_gemm_heads(clf_model *m, int ta, int tb, size_t M, size_t N, size_t K, clf_ptr a,
-                         size_t sa, clf_ptr b, size_t sb, clf_ptr c, size_t sc, size_t heads,
-                         clf_error *err)
-{
-    const clf_gemm_desc d = {.trans_a = ta,
-                             .trans_b = tb,
-                             .m = M,
-                             .n = N,
-                             .k = K,
-                             .alpha = 1.0f,
-                             .a = a,
-                             .lda = ta ? M : K,
-                             .stride_a = sa,
-                             .b = b,
-                             .ldb = tb ? K : N,
-                             .stride_b = sb,
-                             .c = c,
-                             .ldc = N,
-                             .stride_c = sc,
-                             .batch = heads};
-    return mi_gemm(m, &d, err);
 }
 
 uint64_t mi_dropout_stream(const clf_model *m, int layer, int op)
@@ -108,38 +87,73 @@ static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_ptr x, size_t w, size_
 
 /* ---- sublayers ------------------------------------------------------------ */
 
-/* The attention core over heads: q [B, NH, T, HS] against keys/values of S
- * positions (the matrix of each (b, h) kstride floats after the previous),
- * masked by causality (causal) and/or a keep mask (keep.buf: int32 [B, S]):
- * probabilities into att [B*NH, T, S] (then dropout at site `site` of
- * layer l), output heads merged into atty [B*T, C]. */
-static clf_status attn_core_fwd(clf_model *m, int l, int site, clf_ptr q, clf_ptr keys,
-                                clf_ptr vals, size_t B, size_t T, size_t S, size_t kstride,
-                                int causal, clf_ptr keep, clf_ptr att, clf_ptr atty, int train,
-                                clf_error *err)
+/* The fused attention of layer l's site (MI_SITE_ATTN_P or MI_SITE_CROSS_P)
+ * for T queries q (rows q_stride apart) over S keys and values, y [B*T, C]
+ * merged, lse [B*NH, T]: no score matrix, attention dropout regenerated
+ * from the site's Philox stream in training. */
+static clf_attn_fused attn_desc(const clf_model *m, int l, int site, clf_ptr y, clf_ptr lse,
+                                clf_ptr q, size_t q_stride, size_t B, size_t T, size_t S, int train)
 {
     const mi_spec *s = &m->s;
-    const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, C = (size_t)s->C;
-    const float scale = 1.0f / sqrtf((float)HS);
-    clf_ptr pre = m->preatt, yh = m->atty_h;
-    clf_status st;
-    if ((st = mi_gemm_heads(m, 0, 1, T, S, HS, q, T * HS, keys, kstride, pre, T * S, B * NH,
-                            err)) != CLF_OK)
-        return st;
-    clf_softmax_mask mask = {{NULL, 0}, 0, keep, keep.buf ? NH * T : 0, causal ? T : 0};
-    if ((st = clf_op_softmax_forward(m->rt, att, pre, B * NH * T, S, scale, &mask, err)) != CLF_OK)
-        return st;
-    clf_ptr P = att;
+    clf_attn_fused f = {.y = y,
+                        .lse = lse,
+                        .q = q,
+                        .y_stride = (size_t)s->C,
+                        .q_stride = q_stride,
+                        .B = B,
+                        .NH = (size_t)s->NH,
+                        .T = T,
+                        .S = S,
+                        .HS = (size_t)s->HS,
+                        .scale = 1.0f / sqrtf((float)s->HS)};
     if (train && s->p_attn > 0) {
-        if ((st = clf_op_dropout_forward(m->rt, pre, att, B * NH * T * S, s->p_attn, m->state.seed,
-                                         mi_dropout_stream(m, l, site), err)) != CLF_OK)
-            return st;
-        P = pre;
+        f.p_drop = s->p_attn;
+        f.seed = m->state.seed;
+        f.stream = mi_dropout_stream(m, l, site);
     }
-    if ((st = mi_gemm_heads(m, 0, 0, T, HS, S, P, T * S, vals, kstride, yh, T * HS, B * NH, err)) !=
-        CLF_OK)
-        return st;
-    return clf_op_heads_merge(m->rt, atty, yh, B, T, NH, HS, C, 0, err);
+    return f;
+}
+
+clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int train)
+{
+    const mi_block_a *a = &m->ba[l];
+    const size_t C = (size_t)m->s.C;
+    clf_attn_fused f =
+        attn_desc(m, l, MI_SITE_ATTN_P, a->atty, a->lse, a->qkv, 3 * C, B, T, T, train);
+    f.k = clf_ptr_at(a->qkv, C);
+    f.v = clf_ptr_at(a->qkv, 2 * C);
+    f.kv_stride = 3 * C;
+    if (m->bp[l].is_enc) {
+        f.keep = mi_at(m->src_keep, 0);
+        f.keep_stride = T;
+    } else {
+        f.causal = m->s.causal;
+    }
+    return f;
+}
+
+clf_attn_fused mi_attn_cross(const clf_model *m, int l, size_t B, size_t T, size_t S, int train)
+{
+    const mi_block_a *a = &m->ba[l];
+    const size_t C = (size_t)m->s.C;
+    clf_attn_fused f =
+        attn_desc(m, l, MI_SITE_CROSS_P, a->xatty, a->xlse, a->xq, C, B, T, S, train);
+    f.k = a->xkv;
+    f.v = clf_ptr_at(a->xkv, C);
+    f.kv_stride = 2 * C;
+    f.keep = mi_at(m->src_keep, 0);
+    f.keep_stride = S;
+    return f;
+}
+
+/* Keys and values of f from KV caches [Bmax, NH, Tmax, HS]. */
+static void attn_desc_cache(clf_attn_fused *f, clf_buffer *kc, clf_buffer *vc, size_t Tmax)
+{
+    f->k = mi_at(kc, 0);
+    f->v = mi_at(vc, 0);
+    f->kv_stride = f->HS;
+    f->kv_head_stride = Tmax * f->HS;
+    f->kv_batch_stride = f->NH * Tmax * f->HS;
 }
 
 /* Self-attention of block l: in [B*T, C] -> out [B*T, C] (projection output,
@@ -153,10 +167,7 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi,
     mi_block_a *a = &m->ba[l];
     const size_t B = (size_t)Bi, T = (size_t)Ti, C = (size_t)s->C, NH = (size_t)s->NH;
     const size_t HS = (size_t)s->HS, BT = B * T, Tmax = (size_t)s->Tmax;
-    const float scale = 1.0f / sqrtf((float)HS);
-    const int is_enc = m->bp[l].is_enc;
-    clf_ptr qkv = m->qkv, q = a->q, k = a->k, v = a->v;
-    clf_ptr atty = a->atty;
+    clf_ptr qkv = a->qkv, atty = a->atty;
     clf_status st;
 
     if ((st = linear_fwd(m, qkv, in, p->qkv_w, p->qkv_b, BT, C, 3 * C, err)) != CLF_OK)
@@ -167,48 +178,37 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi,
          (st = clf_op_rope(m->rt, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C, (size_t)pos0,
                            s->rope_theta, 0, err)) != CLF_OK))
         return st;
-    if ((st = clf_op_heads_split(m->rt, q, qkv, B, T, NH, HS, 3 * C, err)) != CLF_OK)
-        return st;
-    clf_ptr keys = k, vals = v;
-    size_t S = T, kstride = T * HS;
-    if (!cache) {
-        if ((st = clf_op_heads_split(m->rt, k, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C, err)) !=
-                CLF_OK ||
-            (st = clf_op_heads_split(m->rt, v, clf_ptr_at(qkv, 2 * C), B, T, NH, HS, 3 * C, err)) !=
-                CLF_OK)
-            return st;
-    } else {
+    const size_t S = cache ? (size_t)pos0 + T : T;
+    if (cache &&
         /* new keys and values go straight from the qkv rows into the caches */
-        keys = mi_at(a->kcache, 0);
-        vals = mi_at(a->vcache, 0);
-        if ((st = clf_op_kv_store(m->rt, keys, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C, Tmax,
-                                  (size_t)pos0, err)) != CLF_OK ||
-            (st = clf_op_kv_store(m->rt, vals, clf_ptr_at(qkv, 2 * C), B, T, NH, HS, 3 * C, Tmax,
-                                  (size_t)pos0, err)) != CLF_OK)
-            return st;
-        S = (size_t)pos0 + T;
-        kstride = Tmax * HS;
-    }
+        ((st = clf_op_kv_store(m->rt, mi_at(a->kcache, 0), clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C,
+                               Tmax, (size_t)pos0, err)) != CLF_OK ||
+         (st = clf_op_kv_store(m->rt, mi_at(a->vcache, 0), clf_ptr_at(qkv, 2 * C), B, T, NH, HS,
+                               3 * C, Tmax, (size_t)pos0, err)) != CLF_OK))
+        return st;
     if (cache && T == 1) {
-        /* one new position: fused scores + softmax + weighted sum over the cache */
+        /* one new position: flash-decoding over the cache */
         const clf_attn_decode ad = {.out = atty,
-                                    .q = q,
-                                    .kcache = keys,
-                                    .vcache = vals,
+                                    .q = qkv,
+                                    .q_stride = 3 * C,
+                                    .kcache = mi_at(a->kcache, 0),
+                                    .vcache = mi_at(a->vcache, 0),
                                     .scratch = m->decode_part, /* splits: the device's choice */
                                     .B = B,
                                     .NH = NH,
                                     .HS = HS,
                                     .Tmax = Tmax,
                                     .L = S,
-                                    .scale = scale};
+                                    .scale = 1.0f / sqrtf((float)HS)};
         if ((st = clf_op_attn_decode(m->rt, &ad, err)) != CLF_OK)
             return st;
     } else {
-        clf_ptr keep = is_enc ? mi_at(m->src_keep, 0) : mi_nullptr();
-        int causal = !is_enc && s->causal;
-        if ((st = attn_core_fwd(m, l, MI_SITE_ATTN_P, q, keys, vals, B, T, S, kstride, causal, keep,
-                                a->att, atty, train, err)) != CLF_OK)
+        clf_attn_fused f = mi_attn_self(m, l, B, T, train);
+        if (cache) {
+            f.S = S;
+            attn_desc_cache(&f, a->kcache, a->vcache, Tmax);
+        }
+        if ((st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
             return st;
     }
     if ((st = linear_fwd(m, out, atty, p->proj_w, p->proj_b, BT, C, C, err)) != CLF_OK)
@@ -231,36 +231,20 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi
     mi_block_a *a = &m->ba[l];
     const size_t B = (size_t)Bi, T = (size_t)Ti, S = (size_t)Si, C = (size_t)s->C;
     const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, BT = B * T, BS = B * S;
-    const float scale = 1.0f / sqrtf((float)HS);
-    clf_ptr scratch = m->qkv, q = a->xq, atty = a->xatty;
+    clf_ptr q = a->xq, atty = a->xatty;
     clf_ptr keep = mi_at(m->src_keep, 0);
     clf_status st;
 
-    if ((st = linear_fwd(m, scratch, in, p->q_w, p->q_b, BT, C, C, err)) != CLF_OK ||
-        (st = clf_op_heads_split(m->rt, q, scratch, B, T, NH, HS, C, err)) != CLF_OK)
+    if ((st = linear_fwd(m, q, in, p->q_w, p->q_b, BT, C, C, err)) != CLF_OK)
         return st;
-    clf_ptr keys, vals;
-    size_t kstride;
-    if (!cache) {
-        keys = a->xk;
-        vals = a->xv;
-        kstride = S * HS;
-        if ((st = linear_fwd(m, scratch, mi_stack_out(m, &m->enc), p->kv_w, p->kv_b, BS, C, 2 * C,
-                             err)) != CLF_OK ||
-            (st = clf_op_heads_split(m->rt, keys, scratch, B, S, NH, HS, 2 * C, err)) != CLF_OK ||
-            (st = clf_op_heads_split(m->rt, vals, clf_ptr_at(scratch, C), B, S, NH, HS, 2 * C,
-                                     err)) != CLF_OK)
-            return st;
-    } else {
-        keys = mi_at(a->xkcache, 0);
-        vals = mi_at(a->xvcache, 0);
-        kstride = (size_t)s->Smax * HS;
-    }
+    if (!cache && (st = linear_fwd(m, a->xkv, mi_stack_out(m, &m->enc), p->kv_w, p->kv_b, BS, C,
+                                   2 * C, err)) != CLF_OK)
+        return st;
     if (cache && T == 1) {
         const clf_attn_decode ad = {.out = atty,
                                     .q = q,
-                                    .kcache = keys,
-                                    .vcache = vals,
+                                    .kcache = mi_at(a->xkcache, 0),
+                                    .vcache = mi_at(a->xvcache, 0),
                                     .keep = keep,
                                     .scratch = m->decode_part,
                                     .keep_stride = S,
@@ -269,12 +253,15 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi
                                     .HS = HS,
                                     .Tmax = (size_t)s->Smax,
                                     .L = S,
-                                    .scale = scale};
+                                    .scale = 1.0f / sqrtf((float)HS)};
         if ((st = clf_op_attn_decode(m->rt, &ad, err)) != CLF_OK)
             return st;
-    } else if ((st = attn_core_fwd(m, l, MI_SITE_CROSS_P, q, keys, vals, B, T, S, kstride, 0, keep,
-                                   a->xatt, atty, train, err)) != CLF_OK) {
-        return st;
+    } else {
+        clf_attn_fused f = mi_attn_cross(m, l, B, T, S, train);
+        if (cache)
+            attn_desc_cache(&f, a->xkcache, a->xvcache, (size_t)s->Smax);
+        if ((st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
+            return st;
     }
     if ((st = linear_fwd(m, out, atty, p->proj_w, p->proj_b, BT, C, C, err)) != CLF_OK)
         return st;

@@ -94,8 +94,7 @@
  * Example (training a translator or a classifier from seqdata.h batches)
  *   clf_seq_limits sl;  clf_seq_loader_limits(L, &sl);
  *   clf_model_limits lim = {sl.max_B, sl.max_S, sl.max_T, sl.max_src_tokens,
- *                           sl.max_tgt_tokens, sl.max_src_attn, sl.max_tgt_attn,
- *                           sl.max_cross_attn};
+ *                           sl.max_tgt_tokens};
  *   clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_TRAIN, &m, &e);
  *   while (clf_seq_loader_next(L, b)) {
  *       clf_batch view = clf_seq_batch_view(b, cfg.kind);   // seqdata.h
@@ -185,9 +184,6 @@ typedef struct clf_model_limits {
     int T;              /* longest target row (a GPT's sequence); default: context */
     int64_t src_tokens; /* largest B*S of one batch; default B*S */
     int64_t tgt_tokens; /* largest B*T; default B*T */
-    int64_t src_attn;   /* largest B*S*S; default min(B*S*S, src_tokens*S) */
-    int64_t tgt_attn;   /* largest B*T*T; default min(B*T*T, tgt_tokens*T) */
-    int64_t cross_attn; /* largest B*T*S; default min(B*T*S, tgt_tokens*S, src_tokens*T) */
 } clf_model_limits;
 
 /* Optimizer settings, from cfg->train at create; may be changed between steps. */

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "model/graph/model.h"
+#include "model/ops/ops.h"
 #include "runtime/gemm/gemm.h"
 
 #define MI_NONE ((size_t)-1)
@@ -62,18 +63,15 @@ enum {
 
 /* Everything the graph needs from the config and the limits. */
 typedef struct mi_spec {
-    int kind;         /* MI_KIND_* */
-    int head;         /* MI_HEAD_* */
-    int pool;         /* MI_POOL_* (classifier) */
-    int NL;           /* classifier labels */
-    int B;            /* largest batch */
-    int T;            /* context: rows of learned position tables */
-    int Smax, Tmax;   /* longest source / target (decoder) row, <= T */
-    size_t rows_src;  /* largest B*S of a batch (0 without an encoder) */
-    size_t rows_tgt;  /* largest B*T (0 without a decoder) */
-    size_t att_src;   /* largest B*S*S (one head) */
-    size_t att_tgt;   /* largest B*T*T */
-    size_t att_cross; /* largest B*T*S */
+    int kind;        /* MI_KIND_* */
+    int head;        /* MI_HEAD_* */
+    int pool;        /* MI_POOL_* (classifier) */
+    int NL;          /* classifier labels */
+    int B;           /* largest batch */
+    int T;           /* context: rows of learned position tables */
+    int Smax, Tmax;  /* longest source / target (decoder) row, <= T */
+    size_t rows_src; /* largest B*S of a batch (0 without an encoder) */
+    size_t rows_tgt; /* largest B*T (0 without a decoder) */
     int C, V, NH, HS, H;
     int L;       /* all blocks, Le + Ld */
     int Le, Ld;  /* encoder / decoder blocks */
@@ -148,8 +146,8 @@ typedef struct mi_norm_a {
  * lnx) + ffn(...), ln2 = norm(res2) (output). */
 typedef struct mi_block_a {
     mi_norm_a ln1, lnx, ln2;
-    clf_ptr q, k, v;    /* [B, NH, T, HS] (q and k after rope; k, v unused with a cache) */
-    clf_ptr att;        /* [B, NH, T, T] softmax probabilities (before dropout) */
+    clf_ptr qkv;        /* [rows, 3C] q, k, v projections (q and k after rope) */
+    clf_ptr lse;        /* [B, NH, T] attention rows' log-sum-exp (fused attention) */
     clf_ptr atty;       /* [rows, C] attention output, heads merged */
     clf_ptr res1;       /* [rows, C] */
     clf_ptr fch;        /* [rows, fc_rows] fc output + bias (pre-activation) */
@@ -158,9 +156,9 @@ typedef struct mi_block_a {
     clf_buffer *kcache; /* [Bmax, NH, Tmax, HS] inference only (decoder blocks) */
     clf_buffer *vcache;
     /* cross-attention (has_cross) */
-    clf_ptr xq;          /* [B, NH, T, HS] */
-    clf_ptr xk, xv;      /* [B, NH, S, HS] (unused with a cache) */
-    clf_ptr xatt;        /* [B, NH, T, S] */
+    clf_ptr xq;          /* [rows, C] query projection */
+    clf_ptr xkv;         /* [src rows, 2C] key and value projections (unused with a cache) */
+    clf_ptr xlse;        /* [B, NH, T] */
     clf_ptr xatty;       /* [rows, C] */
     clf_ptr resx;        /* [rows, C] */
     clf_buffer *xkcache; /* [Bmax, NH, Smax, HS] inference only: the projected memory */
@@ -210,9 +208,7 @@ struct clf_model {
     clf_ptr losses;       /* [max(rows_tgt, B)] */
     clf_ptr scalars;      /* [4]: loss mean, sumsq, gscale, gnorm */
     clf_ptr red;          /* reduction scratch */
-    clf_ptr qkv;          /* [rows, 3C] scratch */
-    clf_ptr preatt;       /* [B, NH, T, S] scores / dropped probs scratch */
-    clf_ptr atty_h;       /* [rows, C] scratch (heads) */
+    clf_ptr qkv;          /* [rows, 3C] scratch (inference: mi_encode's cross keys) */
     clf_ptr proj;         /* [rows, C] sublayer output scratch */
 
     /* backward scratch (CLF_MODEL_TRAIN) */
@@ -221,9 +217,7 @@ struct clf_model {
     clf_ptr dC1, dC2, dC3; /* [rows, C] */
     clf_ptr dqkv;          /* [rows, 3C] */
     clf_ptr dH1, dH2;      /* [rows, fc_rows] */
-    clf_ptr datt;          /* [B, NH, T, S] */
-    clf_ptr dhead;         /* [rows, C] (heads) */
-    clf_ptr datty_h;       /* [rows, C] (heads) */
+    clf_ptr dsum;          /* [B, NH, T] fused attention backward's dy.y per row */
 
     /* inference (CLF_MODEL_INFER) */
     clf_buffer *index;   /* int32 [B] cache_reorder's rows */
@@ -325,12 +319,12 @@ clf_status mi_encode(clf_model *m, int B, int S, clf_error *err);
  * mi_plan) each shape is prepared first (clf_gemm_prepare: kernels built,
  * engine chosen and remembered, packing scratch sized). */
 clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err);
-/* One product per attention head: C[z] = op(A[z]) op(B[z]) for z < heads,
- * every matrix dense in its head's slot (leading dimensions follow from M,
- * N, K and the transposes), the heads sa, sb, sc floats apart. */
-clf_status mi_gemm_heads(clf_model *m, int ta, int tb, size_t M, size_t N, size_t K, clf_ptr a,
-                         size_t sa, clf_ptr b, size_t sb, clf_ptr c, size_t sc, size_t heads,
-                         clf_error *err);
+/* The fused attention descriptor of block l's self-attention (q, k, v in
+ * its qkv activation, y its atty; causal or the source keep mask) and of
+ * its cross-attention (xq, xkv; the source keep mask), with the site's
+ * dropout when train: what forward runs and backward differentiates. */
+clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int train);
+clf_attn_fused mi_attn_cross(const clf_model *m, int l, size_t B, size_t T, size_t S, int train);
 /* Dropout stream of a site for the current (step, micro). Sites: 0 the
  * decoder's embedding (layer MI_LAYER_EMB), 0xFFFF the source embedding
  * (MI_LAYER_SRC_EMB), 1 + 4 l + {0 attention probs, 1 attention output, 2

@@ -57,14 +57,11 @@ clf_status mi_check_sizes(const clf_model *m, int B, int S, int T, clf_error *er
                              "rows of %d source / %d target tokens: the model is planned for at "
                              "most %d / %d",
                              S, T, s->Smax, s->Tmax);
-    if ((size_t)(b * sl) > s->rows_src || (size_t)(b * tl) > s->rows_tgt ||
-        (size_t)(b * sl * sl) > s->att_src || (size_t)(b * tl * tl) > s->att_tgt ||
-        (size_t)(b * tl * sl) > s->att_cross)
+    if ((size_t)(b * sl) > s->rows_src || (size_t)(b * tl) > s->rows_tgt)
         return clf_error_set(err, CLF_ERR_ARG,
-                             "batch %d x (S %d, T %d) exceeds the planned token or attention "
-                             "limits (tokens %zu / %zu, scores %zu / %zu / %zu)",
-                             B, S, T, s->rows_src, s->rows_tgt, s->att_src, s->att_tgt,
-                             s->att_cross);
+                             "batch %d x (S %d, T %d) exceeds the planned token limits (%zu "
+                             "source / %zu target tokens)",
+                             B, S, T, s->rows_src, s->rows_tgt);
     return CLF_OK;
 }
 

@@ -120,11 +120,13 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
                      : scratch.buf == NULL || L == 0 ? 1
                                                      : clf_op_attn_decode_splits(rt, BH, L);
     if (L == 0 || L > Tmax || HS == 0 || NH == 0 || B * NH * Tmax * HS > U32_MAX_SZ ||
+        (ad->q_stride != 0 && ad->q_stride < NH * HS) ||
         (has_keep && (keep_stride < L || B * keep_stride > U32_MAX_SZ)) || P > L ||
         (P > 1 && (scratch.buf == NULL || BH * P * (HS + 2) > U32_MAX_SZ))) {
         st = clf_error_set(err, CLF_ERR_ARG,
-                           "need 1 <= L (%zu) <= Tmax (%zu), HS (%zu) and NH (%zu) >= 1, the "
-                           "cache under 2^32 floats, a keep stride (%zu) >= L, and 1 <= splits "
+                           "need 1 <= L (%zu) <= Tmax (%zu), HS (%zu) and NH (%zu) >= 1, a q "
+                           "stride of 0 or >= NH*HS, the cache under 2^32 floats, a keep stride "
+                           "(%zu) >= L, and 1 <= splits "
                            "(%zu) <= L with scratch for more than one",
                            L, Tmax, HS, NH, keep_stride, P);
         goto fail;
@@ -152,6 +154,7 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
     clf_arg a[] = {
         CLF_ARG_PTR(out),
         CLF_ARG_PTR(q),
+        CLF_ARG_U64(ad->q_stride ? ad->q_stride : NH * HS),
         CLF_ARG_PTR(kcache),
         CLF_ARG_PTR(vcache),
         CLF_ARG_PTR(mask),
@@ -180,106 +183,6 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
     return CLF_OK;
 fail:
     clf_error_prefix(err, "%s", what);
-    return st;
-}
-
-/* ---- fused attention (rows) ---- */
-
-#define ATTN_ROWS_HS_MAX 256 /* cl/attention.cl's private arrays */
-
-/* The shapes both passes accept (gradient strides checked when g is given). */
-static clf_status fused_check(const clf_attn_fused *a, const clf_attn_fused_grad *g, clf_error *err)
-{
-    const size_t row = a->NH * a->HS;
-    if (a->HS == 0 || a->HS > ATTN_ROWS_HS_MAX || a->NH == 0 || a->S == 0 ||
-        (a->causal && a->T > a->S) || a->q_stride < row || a->kv_stride < row ||
-        a->y_stride < row || (g != NULL && (g->dq_stride < row || g->dkv_stride < row)) ||
-        (a->keep.buf != NULL && a->keep_stride < a->S) || a->B * a->NH * a->T > U32_MAX_SZ ||
-        a->B * a->NH * a->S > U32_MAX_SZ)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "need 1 <= HS (%zu) <= %d, NH >= 1, S >= 1 (and T <= S when "
-                             "causal), row strides of at least NH*HS and a keep stride of at "
-                             "least S",
-                             a->HS, ATTN_ROWS_HS_MAX);
-    return CLF_OK;
-}
-
-clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, clf_error *err)
-{
-    clf_kernel *k = NULL;
-    const size_t rows = a->B * a->NH * a->T;
-    const int has_keep = a->keep.buf != NULL;
-    clf_status st = fused_check(a, NULL, err);
-    if (st != CLF_OK)
-        goto fail;
-    if (rows == 0)
-        return CLF_OK;
-    if (a->y.buf == NULL || a->lse.buf == NULL || a->q.buf == NULL || a->k.buf == NULL ||
-        a->v.buf == NULL) {
-        st = clf_error_set(err, CLF_ERR_ARG, "y, lse, q, k and v are required");
-        goto fail;
-    }
-    if ((st = clf_kernel_get(rt, "attention", "attn_fused_fwd_rows", &k, err)) != CLF_OK)
-        goto fail;
-    size_t local = clf_ops_local_1d(rt, k), global = rows;
-    clf_ptr keep = has_keep ? a->keep : a->q; /* any valid buffer when absent */
-    clf_arg args[] = {
-        CLF_ARG_PTR(a->y),           CLF_ARG_U64(a->y_stride),  CLF_ARG_PTR(a->lse),
-        CLF_ARG_PTR(a->q),           CLF_ARG_U64(a->q_stride),  CLF_ARG_PTR(a->k),
-        CLF_ARG_PTR(a->v),           CLF_ARG_U64(a->kv_stride), CLF_ARG_PTR(keep),
-        CLF_ARG_U64(a->keep_stride), CLF_ARG_I32(has_keep),     CLF_ARG_U32(a->B),
-        CLF_ARG_U32(a->NH),          CLF_ARG_U32(a->T),         CLF_ARG_U32(a->S),
-        CLF_ARG_U32(a->HS),          CLF_ARG_I32(a->causal),    CLF_ARG_F32(a->scale),
-    };
-    if ((st = clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)
-        goto fail;
-    return CLF_OK;
-fail:
-    clf_error_prefix(err, "attn_fused_forward");
-    return st;
-}
-
-clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
-                                      const clf_attn_fused_grad *g, clf_error *err)
-{
-    clf_kernel *kq = NULL, *kkv = NULL;
-    const int has_keep = a->keep.buf != NULL;
-    clf_status st = fused_check(a, g, err);
-    if (st != CLF_OK)
-        goto fail;
-    if (a->B * a->NH * a->T == 0)
-        return CLF_OK;
-    if (g->dy.buf == NULL || g->dq.buf == NULL || g->dk.buf == NULL || g->dv.buf == NULL ||
-        g->dsum.buf == NULL || a->y.buf == NULL || a->lse.buf == NULL) {
-        st = clf_error_set(err, CLF_ERR_ARG, "dy, dq, dk, dv, dsum, y and lse are required");
-        goto fail;
-    }
-    if ((st = clf_kernel_get(rt, "attention", "attn_fused_bwd_dq_rows", &kq, err)) != CLF_OK ||
-        (st = clf_kernel_get(rt, "attention", "attn_fused_bwd_dkv_rows", &kkv, err)) != CLF_OK)
-        goto fail;
-    clf_ptr keep = has_keep ? a->keep : a->q; /* any valid buffer when absent */
-    clf_arg args[] = {
-        CLF_ARG_PTR(g->dq),        CLF_ARG_PTR(g->dk),          CLF_ARG_PTR(g->dv),
-        CLF_ARG_U64(g->dq_stride), CLF_ARG_U64(g->dkv_stride),  CLF_ARG_PTR(g->dsum),
-        CLF_ARG_PTR(g->dy),        CLF_ARG_PTR(a->y),           CLF_ARG_U64(a->y_stride),
-        CLF_ARG_PTR(a->lse),       CLF_ARG_PTR(a->q),           CLF_ARG_U64(a->q_stride),
-        CLF_ARG_PTR(a->k),         CLF_ARG_PTR(a->v),           CLF_ARG_U64(a->kv_stride),
-        CLF_ARG_PTR(keep),         CLF_ARG_U64(a->keep_stride), CLF_ARG_I32(has_keep),
-        CLF_ARG_U32(a->B),         CLF_ARG_U32(a->NH),          CLF_ARG_U32(a->T),
-        CLF_ARG_U32(a->S),         CLF_ARG_U32(a->HS),          CLF_ARG_I32(a->causal),
-        CLF_ARG_F32(a->scale),
-    };
-    /* the dq pass over query rows, then the dk/dv pass over key rows */
-    size_t global = a->B * a->NH * a->T, local = clf_ops_local_1d(rt, kq);
-    if ((st = clf_kernel_launch(rt, kq, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)
-        goto fail;
-    global = a->B * a->NH * a->S;
-    local = clf_ops_local_1d(rt, kkv);
-    if ((st = clf_kernel_launch(rt, kkv, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)
-        goto fail;
-    return CLF_OK;
-fail:
-    clf_error_prefix(err, "attn_fused_backward");
     return st;
 }
 

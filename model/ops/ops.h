@@ -166,7 +166,8 @@ clf_status clf_op_heads_split(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B
 clf_status clf_op_heads_merge(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B, size_t T,
                               size_t NH, size_t HS, size_t row_stride, int accumulate,
                               clf_error *err);
-/* Single-query attention against a KV cache, for generation: q [B, NH, HS],
+/* Single-query attention against a KV cache, for generation: q [B, NH, HS]
+ * (rows q_stride floats apart, 0 = NH*HS: q inside a fused qkv row, say),
  * kcache/vcache [B, NH, Tmax, HS] with L valid positions, out [B, NH*HS];
  * fused scores, softmax and weighted sum. keep (int32, row b at
  * b * keep_stride, nonzero = attend; buf NULL = none) masks positions, as
@@ -182,7 +183,7 @@ clf_status clf_op_heads_merge(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B
  * B*NH*P*(HS+2) floats. group: the work-group size (0: the device's). */
 typedef struct clf_attn_decode {
     clf_ptr out, q, kcache, vcache, keep, scratch;
-    size_t keep_stride;
+    size_t q_stride, keep_stride;
     size_t B, NH, HS, Tmax, L;
     float scale;
     size_t splits, group;
@@ -205,30 +206,42 @@ clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, clf_ptr src, size_t B
 clf_status clf_op_cache_gather(clf_runtime *rt, clf_ptr dst, clf_ptr src, clf_ptr index,
                                size_t rows, size_t G, size_t len, size_t stride, clf_error *err);
 
-/* Fused attention forward in O(T) memory (the first piece of the fused
- * attention; the model does not use it yet): for every (b, h, t),
- * y = softmax(scale * q k^T + mask) v without storing the scores, reading
- * q, k, v in place from their projections' layouts (row strides q_stride,
- * kv_stride; head h at column h*HS) and writing y merged [B, T, y_stride];
- * lse [B, NH, T] = log of the row's softmax denominator plus its max, for a
- * backward pass. Causal rows see keys s <= t + S - T; keep (int32, row b at
- * b*keep_stride, nonzero = attend; buf NULL = none) hides keys; a row that
- * sees nothing gives 0 and -inf. One work-item per row (the shape for
- * devices whose work-groups run item by item); HS <= 256. */
+/* ---- fused attention (cl/flash.cl) ------------------------------------------ */
+
+/* y = softmax(scale q k^T + mask) v for every (b, h, t) in O(T) memory: no
+ * T x S score matrix is stored. q, k, v are read in place from their
+ * projections' layouts (row strides q_stride, kv_stride; head h at column
+ * h*HS: inside a fused [B, T, 3C] qkv, say) and y is written merged,
+ * [B, T, y_stride]; keys and values may instead sit in a KV cache
+ * [B, NH, Tmax, HS]: kv_stride HS, kv_batch_stride NH*Tmax*HS,
+ * kv_head_stride Tmax*HS (0, 0: the projections' layout, S rows of
+ * kv_stride, head h at column h*HS); lse [B*NH, T] gets each row's log-sum-exp for the
+ * backward pass. Masks: causal (query t sees keys s <= t + S - T), a
+ * sliding window of the `window` most recent keys (0 = none; causal only),
+ * keep (int32, row b at b*keep_stride, nonzero = attend; buf NULL = none),
+ * ALiBi biases (alibi = 1: -slope_h |t + S - T - s|). A row that sees
+ * nothing gives y = 0 and lse = -inf. Attention dropout with probability
+ * p_drop keyed by (seed, stream) drops exactly the elements
+ * clf_op_dropout_forward would drop from a materialised [B*NH, T, S]
+ * probability tensor with the same key. HS <= 256. */
 typedef struct clf_attn_fused {
     clf_ptr y, lse, q, k, v, keep;
     size_t y_stride, q_stride, kv_stride, keep_stride;
+    size_t kv_batch_stride, kv_head_stride;
     size_t B, NH, T, S, HS;
-    int causal;
+    int causal, alibi;
+    size_t window;
     float scale;
+    float p_drop;
+    uint64_t seed, stream;
 } clf_attn_fused;
 clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, clf_error *err);
 /* Its backward from y, lse and dy (dy in y's layout): dq, dk, dv written
  * (not accumulated) in their projections' gradient layouts (row strides
  * dq_stride, dkv_stride; head h at column h*HS: dq, dk, dv inside a fused
- * [B, T, 3C] dqkv, say), the probabilities recomputed from lse, no T x S
- * buffer, no atomics; keys nobody sees get 0. dsum: scratch of B*NH*T
- * floats (dy_t . y_t per row). */
+ * [B, T, 3C] dqkv, say), the probabilities recomputed from lse and the
+ * dropout mask regenerated, no T x S buffer, no atomics, deterministic;
+ * keys nobody sees get 0. dsum: scratch of B*NH*T floats. */
 typedef struct clf_attn_fused_grad {
     clf_ptr dy, dq, dk, dv, dsum;
     size_t dq_stride, dkv_stride;

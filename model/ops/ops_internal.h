@@ -80,6 +80,10 @@ static inline size_t clf_ops_rows_local(const clf_kernel *k) { return clf_ops_gr
 /* Number of entries of an argument array. */
 #define CLF_NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* Dropout's keep threshold and scale for probability p (cl/random.cl's
+ * convention; cl/flash.cl draws the same masks). */
+void clf_ops_dropout_params(float p, uint32_t *thr, float *scale);
+
 /* ---- explicit-variant entry points (tests) --------------------------------- */
 
 clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dbias, clf_ptr d,

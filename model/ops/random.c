@@ -14,6 +14,7 @@
 #include <math.h>
 
 #include "model/ops/ops.h"
+#include "model/ops/ops_internal.h"
 
 void clf_random_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
 {
@@ -50,6 +51,14 @@ static uint32_t dropout_threshold(float p)
     if (t >= 4294967295.0)
         return 0xFFFFFFFFu;
     return (uint32_t)t;
+}
+
+void clf_ops_dropout_params(float p, uint32_t *thr, float *scale)
+{
+    /* p = 1 drops everything: threshold 2^32-1 keeps only one word value in
+     * 2^32, and scale 0 zeroes that one too. */
+    *thr = p >= 1.0f ? 0xFFFFFFFFu : dropout_threshold(p);
+    *scale = p >= 1.0f ? 0.0f : (float)(1.0 / (1.0 - (double)p));
 }
 
 int clf_random_dropout_keep(uint64_t i, float p, uint64_t seed, uint64_t stream)
@@ -90,10 +99,9 @@ static clf_status dropout_apply(clf_runtime *rt, const char *what, clf_ptr out, 
     st = clf_kernel_get(rt, "random", "dropout", &k, err);
     if (st != CLF_OK)
         goto fail;
-    /* p = 1 drops everything: threshold 2^32-1 keeps only one word value in
-     * 2^32, and scale 0 zeroes that one too. */
-    uint32_t thr = p >= 1.0f ? 0xFFFFFFFFu : dropout_threshold(p);
-    float scale = p >= 1.0f ? 0.0f : (float)(1.0 / (1.0 - (double)p));
+    uint32_t thr;
+    float scale;
+    clf_ops_dropout_params(p, &thr, &scale);
     size_t global = (n + 3) / 4;
     size_t local = clf_kernel_max_work_group(k);
     if (local == 0 || local > 256)

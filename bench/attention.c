@@ -1,0 +1,352 @@
+/*
+ * bench/attention.c - causal self-attention forward + backward: the fused
+ * kernels (cl/flash.cl) against the materialised path (head split, batched
+ * GEMMs, a T x T softmax, head merge: what the model ran before issue 10)
+ * and against PyTorch's attention on the same machine, in the same run.
+ *
+ *   build/bench/attention [--device SEL] [--reps N] [--tokens N] [--heads N]
+ *                         [--head-size N] [--T "128 256 ..."] [--no-torch]
+ *                         [--no-materialised] [--profile] [--python PY]
+ *
+ * Batch x T is held at --tokens (default 4096) and the layer is NH heads of
+ * HS (default 4 x 64, C = 256), so every T does the same projections' work
+ * and only attention's own cost changes. Each path runs once to warm up,
+ * then N timed rounds (default 3; median reported) of forward + backward,
+ * the queue drained after each. Memory is the runtime's own count of the
+ * device bytes each path's working buffers take beyond q/k/v, y and their
+ * gradients (scores and probabilities, head copies; lse and the row sums).
+ * PyTorch runs bench/torch_attention.py (the same shapes, the textbook
+ * attention of nanoGPT without flash: PyTorch 1.13 has no fused CPU
+ * attention) with the same thread count; the ratio column is PyTorch time /
+ * fused time (above 1 = clformer faster).
+ *
+ * Not here: correctness (tests/test_attn_fused.c), the model's use of it
+ * (bench/gpt.c).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/ops/ops.h"
+#include "runtime/gemm/gemm.h"
+#include "runtime/runtime.h"
+#include "runtime/util.h"
+
+#ifndef CLF_BENCH_DIR
+#define CLF_BENCH_DIR "bench"
+#endif
+
+typedef struct bench_args {
+    const char *device, *python, *ts;
+    int reps, torch, mat, profile;
+    size_t tokens, NH, HS;
+} bench_args;
+
+static void die(const clf_error *err, const char *what)
+{
+    fprintf(stderr, "attention: %s: %s\n", what, err->msg);
+    exit(1);
+}
+
+#define CK(x, what)                                                                                \
+    do {                                                                                           \
+        if ((x) != CLF_OK)                                                                         \
+            die(&err, what);                                                                       \
+    } while (0)
+
+static clf_ptr alloc(clf_runtime *rt, size_t n)
+{
+    clf_error err;
+    clf_buffer *b = NULL;
+    CK(clf_buffer_create(rt, n * sizeof(float), &b, &err), "allocation");
+    return (clf_ptr){b, 0};
+}
+
+static size_t mem_now(const clf_runtime *rt)
+{
+    size_t now = 0, peak = 0;
+    clf_runtime_memory(rt, &now, &peak);
+    return now;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static clf_status gemm_heads(clf_runtime *rt, int ta, int tb, size_t M, size_t N, size_t K,
+                             clf_ptr a, size_t sa, clf_ptr b, size_t sb, clf_ptr c, size_t sc,
+                             size_t heads, clf_error *err)
+{
+    const clf_gemm_desc d = {.trans_a = ta,
+                             .trans_b = tb,
+                             .m = M,
+                             .n = N,
+                             .k = K,
+                             .alpha = 1.0f,
+                             .a = a,
+                             .lda = ta ? M : K,
+                             .stride_a = sa,
+                             .b = b,
+                             .ldb = tb ? K : N,
+                             .stride_b = sb,
+                             .c = c,
+                             .ldc = N,
+                             .stride_c = sc,
+                             .batch = heads};
+    return clf_gemm(rt, &d, err);
+}
+
+/* The tensors both paths share: qkv [B, T, 3C], y, dy [B, T, C], dqkv. */
+typedef struct io {
+    size_t B, T, NH, HS, C;
+    clf_ptr qkv, y, dy, dqkv;
+} io;
+
+/* The materialised path's working buffers. */
+typedef struct mat_ws {
+    clf_ptr q, k, v, yh, dyh, dh, pre, att;
+} mat_ws;
+
+static clf_status mat_step(clf_runtime *rt, const io *x, const mat_ws *w, clf_error *err)
+{
+    const size_t B = x->B, T = x->T, NH = x->NH, HS = x->HS, C = x->C, BNH = B * NH;
+    const size_t TT = T * T, THS = T * HS;
+    const float scale = 1.0f / sqrtf((float)HS);
+    clf_softmax_mask mask = {{NULL, 0}, 0, {NULL, 0}, 0, T};
+    clf_status st;
+    if ((st = clf_op_heads_split(rt, w->q, x->qkv, B, T, NH, HS, 3 * C, err)) != CLF_OK ||
+        (st = clf_op_heads_split(rt, w->k, clf_ptr_at(x->qkv, C), B, T, NH, HS, 3 * C, err)) !=
+            CLF_OK ||
+        (st = clf_op_heads_split(rt, w->v, clf_ptr_at(x->qkv, 2 * C), B, T, NH, HS, 3 * C, err)) !=
+            CLF_OK ||
+        (st = gemm_heads(rt, 0, 1, T, T, HS, w->q, THS, w->k, THS, w->pre, TT, BNH, err)) !=
+            CLF_OK ||
+        (st = clf_op_softmax_forward(rt, w->att, w->pre, BNH * T, T, scale, &mask, err)) !=
+            CLF_OK ||
+        (st = gemm_heads(rt, 0, 0, T, HS, T, w->att, TT, w->v, THS, w->yh, THS, BNH, err)) !=
+            CLF_OK ||
+        (st = clf_op_heads_merge(rt, x->y, w->yh, B, T, NH, HS, C, 0, err)) != CLF_OK)
+        return st;
+    /* backward, from dy [B, T, C] */
+    if ((st = clf_op_heads_split(rt, w->dyh, x->dy, B, T, NH, HS, C, err)) != CLF_OK ||
+        (st = gemm_heads(rt, 0, 1, T, T, HS, w->dyh, THS, w->v, THS, w->pre, TT, BNH, err)) !=
+            CLF_OK ||
+        (st = gemm_heads(rt, 1, 0, T, HS, T, w->att, TT, w->dyh, THS, w->dh, THS, BNH, err)) !=
+            CLF_OK ||
+        (st = clf_op_heads_merge(rt, clf_ptr_at(x->dqkv, 2 * C), w->dh, B, T, NH, HS, 3 * C, 0,
+                                 err)) != CLF_OK ||
+        (st = clf_op_softmax_backward(rt, w->pre, w->pre, w->att, BNH * T, T, scale, err)) !=
+            CLF_OK ||
+        (st = gemm_heads(rt, 0, 0, T, HS, T, w->pre, TT, w->k, THS, w->dh, THS, BNH, err)) !=
+            CLF_OK ||
+        (st = clf_op_heads_merge(rt, x->dqkv, w->dh, B, T, NH, HS, 3 * C, 0, err)) != CLF_OK ||
+        (st = gemm_heads(rt, 1, 0, T, HS, T, w->pre, TT, w->q, THS, w->dh, THS, BNH, err)) !=
+            CLF_OK ||
+        (st = clf_op_heads_merge(rt, clf_ptr_at(x->dqkv, C), w->dh, B, T, NH, HS, 3 * C, 0, err)) !=
+            CLF_OK)
+        return st;
+    return clf_runtime_finish(rt, err);
+}
+
+static clf_status fused_step(clf_runtime *rt, const io *x, clf_ptr lse, clf_ptr dsum,
+                             clf_error *err)
+{
+    const size_t C = x->C;
+    const clf_attn_fused a = {.y = x->y,
+                              .lse = lse,
+                              .q = x->qkv,
+                              .k = clf_ptr_at(x->qkv, C),
+                              .v = clf_ptr_at(x->qkv, 2 * C),
+                              .y_stride = C,
+                              .q_stride = 3 * C,
+                              .kv_stride = 3 * C,
+                              .B = x->B,
+                              .NH = x->NH,
+                              .T = x->T,
+                              .S = x->T,
+                              .HS = x->HS,
+                              .causal = 1,
+                              .scale = 1.0f / sqrtf((float)x->HS)};
+    const clf_attn_fused_grad g = {.dy = x->dy,
+                                   .dq = x->dqkv,
+                                   .dk = clf_ptr_at(x->dqkv, C),
+                                   .dv = clf_ptr_at(x->dqkv, 2 * C),
+                                   .dsum = dsum,
+                                   .dq_stride = 3 * C,
+                                   .dkv_stride = 3 * C};
+    clf_status st;
+    if ((st = clf_op_attn_fused_forward(rt, &a, err)) != CLF_OK ||
+        (st = clf_op_attn_fused_backward(rt, &a, &g, err)) != CLF_OK)
+        return st;
+    return clf_runtime_finish(rt, err);
+}
+
+/* PyTorch's forward + backward median in ms for (B, T), or NAN. */
+static double torch_ms(const bench_args *a, size_t B, size_t T)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "%s %s/torch_attention.py --batch %zu --T %zu --heads %zu --head-size %zu --reps %d "
+             "2>/dev/null",
+             a->python, CLF_BENCH_DIR, B, T, a->NH, a->HS, a->reps);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        return NAN;
+    double ms = NAN;
+    char line[256];
+    while (fgets(line, sizeof line, p) != NULL)
+        if (sscanf(line, "ms %lf", &ms) == 1)
+            break;
+    pclose(p);
+    return ms;
+}
+
+/* Per-kernel device time of the timed rounds so far (--profile), then reset. */
+static void print_profile(clf_runtime *rt)
+{
+    clf_error err;
+    clf_profile_entry *e = NULL;
+    int n = 0;
+    CK(clf_profile_report(rt, &e, &n, &err), "profile");
+    for (int i = 0; i < n; i++)
+        printf("    %-28s %6llu launches %10.3f ms\n", e[i].name, (unsigned long long)e[i].count,
+               e[i].seconds * 1e3);
+    free(e);
+    clf_profile_reset(rt);
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: attention [--device SEL] [--reps N] [--tokens N] [--heads N] "
+            "[--head-size N] [--T \"128 256 ...\"] [--no-torch] [--no-materialised] [--profile] "
+            "[--python PY]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    bench_args a = {.device = getenv("CLFORMER_DEVICE"),
+                    .python = "/usr/bin/python3",
+                    .ts = "128 256 512 1024 2048 4096",
+                    .reps = 3,
+                    .torch = 1,
+                    .mat = 1,
+                    .tokens = 4096,
+                    .NH = 4,
+                    .HS = 64};
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--device") && v)
+            a.device = argv[++i];
+        else if (!strcmp(argv[i], "--reps") && v)
+            a.reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tokens") && v)
+            a.tokens = (size_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--heads") && v)
+            a.NH = (size_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--head-size") && v)
+            a.HS = (size_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--T") && v)
+            a.ts = argv[++i];
+        else if (!strcmp(argv[i], "--python") && v)
+            a.python = argv[++i];
+        else if (!strcmp(argv[i], "--no-torch"))
+            a.torch = 0;
+        else if (!strcmp(argv[i], "--profile"))
+            a.profile = 1;
+        else if (!strcmp(argv[i], "--no-materialised"))
+            a.mat = 0;
+        else
+            usage();
+    }
+    if (a.reps < 1 || a.NH == 0 || a.HS == 0 || a.tokens == 0)
+        usage();
+    clf_error err;
+    clf_runtime_options o = clf_runtime_options_default();
+    o.device = a.device;
+    o.profile = a.profile;
+    clf_runtime *rt = NULL;
+    CK(clf_runtime_create(&rt, &o, &err), "runtime");
+    printf("device: %s; causal self-attention, %zu tokens per step (B x T), %zu heads of %zu; "
+           "forward + backward, median of %d\n",
+           clf_runtime_device(rt)->name, a.tokens, a.NH, a.HS, a.reps);
+    printf("%6s %4s | %12s %12s | %12s %12s | %10s %8s\n", "T", "B", "fused ms", "mat. ms",
+           "fused MiB", "mat. MiB", "torch ms", "torch/fused");
+    const char *p = a.ts;
+    char *end;
+    for (size_t T = strtoul(p, &end, 10); end != p; p = end, T = strtoul(p, &end, 10)) {
+        const size_t B = a.tokens / T ? a.tokens / T : 1, C = a.NH * a.HS, BT = B * T;
+        io x = {B,
+                T,
+                a.NH,
+                a.HS,
+                C,
+                alloc(rt, BT * 3 * C),
+                alloc(rt, BT * C),
+                alloc(rt, BT * C),
+                alloc(rt, BT * 3 * C)};
+        float *h = malloc(BT * 3 * C * sizeof *h);
+        uint64_t s = 42;
+        for (size_t i = 0; i < BT * 3 * C; i++)
+            h[i] = (float)((double)(clf_splitmix64_next(&s) >> 11) / 9007199254740992.0 - 0.5);
+        CK(clf_ptr_write(rt, x.qkv, h, BT * 3 * C, &err), "upload");
+        CK(clf_ptr_write(rt, x.dy, h, BT * C, &err), "upload");
+        free(h);
+        double *t = malloc((size_t)a.reps * sizeof *t), fused = NAN, mat = NAN;
+        /* fused */
+        size_t m0 = mem_now(rt);
+        clf_ptr lse = alloc(rt, B * a.NH * T), dsum = alloc(rt, B * a.NH * T);
+        const double fused_mib = (double)(mem_now(rt) - m0) / 1048576.0;
+        CK(fused_step(rt, &x, lse, dsum, &err), "fused attention");
+        for (int r = 0; r < a.reps; r++) {
+            double t0 = clf_now_seconds();
+            CK(fused_step(rt, &x, lse, dsum, &err), "fused attention");
+            t[r] = (clf_now_seconds() - t0) * 1e3;
+        }
+        fused = median(t, a.reps);
+        clf_buffer_destroy(lse.buf);
+        clf_buffer_destroy(dsum.buf);
+        /* materialised */
+        double mat_mib = (double)(2 * B * a.NH * T * T + 6 * BT * C) * 4.0 / 1048576.0;
+        if (a.mat) {
+            m0 = mem_now(rt);
+            mat_ws w = {alloc(rt, BT * C),           alloc(rt, BT * C),          alloc(rt, BT * C),
+                        alloc(rt, BT * C),           alloc(rt, BT * C),          alloc(rt, BT * C),
+                        alloc(rt, B * a.NH * T * T), alloc(rt, B * a.NH * T * T)};
+            mat_mib = (double)(mem_now(rt) - m0) / 1048576.0;
+            CK(mat_step(rt, &x, &w, &err), "materialised attention");
+            for (int r = 0; r < a.reps; r++) {
+                double t0 = clf_now_seconds();
+                CK(mat_step(rt, &x, &w, &err), "materialised attention");
+                t[r] = (clf_now_seconds() - t0) * 1e3;
+            }
+            mat = median(t, a.reps);
+            clf_ptr *all = &w.q;
+            for (int i = 0; i < 8; i++)
+                clf_buffer_destroy(all[i].buf);
+        }
+        if (a.profile)
+            print_profile(rt);
+        const double tm = a.torch ? torch_ms(&a, B, T) : NAN;
+        printf("%6zu %4zu | %12.2f %12.2f | %12.2f %12.2f | %10.2f %8.2f\n", T, B, fused, mat,
+               fused_mib, mat_mib, tm, tm / fused);
+        fflush(stdout);
+        free(t);
+        clf_buffer_destroy(x.qkv.buf);
+        clf_buffer_destroy(x.y.buf);
+        clf_buffer_destroy(x.dy.buf);
+        clf_buffer_destroy(x.dqkv.buf);
+    }
+    clf_runtime_destroy(rt);
+    return 0;
+}

@@ -1,0 +1,530 @@
+/*
+ * flash.cl - fused attention in O(T) memory: softmax(scale q k^T + mask) v
+ * without a T x S score matrix, forward and backward (issue 10).
+ *
+ * Layouts: q, k and v are read in place from their projections' outputs
+ * (rows of q_stride / kv_stride floats, head h at column h*HS: q, k or v
+ * inside a fused [B, T, 3C] qkv, or a cross-attention's [B, S, 2C]); key
+ * and value row s of (b, h) is at b*kv_bstride + h*kv_hstride +
+ * s*kv_stride (kv_bstride = S*kv_stride and kv_hstride = HS for those
+ * layouts; a KV cache [B, NH, Tmax, HS] has HS, NH*Tmax*HS, Tmax*HS); y is
+ * written merged, [B, T, y_stride]; lse [B*NH, T] holds each row's log-sum-
+ * exp (m + log l), from which the backward recomputes the probabilities.
+ *
+ * Masks, all regenerated inside the kernels: causal (query t, at absolute
+ * position t + S - T, sees keys s <= t + S - T: the queries are the last T
+ * of S positions, as in a prefill); a sliding window (window W > 0 with
+ * causal: also s > t + S - T - W, the W most recent keys); a padding keep
+ * mask (int32, row b at b*keep_stride, nonzero = attend); ALiBi (bias
+ * -slope_h |t + S - T - s|, clf_alibi_slope). A row that sees nothing gives
+ * y = 0 and lse = -inf. Attention dropout (drop_thr != 0) keeps element
+ * (bh, t, s) iff word i % 4 of Philox(i / 4, stream; seed) >= drop_thr with
+ * i = (bh*T + t)*S + s: the mask the dropout kernel in random.cl draws over
+ * a materialised [B*NH, T, S] probability tensor, bit for bit, scaled by
+ * drop_scale; the normaliser l is the sum of the undropped probabilities.
+ *
+ * The kernels' vectors run across FA_VW query rows (forward, dq pass) or
+ * FA_VW keys (dk/dv pass); along the head dimension a work-item keeps its
+ * rows transposed in private memory, so every multiply-add is a full vector
+ * operation and k / v (or q / dy) rows are read once per block as scalars:
+ * the shape of a GEMM micro-kernel. FA_VW is the device's preferred float
+ * vector width where work-groups run item by item (CPUs: 16 with AVX-512,
+ * 8 with AVX2), and 1 elsewhere (one row per work-item, the shape for
+ * devices that run work-items in lockstep). Hosts may set FA_VW through
+ * clf_program_set_defines("flash", ...) (the tests run both shapes on one
+ * device).
+ *
+ *   attn_flash_fwd      one work-item per FA_VW query rows of one (b, h):
+ *                       key tiles of FA_BC, online softmax, tiles outside
+ *                       the causal / window band skipped
+ *   attn_flash_bwd_dq   the same rows: dq = scale sum_s ds k_s, and D = dy.y
+ *                       into dsum for the next pass
+ *   attn_flash_bwd_dkv  one work-item per FA_VW keys: dk = scale sum_t ds q_t,
+ *                       dv = sum_t p dy_t, over the queries that see them,
+ *                       FA_BQ queries at a time
+ * with ds = p (dp - D), dp = dy.v (times the dropout mask). Every output is
+ * written once by one work-item, in a fixed order: deterministic, no atomics;
+ * dq, dk and dv are overwritten (keys nobody sees get 0).
+ *
+ * Not here: a local-memory tile form for GPUs (K/V tiles shared by a
+ * work-group), decoding against a KV cache (attention.cl's attn_decode).
+ */
+
+#ifndef FA_VW
+#if CLF_SERIAL_GROUPS && CLF_PREF_VEC_FLOAT >= 16
+#define FA_VW 16
+#elif CLF_SERIAL_GROUPS && CLF_PREF_VEC_FLOAT >= 8
+#define FA_VW 8
+#elif CLF_SERIAL_GROUPS
+#define FA_VW 4
+#else
+#define FA_VW 1
+#endif
+#endif
+
+#define FA_HS_MAX 256 /* head size limit: the private arrays below */
+#define FA_BC 8       /* keys per tile (query-row passes) */
+#define FA_BQ 4       /* queries per step (dk/dv pass) */
+
+#if FA_VW == 16
+typedef float16 faf;
+typedef int16 fai;
+typedef uint16 fau;
+typedef ulong16 fal;
+#define FA_IOTA ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+#define FA_LOAD(i, p) vload16(i, p)
+#define FA_STORE(x, i, p) vstore16(x, i, p)
+#define FA_U(x) convert_uint16(x)
+#define FA_UL(x) convert_ulong16(x)
+#define FA_F(x) convert_float16(x)
+#define FA_I(x) convert_int16(x)
+#elif FA_VW == 8
+typedef float8 faf;
+typedef int8 fai;
+typedef uint8 fau;
+typedef ulong8 fal;
+#define FA_IOTA ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
+#define FA_LOAD(i, p) vload8(i, p)
+#define FA_STORE(x, i, p) vstore8(x, i, p)
+#define FA_U(x) convert_uint8(x)
+#define FA_UL(x) convert_ulong8(x)
+#define FA_F(x) convert_float8(x)
+#define FA_I(x) convert_int8(x)
+#elif FA_VW == 4
+typedef float4 faf;
+typedef int4 fai;
+typedef uint4 fau;
+typedef ulong4 fal;
+#define FA_IOTA ((int4)(0, 1, 2, 3))
+#define FA_LOAD(i, p) vload4(i, p)
+#define FA_STORE(x, i, p) vstore4(x, i, p)
+#define FA_U(x) convert_uint4(x)
+#define FA_UL(x) convert_ulong4(x)
+#define FA_F(x) convert_float4(x)
+#define FA_I(x) convert_int4(x)
+#elif FA_VW == 1
+typedef float faf;
+typedef int fai;
+typedef uint fau;
+typedef ulong fal;
+#define FA_IOTA 0
+#define FA_LOAD(i, p) ((p)[i])
+#define FA_STORE(x, i, p) ((p)[i] = (x))
+#define FA_U(x) ((uint)(x))
+#define FA_UL(x) ((ulong)(x))
+#define FA_F(x) ((float)(x))
+#define FA_I(x) ((int)(x))
+#else
+#error "FA_VW must be 1, 4, 8 or 16"
+#endif
+
+/* A lane mask from a condition that is the same in every lane (vector
+ * comparisons give -1 for true, select() tests the sign bit). */
+#define FA_ALL(c) ((fai)((c) ? -1 : 0))
+
+/* Philox4x32-10 (random.cl) on FA_VW counters at once: counter (g lo, g hi,
+ * stream lo, stream hi), key (key0, key1); the 32x32->64 products as 64-bit
+ * multiplies, as random.cl does. */
+static void fa_philox(fal g, uint st0, uint st1, uint key0, uint key1, fau *w0, fau *w1,
+                      fau *w2, fau *w3)
+{
+    fau c0 = FA_U(g), c1 = FA_U(g >> 32), c2 = (fau)(st0), c3 = (fau)(st1);
+    uint k0 = key0, k1 = key1;
+    for (int r = 0; r < 10; r++) {
+        fal p0 = FA_UL(c0) * (ulong)CLF_PHILOX_M0, p1 = FA_UL(c2) * (ulong)CLF_PHILOX_M1;
+        c0 = FA_U(p1 >> 32) ^ c1 ^ k0;
+        c2 = FA_U(p0 >> 32) ^ c3 ^ k1;
+        c1 = FA_U(p1);
+        c3 = FA_U(p0);
+        if (r < 9)
+            CLF_PHILOX_BUMP(k0, k1);
+    }
+    *w0 = c0;
+    *w1 = c1;
+    *w2 = c2;
+    *w3 = c3;
+}
+
+/* Word o (0..3, per lane) of four words. */
+static inline fau fa_pick4(fau w0, fau w1, fau w2, fau w3, fai o)
+{
+    fau r = w0;
+    r = select(r, w1, o == 1);
+    r = select(r, w2, o == 2);
+    r = select(r, w3, o == 3);
+    return r;
+}
+
+/* Dropout is on when it drops or scales anything (p so small that no word
+ * falls below the threshold still scales by 1/(1-p), as random.cl does). */
+#define FA_DROPOUT (drop_thr != 0u || drop_scale != 1.0f)
+
+/* The mask arguments every pass takes, after its tensors. */
+#define FA_MASK_PARAMS                                                                            \
+    __global const int *keep, ulong keep_off, ulong keep_stride, int has_keep, uint B, uint NH,   \
+        uint T, uint S, uint HS, int causal, uint window, int alibi, float scale, uint drop_thr,   \
+        float drop_scale, uint seed0, uint seed1, uint stream0, uint stream1
+
+/* Load FA_VW rows (row0 + r, clamped to the last of n) of HS floats, row
+ * stride `stride`, transposed into out[d*FA_VW + r], times mul. */
+static void fa_load_t(faf *outv, __global const float *base, ulong stride, uint n, uint HS,
+                      float mul)
+{
+    float *out = (float *)outv;
+    for (uint r = 0; r < FA_VW; r++) {
+        __global const float *p = base + (ulong)min(r, n - 1) * stride;
+        for (uint d = 0; d < HS; d++)
+            out[d * FA_VW + r] = p[d] * mul;
+    }
+}
+
+/* The key range [lo, hi) that query rows [t0, t0 + nt) may see. */
+static void fa_key_range(int *lo, int *hi, uint t0, uint nt, uint T, uint S, int causal,
+                         uint window)
+{
+    const int off = (int)S - (int)T;
+    *lo = 0;
+    *hi = (int)S;
+    if (causal) {
+        *hi = min((int)S, (int)(t0 + nt - 1) + off + 1);
+        if (window)
+            *lo = max(0, (int)t0 + off - (int)window + 1);
+    }
+}
+
+/* Which lanes (absolute query positions tq) see key s; the same key for all
+ * lanes. in_tile: the key is inside the tile (not a clamped repeat). */
+static inline fai fa_visible_rows(fai tq, int s, int in_tile, __global const int *kp, int has_keep,
+                                  int causal, uint window)
+{
+    fai ok = FA_ALL(in_tile && (!has_keep || kp[s] != 0));
+    if (causal)
+        ok &= (fai)(s) <= tq;
+    if (window)
+        ok &= (fai)(s + (int)window) > tq;
+    return ok;
+}
+
+/* Tile dropout for the query-row passes: lanes are rows with element index
+ * i0 = (bh*T + t)*S + s0 at key s0; fills keepw[c] (c < FA_BC) with the
+ * lanes that keep key s0 + c. Three Philox calls cover the 8..11 words a
+ * tile of 8 keys spans from any i0 % 4. */
+static void fa_drop_rows(fai *keepw, fal i0, uint thr, uint seed0, uint seed1, uint st0, uint st1)
+{
+    fau w[12];
+    const fal g = i0 >> 2;
+    const fai o = FA_I(i0 & (ulong)3);
+    fa_philox(g, st0, st1, seed0, seed1, &w[0], &w[1], &w[2], &w[3]);
+    fa_philox(g + (ulong)1, st0, st1, seed0, seed1, &w[4], &w[5], &w[6], &w[7]);
+    fa_philox(g + (ulong)2, st0, st1, seed0, seed1, &w[8], &w[9], &w[10], &w[11]);
+    #pragma unroll
+    for (int c = 0; c < FA_BC; c++)
+        keepw[c] = fa_pick4(w[c], w[c + 1], w[c + 2], w[c + 3], o) >= (fau)(thr);
+}
+
+/* ---- forward ---- */
+
+__kernel void attn_flash_fwd(__global float *y, ulong y_off, ulong y_stride, __global float *lse,
+                             ulong lse_off, __global const float *q, ulong q_off, ulong q_stride,
+                             __global const float *k, ulong k_off, __global const float *v,
+                             ulong v_off, ulong kv_stride, ulong kv_bstride, ulong kv_hstride,
+                             FA_MASK_PARAMS)
+{
+    const uint nblk = (T + FA_VW - 1) / FA_VW;
+    const ulong gid = get_global_id(0);
+    if (gid >= (ulong)B * NH * nblk)
+        return;
+    const uint bh = (uint)(gid / nblk), h = bh % NH, b = bh / NH;
+    const uint t0 = (uint)(gid - (ulong)bh * nblk) * FA_VW, nt = min((uint)FA_VW, T - t0);
+    const int off = (int)S - (int)T;
+    __global const float *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const float *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
+
+    faf qt[FA_HS_MAX], acc[FA_HS_MAX]; /* vector-typed: aligned */
+    fa_load_t(qt, q + q_off + ((ulong)b * T + t0) * q_stride + (ulong)h * HS, q_stride, nt, HS,
+              scale);
+    for (uint d = 0; d < HS; d++)
+        acc[d] = (faf)(0.0f);
+    const fai tq = (fai)((int)t0 + off) + FA_IOTA; /* the lanes' absolute positions */
+    const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
+    const fal irow = ((fal)((ulong)bh * T + t0) + FA_UL(FA_IOTA)) * (ulong)S;
+    int lo, hi;
+    fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
+
+    faf m = (faf)(CLF_NEG_BIG), l = (faf)(0.0f);
+    for (int s0 = lo; s0 < hi; s0 += FA_BC) {
+        const int nc = min(FA_BC, hi - s0);
+        __global const float *kr[FA_BC], *vr[FA_BC];
+        faf sc[FA_BC], p[FA_BC];
+        fai vis[FA_BC];
+        #pragma unroll
+        for (int c = 0; c < FA_BC; c++) {
+            const ulong s = (ulong)(s0 + min(c, nc - 1));
+            kr[c] = kb + s * kv_stride;
+            vr[c] = vb + s * kv_stride;
+            sc[c] = (faf)(0.0f);
+        }
+        for (uint d = 0; d < HS; d++) {
+            const faf qd = qt[d];
+            #pragma unroll
+            for (int c = 0; c < FA_BC; c++)
+                sc[c] += qd * kr[c][d];
+        }
+        faf mt = m;
+        #pragma unroll
+        for (int c = 0; c < FA_BC; c++) {
+            vis[c] = fa_visible_rows(tq, s0 + c, c < nc, kp, has_keep, causal, window);
+            if (alibi)
+                sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
+            mt = fmax(mt, select((faf)(CLF_NEG_BIG), sc[c], vis[c]));
+        }
+        const faf corr = exp(m - mt);
+        l *= corr;
+        #pragma unroll
+        for (int c = 0; c < FA_BC; c++) {
+            p[c] = select((faf)(0.0f), exp(sc[c] - mt), vis[c]);
+            l += p[c];
+        }
+        if (FA_DROPOUT) {
+            fai kw[FA_BC];
+            fa_drop_rows(kw, irow + (ulong)s0, drop_thr, seed0, seed1, stream0, stream1);
+            #pragma unroll
+            for (int c = 0; c < FA_BC; c++)
+                p[c] = select((faf)(0.0f), p[c] * drop_scale, kw[c]);
+        }
+        for (uint d = 0; d < HS; d++) {
+            faf a = acc[d] * corr;
+            #pragma unroll
+            for (int c = 0; c < FA_BC; c++)
+                a += p[c] * vr[c][d];
+            acc[d] = a;
+        }
+        m = mt;
+    }
+
+    float mv[FA_VW], lv[FA_VW];
+    FA_STORE(m, 0, mv);
+    FA_STORE(l, 0, lv);
+    for (uint r = 0; r < nt; r++) {
+        const uint t = t0 + r;
+        const float inv = lv[r] > 0.0f ? 1.0f / lv[r] : 0.0f;
+        __global float *yr = y + y_off + ((ulong)b * T + t) * y_stride + (ulong)h * HS;
+        for (uint d = 0; d < HS; d++)
+            yr[d] = ((float *)acc)[d * FA_VW + r] * inv;
+        lse[lse_off + (ulong)bh * T + t] = lv[r] > 0.0f ? mv[r] + log(lv[r]) : -INFINITY;
+    }
+}
+
+/* ---- backward ---- */
+
+/* Both passes take the same arguments (each reads what it needs), so the
+ * host sets them once. dsum [B*NH, T]: D = dy.y per query row, written by
+ * the dq pass and read by the dk/dv pass. */
+#define FA_BWD_PARAMS                                                                             \
+    __global float *dq, ulong dq_off, __global float *dk, ulong dk_off, __global float *dv,        \
+        ulong dv_off, ulong dq_stride, ulong dkv_stride, __global float *dsum, ulong dsum_off,   \
+        __global const float *dy, ulong dy_off, __global const float *y, ulong y_off,            \
+        ulong y_stride, __global const float *lse, ulong lse_off, __global const float *q,       \
+        ulong q_off, ulong q_stride, __global const float *k, ulong k_off,                       \
+        __global const float *v, ulong v_off, ulong kv_stride, ulong kv_bstride,                 \
+        ulong kv_hstride, FA_MASK_PARAMS
+
+__kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
+{
+    const uint nblk = (T + FA_VW - 1) / FA_VW;
+    const ulong gid = get_global_id(0);
+    if (gid >= (ulong)B * NH * nblk)
+        return;
+    const uint bh = (uint)(gid / nblk), h = bh % NH, b = bh / NH;
+    const uint t0 = (uint)(gid - (ulong)bh * nblk) * FA_VW, nt = min((uint)FA_VW, T - t0);
+    const int off = (int)S - (int)T;
+    __global const float *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const float *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
+    const ulong row0 = ((ulong)b * T + t0) * y_stride + (ulong)h * HS;
+
+    faf qt[FA_HS_MAX], gt[FA_HS_MAX], acc[FA_HS_MAX]; /* vector-typed: aligned */
+    fa_load_t(qt, q + q_off + ((ulong)b * T + t0) * q_stride + (ulong)h * HS, q_stride, nt, HS,
+              scale);
+    fa_load_t(gt, dy + dy_off + row0, y_stride, nt, HS, 1.0f);
+    float Dv[FA_VW], Lv[FA_VW];
+    for (uint r = 0; r < FA_VW; r++) {
+        const uint rr = min(r, nt - 1);
+        __global const float *yr = y + y_off + row0 + (ulong)rr * y_stride;
+        float D = 0.0f;
+        for (uint d = 0; d < HS; d++)
+            D += ((float *)gt)[d * FA_VW + r] * yr[d];
+        Dv[r] = D;
+        Lv[r] = lse[lse_off + (ulong)bh * T + t0 + rr];
+    }
+    for (uint d = 0; d < HS; d++)
+        acc[d] = (faf)(0.0f);
+    const faf Dr = FA_LOAD(0, Dv), Lraw = FA_LOAD(0, Lv);
+    const fai seen = Lraw > (faf)(CLF_NEG_BIG); /* rows that see some key */
+    const faf L = select((faf)(0.0f), Lraw, seen);
+    const fai tq = (fai)((int)t0 + off) + FA_IOTA;
+    const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
+    const fal irow = ((fal)((ulong)bh * T + t0) + FA_UL(FA_IOTA)) * (ulong)S;
+    int lo, hi;
+    fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
+
+    for (int s0 = lo; s0 < hi; s0 += FA_BC) {
+        const int nc = min(FA_BC, hi - s0);
+        __global const float *kr[FA_BC], *vr[FA_BC];
+        faf sc[FA_BC], dp[FA_BC];
+        #pragma unroll
+        for (int c = 0; c < FA_BC; c++) {
+            const ulong s = (ulong)(s0 + min(c, nc - 1));
+            kr[c] = kb + s * kv_stride;
+            vr[c] = vb + s * kv_stride;
+            sc[c] = (faf)(0.0f);
+            dp[c] = (faf)(0.0f);
+        }
+        for (uint d = 0; d < HS; d++) {
+            const faf qd = qt[d], gd = gt[d];
+            #pragma unroll
+            for (int c = 0; c < FA_BC; c++) {
+                sc[c] += qd * kr[c][d];
+                dp[c] += gd * vr[c][d];
+            }
+        }
+        fai kw[FA_BC];
+        if (FA_DROPOUT)
+            fa_drop_rows(kw, irow + (ulong)s0, drop_thr, seed0, seed1, stream0, stream1);
+        #pragma unroll
+        for (int c = 0; c < FA_BC; c++) {
+            const fai vis = fa_visible_rows(tq, s0 + c, c < nc, kp, has_keep, causal, window) & seen;
+            if (alibi)
+                sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
+            const faf pc = select((faf)(0.0f), exp(sc[c] - L), vis);
+            if (FA_DROPOUT)
+                dp[c] = select((faf)(0.0f), dp[c] * drop_scale, kw[c]);
+            sc[c] = pc * (dp[c] - Dr); /* ds */
+        }
+        for (uint d = 0; d < HS; d++) {
+            faf a = acc[d];
+            #pragma unroll
+            for (int c = 0; c < FA_BC; c++)
+                a += sc[c] * kr[c][d];
+            acc[d] = a;
+        }
+    }
+
+    for (uint r = 0; r < nt; r++) {
+        const uint t = t0 + r;
+        __global float *dqr = dq + dq_off + ((ulong)b * T + t) * dq_stride + (ulong)h * HS;
+        for (uint d = 0; d < HS; d++)
+            dqr[d] = scale * ((float *)acc)[d * FA_VW + r];
+        dsum[dsum_off + (ulong)bh * T + t] = Dv[r];
+    }
+}
+
+__kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
+{
+    const uint nblk = (S + FA_VW - 1) / FA_VW;
+    const ulong gid = get_global_id(0);
+    if (gid >= (ulong)B * NH * nblk)
+        return;
+    const uint bh = (uint)(gid / nblk), h = bh % NH, b = bh / NH;
+    const uint s0 = (uint)(gid - (ulong)bh * nblk) * FA_VW, ns = min((uint)FA_VW, S - s0);
+    const int off = (int)S - (int)T;
+
+    faf kt[FA_HS_MAX], vt[FA_HS_MAX], ak[FA_HS_MAX], av[FA_HS_MAX]; /* vector-typed: aligned */
+    const ulong kv0 = (ulong)b * kv_bstride + (ulong)h * kv_hstride + (ulong)s0 * kv_stride;
+    fa_load_t(kt, k + k_off + kv0, kv_stride, ns, HS, scale);
+    fa_load_t(vt, v + v_off + kv0, kv_stride, ns, HS, 1.0f);
+    for (uint d = 0; d < HS; d++) {
+        ak[d] = (faf)(0.0f);
+        av[d] = (faf)(0.0f);
+    }
+    /* lanes: keys s0 + lane; visible to some query at all? */
+    int kl[FA_VW];
+    for (uint r = 0; r < FA_VW; r++)
+        kl[r] = r < ns && (!has_keep || keep[keep_off + (ulong)b * keep_stride + s0 + r] != 0) ? -1
+                                                                                               : 0;
+    const fai kvis = FA_LOAD(0, kl);
+    const fai sv = (fai)((int)s0) + FA_IOTA;
+    const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
+    /* the queries that may see keys [s0, s0 + ns) */
+    int tlo = 0, thi = (int)T;
+    if (causal) {
+        tlo = max(0, (int)s0 - off);
+        if (window)
+            thi = min((int)T, (int)(s0 + ns - 1) + (int)window - off);
+    }
+
+    for (int t = tlo; t < thi; t += FA_BQ) {
+        const int nq = min(FA_BQ, thi - t);
+        __global const float *qr[FA_BQ], *gr[FA_BQ];
+        faf sc[FA_BQ], dp[FA_BQ];
+        float L[FA_BQ], D[FA_BQ];
+        #pragma unroll
+        for (int j = 0; j < FA_BQ; j++) {
+            const ulong tj = (ulong)(t + min(j, nq - 1));
+            qr[j] = q + q_off + ((ulong)b * T + tj) * q_stride + (ulong)h * HS;
+            gr[j] = dy + dy_off + ((ulong)b * T + tj) * y_stride + (ulong)h * HS;
+            L[j] = lse[lse_off + (ulong)bh * T + tj];
+            D[j] = dsum[dsum_off + (ulong)bh * T + tj];
+            sc[j] = (faf)(0.0f);
+            dp[j] = (faf)(0.0f);
+        }
+        for (uint d = 0; d < HS; d++) {
+            const faf kd = kt[d], vd = vt[d];
+            #pragma unroll
+            for (int j = 0; j < FA_BQ; j++) {
+                sc[j] += qr[j][d] * kd;
+                dp[j] += gr[j][d] * vd;
+            }
+        }
+        #pragma unroll
+        for (int j = 0; j < FA_BQ; j++) {
+            const int tqj = t + j + off;
+            fai vis = kvis & FA_ALL(j < nq && L[j] > CLF_NEG_BIG);
+            if (causal)
+                vis &= sv <= (fai)(tqj);
+            if (window)
+                vis &= sv + (fai)((int)window) > (fai)(tqj);
+            if (alibi)
+                sc[j] -= slope * FA_F(abs((fai)(tqj) - sv));
+            faf pj = select((faf)(0.0f), exp(sc[j] - (L[j] > CLF_NEG_BIG ? L[j] : 0.0f)), vis);
+            if (FA_DROPOUT) {
+                const fal i = (fal)(((ulong)bh * T + (ulong)(t + j)) * S + s0) + FA_UL(FA_IOTA);
+                fau w0, w1, w2, w3;
+                fa_philox(i >> 2, stream0, stream1, seed0, seed1, &w0, &w1, &w2, &w3);
+                const fai kw = fa_pick4(w0, w1, w2, w3, FA_I(i & (ulong)3)) >= (fau)(drop_thr);
+                dp[j] = select((faf)(0.0f), dp[j] * drop_scale, kw);
+                sc[j] = pj * (dp[j] - D[j]);                         /* ds */
+                dp[j] = select((faf)(0.0f), pj * drop_scale, kw); /* the kept p */
+            } else {
+                sc[j] = pj * (dp[j] - D[j]);
+                dp[j] = pj;
+            }
+        }
+        for (uint d = 0; d < HS; d++) {
+            faf a = ak[d], c = av[d];
+            #pragma unroll
+            for (int j = 0; j < FA_BQ; j++) {
+                a += sc[j] * qr[j][d];
+                c += dp[j] * gr[j][d];
+            }
+            ak[d] = a;
+            av[d] = c;
+        }
+    }
+
+    for (uint r = 0; r < ns; r++) {
+        const ulong row = ((ulong)b * S + s0 + r) * dkv_stride + (ulong)h * HS;
+        for (uint d = 0; d < HS; d++) {
+            dk[dk_off + row + d] = scale * ((float *)ak)[d * FA_VW + r];
+            dv[dv_off + row + d] = ((float *)av)[d * FA_VW + r];
+        }
+    }
+}
+
+/* FA_VW for the host (as this kernel's required work-group size, which the
+ * host queries without launching it). */
+__kernel __attribute__((reqd_work_group_size(FA_VW, 1, 1))) void attn_flash_vw(__global int *unused)
+{
+    (void)unused;
+}

@@ -1,0 +1,182 @@
+/*
+ * ops/flash.c - host wrappers of cl/flash.cl: fused attention forward and
+ * backward in O(T) memory.
+ *
+ * Design: the kernels block FA_VW query rows (or keys) per work-item, FA_VW
+ * being fixed when the program is built (see cl/flash.cl); the host reads it
+ * back from the kernel's own report (attn_flash_vw) so grid sizes never
+ * guess. Every pass gets the same mask arguments, appended by mask_args().
+ *
+ * Not here: decoding against a KV cache (ops/attention.c).
+ */
+#include <string.h>
+
+#include "model/ops/ops.h"
+#include "model/ops/ops_internal.h"
+
+#define U32_MAX_SZ ((size_t)0xFFFFFFFFu)
+#define FA_HS_MAX 256 /* cl/flash.cl's private arrays */
+#define FA_NMASK 19   /* arguments in FA_MASK_PARAMS */
+
+/* The rows (or keys) one work-item of the program takes: cl/flash.cl's
+ * FA_VW, which attn_flash_vw carries as its required work-group size. */
+static clf_status flash_vw(clf_runtime *rt, size_t *vw, clf_error *err)
+{
+    clf_kernel *k = NULL;
+    clf_status st = clf_kernel_get(rt, "flash", "attn_flash_vw", &k, err);
+    if (st != CLF_OK)
+        return st;
+    *vw = clf_kernel_required_group(k);
+    if (*vw == 0)
+        return clf_error_set(err, CLF_ERR_BUILD, "the flash program does not report FA_VW");
+    return CLF_OK;
+}
+
+static clf_status check(const clf_attn_fused *a, const clf_attn_fused_grad *g, clf_error *err)
+{
+    const size_t row = a->NH * a->HS;
+    if (a->HS == 0 || a->HS > FA_HS_MAX || a->NH == 0 || a->S == 0 || a->q_stride < row ||
+        (a->kv_stride < row && a->kv_head_stride == 0) || a->kv_stride < a->HS ||
+        a->y_stride < row || (a->causal && a->T > a->S) ||
+        (g != NULL && (g->dq_stride < row || g->dkv_stride < row)) ||
+        (a->keep.buf != NULL && a->keep_stride < a->S) || a->T > 0x7FFFFFFF || a->S > 0x7FFFFFFF ||
+        a->B * a->NH * a->T > U32_MAX_SZ || a->B * a->NH * a->S > U32_MAX_SZ)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "need 1 <= HS (%zu) <= %d, NH >= 1, S >= 1 (and T <= S when causal), "
+                             "row strides of at least NH*HS and a keep stride of at least S",
+                             a->HS, FA_HS_MAX);
+    if (a->window > 0 && !a->causal)
+        return clf_error_set(err, CLF_ERR_ARG, "a sliding window needs causal attention");
+    if (a->window > 0x7FFFFFFF)
+        return clf_error_set(err, CLF_ERR_ARG, "window %zu is too large", a->window);
+    if (!(a->p_drop >= 0.0f && a->p_drop <= 1.0f))
+        return clf_error_set(err, CLF_ERR_ARG, "dropout probability %g is outside [0, 1]",
+                             (double)a->p_drop);
+    if (a->q.buf == NULL || a->k.buf == NULL || a->v.buf == NULL || a->y.buf == NULL ||
+        a->lse.buf == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "y, lse, q, k and v are required");
+    return CLF_OK;
+}
+
+/* FA_MASK_PARAMS, in order. */
+static void mask_args(const clf_attn_fused *a, clf_arg *out)
+{
+    const int has_keep = a->keep.buf != NULL;
+    const clf_ptr keep = has_keep ? a->keep : a->q; /* any valid buffer when absent */
+    uint32_t thr = 0;
+    float dscale = 1.0f;
+    if (a->p_drop > 0.0f)
+        clf_ops_dropout_params(a->p_drop, &thr, &dscale);
+    const clf_arg m[FA_NMASK] = {
+        CLF_ARG_PTR(keep),
+        CLF_ARG_U64(a->keep_stride),
+        CLF_ARG_I32(has_keep),
+        CLF_ARG_U32(a->B),
+        CLF_ARG_U32(a->NH),
+        CLF_ARG_U32(a->T),
+        CLF_ARG_U32(a->S),
+        CLF_ARG_U32(a->HS),
+        CLF_ARG_I32(a->causal != 0),
+        CLF_ARG_U32(a->window),
+        CLF_ARG_I32(a->alibi != 0),
+        CLF_ARG_F32(a->scale),
+        CLF_ARG_U32(thr),
+        CLF_ARG_F32(dscale),
+        CLF_ARG_U32((uint32_t)a->seed),
+        CLF_ARG_U32((uint32_t)(a->seed >> 32)),
+        CLF_ARG_U32((uint32_t)a->stream),
+        CLF_ARG_U32((uint32_t)(a->stream >> 32)),
+    };
+    memcpy(out, m, sizeof m);
+}
+
+/* Work-group size: 1 where groups run item by item (a work-item is a whole
+ * block; bigger groups made PoCL's passes 1.9x slower at T = 64), else up
+ * to 64 rows. */
+static size_t flash_local(const clf_runtime *rt, const clf_kernel *k)
+{
+    return clf_ops_serial(rt) ? 1 : clf_ops_group_size(k, 64);
+}
+
+/* Key/value strides between sequences and between heads (0: the
+ * projections' layout, S rows of kv_stride, head h at column h*HS). */
+static size_t kv_bstride(const clf_attn_fused *a)
+{
+    return a->kv_batch_stride ? a->kv_batch_stride : a->S * a->kv_stride;
+}
+static size_t kv_hstride(const clf_attn_fused *a)
+{
+    return a->kv_head_stride ? a->kv_head_stride : a->HS;
+}
+
+static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, clf_error *err)
+{
+    clf_kernel *k = NULL;
+    size_t vw = 1;
+    clf_status st = check(a, NULL, err);
+    if (st != CLF_OK)
+        goto fail;
+    if (a->B * a->NH * a->T == 0)
+        return CLF_OK;
+    if ((st = flash_vw(rt, &vw, err)) != CLF_OK ||
+        (st = clf_kernel_get(rt, "flash", "attn_flash_fwd", &k, err)) != CLF_OK)
+        goto fail;
+    clf_arg args[15 + FA_NMASK] = {
+        CLF_ARG_PTR(a->y),          CLF_ARG_U64(a->y_stride),  CLF_ARG_PTR(a->lse),
+        CLF_ARG_PTR(a->q),          CLF_ARG_U64(a->q_stride),  CLF_ARG_PTR(a->k),
+        CLF_ARG_PTR(a->v),          CLF_ARG_U64(a->kv_stride), CLF_ARG_U64(kv_bstride(a)),
+        CLF_ARG_U64(kv_hstride(a)),
+    };
+    mask_args(a, args + 15);
+    size_t global = a->B * a->NH * ceil_div(a->T, vw), local = flash_local(rt, k);
+    if ((st = clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)
+        goto fail;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "attn_fused_forward");
+    return st;
+}
+
+clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
+                                      const clf_attn_fused_grad *g, clf_error *err)
+{
+    clf_kernel *kq = NULL, *kkv = NULL;
+    size_t vw = 1;
+    clf_status st = check(a, g, err);
+    if (st != CLF_OK)
+        goto fail;
+    if (a->B * a->NH * a->T == 0)
+        return CLF_OK;
+    if (g->dy.buf == NULL || g->dq.buf == NULL || g->dk.buf == NULL || g->dv.buf == NULL ||
+        g->dsum.buf == NULL) {
+        st = clf_error_set(err, CLF_ERR_ARG, "dy, dq, dk, dv and dsum are required");
+        goto fail;
+    }
+    if ((st = flash_vw(rt, &vw, err)) != CLF_OK ||
+        (st = clf_kernel_get(rt, "flash", "attn_flash_bwd_dq", &kq, err)) != CLF_OK ||
+        (st = clf_kernel_get(rt, "flash", "attn_flash_bwd_dkv", &kkv, err)) != CLF_OK)
+        goto fail;
+    clf_arg args[27 + FA_NMASK] = {
+        CLF_ARG_PTR(g->dq),         CLF_ARG_PTR(g->dk),         CLF_ARG_PTR(g->dv),
+        CLF_ARG_U64(g->dq_stride),  CLF_ARG_U64(g->dkv_stride), CLF_ARG_PTR(g->dsum),
+        CLF_ARG_PTR(g->dy),         CLF_ARG_PTR(a->y),          CLF_ARG_U64(a->y_stride),
+        CLF_ARG_PTR(a->lse),        CLF_ARG_PTR(a->q),          CLF_ARG_U64(a->q_stride),
+        CLF_ARG_PTR(a->k),          CLF_ARG_PTR(a->v),          CLF_ARG_U64(a->kv_stride),
+        CLF_ARG_U64(kv_bstride(a)), CLF_ARG_U64(kv_hstride(a)),
+    };
+    mask_args(a, args + 27);
+    /* the dq pass over query rows, then the dk/dv pass over keys */
+    size_t global = a->B * a->NH * ceil_div(a->T, vw), local = flash_local(rt, kq);
+    if ((st = clf_kernel_launch(rt, kq, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)
+        goto fail;
+    global = a->B * a->NH * ceil_div(a->S, vw);
+    local = flash_local(rt, kkv);
+    if ((st = clf_kernel_launch(rt, kkv, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)
+        goto fail;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "attn_fused_backward");
+    return st;
+}
