@@ -16,7 +16,26 @@ import os
 import statistics
 import time
 
-import torch
+
+def blas_core():
+    """OpenBLAS 0.3.21 (Debian 12) does not know recent CPUs and falls back
+    to its SSE3 kernels; name the core type from the CPU's flags, as
+    bench/run_all.sh does, unless the caller chose one. Must run before
+    torch (and its OpenBLAS) is loaded."""
+    if "OPENBLAS_CORETYPE" in os.environ:
+        return
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return
+    if " avx512f" in flags:
+        os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
+    elif " avx2" in flags:
+        os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+
+
+blas_core()
+import torch  # noqa: E402
 
 
 def main():

@@ -88,8 +88,10 @@ __kernel void heads_merge(__global float *out, ulong out_off, __global const flo
  * positions out (nonzero = attend) and a row with nothing kept gives zeros;
  * without it, keep is not read.
  *
- * Flash-decoding: group g = bh * P + p takes the positions [p*chunk,
- * min(L, (p+1)*chunk)), chunk = ceil(L / P). With P = 1 it writes the
+ * The query (position L - 1) sees positions [lo, L) (lo > 0: a sliding
+ * window), with ALiBi biases -slope_h (L - 1 - s) when alibi is set.
+ * Flash-decoding: group g = bh * P + p takes the positions [lo + p*chunk,
+ * min(L, lo + (p+1)*chunk)), chunk = ceil((L - lo) / P). With P = 1 it writes the
  * normalised output; with P > 1 its partial softmax, part[g * (HS + 2) ..]
  * = {max m, sum l of exp(score - m), then the HS values sum_s exp(score_s -
  * m) v_s}, which attn_decode_combine folds in a fixed order. Local: qs[HS],
@@ -98,7 +100,8 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
                           ulong q_off, ulong q_stride, __global const float *kc, ulong k_off,
                           __global const float *vc, ulong v_off, __global const int *keep,
                           ulong keep_off, uint keep_stride, int has_keep, uint NH, uint HS,
-                          uint Tmax, uint L, float scale, uint P, __global float *part,
+                          uint Tmax, uint lo, uint L, float scale, int alibi, uint P,
+                          __global float *part,
                           ulong part_off, __local float *qs, __local float *sc,
                           __local float *red)
 {
@@ -107,7 +110,9 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
      * when the whole group returns together (stray writes past the buffers). */
     uint g = get_group_id(0), lid = get_local_id(0), W = get_local_size(0);
     uint bh = g / P, p = g - bh * P;
-    uint chunk = (L + P - 1) / P, s0 = min(L, p * chunk), s1 = min(L, s0 + chunk), n = s1 - s0;
+    uint n_all = L - lo, chunk = (n_all + P - 1) / P;
+    uint s0 = lo + min(n_all, p * chunk), s1 = min(L, s0 + chunk), n = s1 - s0;
+    const float slope = alibi ? clf_alibi_slope(bh % NH, NH) : 0.0f;
     q += q_off + (ulong)(bh / NH) * q_stride + (ulong)(bh % NH) * HS;
     kc += k_off + ((ulong)bh * Tmax + s0) * HS;
     vc += v_off + ((ulong)bh * Tmax + s0) * HS;
@@ -126,7 +131,7 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
             a = 0.0f;
             for (uint d = 0; d < HS; d++)
                 a += qs[d] * kr[d];
-            a *= scale;
+            a = a * scale - slope * (float)(L - 1 - (s0 + s));
         }
         sc[s] = a;
         mx = fmax(mx, a);

@@ -145,6 +145,28 @@ static void fa_philox(fal g, uint st0, uint st1, uint key0, uint key1, fau *w0, 
     *w3 = c3;
 }
 
+/* The same generator on one counter: word i % 4 of Philox(i / 4). */
+static uint fa_philox_word(ulong i, uint st0, uint st1, uint key0, uint key1)
+{
+    const ulong g = i >> 2;
+    uint c0 = (uint)g, c1 = (uint)(g >> 32), c2 = st0, c3 = st1, k0 = key0, k1 = key1;
+    for (int r = 0; r < 10; r++) {
+        const ulong p0 = (ulong)c0 * (ulong)CLF_PHILOX_M0, p1 = (ulong)c2 * (ulong)CLF_PHILOX_M1;
+        c0 = (uint)(p1 >> 32) ^ c1 ^ k0;
+        c2 = (uint)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (uint)p1;
+        c3 = (uint)p0;
+        if (r < 9)
+            CLF_PHILOX_BUMP(k0, k1);
+    }
+    /* select(), not a switch or ?: chain: LLVM turns those into a lookup
+     * table that Oclgrind 21.10 reads wrongly */
+    const uint o = (uint)(i & 3);
+    uint r = select(c0, c1, o == 1u);
+    r = select(r, c2, o == 2u);
+    return select(r, c3, o == 3u);
+}
+
 /* Word o (0..3, per lane) of four words. */
 static inline fau fa_pick4(fau w0, fau w1, fau w2, fau w3, fai o)
 {
@@ -527,4 +549,245 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
 __kernel __attribute__((reqd_work_group_size(FA_VW, 1, 1))) void attn_flash_vw(__global int *unused)
 {
     (void)unused;
+}
+
+/* ---- the work-group (tile) shape, for devices that run work-items in lockstep ----
+ * One work-group of G work-items (the launch's local size) takes G query
+ * rows (forward, dq pass) or G keys (dk/dv pass) of one (b, h), a work-item
+ * one row. The other side streams through local memory in tiles of BC rows
+ * loaded cooperatively (consecutive work-items read consecutive floats of a
+ * row: coalesced), with two barriers per tile: one before a tile is
+ * overwritten (every work-item is done reading the previous one) and one
+ * after it is loaded. Every work-item reaches every barrier (rows past the
+ * end compute on a clamped row and store nothing; the host launches exactly
+ * the groups needed, no early return). Tiles outside the group's causal or
+ * window band are skipped; per-element masks, ALiBi and dropout as above
+ * (dropout draws one Philox word per element). Local memory: 2*BC*HS floats
+ * (forward, dq) or 2*BC*(HS + 1) (dk/dv); the host picks BC <= FA_GBC. */
+#define FA_GBC 64
+
+/* Dropout keep decision of element i (random.cl's dropout, one element). */
+static inline int fa_keep1(ulong i, uint thr, uint seed0, uint seed1, uint st0, uint st1)
+{
+    return fa_philox_word(i, st0, st1, seed0, seed1) >= thr;
+}
+
+/* Whether query row t (absolute position tq) sees key s. */
+static inline int fa_sees(int tq, int s, __global const int *kp, int has_keep, int causal,
+                          uint window)
+{
+    return (!has_keep || kp[s] != 0) && (!causal || s <= tq) && (!window || s + (int)window > tq);
+}
+
+__kernel void attn_flash_fwd_group(__global float *y, ulong y_off, ulong y_stride,
+                                   __global float *lse, ulong lse_off, __global const float *q,
+                                   ulong q_off, ulong q_stride, __global const float *k,
+                                   ulong k_off, __global const float *v, ulong v_off,
+                                   ulong kv_stride, ulong kv_bstride, ulong kv_hstride,
+                                   FA_MASK_PARAMS, uint BC, __local float *ks, __local float *vs)
+{
+    const uint G = get_local_size(0), lid = get_local_id(0);
+    const uint nblk = (T + G - 1) / G, grp = get_group_id(0);
+    const uint bh = grp / nblk, h = bh % NH, b = bh / NH;
+    const uint t0 = (grp - bh * nblk) * G, nt = min(G, T - t0), t = t0 + min(lid, nt - 1);
+    const int valid = lid < nt, tq = (int)t + (int)S - (int)T;
+    __global const float *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const float *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
+    __global const float *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
+    const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
+    const ulong irow = ((ulong)bh * T + t) * S;
+    float qv[FA_HS_MAX], acc[FA_HS_MAX], sc[FA_GBC];
+    for (uint d = 0; d < HS; d++) {
+        qv[d] = qr[d] * scale;
+        acc[d] = 0.0f;
+    }
+    int lo, hi;
+    fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
+    float m = CLF_NEG_BIG, l = 0.0f;
+    for (int s0 = lo; s0 < hi; s0 += (int)BC) {
+        const int nc = min((int)BC, hi - s0);
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is no longer read */
+        for (uint i = lid; i < (uint)nc * HS; i += G) {
+            const uint r = i / HS, d = i - r * HS;
+            ks[i] = kb[(ulong)(s0 + (int)r) * kv_stride + d];
+            vs[i] = vb[(ulong)(s0 + (int)r) * kv_stride + d];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* the tile is loaded */
+        float mt = m;
+        for (int c = 0; c < nc; c++) {
+            const int s = s0 + c;
+            float a = CLF_NEG_BIG;
+            if (fa_sees(tq, s, kp, has_keep, causal, window)) {
+                a = 0.0f;
+                for (uint d = 0; d < HS; d++)
+                    a += qv[d] * ks[c * HS + d];
+                a -= slope * (float)abs(tq - s);
+                mt = fmax(mt, a);
+            }
+            sc[c] = a;
+        }
+        const float corr = exp(m - mt);
+        l *= corr;
+        for (uint d = 0; d < HS; d++)
+            acc[d] *= corr;
+        for (int c = 0; c < nc; c++) {
+            const int s = s0 + c;
+            float p = fa_sees(tq, s, kp, has_keep, causal, window) ? exp(sc[c] - mt) : 0.0f;
+            l += p;
+            if (FA_DROPOUT && p != 0.0f)
+                p = fa_keep1(irow + (ulong)s, drop_thr, seed0, seed1, stream0, stream1)
+                        ? p * drop_scale
+                        : 0.0f;
+            if (p != 0.0f)
+                for (uint d = 0; d < HS; d++)
+                    acc[d] += p * vs[c * HS + d];
+        }
+        m = mt;
+    }
+    if (valid) {
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        __global float *yr = y + y_off + ((ulong)b * T + t) * y_stride + (ulong)h * HS;
+        for (uint d = 0; d < HS; d++)
+            yr[d] = acc[d] * inv;
+        lse[lse_off + (ulong)bh * T + t] = l > 0.0f ? m + log(l) : -INFINITY;
+    }
+}
+
+__kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
+                                      __local float *vs)
+{
+    const uint G = get_local_size(0), lid = get_local_id(0);
+    const uint nblk = (T + G - 1) / G, grp = get_group_id(0);
+    const uint bh = grp / nblk, h = bh % NH, b = bh / NH;
+    const uint t0 = (grp - bh * nblk) * G, nt = min(G, T - t0), t = t0 + min(lid, nt - 1);
+    const int valid = lid < nt, tq = (int)t + (int)S - (int)T;
+    __global const float *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const float *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
+    const ulong row = ((ulong)b * T + t) * y_stride + (ulong)h * HS;
+    __global const float *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
+    const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
+    const ulong irow = ((ulong)bh * T + t) * S;
+    float qv[FA_HS_MAX], gv[FA_HS_MAX], acc[FA_HS_MAX];
+    float D = 0.0f;
+    for (uint d = 0; d < HS; d++) {
+        qv[d] = qr[d] * scale;
+        gv[d] = dy[dy_off + row + d];
+        D += gv[d] * y[y_off + row + d];
+        acc[d] = 0.0f;
+    }
+    const float L = lse[lse_off + (ulong)bh * T + t];
+    const int seen = L > CLF_NEG_BIG;
+    int lo, hi;
+    fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
+    for (int s0 = lo; s0 < hi; s0 += (int)BC) {
+        const int nc = min((int)BC, hi - s0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint i = lid; i < (uint)nc * HS; i += G) {
+            const uint r = i / HS, d = i - r * HS;
+            ks[i] = kb[(ulong)(s0 + (int)r) * kv_stride + d];
+            vs[i] = vb[(ulong)(s0 + (int)r) * kv_stride + d];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int c = 0; c < nc && seen; c++) {
+            const int s = s0 + c;
+            if (!fa_sees(tq, s, kp, has_keep, causal, window))
+                continue;
+            float a = 0.0f, dp = 0.0f;
+            for (uint d = 0; d < HS; d++) {
+                a += qv[d] * ks[c * HS + d];
+                dp += gv[d] * vs[c * HS + d];
+            }
+            a -= slope * (float)abs(tq - s);
+            if (FA_DROPOUT)
+                dp = fa_keep1(irow + (ulong)s, drop_thr, seed0, seed1, stream0, stream1)
+                         ? dp * drop_scale
+                         : 0.0f;
+            const float ds = exp(a - L) * (dp - D);
+            for (uint d = 0; d < HS; d++)
+                acc[d] += ds * ks[c * HS + d];
+        }
+    }
+    if (valid) {
+        __global float *dqr = dq + dq_off + ((ulong)b * T + t) * dq_stride + (ulong)h * HS;
+        for (uint d = 0; d < HS; d++)
+            dqr[d] = scale * acc[d];
+        dsum[dsum_off + (ulong)bh * T + t] = D;
+    }
+}
+
+__kernel void attn_flash_bwd_dkv_group(FA_BWD_PARAMS, uint BC, __local float *qs,
+                                       __local float *gs)
+{
+    const uint G = get_local_size(0), lid = get_local_id(0);
+    const uint nblk = (S + G - 1) / G, grp = get_group_id(0);
+    const uint bh = grp / nblk, h = bh % NH, b = bh / NH;
+    const uint s0 = (grp - bh * nblk) * G, ns = min(G, S - s0), s = s0 + min(lid, ns - 1);
+    const int valid = lid < ns, off = (int)S - (int)T;
+    __local float *Ls = qs + BC * HS, *Ds = gs + BC * HS; /* after the tiles' rows */
+    const ulong kv0 = (ulong)b * kv_bstride + (ulong)h * kv_hstride + (ulong)s * kv_stride;
+    const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
+    float kv[FA_HS_MAX], vv[FA_HS_MAX], ak[FA_HS_MAX], av[FA_HS_MAX];
+    for (uint d = 0; d < HS; d++) {
+        kv[d] = k[k_off + kv0 + d] * scale;
+        vv[d] = v[v_off + kv0 + d];
+        ak[d] = 0.0f;
+        av[d] = 0.0f;
+    }
+    const int kept = !has_keep || keep[keep_off + (ulong)b * keep_stride + s] != 0;
+    /* the queries that may see keys [s0, s0 + ns) */
+    int tlo = 0, thi = (int)T;
+    if (causal) {
+        tlo = max(0, (int)s0 - off);
+        if (window)
+            thi = min((int)T, (int)(s0 + ns - 1) + (int)window - off);
+    }
+    for (int t0 = tlo; t0 < thi; t0 += (int)BC) {
+        const int nq = min((int)BC, thi - t0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint i = lid; i < (uint)nq * HS; i += G) {
+            const uint r = i / HS, d = i - r * HS;
+            const ulong tr = (ulong)b * T + (ulong)(t0 + (int)r);
+            qs[i] = q[q_off + tr * q_stride + (ulong)h * HS + d];
+            gs[i] = dy[dy_off + tr * y_stride + (ulong)h * HS + d];
+        }
+        for (uint i = lid; i < (uint)nq; i += G) {
+            Ls[i] = lse[lse_off + (ulong)bh * T + (ulong)(t0 + (int)i)];
+            Ds[i] = dsum[dsum_off + (ulong)bh * T + (ulong)(t0 + (int)i)];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int c = 0; c < nq && kept; c++) {
+            const int tq = t0 + c + off;
+            const float L = Ls[c];
+            if (!(L > CLF_NEG_BIG) || (causal && (int)s > tq) ||
+                (window && (int)s + (int)window <= tq))
+                continue;
+            float a = 0.0f, dp = 0.0f;
+            for (uint d = 0; d < HS; d++) {
+                a += qs[c * HS + d] * kv[d];
+                dp += gs[c * HS + d] * vv[d];
+            }
+            a -= slope * (float)abs(tq - (int)s);
+            float p = exp(a - L), pm = p;
+            if (FA_DROPOUT) {
+                const int kw = fa_keep1(((ulong)bh * T + (ulong)(t0 + c)) * S + s, drop_thr, seed0,
+                                        seed1, stream0, stream1);
+                dp = kw ? dp * drop_scale : 0.0f;
+                pm = kw ? p * drop_scale : 0.0f;
+            }
+            const float ds = p * (dp - Ds[c]);
+            for (uint d = 0; d < HS; d++) {
+                ak[d] += ds * qs[c * HS + d];
+                av[d] += pm * gs[c * HS + d];
+            }
+        }
+    }
+    if (valid) {
+        const ulong r = ((ulong)b * S + s) * dkv_stride + (ulong)h * HS;
+        for (uint d = 0; d < HS; d++) {
+            dk[dk_off + r + d] = scale * ak[d];
+            dv[dv_off + r + d] = av[d];
+        }
+    }
 }

@@ -160,8 +160,8 @@ static void print_memory(const memory_report *r, long batch)
            "KV caches %.1f)\n",
            MIB(r->infer.total), MIB(r->infer.params), MIB(r->infer.activations),
            MIB(r->infer.caches));
-    printf("training activations by context (batch %ld; attention keeps T x T scores per "
-           "head):\n  %8s %14s %16s\n",
+    printf("training activations by context (batch %ld; fused attention keeps no T x T "
+           "scores, so they grow linearly):\n  %8s %14s %16s\n",
            batch, "context", "activations", "per token");
     for (int i = 0; i < N_CONTEXTS; i++)
         if (r->activations[i] > 0)

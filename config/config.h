@@ -9,7 +9,7 @@
  *       vocab: {tokenizer: char}   # char | byte | bpe (size: 8000)
  *       context: 64
  *       embedding: {dim: 128, scale: false, dropout: 0.0}
- *       positional: {type: learned}            # learned | sinusoidal | rope
+ *       positional: {type: learned}            # learned | sinusoidal | rope | alibi
  *       blocks:
  *         repeat: 4
  *         attention: {heads: 4, causal: true, dropout: 0.0, bias: true}
@@ -83,6 +83,7 @@ typedef enum clf_positional_type {
     CLF_POS_LEARNED = 0, /* a learned [context, dim] table added to the embeddings */
     CLF_POS_SINUSOIDAL,  /* fixed sin/cos table added to the embeddings */
     CLF_POS_ROPE,        /* rotary embedding of q and k inside attention */
+    CLF_POS_ALIBI,       /* linear per-head biases on the attention scores (ALiBi) */
 } clf_positional_type;
 
 typedef enum clf_activation {
@@ -171,6 +172,8 @@ typedef struct clf_attention_config {
     int causal;     /* bool: decoder self-attention masks the future */
     double dropout; /* on attention probabilities, [0, 1) */
     int bias;       /* bool: q/k/v and output projections have biases */
+    int window;     /* > 0: each query sees only the `window` most recent keys
+                       (sliding-window attention; decoder only); 0 = all */
 } clf_attention_config;
 
 typedef struct clf_ffn_config {

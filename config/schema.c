@@ -29,7 +29,7 @@
 
 static const char *const kind_names[] = {"decoder", "encoder", "encoder-decoder", NULL};
 static const char *const tokenizer_names[] = {"char", "byte", "bpe", NULL};
-static const char *const positional_names[] = {"learned", "sinusoidal", "rope", NULL};
+static const char *const positional_names[] = {"learned", "sinusoidal", "rope", "alibi", NULL};
 static const char *const activation_names[] = {"relu", "gelu", "gelu_tanh", "swiglu", NULL};
 static const char *const norm_names[] = {"none", "layernorm", "rmsnorm", NULL};
 static const char *const placement_names[] = {"pre", "post", NULL};
@@ -140,6 +140,7 @@ static const clf_cfg_field attention_t[] = {
     T_BOOL("causal", blocks.attention.causal),
     T_DBL("dropout", blocks.attention.dropout, 0, 1, HI_OPEN),
     T_BOOL("bias", blocks.attention.bias),
+    T_INT("window", blocks.attention.window, 0, 1 << 30),
     T_END,
 };
 static const clf_cfg_field ffn_t[] = {

@@ -136,6 +136,17 @@ static clf_status check_model(const clf_model_config *c, const vstate *v)
                    "positional.type: rope needs an even head size, but embedding.dim %d / "
                    "blocks.attention.heads %d = %d",
                    C, NH, C / NH);
+    if (C / NH > 256)
+        return bad(v, OFF(blocks.attention.heads), OFF(embedding.dim),
+                   "blocks.attention.heads: a head size of %d (embedding.dim %d / %d heads) is "
+                   "over the fused attention's 256",
+                   C / NH, C, NH);
+    if (c->blocks.attention.window > 0 &&
+        (c->kind != CLF_MODEL_DECODER || !c->blocks.attention.causal))
+        return bad(v, OFF(blocks.attention.window), OFF(kind),
+                   "blocks.attention.window: a sliding window needs causal self-attention "
+                   "(kind decoder with causal: true), not kind %s%s",
+                   kind, c->kind == CLF_MODEL_DECODER ? " with causal: false" : "");
     if (c->blocks.ffn.hidden <= 0)
         return bad(v, OFF(blocks.ffn.hidden), NONE,
                    "blocks.ffn.hidden: expected an integer >= 1, got %d", c->blocks.ffn.hidden);

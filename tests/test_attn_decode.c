@@ -17,6 +17,9 @@
  * that empties whole ranges and whole rows) against the same reference with
  * the mask, atol 1e-5, rtol 1e-4; reruns bit-identical; the device's choice
  * of P and its scratch bound agree; too many splits or no scratch refused.
+ * Sliding windows (1, 16, all and more than all of 61 positions) and ALiBi
+ * biases, with q read inside fused qkv rows, at 1 and 3 ranges, against
+ * float64 (atol 1e-5, rtol 1e-4).
  */
 #include <math.h>
 #include <stdio.h>
@@ -262,6 +265,82 @@ static void test_splits(clf_runtime *rt, tu_rng *r)
     tu_free(a);
 }
 
+/* A sliding window (the last W positions) and ALiBi biases (-slope_h (L - 1
+ * - j)), with q read inside rows of 3C floats (a fused qkv) and P ranges,
+ * against float64. */
+static void test_window_alibi(clf_runtime *rt, size_t W, int alibi, size_t P, tu_rng *r)
+{
+    const size_t B = 2, NH = 3, HS = 16, Tmax = 70, L = 61, C = NH * HS, BH = B * NH;
+    const size_t nq = B * 3 * C, nc = BH * Tmax * HS;
+    float *q = malloc(nq * sizeof *q), *k = malloc(nc * sizeof *k), *v = malloc(nc * sizeof *v);
+    float *got = malloc(BH * HS * sizeof *got);
+    double *ref = malloc(BH * HS * sizeof *ref), sc[70];
+    tu_fill(r, q, nq, -1, 1);
+    tu_fill(r, k, nc, -1, 1);
+    tu_fill(r, v, nc, -1, 1);
+    const double scale = 1.0 / sqrt((double)HS);
+    const size_t lo = W > 0 && L > W ? L - W : 0;
+    for (size_t bh = 0; bh < BH; bh++) {
+        const size_t b = bh / NH, h = bh % NH;
+        size_t n = 1; /* the paper's slopes: 2^(-8(h+1)/n), then the odd ones of 2n */
+        while (n * 2 <= NH)
+            n *= 2;
+        const double slope = h < n ? pow(2.0, -8.0 * (double)(h + 1) / (double)n)
+                                   : pow(2.0, -4.0 * (double)(2 * (h - n) + 1) / (double)n);
+        const float *qq = q + b * 3 * C + h * HS;
+        double mx = -INFINITY, sum = 0;
+        for (size_t j = lo; j < L; j++) {
+            double a = 0;
+            for (size_t d = 0; d < HS; d++)
+                a += (double)qq[d] * k[(bh * Tmax + j) * HS + d];
+            sc[j] = a * scale - (alibi ? slope * (double)(L - 1 - j) : 0.0);
+            mx = fmax(mx, sc[j]);
+        }
+        for (size_t j = lo; j < L; j++)
+            sum += (sc[j] = exp(sc[j] - mx));
+        for (size_t d = 0; d < HS; d++) {
+            double a = 0;
+            for (size_t j = lo; j < L; j++)
+                a += sc[j] * v[(bh * Tmax + j) * HS + d];
+            ref[bh * HS + d] = a / sum;
+        }
+    }
+    clf_ptr dq = tu_upload(rt, q, nq), dk = tu_upload(rt, k, nc), dv = tu_upload(rt, v, nc);
+    clf_ptr out = tu_alloc(rt, BH * HS), part = tu_alloc(rt, BH * P * (HS + 2));
+    const clf_attn_decode ad = {.out = out,
+                                .q = dq,
+                                .q_stride = 3 * C,
+                                .kcache = dk,
+                                .vcache = dv,
+                                .scratch = part,
+                                .B = B,
+                                .NH = NH,
+                                .HS = HS,
+                                .Tmax = Tmax,
+                                .L = L,
+                                .scale = (float)scale,
+                                .window = W,
+                                .alibi = alibi,
+                                .splits = P};
+    clf_error err;
+    tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode (window, alibi)");
+    tu_download(rt, out, got, BH * HS);
+    char name[160];
+    snprintf(name, sizeof name, "attn_decode window=%zu alibi=%d splits=%zu, q in qkv rows", W,
+             alibi, P);
+    tu_close(name, got, ref, BH * HS, 1e-5, 1e-4);
+    tu_free(dq);
+    tu_free(dk);
+    tu_free(dv);
+    tu_free(out);
+    tu_free(part);
+    free(q);
+    free(k);
+    free(v);
+    free(got);
+    free(ref);
+}
+
 int main(void)
 {
     clf_runtime *rt = tu_runtime();
@@ -278,6 +357,11 @@ int main(void)
         test_decode(rt, W, 2, 2, 16, 50, 50, 30.0f, &r);
     }
     test_splits(rt, &r);
+    const size_t windows[] = {0, 1, 16, 61, 200};
+    for (int i = 0; i < 5; i++)
+        for (int alibi = 0; alibi < 2; alibi++)
+            for (size_t P = 1; P <= 3; P += 2) /* ranges: at most one per position seen */
+                test_window_alibi(rt, windows[i], alibi, windows[i] == 1 ? 1 : P, &r);
     clf_error err;
     clf_ptr a = tu_alloc(rt, 64);
     clf_attn_decode bad = {.out = a,

@@ -1,9 +1,11 @@
 /*
  * test_attn_fused.c - fused attention (cl/flash.cl through ops/flash.c)
- * against a float64 reference on fresh random inputs, in both kernel
- * shapes: the device's (FA_VW query rows per work-item: 16 on AVX-512 PoCL,
- * 1 on a GPU or Oclgrind) and the other one (1, or 16 where the device's is
- * 1), each on its own runtime.
+ * against a float64 reference on fresh random inputs, in every kernel
+ * shape: the blocked kernels in the device's width (FA_VW query rows per
+ * work-item: 16 on AVX-512 PoCL, 1 on a GPU or Oclgrind) and in the other
+ * (1, or 16 where the device's is 1; on a runtime of its own), and the
+ * work-group tiles through local memory (the GPU shape; on a CPU device
+ * local memory is emulated but the barriers and tiling are the same).
  *
  * Layouts as the model has them: self-attention reads q, k, v inside one
  * fused [B, T, 3C] projection; cross-attention q from [B, T, C] and k, v
@@ -34,6 +36,7 @@
 #include <string.h>
 
 #include "model/ops/ops.h"
+#include "model/ops/ops_internal.h"
 #include "tests/test_util.h"
 
 #define GUARD 7.25f
@@ -48,6 +51,8 @@ typedef struct acase {
 
 /* The kernel shape under test (cl/flash.cl's FA_VW), for the messages. */
 static size_t g_vw;
+/* The shape under test: the blocked kernels (ITEM) or the tiles (GROUP). */
+static clf_ops_path g_path = CLF_OPS_PATH_ITEM;
 
 #define DROP_SEED 0x5EEDull
 #define DROP_STREAM 0xA77E0001ull
@@ -129,8 +134,13 @@ static void reference(const acase *c, const float *q, size_t qs, const float *k,
 
 static void case_name(const acase *c, const char *what, char *out, size_t n)
 {
-    snprintf(out, n, "%s (VW %zu) B=%zu NH=%zu T=%zu S=%zu HS=%zu%s%s%s%s window=%zu p_drop=%g",
-             what, g_vw, c->B, c->NH, c->T, c->S, c->HS, c->causal ? " causal" : "",
+    char shape[32];
+    if (g_path == CLF_OPS_PATH_GROUP)
+        snprintf(shape, sizeof shape, "tiles");
+    else
+        snprintf(shape, sizeof shape, "VW %zu", g_vw);
+    snprintf(out, n, "%s (%s) B=%zu NH=%zu T=%zu S=%zu HS=%zu%s%s%s%s window=%zu p_drop=%g", what,
+             shape, c->B, c->NH, c->T, c->S, c->HS, c->causal ? " causal" : "",
              c->cross ? " cross" : "", c->masked ? " masked" : "", c->alibi ? " alibi" : "",
              c->window, (double)c->p_drop);
 }
@@ -203,10 +213,10 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
     if (c->masked)
         tu_ok(clf_buffer_write(rt, dk.buf, dk.off * 4, keep, c->B * c->S * 4, &err), &err, "keep");
     clf_attn_fused a = case_desc(c, dy, dl, dq, dkv, dk, ys);
-    tu_ok(clf_op_attn_fused_forward(rt, &a, &err), &err, "attn_fused_forward");
+    tu_ok(clf_op_attn_fused_forward_ex(rt, g_path, &a, &err), &err, "attn_fused_forward");
     tu_download(rt, dy, yh, ny);
     tu_download(rt, dl, lh, nl);
-    tu_ok(clf_op_attn_fused_forward(rt, &a, &err), &err, "attn_fused_forward again");
+    tu_ok(clf_op_attn_fused_forward_ex(rt, g_path, &a, &err), &err, "attn_fused_forward again");
     tu_download(rt, dy, y2, ny);
     tu_download(rt, dl, l2, nl);
     double *yr = malloc(c->B * c->T * C * sizeof *yr), *lr = malloc(nl * sizeof *lr);
@@ -258,7 +268,8 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
         ac.kv_stride = c->HS;
         ac.kv_head_stride = Tmax * c->HS;
         ac.kv_batch_stride = c->NH * Tmax * c->HS;
-        tu_ok(clf_op_attn_fused_forward(rt, &ac, &err), &err, "attn_fused_forward (cache)");
+        tu_ok(clf_op_attn_fused_forward_ex(rt, g_path, &ac, &err), &err,
+              "attn_fused_forward (cache)");
         tu_download(rt, dy, y2, ny);
         tu_download(rt, dl, l2, nl);
         TU_CHECK(memcmp(yh, y2, ny * sizeof *yh) == 0 && memcmp(lh, l2, nl * 4) == 0,
@@ -376,14 +387,14 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
                              .dsum = dsum,
                              .dq_stride = qs,
                              .dkv_stride = kvs};
-    tu_ok(clf_op_attn_fused_forward(rt, &a, &err), &err, "forward");
-    tu_ok(clf_op_attn_fused_backward(rt, &a, &g, &err), &err, "backward");
+    tu_ok(clf_op_attn_fused_forward_ex(rt, g_path, &a, &err), &err, "forward");
+    tu_ok(clf_op_attn_fused_backward_ex(rt, g_path, &a, &g, &err), &err, "backward");
     float *gqh = malloc(ngq * sizeof *gqh), *gkvh = malloc((ngkv ? ngkv : 1) * sizeof *gkvh);
     float *again = malloc(ngq * sizeof *again);
     tu_download(rt, gq, gqh, ngq);
     if (ngkv)
         tu_download(rt, gkv, gkvh, ngkv);
-    tu_ok(clf_op_attn_fused_backward(rt, &a, &g, &err), &err, "backward again");
+    tu_ok(clf_op_attn_fused_backward_ex(rt, g_path, &a, &g, &err), &err, "backward again");
     tu_download(rt, gq, again, ngq);
     const size_t nk = c->B * c->S * C;
     double *rq = malloc(ny * sizeof *rq), *rk = malloc(nk * sizeof *rk), *rv = malloc(nk * 8);
@@ -458,7 +469,7 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
 
 /* Every case on a runtime whose flash program has FA_VW = vw (0: the
  * device's own choice). */
-static size_t run_all(size_t vw, tu_rng *r)
+static size_t run_all(size_t vw, int tiles, tu_rng *r)
 {
     clf_runtime *rt = tu_runtime();
     clf_error err;
@@ -498,9 +509,16 @@ static size_t run_all(size_t vw, tu_rng *r)
         acase c = cases[i];
         if (sim && c.T * c.S * c.HS > 40000)
             c.T = c.T / 8 > 0 ? c.T / 8 : 1, c.S = c.cross ? c.S / 8 + 1 : c.T;
+        g_path = CLF_OPS_PATH_ITEM;
         run(rt, &c, r);
         run_backward(rt, &c, r);
+        if (tiles) {
+            g_path = CLF_OPS_PATH_GROUP;
+            run(rt, &c, r);
+            run_backward(rt, &c, r);
+        }
     }
+    g_path = CLF_OPS_PATH_ITEM;
     clf_ptr a = tu_alloc(rt, 64);
     clf_attn_fused bad = {.y = a,
                           .lse = a,
@@ -539,9 +557,10 @@ static size_t run_all(size_t vw, tu_rng *r)
 int main(void)
 {
     tu_rng r = tu_rng_new(31);
-    /* the device's shape, then the other: one row per work-item (the
-     * lockstep devices' shape) or, where that is the device's, 16 rows */
-    const size_t vw = run_all(0, &r);
-    run_all(vw == 1 ? 16 : 1, &r);
+    /* the blocked kernels in the device's width and the tiles, then the
+     * blocked kernels in the other width: one row per work-item or, where
+     * that is the device's, 16 rows */
+    const size_t vw = run_all(0, 1, &r);
+    run_all(vw == 1 ? 16 : 1, 0, &r);
     return tu_finish();
 }

@@ -180,7 +180,8 @@ typedef struct bad_case {
 
 static const bad_case bad_cases[] = {
     {"model:\n  blocks:\n    attention:\n      hedas: 4\n", "t.yaml:4:7",
-     "unknown key 'hedas' in blocks.attention; expected one of: heads, causal, dropout, bias"},
+     "unknown key 'hedas' in blocks.attention; expected one of: heads, causal, dropout, bias, "
+     "window"},
     {"model:\n  context: four\n", "t.yaml:2:12", "context: expected an integer"},
     {"model:\n  embedding: {dim: \"128\"}\n", "t.yaml:2:20",
      "embedding.dim: expected an integer in [1, 65536], got the quoted string \"128\""},
@@ -201,6 +202,18 @@ static const bad_case bad_cases[] = {
     {"model:\n  embedding: {dim: 12}\n  blocks: {attention: {heads: 4}}\n"
      "  positional: {type: rope}\n",
      "t.yaml:4:22", "rope needs an even head size"},
+    {"model:\n  kind: encoder\n  head: {type: classifier, labels: 2}\n  blocks:\n"
+     "    attention: {causal: false, window: 8}\n",
+     "t.yaml:5:40",
+     "a sliding window needs causal self-attention (kind decoder with causal: true)"},
+    {"model:\n  blocks:\n    attention: {causal: false, window: 8}\n", "t.yaml:3:40",
+     "not kind decoder with causal: false"},
+    {"model:\n  blocks:\n    attention: {window: -1}\n", "t.yaml:3:25",
+     "blocks.attention.window: expected an integer in [0, 1073741824]"},
+    {"model:\n  embedding: {dim: 1024}\n  blocks: {attention: {heads: 2}}\n", "t.yaml:3:31",
+     "a head size of 512 (embedding.dim 1024 / 2 heads) is over the fused attention's 256"},
+    {"model:\n  positional: {type: alibl}\n", "t.yaml:2:22",
+     "expected one of: learned, sinusoidal, rope, alibi; got 'alibl' (did you mean 'alibi'?)"},
     {"model:\n  blocks:\n    ffn: {activation: gleu}\n", "t.yaml:3:23",
      "expected one of: relu, gelu, gelu_tanh, swiglu; got 'gleu' (did you mean 'gelu'?)"},
     {"model:\n  blocks:\n    norm: {type: none}\n", "t.yaml:3:18",

@@ -3,7 +3,7 @@
  *
  * For each fixture in tests/data/parity/ (written by
  * tests/parity/gen_gpt_fixture.py with torch 1.13; see that script for the
- * three variants), the model is built from the YAML in the fixture's
+ * variants: three block layouts, a sliding window, ALiBi), the model is built from the YAML in the fixture's
  * metadata, loaded with the fixture's initial parameters by name, and
  * compared with PyTorch:
  *   - the parameter table: every tensor of the model is in the fixture with
@@ -275,6 +275,8 @@ int main(void)
     parity(rt, "gpt_a");
     parity(rt, "gpt_b");
     parity(rt, "gpt_c");
+    parity(rt, "gpt_w"); /* sliding-window attention (window 5 of context 16) */
+    parity(rt, "gpt_l"); /* ALiBi */
     determinism(rt);
     clf_runtime_destroy(rt);
     return tu_finish();

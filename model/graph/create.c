@@ -119,6 +119,7 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
         case CLF_POS_LEARNED: s->pos = MI_POS_LEARNED; break;
         case CLF_POS_SINUSOIDAL: s->pos = MI_POS_SINUSOIDAL; break;
         case CLF_POS_ROPE: s->pos = MI_POS_ROPE; break;
+        case CLF_POS_ALIBI: s->pos = MI_POS_ALIBI; break;
         default: return clf_error_set(err, CLF_ERR_CONFIG, "positional.type: unknown value");
     }
     if (s->pos == MI_POS_ROPE && (s->HS % 2) != 0)
@@ -141,6 +142,10 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     s->tied = s->head == MI_HEAD_LM && cfg->head.tie_embedding != 0;
     s->shared_emb = s->kind == MI_KIND_ENCDEC && cfg->share_embeddings != 0;
     s->causal = s->kind != MI_KIND_ENCODER && bk->attention.causal != 0;
+    s->window = bk->attention.window;
+    if (s->window < 0 || (s->window > 0 && (s->kind != MI_KIND_DECODER || !s->causal)))
+        return clf_error_set(err, CLF_ERR_CONFIG,
+                             "blocks.attention.window needs causal self-attention (a decoder)");
     s->seed = cfg->train.seed;
 
     const clf_optimizer_config *oc = &cfg->train.optimizer;
@@ -230,6 +235,7 @@ clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cf
         {"blocks.attention.bias", a->attn_bias, s.attn_bias},
         {"blocks.ffn.bias", a->ffn_bias, s.ffn_bias},
         {"blocks.attention.causal", a->causal, s.causal},
+        {"blocks.attention.window", a->window, s.window},
         {"blocks.norm.type (index)", a->norm, s.norm},
         {"blocks.norm.bias", a->norm_bias, s.norm_bias},
         {"blocks.norm.placement (1 = post)", a->norm_post, s.norm_post},

@@ -123,11 +123,13 @@ clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int t
     f.k = clf_ptr_at(a->qkv, C);
     f.v = clf_ptr_at(a->qkv, 2 * C);
     f.kv_stride = 3 * C;
+    f.alibi = m->s.pos == MI_POS_ALIBI;
     if (m->bp[l].is_enc) {
         f.keep = mi_at(m->src_keep, 0);
         f.keep_stride = T;
     } else {
         f.causal = m->s.causal;
+        f.window = (size_t)m->s.window;
     }
     return f;
 }
@@ -199,7 +201,9 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, int Bi,
                                     .HS = HS,
                                     .Tmax = Tmax,
                                     .L = S,
-                                    .scale = 1.0f / sqrtf((float)HS)};
+                                    .scale = 1.0f / sqrtf((float)HS),
+                                    .window = (size_t)s->window,
+                                    .alibi = s->pos == MI_POS_ALIBI};
         if ((st = clf_op_attn_decode(m->rt, &ad, err)) != CLF_OK)
             return st;
     } else {

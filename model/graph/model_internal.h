@@ -43,7 +43,7 @@
 enum { MI_KIND_DECODER = 0, MI_KIND_ENCODER, MI_KIND_ENCDEC };
 enum { MI_HEAD_LM = 0, MI_HEAD_CLASSIFIER };
 enum { MI_POOL_CLS = 0, MI_POOL_MEAN };
-enum { MI_POS_LEARNED = 0, MI_POS_SINUSOIDAL, MI_POS_ROPE };
+enum { MI_POS_LEARNED = 0, MI_POS_SINUSOIDAL, MI_POS_ROPE, MI_POS_ALIBI };
 enum { MI_NORM_NONE = 0, MI_NORM_LAYERNORM, MI_NORM_RMSNORM };
 /* Initialisation of a parameter tensor. */
 enum { MI_INIT_NORMAL = 0, MI_INIT_RESID, MI_INIT_ZERO, MI_INIT_ONE };
@@ -77,6 +77,7 @@ typedef struct mi_spec {
     int Le, Ld;  /* encoder / decoder blocks */
     int fc_rows; /* H, or 2H for swiglu */
     int pos;     /* MI_POS_* */
+    int window;  /* sliding-window attention: keys per query (0 = all) */
     float rope_theta;
     float emb_scale; /* 1 or sqrt(C) */
     float p_emb;     /* dropout on embeddings (+ positions) */

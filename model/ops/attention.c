@@ -116,18 +116,19 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
     clf_kernel *k = NULL, *kc = NULL;
     clf_status st;
     const size_t BH = B * NH;
+    const size_t lo = ad->window > 0 && L > ad->window ? L - ad->window : 0, seen = L - lo;
     const size_t P = ad->splits > 0                  ? ad->splits
                      : scratch.buf == NULL || L == 0 ? 1
-                                                     : clf_op_attn_decode_splits(rt, BH, L);
+                                                     : clf_op_attn_decode_splits(rt, BH, seen);
     if (L == 0 || L > Tmax || HS == 0 || NH == 0 || B * NH * Tmax * HS > U32_MAX_SZ ||
         (ad->q_stride != 0 && ad->q_stride < NH * HS) ||
-        (has_keep && (keep_stride < L || B * keep_stride > U32_MAX_SZ)) || P > L ||
+        (has_keep && (keep_stride < L || B * keep_stride > U32_MAX_SZ)) || P > seen ||
         (P > 1 && (scratch.buf == NULL || BH * P * (HS + 2) > U32_MAX_SZ))) {
         st = clf_error_set(err, CLF_ERR_ARG,
                            "need 1 <= L (%zu) <= Tmax (%zu), HS (%zu) and NH (%zu) >= 1, a q "
                            "stride of 0 or >= NH*HS, the cache under 2^32 floats, a keep stride "
                            "(%zu) >= L, and 1 <= splits "
-                           "(%zu) <= L with scratch for more than one",
+                           "(%zu) <= the positions seen, with scratch for more than one",
                            L, Tmax, HS, NH, keep_stride, P);
         goto fail;
     }
@@ -138,7 +139,7 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
     if (B == 0)
         return CLF_OK;
     size_t W = group ? group : clf_ops_group_size(k, clf_ops_serial(rt) ? 16 : 128);
-    const size_t chunk = (L + P - 1) / P;
+    const size_t chunk = (seen + P - 1) / P;
     size_t lbytes = (HS + chunk + W) * sizeof(float);
     const clf_device_info *di = clf_runtime_device(rt);
     if (di->local_mem != 0 && lbytes > di->local_mem) {
@@ -163,8 +164,10 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
         CLF_ARG_U32(NH),
         CLF_ARG_U32(HS),
         CLF_ARG_U32(Tmax),
+        CLF_ARG_U32(lo),
         CLF_ARG_U32(L),
         CLF_ARG_F32(scale),
+        CLF_ARG_I32(ad->alibi != 0),
         CLF_ARG_U32(P),
         CLF_ARG_PTR(part),
         CLF_ARG_LOCAL(HS * sizeof(float)),

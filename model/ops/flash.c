@@ -2,13 +2,18 @@
  * ops/flash.c - host wrappers of cl/flash.cl: fused attention forward and
  * backward in O(T) memory.
  *
- * Design: the kernels block FA_VW query rows (or keys) per work-item, FA_VW
- * being fixed when the program is built (see cl/flash.cl); the host reads it
- * back from the kernel's own report (attn_flash_vw) so grid sizes never
- * guess. Every pass gets the same mask arguments, appended by mask_args().
+ * Design: two shapes of each pass (see cl/flash.cl). Blocked (ITEM): FA_VW
+ * query rows (or keys) per work-item in vector lanes, FA_VW fixed when the
+ * program is built and read back from the program's own report
+ * (attn_flash_vw) so grid sizes never guess; the shape for devices whose
+ * work-groups run item by item. Tiles (GROUP): a work-group per G rows,
+ * the other side streamed through local memory; the shape for devices that
+ * run work-items in lockstep and have real local memory to hold two tiles.
+ * Every pass gets the same mask arguments, appended by mask_args().
  *
  * Not here: decoding against a KV cache (ops/attention.c).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "model/ops/ops.h"
@@ -111,27 +116,82 @@ static size_t kv_hstride(const clf_attn_fused *a)
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
-clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, clf_error *err)
+/* The tile shape's tile rows for head size HS: the largest power of two <=
+ * FA_GBC (cl/flash.cl) whose two tiles of BC x (HS + 1) floats fit in half
+ * the device's local memory; 0 if not even one row fits. */
+#define FA_GBC 64
+static size_t tile_rows(const clf_runtime *rt, size_t HS)
+{
+    const clf_device_info *d = clf_runtime_device(rt);
+    size_t bc = FA_GBC;
+    while (bc > 0 && 2 * bc * (HS + 1) * sizeof(float) > d->local_mem / 2)
+        bc /= 2;
+    return bc;
+}
+
+/* ITEM: the blocked kernels (FA_VW rows per work-item); GROUP: the tile
+ * kernels. AUTO: blocked where work-groups run item by item or local
+ * memory is emulated in global memory, tiles elsewhere when they fit. */
+static clf_ops_path flash_path(const clf_runtime *rt, clf_ops_path p, size_t HS)
+{
+    const clf_device_info *d = clf_runtime_device(rt);
+    if (p == CLF_OPS_PATH_AUTO)
+        p = d->serial_groups || d->local_mem_is_global || tile_rows(rt, HS) == 0
+                ? CLF_OPS_PATH_ITEM
+                : CLF_OPS_PATH_GROUP;
+    return p;
+}
+
+/* Launch one pass over `rows` rows (T queries or S keys) per (b, h) in the
+ * path's shape; args has room for the tile shape's three extra arguments
+ * after its first n. */
+static clf_status flash_launch(clf_runtime *rt, clf_ops_path path, const char *name,
+                               const clf_attn_fused *a, size_t rows, clf_arg *args, int n,
+                               clf_error *err)
 {
     clf_kernel *k = NULL;
+    clf_status st;
+    char kname[64];
+    if (path == CLF_OPS_PATH_GROUP) {
+        const size_t bc = tile_rows(rt, a->HS);
+        if (bc == 0)
+            return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                                 "no room in local memory for tiles of head size %zu", a->HS);
+        snprintf(kname, sizeof kname, "%s_group", name);
+        if ((st = clf_kernel_get(rt, "flash", kname, &k, err)) != CLF_OK)
+            return st;
+        size_t local = clf_ops_group_size(k, 64);
+        size_t global = a->B * a->NH * ceil_div(rows, local) * local;
+        args[n] = CLF_ARG_U32(bc);
+        args[n + 1] = CLF_ARG_LOCAL(bc * (a->HS + 1) * sizeof(float));
+        args[n + 2] = CLF_ARG_LOCAL(bc * (a->HS + 1) * sizeof(float));
+        return clf_kernel_launch(rt, k, 1, &global, &local, n + 3, args, err);
+    }
     size_t vw = 1;
+    if ((st = flash_vw(rt, &vw, err)) != CLF_OK ||
+        (st = clf_kernel_get(rt, "flash", name, &k, err)) != CLF_OK)
+        return st;
+    size_t global = a->B * a->NH * ceil_div(rows, vw), local = flash_local(rt, k);
+    return clf_kernel_launch(rt, k, 1, &global, &local, n, args, err);
+}
+
+clf_status clf_op_attn_fused_forward_ex(clf_runtime *rt, clf_ops_path path, const clf_attn_fused *a,
+                                        clf_error *err)
+{
     clf_status st = check(a, NULL, err);
     if (st != CLF_OK)
         goto fail;
     if (a->B * a->NH * a->T == 0)
         return CLF_OK;
-    if ((st = flash_vw(rt, &vw, err)) != CLF_OK ||
-        (st = clf_kernel_get(rt, "flash", "attn_flash_fwd", &k, err)) != CLF_OK)
-        goto fail;
-    clf_arg args[15 + FA_NMASK] = {
+    clf_arg args[15 + FA_NMASK + 3] = {
         CLF_ARG_PTR(a->y),          CLF_ARG_U64(a->y_stride),  CLF_ARG_PTR(a->lse),
         CLF_ARG_PTR(a->q),          CLF_ARG_U64(a->q_stride),  CLF_ARG_PTR(a->k),
         CLF_ARG_PTR(a->v),          CLF_ARG_U64(a->kv_stride), CLF_ARG_U64(kv_bstride(a)),
         CLF_ARG_U64(kv_hstride(a)),
     };
     mask_args(a, args + 15);
-    size_t global = a->B * a->NH * ceil_div(a->T, vw), local = flash_local(rt, k);
-    if ((st = clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)
+    if ((st = flash_launch(rt, flash_path(rt, path, a->HS), "attn_flash_fwd", a, a->T, args,
+                           15 + FA_NMASK, err)) != CLF_OK)
         goto fail;
     return CLF_OK;
 fail:
@@ -139,11 +199,15 @@ fail:
     return st;
 }
 
-clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
-                                      const clf_attn_fused_grad *g, clf_error *err)
+clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, clf_error *err)
 {
-    clf_kernel *kq = NULL, *kkv = NULL;
-    size_t vw = 1;
+    return clf_op_attn_fused_forward_ex(rt, CLF_OPS_PATH_AUTO, a, err);
+}
+
+clf_status clf_op_attn_fused_backward_ex(clf_runtime *rt, clf_ops_path path,
+                                         const clf_attn_fused *a, const clf_attn_fused_grad *g,
+                                         clf_error *err)
+{
     clf_status st = check(a, g, err);
     if (st != CLF_OK)
         goto fail;
@@ -154,11 +218,7 @@ clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
         st = clf_error_set(err, CLF_ERR_ARG, "dy, dq, dk, dv and dsum are required");
         goto fail;
     }
-    if ((st = flash_vw(rt, &vw, err)) != CLF_OK ||
-        (st = clf_kernel_get(rt, "flash", "attn_flash_bwd_dq", &kq, err)) != CLF_OK ||
-        (st = clf_kernel_get(rt, "flash", "attn_flash_bwd_dkv", &kkv, err)) != CLF_OK)
-        goto fail;
-    clf_arg args[27 + FA_NMASK] = {
+    clf_arg args[27 + FA_NMASK + 3] = {
         CLF_ARG_PTR(g->dq),         CLF_ARG_PTR(g->dk),         CLF_ARG_PTR(g->dv),
         CLF_ARG_U64(g->dq_stride),  CLF_ARG_U64(g->dkv_stride), CLF_ARG_PTR(g->dsum),
         CLF_ARG_PTR(g->dy),         CLF_ARG_PTR(a->y),          CLF_ARG_U64(a->y_stride),
@@ -167,16 +227,21 @@ clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
         CLF_ARG_U64(kv_bstride(a)), CLF_ARG_U64(kv_hstride(a)),
     };
     mask_args(a, args + 27);
+    path = flash_path(rt, path, a->HS);
     /* the dq pass over query rows, then the dk/dv pass over keys */
-    size_t global = a->B * a->NH * ceil_div(a->T, vw), local = flash_local(rt, kq);
-    if ((st = clf_kernel_launch(rt, kq, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)
-        goto fail;
-    global = a->B * a->NH * ceil_div(a->S, vw);
-    local = flash_local(rt, kkv);
-    if ((st = clf_kernel_launch(rt, kkv, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)
+    if ((st = flash_launch(rt, path, "attn_flash_bwd_dq", a, a->T, args, 27 + FA_NMASK, err)) !=
+            CLF_OK ||
+        (st = flash_launch(rt, path, "attn_flash_bwd_dkv", a, a->S, args, 27 + FA_NMASK, err)) !=
+            CLF_OK)
         goto fail;
     return CLF_OK;
 fail:
     clf_error_prefix(err, "attn_fused_backward");
     return st;
+}
+
+clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
+                                      const clf_attn_fused_grad *g, clf_error *err)
+{
+    return clf_op_attn_fused_backward_ex(rt, CLF_OPS_PATH_AUTO, a, g, err);
 }

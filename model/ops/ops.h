@@ -186,6 +186,8 @@ typedef struct clf_attn_decode {
     size_t q_stride, keep_stride;
     size_t B, NH, HS, Tmax, L;
     float scale;
+    size_t window; /* > 0: only the last `window` positions are seen */
+    int alibi;     /* ALiBi biases -slope_h (L - 1 - s) (clf_attn_fused's) */
     size_t splits, group;
 } clf_attn_decode;
 clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *a, clf_error *err);

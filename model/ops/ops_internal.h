@@ -99,6 +99,14 @@ clf_status clf_op_sumsq_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_
 clf_status clf_op_mean_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t n,
                           clf_ptr scratch, clf_error *err);
 
+/* Fused attention in a chosen shape (ITEM: the blocked kernels, GROUP: the
+ * local-memory tiles; CLF_ERR_UNSUPPORTED when tiles do not fit). */
+clf_status clf_op_attn_fused_forward_ex(clf_runtime *rt, clf_ops_path path,
+                                        const clf_attn_fused *a, clf_error *err);
+clf_status clf_op_attn_fused_backward_ex(clf_runtime *rt, clf_ops_path path,
+                                         const clf_attn_fused *a, const clf_attn_fused_grad *g,
+                                         clf_error *err);
+
 clf_status clf_op_softmax_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr y, clf_ptr x,
                                      size_t R, size_t N, float scale, const clf_softmax_mask *mask,
                                      clf_error *err);

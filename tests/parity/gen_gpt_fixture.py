@@ -6,7 +6,7 @@ parameter names, runs one forward/backward and 10 AdamW steps, and writes
 one .safetensors fixture per variant into tests/data/parity/. Run by hand
 (never by CI) when the fixtures must change:
 
-    /usr/bin/python3 tests/parity/gen_gpt_fixture.py      # torch 1.13, numpy
+    /usr/bin/python3 tests/parity/gen_gpt_fixture.py [VARIANT ...]  # torch 1.13, numpy
 
 Variants (2 layers, 2 heads, 32 dims, context 16, vocabulary 65, batch 4):
   gpt_a  pre-LN LayerNorm (with biases), GELU (erf, nn.GELU()), learned
@@ -17,6 +17,11 @@ Variants (2 layers, 2 heads, 32 dims, context 16, vocabulary 65, batch 4):
          clipping active (grad_clip 0.05)
   gpt_c  post-LN LayerNorm, ReLU, sinusoidal positions with embeddings
          scaled by sqrt(dim), no final norm, tied head, biases
+  gpt_w  as gpt_a with sliding-window attention (window 5: each query sees
+         its 5 most recent keys), through an explicit band mask
+  gpt_l  ALiBi (no position embedding; for 2 heads the paper's slopes
+         2^-4 and 2^-8, bias -slope |i - j| added to the scaled scores),
+         RMSNorm, GELU, untied head
 
 Fixture contents (all float32 unless noted):
   metadata  "format": "clformer-parity", "version": "1", "variant",
@@ -66,6 +71,14 @@ VARIANTS = {
                   pos="sinusoidal", emb_scale=True, attn_bias=True, ffn_bias=True,
                   final_norm="none", tied=True, label_smoothing=0.0, grad_clip=1.0,
                   ignore=[(1, 15)], seed=3),
+    "gpt_w": dict(norm="layernorm", placement="pre", norm_bias=True, act="gelu", hidden=4 * C,
+                  pos="learned", emb_scale=False, attn_bias=True, ffn_bias=True,
+                  final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
+                  ignore=[(2, 3)], seed=4, window=5),
+    "gpt_l": dict(norm="rmsnorm", placement="pre", norm_bias=False, act="gelu", hidden=4 * C,
+                  pos="alibi", emb_scale=False, attn_bias=True, ffn_bias=False,
+                  final_norm="rmsnorm", tied=False, label_smoothing=0.0, grad_clip=1.0,
+                  ignore=[], seed=5),
 }
 LR, MIN_LR, WARMUP, WD, BETAS, EPS, NORM_EPS = 3e-3, 3e-4, 2, 0.1, (0.9, 0.99), 1e-8, 1e-5
 
@@ -73,6 +86,7 @@ LR, MIN_LR, WARMUP, WD, BETAS, EPS, NORM_EPS = 3e-3, 3e-4, 2, 0.1, (0.9, 0.99), 
 def config_yaml(v):
     """The clformer model description of a variant."""
     b = lambda x: "true" if x else "false"
+    window = f", window: {v['window']}" if v.get("window") else ""
     return f"""model:
   kind: decoder
   vocab: {{tokenizer: char, size: {V}}}
@@ -81,7 +95,7 @@ def config_yaml(v):
   positional: {{type: {v['pos']}, rope_theta: 10000.0}}
   blocks:
     repeat: {L}
-    attention: {{heads: {NH}, causal: true, dropout: 0.0, bias: {b(v['attn_bias'])}}}
+    attention: {{heads: {NH}, causal: true, dropout: 0.0, bias: {b(v['attn_bias'])}{window}}}
     ffn: {{hidden: {v['hidden']}, activation: {v['act']}, bias: {b(v['ffn_bias'])}, dropout: 0.0}}
     norm: {{type: {v['norm']}, placement: {v['placement']}, eps: {NORM_EPS}, bias: {b(v['norm_bias'])}}}
     dropout: 0.0
@@ -178,6 +192,15 @@ def sinusoid(Tn):
     return pe.float()
 
 
+def alibi_slopes(n_heads):
+    """The ALiBi paper's get_slopes: 2^(-8 (h+1) / n) for the largest power
+    of two n <= n_heads, then every other slope of the 2n sequence."""
+    n = 2 ** int(math.floor(math.log2(n_heads)))
+    s = [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+    s += [2.0 ** (-8.0 * (h + 1) / (2 * n)) for h in range(0, 2 * n, 2)][: n_heads - n]
+    return torch.tensor(s, dtype=torch.float32)
+
+
 def attention(v, x, p, pre):
     Bn, Tn, _ = x.shape
     qkv = F.linear(x, p[pre + "attn.qkv.weight"], p.get(pre + "attn.qkv.bias"))
@@ -188,7 +211,13 @@ def attention(v, x, p, pre):
     if v["pos"] == "rope":
         q, k = rope(q), rope(k)
     att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(HS))
-    mask = torch.tril(torch.ones(Tn, Tn, dtype=torch.bool))
+    i = torch.arange(Tn).view(Tn, 1)
+    j = torch.arange(Tn).view(1, Tn)
+    if v["pos"] == "alibi":
+        att = att - alibi_slopes(NH).view(1, NH, 1, 1) * (i - j).abs().float()
+    mask = j <= i
+    if v.get("window"):
+        mask = mask & (j > i - v["window"])  # the band: the `window` most recent keys
     att = att.masked_fill(~mask, float("-inf"))
     att = F.softmax(att, dim=-1)
     y = (att @ val).transpose(1, 2).contiguous().view(Bn, Tn, C)
@@ -316,6 +345,9 @@ def make_fixture(name, v):
 
 
 if __name__ == "__main__":
+    import sys
     torch.set_num_threads(1)
+    # optional variant names: only those (the others' files stay as they are)
     for name, v in VARIANTS.items():
-        make_fixture(name, v)
+        if len(sys.argv) < 2 or name in sys.argv[1:]:
+            make_fixture(name, v)
