@@ -101,8 +101,8 @@ clf_status clf_op_mean_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_p
 
 /* Fused attention in a chosen shape (ITEM: the blocked kernels, GROUP: the
  * local-memory tiles; CLF_ERR_UNSUPPORTED when tiles do not fit). */
-clf_status clf_op_attn_fused_forward_ex(clf_runtime *rt, clf_ops_path path,
-                                        const clf_attn_fused *a, clf_error *err);
+clf_status clf_op_attn_fused_forward_ex(clf_runtime *rt, clf_ops_path path, const clf_attn_fused *a,
+                                        clf_error *err);
 clf_status clf_op_attn_fused_backward_ex(clf_runtime *rt, clf_ops_path path,
                                          const clf_attn_fused *a, const clf_attn_fused_grad *g,
                                          clf_error *err);
