@@ -36,8 +36,11 @@
  *     equals minus the sum of the model's teacher-forced per-position
  *     losses (clf_model_losses_read after an eval forward) within 1e-3
  *     + 1e-4 |value|;
- *   - a GPT (V 20): clf_beam_generate with beam 1 and no eos equals a greedy
- *     loop over clf_model_prefill / clf_model_decode_step.
+ *   - a GPT (V 20), and one with ALiBi and a sliding window of 3 keys (so
+ *     decoding must ignore the cache's older positions): clf_beam_generate
+ *     with beam 1 and no eos equals a greedy loop over clf_model_prefill /
+ *     clf_model_decode_step, and beam 3 batched equals beam 3 one prompt at
+ *     a time.
  */
 #include <math.h>
 #include <stdio.h>
@@ -480,6 +483,17 @@ static const char *GPT_YAML = "model:\n"
                               "  embedding: {dim: 16}\n"
                               "  blocks: {repeat: 1, attention: {heads: 2}, ffn: {hidden: 32}}\n";
 
+/* ALiBi and a sliding window of 3 keys (the cache holds more: decoding must
+ * look at its last 3 positions only) */
+static const char *GPT_ALIBI_YAML = "model:\n"
+                                    "  kind: decoder\n"
+                                    "  vocab: {tokenizer: char}\n"
+                                    "  context: 16\n"
+                                    "  embedding: {dim: 24}\n"
+                                    "  positional: {type: alibi}\n"
+                                    "  blocks: {repeat: 2, attention: {heads: 3, window: 3}, ffn: "
+                                    "{hidden: 32}}\n";
+
 static int argmax(const float *x, int V)
 {
     int b = 0;
@@ -590,14 +604,14 @@ static void test_translator(clf_runtime *rt, uint64_t seed)
     clf_model_destroy(m);
 }
 
-static void test_gpt(clf_runtime *rt, uint64_t seed)
+static void test_gpt(clf_runtime *rt, uint64_t seed, const char *yaml, const char *what)
 {
     enum { N = 3, T0 = 4, V = 20, NEW = 8 };
     clf_model_config cfg;
     clf_error e;
-    tu_ok(clf_config_parse_string(GPT_YAML, "test_beam_gpt.yaml", NULL, 0, &cfg, &e), &e, "config");
+    tu_ok(clf_config_parse_string(yaml, "test_beam_gpt.yaml", NULL, 0, &cfg, &e), &e, "config");
     clf_model *m;
-    tu_ok(clf_model_create(rt, &cfg, V, N, CLF_MODEL_INFER, &m, &e), &e, "create");
+    tu_ok(clf_model_create(rt, &cfg, V, 3 * N, CLF_MODEL_INFER, &m, &e), &e, "create");
     tu_ok(clf_model_params_init(m, seed, &e), &e, "init");
     int32_t prompts[N * T0], tok[N], y[N][NEW];
     tu_rng r = tu_rng_new(43);
@@ -619,7 +633,21 @@ static void test_gpt(clf_runtime *rt, uint64_t seed)
     int bad = 0;
     for (int i = 0; i < N; i++)
         bad += !same_tokens(res.hyp[i].tokens, res.hyp[i].len, y[i], NEW);
-    TU_CHECK(bad == 0, "GPT: beam 1 without eos == greedy by hand (%d of %d differ)", bad, N);
+    TU_CHECK(bad == 0, "%s: beam 1 without eos == greedy by hand (%d of %d differ)", what, bad, N);
+    /* beam 3: the batch against each prompt alone */
+    clf_beam_result one = {0};
+    o.beam = 3;
+    tu_ok(clf_beam_generate(m, NULL, prompts, N, T0, -1, &o, &res, &e), &e, "generate beam 3");
+    bad = 0;
+    for (int i = 0; i < N; i++) {
+        tu_ok(clf_beam_generate(m, NULL, prompts + i * T0, 1, T0, -1, &o, &one, &e), &e,
+              "generate one");
+        if (!same_tokens(res.hyp[i].tokens, res.hyp[i].len, one.hyp[0].tokens, one.hyp[0].len) ||
+            fabs(res.hyp[i].score - one.hyp[0].score) > 1e-4)
+            bad++;
+    }
+    TU_CHECK(bad == 0, "%s: beam 3 batched == one by one (%d of %d differ)", what, bad, N);
+    clf_beam_result_free(&one);
     clf_beam_result_free(&res);
     clf_model_destroy(m);
 }
@@ -641,7 +669,8 @@ int main(void)
     }
     clf_runtime *rt = tu_runtime();
     test_translator(rt, seed);
-    test_gpt(rt, seed);
+    test_gpt(rt, seed, GPT_YAML, "GPT");
+    test_gpt(rt, seed, GPT_ALIBI_YAML, "GPT with ALiBi and a window of 3");
     clf_runtime_destroy(rt);
     return tu_finish();
 }
