@@ -44,11 +44,6 @@
  * random numbers (dropout lives with its op family).
  */
 
-#define CLF_SQRT1_2 0.70710678118654752f
-#define CLF_INV_SQRT_2PI 0.39894228040143268f
-#define CLF_SQRT_2_OVER_PI 0.79788456080286536f
-#define CLF_GELU_K 0.044715f
-
 /* Columns x row lanes of bias_backward_group's work-group (host matches). */
 #define CLF_COLS_X 8
 #define CLF_COLS_Y 32
@@ -56,98 +51,6 @@
 /* Elements per work-item of the activation kernels (the host matches). */
 #define CLF_ACT_W 16
 
-/* ---- e^x for x <= 0, for T = float, float8 and float16 -------------------------------
- * Cody-Waite reduction x = k ln2 + r, |r| <= ln2 / 2, with k rounded to
- * nearest by adding 1.5 * 2^23 (so k is also read back from the bits of the
- * sum), then Cephes' expf polynomial (relative error about 1 ulp) and 2^k
- * built in the exponent field. x below -87 is raised to -87 (e^-87 = 1.6e-38,
- * the smallest normal range): the result is then within 2e-38 of e^x. Only
- * FMAs, selects and integer operations, so it stays in vector registers. */
-#define CLF_EXP_NONPOS(T, S, IT)                                                              \
-    static inline T clf_exp_nonpos##S(T x)                                                          \
-    {                                                                                        \
-        x = select(x, (T)(-87.0f), x < -87.0f);                                              \
-        T y = fma(x, (T)(1.44269504088896341f), (T)(12582912.0f));                          \
-        T k = y - 12582912.0f;                                                               \
-        T r = fma(k, (T)(-0.693359375f), x);                                                 \
-        r = fma(k, (T)(2.12194440e-4f), r);                                                  \
-        T p = (T)(1.9875691500e-4f);                                                         \
-        p = fma(p, r, (T)(1.3981999507e-3f));                                                \
-        p = fma(p, r, (T)(8.3334519073e-3f));                                                \
-        p = fma(p, r, (T)(4.1665795894e-2f));                                                \
-        p = fma(p, r, (T)(1.6666665459e-1f));                                                \
-        p = fma(p, r, (T)(5.0000001201e-1f));                                                \
-        p = fma(p, r * r, r) + 1.0f;                                                         \
-        return p * as_##T((as_##IT(y) - 0x4B400000 + 127) << 23);                             \
-    }
-
-CLF_EXP_NONPOS(float, , int)
-CLF_EXP_NONPOS(float8, 8, int8)
-CLF_EXP_NONPOS(float16, 16, int16)
-
-/* ---- activations: value and derivative, for T = float, float8, float16 ----- */
-
-/* GELU (erf):  x Phi(x); Phi(x) = erfc(-x / sqrt 2) / 2 via erfc_pos(z), z >= 0:
- *   Numerical Recipes' erfcc, a Chebyshev fit with fractional error < 1.2e-7
- *   (so Phi(x) for x << 0 keeps its relative accuracy).
- * GELU (tanh): 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
- *   = x * sigmoid(2u); with a = exp(-2|u|) in (0, 1]:
- *   sigmoid(2u) = 1/(1+a) (u >= 0) or a/(1+a), 1 - tanh(u)^2 = 4a/(1+a)^2.
- * SiLU: x sigmoid(x); exp(-x) overflowing to inf gives sigmoid 0, as wanted. */
-#define CLF_ACT_FUNCS(T, S)                                                                   \
-    static inline T clf_none##S(T x) { return x; }                                                  \
-    static inline T clf_none_grad##S(T x) { (void)x; return (T)(1.0f); }                            \
-    static inline T clf_relu##S(T x) { return select((T)(0.0f), x, x > 0.0f); }                     \
-    static inline T clf_relu_grad##S(T x) { return select((T)(0.0f), (T)(1.0f), x > 0.0f); }        \
-    static inline T clf_erfc_pos##S(T z)                                                            \
-    {                                                                                        \
-        T t = 1.0f / (1.0f + 0.5f * z);                                                      \
-        T p = -1.26551223f +                                                                 \
-              t * (1.00002368f +                                                             \
-                   t * (0.37409196f +                                                        \
-                        t * (0.09678418f +                                                   \
-                             t * (-0.18628806f +                                             \
-                                  t * (0.27886807f +                                         \
-                                       t * (-1.13520398f +                                   \
-                                            t * (1.48851587f +                               \
-                                                 t * (-0.82215223f + t * 0.17087277f))))))));\
-        return t * clf_exp_nonpos##S(p - z * z);                                             \
-    }                                                                                        \
-    static inline T clf_phi##S(T x)                                                                 \
-    {                                                                                        \
-        T r = 0.5f * clf_erfc_pos##S(fabs(x) * CLF_SQRT1_2); /* Phi(-|x|) */                 \
-        return select(r, 1.0f - r, x > 0.0f);                                                \
-    }                                                                                        \
-    static inline T clf_gelu_erf##S(T x) { return x * clf_phi##S(x); }                              \
-    static inline T clf_gelu_erf_grad##S(T x)                                                       \
-    {                                                                                        \
-        return clf_phi##S(x) + x * (CLF_INV_SQRT_2PI * clf_exp_nonpos##S(-0.5f * x * x));    \
-    }                                                                                        \
-    static inline T clf_gelu_tanh##S(T x)                                                           \
-    {                                                                                        \
-        T u = CLF_SQRT_2_OVER_PI * (x + CLF_GELU_K * x * x * x);                             \
-        T a = clf_exp_nonpos##S(-2.0f * fabs(u)), inv = 1.0f / (1.0f + a);                                 \
-        return x * select(a * inv, inv, u >= 0.0f);                                          \
-    }                                                                                        \
-    static inline T clf_gelu_tanh_grad##S(T x)                                                      \
-    {                                                                                        \
-        T x2 = x * x;                                                                        \
-        T u = CLF_SQRT_2_OVER_PI * (x + CLF_GELU_K * x2 * x);                                \
-        T du = CLF_SQRT_2_OVER_PI * (1.0f + 3.0f * CLF_GELU_K * x2);                         \
-        T a = clf_exp_nonpos##S(-2.0f * fabs(u)), inv = 1.0f / (1.0f + a);                                 \
-        return select(a * inv, inv, u >= 0.0f) + 2.0f * x * du * a * inv * inv;              \
-    }                                                                                        \
-    static inline T clf_sigmoid##S(T x) { return 1.0f / (1.0f + exp(-x)); }                         \
-    static inline T clf_silu##S(T x) { return x * clf_sigmoid##S(x); }                              \
-    static inline T clf_silu_grad##S(T x)                                                           \
-    {                                                                                        \
-        T s = clf_sigmoid##S(x);                                                             \
-        return s * (1.0f + x * (1.0f - s));                                                  \
-    }
-
-CLF_ACT_FUNCS(float, )
-CLF_ACT_FUNCS(float8, 8)
-CLF_ACT_FUNCS(float16, 16)
 
 /* ---- add, scale, axpy: 8 elements per work-item ---------------------------- */
 

@@ -27,7 +27,10 @@
  * FA_VW keys (dk/dv pass); along the head dimension a work-item keeps its
  * rows transposed in private memory, so every multiply-add is a full vector
  * operation and k / v (or q / dy) rows are read once per block as scalars:
- * the shape of a GEMM micro-kernel. FA_VW is the device's preferred float
+ * the shape of a GEMM micro-kernel. Exponentials are clf_exp_nonpos
+ * (common.cl: FMAs and integer operations, so they stay in vector registers;
+ * every argument is a score minus a running maximum or the log-sum-exp,
+ * <= 0 up to rounding). FA_VW is the device's preferred float
  * vector width where work-groups run item by item (CPUs: 16 with AVX-512,
  * 8 with AVX2), and 1 elsewhere (one row per work-item, the shape for
  * devices that run work-items in lockstep). Hosts may set FA_VW through
@@ -78,6 +81,7 @@ typedef ulong16 fal;
 #define FA_UL(x) convert_ulong16(x)
 #define FA_F(x) convert_float16(x)
 #define FA_I(x) convert_int16(x)
+#define FA_EXP(x) clf_exp_nonpos16(x)
 #elif FA_VW == 8
 typedef float8 faf;
 typedef int8 fai;
@@ -90,6 +94,7 @@ typedef ulong8 fal;
 #define FA_UL(x) convert_ulong8(x)
 #define FA_F(x) convert_float8(x)
 #define FA_I(x) convert_int8(x)
+#define FA_EXP(x) clf_exp_nonpos8(x)
 #elif FA_VW == 4
 typedef float4 faf;
 typedef int4 fai;
@@ -102,6 +107,7 @@ typedef ulong4 fal;
 #define FA_UL(x) convert_ulong4(x)
 #define FA_F(x) convert_float4(x)
 #define FA_I(x) convert_int4(x)
+#define FA_EXP(x) clf_exp_nonpos4(x)
 #elif FA_VW == 1
 typedef float faf;
 typedef int fai;
@@ -114,6 +120,7 @@ typedef ulong fal;
 #define FA_UL(x) ((ulong)(x))
 #define FA_F(x) ((float)(x))
 #define FA_I(x) ((int)(x))
+#define FA_EXP(x) clf_exp_nonpos(x)
 #else
 #error "FA_VW must be 1, 4, 8 or 16"
 #endif
@@ -301,11 +308,11 @@ __kernel void attn_flash_fwd(__global float *y, ulong y_off, ulong y_stride, __g
                 sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
             mt = fmax(mt, select((faf)(CLF_NEG_BIG), sc[c], vis[c]));
         }
-        const faf corr = exp(m - mt);
+        const faf corr = FA_EXP(m - mt);
         l *= corr;
         #pragma unroll
         for (int c = 0; c < FA_BC; c++) {
-            p[c] = select((faf)(0.0f), exp(sc[c] - mt), vis[c]);
+            p[c] = select((faf)(0.0f), FA_EXP(sc[c] - mt), vis[c]);
             l += p[c];
         }
         if (FA_DROPOUT) {
@@ -419,7 +426,7 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
             const fai vis = fa_visible_rows(tq, s0 + c, c < nc, kp, has_keep, causal, window) & seen;
             if (alibi)
                 sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
-            const faf pc = select((faf)(0.0f), exp(sc[c] - L), vis);
+            const faf pc = select((faf)(0.0f), FA_EXP(sc[c] - L), vis);
             if (FA_DROPOUT)
                 dp[c] = select((faf)(0.0f), dp[c] * drop_scale, kw[c]);
             sc[c] = pc * (dp[c] - Dr); /* ds */
@@ -509,7 +516,7 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
                 vis &= sv + (fai)((int)window) > (fai)(tqj);
             if (alibi)
                 sc[j] -= slope * FA_F(abs((fai)(tqj) - sv));
-            faf pj = select((faf)(0.0f), exp(sc[j] - (L[j] > CLF_NEG_BIG ? L[j] : 0.0f)), vis);
+            faf pj = select((faf)(0.0f), FA_EXP(sc[j] - (L[j] > CLF_NEG_BIG ? L[j] : 0.0f)), vis);
             if (FA_DROPOUT) {
                 const fal i = (fal)(((ulong)bh * T + (ulong)(t + j)) * S + s0) + FA_UL(FA_IOTA);
                 fau w0, w1, w2, w3;
@@ -627,13 +634,13 @@ __kernel void attn_flash_fwd_group(__global float *y, ulong y_off, ulong y_strid
             }
             sc[c] = a;
         }
-        const float corr = exp(m - mt);
+        const float corr = clf_exp_nonpos(m - mt);
         l *= corr;
         for (uint d = 0; d < HS; d++)
             acc[d] *= corr;
         for (int c = 0; c < nc; c++) {
             const int s = s0 + c;
-            float p = fa_sees(tq, s, kp, has_keep, causal, window) ? exp(sc[c] - mt) : 0.0f;
+            float p = fa_sees(tq, s, kp, has_keep, causal, window) ? clf_exp_nonpos(sc[c] - mt) : 0.0f;
             l += p;
             if (FA_DROPOUT && p != 0.0f)
                 p = fa_keep1(irow + (ulong)s, drop_thr, seed0, seed1, stream0, stream1)
@@ -704,7 +711,7 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
                 dp = fa_keep1(irow + (ulong)s, drop_thr, seed0, seed1, stream0, stream1)
                          ? dp * drop_scale
                          : 0.0f;
-            const float ds = exp(a - L) * (dp - D);
+            const float ds = clf_exp_nonpos(a - L) * (dp - D);
             for (uint d = 0; d < HS; d++)
                 acc[d] += ds * ks[c * HS + d];
         }
@@ -769,7 +776,7 @@ __kernel void attn_flash_bwd_dkv_group(FA_BWD_PARAMS, uint BC, __local float *qs
                 dp += gs[c * HS + d] * vv[d];
             }
             a -= slope * (float)abs(tq - (int)s);
-            float p = exp(a - L), pm = p;
+            float p = clf_exp_nonpos(a - L), pm = p;
             if (FA_DROPOUT) {
                 const int kw = fa_keep1(((ulong)bh * T + (ulong)(t0 + c)) * S + s, drop_thr, seed0,
                                         seed1, stream0, stream1);

@@ -331,24 +331,67 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
 }
 #define GEMM_LOAD_B_EDGE(v) gemm_load_b_edge(b, (v), N - j0)
 
-/* Write the tile: rows past M and columns past N are skipped; beta == 0
- * does not read C. */
-static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, ulong ldc,
-                              ulong i0, ulong j0, ulong M, ulong N, float alpha, float beta)
+/* The epilogue (epi): bit 0 adds bias[j] to column j; bits 1.. name an
+ * activation (GEMM_EPI_ACT_*, clformer's clf_gemm_act) written to D (row
+ * stride ldd), C keeping the value before it. Its functions are common.cl's,
+ * the ones elementwise.cl's kernels use, so a fused and an unfused layer
+ * give the same bits. */
+#define GEMM_EPI_BIAS 1u
+#define GEMM_EPI_ACT(epi) ((epi) >> 1)
+#define GEMM_ACT_V(name) GEMM_CAT(name, GEMM_VW)
+
+static inline floatV gemm_act_v(uint act, floatV x)
 {
+    switch (act) {
+        case 1: return GEMM_ACT_V(clf_relu)(x);
+        case 2: return GEMM_ACT_V(clf_gelu_erf)(x);
+        case 3: return GEMM_ACT_V(clf_gelu_tanh)(x);
+        case 4: return GEMM_ACT_V(clf_silu)(x);
+        default: return x;
+    }
+}
+
+static inline float gemm_act_1(uint act, float x)
+{
+    switch (act) {
+        case 1: return clf_relu(x);
+        case 2: return clf_gelu_erf(x);
+        case 3: return clf_gelu_tanh(x);
+        case 4: return clf_silu(x);
+        default: return x;
+    }
+}
+
+/* The epilogue's extra arguments (every GEMM kernel takes them). */
+#define GEMM_EPI_ARGS                                                                       \
+    __global const float *bias, ulong bias_off, uint epi, __global float *D, ulong d_off,    \
+        ulong ldd
+
+/* Write the tile: rows past M and columns past N are skipped; beta == 0
+ * does not read C. Then the epilogue. */
+static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, ulong ldc,
+                              ulong i0, ulong j0, ulong M, ulong N, float alpha, float beta,
+                              __global const float *bias, uint epi, __global float *D, ulong ldd)
+{
+    const uint act = GEMM_EPI_ACT(epi);
     const int full_cols = j0 + GEMM_NR <= N;
 #pragma unroll
     for (int r = 0; r < GEMM_MR; r++) {
         if (i0 + (ulong)r >= M)
             break;
         __global float *c = C + (i0 + (ulong)r) * ldc + j0;
+        __global float *dr = D + (i0 + (ulong)r) * ldd + j0;
         if (full_cols) {
 #pragma unroll
             for (int v = 0; v < GEMM_NV; v++) {
                 floatV o = alpha * acc[r][v];
                 if (beta != 0.0f)
                     o = fma((floatV)(beta), vloadV(v, c), o);
+                if (epi & GEMM_EPI_BIAS)
+                    o += vloadV(v, bias + j0);
                 vstoreV(o, v, c);
+                if (act)
+                    vstoreV(gemm_act_v(act, o), v, dr);
             }
         } else {
             for (int v = 0; v < GEMM_NV; v++) {
@@ -361,7 +404,11 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
                     float o = alpha * t[e];
                     if (beta != 0.0f)
                         o = fma(beta, c[j], o);
+                    if (epi & GEMM_EPI_BIAS)
+                        o += bias[j0 + j];
                     c[j] = o;
+                    if (act)
+                        dr[j] = gemm_act_1(act, o);
                 }
             }
         }
@@ -375,7 +422,7 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
                              const __global float *A, ulong a_off, ulong lda, ulong a_blk,
                              ulong stride_a, const __global float *B, ulong b_off, ulong ldb,
                              ulong stride_b, uint b_packed, float beta, __global float *C,
-                             ulong c_off, ulong ldc, ulong stride_c)
+                             ulong c_off, ulong ldc, ulong stride_c, GEMM_EPI_ARGS)
 {
     const ulong jp = get_global_id(0);
     const ulong ib = get_global_id(1);
@@ -433,7 +480,8 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
             }
         }
     }
-    gemm_store(acc, C + c_off + z * stride_c, ldc, i0, j0, M, N, alpha, beta);
+    gemm_store(acc, C + c_off + z * stride_c, ldc, i0, j0, M, N, alpha, beta, bias + bias_off, epi,
+               D + d_off, ldd);
 }
 
 /* Both kernels take the same arguments. NDRange: (column panels, row
@@ -448,18 +496,18 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
     ulong M, ulong N, ulong K, float alpha, __global const float *A, ulong a_off, ulong lda, \
         ulong a_blk, ulong stride_a, __global const float *B, ulong b_off, ulong ldb,        \
         ulong stride_b, uint b_packed, float beta, __global float *C, ulong c_off,           \
-        ulong ldc, ulong stride_c
+        ulong ldc, ulong stride_c, GEMM_EPI_ARGS
 
 __kernel __attribute__((reqd_work_group_size(1, GEMM_LY, 1))) void gemm_an(GEMM_KERNEL_ARGS)
 {
     gemm_body(0, M, N, K, alpha, A, a_off, lda, a_blk, stride_a, B, b_off, ldb, stride_b,
-              b_packed, beta, C, c_off, ldc, stride_c);
+              b_packed, beta, C, c_off, ldc, stride_c, bias, bias_off, epi, D, d_off, ldd);
 }
 
 __kernel __attribute__((reqd_work_group_size(1, GEMM_LY, 1))) void gemm_ap(GEMM_KERNEL_ARGS)
 {
     gemm_body(1, M, N, K, alpha, A, a_off, lda, a_blk, stride_a, B, b_off, ldb, stride_b,
-              b_packed, beta, C, c_off, ldc, stride_c);
+              b_packed, beta, C, c_off, ldc, stride_c, bias, bias_off, epi, D, d_off, ldd);
 }
 
 /* ---- small M with B transposed: dot products along k ------------------------
@@ -545,11 +593,13 @@ __kernel __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void gemm_nt_dot(G
             for (int c = 0; c < GEMM_DOT_N; c++)
                 s[r][c] = fma(ar[r][k], br[c][k], s[r][c]);
     C += c_off + z * stride_c;
+    const uint act = GEMM_EPI_ACT(epi);
 #pragma unroll
     for (int r = 0; r < GEMM_DOT_M; r++) {
         if (i0 + (ulong)r >= M)
             break;
         __global float *cr = C + (i0 + (ulong)r) * ldc + j0;
+        __global float *dr = D + d_off + (i0 + (ulong)r) * ldd + j0;
 #pragma unroll
         for (int c = 0; c < GEMM_DOT_N; c++) {
             if (j0 + (ulong)c >= N)
@@ -557,7 +607,32 @@ __kernel __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void gemm_nt_dot(G
             float o = alpha * s[r][c];
             if (beta != 0.0f)
                 o = fma(beta, cr[c], o);
+            if (epi & GEMM_EPI_BIAS)
+                o += bias[bias_off + j0 + (ulong)c];
             cr[c] = o;
+            if (act)
+                dr[c] = gemm_act_1(act, o);
         }
     }
+}
+
+/* The epilogue alone, after a GEMM that had none (CLBlast's): C [M, N]
+ * (row stride ldc) += bias, D = act(C). One work-item per element, NDRange
+ * (N, M). The same functions as the fused store, so both engines give the
+ * same bits for the same C. */
+__kernel void gemm_epilogue(ulong M, ulong N, __global float *C, ulong c_off, ulong ldc,
+                            GEMM_EPI_ARGS)
+{
+    const ulong j = get_global_id(0), i = get_global_id(1);
+    if (i >= M || j >= N)
+        return;
+    __global float *c = C + c_off + i * ldc + j;
+    float o = *c;
+    if (epi & GEMM_EPI_BIAS) {
+        o += bias[bias_off + j];
+        *c = o;
+    }
+    const uint act = GEMM_EPI_ACT(epi);
+    if (act)
+        D[d_off + i * ldd + j] = gemm_act_1(act, o);
 }

@@ -18,6 +18,11 @@
  *   - Argument errors: lda/ldb/ldc too small, operands past their buffer's
  *     end, overlapping batch outputs, a bad transpose flag, NULL.
  *   - clf_gemm_prepare validates and readies a shape that then runs.
+ *   - Epilogues (bias, bias + ReLU / GELU erf / GELU tanh / SiLU into a
+ *     second matrix D) on both engines at shapes taking every native path,
+ *     against float64, and on the native engine bit for bit the unfused
+ *     GEMM + clf_op_bias_act_forward; an activation without D and an
+ *     epilogue on a batch are refused.
  *
  * Tolerance: |got - ref| <= atol + rtol |ref| with rtol = 1e-4 and
  * atol = 1e-5 sqrt(K) max(1, |alpha|). Inputs are uniform in [-1, 1]; a
@@ -34,6 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "model/ops/ops.h"
 #include "runtime/gemm/gemm.h"
 #include "tests/test_util.h"
 
@@ -436,15 +442,182 @@ static void test_auto_cache(tu_rng *r)
     rmdir(dir);
 }
 
+/* The epilogue's activation in float64. */
+static double act_ref(clf_gemm_act act, double x)
+{
+    switch (act) {
+        case CLF_GEMM_ACT_RELU: return x > 0 ? x : 0;
+        case CLF_GEMM_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+        case CLF_GEMM_ACT_GELU_TANH:
+            return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        case CLF_GEMM_ACT_SILU: return x / (1.0 + exp(-x));
+        default: return x;
+    }
+}
+
+/* Epilogues (bias, bias + activation into D) at shapes that take every
+ * native path (row blocks with edges, the deep-K slices, the few-rows dot
+ * kernel, k = 0) on `engine`: C and D against float64 (C's tolerance; the
+ * activations' slopes are at most 1.13); columns of D past n untouched;
+ * and on the native engine, bit for bit the unfused ops the model used
+ * before (GEMM, then clf_op_bias_act_forward). */
+static void test_epilogue(clf_runtime *rt, clf_gemm_engine engine, tu_rng *r)
+{
+    static const size_t shapes[][4] = {
+        /* m, n, k, trans_b */
+        {1, 1, 1, 0},   {7, 13, 5, 0},     {33, 65, 17, 1}, {3, 70, 64, 1},
+        {100, 1, 3, 0}, {64, 96, 2000, 0}, {5, 9, 0, 0},
+    };
+    const clf_gemm_act acts[] = {CLF_GEMM_ACT_NONE, CLF_GEMM_ACT_RELU, CLF_GEMM_ACT_GELU_ERF,
+                                 CLF_GEMM_ACT_GELU_TANH, CLF_GEMM_ACT_SILU};
+    const clf_act ops_act[] = {CLF_ACT_NONE, CLF_ACT_RELU, CLF_ACT_GELU_ERF, CLF_ACT_GELU_TANH,
+                               CLF_ACT_SILU};
+    clf_error e;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int ai = 0; ai < 5; ai++)
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                const size_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+                const int tb = (int)shapes[si][3];
+                const clf_gemm_act act = acts[ai];
+                if (act == CLF_GEMM_ACT_NONE && !with_bias)
+                    continue;
+                if (tu_simulator() && m * n * k > 20000)
+                    continue;
+                const size_t ld = n + 3, na = m * (k ? k : 1), nb = n * (k ? k : 1);
+                float *A = malloc(na * 4), *Bm = malloc(nb * 4), *bias = malloc(n * 4);
+                float *C = malloc(m * ld * 4), *D = malloc(m * ld * 4), *Cu = malloc(m * ld * 4);
+                float *Du = malloc(m * ld * 4);
+                tu_fill(r, A, na, -1, 1);
+                tu_fill(r, Bm, nb, -1, 1);
+                tu_fill(r, bias, n, -2, 2);
+                for (size_t i = 0; i < m * ld; i++)
+                    C[i] = D[i] = 7.0f;
+                clf_ptr dA = tu_upload(rt, A, na), dB = tu_upload(rt, Bm, nb);
+                clf_ptr dbias = tu_upload(rt, bias, n), dC = tu_upload(rt, C, m * ld);
+                clf_ptr dD = tu_upload(rt, D, m * ld);
+                const float beta = k == 0 ? 0.5f : 0.0f;
+                clf_gemm_desc d = {.trans_b = tb,
+                                   .m = m,
+                                   .n = n,
+                                   .k = k,
+                                   .alpha = 1.0f,
+                                   .beta = beta,
+                                   .a = dA,
+                                   .lda = k ? k : 1,
+                                   .b = dB,
+                                   .ldb = tb ? (k ? k : 1) : n,
+                                   .c = dC,
+                                   .ldc = ld,
+                                   .bias = with_bias ? dbias : (clf_ptr){NULL, 0},
+                                   .act = act,
+                                   .d = act ? dD : (clf_ptr){NULL, 0},
+                                   .ldd = ld};
+                tu_ok(clf_gemm_with(rt, engine, &d, &e), &e, "gemm with an epilogue");
+                tu_download(rt, dC, C, m * ld);
+                tu_download(rt, dD, D, m * ld);
+                double *rc = malloc(m * n * 8), *rd = malloc(m * n * 8);
+                float *gc = malloc(m * n * 4), *gd = malloc(m * n * 4);
+                int guards = 1;
+                for (size_t i = 0; i < m; i++)
+                    for (size_t j = 0; j < ld; j++) {
+                        if (j >= n) {
+                            guards &= C[i * ld + j] == 7.0f && D[i * ld + j] == 7.0f;
+                            continue;
+                        }
+                        double acc = beta * 7.0;
+                        for (size_t q = 0; q < k; q++)
+                            acc += (double)A[i * k + q] * (tb ? Bm[j * k + q] : Bm[q * n + j]);
+                        acc += with_bias ? bias[j] : 0.0;
+                        rc[i * n + j] = acc;
+                        rd[i * n + j] = act_ref(act, acc);
+                        gc[i * n + j] = C[i * ld + j];
+                        gd[i * n + j] = D[i * ld + j];
+                    }
+                char name[160];
+                const double atol = 1e-5 * sqrt((double)(k ? k : 1)) + 1e-6;
+                snprintf(name, sizeof name, "%s epilogue act=%d bias=%d m=%zu n=%zu k=%zu tb=%d C",
+                         clf_gemm_engine_name(engine), (int)act, with_bias, m, n, k, tb);
+                tu_close(name, gc, rc, m * n, atol, 1e-4);
+                if (act) {
+                    name[strlen(name) - 1] = 'D';
+                    tu_close(name, gd, rd, m * n, atol, 1e-4);
+                }
+                TU_CHECK(guards, "%s: columns past n untouched in C and D", name);
+                if (engine == CLF_GEMM_NATIVE) {
+                    /* unfused: the product alone, then the ops' bias + activation */
+                    for (size_t i = 0; i < m * ld; i++)
+                        Cu[i] = Du[i] = 7.0f;
+                    tu_ok(clf_ptr_write(rt, dC, Cu, m * ld, &e), &e, "reset C");
+                    tu_ok(clf_ptr_write(rt, dD, Du, m * ld, &e), &e, "reset D");
+                    clf_gemm_desc plain = d;
+                    plain.bias = (clf_ptr){NULL, 0};
+                    plain.act = CLF_GEMM_ACT_NONE;
+                    plain.d = (clf_ptr){NULL, 0};
+                    tu_ok(clf_gemm_with(rt, engine, &plain, &e), &e, "gemm");
+                    int same = 1;
+                    for (size_t i = 0; i < m; i++) {
+                        clf_ptr crow = clf_ptr_at(dC, i * ld), drow = clf_ptr_at(dD, i * ld);
+                        tu_ok(clf_op_bias_act_forward(rt, ops_act[ai], crow,
+                                                      with_bias ? dbias : (clf_ptr){NULL, 0},
+                                                      act ? drow : crow, 1, n, &e),
+                              &e, "bias_act");
+                    }
+                    tu_download(rt, dC, Cu, m * ld);
+                    tu_download(rt, dD, Du, m * ld);
+                    for (size_t i = 0; i < m; i++)
+                        for (size_t j = 0; j < n; j++)
+                            same &= (act ? Du[i * ld + j] == D[i * ld + j]
+                                         : Cu[i * ld + j] == C[i * ld + j]);
+                    TU_CHECK(same, "%s: the same bits as GEMM + clf_op_bias_act_forward", name);
+                }
+                tu_free(dA);
+                tu_free(dB);
+                tu_free(dbias);
+                tu_free(dC);
+                tu_free(dD);
+                free(A);
+                free(Bm);
+                free(bias);
+                free(C);
+                free(D);
+                free(Cu);
+                free(Du);
+                free(rc);
+                free(rd);
+                free(gc);
+                free(gd);
+            }
+    clf_gemm_desc bad = {0};
+    clf_ptr x = tu_alloc(rt, 64);
+    bad.m = bad.n = bad.k = 4;
+    bad.a = bad.b = bad.c = x;
+    bad.lda = bad.ldb = bad.ldc = 4;
+    bad.alpha = 1.0f;
+    bad.act = CLF_GEMM_ACT_RELU;
+    TU_CHECK(clf_gemm_with(rt, engine, &bad, &e) == CLF_ERR_ARG,
+             "an activation without D is refused: %s", e.msg);
+    bad.act = CLF_GEMM_ACT_NONE;
+    bad.bias = x;
+    bad.batch = 2;
+    bad.stride_a = bad.stride_b = 0;
+    bad.stride_c = 16;
+    TU_CHECK(clf_gemm_with(rt, engine, &bad, &e) == CLF_ERR_ARG,
+             "an epilogue on a batch is refused: %s", e.msg);
+    tu_free(x);
+}
+
 int main(void)
 {
     clf_runtime *rt = tu_runtime();
     tu_rng r = tu_rng_new(2);
     test_validation(rt);
     test_engine(rt, CLF_GEMM_NATIVE, &r);
+    test_epilogue(rt, CLF_GEMM_NATIVE, &r);
     /* CLBlast's kernels are not ours to check under a simulator (and slow there) */
-    if (!tu_simulator())
+    if (!tu_simulator()) {
         test_engine(rt, CLF_GEMM_CLBLAST, &r);
+        test_epilogue(rt, CLF_GEMM_CLBLAST, &r);
+    }
     printf("engine auto (clf_gemm with the runtime's options)\n");
     const int sim = tu_simulator();
     for (int t = 0; t < 4; t++) {

@@ -63,26 +63,36 @@ static clf_status norm_fwd(clf_model *m, int type, const mi_norm_a *a, const mi_
                                     mi_par(m, p->b), R, (size_t)s->C, s->norm_eps, err);
 }
 
-/* y [R, out] = x [R, in] W^T (+ b) */
+/* y [R, out] = x [R, in] W^T (+ b), the bias added as the GEMM stores y */
 static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_ptr x, size_t w, size_t b, size_t R,
                              size_t in, size_t out, clf_error *err)
 {
-    clf_status st = mi_gemm(m,
-                            &(clf_gemm_desc){.trans_b = 1,
-                                             .m = R,
-                                             .n = out,
-                                             .k = in,
-                                             .alpha = 1.0f,
-                                             .a = x,
-                                             .lda = in,
-                                             .b = mi_par(m, w),
-                                             .ldb = in,
-                                             .c = y,
-                                             .ldc = out},
-                            err);
-    if (st != CLF_OK || b == MI_NONE)
-        return st;
-    return clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, y, mi_par(m, b), y, R, out, err);
+    return mi_gemm(m,
+                   &(clf_gemm_desc){.trans_b = 1,
+                                    .m = R,
+                                    .n = out,
+                                    .k = in,
+                                    .alpha = 1.0f,
+                                    .a = x,
+                                    .lda = in,
+                                    .b = mi_par(m, w),
+                                    .ldb = in,
+                                    .c = y,
+                                    .ldc = out,
+                                    .bias = b == MI_NONE ? mi_nullptr() : mi_par(m, b)},
+                   err);
+}
+
+/* The GEMM epilogue's activation for the model's (the same formulas). */
+static clf_gemm_act gemm_act_of(int act)
+{
+    switch ((clf_act)act) {
+        case CLF_ACT_RELU: return CLF_GEMM_ACT_RELU;
+        case CLF_ACT_GELU_ERF: return CLF_GEMM_ACT_GELU_ERF;
+        case CLF_ACT_GELU_TANH: return CLF_GEMM_ACT_GELU_TANH;
+        case CLF_ACT_SILU: return CLF_GEMM_ACT_SILU;
+        default: return CLF_GEMM_ACT_NONE;
+    }
 }
 
 /* ---- sublayers ------------------------------------------------------------ */
@@ -286,31 +296,28 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, size_t B
     clf_ptr fch = a->fch, act = a->fch_act;
     clf_status st;
 
-    if ((st = mi_gemm(m,
-                      &(clf_gemm_desc){.trans_b = 1,
-                                       .m = BT,
-                                       .n = F,
-                                       .k = C,
-                                       .alpha = 1.0f,
-                                       .a = in,
-                                       .lda = C,
-                                       .b = mi_par(m, p->fc_w),
-                                       .ldb = C,
-                                       .c = fch,
-                                       .ldc = F},
-                      err)) != CLF_OK)
-        return st;
-    if (s->swiglu) {
-        if (p->fc_b != MI_NONE &&
-            (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, fch, mi_par(m, p->fc_b), fch, BT, F,
-                                          err)) != CLF_OK)
-            return st;
-        st = clf_op_swiglu_forward(m->rt, act, fch, BT, H, err);
-    } else {
-        st = clf_op_bias_act_forward(m->rt, (clf_act)s->act, fch, mi_par(m, p->fc_b), act, BT, H,
-                                     err);
+    /* fc, its bias and (not SwiGLU) its activation in one pass: fch keeps
+     * the pre-activation for backward, act gets the activation */
+    clf_gemm_desc fc = {.trans_b = 1,
+                        .m = BT,
+                        .n = F,
+                        .k = C,
+                        .alpha = 1.0f,
+                        .a = in,
+                        .lda = C,
+                        .b = mi_par(m, p->fc_w),
+                        .ldb = C,
+                        .c = fch,
+                        .ldc = F,
+                        .bias = p->fc_b == MI_NONE ? mi_nullptr() : mi_par(m, p->fc_b)};
+    if (!s->swiglu) {
+        fc.act = gemm_act_of(s->act);
+        fc.d = act;
+        fc.ldd = H;
     }
-    if (st != CLF_OK)
+    if ((st = mi_gemm(m, &fc, err)) != CLF_OK)
+        return st;
+    if (s->swiglu && (st = clf_op_swiglu_forward(m->rt, act, fch, BT, H, err)) != CLF_OK)
         return st;
     if (train && s->p_ffn > 0 &&
         (st = clf_op_dropout_forward(m->rt, act, act, BT * H, s->p_ffn, m->state.seed,

@@ -221,6 +221,10 @@ static clf_status time_engines(clf_runtime *rt, gemm_state *st, const clf_gemm_d
         goto fail;
     clf_gemm_desc dt = *d;
     dt.c = (clf_ptr){tmp, 0};
+    /* the products alone: an epilogue would write D, which timing must not */
+    dt.bias = (clf_ptr){NULL, 0};
+    dt.act = CLF_GEMM_ACT_NONE;
+    dt.d = (clf_ptr){NULL, 0};
     const clf_gemm_engine eng[2] = {CLF_GEMM_CLBLAST, CLF_GEMM_NATIVE};
     double t[2];
     int ok[2] = {1, 1};

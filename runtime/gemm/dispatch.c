@@ -102,6 +102,26 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
     clf_status s = check_extent("C", d->c, d->m, d->n, d->ldc, d->stride_c, batch, err);
     if (s != CLF_OK)
         return s;
+    if (d->act < CLF_GEMM_ACT_NONE || d->act > CLF_GEMM_ACT_SILU)
+        return clf_error_set(err, CLF_ERR_ARG, "gemm: unknown epilogue activation %d", (int)d->act);
+    if ((d->bias.buf != NULL || d->act != CLF_GEMM_ACT_NONE) && batch > 1)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "gemm: an epilogue (bias, activation) needs a single matrix, not "
+                             "a batch of %zu",
+                             batch);
+    if (d->bias.buf != NULL &&
+        (s = check_extent("bias", d->bias, 1, d->n, d->n, 0, 1, err)) != CLF_OK)
+        return s;
+    if (d->act != CLF_GEMM_ACT_NONE) {
+        if (d->d.buf == NULL)
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "gemm: an epilogue activation needs D (the activated output)");
+        if (d->ldd < d->n)
+            return clf_error_set(err, CLF_ERR_ARG, "gemm: ldd=%zu is smaller than n=%zu", d->ldd,
+                                 d->n);
+        if ((s = check_extent("D", d->d, d->m, d->n, d->ldd, 0, 1, err)) != CLF_OK)
+            return s;
+    }
     if (d->k == 0)
         return CLF_OK; /* A and B are not read */
     if (d->a.buf == NULL || d->b.buf == NULL)
@@ -137,7 +157,11 @@ clf_status clf_gemm_engine_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine 
             return s;
         return clf_gemm_native_run(rt, st, d, err);
     }
-    return clf_gemm_clblast_run(rt, d, err);
+    if ((s = clf_gemm_clblast_run(rt, d, err)) != CLF_OK || clf_gemm_epi_of(d) == 0)
+        return s;
+    if ((s = clf_gemm_native_init(rt, st, err)) != CLF_OK)
+        return s;
+    return clf_gemm_native_epilogue(rt, st, d, err);
 }
 
 /* ---- public entry points -------------------------------------------------------------- */

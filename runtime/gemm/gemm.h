@@ -7,6 +7,11 @@
  * elements. batch > 1 runs a strided batch: matrix i of A starts at
  * a.off + i * stride_a (likewise B and C), used for attention heads.
  *
+ * An epilogue may follow in the same pass: bias (N floats) added to every
+ * row of C, then an activation of the result written to a second matrix D
+ * (C keeps the value before it, what a backward pass needs). The native
+ * engine applies it as it stores C; after CLBlast it is one more pass.
+ *
  * Two engines sit behind it: CLBlast, and a register-blocked kernel of our own
  * (cl/gemm.cl). CLF_GEMM_AUTO times both once per device and shape class,
  * keeps the choice for the runtime's lifetime and in the on-disk cache.
@@ -17,6 +22,15 @@
 #include "runtime/runtime.h"
 
 CLF_API_BEGIN
+
+/* The epilogue's activation (the model's ops.h clf_act, same formulas). */
+typedef enum clf_gemm_act {
+    CLF_GEMM_ACT_NONE = 0,
+    CLF_GEMM_ACT_RELU,
+    CLF_GEMM_ACT_GELU_ERF,
+    CLF_GEMM_ACT_GELU_TANH,
+    CLF_GEMM_ACT_SILU,
+} clf_gemm_act;
 
 typedef struct clf_gemm_desc {
     int trans_a, trans_b; /* 0 = as stored, 1 = transposed */
@@ -30,6 +44,12 @@ typedef struct clf_gemm_desc {
     size_t ldc;
     size_t batch; /* 0 or 1 = one matrix */
     size_t stride_a, stride_b, stride_c;
+    /* epilogue (one matrix only): C += bias (buf NULL = none); with act,
+     * D [m, n] (row stride ldd) = act(C) */
+    clf_ptr bias;
+    clf_gemm_act act;
+    clf_ptr d;
+    size_t ldd;
 } clf_gemm_desc;
 
 /* Run on the engine chosen by the runtime's options (auto by default). */

@@ -37,6 +37,7 @@ typedef struct gemm_state {
     clf_error native_err; /* why the native engine is unavailable */
     gemm_tile tile;
     clf_kernel *k_an, *k_ap, *k_nt_dot, *k_pack_a_n, *k_pack_a_t, *k_pack_b_n, *k_pack_b_t;
+    clf_kernel *k_epilogue; /* the epilogue alone, after CLBlast */
     clf_buffer *scratch;
     size_t scratch_floats;
     /* auto choices */
@@ -50,6 +51,20 @@ static inline size_t clf_gemm_batch_of(const clf_gemm_desc *d)
     return d->batch > 1 ? d->batch : 1;
 }
 
+/* The epilogue code the kernels take (cl/gemm.cl: bit 0 bias, act << 1). */
+static inline uint32_t clf_gemm_epi_of(const clf_gemm_desc *d)
+{
+    return (d->bias.buf != NULL ? 1u : 0u) | ((uint32_t)d->act << 1);
+}
+
+/* The epilogue's six kernel arguments (any valid buffer stands in for an
+ * absent bias or D; the kernel does not read them then). */
+#define CLF_GEMM_EPI_ARGS(d, epi)                                                                  \
+    CLF_ARG_BUF((d)->bias.buf ? (d)->bias.buf : (d)->c.buf),                                       \
+        CLF_ARG_U64((d)->bias.buf ? (d)->bias.off : 0), CLF_ARG_U32(epi),                          \
+        CLF_ARG_BUF((d)->d.buf ? (d)->d.buf : (d)->c.buf),                                         \
+        CLF_ARG_U64((d)->d.buf ? (d)->d.off : 0), CLF_ARG_U64((d)->d.buf ? (d)->ldd : 0)
+
 /* dispatch.c: the runtime's GEMM state (created on first use). */
 clf_status clf_gemm_state_get(clf_runtime *rt, gemm_state **out, clf_error *err);
 /* dispatch.c: run validated d (m, n > 0) on engine e (not AUTO). */
@@ -62,6 +77,9 @@ clf_status clf_gemm_engine_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine 
 clf_status clf_gemm_native_init(clf_runtime *rt, gemm_state *st, clf_error *err);
 clf_status clf_gemm_native_run(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
                                clf_error *err);
+/* native.c: d's epilogue alone over C (after CLBlast); nothing without one. */
+clf_status clf_gemm_native_epilogue(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
+                                    clf_error *err);
 clf_status clf_gemm_native_reserve(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
                                    clf_error *err);
 

@@ -102,6 +102,8 @@ static clf_status native_build(clf_runtime *rt, gemm_state *st, clf_error *err)
     if (s == CLF_OK)
         s = clf_kernel_get(rt, "gemm", "gemm_nt_dot", &st->k_nt_dot, err);
     if (s == CLF_OK)
+        s = clf_kernel_get(rt, "gemm", "gemm_epilogue", &st->k_epilogue, err);
+    if (s == CLF_OK)
         s = clf_kernel_get(rt, "gemm", "gemm_pack_a_n", &st->k_pack_a_n, err);
     if (s == CLF_OK)
         s = clf_kernel_get(rt, "gemm", "gemm_pack_a_t", &st->k_pack_a_t, err);
@@ -171,15 +173,20 @@ static clf_status native_scale_c(clf_runtime *rt, gemm_state *st, const clf_gemm
     const gemm_tile *t = &st->tile;
     clf_buffer *c = d->c.buf;
     const clf_arg args[] = {
-        CLF_ARG_U64(d->m),     CLF_ARG_U64(d->n),   CLF_ARG_U64(0),           CLF_ARG_F32(d->alpha),
-        CLF_ARG_BUF(c),        CLF_ARG_U64(0),      CLF_ARG_U64(1),           CLF_ARG_U64(t->mr),
-        CLF_ARG_U64(0),        CLF_ARG_BUF(c),      CLF_ARG_U64(0),           CLF_ARG_U64(1),
-        CLF_ARG_U64(0),        CLF_ARG_U32(0),      CLF_ARG_F32(d->beta),     CLF_ARG_BUF(c),
-        CLF_ARG_U64(d->c.off), CLF_ARG_U64(d->ldc), CLF_ARG_U64(d->stride_c),
+        CLF_ARG_U64(d->m),        CLF_ARG_U64(d->n),
+        CLF_ARG_U64(0),           CLF_ARG_F32(d->alpha),
+        CLF_ARG_BUF(c),           CLF_ARG_U64(0),
+        CLF_ARG_U64(1),           CLF_ARG_U64(t->mr),
+        CLF_ARG_U64(0),           CLF_ARG_BUF(c),
+        CLF_ARG_U64(0),           CLF_ARG_U64(1),
+        CLF_ARG_U64(0),           CLF_ARG_U32(0),
+        CLF_ARG_F32(d->beta),     CLF_ARG_BUF(c),
+        CLF_ARG_U64(d->c.off),    CLF_ARG_U64(d->ldc),
+        CLF_ARG_U64(d->stride_c), CLF_GEMM_EPI_ARGS(d, clf_gemm_epi_of(d)),
     };
     const size_t global[3] = {ceil_div(d->n, t->nr), ceil_div(d->m, t->mr), clf_gemm_batch_of(d)};
     const size_t local[3] = {1, t->ly, 1};
-    return clf_kernel_launch(rt, st->k_an, 3, global, local, 19, args, err);
+    return clf_kernel_launch(rt, st->k_an, 3, global, local, 25, args, err);
 }
 
 /* How the native engine runs a validated d (m, n, k > 0). */
@@ -245,17 +252,20 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_de
         return s;
     if (p.dot) {
         const clf_arg args[] = {
-            CLF_ARG_U64(m),           CLF_ARG_U64(n),        CLF_ARG_U64(k),
-            CLF_ARG_F32(d->alpha),    CLF_ARG_BUF(d->a.buf), CLF_ARG_U64(d->a.off),
-            CLF_ARG_U64(d->lda),      CLF_ARG_U64(0),        CLF_ARG_U64(d->stride_a),
-            CLF_ARG_BUF(d->b.buf),    CLF_ARG_U64(d->b.off), CLF_ARG_U64(d->ldb),
-            CLF_ARG_U64(d->stride_b), CLF_ARG_U32(0),        CLF_ARG_F32(d->beta),
-            CLF_ARG_BUF(d->c.buf),    CLF_ARG_U64(d->c.off), CLF_ARG_U64(d->ldc),
-            CLF_ARG_U64(d->stride_c),
+            CLF_ARG_U64(m),           CLF_ARG_U64(n),
+            CLF_ARG_U64(k),           CLF_ARG_F32(d->alpha),
+            CLF_ARG_BUF(d->a.buf),    CLF_ARG_U64(d->a.off),
+            CLF_ARG_U64(d->lda),      CLF_ARG_U64(0),
+            CLF_ARG_U64(d->stride_a), CLF_ARG_BUF(d->b.buf),
+            CLF_ARG_U64(d->b.off),    CLF_ARG_U64(d->ldb),
+            CLF_ARG_U64(d->stride_b), CLF_ARG_U32(0),
+            CLF_ARG_F32(d->beta),     CLF_ARG_BUF(d->c.buf),
+            CLF_ARG_U64(d->c.off),    CLF_ARG_U64(d->ldc),
+            CLF_ARG_U64(d->stride_c), CLF_GEMM_EPI_ARGS(d, clf_gemm_epi_of(d)),
         };
         const size_t global[3] = {ceil_div(n, t->dot), ceil_div(m, t->dot), batch};
         const size_t local[3] = {t->ly, 1, 1};
-        return clf_kernel_launch(rt, st->k_nt_dot, 3, global, local, 19, args, err);
+        return clf_kernel_launch(rt, st->k_nt_dot, 3, global, local, 25, args, err);
     }
     if (p.scratch > 0 && (s = scratch_reserve(rt, st, p.scratch, err)) != CLF_OK)
         return s;
@@ -324,9 +334,11 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_de
                 CLF_ARG_U64(d->c.off + z0 * d->stride_c),
                 CLF_ARG_U64(d->ldc),
                 CLF_ARG_U64(d->stride_c),
+                /* the epilogue with the last slice only */
+                CLF_GEMM_EPI_ARGS(d, k0 + kn == k ? clf_gemm_epi_of(d) : 0u),
             };
             const size_t global[3] = {np, nbk, zn}, local[3] = {1, t->ly, 1};
-            s = clf_kernel_launch(rt, pack_a ? st->k_ap : st->k_an, 3, global, local, 19, args,
+            s = clf_kernel_launch(rt, pack_a ? st->k_ap : st->k_an, 3, global, local, 25, args,
                                   err);
             if (s != CLF_OK)
                 return s;
@@ -339,6 +351,20 @@ clf_status clf_gemm_native_run(clf_runtime *rt, gemm_state *st, const clf_gemm_d
                                clf_error *err)
 {
     return d->k == 0 ? native_scale_c(rt, st, d, err) : native_gemm(rt, st, d, err);
+}
+
+clf_status clf_gemm_native_epilogue(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
+                                    clf_error *err)
+{
+    const uint32_t epi = clf_gemm_epi_of(d);
+    if (epi == 0)
+        return CLF_OK;
+    const clf_arg args[] = {
+        CLF_ARG_U64(d->m),     CLF_ARG_U64(d->n),   CLF_ARG_BUF(d->c.buf),
+        CLF_ARG_U64(d->c.off), CLF_ARG_U64(d->ldc), CLF_GEMM_EPI_ARGS(d, epi),
+    };
+    const size_t local[2] = {16, 1}, global[2] = {ceil_div(d->n, 16) * 16, d->m};
+    return clf_kernel_launch(rt, st->k_epilogue, 2, global, local, 11, args, err);
 }
 
 clf_status clf_gemm_native_reserve(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
