@@ -189,9 +189,15 @@ int main(int argc, char **argv)
     (void)blas_threads;
     printf("OpenBLAS: not built in (install libopenblas-dev and reconfigure)\n");
 #endif
-    printf("median of %d runs after a warm-up; GFLOP/s = 2*M*N*K*batch / time\n\n", reps);
-    printf("%-42s %-2s %5s %5s %6s %5s | %8s %8s %8s | %7s %7s | %-7s %s\n", "shape", "op", "M",
-           "K", "N", "batch", "clblast", "native", "openblas", "nat/ob", "clb/ob", "auto", "check");
+    double peak = 0.0;
+    if (clf_runtime_peak_gflops(rt, &peak, &err) != CLF_OK)
+        die("measuring the peak", &err);
+    printf("median of %d runs after a warm-up; GFLOP/s = 2*M*N*K*batch / time; the device's "
+           "measured fp32 FMA peak %.1f GFLOP/s (peak%%: native's share of it)\n\n",
+           reps, peak);
+    printf("%-42s %-2s %5s %5s %6s %5s | %8s %8s %8s | %7s %7s %6s | %-7s %s\n", "shape", "op", "M",
+           "K", "N", "batch", "clblast", "native", "openblas", "nat/ob", "clb/ob", "peak%", "auto",
+           "check");
 
     unsigned seed = 12345u;
     for (size_t s = 0; s < N_SHAPES; s++) {
@@ -279,6 +285,9 @@ int main(int argc, char **argv)
             snprintf(check, sizeof check, "%.1e", max_rel_diff(c_nat, c_ref, nc));
         char op[3] = {sh->ta ? 'T' : 'N', sh->tb ? 'T' : 'N', 0};
         char g_clb[16] = "-", g_nat[16] = "-", g_ob[16] = "-", r_nat[16] = "-", r_clb[16] = "-";
+        char p_nat[16] = "-";
+        if (t_nat > 0 && peak > 0)
+            snprintf(p_nat, sizeof p_nat, "%.0f%%", 100.0 * flops / t_nat * 1e-9 / peak);
         if (t_clb > 0)
             snprintf(g_clb, sizeof g_clb, "%.1f", flops / t_clb * 1e-9);
         if (t_nat > 0)
@@ -289,8 +298,8 @@ int main(int argc, char **argv)
             snprintf(r_nat, sizeof r_nat, "%.0f%%", 100.0 * t_ob / t_nat);
         if (t_ob > 0 && t_clb > 0)
             snprintf(r_clb, sizeof r_clb, "%.0f%%", 100.0 * t_ob / t_clb);
-        printf("%-42s %-2s %5zu %5zu %6zu %5zu | %8s %8s %8s | %7s %7s | %-7s %s\n", sh->what, op,
-               sh->m, sh->k, sh->n, sh->batch, g_clb, g_nat, g_ob, r_nat, r_clb,
+        printf("%-42s %-2s %5zu %5zu %6zu %5zu | %8s %8s %8s | %7s %7s %6s | %-7s %s\n", sh->what,
+               op, sh->m, sh->k, sh->n, sh->batch, g_clb, g_nat, g_ob, r_nat, r_clb, p_nat,
                clf_gemm_engine_name(chosen), check);
         fflush(stdout);
         clf_buffer_destroy(da);

@@ -503,7 +503,21 @@ int main(int argc, char **argv)
             goto fail;
     }
 
+    /* model FLOP utilisation: nanoGPT's estimate_mfu, 6N + 12 L T C per
+     * training token (N: the parameters in matrix products, so not the
+     * position table, nor the embedding lookup unless it is the tied LM
+     * head), over the device's measured peak */
+    double peak = 0.0, flops_tok = 0.0;
+    if (o.do_train) {
+        const double C = cfg.embedding.dim, L = clf_config_decoder_layers(&cfg);
+        const double wpe = cfg.positional.type == CLF_POS_LEARNED ? (double)T * C : 0.0;
+        const double wte = cfg.head.tie_embedding ? 0.0 : (double)V * C;
+        flops_tok = 6.0 * ((double)n_params - wpe - wte) + 12.0 * L * (double)T * C;
+        if ((st = clf_runtime_peak_gflops(rt, &peak, &err)) != CLF_OK)
+            goto fail;
+    }
     double BT = (double)B * (double)T;
+    const double mfu = peak > 0 && o.do_train ? BT / r.train_s * flops_tok / (peak * 1e9) : 0.0;
     if (o.json) {
         printf("{\"impl\": \"clformer\", \"model\": ");
         json_str(o.model);
@@ -514,8 +528,9 @@ int main(int argc, char **argv)
         printf(", \"threads\": %u, \"params\": %zu, \"B\": %d, \"T\": %d, \"V\": %d",
                dev->compute_units, n_params, B, T, V);
         if (o.do_train)
-            printf(", \"train_step_ms\": %.4f, \"train_tok_s\": %.2f, \"train_loss\": %.6f",
-                   r.train_s * 1e3, BT / r.train_s, (double)r.train_loss);
+            printf(", \"train_step_ms\": %.4f, \"train_tok_s\": %.2f, \"train_loss\": %.6f, "
+                   "\"train_flops_per_token\": %.0f, \"peak_gflops\": %.2f, \"train_mfu\": %.4f",
+                   r.train_s * 1e3, BT / r.train_s, (double)r.train_loss, flops_tok, peak, mfu);
         if (o.do_forward)
             printf(", \"forward_ms\": %.4f, \"forward_tok_s\": %.2f", r.forward_s * 1e3,
                    BT / r.forward_s);
@@ -529,9 +544,10 @@ int main(int argc, char **argv)
                    o.model, path, T, V, dev->name, dev->compute_units);
         printf("\n");
         if (o.do_train)
-            printf("  %-28s %10.0f tokens/s (%.1f ms/step, loss %.4f)\n",
+            printf("  %-28s %10.0f tokens/s (%.1f ms/step, loss %.4f)\n"
+                   "  %-28s %10.1f%% of the measured %.1f GFLOP/s (%.3g FLOPs per token)\n",
                    "train (fwd+bwd+clip+AdamW)", BT / r.train_s, r.train_s * 1e3,
-                   (double)r.train_loss);
+                   (double)r.train_loss, "model FLOP utilisation", 100.0 * mfu, peak, flops_tok);
         if (o.do_forward)
             printf("  %-28s %10.0f tokens/s (%.1f ms/step)\n", "forward (eval, with loss)",
                    BT / r.forward_s, r.forward_s * 1e3);

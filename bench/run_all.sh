@@ -244,6 +244,18 @@ for m in models:
     out.setdefault(m, {})["threads"] = threads
     out[m]["params"] = {"clformer": pc, "pytorch": pt}
 print("ratio = clformer / PyTorch; medians over timed steps (and over --repeat runs)")
+# training MFU of both sides: model FLOPs per token (clformer's count, nanoGPT's
+# estimate_mfu formula) times tokens/s over the device's measured FMA peak
+for m in models:
+    c, t = load("clf", m), load("torch", m)
+    ft, pk = med(c, "train_flops_per_token"), med(c, "peak_gflops")
+    a, b = med(c, "train_tok_s"), med(t, "train_tok_s")
+    if ft and pk and a:
+        tm = "%.1f%%" % (100.0 * b * ft / (pk * 1e9)) if b else "n/a"
+        print("%s: training MFU clformer %.1f%%, PyTorch %s (%.3g FLOPs/token, measured peak "
+              "%.1f GFLOP/s)" % (m, 100.0 * a * ft / (pk * 1e9), tm, ft, pk))
+        out.setdefault(m, {})["train_mfu"] = {"clformer": a * ft / (pk * 1e9),
+                                              "pytorch": b * ft / (pk * 1e9) if b else None}
 if len(glob.glob(os.path.join(tmp, "torch-*-*-*.json"))) > 0:
     print("PyTorch: per run and metric, the faster of OMP_WAIT_POLICY=PASSIVE and ACTIVE")
 if save:

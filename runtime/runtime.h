@@ -245,6 +245,14 @@ size_t clf_kernel_max_work_group(const clf_kernel *k);
  * host without a launch (cl/flash.cl's attn_flash_vw). */
 size_t clf_kernel_required_group(const clf_kernel *k);
 
+/* ---- measuring the device ----------------------------------------------- */
+
+/* The device's fp32 multiply-add peak in GFLOP/s, measured (cl/probe.cl):
+ * every compute unit running independent FMA chains on vectors of the
+ * preferred width, the best of three launches of at least 50 ms each. The
+ * denominator of model FLOP utilisation; takes a fraction of a second. */
+clf_status clf_runtime_peak_gflops(clf_runtime *rt, double *gflops, clf_error *err);
+
 /* ---- profiling ---------------------------------------------------------- */
 
 typedef struct clf_profile_entry {

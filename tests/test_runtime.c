@@ -9,6 +9,7 @@
  * so the test does not depend on any family in cl/ except common.cl.
  */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,9 +220,27 @@ static void test_buffers(clf_runtime *rt)
     TU_CHECK(now2 == now0, "destroying them gives the bytes back (%zu)", now2);
 }
 
+/* The measured FMA peak: positive, finite, and two measurements agree to
+ * within a factor 4 (a shared machine may slow one of them down). */
+static void test_peak(void)
+{
+    printf("measured peak\n");
+    clf_runtime *rt = tu_runtime();
+    clf_error err;
+    double a = 0, b = 0;
+    tu_ok(clf_runtime_peak_gflops(rt, &a, &err), &err, "peak");
+    tu_ok(clf_runtime_peak_gflops(rt, &b, &err), &err, "peak again");
+    printf("  %.1f and %.1f GFLOP/s\n", a, b);
+    TU_CHECK(isfinite(a) && isfinite(b) && a > 0.1 && b > 0.1,
+             "the peak is a positive number of GFLOP/s (%.3g, %.3g)", a, b);
+    TU_CHECK(a < 4 * b && b < 4 * a, "two measurements agree within 4x (%.3g, %.3g)", a, b);
+    clf_runtime_destroy(rt);
+}
+
 int main(void)
 {
     tu_seed();
+    test_peak();
     const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     snprintf(tmpdir, sizeof tmpdir, "%s/clf-test-runtime-XXXXXX", base);
     if (mkdtemp(tmpdir) == NULL) {
