@@ -616,6 +616,32 @@ __kernel __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void gemm_nt_dot(G
     }
 }
 
+/* Split-K's reduction: C = alpha * sum_p part[p] + beta * C, summed in the
+ * order p = 0, 1, ... (deterministic), then the epilogue. part holds P
+ * dense [M, N] partial products. One work-item per element, NDRange (N, M). */
+__kernel void gemm_splitk_reduce(ulong M, ulong N, ulong P, __global const float *part,
+                                 ulong part_off, float alpha, float beta, __global float *C,
+                                 ulong c_off, ulong ldc, GEMM_EPI_ARGS)
+{
+    const ulong j = get_global_id(0), i = get_global_id(1);
+    if (i >= M || j >= N)
+        return;
+    __global const float *p = part + part_off + i * N + j;
+    float s = 0.0f;
+    for (ulong q = 0; q < P; q++)
+        s += p[q * M * N];
+    __global float *c = C + c_off + i * ldc + j;
+    float o = alpha * s;
+    if (beta != 0.0f)
+        o = fma(beta, *c, o);
+    if (epi & GEMM_EPI_BIAS)
+        o += bias[bias_off + j];
+    *c = o;
+    const uint act = GEMM_EPI_ACT(epi);
+    if (act)
+        D[d_off + i * ldd + j] = gemm_act_1(act, o);
+}
+
 /* The epilogue alone, after a GEMM that had none (CLBlast's): C [M, N]
  * (row stride ldc) += bias, D = act(C). One work-item per element, NDRange
  * (N, M). The same functions as the fused store, so both engines give the

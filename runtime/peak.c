@@ -2,12 +2,14 @@
  * peak.c - the device's measured fp32 peak (cl/probe.cl's fma_peak), the
  * denominator of model FLOP utilisation in the benchmarks.
  *
- * Design: enough work-items to fill every compute unit (several work-groups
- * of one item where groups run item by item, several groups of up to 256
- * items per compute unit elsewhere), each running independent FMA chains;
- * the iteration count doubles until one launch takes at least 50 ms, then
- * the best of three launches counts (wall time around launch + finish, so
- * launch overhead is included but small at that length).
+ * Design: enough work-items to fill every compute unit (8 work-groups per
+ * compute unit: of one item and of 16 where groups run item by item, so
+ * both a compiler that keeps the kernel's vectors and one that vectorises
+ * across work-items reach their best; of up to 256 items elsewhere), each
+ * running independent FMA chains; the iteration count doubles until one
+ * launch takes at least 50 ms, then the best launch of three per shape
+ * counts (wall time around launch + finish, so launch overhead is included
+ * but small at that length).
  *
  * Not here: memory bandwidth, per-kernel ceilings.
  */
@@ -28,34 +30,43 @@ clf_status clf_runtime_peak_gflops(clf_runtime *rt, double *gflops, clf_error *e
     const double flops_per_iter = 2.0 * (double)clf_kernel_required_group(kw);
     const clf_device_info *d = clf_runtime_device(rt);
     const size_t cus = d->compute_units ? d->compute_units : 1;
-    size_t local = 1, global = 8 * cus;
+    const size_t wg = clf_kernel_max_work_group(k) < 256 ? clf_kernel_max_work_group(k) : 256;
+    /* launch shapes: where groups run item by item, single items (the
+     * kernel's own vectors) and groups of 16 (a compiler that vectorises
+     * across work-items); elsewhere groups of up to 256 */
+    size_t locals[2] = {1, wg < 16 ? wg : 16};
+    int n_shapes = 2;
     if (!d->serial_groups) {
-        local = clf_kernel_max_work_group(k) < 256 ? clf_kernel_max_work_group(k) : 256;
-        global = 8 * cus * local;
+        locals[0] = wg;
+        n_shapes = 1;
     }
-    if ((st = clf_buffer_create(rt, global * sizeof(float), &out, err)) != CLF_OK)
-        return st;
     double best = 0.0;
-    uint32_t iters = 1024;
-    int timed = 0;
-    while (st == CLF_OK && timed < 3) {
-        const clf_arg a[] = {CLF_ARG_BUF(out), CLF_ARG_U32(iters), CLF_ARG_F32(0.999999f),
-                             CLF_ARG_F32(1e-6f)};
-        const double t0 = clf_now_seconds();
-        if ((st = clf_kernel_launch(rt, k, 1, &global, &local, 4, a, err)) != CLF_OK ||
-            (st = clf_runtime_finish(rt, err)) != CLF_OK)
+    for (int shape = 0; shape < n_shapes && st == CLF_OK; shape++) {
+        size_t local = locals[shape], global = 8 * cus * local;
+        if ((st = clf_buffer_create(rt, global * sizeof(float), &out, err)) != CLF_OK)
             break;
-        const double t = clf_now_seconds() - t0;
-        if (t < 0.05 && iters < (1u << 26)) {
-            iters *= 2; /* too short to time well: longer */
-            continue;
+        uint32_t iters = 1024;
+        int timed = 0;
+        while (st == CLF_OK && timed < 3) {
+            const clf_arg a[] = {CLF_ARG_BUF(out), CLF_ARG_U32(iters), CLF_ARG_F32(0.999999f),
+                                 CLF_ARG_F32(1e-6f)};
+            const double t0 = clf_now_seconds();
+            if ((st = clf_kernel_launch(rt, k, 1, &global, &local, 4, a, err)) != CLF_OK ||
+                (st = clf_runtime_finish(rt, err)) != CLF_OK)
+                break;
+            const double t = clf_now_seconds() - t0;
+            if (t < 0.05 && iters < (1u << 26)) {
+                iters *= 2; /* too short to time well: longer */
+                continue;
+            }
+            const double g = flops_per_iter * (double)iters * (double)global / t * 1e-9;
+            if (g > best)
+                best = g;
+            timed++;
         }
-        const double g = flops_per_iter * (double)iters * (double)global / t * 1e-9;
-        if (g > best)
-            best = g;
-        timed++;
+        clf_buffer_destroy(out);
+        out = NULL;
     }
-    clf_buffer_destroy(out);
     if (st == CLF_OK)
         *gflops = best;
     return st;

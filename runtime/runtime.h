@@ -105,6 +105,9 @@ typedef struct clf_runtime_options {
                                   (e.g. "-cl-opt-disable"); part of the cache key */
     int profile;               /* 1 = record an event per launch */
     clf_gemm_engine gemm;
+    size_t gemm_split_k; /* native GEMM's K split: 0 = the device's choice (split
+                                  only when the output's tiles cannot fill the device),
+                                  1 = never, P = P slices wherever P divides K */
 } clf_runtime_options;
 
 clf_runtime_options clf_runtime_options_default(void);

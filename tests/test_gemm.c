@@ -23,6 +23,8 @@
  *     against float64, and on the native engine bit for bit the unfused
  *     GEMM + clf_op_bias_act_forward; an activation without D and an
  *     epilogue on a batch are refused.
+ *   - Split-K (forced: 2, 3, 5 slices) at every transpose, with alpha, beta
+ *     and an epilogue, bit-identical reruns; a K no P divides runs unsplit.
  *
  * Tolerance: |got - ref| <= atol + rtol |ref| with rtol = 1e-4 and
  * atol = 1e-5 sqrt(K) max(1, |alpha|). Inputs are uniform in [-1, 1]; a
@@ -606,6 +608,116 @@ static void test_epilogue(clf_runtime *rt, clf_gemm_engine engine, tu_rng *r)
     tu_free(x);
 }
 
+/* Split-K, forced through the runtime option (the device's choice splits
+ * only products whose output cannot fill the device): P = 2, 3, 5 slices
+ * at every transpose, odd M and N, K a multiple of P (60, 1200), alpha and
+ * beta, against float64 (run_case); reruns bit-identical; with an
+ * epilogue; a P that does not divide K falls back to no split. */
+static void test_split_k(tu_rng *r)
+{
+    const size_t Ps[] = {2, 3, 5};
+    const int sim = tu_simulator();
+    for (int pi = 0; pi < 3; pi++) {
+        clf_runtime_options o = clf_runtime_options_default();
+        o.device = getenv("CLFORMER_TEST_DEVICE");
+        o.gemm = CLF_GEMM_NATIVE;
+        o.gemm_split_k = Ps[pi];
+        o.profile = 1; /* to see that the reduction ran */
+        clf_runtime *rt = NULL;
+        clf_error err;
+        tu_ok(clf_runtime_create(&rt, &o, &err), &err, "runtime with split-K");
+        printf("split-K, P = %zu\n", Ps[pi]);
+        for (int t = 0; t < 4; t++) {
+            gcase g = {.ta = t & 1,
+                       .tb = t >> 1,
+                       .m = sim ? 13 : 37,
+                       .n = sim ? 11 : 129,
+                       .k = 60,
+                       .batch = 1,
+                       .pad = 1,
+                       .alpha = 1.5f,
+                       .beta = 0.5f};
+            run_case(rt, CLF_GEMM_NATIVE, &g, r);
+            if (!sim) {
+                g.k = 1200;
+                g.m = 70;
+                g.n = 33;
+                g.beta = 0.0f;
+                run_case(rt, CLF_GEMM_NATIVE, &g, r);
+            }
+        }
+        /* reruns bit-identical; an epilogue after the reduction */
+        const size_t m = 29, n = 51, k = 120;
+        float *a = malloc(m * k * 4), *b = malloc(k * n * 4), *bias = malloc(n * 4);
+        float *c1 = malloc(m * n * 4), *c2 = malloc(m * n * 4), *dd = malloc(m * n * 4);
+        tu_fill(r, a, m * k, -1, 1);
+        tu_fill(r, b, k * n, -1, 1);
+        tu_fill(r, bias, n, -1, 1);
+        clf_ptr da = tu_upload(rt, a, m * k), db = tu_upload(rt, b, k * n);
+        clf_ptr dbias = tu_upload(rt, bias, n), dc = tu_alloc(rt, m * n), dd_ = tu_alloc(rt, m * n);
+        clf_gemm_desc d = {.trans_a = 1,
+                           .m = m,
+                           .n = n,
+                           .k = k,
+                           .alpha = 1.0f,
+                           .a = da,
+                           .lda = m,
+                           .b = db,
+                           .ldb = n,
+                           .c = dc,
+                           .ldc = n,
+                           .bias = dbias,
+                           .act = CLF_GEMM_ACT_GELU_ERF,
+                           .d = dd_,
+                           .ldd = n};
+        tu_ok(clf_gemm(rt, &d, &err), &err, "split gemm");
+        tu_download(rt, dc, c1, m * n);
+        tu_download(rt, dd_, dd, m * n);
+        tu_ok(clf_gemm(rt, &d, &err), &err, "split gemm again");
+        tu_download(rt, dc, c2, m * n);
+        TU_CHECK(memcmp(c1, c2, m * n * 4) == 0, "split-K P=%zu: reruns bit-identical", Ps[pi]);
+        clf_profile_entry *pe = NULL;
+        int npe = 0, reduced = 0;
+        tu_ok(clf_profile_report(rt, &pe, &npe, &err), &err, "profile");
+        for (int i = 0; i < npe; i++)
+            reduced |= strcmp(pe[i].name, "gemm_splitk_reduce") == 0 && pe[i].count > 0;
+        free(pe);
+        TU_CHECK(reduced, "split-K P=%zu: the products ran split (gemm_splitk_reduce launched)",
+                 Ps[pi]);
+        double *rc = malloc(m * n * 8), *rd = malloc(m * n * 8);
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < n; j++) {
+                double acc = bias[j];
+                for (size_t q = 0; q < k; q++)
+                    acc += (double)a[q * m + i] * b[q * n + j];
+                rc[i * n + j] = acc;
+                rd[i * n + j] = act_ref(CLF_GEMM_ACT_GELU_ERF, acc);
+            }
+        char name[96];
+        snprintf(name, sizeof name, "split-K P=%zu TN with bias + GELU: C", Ps[pi]);
+        tu_close(name, c1, rc, m * n, 1e-4, 1e-4);
+        snprintf(name, sizeof name, "split-K P=%zu TN with bias + GELU: D", Ps[pi]);
+        tu_close(name, dd, rd, m * n, 1e-4, 1e-4);
+        tu_free(da);
+        tu_free(db);
+        tu_free(dbias);
+        tu_free(dc);
+        tu_free(dd_);
+        free(a);
+        free(b);
+        free(bias);
+        free(c1);
+        free(c2);
+        free(dd);
+        free(rc);
+        free(rd);
+        /* K = 61 is prime: no P divides it, the product runs unsplit */
+        gcase g = {.ta = 1, .tb = 0, .m = 9, .n = 17, .k = 61, .batch = 1, .alpha = 1.0f};
+        run_case(rt, CLF_GEMM_NATIVE, &g, r);
+        clf_runtime_destroy(rt);
+    }
+}
+
 int main(void)
 {
     clf_runtime *rt = tu_runtime();
@@ -613,6 +725,7 @@ int main(void)
     test_validation(rt);
     test_engine(rt, CLF_GEMM_NATIVE, &r);
     test_epilogue(rt, CLF_GEMM_NATIVE, &r);
+    test_split_k(&r);
     /* CLBlast's kernels are not ours to check under a simulator (and slow there) */
     if (!tu_simulator()) {
         test_engine(rt, CLF_GEMM_CLBLAST, &r);

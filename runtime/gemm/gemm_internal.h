@@ -38,6 +38,7 @@ typedef struct gemm_state {
     gemm_tile tile;
     clf_kernel *k_an, *k_ap, *k_nt_dot, *k_pack_a_n, *k_pack_a_t, *k_pack_b_n, *k_pack_b_t;
     clf_kernel *k_epilogue; /* the epilogue alone, after CLBlast */
+    clf_kernel *k_splitk;   /* split-K's ordered reduction */
     clf_buffer *scratch;
     size_t scratch_floats;
     /* auto choices */

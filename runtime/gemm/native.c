@@ -21,6 +21,9 @@
  *   #defines of the "gemm" family, and are read back from the built program
  *   (its gemm_config kernel writes them) so host and kernels never disagree.
  *
+ *   Split-K (split_of below) computes K slices side by side when the output
+ *   alone cannot fill the device, and sums them in a fixed order.
+ *
  * Not here: validation (dispatch.c), choosing between engines (choice.c).
  */
 #include <stdint.h>
@@ -103,6 +106,8 @@ static clf_status native_build(clf_runtime *rt, gemm_state *st, clf_error *err)
         s = clf_kernel_get(rt, "gemm", "gemm_nt_dot", &st->k_nt_dot, err);
     if (s == CLF_OK)
         s = clf_kernel_get(rt, "gemm", "gemm_epilogue", &st->k_epilogue, err);
+    if (s == CLF_OK)
+        s = clf_kernel_get(rt, "gemm", "gemm_splitk_reduce", &st->k_splitk, err);
     if (s == CLF_OK)
         s = clf_kernel_get(rt, "gemm", "gemm_pack_a_n", &st->k_pack_a_n, err);
     if (s == CLF_OK)
@@ -196,8 +201,45 @@ typedef struct native_plan {
     int share_a, share_b; /* zero batch stride: one packed copy serves all */
     size_t pa, pb;        /* floats per packed A / B matrix */
     size_t zc;            /* batch matrices per pass (scratch limit) */
+    size_t split;         /* K slices computed side by side (1: none) */
     size_t scratch;       /* floats of scratch needed */
 } native_plan;
+
+/* Split-K: P slices of K / P each, run side by side into P partial products
+ * and summed in a fixed order (gemm_splitk_reduce). Worth it when the
+ * output's tiles are too few to fill the device (a weight gradient: small M
+ * x N, K = B*T): the device's choice is the largest P that divides K, keeps
+ * slices of at least SPLIT_MIN_K and brings the work-items up to about
+ * what fills the device (2 per compute unit where groups run item by item,
+ * 256 elsewhere). The runtime's gemm_split_k overrides (tests). Only for
+ * one matrix (the batch dimension carries the slices). */
+#define SPLIT_MIN_K 256
+static size_t split_of(const clf_runtime *rt, const gemm_tile *t, const clf_gemm_desc *d)
+{
+    const size_t forced = clf_runtime_options_get(rt)->gemm_split_k;
+    if (clf_gemm_batch_of(d) > 1 || forced == 1 || d->k < 2)
+        return 1;
+    size_t pmax;
+    if (forced > 1) {
+        pmax = forced;
+    } else {
+        const clf_device_info *dev = clf_runtime_device(rt);
+        const size_t cus = dev->compute_units ? dev->compute_units : 1;
+        const size_t want = dev->serial_groups ? 2 * cus : 256 * cus;
+        const size_t tiles = ceil_div(d->m, t->mr) * ceil_div(d->n, t->nr);
+        if (tiles >= want || d->k < 2 * SPLIT_MIN_K)
+            return 1;
+        pmax = want / tiles;
+        if (pmax > d->k / SPLIT_MIN_K)
+            pmax = d->k / SPLIT_MIN_K;
+        if (pmax > 64)
+            pmax = 64;
+    }
+    for (size_t p = pmax; p >= 2; p--)
+        if (d->k % p == 0)
+            return p;
+    return 1;
+}
 
 static clf_status native_plan_make(clf_runtime *rt, const gemm_state *st, const clf_gemm_desc *d,
                                    native_plan *p, clf_error *err)
@@ -208,6 +250,7 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_state *st, const 
     const size_t max_floats = (size_t)(clf_runtime_device(rt)->max_alloc / sizeof(float));
     memset(p, 0, sizeof *p);
     p->zc = batch;
+    p->split = 1;
     if (d->trans_b && !d->trans_a && m < PACK_B_MIN_M) {
         p->dot = 1; /* few rows, B transposed: dot products read B once */
         return CLF_OK;
@@ -225,6 +268,16 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_state *st, const 
                              "gemm: packing a transposed operand of M=%zu N=%zu K=%zu needs %zu "
                              "bytes of scratch, more than the device's largest allocation (%zu)",
                              m, n, k, (p->pa + p->pb) * sizeof(float), max_floats * sizeof(float));
+    p->split = split_of(rt, t, d);
+    if (p->split > 1) {
+        const size_t need = p->pa + p->pb + p->split * m * n;
+        if (need > max_floats) {
+            p->split = 1;
+        } else {
+            p->scratch = need;
+            return CLF_OK;
+        }
+    }
     if (p->pa + p->pb == 0)
         return CLF_OK;
     p->share_a = batch > 1 && d->stride_a == 0;
@@ -307,6 +360,53 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_de
                                   local, 9, args, err);
             if (s != CLF_OK)
                 return s;
+        }
+        if (p.split > 1) {
+            /* the K slices side by side (the batch dimension), then their
+             * ordered sum with alpha, beta and the epilogue */
+            const size_t P = p.split, kc = k / P, part = pa + pb;
+            const clf_arg args[] = {
+                CLF_ARG_U64(m),
+                CLF_ARG_U64(n),
+                CLF_ARG_U64(kc),
+                CLF_ARG_F32(1.0f),
+                CLF_ARG_BUF(pack_a ? st->scratch : d->a.buf),
+                CLF_ARG_U64(pack_a ? 0 : a_off),
+                CLF_ARG_U64(pack_a ? t->mr : d->lda),
+                CLF_ARG_U64(pack_a ? k * t->mr : t->mr),
+                CLF_ARG_U64(pack_a ? kc * t->mr : kc),
+                CLF_ARG_BUF(pack_b ? st->scratch : d->b.buf),
+                CLF_ARG_U64(pack_b ? pb_off : b_off),
+                CLF_ARG_U64(pack_b ? k * t->nr : d->ldb),
+                CLF_ARG_U64(pack_b ? kc * t->nr : kc * d->ldb),
+                CLF_ARG_U32(pack_b ? 1 : 0),
+                CLF_ARG_F32(0.0f),
+                CLF_ARG_BUF(st->scratch),
+                CLF_ARG_U64(part),
+                CLF_ARG_U64(n),
+                CLF_ARG_U64(m * n),
+                CLF_GEMM_EPI_ARGS(d, 0u),
+            };
+            const size_t global[3] = {np, nbk, P}, local[3] = {1, t->ly, 1};
+            s = clf_kernel_launch(rt, pack_a ? st->k_ap : st->k_an, 3, global, local, 25, args,
+                                  err);
+            if (s != CLF_OK)
+                return s;
+            const clf_arg r[] = {
+                CLF_ARG_U64(m),
+                CLF_ARG_U64(n),
+                CLF_ARG_U64(P),
+                CLF_ARG_BUF(st->scratch),
+                CLF_ARG_U64(part),
+                CLF_ARG_F32(d->alpha),
+                CLF_ARG_F32(d->beta),
+                CLF_ARG_BUF(d->c.buf),
+                CLF_ARG_U64(d->c.off),
+                CLF_ARG_U64(d->ldc),
+                CLF_GEMM_EPI_ARGS(d, clf_gemm_epi_of(d)),
+            };
+            const size_t rl[2] = {16, 1}, rg[2] = {ceil_div(n, 16) * 16, m};
+            return clf_kernel_launch(rt, st->k_splitk, 2, rg, rl, 16, r, err);
         }
         /* deep products run as slices of depth at most K_SLICE, accumulating
          * into C, so a work-group's A blocks and B panel stay in cache */
