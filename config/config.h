@@ -241,6 +241,8 @@ typedef struct clf_early_stop_config {
 typedef struct clf_train_config {
     int batch;        /* B: sequences per step (the encoder kinds: at most, with batch_tokens) */
     int batch_tokens; /* encoder kinds: a budget of B * max(S, T) tokens per batch; 0 = off */
+    int accumulate;   /* micro-batches per optimizer step, gradients summed on the device
+                         (the step sees the mean over all their targets); default 1 */
     int steps;        /* optimizer steps; 0 = until `epochs` (then epochs must be > 0) */
     int epochs;       /* 0 = off; else stop after this many passes (or `steps`, if first) */
     clf_optimizer_config optimizer;

@@ -219,6 +219,7 @@ static const clf_cfg_field early_stop_t[] = {
 static const clf_cfg_field train_t[] = {
     T_INT("batch", train.batch, 1, 1048576),
     T_INT("batch_tokens", train.batch_tokens, 0, BIG),
+    T_INT("accumulate", train.accumulate, 1, 65536),
     T_INT("steps", train.steps, 0, BIG),
     T_INT("epochs", train.epochs, 0, 1000000),
     T_MAP("optimizer", train.optimizer, optimizer_t),
@@ -275,6 +276,7 @@ void clf_config_defaults(clf_model_config *c)
     c->head.pool = CLF_POOL_CLS;
 
     c->train.batch = 12;
+    c->train.accumulate = 1;
     c->train.steps = 2000;
     c->train.epochs = 0;
     c->train.optimizer.type = CLF_OPT_ADAMW;

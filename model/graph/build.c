@@ -787,4 +787,6 @@ clf_model_state clf_model_state_get(const clf_model *m) { return m->state; }
 void clf_model_state_set(clf_model *m, const clf_model_state *s) { m->state = *s; }
 int clf_model_target_count(const clf_model *m) { return m->count; }
 
+void clf_model_set_loss_scale(clf_model *m, float scale) { m->loss_scale = scale > 0 ? scale : 0; }
+
 clf_model_memory clf_model_memory_get(const clf_model *m) { return m->mem; }

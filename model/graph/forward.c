@@ -444,7 +444,7 @@ static clf_status stack_fwd(clf_model *m, const mi_stack *stk, int Bi, int Ti, i
 static clf_status loss_fwd(clf_model *m, size_t R, size_t N, int train, clf_error *err)
 {
     clf_ptr logits = m->logits;
-    float gs = m->count > 0 ? 1.0f / (float)m->count : 0.0f;
+    float gs = m->loss_scale > 0.0f ? m->loss_scale : m->count > 0 ? 1.0f / (float)m->count : 0.0f;
     clf_ptr dlogits = train ? logits : mi_nullptr();
     clf_status st;
     if ((st = clf_op_cross_entropy(m->rt, m->losses, dlogits, logits, mi_at(m->targets, 0), R, N,

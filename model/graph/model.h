@@ -301,6 +301,12 @@ clf_status clf_model_forward(clf_model *m, int train, clf_error *err);
  * flat grad buffer (so several micro-batches add up; the loss of each is a
  * mean over its own non-ignored targets). */
 clf_status clf_model_backward(clf_model *m, clf_error *err);
+/* Gradient accumulation: with scale > 0 the next train forwards' loss
+ * gradient is scaled by `scale` instead of 1 / (the batch's target count),
+ * so micro-batches of one step, each with scale 1 / (the targets of all of
+ * them), sum to the gradient of their mean loss; 0 restores the default.
+ * The reported loss stays each batch's own mean. */
+void clf_model_set_loss_scale(clf_model *m, float scale);
 /* Global-norm clipping and the AdamW (Adam when weight_decay = 0) update
  * with learning rate lr, then the gradients are zeroed and step advances. */
 clf_status clf_model_step(clf_model *m, float lr, clf_error *err);

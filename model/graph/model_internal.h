@@ -184,7 +184,8 @@ struct clf_model {
     clf_model_dims dims;
     clf_model_optim optim;
     clf_model_state state;
-    int planning; /* 1 during mi_plan: GEMMs are prepared, not run */
+    int planning;     /* 1 during mi_plan: GEMMs are prepared, not run */
+    float loss_scale; /* > 0: the loss gradient's scale (accumulation), else 1 / count */
 
     /* parameter table, in memory order */
     clf_param_info *ptab;

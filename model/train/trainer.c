@@ -147,6 +147,13 @@ typedef struct run {
     double best_val;       /* early stopping: the best metric, "lower is better" form */
     int evals_since_best;
     uint64_t best_step;
+    /* gradient accumulation (train.accumulate > 1): the step's micro-batches,
+     * copied out of the source (which reuses its arrays) so that their
+     * target count is known before the first backward */
+    int n_micro;
+    clf_batch *micro;
+    int32_t **micro_data; /* [n_micro] one allocation per micro-batch */
+    size_t *micro_cap;    /* int32 elements each holds */
 } run;
 
 static double run_elapsed(const run *r)
@@ -459,6 +466,97 @@ static clf_status next_batch(run *r, clf_error *err)
     return st == CLF_OK ? clf_model_set_batch(r->m, r->last, err) : st;
 }
 
+/* Targets (or labels) of a batch that count towards the loss. */
+static int64_t batch_targets(const clf_batch *b)
+{
+    const int32_t *t = b->labels != NULL ? b->labels : b->tgt_out;
+    const int64_t n = b->labels != NULL ? b->B : (int64_t)b->B * b->T;
+    int64_t c = 0;
+    for (int64_t i = 0; t != NULL && i < n; i++)
+        c += t[i] != CLF_MODEL_IGNORE_INDEX;
+    return c;
+}
+
+/* Copy the source's batch into micro-batch slot i (its arrays reused). */
+static clf_status micro_copy(run *r, int i, const clf_batch *b, clf_error *err)
+{
+    const size_t ns = (size_t)b->B * (size_t)b->S, nt = (size_t)b->B * (size_t)b->T;
+    const size_t need = 2 * ns + 2 * nt + (size_t)b->B;
+    if (need > r->micro_cap[i]) {
+        int32_t *p = realloc(r->micro_data[i], need * sizeof *p);
+        if (p == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+        r->micro_data[i] = p;
+        r->micro_cap[i] = need;
+    }
+    int32_t *p = r->micro_data[i];
+    clf_batch c = *b;
+#define COPY_FIELD(f, n)                                                                           \
+    if (b->f != NULL) {                                                                            \
+        memcpy(p, b->f, (n) * sizeof *p);                                                          \
+        c.f = p;                                                                                   \
+        p += (n);                                                                                  \
+    }
+    COPY_FIELD(src, ns)
+    COPY_FIELD(src_keep, ns)
+    COPY_FIELD(tgt_in, nt)
+    COPY_FIELD(tgt_out, nt)
+    COPY_FIELD(labels, (size_t)b->B)
+#undef COPY_FIELD
+    r->micro[i] = c;
+    return CLF_OK;
+}
+
+/* One optimizer step's forward and backward passes: one batch, or
+ * train.accumulate micro-batches whose gradients add up on the device,
+ * each scaled by 1 / (the targets of all of them), so the step sees the
+ * mean over all their targets, as one batch of them all would. *loss (when
+ * not NULL, a log step): the mean loss over those targets (reading it back
+ * per micro-batch is the only host round trip). *tokens: what they count
+ * for throughput; r->last the last batch, *epoch_end whether any ended an
+ * epoch. */
+static clf_status forward_backward(run *r, float *loss, double *tokens, int *epoch_end,
+                                   clf_error *err)
+{
+    clf_status st;
+    if (r->n_micro <= 1) {
+        if ((st = next_batch(r, err)) != CLF_OK ||
+            (st = clf_model_forward(r->m, 1, err)) != CLF_OK ||
+            (loss != NULL && (st = clf_model_loss(r->m, loss, err)) != CLF_OK))
+            return st;
+        *tokens = r->last.tokens;
+        *epoch_end = r->last.epoch_end;
+        return clf_model_backward(r->m, err);
+    }
+    int64_t total = 0;
+    *tokens = 0.0;
+    *epoch_end = 0;
+    for (int i = 0; i < r->n_micro; i++) {
+        if ((st = clf_batch_source_next(r->src, &r->last, err)) != CLF_OK ||
+            (st = micro_copy(r, i, &r->last, err)) != CLF_OK)
+            return st;
+        total += batch_targets(&r->micro[i]);
+        *tokens += r->last.tokens;
+        *epoch_end |= r->last.epoch_end;
+    }
+    double sum = 0.0;
+    clf_model_set_loss_scale(r->m, total > 0 ? (float)(1.0 / (double)total) : 0.0f);
+    for (int i = 0; i < r->n_micro && st == CLF_OK; i++) {
+        float li = 0.0f;
+        if ((st = clf_model_set_batch(r->m, r->micro[i], err)) != CLF_OK ||
+            (st = clf_model_forward(r->m, 1, err)) != CLF_OK)
+            break;
+        if (loss != NULL && (st = clf_model_loss(r->m, &li, err)) == CLF_OK)
+            sum += (double)li * (double)batch_targets(&r->micro[i]);
+        if (st == CLF_OK)
+            st = clf_model_backward(r->m, err);
+    }
+    clf_model_set_loss_scale(r->m, 0.0f);
+    if (loss != NULL)
+        *loss = total > 0 ? (float)(sum / (double)total) : 0.0f;
+    return st;
+}
+
 /* ---- the run ---------------------------------------------------------------------------- */
 
 static clf_status check_data(run *r, const clf_model_config *cfg, clf_error *err)
@@ -544,6 +642,17 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
         (st = clf_batch_source_total_steps(r->src, cfg->train.steps, cfg->train.epochs, total,
                                            err)) != CLF_OK)
         return st;
+    r->n_micro = cfg->train.accumulate > 1 ? cfg->train.accumulate : 1;
+    if (r->n_micro > 1) {
+        /* epochs count batches: a step takes n_micro of them */
+        if (cfg->train.steps == 0)
+            *total = (*total + (uint64_t)r->n_micro - 1) / (uint64_t)r->n_micro;
+        r->micro = calloc((size_t)r->n_micro, sizeof *r->micro);
+        r->micro_data = calloc((size_t)r->n_micro, sizeof *r->micro_data);
+        r->micro_cap = calloc((size_t)r->n_micro, sizeof *r->micro_cap);
+        if (r->micro == NULL || r->micro_data == NULL || r->micro_cap == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    }
     if (*total == 0)
         return clf_error_set(err, CLF_ERR_CONFIG,
                              "train.steps: 0 steps to run (set train.steps or train.epochs)");
@@ -566,12 +675,8 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
 /* Read the loss after step `done` (this waits for the queue), report it,
  * and fold the timing window into the rates. */
 static clf_status log_step(run *r, train_clock *c, clf_train_progress *p, uint64_t done, double lr,
-                           clf_train_result *res, clf_error *err)
+                           float loss, clf_train_result *res, clf_error *err)
 {
-    float loss = 0.0f;
-    clf_status st = clf_model_loss(r->m, &loss, err);
-    if (st != CLF_OK)
-        return st;
     clock_fold(c, clf_now_seconds());
     c->timed_steps += c->window_steps;
     c->timed_tokens += c->window_tokens;
@@ -623,6 +728,11 @@ static void run_close(run *r)
     free(r->y);
     clf_model_destroy(r->infer);
     clf_batch_source_destroy(r->src);
+    for (int i = 0; r->micro_data != NULL && i < r->n_micro; i++)
+        free(r->micro_data[i]);
+    free(r->micro_data);
+    free(r->micro_cap);
+    free(r->micro);
 }
 
 clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_train_data *data,
@@ -677,20 +787,23 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
             goto done;
         }
         const double lr = clf_schedule_lr(&sched, it);
-        if ((st = next_batch(&r, err)) != CLF_OK || (st = clf_model_forward(m, 1, err)) != CLF_OK ||
-            (st = clf_model_backward(m, err)) != CLF_OK ||
-            (st = clf_model_step(m, (float)lr, err)) != CLF_OK)
-            goto fail;
         const uint64_t done = it + 1;
-        res->last_step = done;
-        c.window_steps++;
-        c.window_tokens += r.last.tokens;
-        p.epoch = r.last.epoch;
-        const int is_eval = (eval_every > 0 && done % (uint64_t)eval_every == 0) || done == total ||
-                            (r.seq && eval_every == 0 && r.last.epoch_end);
         /* the session's first step is reported too: progress from the start */
         const int is_log = done == first + 1 || done % (uint64_t)log_every == 0 || done == total;
-        if (is_log && (st = log_step(&r, &c, &p, done, lr, res, err)) != CLF_OK)
+        float loss = 0.0f;
+        double tokens = 0.0;
+        int epoch_end = 0;
+        if ((st = forward_backward(&r, is_log ? &loss : NULL, &tokens, &epoch_end, err)) !=
+                CLF_OK ||
+            (st = clf_model_step(m, (float)lr, err)) != CLF_OK)
+            goto fail;
+        res->last_step = done;
+        c.window_steps++;
+        c.window_tokens += tokens;
+        p.epoch = r.last.epoch;
+        const int is_eval = (eval_every > 0 && done % (uint64_t)eval_every == 0) || done == total ||
+                            (r.seq && eval_every == 0 && epoch_end);
+        if (is_log && (st = log_step(&r, &c, &p, done, lr, loss, res, err)) != CLF_OK)
             goto fail;
         int stop = 0;
         if (is_eval && (st = eval_step(&r, &c, done, total, !is_log, &stop, res, err)) != CLF_OK)
