@@ -219,7 +219,6 @@ static const clf_cfg_field early_stop_t[] = {
 static const clf_cfg_field train_t[] = {
     T_INT("batch", train.batch, 1, 1048576),
     T_INT("batch_tokens", train.batch_tokens, 0, BIG),
-    T_INT("accumulate", train.accumulate, 1, 65536),
     T_INT("steps", train.steps, 0, BIG),
     T_INT("epochs", train.epochs, 0, 1000000),
     T_MAP("optimizer", train.optimizer, optimizer_t),
@@ -230,6 +229,7 @@ static const clf_cfg_field train_t[] = {
     T_MAP("early_stop", train.early_stop, early_stop_t),
     T_U64("seed", train.seed),
     T_INT("log_every", train.log_every, 1, BIG),
+    T_INT("accumulate", train.accumulate, 1, 65536),
     T_END,
 };
 
