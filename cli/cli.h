@@ -112,5 +112,6 @@ int cli_cmd_info(int argc, char **argv);
 int cli_cmd_tokenizer(int argc, char **argv);
 int cli_cmd_translate(int argc, char **argv);
 int cli_cmd_classify(int argc, char **argv);
+int cli_cmd_export(int argc, char **argv);
 
 #endif

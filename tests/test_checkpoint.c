@@ -22,6 +22,7 @@
  *     is refused by an encoder-decoder and by a classifier with another
  *     number of labels or pooling.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +253,57 @@ int main(void)
     train(b, 1);
     TU_CHECK(flat_equal(a, b, CLF_SLOT_PARAM), "one more step stays bit-identical");
     clf_model_destroy(b);
+
+    /* ---- export: 16-bit parameters, no optimizer state, opened as usual ---- */
+    {
+        const clf_st_dtype types[3] = {CLF_ST_F32, CLF_ST_BF16, CLF_ST_F16};
+        const double rel[3] = {0.0, 0x1p-8, 0x1p-11}; /* half an ulp of each format */
+        const size_t np = clf_model_dims_get(a).n_params;
+        float *pa = malloc(np * 4), *pe = malloc(np * 4);
+        {
+            /* the saved parameters (a has trained on since) */
+            clf_checkpoint *ok_ = NULL;
+            clf_model *orig = NULL;
+            ok(clf_checkpoint_open(path, &ok_, &e), &e, "open");
+            ok(clf_checkpoint_model_create(ok_, rt, NULL, CLF_MODEL_INFER, &orig, &e), &e,
+               "model from the checkpoint");
+            ok(clf_model_flat_read(orig, CLF_SLOT_PARAM, pa, &e), &e, "params");
+            clf_model_destroy(orig);
+            clf_checkpoint_close(ok_);
+        }
+        for (int i = 0; i < 3; i++) {
+            char xp[512];
+            path_in_build("test_checkpoint_export.safetensors", xp, sizeof xp);
+            ok(clf_checkpoint_export(path, xp, types[i], &e), &e, "export");
+            clf_checkpoint *xk = NULL;
+            ok(clf_checkpoint_open(xp, &xk, &e), &e, "open the export");
+            TU_CHECK(!clf_checkpoint_has_optim(xk) && clf_checkpoint_step(xk) == 3 &&
+                         strcmp(clf_checkpoint_tokenizer(xk), "{\"type\":\"char\"}") == 0,
+                     "%s export: no optimizer state, the step and tokenizer kept",
+                     clf_st_dtype_name(types[i]));
+            clf_model *x = NULL;
+            ok(clf_checkpoint_model_create(xk, rt, NULL, CLF_MODEL_INFER, &x, &e), &e,
+               "model from the export");
+            ok(clf_model_flat_read(x, CLF_SLOT_PARAM, pe, &e), &e, "exported params");
+            int close_ = 1;
+            for (int t = 0; t < clf_model_param_count(x); t++) {
+                const clf_param_info *pi = clf_model_param_get(x, t);
+                for (size_t j = pi->offset; j < pi->offset + pi->numel; j++)
+                    close_ &= fabs((double)pe[j] - pa[j]) <= rel[i] * fabs((double)pa[j]) ||
+                              (types[i] == CLF_ST_F16 && fabs((double)pa[j]) < 6.2e-5 &&
+                               fabs((double)pe[j] - pa[j]) <= 0x1p-25);
+            }
+            TU_CHECK(close_, "%s export: every parameter within half an ulp of the format",
+                     clf_st_dtype_name(types[i]));
+            clf_model_destroy(x);
+            clf_checkpoint_close(xk);
+            remove(xp);
+        }
+        TU_CHECK(clf_checkpoint_export(path, bad, CLF_ST_I32, &e) == CLF_ERR_ARG,
+                 "export to I32 is refused: %s", e.msg);
+        free(pa);
+        free(pe);
+    }
 
     /* ---- device-side copy into an inference model (BLEU's copy) ---- */
     ok(clf_model_create(rt, &cfg, 13, 1, CLF_MODEL_INFER, &b, &e), &e, "create infer");

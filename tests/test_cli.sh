@@ -172,6 +172,25 @@ expect "greedy sample echoes the prompt and reports tokens/s" 0 "tokens/s"
 run "$BIN" sample "$RUN" --prompt "€" --tokens 5 "${DEV[@]}"
 expect "a prompt character outside the vocabulary is refused" 2 "U\+20AC"
 
+# ---- export: 16-bit parameters, opened by the inference commands -----------------------------
+run "$BIN" export "$RUN" --dtype bf16 --out "$TMP/run.bf16.safetensors"
+expect "export --dtype bf16" 0 "as bf16"
+FULL=$(stat -c %s "$RUN/ckpt.safetensors")
+HALF=$(stat -c %s "$TMP/run.bf16.safetensors" 2>/dev/null || echo 0)
+# the run's file holds parameters and two Adam moments in 32 bits: the
+# export, parameters alone in 16 bits, is about a sixth of it
+if [ "$HALF" -gt 0 ] && [ $((HALF * 5)) -lt "$FULL" ]; then
+  ok "the bf16 export is a sixth of the checkpoint ($HALF of $FULL bytes)"
+else
+  bad "the bf16 export is a sixth of the checkpoint ($HALF of $FULL bytes)"
+fi
+run "$BIN" eval "$TMP/run.bf16.safetensors" --data "$DATA" --json "${DEV[@]}"
+expect "eval runs from the bf16 export" 0 '^\{"val_loss": [0-9.]+'
+run "$BIN" sample "$TMP/run.bf16.safetensors" --prompt "ROMEO:" --tokens 20 --seed 7 --quiet "${DEV[@]}"
+expect "sample runs from the bf16 export" 0
+run "$BIN" export "$RUN" --dtype f8 --out "$TMP/x.safetensors"
+expect "export refuses an unknown dtype" 2 "expected bf16, f16 or f32"
+
 run "$BIN" info "$TINY" --data "$DATA"
 expect "info prints parameter counts" 0 "total +[0-9,]+"
 INFO_PARAMS=$(sed -n 's/^  total *\([0-9,]*\)$/\1/p' "$OUT" | tr -d ,)

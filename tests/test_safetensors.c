@@ -26,6 +26,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -705,6 +706,91 @@ static void cleanup(void)
     rmdir(dir);
 }
 
+/* float32 <-> 16 bits: every finite bf16 and f16 value widens exactly and
+ * narrows back to itself; narrowing rounds to nearest even (a value
+ * halfway between two neighbours goes to the even one, just above it to
+ * the upper); f16 overflows to infinity at 65520 and keeps subnormals;
+ * NaN stays NaN. And a BF16 / F16 tensor reads back as float32 through
+ * clf_st_reader_read_f32 (F32 too; another dtype or shape is refused). */
+static void test_half(void)
+{
+    int exact_bf = 1, exact_f = 1;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float b = clf_bf16_to_f32((uint16_t)h), f = clf_f16_to_f32((uint16_t)h);
+        if (!isnan(b))
+            exact_bf &= clf_f32_to_bf16(b) == h;
+        if (!isnan(f))
+            exact_f &= clf_f32_to_f16(f) == h;
+        else
+            exact_f &= isnan(clf_f16_to_f32(clf_f32_to_f16(f)));
+    }
+    TU_CHECK(exact_bf, "every bf16 value widens and narrows back to itself");
+    TU_CHECK(exact_f, "every f16 value widens and narrows back to itself (NaN to a NaN)");
+    /* 1 + 2^-8 is halfway between bf16's 1 and 1 + 2^-7: to the even, 1;
+     * 1 + 3 * 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6: to 1 + 2^-6 */
+    TU_CHECK(clf_bf16_to_f32(clf_f32_to_bf16(1.0f + 0x1p-8f)) == 1.0f &&
+                 clf_bf16_to_f32(clf_f32_to_bf16(1.0f + 3 * 0x1p-8f)) == 1.0f + 0x1p-6f &&
+                 clf_bf16_to_f32(clf_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f)) == 1.0f + 0x1p-7f,
+             "bf16 rounds to nearest even");
+    TU_CHECK(clf_f16_to_f32(clf_f32_to_f16(1.0f + 0x1p-11f)) == 1.0f &&
+                 clf_f16_to_f32(clf_f32_to_f16(1.0f + 3 * 0x1p-11f)) == 1.0f + 0x1p-9f &&
+                 clf_f16_to_f32(clf_f32_to_f16(65504.0f)) == 65504.0f &&
+                 isinf(clf_f16_to_f32(clf_f32_to_f16(65520.0f))) &&
+                 clf_f16_to_f32(clf_f32_to_f16(65519.0f)) == 65504.0f &&
+                 clf_f16_to_f32(clf_f32_to_f16(0x1p-24f)) == 0x1p-24f &&
+                 clf_f16_to_f32(clf_f32_to_f16(0x1p-26f)) == 0.0f &&
+                 clf_f16_to_f32(clf_f32_to_f16(-3.0f * 0x1p-25f)) == -0x1p-23f,
+             "f16 rounds to nearest even, overflows at 65520, keeps subnormals");
+    TU_CHECK(isnan(clf_bf16_to_f32(clf_f32_to_bf16(NAN))) &&
+                 isnan(clf_f16_to_f32(clf_f32_to_f16(NAN))),
+             "NaN stays NaN");
+    /* a file with an F16, a BF16 and an F32 tensor, read as float32 */
+    const float vals[6] = {0.5f, -2.25f, 1.0f / 3.0f, 1000.0f, -1e-3f, 3.0e4f};
+    uint16_t h16[6], hb[6];
+    for (int i = 0; i < 6; i++) {
+        h16[i] = clf_f32_to_f16(vals[i]);
+        hb[i] = clf_f32_to_bf16(vals[i]);
+    }
+    clf_error err;
+    clf_st_writer *w = NULL;
+    const int64_t shape[2] = {2, 3};
+    tu_ok(clf_st_writer_create(&w, &err), &err, "writer");
+    tu_ok(clf_st_writer_add(w, "h", CLF_ST_F16, 2, shape, h16, &err), &err, "add f16");
+    tu_ok(clf_st_writer_add(w, "b", CLF_ST_BF16, 2, shape, hb, &err), &err, "add bf16");
+    tu_ok(clf_st_writer_add(w, "f", CLF_ST_F32, 2, shape, vals, &err), &err, "add f32");
+    tu_ok(clf_st_writer_add(w, "i", CLF_ST_I32, 2, shape, vals, &err), &err, "add i32");
+    char path[600];
+    path_in(path, sizeof path, "half.safetensors");
+    tu_ok(clf_st_writer_write(w, path, &err), &err, "write");
+    clf_st_writer_destroy(w);
+    clf_st_reader *r = NULL;
+    tu_ok(clf_st_reader_open(path, &r, &err), &err, "open");
+    float got[6];
+    int ok16 = 1, okb = 1, ok32 = 1;
+    tu_ok(clf_st_reader_read_f32(r, "h", 2, shape, got, 6, &err), &err, "read f16");
+    for (int i = 0; i < 6; i++)
+        ok16 &=
+            got[i] == clf_f16_to_f32(h16[i]) && fabsf(got[i] - vals[i]) <= 1e-3f * fabsf(vals[i]);
+    tu_ok(clf_st_reader_read_f32(r, "b", 2, shape, got, 6, &err), &err, "read bf16");
+    for (int i = 0; i < 6; i++)
+        okb &=
+            got[i] == clf_bf16_to_f32(hb[i]) && fabsf(got[i] - vals[i]) <= 4e-3f * fabsf(vals[i]);
+    tu_ok(clf_st_reader_read_f32(r, "f", 2, shape, got, 6, &err), &err, "read f32");
+    for (int i = 0; i < 6; i++)
+        ok32 &= got[i] == vals[i];
+    TU_CHECK(ok16 && okb && ok32, "F16, BF16 and F32 tensors read as float32 (%d %d %d)", ok16, okb,
+             ok32);
+    const int64_t wrong[2] = {3, 2};
+    TU_CHECK(clf_st_reader_read_f32(r, "h", 2, wrong, got, 6, &err) == CLF_ERR_FORMAT &&
+                 strstr(err.msg, "\"h\"") != NULL,
+             "a 16-bit tensor of another shape is refused naming it: %s", err.msg);
+    TU_CHECK(clf_st_reader_read_f32(r, "i", 2, shape, got, 6, &err) == CLF_ERR_FORMAT,
+             "an I32 tensor is not read as float32: %s", err.msg);
+    TU_CHECK(clf_st_reader_read_f32(r, "b", 2, shape, got, 5, &err) == CLF_ERR_ARG,
+             "a destination too small is refused");
+    clf_st_reader_destroy(r);
+}
+
 int main(void)
 {
     tu_seed();
@@ -718,6 +804,7 @@ int main(void)
     test_truncation();
     test_corrupt_headers();
     test_atomic();
+    test_half();
     cleanup();
     return tu_finish();
 }

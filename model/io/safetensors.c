@@ -712,6 +712,112 @@ const char *clf_st_reader_metadata(const clf_st_reader *r, const char *key)
 
 size_t clf_st_reader_metadata_count(const clf_st_reader *r) { return r->nm; }
 
+void clf_st_reader_metadata_at(const clf_st_reader *r, size_t i, const char **key,
+                               const char **value)
+{
+    *key = i < r->nm ? r->mkey[i] : NULL;
+    *value = i < r->nm ? r->mval[i] : NULL;
+}
+
+/* ---- 16-bit floats -------------------------------------------------------------- */
+
+static uint32_t f32_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static float bits_f32(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+uint16_t clf_f32_to_bf16(float x)
+{
+    const uint32_t u = f32_bits(x);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: keep it one (quiet) */
+        return (uint16_t)((u >> 16) | 0x0040u);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+float clf_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+uint16_t clf_f32_to_f16(float x)
+{
+    const uint32_t u = f32_bits(x), sign = (u >> 16) & 0x8000u;
+    const uint32_t a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u)
+        return (uint16_t)(sign | 0x7E00u); /* NaN */
+    if (a >= 0x477FF000u)                  /* >= 65520 rounds past the largest half */
+        return (uint16_t)(sign | 0x7C00u);
+    if (a < 0x38800000u) { /* below 2^-14: a subnormal half (or zero) */
+        /* the value in units of 2^-24, rounded to nearest even */
+        const uint32_t mant = (a & 0x007FFFFFu) | 0x00800000u;
+        const int shift = 126 - (int)(a >> 23); /* 14 .. : 2^-24 units */
+        if (shift > 24)
+            return (uint16_t)sign;
+        const uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1u),
+                       half = 1u << (shift - 1);
+        return (uint16_t)(sign | (q + (rem > half || (rem == half && (q & 1u)))));
+    }
+    /* normal: rebias the exponent, round the mantissa to 10 bits */
+    const uint32_t r = a - 0x38000000u; /* exponent 127 -> 15 */
+    return (uint16_t)(sign | ((r + 0x0FFFu + ((r >> 13) & 1u)) >> 13));
+}
+
+float clf_f16_to_f32(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    if (e == 0x1F)
+        return bits_f32(sign | 0x7F800000u | (m << 13)); /* inf, NaN */
+    if (e == 0) {
+        const float v = (float)m * 5.9604644775390625e-8f; /* m * 2^-24, exact */
+        return sign ? -v : v;
+    }
+    return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+clf_status clf_st_reader_read_f32(clf_st_reader *r, const char *name, int ndim,
+                                  const int64_t *shape, float *dst, size_t n, clf_error *err)
+{
+    const clf_st_tensor_info *t = clf_st_reader_find(r, name);
+    if (t == NULL || (t->dtype != CLF_ST_F16 && t->dtype != CLF_ST_BF16))
+        return clf_st_reader_read(r, name, CLF_ST_F32, ndim, shape, dst, n * sizeof *dst, err);
+    const char *path = r->path;
+    int same = t->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++)
+        same = t->shape[i] == shape[i];
+    if (!same) {
+        char want[256], have[256];
+        clf_st_shape_format(ndim, shape, want, sizeof want);
+        clf_st_shape_format(t->ndim, t->shape, have, sizeof have);
+        return FORMAT_ERR("tensor \"%s\": expected shape %s, found %s", name, want, have);
+    }
+    const size_t count = (size_t)((t->end - t->begin) / 2);
+    if (count > n)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "%s: tensor \"%s\" holds %zu values but the destination has room for "
+                             "%zu",
+                             path, name, count, n);
+    /* the halves land in the back half of dst's bytes and widen front to
+     * back: float i never overwrites a half not yet read (count <= n); the
+     * bytes are moved with memcpy, which may alias anything */
+    unsigned char *bytes = (unsigned char *)dst, *h = bytes + (n - count) * 4 + count * 2;
+    clf_status st = clf_st_reader_read_raw(r, t, h, count * 2, err);
+    if (st != CLF_OK)
+        return st;
+    for (size_t i = 0; i < count; i++) {
+        uint16_t v;
+        memcpy(&v, h + 2 * i, sizeof v);
+        const float f = t->dtype == CLF_ST_BF16 ? clf_bf16_to_f32(v) : clf_f16_to_f32(v);
+        memcpy(bytes + 4 * i, &f, sizeof f);
+    }
+    return CLF_OK;
+}
+
 clf_status clf_st_reader_read_raw(clf_st_reader *r, const clf_st_tensor_info *t, void *dst,
                                   size_t dst_bytes, clf_error *err)
 {

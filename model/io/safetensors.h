@@ -137,9 +137,12 @@ const clf_st_tensor_info *clf_st_reader_tensor(const clf_st_reader *r, size_t i)
 /* NULL if the file has no tensor called name. */
 const clf_st_tensor_info *clf_st_reader_find(const clf_st_reader *r, const char *name);
 
-/* Metadata: the value for key, NULL if absent; the number of pairs. */
+/* Metadata: the value for key, NULL if absent; the number of pairs; pair
+ * i (in the file's order) into *key, *value (i < count). */
 const char *clf_st_reader_metadata(const clf_st_reader *r, const char *key);
 size_t clf_st_reader_metadata_count(const clf_st_reader *r);
+void clf_st_reader_metadata_at(const clf_st_reader *r, size_t i, const char **key,
+                               const char **value);
 
 /* Copy tensor `name` into dst (dst_bytes large). The file's dtype and shape
  * must equal dtype and shape[0..ndim) -> else CLF_ERR_FORMAT naming the
@@ -148,6 +151,19 @@ size_t clf_st_reader_metadata_count(const clf_st_reader *r);
  * dst_bytes too small is CLF_ERR_ARG. */
 clf_status clf_st_reader_read(clf_st_reader *r, const char *name, clf_st_dtype dtype, int ndim,
                               const int64_t *shape, void *dst, size_t dst_bytes, clf_error *err);
+/* Tensor `name` as float32 into dst (n floats): stored as F32, or as F16
+ * or BF16 and widened (exactly: every 16-bit value is a float). Shape as
+ * clf_st_reader_read; another dtype -> CLF_ERR_FORMAT naming it. */
+clf_status clf_st_reader_read_f32(clf_st_reader *r, const char *name, int ndim,
+                                  const int64_t *shape, float *dst, size_t n, clf_error *err);
+/* float32 <-> 16 bits: bf16 is the top half of a float, rounded to nearest
+ * even (NaN kept a NaN); f16 is IEEE half, rounded to nearest even, values
+ * beyond its range becoming infinities, tiny ones subnormals or zero. */
+uint16_t clf_f32_to_bf16(float x);
+float clf_bf16_to_f32(uint16_t h);
+uint16_t clf_f32_to_f16(float x);
+float clf_f16_to_f32(uint16_t h);
+
 /* Copy a tensor's bytes as they are, whatever its dtype and shape. */
 clf_status clf_st_reader_read_raw(clf_st_reader *r, const clf_st_tensor_info *t, void *dst,
                                   size_t dst_bytes, clf_error *err);

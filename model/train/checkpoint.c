@@ -301,8 +301,12 @@ static clf_status read_all(clf_checkpoint *c, clf_model *m, const char *prefix, 
         const clf_param_info *p = clf_model_param_get(m, i);
         int64_t shape[2] = {(int64_t)p->shape[0], (int64_t)p->shape[1]};
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
-        clf_status st = clf_st_reader_read(c->r, name, CLF_ST_F32, p->ndim, shape, flat + p->offset,
-                                           p->numel * sizeof(float), err);
+        /* parameters may be stored in 16 bits (clf_checkpoint_export) */
+        clf_status st = strcmp(prefix, "") == 0
+                            ? clf_st_reader_read_f32(c->r, name, p->ndim, shape, flat + p->offset,
+                                                     p->numel, err)
+                            : clf_st_reader_read(c->r, name, CLF_ST_F32, p->ndim, shape,
+                                                 flat + p->offset, p->numel * sizeof(float), err);
         if (st != CLF_OK)
             return st;
     }
@@ -358,5 +362,84 @@ clf_status clf_checkpoint_load(clf_checkpoint *c, clf_model *m, unsigned what, c
 fail:
     clf_error_prefix(err, "loading checkpoint %s", c->path);
     free(flat);
+    return st;
+}
+
+/* ---- export ------------------------------------------------------------------- */
+
+clf_status clf_checkpoint_export(const char *path, const char *out_path, clf_st_dtype dtype,
+                                 clf_error *err)
+{
+    clf_checkpoint *c = NULL;
+    clf_st_writer *w = NULL;
+    unsigned char *data = NULL;
+    clf_status st;
+    if (dtype != CLF_ST_F32 && dtype != CLF_ST_F16 && dtype != CLF_ST_BF16)
+        return clf_error_set(err, CLF_ERR_ARG, "export: the dtype must be F32, F16 or BF16");
+    if ((st = clf_checkpoint_open(path, &c, err)) != CLF_OK)
+        return st;
+    /* the parameters: every tensor but the optimizer's moments */
+    const size_t n = clf_st_reader_count(c->r), esz = clf_st_dtype_size(dtype);
+    size_t total = 0, biggest = 0;
+    for (size_t i = 0; i < n; i++) {
+        const clf_st_tensor_info *t = clf_st_reader_tensor(c->r, i);
+        if (strncmp(t->name, "optim.", 6) == 0)
+            continue;
+        size_t numel = 1;
+        for (int d = 0; d < t->ndim; d++)
+            numel *= (size_t)t->shape[d];
+        total += numel;
+        biggest = numel > biggest ? numel : biggest;
+    }
+    float *tmp = malloc((biggest ? biggest : 1) * sizeof *tmp);
+    data = malloc((total ? total : 1) * esz);
+    if (tmp == NULL || data == NULL) {
+        free(tmp);
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+        goto done;
+    }
+    if ((st = clf_st_writer_create(&w, err)) != CLF_OK) {
+        free(tmp);
+        goto done;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < n && st == CLF_OK; i++) {
+        const clf_st_tensor_info *t = clf_st_reader_tensor(c->r, i);
+        if (strncmp(t->name, "optim.", 6) == 0)
+            continue;
+        size_t numel = 1;
+        for (int d = 0; d < t->ndim; d++)
+            numel *= (size_t)t->shape[d];
+        if ((st = clf_st_reader_read_f32(c->r, t->name, t->ndim, t->shape, tmp, numel, err)) !=
+            CLF_OK)
+            break;
+        unsigned char *dst = data + at * esz;
+        for (size_t j = 0; j < numel; j++) {
+            if (dtype == CLF_ST_F32) {
+                memcpy(dst + 4 * j, &tmp[j], 4);
+            } else {
+                const uint16_t h =
+                    dtype == CLF_ST_BF16 ? clf_f32_to_bf16(tmp[j]) : clf_f32_to_f16(tmp[j]);
+                memcpy(dst + 2 * j, &h, 2);
+            }
+        }
+        st = clf_st_writer_add(w, t->name, dtype, t->ndim, t->shape, dst, err);
+        at += numel;
+    }
+    free(tmp);
+    /* the metadata, without the optimizer state */
+    for (size_t i = 0; i < clf_st_reader_metadata_count(c->r) && st == CLF_OK; i++) {
+        const char *k, *v;
+        clf_st_reader_metadata_at(c->r, i, &k, &v);
+        st = clf_st_writer_add_metadata(w, k, strcmp(k, "optim") == 0 ? "0" : v, err);
+    }
+    if (st == CLF_OK)
+        st = clf_st_writer_write(w, out_path, err);
+done:
+    clf_st_writer_destroy(w);
+    free(data);
+    clf_checkpoint_close(c);
+    if (st != CLF_OK)
+        clf_error_prefix(err, "export %s", path);
     return st;
 }

@@ -42,6 +42,7 @@
 
 #include "config/config.h"
 #include "model/graph/model.h"
+#include "model/io/safetensors.h"
 #include "model/text/tokenizer.h"
 #include "runtime/status.h"
 
@@ -72,6 +73,14 @@ clf_status clf_checkpoint_save(const char *path, clf_model *m, const clf_model_c
                                int n_extra, clf_error *err);
 
 typedef struct clf_checkpoint clf_checkpoint;
+
+/* Write the parameters of the checkpoint at path (a run directory or a
+ * file) to out_path as dtype (CLF_ST_BF16 or CLF_ST_F16: half the size;
+ * CLF_ST_F32), with its metadata (config, tokenizer, step) and without the
+ * optimizer state: a checkpoint every inference command opens (the
+ * parameters widened back to float32 on load). Atomic, as saving. */
+clf_status clf_checkpoint_export(const char *path, const char *out_path, clf_st_dtype dtype,
+                                 clf_error *err);
 
 /* Open and check a checkpoint: format, version, config, vocabulary, step.
  * path is a run directory (its CLF_CHECKPOINT_FILE) or a .safetensors file. */
