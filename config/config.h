@@ -125,6 +125,11 @@ typedef enum clf_schedule_type {
     CLF_SCHED_NOAM,         /* lr * dim^-0.5 * min(s^-0.5, s * warmup^-1.5); lr is the factor */
 } clf_schedule_type;
 
+typedef enum clf_recompute {
+    CLF_RECOMPUTE_NONE = 0, /* keep every activation backward needs */
+    CLF_RECOMPUTE_BLOCK,    /* keep each block's output; backward recomputes the block */
+} clf_recompute;
+
 typedef enum clf_metric_type {
     CLF_METRIC_LOSS = 0, /* validation loss, lower is better */
     CLF_METRIC_ACCURACY, /* classifier accuracy, higher is better */
@@ -241,10 +246,11 @@ typedef struct clf_early_stop_config {
 typedef struct clf_train_config {
     int batch;        /* B: sequences per step (the encoder kinds: at most, with batch_tokens) */
     int batch_tokens; /* encoder kinds: a budget of B * max(S, T) tokens per batch; 0 = off */
-    int accumulate;   /* micro-batches per optimizer step, gradients summed on the device
+    clf_recompute recompute; /* activation recomputation (gradient checkpointing) */
+    int accumulate;          /* micro-batches per optimizer step, gradients summed on the device
                          (the step sees the mean over all their targets); default 1 */
-    int steps;        /* optimizer steps; 0 = until `epochs` (then epochs must be > 0) */
-    int epochs;       /* 0 = off; else stop after this many passes (or `steps`, if first) */
+    int steps;               /* optimizer steps; 0 = until `epochs` (then epochs must be > 0) */
+    int epochs;              /* 0 = off; else stop after this many passes (or `steps`, if first) */
     clf_optimizer_config optimizer;
     clf_schedule_config schedule;
     double grad_clip;       /* global gradient-norm clip; 0 = off */

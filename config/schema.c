@@ -38,6 +38,7 @@ static const char *const pool_names[] = {"cls", "mean", NULL};
 static const char *const optimizer_names[] = {"adam", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "cosine", "noam", NULL};
 static const char *const metric_names[] = {"loss", "accuracy", "bleu", NULL};
+static const char *const recompute_names[] = {"none", "block", NULL};
 
 static const char *name_of(const char *const *names, int v)
 {
@@ -230,6 +231,7 @@ static const clf_cfg_field train_t[] = {
     T_U64("seed", train.seed),
     T_INT("log_every", train.log_every, 1, BIG),
     T_INT("accumulate", train.accumulate, 1, 65536),
+    T_ENUM("recompute", train.recompute, recompute_names, 0),
     T_END,
 };
 

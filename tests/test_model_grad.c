@@ -289,6 +289,48 @@ static void check_variant(clf_runtime *rt, const variant *v, int vi)
     clf_model_destroy(m);
 }
 
+/* train.recompute: block: the same gradients bit for bit as keeping every
+ * activation (the recomputed forward runs the same kernels on the same
+ * inputs, dropout masks included), for every variant (all three kinds,
+ * dropout at every site, pre- and post-norm), in a fraction of the
+ * activation memory. */
+static void check_recompute(clf_runtime *rt, const variant *v, int vi)
+{
+    clf_error e;
+    const int B = v->kind == K_CLS ? 3 : 2, V = 11;
+    clf_model_limits lim = {B, v->S, v->T, 0, 0};
+    float *g[2] = {NULL, NULL}, loss[2] = {0, 0};
+    size_t n = 0, act[2] = {0, 0};
+    for (int r = 0; r < 2; r++) {
+        clf_model_config cfg;
+        parse_kind(v->kind, &cfg);
+        for (int i = 0; v->sets[i] != NULL; i++)
+            ok(clf_config_set(&cfg, v->sets[i], &e), &e, v->sets[i]);
+        cfg.train.recompute = r ? CLF_RECOMPUTE_BLOCK : CLF_RECOMPUTE_NONE;
+        clf_model *m = NULL;
+        ok(clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_TRAIN, &m, &e), &e, "create");
+        tu_rng rng = tu_rng_new(300 + (uint64_t)vi);
+        randomize(m, &rng);
+        set_kind_batch(m, v, &rng, B, V);
+        ok(clf_model_forward(m, 1, &e), &e, "forward");
+        ok(clf_model_backward(m, &e), &e, "backward");
+        ok(clf_model_loss(m, &loss[r], &e), &e, "loss");
+        n = clf_model_dims_get(m).n_params;
+        g[r] = calloc(n, sizeof(float));
+        ok(clf_model_flat_read(m, CLF_SLOT_GRAD, g[r], &e), &e, "grads");
+        clf_model_memory mm;
+        ok(clf_model_memory_plan(&cfg, V, &lim, CLF_MODEL_TRAIN, &mm, &e), &e, "memory plan");
+        act[r] = mm.activations;
+        clf_model_destroy(m);
+    }
+    TU_CHECK(loss[0] == loss[1] && memcmp(g[0], g[1], n * sizeof(float)) == 0,
+             "%s: recompute block gives the same loss and gradients bit for bit", v->name);
+    TU_CHECK(act[1] < act[0], "%s: and plans less activation memory (%zu < %zu bytes)", v->name,
+             act[1], act[0]);
+    free(g[0]);
+    free(g[1]);
+}
+
 /* Gradients of two micro-batches add up (no dropout, so the masks don't move). */
 static void accumulation(clf_runtime *rt)
 {
@@ -420,6 +462,8 @@ int main(void)
     clf_runtime *rt = tu_runtime();
     for (int i = 0; i < (int)(sizeof variants / sizeof variants[0]); i++)
         check_variant(rt, &variants[i], i);
+    for (int i = 0; i < (int)(sizeof variants / sizeof variants[0]); i++)
+        check_recompute(rt, &variants[i], i);
     accumulation(rt);
     api(rt);
     clf_runtime_destroy(rt);

@@ -267,6 +267,11 @@ static clf_status stack_bwd(clf_model *m, const mi_stack *stk, clf_ptr dout, clf
     }
     for (int l = stk->first + stk->n - 1; l >= stk->first; l--) {
         float beta_enc = l == stk->first + stk->n - 1 ? 0.0f : 1.0f;
+        /* recomputation: the shared activations hold the stack's last
+         * block from the forward; every other block is run again first */
+        if (s->recompute && l != stk->first + stk->n - 1 &&
+            (st = mi_block_recompute(m, l, (int)B, (int)T, (int)S, err)) != CLF_OK)
+            return st;
         if ((st = block_bwd(m, l, dres, B, T, S, beta_enc, err)) != CLF_OK)
             return st;
     }

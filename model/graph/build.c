@@ -383,6 +383,13 @@ static clf_status alloc_norm(clf_model *m, mi_norm_a *a, int type, size_t BT, cl
     return carve(m, &a->rstd, BT, err);
 }
 
+/* The activation that holds a block's output (res2, or ln2's output after
+ * post-norm): what a recomputing model keeps per block. */
+static clf_ptr *block_out_slot(const clf_model *m, mi_block_a *a)
+{
+    return m->s.norm_post ? &a->ln2.out : &a->res2;
+}
+
 /* Activations of one block of a stack of `rows` rows, with cross-attention
  * over xrows source rows. Attention keeps no score matrix: its rows'
  * log-sum-exp (NH per row) is all the fused backward needs. */
@@ -437,10 +444,14 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
     for (int l = 0; l < s->L; l++) {
         const mi_block_p *bp = &m->bp[l];
         const mi_stack *stk = bp->is_enc ? &m->enc : &m->dec;
-        if (train || l == stk->first) {
-            size_t rows = bp->is_enc ? Rs : Rt;
+        const size_t rows = bp->is_enc ? Rs : Rt;
+        if ((train && !s->recompute) || l == stk->first) {
             if ((st = alloc_block(m, &m->ba[l], rows, bp->has_cross, Rs, err)) != CLF_OK)
                 return st;
+        } else if (train &&
+                   (st = carve(m, block_out_slot(m, &m->ba[l]), rows * C, err)) != CLF_OK) {
+            /* recomputation: the block's output is all it keeps of its own */
+            return st;
         }
         /* inference: the other blocks of a stack share the first's
          * activations (copied once they are carved, below) */
@@ -522,15 +533,20 @@ static clf_status alloc_buffers(clf_model *m, clf_error *err)
         st = carve_commit(m, err);
     if (st != CLF_OK)
         return st;
-    /* inference: one set of activations for every block of a stack */
+    /* inference, and training with recomputation: one set of activations
+     * for every block of a stack (recomputation keeps each block's output) */
+    const int train = (m->flags & CLF_MODEL_TRAIN) != 0;
     for (int l = 0; l < m->s.L; l++) {
         const mi_stack *stk = m->bp[l].is_enc ? &m->enc : &m->dec;
-        if ((m->flags & CLF_MODEL_TRAIN) || l == stk->first)
+        if ((train && !m->s.recompute) || l == stk->first)
             continue;
         mi_block_a *a = &m->ba[l], *f = &m->ba[stk->first];
         clf_buffer *kc = a->kcache, *vc = a->vcache, *xk = a->xkcache, *xv = a->xvcache;
+        const clf_ptr out = *block_out_slot(m, a);
         *a = *f;
         a->kcache = kc, a->vcache = vc, a->xkcache = xk, a->xvcache = xv;
+        if (train)
+            *block_out_slot(m, a) = out;
     }
     return CLF_OK;
 }

@@ -405,6 +405,11 @@ static clf_status block_fwd(clf_model *m, int l, int B, int T, int S, int pos0, 
     return CLF_OK;
 }
 
+clf_status mi_block_recompute(clf_model *m, int l, int B, int T, int S, clf_error *err)
+{
+    return block_fwd(m, l, B, T, S, 0, 1, 0, err);
+}
+
 /* A stack over B x T rows of its tokens at positions pos0...: embeddings
  * (+ positions, dropout), blocks, final norm. S: the source length for
  * cross-attention (decoder stack of an encoder-decoder). */

@@ -73,11 +73,12 @@ typedef struct mi_spec {
     size_t rows_src; /* largest B*S of a batch (0 without an encoder) */
     size_t rows_tgt; /* largest B*T (0 without a decoder) */
     int C, V, NH, HS, H;
-    int L;       /* all blocks, Le + Ld */
-    int Le, Ld;  /* encoder / decoder blocks */
-    int fc_rows; /* H, or 2H for swiglu */
-    int pos;     /* MI_POS_* */
-    int window;  /* sliding-window attention: keys per query (0 = all) */
+    int L;         /* all blocks, Le + Ld */
+    int Le, Ld;    /* encoder / decoder blocks */
+    int fc_rows;   /* H, or 2H for swiglu */
+    int pos;       /* MI_POS_* */
+    int window;    /* sliding-window attention: keys per query (0 = all) */
+    int recompute; /* 1: blocks share one set of activations; backward recomputes each */
     float rope_theta;
     float emb_scale; /* 1 or sqrt(C) */
     float p_emb;     /* dropout on embeddings (+ positions) */
@@ -326,6 +327,11 @@ clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err);
  * its cross-attention (xq, xkv; the source keep mask), with the site's
  * dropout when train: what forward runs and backward differentiates. */
 clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int train);
+/* Block l's training forward again, from its input (the previous block's
+ * kept output), restoring the activations its backward reads: with
+ * recomputation the blocks of a stack share them. Dropout masks come back
+ * bit for bit (same step, micro-batch and site). */
+clf_status mi_block_recompute(clf_model *m, int l, int B, int T, int S, clf_error *err);
 clf_attn_fused mi_attn_cross(const clf_model *m, int l, size_t B, size_t T, size_t S, int train);
 /* Dropout stream of a site for the current (step, micro). Sites: 0 the
  * decoder's embedding (layer MI_LAYER_EMB), 0xFFFF the source embedding
