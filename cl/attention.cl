@@ -19,8 +19,10 @@
  * a keep mask (cross-attention over a padded source) masked positions get
  * weight exactly 0 and a row with nothing kept gives zeros, not NaN.
  *
- * Not here: the full-sequence attention (GEMMs + softmax in model/), masks in
- * decode (a KV cache only holds visible positions).
+ * attn_decode_item: the same, one work-item per (b, head, range), for
+ * devices whose work-groups run item by item.
+ *
+ * Not here: the full-sequence attention (flash.cl).
  */
 
 /* Span helpers: float8 vectors (vload8/vstore8 need only float alignment)
@@ -195,6 +197,93 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
         for (uint c = 1; c < parts; c++)
             a += red[c * HS + lid];
         dst[lid] = a * inv;
+    }
+}
+
+/* attn_decode_item: the same computation for devices whose work-groups run
+ * item by item (CPUs): one work-item per (b, head, range), no local memory
+ * and no barriers. Positions are scored in chunks of ATTN_ITEM_CHUNK into
+ * private memory with float8 dot products along the head, then folded into
+ * a running max, sum and weighted value (an online softmax), so one pass
+ * reads each key and value row once. Same arguments and outputs as
+ * attn_decode (P = 1: the output; P > 1: the range's partial softmax). */
+#define ATTN_ITEM_CHUNK 64
+#define ATTN_ITEM_HS_MAX 256
+
+__kernel void attn_decode_item(__global float *out, ulong out_off, __global const float *q,
+                               ulong q_off, ulong q_stride, __global const float *kc,
+                               ulong k_off, __global const float *vc, ulong v_off,
+                               __global const int *keep, ulong keep_off, uint keep_stride,
+                               int has_keep, uint NH, uint HS, uint Tmax, uint lo, uint L,
+                               float scale, int alibi, uint P, __global float *part,
+                               ulong part_off)
+{
+    const uint g = get_global_id(0);
+    const uint bh = g / P, p = g - bh * P;
+    if (bh >= get_global_size(0) / P || HS > ATTN_ITEM_HS_MAX)
+        return;
+    const uint n_all = L - lo, chunk = (n_all + P - 1) / P;
+    const uint s0 = lo + min(n_all, p * chunk), s1 = min(L, s0 + chunk);
+    const float slope = alibi ? clf_alibi_slope(bh % NH, NH) : 0.0f;
+    __global const float *qr = q + q_off + (ulong)(bh / NH) * q_stride + (ulong)(bh % NH) * HS;
+    __global const float *kb = kc + k_off + (ulong)bh * Tmax * HS;
+    __global const float *vb = vc + v_off + (ulong)bh * Tmax * HS;
+    __global const int *kp = keep + keep_off + (ulong)(bh / NH) * keep_stride;
+    const uint hv = HS / 8 * 8;
+    float qs[ATTN_ITEM_HS_MAX], acc[ATTN_ITEM_HS_MAX], sc[ATTN_ITEM_CHUNK];
+    for (uint d = 0; d < HS; d++) {
+        qs[d] = qr[d] * scale;
+        acc[d] = 0.0f;
+    }
+    float m = CLF_NEG_BIG, l = 0.0f;
+    for (uint c0 = s0; c0 < s1; c0 += ATTN_ITEM_CHUNK) {
+        const uint nc = min((uint)ATTN_ITEM_CHUNK, s1 - c0);
+        float mc = m;
+        for (uint c = 0; c < nc; c++) {
+            const uint s = c0 + c;
+            float a = CLF_NEG_BIG;
+            if (!has_keep || kp[s] != 0) {
+                __global const float *kr = kb + (ulong)s * HS;
+                float8 v8 = (float8)(0.0f);
+                for (uint d = 0; d < hv; d += 8)
+                    v8 = fma(vload8(0, qs + d), vload8(0, kr + d), v8);
+                a = clf_hsum8(v8);
+                for (uint d = hv; d < HS; d++)
+                    a = fma(qs[d], kr[d], a);
+                a -= slope * (float)(L - 1 - s);
+                mc = fmax(mc, a);
+            }
+            sc[c] = a;
+        }
+        const float corr = clf_exp_nonpos(m - mc);
+        l *= corr;
+        for (uint d = 0; d < HS; d++)
+            acc[d] *= corr;
+        for (uint c = 0; c < nc; c++) {
+            const uint s = c0 + c;
+            if (has_keep && kp[s] == 0)
+                continue;
+            const float e = clf_exp_nonpos(sc[c] - mc);
+            l += e;
+            __global const float *vr = vb + (ulong)s * HS;
+            for (uint d = 0; d < hv; d += 8)
+                vstore8(fma((float8)(e), vload8(0, vr + d), vload8(0, acc + d)), 0, acc + d);
+            for (uint d = hv; d < HS; d++)
+                acc[d] = fma(e, vr[d], acc[d]);
+        }
+        m = mc;
+    }
+    if (P > 1) {
+        __global float *dst = part + part_off + (ulong)g * (HS + 2);
+        dst[0] = m;
+        dst[1] = l;
+        for (uint d = 0; d < HS; d++)
+            dst[2 + d] = acc[d];
+    } else {
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        __global float *o = out + out_off + (ulong)bh * HS;
+        for (uint d = 0; d < HS; d++)
+            o[d] = acc[d] * inv;
     }
 }
 

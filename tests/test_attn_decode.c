@@ -15,7 +15,9 @@
  * Flash-decoding (clf_attn_decode.splits): positions split into P ranges
  * (1, 2, 3, 7 and ranges of one position; with and without a keep mask
  * that empties whole ranges and whole rows) against the same reference with
- * the mask, atol 1e-5, rtol 1e-4; reruns bit-identical; the device's choice
+ * the mask, atol 1e-5, rtol 1e-4, in both kernels (work-groups, and one
+ * work-item per row: attn_decode_item, the CPUs' choice); reruns
+ * bit-identical; the device's choice
  * of P and its scratch bound agree; too many splits or no scratch refused.
  * Sliding windows (1, 16, all and more than all of 61 positions) and ALiBi
  * biases, with q read inside fused qkv rows, at 1 and 3 ranges, against
@@ -58,8 +60,9 @@ static void decode_ref(double *out, const float *q, const float *k, const float 
     free(s);
 }
 
-/* Work-groups of W (0: the device's choice; 128: the GPU's), so both are
- * tested on any device. */
+/* Work-groups of W (0: the device's choice; 128: the GPU's), or W = ITEM:
+ * the one-work-item-per-row kernel, so every kernel is tested on any device. */
+#define ITEM ((size_t)-1)
 static void decode(clf_runtime *rt, size_t W, clf_ptr out, clf_ptr q, clf_ptr k, clf_ptr v,
                    size_t B, size_t NH, size_t HS, size_t Tmax, size_t L, float scale)
 {
@@ -74,7 +77,8 @@ static void decode(clf_runtime *rt, size_t W, clf_ptr out, clf_ptr q, clf_ptr k,
                                 .Tmax = Tmax,
                                 .L = L,
                                 .scale = scale,
-                                .group = W};
+                                .group = W == ITEM ? 0 : W,
+                                .item = W == ITEM};
     tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode");
 }
 
@@ -194,7 +198,8 @@ static void test_split(clf_runtime *rt, size_t W, size_t B, size_t NH, size_t HS
                                 .L = L,
                                 .scale = scale,
                                 .splits = P,
-                                .group = W};
+                                .group = W == ITEM ? 0 : W,
+                                .item = W == ITEM};
     tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode split");
     tu_download(rt, dout, got, nq);
     tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode split again");
@@ -230,6 +235,7 @@ static void test_splits(clf_runtime *rt, tu_rng *r)
         for (int masked = 0; masked < 2; masked++) {
             test_split(rt, 0, 2, 3, 16, 40, 37, Ps[i], masked, r);
             test_split(rt, 128, 1, 2, 64, 300, 257, Ps[i], masked, r);
+            test_split(rt, ITEM, 2, 2, 20, 300, 257, Ps[i], masked, r); /* HS % 8 != 0 */
         }
     test_split(rt, 0, 1, 2, 8, 9, 9, 9, 1, r); /* ranges of one position */
     if (!tu_simulator())
@@ -345,8 +351,8 @@ int main(void)
 {
     clf_runtime *rt = tu_runtime();
     tu_rng r = tu_rng_new(4);
-    const size_t Ws[] = {0, 128, 1};
-    for (int i = 0; i < 3; i++) {
+    const size_t Ws[] = {0, 128, 1, ITEM};
+    for (int i = 0; i < 4; i++) {
         size_t W = Ws[i];
         test_decode(rt, W, 1, 1, 1, 1, 1, 1.0f, &r);
         test_decode(rt, W, 2, 3, 7, 40, 33, (float)(1 / sqrt(7.0)), &r);

@@ -132,26 +132,31 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
                            L, Tmax, HS, NH, keep_stride, P);
         goto fail;
     }
-    if ((st = clf_kernel_get(rt, "attention", "attn_decode", &k, err)) != CLF_OK ||
+    const int item = ad->item || (group == 0 && clf_ops_serial(rt));
+    if ((st = clf_kernel_get(rt, "attention", item ? "attn_decode_item" : "attn_decode", &k,
+                             err)) != CLF_OK ||
         (P > 1 &&
          (st = clf_kernel_get(rt, "attention", "attn_decode_combine", &kc, err)) != CLF_OK))
         goto fail;
     if (B == 0)
         return CLF_OK;
-    size_t W = group ? group : clf_ops_group_size(k, clf_ops_serial(rt) ? 16 : 128);
-    const size_t chunk = (seen + P - 1) / P;
-    size_t lbytes = (HS + chunk + W) * sizeof(float);
-    const clf_device_info *di = clf_runtime_device(rt);
-    if (di->local_mem != 0 && lbytes > di->local_mem) {
-        st = clf_error_set(err, CLF_ERR_UNSUPPORTED,
-                           "a cache range of %zu positions with head size %zu needs %zu bytes of "
-                           "local memory; %s has %llu",
-                           chunk, HS, lbytes, di->name, (unsigned long long)di->local_mem);
-        goto fail;
-    }
-    size_t global = BH * P * W;
     clf_ptr mask = has_keep ? keep : q; /* any valid buffer when absent */
     clf_ptr part = P > 1 ? scratch : out;
+    /* the group kernel's work-group and local memory (not the item kernel's) */
+    size_t W = 1, chunk = (seen + P - 1) / P;
+    if (!item) {
+        W = group ? group : clf_ops_group_size(k, clf_ops_serial(rt) ? 16 : 128);
+        const size_t lbytes = (HS + chunk + W) * sizeof(float);
+        const clf_device_info *di = clf_runtime_device(rt);
+        if (di->local_mem != 0 && lbytes > di->local_mem) {
+            st = clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                               "a cache range of %zu positions with head size %zu needs %zu bytes "
+                               "of local memory; %s has %llu",
+                               chunk, HS, lbytes, di->name, (unsigned long long)di->local_mem);
+            goto fail;
+        }
+    }
+    size_t global = BH * P * W;
     clf_arg a[] = {
         CLF_ARG_PTR(out),
         CLF_ARG_PTR(q),
@@ -170,11 +175,13 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
         CLF_ARG_I32(ad->alibi != 0),
         CLF_ARG_U32(P),
         CLF_ARG_PTR(part),
+        /* the group kernel's local memory: qs[HS], sc[chunk], red[W] */
         CLF_ARG_LOCAL(HS * sizeof(float)),
         CLF_ARG_LOCAL(chunk * sizeof(float)),
         CLF_ARG_LOCAL(W * sizeof(float)),
     };
-    if ((st = clf_kernel_launch(rt, k, 1, &global, &W, CLF_NARGS(a), a, err)) != CLF_OK)
+    if ((st = clf_kernel_launch(rt, k, 1, &global, &W, CLF_NARGS(a) - (item ? 3 : 0), a, err)) !=
+        CLF_OK)
         goto fail;
     if (P == 1)
         return CLF_OK;

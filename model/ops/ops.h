@@ -189,6 +189,8 @@ typedef struct clf_attn_decode {
     size_t window; /* > 0: only the last `window` positions are seen */
     int alibi;     /* ALiBi biases -slope_h (L - 1 - s) (clf_attn_fused's) */
     size_t splits, group;
+    int item; /* 1: the one-work-item-per-row kernel (for devices whose work-groups
+                 run item by item: the device's choice there when group is 0) */
 } clf_attn_decode;
 clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *a, clf_error *err);
 size_t clf_op_attn_decode_splits(const clf_runtime *rt, size_t rows, size_t L);
