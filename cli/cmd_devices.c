@@ -102,17 +102,20 @@ static void print_table(const clf_device_info *d, int n, int selected, FILE *out
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: clformer devices [--json] [--device SEL]\n"
+    fprintf(out, "usage: clformer devices [--json] [--device SEL] [--peak]\n"
                  "List OpenCL platforms and devices; with --device, mark the device SEL "
-                 "selects\n(without it, the default device is marked).\n");
+                 "selects\n(without it, the default device is marked). --peak also measures "
+                 "the marked device's\nfp32 multiply-add peak (GFLOP/s; about a second), the "
+                 "denominator of the\nbenchmarks' model FLOP utilisation.\n");
 }
 
 int cli_cmd_devices(int argc, char **argv)
 {
-    int json = 0;
+    int json = 0, peak = 0;
     const char *sel = getenv("CLFORMER_DEVICE");
     const cli_opt opts[] = {
         {"--json", CLI_OPT_BOOL, &json, 0, 0, NULL},
+        {"--peak", CLI_OPT_BOOL, &peak, 0, 0, NULL},
         {"--device", CLI_OPT_STR, &sel, 0, 0, NULL},
     };
     const cli_command cmd = {"clformer devices", opts, CLI_COUNT(opts), NULL, NULL, 0, NULL, usage};
@@ -139,5 +142,22 @@ int cli_cmd_devices(int argc, char **argv)
     else
         print_table(d, n, selected, stdout);
     free(d);
+    if (peak) {
+        clf_runtime_options o = clf_runtime_options_default();
+        o.device = sel;
+        clf_runtime *rt = NULL;
+        double g = 0.0;
+        if ((st = clf_runtime_create(&rt, &o, &err)) != CLF_OK ||
+            (st = clf_runtime_peak_gflops(rt, &g, &err)) != CLF_OK) {
+            cli_print_error("--peak", &err);
+            clf_runtime_destroy(rt);
+            return cli_exit_code(st);
+        }
+        if (json)
+            printf("{\"peak_gflops\": %.2f}\n", g);
+        else
+            printf("measured fp32 peak of %s: %.1f GFLOP/s\n", clf_runtime_device(rt)->name, g);
+        clf_runtime_destroy(rt);
+    }
     return CLI_EXIT_OK;
 }

@@ -71,6 +71,8 @@ echo "clformer: $BIN; device: ${CLFORMER_TEST_DEVICE:-default}"
 # ---- devices ---------------------------------------------------------------
 run "$BIN" devices
 expect "devices lists the devices" 0 "selected"
+run "$BIN" devices --peak "${DEV[@]}"
+expect "devices --peak measures the device" 0 "measured fp32 peak of .*: [0-9.]+ GFLOP/s"
 run "$BIN" devices --device cpu
 if grep -q '"type": "cpu"' <("$BIN" devices --json 2>/dev/null); then
   expect "--device cpu" 0 "selected"
