@@ -102,6 +102,10 @@ int cli_parse_args(const cli_command *cmd, int argc, char **argv);
 
 #define CLI_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* A decoder's training FLOPs per token, 6N + 12 L T C (clformer info's
+ * count, nanoGPT's estimate_mfu): the numerator of model FLOP utilisation. */
+double cli_train_flops_per_token(const clf_model_config *cfg, long vocab);
+
 /* Subcommands. */
 int cli_cmd_devices(int argc, char **argv);
 int cli_cmd_selftest(int argc, char **argv);

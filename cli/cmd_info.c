@@ -113,6 +113,13 @@ static void count(const clf_model_config *cfg, long vocab, breakdown *d)
     d->train_flops = 6.0 * (double)d->n_mm + 3.0 * attn_flops;
 }
 
+double cli_train_flops_per_token(const clf_model_config *cfg, long vocab)
+{
+    breakdown d;
+    count(cfg, vocab, &d);
+    return d.train_flops;
+}
+
 #define N_CONTEXTS 4
 #define MIB(x) ((double)(x) / 1048576.0)
 

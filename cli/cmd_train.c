@@ -228,6 +228,15 @@ static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_trai
                "gradients %.1f, Adam %.1f, activations and scratch %.1f, batch %.1f\n",
                mm.total / 1048576.0, mm.params / 1048576.0, mm.grads / 1048576.0,
                mm.optim / 1048576.0, mm.activations / 1048576.0, mm.batch / 1048576.0);
+        double peak = 0.0;
+        if (cfg->kind == CLF_MODEL_DECODER && res.tokens_per_s > 0 &&
+            clf_runtime_peak_gflops(rt, &peak, &err) == CLF_OK && peak > 0) {
+            const double f = cli_train_flops_per_token(cfg, clf_model_dims_get(m).V);
+            const double g = res.tokens_per_s * f * 1e-9;
+            printf("model FLOP utilisation: %.1f%% (%.1f GFLOP/s of the device's measured %.1f; "
+                   "6N + 12LTC = %.3g FLOPs per training token)\n",
+                   100.0 * g / peak, g, peak, f);
+        }
     }
     return st == CLF_OK ? CLI_EXIT_OK : CLI_EXIT_INTERRUPTED;
 }

@@ -136,8 +136,9 @@ fi
 TRAIN_PARAMS=$(sed -n 's/^model: \([0-9,]*\) parameters.*/\1/p' "$OUT" | tr -d ,)
 run "$BIN" train "$TINY" --data "$DATA" --out "$RUN" --set train.steps=30 "${DEV[@]}"
 expect "a fresh run refuses to overwrite a checkpoint" 2 "already holds a checkpoint"
-run "$BIN" train "$TINY" --data "$DATA" --out "$RUN" --resume --steps 40 --set train.eval.every=15 "${DEV[@]}"
+run "$BIN" train "$TINY" --data "$DATA" --out "$RUN" --resume --steps 40 --set train.eval.every=15 --profile "${DEV[@]}"
 expect "--resume continues to step 40" 0 "resuming at step 30 of 40"
+expect "train --profile reports the model FLOP utilisation" 0 "model FLOP utilisation: [0-9.]+% \([0-9.]+ GFLOP/s of the device's measured [0-9.]+"
 run "$BIN" train "$TINY" --data "$DATA" --out "$RUN" --resume --set train.optimizer.lr=0.5 "${DEV[@]}"
 expect "--resume with another learning rate exits 2 naming the key" 2 "train.optimizer.lr"
 
