@@ -62,9 +62,26 @@ def need(d, path):
     return cur
 
 
-def load_spec(path):
+def apply_set(doc, kv):
+    """--set model.context=1024: the key's path (maps created as needed) gets
+    the value parsed as YAML, as clformer's --set does."""
+    key, sep, val = kv.partition("=")
+    if not sep or not key:
+        raise SystemExit("torch_gpt.py: --set %s: expected KEY=VALUE" % kv)
+    cur = doc
+    parts = key.split(".")
+    for k in parts[:-1]:
+        cur = cur.setdefault(k, {})
+        if not isinstance(cur, dict):
+            raise SystemExit("torch_gpt.py: --set %s: %s is not a mapping" % (kv, k))
+    cur[parts[-1]] = yaml.safe_load(val)
+
+
+def load_spec(path, sets=()):
     with open(path) as f:
         doc = yaml.safe_load(f)
+    for kv in sets:
+        apply_set(doc, kv)
     s = {}
     tok = need(doc, "model.vocab.tokenizer")
     size = int(need(doc, "model.vocab.size"))
@@ -340,10 +357,12 @@ def main():
     ap.add_argument("--only", default="train,forward,sample,nocache",
                     help="comma-separated subset of train,forward,sample,nocache")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a config key, as clformer --set (repeatable)")
     a = ap.parse_args()
 
     path = a.config or os.path.join(HERE, "models", "gpt-%s.yaml" % a.model)
-    s = load_spec(path)
+    s = load_spec(path, a.set)
     threads = a.threads if a.threads > 0 else (os.cpu_count() or 1)
     torch.set_num_threads(threads)
     torch.manual_seed(s["seed"])
