@@ -129,49 +129,32 @@ typedef ulong fal;
  * comparisons give -1 for true, select() tests the sign bit). */
 #define FA_ALL(c) ((fai)((c) ? -1 : 0))
 
-/* Philox4x32-10 (random.cl) on FA_VW counters at once: counter (g lo, g hi,
- * stream lo, stream hi), key (key0, key1); the 32x32->64 products as 64-bit
- * multiplies, as random.cl does. */
+/* Philox4x32-10 (common.cl) on FA_VW counters at once: counter (g lo, g
+ * hi, stream lo, stream hi), key (key0, key1). */
 static void fa_philox(fal g, uint st0, uint st1, uint key0, uint key1, fau *w0, fau *w1,
                       fau *w2, fau *w3)
 {
     fau c0 = FA_U(g), c1 = FA_U(g >> 32), c2 = (fau)(st0), c3 = (fau)(st1);
     uint k0 = key0, k1 = key1;
-    for (int r = 0; r < 10; r++) {
-        fal p0 = FA_UL(c0) * (ulong)CLF_PHILOX_M0, p1 = FA_UL(c2) * (ulong)CLF_PHILOX_M1;
-        c0 = FA_U(p1 >> 32) ^ c1 ^ k0;
-        c2 = FA_U(p0 >> 32) ^ c3 ^ k1;
-        c1 = FA_U(p1);
-        c3 = FA_U(p0);
-        if (r < 9)
-            CLF_PHILOX_BUMP(k0, k1);
-    }
+    CLF_PHILOX10(c0, c1, c2, c3, k0, k1, fal, FA_UL, FA_U);
     *w0 = c0;
     *w1 = c1;
     *w2 = c2;
     *w3 = c3;
 }
 
-/* The same generator on one counter: word i % 4 of Philox(i / 4). */
+/* Word i % 4 of Philox(i / 4) on one counter. */
 static uint fa_philox_word(ulong i, uint st0, uint st1, uint key0, uint key1)
 {
     const ulong g = i >> 2;
-    uint c0 = (uint)g, c1 = (uint)(g >> 32), c2 = st0, c3 = st1, k0 = key0, k1 = key1;
-    for (int r = 0; r < 10; r++) {
-        const ulong p0 = (ulong)c0 * (ulong)CLF_PHILOX_M0, p1 = (ulong)c2 * (ulong)CLF_PHILOX_M1;
-        c0 = (uint)(p1 >> 32) ^ c1 ^ k0;
-        c2 = (uint)(p0 >> 32) ^ c3 ^ k1;
-        c1 = (uint)p1;
-        c3 = (uint)p0;
-        if (r < 9)
-            CLF_PHILOX_BUMP(k0, k1);
-    }
+    const uint4 w = clf_philox4x32_10((uint4)((uint)g, (uint)(g >> 32), st0, st1),
+                                      (uint2)(key0, key1));
     /* select(), not a switch or ?: chain: LLVM turns those into a lookup
      * table that Oclgrind 21.10 reads wrongly */
     const uint o = (uint)(i & 3);
-    uint r = select(c0, c1, o == 1u);
-    r = select(r, c2, o == 2u);
-    return select(r, c3, o == 3u);
+    uint r = select(w.x, w.y, o == 1u);
+    r = select(r, w.z, o == 2u);
+    return select(r, w.w, o == 3u);
 }
 
 /* Word o (0..3, per lane) of four words. */

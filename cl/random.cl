@@ -18,42 +18,6 @@
  * masks stored as bits.
  */
 
-/* One round: the two 32x32->64 products as 64-bit multiplies (the compiler
- * vectorises these across work-items; a rolled loop with mul_hi was 7x
- * slower on PoCL). */
-#define CLF_PHILOX_ROUND(c0, c1, c2, c3, k0, k1)                                        \
-    do {                                                                                \
-        ulong p0_ = (ulong)CLF_PHILOX_M0 * c0, p1_ = (ulong)CLF_PHILOX_M1 * c2;          \
-        c0 = (uint)(p1_ >> 32) ^ c1 ^ k0;                                               \
-        c2 = (uint)(p0_ >> 32) ^ c3 ^ k1;                                               \
-        c1 = (uint)p1_;                                                                 \
-        c3 = (uint)p0_;                                                                 \
-    } while (0)
-static uint4 clf_philox4x32_10(uint4 c, uint2 k)
-{
-    uint c0 = c.x, c1 = c.y, c2 = c.z, c3 = c.w, k0 = k.x, k1 = k.y;
-    CLF_PHILOX_ROUND(c0, c1, c2, c3, k0, k1); /* round 1 */
-    CLF_PHILOX_BUMP(k0, k1);
-    CLF_PHILOX_ROUND(c0, c1, c2, c3, k0, k1);
-    CLF_PHILOX_BUMP(k0, k1);
-    CLF_PHILOX_ROUND(c0, c1, c2, c3, k0, k1);
-    CLF_PHILOX_BUMP(k0, k1);
-    CLF_PHILOX_ROUND(c0, c1, c2, c3, k0, k1);
-    CLF_PHILOX_BUMP(k0, k1);
-    CLF_PHILOX_ROUND(c0, c1, c2, c3, k0, k1); /* round 5 */
-    CLF_PHILOX_BUMP(k0, k1);
-    CLF_PHILOX_ROUND(c0, c1, c2, c3, k0, k1);
-    CLF_PHILOX_BUMP(k0, k1);
-    CLF_PHILOX_ROUND(c0, c1, c2, c3, k0, k1);
-    CLF_PHILOX_BUMP(k0, k1);
-    CLF_PHILOX_ROUND(c0, c1, c2, c3, k0, k1);
-    CLF_PHILOX_BUMP(k0, k1);
-    CLF_PHILOX_ROUND(c0, c1, c2, c3, k0, k1);
-    CLF_PHILOX_BUMP(k0, k1);
-    CLF_PHILOX_ROUND(c0, c1, c2, c3, k0, k1); /* round 10 */
-    return (uint4)(c0, c1, c2, c3);
-}
-
 /* Raw generator, for the known-answer tests: ctr [n,4], key [n,2] -> out [n,4]. */
 __kernel void philox4x32_10_raw(__global uint *out, ulong out_off, __global const uint *ctr,
                                 ulong ctr_off, __global const uint *key, ulong key_off, ulong n)

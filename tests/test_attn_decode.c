@@ -288,11 +288,7 @@ static void test_window_alibi(clf_runtime *rt, size_t W, int alibi, size_t P, tu
     const size_t lo = W > 0 && L > W ? L - W : 0;
     for (size_t bh = 0; bh < BH; bh++) {
         const size_t b = bh / NH, h = bh % NH;
-        size_t n = 1; /* the paper's slopes: 2^(-8(h+1)/n), then the odd ones of 2n */
-        while (n * 2 <= NH)
-            n *= 2;
-        const double slope = h < n ? pow(2.0, -8.0 * (double)(h + 1) / (double)n)
-                                   : pow(2.0, -4.0 * (double)(2 * (h - n) + 1) / (double)n);
+        const double slope = tu_alibi_slope(h, NH);
         const float *qq = q + b * 3 * C + h * HS;
         double mx = -INFINITY, sum = 0;
         for (size_t j = lo; j < L; j++) {

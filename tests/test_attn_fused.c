@@ -57,16 +57,6 @@ static clf_ops_path g_path = CLF_OPS_PATH_ITEM;
 #define DROP_SEED 0x5EEDull
 #define DROP_STREAM 0xA77E0001ull
 
-/* ALiBi slope of head h of NH (the paper's get_slopes), in double. */
-static double alibi_slope(size_t h, size_t NH)
-{
-    size_t n = 1;
-    while (n * 2 <= NH)
-        n *= 2;
-    return h < n ? pow(2.0, -8.0 * (double)(h + 1) / (double)n)
-                 : pow(2.0, -4.0 * (double)(2 * (h - n) + 1) / (double)n);
-}
-
 /* Row (b, h, t)'s probabilities p[s] (0 where hidden) and its log-sum-exp
  * (-inf when it sees nothing); the dropout factor of (t, s) in drop[s]
  * (0 or 1/(1-p); 1 without dropout). */
@@ -97,7 +87,7 @@ static double row_probs(const acase *c, const float *q, size_t qs, const float *
             a += (double)qr[d] * kr[d];
         p[s] = a * scale;
         if (c->alibi)
-            p[s] -= alibi_slope(h, c->NH) * fabs((double)(tq - (long)s));
+            p[s] -= tu_alibi_slope(h, c->NH) * fabs((double)(tq - (long)s));
         mx = fmax(mx, p[s]);
     }
     for (size_t s = 0; s < c->S; s++) {

@@ -26,8 +26,6 @@
 #include "model/ops/ops_internal.h"
 #include "tests/test_util.h"
 
-#define TEST_PI 3.14159265358979323846
-
 static const size_t SIZES[] = {1, 7, 33, 257, 1000, 100003};
 static const size_t SHAPES[][2] = {{1, 1}, {3, 5}, {17, 129}, {64, 768}, {9, 95}, {1000, 33}};
 #define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
@@ -94,19 +92,6 @@ static void check_basic(clf_runtime *rt, size_t n, tu_rng *rng)
     free(ref);
 }
 
-static double act_ref(clf_act a, double x)
-{
-    switch (a) {
-        case CLF_ACT_NONE: return x;
-        case CLF_ACT_RELU: return x > 0 ? x : 0;
-        case CLF_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-        case CLF_ACT_GELU_TANH:
-            return 0.5 * x * (1.0 + tanh(sqrt(2.0 / TEST_PI) * (x + 0.044715 * x * x * x)));
-        case CLF_ACT_SILU: return x / (1.0 + exp(-x));
-    }
-    return NAN;
-}
-
 static void check_bias_act(clf_runtime *rt, clf_act act, int with_bias, size_t R, size_t N,
                            tu_rng *rng)
 {
@@ -122,7 +107,7 @@ static void check_bias_act(clf_runtime *rt, clf_act act, int with_bias, size_t R
         for (size_t c = 0; c < N; c++) {
             double v = (double)h[r * N + c] + (with_bias ? bias[c] : 0.0);
             refh[r * N + c] = (float)v; /* the kernel stores h + bias in float */
-            refo[r * N + c] = act_ref(act, (float)v);
+            refo[r * N + c] = tu_act_ref((int)act, (float)v);
         }
     tu_ok(clf_op_bias_act_forward(rt, act, dh, dbias, dout, R, N, &err), &err, "bias_act");
     tu_download(rt, dh, got, n);

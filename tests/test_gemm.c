@@ -444,19 +444,6 @@ static void test_auto_cache(tu_rng *r)
     rmdir(dir);
 }
 
-/* The epilogue's activation in float64. */
-static double act_ref(clf_gemm_act act, double x)
-{
-    switch (act) {
-        case CLF_GEMM_ACT_RELU: return x > 0 ? x : 0;
-        case CLF_GEMM_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-        case CLF_GEMM_ACT_GELU_TANH:
-            return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-        case CLF_GEMM_ACT_SILU: return x / (1.0 + exp(-x));
-        default: return x;
-    }
-}
-
 /* Epilogues (bias, bias + activation into D) at shapes that take every
  * native path (row blocks with edges, the deep-K slices, the few-rows dot
  * kernel, k = 0) on `engine`: C and D against float64 (C's tolerance; the
@@ -531,7 +518,7 @@ static void test_epilogue(clf_runtime *rt, clf_gemm_engine engine, tu_rng *r)
                             acc += (double)A[i * k + q] * (tb ? Bm[j * k + q] : Bm[q * n + j]);
                         acc += with_bias ? bias[j] : 0.0;
                         rc[i * n + j] = acc;
-                        rd[i * n + j] = act_ref(act, acc);
+                        rd[i * n + j] = tu_act_ref((int)act, acc);
                         gc[i * n + j] = C[i * ld + j];
                         gd[i * n + j] = D[i * ld + j];
                     }
@@ -691,7 +678,7 @@ static void test_split_k(tu_rng *r)
                 for (size_t q = 0; q < k; q++)
                     acc += (double)a[q * m + i] * b[q * n + j];
                 rc[i * n + j] = acc;
-                rd[i * n + j] = act_ref(CLF_GEMM_ACT_GELU_ERF, acc);
+                rd[i * n + j] = tu_act_ref((int)CLF_GEMM_ACT_GELU_ERF, acc);
             }
         char name[96];
         snprintf(name, sizeof name, "split-K P=%zu TN with bias + GELU: C", Ps[pi]);

@@ -241,3 +241,24 @@ int tu_guard_intact(clf_runtime *rt, clf_ptr p, size_t n)
     free(t);
     return ok;
 }
+
+double tu_act_ref(int act, double x)
+{
+    switch (act) {
+        case 0: return x;
+        case 1: return x > 0 ? x : 0;
+        case 2: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+        case 3: return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        case 4: return x / (1.0 + exp(-x));
+        default: return NAN;
+    }
+}
+
+double tu_alibi_slope(size_t h, size_t NH)
+{
+    size_t n = 1;
+    while (n * 2 <= NH)
+        n *= 2;
+    return h < n ? pow(2.0, -8.0 * (double)(h + 1) / (double)n)
+                 : pow(2.0, -4.0 * (double)(2 * (h - n) + 1) / (double)n);
+}

@@ -48,6 +48,13 @@ int tu_finish(void);
  * set by scripts/test.sh for Oclgrind): tests then use their smaller sizes. */
 int tu_simulator(void);
 
+/* float64 references shared by kernel tests: activation `act` in ops.h's
+ * clf_act order (none, relu, gelu_erf, gelu_tanh, silu; runtime/gemm's
+ * clf_gemm_act follows it); head h's ALiBi slope among NH (the paper's
+ * get_slopes). */
+double tu_act_ref(int act, double x);
+double tu_alibi_slope(size_t h, size_t NH);
+
 /* Device buffer helpers (exit on error). */
 clf_ptr tu_upload(clf_runtime *rt, const float *x, size_t n);
 clf_ptr tu_upload_i32(clf_runtime *rt, const int32_t *x, size_t n);

@@ -301,12 +301,9 @@ static clf_status read_all(clf_checkpoint *c, clf_model *m, const char *prefix, 
         const clf_param_info *p = clf_model_param_get(m, i);
         int64_t shape[2] = {(int64_t)p->shape[0], (int64_t)p->shape[1]};
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
-        /* parameters may be stored in 16 bits (clf_checkpoint_export) */
-        clf_status st = strcmp(prefix, "") == 0
-                            ? clf_st_reader_read_f32(c->r, name, p->ndim, shape, flat + p->offset,
-                                                     p->numel, err)
-                            : clf_st_reader_read(c->r, name, CLF_ST_F32, p->ndim, shape,
-                                                 flat + p->offset, p->numel * sizeof(float), err);
+        /* F32, or F16 / BF16 (clf_checkpoint_export) widened */
+        clf_status st =
+            clf_st_reader_read_f32(c->r, name, p->ndim, shape, flat + p->offset, p->numel, err);
         if (st != CLF_OK)
             return st;
     }
