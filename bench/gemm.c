@@ -1,13 +1,14 @@
 /*
- * bench/gemm.c - GFLOP/s of both GEMM engines and of OpenBLAS at Transformer
- * shapes, with the ratios and the engine that auto picks.
+ * bench/gemm.c - GFLOP/s of CLBlast, of the native engine's configurations
+ * and of OpenBLAS at Transformer shapes, with the ratios, the fastest native
+ * configuration and what auto picks (the search's choice for the shape).
  *
  *   build/bench/gemm [--device SEL] [--reps N] [--blas-threads N] [--quick]
  *                    [--no-cache]
  *
- * Each engine runs once to warm up (kernel compilation, scratch sizing),
- * then N timed rounds (default 5) in which CLBlast, native and OpenBLAS take
- * turns, so that on a shared machine all three see the same load; each
+ * Each candidate runs once to warm up (kernel compilation, scratch sizing),
+ * then N timed rounds (default 5) in which CLBlast, each native
+ * configuration the device searches and OpenBLAS take turns, so that on a shared machine all three see the same load; each
  * device run is followed by clf_runtime_finish; medians are reported. OpenBLAS (cblas_sgemm, when built with it) runs on the
  * same shapes in the same process with 2 threads by default. The native
  * result is compared with OpenBLAS's (or CLBlast's) as a sanity check.
@@ -76,17 +77,18 @@ static void die(const char *what, const clf_error *err)
     exit(1);
 }
 
-/* Seconds of one synchronised run, or -1 on failure (reported once). */
-static double time_once(clf_runtime *rt, clf_gemm_engine e, const clf_gemm_desc *d)
+/* Seconds of one synchronised run on candidate `name` ("clblast" or a
+ * native configuration), or -1 on failure (reported). */
+static double time_once(clf_runtime *rt, const char *name, const clf_gemm_desc *d)
 {
     clf_error err;
     if (clf_runtime_finish(rt, &err) != CLF_OK)
         die("finish", &err);
     const double t0 = clf_now_seconds();
-    if (clf_gemm_with(rt, e, d, &err) != CLF_OK) {
+    if (clf_gemm_with_config(rt, name, d, &err) != CLF_OK) {
         char buf[CLF_ERROR_MSG_MAX + 256];
         clf_error_format(&err, buf, sizeof buf);
-        fprintf(stderr, "bench/gemm: %s failed: %s\n", clf_gemm_engine_name(e), buf);
+        fprintf(stderr, "bench/gemm: %s failed: %s\n", name, buf);
         return -1.0;
     }
     if (clf_runtime_finish(rt, &err) != CLF_OK)
@@ -195,9 +197,17 @@ int main(int argc, char **argv)
     printf("median of %d runs after a warm-up; GFLOP/s = 2*M*N*K*batch / time; the device's "
            "measured fp32 FMA peak %.1f GFLOP/s (peak%%: native's share of it)\n\n",
            reps, peak);
-    printf("%-42s %-2s %5s %5s %6s %5s | %8s %8s %8s | %7s %7s %6s | %-7s %s\n", "shape", "op", "M",
-           "K", "N", "batch", "clblast", "native", "openblas", "nat/ob", "clb/ob", "peak%", "auto",
-           "check");
+    const char *const *names = NULL;
+    size_t n_all = 0, n_cand = 0;
+    if (clf_gemm_candidates(rt, &names, &n_all, &n_cand, &err) != CLF_OK)
+        die("listing the GEMM candidates", &err);
+    printf("native configurations timed: ");
+    for (size_t c = 1; c < n_cand; c++)
+        printf("%s%s", c > 1 ? ", " : "", names[c]);
+    printf(" (the best per shape is reported as native)\n");
+    printf("%-42s %-2s %5s %5s %6s %5s | %8s %8s %8s | %7s %7s %6s | %-14s %-14s %s\n", "shape",
+           "op", "M", "K", "N", "batch", "clblast", "native", "openblas", "nat/ob", "clb/ob",
+           "peak%", "best native", "auto", "check");
 
     unsigned seed = 12345u;
     for (size_t s = 0; s < N_SHAPES; s++) {
@@ -242,43 +252,47 @@ int main(int argc, char **argv)
                            .stride_c = sh->m * sh->n};
         const double flops = 2.0 * (double)sh->m * sh->n * sh->k * sh->batch;
 
-        /* warm-up, then the engines take turns so that they see the same
-         * load on a shared machine; medians of each */
-        double tc[64], tn[64], to[64];
-        double t_clb = time_once(rt, CLF_GEMM_CLBLAST, &d);
-        double t_nat = time_once(rt, CLF_GEMM_NATIVE, &d);
+        /* warm-up, then the candidates (CLBlast and the native
+         * configurations the search tries) and OpenBLAS take turns so that
+         * they see the same load on a shared machine; medians of each */
+        double tt[CLF_GEMM_MAX_CANDIDATES][64], t_c[CLF_GEMM_MAX_CANDIDATES], to[64];
+        for (size_t c = 0; c < n_cand; c++)
+            t_c[c] = time_once(rt, names[c], &d);
         double t_ob = -1.0;
 #ifdef CLF_HAVE_OPENBLAS
         t_ob = time_openblas(sh, a, b, c_ref);
 #endif
         for (int r = 0; r < reps; r++) {
-            if (t_clb > 0)
-                tc[r] = time_once(rt, CLF_GEMM_CLBLAST, &d);
-            if (t_nat > 0)
-                tn[r] = time_once(rt, CLF_GEMM_NATIVE, &d);
+            for (size_t c = 0; c < n_cand; c++)
+                if (t_c[c] > 0)
+                    tt[c][r] = time_once(rt, names[c], &d);
 #ifdef CLF_HAVE_OPENBLAS
             to[r] = time_openblas(sh, a, b, c_ref);
 #else
             to[r] = -1.0;
 #endif
         }
-        if (t_clb > 0)
-            t_clb = median(tc, reps);
-        if (t_nat > 0) {
-            t_nat = median(tn, reps);
-            if (clf_buffer_read(rt, dc, 0, c_nat, nc * sizeof(float), &err) != CLF_OK)
-                die("downloading", &err);
-        }
+        size_t best = 0; /* the fastest native configuration (0: none ran) */
+        for (size_t c = 0; c < n_cand; c++)
+            if (t_c[c] > 0) {
+                t_c[c] = median(tt[c], reps);
+                if (c > 0 && (best == 0 || t_c[c] < t_c[best]))
+                    best = c;
+            }
+        double t_clb = t_c[0], t_nat = best > 0 ? t_c[best] : -1.0;
+        if (t_nat > 0 && (time_once(rt, names[best], &d) < 0 ||
+                          clf_buffer_read(rt, dc, 0, c_nat, nc * sizeof(float), &err) != CLF_OK))
+            die("downloading", &err);
         if (t_ob > 0)
             t_ob = median(to, reps);
 #ifndef CLF_HAVE_OPENBLAS
         /* no CPU BLAS: check against CLBlast */
-        if (t_clb > 0 && time_once(rt, CLF_GEMM_CLBLAST, &d) > 0 &&
+        if (t_clb > 0 && time_once(rt, "clblast", &d) > 0 &&
             clf_buffer_read(rt, dc, 0, c_ref, nc * sizeof(float), &err) != CLF_OK)
             die("downloading", &err);
 #endif
-        clf_gemm_engine chosen = CLF_GEMM_AUTO;
-        if (clf_gemm_choose(rt, &d, &chosen, &err) != CLF_OK)
+        const char *chosen = "?";
+        if (clf_gemm_choice(rt, &d, &chosen, &err) != CLF_OK)
             die("choosing", &err);
         char check[64] = "-";
         if (t_nat > 0 && (t_clb > 0 || t_ob > 0))
@@ -298,9 +312,9 @@ int main(int argc, char **argv)
             snprintf(r_nat, sizeof r_nat, "%.0f%%", 100.0 * t_ob / t_nat);
         if (t_ob > 0 && t_clb > 0)
             snprintf(r_clb, sizeof r_clb, "%.0f%%", 100.0 * t_ob / t_clb);
-        printf("%-42s %-2s %5zu %5zu %6zu %5zu | %8s %8s %8s | %7s %7s %6s | %-7s %s\n", sh->what,
-               op, sh->m, sh->k, sh->n, sh->batch, g_clb, g_nat, g_ob, r_nat, r_clb, p_nat,
-               clf_gemm_engine_name(chosen), check);
+        printf("%-42s %-2s %5zu %5zu %6zu %5zu | %8s %8s %8s | %7s %7s %6s | %-14s %-14s %s\n",
+               sh->what, op, sh->m, sh->k, sh->n, sh->batch, g_clb, g_nat, g_ob, r_nat, r_clb,
+               p_nat, best > 0 ? names[best] : "-", chosen, check);
         fflush(stdout);
         clf_buffer_destroy(da);
         clf_buffer_destroy(db);

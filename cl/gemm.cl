@@ -46,8 +46,11 @@
  * gemm_config writes the values the program was really built with for the
  * host to read, so the host never guesses.
  *
- * Not here: local-memory tiling for GPUs (CLBlast is the engine there), and
- * complex or double precision.
+ * gemm_tiled (compiled only where GEMM_TM is defined: the local-memory
+ * variants of this family) is the shape for devices whose work-items run in
+ * lockstep with real local memory: see its own comment below.
+ *
+ * Not here: complex or double precision.
  */
 #ifndef GEMM_VW
 #if !CLF_SERIAL_GROUPS
@@ -113,6 +116,15 @@ __kernel void gemm_config(__global int *out)
     out[4] = GEMM_PACK_KC;
     out[5] = GEMM_PACK_LX;
     out[6] = GEMM_DOT;
+#ifdef GEMM_TM
+    out[7] = GEMM_TM;
+    out[8] = GEMM_TN;
+    out[9] = GEMM_TK;
+    out[10] = GEMM_WM;
+    out[11] = GEMM_WN;
+#else
+    out[7] = out[8] = out[9] = out[10] = out[11] = 0;
+#endif
 }
 
 /* ---- packing -----------------------------------------------------------------
@@ -662,3 +674,118 @@ __kernel void gemm_epilogue(ulong M, ulong N, __global float *C, ulong c_off, ul
     if (act)
         D[d_off + i * ldd + j] = gemm_act_1(act, o);
 }
+
+/* ---- local-memory tiling (GPU-shaped variants) ---------------------------------
+ * A work-group computes a GEMM_TM x GEMM_TN tile of C with
+ * (GEMM_TN / GEMM_WN) x (GEMM_TM / GEMM_WM) work-items, each holding
+ * GEMM_WM x GEMM_WN accumulators in registers. Per step of GEMM_TK along k
+ * the group stages op(A)'s TM x TK and op(B)'s TK x TN pieces in local
+ * memory (zero past M, N and K), then every item runs TK rank-1 updates from
+ * there. Items own strided rows and columns (row ty + r * RY, column
+ * tx + c * RX): neighbouring items read neighbouring local words (no bank
+ * conflicts) and store neighbouring columns of C (coalesced). The staging
+ * loads follow the operand's storage order (trans_a / trans_b), so
+ * neighbouring items read neighbouring global words in all four cases, and
+ * the local arrays are padded by one column so that the transposing writes
+ * do not collide in one bank. A barrier follows each load and each use.
+ * Arguments as the register-blocked kernels, with trans_a / trans_b in
+ * place of the packing fields; NDRange (ceil(N / TN) * RX, ceil(M / TM) *
+ * RY, batch). The k sum runs in order with one fma per k, then alpha, beta
+ * and the epilogue as gemm_store does. */
+#ifdef GEMM_TM
+#define GEMM_RX (GEMM_TN / GEMM_WN)
+#define GEMM_RY (GEMM_TM / GEMM_WM)
+#define GEMM_NT (GEMM_RX * GEMM_RY)
+#if GEMM_RX * GEMM_WN != GEMM_TN || GEMM_RY * GEMM_WM != GEMM_TM
+#error "GEMM_TN and GEMM_TM must be multiples of GEMM_WN and GEMM_WM"
+#endif
+
+__kernel __attribute__((reqd_work_group_size(GEMM_RX, GEMM_RY, 1))) void
+gemm_tiled(ulong M, ulong N, ulong K, float alpha, __global const float *A, ulong a_off,
+           ulong lda, ulong stride_a, uint trans_a, __global const float *B, ulong b_off,
+           ulong ldb, ulong stride_b, uint trans_b, float beta, __global float *C, ulong c_off,
+           ulong ldc, ulong stride_c, GEMM_EPI_ARGS)
+{
+    __local float as[GEMM_TK][GEMM_TM + 1];
+    __local float bs[GEMM_TK][GEMM_TN + 1];
+    const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+    const int lid = ty * GEMM_RX + tx;
+    const ulong n0 = get_group_id(0) * GEMM_TN, m0 = get_group_id(1) * GEMM_TM;
+    const ulong z = get_global_id(2);
+    const __global float *a = A + a_off + z * stride_a;
+    const __global float *b = B + b_off + z * stride_b;
+    float acc[GEMM_WM][GEMM_WN];
+#pragma unroll
+    for (int r = 0; r < GEMM_WM; r++)
+#pragma unroll
+        for (int c = 0; c < GEMM_WN; c++)
+            acc[r][c] = 0.0f;
+
+    for (ulong k0 = 0; k0 < K; k0 += GEMM_TK) {
+        for (int e = lid; e < GEMM_TM * GEMM_TK; e += GEMM_NT) {
+            int mm, kk;
+            if (trans_a) /* stored K x M: neighbouring e along m */
+                mm = e % GEMM_TM, kk = e / GEMM_TM;
+            else
+                kk = e % GEMM_TK, mm = e / GEMM_TK;
+            const ulong i = m0 + (ulong)mm, k = k0 + (ulong)kk;
+            float v = 0.0f;
+            if (i < M && k < K)
+                v = trans_a ? a[k * lda + i] : a[i * lda + k];
+            as[kk][mm] = v;
+        }
+        for (int e = lid; e < GEMM_TN * GEMM_TK; e += GEMM_NT) {
+            int nn, kk;
+            if (trans_b) /* stored N x K: neighbouring e along k */
+                kk = e % GEMM_TK, nn = e / GEMM_TK;
+            else
+                nn = e % GEMM_TN, kk = e / GEMM_TN;
+            const ulong j = n0 + (ulong)nn, k = k0 + (ulong)kk;
+            float v = 0.0f;
+            if (j < N && k < K)
+                v = trans_b ? b[j * ldb + k] : b[k * ldb + j];
+            bs[kk][nn] = v;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int kn = K - k0 < (ulong)GEMM_TK ? (int)(K - k0) : GEMM_TK;
+        for (int kk = 0; kk < kn; kk++) {
+            float av[GEMM_WM], bv[GEMM_WN];
+#pragma unroll
+            for (int r = 0; r < GEMM_WM; r++)
+                av[r] = as[kk][ty + r * GEMM_RY];
+#pragma unroll
+            for (int c = 0; c < GEMM_WN; c++)
+                bv[c] = bs[kk][tx + c * GEMM_RX];
+#pragma unroll
+            for (int r = 0; r < GEMM_WM; r++)
+#pragma unroll
+                for (int c = 0; c < GEMM_WN; c++)
+                    acc[r][c] = fma(av[r], bv[c], acc[r][c]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    const uint act = GEMM_EPI_ACT(epi);
+    __global float *cz = C + c_off + z * stride_c;
+#pragma unroll
+    for (int r = 0; r < GEMM_WM; r++) {
+        const ulong i = m0 + (ulong)(ty + r * GEMM_RY);
+        if (i >= M)
+            break;
+#pragma unroll
+        for (int c = 0; c < GEMM_WN; c++) {
+            const ulong j = n0 + (ulong)(tx + c * GEMM_RX);
+            if (j >= N)
+                break;
+            float o = alpha * acc[r][c];
+            if (beta != 0.0f)
+                o = fma(beta, cz[i * ldc + j], o);
+            if (epi & GEMM_EPI_BIAS)
+                o += bias[bias_off + j];
+            cz[i * ldc + j] = o;
+            if (act)
+                D[d_off + i * ldd + j] = gemm_act_1(act, o);
+        }
+    }
+}
+#endif

@@ -23,16 +23,18 @@ typedef struct cli_runtime_flags {
     const char *device;     /* --device, else $CLFORMER_DEVICE */
     int no_cache;           /* --no-cache */
     int profile;            /* --profile */
-    const char *gemm;       /* --gemm clblast|native|auto */
+    const char *gemm;       /* --gemm auto|clblast|native|CONFIG */
     const char *kernel_dir; /* --kernel-dir, else $CLFORMER_KERNEL_DIR */
     const char *cache_dir;  /* --cache-dir, else the XDG default */
+    int gemm_retune;        /* not a flag: `clformer tune` sets it */
     char cache_dir_buf[1024];
 } cli_runtime_flags;
 
 #define CLI_RUNTIME_FLAGS_HELP                                                                     \
     "  --device SEL      device: index (0), platform:device (1:0), type (gpu, cpu, gpu:1)\n"       \
     "                    or part of its name; default $CLFORMER_DEVICE, else first GPU/CPU\n"      \
-    "  --gemm ENGINE     auto (default), clblast or native\n"                                      \
+    "  --gemm ENGINE     auto (default: the fastest per shape, `clformer tune`), clblast,\n"       \
+    "                    native, or a native configuration by name (r8v16x3, ...)\n"               \
     "  --no-cache        neither read nor write the compiled-kernel cache\n"                       \
     "  --cache-dir DIR   kernel cache (default $CLFORMER_CACHE_DIR, $XDG_CACHE_HOME/clformer)\n"   \
     "  --kernel-dir DIR  load cl/*.cl from DIR instead of the embedded copies\n"                   \
@@ -117,5 +119,6 @@ int cli_cmd_tokenizer(int argc, char **argv);
 int cli_cmd_translate(int argc, char **argv);
 int cli_cmd_classify(int argc, char **argv);
 int cli_cmd_export(int argc, char **argv);
+int cli_cmd_tune(int argc, char **argv);
 
 #endif

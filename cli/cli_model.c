@@ -98,3 +98,43 @@ void cli_format_duration(double s, char *out, size_t cap)
     else
         snprintf(out, cap, "%luh%02lum%02lus", t / 3600, (t / 60) % 60, t % 60);
 }
+
+static int vocab_from_data(const char *data, long *vocab)
+{
+    char *text = NULL;
+    size_t len = 0;
+    clf_tokenizer *tok = NULL;
+    clf_error err;
+    clf_status st = clf_dataset_read_text(data, &text, &len, &err);
+    if (st == CLF_OK)
+        st = clf_tokenizer_create(CLF_TOKENIZER_CHAR, text, len, &tok, &err);
+    free(text);
+    if (st != CLF_OK) {
+        cli_print_error("--data", &err);
+        return cli_exit_code(st);
+    }
+    *vocab = clf_tokenizer_vocab_size(tok);
+    clf_tokenizer_destroy(tok);
+    return CLI_EXIT_OK;
+}
+
+int cli_pick_vocab(const clf_model_config *cfg, const char *data, long *vocab, const char **note)
+{
+    int rc = CLI_EXIT_OK;
+    *note = "";
+    if (*vocab == 0) {
+        if (cfg->vocab.tokenizer == CLF_TOKENIZER_BYTE) {
+            *vocab = 256;
+        } else if (cfg->vocab.tokenizer == CLF_TOKENIZER_CHAR && data != NULL) {
+            rc = vocab_from_data(data, vocab);
+        } else if (cfg->vocab.tokenizer == CLF_TOKENIZER_CHAR) {
+            *vocab = 65;
+            *note = " (assumed: tiny Shakespeare's characters; pass --vocab or --data)";
+        } else {
+            *vocab = cfg->vocab.size;
+        }
+    }
+    if (cfg->vocab.size > *vocab)
+        *vocab = cfg->vocab.size;
+    return rc;
+}

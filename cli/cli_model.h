@@ -25,6 +25,12 @@ int cli_checkpoint_open(const char *dir, clf_checkpoint **ck, clf_model_config *
 int cli_checkpoint_model(clf_runtime *rt, clf_checkpoint *ck, const clf_model_limits *lim,
                          unsigned flags, clf_model **m);
 
+/* The vocabulary a model file implies without a run's data: *vocab if
+ * nonzero (--vocab), else 256 for byte, the distinct characters of data for
+ * char (65, tiny Shakespeare's, with a note saying so when data is NULL),
+ * vocab.size for bpe; never below vocab.size. Prints its errors. */
+int cli_pick_vocab(const clf_model_config *cfg, const char *data, long *vocab, const char **note);
+
 /* "1,234,567" */
 void cli_group_digits(unsigned long long v, char *out, size_t cap);
 /* "1h02m03s", "4m05s", "12.3s" */

@@ -60,25 +60,6 @@ static unsigned long long norm_params(const clf_model_config *c, clf_norm_type t
     return C;
 }
 
-static int vocab_from_data(const char *data, long *vocab)
-{
-    char *text = NULL;
-    size_t len = 0;
-    clf_tokenizer *tok = NULL;
-    clf_error err;
-    clf_status st = clf_dataset_read_text(data, &text, &len, &err);
-    if (st == CLF_OK)
-        st = clf_tokenizer_create(CLF_TOKENIZER_CHAR, text, len, &tok, &err);
-    free(text);
-    if (st != CLF_OK) {
-        cli_print_error("--data", &err);
-        return cli_exit_code(st);
-    }
-    *vocab = clf_tokenizer_vocab_size(tok);
-    clf_tokenizer_destroy(tok);
-    return CLI_EXIT_OK;
-}
-
 typedef unsigned long long u64;
 
 /* A decoder's parameter and FLOP count, by part. */
@@ -223,28 +204,6 @@ static void print_text(const char *path, const clf_model_config *cfg, const brea
     print_memory(mr, batch);
 }
 
-/* The vocabulary the breakdown assumes (and a note when it is a guess). */
-static int pick_vocab(const clf_model_config *cfg, const char *data, long *vocab, const char **note)
-{
-    int rc = CLI_EXIT_OK;
-    *note = "";
-    if (*vocab == 0) {
-        if (cfg->vocab.tokenizer == CLF_TOKENIZER_BYTE) {
-            *vocab = 256;
-        } else if (cfg->vocab.tokenizer == CLF_TOKENIZER_CHAR && data != NULL) {
-            rc = vocab_from_data(data, vocab);
-        } else if (cfg->vocab.tokenizer == CLF_TOKENIZER_CHAR) {
-            *vocab = 65;
-            *note = " (assumed: tiny Shakespeare's characters; pass --vocab or --data)";
-        } else {
-            *vocab = cfg->vocab.size;
-        }
-    }
-    if (cfg->vocab.size > *vocab)
-        *vocab = cfg->vocab.size;
-    return rc;
-}
-
 int cli_cmd_info(int argc, char **argv)
 {
     const char *path = NULL, *data = NULL;
@@ -280,7 +239,7 @@ int cli_cmd_info(int argc, char **argv)
         return CLI_EXIT_FAIL;
     }
     const char *vocab_note = "";
-    if ((rc = pick_vocab(&cfg, data, &vocab, &vocab_note)) != CLI_EXIT_OK)
+    if ((rc = cli_pick_vocab(&cfg, data, &vocab, &vocab_note)) != CLI_EXIT_OK)
         return rc;
     if (batch == 0)
         batch = cfg.train.batch;

@@ -29,6 +29,7 @@ int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
     o.cache_dir = f->cache_dir;
     o.kernel_dir = f->kernel_dir;
     o.profile = f->profile;
+    o.gemm_retune = f->gemm_retune;
     if (f->gemm != NULL && f->gemm[0] != '\0') {
         if (strcmp(f->gemm, "auto") == 0)
             o.gemm = CLF_GEMM_AUTO;
@@ -36,11 +37,8 @@ int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
             o.gemm = CLF_GEMM_CLBLAST;
         else if (strcmp(f->gemm, "native") == 0)
             o.gemm = CLF_GEMM_NATIVE;
-        else {
-            fprintf(stderr, "clformer: --gemm: expected auto, clblast or native, got '%s'\n",
-                    f->gemm);
-            return CLI_EXIT_USAGE;
-        }
+        else /* a native configuration by name, checked below */
+            o.gemm = CLF_GEMM_NATIVE, o.gemm_config = f->gemm;
     }
     clf_error err;
     clf_error_clear(&err);
@@ -48,6 +46,29 @@ int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
     if (st != CLF_OK) {
         cli_print_error(NULL, &err);
         return cli_exit_code(st);
+    }
+    if (o.gemm_config != NULL) {
+        const char *const *names = NULL;
+        size_t count = 0, i = 1;
+        if ((st = clf_gemm_candidates(*rt, &names, &count, NULL, &err)) != CLF_OK) {
+            cli_print_error(NULL, &err);
+            clf_runtime_destroy(*rt);
+            *rt = NULL;
+            return cli_exit_code(st);
+        }
+        while (i < count && strcmp(names[i], o.gemm_config) != 0)
+            i++;
+        if (i == count) {
+            fprintf(stderr,
+                    "clformer: --gemm: expected auto, clblast, native or one of this device's "
+                    "native configurations (");
+            for (i = 1; i < count; i++)
+                fprintf(stderr, "%s%s", i > 1 ? ", " : "", names[i]);
+            fprintf(stderr, "), got '%s'\n", o.gemm_config);
+            clf_runtime_destroy(*rt);
+            *rt = NULL;
+            return CLI_EXIT_USAGE;
+        }
     }
     return CLI_EXIT_OK;
 }

@@ -24,6 +24,7 @@ static const command commands[] = {
     {"translate", cli_cmd_translate,
      "translate sentences (stdin -> stdout) with an encoder-decoder"},
     {"classify", cli_cmd_classify, "label sentences (stdin -> stdout) with an encoder classifier"},
+    {"tune", cli_cmd_tune, "time the GEMM candidates on a model's shapes; keep the fastest"},
     {"export", cli_cmd_export, "a checkpoint's parameters in bf16 / f16 (half the size) or f32"},
 };
 

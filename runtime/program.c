@@ -10,6 +10,11 @@
  * Sources come from the binary (embedded by CMake) or, when the runtime was
  * given a kernel directory, from <dir>/<family>.cl.
  *
+ * A variant "<family>@<tag>" is one more program built from <family>.cl
+ * with defines of its own (clf_program_set_defines under the variant's
+ * name): the native GEMM's tile configurations are variants of "gemm", so
+ * several can live side by side in one runtime and in the cache.
+ *
  * The binary cache stores one file per (family, key) under
  * <cache_dir>/kernels/. The key hashes the format version, the full source,
  * the build options, the device name, the driver version and the platform
@@ -125,10 +130,21 @@ clf_status clf_program_set_defines(clf_runtime *rt, const char *fam, const char 
 
 /* ---- sources ------------------------------------------------------------------ */
 
+/* The source file a family or variant name is built from: "gemm@r8v16x3"
+ * -> "gemm". */
+static void base_name(const char *fam, char *out, size_t cap)
+{
+    const char *at = strchr(fam, '@');
+    const size_t n = at != NULL ? (size_t)(at - fam) : strlen(fam);
+    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), fam);
+}
+
 /* Read the family's source (embedded or from kernel_dir); malloc'ed. */
-static clf_status source_get(clf_runtime *rt, const char *fam, char **out, clf_error *err)
+static clf_status source_get(clf_runtime *rt, const char *name, char **out, clf_error *err)
 {
     *out = NULL;
+    char fam[64];
+    base_name(name, fam, sizeof fam);
     const char *dir = clf_runtime_options_get(rt)->kernel_dir;
     if (dir != NULL && dir[0] != '\0') {
         char path[2048];
@@ -197,7 +213,9 @@ static clf_status assemble(clf_runtime *rt, const family *f, char **out, clf_err
         free(body);
         return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
     }
-    snprintf(src, n, "%s#line 1 \"common.cl\"\n%s\n#line 1 \"%s.cl\"\n%s\n", pre, common, f->name,
+    char base[64];
+    base_name(f->name, base, sizeof base);
+    snprintf(src, n, "%s#line 1 \"common.cl\"\n%s\n#line 1 \"%s.cl\"\n%s\n", pre, common, base,
              body);
     free(common);
     free(body);

@@ -91,7 +91,8 @@ clf_status clf_devices_select(const clf_device_info *devs, int count, const char
 /* ---- the device handle ---------------------------------------------------- */
 
 typedef enum clf_gemm_engine {
-    CLF_GEMM_AUTO = 0, /* time both once per device and shape class, cache the choice */
+    CLF_GEMM_AUTO = 0, /* search CLBlast and the native configurations once per
+                          device and shape class, cache the choice */
     CLF_GEMM_CLBLAST,
     CLF_GEMM_NATIVE,
 } clf_gemm_engine;
@@ -105,9 +106,17 @@ typedef struct clf_runtime_options {
                                   (e.g. "-cl-opt-disable"); part of the cache key */
     int profile;               /* 1 = record an event per launch */
     clf_gemm_engine gemm;
-    size_t gemm_split_k; /* native GEMM's K split: 0 = the device's choice (split
+    size_t gemm_split_k;       /* native GEMM's K split: 0 = the device's choice (split
                                   only when the output's tiles cannot fill the device),
                                   1 = never, P = P slices wherever P divides K */
+    const char *gemm_config;   /* with gemm = native: the native configuration to use
+                                 by name ("r8v16x3", clf_gemm_candidates lists them);
+                                 NULL = the device's first */
+    int gemm_retune;           /* 1 = ignore the saved GEMM choices: search every
+                                 shape class again (and save the new choices) */
+    double gemm_search_budget; /* seconds the GEMM search may spend per runtime
+                                  before it narrows to CLBlast against the first
+                                  native configuration; 0 = the default (60) */
 } clf_runtime_options;
 
 clf_runtime_options clf_runtime_options_default(void);
@@ -199,7 +208,9 @@ typedef struct clf_program_stats {
 clf_program_stats clf_runtime_program_stats(const clf_runtime *rt);
 
 /* The preamble: extra #defines a family is compiled with. Set before the first
- * clf_kernel_get of that family (e.g. GEMM tile sizes). */
+ * clf_kernel_get of that family. A name "<family>@<tag>" is a variant: one
+ * more program from <family>.cl with defines of its own (the GEMM tile
+ * configurations). */
 clf_status clf_program_set_defines(clf_runtime *rt, const char *family, const char *defines,
                                    clf_error *err);
 

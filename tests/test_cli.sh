@@ -119,6 +119,32 @@ expect "train without --out exits 2" 2 "--out"
 run "$BIN" nosuchcommand
 expect "unknown command exits 2" 2 "unknown command"
 
+# ---- tune: the GEMM search up front ---------------------------------------------------
+TC=$TMP/tune-cache
+run "$BIN" tune "$TINY" --cache-dir "$TC" "${DEV[@]}"
+expect "tune times the GEMM candidates on the model's shapes" 0 "shape classes in .* measured FMA peak"
+if grep -Eq "^(NN|NT|TN|TT) +[0-9]+ x [0-9]+ x [0-9]+ +[0-9]+ .* (clblast|[rt][0-9a-z]+) +[0-9.]+ +[0-9]+%$" "$OUT" &&
+   [ -n "$(ls "$TC"/gemm-*.txt 2>/dev/null)" ]; then
+  ok "tune prints a row per shape class with its winner and saves the choices"
+else
+  bad "tune prints a row per shape class with its winner and saves the choices"
+fi
+ROWS=$(grep -cE "^(NN|NT|TN|TT) " "$OUT")
+run "$BIN" tune "$TINY" --cache-dir "$TC" --keep --json "${DEV[@]}"
+if [ "$RC" -eq 0 ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['shapes']) == int(sys.argv[2]) > 0; assert all(s['chosen'] in d['candidates'] and s['seconds'][s['chosen']] > 0 for s in d['shapes'])" "$OUT" "$ROWS" 2>"$ERR"; then
+  ok "tune --keep --json: the saved table, as JSON ($ROWS shape classes)"
+else
+  bad "tune --keep --json: the saved table, as JSON ($ROWS shape classes)"
+fi
+run "$BIN" tune "$TINY" --gemm native "${DEV[@]}"
+expect "tune refuses a forced engine" 2 "--gemm auto"
+run "$BIN" tune "$TINY" --keep --json --cache-dir "$TC" "${DEV[@]}"
+CFG=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['candidates'][1])" "$OUT" 2>/dev/null)
+run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/gemm-cfg" --set train.steps=2 --gemm "${CFG:-none}" "${DEV[@]}"
+expect "--gemm with a configuration by name (${CFG:-none}) trains" 0 "step 2: val loss"
+run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/gemm-bad" --gemm r99v1x1 "${DEV[@]}"
+expect "--gemm with an unknown configuration exits 2 listing the device's" 2 "native configurations \(.*\), got 'r99v1x1'"
+
 # ---- train, resume, Ctrl-C ---------------------------------------------------------
 RUN=$TMP/run
 run "$BIN" train "$TINY" --data "$DATA" --out "$RUN" --set train.steps=30 --set train.eval.every=15 "${DEV[@]}"

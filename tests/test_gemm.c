@@ -134,8 +134,21 @@ static void reference(const gcase *g, const glayout *L, const float *in, double 
     }
 }
 
-/* engine: CLF_GEMM_NATIVE / CLBLAST explicitly, CLF_GEMM_AUTO through clf_gemm. */
-static void run_case(clf_runtime *rt, clf_gemm_engine engine, const gcase *g, tu_rng *r)
+/* who: "auto" through clf_gemm (the runtime's engine option), "native" or
+ * "clblast" through clf_gemm_with, else a configuration's name through
+ * clf_gemm_with_config. */
+static clf_status gemm_by(clf_runtime *rt, const char *who, const clf_gemm_desc *d, clf_error *err)
+{
+    if (strcmp(who, "auto") == 0)
+        return clf_gemm(rt, d, err);
+    if (strcmp(who, "native") == 0)
+        return clf_gemm_with(rt, CLF_GEMM_NATIVE, d, err);
+    if (strcmp(who, "clblast") == 0)
+        return clf_gemm_with(rt, CLF_GEMM_CLBLAST, d, err);
+    return clf_gemm_with_config(rt, who, d, err);
+}
+
+static void run_case(clf_runtime *rt, const char *who, const gcase *g, tu_rng *r)
 {
     const glayout L = layout_of(g);
     float *host = malloc(L.total * sizeof(float));
@@ -153,13 +166,12 @@ static void run_case(clf_runtime *rt, clf_gemm_engine engine, const gcase *g, tu
     clf_ptr p = tu_upload(rt, host, L.total);
     clf_gemm_desc d = desc_of(g, &L, p.buf);
     clf_error err;
-    clf_status st =
-        engine == CLF_GEMM_AUTO ? clf_gemm(rt, &d, &err) : clf_gemm_with(rt, engine, &d, &err);
+    clf_status st = gemm_by(rt, who, &d, &err);
     char name[160];
-    snprintf(name, sizeof name, "%s %s%s %zux%zux%zu b%zu%s%s pad%zu a%g b%g",
-             clf_gemm_engine_name(engine), g->ta ? "T" : "N", g->tb ? "T" : "N", g->m, g->n, g->k,
-             g->batch, g->share_a ? " A-shared" : "", g->share_b ? " B-shared" : "", g->pad,
-             (double)g->alpha, (double)g->beta);
+    snprintf(name, sizeof name, "%s %s%s %zux%zux%zu b%zu%s%s pad%zu a%g b%g", who,
+             g->ta ? "T" : "N", g->tb ? "T" : "N", g->m, g->n, g->k, g->batch,
+             g->share_a ? " A-shared" : "", g->share_b ? " B-shared" : "", g->pad, (double)g->alpha,
+             (double)g->beta);
     if (st != CLF_OK) {
         char buf[CLF_ERROR_MSG_MAX + 256];
         clf_error_format(&err, buf, sizeof buf);
@@ -192,17 +204,25 @@ static const size_t sim_shapes[][3] = {
     {1, 1, 1}, {7, 13, 5}, {33, 65, 17}, {9, 1, 30}, {1, 20, 7}, {5, 7, 1100},
 };
 
-static void test_engine(clf_runtime *rt, clf_gemm_engine e, tu_rng *r)
+/* light: the first two simulator shapes, one batch case and k == 0 (the
+ * simulator's check of a configuration other than the default). */
+static void test_engine(clf_runtime *rt, const char *e, int light, tu_rng *r)
 {
-    printf("engine %s: transposes x shapes\n", clf_gemm_engine_name(e));
+    printf("engine %s: transposes x shapes\n", e);
     const float ab[][2] = {{1.5f, 0.5f}, {1.0f, 0.0f}, {-0.75f, 1.0f}, {2.0f, -1.25f}};
-    const int sim = tu_simulator();
+    const int sim = tu_simulator() || light;
     const size_t(*list)[3] = sim ? sim_shapes : shapes;
-    const size_t n_list =
-        sim ? sizeof sim_shapes / sizeof sim_shapes[0] : sizeof shapes / sizeof shapes[0];
+    const size_t n_list = light ? 2
+                          : sim ? sizeof sim_shapes / sizeof sim_shapes[0]
+                                : sizeof shapes / sizeof shapes[0];
     int v = 0;
     for (size_t s = 0; s < n_list; s++)
         for (int t = 0; t < 4; t++, v++) {
+            /* the deep-K slices are the register-blocked kernels' path; a
+             * tiled configuration's 1100-deep product costs the simulator
+             * minutes and checks nothing the shallower ones do not */
+            if (sim && list[s][2] > 1000 && e[0] == 't')
+                continue;
             gcase g = {.ta = t & 1,
                        .tb = t >> 1,
                        .m = list[s][0],
@@ -214,7 +234,7 @@ static void test_engine(clf_runtime *rt, clf_gemm_engine e, tu_rng *r)
                        .beta = ab[v % 4][1]};
             run_case(rt, e, &g, r);
         }
-    printf("engine %s: strided batches\n", clf_gemm_engine_name(e));
+    printf("engine %s: strided batches\n", e);
     for (int t = 0; t < 4; t++) {
         gcase g = {.ta = t & 1,
                    .tb = t >> 1,
@@ -226,6 +246,8 @@ static void test_engine(clf_runtime *rt, clf_gemm_engine e, tu_rng *r)
                    .alpha = 0.5f,
                    .beta = 1.5f};
         run_case(rt, e, &g, r);
+        if (light)
+            continue;
         gcase h = {.ta = t & 1,
                    .tb = t >> 1,
                    .m = 70,
@@ -245,9 +267,11 @@ static void test_engine(clf_runtime *rt, clf_gemm_engine e, tu_rng *r)
                 .pad = 2,
                 .alpha = 1.0f,
                 .beta = 0.5f}; /* few rows, B transposed: the native dot-product path */
-    run_case(rt, e, &nd, r);
+    if (!light)
+        run_case(rt, e, &nd, r);
     gcase sa = {.m = 65, .n = 31, .k = 12, .batch = 3, .alpha = 1.0f, .beta = 0.25f, .share_a = 1};
-    run_case(rt, e, &sa, r);
+    if (!light)
+        run_case(rt, e, &sa, r);
     gcase sb = {.ta = 1,
                 .tb = 1,
                 .m = 9,
@@ -257,8 +281,9 @@ static void test_engine(clf_runtime *rt, clf_gemm_engine e, tu_rng *r)
                 .alpha = 1.0f,
                 .beta = 0.0f,
                 .share_b = 1};
-    run_case(rt, e, &sb, r);
-    printf("engine %s: k == 0 and empty products\n", clf_gemm_engine_name(e));
+    if (!light)
+        run_case(rt, e, &sb, r);
+    printf("engine %s: k == 0 and empty products\n", e);
     gcase k0 = {.m = 19, .n = 53, .k = 0, .batch = 2, .pad = 2, .alpha = 1.0f, .beta = -0.5f};
     run_case(rt, e, &k0, r);
     gcase k0z = {.ta = 1, .m = 5, .n = 3, .k = 0, .batch = 1, .alpha = 1.0f, .beta = 0.0f};
@@ -374,6 +399,23 @@ static clf_runtime *runtime_with_cache(const char *dir)
     return rt;
 }
 
+/* Lines after the first two of a choice file; those two into head and
+ * cands ("" if missing). -1 if the file cannot be read. */
+static int count_lines(const char *path, char *head, char *cands)
+{
+    head[0] = cands[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    char line[CLF_ERROR_MSG_MAX];
+    int lines = 0;
+    if (fgets(head, CLF_ERROR_MSG_MAX, f) != NULL && fgets(cands, CLF_ERROR_MSG_MAX, f) != NULL)
+        while (fgets(line, sizeof line, f) != NULL)
+            lines++;
+    fclose(f);
+    return lines;
+}
+
 static void test_auto_cache(tu_rng *r)
 {
     printf("auto choice and its cache file\n");
@@ -384,10 +426,10 @@ static void test_auto_cache(tu_rng *r)
     }
     clf_runtime *rt = runtime_with_cache(dir);
     gcase g = {.m = 96, .n = 80, .k = 64, .batch = 1, .alpha = 1.0f, .beta = 0.5f};
-    run_case(rt, CLF_GEMM_AUTO, &g, r);
+    run_case(rt, "auto", &g, r);
     gcase gt = {
         .ta = 1, .tb = 1, .m = 40, .n = 72, .k = 33, .batch = 2, .alpha = 1.0f, .beta = 0.0f};
-    run_case(rt, CLF_GEMM_AUTO, &gt, r);
+    run_case(rt, "auto", &gt, r);
     const glayout L = layout_of(&g);
     clf_ptr p = tu_alloc(rt, L.total);
     clf_gemm_desc d = desc_of(&g, &L, p.buf);
@@ -404,40 +446,61 @@ static void test_auto_cache(tu_rng *r)
     find_choice_file(dir, path, sizeof path);
     TU_CHECK(path[0] != '\0', "the choice is written to the cache directory");
     if (path[0] != '\0') {
-        FILE *f = fopen(path, "r");
-        char line[256] = "";
-        int lines = 0;
-        if (f != NULL) {
-            char l2[256];
-            if (fgets(line, sizeof line, f) == NULL)
-                line[0] = '\0';
-            while (fgets(l2, sizeof l2, f) != NULL)
-                lines++;
-            fclose(f);
-        }
-        TU_CHECK(strncmp(line, "clformer-gemm-choices", 21) == 0 && lines == 2,
-                 "the cache file has a header and one line per shape class (%d)", lines);
+        char head[CLF_ERROR_MSG_MAX], cands[CLF_ERROR_MSG_MAX];
+        int lines = count_lines(path, head, cands);
+        TU_CHECK(strncmp(head, "clformer-gemm-choices", 21) == 0 &&
+                     strncmp(cands, "candidates clblast ", 19) == 0 && lines == 2,
+                 "the cache file has a header, the candidates and one line per shape class "
+                 "(%d)",
+                 lines);
+        /* a new runtime reads the choices back: its table matches the file */
+        rt = runtime_with_cache(dir);
+        clf_gemm_tuned rows[8];
+        size_t nrows = 0;
+        const char *const *names = NULL;
+        size_t count = 0;
+        clf_error err2;
+        tu_ok(clf_gemm_tuning(rt, rows, 8, &nrows, &err2), &err2, "tuning table");
+        tu_ok(clf_gemm_candidates(rt, &names, &count, NULL, &err2), &err2, "candidates");
+        int sane = nrows == 2;
+        for (size_t i = 0; i < nrows; i++)
+            sane &= rows[i].winner < count && rows[i].seconds[rows[i].winner] >= 0 && rows[i].k > 0;
+        TU_CHECK(sane, "the table read back: 2 classes, each winner timed (%zu rows)", nrows);
+        const char *picked = NULL;
+        clf_ptr p2 = tu_alloc(rt, L.total);
+        clf_gemm_desc d2 = desc_of(&g, &L, p2.buf);
+        tu_ok(clf_gemm_choice(rt, &d2, &picked, &err2), &err2, "choice");
+        TU_CHECK(nrows > 0 && picked != NULL && strcmp(picked, names[rows[0].winner]) == 0,
+                 "clf_gemm_choice names the saved winner (%s)", picked ? picked : "none");
+        tu_free(p2);
+        clf_runtime_destroy(rt);
         /* corrupt it: a new runtime must ignore it, still work, and rewrite it */
-        f = fopen(path, "w");
+        FILE *f = fopen(path, "w");
         if (f != NULL) {
-            fputs("clformer-gemm-choices 2\n0 0 6 6 6 0 native 1e-3\ngarbage\xff\n", f);
+            fprintf(f, "clformer-gemm-choices 3\n%sgarbage\xff\n", cands);
             fclose(f);
         }
         rt = runtime_with_cache(dir);
-        run_case(rt, CLF_GEMM_AUTO, &g, r);
+        run_case(rt, "auto", &g, r);
         clf_runtime_destroy(rt);
-        f = fopen(path, "r");
-        lines = 0;
-        int header = 0;
+        char head2[CLF_ERROR_MSG_MAX], cands2[CLF_ERROR_MSG_MAX];
+        lines = count_lines(path, head2, cands2);
+        TU_CHECK(strcmp(head2, head) == 0 && strcmp(cands2, cands) == 0 && lines == 1,
+                 "a corrupt cache file is ignored and rewritten (%d lines)", lines);
+        /* stale: made for another candidate list (an older clformer, or
+         * another build's configurations): ignored and rewritten too */
+        f = fopen(path, "w");
         if (f != NULL) {
-            char l2[256];
-            header = fgets(line, sizeof line, f) != NULL &&
-                     strcmp(line, "clformer-gemm-choices 2\n") == 0;
-            while (fgets(l2, sizeof l2, f) != NULL)
-                lines++;
+            fprintf(f, "clformer-gemm-choices 3\ncandidates clblast r1v1x1\n"
+                       "0 0 6 6 6 0 96 80 64 1 r1v1x1 1e-3 1e-4\n");
             fclose(f);
         }
-        TU_CHECK(header && lines == 1, "a corrupt cache file is ignored and rewritten (%d lines)",
+        rt = runtime_with_cache(dir);
+        run_case(rt, "auto", &g, r);
+        clf_runtime_destroy(rt);
+        lines = count_lines(path, head2, cands2);
+        TU_CHECK(strcmp(cands2, cands) == 0 && lines == 1,
+                 "a stale cache file (other candidates) is ignored and rewritten (%d lines)",
                  lines);
         remove(path);
     }
@@ -450,7 +513,7 @@ static void test_auto_cache(tu_rng *r)
  * activations' slopes are at most 1.13); columns of D past n untouched;
  * and on the native engine, bit for bit the unfused ops the model used
  * before (GEMM, then clf_op_bias_act_forward). */
-static void test_epilogue(clf_runtime *rt, clf_gemm_engine engine, tu_rng *r)
+static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng *r)
 {
     static const size_t shapes[][4] = {
         /* m, n, k, trans_b */
@@ -471,6 +534,8 @@ static void test_epilogue(clf_runtime *rt, clf_gemm_engine engine, tu_rng *r)
                 if (act == CLF_GEMM_ACT_NONE && !with_bias)
                     continue;
                 if (tu_simulator() && m * n * k > 20000)
+                    continue;
+                if (light && (m * n * k > 2000 || (act != CLF_GEMM_ACT_GELU_ERF && act != 0)))
                     continue;
                 const size_t ld = n + 3, na = m * (k ? k : 1), nb = n * (k ? k : 1);
                 float *A = malloc(na * 4), *Bm = malloc(nb * 4), *bias = malloc(n * 4);
@@ -501,7 +566,7 @@ static void test_epilogue(clf_runtime *rt, clf_gemm_engine engine, tu_rng *r)
                                    .act = act,
                                    .d = act ? dD : (clf_ptr){NULL, 0},
                                    .ldd = ld};
-                tu_ok(clf_gemm_with(rt, engine, &d, &e), &e, "gemm with an epilogue");
+                tu_ok(gemm_by(rt, engine, &d, &e), &e, "gemm with an epilogue");
                 tu_download(rt, dC, C, m * ld);
                 tu_download(rt, dD, D, m * ld);
                 double *rc = malloc(m * n * 8), *rd = malloc(m * n * 8);
@@ -525,14 +590,14 @@ static void test_epilogue(clf_runtime *rt, clf_gemm_engine engine, tu_rng *r)
                 char name[160];
                 const double atol = 1e-5 * sqrt((double)(k ? k : 1)) + 1e-6;
                 snprintf(name, sizeof name, "%s epilogue act=%d bias=%d m=%zu n=%zu k=%zu tb=%d C",
-                         clf_gemm_engine_name(engine), (int)act, with_bias, m, n, k, tb);
+                         engine, (int)act, with_bias, m, n, k, tb);
                 tu_close(name, gc, rc, m * n, atol, 1e-4);
                 if (act) {
                     name[strlen(name) - 1] = 'D';
                     tu_close(name, gd, rd, m * n, atol, 1e-4);
                 }
                 TU_CHECK(guards, "%s: columns past n untouched in C and D", name);
-                if (engine == CLF_GEMM_NATIVE) {
+                if (strcmp(engine, "clblast") != 0) {
                     /* unfused: the product alone, then the ops' bias + activation */
                     for (size_t i = 0; i < m * ld; i++)
                         Cu[i] = Du[i] = 7.0f;
@@ -542,7 +607,7 @@ static void test_epilogue(clf_runtime *rt, clf_gemm_engine engine, tu_rng *r)
                     plain.bias = (clf_ptr){NULL, 0};
                     plain.act = CLF_GEMM_ACT_NONE;
                     plain.d = (clf_ptr){NULL, 0};
-                    tu_ok(clf_gemm_with(rt, engine, &plain, &e), &e, "gemm");
+                    tu_ok(gemm_by(rt, engine, &plain, &e), &e, "gemm");
                     int same = 1;
                     for (size_t i = 0; i < m; i++) {
                         clf_ptr crow = clf_ptr_at(dC, i * ld), drow = clf_ptr_at(dD, i * ld);
@@ -583,15 +648,15 @@ static void test_epilogue(clf_runtime *rt, clf_gemm_engine engine, tu_rng *r)
     bad.lda = bad.ldb = bad.ldc = 4;
     bad.alpha = 1.0f;
     bad.act = CLF_GEMM_ACT_RELU;
-    TU_CHECK(clf_gemm_with(rt, engine, &bad, &e) == CLF_ERR_ARG,
-             "an activation without D is refused: %s", e.msg);
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG, "an activation without D is refused: %s",
+             e.msg);
     bad.act = CLF_GEMM_ACT_NONE;
     bad.bias = x;
     bad.batch = 2;
     bad.stride_a = bad.stride_b = 0;
     bad.stride_c = 16;
-    TU_CHECK(clf_gemm_with(rt, engine, &bad, &e) == CLF_ERR_ARG,
-             "an epilogue on a batch is refused: %s", e.msg);
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG, "an epilogue on a batch is refused: %s",
+             e.msg);
     tu_free(x);
 }
 
@@ -600,10 +665,150 @@ static void test_epilogue(clf_runtime *rt, clf_gemm_engine engine, tu_rng *r)
  * at every transpose, odd M and N, K a multiple of P (60, 1200), alpha and
  * beta, against float64 (run_case); reruns bit-identical; with an
  * epilogue; a P that does not divide K falls back to no split. */
+/* Every native configuration the device lists (the search's and the
+ * others: a CPU still checks the GPU-shaped tiled ones, and the reverse),
+ * through its name; then "native", the default, through clf_gemm_with. A
+ * name the device does not list is refused. */
+static void test_configs(clf_runtime *rt, tu_rng *r)
+{
+    const char *const *names = NULL;
+    size_t count = 0, n_search = 0;
+    clf_error err;
+    tu_ok(clf_gemm_candidates(rt, &names, &count, &n_search, &err), &err, "candidates");
+    TU_CHECK(count >= 2 && strcmp(names[0], "clblast") == 0 && n_search >= 2 && n_search <= count &&
+                 names[count] == NULL,
+             "candidates: clblast and %zu native configurations, %zu searched", count - 1,
+             n_search - 1);
+    for (size_t c = 1; c < count; c++) {
+        /* under the simulator the first (the default) in full, the rest lightly */
+        const int light = tu_simulator() && c > 1;
+        printf("configuration %s%s\n", names[c], c < n_search ? " (searched)" : "");
+        test_engine(rt, names[c], light, r);
+        test_epilogue(rt, names[c], light, r);
+    }
+    test_engine(rt, "native", 1, r);
+    gcase g = {.m = 3, .n = 3, .k = 3, .batch = 1, .alpha = 1.0f};
+    const glayout L = layout_of(&g);
+    clf_ptr p = tu_alloc(rt, L.total);
+    clf_gemm_desc d = desc_of(&g, &L, p.buf);
+    TU_CHECK(clf_gemm_with_config(rt, "r99v3x1", &d, &err) == CLF_ERR_ARG &&
+                 strstr(err.msg, "r99v3x1") != NULL,
+             "an unknown configuration is refused by name (%s)", err.msg);
+    tu_free(p);
+}
+
+/* One configuration (who) on a runtime with P forced. */
+static void split_case(clf_runtime *rt, const char *who, size_t P, tu_rng *r)
+{
+    const int sim = tu_simulator();
+    clf_error err;
+    printf("split-K, P = %zu, %s\n", P, who);
+    for (int t = 0; t < 4; t++) {
+        gcase g = {.ta = t & 1,
+                   .tb = t >> 1,
+                   .m = sim ? 13 : 37,
+                   .n = sim ? 11 : 129,
+                   .k = 60,
+                   .batch = 1,
+                   .pad = 1,
+                   .alpha = 1.5f,
+                   .beta = 0.5f};
+        run_case(rt, who, &g, r);
+        if (!sim) {
+            g.k = 1200;
+            g.m = 70;
+            g.n = 33;
+            g.beta = 0.0f;
+            run_case(rt, who, &g, r);
+        }
+    }
+    /* reruns bit-identical; an epilogue after the reduction */
+    const size_t m = 29, n = 51, k = 120;
+    float *a = malloc(m * k * 4), *b = malloc(k * n * 4), *bias = malloc(n * 4);
+    float *c1 = malloc(m * n * 4), *c2 = malloc(m * n * 4), *dd = malloc(m * n * 4);
+    tu_fill(r, a, m * k, -1, 1);
+    tu_fill(r, b, k * n, -1, 1);
+    tu_fill(r, bias, n, -1, 1);
+    clf_ptr da = tu_upload(rt, a, m * k), db = tu_upload(rt, b, k * n);
+    clf_ptr dbias = tu_upload(rt, bias, n), dc = tu_alloc(rt, m * n), dd_ = tu_alloc(rt, m * n);
+    clf_gemm_desc d = {.trans_a = 1,
+                       .m = m,
+                       .n = n,
+                       .k = k,
+                       .alpha = 1.0f,
+                       .a = da,
+                       .lda = m,
+                       .b = db,
+                       .ldb = n,
+                       .c = dc,
+                       .ldc = n,
+                       .bias = dbias,
+                       .act = CLF_GEMM_ACT_GELU_ERF,
+                       .d = dd_,
+                       .ldd = n};
+    tu_ok(clf_runtime_finish(rt, &err), &err, "finish");
+    clf_profile_entry *pe = NULL;
+    int npe = 0;
+    size_t before = 0, after = 0;
+    tu_ok(clf_profile_report(rt, &pe, &npe, &err), &err, "profile");
+    for (int i = 0; i < npe; i++)
+        if (strcmp(pe[i].name, "gemm_splitk_reduce") == 0)
+            before = (size_t)pe[i].count;
+    free(pe);
+    tu_ok(gemm_by(rt, who, &d, &err), &err, "split gemm");
+    tu_download(rt, dc, c1, m * n);
+    tu_download(rt, dd_, dd, m * n);
+    tu_ok(gemm_by(rt, who, &d, &err), &err, "split gemm again");
+    tu_download(rt, dc, c2, m * n);
+    TU_CHECK(memcmp(c1, c2, m * n * 4) == 0, "split-K P=%zu %s: reruns bit-identical", P, who);
+    tu_ok(clf_profile_report(rt, &pe, &npe, &err), &err, "profile");
+    for (int i = 0; i < npe; i++)
+        if (strcmp(pe[i].name, "gemm_splitk_reduce") == 0)
+            after = (size_t)pe[i].count;
+    free(pe);
+    TU_CHECK(after == before + 2,
+             "split-K P=%zu %s: the products ran split (gemm_splitk_reduce launched)", P, who);
+    double *rc = malloc(m * n * 8), *rd = malloc(m * n * 8);
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            double acc = bias[j];
+            for (size_t q = 0; q < k; q++)
+                acc += (double)a[q * m + i] * b[q * n + j];
+            rc[i * n + j] = acc;
+            rd[i * n + j] = tu_act_ref((int)CLF_GEMM_ACT_GELU_ERF, acc);
+        }
+    char name[96];
+    snprintf(name, sizeof name, "split-K P=%zu %s TN with bias + GELU: C", P, who);
+    tu_close(name, c1, rc, m * n, 1e-4, 1e-4);
+    snprintf(name, sizeof name, "split-K P=%zu %s TN with bias + GELU: D", P, who);
+    tu_close(name, dd, rd, m * n, 1e-4, 1e-4);
+    tu_free(da);
+    tu_free(db);
+    tu_free(dbias);
+    tu_free(dc);
+    tu_free(dd_);
+    free(a);
+    free(b);
+    free(bias);
+    free(c1);
+    free(c2);
+    free(dd);
+    free(rc);
+    free(rd);
+    /* K = 61 is prime: no P divides it, the product runs unsplit */
+    gcase g = {.ta = 1, .tb = 0, .m = 9, .n = 17, .k = 61, .batch = 1, .alpha = 1.0f};
+    run_case(rt, who, &g, r);
+}
+
+/* Split-K, forced through the runtime option (the device's choice splits
+ * only products whose output cannot fill the device): P = 2, 3, 5 slices
+ * on every native configuration, at every transpose, odd M and N, K a
+ * multiple of P (60, 1200), alpha and beta, against float64 (run_case);
+ * reruns bit-identical; with an epilogue; a P that does not divide K falls
+ * back to no split. */
 static void test_split_k(tu_rng *r)
 {
     const size_t Ps[] = {2, 3, 5};
-    const int sim = tu_simulator();
     for (int pi = 0; pi < 3; pi++) {
         clf_runtime_options o = clf_runtime_options_default();
         o.device = getenv("CLFORMER_TEST_DEVICE");
@@ -613,94 +818,12 @@ static void test_split_k(tu_rng *r)
         clf_runtime *rt = NULL;
         clf_error err;
         tu_ok(clf_runtime_create(&rt, &o, &err), &err, "runtime with split-K");
-        printf("split-K, P = %zu\n", Ps[pi]);
-        for (int t = 0; t < 4; t++) {
-            gcase g = {.ta = t & 1,
-                       .tb = t >> 1,
-                       .m = sim ? 13 : 37,
-                       .n = sim ? 11 : 129,
-                       .k = 60,
-                       .batch = 1,
-                       .pad = 1,
-                       .alpha = 1.5f,
-                       .beta = 0.5f};
-            run_case(rt, CLF_GEMM_NATIVE, &g, r);
-            if (!sim) {
-                g.k = 1200;
-                g.m = 70;
-                g.n = 33;
-                g.beta = 0.0f;
-                run_case(rt, CLF_GEMM_NATIVE, &g, r);
-            }
-        }
-        /* reruns bit-identical; an epilogue after the reduction */
-        const size_t m = 29, n = 51, k = 120;
-        float *a = malloc(m * k * 4), *b = malloc(k * n * 4), *bias = malloc(n * 4);
-        float *c1 = malloc(m * n * 4), *c2 = malloc(m * n * 4), *dd = malloc(m * n * 4);
-        tu_fill(r, a, m * k, -1, 1);
-        tu_fill(r, b, k * n, -1, 1);
-        tu_fill(r, bias, n, -1, 1);
-        clf_ptr da = tu_upload(rt, a, m * k), db = tu_upload(rt, b, k * n);
-        clf_ptr dbias = tu_upload(rt, bias, n), dc = tu_alloc(rt, m * n), dd_ = tu_alloc(rt, m * n);
-        clf_gemm_desc d = {.trans_a = 1,
-                           .m = m,
-                           .n = n,
-                           .k = k,
-                           .alpha = 1.0f,
-                           .a = da,
-                           .lda = m,
-                           .b = db,
-                           .ldb = n,
-                           .c = dc,
-                           .ldc = n,
-                           .bias = dbias,
-                           .act = CLF_GEMM_ACT_GELU_ERF,
-                           .d = dd_,
-                           .ldd = n};
-        tu_ok(clf_gemm(rt, &d, &err), &err, "split gemm");
-        tu_download(rt, dc, c1, m * n);
-        tu_download(rt, dd_, dd, m * n);
-        tu_ok(clf_gemm(rt, &d, &err), &err, "split gemm again");
-        tu_download(rt, dc, c2, m * n);
-        TU_CHECK(memcmp(c1, c2, m * n * 4) == 0, "split-K P=%zu: reruns bit-identical", Ps[pi]);
-        clf_profile_entry *pe = NULL;
-        int npe = 0, reduced = 0;
-        tu_ok(clf_profile_report(rt, &pe, &npe, &err), &err, "profile");
-        for (int i = 0; i < npe; i++)
-            reduced |= strcmp(pe[i].name, "gemm_splitk_reduce") == 0 && pe[i].count > 0;
-        free(pe);
-        TU_CHECK(reduced, "split-K P=%zu: the products ran split (gemm_splitk_reduce launched)",
-                 Ps[pi]);
-        double *rc = malloc(m * n * 8), *rd = malloc(m * n * 8);
-        for (size_t i = 0; i < m; i++)
-            for (size_t j = 0; j < n; j++) {
-                double acc = bias[j];
-                for (size_t q = 0; q < k; q++)
-                    acc += (double)a[q * m + i] * b[q * n + j];
-                rc[i * n + j] = acc;
-                rd[i * n + j] = tu_act_ref((int)CLF_GEMM_ACT_GELU_ERF, acc);
-            }
-        char name[96];
-        snprintf(name, sizeof name, "split-K P=%zu TN with bias + GELU: C", Ps[pi]);
-        tu_close(name, c1, rc, m * n, 1e-4, 1e-4);
-        snprintf(name, sizeof name, "split-K P=%zu TN with bias + GELU: D", Ps[pi]);
-        tu_close(name, dd, rd, m * n, 1e-4, 1e-4);
-        tu_free(da);
-        tu_free(db);
-        tu_free(dbias);
-        tu_free(dc);
-        tu_free(dd_);
-        free(a);
-        free(b);
-        free(bias);
-        free(c1);
-        free(c2);
-        free(dd);
-        free(rc);
-        free(rd);
-        /* K = 61 is prime: no P divides it, the product runs unsplit */
-        gcase g = {.ta = 1, .tb = 0, .m = 9, .n = 17, .k = 61, .batch = 1, .alpha = 1.0f};
-        run_case(rt, CLF_GEMM_NATIVE, &g, r);
+        const char *const *names = NULL;
+        size_t count = 0;
+        tu_ok(clf_gemm_candidates(rt, &names, &count, NULL, &err), &err, "candidates");
+        /* under the simulator the default configuration only */
+        for (size_t c = 1; c < (tu_simulator() ? 2 : count); c++)
+            split_case(rt, names[c], Ps[pi], r);
         clf_runtime_destroy(rt);
     }
 }
@@ -710,13 +833,12 @@ int main(void)
     clf_runtime *rt = tu_runtime();
     tu_rng r = tu_rng_new(2);
     test_validation(rt);
-    test_engine(rt, CLF_GEMM_NATIVE, &r);
-    test_epilogue(rt, CLF_GEMM_NATIVE, &r);
+    test_configs(rt, &r);
     test_split_k(&r);
     /* CLBlast's kernels are not ours to check under a simulator (and slow there) */
     if (!tu_simulator()) {
-        test_engine(rt, CLF_GEMM_CLBLAST, &r);
-        test_epilogue(rt, CLF_GEMM_CLBLAST, &r);
+        test_engine(rt, "clblast", 0, &r);
+        test_epilogue(rt, "clblast", 0, &r);
     }
     printf("engine auto (clf_gemm with the runtime's options)\n");
     const int sim = tu_simulator();
@@ -730,7 +852,7 @@ int main(void)
                    .pad = 1,
                    .alpha = 1.5f,
                    .beta = 0.5f};
-        run_case(rt, CLF_GEMM_AUTO, &g, &r);
+        run_case(rt, "auto", &g, &r);
         gcase b = {.ta = t & 1,
                    .tb = t >> 1,
                    .m = 32,
@@ -739,7 +861,7 @@ int main(void)
                    .batch = 8,
                    .alpha = 0.125f,
                    .beta = 0.0f};
-        run_case(rt, CLF_GEMM_AUTO, &b, &r);
+        run_case(rt, "auto", &b, &r);
     }
     printf("clf_gemm_prepare, then the call\n");
     {
@@ -759,7 +881,7 @@ int main(void)
         d.lda = 1;
         TU_CHECK(clf_gemm_prepare(rt, &d, &err) == CLF_ERR_ARG, "clf_gemm_prepare validates");
         tu_free(p);
-        run_case(rt, CLF_GEMM_AUTO, &g, &r);
+        run_case(rt, "auto", &g, &r);
     }
     clf_runtime_destroy(rt);
     /* the choice file times CLBlast too: not a kernel check, skipped under a simulator */

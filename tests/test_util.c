@@ -35,6 +35,8 @@ clf_runtime *tu_runtime(void)
         o.gemm = CLF_GEMM_CLBLAST;
     else if (g != NULL && strcmp(g, "native") == 0)
         o.gemm = CLF_GEMM_NATIVE;
+    else if (g != NULL && g[0] != '\0' && strcmp(g, "auto") != 0)
+        o.gemm = CLF_GEMM_NATIVE, o.gemm_config = g; /* a configuration by name */
     clf_runtime *rt = NULL;
     clf_error err;
     tu_ok(clf_runtime_create(&rt, &o, &err), &err, "creating the runtime");

@@ -1,21 +1,36 @@
 /*
- * choice.c - the automatic choice between CLBlast and the native engine.
+ * choice.c - the automatic choice among CLBlast and the native engine's
+ * configurations: a bounded search per shape class, and its cache file.
  *
  * Design
  *   A shape class is (trans_a, trans_b, floor(log2) of m, n, k and batch).
- *   The first call of a class times both engines on the caller's A and B
- *   into a temporary C: two warm-up runs each (they absorb kernel
- *   compilation and size the scratch), then 3 rounds of one timed run per
- *   engine, interleaved so that a burst of load from elsewhere hits both,
- *   and the faster of the two minimums wins (the minimum is the run least
- *   disturbed; a single run under load once picked CLBlast for the attention
- *   backward shape, which idle runs at 1.8x the native engine's time). The
- *   choice lives in the runtime's GEMM state and in
- *   <cache_dir>/gemm-<device key>.txt, a small text file written to a
- *   temporary name and renamed; a file that does not parse is ignored
- *   entirely and rewritten.
+ *   The first call of a class times the device's search candidates (CLBlast
+ *   and the native configurations it lists, native.c) on the caller's A and
+ *   B into a temporary C: two warm-up runs each (they absorb kernel
+ *   compilation and size the scratch); a candidate whose warm run is more
+ *   than PRUNE_FACTOR times the best one's is out (its warm time is kept
+ *   for the table); the rest get ROUNDS rounds of one timed run each,
+ *   interleaved so that a burst of load from elsewhere hits all of them, and
+ *   the fastest minimum wins (the minimum is the run least disturbed: a
+ *   single run under load once picked CLBlast for a shape that idle runs
+ *   take 1.8x longer on it). Timing is host wall time around a drained
+ *   queue, which device events would not improve for launches of this size.
  *
- * Not here: running the engines (dispatch.c, native.c, clblast.c).
+ *   The search is bounded: once a runtime has spent its budget
+ *   (gemm_search_budget, 60 s by default; compilation of the variants
+ *   counts), new classes are timed on CLBlast and the first native
+ *   configuration only, as before there was a search. Products under
+ *   TIMING_TINY_FLOPS are not timed: launch overhead decides them, and the
+ *   first native configuration takes them in one launch.
+ *
+ *   The choices live in the runtime's GEMM state and in
+ *   <cache_dir>/gemm-<device key>.txt: a magic line, the candidate list,
+ *   then one line per class with the timed shape, the winner and every
+ *   candidate's time. It is written to a temporary name and renamed; a file
+ *   that does not parse, or was made for another candidate list (an older
+ *   clformer), is ignored entirely and rewritten.
+ *
+ * Not here: running the candidates (dispatch.c, native.c, clblast.c).
  */
 #include <errno.h>
 #include <math.h>
@@ -28,10 +43,12 @@
 #include "runtime/gemm/gemm_internal.h"
 #include "runtime/runtime_internal.h"
 
-#define CHOICE_MAGIC "clformer-gemm-choices 2"
-#define CHOICE_LINE_MAX 256
+#define CHOICE_MAGIC "clformer-gemm-choices 3"
+#define CHOICE_LINE_MAX 1024
 #define TIMING_TINY_FLOPS 65536 /* below 2*m*n*k*batch of this, no timing */
-#define TIMING_ROUNDS 3         /* timed runs of each engine, interleaved */
+#define TIMING_ROUNDS 3         /* timed runs of each candidate, interleaved */
+#define PRUNE_FACTOR 3.0        /* warm run this many times the best: out */
+#define SEARCH_BUDGET 60.0      /* seconds per runtime (gemm_search_budget = 0) */
 
 /* ---- the choice cache ------------------------------------------------------------- */
 
@@ -96,11 +113,19 @@ static int choice_path(clf_runtime *rt, char *out, size_t cap)
     return n > 0 && (size_t)n < cap;
 }
 
+/* The candidate list line: "candidates clblast r8v16x3 ...". */
+static void candidates_line(const gemm_state *st, char *out, size_t cap)
+{
+    size_t used = (size_t)snprintf(out, cap, "candidates");
+    for (size_t c = 0; c <= st->n_natives && used < cap; c++)
+        used += (size_t)snprintf(out + used, cap - used, " %s", st->cand_names[c]);
+}
+
 /* Write every choice to the cache file (temp + rename). Best effort: the
  * cache only saves re-timing, so a failure to write is not an error. */
 static void choices_save(clf_runtime *rt, gemm_state *st)
 {
-    char path[4096], tmp[4200];
+    char path[4096], tmp[4200], cands[CHOICE_LINE_MAX];
     if (!choice_path(rt, path, sizeof path))
         return;
     clf_error ignored;
@@ -110,12 +135,16 @@ static void choices_save(clf_runtime *rt, gemm_state *st)
     FILE *fp = fopen(tmp, "w");
     if (fp == NULL)
         return;
-    int ok = fprintf(fp, "%s\n", CHOICE_MAGIC) > 0;
+    candidates_line(st, cands, sizeof cands);
+    int ok = fprintf(fp, "%s\n%s\n", CHOICE_MAGIC, cands) > 0;
     for (size_t i = 0; ok && i < st->n_choices; i++) {
         const gemm_choice *c = &st->choices[i];
-        ok = fprintf(fp, "%u %u %u %u %u %u %s %.6g %.6g\n", c->cls.ta, c->cls.tb, c->cls.lm,
-                     c->cls.ln, c->cls.lk, c->cls.lb, clf_gemm_engine_name(c->engine), c->t_clblast,
-                     c->t_native) > 0;
+        ok = fprintf(fp, "%u %u %u %u %u %u %zu %zu %zu %zu %s", c->cls.ta, c->cls.tb, c->cls.lm,
+                     c->cls.ln, c->cls.lk, c->cls.lb, c->m, c->n, c->k, c->batch,
+                     st->cand_names[c->cand]) > 0;
+        for (size_t j = 0; ok && j <= st->n_natives; j++)
+            ok = fprintf(fp, " %.6g", c->t[j]) > 0;
+        ok = ok && fputc('\n', fp) != EOF;
     }
     if (fclose(fp) != 0)
         ok = 0;
@@ -123,45 +152,57 @@ static void choices_save(clf_runtime *rt, gemm_state *st)
         remove(tmp);
 }
 
-/* Parse one line "ta tb lm ln lk lb engine t_clblast t_native"; 0 if bad. */
-static int choice_parse(const char *line, gemm_choice *c)
+/* Parse one line "ta tb lm ln lk lb m n k batch winner t_0 .. t_last"; 0 if
+ * bad (any field out of range, the winner not a candidate, a time short). */
+static int choice_parse(const gemm_state *st, const char *line, gemm_choice *c)
 {
     unsigned v[6];
-    char eng[16];
-    double tc, tn;
+    size_t dims[4];
+    char win[GEMM_CONFIG_NAME + 1];
     int used = -1;
-    if (sscanf(line, "%u %u %u %u %u %u %15s %lf %lf%n", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-               eng, &tc, &tn, &used) != 9 ||
+    if (sscanf(line, "%u %u %u %u %u %u %zu %zu %zu %zu %32s%n", &v[0], &v[1], &v[2], &v[3], &v[4],
+               &v[5], &dims[0], &dims[1], &dims[2], &dims[3], win, &used) != 11 ||
         used < 0)
-        return 0;
-    if (line[used] != '\n' && line[used] != '\0')
         return 0;
     if (v[0] > 1 || v[1] > 1)
         return 0;
     for (int i = 2; i < 6; i++)
         if (v[i] > 63)
             return 0;
-    if (!isfinite(tc) || !isfinite(tn) || tc < -1.0 || tn < -1.0)
+    memset(c, 0, sizeof *c);
+    c->cand = -1;
+    for (size_t j = 0; j <= st->n_natives; j++)
+        if (strcmp(win, st->cand_names[j]) == 0)
+            c->cand = (int)j;
+    if (c->cand < 0)
         return 0;
-    if (strcmp(eng, "clblast") == 0)
-        c->engine = CLF_GEMM_CLBLAST;
-    else if (strcmp(eng, "native") == 0)
-        c->engine = CLF_GEMM_NATIVE;
-    else
+    const char *p = line + used;
+    for (size_t j = 0; j <= st->n_natives; j++) {
+        int n = -1;
+        if (sscanf(p, " %lf%n", &c->t[j], &n) != 1 || n < 0 || !isfinite(c->t[j]) || c->t[j] < -1.0)
+            return 0;
+        p += n;
+    }
+    if (*p != '\n' && *p != '\0')
         return 0;
     c->cls = (gemm_class){(unsigned char)v[0], (unsigned char)v[1], (unsigned char)v[2],
                           (unsigned char)v[3], (unsigned char)v[4], (unsigned char)v[5]};
-    c->t_clblast = tc;
-    c->t_native = tn;
-    return 1;
+    c->m = dims[0], c->n = dims[1], c->k = dims[2], c->batch = dims[3];
+    c->fresh = c->used = 0;
+    /* the shape must belong to its class */
+    const clf_gemm_desc d = {
+        .trans_a = v[0], .trans_b = v[1], .m = c->m, .n = c->n, .k = c->k, .batch = c->batch};
+    return c->m > 0 && c->n > 0 && c->k > 0 && c->batch > 0 && class_eq(class_of(&d), c->cls);
 }
 
-/* Load the cache file once. Anything malformed discards the whole file,
- * which is then rewritten with what this runtime knows. */
+/* Load the cache file once. Anything malformed, or a candidate list other
+ * than this device's, discards the whole file, which is then rewritten with
+ * what this runtime knows. (With gemm_retune its classes are searched again
+ * when they are met; the others stay as they were.) */
 static void choices_load(clf_runtime *rt, gemm_state *st)
 {
     st->choices_loaded = 1;
-    char path[4096];
+    char path[4096], cands[CHOICE_LINE_MAX];
     if (!choice_path(rt, path, sizeof path))
         return;
     FILE *fp = fopen(path, "r");
@@ -169,12 +210,15 @@ static void choices_load(clf_runtime *rt, gemm_state *st)
         return; /* no file yet */
     char line[CHOICE_LINE_MAX];
     int bad = 0;
-    if (fgets(line, sizeof line, fp) == NULL || strcmp(line, CHOICE_MAGIC "\n") != 0)
+    candidates_line(st, cands, sizeof cands);
+    strcat(cands, "\n");
+    if (fgets(line, sizeof line, fp) == NULL || strcmp(line, CHOICE_MAGIC "\n") != 0 ||
+        fgets(line, sizeof line, fp) == NULL || strcmp(line, cands) != 0)
         bad = 1;
     while (!bad && fgets(line, sizeof line, fp) != NULL) {
         gemm_choice c;
         size_t len = strlen(line);
-        if (len == 0 || line[len - 1] != '\n' || !choice_parse(line, &c) ||
+        if (len == 0 || line[len - 1] != '\n' || !choice_parse(st, line, &c) ||
             choice_find(st, c.cls) != NULL || choice_add(st, &c, NULL) != CLF_OK)
             bad = 1;
     }
@@ -187,32 +231,33 @@ static void choices_load(clf_runtime *rt, gemm_state *st)
     }
 }
 
-/* ---- timing both engines ------------------------------------------------------------ */
+/* ---- the search ---------------------------------------------------------------------- */
 
-static clf_status time_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine e,
-                           const clf_gemm_desc *d, double *sec, clf_error *err)
+static clf_status time_run(clf_runtime *rt, gemm_state *st, int cand, const clf_gemm_desc *d,
+                           double *sec, clf_error *err)
 {
     clf_status s = clf_runtime_finish(rt, err);
     if (s != CLF_OK)
         return s;
     const double t0 = clf_now_seconds();
-    s = clf_gemm_engine_run(rt, st, e, d, err);
+    s = clf_gemm_cand_run(rt, st, cand, d, err);
     if (s == CLF_OK)
         s = clf_runtime_finish(rt, err);
     *sec = clf_now_seconds() - t0;
     return s;
 }
 
-/* Time both engines on d's A and B, writing into a temporary C. An engine
- * that fails is reported with time -1 (and loses); both are -1 when the
- * temporary C cannot be allocated. */
-static clf_status time_engines(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
-                               double *t_clblast, double *t_native, clf_error *err)
+/* Time candidates 0 .. n-1 on d's A and B, writing into a temporary C;
+ * t[c] = seconds per call, -1 for a candidate that failed or was not timed
+ * (all -1 when the temporary C cannot be allocated). */
+static clf_status time_candidates(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d, size_t n,
+                                  double *t, clf_error *err)
 {
     const size_t batch = clf_gemm_batch_of(d);
     const size_t c_floats = (batch - 1) * d->stride_c + (d->m - 1) * d->ldc + d->n;
     clf_buffer *tmp = NULL;
-    *t_clblast = *t_native = -1.0;
+    for (size_t c = 0; c < GEMM_MAX_CANDS; c++)
+        t[c] = -1.0;
     clf_error alloc_err;
     if (clf_buffer_create(rt, c_floats * sizeof(float), &tmp, &alloc_err) != CLF_OK)
         return CLF_OK; /* no room for a scratch C: nothing timed, the caller falls back */
@@ -225,30 +270,34 @@ static clf_status time_engines(clf_runtime *rt, gemm_state *st, const clf_gemm_d
     dt.bias = (clf_ptr){NULL, 0};
     dt.act = CLF_GEMM_ACT_NONE;
     dt.d = (clf_ptr){NULL, 0};
-    const clf_gemm_engine eng[2] = {CLF_GEMM_CLBLAST, CLF_GEMM_NATIVE};
-    double t[2];
-    int ok[2] = {1, 1};
+    int live[GEMM_MAX_CANDS];
+    double best_warm = HUGE_VAL;
     clf_error ignored;
-    for (int i = 0; i < 2; i++) {
-        /* warm-up: compiles kernels, sizes the scratch */
-        if (time_run(rt, st, eng[i], &dt, &t[i], &ignored) != CLF_OK ||
-            time_run(rt, st, eng[i], &dt, &t[i], &ignored) != CLF_OK)
-            ok[i] = 0;
+    for (size_t c = 0; c < n; c++) {
+        /* warm-up: compiles kernels, sizes the scratch; the second is timed */
+        live[c] = time_run(rt, st, (int)c, &dt, &t[c], &ignored) == CLF_OK &&
+                  time_run(rt, st, (int)c, &dt, &t[c], &ignored) == CLF_OK;
+        if (!live[c])
+            t[c] = -1.0;
+        else if (t[c] < best_warm)
+            best_warm = t[c];
     }
-    t[0] = t[1] = HUGE_VAL;
+    for (size_t c = 0; c < n; c++)
+        if (live[c] && t[c] > PRUNE_FACTOR * best_warm)
+            live[c] = 0; /* clearly slower: its warm time stands */
     for (int round = 0; round < TIMING_ROUNDS; round++)
-        for (int i = 0; i < 2; i++) {
-            double ti = 0.0;
-            if (!ok[i])
+        for (size_t c = 0; c < n; c++) {
+            double tc = 0.0;
+            if (!live[c])
                 continue;
-            if (time_run(rt, st, eng[i], &dt, &ti, &ignored) != CLF_OK)
-                ok[i] = 0;
-            else if (ti < t[i])
-                t[i] = ti;
+            if (time_run(rt, st, (int)c, &dt, &tc, &ignored) != CLF_OK) {
+                live[c] = 0;
+                t[c] = -1.0;
+            } else if (round == 0 || tc < t[c]) {
+                t[c] = tc;
+            }
         }
-    *t_clblast = ok[0] ? t[0] : -1.0;
-    *t_native = ok[1] ? t[1] : -1.0;
-    /* the queue may hold a failed engine's partial work: drain it */
+    /* the queue may hold a failed candidate's partial work: drain it */
     s = clf_runtime_finish(rt, err);
 fail:
     clf_buffer_destroy(tmp);
@@ -258,49 +307,85 @@ fail:
 /* ---- the choice ---------------------------------------------------------------------- */
 
 /* The auto choice for validated d with m, n, k > 0. */
-clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
-                                clf_gemm_engine *out, clf_error *err)
+clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d, int *cand,
+                                clf_error *err)
 {
     if (!st->choices_loaded)
         choices_load(rt, st);
     const gemm_class cls = class_of(d);
-    const gemm_choice *found = choice_find(st, cls);
-    if (found != NULL) {
-        *out = found->engine;
+    gemm_choice *found = choice_find(st, cls);
+    if (found != NULL && (found->fresh || !clf_runtime_options_get(rt)->gemm_retune)) {
+        found->used = 1;
+        *cand = found->cand;
         return CLF_OK;
     }
-    const int gpu = !clf_runtime_device(rt)->serial_groups; /* groups run in parallel */
-    clf_error native_err;
-    if (clf_gemm_native_init(rt, st, &native_err) != CLF_OK) {
-        *out = CLF_GEMM_CLBLAST; /* not remembered: the build may work next time */
+    /* where nothing is timed: the first native configuration (one launch;
+     * CLBlast's extra kernels cost most on small products) */
+    const int fallback = 1;
+    if (st->n_natives == 0 || clf_gemm_native_init(rt, &st->natives[0], NULL) != CLF_OK) {
+        *cand = GEMM_CAND_CLBLAST; /* not remembered: the build may work next time */
         return CLF_OK;
     }
-    gemm_choice c = {.cls = cls, .t_clblast = -1.0, .t_native = -1.0};
+    gemm_choice c = {.cls = cls,
+                     .m = d->m,
+                     .n = d->n,
+                     .k = d->k,
+                     .batch = clf_gemm_batch_of(d),
+                     .cand = fallback,
+                     .fresh = 1,
+                     .used = 1};
+    for (size_t j = 0; j < GEMM_MAX_CANDS; j++)
+        c.t[j] = -1.0;
     const double flops =
         2.0 * (double)d->m * (double)d->n * (double)d->k * (double)clf_gemm_batch_of(d);
-    if (flops < TIMING_TINY_FLOPS) {
-        /* launch overhead dominates; CLBlast's extra kernels cost most on CPUs */
-        c.engine = gpu ? CLF_GEMM_CLBLAST : CLF_GEMM_NATIVE;
-    } else {
-        clf_status s = time_engines(rt, st, d, &c.t_clblast, &c.t_native, err);
+    if (flops >= TIMING_TINY_FLOPS) {
+        const double budget = clf_runtime_options_get(rt)->gemm_search_budget > 0
+                                  ? clf_runtime_options_get(rt)->gemm_search_budget
+                                  : SEARCH_BUDGET;
+        const size_t n = st->search_seconds < budget ? 1 + st->n_search : 2;
+        const double t0 = clf_now_seconds();
+        clf_status s = time_candidates(rt, st, d, n, c.t, err);
+        st->search_seconds += clf_now_seconds() - t0;
         if (s != CLF_OK)
             return s;
-        if (c.t_clblast < 0 && c.t_native < 0) {
-            /* nothing could be timed: the device's usual winner, not remembered */
-            *out = gpu ? CLF_GEMM_CLBLAST : CLF_GEMM_NATIVE;
+        int best = -1;
+        for (size_t j = 0; j < n; j++)
+            if (c.t[j] >= 0 && (best < 0 || c.t[j] < c.t[best]))
+                best = (int)j;
+        if (best < 0) {
+            *cand = fallback; /* nothing could be timed: not remembered */
             return CLF_OK;
         }
-        if (c.t_clblast < 0)
-            c.engine = CLF_GEMM_NATIVE;
-        else if (c.t_native < 0)
-            c.engine = CLF_GEMM_CLBLAST;
-        else
-            c.engine = c.t_native <= c.t_clblast ? CLF_GEMM_NATIVE : CLF_GEMM_CLBLAST;
+        c.cand = best;
     }
     clf_status s = choice_add(st, &c, err);
     if (s != CLF_OK)
         return s;
     choices_save(rt, st);
-    *out = c.engine;
+    *cand = c.cand;
+    return CLF_OK;
+}
+
+clf_status clf_gemm_tuning(clf_runtime *rt, clf_gemm_tuned *rows, size_t cap, size_t *n,
+                           clf_error *err)
+{
+    gemm_state *st = NULL;
+    clf_status s = clf_gemm_state_get(rt, &st, err);
+    if (s != CLF_OK)
+        return s;
+    if (!st->choices_loaded)
+        choices_load(rt, st);
+    *n = 0;
+    for (size_t i = 0; i < st->n_choices && *n < cap; i++) {
+        const gemm_choice *c = &st->choices[i];
+        clf_gemm_tuned *r = &rows[(*n)++];
+        memset(r, 0, sizeof *r);
+        r->trans_a = c->cls.ta, r->trans_b = c->cls.tb;
+        r->m = c->m, r->n = c->n, r->k = c->k, r->batch = c->batch;
+        r->winner = (size_t)c->cand;
+        r->used = c->used;
+        for (size_t j = 0; j < CLF_GEMM_MAX_CANDIDATES; j++)
+            r->seconds[j] = j <= st->n_natives ? c->t[j] : -1.0;
+    }
     return CLF_OK;
 }

@@ -17,7 +17,9 @@
  *   caller: one allocation legitimately interleaves tensors.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/gemm/gemm_internal.h"
 #include "runtime/runtime_internal.h"
@@ -49,6 +51,7 @@ clf_status clf_gemm_state_get(clf_runtime *rt, gemm_state **out, clf_error *err)
         gemm_state *st = calloc(1, sizeof *st);
         if (st == NULL)
             return clf_error_set(err, CLF_ERR_MEMORY, "gemm: out of host memory");
+        clf_gemm_configs_list(rt, st);
         *slot = st;
     }
     *out = *slot;
@@ -143,25 +146,75 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
     return s;
 }
 
-/* ---- running on an engine ------------------------------------------------------ */
+/* ---- running on a candidate ----------------------------------------------------- */
+
+/* The native configuration "native" means: the runtime's gemm_config by
+ * name, else the first that builds. */
+static clf_status native_default(clf_runtime *rt, gemm_state *st, gemm_native **out, clf_error *err)
+{
+    const char *want = clf_runtime_options_get(rt)->gemm_config;
+    if (want != NULL && want[0] != '\0') {
+        for (size_t i = 0; i < st->n_natives; i++)
+            if (strcmp(want, st->natives[i].cfg.name) == 0) {
+                *out = &st->natives[i];
+                return clf_gemm_native_init(rt, *out, err);
+            }
+        char list[512] = "";
+        for (size_t i = 0, used = 0; i < st->n_natives && used < sizeof list; i++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
+                                     st->natives[i].cfg.name);
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "gemm: no native configuration '%s' on this device (it has %s)", want,
+                             list);
+    }
+    clf_status s = CLF_ERR_UNSUPPORTED;
+    for (size_t i = 0; i < st->n_natives; i++)
+        if ((s = clf_gemm_native_init(rt, &st->natives[i], i == 0 ? err : NULL)) == CLF_OK) {
+            *out = &st->natives[i];
+            return CLF_OK;
+        }
+    if (st->n_natives == 0)
+        return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                             "gemm: the device admits no native configuration");
+    return s;
+}
 
 /* d validated, m, n > 0. */
-clf_status clf_gemm_engine_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine e,
-                               const clf_gemm_desc *d, clf_error *err)
+clf_status clf_gemm_cand_run(clf_runtime *rt, gemm_state *st, int cand, const clf_gemm_desc *d,
+                             clf_error *err)
 {
+    gemm_native *nat = NULL;
     clf_status s;
-    if (d->k == 0 || e == CLF_GEMM_NATIVE) {
-        /* k == 0 (C = beta * C) always runs natively: CLBlast rejects it. */
-        s = clf_gemm_native_init(rt, st, err);
-        if (s != CLF_OK)
+    if (cand > 0 && (size_t)cand <= st->n_natives) {
+        nat = &st->natives[cand - 1];
+        if ((s = clf_gemm_native_init(rt, nat, err)) != CLF_OK)
             return s;
-        return clf_gemm_native_run(rt, st, d, err);
+    } else if ((s = native_default(rt, st, &nat, err)) != CLF_OK) {
+        return s;
     }
-    if ((s = clf_gemm_clblast_run(rt, d, err)) != CLF_OK || clf_gemm_epi_of(d) == 0)
+    /* k == 0 (C = beta * C) always runs natively: CLBlast rejects it. */
+    if (d->k == 0 || cand != GEMM_CAND_CLBLAST)
+        return clf_gemm_native_run(rt, st, nat, d, err);
+    if ((s = clf_gemm_clblast_run(rt, d, err)) != CLF_OK)
         return s;
-    if ((s = clf_gemm_native_init(rt, st, err)) != CLF_OK)
-        return s;
-    return clf_gemm_native_epilogue(rt, st, d, err);
+    return clf_gemm_native_epilogue(rt, nat, d, err);
+}
+
+/* The candidate an engine setting runs for validated d (m, n > 0). */
+static clf_status cand_for(clf_runtime *rt, gemm_state *st, clf_gemm_engine engine,
+                           const clf_gemm_desc *d, int *cand, clf_error *err)
+{
+    switch (engine) {
+        case CLF_GEMM_CLBLAST: *cand = GEMM_CAND_CLBLAST; return CLF_OK;
+        case CLF_GEMM_NATIVE: *cand = -1; return CLF_OK; /* the default native */
+        case CLF_GEMM_AUTO:
+            if (d->k == 0) {
+                *cand = -1; /* C = beta * C: the native kernel does it */
+                return CLF_OK;
+            }
+            return clf_gemm_auto_choose(rt, st, d, cand, err);
+    }
+    return clf_error_set(err, CLF_ERR_ARG, "gemm: unknown engine %d", (int)engine);
 }
 
 /* ---- public entry points -------------------------------------------------------------- */
@@ -178,13 +231,32 @@ clf_status clf_gemm_choose(clf_runtime *rt, const clf_gemm_desc *d, clf_gemm_eng
         return CLF_OK;
     }
     gemm_state *st = NULL;
+    int cand = -1;
     if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK)
         return s;
-    if (d->m == 0 || d->n == 0 || d->k == 0) {
-        *out = CLF_GEMM_NATIVE; /* nothing, or C = beta * C: the native kernel does it */
-        return CLF_OK;
-    }
-    return clf_gemm_auto_choose(rt, st, d, out, err);
+    if (d->m > 0 && d->n > 0 && (s = cand_for(rt, st, CLF_GEMM_AUTO, d, &cand, err)) != CLF_OK)
+        return s;
+    *out = cand == GEMM_CAND_CLBLAST ? CLF_GEMM_CLBLAST : CLF_GEMM_NATIVE;
+    return CLF_OK;
+}
+
+clf_status clf_gemm_choice(clf_runtime *rt, const clf_gemm_desc *d, const char **name,
+                           clf_error *err)
+{
+    gemm_state *st = NULL;
+    clf_status s = validate(d, err);
+    if (s == CLF_OK)
+        s = clf_gemm_state_get(rt, &st, err);
+    int cand = -1;
+    if (s == CLF_OK && d->m > 0 && d->n > 0)
+        s = cand_for(rt, st, clf_runtime_options_get(rt)->gemm, d, &cand, err);
+    gemm_native *nat = NULL;
+    if (s == CLF_OK && cand < 0)
+        s = native_default(rt, st, &nat, err);
+    if (s != CLF_OK)
+        return s;
+    *name = nat != NULL ? nat->cfg.name : st->cand_names[cand];
+    return CLF_OK;
 }
 
 clf_status clf_gemm_prepare(clf_runtime *rt, const clf_gemm_desc *d, clf_error *err)
@@ -195,17 +267,22 @@ clf_status clf_gemm_prepare(clf_runtime *rt, const clf_gemm_desc *d, clf_error *
     if (d->m == 0 || d->n == 0)
         return CLF_OK;
     gemm_state *st = NULL;
-    if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK)
+    int cand = -1;
+    gemm_native *nat = NULL;
+    if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK ||
+        (s = cand_for(rt, st, clf_runtime_options_get(rt)->gemm, d, &cand, err)) != CLF_OK)
         return s;
-    clf_gemm_engine engine = clf_runtime_options_get(rt)->gemm;
-    if (engine == CLF_GEMM_AUTO && d->k > 0 &&
-        (s = clf_gemm_auto_choose(rt, st, d, &engine, err)) != CLF_OK)
+    /* every path may need the default native (k == 0, CLBlast's epilogue) */
+    if ((s = native_default(rt, st, &nat, err)) != CLF_OK)
         return s;
-    if (engine == CLF_GEMM_CLBLAST && d->k > 0)
+    if (cand == GEMM_CAND_CLBLAST)
         return CLF_OK;
-    if ((s = clf_gemm_native_init(rt, st, err)) != CLF_OK || d->k == 0)
-        return s;
-    return clf_gemm_native_reserve(rt, st, d, err);
+    if (cand > 0) {
+        nat = &st->natives[cand - 1];
+        if ((s = clf_gemm_native_init(rt, nat, err)) != CLF_OK)
+            return s;
+    }
+    return clf_gemm_native_reserve(rt, st, nat, d, err);
 }
 
 clf_status clf_gemm_with(clf_runtime *rt, clf_gemm_engine engine, const clf_gemm_desc *d,
@@ -219,17 +296,44 @@ clf_status clf_gemm_with(clf_runtime *rt, clf_gemm_engine engine, const clf_gemm
     if (d->m == 0 || d->n == 0)
         return CLF_OK;
     gemm_state *st = NULL;
-    if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK)
+    int cand = -1;
+    if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK ||
+        (s = cand_for(rt, st, engine, d, &cand, err)) != CLF_OK)
         return s;
-    if (engine == CLF_GEMM_AUTO && d->k > 0) {
-        s = clf_gemm_auto_choose(rt, st, d, &engine, err);
-        if (s != CLF_OK)
-            return s;
-    }
-    return clf_gemm_engine_run(rt, st, engine, d, err);
+    return clf_gemm_cand_run(rt, st, cand, d, err);
 }
 
 clf_status clf_gemm(clf_runtime *rt, const clf_gemm_desc *d, clf_error *err)
 {
     return clf_gemm_with(rt, clf_runtime_options_get(rt)->gemm, d, err);
+}
+
+clf_status clf_gemm_candidates(clf_runtime *rt, const char *const **names, size_t *count,
+                               size_t *n_search, clf_error *err)
+{
+    gemm_state *st = NULL;
+    clf_status s = clf_gemm_state_get(rt, &st, err);
+    if (s != CLF_OK)
+        return s;
+    *names = st->cand_names;
+    *count = 1 + st->n_natives;
+    if (n_search != NULL)
+        *n_search = 1 + st->n_search;
+    return CLF_OK;
+}
+
+clf_status clf_gemm_with_config(clf_runtime *rt, const char *name, const clf_gemm_desc *d,
+                                clf_error *err)
+{
+    clf_status s = validate(d, err);
+    gemm_state *st = NULL;
+    if (s != CLF_OK || (s = clf_gemm_state_get(rt, &st, err)) != CLF_OK)
+        return s;
+    for (size_t c = 0; c <= st->n_natives; c++)
+        if (name != NULL && strcmp(name, st->cand_names[c]) == 0)
+            return d->m == 0 || d->n == 0 ? CLF_OK : clf_gemm_cand_run(rt, st, (int)c, d, err);
+    return clf_error_set(err, CLF_ERR_ARG,
+                         "gemm: no configuration '%s' on this device (clf_gemm_candidates "
+                         "lists them)",
+                         name != NULL ? name : "(null)");
 }

@@ -12,8 +12,8 @@
  * (C keeps the value before it, what a backward pass needs). The native
  * engine applies it as it stores C; after CLBlast it is one more pass.
  *
- * Two engines sit behind it: CLBlast, and a register-blocked kernel of our own
- * (cl/gemm.cl). CLF_GEMM_AUTO times both once per device and shape class,
+ * Two engines sit behind it: CLBlast, and our own (cl/gemm.cl) in several
+ * configurations. CLF_GEMM_AUTO times them once per device and shape class,
  * keeps the choice for the runtime's lifetime and in the on-disk cache.
  */
 #ifndef CLF_GEMM_H
@@ -61,6 +61,38 @@ clf_status clf_gemm_with(clf_runtime *rt, clf_gemm_engine engine, const clf_gemm
 clf_status clf_gemm_choose(clf_runtime *rt, const clf_gemm_desc *d, clf_gemm_engine *out,
                            clf_error *err);
 const char *clf_gemm_engine_name(clf_gemm_engine e);
+
+/* ---- the native configurations and the search ------------------------------
+ * Auto searches, per shape class (transposes, floor(log2) of m, n, k and
+ * batch), CLBlast and the native configurations this device lists, timing
+ * each on the caller's operands, and keeps the fastest for the runtime's
+ * lifetime and in <cache_dir>/gemm-<device>.txt. */
+#define CLF_GEMM_MAX_CANDIDATES 9
+/* names[0] is "clblast", names[1 .. count-1] the native configurations the
+ * device can run ("r8v16x3": register-blocked, 8 rows x 3 vectors of 16;
+ * "t64x64k16w4x4": local-memory tiles of 64 x 64, 16 deep, 4 x 4 per
+ * work-item). The search times names[0 .. n_search-1]; the rest run on
+ * request only. */
+clf_status clf_gemm_candidates(clf_runtime *rt, const char *const **names, size_t *count,
+                               size_t *n_search, clf_error *err);
+/* Run d on one candidate by name (tests, benchmarks). */
+clf_status clf_gemm_with_config(clf_runtime *rt, const char *name, const clf_gemm_desc *d,
+                                clf_error *err);
+/* The candidate auto runs for d's shape (searching its class now if needed;
+ * the forced engine's when the runtime's gemm option is not auto). */
+clf_status clf_gemm_choice(clf_runtime *rt, const clf_gemm_desc *d, const char **name,
+                           clf_error *err);
+/* The search's results so far, one row per shape class (from this runtime's
+ * timing or the cache file; with gemm_retune, the classes this runtime timed
+ * again and those of the file it has not needed). */
+typedef struct clf_gemm_tuned {
+    int trans_a, trans_b;
+    size_t m, n, k, batch;                   /* the shape that was timed */
+    size_t winner;                           /* index into the candidate names */
+    double seconds[CLF_GEMM_MAX_CANDIDATES]; /* per call; < 0 = not timed */
+} clf_gemm_tuned;
+clf_status clf_gemm_tuning(clf_runtime *rt, clf_gemm_tuned *rows, size_t cap, size_t *n,
+                           clf_error *err);
 /* Ready what a later clf_gemm of d's shape needs, so that the call itself
  * only enqueues kernels: builds the native engine, makes (times, caches) the
  * auto choice for d's shape class, and sizes the native engine's packing

@@ -1,7 +1,7 @@
 /*
  * gemm_internal.h - what the GEMM files share: dispatch.c (validation,
- * entry points), native.c (our engine), choice.c (the auto choice and its
- * cache file) and clblast.c (the CLBlast engine).
+ * entry points), native.c (our engine and its configurations), choice.c
+ * (the search and its cache file) and clblast.c (the CLBlast engine).
  *
  * The descriptor reaching these functions has been validated by dispatch.c:
  * m, n, k > 0, leading dimensions and buffer extents checked, batch >= 1.
@@ -18,7 +18,42 @@ typedef struct gemm_tile {
     size_t pack_lx;        /* work-group size of the pack kernels */
     size_t pack_kc;        /* k per pack work-item */
     size_t dot;            /* gemm_nt_dot: C block per work-item, dot x dot */
+    size_t tm, tn, tk;     /* gemm_tiled: C tile per work-group, k per local stage */
+    size_t wm, wn;         /* gemm_tiled: C block per work-item */
 } gemm_tile;
+
+/* One configuration of the native engine: a variant of the "gemm" kernel
+ * family ("gemm@<name>") compiled with its tile sizes. Register-blocked
+ * (gemm_an / gemm_ap: mr x vw*nv per work-item, no local memory) or tiled
+ * (gemm_tiled: tm x tn per work-group staged through local memory, wm x wn
+ * per work-item). */
+#define GEMM_CONFIG_NAME 32
+#define GEMM_MAX_CONFIGS 8
+typedef struct gemm_config {
+    char name[GEMM_CONFIG_NAME]; /* "r8v16x3", "t64x64k16w4x4" */
+    int tiled;
+    size_t mr, vw, nv;         /* register-blocked */
+    size_t tm, tn, tk, wm, wn; /* tiled */
+} gemm_config;
+
+/* A configuration and its kernels, built on first use (a failure is
+ * remembered: that configuration is then never offered again). */
+typedef struct gemm_native {
+    gemm_config cfg;
+    int tried;
+    clf_status status;
+    clf_error err; /* why this configuration is unavailable */
+    gemm_tile tile;
+    clf_kernel *k_an, *k_ap, *k_nt_dot, *k_tiled, *k_pack_a_n, *k_pack_a_t, *k_pack_b_n,
+        *k_pack_b_t;
+    clf_kernel *k_epilogue; /* the epilogue alone, after CLBlast */
+    clf_kernel *k_splitk;   /* split-K's ordered reduction */
+} gemm_native;
+
+/* A candidate of the search: 0 is CLBlast, c > 0 is natives[c - 1]. */
+#define GEMM_CAND_CLBLAST 0
+#define GEMM_MAX_CANDS (GEMM_MAX_CONFIGS + 1)
+_Static_assert(GEMM_MAX_CANDS == CLF_GEMM_MAX_CANDIDATES, "one candidate limit");
 
 typedef struct gemm_class {
     unsigned char ta, tb, lm, ln, lk, lb;
@@ -26,25 +61,25 @@ typedef struct gemm_class {
 
 typedef struct gemm_choice {
     gemm_class cls;
-    clf_gemm_engine engine;
-    double t_clblast, t_native; /* seconds per call as timed; -1 = not timed */
+    size_t m, n, k, batch;    /* the shape that was timed */
+    int cand;                 /* the winner */
+    double t[GEMM_MAX_CANDS]; /* seconds per call as timed; -1 = not timed */
 } gemm_choice;
 
 typedef struct gemm_state {
-    /* native engine: built on first use */
-    int native_tried;
-    clf_status native_status;
-    clf_error native_err; /* why the native engine is unavailable */
-    gemm_tile tile;
-    clf_kernel *k_an, *k_ap, *k_nt_dot, *k_pack_a_n, *k_pack_a_t, *k_pack_b_n, *k_pack_b_t;
-    clf_kernel *k_epilogue; /* the epilogue alone, after CLBlast */
-    clf_kernel *k_splitk;   /* split-K's ordered reduction */
-    clf_buffer *scratch;
+    /* the native configurations this device can run; the first n_search
+     * are the search's candidates (with CLBlast), natives[0] is what
+     * "native" means when asked for explicitly */
+    gemm_native natives[GEMM_MAX_CONFIGS];
+    size_t n_natives, n_search;
+    const char *cand_names[GEMM_MAX_CANDS + 1]; /* NULL-terminated */
+    clf_buffer *scratch;                        /* packing and split-K partials, shared by all */
     size_t scratch_floats;
     /* auto choices */
     int choices_loaded;
     gemm_choice *choices;
     size_t n_choices, cap_choices;
+    double search_seconds; /* spent timing so far (the budget's meter) */
 } gemm_state;
 
 static inline size_t clf_gemm_batch_of(const clf_gemm_desc *d)
@@ -66,28 +101,33 @@ static inline uint32_t clf_gemm_epi_of(const clf_gemm_desc *d)
         CLF_ARG_BUF((d)->d.buf ? (d)->d.buf : (d)->c.buf),                                         \
         CLF_ARG_U64((d)->d.buf ? (d)->d.off : 0), CLF_ARG_U64((d)->d.buf ? (d)->ldd : 0)
 
-/* dispatch.c: the runtime's GEMM state (created on first use). */
+/* dispatch.c: the runtime's GEMM state (created on first use, with the
+ * device's configurations listed by native.c). */
 clf_status clf_gemm_state_get(clf_runtime *rt, gemm_state **out, clf_error *err);
-/* dispatch.c: run validated d (m, n > 0) on engine e (not AUTO). */
-clf_status clf_gemm_engine_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine e,
+/* dispatch.c: run validated d (m, n > 0) on candidate cand. */
+clf_status clf_gemm_cand_run(clf_runtime *rt, gemm_state *st, int cand, const clf_gemm_desc *d,
+                             clf_error *err);
+
+/* native.c: list the configurations the device can run, by its probed
+ * limits (work-group size, local memory) and shape (work-groups run item by
+ * item or in lockstep), into st->natives; the search's share first. */
+void clf_gemm_configs_list(clf_runtime *rt, gemm_state *st);
+/* native.c: build configuration nat once (a failure is remembered and
+ * repeated); run validated d with m, n > 0 on it (k == 0: C = beta * C);
+ * size the shared scratch for d up front (clf_gemm_prepare). */
+clf_status clf_gemm_native_init(clf_runtime *rt, gemm_native *nat, clf_error *err);
+clf_status clf_gemm_native_run(clf_runtime *rt, gemm_state *st, gemm_native *nat,
                                const clf_gemm_desc *d, clf_error *err);
-
-/* native.c: build the native engine once (a failure is remembered and
- * repeated); run validated d with m, n > 0 (k == 0: C = beta * C); size the
- * packing scratch for d up front (clf_gemm_prepare). */
-clf_status clf_gemm_native_init(clf_runtime *rt, gemm_state *st, clf_error *err);
-clf_status clf_gemm_native_run(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
-                               clf_error *err);
 /* native.c: d's epilogue alone over C (after CLBlast); nothing without one. */
-clf_status clf_gemm_native_epilogue(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
+clf_status clf_gemm_native_epilogue(clf_runtime *rt, gemm_native *nat, const clf_gemm_desc *d,
                                     clf_error *err);
-clf_status clf_gemm_native_reserve(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
-                                   clf_error *err);
+clf_status clf_gemm_native_reserve(clf_runtime *rt, gemm_state *st, gemm_native *nat,
+                                   const clf_gemm_desc *d, clf_error *err);
 
-/* choice.c: the auto choice for validated d with m, n, k > 0 (from the
- * cache, else timed and remembered). */
-clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
-                                clf_gemm_engine *out, clf_error *err);
+/* choice.c: the auto choice (a candidate) for validated d with m, n, k > 0
+ * (from the cache, else searched and remembered). */
+clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d, int *cand,
+                                clf_error *err);
 
 /* Enqueue d on CLBlast (SGEMM, or strided-batched SGEMM when batch > 1) on
  * the runtime's queue. CLBlast failures become CLF_ERR_CLBLAST with the

@@ -2,24 +2,36 @@
  * native.c - the native GEMM engine's host side (kernels in cl/gemm.cl).
  *
  * Design
- *   A register-blocked kernel reading A in place (gemm_an) or from a packed
- *   copy (gemm_ap), and B in place or from packed column panels. A is packed
- *   when it is stored transposed (reading it in place strides through
- *   memory); B is packed when it is stored transposed or when enough row
- *   blocks re-read it (m >= PACK_B_MIN_M) that making its panels contiguous
- *   pays off (large power-of-two row strides otherwise thrash the caches).
- *   Products deeper than K_SLICE_FROM run as slices of about K_SLICE that
- *   accumulate into C (beta = 1 after the first), which keeps a work-group's
- *   A blocks and B panel in the core's L2. With few rows and B transposed
- *   (decoding against [out, in] weights), gemm_nt_dot reads both operands
- *   along k instead, so B is read once and never copied.
+ *   The engine is a list of configurations (clf_gemm_configs_list), each a
+ *   variant "gemm@<name>" of the kernel family compiled with its tile sizes
+ *   as #defines and read back from the built program (its gemm_config
+ *   kernel), so host and kernels never disagree. Two shapes:
  *
- *   Packing uses one scratch buffer per runtime, grown geometrically and
- *   rarely: a training loop reaches its largest shape in the first step and
- *   never allocates again, or sizes it up front with clf_gemm_prepare. Tile
- *   sizes follow the device's preferred float vector width, are set as
- *   #defines of the "gemm" family, and are read back from the built program
- *   (its gemm_config kernel writes them) so host and kernels never disagree.
+ *   Register-blocked ("r<mr>v<vw>x<nv>", for devices that run a work-group's
+ *   items one after another): a kernel reading A in place (gemm_an) or from
+ *   a packed copy (gemm_ap), and B in place or from packed column panels. A
+ *   is packed when it is stored transposed (reading it in place strides
+ *   through memory); B is packed when it is stored transposed or when enough
+ *   row blocks re-read it (m >= PACK_B_MIN_M) that making its panels
+ *   contiguous pays off (large power-of-two row strides otherwise thrash the
+ *   caches). Products deeper than K_SLICE_FROM run as slices of about
+ *   K_SLICE that accumulate into C (beta = 1 after the first), which keeps a
+ *   work-group's A blocks and B panel in the core's L2. With few rows and B
+ *   transposed (decoding against [out, in] weights), gemm_nt_dot reads both
+ *   operands along k instead, so B is read once and never copied.
+ *
+ *   Tiled ("t<tm>x<tn>k<tk>w<wm>x<wn>", for devices whose work-items run in
+ *   lockstep with real local memory): gemm_tiled stages both operands
+ *   through local memory in any storage order, no packing.
+ *
+ *   Which configurations a device lists follows its probed limits
+ *   (work-group size, local memory size) and shape; which one runs a shape
+ *   is measured (choice.c).
+ *
+ *   Packing and split-K use one scratch buffer per runtime, grown
+ *   geometrically and rarely: a training loop reaches its largest shape in
+ *   the first step and never allocates again, or sizes it up front with
+ *   clf_gemm_prepare.
  *
  *   Split-K (split_of below) computes K slices side by side when the output
  *   alone cannot fill the device, and sums them in a fixed order.
@@ -38,31 +50,98 @@
 #define K_SLICE_FROM 1024 /* deeper products run in slices ... */
 #define K_SLICE 512       /* ... of about this depth */
 
-/* ---- the native engine ------------------------------------------------------- */
+/* ---- the configurations ------------------------------------------------------- */
 
-static gemm_tile tile_for_device(const clf_device_info *dev)
+static void config_add_reg(gemm_state *st, size_t mr, size_t vw, size_t nv)
 {
-    gemm_tile t = {.ly = 8, .pack_lx = 8, .pack_kc = 16, .dot = 4};
-    if (!dev->serial_groups) {
-        t.vw = 4, t.nv = 2, t.mr = 4;
-    } else if (dev->pref_vec_float >= 16) { /* 32 vector registers (AVX-512) */
-        t.vw = 16, t.nv = 3, t.mr = 8;
-    } else if (dev->pref_vec_float >= 8) { /* 16 vector registers (AVX2) */
-        t.vw = 8, t.nv = 2, t.mr = 6;
-    } else {
-        t.vw = 4, t.nv = 2, t.mr = 4;
-    }
-    t.nr = t.vw * t.nv;
-    return t;
+    if (st->n_natives == GEMM_MAX_CONFIGS)
+        return;
+    gemm_config *c = &st->natives[st->n_natives++].cfg;
+    *c = (gemm_config){.mr = mr, .vw = vw, .nv = nv};
+    snprintf(c->name, sizeof c->name, "r%zuv%zux%zu", mr, vw, nv);
 }
 
-/* The tile sizes the gemm program was compiled with (gemm_config). */
-static clf_status read_config(clf_runtime *rt, gemm_tile *t, clf_error *err)
+/* A tiled configuration, if the device's limits admit its work-group and
+ * its local arrays (cl/gemm.cl: two TK x (T + 1) float arrays). */
+static void config_add_tiled(gemm_state *st, const clf_device_info *dev, size_t tm, size_t tn,
+                             size_t tk, size_t wm, size_t wn)
+{
+    const size_t items = (tm / wm) * (tn / wn);
+    const size_t local = sizeof(float) * tk * (tm + 1 + tn + 1);
+    if (st->n_natives == GEMM_MAX_CONFIGS || items > dev->max_work_group || local > dev->local_mem)
+        return;
+    gemm_config *c = &st->natives[st->n_natives++].cfg;
+    *c = (gemm_config){.tiled = 1, .tm = tm, .tn = tn, .tk = tk, .wm = wm, .wn = wn};
+    snprintf(c->name, sizeof c->name, "t%zux%zuk%zuw%zux%zu", tm, tn, tk, wm, wn);
+}
+
+/* Register-blocked tilings by the preferred vector width (a stand-in for
+ * the vector register file: 32 registers with 16-float vectors, 16 with 8):
+ * each keeps its accumulators plus one row of B within the registers. The
+ * first is the one tuned by hand on an AVX-512 Xeon; the others trade rows
+ * of A for columns of B. */
+static void configs_reg(gemm_state *st, const clf_device_info *dev)
+{
+    const unsigned p = dev->serial_groups ? dev->pref_vec_float : 4;
+    if (p >= 16) {
+        config_add_reg(st, 8, 16, 3);  /* 24 accumulators + 3 */
+        config_add_reg(st, 12, 16, 2); /* 24 + 2 */
+        config_add_reg(st, 6, 16, 4);  /* 24 + 4 */
+    } else if (p >= 8) {
+        config_add_reg(st, 6, 8, 2); /* 12 + 2 */
+        config_add_reg(st, 4, 8, 3); /* 12 + 3 */
+    } else {
+        config_add_reg(st, 4, 4, 2);
+        config_add_reg(st, 6, 4, 2);
+    }
+}
+
+/* Local-memory tilings, from the common GPU shapes: 256 work-items with
+ * 4 x 4 (a balanced default), 8 x 8 (the most reuse per local read, for
+ * large products) and 2 x 2 (more work-groups for small ones) per item. */
+static void configs_tiled(gemm_state *st, const clf_device_info *dev)
+{
+    config_add_tiled(st, dev, 64, 64, 16, 4, 4);
+    config_add_tiled(st, dev, 128, 128, 8, 8, 8);
+    config_add_tiled(st, dev, 128, 64, 16, 8, 4);
+    config_add_tiled(st, dev, 32, 32, 16, 2, 2);
+}
+
+void clf_gemm_configs_list(clf_runtime *rt, gemm_state *st)
+{
+    const clf_device_info *dev = clf_runtime_device(rt);
+    st->n_natives = 0;
+    /* Staging through local memory pays only where it is real memory shared
+     * by work-items running together; elsewhere it is one more copy through
+     * the same caches. The other shape stays runnable (tests, forced
+     * choices) but outside the search. */
+    const int lockstep = !dev->serial_groups && !dev->local_mem_is_global && dev->local_mem > 0;
+    if (lockstep) {
+        configs_tiled(st, dev);
+        st->n_search = st->n_natives;
+        configs_reg(st, dev);
+    } else {
+        configs_reg(st, dev);
+        st->n_search = st->n_natives;
+        configs_tiled(st, dev);
+    }
+    if (st->n_search == 0) /* no tiled shape fits: the register-blocked ones */
+        st->n_search = st->n_natives;
+    st->cand_names[0] = "clblast";
+    for (size_t i = 0; i < st->n_natives; i++)
+        st->cand_names[1 + i] = st->natives[i].cfg.name;
+    st->cand_names[1 + st->n_natives] = NULL;
+}
+
+/* ---- building a configuration -------------------------------------------------- */
+
+/* The tile sizes the variant was compiled with (its gemm_config kernel). */
+static clf_status read_config(clf_runtime *rt, const char *fam, gemm_tile *t, clf_error *err)
 {
     clf_kernel *k = NULL;
     clf_buffer *b = NULL;
-    int v[7] = {0};
-    clf_status s = clf_kernel_get(rt, "gemm", "gemm_config", &k, err);
+    int v[12] = {0};
+    clf_status s = clf_kernel_get(rt, fam, "gemm_config", &k, err);
     if (s == CLF_OK)
         s = clf_buffer_create(rt, sizeof v, &b, err);
     if (s == CLF_OK) {
@@ -81,69 +160,84 @@ static clf_status read_config(clf_runtime *rt, gemm_tile *t, clf_error *err)
                      .ly = (size_t)v[3],
                      .pack_kc = (size_t)v[4],
                      .pack_lx = (size_t)v[5],
-                     .dot = (size_t)v[6]};
+                     .dot = (size_t)v[6],
+                     .tm = (size_t)v[7],
+                     .tn = (size_t)v[8],
+                     .tk = (size_t)v[9],
+                     .wm = (size_t)v[10],
+                     .wn = (size_t)v[11]};
     t->nr = t->vw * t->nv;
     return CLF_OK;
 }
 
-static clf_status native_build(clf_runtime *rt, gemm_state *st, clf_error *err)
+static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err)
 {
-    const gemm_tile want = tile_for_device(clf_runtime_device(rt));
-    char defs[512];
-    snprintf(defs, sizeof defs,
-             "#define GEMM_VW %zu\n#define GEMM_NV %zu\n#define GEMM_MR %zu\n"
-             "#define GEMM_LY %zu\n#define GEMM_PACK_LX %zu\n#define GEMM_PACK_KC %zu\n",
-             want.vw, want.nv, want.mr, want.ly, want.pack_lx, want.pack_kc);
-    /* Fails only when the family was built already (e.g. a warm-up of every
-     * family); the tile is read back from the program below either way. */
-    clf_error ignored;
-    (void)clf_program_set_defines(rt, "gemm", defs, &ignored);
-
-    clf_status s = clf_kernel_get(rt, "gemm", "gemm_an", &st->k_an, err);
-    if (s == CLF_OK)
-        s = clf_kernel_get(rt, "gemm", "gemm_ap", &st->k_ap, err);
-    if (s == CLF_OK)
-        s = clf_kernel_get(rt, "gemm", "gemm_nt_dot", &st->k_nt_dot, err);
-    if (s == CLF_OK)
-        s = clf_kernel_get(rt, "gemm", "gemm_epilogue", &st->k_epilogue, err);
-    if (s == CLF_OK)
-        s = clf_kernel_get(rt, "gemm", "gemm_splitk_reduce", &st->k_splitk, err);
-    if (s == CLF_OK)
-        s = clf_kernel_get(rt, "gemm", "gemm_pack_a_n", &st->k_pack_a_n, err);
-    if (s == CLF_OK)
-        s = clf_kernel_get(rt, "gemm", "gemm_pack_a_t", &st->k_pack_a_t, err);
-    if (s == CLF_OK)
-        s = clf_kernel_get(rt, "gemm", "gemm_pack_b_n", &st->k_pack_b_n, err);
-    if (s == CLF_OK)
-        s = clf_kernel_get(rt, "gemm", "gemm_pack_b_t", &st->k_pack_b_t, err);
+    const gemm_config *c = &nat->cfg;
+    char fam[64], defs[512];
+    snprintf(fam, sizeof fam, "gemm@%s", c->name);
+    if (c->tiled)
+        snprintf(defs, sizeof defs,
+                 "#define GEMM_TM %zu\n#define GEMM_TN %zu\n#define GEMM_TK %zu\n"
+                 "#define GEMM_WM %zu\n#define GEMM_WN %zu\n",
+                 c->tm, c->tn, c->tk, c->wm, c->wn);
+    else
+        snprintf(defs, sizeof defs,
+                 "#define GEMM_VW %zu\n#define GEMM_NV %zu\n#define GEMM_MR %zu\n", c->vw, c->nv,
+                 c->mr);
+    clf_status s = clf_program_set_defines(rt, fam, defs, err);
+    struct {
+        const char *name;
+        clf_kernel **k;
+    } ks[] = {
+        {"gemm_an", &nat->k_an},
+        {"gemm_ap", &nat->k_ap},
+        {"gemm_nt_dot", &nat->k_nt_dot},
+        {"gemm_epilogue", &nat->k_epilogue},
+        {"gemm_splitk_reduce", &nat->k_splitk},
+        {"gemm_pack_a_n", &nat->k_pack_a_n},
+        {"gemm_pack_a_t", &nat->k_pack_a_t},
+        {"gemm_pack_b_n", &nat->k_pack_b_n},
+        {"gemm_pack_b_t", &nat->k_pack_b_t},
+        {c->tiled ? "gemm_tiled" : NULL, &nat->k_tiled},
+    };
+    for (size_t i = 0; s == CLF_OK && i < sizeof ks / sizeof ks[0]; i++)
+        if (ks[i].name != NULL)
+            s = clf_kernel_get(rt, fam, ks[i].name, ks[i].k, err);
     gemm_tile t;
-    if (s != CLF_OK || (s = read_config(rt, &t, err)) != CLF_OK)
+    if (s != CLF_OK || (s = read_config(rt, fam, &t, err)) != CLF_OK)
         return s;
-    if (t.mr == 0 || t.nr == 0 || t.ly == 0 || t.pack_lx == 0 || t.pack_kc == 0 || t.dot == 0)
+    if (t.mr == 0 || t.nr == 0 || t.ly == 0 || t.pack_lx == 0 || t.pack_kc == 0 || t.dot == 0 ||
+        (c->tiled &&
+         (t.tm != c->tm || t.tn != c->tn || t.tk != c->tk || t.wm != c->wm || t.wn != c->wn)) ||
+        (!c->tiled && (t.mr != c->mr || t.vw != c->vw || t.nv != c->nv)))
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
-                             "gemm: the native kernels report an empty tile (gemm_config)");
-    if (t.ly > clf_kernel_max_work_group(st->k_an) ||
-        t.pack_lx > clf_kernel_max_work_group(st->k_pack_b_n))
+                             "gemm: configuration %s: the kernels report another tile "
+                             "(gemm_config)",
+                             c->name);
+    const size_t need = c->tiled ? (t.tm / t.wm) * (t.tn / t.wn) : t.ly;
+    clf_kernel *main = c->tiled ? nat->k_tiled : nat->k_an;
+    if (need > clf_kernel_max_work_group(main) ||
+        t.pack_lx > clf_kernel_max_work_group(nat->k_pack_b_n))
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
-                             "gemm: native kernels need work-groups of %zu and %zu items; the "
-                             "device allows %zu",
-                             t.ly, t.pack_lx, clf_kernel_max_work_group(st->k_an));
-    st->tile = t;
+                             "gemm: configuration %s needs work-groups of %zu items; the device "
+                             "allows %zu for this kernel",
+                             c->name, need, clf_kernel_max_work_group(main));
+    nat->tile = t;
     return CLF_OK;
 }
 
-/* Build the native engine once; a failure is remembered and repeated. */
-clf_status clf_gemm_native_init(clf_runtime *rt, gemm_state *st, clf_error *err)
+/* Build configuration nat once; a failure is remembered and repeated. */
+clf_status clf_gemm_native_init(clf_runtime *rt, gemm_native *nat, clf_error *err)
 {
-    if (!st->native_tried) {
-        st->native_tried = 1;
-        st->native_status = native_build(rt, st, &st->native_err);
-        if (st->native_status != CLF_OK)
-            clf_error_prefix(&st->native_err, "native GEMM engine unavailable");
+    if (!nat->tried) {
+        nat->tried = 1;
+        nat->status = native_build(rt, nat, &nat->err);
+        if (nat->status != CLF_OK)
+            clf_error_prefix(&nat->err, "native GEMM engine unavailable");
     }
-    if (st->native_status != CLF_OK && err != NULL)
-        *err = st->native_err;
-    return st->native_status;
+    if (nat->status != CLF_OK && err != NULL)
+        *err = nat->err;
+    return nat->status;
 }
 
 static clf_status scratch_reserve(clf_runtime *rt, gemm_state *st, size_t floats, clf_error *err)
@@ -172,10 +266,10 @@ static clf_status scratch_reserve(clf_runtime *rt, gemm_state *st, size_t floats
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 /* C = beta * C on the native kernel (K = 0: no A or B is read). */
-static clf_status native_scale_c(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
+static clf_status native_scale_c(clf_runtime *rt, gemm_native *nat, const clf_gemm_desc *d,
                                  clf_error *err)
 {
-    const gemm_tile *t = &st->tile;
+    const gemm_tile *t = &nat->tile;
     clf_buffer *c = d->c.buf;
     const clf_arg args[] = {
         CLF_ARG_U64(d->m),        CLF_ARG_U64(d->n),
@@ -191,7 +285,7 @@ static clf_status native_scale_c(clf_runtime *rt, gemm_state *st, const clf_gemm
     };
     const size_t global[3] = {ceil_div(d->n, t->nr), ceil_div(d->m, t->mr), clf_gemm_batch_of(d)};
     const size_t local[3] = {1, t->ly, 1};
-    return clf_kernel_launch(rt, st->k_an, 3, global, local, 25, args, err);
+    return clf_kernel_launch(rt, nat->k_an, 3, global, local, 25, args, err);
 }
 
 /* How the native engine runs a validated d (m, n, k > 0). */
@@ -211,7 +305,8 @@ typedef struct native_plan {
  * x N, K = B*T): the device's choice is the largest P that divides K, keeps
  * slices of at least SPLIT_MIN_K and brings the work-items up to about
  * what fills the device (2 per compute unit where groups run item by item,
- * 256 elsewhere). The runtime's gemm_split_k overrides (tests). Only for
+ * 256 elsewhere; a tiled configuration's work-groups count as their items,
+ * or as one where they run item by item). The runtime's gemm_split_k overrides (tests). Only for
  * one matrix (the batch dimension carries the slices). */
 #define SPLIT_MIN_K 256
 static size_t split_of(const clf_runtime *rt, const gemm_tile *t, const clf_gemm_desc *d)
@@ -226,7 +321,14 @@ static size_t split_of(const clf_runtime *rt, const gemm_tile *t, const clf_gemm
         const clf_device_info *dev = clf_runtime_device(rt);
         const size_t cus = dev->compute_units ? dev->compute_units : 1;
         const size_t want = dev->serial_groups ? 2 * cus : 256 * cus;
-        const size_t tiles = ceil_div(d->m, t->mr) * ceil_div(d->n, t->nr);
+        size_t tiles; /* work-items, or work-groups where they run item by item */
+        if (t->tm > 0) {
+            tiles = ceil_div(d->m, t->tm) * ceil_div(d->n, t->tn);
+            if (!dev->serial_groups)
+                tiles *= (t->tm / t->wm) * (t->tn / t->wn);
+        } else {
+            tiles = ceil_div(d->m, t->mr) * ceil_div(d->n, t->nr);
+        }
         if (tiles >= want || d->k < 2 * SPLIT_MIN_K)
             return 1;
         pmax = want / tiles;
@@ -241,10 +343,10 @@ static size_t split_of(const clf_runtime *rt, const gemm_tile *t, const clf_gemm
     return 1;
 }
 
-static clf_status native_plan_make(clf_runtime *rt, const gemm_state *st, const clf_gemm_desc *d,
+static clf_status native_plan_make(clf_runtime *rt, const gemm_native *nat, const clf_gemm_desc *d,
                                    native_plan *p, clf_error *err)
 {
-    const gemm_tile *t = &st->tile;
+    const gemm_tile *t = &nat->tile;
     const size_t batch = clf_gemm_batch_of(d);
     const size_t m = d->m, n = d->n, k = d->k;
     const size_t max_floats = (size_t)(clf_runtime_device(rt)->max_alloc / sizeof(float));
@@ -292,15 +394,15 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_state *st, const 
     return CLF_OK;
 }
 
-static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
-                              clf_error *err)
+static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
+                              const clf_gemm_desc *d, clf_error *err)
 {
-    const gemm_tile *t = &st->tile;
+    const gemm_tile *t = &nat->tile;
     const size_t batch = clf_gemm_batch_of(d);
     const size_t m = d->m, n = d->n, k = d->k;
     const size_t nbk = ceil_div(m, t->mr), np = ceil_div(n, t->nr);
     native_plan p;
-    clf_status s = native_plan_make(rt, st, d, &p, err);
+    clf_status s = native_plan_make(rt, nat, d, &p, err);
     if (s != CLF_OK)
         return s;
     if (p.dot) {
@@ -318,7 +420,7 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_de
         };
         const size_t global[3] = {ceil_div(n, t->dot), ceil_div(m, t->dot), batch};
         const size_t local[3] = {t->ly, 1, 1};
-        return clf_kernel_launch(rt, st->k_nt_dot, 3, global, local, 25, args, err);
+        return clf_kernel_launch(rt, nat->k_nt_dot, 3, global, local, 25, args, err);
     }
     if (p.scratch > 0 && (s = scratch_reserve(rt, st, p.scratch, err)) != CLF_OK)
         return s;
@@ -341,7 +443,7 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_de
             if (d->trans_a)
                 global[0] = nbk, global[1] = ceil_div(k, t->pack_kc);
             const size_t local[3] = {t->pack_lx, 1, 1};
-            s = clf_kernel_launch(rt, d->trans_a ? st->k_pack_a_t : st->k_pack_a_n, 3, global,
+            s = clf_kernel_launch(rt, d->trans_a ? nat->k_pack_a_t : nat->k_pack_a_n, 3, global,
                                   local, 9, args, err);
             if (s != CLF_OK)
                 return s;
@@ -356,7 +458,7 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_de
             if (!d->trans_b)
                 global[0] = np, global[1] = ceil_div(k, t->pack_kc);
             const size_t local[3] = {t->pack_lx, 1, 1};
-            s = clf_kernel_launch(rt, d->trans_b ? st->k_pack_b_t : st->k_pack_b_n, 3, global,
+            s = clf_kernel_launch(rt, d->trans_b ? nat->k_pack_b_t : nat->k_pack_b_n, 3, global,
                                   local, 9, args, err);
             if (s != CLF_OK)
                 return s;
@@ -388,7 +490,7 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_de
                 CLF_GEMM_EPI_ARGS(d, 0u),
             };
             const size_t global[3] = {np, nbk, P}, local[3] = {1, t->ly, 1};
-            s = clf_kernel_launch(rt, pack_a ? st->k_ap : st->k_an, 3, global, local, 25, args,
+            s = clf_kernel_launch(rt, pack_a ? nat->k_ap : nat->k_an, 3, global, local, 25, args,
                                   err);
             if (s != CLF_OK)
                 return s;
@@ -406,7 +508,7 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_de
                 CLF_GEMM_EPI_ARGS(d, clf_gemm_epi_of(d)),
             };
             const size_t rl[2] = {16, 1}, rg[2] = {ceil_div(n, 16) * 16, m};
-            return clf_kernel_launch(rt, st->k_splitk, 2, rg, rl, 16, r, err);
+            return clf_kernel_launch(rt, nat->k_splitk, 2, rg, rl, 16, r, err);
         }
         /* deep products run as slices of depth at most K_SLICE, accumulating
          * into C, so a work-group's A blocks and B panel stay in cache */
@@ -438,7 +540,7 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_de
                 CLF_GEMM_EPI_ARGS(d, k0 + kn == k ? clf_gemm_epi_of(d) : 0u),
             };
             const size_t global[3] = {np, nbk, zn}, local[3] = {1, t->ly, 1};
-            s = clf_kernel_launch(rt, pack_a ? st->k_ap : st->k_an, 3, global, local, 25, args,
+            s = clf_kernel_launch(rt, pack_a ? nat->k_ap : nat->k_an, 3, global, local, 25, args,
                                   err);
             if (s != CLF_OK)
                 return s;
@@ -447,13 +549,112 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, const clf_gemm_de
     return CLF_OK;
 }
 
-clf_status clf_gemm_native_run(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
-                               clf_error *err)
+/* ---- the tiled configurations ------------------------------------------------ */
+
+static size_t tiled_split(const clf_runtime *rt, const gemm_tile *t, const clf_gemm_desc *d)
 {
-    return d->k == 0 ? native_scale_c(rt, st, d, err) : native_gemm(rt, st, d, err);
+    const size_t max_floats = (size_t)(clf_runtime_device(rt)->max_alloc / sizeof(float));
+    const size_t p = d->k > 0 ? split_of(rt, t, d) : 1;
+    return p > 1 && p * d->m * d->n <= max_floats ? p : 1;
 }
 
-clf_status clf_gemm_native_epilogue(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
+/* gemm_tiled reads both operands in place in any storage order, so no
+ * packing: one launch, or with split-K the slices as a batch of partial
+ * products (matrix p's A and B advanced by p slices of K) and their ordered
+ * sum. K == 0 runs the kernel with an empty loop: C = beta * C. */
+static clf_status tiled_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
+                             const clf_gemm_desc *d, clf_error *err)
+{
+    const gemm_tile *t = &nat->tile;
+    const size_t m = d->m, n = d->n, k = d->k;
+    const size_t rx = t->tn / t->wn, ry = t->tm / t->wm;
+    const size_t local[3] = {rx, ry, 1};
+    const size_t P = tiled_split(rt, t, d);
+    if (P > 1) {
+        const size_t kc = k / P;
+        clf_status s = scratch_reserve(rt, st, P * m * n, err);
+        if (s != CLF_OK)
+            return s;
+        const clf_arg args[] = {
+            CLF_ARG_U64(m),
+            CLF_ARG_U64(n),
+            CLF_ARG_U64(kc),
+            CLF_ARG_F32(1.0f),
+            CLF_ARG_BUF(d->a.buf),
+            CLF_ARG_U64(d->a.off),
+            CLF_ARG_U64(d->lda),
+            CLF_ARG_U64(d->trans_a ? kc * d->lda : kc),
+            CLF_ARG_U32(d->trans_a),
+            CLF_ARG_BUF(d->b.buf),
+            CLF_ARG_U64(d->b.off),
+            CLF_ARG_U64(d->ldb),
+            CLF_ARG_U64(d->trans_b ? kc : kc * d->ldb),
+            CLF_ARG_U32(d->trans_b),
+            CLF_ARG_F32(0.0f),
+            CLF_ARG_BUF(st->scratch),
+            CLF_ARG_U64(0),
+            CLF_ARG_U64(n),
+            CLF_ARG_U64(m * n),
+            CLF_GEMM_EPI_ARGS(d, 0u),
+        };
+        const size_t global[3] = {ceil_div(n, t->tn) * rx, ceil_div(m, t->tm) * ry, P};
+        s = clf_kernel_launch(rt, nat->k_tiled, 3, global, local, 25, args, err);
+        if (s != CLF_OK)
+            return s;
+        const clf_arg r[] = {
+            CLF_ARG_U64(m),
+            CLF_ARG_U64(n),
+            CLF_ARG_U64(P),
+            CLF_ARG_BUF(st->scratch),
+            CLF_ARG_U64(0),
+            CLF_ARG_F32(d->alpha),
+            CLF_ARG_F32(d->beta),
+            CLF_ARG_BUF(d->c.buf),
+            CLF_ARG_U64(d->c.off),
+            CLF_ARG_U64(d->ldc),
+            CLF_GEMM_EPI_ARGS(d, clf_gemm_epi_of(d)),
+        };
+        const size_t rl[2] = {16, 1}, rg[2] = {ceil_div(n, 16) * 16, m};
+        return clf_kernel_launch(rt, nat->k_splitk, 2, rg, rl, 16, r, err);
+    }
+    /* k == 0: A and B are never read; any valid buffer stands in */
+    clf_buffer *a = d->k > 0 ? d->a.buf : d->c.buf, *b = d->k > 0 ? d->b.buf : d->c.buf;
+    const clf_arg args[] = {
+        CLF_ARG_U64(m),
+        CLF_ARG_U64(n),
+        CLF_ARG_U64(k),
+        CLF_ARG_F32(d->alpha),
+        CLF_ARG_BUF(a),
+        CLF_ARG_U64(d->k > 0 ? d->a.off : 0),
+        CLF_ARG_U64(d->lda),
+        CLF_ARG_U64(d->stride_a),
+        CLF_ARG_U32(d->trans_a),
+        CLF_ARG_BUF(b),
+        CLF_ARG_U64(d->k > 0 ? d->b.off : 0),
+        CLF_ARG_U64(d->ldb),
+        CLF_ARG_U64(d->stride_b),
+        CLF_ARG_U32(d->trans_b),
+        CLF_ARG_F32(d->beta),
+        CLF_ARG_BUF(d->c.buf),
+        CLF_ARG_U64(d->c.off),
+        CLF_ARG_U64(d->ldc),
+        CLF_ARG_U64(d->stride_c),
+        CLF_GEMM_EPI_ARGS(d, clf_gemm_epi_of(d)),
+    };
+    const size_t global[3] = {ceil_div(n, t->tn) * rx, ceil_div(m, t->tm) * ry,
+                              clf_gemm_batch_of(d)};
+    return clf_kernel_launch(rt, nat->k_tiled, 3, global, local, 25, args, err);
+}
+
+clf_status clf_gemm_native_run(clf_runtime *rt, gemm_state *st, gemm_native *nat,
+                               const clf_gemm_desc *d, clf_error *err)
+{
+    if (nat->cfg.tiled)
+        return tiled_gemm(rt, st, nat, d, err);
+    return d->k == 0 ? native_scale_c(rt, nat, d, err) : native_gemm(rt, st, nat, d, err);
+}
+
+clf_status clf_gemm_native_epilogue(clf_runtime *rt, gemm_native *nat, const clf_gemm_desc *d,
                                     clf_error *err)
 {
     const uint32_t epi = clf_gemm_epi_of(d);
@@ -464,15 +665,23 @@ clf_status clf_gemm_native_epilogue(clf_runtime *rt, gemm_state *st, const clf_g
         CLF_ARG_U64(d->c.off), CLF_ARG_U64(d->ldc), CLF_GEMM_EPI_ARGS(d, epi),
     };
     const size_t local[2] = {16, 1}, global[2] = {ceil_div(d->n, 16) * 16, d->m};
-    return clf_kernel_launch(rt, st->k_epilogue, 2, global, local, 11, args, err);
+    return clf_kernel_launch(rt, nat->k_epilogue, 2, global, local, 11, args, err);
 }
 
-clf_status clf_gemm_native_reserve(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
-                                   clf_error *err)
+clf_status clf_gemm_native_reserve(clf_runtime *rt, gemm_state *st, gemm_native *nat,
+                                   const clf_gemm_desc *d, clf_error *err)
 {
-    native_plan p;
-    clf_status s = native_plan_make(rt, st, d, &p, err);
-    if (s != CLF_OK)
-        return s;
-    return p.scratch > 0 ? scratch_reserve(rt, st, p.scratch, err) : CLF_OK;
+    size_t need = 0;
+    if (nat->cfg.tiled) {
+        need = tiled_split(rt, &nat->tile, d) * d->m * d->n;
+        if (need == d->m * d->n)
+            need = 0;
+    } else {
+        native_plan p;
+        clf_status s = native_plan_make(rt, nat, d, &p, err);
+        if (s != CLF_OK)
+            return s;
+        need = p.scratch;
+    }
+    return need > 0 ? scratch_reserve(rt, st, need, err) : CLF_OK;
 }
