@@ -67,7 +67,7 @@ const char *clf_gemm_engine_name(clf_gemm_engine e);
  * batch), CLBlast and the native configurations this device lists, timing
  * each on the caller's operands, and keeps the fastest for the runtime's
  * lifetime and in <cache_dir>/gemm-<device>.txt. */
-#define CLF_GEMM_MAX_CANDIDATES 9
+#define CLF_GEMM_MAX_CANDIDATES 13
 /* names[0] is "clblast", names[1 .. count-1] the native configurations the
  * device can run ("r8v16x3": register-blocked, 8 rows x 3 vectors of 16;
  * "t64x64k16w4x4": local-memory tiles of 64 x 64, 16 deep, 4 x 4 per
@@ -87,8 +87,9 @@ clf_status clf_gemm_choice(clf_runtime *rt, const clf_gemm_desc *d, const char *
  * again and those of the file it has not needed). */
 typedef struct clf_gemm_tuned {
     int trans_a, trans_b;
-    size_t m, n, k, batch;                   /* the shape that was timed */
-    size_t winner;                           /* index into the candidate names */
+    size_t m, n, k, batch; /* the shape that was timed */
+    size_t winner;         /* index into the candidate names */
+    int used;              /* a shape of this class ran (or was prepared) in this runtime */
     double seconds[CLF_GEMM_MAX_CANDIDATES]; /* per call; < 0 = not timed */
 } clf_gemm_tuned;
 clf_status clf_gemm_tuning(clf_runtime *rt, clf_gemm_tuned *rows, size_t cap, size_t *n,

@@ -28,7 +28,7 @@ typedef struct gemm_tile {
  * (gemm_tiled: tm x tn per work-group staged through local memory, wm x wn
  * per work-item). */
 #define GEMM_CONFIG_NAME 32
-#define GEMM_MAX_CONFIGS 8
+#define GEMM_MAX_CONFIGS 12
 typedef struct gemm_config {
     char name[GEMM_CONFIG_NAME]; /* "r8v16x3", "t64x64k16w4x4" */
     int tiled;
@@ -63,6 +63,8 @@ typedef struct gemm_choice {
     gemm_class cls;
     size_t m, n, k, batch;    /* the shape that was timed */
     int cand;                 /* the winner */
+    int fresh;                /* timed by this runtime (else read from the cache file) */
+    int used;                 /* looked up by this runtime */
     double t[GEMM_MAX_CANDS]; /* seconds per call as timed; -1 = not timed */
 } gemm_choice;
 
