@@ -57,6 +57,11 @@ int cli_checkpoint_open(const char *dir, clf_checkpoint **ck, clf_model_config *
         *ck = NULL;
         return checkpoint_fail(&err, st);
     }
+    if (!clf_checkpoint_verified(*ck))
+        fprintf(stderr,
+                "clformer: note: %s carries no checksums (written by a clformer before they "
+                "were added): it is read unverified\n",
+                clf_checkpoint_path(*ck));
     return CLI_EXIT_OK;
 }
 

@@ -162,6 +162,42 @@ fi
 TRAIN_PARAMS=$(sed -n 's/^model: \([0-9,]*\) parameters.*/\1/p' "$OUT" | tr -d ,)
 run "$BIN" train "$TINY" --data "$DATA" --out "$RUN" --set train.steps=30 "${DEV[@]}"
 expect "a fresh run refuses to overwrite a checkpoint" 2 "already holds a checkpoint"
+# ---- checksums: one flipped byte in a tensor is caught, naming it -----------------
+# flip FILE TENSOR: xor one byte in the middle of TENSOR's data
+flip() {
+  python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+path, name = sys.argv[1], sys.argv[2]
+b = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+begin, end = json.loads(b[8:8 + n])[name]["data_offsets"]
+b[8 + n + (begin + end) // 2] ^= 0x04
+open(path, "wb").write(b)
+PY
+}
+mkdir -p "$TMP/flip-adam" "$TMP/flip-w"
+cp "$RUN/ckpt.safetensors" "$TMP/flip-adam/" && flip "$TMP/flip-adam/ckpt.safetensors" optim.v.wte
+run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/flip-adam" --resume --set train.steps=40 "${DEV[@]}"
+expect "--resume from a checkpoint with a flipped Adam byte fails naming the tensor" 1 'tensor "optim.v.wte" fails its checksum'
+cp "$RUN/ckpt.safetensors" "$TMP/flip-w/" && flip "$TMP/flip-w/ckpt.safetensors" wte
+run "$BIN" eval "$TMP/flip-w" --data "$DATA" "${DEV[@]}"
+expect "eval of a checkpoint with a flipped weight byte fails naming the tensor" 1 'tensor "wte" fails its checksum'
+
+# a checkpoint from before the checksums (their metadata removed): read, with a note
+mkdir -p "$TMP/old-ckpt"
+python3 - "$RUN/ckpt.safetensors" "$TMP/old-ckpt/ckpt.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"] = {k: v for k, v in h["__metadata__"].items() if not k.startswith("clformer.crc32.")}
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-len(t) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+run "$BIN" eval "$TMP/old-ckpt" --data "$DATA" --json "${DEV[@]}"
+expect "a checkpoint without checksums still loads, with a note that it is unverified" 0 "carries no checksums .* read unverified"
+
 run "$BIN" train "$TINY" --data "$DATA" --out "$RUN" --resume --steps 40 --set train.eval.every=15 --profile "${DEV[@]}"
 expect "--resume continues to step 40" 0 "resuming at step 30 of 40"
 expect "train --profile reports the model FLOP utilisation" 0 "model FLOP utilisation: [0-9.]+% \([0-9.]+ GFLOP/s of the device's measured [0-9.]+"

@@ -791,6 +791,120 @@ static void test_half(void)
     clf_st_reader_destroy(r);
 }
 
+/* Checksums: every byte of a checksummed file flipped in turn is caught:
+ * in the header, the open fails (the metadata's checksum, or the JSON, or
+ * the layout); in a tensor's data, reading that tensor fails naming it
+ * while the other tensor still reads. A file without checksums reads
+ * unverified; a checksum naming a tensor the file lacks, or a tensor
+ * without one, is refused. */
+static void test_checksums(void)
+{
+    printf("checksums\n");
+    clf_error err;
+    char p[512], q[512];
+    path_in(p, sizeof p, "crc.safetensors");
+    path_in(q, sizeof q, "crc-flip.safetensors");
+    float a[6] = {1.5f, -2, 3, 4, 5, 6};
+    int32_t b[3] = {7, 8, 9};
+    clf_st_writer *w = NULL;
+    tu_ok(clf_st_writer_create(&w, &err), &err, "writer");
+    tu_ok(clf_st_writer_add(w, "a", CLF_ST_F32, 2, (int64_t[]){2, 3}, a, &err), &err, "add");
+    tu_ok(clf_st_writer_add(w, "b", CLF_ST_I32, 1, (int64_t[]){3}, b, &err), &err, "add");
+    tu_ok(clf_st_writer_add_metadata(w, "step", "7", &err), &err, "meta");
+    tu_ok(clf_st_writer_add_checksums(w, &err), &err, "checksums");
+    tu_ok(clf_st_writer_write(w, p, &err), &err, "write");
+    clf_st_writer_destroy(w);
+    clf_st_reader *r = NULL;
+    tu_ok(clf_st_reader_open(p, &r, &err), &err, "open");
+    float ga[6];
+    int32_t gb[3];
+    TU_CHECK(clf_st_reader_checksummed(r) &&
+                 clf_st_reader_read(r, "a", CLF_ST_F32, 2, (int64_t[]){2, 3}, ga, sizeof ga,
+                                    &err) == CLF_OK &&
+                 memcmp(ga, a, sizeof a) == 0,
+             "a checksummed file reads back verified");
+    clf_st_reader_destroy(r);
+
+    size_t n;
+    unsigned char *full = read_bytes(p, &n);
+    const size_t data = full != NULL ? 8 + (size_t)full[0] + 256 * (size_t)full[1] : n;
+    int caught = full != NULL, other_ok = 1;
+    for (size_t i = 8; caught && i < n; i++) {
+        full[i] ^= 0x10;
+        write_bytes(q, full, n);
+        full[i] ^= 0x10;
+        r = NULL;
+        if (clf_st_reader_open(q, &r, &err) != CLF_OK) {
+            /* a header byte: refused when opened, naming the file */
+            char fm[CLF_ERROR_MSG_MAX + 600];
+            clf_error_format(&err, fm, sizeof fm);
+            caught = i < data && strstr(fm, "crc-flip.safetensors") != NULL;
+        } else if (i < data) {
+            caught = 0; /* a header byte went unnoticed */
+        } else {
+            /* data: the tensor holding byte i fails, naming itself */
+            const clf_st_tensor_info *t = NULL;
+            for (size_t k = 0; k < clf_st_reader_count(r); k++) {
+                const clf_st_tensor_info *x = clf_st_reader_tensor(r, k);
+                if (i - data >= x->begin && i - data < x->end)
+                    t = x;
+            }
+            if (t == NULL) {
+                caught = 0;
+            } else {
+                const int is_a = strcmp(t->name, "a") == 0;
+                clf_status sa = clf_st_reader_read(r, "a", CLF_ST_F32, 2, (int64_t[]){2, 3}, ga,
+                                                   sizeof ga, &err);
+                char msg[CLF_ERROR_MSG_MAX];
+                snprintf(msg, sizeof msg, "%s", err.msg);
+                clf_status sb =
+                    clf_st_reader_read(r, "b", CLF_ST_I32, 1, (int64_t[]){3}, gb, sizeof gb, &err);
+                if (is_a) {
+                    caught = sa == CLF_ERR_FORMAT && strstr(msg, "\"a\" fails its checksum");
+                    other_ok &= sb == CLF_OK && memcmp(gb, b, sizeof b) == 0;
+                } else {
+                    caught = sb == CLF_ERR_FORMAT && strstr(err.msg, "\"b\" fails its checksum");
+                    other_ok &= sa == CLF_OK && memcmp(ga, a, sizeof a) == 0;
+                }
+            }
+        }
+        clf_st_reader_destroy(r);
+        if (!caught)
+            printf("  byte %zu of %zu flipped: not caught\n", i, n);
+    }
+    TU_CHECK(caught, "every byte after the length flipped in turn: caught (%zu bytes, data at %zu)",
+             n, data);
+    TU_CHECK(other_ok, "a corrupt tensor leaves the other readable");
+    free(full);
+
+    /* no checksums at all: read, unverified */
+    tu_ok(clf_st_writer_create(&w, &err), &err, "writer");
+    tu_ok(clf_st_writer_add(w, "a", CLF_ST_F32, 2, (int64_t[]){2, 3}, a, &err), &err, "add");
+    tu_ok(clf_st_writer_write(w, q, &err), &err, "write");
+    clf_st_writer_destroy(w);
+    r = NULL;
+    TU_CHECK(clf_st_reader_open(q, &r, &err) == CLF_OK && !clf_st_reader_checksummed(r) &&
+                 clf_st_reader_read(r, "a", CLF_ST_F32, 2, (int64_t[]){2, 3}, ga, sizeof ga,
+                                    &err) == CLF_OK,
+             "a file without checksums reads, unverified");
+    clf_st_reader_destroy(r);
+    /* a checksum for a tensor the file lacks; a tensor without one */
+    tu_ok(clf_st_writer_create(&w, &err), &err, "writer");
+    tu_ok(clf_st_writer_add(w, "a", CLF_ST_F32, 2, (int64_t[]){2, 3}, a, &err), &err, "add");
+    tu_ok(clf_st_writer_add_checksums(w, &err), &err, "checksums");
+    tu_ok(clf_st_writer_add_metadata(w, CLF_ST_CRC_PREFIX "ghost", "01234567", &err), &err, "meta");
+    tu_ok(clf_st_writer_write(w, q, &err), &err, "write");
+    clf_st_writer_destroy(w);
+    TU_CHECK(refused(q, "names tensor \"ghost\"", 0), "a checksum of a missing tensor is refused");
+    tu_ok(clf_st_writer_create(&w, &err), &err, "writer");
+    tu_ok(clf_st_writer_add(w, "a", CLF_ST_F32, 2, (int64_t[]){2, 3}, a, &err), &err, "add");
+    tu_ok(clf_st_writer_add_checksums(w, &err), &err, "checksums");
+    tu_ok(clf_st_writer_add(w, "late", CLF_ST_I32, 1, (int64_t[]){3}, b, &err), &err, "add");
+    tu_ok(clf_st_writer_write(w, q, &err), &err, "write");
+    clf_st_writer_destroy(w);
+    TU_CHECK(refused(q, "\"late\" has no checksum", 0), "a tensor without a checksum is refused");
+}
+
 int main(void)
 {
     tu_seed();
@@ -805,6 +919,7 @@ int main(void)
     test_corrupt_headers();
     test_atomic();
     test_half();
+    test_checksums();
     cleanup();
     return tu_finish();
 }

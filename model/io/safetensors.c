@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "model/io/fileio.h"
 #include "model/io/json.h"
@@ -223,6 +224,55 @@ oom:
     return clf_error_set(err, CLF_ERR_MEMORY, "out of memory adding metadata \"%s\"", key);
 }
 
+/* zlib's CRC-32 of n bytes, in pieces that fit its uInt. */
+static uint32_t crc_bytes(uint32_t crc, const void *data, uint64_t n)
+{
+    const unsigned char *p = data;
+    while (n > 0) {
+        const uInt piece = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = (uint32_t)crc32(crc, p, piece);
+        p += piece;
+        n -= piece;
+    }
+    return crc;
+}
+
+/* The metadata's checksum: every pair but the checksums, in order, as
+ * key NUL value NUL. */
+static uint32_t crc_metadata(char *const *key, char *const *val, size_t n)
+{
+    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(key[i], CLF_ST_CRC_PREFIX, sizeof CLF_ST_CRC_PREFIX - 1) == 0)
+            continue;
+        crc = crc_bytes(crc, key[i], strlen(key[i]) + 1);
+        crc = crc_bytes(crc, val[i], strlen(val[i]) + 1);
+    }
+    return crc;
+}
+
+clf_status clf_st_writer_add_checksums(clf_st_writer *w, clf_error *err)
+{
+    char val[16];
+    const uint32_t meta = crc_metadata(w->mkey, w->mval, w->nm);
+    clf_status st = CLF_OK;
+    for (size_t i = 0; i < w->n && st == CLF_OK; i++) {
+        const size_t kn = sizeof CLF_ST_CRC_PREFIX + strlen(w->t[i].name);
+        char *key = malloc(kn);
+        if (key == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of memory adding checksums");
+        snprintf(key, kn, "%s%s", CLF_ST_CRC_PREFIX, w->t[i].name);
+        snprintf(val, sizeof val, "%08x",
+                 (unsigned)crc_bytes((uint32_t)crc32(0L, Z_NULL, 0), w->t[i].data, w->t[i].nbytes));
+        st = clf_st_writer_add_metadata(w, key, val, err);
+        free(key);
+    }
+    snprintf(val, sizeof val, "%08x", (unsigned)meta);
+    if (st == CLF_OK)
+        st = clf_st_writer_add_metadata(w, CLF_ST_CRC_PREFIX "__metadata__", val, err);
+    return st;
+}
+
 /* Dtype descending (the reference's enum order), then name in byte order. */
 static int cmp_entries(const void *a, const void *b)
 {
@@ -401,6 +451,8 @@ struct clf_st_reader {
     const clf_st_tensor_info **by_name; /* into t, sorted by name */
     char **mkey, **mval;
     size_t nm;
+    int checksummed; /* the file carries clformer's checksums */
+    uint32_t *crc;   /* per tensor (index into t), when checksummed */
 };
 
 void clf_st_reader_destroy(clf_st_reader *r)
@@ -416,6 +468,7 @@ void clf_st_reader_destroy(clf_st_reader *r)
         free(r->mval[i]);
     }
     free(r->t);
+    free(r->crc);
     free((void *)r->by_name);
     free(r->mkey);
     free(r->mval);
@@ -631,6 +684,81 @@ static clf_status check_layout(clf_st_reader *r, const char *path, clf_error *er
     return CLF_OK;
 }
 
+/* Parse 8 hex digits; 0 if anything else. */
+static int parse_crc(const char *s, uint32_t *out)
+{
+    uint32_t v = 0;
+    int i = 0;
+    for (; i < 8; i++) {
+        const char c = s[i];
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
+            return 0;
+        v = v << 4 | (uint32_t)d;
+    }
+    *out = v;
+    return s[i] == '\0';
+}
+
+/* clformer's checksums, if the file has any: the metadata's is checked now,
+ * every tensor must have one (read_raw checks it), and none may name a
+ * tensor the file lacks. A file without any is read unverified. */
+static clf_status read_checksums(clf_st_reader *r, const char *path, clf_error *err)
+{
+    const size_t plen = sizeof CLF_ST_CRC_PREFIX - 1;
+    int any = 0;
+    for (size_t i = 0; i < r->nm; i++)
+        any |= strncmp(r->mkey[i], CLF_ST_CRC_PREFIX, plen) == 0;
+    if (!any)
+        return CLF_OK;
+    r->checksummed = 1;
+    r->crc = calloc(r->n ? r->n : 1, sizeof *r->crc);
+    unsigned char *seen = calloc(r->n ? r->n : 1, 1);
+    clf_status st = CLF_OK;
+    int have_meta = 0;
+    if (r->crc == NULL || seen == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory reading %s", path);
+        goto done;
+    }
+    for (size_t i = 0; i < r->nm && st == CLF_OK; i++) {
+        if (strncmp(r->mkey[i], CLF_ST_CRC_PREFIX, plen) != 0)
+            continue;
+        const char *name = r->mkey[i] + plen;
+        uint32_t v;
+        if (!parse_crc(r->mval[i], &v)) {
+            st = FORMAT_ERR("metadata \"%s\": \"%s\" is not a checksum (8 hex digits)", r->mkey[i],
+                            r->mval[i]);
+        } else if (strcmp(name, "__metadata__") == 0) {
+            have_meta = 1;
+            const uint32_t got = crc_metadata(r->mkey, r->mval, r->nm);
+            if (got != v)
+                st = FORMAT_ERR("the metadata fails its checksum (stored %08x, computed %08x): "
+                                "the file is corrupt",
+                                (unsigned)v, (unsigned)got);
+        } else {
+            const clf_st_tensor_info *t = clf_st_reader_find(r, name);
+            if (t == NULL) {
+                st = FORMAT_ERR("a checksum names tensor \"%s\", which the file does not hold: "
+                                "the file is corrupt",
+                                name);
+            } else {
+                r->crc[t - r->t] = v;
+                seen[t - r->t] = 1;
+            }
+        }
+    }
+    if (st == CLF_OK && !have_meta)
+        st = FORMAT_ERR("the metadata has no checksum of its own: the file is corrupt");
+    for (size_t i = 0; i < r->n && st == CLF_OK; i++)
+        if (!seen[i])
+            st = FORMAT_ERR("tensor \"%s\" has no checksum: the file is corrupt", r->t[i].name);
+done:
+    free(seen);
+    return st;
+}
+
+int clf_st_reader_checksummed(const clf_st_reader *r) { return r->checksummed; }
+
 clf_status clf_st_reader_open(const char *path, clf_st_reader **out, clf_error *err)
 {
     clf_status st = CLF_OK;
@@ -667,6 +795,8 @@ clf_status clf_st_reader_open(const char *path, clf_st_reader **out, clf_error *
     for (size_t i = 0; i < r->n; i++)
         r->by_name[i] = &r->t[i];
     qsort((void *)r->by_name, r->n, sizeof *r->by_name, cmp_by_name);
+    if ((st = read_checksums(r, path, err)) != CLF_OK)
+        goto fail;
     clf_json_destroy(doc);
     free(hdr);
     *out = r;
@@ -838,6 +968,14 @@ clf_status clf_st_reader_read_raw(clf_st_reader *r, const clf_st_tensor_info *t,
         return FORMAT_ERR("tensor \"%s\": the file ended before its data (truncated since it "
                           "was opened?)",
                           t->name);
+    }
+    if (r->checksummed) {
+        const uint32_t want = r->crc[t - r->t];
+        const uint32_t got = crc_bytes((uint32_t)crc32(0L, Z_NULL, 0), dst, nbytes);
+        if (got != want)
+            return FORMAT_ERR("tensor \"%s\" fails its checksum (stored %08x, computed %08x): "
+                              "the file is corrupt",
+                              t->name, (unsigned)want, (unsigned)got);
     }
     return CLF_OK;
 }

@@ -110,6 +110,15 @@ clf_status clf_st_writer_add(clf_st_writer *w, const char *name, clf_st_dtype dt
 clf_status clf_st_writer_add_metadata(clf_st_writer *w, const char *key, const char *value,
                                       clf_error *err);
 /* Write everything to path atomically. The writer can be written again. */
+/* Checksums (clformer's, in the metadata): a CRC-32 of each tensor's bytes
+ * as "clformer.crc32.<name>" and of the metadata's other pairs (key NUL
+ * value NUL, in order) as "clformer.crc32.__metadata__", 8 hex digits
+ * each. Call after the last add, before writing. A reader of a file that
+ * carries them checks the metadata's when it opens the file and each
+ * tensor's as it reads it: a flipped bit anywhere is CLF_ERR_FORMAT naming
+ * the tensor (or the metadata), never a silently wrong value. */
+#define CLF_ST_CRC_PREFIX "clformer.crc32."
+clf_status clf_st_writer_add_checksums(clf_st_writer *w, clf_error *err);
 clf_status clf_st_writer_write(clf_st_writer *w, const char *path, clf_error *err);
 /* The file's bytes in memory instead (*out malloc'ed), for tests and tools. */
 clf_status clf_st_writer_serialize(clf_st_writer *w, unsigned char **out, size_t *size,
@@ -130,6 +139,10 @@ typedef struct clf_st_reader clf_st_reader;
 /* Open and validate (see above). The file stays open until _destroy. */
 clf_status clf_st_reader_open(const char *path, clf_st_reader **out, clf_error *err);
 void clf_st_reader_destroy(clf_st_reader *r);
+
+/* 1 if the file carries clformer's checksums (then every read is
+ * verified), 0 if it was written without (read unverified). */
+int clf_st_reader_checksummed(const clf_st_reader *r);
 
 /* Tensors in file order (by offset). */
 size_t clf_st_reader_count(const clf_st_reader *r);

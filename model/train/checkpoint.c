@@ -145,7 +145,8 @@ clf_status clf_checkpoint_save(const char *path, clf_model *m, const clf_model_c
     if (optim && ((st = add_all(w, m, "optim.m.", am, err)) != CLF_OK ||
                   (st = add_all(w, m, "optim.v.", av, err)) != CLF_OK))
         goto fail;
-    if ((st = clf_st_writer_write(w, path, err)) != CLF_OK)
+    if ((st = clf_st_writer_add_checksums(w, err)) != CLF_OK ||
+        (st = clf_st_writer_write(w, path, err)) != CLF_OK)
         goto fail;
     clf_st_writer_destroy(w);
     free(yaml);
@@ -262,6 +263,10 @@ const char *clf_checkpoint_meta(const clf_checkpoint *c, const char *key)
 {
     return clf_st_reader_metadata(c->r, key);
 }
+
+int clf_checkpoint_verified(const clf_checkpoint *c) { return clf_st_reader_checksummed(c->r); }
+
+const char *clf_checkpoint_path(const clf_checkpoint *c) { return c->path; }
 
 clf_status clf_checkpoint_tokenizer_create(const clf_checkpoint *c, clf_tokenizer **out,
                                            clf_error *err)
@@ -428,8 +433,11 @@ clf_status clf_checkpoint_export(const char *path, const char *out_path, clf_st_
     for (size_t i = 0; i < clf_st_reader_metadata_count(c->r) && st == CLF_OK; i++) {
         const char *k, *v;
         clf_st_reader_metadata_at(c->r, i, &k, &v);
-        st = clf_st_writer_add_metadata(w, k, strcmp(k, "optim") == 0 ? "0" : v, err);
+        if (strncmp(k, CLF_ST_CRC_PREFIX, sizeof CLF_ST_CRC_PREFIX - 1) != 0) /* made anew */
+            st = clf_st_writer_add_metadata(w, k, strcmp(k, "optim") == 0 ? "0" : v, err);
     }
+    if (st == CLF_OK)
+        st = clf_st_writer_add_checksums(w, err);
     if (st == CLF_OK)
         st = clf_st_writer_write(w, out_path, err);
 done:

@@ -86,6 +86,12 @@ clf_status clf_checkpoint_export(const char *path, const char *out_path, clf_st_
  * path is a run directory (its CLF_CHECKPOINT_FILE) or a .safetensors file. */
 clf_status clf_checkpoint_open(const char *path, clf_checkpoint **out, clf_error *err);
 void clf_checkpoint_close(clf_checkpoint *c); /* NULL is a no-op */
+/* 1 if the file carries checksums (every tensor read from it is verified:
+ * a corrupt one is CLF_ERR_FORMAT naming it); 0 for a file written before
+ * clformer wrote them, read unverified. */
+int clf_checkpoint_verified(const clf_checkpoint *c);
+/* The file opened (DIR/ckpt.safetensors for a run directory). */
+const char *clf_checkpoint_path(const clf_checkpoint *c);
 
 const clf_model_config *clf_checkpoint_config(const clf_checkpoint *c);
 const char *clf_checkpoint_tokenizer(const clf_checkpoint *c); /* "" if none */
