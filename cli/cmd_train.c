@@ -10,8 +10,11 @@
  * progress: on a terminal one line rewritten in place (\r), otherwise one
  * line per log step; the validation loss at each evaluation; a checkpoint
  * at each evaluation and at the end, DIR/ckpt.safetensors, written
- * atomically. Ctrl-C sets the trainer's stop flag: it finishes the step,
- * writes a checkpoint and we exit 130 (a second Ctrl-C kills at once).
+ * atomically. Ctrl-C, SIGTERM and SIGHUP set the trainer's stop flag: it
+ * finishes the step, writes a checkpoint and we exit 128 + the signal (130,
+ * 143, 129); a second signal kills at once. SIGPIPE is ignored. DIR is
+ * locked for the run (a second writer is refused), and temporary files of
+ * checkpoint writes a crash interrupted are removed when it starts.
  *
  * The encoder kinds (kind encoder / encoder-decoder) read sentences instead
  * of one text (cli_data.h: a folder such as ../shared/data/multi30k with
@@ -35,12 +38,20 @@
 #include "cli/cli_data.h"
 #include "cli/cli_model.h"
 
-static volatile sig_atomic_t g_stop; /* set by the SIGINT handler only */
+/* The signal that asked training to stop (0: none); set by the handler
+ * only. The trainer polls it between steps. */
+static volatile sig_atomic_t g_stop;
 
-static void on_sigint(int sig)
+static void on_stop_signal(int sig) { g_stop = sig; }
+
+static const char *signal_name(int sig)
 {
-    (void)sig;
-    g_stop = 1;
+    switch (sig) {
+        case SIGINT: return "Ctrl-C (SIGINT)";
+        case SIGTERM: return "SIGTERM";
+        case SIGHUP: return "SIGHUP";
+        default: return "a signal";
+    }
 }
 
 typedef struct ui {
@@ -132,7 +143,8 @@ static void usage(FILE *out)
             "                      [--steps N] [--resume] [runtime flags]\n"
             "                      [--val FILE] [--src L --tgt L] [--batch-tokens N] [--beam K]\n"
             "Train the model MODEL.yaml describes, with a checkpoint DIR/ckpt.safetensors at\n"
-            "each evaluation and at the end. Ctrl-C writes a checkpoint and stops (exit 130).\n"
+            "each evaluation and at the end. Ctrl-C, SIGTERM or SIGHUP writes a checkpoint\n"
+            "and stops (exit 130, 143, 129); a second one stops at once.\n"
             "A decoder (GPT) trains on a text file: first 90%% train, last 10%% validation.\n"
             "A translator (kind encoder-decoder) trains on parallel sentences: --data DIR with\n"
             "DIR/train.L.gz and DIR/val.L.gz for L = --src and --tgt, or --data SRC,TGT with\n"
@@ -182,15 +194,21 @@ static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_trai
 
     clf_error err;
     clf_error_clear(&err);
-    struct sigaction sa, old;
+    /* Ctrl-C, SIGTERM (schedulers, timeout) and SIGHUP (a closed terminal)
+     * all finish the step, write a checkpoint and exit 128 + the signal; a
+     * second one takes the default action at once */
+    static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction sa, old[3];
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C takes the default action */
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
+    for (int i = 0; i < 3; i++)
+        sigaction(stop_signals[i], &sa, &old[i]);
     clf_train_result res;
     clf_status st = clf_trainer_run(m, cfg, data, tok, &o, &res, &err);
-    sigaction(SIGINT, &old, NULL);
+    for (int i = 0; i < 3; i++)
+        sigaction(stop_signals[i], &old[i], NULL);
     ui_endline(&u);
 
     if (st != CLF_OK && st != CLF_ERR_INTERRUPTED) {
@@ -201,8 +219,9 @@ static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_trai
     cli_format_duration(res.session_s, el, sizeof el);
     cli_group_digits((unsigned long long)(res.tokens_per_s + 0.5), tps, sizeof tps);
     if (st == CLF_ERR_INTERRUPTED)
-        printf("interrupted at step %llu of %llu; continue with --resume\n",
-               (unsigned long long)res.last_step, (unsigned long long)res.total);
+        printf("interrupted by %s at step %llu of %llu; continue with --resume\n",
+               signal_name(g_stop), (unsigned long long)res.last_step,
+               (unsigned long long)res.total);
     else if (res.early_stopped)
         printf("early stop at step %llu: no improvement in %d evaluations\n",
                (unsigned long long)res.last_step, cfg->train.early_stop.patience);
@@ -238,7 +257,7 @@ static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_trai
                    100.0 * g / peak, g, peak, f);
         }
     }
-    return st == CLF_OK ? CLI_EXIT_OK : CLI_EXIT_INTERRUPTED;
+    return st == CLF_OK ? CLI_EXIT_OK : 128 + (g_stop > 0 ? (int)g_stop : SIGINT);
 }
 
 /* The tokenizer of a checkpoint (resume). */
@@ -401,10 +420,36 @@ done:
     return rc;
 }
 
-/* --out: the checkpoint path in it, which must exist with --resume and not
- * without; the directory is created. */
-static int check_out(const char *out, int resume, char *ckpt_path, size_t cap)
+/* --out: the directory is created and locked (one run writes it at a time:
+ * *lock, released by the caller), temporary files of writes a crash
+ * interrupted are removed, and the checkpoint in it must exist with
+ * --resume and not without. */
+static int check_out(const char *out, int resume, char *ckpt_path, size_t cap, clf_dir_lock **lock)
 {
+    clf_error err;
+    char stale[256];
+    int rc = cli_mkdir_p(out);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    clf_status st = clf_dir_lock_acquire(out, lock, stale, sizeof stale, &err);
+    if (st != CLF_OK) {
+        cli_print_error("--out", &err);
+        return cli_exit_code(st);
+    }
+    if (stale[0] != '\0')
+        fprintf(stderr,
+                "clformer train: note: took over the lock of %s (%s), which ended without "
+                "releasing it\n",
+                stale, out);
+    static const char *const written[] = {CLF_CHECKPOINT_FILE, "best.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        int removed = 0;
+        if (clf_remove_stale_tmp(out, written[i], &removed, &err) == CLF_OK && removed > 0)
+            fprintf(stderr,
+                    "clformer train: note: removed %d temporary %s.tmp.* file%s left by an "
+                    "interrupted write\n",
+                    removed, written[i], removed > 1 ? "s" : "");
+    }
     snprintf(ckpt_path, cap, "%s/%s", out, CLF_CHECKPOINT_FILE);
     if (!resume && file_exists(ckpt_path)) {
         fprintf(stderr,
@@ -417,7 +462,7 @@ static int check_out(const char *out, int resume, char *ckpt_path, size_t cap)
         fprintf(stderr, "clformer train: --resume: no checkpoint at %s\n", ckpt_path);
         return CLI_EXIT_USAGE;
     }
-    return cli_mkdir_p(out);
+    return CLI_EXIT_OK;
 }
 
 /* A decoder on one text: the text's tokenizer (or the checkpoint's), its
@@ -550,9 +595,13 @@ int cli_cmd_train(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     char ckpt_path[4096];
-    if ((rc = check_out(out, resume, ckpt_path, sizeof ckpt_path)) != CLI_EXIT_OK)
-        return rc;
-    if (cfg.kind != CLF_MODEL_DECODER)
-        return train_seq(&cfg, data, out, ckpt_path, resume, &sf, &rf);
-    return train_text(&cfg, data, out, ckpt_path, resume, &rf);
+    clf_dir_lock *lock = NULL;
+    /* a closed pipe on the progress output (train ... | head) must not kill
+     * the run: its writes fail quietly instead */
+    signal(SIGPIPE, SIG_IGN);
+    if ((rc = check_out(out, resume, ckpt_path, sizeof ckpt_path, &lock)) == CLI_EXIT_OK)
+        rc = cfg.kind != CLF_MODEL_DECODER ? train_seq(&cfg, data, out, ckpt_path, resume, &sf, &rf)
+                                           : train_text(&cfg, data, out, ckpt_path, resume, &rf);
+    clf_dir_lock_release(lock);
+    return rc;
 }

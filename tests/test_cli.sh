@@ -13,7 +13,8 @@
 # 2; a bad --set key and a bad key in a model
 # file exit 2 naming the flag / file:line:col), training a tiny model for 30
 # steps (progress, validation loss, checkpoint), refusing to overwrite a run,
-# --resume, Ctrl-C (exit 130 with a checkpoint), eval --json, sample
+# --resume, Ctrl-C and SIGTERM (exit 130 / 143 with a checkpoint), the --out
+# lock, SIGPIPE, eval --json, sample
 # (deterministic for a seed), info (its parameter total equals the one
 # train reports), and truncated / corrupted checkpoints refused with a clear
 # message. Issue 4 (the last section): a translator and a classifier
@@ -212,11 +213,50 @@ for _ in $(seq 1 3000); do  # up to 300 s (a cold kernel cache under ASan)
   kill -0 "$pid" 2>/dev/null || break
   sleep 0.1
 done
+# a second writer of the same --out is refused while the first runs
+if "$BIN" train "$TINY" --data "$DATA" --out "$INT" --set train.steps=3 "${DEV[@]}" >"$TMP/second.out" 2>"$TMP/second.err"; then
+  bad "a second run into a busy --out is refused"
+else
+  rc2=$?
+  if [ $rc2 -eq 2 ] && grep -q "is in use by clformer PID $pid on" "$TMP/second.err"; then
+    ok "a second run into a busy --out exits 2 naming the holder's PID"
+  else
+    bad "a second run into a busy --out exits 2 naming the holder's PID (exit $rc2: $(head -c 300 "$TMP/second.err"))"
+  fi
+fi
 kill -INT "$pid" 2>/dev/null
 wait "$pid"
 RC=$?
-expect "Ctrl-C exits 130 and says how to resume" 130 "interrupted at step [0-9]+ of 1000000; continue with --resume"
+expect "Ctrl-C exits 130 and says how to resume" 130 "interrupted by Ctrl-C \(SIGINT\) at step [0-9]+ of 1000000; continue with --resume"
 if [ -s "$INT/ckpt.safetensors" ]; then ok "Ctrl-C wrote a checkpoint"; else bad "Ctrl-C wrote a checkpoint"; fi
+
+# SIGTERM (what schedulers and timeout send) behaves as Ctrl-C, exit 143;
+# a lock left by a dead run and a torn temporary checkpoint are cleaned up
+printf 'PID 424242 on elsewhere\n' >"$INT/.clformer.lock"
+: >"$INT/ckpt.safetensors.tmp.424242"
+"$BIN" train "$TINY" --data "$DATA" --out "$INT" --resume --set train.steps=1000000 --set train.log_every=1 "${DEV[@]}" >"$OUT" 2>"$ERR" &
+pid=$!
+for _ in $(seq 1 3000); do
+  grep -q "step *[0-9]*[1-9]/" "$OUT" 2>/dev/null && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+kill -TERM "$pid" 2>/dev/null
+wait "$pid"
+RC=$?
+expect "SIGTERM writes a checkpoint and exits 143" 143 "interrupted by SIGTERM at step [0-9]+"
+expect "a lock left by a dead run is taken over, with a note" 143 "took over the lock of PID 424242 on elsewhere"
+expect "a temporary checkpoint left by a crash is removed, with a note" 143 "removed 1 temporary ckpt.safetensors.tmp"
+if [ ! -e "$INT/ckpt.safetensors.tmp.424242" ]; then ok "the stale temporary file is gone"; else bad "the stale temporary file is gone"; fi
+
+# SIGPIPE: a reader that goes away (train ... | head -n 1) does not kill the run
+"$BIN" train "$TINY" --data "$DATA" --out "$TMP/pipe" --set train.steps=20 --set train.log_every=1 "${DEV[@]}" 2>"$ERR" | head -n 1 >/dev/null
+RC=${PIPESTATUS[0]}
+if [ "$RC" -eq 0 ] && [ -s "$TMP/pipe/ckpt.safetensors" ]; then
+  ok "train | head -n 1: the run survives the closed pipe and writes its checkpoint"
+else
+  bad "train | head -n 1: the run survives the closed pipe and writes its checkpoint"
+fi
 
 # ---- eval, sample, info ------------------------------------------------------------------
 run "$BIN" eval "$RUN" --data "$DATA" --json "${DEV[@]}"

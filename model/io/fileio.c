@@ -7,11 +7,13 @@
  */
 #include "model/io/fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -345,4 +347,94 @@ done:
     gzclose_r(f);
     free(buf);
     return st;
+}
+
+/* ---- one writer per directory ------------------------------------------------------- */
+
+struct clf_dir_lock {
+    int fd;
+};
+
+clf_status clf_dir_lock_acquire(const char *dir, clf_dir_lock **out, char *stale, size_t cap,
+                                clf_error *err)
+{
+    char path[4096], held[256] = "";
+    *out = NULL;
+    if (stale != NULL && cap > 0)
+        stale[0] = '\0';
+    snprintf(path, sizeof path, "%s/.clformer.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return clf_error_set(err, CLF_ERR_IO, "cannot open the lock file %s: %s", path,
+                             strerror(errno));
+    /* what the file says: the holder, or a holder that is gone */
+    ssize_t n = pread(fd, held, sizeof held - 1, 0);
+    held[n > 0 ? n : 0] = '\0';
+    held[strcspn(held, "\n")] = '\0';
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "%s is in use by clformer %s (%s): one run writes a directory "
+                                 "at a time; wait for it to finish, or choose another --out",
+                                 dir, held[0] ? held : "(another process)", path);
+        return clf_error_set(err, CLF_ERR_IO, "cannot lock %s: %s", path, strerror(e));
+    }
+    if (held[0] != '\0' && stale != NULL && cap > 0)
+        snprintf(stale, cap, "%s", held);
+    char me[300], host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0)
+        snprintf(host, sizeof host, "?");
+    const int len = snprintf(me, sizeof me, "PID %ld on %s\n", (long)getpid(), host);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, me, (size_t)len, 0) != len) {
+        const int e = errno;
+        close(fd);
+        return clf_error_set(err, CLF_ERR_IO, "cannot write the lock file %s: %s", path,
+                             strerror(e));
+    }
+    clf_dir_lock *l = malloc(sizeof *l);
+    if (l == NULL) {
+        close(fd);
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    }
+    l->fd = fd;
+    *out = l;
+    return CLF_OK;
+}
+
+void clf_dir_lock_release(clf_dir_lock *l)
+{
+    if (l == NULL)
+        return;
+    if (ftruncate(l->fd, 0) != 0) {
+        /* the lock goes with the descriptor anyway; a stale text is only reported */
+    }
+    close(l->fd); /* drops the flock */
+    free(l);
+}
+
+clf_status clf_remove_stale_tmp(const char *dir, const char *prefix, int *removed, clf_error *err)
+{
+    *removed = 0;
+    DIR *dp = opendir(dir);
+    if (dp == NULL)
+        return clf_error_set(err, CLF_ERR_IO, "cannot read the directory %s: %s", dir,
+                             strerror(errno));
+    char want[512], path[4096];
+    snprintf(want, sizeof want, "%s.tmp.", prefix);
+    const size_t wn = strlen(want);
+    struct dirent *de;
+    while ((de = readdir(dp)) != NULL) {
+        if (strncmp(de->d_name, want, wn) != 0)
+            continue;
+        const char *pid = de->d_name + wn;
+        if (pid[0] == '\0' || strspn(pid, "0123456789") != strlen(pid))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (unlink(path) == 0)
+            (*removed)++;
+    }
+    closedir(dp);
+    return CLF_OK;
 }

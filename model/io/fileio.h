@@ -22,9 +22,13 @@
  *   if (clf_file_atomic_write(f, hdr, n, err) != CLF_OK) { clf_file_atomic_abort(f); goto fail; }
  *   if (clf_file_atomic_commit(f, err) != CLF_OK) goto fail;   // consumes f either way
  *
- * Not here: file formats (safetensors.h, tokenizer.h), directory creation,
- * locking between processes (two writers of one path: the last rename wins,
- * each file complete).
+ * One writer per directory: clf_dir_lock takes an advisory lock (flock) on
+ * <dir>/.clformer.lock, which holds the holder's PID and host for the
+ * message a second writer gets. The kernel drops the lock when its holder
+ * dies however it dies, so a lock file left by a killed run is simply taken
+ * over (and reported); a live holder's refuses.
+ *
+ * Not here: file formats (safetensors.h, tokenizer.h), directory creation.
  */
 #ifndef CLF_FILEIO_H
 #define CLF_FILEIO_H
@@ -66,6 +70,21 @@ clf_status clf_file_atomic_commit(clf_file_atomic *f, clf_error *err);
 void clf_file_atomic_abort(clf_file_atomic *f);
 /* The temporary path being written (for messages and tests). */
 const char *clf_file_atomic_tmp_path(const clf_file_atomic *f);
+
+/* The lock on one directory, held until clf_dir_lock_release. */
+typedef struct clf_dir_lock clf_dir_lock;
+/* Take dir's lock without waiting. Held by a live process -> CLF_ERR_ARG
+ * "<dir> is in use by clformer PID N on HOST ...". On success, *stale
+ * (cap bytes; may be NULL) says whose lock was taken over ("PID N on HOST",
+ * from a run that ended without releasing it) or is "". */
+clf_status clf_dir_lock_acquire(const char *dir, clf_dir_lock **out, char *stale, size_t cap,
+                                clf_error *err);
+/* Empty the lock file and release it; NULL is a no-op. */
+void clf_dir_lock_release(clf_dir_lock *l);
+/* Remove <dir>/<prefix>.tmp.* files (temporary files of atomic writes that
+ * a crash left behind; call with the directory's lock held). Their count
+ * goes to *removed. */
+clf_status clf_remove_stale_tmp(const char *dir, const char *prefix, int *removed, clf_error *err);
 
 CLF_API_END
 
