@@ -47,6 +47,9 @@ int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt);
 void cli_print_error(const char *context, const clf_error *err);
 /* Exit code for a library status. */
 int cli_exit_code(clf_status st);
+/* A JSON number with `decimals` digits after the point, or null when v is
+ * NaN or infinite (JSON has no such numbers). */
+void cli_json_num(FILE *out, double v, int decimals);
 /* Print the profile table of rt (if profiling). */
 void cli_print_profile(clf_runtime *rt, FILE *out);
 /* Strict numeric parsing of flag values; print "--flag: expected ..." on error. */

@@ -12,6 +12,8 @@
  * two runs, or another implementation following the rule, give the same
  * number (up to float rounding of the forward).
  *
+ * A non-finite loss prints null in JSON (with "finite": false) and exits 1,
+ * the numerical-failure status.
  * --json prints {"val_loss": ..., "perplexity": ..., "tokens": ...} (the key
  * is "train_loss" with --split train); "tokens" is the number of targets.
  *
@@ -91,14 +93,29 @@ static int write_hyps(const char *path, char **hyps, size_t n)
     return CLI_EXIT_OK;
 }
 
+/* A non-finite loss is a numerical failure (exit 1), said on stderr; JSON
+ * gets null and "finite": false rather than bare nan / inf. */
+static int loss_status(double loss)
+{
+    if (isfinite(loss))
+        return CLI_EXIT_OK;
+    fprintf(stderr,
+            "clformer eval: the loss is not finite (%f): the model diverged or its parameters "
+            "are broken\n",
+            loss);
+    return CLI_EXIT_FAIL;
+}
+
 static void print_accuracy(const clf_seqeval_result *r, int json, const char *what, double dt)
 {
-    if (json)
-        printf("{\"accuracy\": %.6f, \"val_loss\": %.6f, \"correct\": %llu, \"sentences\": "
-               "%llu}\n",
-               r->accuracy, r->loss, (unsigned long long)r->correct,
-               (unsigned long long)r->labelled);
-    else
+    if (json) {
+        printf("{\"accuracy\": ");
+        cli_json_num(stdout, r->accuracy, 6);
+        printf(", \"val_loss\": ");
+        cli_json_num(stdout, r->loss, 6);
+        printf(", \"correct\": %llu, \"sentences\": %llu%s}\n", (unsigned long long)r->correct,
+               (unsigned long long)r->labelled, isfinite(r->loss) ? "" : ", \"finite\": false");
+    } else
         printf("accuracy %.2f%% (%llu of %llu), loss %.4f on %s (%.1fs)\n", 100.0 * r->accuracy,
                (unsigned long long)r->correct, (unsigned long long)r->labelled, r->loss, what, dt);
 }
@@ -179,13 +196,19 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
         double dt = clf_now_seconds() - t0;
         char line[256];
         clf_bleu_format(&b, line, sizeof line);
-        if (json)
-            printf("{\"bleu\": %.4f, \"bp\": %.4f, \"ratio\": %.4f, \"hyp_len\": %lld, "
-                   "\"ref_len\": %lld, \"val_loss\": %.6f, \"sentences\": %zu, \"beam\": %d, "
-                   "\"alpha\": %g}\n",
-                   b.score, b.bp, b.ratio, (long long)b.hyp_len, (long long)b.ref_len, r.loss, n,
-                   beam.beam, beam.alpha);
-        else
+        if (json) {
+            printf("{\"bleu\": ");
+            cli_json_num(stdout, b.score, 4);
+            printf(", \"bp\": ");
+            cli_json_num(stdout, b.bp, 4);
+            printf(", \"ratio\": ");
+            cli_json_num(stdout, b.ratio, 4);
+            printf(", \"hyp_len\": %lld, \"ref_len\": %lld, \"val_loss\": ", (long long)b.hyp_len,
+                   (long long)b.ref_len);
+            cli_json_num(stdout, r.loss, 6);
+            printf(", \"sentences\": %zu, \"beam\": %d, \"alpha\": %g%s}\n", n, beam.beam,
+                   beam.alpha, isfinite(r.loss) ? "" : ", \"finite\": false");
+        } else
             printf("%s\n%zu sentences of %s, %s %d (alpha %g); loss %.4f (%.1fs)\n", line, n,
                    paths.val_src, beam.beam == 1 ? "greedy decoding, beam" : "beam search, beam",
                    beam.beam, beam.alpha, r.loss, dt);
@@ -193,7 +216,7 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
             goto done;
     }
     cli_print_profile(rt, stderr); /* prints only with --profile */
-    rc = CLI_EXIT_OK;
+    rc = loss_status(r.loss);
     goto done;
 fail:
     cli_print_error(NULL, &err);
@@ -302,8 +325,14 @@ int cli_cmd_eval(int argc, char **argv)
     const double dt = clf_now_seconds() - t0;
     const char *name = split == CLF_SPLIT_VAL ? "val" : "train";
     if (json) {
-        printf("{\"%s_loss\": %.6f, \"perplexity\": %.6f, \"tokens\": %llu}\n", name, loss,
-               exp(loss), (unsigned long long)targets);
+        printf("{\"%s_loss\": ", name);
+        cli_json_num(stdout, loss, 6);
+        printf(", \"perplexity\": ");
+        cli_json_num(stdout, exp(loss), 6);
+        printf(", \"tokens\": %llu", (unsigned long long)targets);
+        if (!isfinite(loss))
+            printf(", \"finite\": false");
+        printf("}\n");
     } else {
         char nt[32];
         cli_group_digits(targets, nt, sizeof nt);
@@ -312,7 +341,7 @@ int cli_cmd_eval(int argc, char **argv)
                clf_model_dims_get(m).T, dt);
     }
     cli_print_profile(rt, stderr); /* prints only with --profile */
-    rc = CLI_EXIT_OK;
+    rc = loss_status(loss);
     goto done;
 fail:
     cli_print_error(NULL, &err);

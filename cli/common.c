@@ -95,6 +95,14 @@ int cli_exit_code(clf_status st)
     }
 }
 
+void cli_json_num(FILE *out, double v, int decimals)
+{
+    if (isfinite(v))
+        fprintf(out, "%.*f", decimals, v);
+    else
+        fputs("null", out);
+}
+
 void cli_print_profile(clf_runtime *rt, FILE *out)
 {
     if (!clf_runtime_profiling(rt))

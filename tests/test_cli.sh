@@ -199,6 +199,28 @@ PY
 run "$BIN" eval "$TMP/old-ckpt" --data "$DATA" --json "${DEV[@]}"
 expect "a checkpoint without checksums still loads, with a note that it is unverified" 0 "carries no checksums .* read unverified"
 
+# NaN parameters: eval --json stays JSON (null, "finite": false) and exits 1
+mkdir -p "$TMP/nan-ckpt"
+python3 - "$RUN/ckpt.safetensors" "$TMP/nan-ckpt/ckpt.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+begin, end = h["wte"]["data_offsets"]
+b[8 + n + begin:8 + n + end] = struct.pack("<f", float("nan")) * ((end - begin) // 4)
+h["__metadata__"] = {k: v for k, v in h["__metadata__"].items() if not k.startswith("clformer.crc32.")}
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-len(t) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+run "$BIN" eval "$TMP/nan-ckpt" --data "$DATA" --json "${DEV[@]}"
+if [ "$RC" -eq 1 ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['val_loss'] is None and d['finite'] is False" "$OUT" 2>/dev/null &&
+   grep -q "the loss is not finite" "$ERR"; then
+  ok "eval --json of a non-finite loss: valid JSON (null, finite false), exit 1"
+else
+  bad "eval --json of a non-finite loss: valid JSON (null, finite false), exit 1"
+fi
+
 run "$BIN" train "$TINY" --data "$DATA" --out "$RUN" --resume --steps 40 --set train.eval.every=15 --profile "${DEV[@]}"
 expect "--resume continues to step 40" 0 "resuming at step 30 of 40"
 expect "train --profile reports the model FLOP utilisation" 0 "model FLOP utilisation: [0-9.]+% \([0-9.]+ GFLOP/s of the device's measured [0-9.]+"
