@@ -463,6 +463,43 @@ static clf_status apply_field(pctx *c, const clf_cfg_field *f, const char *path,
 
 /* ---- documents ---------------------------------------------------------------------------- */
 
+/* Nesting deeper than this is refused before the document is composed: no
+ * model file nests more than a few levels, and libyaml's composer takes
+ * time quadratic in the depth (100,000 '[' took 36 s). */
+#define MAX_DEPTH 64
+
+/* Stream text through libyaml's event parser, stopping at the first
+ * collection nested deeper than MAX_DEPTH (its line and column in the
+ * error). Syntax errors are left to load_doc, which reports them. */
+static clf_status check_depth(pctx *c, const char *text, size_t len, clf_error *err)
+{
+    yaml_parser_t p;
+    yaml_event_t ev;
+    clf_status st = CLF_OK;
+    if (!yaml_parser_initialize(&p))
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory starting the YAML parser");
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    int depth = 0, done = 0;
+    while (!done && yaml_parser_parse(&p, &ev)) {
+        if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT) {
+            if (++depth > MAX_DEPTH) {
+                char msg[128];
+                snprintf(msg, sizeof msg,
+                         "nesting deeper than %d levels (a model file needs a few)", MAX_DEPTH);
+                st = err_at(c, (long)ev.start_mark.line, (long)ev.start_mark.column, err, msg);
+                done = 1;
+            }
+        } else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        } else if (ev.type == YAML_STREAM_END_EVENT) {
+            done = 1;
+        }
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&p);
+    return st;
+}
+
 /* Parse text into doc (one document). On success *loaded = 1 and the caller
  * deletes doc. */
 static clf_status load_doc(pctx *c, const char *text, size_t len, yaml_document_t *doc, int *loaded,
@@ -471,6 +508,8 @@ static clf_status load_doc(pctx *c, const char *text, size_t len, yaml_document_
     yaml_parser_t p;
     clf_status st = CLF_OK;
     *loaded = 0;
+    if ((st = check_depth(c, text, len, err)) != CLF_OK)
+        return st;
     if (!yaml_parser_initialize(&p))
         return clf_error_set(err, CLF_ERR_MEMORY, "out of memory starting the YAML parser");
     yaml_parser_set_input_string(&p, (const unsigned char *)text, len);

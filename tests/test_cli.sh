@@ -115,6 +115,11 @@ expect "impossible --set value exits 2" 2 "heads"
 printf 'model:\n  context: 16\n  embeding: {dim: 32}\n' >"$TMP/bad.yaml"
 run "$BIN" info "$TMP/bad.yaml"
 expect "unknown key in a model file exits 2 with file:line:col" 2 "bad.yaml:3:3"
+python3 -c "print('model:\n  context: ' + '[' * 200000)" >"$TMP/deep.yaml"
+start=$(date +%s)
+run "$BIN" info "$TMP/deep.yaml"
+secs=$(( $(date +%s) - start ))
+expect "200,000 nested [ are refused at once (${secs}s) with file:line:col" 2 "deep.yaml:2:[0-9]+: nesting deeper than 64 levels"
 run "$BIN" train "$TINY" --data "$DATA"
 expect "train without --out exits 2" 2 "--out"
 run "$BIN" nosuchcommand
