@@ -74,7 +74,8 @@ static int store(const cli_opt *o, const char *v)
 {
     switch (o->kind) {
         case CLI_OPT_BOOL: *(int *)o->dst = 1; return 1;
-        case CLI_OPT_STR: *(const char **)o->dst = v; return 1;
+        case CLI_OPT_STR:
+        case CLI_OPT_TEXT: *(const char **)o->dst = v; return 1;
         case CLI_OPT_INT:
             return cli_parse_int(o->name, v, (long)o->lo, (long)o->hi, (long *)o->dst);
         case CLI_OPT_FLOAT: return cli_parse_float(o->name, v, o->lo, o->hi, (double *)o->dst);
@@ -139,7 +140,24 @@ int cli_parse_args(const cli_command *cmd, int argc, char **argv)
                 fprintf(stderr, "clformer: %s expects a value\n", o->name);
                 return CLI_EXIT_USAGE;
             }
+            /* a value that is one of this command's flags is a forgotten
+             * value, not text (--prompt --quiet); --prompt=--quiet says it */
+            const char *nv = NULL;
+            const char *next = argv[i + 1];
+            if (next[0] == '-' && next[1] == '-' &&
+                (find_opt(cmd->opts, cmd->n_opts, next, &nv) != NULL ||
+                 (cmd->runtime != NULL && find_opt(rt, RUNTIME_OPTS, next, &nv) != NULL))) {
+                fprintf(stderr,
+                        "clformer: %s expects a value, got the flag %s (for that text, write "
+                        "%s=%s)\n",
+                        o->name, next, o->name, next);
+                return CLI_EXIT_USAGE;
+            }
             v = argv[++i];
+        }
+        if (o->kind == CLI_OPT_STR && v[0] == '\0') { /* --device "": not the default */
+            fprintf(stderr, "clformer: %s: expected a value, got an empty string\n", o->name);
+            return CLI_EXIT_USAGE;
         }
         if (!store(o, v))
             return CLI_EXIT_USAGE;

@@ -72,7 +72,8 @@ typedef struct cli_list {
 
 typedef enum cli_opt_kind {
     CLI_OPT_BOOL,  /* int *: set to 1; takes no value */
-    CLI_OPT_STR,   /* const char **: the value */
+    CLI_OPT_STR,   /* const char **: the value, not empty (a name, a path) */
+    CLI_OPT_TEXT,  /* const char **: any text, empty included (--prompt) */
     CLI_OPT_INT,   /* long *: an integer in [lo, hi] */
     CLI_OPT_FLOAT, /* double *: a finite number in [lo, hi] */
     CLI_OPT_U64,   /* uint64_t *: a non-negative integer */

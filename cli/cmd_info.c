@@ -102,7 +102,6 @@ double cli_train_flops_per_token(const clf_model_config *cfg, long vocab)
 }
 
 #define N_CONTEXTS 4
-#define MIB(x) ((double)(x) / 1048576.0)
 
 /* Device memory: training at the batch by category, inference at batch 1,
  * and the training activations at contexts around the model's. */
@@ -134,26 +133,41 @@ static clf_status plan_memory(const clf_model_config *cfg, long vocab, long batc
     return st;
 }
 
+/* "12.3 MiB", "4.5 GiB", "3.2 TiB": a size in a unit that keeps it short. */
+static const char *size_str(size_t bytes, char *buf, size_t cap)
+{
+    const double b = (double)bytes;
+    if (b >= 1024.0 * 1024 * 1024 * 1024)
+        snprintf(buf, cap, "%.1f TiB", b / (1024.0 * 1024 * 1024 * 1024));
+    else if (b >= 1024.0 * 1024 * 1024)
+        snprintf(buf, cap, "%.1f GiB", b / (1024.0 * 1024 * 1024));
+    else
+        snprintf(buf, cap, "%.1f MiB", b / (1024.0 * 1024));
+    return buf;
+}
+
 static void print_memory(const memory_report *r, long batch)
 {
     const clf_model_memory *t = &r->train;
+    char a[32], b[32], c[32], d[32];
     printf("device memory, training at batch %ld:\n", batch);
-    printf("  %-24s %10.1f MiB\n", "parameters", MIB(t->params));
-    printf("  %-24s %10.1f MiB\n", "gradients", MIB(t->grads));
-    printf("  %-24s %10.1f MiB\n", "Adam moments", MIB(t->optim));
-    printf("  %-24s %10.1f MiB\n", "activations and scratch", MIB(t->activations));
-    printf("  %-24s %10.1f MiB\n", "batch inputs", MIB(t->batch));
-    printf("  %-24s %10.1f MiB\n", "total", MIB(t->total));
-    printf("device memory, inference at batch 1: %.1f MiB (parameters %.1f, activations %.1f, "
-           "KV caches %.1f)\n",
-           MIB(r->infer.total), MIB(r->infer.params), MIB(r->infer.activations),
-           MIB(r->infer.caches));
+    printf("  %-24s %14s\n", "parameters", size_str(t->params, a, sizeof a));
+    printf("  %-24s %14s\n", "gradients", size_str(t->grads, a, sizeof a));
+    printf("  %-24s %14s\n", "Adam moments", size_str(t->optim, a, sizeof a));
+    printf("  %-24s %14s\n", "activations and scratch", size_str(t->activations, a, sizeof a));
+    printf("  %-24s %14s\n", "batch inputs", size_str(t->batch, a, sizeof a));
+    printf("  %-24s %14s\n", "total", size_str(t->total, a, sizeof a));
+    printf("device memory, inference at batch 1: %s (parameters %s, activations %s, KV caches "
+           "%s)\n",
+           size_str(r->infer.total, a, sizeof a), size_str(r->infer.params, b, sizeof b),
+           size_str(r->infer.activations, c, sizeof c), size_str(r->infer.caches, d, sizeof d));
     printf("training activations by context (batch %ld; fused attention keeps no T x T "
            "scores, so they grow linearly):\n  %8s %14s %16s\n",
            batch, "context", "activations", "per token");
     for (int i = 0; i < N_CONTEXTS; i++)
         if (r->activations[i] > 0)
-            printf("  %8d %10.1f MiB %12.1f KiB\n", r->contexts[i], MIB(r->activations[i]),
+            printf("  %8d %14s %12.1f KiB\n", r->contexts[i],
+                   size_str(r->activations[i], a, sizeof a),
                    (double)r->activations[i] / 1024.0 / ((double)batch * r->contexts[i]));
 }
 

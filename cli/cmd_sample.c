@@ -56,7 +56,7 @@ int cli_cmd_sample(int argc, char **argv)
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
     const cli_opt opts[] = {
-        {"--prompt", CLI_OPT_STR, &prompt, 0, 0, NULL},
+        {"--prompt", CLI_OPT_TEXT, &prompt, 0, 0, NULL},
         {"--tokens", CLI_OPT_INT, &n_tokens, 1, 100000000, NULL},
         {"--temperature", CLI_OPT_FLOAT, &temperature, 0.0, 100.0, NULL},
         {"--top-k", CLI_OPT_INT, &top_k, 0, 100000000, NULL},

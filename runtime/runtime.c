@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "runtime/runtime_internal.h"
 
@@ -33,6 +34,7 @@ typedef struct pending_event {
 struct clf_runtime {
     clf_runtime_options opt;
     char cache_dir[1024];
+    char gemm_config[64];
     char kernel_dir[1024];
     char build_options[512]; /* the compiler options of every program */
     char device_key[512];
@@ -111,8 +113,18 @@ clf_status clf_runtime_create(clf_runtime **out, const clf_runtime_options *opt,
     rt->opt = o;
     rt->info = devs[idx];
     free(devs);
-    if (o.cache_dir != NULL && !o.no_cache)
+    if (o.cache_dir != NULL && !o.no_cache) {
+        struct stat sb;
+        if (stat(o.cache_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+            free(rt);
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "the cache directory %s exists and is not a directory",
+                                 o.cache_dir);
+        }
         snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s", o.cache_dir);
+    }
+    if (o.gemm_config != NULL)
+        snprintf(rt->gemm_config, sizeof rt->gemm_config, "%s", o.gemm_config);
     if (o.kernel_dir != NULL)
         snprintf(rt->kernel_dir, sizeof rt->kernel_dir, "%s", o.kernel_dir);
     snprintf(rt->build_options, sizeof rt->build_options, "-cl-std=CL1.2%s%s",
@@ -122,6 +134,7 @@ clf_status clf_runtime_create(clf_runtime **out, const clf_runtime_options *opt,
     rt->opt.device = NULL;
     rt->opt.cache_dir = rt->cache_dir[0] ? rt->cache_dir : NULL;
     rt->opt.kernel_dir = rt->kernel_dir[0] ? rt->kernel_dir : NULL;
+    rt->opt.gemm_config = rt->gemm_config[0] ? rt->gemm_config : NULL;
     rt->opt.build_options = rt->build_options;
     make_device_key(rt);
 

@@ -104,6 +104,13 @@ run "$BIN" sample "$TMP/none" --quiet=yes
 expect "a switch given a value exits 2" 2 "--quiet takes no value"
 run "$BIN" sample "$TMP/none" --prompt
 expect "a flag missing its value exits 2" 2 "--prompt expects a value"
+run "$BIN" sample "$TMP/none" --prompt --quiet
+expect "a value-taking flag does not swallow the next flag" 2 "--prompt expects a value, got the flag --quiet"
+run "$BIN" devices --device ""
+expect "--device \"\" is refused, not taken as the default" 2 "--device: expected a value, got an empty string"
+: >"$TMP/not-a-dir"
+run "$BIN" tune "$TINY" --cache-dir "$TMP/not-a-dir" "${DEV[@]}"
+expect "a --cache-dir that is a regular file is refused" 2 "not-a-dir exists and is not a directory"
 run "$BIN" info "$TINY" "$TINY"
 expect "a second positional exits 2" 2 "unexpected argument"
 run "$BIN" info "$TINY" --set=train.steps=5 --batch=3
@@ -225,6 +232,8 @@ if [ "$RC" -eq 1 ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])
 else
   bad "eval --json of a non-finite loss: valid JSON (null, finite false), exit 1"
 fi
+run "$BIN" sample "$TMP/nan-ckpt" --prompt "ROMEO" --tokens 5 "${DEV[@]}"
+expect "sample from NaN parameters exits 1 (numerical failure)" 1 "NaN"
 
 run "$BIN" train "$TINY" --data "$DATA" --out "$RUN" --resume --steps 40 --set train.eval.every=15 --profile "${DEV[@]}"
 expect "--resume continues to step 40" 0 "resuming at step 30 of 40"
