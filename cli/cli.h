@@ -18,6 +18,14 @@
 
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_INTERRUPTED = 130 };
 
+/* What the first run on a device has said of its slow work (kernels
+ * compiled, GEMM candidates timed): cli_runtime_open points the runtime's
+ * notify hook at the flags' own copy. */
+typedef struct cli_notice {
+    char device[256];
+    int compiled, searched; /* notices printed so far */
+} cli_notice;
+
 /* Flags every device-using subcommand accepts. */
 typedef struct cli_runtime_flags {
     const char *device;     /* --device, else $CLFORMER_DEVICE */
@@ -27,6 +35,8 @@ typedef struct cli_runtime_flags {
     const char *kernel_dir; /* --kernel-dir, else $CLFORMER_KERNEL_DIR */
     const char *cache_dir;  /* --cache-dir, else the XDG default */
     int gemm_retune;        /* not a flag: `clformer tune` sets it */
+    cli_notice notice;      /* not a flag: the runtime's notices (the flags object
+                               must not be const: cli_runtime_open hands it out) */
     char cache_dir_buf[1024];
 } cli_runtime_flags;
 

@@ -21,6 +21,29 @@ void cli_runtime_flags_init(cli_runtime_flags *f)
     f->cache_dir = f->cache_dir_buf[0] ? f->cache_dir_buf : NULL;
 }
 
+/* The runtime's notices of first-use work, on stderr: a header naming the
+ * device with the first of each kind, then one short line each, so a first
+ * run never sits silent for a minute. */
+static void on_notice(void *user, const char *event, const char *detail)
+{
+    cli_notice *n = user;
+    if (strcmp(event, "compile") == 0) {
+        if (n->compiled++ == 0)
+            fprintf(stderr,
+                    "clformer: compiling kernels for %s (first use on this device or after an "
+                    "update; cached afterwards):\n",
+                    n->device);
+        fprintf(stderr, "  compiling %s\n", detail);
+    } else if (strcmp(event, "gemm-search") == 0) {
+        if (n->searched++ == 0)
+            fprintf(stderr,
+                    "clformer: timing the GEMM candidates on %s, once per shape (cached "
+                    "afterwards; `clformer tune` does it up front):\n",
+                    n->device);
+        fprintf(stderr, "  timing %s\n", detail);
+    }
+}
+
 int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
 {
     clf_runtime_options o = clf_runtime_options_default();
@@ -42,11 +65,17 @@ int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
     }
     clf_error err;
     clf_error_clear(&err);
+    /* every cli_runtime_flags is a command's own (non-const) local: its
+     * notice state may be written through the runtime's hook */
+    cli_notice *notice = (cli_notice *)&f->notice;
+    o.notify = on_notice;
+    o.notify_user = notice;
     clf_status st = clf_runtime_create(rt, &o, &err);
     if (st != CLF_OK) {
         cli_print_error(NULL, &err);
         return cli_exit_code(st);
     }
+    snprintf(notice->device, sizeof notice->device, "%s", clf_runtime_device(*rt)->name);
     if (o.gemm_config != NULL) {
         const char *const *names = NULL;
         size_t count = 0, i = 1;

@@ -411,6 +411,9 @@ static clf_status family_load(clf_runtime *rt, family *f, clf_error *err)
         if (rejected)
             ps->stats.cache_reject++;
     }
+    const clf_runtime_options *o = clf_runtime_options_get(rt);
+    if (o->notify != NULL)
+        o->notify(o->notify_user, "compile", f->name);
     st = build_from_source(rt, f, src, &f->program, err);
     if (st != CLF_OK) {
         free(src);

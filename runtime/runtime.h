@@ -117,6 +117,12 @@ typedef struct clf_runtime_options {
     double gemm_search_budget; /* seconds the GEMM search may spend per runtime
                                   before it narrows to CLBlast against the first
                                   native configuration; 0 = the default (60) */
+    /* Told of the slow first-use work, for a progress line: "compile" with
+     * the kernel family built from source (not from the cache), and
+     * "gemm-search" with the shape being timed ("NT 768x384x128"). NULL:
+     * nothing is told. Called on the caller's thread. */
+    void (*notify)(void *user, const char *event, const char *detail);
+    void *notify_user;
 } clf_runtime_options;
 
 clf_runtime_options clf_runtime_options_default(void);

@@ -132,6 +132,17 @@ expect "train without --out exits 2" 2 "--out"
 run "$BIN" nosuchcommand
 expect "unknown command exits 2" 2 "unknown command"
 
+# ---- a first run says what it is doing; a second one is quiet -------------------
+run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/first" --set train.steps=2 --cache-dir "$TMP/first-cache" "${DEV[@]}"
+expect "a first run on a device announces its kernel compilation" 0 "compiling kernels for .* cached afterwards"
+expect "a first run announces the GEMM timing, shape by shape" 0 "timing the GEMM candidates on .*once per shape"
+run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/second" --set train.steps=2 --cache-dir "$TMP/first-cache" "${DEV[@]}"
+if [ "$RC" -eq 0 ] && ! grep -qE "compiling|timing the GEMM" "$ERR"; then
+  ok "a second run with the cache compiles and times nothing"
+else
+  bad "a second run with the cache compiles and times nothing"
+fi
+
 # ---- tune: the GEMM search up front ---------------------------------------------------
 TC=$TMP/tune-cache
 run "$BIN" tune "$TINY" --cache-dir "$TC" "${DEV[@]}"

@@ -343,6 +343,14 @@ clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_
                                   ? clf_runtime_options_get(rt)->gemm_search_budget
                                   : SEARCH_BUDGET;
         const size_t n = st->search_seconds < budget ? 1 + st->n_search : 2;
+        const clf_runtime_options *o = clf_runtime_options_get(rt);
+        if (o->notify != NULL) {
+            char what[96];
+            snprintf(what, sizeof what, "%c%c %zux%zux%zu%s", d->trans_a ? 'T' : 'N',
+                     d->trans_b ? 'T' : 'N', d->m, d->n, d->k,
+                     clf_gemm_batch_of(d) > 1 ? " (batch)" : "");
+            o->notify(o->notify_user, "gemm-search", what);
+        }
         const double t0 = clf_now_seconds();
         clf_status s = time_candidates(rt, st, d, n, c.t, err);
         st->search_seconds += clf_now_seconds() - t0;
