@@ -8,6 +8,7 @@
 #   3. the Oclgrind simulator: every kernel test with its race and
 #      bounds checks (scripts/test-simulator.sh)
 #   4. PoCL again, AddressSanitizer + UndefinedBehaviorSanitizer build
+#   5. the libFuzzer harnesses (tests/fuzz/), 10 s each (scripts/test-fuzz.sh)
 #
 # The implementation is chosen by environment only (OCL_ICD_VENDORS, or
 # Oclgrind's own library): no code path is chosen by a vendor's name. Each
@@ -15,7 +16,7 @@
 #
 #   scripts/test.sh                        every leg
 #   CLF_TEST_INTEL=0 scripts/test.sh       without leg 2 (likewise
-#   CLF_TEST_SIMULATOR=0, CLF_TEST_SANITIZE=0)
+#   CLF_TEST_SIMULATOR=0, CLF_TEST_SANITIZE=0, CLF_TEST_FUZZ=0)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -85,6 +86,10 @@ if [ "${CLF_TEST_SANITIZE:-1}" != "0" ]; then
       ctest --test-dir build-asan --output-on-failure --repeat until-pass:2
   }
   leg "PoCL, ASan + UBSan build" sanitized
+fi
+
+if [ "${CLF_TEST_FUZZ:-1}" != "0" ]; then
+  leg "libFuzzer smoke (5 harnesses, 10 s each, ASan + UBSan)" scripts/test-fuzz.sh 10 build-fuzz
 fi
 
 echo "== summary =="
