@@ -7,14 +7,15 @@
 #   run:   PoCL (the CPU OpenCL driver; GPUs bring their vendor's driver)
 #   bench: OpenBLAS (the CPU BLAS peer of bench/gemm)
 #   --test adds what the whole suite uses (scripts/test.sh): clang (the -O0
-#   SPIR check of the kernels), Oclgrind (the simulator leg), unzip and pip
+#   SPIR check of the kernels; with libclang-rt-dev, libFuzzer for the fuzz
+#   leg), Oclgrind (the simulator leg), unzip and pip
 #   (Intel's CPU runtime from its wheels), clang-format (the format test).
 set -euo pipefail
 
 packages=(cmake make gcc pkg-config opencl-headers ocl-icd-opencl-dev ocl-icd-libopencl1
           libclblast-dev libyaml-dev zlib1g-dev pocl-opencl-icd libopenblas-dev)
 if [ "${1:-}" = "--test" ]; then
-  packages+=(clang oclgrind unzip python3-pip clang-format)
+  packages+=(clang libclang-rt-dev oclgrind unzip python3-pip clang-format)
 fi
 if [ "${CLF_SETUP_EXTRA:-}" != "" ]; then
   read -r -a extra <<<"$CLF_SETUP_EXTRA"
