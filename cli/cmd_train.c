@@ -488,8 +488,10 @@ static int train_text(const clf_model_config *cfg, const char *data, const char 
         if ((rc = tokenizer_from_checkpoint(ckpt_path, &tok)) != CLI_EXIT_OK)
             goto done;
     } else {
-        if ((st = clf_tokenizer_create(cfg->vocab.tokenizer, text, len, &tok, &err)) != CLF_OK)
+        if ((st = clf_tokenizer_create(cfg->vocab.tokenizer, text, len, &tok, &err)) != CLF_OK) {
+            clf_error_prefix(&err, "%s", data); /* which file the text came from */
             goto fail;
+        }
     }
     if ((st = clf_dataset_from_text(text, len, data, tok, &ds, &err)) != CLF_OK)
         goto fail;
