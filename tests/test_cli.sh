@@ -249,6 +249,14 @@ fi
 run "$BIN" sample "$TMP/nan-ckpt" --prompt "ROMEO" --tokens 5 "${DEV[@]}"
 expect "sample from NaN parameters exits 1 (numerical failure)" 1 "NaN"
 
+head -c 100 "$RUN/ckpt.safetensors" >"$TMP/trunc.safetensors"
+run "$BIN" sample "$TMP/trunc.safetensors" "${DEV[@]}"
+if [ "$RC" -eq 1 ] && [ "$(grep -o "trunc.safetensors" "$ERR" | wc -l)" -eq 1 ] && grep -q "truncated" "$ERR"; then
+  ok "a truncated checkpoint is refused, the path named once"
+else
+  bad "a truncated checkpoint is refused, the path named once"
+fi
+
 run "$BIN" train "$TINY" --data "$DATA" --out "$RUN" --resume --steps 40 --set train.eval.every=15 --profile "${DEV[@]}"
 expect "--resume continues to step 40" 0 "resuming at step 30 of 40"
 expect "train --profile reports the model FLOP utilisation" 0 "model FLOP utilisation: [0-9.]+% \([0-9.]+ GFLOP/s of the device's measured [0-9.]+"

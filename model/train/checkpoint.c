@@ -235,7 +235,9 @@ clf_status clf_checkpoint_open(const char *path, clf_checkpoint **out, clf_error
     *out = c;
     return CLF_OK;
 fail:
-    clf_error_prefix(err, "checkpoint %s", path);
+    /* name the file once: a reader's error may carry it already */
+    if (err != NULL && strcmp(err->where, path) != 0 && strstr(err->msg, path) == NULL)
+        clf_error_prefix(err, "checkpoint %s", path);
     clf_checkpoint_close(c);
     return st;
 }
