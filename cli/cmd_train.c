@@ -260,15 +260,20 @@ static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_trai
     return st == CLF_OK ? CLI_EXIT_OK : 128 + (g_stop > 0 ? (int)g_stop : SIGINT);
 }
 
-/* The tokenizer of a checkpoint (resume). */
-static int tokenizer_from_checkpoint(const char *ckpt_path, clf_tokenizer **tok)
+/* The tokenizer of a checkpoint (resume), and the fingerprint of the data
+ * it was trained on ("" if it predates them) into fp. */
+static int tokenizer_from_checkpoint(const char *ckpt_path, clf_tokenizer **tok, char *fp,
+                                     size_t cap)
 {
     clf_error err;
     clf_error_clear(&err);
     clf_checkpoint *ck = NULL;
+    fp[0] = '\0';
     clf_status st = clf_checkpoint_open(ckpt_path, &ck, &err);
     if (st == CLF_OK) {
         const char *tj = clf_checkpoint_tokenizer(ck);
+        const char *f = clf_checkpoint_meta(ck, "data_fingerprint");
+        snprintf(fp, cap, "%s", f != NULL ? f : "");
         st = clf_tokenizer_from_json(tj, strlen(tj), tok, &err);
     }
     clf_checkpoint_close(ck);
@@ -341,8 +346,9 @@ static int train_seq(clf_model_config *cfg, const char *data, const char *out,
     int rc = cli_seq_paths_train(cfg->kind, data, sf->val, sf->src, sf->tgt, &paths);
     if (rc != CLI_EXIT_OK)
         return rc;
+    char fp_unused[64]; /* sentence data sets carry no fingerprint yet */
     if (resume)
-        rc = tokenizer_from_checkpoint(ckpt_path, &tok);
+        rc = tokenizer_from_checkpoint(ckpt_path, &tok, fp_unused, sizeof fp_unused);
     else
         rc = cli_seq_tokenizer(cfg, &paths, stdout, &tok);
     if (rc != CLI_EXIT_OK) /* either has every special token (clf_seq_tokenizer_build) */
@@ -484,9 +490,20 @@ static int train_text(const clf_model_config *cfg, const char *data, const char 
 
     if ((st = clf_dataset_read_text(data, &text, &len, &err)) != CLF_OK)
         goto fail;
+    char fp[64], fp_ckpt[64];
+    clf_fingerprint(text, len, fp, sizeof fp);
     if (resume) {
-        if ((rc = tokenizer_from_checkpoint(ckpt_path, &tok)) != CLI_EXIT_OK)
+        if ((rc = tokenizer_from_checkpoint(ckpt_path, &tok, fp_ckpt, sizeof fp_ckpt)) !=
+            CLI_EXIT_OK)
             goto done;
+        if (fp_ckpt[0] != '\0' && strcmp(fp, fp_ckpt) != 0) {
+            fprintf(stderr,
+                    "clformer train: --resume: %s was trained on other data (bytes:crc32 %s); "
+                    "--data %s is %s. Resume with the same data, or train into a new --out\n",
+                    ckpt_path, fp_ckpt, data, fp);
+            rc = CLI_EXIT_USAGE;
+            goto done;
+        }
     } else {
         if ((st = clf_tokenizer_create(cfg->vocab.tokenizer, text, len, &tok, &err)) != CLF_OK) {
             clf_error_prefix(&err, "%s", data); /* which file the text came from */
@@ -515,6 +532,9 @@ static int train_text(const clf_model_config *cfg, const char *data, const char 
     clf_train_data td;
     memset(&td, 0, sizeof td);
     td.text = ds;
+    const clf_checkpoint_extra extra = {"data_fingerprint", fp};
+    td.extra = &extra;
+    td.n_extra = 1;
     uint64_t total = 0;
     if ((st = clf_trainer_total_steps(cfg, &td, &total, &err)) != CLF_OK)
         goto fail;

@@ -257,6 +257,10 @@ else
   bad "a truncated checkpoint is refused, the path named once"
 fi
 
+head -c 200000 "$DATA" >"$TMP/other.txt"
+run "$BIN" train "$TINY" --data "$TMP/other.txt" --out "$RUN" --resume --set train.steps=40 "${DEV[@]}"
+expect "--resume with other --data is refused (exit 2), both fingerprints named" 2 "was trained on other data .*other.txt is 200000:"
+
 run "$BIN" train "$TINY" --data "$DATA" --out "$RUN" --resume --steps 40 --set train.eval.every=15 --profile "${DEV[@]}"
 expect "--resume continues to step 40" 0 "resuming at step 30 of 40"
 expect "train --profile reports the model FLOP utilisation" 0 "model FLOP utilisation: [0-9.]+% \([0-9.]+ GFLOP/s of the device's measured [0-9.]+"

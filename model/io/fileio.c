@@ -349,6 +349,19 @@ done:
     return st;
 }
 
+void clf_fingerprint(const void *data, size_t len, char *out, size_t cap)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    const unsigned char *p = data;
+    for (size_t left = len; left > 0;) {
+        const uInt piece = left > (1u << 30) ? (1u << 30) : (uInt)left;
+        crc = crc32(crc, p, piece);
+        p += piece;
+        left -= piece;
+    }
+    snprintf(out, cap, "%zu:%08lx", len, (unsigned long)crc);
+}
+
 /* ---- one writer per directory ------------------------------------------------------- */
 
 struct clf_dir_lock {

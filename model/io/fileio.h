@@ -71,6 +71,10 @@ void clf_file_atomic_abort(clf_file_atomic *f);
 /* The temporary path being written (for messages and tests). */
 const char *clf_file_atomic_tmp_path(const clf_file_atomic *f);
 
+/* A short fingerprint of len bytes, "<len>:<crc32 hex>" (a data set's, to
+ * tell a resumed run that its data changed). */
+void clf_fingerprint(const void *data, size_t len, char *out, size_t cap);
+
 /* The lock on one directory, held until clf_dir_lock_release. */
 typedef struct clf_dir_lock clf_dir_lock;
 /* Take dir's lock without waiting. Held by a live process -> CLF_ERR_ARG
