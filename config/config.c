@@ -469,8 +469,9 @@ static clf_status apply_field(pctx *c, const clf_cfg_field *f, const char *path,
 #define MAX_DEPTH 64
 
 /* Stream text through libyaml's event parser, stopping at the first
- * collection nested deeper than MAX_DEPTH (its line and column in the
- * error). Syntax errors are left to load_doc, which reports them. */
+ * collection nested deeper than MAX_DEPTH or the first explicit tag (its
+ * line and column in the error). Syntax errors are left to load_doc, which
+ * reports them. */
 static clf_status check_depth(pctx *c, const char *text, size_t len, clf_error *err)
 {
     yaml_parser_t p;
@@ -481,7 +482,21 @@ static clf_status check_depth(pctx *c, const char *text, size_t len, clf_error *
     yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
     int depth = 0, done = 0;
     while (!done && yaml_parser_parse(&p, &ev)) {
-        if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT) {
+        const yaml_char_t *tag = ev.type == YAML_SCALAR_EVENT           ? ev.data.scalar.tag
+                                 : ev.type == YAML_SEQUENCE_START_EVENT ? ev.data.sequence_start.tag
+                                 : ev.type == YAML_MAPPING_START_EVENT  ? ev.data.mapping_start.tag
+                                                                        : NULL;
+        if (tag != NULL) {
+            /* a tag changes a value's type behind the schema's back
+             * (context: !!str 16); no model file needs one */
+            char msg[300];
+            snprintf(msg, sizeof msg,
+                     "explicit YAML tags (%.200s) are not accepted in a model file: write the "
+                     "value plainly",
+                     (const char *)tag);
+            st = err_at(c, (long)ev.start_mark.line, (long)ev.start_mark.column, err, msg);
+            done = 1;
+        } else if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT) {
             if (++depth > MAX_DEPTH) {
                 char msg[128];
                 snprintf(msg, sizeof msg,
