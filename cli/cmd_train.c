@@ -621,9 +621,20 @@ int cli_cmd_train(int argc, char **argv)
     /* a closed pipe on the progress output (train ... | head) must not kill
      * the run: its writes fail quietly instead */
     signal(SIGPIPE, SIG_IGN);
+    struct stat sb;
+    const int existed = stat(out, &sb) == 0;
     if ((rc = check_out(out, resume, ckpt_path, sizeof ckpt_path, &lock)) == CLI_EXIT_OK)
         rc = cfg.kind != CLF_MODEL_DECODER ? train_seq(&cfg, data, out, ckpt_path, resume, &sf, &rf)
                                            : train_text(&cfg, data, out, ckpt_path, resume, &rf);
     clf_dir_lock_release(lock);
+    if (rc != CLI_EXIT_OK && lock != NULL && !existed) {
+        /* a run that failed before writing anything leaves no empty --out
+         * behind (rmdir removes it only if nothing else is in it) */
+        char lock_path[4200];
+        snprintf(lock_path, sizeof lock_path, "%s/.clformer.lock", out);
+        if (rmdir(out) != 0 && remove(lock_path) == 0 && rmdir(out) != 0) {
+            /* something was written: keep it */
+        }
+    }
     return rc;
 }

@@ -128,6 +128,13 @@ expect "an explicit YAML tag (context: !!str 16) is refused at file:line:col" 2 
 head -c 4096 /bin/ls >"$TMP/binary.dat"
 run "$BIN" train "$TINY" --data "$TMP/binary.dat" --out "$TMP/binary-run" "${DEV[@]}"
 expect "a binary --data file is refused naming the file" 1 "binary.dat: invalid UTF-8 at byte"
+printf 'abc' >"$TMP/short.txt"
+run "$BIN" train "$TINY" --data "$TMP/short.txt" --out "$TMP/short-run" "${DEV[@]}"
+if [ "$RC" -ne 0 ] && grep -q "training split has 2 tokens" "$ERR" && [ ! -e "$TMP/short-run" ]; then
+  ok "a run that fails before writing anything leaves no empty --out behind"
+else
+  bad "a run that fails before writing anything leaves no empty --out behind"
+fi
 python3 -c "print('model:\n  context: ' + '[' * 200000)" >"$TMP/deep.yaml"
 start=$(date +%s)
 run "$BIN" info "$TMP/deep.yaml"
@@ -341,6 +348,8 @@ run "$BIN" sample "$RUN" --prompt "ROMEO:" --tokens 40 --temperature 0 "${DEV[@]
 expect "greedy sample echoes the prompt and reports tokens/s" 0 "tokens/s"
 run "$BIN" sample "$RUN" --prompt "€" --tokens 5 "${DEV[@]}"
 expect "a prompt character outside the vocabulary is refused" 2 "U\+20AC"
+run "$BIN" sample "$RUN" --prompt "$(printf 'a\xff')" "${DEV[@]}"
+expect "a prompt that is not UTF-8 is refused with the same status (2)" 2 "prompt: invalid UTF-8"
 
 # ---- export: 16-bit parameters, opened by the inference commands -----------------------------
 run "$BIN" export "$RUN" --dtype bf16 --out "$TMP/run.bf16.safetensors"

@@ -41,7 +41,15 @@ clf_status clf_generate(clf_model *m, const clf_tokenizer *tok, const char *prom
     clf_status st =
         clf_tokenizer_encode(tok, prompt_len > 0 ? prompt : "", prompt_len, &ids, &n_prompt, err);
     if (st != CLF_OK) {
+        /* the prompt is the caller's argument: text the tokenizer cannot take
+         * (invalid UTF-8, a character outside the vocabulary) is a bad
+         * argument either way */
         clf_error_prefix(err, "prompt");
+        if (st == CLF_ERR_FORMAT) {
+            st = CLF_ERR_ARG;
+            if (err != NULL)
+                err->status = CLF_ERR_ARG;
+        }
         return st;
     }
     const size_t cap = (n_prompt > 0 ? n_prompt : 1) + (size_t)n_tokens;
