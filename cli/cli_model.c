@@ -115,7 +115,8 @@ static int vocab_from_data(const char *data, long *vocab)
         st = clf_tokenizer_create(CLF_TOKENIZER_CHAR, text, len, &tok, &err);
     free(text);
     if (st != CLF_OK) {
-        clf_error_prefix(&err, "%s", data);
+        if (strstr(err.msg, data) == NULL)
+            clf_error_prefix(&err, "%s", data);
         cli_print_error("--data", &err);
         return cli_exit_code(st);
     }

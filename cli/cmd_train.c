@@ -506,7 +506,8 @@ static int train_text(const clf_model_config *cfg, const char *data, const char 
         }
     } else {
         if ((st = clf_tokenizer_create(cfg->vocab.tokenizer, text, len, &tok, &err)) != CLF_OK) {
-            clf_error_prefix(&err, "%s", data); /* which file the text came from */
+            if (strstr(err.msg, data) == NULL)
+                clf_error_prefix(&err, "%s", data); /* which file the text came from */
             goto fail;
         }
     }

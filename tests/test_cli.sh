@@ -128,6 +128,12 @@ expect "an explicit YAML tag (context: !!str 16) is refused at file:line:col" 2 
 head -c 4096 /bin/ls >"$TMP/binary.dat"
 run "$BIN" train "$TINY" --data "$TMP/binary.dat" --out "$TMP/binary-run" "${DEV[@]}"
 expect "a binary --data file is refused naming the file" 1 "binary.dat: invalid UTF-8 at byte"
+head -c 5000 "$DATA" | gzip >"$TMP/junk.txt.gz" && printf 'JUNKJUNK' >>"$TMP/junk.txt.gz"
+run "$BIN" info "$TINY" --data "$TMP/junk.txt.gz"
+expect "bytes after the end of gzip data are refused, not ignored" 1 "8 bytes after the end of the gzip data"
+head -c 5000 "$DATA" | gzip >"$TMP/two.txt.gz" && head -c 5000 "$DATA" | gzip >>"$TMP/two.txt.gz"
+run "$BIN" info "$TINY" --data "$TMP/two.txt.gz"
+expect "concatenated gzip members are read (gzip -c a >> b)" 0 "vocabulary"
 printf 'abc' >"$TMP/short.txt"
 run "$BIN" train "$TINY" --data "$TMP/short.txt" --out "$TMP/short-run" "${DEV[@]}"
 if [ "$RC" -ne 0 ] && grep -q "training split has 2 tokens" "$ERR" && [ ! -e "$TMP/short-run" ]; then

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,6 +275,74 @@ static const char *gz_message(gzFile f, const char *path, int *zerr)
     return msg;
 }
 
+/* zlib's gzread stops quietly at bytes after the last gzip member that
+ * are not another member. Walk the members with inflate (the output thrown
+ * away) and refuse anything after them. */
+static clf_status check_gzip_members(const char *path, clf_error *err)
+{
+    FILE *fp = fopen(path, "rb");
+    if (fp == NULL)
+        return clf_error_set(err, CLF_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    unsigned char in[1 << 16], out[1 << 16];
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    clf_status st = CLF_OK;
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
+        fclose(fp);
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory checking %s", path);
+    }
+    long long offset = 0; /* of z.next_in in the file */
+    int in_member = 1, eof = 0;
+    for (;;) {
+        if (z.avail_in == 0 && !eof) {
+            const size_t got = fread(in, 1, sizeof in, fp);
+            if (got < sizeof in)
+                eof = 1;
+            z.next_in = in;
+            z.avail_in = (uInt)got;
+        }
+        if (z.avail_in == 0 && eof)
+            break;
+        if (!in_member) {
+            /* between members: another one must start here */
+            if (z.avail_in < 2 && !eof) {
+                memmove(in, z.next_in, z.avail_in);
+                const size_t got = fread(in + z.avail_in, 1, sizeof in - z.avail_in, fp);
+                if (got < sizeof in - z.avail_in)
+                    eof = 1;
+                z.avail_in += (uInt)got;
+                z.next_in = in;
+            }
+            if (z.avail_in < 2 || z.next_in[0] != 0x1f || z.next_in[1] != 0x8b) {
+                fseeko(fp, 0, SEEK_END);
+                const long long size = (long long)ftello(fp);
+                st = clf_error_set(err, CLF_ERR_FORMAT,
+                                   "reading %s: %lld bytes after the end of the gzip data at "
+                                   "byte %lld are not gzip (a damaged or concatenated file?)",
+                                   path, size - offset, offset);
+                break;
+            }
+            inflateReset(&z);
+            in_member = 1;
+        }
+        z.next_out = out;
+        z.avail_out = sizeof out;
+        const uInt before = z.avail_in;
+        const int rc = inflate(&z, Z_NO_FLUSH);
+        offset += (long long)(before - z.avail_in);
+        if (rc == Z_STREAM_END) {
+            in_member = 0;
+        } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+            break; /* corrupt data: gzread has said so already */
+        } else if (rc == Z_BUF_ERROR && z.avail_in == 0 && eof) {
+            break; /* truncated: likewise */
+        }
+    }
+    inflateEnd(&z);
+    fclose(fp);
+    return st;
+}
+
 clf_status clf_file_read_text(const char *path, size_t max_bytes, char **text, size_t *len,
                               clf_error *err)
 {
@@ -339,6 +408,8 @@ clf_status clf_file_read_text(const char *path, size_t max_bytes, char **text, s
             goto done;
         }
     }
+    if (!gzdirect(f) && (st = check_gzip_members(path, err)) != CLF_OK)
+        goto done;
     buf[n] = '\0';
     *text = buf;
     *len = n;
