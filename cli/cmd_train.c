@@ -515,6 +515,8 @@ static int train_text(const clf_model_config *cfg, const char *data, const char 
         goto fail;
     free(text);
     text = NULL;
+    if ((st = clf_trainer_check_text(cfg, ds, &err)) != CLF_OK) /* before opening the device */
+        goto fail;
     if ((rc = cli_runtime_open(rf, &rt)) != CLI_EXIT_OK)
         goto done;
     if ((st = clf_model_create(rt, cfg, clf_tokenizer_vocab_size(tok), cfg->train.batch,

@@ -557,6 +557,21 @@ static clf_status forward_backward(run *r, float *loss, double *tokens, int *epo
     return st;
 }
 
+clf_status clf_trainer_check_text(const clf_model_config *cfg, const clf_dataset *ds,
+                                  clf_error *err)
+{
+    const int T = cfg->context;
+    if (clf_dataset_size(ds, CLF_SPLIT_TRAIN) < (size_t)T + 1)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "the training split has %zu tokens; context %d needs at least %d",
+                             clf_dataset_size(ds, CLF_SPLIT_TRAIN), T, T + 1);
+    if (clf_dataset_size(ds, CLF_SPLIT_VAL) < 2)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "the validation split has %zu tokens; at least 2 are needed",
+                             clf_dataset_size(ds, CLF_SPLIT_VAL));
+    return CLF_OK;
+}
+
 /* ---- the run ---------------------------------------------------------------------------- */
 
 static clf_status check_data(run *r, const clf_model_config *cfg, clf_error *err)
@@ -595,15 +610,7 @@ static clf_status check_data(run *r, const clf_model_config *cfg, clf_error *err
                              "trainer: the model was created for batch %d x context %d; the "
                              "config asks for %d x %d",
                              d.B, d.T, B, T);
-    if (clf_dataset_size(r->ds, CLF_SPLIT_TRAIN) < (size_t)T + 1)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "the training split has %zu tokens; context %d needs at least %d",
-                             clf_dataset_size(r->ds, CLF_SPLIT_TRAIN), T, T + 1);
-    if (clf_dataset_size(r->ds, CLF_SPLIT_VAL) < 2)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "the validation split has %zu tokens; at least 2 are needed",
-                             clf_dataset_size(r->ds, CLF_SPLIT_VAL));
-    return CLF_OK;
+    return clf_trainer_check_text(cfg, r->ds, err);
 }
 
 /* Training time, kept apart from evaluations, for the rates and the ETA.

@@ -182,6 +182,11 @@ clf_status clf_trainer_seq_limits(const clf_model_config *cfg, const clf_train_d
 /* Steps of the run: train.steps, or train.epochs passes over the data (a
  * decoder: ceil(train tokens / (B x T)) steps an epoch; the encoder kinds:
  * the sentence loader's batches an epoch), whichever ends first. */
+/* Whether a text data set can train cfg's decoder (a training split longer
+ * than the context, a validation split of 2 tokens or more): the trainer
+ * checks it; a caller may ask before opening a device. */
+clf_status clf_trainer_check_text(const clf_model_config *cfg, const clf_dataset *ds,
+                                  clf_error *err);
 clf_status clf_trainer_total_steps(const clf_model_config *cfg, const clf_train_data *data,
                                    uint64_t *total, clf_error *err);
 
