@@ -44,6 +44,29 @@ static void on_notice(void *user, const char *event, const char *detail)
     }
 }
 
+/* --gemm NAME must name one of the device's native configurations. */
+static int check_gemm_config(clf_runtime *rt, const char *name)
+{
+    const char *const *names = NULL;
+    size_t count = 0, i = 1;
+    clf_error err;
+    clf_status st = clf_gemm_candidates(rt, &names, &count, NULL, &err);
+    if (st != CLF_OK) {
+        cli_print_error(NULL, &err);
+        return cli_exit_code(st);
+    }
+    while (i < count && strcmp(names[i], name) != 0)
+        i++;
+    if (i < count)
+        return CLI_EXIT_OK;
+    fprintf(stderr, "clformer: --gemm: expected auto, clblast, native or one of this device's "
+                    "native configurations (");
+    for (i = 1; i < count; i++)
+        fprintf(stderr, "%s%s", i > 1 ? ", " : "", names[i]);
+    fprintf(stderr, "), got '%s'\n", name);
+    return CLI_EXIT_USAGE;
+}
+
 int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
 {
     clf_runtime_options o = clf_runtime_options_default();
@@ -76,28 +99,11 @@ int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
         return cli_exit_code(st);
     }
     snprintf(notice->device, sizeof notice->device, "%s", clf_runtime_device(*rt)->name);
-    if (o.gemm_config != NULL) {
-        const char *const *names = NULL;
-        size_t count = 0, i = 1;
-        if ((st = clf_gemm_candidates(*rt, &names, &count, NULL, &err)) != CLF_OK) {
-            cli_print_error(NULL, &err);
-            clf_runtime_destroy(*rt);
-            *rt = NULL;
-            return cli_exit_code(st);
-        }
-        while (i < count && strcmp(names[i], o.gemm_config) != 0)
-            i++;
-        if (i == count) {
-            fprintf(stderr,
-                    "clformer: --gemm: expected auto, clblast, native or one of this device's "
-                    "native configurations (");
-            for (i = 1; i < count; i++)
-                fprintf(stderr, "%s%s", i > 1 ? ", " : "", names[i]);
-            fprintf(stderr, "), got '%s'\n", o.gemm_config);
-            clf_runtime_destroy(*rt);
-            *rt = NULL;
-            return CLI_EXIT_USAGE;
-        }
+    int rc;
+    if (o.gemm_config != NULL && (rc = check_gemm_config(*rt, o.gemm_config)) != CLI_EXIT_OK) {
+        clf_runtime_destroy(*rt);
+        *rt = NULL;
+        return rc;
     }
     return CLI_EXIT_OK;
 }

@@ -361,6 +361,28 @@ static size_t split_of(const clf_runtime *rt, const gemm_tile *t, const clf_gemm
     return 1;
 }
 
+/* Split-K's second half: C = alpha * (the P partial products, [m, n] each
+ * from scratch[part_off], summed in order) + beta * C, then d's epilogue. */
+static clf_status splitk_reduce(clf_runtime *rt, const gemm_state *st, const gemm_native *nat,
+                                const clf_gemm_desc *d, size_t P, size_t part_off, clf_error *err)
+{
+    const clf_arg r[] = {
+        CLF_ARG_U64(d->m),
+        CLF_ARG_U64(d->n),
+        CLF_ARG_U64(P),
+        CLF_ARG_BUF(st->scratch),
+        CLF_ARG_U64(part_off),
+        CLF_ARG_F32(d->alpha),
+        CLF_ARG_F32(d->beta),
+        CLF_ARG_BUF(d->c.buf),
+        CLF_ARG_U64(d->c.off),
+        CLF_ARG_U64(d->ldc),
+        CLF_GEMM_EPI_ARGS(d, clf_gemm_epi_of(d)),
+    };
+    const size_t rl[2] = {16, 1}, rg[2] = {ceil_div(d->n, 16) * 16, d->m};
+    return clf_kernel_launch(rt, nat->k_splitk, 2, rg, rl, 16, r, err);
+}
+
 static clf_status native_plan_make(clf_runtime *rt, const gemm_native *nat, const clf_gemm_desc *d,
                                    native_plan *p, clf_error *err)
 {
@@ -512,21 +534,7 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
                                   err);
             if (s != CLF_OK)
                 return s;
-            const clf_arg r[] = {
-                CLF_ARG_U64(m),
-                CLF_ARG_U64(n),
-                CLF_ARG_U64(P),
-                CLF_ARG_BUF(st->scratch),
-                CLF_ARG_U64(part),
-                CLF_ARG_F32(d->alpha),
-                CLF_ARG_F32(d->beta),
-                CLF_ARG_BUF(d->c.buf),
-                CLF_ARG_U64(d->c.off),
-                CLF_ARG_U64(d->ldc),
-                CLF_GEMM_EPI_ARGS(d, clf_gemm_epi_of(d)),
-            };
-            const size_t rl[2] = {16, 1}, rg[2] = {ceil_div(n, 16) * 16, m};
-            return clf_kernel_launch(rt, nat->k_splitk, 2, rg, rl, 16, r, err);
+            return splitk_reduce(rt, st, nat, d, P, part, err);
         }
         /* deep products run as slices of depth at most K_SLICE, accumulating
          * into C, so a work-group's A blocks and B panel stay in cache */
@@ -619,21 +627,7 @@ static clf_status tiled_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
         s = clf_kernel_launch(rt, nat->k_tiled, 3, global, local, 25, args, err);
         if (s != CLF_OK)
             return s;
-        const clf_arg r[] = {
-            CLF_ARG_U64(m),
-            CLF_ARG_U64(n),
-            CLF_ARG_U64(P),
-            CLF_ARG_BUF(st->scratch),
-            CLF_ARG_U64(0),
-            CLF_ARG_F32(d->alpha),
-            CLF_ARG_F32(d->beta),
-            CLF_ARG_BUF(d->c.buf),
-            CLF_ARG_U64(d->c.off),
-            CLF_ARG_U64(d->ldc),
-            CLF_GEMM_EPI_ARGS(d, clf_gemm_epi_of(d)),
-        };
-        const size_t rl[2] = {16, 1}, rg[2] = {ceil_div(n, 16) * 16, m};
-        return clf_kernel_launch(rt, nat->k_splitk, 2, rg, rl, 16, r, err);
+        return splitk_reduce(rt, st, nat, d, P, 0, err);
     }
     /* k == 0: A and B are never read; any valid buffer stands in */
     clf_buffer *a = d->k > 0 ? d->a.buf : d->c.buf, *b = d->k > 0 ? d->b.buf : d->c.buf;
