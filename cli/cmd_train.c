@@ -260,6 +260,31 @@ static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_trai
     return st == CLF_OK ? CLI_EXIT_OK : 128 + (g_stop > 0 ? (int)g_stop : SIGINT);
 }
 
+/* The training files' fingerprints ("src[+tgt]", each bytes:crc32 of the
+ * file as stored), or "" when one cannot be read (then nothing is
+ * checked; the data readers report the file). */
+static void seq_fingerprint(const cli_seq_paths *p, char *out, size_t cap)
+{
+    const char *files[2] = {p->train_src, p->train_tgt};
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < 2 && files[i][0] != '\0'; i++) {
+        char *bytes = NULL, one[64];
+        size_t n = 0;
+        clf_error err;
+        if (clf_file_read_all(files[i], (size_t)1 << 34, &bytes, &n, &err) != CLF_OK) {
+            out[0] = '\0';
+            return;
+        }
+        clf_fingerprint(bytes, n, one, sizeof one);
+        free(bytes);
+        used +=
+            (size_t)snprintf(out + used, used < cap ? cap - used : 0, "%s%s", i ? "+" : "", one);
+    }
+    if (used >= cap)
+        out[0] = '\0';
+}
+
 /* The tokenizer of a checkpoint (resume), and the fingerprint of the data
  * it was trained on ("" if it predates them) into fp. */
 static int tokenizer_from_checkpoint(const char *ckpt_path, clf_tokenizer **tok, char *fp,
@@ -346,10 +371,19 @@ static int train_seq(clf_model_config *cfg, const char *data, const char *out,
     int rc = cli_seq_paths_train(cfg->kind, data, sf->val, sf->src, sf->tgt, &paths);
     if (rc != CLI_EXIT_OK)
         return rc;
-    char fp_unused[64]; /* sentence data sets carry no fingerprint yet */
-    if (resume)
-        rc = tokenizer_from_checkpoint(ckpt_path, &tok, fp_unused, sizeof fp_unused);
-    else
+    char fp[160], fp_ckpt[160];
+    seq_fingerprint(&paths, fp, sizeof fp);
+    if (resume) {
+        rc = tokenizer_from_checkpoint(ckpt_path, &tok, fp_ckpt, sizeof fp_ckpt);
+        if (rc == CLI_EXIT_OK && fp[0] != '\0' && fp_ckpt[0] != '\0' && strcmp(fp, fp_ckpt) != 0) {
+            fprintf(stderr,
+                    "clformer train: --resume: %s was trained on other data (bytes:crc32 %s); "
+                    "the training files now are %s. Resume with the same data, or train into a "
+                    "new --out\n",
+                    ckpt_path, fp_ckpt, fp);
+            rc = CLI_EXIT_USAGE;
+        }
+    } else
         rc = cli_seq_tokenizer(cfg, &paths, stdout, &tok);
     if (rc != CLI_EXIT_OK) /* either has every special token (clf_seq_tokenizer_build) */
         goto done;
@@ -388,8 +422,10 @@ static int train_seq(clf_model_config *cfg, const char *data, const char *out,
     clf_beam_options_default(&td.decode);
     td.decode.beam = (int)sf->beam;
     td.decode.batch = cfg->train.batch > 0 ? cfg->train.batch : 64;
-    clf_checkpoint_extra extra[2];
+    clf_checkpoint_extra extra[3];
     int n_extra = 0;
+    if (fp[0] != '\0')
+        extra[n_extra++] = (clf_checkpoint_extra){"data_fingerprint", fp};
     if (paths.src_lang[0])
         extra[n_extra++] = (clf_checkpoint_extra){"src_lang", paths.src_lang};
     if (paths.tgt_lang[0])

@@ -483,6 +483,9 @@ else
 fi
 run "$BIN" train "$TMP/s2s.yaml" --data "$MT" --src de --tgt en --out "$MTRUN" --resume --set train.epochs=3 "${DEV[@]}"
 expect "translator --resume continues into epoch 3" 0 "resuming at step 8 of 12"
+mkdir -p "$TMP/mt-other" && cp "$MT"/* "$TMP/mt-other/" && gzip -dc "$MT/train.de.gz" | head -n 5 | gzip >"$TMP/mt-other/train.de.gz"
+run "$BIN" train "$TMP/s2s.yaml" --data "$TMP/mt-other" --src de --tgt en --out "$MTRUN" --resume --set train.epochs=4 "${DEV[@]}"
+expect "translator --resume with other training files is refused (exit 2)" 2 "was trained on other data"
 run "$BIN" train "$TMP/s2s.yaml" --data "$MT" --src de --tgt en --out "$TMP/mtbt" --batch-tokens 96 --set train.epochs=1 "${DEV[@]}"
 expect "a translator trains with a token budget per batch" 0 "up to 96 tokens"
 head -5 "$MT/val.de" >"$TMP/src5"
