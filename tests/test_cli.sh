@@ -384,6 +384,12 @@ if [ -n "$INFO_PARAMS" ] && [ "$INFO_PARAMS" = "$TRAIN_PARAMS" ]; then
 else
   bad "info's total ($INFO_PARAMS) equals the model's own count ($TRAIN_PARAMS)"
 fi
+run "$BIN" info "$TINY" --set embedding.dim=4096 --set blocks.repeat=48 --set blocks.ffn.hidden=16384 --set blocks.attention.heads=32 --batch 64
+if [ "$RC" -eq 0 ] && grep -Eq "^  parameters +36\.0 GiB$" "$OUT" && ! grep -Eq "[0-9]{6,}\.[0-9] MiB" "$OUT"; then
+  ok "info prints large sizes in GiB, not millions of MiB"
+else
+  bad "info prints large sizes in GiB, not millions of MiB"
+fi
 run "$BIN" info "$TINY" --vocab 65 --json
 expect "info --json" 0 '"parameters": [0-9]+.*"train_flops_per_token"'
 
