@@ -80,8 +80,8 @@ static int load_tokenizer(const char *path, clf_tokenizer **tok)
         char *json = NULL;
         size_t len = 0;
         st = clf_file_read_all(path, (size_t)256 << 20, &json, &len, &err);
-        if (st == CLF_OK)
-            st = clf_tokenizer_from_json(json, len, tok, &err);
+        if (st == CLF_OK) /* ours, or a Hugging Face tokenizer.json */
+            st = clf_tokenizer_from_any_json(json, len, path, tok, &err);
         free(json);
     }
     if (st != CLF_OK) {

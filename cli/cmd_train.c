@@ -140,7 +140,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: clformer train MODEL.yaml --data FILE|DIR --out DIR [--set KEY=VALUE ...]\n"
-            "                      [--steps N] [--resume] [runtime flags]\n"
+            "                      [--steps N] [--resume | --init CKPT] [runtime flags]\n"
             "                      [--val FILE] [--src L --tgt L] [--batch-tokens N] [--beam K]\n"
             "Train the model MODEL.yaml describes, with a checkpoint DIR/ckpt.safetensors at\n"
             "each evaluation and at the end. Ctrl-C, SIGTERM or SIGHUP writes a checkpoint\n"
@@ -159,6 +159,9 @@ static void usage(FILE *out)
             "  --steps N         shortcut for --set train.steps=N (applied after every --set)\n"
             "  --resume          continue from DIR's checkpoint (bit-identical to an\n"
             "                    uninterrupted run; train.steps may be raised)\n"
+            "  --init CKPT       start from the parameters of a checkpoint of the same body\n"
+            "                    (e.g. `clformer import`): fine-tuning; a new head is\n"
+            "                    initialised, the tokenizer is CKPT's\n"
             "  --val FILE        validation file(s) when --data names files (SRC,TGT or a TSV)\n"
             "  --src L, --tgt L  translation direction: the languages of DIR/train.L.gz\n"
             "  --batch-tokens N  shortcut for --set train.batch_tokens=N: batches of at most\n"
@@ -314,6 +317,51 @@ typedef struct seq_flags {
     long beam;
 } seq_flags;
 
+/* --init: the run's tokenizer is the checkpoint's, of the type the config
+ * names. */
+static int tokenizer_from_init(const char *init, const clf_model_config *cfg, clf_tokenizer **tok)
+{
+    char fp[160];
+    int rc = tokenizer_from_checkpoint(init, tok, fp, sizeof fp);
+    if (rc == CLI_EXIT_OK && clf_tokenizer_type_of(*tok) != cfg->vocab.tokenizer) {
+        fprintf(stderr,
+                "clformer train: --init %s carries a %s tokenizer, but the config's "
+                "vocab.tokenizer is %s\n",
+                init, clf_config_tokenizer_name(clf_tokenizer_type_of(*tok)),
+                clf_config_tokenizer_name(cfg->vocab.tokenizer));
+        clf_tokenizer_destroy(*tok);
+        *tok = NULL;
+        rc = CLI_EXIT_USAGE;
+    }
+    return rc;
+}
+
+/* --init: the parameters of a checkpoint of the same body into m. */
+static int apply_init(const char *init, clf_model *m, const clf_model_config *cfg)
+{
+    clf_error err;
+    clf_error_clear(&err);
+    clf_checkpoint *ck = NULL;
+    clf_checkpoint_init_report r;
+    clf_status st = clf_checkpoint_open(init, &ck, &err);
+    if (st == CLF_OK)
+        st = clf_checkpoint_init_from(ck, m, cfg, &r, &err);
+    clf_checkpoint_close(ck);
+    if (st != CLF_OK) {
+        cli_print_error(NULL, &err);
+        return st == CLF_ERR_FORMAT || st == CLF_ERR_IO ? CLI_EXIT_USAGE : cli_exit_code(st);
+    }
+    printf("init: %d tensors from %s", r.loaded, init);
+    if (r.cut > 0)
+        printf(" (position table cut to the context)");
+    if (r.fresh > 0)
+        printf("; initialised afresh: %s", r.fresh_names);
+    if (r.unused > 0)
+        printf("; not used: %s", r.unused_names);
+    printf("\n");
+    return CLI_EXIT_OK;
+}
+
 /* The encoder kinds: sentences, tokenizer, limits, model, trainer. */
 /* The model and the run of an encoder kind, before training starts. */
 static clf_status print_seq_plan(const clf_model_config *cfg, const clf_model *m, clf_runtime *rt,
@@ -354,7 +402,7 @@ static clf_status print_seq_plan(const clf_model_config *cfg, const clf_model *m
     return CLF_OK;
 }
 
-static int train_seq(clf_model_config *cfg, const char *data, const char *out,
+static int train_seq(const char *init, clf_model_config *cfg, const char *data, const char *out,
                      const char *ckpt_path, int resume, const seq_flags *sf,
                      const cli_runtime_flags *rf)
 {
@@ -383,8 +431,11 @@ static int train_seq(clf_model_config *cfg, const char *data, const char *out,
                     ckpt_path, fp_ckpt, fp);
             rc = CLI_EXIT_USAGE;
         }
-    } else
+    } else if (init != NULL) {
+        rc = tokenizer_from_init(init, cfg, &tok);
+    } else {
         rc = cli_seq_tokenizer(cfg, &paths, stdout, &tok);
+    }
     if (rc != CLI_EXIT_OK) /* either has every special token (clf_seq_tokenizer_build) */
         goto done;
     const int s2s = cfg->kind == CLF_MODEL_ENCODER_DECODER;
@@ -446,6 +497,8 @@ static int train_seq(clf_model_config *cfg, const char *data, const char *out,
 
     if ((st = print_seq_plan(cfg, m, rt, &td, total, &lim, out, &err)) != CLF_OK)
         goto fail;
+    if (init != NULL && (rc = apply_init(init, m, cfg)) != CLI_EXIT_OK)
+        goto done;
     fflush(stdout);
     rc = run_trainer(m, cfg, &td, tok, out, resume, rf, rt);
     goto done;
@@ -509,8 +562,9 @@ static int check_out(const char *out, int resume, char *ckpt_path, size_t cap, c
 
 /* A decoder on one text: the text's tokenizer (or the checkpoint's), its
  * train/val split, the model, the trainer. */
-static int train_text(const clf_model_config *cfg, const char *data, const char *out,
-                      const char *ckpt_path, int resume, const cli_runtime_flags *rf)
+static int train_text(const char *init, const clf_model_config *cfg, const char *data,
+                      const char *out, const char *ckpt_path, int resume,
+                      const cli_runtime_flags *rf)
 {
     int rc;
     clf_error err;
@@ -540,6 +594,9 @@ static int train_text(const clf_model_config *cfg, const char *data, const char 
             rc = CLI_EXIT_USAGE;
             goto done;
         }
+    } else if (init != NULL) {
+        if ((rc = tokenizer_from_init(init, cfg, &tok)) != CLI_EXIT_OK)
+            goto done;
     } else {
         if ((st = clf_tokenizer_create(cfg->vocab.tokenizer, text, len, &tok, &err)) != CLF_OK) {
             if (strstr(err.msg, data) == NULL)
@@ -580,6 +637,8 @@ static int train_text(const clf_model_config *cfg, const char *data, const char 
     printf("training: %llu steps of %d x %d tokens, %s lr %g, checkpoints in %s\n",
            (unsigned long long)total, cfg->train.batch, cfg->context,
            clf_config_schedule_name(cfg->train.schedule.type), cfg->train.optimizer.lr, out);
+    if (init != NULL && (rc = apply_init(init, m, cfg)) != CLI_EXIT_OK)
+        goto done;
     fflush(stdout);
     rc = run_trainer(m, cfg, &td, tok, out, resume, rf, rt);
     goto done;
@@ -597,7 +656,7 @@ done:
 
 int cli_cmd_train(int argc, char **argv)
 {
-    const char *model_path = NULL, *data = NULL, *out = NULL;
+    const char *model_path = NULL, *data = NULL, *out = NULL, *init = NULL;
     cli_list sets = {{NULL}, 0};
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
@@ -615,6 +674,7 @@ int cli_cmd_train(int argc, char **argv)
         {"--batch-tokens", CLI_OPT_INT, &batch_tokens, 1, 100000000, &bt_given},
         {"--beam", CLI_OPT_INT, &sf.beam, 1, CLF_BEAM_MAX, &seq_flag},
         {"--resume", CLI_OPT_BOOL, &resume, 0, 0, NULL},
+        {"--init", CLI_OPT_STR, &init, 0, 0, NULL},
         {"--steps", CLI_OPT_INT, &steps, 1, 2000000000, &steps_given},
     };
     const cli_command cmd = {"clformer train", opts, CLI_COUNT(opts),  &rf,
@@ -644,10 +704,22 @@ int cli_cmd_train(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
 
+    if (init != NULL && resume) {
+        fprintf(stderr, "clformer train: --init starts a new run from a checkpoint's parameters; "
+                        "--resume continues a run: give one of them\n");
+        return CLI_EXIT_USAGE;
+    }
     clf_model_config cfg;
     int rc = cli_config_load(model_path, &sets, &cfg);
     if (rc != CLI_EXIT_OK)
         return rc;
+    if (cfg.head.type == CLF_HEAD_NONE) {
+        fprintf(stderr,
+                "clformer train: %s has no head (head.type none, an embedding model): give it "
+                "a classifier head to fine-tune it\n",
+                model_path);
+        return CLI_EXIT_USAGE;
+    }
     if (cfg.kind == CLF_MODEL_DECODER && seq_flag) {
         fprintf(stderr,
                 "clformer train: --val, --src, --tgt and --beam are for "
@@ -663,8 +735,9 @@ int cli_cmd_train(int argc, char **argv)
     struct stat sb;
     const int existed = stat(out, &sb) == 0;
     if ((rc = check_out(out, resume, ckpt_path, sizeof ckpt_path, &lock)) == CLI_EXIT_OK)
-        rc = cfg.kind != CLF_MODEL_DECODER ? train_seq(&cfg, data, out, ckpt_path, resume, &sf, &rf)
-                                           : train_text(&cfg, data, out, ckpt_path, resume, &rf);
+        rc = cfg.kind != CLF_MODEL_DECODER
+                 ? train_seq(init, &cfg, data, out, ckpt_path, resume, &sf, &rf)
+                 : train_text(init, &cfg, data, out, ckpt_path, resume, &rf);
     clf_dir_lock_release(lock);
     if (rc != CLI_EXIT_OK && lock != NULL && !existed) {
         /* a run that failed before writing anything leaves no empty --out

@@ -74,9 +74,10 @@ typedef enum clf_model_kind {
 } clf_model_kind;
 
 typedef enum clf_tokenizer_type {
-    CLF_TOKENIZER_CHAR = 0, /* one token per Unicode character of the training text */
-    CLF_TOKENIZER_BYTE,     /* one token per byte, 256 tokens */
-    CLF_TOKENIZER_BPE,      /* byte-pair encoding trained from the data */
+    CLF_TOKENIZER_CHAR = 0,  /* one token per Unicode character of the training text */
+    CLF_TOKENIZER_BYTE,      /* one token per byte, 256 tokens */
+    CLF_TOKENIZER_BPE,       /* byte-pair encoding trained from the data */
+    CLF_TOKENIZER_WORDPIECE, /* BERT's WordPiece, from a pretrained model (clformer import) */
 } clf_tokenizer_type;
 
 typedef enum clf_positional_type {
@@ -107,6 +108,7 @@ typedef enum clf_norm_placement {
 typedef enum clf_head_type {
     CLF_HEAD_LM = 0,     /* next-token logits over the vocabulary */
     CLF_HEAD_CLASSIFIER, /* pooled representation -> labels */
+    CLF_HEAD_NONE,       /* encoder only: the pooled representation is the output (embeddings) */
 } clf_head_type;
 
 typedef enum clf_pool_type {
@@ -165,6 +167,9 @@ typedef struct clf_embedding_config {
     int dim;        /* C, d_model */
     int scale;      /* bool: multiply token embeddings by sqrt(dim) */
     double dropout; /* on embeddings + positions, [0, 1) */
+    /* a norm of embeddings + positions before the dropout (BERT's
+     * embeddings.LayerNorm); blocks.norm's eps and bias */
+    clf_norm_type norm;
 } clf_embedding_config;
 
 typedef struct clf_positional_config {

@@ -28,12 +28,12 @@
 /* ---- enum names --------------------------------------------------------------- */
 
 static const char *const kind_names[] = {"decoder", "encoder", "encoder-decoder", NULL};
-static const char *const tokenizer_names[] = {"char", "byte", "bpe", NULL};
+static const char *const tokenizer_names[] = {"char", "byte", "bpe", "wordpiece", NULL};
 static const char *const positional_names[] = {"learned", "sinusoidal", "rope", "alibi", NULL};
 static const char *const activation_names[] = {"relu", "gelu", "gelu_tanh", "swiglu", NULL};
 static const char *const norm_names[] = {"none", "layernorm", "rmsnorm", NULL};
 static const char *const placement_names[] = {"pre", "post", NULL};
-static const char *const head_names[] = {"lm", "classifier", NULL};
+static const char *const head_names[] = {"lm", "classifier", "none", NULL};
 static const char *const pool_names[] = {"cls", "mean", NULL};
 static const char *const optimizer_names[] = {"adam", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "cosine", "noam", NULL};
@@ -129,6 +129,7 @@ static const clf_cfg_field embedding_t[] = {
     T_INT("dim", embedding.dim, 1, 65536),
     T_BOOL("scale", embedding.scale),
     T_DBL("dropout", embedding.dropout, 0, 1, HI_OPEN),
+    T_ENUM("norm", embedding.norm, norm_names, 0),
     T_END,
 };
 static const clf_cfg_field positional_t[] = {
@@ -254,6 +255,7 @@ void clf_config_defaults(clf_model_config *c)
     c->embedding.dim = 128;
     c->embedding.scale = 0;
     c->embedding.dropout = 0.0;
+    c->embedding.norm = CLF_NORM_NONE;
     c->positional.type = CLF_POS_LEARNED;
     c->positional.rope_theta = 10000.0;
     c->blocks.repeat = 4;

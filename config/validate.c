@@ -157,9 +157,10 @@ static clf_status check_model(const clf_model_config *c, const vstate *v)
             return bad(v, OFF(blocks.attention.causal), OFF(kind),
                        "blocks.attention.causal: kind encoder attends in both directions; set "
                        "causal: false");
-        if (c->head.type != CLF_HEAD_CLASSIFIER)
+        if (c->head.type == CLF_HEAD_LM)
             return bad(v, OFF(head.type), OFF(kind),
-                       "head.type: kind encoder needs a classifier head, got %s",
+                       "head.type: kind encoder needs a classifier head (or none: an embedding "
+                       "model), got %s",
                        clf_config_head_name(c->head.type));
     } else {
         if (!c->blocks.attention.causal)
@@ -199,6 +200,9 @@ static clf_status check_model(const clf_model_config *c, const vstate *v)
     if (c->head.type == CLF_HEAD_CLASSIFIER && c->head.labels == 1)
         return bad(v, OFF(head.labels), NONE,
                    "head.labels: a classifier needs at least 2 labels (or 0 = from the data)");
+    if (c->head.type == CLF_HEAD_NONE && c->head.labels != 0)
+        return bad(v, OFF(head.labels), OFF(head.type),
+                   "head.labels: only for a classifier head (head.type is none)");
     if (c->head.type == CLF_HEAD_LM && c->head.labels != 0)
         return bad(v, OFF(head.labels), OFF(head.type),
                    "head.labels: only for a classifier head (head.type is lm)");
@@ -208,9 +212,10 @@ static clf_status check_model(const clf_model_config *c, const vstate *v)
         return bad(v, OFF(vocab.size), OFF(vocab.tokenizer),
                    "vocab.size: the byte tokenizer has 256 tokens; expected 0 or >= 256, got %d",
                    c->vocab.size);
-    if (c->vocab.tokenizer != CLF_TOKENIZER_BPE && c->vocab.path[0] != '\0')
+    if (c->vocab.tokenizer != CLF_TOKENIZER_BPE && c->vocab.tokenizer != CLF_TOKENIZER_WORDPIECE &&
+        c->vocab.path[0] != '\0')
         return bad(v, OFF(vocab.path), OFF(vocab.tokenizer),
-                   "vocab.path: a tokenizer file is only read for tokenizer: bpe");
+                   "vocab.path: a tokenizer file is only read for tokenizer: bpe or wordpiece");
     return CLF_OK;
 }
 

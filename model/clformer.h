@@ -38,6 +38,7 @@
 #include "model/io/safetensors.h"
 #include "model/text/tokenizer.h"
 #include "model/train/checkpoint.h"
+#include "model/train/import.h"
 #include "model/train/schedule.h"
 #include "model/train/trainer.h"
 #include "runtime/gemm/gemm.h"

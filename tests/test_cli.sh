@@ -544,5 +544,80 @@ fi
 run "$BIN" translate "$CLRUN" "${DEV[@]}" <"$TMP/sent"
 expect "translate refuses a classifier" 2 "encoder-decoder"
 
+# ---- issue 14: pretrained models (import, WordPiece, embed, fine-tuning) -----------------
+# tests/data/hf/tiny-bert: a random 2-layer BERT in the Hugging Face layout
+# (tests/parity/gen_bert_fixture.py); test_import checks its numbers against
+# PyTorch, this the commands and their exit codes.
+HFB=$SRC/tests/data/hf/tiny-bert
+run "$BIN" import "$HFB" --out "$TMP/bert.safetensors"
+expect "import a Hugging Face BERT folder" 0 "bert, 2 layers, 4 heads x 8, dim 32.*vocabulary 600 \(wordpiece\), mean pooling"
+expect "import lists what it leaves out" 0 "not imported \(3\): .*pooler.dense.weight"
+printf 'The movie is GOOD!\n' >"$TMP/one.en"
+run "$BIN" tokenizer encode "$HFB/tokenizer.json" <"$TMP/one.en"
+A=$(cat "$OUT")
+run "$BIN" tokenizer encode "$TMP/bert.safetensors" <"$TMP/one.en"
+if [ -n "$A" ] && [ "$A" = "$(cat "$OUT")" ]; then ok "tokenizer.json and the import encode alike ($A)"; else bad "tokenizer.json and the import encode alike ('$A')"; fi
+printf 'A man is eating food.\nthis movie is good\n\n' >"$TMP/emb.txt"
+run "$BIN" embed "$TMP/bert.safetensors" "${DEV[@]}" <"$TMP/emb.txt"
+if [ "$RC" -eq 0 ] && [ "$(wc -l <"$OUT")" -eq 3 ] &&
+   awk '{if (NF != 32) exit 1; s = 0; for (i = 1; i <= NF; i++) s += $i * $i; if (s < 0.9999 || s > 1.0001) exit 1}' "$OUT"; then
+  ok "embed prints one unit vector of 32 numbers per line (an empty line too)"
+else
+  bad "embed prints one unit vector of 32 numbers per line"
+fi
+run "$BIN" embed "$TMP/bert.safetensors" --json "${DEV[@]}" <"$TMP/emb.txt"
+expect "embed --json prints JSON arrays" 0 '^\[-?[0-9]'
+run "$BIN" import "$TMP/nosuchdir" --out "$TMP/x.safetensors"
+expect "import of a missing folder exits 2 naming config.json" 2 "nosuchdir/config.json"
+mkdir -p "$TMP/neo" && cp "$HFB/tokenizer.json" "$HFB/model.safetensors" "$TMP/neo/" &&
+  sed 's/"bert"/"gpt_neo"/' "$HFB/config.json" >"$TMP/neo/config.json"
+run "$BIN" import "$TMP/neo" --out "$TMP/x.safetensors"
+expect "import of another model_type exits 2 naming it" 2 'model_type "gpt_neo" is not supported'
+sed 's/"gpt_neo"/"bert"/' "$TMP/neo/config.json" >"$TMP/neo/c" && mv "$TMP/neo/c" "$TMP/neo/config.json"
+head -c 50000 "$HFB/model.safetensors" >"$TMP/neo/model.safetensors"
+run "$BIN" import "$TMP/neo" --out "$TMP/x.safetensors"
+expect "import of a truncated safetensors exits 2" 2 "truncated"
+if [ ! -e "$TMP/x.safetensors" ]; then ok "a failed import writes nothing"; else bad "a failed import writes nothing"; fi
+cat >"$TMP/bertcls.yaml" <<'YAML'
+model:
+  kind: encoder
+  vocab: {tokenizer: wordpiece, size: 600}
+  context: 16
+  embedding: {dim: 32, dropout: 0.1, norm: layernorm}
+  blocks:
+    repeat: 2
+    attention: {heads: 4, causal: false, bias: true}
+    ffn: {hidden: 64, activation: gelu, bias: true}
+    norm: {type: layernorm, placement: post, eps: 1.0e-12, bias: true}
+    dropout: 0.1
+  final_norm: {type: none}
+  head: {type: classifier, labels: 2, pool: mean}
+train:
+  batch: 16
+  steps: 60
+  optimizer: {type: adamw, lr: 3.0e-3, weight_decay: 0.01}
+  schedule: {type: constant, warmup: 5}
+  eval: {every: 30}
+YAML
+run "$BIN" train "$TMP/bertcls.yaml" --data "$MT" --out "$TMP/ft" "${DEV[@]}"
+expect "a wordpiece config without --init exits 2 saying where the vocabulary comes from" 2 "train --init"
+run "$BIN" train "$TMP/bertcls.yaml" --init "$TMP/bert.safetensors" --data "$MT" --out "$TMP/ft" --resume "${DEV[@]}"
+expect "--init with --resume exits 2" 2 "give one of them"
+run "$BIN" train "$TMP/bertcls.yaml" --init "$TMP/bert.safetensors" --data "$MT" --out "$TMP/ft" --set model.blocks.repeat=3 "${DEV[@]}"
+expect "--init of another body exits 2 naming the key" 2 "differs from this config in blocks.repeat"
+run "$BIN" train "$TMP/bertcls.yaml" --init "$TMP/bert.safetensors" --data "$MT" --out "$TMP/ft" --set model.head.type=none --set model.head.labels=0 "${DEV[@]}"
+expect "training an embedding model (head none) exits 2" 2 "head.type none"
+run "$BIN" train "$TMP/bertcls.yaml" --init "$TMP/bert.safetensors" --data "$MT" --out "$TMP/ft" "${DEV[@]}"
+expect "fine-tune the import with a classifier head (--init)" 0 "init: 28 tensors from .*position table cut to the context.*initialised afresh: classifier.weight, classifier.bias"
+run "$BIN" eval "$TMP/ft" --data "$MT" --json "${DEV[@]}"
+ACC=$(sed -n 's/^{"accuracy": \([0-9.]*\),.*/\1/p' "$OUT")
+if awk -v a="${ACC:-0}" 'BEGIN{exit !(a >= 0.9)}'; then ok "the fine-tuned BERT learns the toy task (accuracy $ACC >= 0.9)"; else bad "the fine-tuned BERT learns the toy task (accuracy ${ACC:-?} >= 0.9)"; fi
+run "$BIN" classify "$TMP/ft" "${DEV[@]}" <"$TMP/sent"
+if [ "$RC" -eq 0 ] && [ "$(head -1 "$OUT" | cut -f1)" = 1 ] && [ "$(sed -n 2p "$OUT" | cut -f1)" = 0 ]; then
+  ok "classify with the fine-tuned BERT (good -> 1, bad -> 0)"
+else
+  bad "classify with the fine-tuned BERT (good -> 1, bad -> 0)"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -115,9 +115,12 @@ static clf_status encode_line(const clf_tokenizer *tok, const clf_span *l, const
                               int64_t line_no, i32vec *scratch, size_t *n, clf_error *err)
 {
     scratch->n = 0;
-    if (!vec_reserve(scratch, l->len + 1))
+    /* a token covers at least one byte, except where WordPiece's lowercasing
+     * and decomposition lengthen the text: 4 per byte is always enough */
+    size_t cap = 4 * l->len + 4;
+    if (!vec_reserve(scratch, cap))
         return clf_error_set(err, CLF_ERR_MEMORY, "%s:%" PRId64 ": out of memory", name, line_no);
-    clf_status rc = clf_tokenizer_encode_into(tok, l->p, l->len, scratch->p, l->len + 1, n, err);
+    clf_status rc = clf_tokenizer_encode_into(tok, l->p, l->len, scratch->p, cap, n, err);
     if (rc != CLF_OK)
         clf_error_prefix(err, "%s:%" PRId64, name, line_no);
     return rc;
@@ -138,7 +141,7 @@ static clf_status builder_init(builder *b, clf_model_kind kind, size_t rows, int
         return clf_error_set(err, CLF_ERR_MEMORY, "out of memory");
     b->ds = ds;
     ds->kind = kind;
-    ds->src_pad = ds->tgt_pad = ds->bos = ds->eos = -1;
+    ds->src_pad = ds->tgt_pad = ds->bos = ds->eos = ds->src_sep = -1;
     ds->src_off = calloc(rows + 1, sizeof *ds->src_off);
     ds->lines = calloc(rows ? rows : 1, sizeof *ds->lines);
     if (targets)
@@ -167,10 +170,11 @@ static clf_status add_source(builder *b, const clf_seq_options *o, int32_t speci
                              const int32_t *x, size_t n, clf_error *err)
 {
     clf_seqdata *ds = b->ds;
+    const size_t extra = ds->src_sep >= 0 ? 2 : 1; /* specials around the tokens */
     size_t keep = n;
-    if (keep + 1 > (size_t)o->max_src)
-        keep = (size_t)o->max_src - 1;
-    if (!vec_reserve(&b->src, keep + 1))
+    if (keep + extra > (size_t)o->max_src)
+        keep = (size_t)o->max_src > extra ? (size_t)o->max_src - extra : 0;
+    if (!vec_reserve(&b->src, keep + extra))
         return clf_error_set(err, CLF_ERR_MEMORY, "out of memory for source tokens");
     if (o->kind == CLF_MODEL_ENCODER)
         b->src.p[b->src.n++] = special; /* [cls] first */
@@ -178,7 +182,9 @@ static clf_status add_source(builder *b, const clf_seq_options *o, int32_t speci
     b->src.n += keep;
     if (o->kind == CLF_MODEL_ENCODER_DECODER)
         b->src.p[b->src.n++] = special; /* [eos] last */
-    side_add(&ds->stats.src, (int64_t)n + 1, (int64_t)keep + 1);
+    else if (ds->src_sep >= 0)
+        b->src.p[b->src.n++] = ds->src_sep; /* BERT's [SEP] last */
+    side_add(&ds->stats.src, (int64_t)(n + extra), (int64_t)(keep + extra));
     ds->src_off[ds->n + 1] = (int64_t)b->src.n;
     return CLF_OK;
 }
@@ -219,6 +225,10 @@ static clf_status resolve_specials(clf_seqdata *ds, const clf_seq_options *o,
 {
     clf_status rc;
     if ((rc = need_special(src_tok, CLF_SPECIAL_PAD, "padding a batch", &ds->src_pad, err)))
+        return rc;
+    if (o->kind == CLF_MODEL_ENCODER && clf_tokenizer_type_of(src_tok) == CLF_TOKENIZER_WORDPIECE &&
+        (rc = need_special(src_tok, CLF_SPECIAL_SEP, "the end of a sentence (BERT's [SEP])",
+                           &ds->src_sep, err)))
         return rc;
     if (o->kind == CLF_MODEL_ENCODER)
         return need_special(src_tok, CLF_SPECIAL_CLS, "the classifier's first position",

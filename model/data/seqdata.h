@@ -25,6 +25,8 @@
  *   translator (encoder-decoder): src = x_1 .. x_n [eos]
  *                                 tgt_in  = [bos] y_1 .. y_m
  *                                 tgt_out = y_1 .. y_m [eos]
+ *   with a WordPiece tokenizer (BERT) the classifier's rows are
+ *   [cls] x_1 .. x_n [sep], as the pretrained model saw them.
  *   pad fills every row past its length; tgt_out has -1 (ignore) there.
  *   Lengths: S = n + 1 (source or classifier row), T = m + 1 (target row).
  *

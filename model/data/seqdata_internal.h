@@ -19,6 +19,7 @@ struct clf_seqdata {
     int32_t *labels;  /* [n]; NULL without labels */
     int64_t *lines;   /* [n] 1-based line numbers */
     int32_t src_pad, tgt_pad, bos, eos;
+    int32_t src_sep; /* encoder rows end with it (WordPiece's [SEP]); -1: none */
     clf_seqdata_stats stats;
 };
 

@@ -77,7 +77,9 @@ done:
 
 clf_status clf_seq_tokenizer_specials(clf_tokenizer *tok, clf_error *err)
 {
-    if (clf_tokenizer_type_of(tok) == CLF_TOKENIZER_BPE)
+    /* bpe has all six; a pretrained wordpiece vocabulary has what it has */
+    if (clf_tokenizer_type_of(tok) == CLF_TOKENIZER_BPE ||
+        clf_tokenizer_type_of(tok) == CLF_TOKENIZER_WORDPIECE)
         return CLF_OK;
     for (int s = 0; s < CLF_SPECIAL_COUNT; s++) {
         int32_t id;
@@ -95,7 +97,7 @@ static clf_status from_path(const char *path, clf_tokenizer **out, clf_error *er
     size_t len = 0;
     clf_status st = clf_file_read_text(path, CLF_SEQDATA_MAX_BYTES, &text, &len, err);
     if (st == CLF_OK)
-        st = clf_tokenizer_from_json(text, len, out, err);
+        st = clf_tokenizer_from_any_json(text, len, path, out, err);
     free(text);
     if (st != CLF_OK)
         clf_error_prefix(err, "vocab.path %s", path);
@@ -121,6 +123,11 @@ clf_status clf_seq_tokenizer_build(const clf_model_config *cfg, const char *trai
     if (cfg->vocab.path[0] != '\0') {
         info->from_path = 1;
         st = from_path(cfg->vocab.path, out, err);
+    } else if (cfg->vocab.tokenizer == CLF_TOKENIZER_WORDPIECE) {
+        st = clf_error_set(err, CLF_ERR_CONFIG,
+                           "vocab.tokenizer wordpiece is a pretrained vocabulary: start from the "
+                           "pretrained model (train --init CKPT, from `clformer import`) or set "
+                           "vocab.path to its tokenizer.json");
     } else if (cfg->vocab.tokenizer == CLF_TOKENIZER_BYTE) {
         st = clf_tokenizer_create(CLF_TOKENIZER_BYTE, NULL, 0, out, err);
     } else if (cfg->vocab.tokenizer == CLF_TOKENIZER_BPE) {

@@ -94,6 +94,52 @@ done:
     return st;
 }
 
+clf_status clf_seqeval_embed(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
+                             int normalize, float *vecs, clf_error *err)
+{
+    const clf_model_dims d = clf_model_dims_get(m);
+    const size_t C = (size_t)d.C;
+    clf_seq_loader *L = NULL;
+    clf_seq_batch *b = NULL;
+    float *buf = NULL;
+    if (d.kind != CLF_MODEL_ENCODER)
+        return clf_error_set(err, CLF_ERR_ARG, "sentence embeddings need an encoder-only model");
+    clf_status st = clf_seq_loader_create(ds, bo, &L, err);
+    if (st == CLF_OK)
+        st = clf_seq_batch_create(L, &b, err);
+    if (st != CLF_OK)
+        goto done;
+    clf_seq_limits sl;
+    clf_seq_loader_limits(L, &sl);
+    if ((buf = malloc((size_t)sl.max_B * C * sizeof *buf)) == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "embed: out of host memory");
+        goto done;
+    }
+    while (clf_seq_loader_next(L, b)) {
+        const clf_batch in = clf_batch_classify(b->src, b->src_keep, NULL, b->B, b->S);
+        if ((st = clf_model_set_batch(m, in, err)) != CLF_OK ||
+            (st = clf_model_forward(m, 0, err)) != CLF_OK ||
+            (st = clf_model_pooled_read(m, buf, err)) != CLF_OK)
+            goto done;
+        for (int i = 0; i < b->B; i++) {
+            float *v = vecs + (size_t)b->index[i] * C;
+            const float *x = buf + (size_t)i * C;
+            double ss = 0;
+            for (size_t j = 0; j < C; j++)
+                ss += (double)x[j] * (double)x[j];
+            /* as torch.nn.functional.normalize: x / max(|x|, 1e-12) */
+            double scale = normalize ? 1.0 / (sqrt(ss) > 1e-12 ? sqrt(ss) : 1e-12) : 1.0;
+            for (size_t j = 0; j < C; j++)
+                v[j] = (float)((double)x[j] * scale);
+        }
+    }
+done:
+    free(buf);
+    clf_seq_batch_destroy(b);
+    clf_seq_loader_destroy(L);
+    return st;
+}
+
 clf_status clf_seqeval_run(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
                            clf_seqeval_result *out, clf_error *err)
 {

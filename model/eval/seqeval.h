@@ -69,6 +69,13 @@ clf_status clf_seqeval_run(clf_model *m, const clf_seqdata *ds, const clf_seq_ba
 clf_status clf_seqeval_probs(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
                              float *probs, clf_error *err);
 
+/* Sentence embeddings: an encoder's pooled output (clf_model_pooled_read:
+ * mean over the kept positions, or the first) for every sentence of ds,
+ * vecs [n, C] in the dataset's order, scaled to unit L2 norm when
+ * normalize (a zero vector stays zero). */
+clf_status clf_seqeval_embed(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
+                             int normalize, float *vecs, clf_error *err);
+
 /* Translate ds with o (beam.h) and score corpus BLEU. refs: n = the
  * dataset's size raw reference lines, or NULL (decoded targets). hyps:
  * NULL, or receives the detokenized hypotheses in input order (malloc'ed

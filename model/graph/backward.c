@@ -282,6 +282,13 @@ static clf_status stack_bwd(clf_model *m, const mi_stack *stk, clf_ptr dout, clf
                                           mi_dropout_stream(m, stk->drop_layer, 0), err)) != CLF_OK)
             return st;
     }
+    if (s->emb_norm != MI_NORM_NONE) { /* through the embeddings' norm, into dC1 */
+        clf_ptr dxe = m->dC1;
+        if ((st = norm_bwd(m, s->emb_norm, &stk->lne_a, &stk->lne, dxe, dx0, stk->xe, BT, 0,
+                           err)) != CLF_OK)
+            return st;
+        dx0 = dxe;
+    }
     clf_ptr tokens = stk->src ? mi_at(m->src, 0) : mi_at(m->tokens, 0);
     return clf_op_embed_backward(m->rt, mi_grad(m, stk->wte), mi_grad(m, stk->wpe), dx0, tokens, B,
                                  T, C, V, s->emb_scale, err);

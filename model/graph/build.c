@@ -173,6 +173,7 @@ static void plan_stacks(clf_model *m)
     memset(&m->dec, 0, sizeof m->dec);
     m->enc.wte = m->enc.wpe = m->dec.wte = m->dec.wpe = MI_NONE;
     m->enc.lnf.w = m->enc.lnf.b = m->dec.lnf.w = m->dec.lnf.b = MI_NONE;
+    m->enc.lne.w = m->enc.lne.b = m->dec.lne.w = m->dec.lne.b = MI_NONE;
     m->enc.src = 1;
     m->enc.first = 0;
     m->enc.n = s->Le;
@@ -200,6 +201,8 @@ static clf_status plan_params(clf_model *m, clf_error *err)
         if (s->pos == MI_POS_LEARNED &&
             (st = plan_add(&p, "wpe", 2, T, C, MI_INIT_NORMAL, &one->wpe, err)) != CLF_OK)
             goto fail;
+        if ((st = plan_norm(&p, "ln_emb", s->emb_norm, s->norm_bias, C, &one->lne, err)) != CLF_OK)
+            goto fail;
         if ((st = plan_blocks(&p, "", s, m->bp, s->L, s->kind == MI_KIND_ENCODER, 0, err)) !=
             CLF_OK)
             goto fail;
@@ -214,6 +217,11 @@ static clf_status plan_params(clf_model *m, clf_error *err)
         if (s->pos == MI_POS_LEARNED &&
             ((st = plan_add(&p, "wpe", 2, T, C, MI_INIT_NORMAL, &dec->wpe, err)) != CLF_OK ||
              (st = plan_add(&p, "src_wpe", 2, T, C, MI_INIT_NORMAL, &enc->wpe, err)) != CLF_OK))
+            goto fail;
+        if ((st = plan_norm(&p, "ln_emb", s->emb_norm, s->norm_bias, C, &dec->lne, err)) !=
+                CLF_OK ||
+            (st = plan_norm(&p, "src_ln_emb", s->emb_norm, s->norm_bias, C, &enc->lne, err)) !=
+                CLF_OK)
             goto fail;
         if ((st = plan_blocks(&p, "encoder.", s, m->bp, s->Le, 1, 0, err)) != CLF_OK ||
             (st = plan_norm(&p, "encoder.ln_f", s->final_norm, s->norm_bias, C, &enc->lnf, err)) !=
@@ -469,18 +477,27 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
     }
     size_t nred = zmax(zmax(R, nlab), NP);
     size_t red = m->rt != NULL ? clf_op_sumsq_scratch(m->rt, nred) : nred / 64 + 4096;
-    size_t nlogits = s->head == MI_HEAD_CLASSIFIER ? B * (size_t)s->NL : Rt * V;
+    size_t nlogits = s->head == MI_HEAD_CLASSIFIER ? B * (size_t)s->NL
+                     : s->head == MI_HEAD_NONE     ? 1
+                                                   : Rt * V;
     mi_stack *stacks[2] = {&m->enc, &m->dec};
     for (int i = 0; i < 2; i++) {
         mi_stack *k = stacks[i];
-        k->x0 = mi_nullptr();
+        k->x0 = k->xe = mi_nullptr();
         memset(&k->lnf_a, 0, sizeof k->lnf_a);
+        memset(&k->lne_a, 0, sizeof k->lne_a);
         int exists = k->src ? s->kind != MI_KIND_DECODER : s->kind != MI_KIND_ENCODER;
         if (!exists)
             continue;
         size_t rows = k->src ? Rs : Rt;
-        if ((st = carve(m, &k->x0, rows * C, err)) != CLF_OK ||
-            (st = alloc_norm(m, &k->lnf_a, s->final_norm, rows, err)) != CLF_OK)
+        if (s->emb_norm != MI_NORM_NONE) { /* the norm writes the blocks' input */
+            if ((st = carve(m, &k->xe, rows * C, err)) != CLF_OK ||
+                (st = alloc_norm(m, &k->lne_a, s->emb_norm, rows, err)) != CLF_OK)
+                return st; /* x0 = lne_a.out once carved (alloc_buffers) */
+        } else if ((st = carve(m, &k->x0, rows * C, err)) != CLF_OK) {
+            return st;
+        }
+        if ((st = alloc_norm(m, &k->lnf_a, s->final_norm, rows, err)) != CLF_OK)
             return st;
     }
     if ((st = abuf(m, &m->mem.batch, &m->tokens, Rt, err)) != CLF_OK ||
@@ -493,7 +510,7 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
         (st = carve(m, &m->red, red, err)) != CLF_OK ||
         (st = carve(m, &m->proj, R * C, err)) != CLF_OK)
         return st;
-    if (s->head == MI_HEAD_CLASSIFIER && s->pool == MI_POOL_MEAN &&
+    if (s->head != MI_HEAD_LM && s->pool == MI_POOL_MEAN &&
         (st = carve(m, &m->pooled, B * C, err)) != CLF_OK)
         return st;
     if (infer) {
@@ -533,6 +550,10 @@ static clf_status alloc_buffers(clf_model *m, clf_error *err)
         st = carve_commit(m, err);
     if (st != CLF_OK)
         return st;
+    if (m->s.emb_norm != MI_NORM_NONE) { /* the embeddings' norm writes the blocks' input */
+        m->enc.x0 = m->enc.lne_a.out;
+        m->dec.x0 = m->dec.lne_a.out;
+    }
     /* inference, and training with recomputation: one set of activations
      * for every block of a stack (recomputation keeps each block's output) */
     const int train = (m->flags & CLF_MODEL_TRAIN) != 0;

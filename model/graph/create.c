@@ -65,12 +65,15 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
         default: return clf_error_set(err, CLF_ERR_CONFIG, "model.kind: unknown value");
     }
     int want_cls = s->kind == MI_KIND_ENCODER;
-    if ((cfg->head.type == CLF_HEAD_CLASSIFIER) != want_cls)
+    if ((cfg->head.type != CLF_HEAD_LM) != want_cls)
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
                              "model.head.type %s: kind %s needs the %s head",
                              clf_config_head_name(cfg->head.type), clf_config_kind_name(cfg->kind),
-                             want_cls ? "classifier" : "lm");
-    if (want_cls) {
+                             want_cls ? "classifier (or none)" : "lm");
+    if (want_cls && cfg->head.type == CLF_HEAD_NONE) {
+        s->head = MI_HEAD_NONE;
+        s->pool = cfg->head.pool == CLF_POOL_MEAN ? MI_POOL_MEAN : MI_POOL_CLS;
+    } else if (want_cls) {
         s->head = MI_HEAD_CLASSIFIER;
         s->NL = cfg->head.labels;
         s->pool = cfg->head.pool == CLF_POOL_MEAN ? MI_POOL_MEAN : MI_POOL_CLS;
@@ -127,6 +130,9 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     s->rope_theta = (float)(cfg->positional.rope_theta > 0 ? cfg->positional.rope_theta : 10000.0);
     s->emb_scale = cfg->embedding.scale ? sqrtf((float)s->C) : 1.0f;
     s->p_emb = (float)cfg->embedding.dropout;
+    s->emb_norm = cfg->embedding.norm == CLF_NORM_NONE      ? MI_NORM_NONE
+                  : cfg->embedding.norm == CLF_NORM_RMSNORM ? MI_NORM_RMSNORM
+                                                            : MI_NORM_LAYERNORM;
     s->p_attn = (float)bk->attention.dropout;
     s->p_resid = (float)bk->dropout;
     s->p_ffn = (float)bk->ffn.dropout;
@@ -157,6 +163,16 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     o->grad_clip = (float)cfg->train.grad_clip;
     o->label_smoothing = (float)cfg->train.label_smoothing;
     return spec_limits(s, lim, err);
+}
+
+/* An embedding model (head none) has no loss: nothing to train. */
+static clf_status check_trainable(const mi_spec *s, unsigned flags, clf_error *err)
+{
+    if (s->head == MI_HEAD_NONE && (flags & CLF_MODEL_TRAIN))
+        return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                             "model.head.type none: an embedding model has no loss to train; "
+                             "fine-tune it with a classifier head (clformer train --init)");
+    return CLF_OK;
 }
 
 static clf_model_limits limits_of_batch(int B)
@@ -190,6 +206,8 @@ clf_status clf_model_create_ex(clf_runtime *rt, const clf_model_config *cfg, int
     clf_status st = spec_from_config(cfg, vocab_size, lim, &s, &o, err);
     if (st != CLF_OK)
         return st;
+    if ((st = check_trainable(&s, flags, err)) != CLF_OK)
+        return st;
     return mi_model_build(rt, &s, flags, &o, out, NULL, err);
 }
 
@@ -202,6 +220,8 @@ clf_status clf_model_memory_plan(const clf_model_config *cfg, int vocab_size,
     memset(out, 0, sizeof *out);
     clf_status st = spec_from_config(cfg, vocab_size, lim, &s, &o, err);
     if (st != CLF_OK)
+        return st;
+    if ((st = check_trainable(&s, flags, err)) != CLF_OK)
         return st;
     return mi_model_build(NULL, &s, flags, &o, NULL, out, err);
 }
@@ -242,6 +262,8 @@ clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cf
         {"blocks.norm.placement (1 = post)", a->norm_post, s.norm_post},
         {"blocks.norm.eps", a->norm_eps, s.norm_eps},
         {"final_norm.type (index)", a->final_norm, s.final_norm},
+        {"embedding.norm (index)", a->emb_norm, s.emb_norm},
+        {"head.type (index)", a->head, s.head},
         {"head.tie_embedding", a->tied, s.tied},
         {"share_embeddings", a->shared_emb, s.shared_emb},
         {"head.labels", a->NL, s.NL},

@@ -419,13 +419,18 @@ static clf_status stack_fwd(clf_model *m, const mi_stack *stk, int Bi, int Ti, i
     const mi_spec *s = &m->s;
     const size_t B = (size_t)Bi, T = (size_t)Ti, C = (size_t)s->C, BT = B * T;
     clf_ptr x0 = stk->x0;
+    /* with an embedding norm, embeddings + positions go to xe, normed into x0 */
+    clf_ptr xe = s->emb_norm != MI_NORM_NONE ? stk->xe : x0;
     clf_ptr tokens = stk->src ? mi_at(m->src, 0) : mi_at(m->tokens, 0);
     clf_status st;
-    if ((st = clf_op_embed_forward(m->rt, x0, tokens, mi_par(m, stk->wte), mi_par(m, stk->wpe), B,
+    if ((st = clf_op_embed_forward(m->rt, xe, tokens, mi_par(m, stk->wte), mi_par(m, stk->wpe), B,
                                    T, C, (size_t)pos0, s->emb_scale, err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_SINUSOIDAL &&
-        (st = clf_op_sinusoid_add(m->rt, x0, B, T, C, (size_t)pos0, err)) != CLF_OK)
+        (st = clf_op_sinusoid_add(m->rt, xe, B, T, C, (size_t)pos0, err)) != CLF_OK)
+        return st;
+    if (s->emb_norm != MI_NORM_NONE &&
+        (st = norm_fwd(m, s->emb_norm, &stk->lne_a, &stk->lne, xe, BT, err)) != CLF_OK)
         return st;
     if (train && s->p_emb > 0 &&
         (st = clf_op_dropout_forward(m->rt, x0, x0, BT * C, s->p_emb, m->state.seed,
@@ -460,7 +465,8 @@ static clf_status loss_fwd(clf_model *m, size_t R, size_t N, int train, clf_erro
 }
 
 /* Classifier over the encoder's output [B*S, C]: pool (first position, or
- * mean over kept positions), linear to NL labels, loss. */
+ * mean over kept positions), linear to NL labels, loss. Without a head
+ * (an embedding model) only the mean pool runs. */
 static clf_status classifier_fwd(clf_model *m, int Bi, int Si, int train, clf_error *err)
 {
     const mi_spec *s = &m->s;
@@ -476,6 +482,8 @@ static clf_status classifier_fwd(clf_model *m, int Bi, int Si, int train, clf_er
             CLF_OK)
             return st;
     }
+    if (s->head == MI_HEAD_NONE)
+        return CLF_OK;
     if ((st = mi_gemm(m,
                       &(clf_gemm_desc){.trans_b = 1,
                                        .m = B,

@@ -34,7 +34,9 @@
  *                      ln_f (final_norm not none), lm_head.weight [V, C]
  *                      (absent when tied to wte)
  *     encoder          wte, wpe, blocks.<l>, ln_f, classifier.weight [NL, C],
- *                      classifier.bias [NL]
+ *                      classifier.bias [NL] (none with head none)
+ *   With embedding.norm, ln_emb.weight [C] (.bias) follows wpe (src_ln_emb
+ *   for the source side of an encoder-decoder).
  *     encoder-decoder  wte [V, C] (target; also the source's with
  *                      share_embeddings), src_wte [V, C] (without), wpe and
  *                      src_wpe [T, C] (learned), encoder.blocks.<l>,
@@ -62,12 +64,15 @@
  *   FFN: fc GEMM, fused bias + activation (or SwiGLU), dropout on the hidden
  *   activation, proj GEMM, dropout, residual. Embeddings: scale (sqrt(C)
  *   with embedding.scale) x table row + positions (learned or sinusoidal,
- *   from position 0 on each side), dropout. Heads: the LM head (tied: wte)
+ *   from position 0 on each side), [the embeddings' norm (BERT),] dropout.
+ *   Heads: the LM head (tied: wte)
  *   and the fused cross-entropy (label smoothing, ignore index -1), which in
  *   training writes d(logits) over the logits in place; the classifier: the
  *   first position ([CLS], pool cls) or the mean over non-pad positions
  *   (pool mean) of the encoder's output, a linear layer to NL labels, the
- *   same fused cross-entropy over labels.
+ *   same fused cross-entropy over labels; head none (an embedding model,
+ *   e.g. an imported sentence encoder): the pool only, read with
+ *   clf_model_pooled_read, no loss and no training.
  *
  *   Dropout masks come from the counter-based generator keyed by
  *   (train.seed, stream(step, micro, site)): `step` is the number of
@@ -322,6 +327,10 @@ clf_status clf_model_loss(clf_model *m, float *out, clf_error *err);
 clf_status clf_model_losses_read(clf_model *m, float *out, clf_error *err);
 clf_status clf_model_logits_read(clf_model *m, float *out, clf_error *err);
 clf_status clf_model_probs_read(clf_model *m, float *out, clf_error *err);
+/* After an eval forward of an encoder-only model (classifier or head none):
+ * its output pooled per row as head.pool says (mean over the kept
+ * positions, or the first position), [B, C]: sentence embeddings. */
+clf_status clf_model_pooled_read(clf_model *m, float *out, clf_error *err);
 clf_status clf_model_grad_norm(clf_model *m, float *out, clf_error *err);
 /* Number of non-ignored targets in the current batch. */
 int clf_model_target_count(const clf_model *m);

@@ -41,7 +41,7 @@
 #define MI_ALIGN 16 /* floats: every parameter tensor starts at a multiple */
 
 enum { MI_KIND_DECODER = 0, MI_KIND_ENCODER, MI_KIND_ENCDEC };
-enum { MI_HEAD_LM = 0, MI_HEAD_CLASSIFIER };
+enum { MI_HEAD_LM = 0, MI_HEAD_CLASSIFIER, MI_HEAD_NONE };
 enum { MI_POOL_CLS = 0, MI_POOL_MEAN };
 enum { MI_POS_LEARNED = 0, MI_POS_SINUSOIDAL, MI_POS_ROPE, MI_POS_ALIBI };
 enum { MI_NORM_NONE = 0, MI_NORM_LAYERNORM, MI_NORM_RMSNORM };
@@ -82,6 +82,7 @@ typedef struct mi_spec {
     float rope_theta;
     float emb_scale; /* 1 or sqrt(C) */
     float p_emb;     /* dropout on embeddings (+ positions) */
+    int emb_norm;    /* MI_NORM_*: a norm of embeddings + positions, before the dropout */
     float p_attn;    /* on attention probabilities */
     float p_resid;   /* on each sublayer output before the residual add */
     float p_ffn;     /* on the ffn hidden activation */
@@ -175,7 +176,10 @@ typedef struct mi_stack {
     size_t wte, wpe; /* parameter offsets (wpe MI_NONE unless learned) */
     mi_norm_p lnf;   /* final norm (MI_NONE when final_norm is none) */
     mi_norm_a lnf_a;
-    clf_ptr x0; /* [rows, C] embeddings (+ positions, dropout) */
+    mi_norm_p lne;   /* the embeddings' norm (emb_norm; MI_NONE otherwise) */
+    mi_norm_a lne_a; /* its activations: lne_a.out is x0 */
+    clf_ptr xe;      /* [rows, C] embeddings + positions before the norm (emb_norm) */
+    clf_ptr x0;      /* [rows, C] embeddings (+ positions, norm, dropout): the blocks' input */
 } mi_stack;
 
 struct clf_model {
@@ -206,7 +210,7 @@ struct clf_model {
     clf_buffer *targets;  /* int32 [max(rows_tgt, B)] decoder targets or labels */
     clf_buffer *src;      /* int32 [rows_src] source tokens */
     clf_buffer *src_keep; /* int32 [rows_src] 1 = token, 0 = pad */
-    clf_ptr pooled;       /* [B, C] classifier mean pool */
+    clf_ptr pooled;       /* [B, C] mean pool (classifier or embedding model) */
     clf_ptr logits;       /* [rows_tgt, V] or [B, NL]; d(logits) after a train forward */
     clf_ptr losses;       /* [max(rows_tgt, B)] */
     clf_ptr scalars;      /* [4]: loss mean, sumsq, gscale, gnorm */

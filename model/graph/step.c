@@ -183,6 +183,9 @@ static clf_status set_classify(clf_model *m, const clf_batch *b, clf_error *err)
                              "no target tokens (got %d x %d%s%s)",
                              b->B, b->S, b->src ? "" : ", no source",
                              b->tgt_in || b->tgt_out ? ", target tokens" : "");
+    if (b->labels != NULL && m->s.head == MI_HEAD_NONE)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "labels given, but the model has no classifier head (head none)");
     if ((st = mi_check_sizes(m, b->B, b->S, 0, err)) != CLF_OK ||
         (st = check_tokens(m, b->src, ns, "token", err)) != CLF_OK ||
         (b->labels != NULL &&
@@ -239,7 +242,7 @@ clf_status mi_plan(clf_model *m, clf_error *err)
     else if (s->kind == MI_KIND_ENCDEC)
         b = clf_batch_seq2seq(zeros, NULL, zeros, zeros, B, S, T);
     else
-        b = clf_batch_classify(zeros, NULL, zeros, B, S);
+        b = clf_batch_classify(zeros, NULL, s->head == MI_HEAD_NONE ? NULL : zeros, B, S);
     const clf_model_state saved = m->state;
     m->planning = 1;
     clf_status st = clf_model_set_batch(m, b, err);
@@ -334,7 +337,7 @@ clf_status clf_model_step(clf_model *m, float lr, clf_error *err)
 /* Rows of the loss and logits: B*T, or B for a classifier. */
 static size_t loss_rows(const clf_model *m)
 {
-    return m->s.head == MI_HEAD_CLASSIFIER ? (size_t)m->cur_B : (size_t)m->cur_B * (size_t)m->cur_T;
+    return m->s.head != MI_HEAD_LM ? (size_t)m->cur_B : (size_t)m->cur_B * (size_t)m->cur_T;
 }
 
 static size_t logit_cols(const clf_model *m)
@@ -377,6 +380,10 @@ clf_status clf_model_losses_read(clf_model *m, float *out, clf_error *err)
 
 clf_status clf_model_logits_read(clf_model *m, float *out, clf_error *err)
 {
+    if (m->s.head == MI_HEAD_NONE)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "no logits: the model has no head (an embedding model: read its "
+                             "pooled vectors with clf_model_pooled_read)");
     if (!m->fwd_done || m->fwd_train)
         return clf_error_set(err, CLF_ERR_ARG,
                              "no logits: run an eval forward (train = 0) first; a train forward "
@@ -387,6 +394,28 @@ clf_status clf_model_logits_read(clf_model *m, float *out, clf_error *err)
         return st;
     m->stage_dirty[0] = m->stage_dirty[1] = 0;
     return CLF_OK;
+}
+
+clf_status clf_model_pooled_read(clf_model *m, float *out, clf_error *err)
+{
+    if (m->s.kind != MI_KIND_ENCODER)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "no pooled vectors: only an encoder-only model pools its output");
+    if (!m->fwd_done || m->fwd_train)
+        return clf_error_set(err, CLF_ERR_ARG, "no pooled vectors: run an eval forward first");
+    const size_t B = (size_t)m->cur_B, S = (size_t)m->cur_S, C = (size_t)m->s.C;
+    clf_status st;
+    if (m->s.pool == MI_POOL_MEAN) {
+        st = clf_ptr_read(m->rt, m->pooled, out, B * C, err);
+    } else { /* the first position of each row */
+        clf_ptr x = mi_stack_out(m, &m->enc);
+        st = CLF_OK;
+        for (size_t b = 0; b < B && st == CLF_OK; b++)
+            st = clf_ptr_read(m->rt, clf_ptr_at(x, b * S * C), out + b * C, C, err);
+    }
+    if (st == CLF_OK)
+        m->stage_dirty[0] = m->stage_dirty[1] = 0;
+    return st;
 }
 
 clf_status clf_model_probs_read(clf_model *m, float *out, clf_error *err)

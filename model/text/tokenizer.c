@@ -33,6 +33,7 @@ static const char *type_name(clf_tokenizer_type t)
         case CLF_TOKENIZER_CHAR: return "char";
         case CLF_TOKENIZER_BYTE: return "byte";
         case CLF_TOKENIZER_BPE: return "bpe";
+        case CLF_TOKENIZER_WORDPIECE: return "wordpiece";
     }
     return "?";
 }
@@ -46,6 +47,7 @@ void clf_tokenizer_destroy(clf_tokenizer *t)
     free(t->cps);
     free(t->merges);
     tok_pair_map_free(&t->ranks);
+    tok_wp_free(t->wp);
     free(t);
 }
 
@@ -176,6 +178,10 @@ clf_status clf_tokenizer_create(clf_tokenizer_type type, const char *text, size_
                                  "the bpe tokenizer is not built by "
                                  "clf_tokenizer_create: train one with "
                                  "clf_tokenizer_train_bpe");
+        case CLF_TOKENIZER_WORDPIECE:
+            return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                                 "a wordpiece tokenizer comes from a pretrained model "
+                                 "(clf_tokenizer_from_hf, clformer import)");
     }
     return clf_error_set(err, CLF_ERR_ARG, "unknown tokenizer type %d", (int)type);
 }
@@ -204,6 +210,11 @@ clf_status clf_tokenizer_add_special(clf_tokenizer *t, clf_special_token which, 
 {
     if ((unsigned)which >= CLF_SPECIAL_COUNT)
         return clf_error_set(err, CLF_ERR_ARG, "unknown special token %d", (int)which);
+    if (t->special[which] < 0 && t->type == CLF_TOKENIZER_WORDPIECE)
+        return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                             "the wordpiece tokenizer has no %s token, and a pretrained "
+                             "vocabulary cannot grow one",
+                             special_names[which]);
     if (t->special[which] < 0) {
         /* off has room for base + CLF_SPECIAL_COUNT + 1 entries */
         t->special[which] = t->vocab_size;
@@ -252,6 +263,20 @@ clf_status clf_tokenizer_encode_into(const clf_tokenizer *t, const char *text, s
     }
     if (t->type == CLF_TOKENIZER_BPE)
         return tok_bpe_encode(t, text, len, ids, cap, n, err);
+    if (t->type == CLF_TOKENIZER_WORDPIECE) {
+        int32_t *w = NULL;
+        size_t nw = 0;
+        clf_status st = tok_wp_encode(t, text, len, &w, &nw, err);
+        if (st == CLF_OK && nw > cap)
+            st = clf_error_set(err, CLF_ERR_ARG, "encoding needs room for %zu ids, got %zu", nw,
+                               cap);
+        if (st == CLF_OK) {
+            memcpy(ids, w, nw * sizeof *ids);
+            *n = nw;
+        }
+        free(w);
+        return st;
+    }
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         int b = clf_utf8_decode(s + i, len - i, &cp);
@@ -286,6 +311,8 @@ clf_status clf_tokenizer_encode(const clf_tokenizer *t, const char *text, size_t
 {
     *ids = NULL;
     *n = 0;
+    if (t->type == CLF_TOKENIZER_WORDPIECE) /* lowercasing may lengthen the text */
+        return tok_wp_encode(t, text, len, ids, n, err);
     int32_t *buf = malloc((len ? len : 1) * sizeof *buf);
     if (buf == NULL)
         return clf_error_set(err, CLF_ERR_MEMORY, "out of memory encoding %zu bytes of text", len);
@@ -336,6 +363,8 @@ clf_status clf_tokenizer_decode_ex(const clf_tokenizer *t, const int32_t *ids, s
     *text = NULL;
     if (len != NULL)
         *len = 0;
+    if (t->type == CLF_TOKENIZER_WORDPIECE)
+        return tok_wp_decode(t, ids, n, flags, text, len, err);
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->vocab_size)
@@ -385,6 +414,8 @@ clf_status clf_tokenizer_to_json(const clf_tokenizer *t, char **json, size_t *le
         clf_json_end_array(&w);
     } else if (t->type == CLF_TOKENIZER_BPE) {
         tok_bpe_write_json(t, &w);
+    } else if (t->type == CLF_TOKENIZER_WORDPIECE) {
+        tok_wp_write_json(t, &w);
     }
     clf_json_key(&w, "specials");
     clf_json_begin_object(&w);
@@ -425,8 +456,9 @@ static clf_status load_specials(const clf_json *sp, int32_t *special, clf_error 
 /* The document's keys and its format, version, type and vocab_size. */
 static clf_status check_header(const clf_json *doc, clf_error *err)
 {
-    static const char *const keys[] = {"format",   "version", "type",          "vocab_size",
-                                       "specials", "vocab",   "pre_tokenizer", "merges"};
+    static const char *const keys[] = {"format",        "version",  "type",
+                                       "vocab_size",    "specials", "vocab",
+                                       "pre_tokenizer", "merges",   "wordpiece"};
     if (doc->type != CLF_JSON_OBJECT)
         return TOK_ERR("expected a JSON object, found a JSON %s", clf_json_type_name(doc->type));
     for (size_t i = 0; i < doc->count; i++) {
@@ -435,7 +467,7 @@ static clf_status check_header(const clf_json *doc, clf_error *err)
             known |= strcmp(doc->items[i].key, keys[k]) == 0;
         if (!known)
             return TOK_ERR("unknown key \"%s\" (expected format, version, type, vocab_size, "
-                           "vocab, specials; bpe: pre_tokenizer, merges)",
+                           "vocab, specials; bpe: pre_tokenizer, merges; wordpiece: wordpiece)",
                            doc->items[i].key);
     }
     const clf_json *fmt = clf_json_get(doc, "format"), *ver = clf_json_get(doc, "version"),
@@ -448,7 +480,7 @@ static clf_status check_header(const clf_json *doc, clf_error *err)
         return TOK_ERR("version %lld was written by a newer clformer (this one reads version %d)",
                        (long long)ver->integer, CLF_TOKENIZER_VERSION);
     if (typ == NULL || typ->type != CLF_JSON_STRING)
-        return TOK_ERR("\"type\" must be a string (char, byte or bpe)");
+        return TOK_ERR("\"type\" must be a string (char, byte, bpe or wordpiece)");
     if (vs == NULL || !vs->is_int || vs->integer < 1 || vs->integer > INT32_MAX)
         return TOK_ERR("\"vocab_size\" must be a positive integer");
     if ((strcmp(typ->string, "char") == 0 || strcmp(typ->string, "byte") == 0) &&
@@ -551,8 +583,10 @@ clf_status clf_tokenizer_from_json(const char *json, size_t len, clf_tokenizer *
             if (special[i] != i)
                 st = TOK_ERR("a bpe tokenizer has special token \"%s\" at id %d, found %d",
                              special_names[i], i, (int)special[i]);
+    } else if (strcmp(typ->string, "wordpiece") == 0) {
+        st = tok_wp_from_json(doc, (int32_t)vs->integer, special, &t, err);
     } else {
-        st = TOK_ERR("unknown type \"%s\" (expected char, byte or bpe)", typ->string);
+        st = TOK_ERR("unknown type \"%s\" (expected char, byte, bpe or wordpiece)", typ->string);
     }
     if (st == CLF_OK) {
         *out = t;

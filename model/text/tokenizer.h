@@ -179,6 +179,19 @@ clf_status clf_tokenizer_to_json(const clf_tokenizer *t, char **json, size_t *le
 clf_status clf_tokenizer_from_json(const char *json, size_t len, clf_tokenizer **out,
                                    clf_error *err);
 
+/* A WordPiece tokenizer from a Hugging Face tokenizer.json (name: the file,
+ * for messages): a WordPiece model with a BertNormalizer, the
+ * BertPreTokenizer and a [CLS] $A [SEP] post-processor; its [UNK], [PAD],
+ * [CLS] and [SEP] become the unk, pad, cls and sep specials (ids of the
+ * pretrained vocabulary; bos and eos do not exist). Anything else is
+ * CLF_ERR_FORMAT naming the part. */
+clf_status clf_tokenizer_from_hf(const char *json, size_t len, const char *name,
+                                 clf_tokenizer **out, clf_error *err);
+/* Either form: clformer's ("format": "clformer-tokenizer") or a Hugging
+ * Face tokenizer.json (a "model" object). */
+clf_status clf_tokenizer_from_any_json(const char *json, size_t len, const char *name,
+                                       clf_tokenizer **out, clf_error *err);
+
 /* ---- BPE ------------------------------------------------------------------ */
 
 #define CLF_BPE_BYTE_FIRST CLF_SPECIAL_COUNT          /* id of byte 0x00 */

@@ -30,6 +30,18 @@ typedef struct tok_pair_map {
 
 #define TOK_PAIR_EMPTY UINT64_MAX
 
+/* The WordPiece kind's options and piece index (text/wordpiece.c). */
+typedef struct tok_wordpiece {
+    int lowercase, strip_accents, clean_text, chinese_chars; /* BertNormalizer */
+    char prefix[16];                                         /* "##" */
+    size_t prefix_len;
+    int32_t max_word_chars; /* longer words are unk */
+    int32_t *added;         /* ids matched verbatim in text, longest first */
+    int n_added;
+    int32_t *slots; /* [cap] piece -> id, -1 where free */
+    size_t cap;
+} tok_wordpiece;
+
 struct clf_tokenizer {
     clf_tokenizer_type type;
     int32_t base;       /* number of text pieces: ids [0, base) for char/byte,
@@ -44,6 +56,7 @@ struct clf_tokenizer {
     int32_t n_merges;   /* vocab_size - CLF_BPE_MERGE_FIRST */
     int32_t *merges;    /* [n_merges][2]: merge r joins (left, right) into id 262 + r */
     tok_pair_map ranks; /* (left, right) -> r */
+    tok_wordpiece *wp;  /* wordpiece */
 };
 
 /* Pair map (text/bpe.c). */
@@ -72,5 +85,18 @@ void tok_bpe_write_json(const clf_tokenizer *t, clf_json_writer *w);
  * (format, version, type, vocab_size) are already checked. */
 clf_status tok_bpe_from_json(const clf_json *doc, int32_t vocab_size, clf_tokenizer **out,
                              clf_error *err);
+
+/* WordPiece parts of the tokenizer API (text/wordpiece.c). */
+void tok_wp_free(tok_wordpiece *wp);
+/* Encode into a malloc'ed array (*out, *n ids). */
+clf_status tok_wp_encode(const clf_tokenizer *t, const char *text, size_t len, int32_t **out,
+                         size_t *n, clf_error *err);
+clf_status tok_wp_decode(const clf_tokenizer *t, const int32_t *ids, size_t n, unsigned flags,
+                         char **text, size_t *len, clf_error *err);
+/* Write "vocab" and "wordpiece" into an open object. */
+void tok_wp_write_json(const clf_tokenizer *t, clf_json_writer *w);
+/* Build from a parsed document (common members checked) and its specials. */
+clf_status tok_wp_from_json(const clf_json *doc, int32_t vocab_size, const int32_t *special,
+                            clf_tokenizer **out, clf_error *err);
 
 #endif

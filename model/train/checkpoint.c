@@ -164,6 +164,60 @@ fail:
     return st;
 }
 
+clf_status clf_checkpoint_write_params(const char *path, const clf_model_config *cfg,
+                                       const char *tokenizer_json, int vocab,
+                                       const clf_checkpoint_tensor *t, int n,
+                                       const clf_checkpoint_extra *extra, int n_extra,
+                                       clf_error *err)
+{
+    clf_st_writer *w = NULL;
+    char num[32];
+    size_t ylen = clf_config_to_yaml(cfg, NULL, 0);
+    char *yaml = malloc(ylen + 1);
+    clf_status st;
+    if (yaml == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+        goto done;
+    }
+    clf_config_to_yaml(cfg, yaml, ylen + 1);
+    if ((st = clf_st_writer_create(&w, err)) != CLF_OK)
+        goto done;
+    snprintf(num, sizeof num, "%d", vocab);
+    if ((st = clf_st_writer_add_metadata(w, "format", CLF_CHECKPOINT_FORMAT, err)) != CLF_OK ||
+        (st = clf_st_writer_add_metadata(w, "version", CLF_CHECKPOINT_VERSION, err)) != CLF_OK ||
+        (st = clf_st_writer_add_metadata(w, "config", yaml, err)) != CLF_OK ||
+        (st = clf_st_writer_add_metadata(w, "tokenizer", tokenizer_json ? tokenizer_json : "",
+                                         err)) != CLF_OK ||
+        (st = clf_st_writer_add_metadata(w, "vocab", num, err)) != CLF_OK ||
+        (st = clf_st_writer_add_metadata(w, "step", "0", err)) != CLF_OK)
+        goto done;
+    snprintf(num, sizeof num, "%" PRIu64, cfg->train.seed);
+    if ((st = clf_st_writer_add_metadata(w, "seed", num, err)) != CLF_OK ||
+        (st = clf_st_writer_add_metadata(w, "optim", "0", err)) != CLF_OK)
+        goto done;
+    for (int i = 0; i < n_extra; i++) {
+        if (extra[i].key == NULL || extra[i].value == NULL || is_reserved(extra[i].key)) {
+            st = clf_error_set(err, CLF_ERR_ARG, "checkpoint metadata key '%s' is reserved",
+                               extra[i].key ? extra[i].key : "(null)");
+            goto done;
+        }
+        if ((st = clf_st_writer_add_metadata(w, extra[i].key, extra[i].value, err)) != CLF_OK)
+            goto done;
+    }
+    for (int i = 0; i < n; i++)
+        if ((st = clf_st_writer_add(w, t[i].name, CLF_ST_F32, t[i].ndim, t[i].shape, t[i].data,
+                                    err)) != CLF_OK)
+            goto done;
+    if ((st = clf_st_writer_add_checksums(w, err)) == CLF_OK)
+        st = clf_st_writer_write(w, path, err);
+done:
+    if (st != CLF_OK)
+        clf_error_prefix(err, "writing checkpoint %s", path);
+    clf_st_writer_destroy(w);
+    free(yaml);
+    return st;
+}
+
 /* ---- opening ------------------------------------------------------------------ */
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -296,6 +350,127 @@ clf_status clf_checkpoint_model_create(clf_checkpoint *c, clf_runtime *rt,
         *out = NULL;
     }
     return st;
+}
+
+/* ---- fine-tuning from a checkpoint ---------------------------------------------------- */
+
+/* The first field of the body in which a and b differ, NULL if none. */
+static const char *body_differs(const clf_model_config *a, const clf_model_config *b)
+{
+    const clf_blocks_config *x = &a->blocks, *y = &b->blocks;
+    const struct {
+        const char *key;
+        double a, b;
+    } f[] = {
+        {"kind", a->kind, b->kind},
+        {"embedding.dim", a->embedding.dim, b->embedding.dim},
+        {"embedding.scale", a->embedding.scale, b->embedding.scale},
+        {"embedding.norm", a->embedding.norm, b->embedding.norm},
+        {"positional.type", a->positional.type, b->positional.type},
+        {"positional.rope_theta", a->positional.rope_theta, b->positional.rope_theta},
+        {"blocks.repeat", x->repeat, y->repeat},
+        {"blocks.encoder_repeat", x->encoder_repeat, y->encoder_repeat},
+        {"blocks.decoder_repeat", x->decoder_repeat, y->decoder_repeat},
+        {"blocks.attention.heads", x->attention.heads, y->attention.heads},
+        {"blocks.attention.causal", x->attention.causal, y->attention.causal},
+        {"blocks.attention.bias", x->attention.bias, y->attention.bias},
+        {"blocks.attention.window", x->attention.window, y->attention.window},
+        {"blocks.ffn.hidden", x->ffn.hidden, y->ffn.hidden},
+        {"blocks.ffn.activation", x->ffn.activation, y->ffn.activation},
+        {"blocks.ffn.bias", x->ffn.bias, y->ffn.bias},
+        {"blocks.norm.type", x->norm.type, y->norm.type},
+        {"blocks.norm.placement", x->norm.placement, y->norm.placement},
+        {"blocks.norm.eps", x->norm.eps, y->norm.eps},
+        {"blocks.norm.bias", x->norm.bias, y->norm.bias},
+        {"final_norm.type", a->final_norm.type, b->final_norm.type},
+        {"share_embeddings", a->share_embeddings, b->share_embeddings},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].a != f[i].b)
+            return f[i].key;
+    return NULL;
+}
+
+static void note_name(char *list, size_t cap, int count, const char *name)
+{
+    size_t at = strlen(list);
+    if (at + strlen(name) + 8 < cap)
+        snprintf(list + at, cap - at, "%s%s", count ? ", " : "", name);
+    else if (at + 6 < cap && strstr(list, "...") == NULL)
+        snprintf(list + at, cap - at, ", ...");
+}
+
+clf_status clf_checkpoint_init_from(clf_checkpoint *c, clf_model *m, const clf_model_config *cfg,
+                                    clf_checkpoint_init_report *rep, clf_error *err)
+{
+    clf_checkpoint_init_report r;
+    memset(&r, 0, sizeof r);
+    const char *key = body_differs(cfg, &c->cfg);
+    if (key != NULL)
+        return clf_error_set(err, CLF_ERR_CONFIG,
+                             "--init %s: its model differs from this config in %s (the body "
+                             "must match; the head, dropout, context and training may differ)",
+                             c->path, key);
+    if (clf_model_dims_get(m).V != c->vocab)
+        return clf_error_set(err, CLF_ERR_CONFIG,
+                             "--init %s: its vocabulary has %d tokens, this model %d", c->path,
+                             c->vocab, clf_model_dims_get(m).V);
+    const size_t nt = clf_st_reader_count(c->r);
+    unsigned char *used = calloc(nt + 1, 1);
+    float *buf = NULL;
+    size_t cap = 0;
+    clf_status st =
+        used != NULL ? CLF_OK : clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    for (int i = 0; i < clf_model_param_count(m) && st == CLF_OK; i++) {
+        const clf_param_info *p = clf_model_param_get(m, i);
+        const clf_st_tensor_info *t = clf_st_reader_find(c->r, p->name);
+        if (t == NULL) {
+            note_name(r.fresh_names, sizeof r.fresh_names, r.fresh, p->name);
+            r.fresh++;
+            continue;
+        }
+        for (size_t k = 0; k < nt; k++)
+            if (clf_st_reader_tensor(c->r, k) == t)
+                used[k] = 1;
+        /* a position table may be longer than the model's context: its first rows */
+        const int cut = p->ndim == 2 && t->ndim == 2 && t->shape[1] == (int64_t)p->shape[1] &&
+                        t->shape[0] > (int64_t)p->shape[0] &&
+                        (strcmp(p->name, "wpe") == 0 || strcmp(p->name, "src_wpe") == 0);
+        const int64_t rows = cut ? t->shape[0] : (int64_t)p->shape[0];
+        const size_t numel = (size_t)rows * p->shape[1];
+        if (numel > cap) {
+            float *nb = realloc(buf, numel * sizeof *nb);
+            if (nb == NULL) {
+                st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+                break;
+            }
+            buf = nb;
+            cap = numel;
+        }
+        int64_t shape[2] = {rows, (int64_t)p->shape[1]};
+        if ((st = clf_st_reader_read_f32(c->r, p->name, p->ndim, shape, buf, numel, err)) != CLF_OK)
+            break;
+        if ((st = clf_model_tensor_write(m, CLF_SLOT_PARAM, i, buf, err)) != CLF_OK)
+            break;
+        r.loaded++;
+        r.cut += cut;
+    }
+    for (size_t k = 0; k < nt && st == CLF_OK; k++) {
+        const char *nm = clf_st_reader_tensor(c->r, k)->name;
+        if (used[k] || strncmp(nm, "optim.", 6) == 0)
+            continue;
+        note_name(r.unused_names, sizeof r.unused_names, r.unused, nm);
+        r.unused++;
+    }
+    free(used);
+    free(buf);
+    if (st != CLF_OK) {
+        clf_error_prefix(err, "--init %s", c->path);
+        return st;
+    }
+    if (rep != NULL)
+        *rep = r;
+    return CLF_OK;
 }
 
 /* ---- loading ------------------------------------------------------------------ */

@@ -74,6 +74,25 @@ clf_status clf_checkpoint_save(const char *path, clf_model *m, const clf_model_c
 
 typedef struct clf_checkpoint clf_checkpoint;
 
+/* A parameter tensor in host memory, for writing a checkpoint without a
+ * device (importers). */
+typedef struct clf_checkpoint_tensor {
+    const char *name; /* the model's name ("blocks.0.attn.qkv.weight") */
+    int ndim;         /* 1 or 2 */
+    int64_t shape[2];
+    const float *data;
+} clf_checkpoint_tensor;
+
+/* Write a parameters-only checkpoint (step 0, no optimizer state) from host
+ * tensors: cfg (validated), the tokenizer's JSON, the vocabulary size and
+ * extra metadata pairs, atomically. Names and shapes are not checked here:
+ * loading the file into a model of cfg does that. */
+clf_status clf_checkpoint_write_params(const char *path, const clf_model_config *cfg,
+                                       const char *tokenizer_json, int vocab,
+                                       const clf_checkpoint_tensor *t, int n,
+                                       const clf_checkpoint_extra *extra, int n_extra,
+                                       clf_error *err);
+
 /* Write the parameters of the checkpoint at path (a run directory or a
  * file) to out_path as dtype (CLF_ST_BF16 or CLF_ST_F16: half the size;
  * CLF_ST_F32), with its metadata (config, tokenizer, step) and without the
@@ -105,6 +124,30 @@ const char *clf_checkpoint_meta(const clf_checkpoint *c, const char *key);
  * structure and vocabulary). CLF_CHECKPOINT_OPTIM also restores the Adam
  * moments and the step (m needs CLF_MODEL_TRAIN) and zeroes the gradients. */
 clf_status clf_checkpoint_load(clf_checkpoint *c, clf_model *m, unsigned what, clf_error *err);
+
+/* What clf_checkpoint_init_from did. */
+typedef struct clf_checkpoint_init_report {
+    int loaded;            /* the model's tensors taken from the checkpoint */
+    int fresh;             /* the model's tensors it lacks (kept as initialised) */
+    char fresh_names[256]; /* the first of them, comma-separated */
+    int unused;            /* the checkpoint's tensors the model has no place for */
+    char unused_names[256];
+    int cut; /* position tables cut to the model's shorter context */
+} clf_checkpoint_init_report;
+
+/* Start m (created from cfg, its own initialisation done) from the
+ * parameters of a checkpoint of the same architecture: fine-tuning
+ * (`train --init`). cfg may differ from the checkpoint's in the head (a
+ * classifier on an embedding model), dropout, the context (a shorter
+ * context takes the first rows of the position table) and anything about
+ * training; the body must agree (kind, dim, layers, heads, ffn, activation,
+ * norms, positions, biases: else CLF_ERR_CONFIG naming the first key that
+ * differs) and so must the vocabulary. Every tensor of m found in the
+ * checkpoint with its shape is loaded; those absent (a new head) keep their
+ * initialisation; a tensor of another shape is CLF_ERR_FORMAT naming it.
+ * The optimizer state and the step are not taken. */
+clf_status clf_checkpoint_init_from(clf_checkpoint *c, clf_model *m, const clf_model_config *cfg,
+                                    clf_checkpoint_init_report *rep, clf_error *err);
 
 /* The tokenizer the checkpoint carries (CLF_ERR_FORMAT if it has none). */
 clf_status clf_checkpoint_tokenizer_create(const clf_checkpoint *c, clf_tokenizer **out,

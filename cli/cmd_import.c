@@ -1,0 +1,62 @@
+/*
+ * cmd_import.c - `clformer import DIR --out FILE`: a Hugging Face model
+ * folder (config.json, model.safetensors, tokenizer.json) as a clformer
+ * checkpoint that embed, classify, eval and `train --init` open.
+ *
+ *   clformer import all-MiniLM-L6-v2 --out minilm.safetensors
+ *   echo "A man is eating food." | clformer embed minilm.safetensors
+ *
+ * No device is needed (clf_import_hf converts on the host). Every import
+ * error (a missing file, an unsupported model_type or activation, a
+ * missing or differently shaped tensor, a truncated safetensors file)
+ * exits 2 with the file and what was expected.
+ */
+#include <stdio.h>
+
+#include "cli/cli.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: clformer import DIR --out FILE\n"
+                 "Import the Hugging Face model folder DIR (config.json, model.safetensors,\n"
+                 "tokenizer.json; a sentence-transformers folder's 1_Pooling/config.json) as the\n"
+                 "clformer checkpoint FILE. Supported: BERT-family encoders (model_type bert:\n"
+                 "BERT, MiniLM, sentence-transformers models on them) with their WordPiece\n"
+                 "tokenizer; the model becomes an embedding model (head none) that `embed` runs\n"
+                 "and `train --init` fine-tunes with a classifier head.\n"
+                 "  --out FILE        the checkpoint (.safetensors), written atomically\n");
+}
+
+int cli_cmd_import(int argc, char **argv)
+{
+    const char *dir = NULL, *out = NULL;
+    const cli_opt opts[] = {
+        {"--out", CLI_OPT_STR, &out, 0, 0, NULL},
+    };
+    const cli_command cmd = {"clformer import", opts, CLI_COUNT(opts), NULL, &dir, 1,
+                             "one DIR",         usage};
+    int pr = cli_parse_args(&cmd, argc, argv);
+    if (pr != CLI_PARSE_RUN)
+        return pr;
+    if (dir == NULL || out == NULL) {
+        fprintf(stderr, "clformer import: %s\n",
+                dir == NULL ? "DIR (a Hugging Face model folder) expected"
+                            : "--out FILE is required");
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    clf_error err;
+    clf_import_report rep;
+    clf_status st = clf_import_hf(dir, out, &rep, &err);
+    if (st != CLF_OK) {
+        cli_print_error(NULL, &err);
+        return st == CLF_ERR_MEMORY ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
+    }
+    printf("%s: %s, %d layers, %d heads x %d, dim %d, ffn %d, context %d, vocabulary %d "
+           "(wordpiece), %s pooling; %lld parameters in %d tensors\n",
+           out, rep.model_type, rep.layers, rep.heads, rep.dim / rep.heads, rep.dim, rep.ffn,
+           rep.context, rep.vocab, rep.pool, rep.params, rep.tensors);
+    if (rep.ignored > 0)
+        printf("not imported (%d): %s\n", rep.ignored, rep.ignored_names);
+    return CLI_EXIT_OK;
+}

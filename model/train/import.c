@@ -1,0 +1,453 @@
+/*
+ * import.c - see import.h: a Hugging Face BERT folder into a clformer
+ * checkpoint.
+ *
+ * Design: config.json becomes a clf_model_config (validated like any model
+ * file), tokenizer.json a WordPiece clf_tokenizer, and each clformer
+ * parameter is assembled in host memory from the file's tensors (read as
+ * float32 with their shapes checked by the safetensors reader); then
+ * clf_checkpoint_write_params writes the checkpoint. Every tensor of the
+ * file is either used or listed as ignored, so nothing is dropped silently.
+ */
+#include "model/train/import.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "model/io/fileio.h"
+#include "model/io/json.h"
+#include "model/io/safetensors.h"
+#include "model/text/tokenizer.h"
+#include "model/train/checkpoint.h"
+
+#define MAX_JSON ((size_t)64 << 20)
+
+typedef struct imp {
+    char path[4096]; /* the safetensors file, for messages */
+    char prefix[8];  /* "" or "bert." */
+    clf_st_reader *r;
+    unsigned char *used; /* [tensors of r] */
+    clf_checkpoint_tensor *t;
+    float **bufs;
+    int n, cap;
+} imp;
+
+static void imp_free(imp *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        free(s->bufs[i]);
+        free((char *)s->t[i].name);
+    }
+    free(s->bufs);
+    free(s->t);
+    free(s->used);
+    clf_st_reader_destroy(s->r);
+}
+
+/* A new output tensor of rows x cols (cols 0: 1-D), zeroed. */
+static float *out_tensor(imp *s, const char *name, int64_t rows, int64_t cols, clf_error *err)
+{
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        clf_checkpoint_tensor *t = realloc(s->t, (size_t)cap * sizeof *t);
+        if (t != NULL)
+            s->t = t;
+        float **b = realloc(s->bufs, (size_t)cap * sizeof *b);
+        if (b != NULL)
+            s->bufs = b;
+        if (t == NULL || b == NULL) {
+            clf_error_set(err, CLF_ERR_MEMORY, "out of host memory importing");
+            return NULL;
+        }
+        s->cap = cap;
+    }
+    size_t numel = (size_t)rows * (size_t)(cols > 0 ? cols : 1);
+    float *data = calloc(numel ? numel : 1, sizeof *data);
+    char *nm = strdup(name);
+    if (data == NULL || nm == NULL) {
+        free(data);
+        free(nm);
+        clf_error_set(err, CLF_ERR_MEMORY, "out of host memory importing %s", name);
+        return NULL;
+    }
+    clf_checkpoint_tensor *t = &s->t[s->n];
+    t->name = nm;
+    t->ndim = cols > 0 ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols > 0 ? cols : 1;
+    t->data = data;
+    s->bufs[s->n++] = data;
+    return data;
+}
+
+/* Read the file's tensor <prefix><name> (or <prefix><alt>) of shape rows x
+ * cols (cols 0: 1-D) into dst; mark it used. */
+static clf_status read_in(imp *s, const char *name, const char *alt, int64_t rows, int64_t cols,
+                          float *dst, clf_error *err)
+{
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", s->prefix, name);
+    const clf_st_tensor_info *ti = clf_st_reader_find(s->r, full);
+    if (ti == NULL && alt != NULL) {
+        snprintf(full, sizeof full, "%s%s", s->prefix, alt);
+        ti = clf_st_reader_find(s->r, full);
+    }
+    if (ti == NULL) {
+        char shp[64];
+        int64_t sh[2] = {rows, cols};
+        clf_st_shape_format(cols > 0 ? 2 : 1, sh, shp, sizeof shp);
+        return clf_error_set(err, CLF_ERR_FORMAT, "%s: tensor \"%s%s\" %s is missing", s->path,
+                             s->prefix, name, shp);
+    }
+    for (size_t i = 0; i < clf_st_reader_count(s->r); i++)
+        if (clf_st_reader_tensor(s->r, i) == ti)
+            s->used[i] = 1;
+    int64_t shape[2] = {rows, cols};
+    size_t numel = (size_t)rows * (size_t)(cols > 0 ? cols : 1);
+    clf_status st = clf_st_reader_read_f32(s->r, full, cols > 0 ? 2 : 1, shape, dst, numel, err);
+    if (st != CLF_OK)
+        clf_error_prefix(err, "%s", s->path);
+    return st;
+}
+
+/* One clformer tensor straight from one file tensor. */
+static clf_status copy1(imp *s, const char *to, const char *from, const char *alt, int64_t rows,
+                        int64_t cols, clf_error *err)
+{
+    float *d = out_tensor(s, to, rows, cols, err);
+    return d == NULL ? CLF_ERR_MEMORY : read_in(s, from, alt, rows, cols, d, err);
+}
+
+/* ---- config.json ------------------------------------------------------------- */
+
+static clf_status read_json(const char *path, clf_json **doc, clf_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    clf_status st = clf_file_read_all(path, MAX_JSON, &text, &len, err);
+    if (st == CLF_OK) {
+        clf_json_options jo = {path, 0, 0};
+        st = clf_json_parse(text, len, &jo, doc, err);
+    }
+    free(text);
+    return st;
+}
+
+static clf_status get_int(const clf_json *doc, const char *path, const char *key, int lo, int hi,
+                          int *out, clf_error *err)
+{
+    const clf_json *v = clf_json_get(doc, key);
+    if (v == NULL || !v->is_int || v->integer < lo || v->integer > hi)
+        return clf_error_set(err, CLF_ERR_FORMAT, "%s: \"%s\" must be an integer in [%d, %d]", path,
+                             key, lo, hi);
+    *out = (int)v->integer;
+    return CLF_OK;
+}
+
+static double get_num(const clf_json *doc, const char *key, double dflt)
+{
+    const clf_json *v = clf_json_get(doc, key);
+    return v != NULL && v->type == CLF_JSON_NUMBER ? v->number : dflt;
+}
+
+static const char *get_str(const clf_json *doc, const char *key)
+{
+    const clf_json *v = clf_json_get(doc, key);
+    return v != NULL && v->type == CLF_JSON_STRING ? v->string : NULL;
+}
+
+/* The pooling of a sentence-transformers folder: "mean" unless
+ * 1_Pooling/config.json asks for the [CLS] token. */
+static clf_status read_pool(const char *dir, int *mean, clf_error *err)
+{
+    char path[4096];
+    *mean = 1;
+    snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return CLF_OK;
+    fclose(f);
+    clf_json *doc = NULL;
+    clf_status st = read_json(path, &doc, err);
+    if (st != CLF_OK)
+        return st;
+    const clf_json *cls = clf_json_get(doc, "pooling_mode_cls_token");
+    const clf_json *mn = clf_json_get(doc, "pooling_mode_mean_tokens");
+    if (cls != NULL && cls->type == CLF_JSON_BOOL && cls->boolean)
+        *mean = 0;
+    else if (mn == NULL || mn->type != CLF_JSON_BOOL || !mn->boolean)
+        st = clf_error_set(err, CLF_ERR_FORMAT,
+                           "%s: only mean or [CLS] pooling is supported (max and sqrt-length "
+                           "pooling are not)",
+                           path);
+    clf_json_destroy(doc);
+    return st;
+}
+
+static clf_status bert_config(const clf_json *doc, const char *path, clf_model_config *cfg,
+                              clf_error *err)
+{
+    int L = 0, C = 0, NH = 0, H = 0, P = 0, V = 0;
+    clf_status st;
+    const char *pos = get_str(doc, "position_embedding_type");
+    const char *act = get_str(doc, "hidden_act");
+    if ((st = get_int(doc, path, "num_hidden_layers", 1, 1024, &L, err)) != CLF_OK ||
+        (st = get_int(doc, path, "hidden_size", 1, 65536, &C, err)) != CLF_OK ||
+        (st = get_int(doc, path, "num_attention_heads", 1, 4096, &NH, err)) != CLF_OK ||
+        (st = get_int(doc, path, "intermediate_size", 1, 1048576, &H, err)) != CLF_OK ||
+        (st = get_int(doc, path, "max_position_embeddings", 1, 1048576, &P, err)) != CLF_OK ||
+        (st = get_int(doc, path, "vocab_size", 1, 16777216, &V, err)) != CLF_OK)
+        return st;
+    if (pos != NULL && strcmp(pos, "absolute") != 0)
+        return clf_error_set(err, CLF_ERR_FORMAT,
+                             "%s: position_embedding_type \"%s\" is not supported (absolute)", path,
+                             pos);
+    clf_activation a;
+    if (act == NULL || strcmp(act, "gelu") == 0)
+        a = CLF_FFN_GELU;
+    else if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0)
+        a = CLF_FFN_GELU_TANH;
+    else if (strcmp(act, "relu") == 0)
+        a = CLF_FFN_RELU;
+    else
+        return clf_error_set(err, CLF_ERR_FORMAT,
+                             "%s: hidden_act \"%s\" is not supported (gelu, gelu_new, relu)", path,
+                             act);
+    clf_config_defaults(cfg);
+    cfg->kind = CLF_MODEL_ENCODER;
+    cfg->vocab.tokenizer = CLF_TOKENIZER_WORDPIECE;
+    cfg->vocab.size = V;
+    cfg->context = P;
+    cfg->embedding.dim = C;
+    cfg->embedding.scale = 0;
+    cfg->embedding.dropout = get_num(doc, "hidden_dropout_prob", 0.1);
+    cfg->embedding.norm = CLF_NORM_LAYERNORM;
+    cfg->positional.type = CLF_POS_LEARNED;
+    cfg->blocks.repeat = L;
+    cfg->blocks.attention.heads = NH;
+    cfg->blocks.attention.causal = 0;
+    cfg->blocks.attention.dropout = get_num(doc, "attention_probs_dropout_prob", 0.1);
+    cfg->blocks.attention.bias = 1;
+    cfg->blocks.ffn.hidden = H;
+    cfg->blocks.ffn.activation = a;
+    cfg->blocks.ffn.bias = 1;
+    cfg->blocks.ffn.dropout = 0;
+    cfg->blocks.dropout = get_num(doc, "hidden_dropout_prob", 0.1);
+    cfg->blocks.norm.type = CLF_NORM_LAYERNORM;
+    cfg->blocks.norm.placement = CLF_NORM_POST;
+    cfg->blocks.norm.eps = get_num(doc, "layer_norm_eps", 1e-12);
+    cfg->blocks.norm.bias = 1;
+    cfg->final_norm.type = CLF_NORM_NONE;
+    cfg->head.type = CLF_HEAD_NONE;
+    cfg->head.tie_embedding = 0;
+    cfg->head.pool = CLF_POOL_MEAN;
+    clf_config_resolve(cfg);
+    if ((st = clf_config_validate(cfg, err)) != CLF_OK)
+        clf_error_prefix(err, "%s: the model it describes", path);
+    return st;
+}
+
+/* ---- the tensors ---------------------------------------------------------------- */
+
+static clf_status bert_tensors(imp *s, const clf_model_config *cfg, clf_error *err)
+{
+    const int64_t C = cfg->embedding.dim, V = cfg->vocab.size, P = cfg->context;
+    const int64_t H = cfg->blocks.ffn.hidden;
+    char to[128], a[128], b[128];
+    clf_status st;
+    /* "bert." prefix (a BertFor... checkpoint) or none (BertModel) */
+    s->prefix[0] = '\0';
+    if (clf_st_reader_find(s->r, "embeddings.word_embeddings.weight") == NULL &&
+        clf_st_reader_find(s->r, "bert.embeddings.word_embeddings.weight") != NULL)
+        snprintf(s->prefix, sizeof s->prefix, "bert.");
+    if ((st = copy1(s, "wte", "embeddings.word_embeddings.weight", NULL, V, C, err)) != CLF_OK)
+        return st;
+    /* positions + token type 0 */
+    float *wpe = out_tensor(s, "wpe", P, C, err);
+    if (wpe == NULL)
+        return CLF_ERR_MEMORY;
+    if ((st = read_in(s, "embeddings.position_embeddings.weight", NULL, P, C, wpe, err)) != CLF_OK)
+        return st;
+    char tt[128];
+    snprintf(tt, sizeof tt, "%sembeddings.token_type_embeddings.weight", s->prefix);
+    const clf_st_tensor_info *ti = clf_st_reader_find(s->r, tt);
+    if (ti != NULL) {
+        if (ti->ndim != 2 || ti->shape[1] != C || ti->shape[0] < 1 || ti->shape[0] > 1024)
+            return clf_error_set(err, CLF_ERR_FORMAT,
+                                 "%s: tensor \"%s\" must be [types, %lld] with 1 to 1024 types",
+                                 s->path, tt, (long long)C);
+        float *types = malloc((size_t)(ti->shape[0] * C) * sizeof *types);
+        if (types == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory importing");
+        st = read_in(s, "embeddings.token_type_embeddings.weight", NULL, ti->shape[0], C, types,
+                     err);
+        for (int64_t p = 0; p < P && st == CLF_OK; p++)
+            for (int64_t j = 0; j < C; j++)
+                wpe[p * C + j] += types[j];
+        free(types);
+        if (st != CLF_OK)
+            return st;
+    }
+    if ((st = copy1(s, "ln_emb.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.gamma",
+                    C, 0, err)) != CLF_OK ||
+        (st = copy1(s, "ln_emb.bias", "embeddings.LayerNorm.bias", "embeddings.LayerNorm.beta", C,
+                    0, err)) != CLF_OK)
+        return st;
+    for (int l = 0; l < cfg->blocks.repeat; l++) {
+        static const char *const qkv[3] = {"query", "key", "value"};
+        snprintf(to, sizeof to, "blocks.%d.attn.qkv.weight", l);
+        float *w = out_tensor(s, to, 3 * C, C, err);
+        if (w == NULL)
+            return CLF_ERR_MEMORY;
+        for (int i = 0; i < 3; i++) {
+            snprintf(a, sizeof a, "encoder.layer.%d.attention.self.%s.weight", l, qkv[i]);
+            if ((st = read_in(s, a, NULL, C, C, w + (size_t)i * (size_t)(C * C), err)) != CLF_OK)
+                return st;
+        }
+        snprintf(to, sizeof to, "blocks.%d.attn.qkv.bias", l);
+        float *bq = out_tensor(s, to, 3 * C, 0, err);
+        if (bq == NULL)
+            return CLF_ERR_MEMORY;
+        for (int i = 0; i < 3; i++) {
+            snprintf(a, sizeof a, "encoder.layer.%d.attention.self.%s.bias", l, qkv[i]);
+            if ((st = read_in(s, a, NULL, C, 0, bq + (size_t)i * (size_t)C, err)) != CLF_OK)
+                return st;
+        }
+        static const struct {
+            const char *to, *from;
+            int out_c; /* rows: 0 C, 1 H */
+            int in_c;  /* cols: 0 C, 1 H, -1 1-D */
+        } map[] = {
+            {"attn.proj.weight", "attention.output.dense.weight", 0, 0},
+            {"attn.proj.bias", "attention.output.dense.bias", 0, -1},
+            {"ln1.weight", "attention.output.LayerNorm.weight", 0, -1},
+            {"ln1.bias", "attention.output.LayerNorm.bias", 0, -1},
+            {"ffn.fc.weight", "intermediate.dense.weight", 1, 0},
+            {"ffn.fc.bias", "intermediate.dense.bias", 1, -1},
+            {"ffn.proj.weight", "output.dense.weight", 0, 1},
+            {"ffn.proj.bias", "output.dense.bias", 0, -1},
+            {"ln2.weight", "output.LayerNorm.weight", 0, -1},
+            {"ln2.bias", "output.LayerNorm.bias", 0, -1},
+        };
+        for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
+            snprintf(to, sizeof to, "blocks.%d.%s", l, map[k].to);
+            snprintf(a, sizeof a, "encoder.layer.%d.%s", l, map[k].from);
+            /* old checkpoints name LayerNorm parameters gamma and beta */
+            snprintf(b, sizeof b, "%s", a);
+            char *dot = strrchr(b, '.');
+            if (strstr(a, "LayerNorm") != NULL && dot != NULL)
+                snprintf(dot + 1, sizeof b - (size_t)(dot + 1 - b), "%s",
+                         strcmp(dot + 1, "weight") == 0 ? "gamma" : "beta");
+            int64_t rows = map[k].out_c ? H : C;
+            int64_t cols = map[k].in_c < 0 ? 0 : map[k].in_c ? H : C;
+            if ((st = copy1(s, to, a, b, rows, cols, err)) != CLF_OK)
+                return st;
+        }
+    }
+    return CLF_OK;
+}
+
+clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_report *rep,
+                         clf_error *err)
+{
+    char path[4096];
+    clf_json *doc = NULL;
+    clf_tokenizer *tok = NULL;
+    char *tok_text = NULL, *tok_json = NULL;
+    size_t tok_len = 0;
+    imp s;
+    clf_model_config cfg;
+    clf_import_report r;
+    memset(&s, 0, sizeof s);
+    memset(&r, 0, sizeof r);
+    int mean = 1;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    clf_status st = read_json(path, &doc, err);
+    if (st != CLF_OK)
+        goto done;
+    const char *mt = get_str(doc, "model_type");
+    if (mt == NULL || strcmp(mt, "bert") != 0) {
+        st = clf_error_set(err, CLF_ERR_FORMAT,
+                           "%s: model_type \"%s\" is not supported (clformer imports \"bert\": "
+                           "BERT, MiniLM and the sentence-transformers models on them)",
+                           path, mt ? mt : "(none)");
+        goto done;
+    }
+    if ((st = bert_config(doc, path, &cfg, err)) != CLF_OK ||
+        (st = read_pool(dir, &mean, err)) != CLF_OK)
+        goto done;
+    cfg.head.pool = mean ? CLF_POOL_MEAN : CLF_POOL_CLS;
+    /* the tokenizer */
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if ((st = clf_file_read_all(path, MAX_JSON, &tok_text, &tok_len, err)) != CLF_OK ||
+        (st = clf_tokenizer_from_hf(tok_text, tok_len, path, &tok, err)) != CLF_OK)
+        goto done;
+    if (clf_tokenizer_vocab_size(tok) != cfg.vocab.size) {
+        st = clf_error_set(err, CLF_ERR_FORMAT, "%s: %d tokens, but config.json's vocab_size is %d",
+                           path, (int)clf_tokenizer_vocab_size(tok), cfg.vocab.size);
+        goto done;
+    }
+    if (clf_tokenizer_special(tok, CLF_SPECIAL_CLS) < 0 ||
+        clf_tokenizer_special(tok, CLF_SPECIAL_SEP) < 0 ||
+        clf_tokenizer_special(tok, CLF_SPECIAL_PAD) < 0) {
+        st = clf_error_set(err, CLF_ERR_FORMAT,
+                           "%s: a BERT tokenizer needs [CLS], [SEP] and [PAD] tokens", path);
+        goto done;
+    }
+    if ((st = clf_tokenizer_to_json(tok, &tok_json, NULL, err)) != CLF_OK)
+        goto done;
+    /* the weights */
+    snprintf(s.path, sizeof s.path, "%s/model.safetensors", dir);
+    if ((st = clf_st_reader_open(s.path, &s.r, err)) != CLF_OK) {
+        if (err != NULL && strstr(err->msg, s.path) == NULL)
+            clf_error_prefix(err, "%s", s.path);
+        goto done;
+    }
+    if ((s.used = calloc(clf_st_reader_count(s.r) + 1, 1)) == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory importing");
+        goto done;
+    }
+    if ((st = bert_tensors(&s, &cfg, err)) != CLF_OK)
+        goto done;
+    for (size_t i = 0; i < clf_st_reader_count(s.r); i++) {
+        if (s.used[i])
+            continue;
+        const char *nm = clf_st_reader_tensor(s.r, i)->name;
+        size_t at = strlen(r.ignored_names);
+        if (at + strlen(nm) + 8 < sizeof r.ignored_names)
+            snprintf(r.ignored_names + at, sizeof r.ignored_names - at, "%s%s",
+                     r.ignored ? ", " : "", nm);
+        else if (at + 6 < sizeof r.ignored_names && !strstr(r.ignored_names, "..."))
+            snprintf(r.ignored_names + at, sizeof r.ignored_names - at, ", ...");
+        r.ignored++;
+    }
+    snprintf(path, sizeof path, "%s", dir);
+    const clf_checkpoint_extra extra[] = {{"imported_from", path}, {"imported_type", "bert"}};
+    if ((st = clf_checkpoint_write_params(out_path, &cfg, tok_json, cfg.vocab.size, s.t, s.n, extra,
+                                          2, err)) != CLF_OK)
+        goto done;
+    snprintf(r.model_type, sizeof r.model_type, "bert");
+    r.layers = cfg.blocks.repeat;
+    r.dim = cfg.embedding.dim;
+    r.heads = cfg.blocks.attention.heads;
+    r.ffn = cfg.blocks.ffn.hidden;
+    r.context = cfg.context;
+    r.vocab = cfg.vocab.size;
+    r.tensors = s.n;
+    for (int i = 0; i < s.n; i++)
+        r.params += s.t[i].shape[0] * s.t[i].shape[1];
+    snprintf(r.pool, sizeof r.pool, "%s", mean ? "mean" : "cls");
+    if (rep != NULL)
+        *rep = r;
+done:
+    imp_free(&s);
+    clf_json_destroy(doc);
+    clf_tokenizer_destroy(tok);
+    free(tok_text);
+    free(tok_json);
+    if (st != CLF_OK)
+        clf_error_prefix(err, "import %s", dir);
+    return st;
+}

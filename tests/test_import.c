@@ -1,0 +1,456 @@
+/*
+ * test_import.c - pretrained models: the Unicode tables, WordPiece against
+ * Hugging Face tokenizers, and a BERT imported from the Hugging Face layout
+ * against a PyTorch forward.
+ *
+ * Fixtures (tests/data/hf/, made by tests/parity/gen_bert_fixture.py with
+ * PyTorch and the `tokenizers` package; CI needs neither):
+ *   - wordpiece-cases.json: 295 varied sentences (SST-2, Multi30k German
+ *     and English, hand-written ones with accents, CJK, emoji, control
+ *     characters, Unicode spaces, over-long words, literal [SEP]) and the
+ *     ids `tokenizers` gives them with tiny-bert's tokenizer.json; every
+ *     one must come out identical, from the imported tokenizer and after a
+ *     round trip through clformer's own JSON form.
+ *   - tiny-bert/: a random 2-layer BERT (model.safetensors with BertModel's
+ *     names, a pooler and position_ids to be ignored), and
+ *     tiny-bert-embed.json: 8 sentences with their ids ([CLS] ... [SEP])
+ *     and the L2-normalised mean-pooled embeddings of a float64 PyTorch
+ *     forward. The import is run, the sentences are batched together (so
+ *     rows are padded: the key mask and the pooling over kept positions
+ *     matter) and embedded on the device; each vector must have cosine >=
+ *     0.9999 with the reference and no component off by more than 1e-4
+ *     (float32 through 2 layers: the observed error is ~1e-6).
+ * Import errors are provoked in a temporary copy of the folder: another
+ * model_type, a missing tensor, a tensor of another shape, a truncated
+ * safetensors file, a missing tokenizer.json; each must fail with its
+ * status and a message naming what is wrong.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model/clformer.h"
+#include "model/text/unicode.h"
+#include "tests/test_util.h"
+
+#define HF "tests/data/hf"
+
+static char *slurp(const char *path, size_t *len)
+{
+    char *text = NULL;
+    clf_error err;
+    tu_ok(clf_file_read_all(path, (size_t)64 << 20, &text, len, &err), &err, path);
+    return text;
+}
+
+static clf_json *load_json(const char *path)
+{
+    size_t len;
+    char *text = slurp(path, &len);
+    clf_json *doc = NULL;
+    clf_error err;
+    tu_ok(clf_json_parse(text, len, NULL, &doc, &err), &err, path);
+    free(text);
+    return doc;
+}
+
+static clf_tokenizer *hf_tokenizer(void)
+{
+    size_t len;
+    char *text = slurp(HF "/tiny-bert/tokenizer.json", &len);
+    clf_tokenizer *t = NULL;
+    clf_error err;
+    tu_ok(clf_tokenizer_from_hf(text, len, "tokenizer.json", &t, &err), &err, "from_hf");
+    free(text);
+    return t;
+}
+
+static void test_unicode(void)
+{
+    uint32_t o[4];
+    int n = clf_uni_decompose(0xE9, o); /* é */
+    TU_CHECK(n == 2 && o[0] == 'e' && o[1] == 0x301, "NFD of U+00E9: %d", n);
+    n = clf_uni_decompose(0x1E08, o); /* C with cedilla and acute */
+    TU_CHECK(n == 3 && o[0] == 'C' && o[1] == 0x327 && o[2] == 0x301, "NFD of U+1E08: %d", n);
+    n = clf_uni_decompose(0xAC01, o); /* Hangul GAG: L V T */
+    TU_CHECK(n == 3 && o[0] == 0x1100 && o[1] == 0x1161 && o[2] == 0x11A8, "Hangul: %d", n);
+    n = clf_uni_decompose(0xAC00, o); /* GA: L V */
+    TU_CHECK(n == 2 && o[0] == 0x1100 && o[1] == 0x1161, "Hangul LV: %d", n);
+    n = clf_uni_decompose('a', o);
+    TU_CHECK(n == 1 && o[0] == 'a', "a has no decomposition");
+    n = clf_uni_tolower(0x130, o); /* İ -> i + combining dot */
+    TU_CHECK(n == 2 && o[0] == 'i' && o[1] == 0x307, "lower U+0130: %d", n);
+    n = clf_uni_tolower(0x3A3, o); /* Σ -> σ (no context) */
+    TU_CHECK(n == 1 && o[0] == 0x3C3, "lower U+03A3");
+    n = clf_uni_tolower(0x410, o); /* Cyrillic А */
+    TU_CHECK(n == 1 && o[0] == 0x430, "lower U+0410");
+    n = clf_uni_tolower('Q', o);
+    TU_CHECK(n == 1 && o[0] == 'q', "lower Q");
+    TU_CHECK(clf_uni_class(0x301) & CLF_UNI_MN, "U+0301 is Mn");
+    TU_CHECK(clf_uni_class(0x3000) & CLF_UNI_SPACE, "U+3000 is white space");
+    TU_CHECK(clf_uni_class(0xA0) & CLF_UNI_SPACE, "U+00A0 is white space");
+    TU_CHECK(!(clf_uni_class(0x200B) & CLF_UNI_SPACE), "U+200B is not white space");
+    TU_CHECK(clf_uni_class(0x200B) & CLF_UNI_OTHER, "U+200B is Cf");
+    TU_CHECK(clf_uni_class(0xE000) & CLF_UNI_OTHER, "U+E000 is Co");
+    TU_CHECK(clf_uni_class(0x10FFFF) & CLF_UNI_OTHER, "U+10FFFF is Cn");
+    TU_CHECK(clf_uni_class(0xBF) & CLF_UNI_PUNCT, "U+00BF is Po");
+    TU_CHECK(clf_uni_class(0x201C) & CLF_UNI_PUNCT, "U+201C is Pi");
+    TU_CHECK(clf_uni_class(0x4E00) == 0, "U+4E00 is a letter");
+    TU_CHECK(clf_uni_class('$') == 0, "$ is a symbol (Sc), not P*");
+}
+
+/* Encode every case; the number that differ. */
+static int run_cases(const clf_tokenizer *t, const clf_json *cases, const char *what)
+{
+    int bad = 0;
+    for (size_t i = 0; i < cases->count; i++) {
+        const clf_json *text = clf_json_get(&cases->items[i], "text");
+        const clf_json *ids = clf_json_get(&cases->items[i], "ids");
+        int32_t *got = NULL;
+        size_t n = 0;
+        clf_error err;
+        clf_status st = clf_tokenizer_encode(t, text->string, text->string_len, &got, &n, &err);
+        int same = st == CLF_OK && n == ids->count;
+        for (size_t k = 0; same && k < n; k++)
+            same = got[k] == ids->items[k].integer;
+        if (!same && bad++ < 5) {
+            fprintf(stderr, "  %s case %zu \"%.60s\": %zu ids, expected %zu:", what, i,
+                    text->string, n, ids->count);
+            for (size_t k = 0; k < n && k < 12; k++)
+                fprintf(stderr, " %d", (int)got[k]);
+            fprintf(stderr, "\n");
+        }
+        free(got);
+    }
+    return bad;
+}
+
+static void test_wordpiece(void)
+{
+    clf_json *doc = load_json(HF "/wordpiece-cases.json");
+    const clf_json *cases = clf_json_get(doc, "cases");
+    clf_tokenizer *t = hf_tokenizer();
+    TU_CHECK(clf_tokenizer_type_of(t) == CLF_TOKENIZER_WORDPIECE, "type wordpiece");
+    TU_CHECK(clf_tokenizer_vocab_size(t) == 600, "vocabulary 600, got %d",
+             (int)clf_tokenizer_vocab_size(t));
+    const char *names[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]"};
+    const clf_special_token which[] = {CLF_SPECIAL_PAD, CLF_SPECIAL_UNK, CLF_SPECIAL_CLS,
+                                       CLF_SPECIAL_SEP};
+    for (int i = 0; i < 4; i++) {
+        const char *p;
+        size_t l;
+        int32_t id = clf_tokenizer_special(t, which[i]);
+        TU_CHECK(id >= 0 && clf_tokenizer_piece(t, id, &p, &l) && l == strlen(names[i]) &&
+                     memcmp(p, names[i], l) == 0,
+                 "special %s", names[i]);
+    }
+    TU_CHECK(clf_tokenizer_special(t, CLF_SPECIAL_BOS) < 0, "no bos");
+    int bad = run_cases(t, cases, "imported");
+    TU_CHECK(bad == 0, "%d of %zu sentences tokenize differently from Hugging Face tokenizers", bad,
+             cases->count);
+    printf("wordpiece: %zu sentences, %d differ from Hugging Face tokenizers\n", cases->count, bad);
+    /* clformer's JSON form round trip */
+    char *json = NULL;
+    size_t jl = 0;
+    clf_tokenizer *u = NULL;
+    clf_error err;
+    tu_ok(clf_tokenizer_to_json(t, &json, &jl, &err), &err, "to_json");
+    tu_ok(clf_tokenizer_from_json(json, jl, &u, &err), &err, "from_json");
+    bad = run_cases(u, cases, "round trip");
+    TU_CHECK(bad == 0, "%d sentences differ after the JSON round trip", bad);
+    for (int i = 0; i < CLF_SPECIAL_COUNT; i++)
+        TU_CHECK(clf_tokenizer_special(u, (clf_special_token)i) ==
+                     clf_tokenizer_special(t, (clf_special_token)i),
+                 "special %d after the round trip", i);
+    /* decoding: ## pieces glued, the WordPiece decoder's cleanup */
+    const char *s = "The movie's ending wasn't great, was it?";
+    int32_t *ids = NULL;
+    size_t n = 0;
+    char *back = NULL;
+    tu_ok(clf_tokenizer_encode(t, s, strlen(s), &ids, &n, &err), &err, "encode");
+    tu_ok(clf_tokenizer_decode(t, ids, n, &back, NULL, &err), &err, "decode");
+    TU_CHECK(strcmp(back, "the movie's ending wasn't great, was it?") == 0, "decoded \"%s\"", back);
+    free(back);
+    free(ids);
+    /* a pretrained vocabulary cannot grow a special */
+    TU_CHECK(clf_tokenizer_add_special(u, CLF_SPECIAL_BOS, NULL, &err) == CLF_ERR_UNSUPPORTED,
+             "adding bos refused");
+    free(json);
+    clf_tokenizer_destroy(u);
+    clf_tokenizer_destroy(t);
+    clf_json_destroy(doc);
+}
+
+/* tokenizer.json with `from` replaced by `to` must fail naming `needle`. */
+static void hf_refused(const char *from, const char *to, const char *needle)
+{
+    size_t len;
+    char *text = slurp(HF "/tiny-bert/tokenizer.json", &len);
+    char *at = strstr(text, from);
+    TU_CHECK(at != NULL, "fixture has %s", from);
+    if (at == NULL) {
+        free(text);
+        return;
+    }
+    size_t fl = strlen(from), tl = strlen(to);
+    char *mod = malloc(len + tl + 1);
+    memcpy(mod, text, (size_t)(at - text));
+    memcpy(mod + (at - text), to, tl);
+    memcpy(mod + (at - text) + tl, at + fl, len - (size_t)(at - text) - fl + 1);
+    clf_tokenizer *t = NULL;
+    clf_error err;
+    clf_status st = clf_tokenizer_from_hf(mod, strlen(mod), "tok.json", &t, &err);
+    TU_CHECK(st == CLF_ERR_FORMAT && strstr(err.msg, needle) != NULL,
+             "%s -> %s refused naming \"%s\": got %d \"%s\"", from, to, needle, (int)st, err.msg);
+    clf_tokenizer_destroy(t);
+    free(mod);
+    free(text);
+}
+
+static void test_hf_errors(void)
+{
+    hf_refused("\"type\": \"WordPiece\",\n    \"unk_token\"",
+               "\"type\": \"Unigram\",\n    \"unk_token\"", "Unigram");
+    hf_refused("\"BertNormalizer\"", "\"NFKC\"", "NFKC");
+    hf_refused("\"BertPreTokenizer\"", "\"Whitespace\"", "Whitespace");
+    hf_refused("\"unk_token\": \"[UNK]\"", "\"unk_token\": \"<unk>\"", "<unk>");
+}
+
+/* ---- the import ------------------------------------------------------------------- */
+
+static char tmpdir[256];
+
+static void copy_file(const char *from, const char *to, size_t keep)
+{
+    size_t len;
+    char *data = slurp(from, &len);
+    FILE *f = fopen(to, "wb");
+    size_t n = keep < len ? keep : len;
+    TU_CHECK(f != NULL && fwrite(data, 1, n, f) == n, "write %s", to);
+    if (f)
+        fclose(f);
+    free(data);
+}
+
+/* A copy of tiny-bert in tmpdir/name (config.json mutated by replacing
+ * cfg_from with cfg_to when given). */
+static void make_copy(const char *name, const char *cfg_from, const char *cfg_to)
+{
+    char d[512], p[640];
+    snprintf(d, sizeof d, "%s/%s", tmpdir, name);
+    TU_CHECK(mkdir(d, 0755) == 0, "mkdir %s", d);
+    snprintf(p, sizeof p, "%s/tokenizer.json", d);
+    copy_file(HF "/tiny-bert/tokenizer.json", p, (size_t)-1);
+    snprintf(p, sizeof p, "%s/model.safetensors", d);
+    copy_file(HF "/tiny-bert/model.safetensors", p, (size_t)-1);
+    size_t len;
+    char *cfg = slurp(HF "/tiny-bert/config.json", &len);
+    snprintf(p, sizeof p, "%s/config.json", d);
+    FILE *f = fopen(p, "wb");
+    char *at = cfg_from ? strstr(cfg, cfg_from) : NULL;
+    if (at != NULL) {
+        fwrite(cfg, 1, (size_t)(at - cfg), f);
+        fputs(cfg_to, f);
+        fputs(at + strlen(cfg_from), f);
+    } else {
+        fputs(cfg, f);
+    }
+    fclose(f);
+    free(cfg);
+}
+
+/* Rewrite name/model.safetensors without `drop`, or with `reshape` one row
+ * shorter. */
+static void rewrite_weights(const char *name, const char *drop, const char *reshape)
+{
+    char p[640];
+    clf_error err;
+    clf_st_reader *r = NULL;
+    clf_st_writer *w = NULL;
+    tu_ok(clf_st_reader_open(HF "/tiny-bert/model.safetensors", &r, &err), &err, "open");
+    tu_ok(clf_st_writer_create(&w, &err), &err, "writer");
+    size_t n = clf_st_reader_count(r);
+    void **keep = calloc(n, sizeof *keep);
+    for (size_t i = 0; i < n; i++) {
+        const clf_st_tensor_info *t = clf_st_reader_tensor(r, i);
+        if (drop != NULL && strcmp(t->name, drop) == 0)
+            continue;
+        size_t bytes = (size_t)(t->end - t->begin);
+        keep[i] = malloc(bytes ? bytes : 1);
+        tu_ok(clf_st_reader_read_raw(r, t, keep[i], bytes, &err), &err, "read");
+        int64_t shape[CLF_ST_MAX_DIMS];
+        memcpy(shape, t->shape, sizeof shape);
+        if (reshape != NULL && strcmp(t->name, reshape) == 0)
+            shape[0]--; /* the data is larger than the shape: only a prefix is described */
+        tu_ok(clf_st_writer_add(w, t->name, t->dtype, t->ndim, shape, keep[i], &err), &err, "add");
+    }
+    snprintf(p, sizeof p, "%s/%s/model.safetensors", tmpdir, name);
+    tu_ok(clf_st_writer_write(w, p, &err), &err, "write");
+    for (size_t i = 0; i < n; i++)
+        free(keep[i]);
+    free(keep);
+    clf_st_writer_destroy(w);
+    clf_st_reader_destroy(r);
+}
+
+static void import_refused(const char *name, clf_status want, const char *needle)
+{
+    char d[512], out[640];
+    snprintf(d, sizeof d, "%s/%s", tmpdir, name);
+    snprintf(out, sizeof out, "%s/%s.safetensors", tmpdir, name);
+    clf_error err;
+    clf_error_clear(&err);
+    clf_status st = clf_import_hf(d, out, NULL, &err);
+    TU_CHECK(st == want && strstr(err.msg, needle) != NULL,
+             "import of %s: want status %d naming \"%s\", got %d \"%s\"", name, (int)want, needle,
+             (int)st, err.msg);
+    TU_CHECK(access(out, F_OK) != 0, "no checkpoint left by the failed import of %s", name);
+}
+
+static void test_import_errors(void)
+{
+    make_copy("roberta", "\"bert\"", "\"roberta\"");
+    import_refused("roberta", CLF_ERR_FORMAT, "roberta");
+    make_copy("relu6", "\"gelu\"", "\"relu6\"");
+    import_refused("relu6", CLF_ERR_FORMAT, "relu6");
+    make_copy("missing", NULL, NULL);
+    rewrite_weights("missing", "encoder.layer.1.output.dense.weight", NULL);
+    import_refused("missing", CLF_ERR_FORMAT, "encoder.layer.1.output.dense.weight");
+    make_copy("shape", NULL, NULL);
+    rewrite_weights("shape", NULL, "encoder.layer.0.intermediate.dense.weight");
+    import_refused("shape", CLF_ERR_FORMAT, "[64, 32]");
+    make_copy("truncated", NULL, NULL);
+    char p[640];
+    snprintf(p, sizeof p, "%s/truncated/model.safetensors", tmpdir);
+    copy_file(HF "/tiny-bert/model.safetensors", p, 100000);
+    import_refused("truncated", CLF_ERR_FORMAT, "model.safetensors");
+    make_copy("notok", NULL, NULL);
+    snprintf(p, sizeof p, "%s/notok/tokenizer.json", tmpdir);
+    unlink(p);
+    import_refused("notok", CLF_ERR_IO, "tokenizer.json");
+    make_copy("vocab", "\"vocab_size\": 600", "\"vocab_size\": 601");
+    import_refused("vocab", CLF_ERR_FORMAT, "601");
+}
+
+static void test_import_embed(clf_runtime *rt)
+{
+    char out[640];
+    snprintf(out, sizeof out, "%s/tiny.safetensors", tmpdir);
+    clf_error err;
+    clf_import_report rep;
+    tu_ok(clf_import_hf(HF "/tiny-bert", out, &rep, &err), &err, "import");
+    TU_CHECK(rep.layers == 2 && rep.dim == 32 && rep.heads == 4 && rep.vocab == 600 &&
+                 rep.context == 64 && rep.ignored == 3 && strcmp(rep.pool, "mean") == 0,
+             "report: %d layers, dim %d, %d ignored (%s)", rep.layers, rep.dim, rep.ignored,
+             rep.ignored_names);
+    TU_CHECK(strstr(rep.ignored_names, "pooler.dense.weight") != NULL, "pooler listed");
+
+    clf_json *doc = load_json(HF "/tiny-bert-embed.json");
+    const clf_json *sents = clf_json_get(doc, "sentences"), *ids = clf_json_get(doc, "ids");
+    const clf_json *emb = clf_json_get(doc, "embeddings");
+    size_t n = sents->count, tl = 0;
+    char *text = NULL;
+    for (size_t i = 0; i < n; i++) {
+        text = realloc(text, tl + sents->items[i].string_len + 2);
+        memcpy(text + tl, sents->items[i].string, sents->items[i].string_len);
+        tl += sents->items[i].string_len;
+        text[tl++] = '\n';
+    }
+    clf_checkpoint *ck = NULL;
+    clf_tokenizer *tok = NULL;
+    clf_seqdata *ds = NULL;
+    clf_model *m = NULL;
+    tu_ok(clf_checkpoint_open(out, &ck, &err), &err, "open the import");
+    tu_ok(clf_checkpoint_tokenizer_create(ck, &tok, &err), &err, "its tokenizer");
+    const clf_model_config *cfg = clf_checkpoint_config(ck);
+    TU_CHECK(cfg->head.type == CLF_HEAD_NONE && cfg->embedding.norm == CLF_NORM_LAYERNORM &&
+                 cfg->blocks.norm.placement == CLF_NORM_POST,
+             "the imported config");
+    clf_seq_options so;
+    clf_seq_options_default(&so, CLF_MODEL_ENCODER, cfg->context);
+    tu_ok(clf_seqdata_from_text(text, tl, "sentences", tok, &so, &ds, &err), &err, "sentences");
+    TU_CHECK(clf_seqdata_size(ds) == n, "%zu sentences", clf_seqdata_size(ds));
+    for (size_t i = 0; i < n && i < clf_seqdata_size(ds); i++) {
+        const int32_t *src;
+        int len;
+        clf_seqdata_example(ds, i, &src, &len, NULL, NULL, NULL);
+        const clf_json *want = &ids->items[i];
+        int same = (size_t)len == want->count;
+        for (int k = 0; same && k < len; k++)
+            same = src[k] == want->items[k].integer;
+        TU_CHECK(same, "sentence %zu: [CLS] ids [SEP] as tokenizers (%d ids, want %zu)", i, len,
+                 want->count);
+    }
+    clf_seq_batching bo;
+    clf_seqeval_batching(8, 0, &bo); /* all in one padded batch */
+    clf_seq_limits sl;
+    tu_ok(clf_seqeval_limits(ds, &bo, &sl, &err), &err, "limits");
+    const clf_model_limits lim = clf_seqeval_model_limits(&sl);
+    tu_ok(clf_checkpoint_model_create(ck, rt, &lim, 0, &m, &err), &err, "model");
+    const size_t C = 32;
+    float *v = calloc(n * C, sizeof *v);
+    tu_ok(clf_seqeval_embed(m, ds, &bo, 1, v, &err), &err, "embed");
+    double worst = 1, maxdiff = 0;
+    for (size_t i = 0; i < n; i++) {
+        const clf_json *e = &emb->items[i];
+        double dot = 0, na = 0, nb = 0;
+        for (size_t j = 0; j < C; j++) {
+            double a = v[i * C + j], b = e->items[j].number;
+            dot += a * b;
+            na += a * a;
+            nb += b * b;
+            maxdiff = fmax(maxdiff, fabs(a - b));
+        }
+        double cos = dot / sqrt(na * nb);
+        worst = fmin(worst, cos);
+        TU_CHECK(cos >= 0.9999, "sentence %zu: cosine %.7f with the PyTorch reference", i, cos);
+    }
+    TU_CHECK(maxdiff <= 1e-4, "largest component difference %.3g (tolerance 1e-4)", maxdiff);
+    printf("import + embed: %zu sentences, worst cosine %.9f, largest difference %.3g\n", n, worst,
+           maxdiff);
+    /* no logits and no training for an embedding model */
+    TU_CHECK(clf_model_logits_read(m, v, &err) == CLF_ERR_ARG, "no logits without a head");
+    clf_model *mt = NULL;
+    TU_CHECK(clf_checkpoint_model_create(ck, rt, &lim, CLF_MODEL_TRAIN, &mt, &err) ==
+                     CLF_ERR_UNSUPPORTED &&
+                 strstr(err.msg, "--init") != NULL,
+             "training head none refused: %s", err.msg);
+    free(v);
+    free(text);
+    clf_model_destroy(m);
+    clf_seqdata_destroy(ds);
+    clf_tokenizer_destroy(tok);
+    clf_checkpoint_close(ck);
+    clf_json_destroy(doc);
+    unlink(out);
+}
+
+static void rm_tree(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int main(void)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/clf_import_XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_unicode();
+    test_wordpiece();
+    test_hf_errors();
+    test_import_errors();
+    clf_runtime *rt = tu_runtime();
+    if (rt != NULL)
+        test_import_embed(rt);
+    rm_tree(tmpdir);
+    return tu_finish();
+}
