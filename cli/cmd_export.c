@@ -3,10 +3,12 @@
  * a checkpoint's parameters, without the optimizer state, in 16 bits (half
  * the size) or 32, with its config and tokenizer, for the inference
  * commands (sample, eval, translate, classify take the FILE where they take
- * a run DIR).
+ * a run DIR); `--format gpt2 --out FOLDER`: a GPT as a Hugging Face GPT-2
+ * folder (clf_export_gpt2), which `clformer import` reads back bit for bit.
  *
  *   clformer export runs/cpu --dtype bf16 --out gpt-cpu.bf16.safetensors
  *   clformer sample gpt-cpu.bf16.safetensors --prompt "ROMEO:"
+ *   clformer export runs/bpe-gpt --format gpt2 --out hf-gpt2/
  *
  * No device is needed: the tensors are converted on the host
  * (clf_checkpoint_export), rounding to nearest even.
@@ -20,6 +22,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: clformer export DIR --out FILE [--dtype bf16|f16|f32]\n"
+            "       clformer export DIR --format gpt2 --out FOLDER\n"
             "Write the parameters of DIR's checkpoint (a run directory or a .safetensors\n"
             "file) to FILE as bfloat16 (default), float16 or float32, with the model's config\n"
             "and tokenizer and without the optimizer state: bf16 and f16 are half the size.\n"
@@ -28,15 +31,19 @@ static void usage(FILE *out)
             "and loses precision below 6e-5; bf16 keeps float32's range with 8 bits of\n"
             "mantissa.\n"
             "  --out FILE        the exported checkpoint (.safetensors), written atomically\n"
-            "  --dtype T         bf16 (default), f16 or f32\n");
+            "  --dtype T         bf16 (default), f16 or f32\n"
+            "  --format F        clformer (default: a checkpoint FILE) or gpt2: a Hugging Face\n"
+            "                    GPT-2 folder (config.json, model.safetensors, vocab.json,\n"
+            "                    merges.txt) of a GPT with a bpe tokenizer and GPT-2's shape\n");
 }
 
 int cli_cmd_export(int argc, char **argv)
 {
-    const char *dir = NULL, *out = NULL, *dtype = "bf16";
+    const char *dir = NULL, *out = NULL, *dtype = "bf16", *format = "clformer";
     const cli_opt opts[] = {
         {"--out", CLI_OPT_STR, &out, 0, 0, NULL},
         {"--dtype", CLI_OPT_STR, &dtype, 0, 0, NULL},
+        {"--format", CLI_OPT_STR, &format, 0, 0, NULL},
     };
     const cli_command cmd = {"clformer export", opts, CLI_COUNT(opts), NULL, &dir, 1,
                              "one DIR",         usage};
@@ -48,6 +55,22 @@ int cli_cmd_export(int argc, char **argv)
                 dir == NULL ? "DIR (a training run's --out, or a checkpoint file) expected"
                             : "--out FILE is required");
         usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (strcmp(format, "gpt2") == 0) {
+        clf_error err;
+        clf_status st = clf_export_gpt2(dir, out, &err);
+        if (st != CLF_OK) {
+            cli_print_error(NULL, &err);
+            return st == CLF_ERR_UNSUPPORTED ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+        }
+        printf("%s: %s as a Hugging Face GPT-2 folder (config.json, model.safetensors, "
+               "vocab.json, merges.txt)\n",
+               out, dir);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(format, "clformer") != 0) {
+        fprintf(stderr, "clformer export: --format: expected clformer or gpt2, got '%s'\n", format);
         return CLI_EXIT_USAGE;
     }
     clf_st_dtype t;

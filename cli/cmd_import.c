@@ -1,7 +1,8 @@
 /*
  * cmd_import.c - `clformer import DIR --out FILE`: a Hugging Face model
- * folder (config.json, model.safetensors, tokenizer.json) as a clformer
- * checkpoint that embed, classify, eval and `train --init` open.
+ * folder (config.json, model.safetensors, tokenizer.json or vocab.json +
+ * merges.txt) of a BERT-family encoder or a GPT-2 as a clformer checkpoint
+ * that embed, classify, sample, eval and `train --init` open.
  *
  *   clformer import all-MiniLM-L6-v2 --out minilm.safetensors
  *   echo "A man is eating food." | clformer embed minilm.safetensors
@@ -12,6 +13,7 @@
  * exits 2 with the file and what was expected.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/cli.h"
 
@@ -19,11 +21,13 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: clformer import DIR --out FILE\n"
                  "Import the Hugging Face model folder DIR (config.json, model.safetensors,\n"
-                 "tokenizer.json; a sentence-transformers folder's 1_Pooling/config.json) as the\n"
-                 "clformer checkpoint FILE. Supported: BERT-family encoders (model_type bert:\n"
-                 "BERT, MiniLM, sentence-transformers models on them) with their WordPiece\n"
-                 "tokenizer; the model becomes an embedding model (head none) that `embed` runs\n"
-                 "and `train --init` fine-tunes with a classifier head.\n"
+                 "tokenizer.json or vocab.json + merges.txt; a sentence-transformers folder's\n"
+                 "1_Pooling/config.json) as the clformer checkpoint FILE. Supported:\n"
+                 "  bert  BERT-family encoders (BERT, MiniLM, sentence-transformers models on\n"
+                 "        them) with their WordPiece tokenizer: an embedding model (head none)\n"
+                 "        that `embed` runs and `train --init` fine-tunes with a classifier head\n"
+                 "  gpt2  GPT-2 decoders with their byte-level BPE: `sample`, `eval`, `train\n"
+                 "        --init`\n"
                  "  --out FILE        the checkpoint (.safetensors), written atomically\n");
 }
 
@@ -52,10 +56,13 @@ int cli_cmd_import(int argc, char **argv)
         cli_print_error(NULL, &err);
         return st == CLF_ERR_MEMORY ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
     }
-    printf("%s: %s, %d layers, %d heads x %d, dim %d, ffn %d, context %d, vocabulary %d "
-           "(wordpiece), %s pooling; %lld parameters in %d tensors\n",
-           out, rep.model_type, rep.layers, rep.heads, rep.dim / rep.heads, rep.dim, rep.ffn,
-           rep.context, rep.vocab, rep.pool, rep.params, rep.tensors);
+    const int gpt2 = strcmp(rep.model_type, "gpt2") == 0;
+    printf(
+        "%s: %s, %d layers, %d heads x %d, dim %d, ffn %d, context %d, vocabulary %d (%s)%s%s%s; "
+        "%lld parameters in %d tensors\n",
+        out, rep.model_type, rep.layers, rep.heads, rep.dim / rep.heads, rep.dim, rep.ffn,
+        rep.context, rep.vocab, gpt2 ? "byte-level bpe" : "wordpiece", gpt2 ? "" : ", ",
+        gpt2 ? "" : rep.pool, gpt2 ? "" : " pooling", rep.params, rep.tensors);
     if (rep.ignored > 0)
         printf("not imported (%d): %s\n", rep.ignored, rep.ignored_names);
     return CLI_EXIT_OK;

@@ -597,6 +597,23 @@ static int train_text(const char *init, const clf_model_config *cfg, const char 
     } else if (init != NULL) {
         if ((rc = tokenizer_from_init(init, cfg, &tok)) != CLI_EXIT_OK)
             goto done;
+    } else if (cfg->vocab.path[0] != '\0') { /* a tokenizer file (bpe, wordpiece) */
+        char *tj = NULL;
+        size_t tl = 0;
+        if ((st = clf_file_read_text(cfg->vocab.path, (size_t)256 << 20, &tj, &tl, &err)) == CLF_OK)
+            st = clf_tokenizer_from_any_json(tj, tl, cfg->vocab.path, &tok, &err);
+        free(tj);
+        if (st != CLF_OK) {
+            clf_error_prefix(&err, "vocab.path");
+            goto fail;
+        }
+    } else if (cfg->vocab.tokenizer == CLF_TOKENIZER_BPE) { /* trained on the text */
+        clf_bpe_options bo;
+        clf_bpe_options_init(&bo);
+        if (cfg->vocab.size > 0)
+            bo.vocab_size = cfg->vocab.size;
+        if ((st = clf_tokenizer_train_bpe(text, len, &bo, &tok, &err)) != CLF_OK)
+            goto fail;
     } else {
         if ((st = clf_tokenizer_create(cfg->vocab.tokenizer, text, len, &tok, &err)) != CLF_OK) {
             if (strstr(err.msg, data) == NULL)

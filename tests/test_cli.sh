@@ -546,7 +546,7 @@ expect "translate refuses a classifier" 2 "encoder-decoder"
 
 # ---- issue 14: pretrained models (import, WordPiece, embed, fine-tuning) -----------------
 # tests/data/hf/tiny-bert: a random 2-layer BERT in the Hugging Face layout
-# (tests/parity/gen_bert_fixture.py); test_import checks its numbers against
+# (tests/parity/gen_hf_fixture.py); test_import checks its numbers against
 # PyTorch, this the commands and their exit codes.
 HFB=$SRC/tests/data/hf/tiny-bert
 run "$BIN" import "$HFB" --out "$TMP/bert.safetensors"
@@ -618,6 +618,24 @@ if [ "$RC" -eq 0 ] && [ "$(head -1 "$OUT" | cut -f1)" = 1 ] && [ "$(sed -n 2p "$
 else
   bad "classify with the fine-tuned BERT (good -> 1, bad -> 0)"
 fi
+
+# GPT-2: import (vocab.json + merges.txt), sample, fine-tune with --init, export and back
+run "$BIN" import "$SRC/tests/data/hf/tiny-gpt2" --out "$TMP/g2.safetensors"
+expect "import a Hugging Face GPT-2 folder" 0 "gpt2, 2 layers, 4 heads x 8, dim 32.*vocabulary 350 \(byte-level bpe\)"
+run "$BIN" sample "$TMP/g2.safetensors" --prompt "ROMEO:" --tokens 8 --seed 3 "${DEV[@]}"
+expect "sample from the imported GPT-2" 0 "^ROMEO:"
+head -c 20000 "$DATA" >"$TMP/small.txt"
+run "$BIN" train "$TINY" --init "$TMP/g2.safetensors" --data "$TMP/small.txt" --out "$TMP/g2ft" --steps 5 --set model.vocab.tokenizer=bpe --set model.vocab.size=350 --set model.context=64 --set model.blocks.attention.heads=4 --set model.blocks.ffn.hidden=128 --set model.blocks.ffn.activation=gelu_tanh --set model.embedding.dropout=0.1 "${DEV[@]}"
+expect "fine-tune the imported GPT-2 on text (--init)" 0 "init: 28 tensors from"
+"$BIN" tokenizer train --data "$TMP/small.txt" --vocab 300 --out "$TMP/tok300.json" >/dev/null 2>&1
+run "$BIN" train "$TINY" --data "$TMP/small.txt" --out "$TMP/bpegpt" --steps 3 --set model.vocab.tokenizer=bpe --set "model.vocab.path=$TMP/tok300.json" "${DEV[@]}"
+expect "train a GPT with a bpe tokenizer file (vocab.path)" 0 "done: steps 0-3"
+run "$BIN" export "$TMP/bpegpt" --format gpt2 --out "$TMP/bpegpt-hf"
+expect "export a GPT as a Hugging Face GPT-2 folder" 0 "GPT-2 folder"
+run "$BIN" import "$TMP/bpegpt-hf" --out "$TMP/bpegpt-back.safetensors"
+expect "import the export back" 0 "gpt2, 2 layers"
+run "$BIN" export "$RUN" --format gpt2 --out "$TMP/charhf"
+expect "export --format gpt2 of a char-level GPT exits 2 saying why" 2 "vocab.tokenizer must be bpe"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

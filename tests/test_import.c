@@ -3,7 +3,7 @@
  * Hugging Face tokenizers, and a BERT imported from the Hugging Face layout
  * against a PyTorch forward.
  *
- * Fixtures (tests/data/hf/, made by tests/parity/gen_bert_fixture.py with
+ * Fixtures (tests/data/hf/, made by tests/parity/gen_hf_fixture.py with
  * PyTorch and the `tokenizers` package; CI needs neither):
  *   - wordpiece-cases.json: 295 varied sentences (SST-2, Multi30k German
  *     and English, hand-written ones with accents, CJK, emoji, control
@@ -428,6 +428,256 @@ static void test_import_embed(clf_runtime *rt)
     unlink(out);
 }
 
+/* ---- GPT-2 ------------------------------------------------------------------------------ */
+
+/* The reference texts, ids and logits (tiny-gpt2-logits.safetensors). */
+typedef struct gpt2_ref {
+    clf_st_reader *r;
+    int count;
+} gpt2_ref;
+
+static gpt2_ref gpt2_ref_open(void)
+{
+    gpt2_ref g = {NULL, 0};
+    clf_error err;
+    tu_ok(clf_st_reader_open(HF "/tiny-gpt2-logits.safetensors", &g.r, &err), &err, "reference");
+    const char *c = g.r ? clf_st_reader_metadata(g.r, "count") : NULL;
+    g.count = c ? atoi(c) : 0;
+    return g;
+}
+
+static int32_t *ref_ids(gpt2_ref *g, int i, int *T)
+{
+    char name[32];
+    clf_error err;
+    snprintf(name, sizeof name, "ids.%d", i);
+    const clf_st_tensor_info *t = clf_st_reader_find(g->r, name);
+    *T = t ? (int)t->shape[0] : 0;
+    int32_t *ids = calloc((size_t)*T + 1, sizeof *ids);
+    int64_t shape[1] = {*T};
+    tu_ok(clf_st_reader_read(g->r, name, CLF_ST_I32, 1, shape, ids, (size_t)*T * 4, &err), &err,
+          name);
+    return ids;
+}
+
+static void check_encodes(const clf_tokenizer *t, gpt2_ref *g, const char *what)
+{
+    for (int i = 0; i < g->count; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "text.%d", i);
+        const char *text = clf_st_reader_metadata(g->r, key);
+        int T;
+        int32_t *want = ref_ids(g, i, &T), *got = NULL;
+        size_t n = 0;
+        clf_error err;
+        tu_ok(clf_tokenizer_encode(t, text, strlen(text), &got, &n, &err), &err, "encode");
+        int same = (int)n == T;
+        for (int k = 0; same && k < T; k++)
+            same = got[k] == want[k];
+        TU_CHECK(same, "%s: text %d encodes to the ids of tokenizers (%zu ids, want %d)", what, i,
+                 n, T);
+        char *back = NULL;
+        tu_ok(clf_tokenizer_decode(t, got, n, &back, NULL, &err), &err, "decode");
+        TU_CHECK(strcmp(back, text) == 0, "%s: text %d decodes back exactly", what, i);
+        free(back);
+        free(got);
+        free(want);
+    }
+}
+
+static void test_gpt2_tokenizer(void)
+{
+    gpt2_ref g = gpt2_ref_open();
+    size_t vl, ml, hl;
+    char *v = slurp(HF "/tiny-gpt2/vocab.json", &vl), *m = slurp(HF "/tiny-gpt2/merges.txt", &ml);
+    char *h = slurp(HF "/tiny-gpt2/tokenizer-hf.json", &hl);
+    clf_tokenizer *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    clf_error err;
+    tu_ok(clf_tokenizer_from_gpt2(v, vl, m, ml, "vocab.json", &a, &err), &err, "from_gpt2");
+    tu_ok(clf_tokenizer_from_hf(h, hl, "tokenizer-hf.json", &b, &err), &err, "from_hf (BPE)");
+    TU_CHECK(clf_tokenizer_type_of(a) == CLF_TOKENIZER_BPE && clf_tokenizer_vocab_size(a) == 350,
+             "350 ids, got %d", (int)clf_tokenizer_vocab_size(a));
+    TU_CHECK(clf_tokenizer_special(a, CLF_SPECIAL_EOS) == 0 &&
+                 clf_tokenizer_special(a, CLF_SPECIAL_BOS) == 0 &&
+                 clf_tokenizer_special(a, CLF_SPECIAL_PAD) == -1,
+             "<|endoftext|> (id 0) is eos and bos; no pad");
+    TU_CHECK(clf_tokenizer_special_of(a, 0) >= 0, "id 0 is a special");
+    check_encodes(a, &g, "vocab.json + merges.txt");
+    check_encodes(b, &g, "tokenizer.json");
+    /* clformer's JSON keeps the numbering; GPT-2's files written back read the same */
+    char *json = NULL, *v2 = NULL, *m2 = NULL;
+    tu_ok(clf_tokenizer_to_json(a, &json, NULL, &err), &err, "to_json");
+    tu_ok(clf_tokenizer_from_json(json, strlen(json), &c, &err), &err, "from_json");
+    check_encodes(c, &g, "clformer JSON round trip");
+    tu_ok(clf_tokenizer_to_gpt2(a, &v2, &m2, &err), &err, "to_gpt2");
+    tu_ok(clf_tokenizer_from_gpt2(v2, strlen(v2), m2, strlen(m2), "v2", &d, &err), &err,
+          "from_gpt2 again");
+    check_encodes(d, &g, "GPT-2 files round trip");
+    /* errors: a merge of pieces not made yet, a character outside GPT-2's 256 */
+    clf_tokenizer *x = NULL;
+    const char *bad_merges = "#version: 0.2\nzq xw\n";
+    TU_CHECK(clf_tokenizer_from_gpt2(v, vl, bad_merges, strlen(bad_merges), "m", &x, &err) ==
+                     CLF_ERR_FORMAT &&
+                 strstr(err.msg, "no earlier piece") != NULL,
+             "a merge of unknown pieces refused: %s", err.msg);
+    const char *bad_char = "#version: 0.2\n\xe2\x82\xac a\n";
+    TU_CHECK(clf_tokenizer_from_gpt2(v, vl, bad_char, strlen(bad_char), "m", &x, &err) ==
+                     CLF_ERR_FORMAT &&
+                 strstr(err.msg, "byte-level") != NULL,
+             "a non-byte character refused: %s", err.msg);
+    free(json);
+    free(v2);
+    free(m2);
+    clf_tokenizer_destroy(a);
+    clf_tokenizer_destroy(b);
+    clf_tokenizer_destroy(c);
+    clf_tokenizer_destroy(d);
+    free(v);
+    free(m);
+    free(h);
+    clf_st_reader_destroy(g.r);
+}
+
+/* The imported tiny GPT-2's logits at every position against PyTorch. */
+static void test_gpt2_logits(clf_runtime *rt)
+{
+    char out[640];
+    snprintf(out, sizeof out, "%s/gpt2.safetensors", tmpdir);
+    clf_error err;
+    clf_import_report rep;
+    tu_ok(clf_import_hf(HF "/tiny-gpt2", out, &rep, &err), &err, "import gpt2");
+    TU_CHECK(strcmp(rep.model_type, "gpt2") == 0 && rep.layers == 2 && rep.vocab == 350 &&
+                 rep.context == 64 && rep.ignored == 2,
+             "gpt2 report: %s, %d layers, %d ignored (%s)", rep.model_type, rep.layers, rep.ignored,
+             rep.ignored_names);
+    gpt2_ref g = gpt2_ref_open();
+    clf_checkpoint *ck = NULL;
+    clf_model *m = NULL;
+    tu_ok(clf_checkpoint_open(out, &ck, &err), &err, "open");
+    const clf_model_limits lim = {.B = 1};
+    tu_ok(clf_checkpoint_model_create(ck, rt, &lim, 0, &m, &err), &err, "model");
+    const size_t V = 350;
+    double worst = 0;
+    for (int i = 0; i < g.count && m != NULL; i++) {
+        int T;
+        int32_t *ids = ref_ids(&g, i, &T);
+        float *got = calloc((size_t)T * V, sizeof *got), *want = calloc((size_t)T * V, 4);
+        char name[32];
+        snprintf(name, sizeof name, "logits.%d", i);
+        int64_t shape[2] = {T, (int64_t)V};
+        tu_ok(clf_st_reader_read_f32(g.r, name, 2, shape, want, (size_t)T * V, &err), &err, name);
+        tu_ok(clf_model_set_batch(m, clf_batch_decoder(ids, NULL, 1, T), &err), &err, "batch");
+        tu_ok(clf_model_forward(m, 0, &err), &err, "forward");
+        tu_ok(clf_model_logits_read(m, got, &err), &err, "logits");
+        double md = 0;
+        for (size_t k = 0; k < (size_t)T * V; k++)
+            md = fmax(md, fabs((double)got[k] - (double)want[k]));
+        worst = fmax(worst, md);
+        TU_CHECK(md <= 2e-4, "text %d: logits of %d positions within 2e-4 of PyTorch (%.3g)", i, T,
+                 md);
+        free(got);
+        free(want);
+        free(ids);
+    }
+    printf("gpt2 import: logits within %.3g of the PyTorch reference\n", worst);
+    clf_model_destroy(m);
+    clf_checkpoint_close(ck);
+    clf_st_reader_destroy(g.r);
+    unlink(out);
+}
+
+/* A clformer GPT with a BPE vocabulary out to GPT-2's layout and back: the
+ * same bits, the same tokenizer. */
+static void test_gpt2_round_trip(clf_runtime *rt)
+{
+    static const char *yaml = "model:\n"
+                              "  kind: decoder\n"
+                              "  vocab: {tokenizer: bpe, size: 300}\n"
+                              "  context: 16\n"
+                              "  embedding: {dim: 32, dropout: 0.1}\n"
+                              "  blocks:\n"
+                              "    repeat: 2\n"
+                              "    attention: {heads: 4, dropout: 0.1}\n"
+                              "    ffn: {hidden: 80, activation: gelu_tanh}\n"
+                              "    norm: {eps: 1.0e-5}\n"
+                              "    dropout: 0.1\n"
+                              "  final_norm: {type: layernorm}\n"
+                              "train: {seed: 5}\n";
+    clf_error err;
+    clf_model_config cfg;
+    clf_tokenizer *tok = NULL;
+    clf_model *m = NULL;
+    tu_ok(clf_config_parse_string(yaml, "gpt", NULL, 0, &cfg, &err), &err, "config");
+    size_t tl;
+    char *text = slurp("data/tinyshakespeare.txt", &tl);
+    clf_bpe_options bo;
+    clf_bpe_options_init(&bo);
+    bo.vocab_size = 300;
+    tu_ok(clf_tokenizer_train_bpe(text, tl < 200000 ? tl : 200000, &bo, &tok, &err), &err, "bpe");
+    free(text);
+    tu_ok(clf_model_create(rt, &cfg, clf_tokenizer_vocab_size(tok), 1, 0, &m, &err), &err, "model");
+    char *tj = NULL, ck1[640], dir[640], ck2[640];
+    tu_ok(clf_tokenizer_to_json(tok, &tj, NULL, &err), &err, "tokenizer json");
+    snprintf(ck1, sizeof ck1, "%s/gpt.safetensors", tmpdir);
+    snprintf(dir, sizeof dir, "%s/gpt-hf", tmpdir);
+    snprintf(ck2, sizeof ck2, "%s/gpt-back.safetensors", tmpdir);
+    tu_ok(clf_checkpoint_save(ck1, m, &cfg, tj, NULL, 0, &err), &err, "save");
+    tu_ok(clf_export_gpt2(ck1, dir, &err), &err, "export gpt2");
+    tu_ok(clf_import_hf(dir, ck2, NULL, &err), &err, "import it back");
+    clf_checkpoint *a = NULL, *b = NULL;
+    tu_ok(clf_checkpoint_open(ck1, &a, &err), &err, "open 1");
+    tu_ok(clf_checkpoint_open(ck2, &b, &err), &err, "open 2");
+    if (a != NULL && b != NULL) {
+        TU_CHECK(strcmp(clf_checkpoint_tokenizer(a), clf_checkpoint_tokenizer(b)) == 0,
+                 "the tokenizer comes back identical");
+        char key[128];
+        /* the model part: GPT-2's config.json has no training settings */
+        clf_model_config ca = *clf_checkpoint_config(a), cb = *clf_checkpoint_config(b);
+        cb.train = ca.train;
+        TU_CHECK(!clf_config_diff(&ca, &cb, key, sizeof key),
+                 "the model's config comes back identical (differs in %s)", key);
+        clf_st_reader *ra = NULL, *rb = NULL;
+        tu_ok(clf_st_reader_open(ck1, &ra, &err), &err, "reader 1");
+        tu_ok(clf_st_reader_open(ck2, &rb, &err), &err, "reader 2");
+        size_t n = clf_st_reader_count(ra), same = 0;
+        for (size_t i = 0; i < n; i++) {
+            const clf_st_tensor_info *x = clf_st_reader_tensor(ra, i);
+            const clf_st_tensor_info *y = clf_st_reader_find(rb, x->name);
+            size_t bytes = (size_t)(x->end - x->begin);
+            if (y == NULL || (size_t)(y->end - y->begin) != bytes)
+                continue;
+            unsigned char *p = malloc(bytes), *q = malloc(bytes);
+            tu_ok(clf_st_reader_read_raw(ra, x, p, bytes, &err), &err, "raw 1");
+            tu_ok(clf_st_reader_read_raw(rb, y, q, bytes, &err), &err, "raw 2");
+            same += memcmp(p, q, bytes) == 0;
+            free(p);
+            free(q);
+        }
+        TU_CHECK(same == n && n == clf_st_reader_count(rb),
+                 "every tensor comes back bit for bit (%zu of %zu)", same, n);
+        clf_st_reader_destroy(ra);
+        clf_st_reader_destroy(rb);
+    }
+    /* a model GPT-2 cannot hold is refused, naming why */
+    clf_model_config c2 = cfg;
+    c2.blocks.norm.placement = CLF_NORM_POST;
+    clf_model *m2 = NULL;
+    char ck3[640];
+    snprintf(ck3, sizeof ck3, "%s/post.safetensors", tmpdir);
+    tu_ok(clf_model_create(rt, &c2, clf_tokenizer_vocab_size(tok), 1, 0, &m2, &err), &err, "m2");
+    tu_ok(clf_checkpoint_save(ck3, m2, &c2, tj, NULL, 0, &err), &err, "save post");
+    snprintf(dir, sizeof dir, "%s/post-hf", tmpdir);
+    TU_CHECK(clf_export_gpt2(ck3, dir, &err) == CLF_ERR_UNSUPPORTED &&
+                 strstr(err.msg, "pre-norm") != NULL,
+             "a post-norm GPT is refused: %s", err.msg);
+    clf_model_destroy(m2);
+    clf_checkpoint_close(a);
+    clf_checkpoint_close(b);
+    free(tj);
+    clf_model_destroy(m);
+    clf_tokenizer_destroy(tok);
+}
+
 static void rm_tree(const char *dir)
 {
     char cmd[600];
@@ -448,9 +698,13 @@ int main(void)
     test_wordpiece();
     test_hf_errors();
     test_import_errors();
+    test_gpt2_tokenizer();
     clf_runtime *rt = tu_runtime();
-    if (rt != NULL)
+    if (rt != NULL) {
         test_import_embed(rt);
+        test_gpt2_logits(rt);
+        test_gpt2_round_trip(rt);
+    }
     rm_tree(tmpdir);
     return tu_finish();
 }

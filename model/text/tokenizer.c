@@ -48,6 +48,8 @@ void clf_tokenizer_destroy(clf_tokenizer *t)
     free(t->merges);
     tok_pair_map_free(&t->ranks);
     tok_wp_free(t->wp);
+    free(t->ext);
+    free(t->intl);
     free(t);
 }
 
@@ -187,16 +189,22 @@ clf_status clf_tokenizer_create(clf_tokenizer_type type, const char *text, size_
 }
 
 clf_tokenizer_type clf_tokenizer_type_of(const clf_tokenizer *t) { return t->type; }
-int32_t clf_tokenizer_vocab_size(const clf_tokenizer *t) { return t->vocab_size; }
+int32_t clf_tokenizer_vocab_size(const clf_tokenizer *t)
+{
+    return t->ext != NULL ? t->ext_size : t->vocab_size;
+}
 int32_t clf_tokenizer_base_size(const clf_tokenizer *t) { return t->base; }
 
 int32_t clf_tokenizer_special(const clf_tokenizer *t, clf_special_token which)
 {
-    return (unsigned)which < CLF_SPECIAL_COUNT ? t->special[which] : -1;
+    if ((unsigned)which >= CLF_SPECIAL_COUNT || t->special[which] < 0)
+        return -1;
+    return t->ext != NULL ? t->ext[t->special[which]] : t->special[which];
 }
 
 int clf_tokenizer_special_of(const clf_tokenizer *t, int32_t id)
 {
+    id = tok_internal(t, id);
     if (id < 0)
         return -1;
     for (int i = 0; i < CLF_SPECIAL_COUNT; i++)
@@ -205,11 +213,55 @@ int clf_tokenizer_special_of(const clf_tokenizer *t, int32_t id)
     return -1;
 }
 
+clf_status tok_set_ids(clf_tokenizer *t, const int32_t *ext, int32_t ext_size, clf_error *err)
+{
+    int32_t *e = malloc((size_t)t->vocab_size * sizeof *e);
+    int32_t *in = malloc(((size_t)ext_size + 1) * sizeof *in);
+    if (e == NULL || in == NULL) {
+        free(e);
+        free(in);
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory loading a tokenizer");
+    }
+    for (int32_t i = 0; i < ext_size; i++)
+        in[i] = -1;
+    for (int32_t i = 0; i < t->vocab_size; i++) {
+        e[i] = ext[i];
+        if (ext[i] < -1 || ext[i] >= ext_size) {
+            free(e);
+            free(in);
+            return clf_error_set_at(err, CLF_ERR_FORMAT, "tokenizer",
+                                    "model id %d of piece %d is outside [0, %d)", (int)ext[i],
+                                    (int)i, (int)ext_size);
+        }
+        if (ext[i] >= 0 && in[ext[i]] < 0)
+            in[ext[i]] = i;
+        else if (ext[i] >= 0 && i >= CLF_BPE_BYTE_FIRST) { /* two pieces, one id */
+            int32_t other = in[ext[i]];
+            free(e);
+            free(in);
+            return clf_error_set_at(err, CLF_ERR_FORMAT, "tokenizer",
+                                    "pieces %d and %d share the model id %d", (int)other, (int)i,
+                                    (int)ext[i]);
+        }
+    }
+    free(t->ext);
+    free(t->intl);
+    t->ext = e;
+    t->intl = in;
+    t->ext_size = ext_size;
+    return CLF_OK;
+}
+
 clf_status clf_tokenizer_add_special(clf_tokenizer *t, clf_special_token which, int32_t *id,
                                      clf_error *err)
 {
     if ((unsigned)which >= CLF_SPECIAL_COUNT)
         return clf_error_set(err, CLF_ERR_ARG, "unknown special token %d", (int)which);
+    if (t->ext != NULL && (t->special[which] < 0 || t->ext[t->special[which]] < 0))
+        return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                             "the tokenizer of this pretrained model has no %s token, and its "
+                             "vocabulary cannot grow one",
+                             special_names[which]);
     if (t->special[which] < 0 && t->type == CLF_TOKENIZER_WORDPIECE)
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
                              "the wordpiece tokenizer has no %s token, and a pretrained "
@@ -222,7 +274,7 @@ clf_status clf_tokenizer_add_special(clf_tokenizer *t, clf_special_token which, 
         t->vocab_size++;
     }
     if (id != NULL)
-        *id = t->special[which];
+        *id = clf_tokenizer_special(t, which);
     return CLF_OK;
 }
 
@@ -261,8 +313,12 @@ clf_status clf_tokenizer_encode_into(const clf_tokenizer *t, const char *text, s
         *n = len;
         return CLF_OK;
     }
-    if (t->type == CLF_TOKENIZER_BPE)
-        return tok_bpe_encode(t, text, len, ids, cap, n, err);
+    if (t->type == CLF_TOKENIZER_BPE) {
+        clf_status st = tok_bpe_encode(t, text, len, ids, cap, n, err);
+        for (size_t i = 0; st == CLF_OK && t->ext != NULL && i < *n; i++)
+            ids[i] = t->ext[ids[i]]; /* every byte and merge has a model id */
+        return st;
+    }
     if (t->type == CLF_TOKENIZER_WORDPIECE) {
         int32_t *w = NULL;
         size_t nw = 0;
@@ -327,7 +383,8 @@ clf_status clf_tokenizer_encode(const clf_tokenizer *t, const char *text, size_t
 
 int clf_tokenizer_piece(const clf_tokenizer *t, int32_t id, const char **bytes, size_t *len)
 {
-    if (id < 0 || id >= t->vocab_size)
+    id = tok_internal(t, id);
+    if (id < 0)
         return 0;
     *bytes = t->bytes + t->off[id];
     *len = t->off[id + 1] - t->off[id];
@@ -351,6 +408,11 @@ static const char *token_text(const clf_tokenizer *t, int32_t id, unsigned flags
             return buf;
         }
     }
+    id = tok_internal(t, id);
+    if (id < 0) { /* a model id that no piece has: nothing */
+        *l = 0;
+        return "";
+    }
     *l = t->off[id + 1] - t->off[id];
     return t->bytes + t->off[id];
 }
@@ -367,11 +429,11 @@ clf_status clf_tokenizer_decode_ex(const clf_tokenizer *t, const int32_t *ids, s
         return tok_wp_decode(t, ids, n, flags, text, len, err);
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= t->vocab_size)
+        if (ids[i] < 0 || ids[i] >= clf_tokenizer_vocab_size(t))
             return clf_error_set(err, CLF_ERR_ARG,
                                  "token id %d at position %zu is outside the "
                                  "vocabulary (%d tokens)",
-                                 (int)ids[i], i, (int)t->vocab_size);
+                                 (int)ids[i], i, (int)clf_tokenizer_vocab_size(t));
         token_text(t, ids[i], flags, buf, &l);
         total += l;
     }
@@ -414,6 +476,18 @@ clf_status clf_tokenizer_to_json(const clf_tokenizer *t, char **json, size_t *le
         clf_json_end_array(&w);
     } else if (t->type == CLF_TOKENIZER_BPE) {
         tok_bpe_write_json(t, &w);
+        if (t->ext != NULL) { /* a pretrained model's numbering */
+            clf_json_key(&w, "model_ids");
+            clf_json_begin_object(&w);
+            clf_json_key(&w, "size");
+            clf_json_int(&w, t->ext_size);
+            clf_json_key(&w, "ids");
+            clf_json_begin_array(&w);
+            for (int32_t i = 0; i < t->vocab_size; i++)
+                clf_json_int(&w, t->ext[i]);
+            clf_json_end_array(&w);
+            clf_json_end_object(&w);
+        }
     } else if (t->type == CLF_TOKENIZER_WORDPIECE) {
         tok_wp_write_json(t, &w);
     }
@@ -456,9 +530,9 @@ static clf_status load_specials(const clf_json *sp, int32_t *special, clf_error 
 /* The document's keys and its format, version, type and vocab_size. */
 static clf_status check_header(const clf_json *doc, clf_error *err)
 {
-    static const char *const keys[] = {"format",        "version",  "type",
-                                       "vocab_size",    "specials", "vocab",
-                                       "pre_tokenizer", "merges",   "wordpiece"};
+    static const char *const keys[] = {"format",        "version", "type",      "vocab_size",
+                                       "specials",      "vocab",   "wordpiece", "model_ids",
+                                       "pre_tokenizer", "merges"};
     if (doc->type != CLF_JSON_OBJECT)
         return TOK_ERR("expected a JSON object, found a JSON %s", clf_json_type_name(doc->type));
     for (size_t i = 0; i < doc->count; i++) {
@@ -583,6 +657,29 @@ clf_status clf_tokenizer_from_json(const char *json, size_t len, clf_tokenizer *
             if (special[i] != i)
                 st = TOK_ERR("a bpe tokenizer has special token \"%s\" at id %d, found %d",
                              special_names[i], i, (int)special[i]);
+        const clf_json *mi = clf_json_get(doc, "model_ids");
+        if (st == CLF_OK && mi != NULL) {
+            const clf_json *sz = clf_json_get(mi, "size"), *ids = clf_json_get(mi, "ids");
+            if (sz == NULL || !sz->is_int || sz->integer < 1 || sz->integer > CLF_BPE_MAX_VOCAB ||
+                ids == NULL || ids->type != CLF_JSON_ARRAY || ids->count != (size_t)t->vocab_size) {
+                st = TOK_ERR("\"model_ids\" must be {\"size\": N, \"ids\": [one per piece]}");
+            } else {
+                int32_t *e = malloc(ids->count * sizeof *e);
+                if (e == NULL)
+                    st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory loading a tokenizer");
+                for (size_t i = 0; e != NULL && i < ids->count && st == CLF_OK; i++) {
+                    if (!ids->items[i].is_int || ids->items[i].integer < -1 ||
+                        ids->items[i].integer >= sz->integer)
+                        st = TOK_ERR("model_ids.ids[%zu] must be -1 or an id below %lld", i,
+                                     (long long)sz->integer);
+                    else
+                        e[i] = (int32_t)ids->items[i].integer;
+                }
+                if (st == CLF_OK)
+                    st = tok_set_ids(t, e, (int32_t)sz->integer, err);
+                free(e);
+            }
+        }
     } else if (strcmp(typ->string, "wordpiece") == 0) {
         st = tok_wp_from_json(doc, (int32_t)vs->integer, special, &t, err);
     } else {

@@ -187,6 +187,22 @@ clf_status clf_tokenizer_from_json(const char *json, size_t len, clf_tokenizer *
  * CLF_ERR_FORMAT naming the part. */
 clf_status clf_tokenizer_from_hf(const char *json, size_t len, const char *name,
                                  clf_tokenizer **out, clf_error *err);
+/* GPT-2's byte-level BPE from its vocab.json and merges.txt (name: for
+ * messages): a bpe tokenizer whose ids are the model's (vocab.json's);
+ * <|endoftext|> is eos and bos, pad/unk/cls/sep do not exist unless the
+ * vocabulary names them <|pad|>, <|unk|>, <|cls|>, <|sep|> (as
+ * clf_tokenizer_to_gpt2 writes them). A merge whose sides are not earlier
+ * pieces, a character that is not one of GPT-2's 256 byte characters, a
+ * piece with no vocabulary entry: CLF_ERR_FORMAT naming it. */
+clf_status clf_tokenizer_from_gpt2(const char *vocab_json, size_t vlen, const char *merges_txt,
+                                   size_t mlen, const char *name, clf_tokenizer **out,
+                                   clf_error *err);
+/* A bpe tokenizer as GPT-2's vocab.json and merges.txt (both malloc'ed,
+ * NUL-terminated): the pieces in GPT-2's byte characters with their ids,
+ * the specials as <|pad|>, <|bos|>, <|endoftext|> (eos), <|unk|>, <|cls|>,
+ * <|sep|>. Another kind is CLF_ERR_UNSUPPORTED. */
+clf_status clf_tokenizer_to_gpt2(const clf_tokenizer *t, char **vocab_json, char **merges_txt,
+                                 clf_error *err);
 /* Either form: clformer's ("format": "clformer-tokenizer") or a Hugging
  * Face tokenizer.json (a "model" object). */
 clf_status clf_tokenizer_from_any_json(const char *json, size_t len, const char *name,

@@ -57,7 +57,21 @@ struct clf_tokenizer {
     int32_t *merges;    /* [n_merges][2]: merge r joins (left, right) into id 262 + r */
     tok_pair_map ranks; /* (left, right) -> r */
     tok_wordpiece *wp;  /* wordpiece */
+    /* bpe with a pretrained model's numbering (GPT-2's vocab.json): the
+     * API's ids are the model's; ext[internal] is the model's id of each
+     * internal id (-1: absent), intl[model id] the internal id (-1: a
+     * model id no piece has). NULL: the ids are the internal ones. */
+    int32_t *ext, *intl;
+    int32_t ext_size;
 };
+
+/* The internal id of an API id (identity without a map; -1 if none). */
+static inline int32_t tok_internal(const clf_tokenizer *t, int32_t id)
+{
+    if (t->ext == NULL)
+        return id >= 0 && id < t->vocab_size ? id : -1;
+    return id >= 0 && id < t->ext_size ? t->intl[id] : -1;
+}
 
 /* Pair map (text/bpe.c). */
 int tok_pair_map_init(tok_pair_map *m, size_t expected);
@@ -85,6 +99,15 @@ void tok_bpe_write_json(const clf_tokenizer *t, clf_json_writer *w);
  * (format, version, type, vocab_size) are already checked. */
 clf_status tok_bpe_from_json(const clf_json *doc, int32_t vocab_size, clf_tokenizer **out,
                              clf_error *err);
+
+/* Give t (bpe) the model numbering ext[vocab_size] over ext_size ids
+ * (copied; text/gpt2.c builds it). */
+clf_status tok_set_ids(clf_tokenizer *t, const int32_t *ext, int32_t ext_size, clf_error *err);
+
+/* A bpe tokenizer from a Hugging Face tokenizer.json's BPE "model" object
+ * (its vocab and merges; text/gpt2.c). */
+clf_status tok_gpt2_from_hf(const clf_json *model, const char *name, clf_tokenizer **out,
+                            clf_error *err);
 
 /* WordPiece parts of the tokenizer API (text/wordpiece.c). */
 void tok_wp_free(tok_wordpiece *wp);

@@ -711,8 +711,24 @@ clf_status clf_tokenizer_from_hf(const char *json, size_t len, const char *name,
         st = HF_ERR("no \"model\" with a \"type\": not a Hugging Face tokenizer.json");
         goto done;
     }
+    if (strcmp(mty->string, "BPE") == 0) { /* GPT-2's byte level */
+        const clf_json *pt = clf_json_get(doc, "pre_tokenizer");
+        const clf_json *ptt = pt ? clf_json_get(pt, "type") : NULL;
+        if (ptt == NULL || ptt->type != CLF_JSON_STRING || strcmp(ptt->string, "ByteLevel") != 0) {
+            st = HF_ERR("a BPE model needs the ByteLevel pre_tokenizer (GPT-2's), found \"%s\"",
+                        ptt && ptt->type == CLF_JSON_STRING ? ptt->string : "?");
+            goto done;
+        }
+        const clf_json *aps = clf_json_get(pt, "add_prefix_space");
+        if (aps != NULL && aps->type == CLF_JSON_BOOL && aps->boolean) {
+            st = HF_ERR("pre_tokenizer.add_prefix_space true is not supported (GPT-2's is false)");
+            goto done;
+        }
+        st = tok_gpt2_from_hf(model, name, out, err);
+        goto done;
+    }
     if (strcmp(mty->string, "WordPiece") != 0) {
-        st = HF_ERR("model type \"%s\" is not supported (WordPiece)", mty->string);
+        st = HF_ERR("model type \"%s\" is not supported (WordPiece, or GPT-2's BPE)", mty->string);
         goto done;
     }
     const clf_json *voc = clf_json_get(model, "vocab");

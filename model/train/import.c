@@ -11,9 +11,11 @@
  */
 #include "model/train/import.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config/config.h"
 #include "model/io/fileio.h"
@@ -26,7 +28,7 @@
 
 typedef struct imp {
     char path[4096]; /* the safetensors file, for messages */
-    char prefix[8];  /* "" or "bert." */
+    char prefix[16]; /* "", "bert." or "transformer." */
     clf_st_reader *r;
     unsigned char *used; /* [tensors of r] */
     clf_checkpoint_tensor *t;
@@ -349,6 +351,197 @@ static clf_status bert_tensors(imp *s, const clf_model_config *cfg, clf_error *e
     return CLF_OK;
 }
 
+/* ---- GPT-2 ------------------------------------------------------------------------- */
+
+static clf_status gpt2_config(const clf_json *doc, const char *path, clf_model_config *cfg,
+                              clf_error *err)
+{
+    int L = 0, C = 0, NH = 0, P = 0, V = 0, H = 0;
+    clf_status st;
+    const char *act = get_str(doc, "activation_function");
+    const clf_json *inner = clf_json_get(doc, "n_inner");
+    const char *pos_key = clf_json_get(doc, "n_positions") != NULL ? "n_positions" : "n_ctx";
+    if ((st = get_int(doc, path, "n_layer", 1, 1024, &L, err)) != CLF_OK ||
+        (st = get_int(doc, path, "n_embd", 1, 65536, &C, err)) != CLF_OK ||
+        (st = get_int(doc, path, "n_head", 1, 4096, &NH, err)) != CLF_OK ||
+        (st = get_int(doc, path, pos_key, 1, 1048576, &P, err)) != CLF_OK ||
+        (st = get_int(doc, path, "vocab_size", 1, 16777216, &V, err)) != CLF_OK)
+        return st;
+    if (inner != NULL && inner->type != CLF_JSON_NULL) {
+        if ((st = get_int(doc, path, "n_inner", 1, 1048576, &H, err)) != CLF_OK)
+            return st;
+    } else {
+        H = 4 * C;
+    }
+    static const char *const unsupported[] = {"scale_attn_by_inverse_layer_idx",
+                                              "reorder_and_upcast_attn", "add_cross_attention"};
+    for (int i = 0; i < 3; i++) {
+        const clf_json *b = clf_json_get(doc, unsupported[i]);
+        if (b != NULL && b->type == CLF_JSON_BOOL && b->boolean)
+            return clf_error_set(err, CLF_ERR_FORMAT, "%s: \"%s\": true is not supported", path,
+                                 unsupported[i]);
+    }
+    const clf_json *sc = clf_json_get(doc, "scale_attn_weights");
+    if (sc != NULL && sc->type == CLF_JSON_BOOL && !sc->boolean)
+        return clf_error_set(err, CLF_ERR_FORMAT,
+                             "%s: \"scale_attn_weights\": false is not supported", path);
+    clf_activation a;
+    if (act == NULL || strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0)
+        a = CLF_FFN_GELU_TANH;
+    else if (strcmp(act, "gelu") == 0)
+        a = CLF_FFN_GELU;
+    else if (strcmp(act, "relu") == 0)
+        a = CLF_FFN_RELU;
+    else
+        return clf_error_set(err, CLF_ERR_FORMAT,
+                             "%s: activation_function \"%s\" is not supported (gelu_new, gelu, "
+                             "relu)",
+                             path, act);
+    clf_config_defaults(cfg);
+    cfg->kind = CLF_MODEL_DECODER;
+    cfg->vocab.tokenizer = CLF_TOKENIZER_BPE;
+    cfg->vocab.size = V;
+    cfg->context = P;
+    cfg->embedding.dim = C;
+    cfg->embedding.scale = 0;
+    cfg->embedding.dropout = get_num(doc, "embd_pdrop", 0.1);
+    cfg->embedding.norm = CLF_NORM_NONE;
+    cfg->positional.type = CLF_POS_LEARNED;
+    cfg->blocks.repeat = L;
+    cfg->blocks.attention.heads = NH;
+    cfg->blocks.attention.causal = 1;
+    cfg->blocks.attention.dropout = get_num(doc, "attn_pdrop", 0.1);
+    cfg->blocks.attention.bias = 1;
+    cfg->blocks.ffn.hidden = H;
+    cfg->blocks.ffn.activation = a;
+    cfg->blocks.ffn.bias = 1;
+    cfg->blocks.ffn.dropout = 0;
+    cfg->blocks.dropout = get_num(doc, "resid_pdrop", 0.1);
+    cfg->blocks.norm.type = CLF_NORM_LAYERNORM;
+    cfg->blocks.norm.placement = CLF_NORM_PRE;
+    cfg->blocks.norm.eps = get_num(doc, "layer_norm_epsilon", 1e-5);
+    cfg->blocks.norm.bias = 1;
+    cfg->final_norm.type = CLF_NORM_LAYERNORM;
+    cfg->head.type = CLF_HEAD_LM;
+    cfg->head.tie_embedding = 1;
+    clf_config_resolve(cfg);
+    if ((st = clf_config_validate(cfg, err)) != CLF_OK)
+        clf_error_prefix(err, "%s: the model it describes", path);
+    return st;
+}
+
+/* A Conv1D weight [in, out] of the file as clformer's [out, in]. */
+static clf_status read_t(imp *s, const char *to, const char *from, int64_t in, int64_t out,
+                         clf_error *err)
+{
+    float *d = out_tensor(s, to, out, in, err);
+    float *tmp = d != NULL ? malloc((size_t)(in * out) * sizeof *tmp) : NULL;
+    if (tmp == NULL)
+        return d == NULL ? CLF_ERR_MEMORY
+                         : clf_error_set(err, CLF_ERR_MEMORY, "out of host memory importing");
+    clf_status st = read_in(s, from, NULL, in, out, tmp, err);
+    for (int64_t i = 0; st == CLF_OK && i < in; i++)
+        for (int64_t o = 0; o < out; o++)
+            d[o * in + i] = tmp[i * out + o];
+    free(tmp);
+    return st;
+}
+
+static clf_status gpt2_tensors(imp *s, const clf_model_config *cfg, clf_error *err)
+{
+    const int64_t C = cfg->embedding.dim, V = cfg->vocab.size, P = cfg->context;
+    const int64_t H = cfg->blocks.ffn.hidden;
+    char to[128], a[128];
+    clf_status st;
+    s->prefix[0] = '\0';
+    if (clf_st_reader_find(s->r, "wte.weight") == NULL &&
+        clf_st_reader_find(s->r, "transformer.wte.weight") != NULL)
+        snprintf(s->prefix, sizeof s->prefix, "transformer.");
+    if ((st = copy1(s, "wte", "wte.weight", NULL, V, C, err)) != CLF_OK ||
+        (st = copy1(s, "wpe", "wpe.weight", NULL, P, C, err)) != CLF_OK)
+        return st;
+    for (int l = 0; l < cfg->blocks.repeat; l++) {
+        static const struct {
+            const char *to, *from;
+            int conv;       /* 1: a Conv1D weight [in, out] to transpose */
+            int rows, cols; /* 0 C, 1 H, 3 3C; cols -1: 1-D */
+        } map[] = {
+            {"ln1.weight", "ln_1.weight", 0, 0, -1},
+            {"ln1.bias", "ln_1.bias", 0, 0, -1},
+            {"attn.qkv.weight", "attn.c_attn.weight", 1, 3, 0},
+            {"attn.qkv.bias", "attn.c_attn.bias", 0, 3, -1},
+            {"attn.proj.weight", "attn.c_proj.weight", 1, 0, 0},
+            {"attn.proj.bias", "attn.c_proj.bias", 0, 0, -1},
+            {"ln2.weight", "ln_2.weight", 0, 0, -1},
+            {"ln2.bias", "ln_2.bias", 0, 0, -1},
+            {"ffn.fc.weight", "mlp.c_fc.weight", 1, 1, 0},
+            {"ffn.fc.bias", "mlp.c_fc.bias", 0, 1, -1},
+            {"ffn.proj.weight", "mlp.c_proj.weight", 1, 0, 1},
+            {"ffn.proj.bias", "mlp.c_proj.bias", 0, 0, -1},
+        };
+        for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
+            const int64_t dims[4] = {C, H, 0, 3 * C};
+            const int64_t rows = dims[map[k].rows];
+            const int64_t cols = map[k].cols < 0 ? 0 : dims[map[k].cols];
+            snprintf(to, sizeof to, "blocks.%d.%s", l, map[k].to);
+            snprintf(a, sizeof a, "h.%d.%s", l, map[k].from);
+            st = map[k].conv ? read_t(s, to, a, cols, rows, err)
+                             : copy1(s, to, a, NULL, rows, cols, err);
+            if (st != CLF_OK)
+                return st;
+        }
+    }
+    if ((st = copy1(s, "ln_f.weight", "ln_f.weight", NULL, C, 0, err)) != CLF_OK ||
+        (st = copy1(s, "ln_f.bias", "ln_f.bias", NULL, C, 0, err)) != CLF_OK)
+        return st;
+    /* an untied lm_head must be the token embedding (GPT-2 ties them) */
+    const clf_st_tensor_info *lm = clf_st_reader_find(s->r, "lm_head.weight");
+    if (lm != NULL) {
+        size_t n = (size_t)(V * C);
+        float *x = malloc(n * sizeof *x);
+        if (x == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory importing");
+        int64_t shape[2] = {V, C};
+        st = clf_st_reader_read_f32(s->r, "lm_head.weight", 2, shape, x, n, err);
+        if (st == CLF_OK && memcmp(x, s->t[0].data, n * sizeof *x) != 0)
+            st = clf_error_set(err, CLF_ERR_FORMAT,
+                               "%s: lm_head.weight differs from wte.weight: clformer's GPT ties "
+                               "them",
+                               s->path);
+        for (size_t i = 0; st == CLF_OK && i < clf_st_reader_count(s->r); i++)
+            if (clf_st_reader_tensor(s->r, i) == lm)
+                s->used[i] = 1;
+        free(x);
+    }
+    return st;
+}
+
+/* The tokenizer of a GPT-2 folder: tokenizer.json, else vocab.json + merges.txt. */
+static clf_status gpt2_tokenizer(const char *dir, clf_tokenizer **tok, clf_error *err)
+{
+    char path[4096], mpath[4096];
+    char *a = NULL, *b = NULL;
+    size_t al = 0, bl = 0;
+    clf_status st;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (f != NULL) {
+        fclose(f);
+        if ((st = clf_file_read_all(path, MAX_JSON, &a, &al, err)) == CLF_OK)
+            st = clf_tokenizer_from_hf(a, al, path, tok, err);
+        free(a);
+        return st;
+    }
+    snprintf(path, sizeof path, "%s/vocab.json", dir);
+    snprintf(mpath, sizeof mpath, "%s/merges.txt", dir);
+    if ((st = clf_file_read_all(path, MAX_JSON, &a, &al, err)) == CLF_OK &&
+        (st = clf_file_read_all(mpath, MAX_JSON, &b, &bl, err)) == CLF_OK)
+        st = clf_tokenizer_from_gpt2(a, al, b, bl, path, tok, err);
+    free(a);
+    free(b);
+    return st;
+}
+
 clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_report *rep,
                          clf_error *err)
 {
@@ -368,30 +561,44 @@ clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_repor
     if (st != CLF_OK)
         goto done;
     const char *mt = get_str(doc, "model_type");
-    if (mt == NULL || strcmp(mt, "bert") != 0) {
+    const int gpt2 = mt != NULL && strcmp(mt, "gpt2") == 0;
+    if (mt == NULL || (strcmp(mt, "bert") != 0 && !gpt2)) {
         st = clf_error_set(err, CLF_ERR_FORMAT,
                            "%s: model_type \"%s\" is not supported (clformer imports \"bert\": "
-                           "BERT, MiniLM and the sentence-transformers models on them)",
+                           "BERT, MiniLM and the sentence-transformers models on them, and "
+                           "\"gpt2\")",
                            path, mt ? mt : "(none)");
         goto done;
     }
-    if ((st = bert_config(doc, path, &cfg, err)) != CLF_OK ||
-        (st = read_pool(dir, &mean, err)) != CLF_OK)
-        goto done;
-    cfg.head.pool = mean ? CLF_POOL_MEAN : CLF_POOL_CLS;
+    if (gpt2) {
+        if ((st = gpt2_config(doc, path, &cfg, err)) != CLF_OK)
+            goto done;
+    } else {
+        if ((st = bert_config(doc, path, &cfg, err)) != CLF_OK ||
+            (st = read_pool(dir, &mean, err)) != CLF_OK)
+            goto done;
+        cfg.head.pool = mean ? CLF_POOL_MEAN : CLF_POOL_CLS;
+    }
     /* the tokenizer */
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    if ((st = clf_file_read_all(path, MAX_JSON, &tok_text, &tok_len, err)) != CLF_OK ||
-        (st = clf_tokenizer_from_hf(tok_text, tok_len, path, &tok, err)) != CLF_OK)
-        goto done;
-    if (clf_tokenizer_vocab_size(tok) != cfg.vocab.size) {
-        st = clf_error_set(err, CLF_ERR_FORMAT, "%s: %d tokens, but config.json's vocab_size is %d",
-                           path, (int)clf_tokenizer_vocab_size(tok), cfg.vocab.size);
+    if (gpt2) {
+        if ((st = gpt2_tokenizer(dir, &tok, err)) != CLF_OK)
+            goto done;
+    } else if ((st = clf_file_read_all(path, MAX_JSON, &tok_text, &tok_len, err)) != CLF_OK ||
+               (st = clf_tokenizer_from_hf(tok_text, tok_len, path, &tok, err)) != CLF_OK) {
         goto done;
     }
-    if (clf_tokenizer_special(tok, CLF_SPECIAL_CLS) < 0 ||
-        clf_tokenizer_special(tok, CLF_SPECIAL_SEP) < 0 ||
-        clf_tokenizer_special(tok, CLF_SPECIAL_PAD) < 0) {
+    /* a GPT's embedding may have rows past the tokenizer's (clformer pads) */
+    if (gpt2 ? clf_tokenizer_vocab_size(tok) > cfg.vocab.size
+             : clf_tokenizer_vocab_size(tok) != cfg.vocab.size) {
+        st = clf_error_set(err, CLF_ERR_FORMAT,
+                           "%s: the tokenizer has %d tokens, but config.json's vocab_size is %d",
+                           dir, (int)clf_tokenizer_vocab_size(tok), cfg.vocab.size);
+        goto done;
+    }
+    if (!gpt2 && (clf_tokenizer_special(tok, CLF_SPECIAL_CLS) < 0 ||
+                  clf_tokenizer_special(tok, CLF_SPECIAL_SEP) < 0 ||
+                  clf_tokenizer_special(tok, CLF_SPECIAL_PAD) < 0)) {
         st = clf_error_set(err, CLF_ERR_FORMAT,
                            "%s: a BERT tokenizer needs [CLS], [SEP] and [PAD] tokens", path);
         goto done;
@@ -409,7 +616,7 @@ clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_repor
         st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory importing");
         goto done;
     }
-    if ((st = bert_tensors(&s, &cfg, err)) != CLF_OK)
+    if ((st = gpt2 ? gpt2_tensors(&s, &cfg, err) : bert_tensors(&s, &cfg, err)) != CLF_OK)
         goto done;
     for (size_t i = 0; i < clf_st_reader_count(s.r); i++) {
         if (s.used[i])
@@ -424,11 +631,12 @@ clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_repor
         r.ignored++;
     }
     snprintf(path, sizeof path, "%s", dir);
-    const clf_checkpoint_extra extra[] = {{"imported_from", path}, {"imported_type", "bert"}};
+    const clf_checkpoint_extra extra[] = {{"imported_from", path},
+                                          {"imported_type", gpt2 ? "gpt2" : "bert"}};
     if ((st = clf_checkpoint_write_params(out_path, &cfg, tok_json, cfg.vocab.size, s.t, s.n, extra,
                                           2, err)) != CLF_OK)
         goto done;
-    snprintf(r.model_type, sizeof r.model_type, "bert");
+    snprintf(r.model_type, sizeof r.model_type, "%s", gpt2 ? "gpt2" : "bert");
     r.layers = cfg.blocks.repeat;
     r.dim = cfg.embedding.dim;
     r.heads = cfg.blocks.attention.heads;
@@ -438,7 +646,7 @@ clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_repor
     r.tensors = s.n;
     for (int i = 0; i < s.n; i++)
         r.params += s.t[i].shape[0] * s.t[i].shape[1];
-    snprintf(r.pool, sizeof r.pool, "%s", mean ? "mean" : "cls");
+    snprintf(r.pool, sizeof r.pool, "%s", gpt2 ? "-" : mean ? "mean" : "cls");
     if (rep != NULL)
         *rep = r;
 done:
@@ -449,5 +657,219 @@ done:
     free(tok_json);
     if (st != CLF_OK)
         clf_error_prefix(err, "import %s", dir);
+    return st;
+}
+
+/* ---- export to the GPT-2 layout ------------------------------------------------------- */
+
+/* Why cfg cannot be written as a GPT-2, NULL if it can. */
+static const char *not_gpt2(const clf_model_config *c)
+{
+    if (c->kind != CLF_MODEL_DECODER)
+        return "model.kind must be decoder";
+    if (c->vocab.tokenizer != CLF_TOKENIZER_BPE)
+        return "vocab.tokenizer must be bpe (GPT-2's byte-level BPE)";
+    if (c->positional.type != CLF_POS_LEARNED)
+        return "positional.type must be learned";
+    if (c->embedding.scale || c->embedding.norm != CLF_NORM_NONE)
+        return "embedding.scale and embedding.norm must be off";
+    if (c->blocks.norm.type != CLF_NORM_LAYERNORM || !c->blocks.norm.bias ||
+        c->blocks.norm.placement != CLF_NORM_PRE)
+        return "blocks.norm must be a pre-norm layernorm with bias";
+    if (c->final_norm.type != CLF_NORM_LAYERNORM)
+        return "final_norm.type must be layernorm";
+    if (!c->blocks.attention.bias || !c->blocks.ffn.bias)
+        return "blocks.attention.bias and blocks.ffn.bias must be true";
+    if (c->blocks.ffn.activation == CLF_FFN_SWIGLU)
+        return "blocks.ffn.activation swiglu has no GPT-2 form";
+    if (c->blocks.attention.window != 0)
+        return "blocks.attention.window must be 0";
+    if (!c->head.tie_embedding)
+        return "head.tie_embedding must be true";
+    return NULL;
+}
+
+static clf_status write_text(const char *path, const char *text, clf_error *err)
+{
+    return clf_file_write_atomic(path, text, strlen(text), err);
+}
+
+clf_status clf_export_gpt2(const char *ckpt_path, const char *out_dir, clf_error *err)
+{
+    clf_checkpoint *ck = NULL;
+    clf_tokenizer *tok = NULL;
+    clf_st_reader *r = NULL;
+    clf_st_writer *w = NULL;
+    char *vocab = NULL, *merges = NULL, *cfg_json = NULL;
+    float **bufs = NULL;
+    int nb = 0;
+    char path[4096];
+    clf_status st = clf_checkpoint_open(ckpt_path, &ck, err);
+    if (st != CLF_OK)
+        return st;
+    const clf_model_config *c = clf_checkpoint_config(ck);
+    const char *why = not_gpt2(c);
+    if (why != NULL) {
+        st = clf_error_set(err, CLF_ERR_UNSUPPORTED, "the GPT-2 layout: %s", why);
+        goto done;
+    }
+    if ((st = clf_checkpoint_tokenizer_create(ck, &tok, err)) != CLF_OK ||
+        (st = clf_tokenizer_to_gpt2(tok, &vocab, &merges, err)) != CLF_OK)
+        goto done;
+    const int64_t C = c->embedding.dim, V = clf_checkpoint_vocab(ck), P = c->context;
+    const int64_t H = c->blocks.ffn.hidden;
+    const int L = c->blocks.repeat;
+    /* config.json */
+    clf_json_writer jw;
+    clf_json_writer_init(&jw);
+    clf_json_begin_object(&jw);
+    clf_json_key(&jw, "architectures");
+    clf_json_begin_array(&jw);
+    clf_json_string(&jw, "GPT2LMHeadModel");
+    clf_json_end_array(&jw);
+    clf_json_key(&jw, "model_type");
+    clf_json_string(&jw, "gpt2");
+    const struct {
+        const char *key;
+        int64_t v;
+    } ints[] = {{"n_embd", C},      {"n_layer", L}, {"n_head", c->blocks.attention.heads},
+                {"n_positions", P}, {"n_ctx", P},   {"n_inner", H},
+                {"vocab_size", V}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        clf_json_key(&jw, ints[i].key);
+        clf_json_int(&jw, ints[i].v);
+    }
+    const struct {
+        const char *key;
+        double v;
+    } dbls[] = {{"layer_norm_epsilon", c->blocks.norm.eps},
+                {"embd_pdrop", c->embedding.dropout},
+                {"attn_pdrop", c->blocks.attention.dropout},
+                {"resid_pdrop", c->blocks.dropout}};
+    for (size_t i = 0; i < sizeof dbls / sizeof dbls[0]; i++) {
+        clf_json_key(&jw, dbls[i].key);
+        clf_json_double(&jw, dbls[i].v);
+    }
+    clf_json_key(&jw, "activation_function");
+    clf_json_string(&jw, c->blocks.ffn.activation == CLF_FFN_GELU_TANH ? "gelu_new"
+                         : c->blocks.ffn.activation == CLF_FFN_GELU    ? "gelu"
+                                                                       : "relu");
+    clf_json_key(&jw, "tie_word_embeddings");
+    clf_json_bool(&jw, 1);
+    const int32_t eos = clf_tokenizer_special(tok, CLF_SPECIAL_EOS);
+    const int32_t bos = clf_tokenizer_special(tok, CLF_SPECIAL_BOS);
+    clf_json_key(&jw, "bos_token_id");
+    clf_json_int(&jw, bos);
+    clf_json_key(&jw, "eos_token_id");
+    clf_json_int(&jw, eos);
+    clf_json_end_object(&jw);
+    if ((st = clf_json_writer_finish(&jw, &cfg_json, NULL, err)) != CLF_OK)
+        goto done;
+    /* the weights, Conv1D ones transposed to [in, out] */
+    if ((st = clf_st_reader_open(clf_checkpoint_path(ck), &r, err)) != CLF_OK ||
+        (st = clf_st_writer_create(&w, err)) != CLF_OK)
+        goto done;
+    if ((bufs = calloc((size_t)(12 * L + 8), sizeof *bufs)) == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory exporting");
+        goto done;
+    }
+    struct {
+        char from[96], to[96];
+        int conv;
+        int64_t rows, cols; /* clformer's shape; cols 0: 1-D */
+    } t;
+    for (int k = -1; k <= L && st == CLF_OK; k++) {
+        static const struct {
+            const char *from, *to;
+            int conv, rows, cols; /* 0 C, 1 H, 3 3C; cols -1: 1-D */
+        } map[] = {
+            {"ln1.weight", "ln_1.weight", 0, 0, -1},
+            {"ln1.bias", "ln_1.bias", 0, 0, -1},
+            {"attn.qkv.weight", "attn.c_attn.weight", 1, 3, 0},
+            {"attn.qkv.bias", "attn.c_attn.bias", 0, 3, -1},
+            {"attn.proj.weight", "attn.c_proj.weight", 1, 0, 0},
+            {"attn.proj.bias", "attn.c_proj.bias", 0, 0, -1},
+            {"ln2.weight", "ln_2.weight", 0, 0, -1},
+            {"ln2.bias", "ln_2.bias", 0, 0, -1},
+            {"ffn.fc.weight", "mlp.c_fc.weight", 1, 1, 0},
+            {"ffn.fc.bias", "mlp.c_fc.bias", 0, 1, -1},
+            {"ffn.proj.weight", "mlp.c_proj.weight", 1, 0, 1},
+            {"ffn.proj.bias", "mlp.c_proj.bias", 0, 0, -1},
+        };
+        const int64_t dims[4] = {C, H, 0, 3 * C};
+        const size_t nm = k == -1 ? 2 : k == L ? 2 : sizeof map / sizeof map[0];
+        for (size_t i = 0; i < nm && st == CLF_OK; i++) {
+            if (k == -1) { /* the embeddings */
+                snprintf(t.from, sizeof t.from, "%s", i == 0 ? "wte" : "wpe");
+                snprintf(t.to, sizeof t.to, "%s", i == 0 ? "wte.weight" : "wpe.weight");
+                t.conv = 0;
+                t.rows = i == 0 ? V : P;
+                t.cols = C;
+            } else if (k == L) { /* the final norm */
+                snprintf(t.from, sizeof t.from, "ln_f.%s", i == 0 ? "weight" : "bias");
+                snprintf(t.to, sizeof t.to, "ln_f.%s", i == 0 ? "weight" : "bias");
+                t.conv = 0;
+                t.rows = C;
+                t.cols = 0;
+            } else {
+                snprintf(t.from, sizeof t.from, "blocks.%d.%s", k, map[i].from);
+                snprintf(t.to, sizeof t.to, "h.%d.%s", k, map[i].to);
+                t.conv = map[i].conv;
+                t.rows = dims[map[i].rows];
+                t.cols = map[i].cols < 0 ? 0 : dims[map[i].cols];
+            }
+            const size_t n = (size_t)t.rows * (size_t)(t.cols > 0 ? t.cols : 1);
+            float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+            bufs[nb++] = y;
+            int64_t shape[2] = {t.rows, t.cols};
+            if (x == NULL || y == NULL)
+                st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory exporting");
+            else
+                st = clf_st_reader_read_f32(r, t.from, t.cols > 0 ? 2 : 1, shape, x, n, err);
+            if (st == CLF_OK && t.conv) {
+                for (int64_t o = 0; o < t.rows; o++)
+                    for (int64_t j = 0; j < t.cols; j++)
+                        y[j * t.rows + o] = x[o * t.cols + j];
+                int64_t hf[2] = {t.cols, t.rows};
+                st = clf_st_writer_add(w, t.to, CLF_ST_F32, 2, hf, y, err);
+            } else if (st == CLF_OK) {
+                memcpy(y, x, n * sizeof *x);
+                st = clf_st_writer_add(w, t.to, CLF_ST_F32, t.cols > 0 ? 2 : 1, shape, y, err);
+            }
+            free(x);
+        }
+    }
+    if (st != CLF_OK)
+        goto done;
+    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
+        st = clf_error_set(err, CLF_ERR_IO, "cannot create %s: %s", out_dir, strerror(errno));
+        goto done;
+    }
+    if ((st = clf_st_writer_add_metadata(w, "format", "pt", err)) != CLF_OK)
+        goto done;
+    snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+    if ((st = clf_st_writer_write(w, path, err)) != CLF_OK)
+        goto done;
+    snprintf(path, sizeof path, "%s/config.json", out_dir);
+    if ((st = write_text(path, cfg_json, err)) != CLF_OK)
+        goto done;
+    snprintf(path, sizeof path, "%s/vocab.json", out_dir);
+    if ((st = write_text(path, vocab, err)) != CLF_OK)
+        goto done;
+    snprintf(path, sizeof path, "%s/merges.txt", out_dir);
+    st = write_text(path, merges, err);
+done:
+    for (int i = 0; i < nb; i++)
+        free(bufs[i]);
+    free(bufs);
+    clf_st_writer_destroy(w);
+    clf_st_reader_destroy(r);
+    free(cfg_json);
+    free(vocab);
+    free(merges);
+    clf_tokenizer_destroy(tok);
+    clf_checkpoint_close(ck);
+    if (st != CLF_OK)
+        clf_error_prefix(err, "export %s", ckpt_path);
     return st;
 }

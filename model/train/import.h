@@ -1,6 +1,6 @@
 /*
  * import.h - pretrained models from a Hugging Face model folder into a
- * clformer checkpoint.
+ * clformer checkpoint, and a clformer GPT out to GPT-2's layout.
  *
  * A folder holds config.json, model.safetensors and tokenizer.json (and,
  * for sentence-transformers models, 1_Pooling/config.json). Supported:
@@ -38,8 +38,19 @@
  *   clf_import_report rep;
  *   clf_import_hf("all-MiniLM-L6-v2", "minilm.safetensors", &rep, &err);
  *
- * Not here: GPT-2-layout decoders (byte-level BPE vocabularies), sentence
- * pairs, downloading.
+ * GPT-2 decoders (config.json "model_type": "gpt2"; an optional
+ * "transformer." prefix): pre-norm LayerNorm blocks, gelu_new (tanh GELU),
+ * learned positions, the head tied to wte, the byte-level BPE of
+ * tokenizer.json or vocab.json + merges.txt with the model's ids
+ * (clf_tokenizer_from_gpt2):
+ *   wte, wpe -> wte, wpe;  h.<l>.ln_1 / ln_2 -> blocks.<l>.ln1 / ln2
+ *   h.<l>.attn.c_attn [C, 3C] -> blocks.<l>.attn.qkv [3C, C] (transposed:
+ *   Conv1D stores [in, out]); attn.c_proj, mlp.c_fc, mlp.c_proj likewise
+ *   -> attn.proj, ffn.fc, ffn.proj;  ln_f -> ln_f
+ *   (h.<l>.attn.bias / masked_bias buffers ignored; an lm_head.weight must
+ *   equal wte).
+ *
+ * Not here: other architectures, sentence pairs, downloading.
  */
 #ifndef CLF_IMPORT_H
 #define CLF_IMPORT_H
@@ -63,6 +74,16 @@ typedef struct clf_import_report {
  * be NULL. */
 clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_report *rep,
                          clf_error *err);
+
+/* Write the checkpoint at ckpt_path (a run directory or a file) as a
+ * Hugging Face GPT-2 folder out_dir (created): config.json, model.safetensors
+ * (GPT-2's names, Conv1D weights stored [in, out], float32), vocab.json and
+ * merges.txt (clf_tokenizer_to_gpt2). The model must be GPT-2's shape: a
+ * decoder with a bpe tokenizer, learned positions, pre-norm LayerNorm with
+ * biases, biases in attention and FFN, a final LayerNorm, the head tied to
+ * the embedding (else CLF_ERR_UNSUPPORTED naming the key). clf_import_hf
+ * reads it back to the same parameters, bit for bit. */
+clf_status clf_export_gpt2(const char *ckpt_path, const char *out_dir, clf_error *err);
 
 CLF_API_END
 

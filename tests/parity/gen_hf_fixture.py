@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""gen_bert_fixture.py - reference data for tests/test_import.c (WordPiece and
-BERT import), and a reference check of a real model.
+"""gen_hf_fixture.py - reference data for tests/test_import.c (WordPiece, BERT
+and GPT-2 import), and a reference check of a real BERT.
 
 Make the fixtures (run by hand, never by CI; needs PyTorch and the Hugging
 Face `tokenizers` package, e.g. in a venv with --system-site-packages):
 
-    python3 tests/parity/gen_bert_fixture.py make
+    python3 tests/parity/gen_hf_fixture.py make
 
   tests/data/hf/tiny-bert/        a tiny random BERT in the Hugging Face layout:
     config.json                   2 layers, 32 dims, 4 heads, ffn 64, gelu,
@@ -30,9 +30,23 @@ Face `tokenizers` package, e.g. in a venv with --system-site-packages):
                                   words, literal [SEP]) and the ids that
                                   `tokenizers` gives for them without specials
 
+  tests/data/hf/tiny-gpt2/        a tiny random GPT-2 in the Hugging Face layout:
+    config.json                   2 layers, 32 dims, 4 heads, gelu_new, 64
+                                  positions, eps 1e-5
+    vocab.json, merges.txt        a byte-level BPE of 350 tokens trained with
+                                  `tokenizers` on tiny Shakespeare (its own
+                                  numbering: <|endoftext|> is id 0)
+    tokenizer-hf.json             the same as one tokenizer.json
+    model.safetensors             GPT2LMHeadModel's names (Conv1D weights
+                                  [in, out]) with attn.bias buffers
+  tests/data/hf/tiny-gpt2-logits.safetensors  two texts (metadata), their
+                                  ids (ids.<i>, I32) and the logits of every
+                                  position (logits.<i> [T, V], float32) of a
+                                  float64 GPT-2 forward written here in PyTorch
+
 Check a real model against clformer (prints the cosine of every sentence):
 
-    python3 tests/parity/gen_bert_fixture.py check MODEL_DIR SENTENCES CLFORMER_OUT
+    python3 tests/parity/gen_hf_fixture.py check MODEL_DIR SENTENCES CLFORMER_OUT
 
 where CLFORMER_OUT is `clformer embed` output for SENTENCES.
 """
@@ -115,10 +129,10 @@ def make_tokenizer():
     return tok
 
 
-def write_safetensors(path, tensors):
-    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+def write_safetensors(path, tensors, meta=None):
+    header, blobs, off = {"__metadata__": dict(meta or {"format": "pt"})}, [], 0
     for name, arr in tensors.items():
-        dt = {np.float32: "F32", np.int64: "I64"}[arr.dtype.type]
+        dt = {np.float32: "F32", np.int64: "I64", np.int32: "I32"}[arr.dtype.type]
         b = arr.tobytes()
         header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
@@ -173,6 +187,79 @@ def bert_embed(cfg, w, ids_list, pool="mean"):
         e = x.mean(0) if pool == "mean" else x[0]
         out.append((e / e.norm().clamp(min=1e-12)).tolist())
     return out
+
+
+def gpt2_logits(cfg, w, ids):
+    """transformers' GPT2LMHeadModel forward in float64: logits [T, V]."""
+    def t(name):
+        return torch.tensor(w[name].astype(np.float64))
+    C, NH, eps = cfg["n_embd"], cfg["n_head"], cfg["layer_norm_epsilon"]
+    HS, T = C // NH, len(ids)
+    ln = torch.nn.functional.layer_norm
+    x = t("wte.weight")[ids] + t("wpe.weight")[:T]
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for l in range(cfg["n_layer"]):
+        p = "h.%d." % l
+        h = ln(x, (C,), t(p + "ln_1.weight"), t(p + "ln_1.bias"), eps)
+        qkv = h @ t(p + "attn.c_attn.weight") + t(p + "attn.c_attn.bias")
+        q, k, v = (z.view(T, NH, HS).transpose(0, 1) for z in qkv.split(C, dim=1))
+        s = (q @ k.transpose(1, 2) / math.sqrt(HS)).masked_fill(~mask, float("-inf"))
+        a = (torch.softmax(s, dim=-1) @ v).transpose(0, 1).reshape(T, C)
+        x = x + a @ t(p + "attn.c_proj.weight") + t(p + "attn.c_proj.bias")
+        h = ln(x, (C,), t(p + "ln_2.weight"), t(p + "ln_2.bias"), eps)
+        m = torch.nn.functional.gelu(h @ t(p + "mlp.c_fc.weight") + t(p + "mlp.c_fc.bias"),
+                                     approximate="tanh")
+        x = x + m @ t(p + "mlp.c_proj.weight") + t(p + "mlp.c_proj.bias")
+    x = ln(x, (C,), t("ln_f.weight"), t("ln_f.bias"), eps)
+    return (x @ t("wte.weight").T).tolist()
+
+
+def make_gpt2(rng):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    d = os.path.join(OUT, "tiny-gpt2")
+    os.makedirs(d, exist_ok=True)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=350, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    with open(os.path.join(ROOT, "data", "tinyshakespeare.txt"), encoding="utf-8") as f:
+        text = f.read()
+    tok.train_from_iterator(text.split("\n\n"), trainer)
+    tok.model.save(d)  # vocab.json, merges.txt
+    tok.save(os.path.join(d, "tokenizer-hf.json"))
+    V, C, L, NH, P = tok.get_vocab_size(), 32, 2, 4, 64
+    cfg = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": C, "n_layer": L,
+           "n_head": NH, "n_positions": P, "n_ctx": P, "n_inner": None, "vocab_size": V,
+           "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.1,
+           "embd_pdrop": 0.1, "attn_pdrop": 0.1, "bos_token_id": 0, "eos_token_id": 0}
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+
+    def r(*shape, s=0.2):
+        return (rng.standard_normal(shape) * s).astype(np.float32)
+    w = {"wte.weight": r(V, C, s=0.5), "wpe.weight": r(P, C, s=0.3)}
+    for l in range(L):
+        p = "h.%d." % l
+        w[p + "ln_1.weight"], w[p + "ln_1.bias"] = 1 + r(C, s=0.1), r(C, s=0.1)
+        w[p + "attn.bias"] = np.tril(np.ones((P, P), dtype=np.float32)).reshape(1, 1, P, P)
+        w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"] = r(C, 3 * C), r(3 * C, s=0.05)
+        w[p + "attn.c_proj.weight"], w[p + "attn.c_proj.bias"] = r(C, C), r(C, s=0.05)
+        w[p + "ln_2.weight"], w[p + "ln_2.bias"] = 1 + r(C, s=0.1), r(C, s=0.1)
+        w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"] = r(C, 4 * C), r(4 * C, s=0.05)
+        w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"] = r(4 * C, C), r(C, s=0.05)
+    w["ln_f.weight"], w["ln_f.bias"] = 1 + r(C, s=0.1), r(C, s=0.1)
+    write_safetensors(os.path.join(d, "model.safetensors"), w)
+    texts = ["First Citizen:\nBefore we proceed any further, hear me speak.",
+             "Caf\u00e9 na\u00efve \u2014 don't  stop\ttabs 123"]
+    out, meta = {}, {"format": "clformer-gpt2-reference", "count": str(len(texts))}
+    for i, s in enumerate(texts):
+        ids = tok.encode(s).ids
+        out["ids.%d" % i] = np.array(ids, dtype=np.int32)
+        out["logits.%d" % i] = np.array(gpt2_logits(cfg, w, ids), dtype=np.float32)
+        meta["text.%d" % i] = s
+    write_safetensors(os.path.join(OUT, "tiny-gpt2-logits.safetensors"), out, meta)
+    return V
 
 
 def make():
@@ -235,8 +322,9 @@ def make():
     cases = [{"text": s, "ids": tok.encode(s, add_special_tokens=False).ids} for s in sentences()]
     with open(os.path.join(OUT, "wordpiece-cases.json"), "w", encoding="utf-8") as f:
         json.dump({"tokenizer": "tiny-bert/tokenizer.json", "cases": cases}, f, ensure_ascii=False)
-    print("wrote %s: vocabulary %d, %d embedding sentences, %d tokenizer cases"
-          % (OUT, V, len(sents), len(cases)))
+    Vg = make_gpt2(rng)
+    print("wrote %s: vocabulary %d, %d embedding sentences, %d tokenizer cases; GPT-2 vocabulary %d"
+          % (OUT, V, len(sents), len(cases), Vg))
 
 
 def check(model_dir, sent_path, clf_out):

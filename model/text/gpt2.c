@@ -1,0 +1,451 @@
+/*
+ * gpt2.c - GPT-2's byte-level BPE vocabulary (vocab.json + merges.txt, or a
+ * tokenizer.json with a BPE model) as a clformer bpe tokenizer with the
+ * model's numbering, and back (tokenizer.h).
+ *
+ * GPT-2 writes each byte as one printable character (its bytes_to_unicode:
+ * the printable Latin-1 bytes stand for themselves, the other 68 bytes
+ * become U+0100 ...). A piece is the string of its bytes' characters;
+ * merges.txt lists the merges by rank, "left right" per line after a
+ * "#version" line. clformer's bpe tokenizer is the same algorithm with its
+ * own numbering (6 specials, the 256 bytes, then one id per merge), so
+ * the import builds that tokenizer from the merges (each side found by its
+ * bytes) and attaches the model's id of every piece (tok_set_ids): the API
+ * then speaks the model's ids. <|endoftext|> is the eos and the bos (as in
+ * GPT-2); clformer's own names <|pad|>, <|bos|>, <|unk|>, <|cls|>, <|sep|>
+ * (written by the export) are the other specials. Where the numbering
+ * turns out to be clformer's own, no map is kept (an exported clformer
+ * model comes back exactly as it was).
+ *
+ * Not here: tokenizers whose pieces are not byte-level (SentencePiece),
+ * added tokens matched in text.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/text/tokenizer_internal.h"
+
+#define G2_ERR(...) clf_error_set_at(err, CLF_ERR_FORMAT, name, __VA_ARGS__)
+
+/* GPT-2's byte <-> character table. */
+static void byte_chars(uint32_t cp_of[256])
+{
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+        cp_of[b] = printable ? (uint32_t)b : (uint32_t)(256 + n++);
+    }
+}
+
+/* A piece written as GPT-2 characters into bytes; -1 if a character is
+ * not one of the 256. */
+static int chars_to_bytes(const char *s, size_t n, const int16_t *byte_of, unsigned char *out,
+                          size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int l = clf_utf8_decode((const unsigned char *)s + i, n - i, &cp);
+        if (l == 0 || cp >= 512 || byte_of[cp] < 0 || k == cap)
+            return -1;
+        out[k++] = (unsigned char)byte_of[cp];
+        i += (size_t)l;
+    }
+    return (int)k;
+}
+
+static const char *const special_text[CLF_SPECIAL_COUNT] = {"<|pad|>", "<|bos|>", "<|endoftext|>",
+                                                            "<|unk|>", "<|cls|>", "<|sep|>"};
+
+/* A hash from piece bytes to an internal id, over the pieces made so far. */
+typedef struct piece_index {
+    int32_t *slots;
+    size_t cap;
+} piece_index;
+
+static int32_t index_find(const piece_index *ix, const clf_tokenizer *t, const unsigned char *s,
+                          size_t n)
+{
+    size_t i = (size_t)tok_hash_bytes(s, n) & (ix->cap - 1);
+    for (;; i = (i + 1) & (ix->cap - 1)) {
+        int32_t id = ix->slots[i];
+        if (id < 0)
+            return -1;
+        if (t->off[id + 1] - t->off[id] == n && memcmp(t->bytes + t->off[id], s, n) == 0)
+            return id;
+    }
+}
+
+static void index_put(piece_index *ix, const unsigned char *s, size_t n, int32_t id)
+{
+    size_t i = (size_t)tok_hash_bytes(s, n) & (ix->cap - 1);
+    while (ix->slots[i] >= 0)
+        i = (i + 1) & (ix->cap - 1);
+    ix->slots[i] = id;
+}
+
+/* The common part: vocabulary entries (token -> id, from an object) and
+ * merges as strings "left right" or [left, right] (from an array, or the
+ * lines of merges.txt given as text). */
+static clf_status build(const clf_json *vocab, const clf_json *merge_arr, const char *merge_txt,
+                        size_t merge_len, const char *name, clf_tokenizer **out, clf_error *err)
+{
+    uint32_t cp_of[256];
+    int16_t byte_of[512];
+    byte_chars(cp_of);
+    for (int i = 0; i < 512; i++)
+        byte_of[i] = -1;
+    for (int b = 0; b < 256; b++)
+        byte_of[cp_of[b]] = (int16_t)b;
+    *out = NULL;
+    if (vocab == NULL || vocab->type != CLF_JSON_OBJECT || vocab->count == 0 ||
+        vocab->count > CLF_BPE_MAX_VOCAB)
+        return G2_ERR("the vocabulary must be a non-empty object of token: id");
+    /* the merges as (left, right) strings */
+    size_t R = 0, cap = 0;
+    const char **ls = NULL, **rs = NULL;
+    size_t *ll = NULL, *rl = NULL;
+    char *txt = NULL;
+    clf_tokenizer *t = NULL;
+    int32_t *pairs = NULL, *ext = NULL;
+    piece_index ix = {NULL, 0};
+    clf_status st = CLF_OK;
+    if (merge_arr != NULL) {
+        if (merge_arr->type != CLF_JSON_ARRAY)
+            return G2_ERR("model.merges must be an array");
+        cap = merge_arr->count + 1;
+    } else {
+        if ((txt = malloc(merge_len + 1)) == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+        memcpy(txt, merge_txt, merge_len);
+        txt[merge_len] = '\0';
+        for (size_t i = 0; i < merge_len; i++)
+            cap += txt[i] == '\n';
+        cap += 2;
+    }
+    ls = malloc(cap * sizeof *ls);
+    rs = malloc(cap * sizeof *rs);
+    ll = malloc(cap * sizeof *ll);
+    rl = malloc(cap * sizeof *rl);
+    if (ls == NULL || rs == NULL || ll == NULL || rl == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+        goto done;
+    }
+    if (merge_arr != NULL) {
+        for (size_t r = 0; r < merge_arr->count; r++) {
+            const clf_json *m = &merge_arr->items[r];
+            if (m->type == CLF_JSON_STRING) {
+                const char *sp = memchr(m->string, ' ', m->string_len);
+                if (sp == NULL || sp == m->string || sp + 1 == m->string + m->string_len) {
+                    st = G2_ERR("model.merges[%zu] \"%s\" is not \"left right\"", r, m->string);
+                    goto done;
+                }
+                ls[R] = m->string;
+                ll[R] = (size_t)(sp - m->string);
+                rs[R] = sp + 1;
+                rl[R] = m->string_len - ll[R] - 1;
+            } else if (m->type == CLF_JSON_ARRAY && m->count == 2 &&
+                       m->items[0].type == CLF_JSON_STRING && m->items[1].type == CLF_JSON_STRING) {
+                ls[R] = m->items[0].string;
+                ll[R] = m->items[0].string_len;
+                rs[R] = m->items[1].string;
+                rl[R] = m->items[1].string_len;
+            } else {
+                st = G2_ERR("model.merges[%zu] must be \"left right\" or [left, right]", r);
+                goto done;
+            }
+            R++;
+        }
+    } else {
+        char *line = txt;
+        int lineno = 0;
+        while (line != NULL && *line != '\0') {
+            char *nl = strchr(line, '\n');
+            if (nl != NULL)
+                *nl = '\0';
+            lineno++;
+            size_t n = strlen(line);
+            if (n > 0 && line[n - 1] == '\r')
+                line[--n] = '\0';
+            if (n > 0 && !(lineno == 1 && strncmp(line, "#version", 8) == 0)) {
+                char *sp = strchr(line, ' ');
+                if (sp == NULL || sp == line || sp[1] == '\0' || strchr(sp + 1, ' ') != NULL) {
+                    st = G2_ERR("line %d: expected \"left right\"", lineno);
+                    goto done;
+                }
+                ls[R] = line;
+                ll[R] = (size_t)(sp - line);
+                rs[R] = sp + 1;
+                rl[R] = n - ll[R] - 1;
+                R++;
+            }
+            line = nl != NULL ? nl + 1 : NULL;
+        }
+    }
+    /* merges as internal ids, each side found by its bytes among the pieces before it */
+    if ((pairs = malloc((R + 1) * 2 * sizeof *pairs)) == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+        goto done;
+    }
+    ix.cap = 1024;
+    while (ix.cap < 2 * (R + 300))
+        ix.cap *= 2;
+    if ((ix.slots = malloc(ix.cap * sizeof *ix.slots)) == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+        goto done;
+    }
+    /* the merged pieces so far, indexed by their bytes (single bytes need no index) */
+    memset(ix.slots, 0xFF, ix.cap * sizeof *ix.slots);
+    {
+        unsigned char a[CLF_BPE_MAX_PIECE], b[CLF_BPE_MAX_PIECE];
+        /* the pieces of merges, kept in one growing buffer */
+        size_t total = 0, bcap = 1 << 16;
+        unsigned char *pb = malloc(bcap);
+        size_t *po = malloc((R + 1) * sizeof *po), *pl = malloc((R + 1) * sizeof *pl);
+        if (pb == NULL || po == NULL || pl == NULL) {
+            free(pb);
+            free(po);
+            free(pl);
+            st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+            goto done;
+        }
+        for (size_t r = 0; r < R && st == CLF_OK; r++) {
+            int na = chars_to_bytes(ls[r], ll[r], byte_of, a, sizeof a);
+            int nb = chars_to_bytes(rs[r], rl[r], byte_of, b, sizeof b);
+            if (na <= 0 || nb <= 0 || na + nb > CLF_BPE_MAX_PIECE) {
+                st = G2_ERR("merge %zu \"%.*s %.*s\": not byte-level pieces of at most %d bytes", r,
+                            (int)ll[r], ls[r], (int)rl[r], rs[r], CLF_BPE_MAX_PIECE);
+                break;
+            }
+            int32_t ids[2];
+            for (int k = 0; k < 2; k++) {
+                const unsigned char *s = k ? b : a;
+                size_t n = (size_t)(k ? nb : na);
+                int32_t found = -1;
+                if (n == 1) {
+                    found = CLF_BPE_BYTE_FIRST + s[0];
+                } else {
+                    size_t i = (size_t)tok_hash_bytes(s, n) & (ix.cap - 1);
+                    for (;; i = (i + 1) & (ix.cap - 1)) {
+                        int32_t id = ix.slots[i];
+                        if (id < 0)
+                            break;
+                        if (id >= CLF_BPE_MERGE_FIRST) {
+                            size_t q = (size_t)(id - CLF_BPE_MERGE_FIRST);
+                            if (pl[q] == n && memcmp(pb + po[q], s, n) == 0) {
+                                found = id;
+                                break;
+                            }
+                        }
+                    }
+                }
+                if (found < 0) {
+                    st = G2_ERR("merge %zu \"%.*s %.*s\": its %s side is no earlier piece", r,
+                                (int)ll[r], ls[r], (int)rl[r], rs[r], k ? "right" : "left");
+                    break;
+                }
+                ids[k] = found;
+            }
+            if (st != CLF_OK)
+                break;
+            pairs[2 * r] = ids[0];
+            pairs[2 * r + 1] = ids[1];
+            if (total + (size_t)(na + nb) > bcap) {
+                unsigned char *np = realloc(pb, 2 * bcap + (size_t)(na + nb));
+                if (np == NULL) {
+                    st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+                    break;
+                }
+                pb = np;
+                bcap = 2 * bcap + (size_t)(na + nb);
+            }
+            memcpy(pb + total, a, (size_t)na);
+            memcpy(pb + total + na, b, (size_t)nb);
+            po[r] = total;
+            pl[r] = (size_t)(na + nb);
+            total += (size_t)(na + nb);
+            /* a piece made twice would be one id for two merges: GPT-2 never does */
+            size_t i = (size_t)tok_hash_bytes(pb + po[r], pl[r]) & (ix.cap - 1);
+            while (ix.slots[i] >= 0)
+                i = (i + 1) & (ix.cap - 1);
+            ix.slots[i] = CLF_BPE_MERGE_FIRST + (int32_t)r;
+        }
+        free(pb);
+        free(po);
+        free(pl);
+        if (st != CLF_OK)
+            goto done;
+    }
+    if ((st = tok_bpe_build(pairs, (int32_t)R, &t, err)) != CLF_OK)
+        goto done;
+    /* the model's id of every piece */
+    int32_t V = t->vocab_size, E = 0;
+    for (size_t i = 0; i < vocab->count; i++) {
+        const clf_json *e = &vocab->items[i];
+        if (!e->is_int || e->integer < 0 || e->integer >= CLF_BPE_MAX_VOCAB) {
+            st = G2_ERR("vocabulary entry \"%s\": the id must be an integer in [0, %d)", e->key,
+                        CLF_BPE_MAX_VOCAB);
+            goto done;
+        }
+        if (e->integer + 1 > E)
+            E = (int32_t)e->integer + 1;
+    }
+    if ((ext = malloc((size_t)V * sizeof *ext)) == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+        goto done;
+    }
+    for (int32_t i = 0; i < V; i++)
+        ext[i] = -1;
+    /* index the internal pieces by bytes once more (the final tokenizer) */
+    memset(ix.slots, 0xFF, ix.cap * sizeof *ix.slots);
+    for (int32_t id = CLF_BPE_BYTE_FIRST; id < V; id++)
+        index_put(&ix, (const unsigned char *)t->bytes + t->off[id], t->off[id + 1] - t->off[id],
+                  id);
+    for (size_t i = 0; i < vocab->count; i++) {
+        const clf_json *e = &vocab->items[i];
+        int sp = -1;
+        for (int k = 0; k < CLF_SPECIAL_COUNT; k++)
+            if (strcmp(e->key, special_text[k]) == 0)
+                sp = k;
+        if (sp >= 0) {
+            ext[sp] = (int32_t)e->integer;
+            if (sp == CLF_SPECIAL_EOS && ext[CLF_SPECIAL_BOS] < 0)
+                ext[CLF_SPECIAL_BOS] = (int32_t)e->integer; /* GPT-2: one token for both */
+            continue;
+        }
+        unsigned char buf[CLF_BPE_MAX_PIECE];
+        int n = chars_to_bytes(e->key, e->key_len, byte_of, buf, sizeof buf);
+        int32_t id = n > 0 ? index_find(&ix, t, buf, (size_t)n) : -1;
+        if (id < 0)
+            continue; /* a token no merge makes (an added token): never produced */
+        if (ext[id] >= 0) {
+            st = G2_ERR("vocabulary entries %d and %lld are the same piece", (int)ext[id],
+                        (long long)e->integer);
+            goto done;
+        }
+        ext[id] = (int32_t)e->integer;
+    }
+    for (int32_t id = CLF_BPE_BYTE_FIRST; id < V; id++)
+        if (ext[id] < 0) {
+            st = G2_ERR("the piece of %s %d has no entry in the vocabulary",
+                        id < CLF_BPE_MERGE_FIRST ? "byte" : "merge",
+                        id < CLF_BPE_MERGE_FIRST ? id - CLF_BPE_BYTE_FIRST
+                                                 : id - CLF_BPE_MERGE_FIRST);
+            goto done;
+        }
+    int identity = E == V;
+    for (int32_t i = 0; i < V && identity; i++)
+        identity = ext[i] == i;
+    if (!identity && (st = tok_set_ids(t, ext, E, err)) != CLF_OK)
+        goto done;
+    *out = t;
+    t = NULL;
+done:
+    clf_tokenizer_destroy(t);
+    free(ext);
+    free(pairs);
+    free(ix.slots);
+    free(ls);
+    free(rs);
+    free(ll);
+    free(rl);
+    free(txt);
+    return st;
+}
+
+clf_status clf_tokenizer_from_gpt2(const char *vocab_json, size_t vlen, const char *merges_txt,
+                                   size_t mlen, const char *name, clf_tokenizer **out,
+                                   clf_error *err)
+{
+    clf_json *doc = NULL;
+    clf_json_options jo = {name, 0, 0};
+    *out = NULL;
+    clf_status st = clf_json_parse(vocab_json, vlen, &jo, &doc, err);
+    if (st == CLF_OK)
+        st = build(doc, NULL, merges_txt, mlen, name, out, err);
+    clf_json_destroy(doc);
+    return st;
+}
+
+clf_status tok_gpt2_from_hf(const clf_json *model, const char *name, clf_tokenizer **out,
+                            clf_error *err)
+{
+    return build(clf_json_get(model, "vocab"), clf_json_get(model, "merges"), NULL, 0, name, out,
+                 err);
+}
+
+/* ---- writing ------------------------------------------------------------------------- */
+
+/* A piece as GPT-2 characters (UTF-8) into w's string. */
+static void piece_chars(const unsigned char *p, size_t n, const uint32_t *cp_of, char *out,
+                        size_t *len)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += (size_t)clf_utf8_encode(cp_of[p[i]], (unsigned char *)out + k);
+    *len = k;
+}
+
+clf_status clf_tokenizer_to_gpt2(const clf_tokenizer *t, char **vocab_json, char **merges_txt,
+                                 clf_error *err)
+{
+    uint32_t cp_of[256];
+    byte_chars(cp_of);
+    *vocab_json = *merges_txt = NULL;
+    if (t->type != CLF_TOKENIZER_BPE)
+        return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                             "the GPT-2 layout needs a byte-level BPE tokenizer (vocab.tokenizer: "
+                             "bpe), not %s",
+                             t->type == CLF_TOKENIZER_CHAR ? "char" : "another kind");
+    clf_json_writer w;
+    clf_json_writer_init(&w);
+    clf_json_begin_object(&w);
+    char *buf = malloc(2 * CLF_BPE_MAX_PIECE + 16);
+    size_t mcap = 64 + (size_t)t->n_merges * (4 * CLF_BPE_MAX_PIECE + 2), ml = 0;
+    char *m = malloc(mcap < ((size_t)1 << 30) ? mcap : ((size_t)1 << 30));
+    if (buf == NULL || m == NULL) {
+        free(buf);
+        free(m);
+        clf_json_writer_release(&w);
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory writing a tokenizer");
+    }
+    for (int32_t id = 0; id < t->vocab_size; id++) {
+        int32_t model_id = t->ext != NULL ? t->ext[id] : id;
+        if (model_id < 0)
+            continue;
+        if (id < CLF_BPE_BYTE_FIRST) {
+            /* GPT-2's one special stands for bos and eos: write it once */
+            if (t->ext != NULL && id == CLF_SPECIAL_BOS && model_id == t->ext[CLF_SPECIAL_EOS])
+                continue;
+            clf_json_key(&w, special_text[id]);
+        } else {
+            size_t l;
+            piece_chars((const unsigned char *)t->bytes + t->off[id], t->off[id + 1] - t->off[id],
+                        cp_of, buf, &l);
+            clf_json_key_n(&w, buf, l);
+        }
+        clf_json_int(&w, model_id);
+    }
+    clf_json_end_object(&w);
+    ml = (size_t)snprintf(m, mcap, "#version: 0.2\n");
+    for (int32_t r = 0; r < t->n_merges; r++) {
+        for (int k = 0; k < 2; k++) {
+            int32_t id = t->merges[2 * r + k];
+            size_t l;
+            piece_chars((const unsigned char *)t->bytes + t->off[id], t->off[id + 1] - t->off[id],
+                        cp_of, m + ml, &l);
+            ml += l;
+            m[ml++] = k ? '\n' : ' ';
+        }
+    }
+    m[ml] = '\0';
+    free(buf);
+    clf_status st = clf_json_writer_finish(&w, vocab_json, NULL, err);
+    if (st != CLF_OK) {
+        free(m);
+        return st;
+    }
+    *merges_txt = m;
+    return CLF_OK;
+}
