@@ -76,6 +76,14 @@ int cli_cmd_classify(int argc, char **argv)
         rc = CLI_EXIT_USAGE;
         goto done;
     }
+    if (cfg.head.type == CLF_HEAD_NONE) {
+        fprintf(stderr,
+                "clformer classify: %s is an embedding model (no classifier head): use `clformer "
+                "embed`, or fine-tune it with a classifier head (train --init)\n",
+                dir);
+        rc = CLI_EXIT_USAGE;
+        goto done;
+    }
     if ((rc = cli_read_sentences("classify", input, &cfg, tok, &ds)) != CLI_EXIT_OK || ds == NULL)
         goto done; /* an empty input: nothing to do */
     size_t n = clf_seqdata_size(ds);

@@ -274,6 +274,13 @@ int cli_cmd_eval(int argc, char **argv)
         clf_tokenizer_destroy(ctok);
         if (prc != CLI_EXIT_OK)
             return prc;
+        if (ccfg.head.type == CLF_HEAD_NONE) {
+            fprintf(stderr,
+                    "clformer eval: %s is an embedding model (no head, nothing to score): "
+                    "fine-tune it with a classifier head (train --init) first\n",
+                    dir);
+            return CLI_EXIT_USAGE;
+        }
         if (ccfg.kind != CLF_MODEL_DECODER) {
             sf.split_name = split_name;
             sf.batch = batch;

@@ -91,9 +91,18 @@ int cli_cmd_sample(int argc, char **argv)
     int rc = cli_runtime_open(&rf, &rt);
     if (rc != CLI_EXIT_OK)
         return rc;
-    if ((rc = cli_checkpoint_open(dir, &ck, &cfg, &tok)) != CLI_EXIT_OK ||
-        (rc = cli_checkpoint_model(rt, ck, &(clf_model_limits){.B = 1}, CLF_MODEL_INFER, &m)) !=
-            CLI_EXIT_OK)
+    if ((rc = cli_checkpoint_open(dir, &ck, &cfg, &tok)) != CLI_EXIT_OK)
+        goto done;
+    if (cfg.kind != CLF_MODEL_DECODER) {
+        fprintf(stderr,
+                "clformer sample: %s holds a model of kind %s; sampling needs a decoder (GPT)%s\n",
+                dir, clf_config_kind_name(cfg.kind),
+                cfg.kind == CLF_MODEL_ENCODER_DECODER ? ": use `clformer translate`" : "");
+        rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    if ((rc = cli_checkpoint_model(rt, ck, &(clf_model_limits){.B = 1}, CLF_MODEL_INFER, &m)) !=
+        CLI_EXIT_OK)
         goto done;
     const char *echo = quiet ? NULL : prompt;
     clf_generate_stats gs;

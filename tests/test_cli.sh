@@ -567,6 +567,14 @@ else
 fi
 run "$BIN" embed "$TMP/bert.safetensors" --json "${DEV[@]}" <"$TMP/emb.txt"
 expect "embed --json prints JSON arrays" 0 '^\[-?[0-9]'
+run "$BIN" classify "$TMP/bert.safetensors" "${DEV[@]}" <"$TMP/emb.txt"
+expect "classify refuses an embedding model, pointing at embed" 2 "use .clformer embed."
+run "$BIN" eval "$TMP/bert.safetensors" --data "$MT" "${DEV[@]}"
+expect "eval refuses an embedding model" 2 "embedding model"
+run "$BIN" sample "$TMP/bert.safetensors" --prompt x "${DEV[@]}"
+expect "sample refuses an encoder" 2 "sampling needs a decoder"
+run "$BIN" embed "$RUN" "${DEV[@]}" <"$TMP/emb.txt"
+expect "embed refuses a GPT" 2 "need an encoder"
 run "$BIN" import "$TMP/nosuchdir" --out "$TMP/x.safetensors"
 expect "import of a missing folder exits 2 naming config.json" 2 "nosuchdir/config.json"
 mkdir -p "$TMP/neo" && cp "$HFB/tokenizer.json" "$HFB/model.safetensors" "$TMP/neo/" &&

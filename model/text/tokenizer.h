@@ -1,6 +1,6 @@
 /*
- * tokenizer.h - text <-> token ids: character-level, byte-level and
- * byte-pair-encoding (BPE) subword tokenizers.
+ * tokenizer.h - text <-> token ids: character-level, byte-level,
+ * byte-pair-encoding (BPE) and WordPiece subword tokenizers.
  *
  * Kinds (clf_tokenizer_type from config/config.h)
  *   char  One token per Unicode code point found in the text the vocabulary
@@ -14,6 +14,16 @@
  *         (clf_bpe_trainer below): the 256 bytes plus merged byte sequences,
  *         so any byte string encodes (nothing is unknown, no unk is ever
  *         produced) and decode(encode(s)) == s exactly, umlauts and all.
+ *         A GPT-2 vocabulary (clf_tokenizer_from_gpt2) is this kind with the
+ *         pretrained model's numbering: the API's ids are the model's.
+ *   wordpiece  BERT's WordPiece from a pretrained model's tokenizer.json
+ *         (clf_tokenizer_from_hf; text/wordpiece.c describes the rules):
+ *         normalised (lowercase, accents stripped, CJK split, control
+ *         characters dropped, as the file says), split at whitespace and
+ *         punctuation, then greedy longest-match subwords ("##" pieces);
+ *         unknown words are [UNK]; the specials are entries of the
+ *         vocabulary ([PAD], [UNK], [CLS], [SEP]). Token for token as
+ *         Hugging Face tokenizers (tests/test_import.c).
  *
  * Vocabulary layout
  *   char, byte: ids [0, base) are text pieces, each a byte string (a UTF-8
@@ -94,9 +104,11 @@
  * Encoding and decoding do not modify the tokenizer: one tokenizer can serve
  * several threads.
  *
- * Not here: normalization (NFC etc.: text is taken as it is), lowercasing,
- * recognizing special tokens written in the text, exact Unicode categories
- * (no tables), sentencepiece-style unigram models, dropout in BPE.
+ * Not here: normalization for char, byte and bpe (text is taken as it
+ * is), recognizing special tokens written in the text (except WordPiece's
+ * added tokens), exact Unicode categories in the BPE pre-tokenizer (its
+ * approximation above; WordPiece has the tables of text/unicode.h),
+ * sentencepiece-style unigram models, dropout in BPE.
  */
 #ifndef CLF_TOKENIZER_H
 #define CLF_TOKENIZER_H

@@ -1,7 +1,9 @@
 /*
- * fuzz_tokenizer.c - libFuzzer harness: a tokenizer file (JSON: char, byte
- * or BPE with its merges) loaded; when it loads, text encoded (a fixed
- * sentence and the input itself), decoded back and serialised again.
+ * fuzz_tokenizer.c - libFuzzer harness: a tokenizer file (clformer's JSON:
+ * char, byte, BPE with its merges, WordPiece; or a Hugging Face
+ * tokenizer.json: WordPiece or GPT-2's BPE) loaded; when it loads, text
+ * encoded (a fixed sentence and the input itself), decoded back, and
+ * serialised again (as GPT-2's files too, for BPE).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     clf_tokenizer *t = NULL;
     clf_error err;
-    if (clf_tokenizer_from_json((const char *)data, size, &t, &err) != CLF_OK)
+    if (clf_tokenizer_from_any_json((const char *)data, size, "fuzz", &t, &err) != CLF_OK)
         return 0;
     static const char sentence[] = "To be, or not to be: that is the question.\n";
     exercise(t, sentence, sizeof sentence - 1);
@@ -35,6 +37,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *json = NULL;
     if (clf_tokenizer_to_json(t, &json, NULL, &err) == CLF_OK)
         free(json);
+    char *vocab = NULL, *merges = NULL;
+    if (clf_tokenizer_to_gpt2(t, &vocab, &merges, &err) == CLF_OK) {
+        free(vocab);
+        free(merges);
+    }
     clf_tokenizer_destroy(t);
     return 0;
 }

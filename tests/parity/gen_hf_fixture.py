@@ -346,7 +346,7 @@ def check(model_dir, sent_path, clf_out):
         cos = float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
         worst = min(worst, cos)
         print("%.8f  %s" % (cos, s))
-    print("worst cosine %.8f over %d sentences" % (worst, len(sents)))
+    print("worst cosine %.10f (1 - cos = %.2e) over %d sentences" % (worst, 1 - worst, len(sents)))
 
 
 if __name__ == "__main__":
