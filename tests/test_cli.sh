@@ -645,5 +645,10 @@ expect "import the export back" 0 "gpt2, 2 layers"
 run "$BIN" export "$RUN" --format gpt2 --out "$TMP/charhf"
 expect "export --format gpt2 of a char-level GPT exits 2 saying why" 2 "vocab.tokenizer must be bpe"
 
+# ---- issue 11: a model larger than the device is refused up front -------------------------
+run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/huge" --set train.batch=1048576 --set model.context=256 --set model.embedding.dim=256 --steps 1 "${DEV[@]}"
+expect "a model larger than the device's memory is refused, naming both sizes" 1 "the model needs [0-9.]+ GiB of device memory .* has [0-9.]+ GiB: lower train.batch and raise train.accumulate"
+if [ ! -e "$TMP/huge" ]; then ok "the refused run leaves no --out"; else bad "the refused run leaves no --out"; fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

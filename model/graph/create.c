@@ -208,6 +208,24 @@ clf_status clf_model_create_ex(clf_runtime *rt, const clf_model_config *cfg, int
         return st;
     if ((st = check_trainable(&s, flags, err)) != CLF_OK)
         return st;
+    /* what the model will allocate, against what the device has: a clear
+     * refusal up front instead of a failed allocation (or, where the driver
+     * overcommits, a machine that swaps) */
+    clf_model_memory plan;
+    if ((st = mi_model_build(NULL, &s, flags, &o, NULL, &plan, err)) != CLF_OK)
+        return st;
+    const uint64_t have = clf_runtime_device(rt)->global_mem;
+    if (have > 0 && plan.total > have)
+        return clf_error_set(
+            err, CLF_ERR_MEMORY,
+            "the model needs %.2f GiB of device memory (parameters %.2f, gradients %.2f, Adam "
+            "%.2f, activations %.2f, caches %.2f GiB) at batch %d, but %s has %.2f GiB: lower "
+            "train.batch and raise train.accumulate (the same optimizer step in smaller "
+            "micro-batches), or set train.recompute=block",
+            (double)plan.total / 1073741824.0, (double)plan.params / 1073741824.0,
+            (double)plan.grads / 1073741824.0, (double)plan.optim / 1073741824.0,
+            (double)plan.activations / 1073741824.0, (double)plan.caches / 1073741824.0, lim->B,
+            clf_runtime_device(rt)->name, (double)have / 1073741824.0);
     return mi_model_build(rt, &s, flags, &o, out, NULL, err);
 }
 

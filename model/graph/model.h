@@ -218,6 +218,8 @@ clf_status clf_model_create(clf_runtime *rt, const clf_model_config *cfg, int vo
  * token and attention caps let a token-budget loader's batches, e.g. many
  * short rows or a few long ones, fit without planning for B x longest).
  * The parameters do not depend on the limits: checkpoints load either way. */
+/* (Both refuse, with CLF_ERR_MEMORY and the planned bytes by category, a
+ * model whose buffers would exceed the device's global memory.) */
 clf_status clf_model_create_ex(clf_runtime *rt, const clf_model_config *cfg, int vocab_size,
                                const clf_model_limits *lim, unsigned flags, clf_model **out,
                                clf_error *err);
