@@ -128,8 +128,10 @@ typedef enum clf_schedule_type {
 } clf_schedule_type;
 
 typedef enum clf_recompute {
-    CLF_RECOMPUTE_NONE = 0, /* keep every activation backward needs */
-    CLF_RECOMPUTE_BLOCK,    /* keep each block's output; backward recomputes the block */
+    CLF_RECOMPUTE_NONE = 0,  /* keep every activation backward needs */
+    CLF_RECOMPUTE_BLOCK,     /* keep each block's output; backward recomputes the block */
+    CLF_RECOMPUTE_ATTENTION, /* backward recomputes each block's self-attention (q, k, v,
+                                its output and row statistics) from the kept norm */
 } clf_recompute;
 
 typedef enum clf_metric_type {

@@ -38,7 +38,7 @@ static const char *const pool_names[] = {"cls", "mean", NULL};
 static const char *const optimizer_names[] = {"adam", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "cosine", "noam", NULL};
 static const char *const metric_names[] = {"loss", "accuracy", "bleu", NULL};
-static const char *const recompute_names[] = {"none", "block", NULL};
+static const char *const recompute_names[] = {"none", "block", "attention", NULL};
 
 static const char *name_of(const char *const *names, int v)
 {

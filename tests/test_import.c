@@ -705,6 +705,7 @@ int main(void)
         test_gpt2_logits(rt);
         test_gpt2_round_trip(rt);
     }
+    clf_runtime_destroy(rt);
     rm_tree(tmpdir);
     return tu_finish();
 }

@@ -289,24 +289,26 @@ static void check_variant(clf_runtime *rt, const variant *v, int vi)
     clf_model_destroy(m);
 }
 
-/* train.recompute: block: the same gradients bit for bit as keeping every
- * activation (the recomputed forward runs the same kernels on the same
- * inputs, dropout masks included), for every variant (all three kinds,
- * dropout at every site, pre- and post-norm), in a fraction of the
- * activation memory. */
+/* train.recompute: block and attention: the same gradients bit for bit as
+ * keeping every activation (the recomputed forward runs the same kernels on
+ * the same inputs, dropout masks included), for every variant (all three
+ * kinds, dropout at every site, pre- and post-norm), in less activation
+ * memory (block least). */
 static void check_recompute(clf_runtime *rt, const variant *v, int vi)
 {
     clf_error e;
     const int B = v->kind == K_CLS ? 3 : 2, V = 11;
     clf_model_limits lim = {B, v->S, v->T, 0, 0};
-    float *g[2] = {NULL, NULL}, loss[2] = {0, 0};
-    size_t n = 0, act[2] = {0, 0};
-    for (int r = 0; r < 2; r++) {
+    static const clf_recompute modes[3] = {CLF_RECOMPUTE_NONE, CLF_RECOMPUTE_BLOCK,
+                                           CLF_RECOMPUTE_ATTENTION};
+    float *g[3] = {NULL, NULL, NULL}, loss[3] = {0, 0, 0};
+    size_t n = 0, act[3] = {0, 0, 0};
+    for (int r = 0; r < 3; r++) {
         clf_model_config cfg;
         parse_kind(v->kind, &cfg);
         for (int i = 0; v->sets[i] != NULL; i++)
             ok(clf_config_set(&cfg, v->sets[i], &e), &e, v->sets[i]);
-        cfg.train.recompute = r ? CLF_RECOMPUTE_BLOCK : CLF_RECOMPUTE_NONE;
+        cfg.train.recompute = modes[r];
         clf_model *m = NULL;
         ok(clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_TRAIN, &m, &e), &e, "create");
         tu_rng rng = tu_rng_new(300 + (uint64_t)vi);
@@ -325,10 +327,13 @@ static void check_recompute(clf_runtime *rt, const variant *v, int vi)
     }
     TU_CHECK(loss[0] == loss[1] && memcmp(g[0], g[1], n * sizeof(float)) == 0,
              "%s: recompute block gives the same loss and gradients bit for bit", v->name);
-    TU_CHECK(act[1] < act[0], "%s: and plans less activation memory (%zu < %zu bytes)", v->name,
-             act[1], act[0]);
-    free(g[0]);
-    free(g[1]);
+    TU_CHECK(loss[0] == loss[2] && memcmp(g[0], g[2], n * sizeof(float)) == 0,
+             "%s: recompute attention gives the same loss and gradients bit for bit", v->name);
+    TU_CHECK(act[1] < act[2] && act[2] < act[0],
+             "%s: and plan less activation memory (block %zu < attention %zu < none %zu bytes)",
+             v->name, act[1], act[2], act[0]);
+    for (int r = 0; r < 3; r++)
+        free(g[r]);
 }
 
 /* Gradients of two micro-batches add up (no dropout, so the masks don't move). */

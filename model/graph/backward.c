@@ -269,8 +269,13 @@ static clf_status stack_bwd(clf_model *m, const mi_stack *stk, clf_ptr dout, clf
         float beta_enc = l == stk->first + stk->n - 1 ? 0.0f : 1.0f;
         /* recomputation: the shared activations hold the stack's last
          * block from the forward; every other block is run again first */
-        if (s->recompute && l != stk->first + stk->n - 1 &&
+        if (s->recompute == MI_RECOMPUTE_BLOCK && l != stk->first + stk->n - 1 &&
             (st = mi_block_recompute(m, l, (int)B, (int)T, (int)S, err)) != CLF_OK)
+            return st;
+        /* attention recomputation: the shared q, k, v and output hold the
+         * last block's; every other block's attention runs again */
+        if (s->recompute == MI_RECOMPUTE_ATTN && l != stk->first + stk->n - 1 &&
+            (st = mi_attn_recompute(m, l, (int)B, (int)T, err)) != CLF_OK)
             return st;
         if ((st = block_bwd(m, l, dres, B, T, S, beta_enc, err)) != CLF_OK)
             return st;

@@ -402,17 +402,20 @@ static clf_ptr *block_out_slot(const clf_model *m, mi_block_a *a)
  * over xrows source rows. Attention keeps no score matrix: its rows'
  * log-sum-exp (NH per row) is all the fused backward needs. */
 static clf_status alloc_block(clf_model *m, mi_block_a *a, size_t rows, int cross, size_t xrows,
-                              clf_error *err)
+                              int shared_attn, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const size_t C = (size_t)s->C, NH = (size_t)s->NH;
     clf_status st;
     if ((st = alloc_norm(m, &a->ln1, s->norm, rows, err)) != CLF_OK ||
-        (st = alloc_norm(m, &a->ln2, s->norm, rows, err)) != CLF_OK ||
-        (st = carve(m, &a->qkv, rows * 3 * C, err)) != CLF_OK ||
-        (st = carve(m, &a->lse, rows * NH, err)) != CLF_OK ||
-        (st = carve(m, &a->atty, rows * C, err)) != CLF_OK ||
-        (st = carve(m, &a->res1, rows * C, err)) != CLF_OK ||
+        (st = alloc_norm(m, &a->ln2, s->norm, rows, err)) != CLF_OK)
+        return st;
+    /* with attention recomputation the stack's first block holds these for all */
+    if (!shared_attn && ((st = carve(m, &a->qkv, rows * 3 * C, err)) != CLF_OK ||
+                         (st = carve(m, &a->lse, rows * NH, err)) != CLF_OK ||
+                         (st = carve(m, &a->atty, rows * C, err)) != CLF_OK))
+        return st;
+    if ((st = carve(m, &a->res1, rows * C, err)) != CLF_OK ||
         (st = carve(m, &a->fch, rows * (size_t)s->fc_rows, err)) != CLF_OK ||
         (st = carve(m, &a->fch_act, rows * (size_t)s->H, err)) != CLF_OK ||
         (st = carve(m, &a->res2, rows * C, err)) != CLF_OK)
@@ -453,8 +456,9 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
         const mi_block_p *bp = &m->bp[l];
         const mi_stack *stk = bp->is_enc ? &m->enc : &m->dec;
         const size_t rows = bp->is_enc ? Rs : Rt;
-        if ((train && !s->recompute) || l == stk->first) {
-            if ((st = alloc_block(m, &m->ba[l], rows, bp->has_cross, Rs, err)) != CLF_OK)
+        if ((train && s->recompute != MI_RECOMPUTE_BLOCK) || l == stk->first) {
+            const int shared = train && s->recompute == MI_RECOMPUTE_ATTN && l != stk->first;
+            if ((st = alloc_block(m, &m->ba[l], rows, bp->has_cross, Rs, shared, err)) != CLF_OK)
                 return st;
         } else if (train &&
                    (st = carve(m, block_out_slot(m, &m->ba[l]), rows * C, err)) != CLF_OK) {
@@ -559,7 +563,14 @@ static clf_status alloc_buffers(clf_model *m, clf_error *err)
     const int train = (m->flags & CLF_MODEL_TRAIN) != 0;
     for (int l = 0; l < m->s.L; l++) {
         const mi_stack *stk = m->bp[l].is_enc ? &m->enc : &m->dec;
-        if ((train && !m->s.recompute) || l == stk->first)
+        if (train && m->s.recompute == MI_RECOMPUTE_ATTN && l != stk->first) {
+            const mi_block_a *f = &m->ba[stk->first];
+            m->ba[l].qkv = f->qkv;
+            m->ba[l].lse = f->lse;
+            m->ba[l].atty = f->atty;
+            continue;
+        }
+        if ((train && m->s.recompute != MI_RECOMPUTE_BLOCK) || l == stk->first)
             continue;
         mi_block_a *a = &m->ba[l], *f = &m->ba[stk->first];
         clf_buffer *kc = a->kcache, *vc = a->vcache, *xk = a->xkcache, *xv = a->xvcache;

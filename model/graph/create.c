@@ -149,7 +149,9 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     s->shared_emb = s->kind == MI_KIND_ENCDEC && cfg->share_embeddings != 0;
     s->causal = s->kind != MI_KIND_ENCODER && bk->attention.causal != 0;
     s->window = bk->attention.window;
-    s->recompute = cfg->train.recompute == CLF_RECOMPUTE_BLOCK;
+    s->recompute = cfg->train.recompute == CLF_RECOMPUTE_BLOCK       ? MI_RECOMPUTE_BLOCK
+                   : cfg->train.recompute == CLF_RECOMPUTE_ATTENTION ? MI_RECOMPUTE_ATTN
+                                                                     : MI_RECOMPUTE_NONE;
     if (s->window < 0 || (s->window > 0 && (s->kind != MI_KIND_DECODER || !s->causal)))
         return clf_error_set(err, CLF_ERR_CONFIG,
                              "blocks.attention.window needs causal self-attention (a decoder)");

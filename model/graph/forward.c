@@ -410,6 +410,13 @@ clf_status mi_block_recompute(clf_model *m, int l, int B, int T, int S, clf_erro
     return block_fwd(m, l, B, T, S, 0, 1, 0, err);
 }
 
+clf_status mi_attn_recompute(clf_model *m, int l, int B, int T, clf_error *err)
+{
+    /* the attention's input: ln1's output (pre-norm) or the block's input */
+    clf_ptr in = m->s.norm_post ? mi_block_in(m, l) : m->ba[l].ln1.out;
+    return attn_fwd(m, l, in, m->proj, B, T, 0, 1, 0, err);
+}
+
 /* A stack over B x T rows of its tokens at positions pos0...: embeddings
  * (+ positions, dropout), blocks, final norm. S: the source length for
  * cross-attention (decoder stack of an encoder-decoder). */

@@ -45,6 +45,11 @@ enum { MI_HEAD_LM = 0, MI_HEAD_CLASSIFIER, MI_HEAD_NONE };
 enum { MI_POOL_CLS = 0, MI_POOL_MEAN };
 enum { MI_POS_LEARNED = 0, MI_POS_SINUSOIDAL, MI_POS_ROPE, MI_POS_ALIBI };
 enum { MI_NORM_NONE = 0, MI_NORM_LAYERNORM, MI_NORM_RMSNORM };
+/* Recomputation: none; block (the blocks of a stack share one set of
+ * activations, each keeps its output; backward reruns the block); attn (they
+ * share the self-attention's q, k, v, output and log-sum-exp; backward reruns
+ * the attention from the kept norm or input). */
+enum { MI_RECOMPUTE_NONE = 0, MI_RECOMPUTE_BLOCK, MI_RECOMPUTE_ATTN };
 /* Initialisation of a parameter tensor. */
 enum { MI_INIT_NORMAL = 0, MI_INIT_RESID, MI_INIT_ZERO, MI_INIT_ONE };
 /* Dropout sites (mi_dropout_stream's op). */
@@ -78,7 +83,7 @@ typedef struct mi_spec {
     int fc_rows;   /* H, or 2H for swiglu */
     int pos;       /* MI_POS_* */
     int window;    /* sliding-window attention: keys per query (0 = all) */
-    int recompute; /* 1: blocks share one set of activations; backward recomputes each */
+    int recompute; /* MI_RECOMPUTE_*: what blocks share and backward recomputes */
     float rope_theta;
     float emb_scale; /* 1 or sqrt(C) */
     float p_emb;     /* dropout on embeddings (+ positions) */
@@ -336,6 +341,10 @@ clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int t
  * recomputation the blocks of a stack share them. Dropout masks come back
  * bit for bit (same step, micro-batch and site). */
 clf_status mi_block_recompute(clf_model *m, int l, int B, int T, int S, clf_error *err);
+/* Block l's self-attention forward again (train, dropout regenerated),
+ * restoring its qkv, lse and atty (train.recompute attention); the
+ * projection's output goes to the m->proj scratch. */
+clf_status mi_attn_recompute(clf_model *m, int l, int B, int T, clf_error *err);
 clf_attn_fused mi_attn_cross(const clf_model *m, int l, size_t B, size_t T, size_t S, int train);
 /* Dropout stream of a site for the current (step, micro). Sites: 0 the
  * decoder's embedding (layer MI_LAYER_EMB), 0xFFFF the source embedding
