@@ -111,6 +111,8 @@ static clf_status build(const clf_json *vocab, const clf_json *merge_arr, const 
     int32_t *pairs = NULL, *ext = NULL;
     piece_index ix = {NULL, 0};
     clf_status st = CLF_OK;
+    if (merge_arr == NULL && merge_txt == NULL)
+        return G2_ERR("no merges: a BPE model needs model.merges (or merges.txt)");
     if (merge_arr != NULL) {
         if (merge_arr->type != CLF_JSON_ARRAY)
             return G2_ERR("model.merges must be an array");
@@ -118,7 +120,8 @@ static clf_status build(const clf_json *vocab, const clf_json *merge_arr, const 
     } else {
         if ((txt = malloc(merge_len + 1)) == NULL)
             return clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
-        memcpy(txt, merge_txt, merge_len);
+        if (merge_len > 0)
+            memcpy(txt, merge_txt, merge_len);
         txt[merge_len] = '\0';
         for (size_t i = 0; i < merge_len; i++)
             cap += txt[i] == '\n';
