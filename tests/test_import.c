@@ -523,8 +523,7 @@ static void test_gpt2_tokenizer(void)
     const char *no_merges =
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}}, \"pre_tokenizer\": "
         "{\"type\": \"ByteLevel\"}}";
-    TU_CHECK(clf_tokenizer_from_hf(no_merges, strlen(no_merges), "t", &x, &err) ==
-                     CLF_ERR_FORMAT &&
+    TU_CHECK(clf_tokenizer_from_hf(no_merges, strlen(no_merges), "t", &x, &err) == CLF_ERR_FORMAT &&
                  strstr(err.msg, "no merges") != NULL,
              "a BPE tokenizer.json without merges refused (found by fuzzing): %s", err.msg);
     const char *bad_char = "#version: 0.2\n\xe2\x82\xac a\n";
