@@ -203,8 +203,11 @@ static void test_kv_decode(clf_runtime *rt, const clf_model_config *cfg, int V, 
 /* Gradient accumulation: batch 4 x accumulate 2 against batch 8 x 1,
  * without dropout (its masks are keyed by micro-batch), over 12 steps:
  * the same windows (the source draws them in the same order), so every
- * step's loss agrees to float rounding (relative 2e-5: the gradients are
- * summed in another order). With dropout and accumulate 2, a run stopped
+ * step's loss agrees to float rounding: relative 2e-4. The gradients are
+ * summed in another order, and Adam divides each by its own running RMS,
+ * so a component near zero whose rounding differs moves by up to lr: over
+ * 12 steps that reaches 5e-5 for some seeds (CLFORMER_TEST_SEED=
+ * 1795503256321777; most give 1e-7). With dropout and accumulate 2, a run stopped
  * after step 5 and resumed equals the uninterrupted one bit for bit. */
 static void test_accumulate(clf_runtime *rt, const clf_model_config *base, int V,
                             const clf_dataset *ds, const clf_tokenizer *tok)
@@ -239,7 +242,7 @@ static void test_accumulate(clf_runtime *rt, const clf_model_config *base, int V
         all &= x.seen[s] && y.seen[s];
         worst = fmax(worst, fabs((double)x.loss[s] - y.loss[s]) / fabs((double)x.loss[s]));
     }
-    TU_CHECK(all && worst <= 2e-5,
+    TU_CHECK(all && worst <= 2e-4,
              "accumulate: batch 4 x 2 micro-batches matches batch 8 at every step (worst "
              "relative difference %.2e; step 12: %.7f vs %.7f)",
              worst, (double)y.loss[12], (double)x.loss[12]);
