@@ -1,5 +1,5 @@
 /*
- * unicode.c - lookups in the generated tables of unicode_tables.c (see
+ * unicode.c - lookups in the generated tables of unicode_classes.c, unicode_lower.c, unicode_nfd.c (see
  * unicode.h): binary searches, and Hangul syllables decomposed by the
  * formula of the Unicode standard (section 3.12).
  */

@@ -353,6 +353,29 @@ static clf_status bert_tensors(imp *s, const clf_model_config *cfg, clf_error *e
 
 /* ---- GPT-2 ------------------------------------------------------------------------- */
 
+/* A GPT-2 block's tensors: clformer's name, GPT-2's (after "h.<l>."),
+ * whether it is a Conv1D weight stored [in, out], and clformer's shape in
+ * units of dims[] = {C, H, -, 3C} (cols -1: 1-D). Import and export both
+ * walk this table. */
+static const struct gpt2_name {
+    const char *ours, *theirs;
+    int conv, rows, cols;
+} gpt2_block[] = {
+    {"ln1.weight", "ln_1.weight", 0, 0, -1},
+    {"ln1.bias", "ln_1.bias", 0, 0, -1},
+    {"attn.qkv.weight", "attn.c_attn.weight", 1, 3, 0},
+    {"attn.qkv.bias", "attn.c_attn.bias", 0, 3, -1},
+    {"attn.proj.weight", "attn.c_proj.weight", 1, 0, 0},
+    {"attn.proj.bias", "attn.c_proj.bias", 0, 0, -1},
+    {"ln2.weight", "ln_2.weight", 0, 0, -1},
+    {"ln2.bias", "ln_2.bias", 0, 0, -1},
+    {"ffn.fc.weight", "mlp.c_fc.weight", 1, 1, 0},
+    {"ffn.fc.bias", "mlp.c_fc.bias", 0, 1, -1},
+    {"ffn.proj.weight", "mlp.c_proj.weight", 1, 0, 1},
+    {"ffn.proj.bias", "mlp.c_proj.bias", 0, 0, -1},
+};
+#define GPT2_BLOCK_N (sizeof gpt2_block / sizeof gpt2_block[0])
+
 static clf_status gpt2_config(const clf_json *doc, const char *path, clf_model_config *cfg,
                               clf_error *err)
 {
@@ -461,32 +484,15 @@ static clf_status gpt2_tensors(imp *s, const clf_model_config *cfg, clf_error *e
         (st = copy1(s, "wpe", "wpe.weight", NULL, P, C, err)) != CLF_OK)
         return st;
     for (int l = 0; l < cfg->blocks.repeat; l++) {
-        static const struct {
-            const char *to, *from;
-            int conv;       /* 1: a Conv1D weight [in, out] to transpose */
-            int rows, cols; /* 0 C, 1 H, 3 3C; cols -1: 1-D */
-        } map[] = {
-            {"ln1.weight", "ln_1.weight", 0, 0, -1},
-            {"ln1.bias", "ln_1.bias", 0, 0, -1},
-            {"attn.qkv.weight", "attn.c_attn.weight", 1, 3, 0},
-            {"attn.qkv.bias", "attn.c_attn.bias", 0, 3, -1},
-            {"attn.proj.weight", "attn.c_proj.weight", 1, 0, 0},
-            {"attn.proj.bias", "attn.c_proj.bias", 0, 0, -1},
-            {"ln2.weight", "ln_2.weight", 0, 0, -1},
-            {"ln2.bias", "ln_2.bias", 0, 0, -1},
-            {"ffn.fc.weight", "mlp.c_fc.weight", 1, 1, 0},
-            {"ffn.fc.bias", "mlp.c_fc.bias", 0, 1, -1},
-            {"ffn.proj.weight", "mlp.c_proj.weight", 1, 0, 1},
-            {"ffn.proj.bias", "mlp.c_proj.bias", 0, 0, -1},
-        };
-        for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
+        for (size_t k = 0; k < GPT2_BLOCK_N; k++) {
+            const struct gpt2_name *g = &gpt2_block[k];
             const int64_t dims[4] = {C, H, 0, 3 * C};
-            const int64_t rows = dims[map[k].rows];
-            const int64_t cols = map[k].cols < 0 ? 0 : dims[map[k].cols];
-            snprintf(to, sizeof to, "blocks.%d.%s", l, map[k].to);
-            snprintf(a, sizeof a, "h.%d.%s", l, map[k].from);
-            st = map[k].conv ? read_t(s, to, a, cols, rows, err)
-                             : copy1(s, to, a, NULL, rows, cols, err);
+            const int64_t rows = dims[g->rows];
+            const int64_t cols = g->cols < 0 ? 0 : dims[g->cols];
+            snprintf(to, sizeof to, "blocks.%d.%s", l, g->ours);
+            snprintf(a, sizeof a, "h.%d.%s", l, g->theirs);
+            st = g->conv ? read_t(s, to, a, cols, rows, err)
+                         : copy1(s, to, a, NULL, rows, cols, err);
             if (st != CLF_OK)
                 return st;
         }
@@ -779,25 +785,8 @@ clf_status clf_export_gpt2(const char *ckpt_path, const char *out_dir, clf_error
         int64_t rows, cols; /* clformer's shape; cols 0: 1-D */
     } t;
     for (int k = -1; k <= L && st == CLF_OK; k++) {
-        static const struct {
-            const char *from, *to;
-            int conv, rows, cols; /* 0 C, 1 H, 3 3C; cols -1: 1-D */
-        } map[] = {
-            {"ln1.weight", "ln_1.weight", 0, 0, -1},
-            {"ln1.bias", "ln_1.bias", 0, 0, -1},
-            {"attn.qkv.weight", "attn.c_attn.weight", 1, 3, 0},
-            {"attn.qkv.bias", "attn.c_attn.bias", 0, 3, -1},
-            {"attn.proj.weight", "attn.c_proj.weight", 1, 0, 0},
-            {"attn.proj.bias", "attn.c_proj.bias", 0, 0, -1},
-            {"ln2.weight", "ln_2.weight", 0, 0, -1},
-            {"ln2.bias", "ln_2.bias", 0, 0, -1},
-            {"ffn.fc.weight", "mlp.c_fc.weight", 1, 1, 0},
-            {"ffn.fc.bias", "mlp.c_fc.bias", 0, 1, -1},
-            {"ffn.proj.weight", "mlp.c_proj.weight", 1, 0, 1},
-            {"ffn.proj.bias", "mlp.c_proj.bias", 0, 0, -1},
-        };
         const int64_t dims[4] = {C, H, 0, 3 * C};
-        const size_t nm = k == -1 ? 2 : k == L ? 2 : sizeof map / sizeof map[0];
+        const size_t nm = k == -1 ? 2 : k == L ? 2 : GPT2_BLOCK_N;
         for (size_t i = 0; i < nm && st == CLF_OK; i++) {
             if (k == -1) { /* the embeddings */
                 snprintf(t.from, sizeof t.from, "%s", i == 0 ? "wte" : "wpe");
@@ -812,11 +801,12 @@ clf_status clf_export_gpt2(const char *ckpt_path, const char *out_dir, clf_error
                 t.rows = C;
                 t.cols = 0;
             } else {
-                snprintf(t.from, sizeof t.from, "blocks.%d.%s", k, map[i].from);
-                snprintf(t.to, sizeof t.to, "h.%d.%s", k, map[i].to);
-                t.conv = map[i].conv;
-                t.rows = dims[map[i].rows];
-                t.cols = map[i].cols < 0 ? 0 : dims[map[i].cols];
+                const struct gpt2_name *g = &gpt2_block[i];
+                snprintf(t.from, sizeof t.from, "blocks.%d.%s", k, g->ours);
+                snprintf(t.to, sizeof t.to, "h.%d.%s", k, g->theirs);
+                t.conv = g->conv;
+                t.rows = dims[g->rows];
+                t.cols = g->cols < 0 ? 0 : dims[g->cols];
             }
             const size_t n = (size_t)t.rows * (size_t)(t.cols > 0 ? t.cols : 1);
             float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
