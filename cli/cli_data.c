@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli_data.h"
+#include "cli/cli_model.h"
 
 static int is_dir(const char *p)
 {
@@ -415,4 +416,53 @@ int cli_read_input(const char *path, char **text, size_t *len)
     *text = buf;
     *len = n;
     return CLI_EXIT_OK;
+}
+
+int cli_encoder_open(const char *cmd, const char *dir, const char *input, long batch,
+                     int head_none_ok, const cli_runtime_flags *rf, cli_encoder_run *r)
+{
+    memset(r, 0, sizeof *r);
+    int rc = cli_checkpoint_open(dir, &r->ck, &r->cfg, &r->tok);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (r->cfg.kind != CLF_MODEL_ENCODER) {
+        fprintf(stderr, "clformer %s: %s holds a model of kind %s; %s\n", cmd, dir,
+                clf_config_kind_name(r->cfg.kind),
+                head_none_ok ? "sentence embeddings need an encoder"
+                             : "classification needs an encoder classifier");
+        return CLI_EXIT_USAGE;
+    }
+    if (!head_none_ok && r->cfg.head.type == CLF_HEAD_NONE) {
+        fprintf(stderr,
+                "clformer %s: %s is an embedding model (no classifier head): use `clformer "
+                "embed`, or fine-tune it with a classifier head (train --init)\n",
+                cmd, dir);
+        return CLI_EXIT_USAGE;
+    }
+    if ((rc = cli_read_sentences(cmd, input, &r->cfg, r->tok, &r->ds)) != CLI_EXIT_OK ||
+        r->ds == NULL)
+        return rc; /* an empty input: nothing to do */
+    clf_error err;
+    clf_error_clear(&err);
+    clf_seqeval_batching((int)batch, 0, &r->bo);
+    clf_seq_limits sl;
+    clf_status st = clf_seqeval_limits(r->ds, &r->bo, &sl, &err);
+    if (st != CLF_OK) {
+        cli_print_error(NULL, &err);
+        return cli_exit_code(st);
+    }
+    const clf_model_limits lim = clf_seqeval_model_limits(&sl);
+    if ((rc = cli_runtime_open(rf, &r->rt)) != CLI_EXIT_OK)
+        return rc;
+    return cli_checkpoint_model(r->rt, r->ck, &lim, 0, &r->m);
+}
+
+void cli_encoder_close(cli_encoder_run *r)
+{
+    clf_seqdata_destroy(r->ds);
+    clf_model_destroy(r->m);
+    clf_runtime_destroy(r->rt);
+    clf_checkpoint_close(r->ck);
+    clf_tokenizer_destroy(r->tok);
+    memset(r, 0, sizeof *r);
 }

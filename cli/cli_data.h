@@ -75,6 +75,27 @@ int cli_read_lines(const char *path, char ***lines, size_t *n);
 int cli_read_sentences(const char *cmd, const char *input, const clf_model_config *cfg,
                        const clf_tokenizer *tok, clf_seqdata **ds);
 
+/* An encoder checkpoint run over sentences (classify, embed): everything
+ * cli_encoder_open made, released by cli_encoder_close. */
+typedef struct cli_encoder_run {
+    clf_checkpoint *ck;
+    clf_model_config cfg;
+    clf_tokenizer *tok;
+    clf_runtime *rt;
+    clf_model *m;
+    clf_seqdata *ds; /* NULL: the input was empty (nothing to do) */
+    clf_seq_batching bo;
+} cli_encoder_run;
+
+/* Open DIR's checkpoint for `cmd`, which needs an encoder (with a head
+ * unless head_none_ok; a refusal names what to use instead), read the
+ * sentences of --input or standard input, batch them by `batch` and create
+ * the model planned for them on the device of rf. Returns an exit code;
+ * *r is filled as far as it got (cli_encoder_close releases it either way). */
+int cli_encoder_open(const char *cmd, const char *dir, const char *input, long batch,
+                     int head_none_ok, const cli_runtime_flags *rf, cli_encoder_run *r);
+void cli_encoder_close(cli_encoder_run *r);
+
 /* Read all of standard input (or a file with path != NULL) into *text. */
 int cli_read_input(const char *path, char **text, size_t *len);
 

@@ -59,43 +59,18 @@ int cli_cmd_embed(int argc, char **argv)
     }
     clf_error err;
     clf_error_clear(&err);
-    clf_checkpoint *ck = NULL;
-    clf_model_config cfg;
-    clf_tokenizer *tok = NULL;
-    clf_runtime *rt = NULL;
-    clf_model *m = NULL;
-    clf_seqdata *ds = NULL;
+    cli_encoder_run r;
     float *out = NULL;
     clf_status st = CLF_OK;
-    int rc = cli_checkpoint_open(dir, &ck, &cfg, &tok);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    if (cfg.kind != CLF_MODEL_ENCODER) {
-        fprintf(stderr,
-                "clformer embed: %s holds a model of kind %s; sentence embeddings need an "
-                "encoder\n",
-                dir, clf_config_kind_name(cfg.kind));
-        rc = CLI_EXIT_USAGE;
+    int rc = cli_encoder_open("embed", dir, input, batch, 1, &rf, &r);
+    if (rc != CLI_EXIT_OK || r.ds == NULL)
         goto done;
-    }
-    if ((rc = cli_read_sentences("embed", input, &cfg, tok, &ds)) != CLI_EXIT_OK || ds == NULL)
-        goto done; /* an empty input: nothing to do */
-    size_t n = clf_seqdata_size(ds);
-    clf_seq_batching bo;
-    clf_seqeval_batching((int)batch, 0, &bo);
-    clf_seq_limits sl;
-    if ((st = clf_seqeval_limits(ds, &bo, &sl, &err)) != CLF_OK)
-        goto fail;
-    const clf_model_limits lim = clf_seqeval_model_limits(&sl);
-    if ((rc = cli_runtime_open(&rf, &rt)) != CLI_EXIT_OK ||
-        (rc = cli_checkpoint_model(rt, ck, &lim, 0, &m)) != CLI_EXIT_OK)
-        goto done;
-    const size_t C = (size_t)clf_model_dims_get(m).C;
+    const size_t n = clf_seqdata_size(r.ds), C = (size_t)clf_model_dims_get(r.m).C;
     if ((out = malloc(n * C * sizeof *out)) == NULL) {
         st = clf_error_set(&err, CLF_ERR_MEMORY, "embed: out of host memory");
         goto fail;
     }
-    if ((st = clf_seqeval_embed(m, ds, &bo, !raw, out, &err)) != CLF_OK)
+    if ((st = clf_seqeval_embed(r.m, r.ds, &r.bo, !raw, out, &err)) != CLF_OK)
         goto fail;
     for (size_t i = 0; i < n; i++) {
         const float *v = out + i * C;
@@ -105,7 +80,7 @@ int cli_cmd_embed(int argc, char **argv)
         fputs(json ? "]\n" : "\n", stdout);
     }
     fflush(stdout);
-    cli_print_profile(rt, stderr); /* prints only with --profile */
+    cli_print_profile(r.rt, stderr); /* prints only with --profile */
     rc = CLI_EXIT_OK;
     goto done;
 fail:
@@ -113,10 +88,6 @@ fail:
     rc = cli_exit_code(st);
 done:
     free(out);
-    clf_seqdata_destroy(ds);
-    clf_model_destroy(m);
-    clf_runtime_destroy(rt);
-    clf_checkpoint_close(ck);
-    clf_tokenizer_destroy(tok);
+    cli_encoder_close(&r);
     return rc;
 }

@@ -57,16 +57,15 @@ clf_model_limits clf_seqeval_model_limits(const clf_seq_limits *sl)
     return lim;
 }
 
-clf_status clf_seqeval_probs(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
-                             float *probs, clf_error *err)
+/* An eval forward over every sentence of ds (batched by bo) and, per
+ * batch, `width` floats per row read back (pooled: the pooled vectors, else
+ * the label probabilities), put at each sentence's input position in out. */
+static clf_status per_sentence(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
+                               int pooled, size_t width, float *out, clf_error *err)
 {
-    const clf_model_dims d = clf_model_dims_get(m);
-    const size_t NL = (size_t)d.labels;
     clf_seq_loader *L = NULL;
     clf_seq_batch *b = NULL;
     float *buf = NULL;
-    if (d.kind != CLF_MODEL_ENCODER)
-        return clf_error_set(err, CLF_ERR_ARG, "label probabilities need an encoder classifier");
     clf_status st = clf_seq_loader_create(ds, bo, &L, err);
     if (st == CLF_OK)
         st = clf_seq_batch_create(L, &b, err);
@@ -74,18 +73,19 @@ clf_status clf_seqeval_probs(clf_model *m, const clf_seqdata *ds, const clf_seq_
         goto done;
     clf_seq_limits sl;
     clf_seq_loader_limits(L, &sl);
-    if ((buf = malloc((size_t)sl.max_B * NL * sizeof *buf)) == NULL) {
-        st = clf_error_set(err, CLF_ERR_MEMORY, "classify: out of host memory");
+    if ((buf = malloc((size_t)sl.max_B * width * sizeof *buf)) == NULL) {
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
         goto done;
     }
     while (clf_seq_loader_next(L, b)) {
         const clf_batch in = clf_batch_classify(b->src, b->src_keep, NULL, b->B, b->S);
         if ((st = clf_model_set_batch(m, in, err)) != CLF_OK ||
             (st = clf_model_forward(m, 0, err)) != CLF_OK ||
-            (st = clf_model_probs_read(m, buf, err)) != CLF_OK)
+            (st = pooled ? clf_model_pooled_read(m, buf, err)
+                         : clf_model_probs_read(m, buf, err)) != CLF_OK)
             goto done;
         for (int i = 0; i < b->B; i++)
-            memcpy(probs + (size_t)b->index[i] * NL, buf + (size_t)i * NL, NL * sizeof *buf);
+            memcpy(out + (size_t)b->index[i] * width, buf + (size_t)i * width, width * sizeof *buf);
     }
 done:
     free(buf);
@@ -94,49 +94,33 @@ done:
     return st;
 }
 
+clf_status clf_seqeval_probs(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
+                             float *probs, clf_error *err)
+{
+    const clf_model_dims d = clf_model_dims_get(m);
+    if (d.kind != CLF_MODEL_ENCODER)
+        return clf_error_set(err, CLF_ERR_ARG, "label probabilities need an encoder classifier");
+    return per_sentence(m, ds, bo, 0, (size_t)d.labels, probs, err);
+}
+
 clf_status clf_seqeval_embed(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
                              int normalize, float *vecs, clf_error *err)
 {
     const clf_model_dims d = clf_model_dims_get(m);
-    const size_t C = (size_t)d.C;
-    clf_seq_loader *L = NULL;
-    clf_seq_batch *b = NULL;
-    float *buf = NULL;
+    const size_t C = (size_t)d.C, n = clf_seqdata_size(ds);
     if (d.kind != CLF_MODEL_ENCODER)
         return clf_error_set(err, CLF_ERR_ARG, "sentence embeddings need an encoder-only model");
-    clf_status st = clf_seq_loader_create(ds, bo, &L, err);
-    if (st == CLF_OK)
-        st = clf_seq_batch_create(L, &b, err);
-    if (st != CLF_OK)
-        goto done;
-    clf_seq_limits sl;
-    clf_seq_loader_limits(L, &sl);
-    if ((buf = malloc((size_t)sl.max_B * C * sizeof *buf)) == NULL) {
-        st = clf_error_set(err, CLF_ERR_MEMORY, "embed: out of host memory");
-        goto done;
+    clf_status st = per_sentence(m, ds, bo, 1, C, vecs, err);
+    for (size_t i = 0; st == CLF_OK && normalize && i < n; i++) {
+        float *v = vecs + i * C;
+        double ss = 0;
+        for (size_t j = 0; j < C; j++)
+            ss += (double)v[j] * (double)v[j];
+        /* as torch.nn.functional.normalize: x / max(|x|, 1e-12) */
+        double scale = 1.0 / (sqrt(ss) > 1e-12 ? sqrt(ss) : 1e-12);
+        for (size_t j = 0; j < C; j++)
+            v[j] = (float)((double)v[j] * scale);
     }
-    while (clf_seq_loader_next(L, b)) {
-        const clf_batch in = clf_batch_classify(b->src, b->src_keep, NULL, b->B, b->S);
-        if ((st = clf_model_set_batch(m, in, err)) != CLF_OK ||
-            (st = clf_model_forward(m, 0, err)) != CLF_OK ||
-            (st = clf_model_pooled_read(m, buf, err)) != CLF_OK)
-            goto done;
-        for (int i = 0; i < b->B; i++) {
-            float *v = vecs + (size_t)b->index[i] * C;
-            const float *x = buf + (size_t)i * C;
-            double ss = 0;
-            for (size_t j = 0; j < C; j++)
-                ss += (double)x[j] * (double)x[j];
-            /* as torch.nn.functional.normalize: x / max(|x|, 1e-12) */
-            double scale = normalize ? 1.0 / (sqrt(ss) > 1e-12 ? sqrt(ss) : 1e-12) : 1.0;
-            for (size_t j = 0; j < C; j++)
-                v[j] = (float)((double)x[j] * scale);
-        }
-    }
-done:
-    free(buf);
-    clf_seq_batch_destroy(b);
-    clf_seq_loader_destroy(L);
     return st;
 }
 
