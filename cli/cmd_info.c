@@ -105,8 +105,12 @@ double cli_train_flops_per_token(const clf_model_config *cfg, long vocab)
 
 /* Device memory: training at the batch by category, inference at batch 1,
  * and the training activations at contexts around the model's. */
+static const char *const recompute_names[] = {"none", "block", "attention"};
+#define N_RECOMPUTE 3
+
 typedef struct memory_report {
     clf_model_memory train, infer;
+    clf_model_memory by_recompute[N_RECOMPUTE]; /* training at the batch, clf_recompute order */
     int contexts[N_CONTEXTS];
     size_t activations[N_CONTEXTS]; /* 0: that context does not plan */
 } memory_report;
@@ -118,6 +122,12 @@ static clf_status plan_memory(const clf_model_config *cfg, long vocab, long batc
     clf_status st = clf_model_memory_plan(cfg, (int)vocab, &lim_b, CLF_MODEL_TRAIN, &r->train, err);
     if (st == CLF_OK)
         st = clf_model_memory_plan(cfg, (int)vocab, &lim_1, CLF_MODEL_INFER, &r->infer, err);
+    for (int i = 0; i < N_RECOMPUTE && st == CLF_OK; i++) {
+        clf_model_config c = *cfg;
+        c.train.recompute = (clf_recompute)i;
+        st = clf_model_memory_plan(&c, (int)vocab, &lim_b, CLF_MODEL_TRAIN, &r->by_recompute[i],
+                                   err);
+    }
     for (int i = 0; i < N_CONTEXTS && st == CLF_OK; i++) {
         clf_model_config c = *cfg;
         c.context = cfg->context / 2 << i; /* context/2, 1x, 2x, 4x */
@@ -146,7 +156,7 @@ static const char *size_str(size_t bytes, char *buf, size_t cap)
     return buf;
 }
 
-static void print_memory(const memory_report *r, long batch)
+static void print_memory(const memory_report *r, long batch, int cfg_recompute)
 {
     const clf_model_memory *t = &r->train;
     char a[32], b[32], c[32], d[32];
@@ -156,7 +166,16 @@ static void print_memory(const memory_report *r, long batch)
     printf("  %-24s %14s\n", "Adam moments", size_str(t->optim, a, sizeof a));
     printf("  %-24s %14s\n", "activations and scratch", size_str(t->activations, a, sizeof a));
     printf("  %-24s %14s\n", "batch inputs", size_str(t->batch, a, sizeof a));
-    printf("  %-24s %14s\n", "total", size_str(t->total, a, sizeof a));
+    printf("  %-24s %14s  (native engine's packing, estimated)\n", "GEMM workspace",
+           size_str(t->workspace, a, sizeof a));
+    printf("  %-24s %14s  (train.recompute: %s)\n", "total", size_str(t->total, a, sizeof a),
+           recompute_names[cfg_recompute]);
+    printf("by train.recompute:");
+    for (int i = 0; i < N_RECOMPUTE; i++)
+        printf("%s %s %s (activations %s)", i ? "," : "", recompute_names[i],
+               size_str(r->by_recompute[i].total, a, sizeof a),
+               size_str(r->by_recompute[i].activations, b, sizeof b));
+    printf("\n");
     printf("device memory, inference at batch 1: %s (parameters %s, activations %s, KV caches "
            "%s)\n",
            size_str(r->infer.total, a, sizeof a), size_str(r->infer.params, b, sizeof b),
@@ -215,7 +234,7 @@ static void print_text(const char *path, const clf_model_config *cfg, const brea
     printf("  inference  2N +  4 L T C = %.4g  (at full context; with the KV cache at\n"
            "                                         position p: 2N + 4 L p C)\n\n",
            d->infer_flops);
-    print_memory(mr, batch);
+    print_memory(mr, batch, (int)cfg->train.recompute);
 }
 
 int cli_cmd_info(int argc, char **argv)
@@ -274,11 +293,14 @@ int cli_cmd_info(int argc, char **argv)
                "\"train_flops_per_token\": %.0f, \"infer_flops_per_token\": %.0f, "
                "\"batch\": %ld, \"train_memory_bytes\": %zu, \"infer_memory_bytes\": %zu, "
                "\"train_memory\": {\"params\": %zu, \"grads\": %zu, \"optim\": %zu, "
-               "\"activations\": %zu, \"batch\": %zu}}\n",
+               "\"activations\": %zu, \"batch\": %zu, \"workspace\": %zu}, "
+               "\"train_memory_by_recompute\": {\"none\": %zu, \"block\": %zu, "
+               "\"attention\": %zu}}\n",
                d.total, d.wte, d.wpe, d.block, d.L * d.block, d.attn, d.ffn, d.norms, d.lnf, d.head,
                d.V, d.L, d.train_flops, d.infer_flops, batch, mr.train.total, mr.infer.total,
                mr.train.params, mr.train.grads, mr.train.optim, mr.train.activations,
-               mr.train.batch);
+               mr.train.batch, mr.train.workspace, mr.by_recompute[0].total,
+               mr.by_recompute[1].total, mr.by_recompute[2].total);
     else
         print_text(path, &cfg, &d, vocab_note, batch, &mr);
     return CLI_EXIT_OK;

@@ -246,10 +246,15 @@ static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_trai
     if (rf->profile) {
         cli_print_profile(rt, stdout);
         const clf_model_memory mm = clf_model_memory_get(m);
-        printf("the model's own buffers (clformer info's estimate): %.1f MiB: parameters %.1f, "
-               "gradients %.1f, Adam %.1f, activations and scratch %.1f, batch %.1f\n",
+        size_t now = 0, mem_peak = 0;
+        clf_runtime_memory(rt, &now, &mem_peak);
+        printf("clformer info's estimate: %.1f MiB (parameters %.1f, gradients %.1f, Adam %.1f, "
+               "activations and scratch %.1f, batch %.1f, GEMM workspace %.1f; the engine "
+               "allocated %.1f): the peak is %+.1f%% of it\n",
                mm.total / 1048576.0, mm.params / 1048576.0, mm.grads / 1048576.0,
-               mm.optim / 1048576.0, mm.activations / 1048576.0, mm.batch / 1048576.0);
+               mm.optim / 1048576.0, mm.activations / 1048576.0, mm.batch / 1048576.0,
+               mm.workspace / 1048576.0, clf_gemm_workspace_bytes(rt) / 1048576.0,
+               mm.total > 0 ? 100.0 * ((double)mem_peak / (double)mm.total - 1.0) : 0.0);
         double peak = 0.0;
         if (cfg->kind == CLF_MODEL_DECODER && res.tokens_per_s > 0 &&
             clf_runtime_peak_gflops(rt, &peak, &err) == CLF_OK && peak > 0) {

@@ -352,7 +352,8 @@ static void accumulation(clf_runtime *rt)
         const clf_model_limits lb = {.B = B};
         ok(clf_model_memory_plan(&cfg, V, &lb, CLF_MODEL_TRAIN, &plan, &e), &e, "plan");
         TU_CHECK(mm.params == np && mm.grads == np && mm.optim == 2 * np &&
-                     mm.params + mm.grads + mm.optim + mm.activations + mm.caches + mm.batch ==
+                     mm.params + mm.grads + mm.optim + mm.activations + mm.caches + mm.batch +
+                             mm.workspace ==
                          mm.total &&
                      mm.caches == 0 && mm.activations > 0,
                  "memory by category adds up (params %zu, activations %zu, total %zu)", mm.params,

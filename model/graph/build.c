@@ -547,6 +547,47 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
     return CLF_OK;
 }
 
+/* The largest packing scratch of one linear layer's products: y = x W^T on
+ * R rows, and in training dx = dy W and dW += dy^T x (forward.c's
+ * linear_fwd, backward.c's linear_bwd). */
+static size_t linear_workspace(size_t R, size_t in, size_t out, int train)
+{
+    size_t w = clf_gemm_workspace_estimate(0, 1, R, out, in);
+    if (train) {
+        w = zmax(w, clf_gemm_workspace_estimate(0, 0, R, in, out));
+        w = zmax(w, clf_gemm_workspace_estimate(1, 0, out, in, R));
+    }
+    return w;
+}
+
+/* The GEMM engine's scratch over a step's products: every linear layer of
+ * the stacks, the LM head or the classifier. */
+static size_t plan_workspace(const clf_model *m)
+{
+    const mi_spec *s = &m->s;
+    const int train = (m->flags & CLF_MODEL_TRAIN) != 0;
+    const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
+    size_t w = 0;
+    const size_t rows[2] = {s->kind != MI_KIND_DECODER ? s->rows_src : 0,
+                            s->kind != MI_KIND_ENCODER ? s->rows_tgt : 0};
+    for (int i = 0; i < 2; i++) {
+        const size_t R = rows[i];
+        if (R == 0)
+            continue;
+        w = zmax(w, linear_workspace(R, C, 3 * C, train)); /* qkv */
+        w = zmax(w, linear_workspace(R, C, C, train));     /* attention out */
+        w = zmax(w, linear_workspace(R, C, F, train));     /* ffn fc */
+        w = zmax(w, linear_workspace(R, H, C, train));     /* ffn proj */
+    }
+    if (s->kind == MI_KIND_ENCDEC) /* cross-attention keys and values */
+        w = zmax(w, linear_workspace(s->rows_src, C, 2 * C, train));
+    if (s->head == MI_HEAD_LM)
+        w = zmax(w, linear_workspace(s->rows_tgt, C, (size_t)s->V, train));
+    else if (s->head == MI_HEAD_CLASSIFIER)
+        w = zmax(w, linear_workspace((size_t)s->B, C, (size_t)s->NL, train));
+    return w;
+}
+
 static clf_status alloc_buffers(clf_model *m, clf_error *err)
 {
     clf_status st = request_buffers(m, err);
@@ -657,7 +698,8 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
         clf_error_prefix(err, "allocating the model (%zu bytes so far)", m->bytes);
         goto fail;
     }
-    m->mem.total = m->bytes;
+    m->mem.workspace = plan_workspace(m);
+    m->mem.total = m->bytes + m->mem.workspace;
     if (rt == NULL) {
         *plan_only = m->mem;
         clf_model_destroy(m);

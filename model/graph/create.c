@@ -221,13 +221,15 @@ clf_status clf_model_create_ex(clf_runtime *rt, const clf_model_config *cfg, int
         return clf_error_set(
             err, CLF_ERR_MEMORY,
             "the model needs %.2f GiB of device memory (parameters %.2f, gradients %.2f, Adam "
-            "%.2f, activations %.2f, caches %.2f GiB) at batch %d, but %s has %.2f GiB: lower "
+            "%.2f, activations %.2f, caches %.2f, GEMM workspace %.2f GiB) at batch %d, but %s "
+            "has %.2f GiB: lower "
             "train.batch and raise train.accumulate (the same optimizer step in smaller "
             "micro-batches), or set train.recompute=block",
             (double)plan.total / 1073741824.0, (double)plan.params / 1073741824.0,
             (double)plan.grads / 1073741824.0, (double)plan.optim / 1073741824.0,
-            (double)plan.activations / 1073741824.0, (double)plan.caches / 1073741824.0, lim->B,
-            clf_runtime_device(rt)->name, (double)have / 1073741824.0);
+            (double)plan.activations / 1073741824.0, (double)plan.caches / 1073741824.0,
+            (double)plan.workspace / 1073741824.0, lim->B, clf_runtime_device(rt)->name,
+            (double)have / 1073741824.0);
     return mi_model_build(rt, &s, flags, &o, out, NULL, err);
 }
 

@@ -235,10 +235,13 @@ typedef struct clf_model_memory {
                            attention materialises its scores, with T^2) */
     size_t caches;      /* KV caches and their reorder scratch (CLF_MODEL_INFER) */
     size_t batch;       /* token, target and mask inputs */
-    size_t total;
+    size_t workspace;   /* the native GEMM engine's packing scratch, owned by the runtime:
+                           estimated from the step's product shapes
+                           (clf_gemm_workspace_estimate), not allocated by the model */
+    size_t total;       /* all of the above */
 } clf_model_memory;
 
-/* What create allocated (the runtime's own GEMM scratch aside). */
+/* What create allocated, and the GEMM workspace its products will need. */
 clf_model_memory clf_model_memory_get(const clf_model *m);
 /* The same without a device, for a config planned for lim and created
  * with flags (for `clformer info`; device-dependent scratch, such as the

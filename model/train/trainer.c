@@ -710,13 +710,18 @@ static clf_status log_step(run *r, train_clock *c, clf_train_progress *p, uint64
 
 /* The evaluation after step `done` and its checkpoint; *stop = 1 when early
  * stopping ends the run here. */
-static clf_status eval_step(run *r, train_clock *c, uint64_t done, uint64_t total, int timed,
-                            int *stop, clf_train_result *res, clf_error *err)
+static clf_status eval_step(run *r, train_clock *c, uint64_t done, uint64_t total, int *stop,
+                            clf_train_result *res, clf_error *err)
 {
     const clf_model_config *cfg = r->cfg;
-    if (timed)
-        clock_fold(c, clf_now_seconds());
-    clf_status st = evaluate(r, done, res, err);
+    /* The training work still queued (a logged step's loss is read after
+     * its forward, before its backward and update) counts as training: the
+     * last step's tail included, which short runs would otherwise miss. */
+    clf_status st = clf_runtime_finish(clf_model_runtime(r->m), err);
+    if (st != CLF_OK)
+        return st;
+    clock_fold(c, clf_now_seconds());
+    st = evaluate(r, done, res, err);
     if (st == CLF_OK)
         st = save(r, err);
     if (st != CLF_OK)
@@ -813,7 +818,7 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
         if (is_log && (st = log_step(&r, &c, &p, done, lr, loss, res, err)) != CLF_OK)
             goto fail;
         int stop = 0;
-        if (is_eval && (st = eval_step(&r, &c, done, total, !is_log, &stop, res, err)) != CLF_OK)
+        if (is_eval && (st = eval_step(&r, &c, done, total, &stop, res, err)) != CLF_OK)
             goto fail;
         if (is_eval)
             saved_at = done;

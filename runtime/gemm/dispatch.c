@@ -58,6 +58,12 @@ clf_status clf_gemm_state_get(clf_runtime *rt, gemm_state **out, clf_error *err)
     return CLF_OK;
 }
 
+size_t clf_gemm_workspace_bytes(clf_runtime *rt)
+{
+    const gemm_state *st = *clf_runtime_gemm_slot(rt);
+    return st != NULL ? st->scratch_floats * sizeof(float) : 0;
+}
+
 /* ---- validation ------------------------------------------------------------ */
 
 /* Does the matrix (rows x cols, row stride ld, batch matrices stride apart)

@@ -100,6 +100,16 @@ clf_status clf_gemm_tuning(clf_runtime *rt, clf_gemm_tuned *rows, size_t cap, si
  * scratch for d. Call it while planning, with each shape of a training step
  * (the largest last is cheapest). May read d's A and B; never writes C. */
 clf_status clf_gemm_prepare(clf_runtime *rt, const clf_gemm_desc *d, clf_error *err);
+/* Bytes of packing scratch the native register-blocked engine needs for one
+ * product of this shape (without a device: a transposed A packed whole, B
+ * packed whole when transposed or when m >= 32 rows re-read it, nothing for
+ * the few-row dot-product path; tile rounding, at most a tile's rows and
+ * columns, is left out). The engine's scratch is the largest of these over
+ * the shapes it ran. Split-K partials (devices whose outputs cannot fill
+ * them) and CLBlast's own temporaries are not predicted. */
+size_t clf_gemm_workspace_estimate(int trans_a, int trans_b, size_t m, size_t n, size_t k);
+/* Bytes of the GEMM engines' shared scratch now allocated on rt. */
+size_t clf_gemm_workspace_bytes(clf_runtime *rt);
 
 CLF_API_END
 

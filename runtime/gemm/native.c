@@ -28,10 +28,11 @@
  *   (work-group size, local memory size) and shape; which one runs a shape
  *   is measured (choice.c).
  *
- *   Packing and split-K use one scratch buffer per runtime, grown
- *   geometrically and rarely: a training loop reaches its largest shape in
- *   the first step and never allocates again, or sizes it up front with
- *   clf_gemm_prepare.
+ *   Packing and split-K use one scratch buffer per runtime, grown to the
+ *   largest need so far: a training loop sizes it up front with
+ *   clf_gemm_prepare (or reaches its largest shape in the first step) and
+ *   never allocates again. clf_gemm_workspace_estimate predicts it without
+ *   a device, for clformer info.
  *
  *   Split-K (split_of below) computes K slices side by side when the output
  *   alone cannot fill the device, and sums them in a fixed order.
@@ -258,27 +259,34 @@ clf_status clf_gemm_native_init(clf_runtime *rt, gemm_native *nat, clf_error *er
     return nat->status;
 }
 
+/* Grow the shared scratch to exactly `floats` (a training step's shapes are
+ * all reserved up front by clf_gemm_prepare, so it grows a few times while
+ * planning and never in the loop). The old buffer is released before the
+ * new one is made, so the runtime's memory count never holds both; queued
+ * kernels keep the old one alive on the device until they finish. */
 static clf_status scratch_reserve(clf_runtime *rt, gemm_state *st, size_t floats, clf_error *err)
 {
     if (floats <= st->scratch_floats)
         return CLF_OK;
-    const size_t max_floats = (size_t)(clf_runtime_device(rt)->max_alloc / sizeof(float));
-    size_t grow = floats + floats / 4; /* a little headroom: grow rarely */
-    if (grow < st->scratch_floats * 2)
-        grow = st->scratch_floats * 2;
-    if (grow > max_floats)
-        grow = floats;
-    clf_buffer *nb = NULL;
-    clf_status s = clf_buffer_create(rt, grow * sizeof(float), &nb, err);
+    clf_buffer_destroy(st->scratch);
+    st->scratch = NULL;
+    st->scratch_floats = 0;
+    clf_status s = clf_buffer_create(rt, floats * sizeof(float), &st->scratch, err);
     if (s != CLF_OK) {
         clf_error_prefix(err, "gemm: allocating the packing scratch");
         return s;
     }
-    /* Queued kernels keep the old buffer alive until they finish. */
-    clf_buffer_destroy(st->scratch);
-    st->scratch = nb;
-    st->scratch_floats = grow;
+    st->scratch_floats = floats;
     return CLF_OK;
+}
+
+size_t clf_gemm_workspace_estimate(int trans_a, int trans_b, size_t m, size_t n, size_t k)
+{
+    if (trans_b && !trans_a && m < PACK_B_MIN_M)
+        return 0; /* gemm_nt_dot: nothing packed */
+    const size_t pa = trans_a ? m * k : 0;
+    const size_t pb = trans_b || m >= PACK_B_MIN_M ? n * k : 0;
+    return (pa + pb) * sizeof(float);
 }
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
