@@ -29,6 +29,7 @@
  * A fresh run refuses a DIR that already holds a checkpoint (use --resume,
  * or another --out), so a finished run is never overwritten by accident.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,7 @@
 
 #include "cli/cli_data.h"
 #include "cli/cli_model.h"
+#include "cli/cli_mpi.h"
 
 /* The signal that asked training to stop (0: none); set by the handler
  * only. The trainer polls it between steps. */
@@ -58,6 +60,7 @@ typedef struct ui {
     int tty;
     int line_open; /* a \r progress line is on screen without its newline */
     FILE *out;
+    FILE *log; /* --log: JSON lines, full precision (NULL: none) */
 } ui;
 
 static void ui_endline(ui *u)
@@ -103,6 +106,13 @@ static void cb_log(void *user, const clf_train_progress *p)
         fputc('\n', u->out);
     }
     fflush(u->out);
+    if (u->log != NULL) {
+        fprintf(u->log,
+                "{\"step\": %llu, \"loss\": %.9g, \"lr\": %.9g, \"tokens_per_s\": %.1f, "
+                "\"elapsed_s\": %.3f}\n",
+                (unsigned long long)p->step, p->loss, p->lr, p->tokens_per_s, p->elapsed_s);
+        fflush(u->log);
+    }
 }
 
 static void cb_eval(void *user, const clf_train_eval *e)
@@ -126,6 +136,18 @@ static void cb_eval(void *user, const clf_train_eval *e)
                 (unsigned long long)e->step, e->val_loss, (unsigned long long)e->val_tokens,
                 e->seconds);
     fflush(u->out);
+    if (u->log != NULL) {
+        fprintf(u->log, "{\"step\": %llu, \"val_loss\": %.9g", (unsigned long long)e->step,
+                e->val_loss);
+        if (e->train_loss == e->train_loss)
+            fprintf(u->log, ", \"train_loss\": %.9g", e->train_loss);
+        if (e->accuracy == e->accuracy)
+            fprintf(u->log, ", \"accuracy\": %.9g", e->accuracy);
+        if (e->bleu == e->bleu)
+            fprintf(u->log, ", \"bleu\": %.9g", e->bleu);
+        fprintf(u->log, ", \"seconds\": %.3f}\n", e->seconds);
+        fflush(u->log);
+    }
 }
 
 static void cb_ckpt(void *user, const char *path, uint64_t step)
@@ -140,7 +162,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: clformer train MODEL.yaml --data FILE|DIR --out DIR [--set KEY=VALUE ...]\n"
-            "                      [--steps N] [--resume | --init CKPT] [runtime flags]\n"
+            "                      [--steps N] [--resume | --init CKPT] [--log FILE]\n"
+            "                      [runtime flags]\n"
             "                      [--val FILE] [--src L --tgt L] [--batch-tokens N] [--beam K]\n"
             "Train the model MODEL.yaml describes, with a checkpoint DIR/ckpt.safetensors at\n"
             "each evaluation and at the end. Ctrl-C, SIGTERM or SIGHUP writes a checkpoint\n"
@@ -168,7 +191,14 @@ static void usage(FILE *out)
             "                    N (padded) tokens, sorted by length; train.batch then caps\n"
             "                    the sentences (default 0: train.batch sentences per batch)\n"
             "  --beam K          BLEU at each evaluation with beam K (default 1: "
-            "greedy)\n" CLI_RUNTIME_FLAGS_HELP);
+            "greedy)\n"
+            "  --log FILE        append each log step and evaluation as a JSON line (full\n"
+            "                    precision)\n"
+            "Data parallel: `mpirun -np N clformer train ...` trains on N processes, each\n"
+            "on its own device (the selector's type, by local rank) with train.batch x\n"
+            "train.accumulate per step, gradients summed after backward: the result of one\n"
+            "process with train.accumulate x N. Rank 0 prints and writes the "
+            "checkpoints.\n" CLI_RUNTIME_FLAGS_HELP);
 }
 
 static int file_exists(const char *path)
@@ -181,9 +211,10 @@ static int file_exists(const char *path)
  * summary. Returns an exit code. */
 static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_train_data *data,
                        const clf_tokenizer *tok, const char *out, int resume,
-                       const cli_runtime_flags *rf, clf_runtime *rt)
+                       const cli_runtime_flags *rf, clf_runtime *rt, const clf_trainer_dist *dist,
+                       FILE *log)
 {
-    ui u = {isatty(fileno(stdout)), 0, stdout};
+    ui u = {isatty(fileno(stdout)), 0, stdout, log};
     clf_trainer_options o;
     memset(&o, 0, sizeof o);
     o.out_dir = out;
@@ -194,6 +225,7 @@ static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_trai
     o.cb.on_log = cb_log;
     o.cb.on_eval = cb_eval;
     o.cb.on_checkpoint = cb_ckpt;
+    o.dist = dist;
 
     clf_error err;
     clf_error_clear(&err);
@@ -243,6 +275,12 @@ static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_trai
                cfg->train.early_stop.metric == CLF_METRIC_ACCURACY ? 100.0 * res.best_metric
                                                                    : res.best_metric,
                (unsigned long long)res.best_step, out);
+    if (dist != NULL && dist->size > 1)
+        printf("data parallel: %d ranks, global batch %d x %d per step; waiting on gradient "
+               "reductions %.1f s (%.1f%% of this session)\n",
+               dist->size, dist->size,
+               cfg->train.batch * (cfg->train.accumulate > 1 ? cfg->train.accumulate : 1),
+               res.comm_wait_s, res.session_s > 0 ? 100.0 * res.comm_wait_s / res.session_s : 0.0);
     if (rf->profile) {
         cli_print_profile(rt, stdout);
         const clf_model_memory mm = clf_model_memory_get(m);
@@ -409,7 +447,7 @@ static clf_status print_seq_plan(const clf_model_config *cfg, const clf_model *m
 
 static int train_seq(const char *init, clf_model_config *cfg, const char *data, const char *out,
                      const char *ckpt_path, int resume, const seq_flags *sf,
-                     const cli_runtime_flags *rf)
+                     const cli_runtime_flags *rf, const clf_trainer_dist *dist, FILE *log)
 {
     cli_seq_paths paths;
     clf_tokenizer *tok = NULL;
@@ -505,7 +543,7 @@ static int train_seq(const char *init, clf_model_config *cfg, const char *data, 
     if (init != NULL && (rc = apply_init(init, m, cfg)) != CLI_EXIT_OK)
         goto done;
     fflush(stdout);
-    rc = run_trainer(m, cfg, &td, tok, out, resume, rf, rt);
+    rc = run_trainer(m, cfg, &td, tok, out, resume, rf, rt, dist, log);
     goto done;
 fail:
     cli_print_error(NULL, &err);
@@ -569,7 +607,7 @@ static int check_out(const char *out, int resume, char *ckpt_path, size_t cap, c
  * train/val split, the model, the trainer. */
 static int train_text(const char *init, const clf_model_config *cfg, const char *data,
                       const char *out, const char *ckpt_path, int resume,
-                      const cli_runtime_flags *rf)
+                      const cli_runtime_flags *rf, const clf_trainer_dist *dist, FILE *log)
 {
     int rc;
     clf_error err;
@@ -656,13 +694,17 @@ static int train_text(const char *init, const clf_model_config *cfg, const char 
     uint64_t total = 0;
     if ((st = clf_trainer_total_steps(cfg, &td, &total, &err)) != CLF_OK)
         goto fail;
+    if (dist != NULL)
+        printf("data parallel: %d ranks, each %d x %d tokens%s per step\n", dist->size,
+               cfg->train.batch, cfg->context,
+               cfg->train.accumulate > 1 ? " x train.accumulate" : "");
     printf("training: %llu steps of %d x %d tokens, %s lr %g, checkpoints in %s\n",
            (unsigned long long)total, cfg->train.batch, cfg->context,
            clf_config_schedule_name(cfg->train.schedule.type), cfg->train.optimizer.lr, out);
     if (init != NULL && (rc = apply_init(init, m, cfg)) != CLI_EXIT_OK)
         goto done;
     fflush(stdout);
-    rc = run_trainer(m, cfg, &td, tok, out, resume, rf, rt);
+    rc = run_trainer(m, cfg, &td, tok, out, resume, rf, rt, dist, log);
     goto done;
 fail:
     cli_print_error(NULL, &err);
@@ -676,9 +718,22 @@ done:
     return rc;
 }
 
+static int cmd_train(int argc, char **argv, const cli_mpi *mp);
+
+/* Under mpirun, each rank joins the job first and leaves it last (an
+ * error on one rank aborts them all: see cli_mpi.h). */
 int cli_cmd_train(int argc, char **argv)
 {
-    const char *model_path = NULL, *data = NULL, *out = NULL, *init = NULL;
+    cli_mpi mp;
+    int rc = cli_mpi_init(&mp);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    return cli_mpi_finish(&mp, cmd_train(argc, argv, &mp));
+}
+
+static int cmd_train(int argc, char **argv, const cli_mpi *mp)
+{
+    const char *model_path = NULL, *data = NULL, *out = NULL, *init = NULL, *log_path = NULL;
     cli_list sets = {{NULL}, 0};
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
@@ -697,6 +752,7 @@ int cli_cmd_train(int argc, char **argv)
         {"--beam", CLI_OPT_INT, &sf.beam, 1, CLF_BEAM_MAX, &seq_flag},
         {"--resume", CLI_OPT_BOOL, &resume, 0, 0, NULL},
         {"--init", CLI_OPT_STR, &init, 0, 0, NULL},
+        {"--log", CLI_OPT_STR, &log_path, 0, 0, NULL},
         {"--steps", CLI_OPT_INT, &steps, 1, 2000000000, &steps_given},
     };
     const cli_command cmd = {"clformer train", opts, CLI_COUNT(opts),  &rf,
@@ -749,17 +805,36 @@ int cli_cmd_train(int argc, char **argv)
                 model_path);
         return CLI_EXIT_USAGE;
     }
-    char ckpt_path[4096];
+    char ckpt_path[4096], dev_sel[64];
     clf_dir_lock *lock = NULL;
+    const clf_trainer_dist *dist = mp->active && mp->size > 1 ? &mp->dist : NULL;
+    FILE *log = NULL;
+    if (log_path != NULL && mp->rank == 0 && (log = fopen(log_path, "a")) == NULL) {
+        fprintf(stderr, "clformer: --log %s: cannot open for appending: %s\n", log_path,
+                strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    rf.device = cli_mpi_device(mp, rf.device, dev_sel, sizeof dev_sel);
     /* a closed pipe on the progress output (train ... | head) must not kill
      * the run: its writes fail quietly instead */
     signal(SIGPIPE, SIG_IGN);
     struct stat sb;
     const int existed = stat(out, &sb) == 0;
-    if ((rc = check_out(out, resume, ckpt_path, sizeof ckpt_path, &lock)) == CLI_EXIT_OK)
+    if (mp->rank != 0) /* data parallel: rank 0 checks, locks and writes --out */
+        rc = snprintf(ckpt_path, sizeof ckpt_path, "%s/%s", out, CLF_CHECKPOINT_FILE) <
+                     (int)sizeof ckpt_path
+                 ? CLI_EXIT_OK
+                 : CLI_EXIT_USAGE;
+    else
+        rc = check_out(out, resume, ckpt_path, sizeof ckpt_path, &lock);
+    if (rc == CLI_EXIT_OK)
         rc = cfg.kind != CLF_MODEL_DECODER
-                 ? train_seq(init, &cfg, data, out, ckpt_path, resume, &sf, &rf)
-                 : train_text(init, &cfg, data, out, ckpt_path, resume, &rf);
+                 ? train_seq(init, &cfg, data, out, ckpt_path, resume, &sf, &rf, dist, log)
+                 : train_text(init, &cfg, data, out, ckpt_path, resume, &rf, dist, log);
+    if (log != NULL && fclose(log) != 0 && rc == CLI_EXIT_OK) {
+        fprintf(stderr, "clformer: --log %s: write failed\n", log_path);
+        rc = CLI_EXIT_FAIL;
+    }
     clf_dir_lock_release(lock);
     if (rc != CLI_EXIT_OK && lock != NULL && !existed) {
         /* a run that failed before writing anything leaves no empty --out

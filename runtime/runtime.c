@@ -321,6 +321,41 @@ clf_status clf_buffer_read(clf_runtime *rt, clf_buffer *b, size_t byte_off, void
         "clEnqueueReadBuffer");
 }
 
+/* A clf_event is the OpenCL event itself. */
+clf_status clf_buffer_read_async(clf_runtime *rt, clf_buffer *b, size_t byte_off, void *dst,
+                                 size_t bytes, clf_event **done, clf_error *err)
+{
+    *done = NULL;
+    if (check_range(b, byte_off, bytes, err, "buffer read") != CLF_OK)
+        return CLF_ERR_ARG;
+    cl_event ev = NULL;
+    clf_status s = clf_cl_check(bytes > 0 ? clEnqueueReadBuffer(rt->queue, b->mem, CL_FALSE,
+                                                                byte_off, bytes, dst, 0, NULL, &ev)
+                                          : clEnqueueMarkerWithWaitList(rt->queue, 0, NULL, &ev),
+                                err, "clEnqueueReadBuffer");
+    if (s != CLF_OK)
+        return s;
+    *done = (clf_event *)(void *)ev;
+    /* start it (and what precedes it) now: the host will wait on it later */
+    return clf_cl_check(clFlush(rt->queue), err, "clFlush");
+}
+
+clf_status clf_event_wait(clf_event *e, clf_error *err)
+{
+    if (e == NULL)
+        return CLF_OK;
+    cl_event ev = (cl_event)(void *)e;
+    clf_status s = clf_cl_check(clWaitForEvents(1, &ev), err, "clWaitForEvents");
+    clReleaseEvent(ev);
+    return s;
+}
+
+void clf_event_release(clf_event *e)
+{
+    if (e != NULL)
+        clReleaseEvent((cl_event)(void *)e);
+}
+
 clf_status clf_buffer_fill(clf_runtime *rt, clf_buffer *b, size_t byte_off, size_t bytes,
                            uint32_t pattern, clf_error *err)
 {

@@ -176,6 +176,14 @@ clf_status clf_buffer_read(clf_runtime *rt, clf_buffer *b, size_t byte_off, void
 /* Non-blocking write: src must stay valid until the next finish. */
 clf_status clf_buffer_write_async(clf_runtime *rt, clf_buffer *b, size_t byte_off, const void *src,
                                   size_t bytes, clf_error *err);
+/* Non-blocking read: dst is filled once *done has completed
+ * (clf_event_wait), and must stay valid until then. */
+typedef struct clf_event clf_event;
+clf_status clf_buffer_read_async(clf_runtime *rt, clf_buffer *b, size_t byte_off, void *dst,
+                                 size_t bytes, clf_event **done, clf_error *err);
+/* Block until e has completed (flushing the queue first), then release it. */
+clf_status clf_event_wait(clf_event *e, clf_error *err);
+void clf_event_release(clf_event *e); /* without waiting; NULL is a no-op */
 /* Fill bytes with a 4-byte pattern (a float or int), enqueued. */
 clf_status clf_buffer_fill(clf_runtime *rt, clf_buffer *b, size_t byte_off, size_t bytes,
                            uint32_t pattern, clf_error *err);

@@ -6,6 +6,8 @@
 #   build: cmake, a C compiler, OpenCL headers + ICD loader, CLBlast, libyaml, zlib
 #   run:   PoCL (the CPU OpenCL driver; GPUs bring their vendor's driver)
 #   bench: OpenBLAS (the CPU BLAS peer of bench/gemm)
+#   mpi:   Open MPI (data-parallel training under mpirun; without it train
+#          runs as one process)
 #   --test adds what the whole suite uses (scripts/test.sh): clang (the -O0
 #   SPIR check of the kernels; with libclang-rt-dev, libFuzzer for the fuzz
 #   leg), Oclgrind (the simulator leg), unzip and pip
@@ -13,7 +15,8 @@
 set -euo pipefail
 
 packages=(cmake make gcc pkg-config opencl-headers ocl-icd-opencl-dev ocl-icd-libopencl1
-          libclblast-dev libyaml-dev zlib1g-dev pocl-opencl-icd libopenblas-dev)
+          libclblast-dev libyaml-dev zlib1g-dev pocl-opencl-icd libopenblas-dev
+          libopenmpi-dev openmpi-bin)
 if [ "${1:-}" = "--test" ]; then
   packages+=(clang libclang-rt-dev oclgrind unzip python3-pip clang-format)
 fi

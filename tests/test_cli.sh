@@ -432,58 +432,8 @@ expect "a missing run directory is reported" 1 "nothing"
 # validation pairs; the training files gzip-compressed as Multi30k's), and a
 # sentiment TSV whose label says whether the sentence holds "good" or "bad".
 MT=$TMP/mt
-mkdir -p "$MT"
-awk 'BEGIN{srand(7); split("null eins zwei drei vier fuenf sechs sieben acht neun",de," ");
-  split("zero one two three four five six seven eight nine",en," ");
-  for(i=0;i<80;i++){n=2+int(rand()*5); s="";t="";
-    for(j=0;j<n;j++){k=1+int(rand()*10); s=s (j?" ":"") de[k]; t=t (j?" ":"") en[k]}
-    if(i<64){print s > "'"$MT"'/train.de"; print t > "'"$MT"'/train.en"}
-    else {print s > "'"$MT"'/val.de"; print t > "'"$MT"'/val.en"}}}'
-gzip -f "$MT/train.de" "$MT/train.en"
-awk 'BEGIN{srand(11); split("movie film story plot acting it this",w," ");
-  print "sentence\tlabel" > "'"$MT"'/train.tsv"; print "sentence\tlabel" > "'"$MT"'/dev.tsv";
-  for(i=0;i<240;i++){n=3+int(rand()*5); s=""; lab=int(rand()*2); p=int(rand()*n);
-    for(j=0;j<n;j++){x=(j==p)?(lab?"good":"bad"):w[1+int(rand()*7)]; s=s (j?" ":"") x}
-    print s "\t" lab > (i<200 ? "'"$MT"'/train.tsv" : "'"$MT"'/dev.tsv")}}'
-gzip -f "$MT/train.tsv"
-cat >"$TMP/s2s.yaml" <<'YAML'
-model:
-  kind: encoder-decoder
-  vocab: {tokenizer: bpe, size: 300}
-  context: 24
-  embedding: {dim: 32, scale: true, dropout: 0.1}
-  positional: {type: sinusoidal}
-  blocks: {repeat: 1, attention: {heads: 2}, ffn: {hidden: 64, activation: relu}, dropout: 0.1}
-  share_embeddings: true
-  head: {type: lm}
-train:
-  batch: 16
-  steps: 0
-  epochs: 2
-  label_smoothing: 0.1
-  optimizer: {type: adam, lr: 1.0, betas: [0.9, 0.98], eps: 1.0e-9, weight_decay: 0.0}
-  schedule: {type: noam, warmup: 4}
-  eval: {every: 0}
-  seed: 7
-  log_every: 1
-YAML
-cat >"$TMP/cls.yaml" <<'YAML'
-model:
-  kind: encoder
-  vocab: {tokenizer: bpe, size: 300}
-  context: 16
-  embedding: {dim: 32, dropout: 0.1}
-  blocks: {repeat: 1, attention: {heads: 2, causal: false}, ffn: {hidden: 64}, dropout: 0.1}
-  head: {type: classifier, pool: mean}
-train:
-  batch: 16
-  steps: 60
-  optimizer: {type: adamw, lr: 3.0e-3, weight_decay: 0.0}
-  schedule: {type: constant, warmup: 5}
-  eval: {every: 20}
-  seed: 7
-  log_every: 10
-YAML
+. "$SRC/tests/toy_data.sh"
+toy_data "$MT" "$TMP"
 
 run "$BIN" train "$TMP/s2s.yaml" --data "$MT" --out "$TMP/mtx" "${DEV[@]}"
 expect "a folder of parallel files needs --src/--tgt" 2 "--src LANG --tgt LANG"

@@ -277,7 +277,8 @@ static clf_status stack_bwd(clf_model *m, const mi_stack *stk, clf_ptr dout, clf
         if (s->recompute == MI_RECOMPUTE_ATTN && l != stk->first + stk->n - 1 &&
             (st = mi_attn_recompute(m, l, (int)B, (int)T, err)) != CLF_OK)
             return st;
-        if ((st = block_bwd(m, l, dres, B, T, S, beta_enc, err)) != CLF_OK)
+        if ((st = block_bwd(m, l, dres, B, T, S, beta_enc, err)) != CLF_OK ||
+            (m->grad_hook != NULL && (st = m->grad_hook(m->grad_hook_user, l, err)) != CLF_OK))
             return st;
     }
     clf_ptr dx0 = dres;
@@ -363,7 +364,17 @@ static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, c
                    err);
 }
 
+static clf_status backward(clf_model *m, clf_error *err);
+
 clf_status mi_backward(clf_model *m, clf_error *err)
+{
+    clf_status st = backward(m, err);
+    if (st == CLF_OK && m->grad_hook != NULL) /* the tensors outside blocks */
+        st = m->grad_hook(m->grad_hook_user, -1, err);
+    return st;
+}
+
+static clf_status backward(clf_model *m, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const size_t B = (size_t)m->cur_B, T = (size_t)m->cur_T, S = (size_t)m->cur_S;

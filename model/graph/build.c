@@ -38,12 +38,14 @@ typedef struct plan_ent {
     int ndim;
     size_t rows, cols;
     int decay, init;
+    int layer;    /* the block (global index) or -1 */
     size_t *slot; /* where the offset goes */
 } plan_ent;
 
 typedef struct plan {
     plan_ent *e;
     int n, cap;
+    int layer; /* the block being planned, -1 outside blocks */
 } plan;
 
 static clf_status plan_add(plan *p, const char *name, int ndim, size_t rows, size_t cols, int init,
@@ -65,6 +67,7 @@ static clf_status plan_add(plan *p, const char *name, int ndim, size_t rows, siz
     e->cols = ndim == 2 ? cols : 1;
     e->decay = ndim == 2; /* nanoGPT: every 2-D tensor decays, embeddings included */
     e->init = init;
+    e->layer = p->layer;
     e->slot = slot;
     return CLF_OK;
 }
@@ -109,13 +112,14 @@ static clf_status plan_linear(plan *p, const char *prefix, size_t rows, size_t c
 /* The n blocks of a stack, bp[0..n), named "<prefix>blocks.<l>." (prefix
  * "" for a single stack; "encoder." / "decoder." in an encoder-decoder). */
 static clf_status plan_blocks(plan *p, const char *prefix, const mi_spec *s, mi_block_p *bp, int n,
-                              int is_enc, int has_cross, clf_error *err)
+                              int first, int is_enc, int has_cross, clf_error *err)
 {
     char base[48], name[80];
     const size_t C = (size_t)s->C;
     clf_status st;
     for (int l = 0; l < n; l++) {
         mi_block_p *b = &bp[l];
+        p->layer = first + l;
         b->is_enc = is_enc;
         b->has_cross = has_cross;
         b->lnx.w = b->lnx.b = MI_NONE;
@@ -162,6 +166,7 @@ static clf_status plan_blocks(plan *p, const char *prefix, const mi_spec *s, mi_
                               &b->ffn.proj_b, err)) != CLF_OK)
             return st;
     }
+    p->layer = -1;
     return CLF_OK;
 }
 
@@ -188,7 +193,7 @@ static clf_status plan_params(clf_model *m, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const size_t V = (size_t)s->V, C = (size_t)s->C, T = (size_t)s->T;
-    plan p = {NULL, 0, 0};
+    plan p = {NULL, 0, 0, -1};
     clf_status st;
     mi_stack *enc = &m->enc, *dec = &m->dec;
     m->lm_head = m->cls_w = m->cls_b = MI_NONE;
@@ -203,7 +208,7 @@ static clf_status plan_params(clf_model *m, clf_error *err)
             goto fail;
         if ((st = plan_norm(&p, "ln_emb", s->emb_norm, s->norm_bias, C, &one->lne, err)) != CLF_OK)
             goto fail;
-        if ((st = plan_blocks(&p, "", s, m->bp, s->L, s->kind == MI_KIND_ENCODER, 0, err)) !=
+        if ((st = plan_blocks(&p, "", s, m->bp, s->L, 0, s->kind == MI_KIND_ENCODER, 0, err)) !=
             CLF_OK)
             goto fail;
         if ((st = plan_norm(&p, "ln_f", s->final_norm, s->norm_bias, C, &one->lnf, err)) != CLF_OK)
@@ -223,10 +228,11 @@ static clf_status plan_params(clf_model *m, clf_error *err)
             (st = plan_norm(&p, "src_ln_emb", s->emb_norm, s->norm_bias, C, &enc->lne, err)) !=
                 CLF_OK)
             goto fail;
-        if ((st = plan_blocks(&p, "encoder.", s, m->bp, s->Le, 1, 0, err)) != CLF_OK ||
+        if ((st = plan_blocks(&p, "encoder.", s, m->bp, s->Le, 0, 1, 0, err)) != CLF_OK ||
             (st = plan_norm(&p, "encoder.ln_f", s->final_norm, s->norm_bias, C, &enc->lnf, err)) !=
                 CLF_OK ||
-            (st = plan_blocks(&p, "decoder.", s, m->bp + s->Le, s->Ld, 0, 1, err)) != CLF_OK ||
+            (st = plan_blocks(&p, "decoder.", s, m->bp + s->Le, s->Ld, s->Le, 0, 1, err)) !=
+                CLF_OK ||
             (st = plan_norm(&p, "decoder.ln_f", s->final_norm, s->norm_bias, C, &dec->lnf, err)) !=
                 CLF_OK)
             goto fail;
@@ -260,6 +266,7 @@ static clf_status plan_params(clf_model *m, clf_error *err)
             t->shape[1] = e->cols;
             t->numel = e->rows * e->cols;
             t->decay = e->decay;
+            t->layer = e->layer;
             t->offset = off;
             m->pinit[k] = e->init;
             *e->slot = off;
@@ -869,6 +876,18 @@ clf_status clf_model_flat_copy(clf_model *dst, const clf_model *src, clf_model_s
         (st = slot_buffer(dst, slot, &to, err)) != CLF_OK)
         return st;
     return clf_buffer_copy(dst->rt, from, 0, to, 0, dst->dims.n_params * sizeof(float), err);
+}
+
+clf_buffer *clf_model_flat_buffer(const clf_model *m, clf_model_slot slot)
+{
+    clf_buffer *b = NULL;
+    return slot_buffer(m, slot, &b, NULL) == CLF_OK ? b : NULL;
+}
+
+void clf_model_set_grad_hook(clf_model *m, clf_model_grad_hook fn, void *user)
+{
+    m->grad_hook = fn;
+    m->grad_hook_user = user;
 }
 
 clf_model_optim clf_model_optim_get(const clf_model *m) { return m->optim; }

@@ -160,6 +160,7 @@ typedef struct clf_param_info {
     int ndim;        /* 1 or 2 */
     size_t shape[2]; /* shape[1] = 1 for vectors */
     int decay;       /* 1: in [0, n_decay), weight-decayed */
+    int layer;       /* the block it belongs to (0 .. L-1, an encoder's blocks first), or -1 */
 } clf_param_info;
 
 typedef struct clf_model_dims {
@@ -296,7 +297,20 @@ clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *
 clf_status clf_model_flat_copy(clf_model *dst, const clf_model *src, clf_model_slot slot,
                                clf_error *err);
 
+/* The device buffer of one slot's flat parameter layout (NULL for a slot
+ * the model lacks), for copies the caller enqueues itself. */
+clf_buffer *clf_model_flat_buffer(const clf_model *m, clf_model_slot slot);
+
 /* ---- training ------------------------------------------------------------------ */
+
+/* Called by clf_model_backward as soon as the kernels that finish a group
+ * of gradients are enqueued (not run): layer = a block's index once its
+ * tensors' gradients are final, then -1 for every tensor outside blocks.
+ * Blocks come deepest first (L-1 down to 0). A data-parallel trainer
+ * enqueues reads of those gradients here, so that reducing them overlaps
+ * the rest of the backward. An error fails the backward. */
+typedef clf_status (*clf_model_grad_hook)(void *user, int layer, clf_error *err);
+void clf_model_set_grad_hook(clf_model *m, clf_model_grad_hook fn, void *user); /* NULL: none */
 
 /* Copy a batch (data/batch.h) into the model: what the kind reads, checked
  * against the limits it was created for (sizes, token ids below the

@@ -208,6 +208,8 @@ struct clf_model {
 
     /* flat buffers of n_params floats */
     clf_buffer *params, *grads, *adam_m, *adam_v;
+    clf_model_grad_hook grad_hook; /* clf_model_set_grad_hook */
+    void *grad_hook_user;
 
     /* forward activations */
     mi_block_a *ba;       /* [L] */

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/train/gradsync.h"
 #include "model/train/trainer.h"
 
 #include "model/data/source.h"
@@ -152,6 +153,10 @@ typedef struct run {
      * target count is known before the first backward */
     int n_micro;
     clf_batch *micro;
+    /* data parallel (o->dist): this rank's share of each step's draws */
+    int rank, nranks;
+    int draws;            /* batches drawn per step: nranks * n_micro */
+    clf_gradsync *sync;   /* NULL with one process */
     int32_t **micro_data; /* [n_micro] one allocation per micro-batch */
     size_t *micro_cap;    /* int32 elements each holds */
 } run;
@@ -165,9 +170,11 @@ static double run_elapsed(const run *r)
 
 static clf_status save_to(run *r, const char *path, clf_error *err)
 {
-    char pos[CLF_SOURCE_STATE_MAX], el[64], best[64], since[32], bstep[32], bt[32];
+    char pos[CLF_SOURCE_STATE_MAX], el[64], best[64], since[32], bstep[32], bt[32], ranks[32];
     clf_checkpoint_extra extra[MAX_EXTRA];
     int n = 0;
+    if (r->rank != 0)
+        return CLF_OK; /* data parallel: rank 0 writes for everyone */
     snprintf(el, sizeof el, "%.17g", run_elapsed(r));
     snprintf(best, sizeof best, "%.17g", r->best_val);
     snprintf(since, sizeof since, "%d", r->evals_since_best);
@@ -182,6 +189,8 @@ static clf_status save_to(run *r, const char *path, clf_error *err)
     extra[n++] = (clf_checkpoint_extra){"best_val_loss", best};
     extra[n++] = (clf_checkpoint_extra){"evals_since_best", since};
     extra[n++] = (clf_checkpoint_extra){"best_step", bstep};
+    snprintf(ranks, sizeof ranks, "%d", r->nranks);
+    extra[n++] = (clf_checkpoint_extra){"ranks", ranks};
     for (int i = 0; r->data != NULL && i < r->data->n_extra && n < MAX_EXTRA; i++)
         extra[n++] = r->data->extra[i];
     return clf_checkpoint_save(path, r->m, r->cfg, r->tok_json, extra, n, err);
@@ -190,7 +199,7 @@ static clf_status save_to(run *r, const char *path, clf_error *err)
 static clf_status save(run *r, clf_error *err)
 {
     clf_status st = save_to(r, r->path, err);
-    if (st != CLF_OK)
+    if (st != CLF_OK || r->rank != 0)
         return st;
     if (r->o->cb.on_checkpoint)
         r->o->cb.on_checkpoint(r->o->cb.user, r->path, clf_model_state_get(r->m).step);
@@ -266,6 +275,20 @@ static clf_status resume(run *r, clf_error *err)
                                "--resume: the checkpoint was trained with a token budget of %s "
                                "per batch; this run asks for %d",
                                bt ? bt : "(none)", r->bo.batch_tokens);
+            goto fail;
+        }
+    }
+    {
+        /* a step draws ranks x accumulate batches: another rank count would
+         * continue from the same position with another global batch */
+        const char *rk = clf_checkpoint_meta(ck, "ranks");
+        const int was = rk != NULL ? atoi(rk) : 1;
+        if (was != r->nranks) {
+            st = clf_error_set(err, CLF_ERR_ARG,
+                               "--resume: the checkpoint was trained by %d process%s (a global "
+                               "batch of %d x train.batch per micro-step); this run has %d. "
+                               "Resume with mpirun -np %d",
+                               was, was == 1 ? "" : "es", was, r->nranks, was);
             goto fail;
         }
     }
@@ -360,6 +383,60 @@ static clf_status eval_seq(run *r, clf_train_eval *e, clf_error *err)
     return CLF_OK;
 }
 
+/* FNV-1a over the parameters' bytes. */
+static uint64_t params_hash(const float *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n * sizeof *p; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Data parallel: every rank evaluated the same parameters; rank 0's figures
+ * become everyone's (devices may round differently, and early stopping
+ * must decide alike everywhere), and the parameters are checked to be
+ * identical on every rank (a checksum, compared with rank 0's). */
+static clf_status agree_eval(run *r, clf_train_eval *e, clf_error *err)
+{
+    const clf_trainer_dist *d = r->o->dist;
+    double v[6] = {e->val_loss, e->train_loss, e->accuracy, e->bleu, e->bleu_bp, e->bleu_ratio};
+    clf_status st = d->bcast_f64(d->user, v, 6, err);
+    if (st != CLF_OK)
+        return st;
+    e->val_loss = v[0];
+    e->train_loss = v[1];
+    e->accuracy = v[2];
+    e->bleu = v[3];
+    e->bleu_bp = v[4];
+    e->bleu_ratio = v[5];
+    const size_t np = clf_model_dims_get(r->m).n_params;
+    float *p = malloc((np ? np : 1) * sizeof *p);
+    if (p == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    st = clf_model_flat_read(r->m, CLF_SLOT_PARAM, p, err);
+    const uint64_t h = st == CLF_OK ? params_hash(p, np) : 0;
+    free(p);
+    if (st != CLF_OK)
+        return st;
+    /* exact in doubles: the hash in two 32-bit halves */
+    double mine[2] = {(double)(h >> 32), (double)(h & 0xFFFFFFFFu)}, ref[2] = {mine[0], mine[1]};
+    double differ = 0.0;
+    if ((st = d->bcast_f64(d->user, ref, 2, err)) != CLF_OK)
+        return st;
+    differ = ref[0] != mine[0] || ref[1] != mine[1];
+    if ((st = d->allreduce_f64(d->user, &differ, 1, err)) != CLF_OK)
+        return st;
+    if (differ > 0)
+        return clf_error_set(err, CLF_ERR_NUMERIC,
+                             "data parallel: after step %llu the parameters of %.0f rank(s) differ "
+                             "from rank 0's (this is rank %d: checksum %016llx, rank 0's "
+                             "%08llx%08llx)",
+                             (unsigned long long)e->step, differ, r->rank, (unsigned long long)h,
+                             (unsigned long long)ref[0], (unsigned long long)ref[1]);
+    return CLF_OK;
+}
+
 static clf_status evaluate(run *r, uint64_t step, clf_train_result *res, clf_error *err)
 {
     double t0 = clf_now_seconds();
@@ -379,6 +456,8 @@ static clf_status evaluate(run *r, uint64_t step, clf_train_result *res, clf_err
     } else {
         st = eval_text(r, &e, err);
     }
+    if (st == CLF_OK && r->nranks > 1)
+        st = agree_eval(r, &e, err);
     if (st != CLF_OK)
         return st;
     e.seconds = clf_now_seconds() - t0;
@@ -510,16 +589,18 @@ static clf_status micro_copy(run *r, int i, const clf_batch *b, clf_error *err)
 /* One optimizer step's forward and backward passes: one batch, or
  * train.accumulate micro-batches whose gradients add up on the device,
  * each scaled by 1 / (the targets of all of them), so the step sees the
- * mean over all their targets, as one batch of them all would. *loss (when
- * not NULL, a log step): the mean loss over those targets (reading it back
- * per micro-batch is the only host round trip). *tokens: what they count
- * for throughput; r->last the last batch, *epoch_end whether any ended an
- * epoch. */
+ * mean over all their targets, as one batch of them all would. Data
+ * parallel: the step's draws are every rank's micro-batches, this rank runs
+ * its own, and the gradients are summed across ranks before the return
+ * (clf_trainer_dist). *loss (when not NULL, a log step): the mean loss over
+ * the step's targets (reading it back per micro-batch is the only host
+ * round trip). *tokens: what they count for throughput, every rank's; r->last
+ * the last batch, *epoch_end whether any ended an epoch. */
 static clf_status forward_backward(run *r, float *loss, double *tokens, int *epoch_end,
                                    clf_error *err)
 {
     clf_status st;
-    if (r->n_micro <= 1) {
+    if (r->draws <= 1) {
         if ((st = next_batch(r, err)) != CLF_OK ||
             (st = clf_model_forward(r->m, 1, err)) != CLF_OK ||
             (loss != NULL && (st = clf_model_loss(r->m, loss, err)) != CLF_OK))
@@ -528,14 +609,18 @@ static clf_status forward_backward(run *r, float *loss, double *tokens, int *epo
         *epoch_end = r->last.epoch_end;
         return clf_model_backward(r->m, err);
     }
+    /* every rank draws the whole step; this rank keeps draws first .. first+n_micro-1 */
+    const int first = r->rank * r->n_micro;
     int64_t total = 0;
     *tokens = 0.0;
     *epoch_end = 0;
-    for (int i = 0; i < r->n_micro; i++) {
-        if ((st = clf_batch_source_next(r->src, &r->last, err)) != CLF_OK ||
-            (st = micro_copy(r, i, &r->last, err)) != CLF_OK)
+    for (int j = 0; j < r->draws; j++) {
+        if ((st = clf_batch_source_next(r->src, &r->last, err)) != CLF_OK)
             return st;
-        total += batch_targets(&r->micro[i]);
+        if (j >= first && j < first + r->n_micro &&
+            (st = micro_copy(r, j - first, &r->last, err)) != CLF_OK)
+            return st;
+        total += batch_targets(&r->last);
         *tokens += r->last.tokens;
         *epoch_end |= r->last.epoch_end;
     }
@@ -543,15 +628,25 @@ static clf_status forward_backward(run *r, float *loss, double *tokens, int *epo
     clf_model_set_loss_scale(r->m, total > 0 ? (float)(1.0 / (double)total) : 0.0f);
     for (int i = 0; i < r->n_micro && st == CLF_OK; i++) {
         float li = 0.0f;
+        /* the dropout streams of draw first + i, as one process would use */
+        clf_model_state ms = clf_model_state_get(r->m);
+        ms.micro = (uint64_t)(first + i);
+        clf_model_state_set(r->m, &ms);
         if ((st = clf_model_set_batch(r->m, r->micro[i], err)) != CLF_OK ||
             (st = clf_model_forward(r->m, 1, err)) != CLF_OK)
             break;
         if (loss != NULL && (st = clf_model_loss(r->m, &li, err)) == CLF_OK)
             sum += (double)li * (double)batch_targets(&r->micro[i]);
+        if (st == CLF_OK && r->sync != NULL && i == r->n_micro - 1)
+            clf_gradsync_arm(r->sync); /* the last backward's gradients are final */
         if (st == CLF_OK)
             st = clf_model_backward(r->m, err);
     }
     clf_model_set_loss_scale(r->m, 0.0f);
+    if (st == CLF_OK && r->sync != NULL)
+        st = clf_gradsync_finish(r->sync, err);
+    if (st == CLF_OK && r->sync != NULL && loss != NULL)
+        st = r->o->dist->allreduce_f64(r->o->dist->user, &sum, 1, err);
     if (loss != NULL)
         *loss = total > 0 ? (float)(sum / (double)total) : 0.0f;
     return st;
@@ -650,10 +745,23 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
                                            err)) != CLF_OK)
         return st;
     r->n_micro = cfg->train.accumulate > 1 ? cfg->train.accumulate : 1;
-    if (r->n_micro > 1) {
-        /* epochs count batches: a step takes n_micro of them */
-        if (cfg->train.steps == 0)
-            *total = (*total + (uint64_t)r->n_micro - 1) / (uint64_t)r->n_micro;
+    r->nranks = o->dist != NULL && o->dist->size > 1 ? o->dist->size : 1;
+    r->rank = r->nranks > 1 ? o->dist->rank : 0;
+    r->draws = r->n_micro * r->nranks;
+    if (r->nranks > 1) {
+        const clf_trainer_dist *d = o->dist;
+        if (r->rank < 0 || r->rank >= r->nranks || d->allreduce_f32 == NULL ||
+            d->allreduce_f64 == NULL || d->bcast_f64 == NULL)
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "trainer: data parallel: rank %d of %d, or a collective missing",
+                                 r->rank, r->nranks);
+        if ((st = clf_gradsync_create(r->m, d, &r->sync, err)) != CLF_OK)
+            return st;
+    }
+    /* epochs count batches: a step takes `draws` of them */
+    if (r->draws > 1 && cfg->train.steps == 0)
+        *total = (*total + (uint64_t)r->draws - 1) / (uint64_t)r->draws;
+    if (r->draws > 1) {
         r->micro = calloc((size_t)r->n_micro, sizeof *r->micro);
         r->micro_data = calloc((size_t)r->n_micro, sizeof *r->micro_data);
         r->micro_cap = calloc((size_t)r->n_micro, sizeof *r->micro_cap);
@@ -745,6 +853,7 @@ static void run_close(run *r)
     free(r->micro_data);
     free(r->micro_cap);
     free(r->micro);
+    clf_gradsync_destroy(r->sync);
 }
 
 clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_train_data *data,
@@ -790,7 +899,14 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
     train_clock c = {.t_mark = clf_now_seconds()};
     uint64_t saved_at = o->resume ? first : UINT64_MAX; /* step of the last checkpoint */
     for (uint64_t it = first; it < total; it++) {
-        if (o->stop != NULL && *o->stop) {
+        int stop_now = o->stop != NULL && *o->stop;
+        if (r.nranks > 1) { /* one rank's signal stops them all at the same step */
+            double any = stop_now;
+            if ((st = o->dist->allreduce_f64(o->dist->user, &any, 1, err)) != CLF_OK)
+                goto fail;
+            stop_now = any > 0;
+        }
+        if (stop_now) {
             if (saved_at != it && (st = save(&r, err)) != CLF_OK)
                 goto fail;
             res->interrupted = 1;
@@ -832,6 +948,7 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
      * had nothing left to do (its checkpoint is the one it came from). */
 done:
     res->session_s = clf_now_seconds() - r.t_start;
+    res->comm_wait_s = r.sync != NULL ? clf_gradsync_wait_s(r.sync) : 0.0;
     res->elapsed_s = run_elapsed(&r);
     res->tokens_per_s = c.train_time > 0 ? c.timed_tokens / c.train_time : 0.0;
     res->best_metric =

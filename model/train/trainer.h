@@ -133,11 +133,36 @@ typedef struct clf_trainer_callbacks {
     void (*on_checkpoint)(void *user, const char *path, uint64_t step);
 } clf_trainer_callbacks;
 
+/* Data-parallel training: `size` processes (ranks) run the same trainer on
+ * the same config, each with its own model on its own device, and these
+ * collectives join them (the CLI implements them with MPI; the library
+ * never links it). Every rank draws every batch of a step (size x
+ * train.accumulate micro-batches, the same sequence one process with
+ * train.accumulate = size x accumulate would draw) and runs forward and
+ * backward on its own share (rank r: micro-batches r*A .. r*A+A-1, with
+ * their dropout streams), each scaled by 1 / (the targets of the whole
+ * step); the gradients are then summed across ranks, bucket by bucket as
+ * backward produces them, so every rank applies the same update to the
+ * same parameters. Evaluations run on every rank and rank 0's result is
+ * used by all; checkpoints are written by rank 0 only, and carry `size`
+ * (a resume with another size is refused). */
+typedef struct clf_trainer_dist {
+    int rank, size; /* size <= 1: one process (the other members unused) */
+    void *user;
+    /* every rank's n values summed, in place, on every rank */
+    clf_status (*allreduce_f32)(void *user, float *buf, size_t n, clf_error *err);
+    clf_status (*allreduce_f64)(void *user, double *buf, size_t n, clf_error *err);
+    /* rank 0's n values to every rank, in place */
+    clf_status (*bcast_f64)(void *user, double *buf, size_t n, clf_error *err);
+    size_t bucket_bytes; /* gradients per reduction; 0: 1 MiB */
+} clf_trainer_dist;
+
 typedef struct clf_trainer_options {
-    const char *out_dir;         /* must exist; the checkpoint goes here */
-    int resume;                  /* 1 = continue from out_dir's checkpoint */
-    volatile sig_atomic_t *stop; /* may be NULL; nonzero = checkpoint and stop */
-    clf_trainer_callbacks cb;    /* every member may be NULL */
+    const char *out_dir;          /* must exist; the checkpoint goes here */
+    int resume;                   /* 1 = continue from out_dir's checkpoint */
+    volatile sig_atomic_t *stop;  /* may be NULL; nonzero = checkpoint and stop */
+    clf_trainer_callbacks cb;     /* every member may be NULL */
+    const clf_trainer_dist *dist; /* NULL: one process */
 } clf_trainer_options;
 
 typedef struct clf_train_result {
@@ -152,7 +177,9 @@ typedef struct clf_train_result {
     double elapsed_s;    /* the run's wall time, earlier sessions included */
     double session_s;    /* this session's wall time */
     double tokens_per_s; /* training tokens per second over this session (evaluations
-                             excluded) */
+                             excluded; every rank's tokens) */
+    double comm_wait_s;  /* data-parallel: host time blocked on gradient reductions (waiting
+                            for a bucket's gradients, then for the other ranks) */
     int interrupted;
     int early_stopped;
 } clf_train_result;
