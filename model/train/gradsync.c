@@ -165,11 +165,11 @@ clf_status clf_gradsync_finish(clf_gradsync *g, clf_error *err)
     clf_model_set_grad_hook(g->m, NULL, NULL);
     clf_status st = close_bucket(g, err); /* nothing stays open after layer -1; to be sure */
     clf_runtime *rt = clf_model_runtime(g->m);
-    const double t0 = clf_now_seconds();
     for (int b = 0; b < g->n_buckets && st == CLF_OK; b++) {
         bucket *k = &g->buckets[b];
-        st = clf_event_wait(k->read, err);
+        st = clf_event_wait(k->read, err); /* the device's backward up to this bucket */
         k->read = NULL;
+        const double t0 = clf_now_seconds();
         for (int i = 0; i < k->count && st == CLF_OK; i++) {
             const grange *r = &g->ranges[g->pending[k->first + i]];
             st = g->d.allreduce_f32(g->d.user, g->host + r->off, r->n, err);
@@ -177,8 +177,8 @@ clf_status clf_gradsync_finish(clf_gradsync *g, clf_error *err)
                 st = clf_buffer_write_async(rt, g->grads, r->off * sizeof(float), g->host + r->off,
                                             r->n * sizeof(float), err);
         }
+        g->wait_s += clf_now_seconds() - t0; /* the other ranks, and the transfer */
     }
-    g->wait_s += clf_now_seconds() - t0;
     if (st == CLF_OK && g->n_pending != g->n_ranges)
         st = clf_error_set(err, CLF_ERR_ARG,
                            "gradient reduction: the backward reported %d of the %d gradient "

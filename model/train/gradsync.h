@@ -11,8 +11,9 @@
  * sum it across ranks, enqueue its write back. While the host waits on
  * bucket i and on the other ranks, the device is still running the
  * backward of the blocks below; the optimizer's kernels, enqueued after
- * the writes, see the summed gradients. Host time blocked in finish is
- * counted (the --profile line "waiting on gradient reductions").
+ * the writes, see the summed gradients. The host time spent inside the
+ * reductions (the other ranks and the transfer, not this device's
+ * backward) is counted: train's "waiting on gradient reductions".
  *
  * Ranges: a block's tensors in the flat layout are two runs (its decayed
  * matrices, then its vectors), each kept whole with the alignment padding
@@ -33,7 +34,8 @@ void clf_gradsync_arm(clf_gradsync *g);
 /* After that backward: every bucket summed across ranks and written back
  * (enqueued); the model's hook is removed. */
 clf_status clf_gradsync_finish(clf_gradsync *g, clf_error *err);
-/* Host seconds blocked in finish so far. */
+/* Host seconds spent in the reductions so far (waiting for the other
+ * ranks and the transfers; not the wait for this device's backward). */
 double clf_gradsync_wait_s(const clf_gradsync *g);
 
 #endif

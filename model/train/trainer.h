@@ -178,8 +178,8 @@ typedef struct clf_train_result {
     double session_s;    /* this session's wall time */
     double tokens_per_s; /* training tokens per second over this session (evaluations
                              excluded; every rank's tokens) */
-    double comm_wait_s;  /* data-parallel: host time blocked on gradient reductions (waiting
-                            for a bucket's gradients, then for the other ranks) */
+    double comm_wait_s;  /* data parallel: host time inside the gradient reductions (waiting
+                            for the other ranks, and the transfers) */
     int interrupted;
     int early_stopped;
 } clf_train_result;
