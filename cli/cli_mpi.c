@@ -1,6 +1,7 @@
 /*
  * cli_mpi.c - data-parallel training under mpirun (design in cli_mpi.h).
  */
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +119,32 @@ static clf_status allreduce_f64(void *user, double *buf, size_t n, clf_error *er
     return allreduce(buf, n, MPI_DOUBLE, sizeof *buf, err);
 }
 
+static clf_status allgather_f32(void *user, float *buf, const size_t *offsets, clf_error *err)
+{
+    (void)user;
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int *counts = malloc(2 * (size_t)size * sizeof *counts), *displs = counts + size;
+    if (counts == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    for (int r = 0; r < size; r++) {
+        if (offsets[r + 1] > (size_t)INT_MAX) {
+            free(counts);
+            return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                                 "MPI_Allgatherv: %zu floats exceed MPI's int counts",
+                                 offsets[size]);
+        }
+        counts[r] = (int)(offsets[r + 1] - offsets[r]);
+        displs[r] = (int)offsets[r];
+    }
+    alarm((unsigned)g_timeout_s);
+    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
+                            MPI_COMM_WORLD);
+    alarm(0);
+    free(counts);
+    return rc == MPI_SUCCESS ? CLF_OK : mpi_error(rc, "MPI_Allgatherv", err);
+}
+
 static clf_status bcast_f64(void *user, double *buf, size_t n, clf_error *err)
 {
     (void)user;
@@ -155,11 +182,16 @@ int cli_mpi_init(cli_mpi *mp)
              "CLFORMER_MPI_TIMEOUT); ending\n",
              mp->rank, g_timeout_s);
     signal(SIGALRM, on_timeout);
+    /* CLFORMER_MPI_BUCKET_KIB: the gradient bucket (default the trainer's
+     * 1 MiB; a huge one reduces everything after backward, no overlap) */
+    const size_t bucket = (size_t)env_int("CLFORMER_MPI_BUCKET_KIB", 0) * 1024;
     mp->dist = (clf_trainer_dist){.rank = mp->rank,
                                   .size = mp->size,
+                                  .bucket_bytes = bucket,
                                   .allreduce_f32 = allreduce_f32,
                                   .allreduce_f64 = allreduce_f64,
-                                  .bcast_f64 = bcast_f64};
+                                  .bcast_f64 = bcast_f64,
+                                  .allgather_f32 = allgather_f32};
     /* one voice: rank 0's (errors still go to every rank's stderr) */
     FILE *quiet = mp->rank != 0 ? freopen("/dev/null", "w", stdout) : stdout;
     (void)quiet;

@@ -534,6 +534,8 @@ static int train_seq(const char *init, clf_model_config *cfg, const char *data, 
         goto fail;
     if ((rc = cli_runtime_open(rf, &rt)) != CLI_EXIT_OK)
         goto done;
+    if (dist != NULL && cfg->train.shard_optimizer) /* ZeRO-1: this rank's slice of Adam */
+        lim.shard = dist->rank, lim.shards = dist->size;
     if ((st = clf_model_create_ex(rt, cfg, clf_tokenizer_vocab_size(tok), &lim, CLF_MODEL_TRAIN, &m,
                                   &err)) != CLF_OK)
         goto fail;
@@ -672,8 +674,11 @@ static int train_text(const char *init, const clf_model_config *cfg, const char 
         goto fail;
     if ((rc = cli_runtime_open(rf, &rt)) != CLI_EXIT_OK)
         goto done;
-    if ((st = clf_model_create(rt, cfg, clf_tokenizer_vocab_size(tok), cfg->train.batch,
-                               CLF_MODEL_TRAIN, &m, &err)) != CLF_OK)
+    clf_model_limits lim = {.B = cfg->train.batch};
+    if (dist != NULL && cfg->train.shard_optimizer) /* ZeRO-1: this rank's slice of Adam */
+        lim.shard = dist->rank, lim.shards = dist->size;
+    if ((st = clf_model_create_ex(rt, cfg, clf_tokenizer_vocab_size(tok), &lim, CLF_MODEL_TRAIN, &m,
+                                  &err)) != CLF_OK)
         goto fail;
 
     clf_model_dims d = clf_model_dims_get(m);

@@ -256,6 +256,9 @@ typedef struct clf_train_config {
     clf_recompute recompute; /* activation recomputation (gradient checkpointing) */
     int accumulate;          /* micro-batches per optimizer step, gradients summed on the device
                          (the step sees the mean over all their targets); default 1 */
+    int shard_optimizer;     /* data parallel: each rank keeps and updates its slice of Adam's
+                                moments and the ranks gather the updated parameters (ZeRO-1);
+                                default 0 */
     int steps;               /* optimizer steps; 0 = until `epochs` (then epochs must be > 0) */
     int epochs;              /* 0 = off; else stop after this many passes (or `steps`, if first) */
     clf_optimizer_config optimizer;

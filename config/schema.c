@@ -233,6 +233,7 @@ static const clf_cfg_field train_t[] = {
     T_INT("log_every", train.log_every, 1, BIG),
     T_INT("accumulate", train.accumulate, 1, 65536),
     T_ENUM("recompute", train.recompute, recompute_names, 0),
+    T_BOOL("shard_optimizer", train.shard_optimizer),
     T_END,
 };
 

@@ -511,7 +511,7 @@ static void test_translator(clf_runtime *rt, uint64_t seed)
     clf_error e;
     tu_ok(clf_config_parse_string(S2S_YAML, "test_beam.yaml", NULL, 0, &cfg, &e), &e, "config");
     cfg.train.seed = seed;
-    clf_model_limits lim = {N * K, S, T, 0, 0};
+    clf_model_limits lim = {N * K, S, T, 0, 0, 0, 0};
     clf_model *m;
     tu_ok(clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_INFER, &m, &e), &e, "create");
     tu_ok(clf_model_params_init(m, seed, &e), &e, "init");

@@ -147,7 +147,7 @@ static void other_kinds(clf_runtime *rt, const char *path)
     int32_t tout[10] = {4, 5, 6, 7, 2, 9, 2, -1, -1, -1};
     clf_model *a = NULL, *b = NULL;
     /* training: token caps below B x longest */
-    clf_model_limits la = {3, 6, 5, 12, 10};
+    clf_model_limits la = {3, 6, 5, 12, 10, 0, 0};
     ok(clf_model_create_ex(rt, &cfg, 13, &la, CLF_MODEL_TRAIN, &a, &e), &e, "create s2s");
     for (int s = 0; s < 2; s++) {
         ok(clf_model_set_batch(a, clf_batch_seq2seq(src, keep, tin, tout, 2, 6, 5), &e), &e,
@@ -157,7 +157,7 @@ static void other_kinds(clf_runtime *rt, const char *path)
         ok(clf_model_step(a, 1e-2f, &e), &e, "step");
     }
     ok(clf_checkpoint_save(path, a, &cfg, "{}", NULL, 0, &e), &e, "save s2s");
-    clf_model_limits lb = {4, 8, 8, 0, 0};
+    clf_model_limits lb = {4, 8, 8, 0, 0, 0, 0};
     ok(clf_model_create_ex(rt, &cfg, 13, &lb, CLF_MODEL_INFER, &b, &e), &e, "create infer");
     ok(try_load(path, b, CLF_CHECKPOINT_PARAMS, &e), &e, "load s2s params");
     TU_CHECK(flat_equal(a, b, CLF_SLOT_PARAM),

@@ -223,7 +223,7 @@ static void check_variant(clf_runtime *rt, const variant *v, int vi)
         ok(clf_config_set(&cfg, v->sets[i], &e), &e, v->sets[i]);
     const int B = v->kind == K_CLS ? 3 : 2, V = 11;
     clf_model *m = NULL;
-    clf_model_limits lim = {B, v->S, v->T, 0, 0};
+    clf_model_limits lim = {B, v->S, v->T, 0, 0, 0, 0};
     ok(clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_TRAIN, &m, &e), &e, "create");
     tu_rng g = tu_rng_new(100 + (uint64_t)vi);
     randomize(m, &g);
@@ -298,7 +298,7 @@ static void check_recompute(clf_runtime *rt, const variant *v, int vi)
 {
     clf_error e;
     const int B = v->kind == K_CLS ? 3 : 2, V = 11;
-    clf_model_limits lim = {B, v->S, v->T, 0, 0};
+    clf_model_limits lim = {B, v->S, v->T, 0, 0, 0, 0};
     static const clf_recompute modes[3] = {CLF_RECOMPUTE_NONE, CLF_RECOMPUTE_BLOCK,
                                            CLF_RECOMPUTE_ATTENTION};
     float *g[3] = {NULL, NULL, NULL}, loss[3] = {0, 0, 0};
@@ -419,7 +419,7 @@ static void api(clf_runtime *rt)
     parse_kind(K_S2S, &s2s);
     parse_kind(K_CLS, &cls);
     clf_model *m = NULL, *g = NULL, *c = NULL;
-    clf_model_limits big = {2, 9, 0, 0, 0};
+    clf_model_limits big = {2, 9, 0, 0, 0, 0, 0};
     TU_CHECK(clf_model_create_ex(rt, &s2s, 11, &big, CLF_MODEL_TRAIN, &m, &e) == CLF_ERR_ARG,
              "limits past the context are refused: %s", e.msg);
     clf_model_config c0 = cls;
@@ -455,7 +455,7 @@ static void api(clf_runtime *rt)
     clf_model_destroy(g);
     clf_model_destroy(m);
     clf_model_memory pf, pc;
-    clf_model_limits lf = {64, 8, 8, 0, 0}, lc = {64, 8, 8, 128, 128};
+    clf_model_limits lf = {64, 8, 8, 0, 0, 0, 0}, lc = {64, 8, 8, 128, 128, 0, 0};
     ok(clf_model_memory_plan(&s2s, 11, &lf, CLF_MODEL_TRAIN, &pf, &e), &e, "estimate");
     ok(clf_model_memory_plan(&s2s, 11, &lc, CLF_MODEL_TRAIN, &pc, &e), &e, "estimate");
     const size_t full = pf.total, capped = pc.total;

@@ -15,8 +15,11 @@
 #     checksum at every evaluation);
 #   - 2 ranks x accumulate 2 against one process x accumulate 4;
 #   - a rerun of the same 2-rank job is bit-identical;
-#   - a 2-rank run stopped at step 10 and resumed to 20 equals the straight
-#     run bit for bit; resuming it with one process is refused (exit 2);
+#   - train.shard_optimizer (ZeRO-1) gives the unsharded run's tensors bit
+#     for bit (parameters and the gathered moments);
+#   - a 2-rank run stopped at step 10 and resumed to 20 (the second half
+#     sharded) equals the straight run bit for bit; resuming it with one
+#     process is refused (exit 2);
 #   - a rank killed mid-run ends the job (no hang: within 120 s) with a
 #     message, and the checkpoint left behind loads.
 set -u
@@ -158,12 +161,23 @@ else
   bad "a 2-rank run reproduces itself ($msg)"
 fi
 
+# ZeRO-1: the moments split between the ranks, the same run bit for bit
+"${MPIRUN[@]}" "$BIN" train "${GPT[@]}" "${COMMON[@]}" --set train.shard_optimizer=true \
+  --out "$TMP/zero" >"$TMP/zero.out" 2>&1
+if msg=$(compare_params "$TMP/GPT-two/ckpt.safetensors" "$TMP/zero/ckpt.safetensors" 0 0); then
+  ok "train.shard_optimizer (ZeRO-1) gives the unsharded run's parameters and moments ($msg)"
+else
+  bad "train.shard_optimizer (ZeRO-1) gives the unsharded run's parameters and moments (${msg:-}$(tail -1 "$TMP/zero.out"))"
+fi
+
 # resume: 10 steps, then on to 20, equals the straight run (a constant
 # schedule: the cosine one depends on train.steps)
 CONST=(--set train.schedule.type=constant)
 "${MPIRUN[@]}" "$BIN" train "${GPT[@]}" "${COMMON[@]}" "${CONST[@]}" --out "$TMP/straight" >/dev/null 2>&1
 "${MPIRUN[@]}" "$BIN" train "${GPT[@]}" "${COMMON[@]}" "${CONST[@]}" --set train.steps=10 --out "$TMP/res" >/dev/null 2>&1
-"${MPIRUN[@]}" "$BIN" train "${GPT[@]}" "${COMMON[@]}" "${CONST[@]}" --resume --out "$TMP/res" >"$TMP/res.out" 2>&1
+# (the second half with the moments sharded: the file holds them whole)
+"${MPIRUN[@]}" "$BIN" train "${GPT[@]}" "${COMMON[@]}" "${CONST[@]}" --resume --out "$TMP/res" \
+  --set train.shard_optimizer=true >"$TMP/res.out" 2>&1
 if grep -q "resuming at step 10 of 20" "$TMP/res.out" &&
   msg=$(compare_params "$TMP/straight/ckpt.safetensors" "$TMP/res/ckpt.safetensors" 0 0); then
   ok "a 2-rank run resumed at step 10 continues bit-exactly ($msg)"

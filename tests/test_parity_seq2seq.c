@@ -104,7 +104,7 @@ static clf_model *build(clf_runtime *rt, const fixture *f, int Bmax, unsigned fl
 {
     clf_model *m = NULL;
     clf_error e;
-    clf_model_limits lim = {Bmax, f->S, f->s2s ? f->T : 0, 0, 0};
+    clf_model_limits lim = {Bmax, f->S, f->s2s ? f->T : 0, 0, 0, 0, 0};
     die(clf_model_create_ex(rt, &f->cfg, f->V, &lim, flags, &m, &e), &e, "clf_model_create_ex");
     pu_load_params(m, f->r);
     return m;
@@ -398,7 +398,7 @@ static void determinism(clf_runtime *rt, const char *fx)
     die(clf_checkpoint_open(path, &ck, &e), &e, "checkpoint open");
     TU_CHECK(clf_config_diff(clf_checkpoint_config(ck), &f.cfg, NULL, 0) == 0,
              "%s: checkpoint config equals the run's", fx);
-    clf_model_limits lim = {f.B, f.S, f.s2s ? f.T : 0, 0, 0};
+    clf_model_limits lim = {f.B, f.S, f.s2s ? f.T : 0, 0, 0, 0, 0};
     die(clf_model_create_ex(rt, clf_checkpoint_config(ck), clf_checkpoint_vocab(ck), &lim,
                             CLF_MODEL_TRAIN, &m, &e),
         &e, "create 2");

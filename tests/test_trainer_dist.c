@@ -17,6 +17,10 @@
  *     a checkpoint (rank 1's directory stays empty);
  *   - the gradients were summed bucket by bucket (a 4 KiB bucket: several
  *     reductions per step, counted) and the wait is reported;
+ *   - ZeRO-1 (train.shard_optimizer): each rank's model holds half of Adam's
+ *     moments (the two slices add up to the whole), and the run ends with
+ *     the unsharded run's parameters bit for bit on both ranks, and the same
+ *     checkpoint tensors (the moments gathered before the write);
  *   - a collective that fails on every rank fails the run with its message
  *     (CLF_ERR_IO), not a hang.
  * Under the sanitizer build this is the leak check of the trainer's
@@ -32,6 +36,7 @@
 #include "config/config.h"
 #include "model/data/dataset.h"
 #include "model/graph/model.h"
+#include "model/io/safetensors.h"
 #include "model/text/tokenizer.h"
 #include "model/train/trainer.h"
 #include "tests/test_util.h"
@@ -113,6 +118,21 @@ static clf_status allreduce_f64(void *user, double *buf, size_t n, clf_error *er
     return allreduce(user, buf, n, 1, err);
 }
 
+static clf_status allgather_f32(void *user, float *buf, const size_t *offsets, clf_error *err)
+{
+    (void)err;
+    rank_ctx *c = user;
+    group *g = c->g;
+    g->buf[c->rank] = buf;
+    pthread_barrier_wait(&g->bar);
+    for (int r = 0; r < RANKS; r++)
+        if (r != c->rank)
+            memcpy(buf + offsets[r], (const float *)g->buf[r] + offsets[r],
+                   (offsets[r + 1] - offsets[r]) * sizeof *buf);
+    pthread_barrier_wait(&g->bar);
+    return CLF_OK;
+}
+
 static clf_status bcast_f64(void *user, double *buf, size_t n, clf_error *err)
 {
     (void)err;
@@ -124,6 +144,31 @@ static clf_status bcast_f64(void *user, double *buf, size_t n, clf_error *err)
         memcpy(buf, g->buf[0], n * sizeof *buf);
     pthread_barrier_wait(&g->bar);
     return CLF_OK;
+}
+
+/* Two checkpoints hold the same tensors (names, shapes, bytes). */
+static int same_tensors(const char *a, const char *b)
+{
+    clf_st_reader *ra = NULL, *rb = NULL;
+    clf_error e;
+    int same = clf_st_reader_open(a, &ra, &e) == CLF_OK &&
+               clf_st_reader_open(b, &rb, &e) == CLF_OK &&
+               clf_st_reader_count(ra) == clf_st_reader_count(rb);
+    for (size_t i = 0; same && i < clf_st_reader_count(ra); i++) {
+        const clf_st_tensor_info *x = clf_st_reader_tensor(ra, i);
+        const clf_st_tensor_info *y = clf_st_reader_find(rb, x->name);
+        const size_t nx = (size_t)(x->end - x->begin);
+        same = y != NULL && (size_t)(y->end - y->begin) == nx;
+        void *bx = same ? malloc(nx + 1) : NULL, *by = same ? malloc(nx + 1) : NULL;
+        same = same && bx != NULL && by != NULL &&
+               clf_st_reader_read_raw(ra, x, bx, nx, &e) == CLF_OK &&
+               clf_st_reader_read_raw(rb, y, by, nx, &e) == CLF_OK && memcmp(bx, by, nx) == 0;
+        free(bx);
+        free(by);
+    }
+    clf_st_reader_destroy(ra);
+    clf_st_reader_destroy(rb);
+    return same;
 }
 
 /* ---- one rank ---------------------------------------------------------------- */
@@ -153,7 +198,8 @@ typedef struct job {
     int V;
     char dir[64];
     rank_ctx ctx;
-    int size; /* 1: no dist */
+    int size;  /* 1: no dist */
+    int shard; /* ZeRO-1: the model holds its slice of Adam's moments */
     /* results */
     clf_status st;
     clf_error err;
@@ -161,6 +207,7 @@ typedef struct job {
     rec r;
     float *params;
     size_t np;
+    size_t optim_bytes;
 } job;
 
 static void *run_rank(void *arg)
@@ -169,14 +216,18 @@ static void *run_rank(void *arg)
     clf_runtime *rt = tu_runtime();
     clf_model *m = NULL;
     clf_error e;
-    tu_ok(clf_model_create(rt, j->cfg, j->V, j->cfg->train.batch, CLF_MODEL_TRAIN, &m, &e), &e,
-          "model create");
+    clf_model_limits lim = {.B = j->cfg->train.batch};
+    if (j->shard)
+        lim.shard = j->ctx.rank, lim.shards = j->size;
+    tu_ok(clf_model_create_ex(rt, j->cfg, j->V, &lim, CLF_MODEL_TRAIN, &m, &e), &e, "model create");
+    j->optim_bytes = clf_model_memory_get(m).optim;
     clf_trainer_dist d = {.rank = j->ctx.rank,
                           .size = j->size,
                           .user = &j->ctx,
                           .allreduce_f32 = allreduce_f32,
                           .allreduce_f64 = allreduce_f64,
                           .bcast_f64 = bcast_f64,
+                          .allgather_f32 = allgather_f32,
                           .bucket_bytes = 4096};
     clf_trainer_options o;
     memset(&o, 0, sizeof o);
@@ -228,12 +279,13 @@ static void job_free(job *j)
 
 /* Both ranks to the end; returns the jobs filled. */
 static void run_ranks(job *jobs, const clf_model_config *cfg, const clf_dataset *ds,
-                      const clf_tokenizer *tok, int V, group *g)
+                      const clf_tokenizer *tok, int V, group *g, int shard)
 {
     pthread_t th[RANKS];
     pthread_barrier_init(&g->bar, NULL, RANKS);
     for (int r = 0; r < RANKS; r++) {
         job_init(&jobs[r], cfg, ds, tok, V, g, r, RANKS);
+        jobs[r].shard = shard;
         pthread_create(&th[r], NULL, run_rank, &jobs[r]);
     }
     for (int r = 0; r < RANKS; r++)
@@ -275,7 +327,7 @@ int main(void)
     /* two ranks */
     group g = {.fail_after = 0};
     job two[RANKS];
-    run_ranks(two, &cfg, ds, tok, V, &g);
+    run_ranks(two, &cfg, ds, tok, V, &g, 0);
     for (int r = 0; r < RANKS; r++)
         tu_ok(two[r].st, &two[r].err, "a rank");
 
@@ -308,13 +360,34 @@ int main(void)
     TU_CHECK(two[0].ctx.f32_calls >= 3 * STEPS && two[0].res.comm_wait_s >= 0.0,
              "gradients reduced bucket by bucket (%d reductions over %d steps, %.4f s waited)",
              two[0].ctx.f32_calls, STEPS, two[0].res.comm_wait_s);
+    /* ZeRO-1: the same run with the moments split between the ranks */
+    clf_model_config zc = cfg;
+    zc.train.shard_optimizer = 1;
+    group gz = {.fail_after = 0};
+    job z[RANKS];
+    run_ranks(z, &zc, ds, tok, V, &gz, 1);
+    for (int r = 0; r < RANKS; r++)
+        tu_ok(z[r].st, &z[r].err, "a sharded rank");
+    TU_CHECK(memcmp(z[0].params, two[0].params, z[0].np * sizeof(float)) == 0 &&
+                 memcmp(z[1].params, two[0].params, z[0].np * sizeof(float)) == 0,
+             "ZeRO-1: both ranks end with the unsharded run's parameters, bit for bit");
+    TU_CHECK(z[0].optim_bytes + z[1].optim_bytes == two[0].optim_bytes &&
+                 z[0].optim_bytes < two[0].optim_bytes && z[1].optim_bytes > 0,
+             "ZeRO-1: each rank holds its slice of Adam's moments (%zu + %zu of %zu bytes)",
+             z[0].optim_bytes, z[1].optim_bytes, two[0].optim_bytes);
+    char zk[128];
+    snprintf(zk, sizeof zk, "%s/ckpt.safetensors", z[0].dir);
+    TU_CHECK(same_tensors(ck0, zk), "ZeRO-1: the checkpoint (moments gathered) equals the "
+                                    "unsharded run's, tensor for tensor");
+    for (int r = 0; r < RANKS; r++)
+        job_free(&z[r]);
     job_free(&one);
     for (int r = 0; r < RANKS; r++)
         job_free(&two[r]);
 
     /* a failing collective fails the run on every rank */
     group bad = {.fail_after = 5};
-    run_ranks(two, &cfg, ds, tok, V, &bad);
+    run_ranks(two, &cfg, ds, tok, V, &bad, 0);
     TU_CHECK(two[0].st == CLF_ERR_IO && two[1].st == CLF_ERR_IO &&
                  strstr(two[1].err.msg, "injected reduction failure") != NULL,
              "a failed reduction fails the run (%d, '%s')", (int)two[1].st, two[1].err.msg);

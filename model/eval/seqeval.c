@@ -52,8 +52,11 @@ void clf_seqeval_limits_merge(clf_seq_limits *a, const clf_seq_limits *b)
 
 clf_model_limits clf_seqeval_model_limits(const clf_seq_limits *sl)
 {
-    clf_model_limits lim = {sl->max_B, sl->max_S, sl->max_T, sl->max_src_tokens,
-                            sl->max_tgt_tokens};
+    clf_model_limits lim = {.B = sl->max_B,
+                            .S = sl->max_S,
+                            .T = sl->max_T,
+                            .src_tokens = sl->max_src_tokens,
+                            .tgt_tokens = sl->max_tgt_tokens};
     return lim;
 }
 

@@ -279,6 +279,12 @@ static clf_status plan_params(clf_model *m, clf_error *err)
     }
     m->n_ptab = k;
     m->dims.n_params = off;
+    /* ZeRO-1: slice `shard` of `shards`, boundaries on MI_ALIGN floats */
+    {
+        const size_t blocks = off / MI_ALIGN, sh = (size_t)s->shards, r = (size_t)s->shard;
+        m->opt_lo = blocks * r / sh * MI_ALIGN;
+        m->opt_hi = blocks * (r + 1) / sh * MI_ALIGN;
+    }
     m->dims.n_real = real;
     if (s->tied)
         m->lm_head = dec->wte;
@@ -455,8 +461,8 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
     if ((st = abuf(m, &m->mem.params, &m->params, NP, err)) != CLF_OK)
         return st;
     if (train && ((st = abuf(m, &m->mem.grads, &m->grads, NP, err)) != CLF_OK ||
-                  (st = abuf(m, &m->mem.optim, &m->adam_m, NP, err)) != CLF_OK ||
-                  (st = abuf(m, &m->mem.optim, &m->adam_v, NP, err)) != CLF_OK))
+                  (st = abuf(m, &m->mem.optim, &m->adam_m, m->opt_hi - m->opt_lo, err)) != CLF_OK ||
+                  (st = abuf(m, &m->mem.optim, &m->adam_v, m->opt_hi - m->opt_lo, err)) != CLF_OK))
         return st;
 
     for (int l = 0; l < s->L; l++) {
@@ -766,8 +772,10 @@ clf_status clf_model_params_init(clf_model *m, uint64_t seed, clf_error *err)
         return st;
     if (m->flags & CLF_MODEL_TRAIN) {
         if ((st = clf_buffer_fill(m->rt, m->grads, 0, NP * 4, 0, err)) != CLF_OK ||
-            (st = clf_buffer_fill(m->rt, m->adam_m, 0, NP * 4, 0, err)) != CLF_OK ||
-            (st = clf_buffer_fill(m->rt, m->adam_v, 0, NP * 4, 0, err)) != CLF_OK)
+            (st = clf_buffer_fill(m->rt, m->adam_m, 0, clf_buffer_size(m->adam_m), 0, err)) !=
+                CLF_OK ||
+            (st = clf_buffer_fill(m->rt, m->adam_v, 0, clf_buffer_size(m->adam_v), 0, err)) !=
+                CLF_OK)
             return st;
     }
     m->state.step = 0;
@@ -812,17 +820,37 @@ static clf_status slot_buffer(const clf_model *m, clf_model_slot slot, clf_buffe
     return CLF_OK;
 }
 
+/* Where tensor t starts in slot's buffer (the ADAM slots hold the
+ * optimizer's slice only: a tensor outside it is an error). */
+static clf_status slot_offset(const clf_model *m, clf_model_slot slot, const clf_param_info *t,
+                              size_t *off, clf_error *err)
+{
+    *off = t->offset;
+    if (slot != CLF_SLOT_ADAM_M && slot != CLF_SLOT_ADAM_V)
+        return CLF_OK;
+    if (t->offset < m->opt_lo || t->offset + t->numel > m->opt_hi)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "%s: its optimizer state is on another rank (this model holds "
+                             "[%zu, %zu) of the flat layout)",
+                             t->name, m->opt_lo, m->opt_hi);
+    *off -= m->opt_lo;
+    return CLF_OK;
+}
+
 clf_status clf_model_tensor_read(clf_model *m, clf_model_slot slot, int index, float *dst,
                                  clf_error *err)
 {
     clf_buffer *b;
+    size_t off = 0;
     clf_status st = slot_buffer(m, slot, &b, err);
     if (st != CLF_OK)
         return st;
     const clf_param_info *t = clf_model_param_get(m, index);
     if (t == NULL)
         return clf_error_set(err, CLF_ERR_ARG, "parameter index %d out of range", index);
-    return clf_buffer_read(m->rt, b, t->offset * sizeof(float), dst, t->numel * sizeof(float), err);
+    if ((st = slot_offset(m, slot, t, &off, err)) != CLF_OK)
+        return st;
+    return clf_buffer_read(m->rt, b, off * sizeof(float), dst, t->numel * sizeof(float), err);
 }
 
 clf_status clf_model_tensor_write(clf_model *m, clf_model_slot slot, int index, const float *src,
@@ -835,26 +863,46 @@ clf_status clf_model_tensor_write(clf_model *m, clf_model_slot slot, int index, 
     const clf_param_info *t = clf_model_param_get(m, index);
     if (t == NULL)
         return clf_error_set(err, CLF_ERR_ARG, "parameter index %d out of range", index);
-    return clf_buffer_write(m->rt, b, t->offset * sizeof(float), src, t->numel * sizeof(float),
-                            err);
+    size_t off = 0;
+    if ((st = slot_offset(m, slot, t, &off, err)) != CLF_OK)
+        return st;
+    return clf_buffer_write(m->rt, b, off * sizeof(float), src, t->numel * sizeof(float), err);
+}
+
+/* The part of the flat layout slot's buffer holds: all, or the optimizer's slice. */
+static void slot_range(const clf_model *m, clf_model_slot slot, size_t *lo, size_t *hi)
+{
+    const int adam = slot == CLF_SLOT_ADAM_M || slot == CLF_SLOT_ADAM_V;
+    *lo = adam ? m->opt_lo : 0;
+    *hi = adam ? m->opt_hi : m->dims.n_params;
 }
 
 clf_status clf_model_flat_read(clf_model *m, clf_model_slot slot, float *dst, clf_error *err)
 {
     clf_buffer *b;
+    size_t lo, hi;
     clf_status st = slot_buffer(m, slot, &b, err);
     if (st != CLF_OK)
         return st;
-    return clf_buffer_read(m->rt, b, 0, dst, m->dims.n_params * sizeof(float), err);
+    slot_range(m, slot, &lo, &hi);
+    return clf_buffer_read(m->rt, b, 0, dst + lo, (hi - lo) * sizeof(float), err);
 }
 
 clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *src, clf_error *err)
 {
     clf_buffer *b;
+    size_t lo, hi;
     clf_status st = slot_buffer(m, slot, &b, err);
     if (st != CLF_OK)
         return st;
-    return clf_buffer_write(m->rt, b, 0, src, m->dims.n_params * sizeof(float), err);
+    slot_range(m, slot, &lo, &hi);
+    return clf_buffer_write(m->rt, b, 0, src + lo, (hi - lo) * sizeof(float), err);
+}
+
+void clf_model_optim_slice(const clf_model *m, size_t *lo, size_t *hi)
+{
+    *lo = m->opt_lo;
+    *hi = m->opt_hi;
 }
 
 clf_status clf_model_flat_copy(clf_model *dst, const clf_model *src, clf_model_slot slot,
@@ -875,7 +923,15 @@ clf_status clf_model_flat_copy(clf_model *dst, const clf_model *src, clf_model_s
     if ((st = slot_buffer(src, slot, &from, err)) != CLF_OK ||
         (st = slot_buffer(dst, slot, &to, err)) != CLF_OK)
         return st;
-    return clf_buffer_copy(dst->rt, from, 0, to, 0, dst->dims.n_params * sizeof(float), err);
+    size_t lo, hi, lo2, hi2;
+    slot_range(src, slot, &lo, &hi);
+    slot_range(dst, slot, &lo2, &hi2);
+    if (lo != lo2 || hi != hi2)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "flat copy: the models hold different slices of the optimizer "
+                             "state ([%zu, %zu) and [%zu, %zu))",
+                             lo, hi, lo2, hi2);
+    return clf_buffer_copy(dst->rt, from, 0, to, 0, (hi - lo) * sizeof(float), err);
 }
 
 clf_buffer *clf_model_flat_buffer(const clf_model *m, clf_model_slot slot)

@@ -44,6 +44,11 @@ static clf_status spec_limits(mi_spec *s, const clf_model_limits *lim, clf_error
                              "limits: %lld source / %lld target tokens cannot hold one row of "
                              "%lld / %lld",
                              (long long)rs, (long long)rt, (long long)S, (long long)T);
+    if (lim->shards < 0 || (lim->shards > 1 && (lim->shard < 0 || lim->shard >= lim->shards)))
+        return clf_error_set(err, CLF_ERR_ARG, "limits: optimizer shard %d of %d", lim->shard,
+                             lim->shards);
+    s->shard = lim->shards > 1 ? lim->shard : 0;
+    s->shards = lim->shards > 1 ? lim->shards : 1;
     s->B = lim->B;
     s->Smax = (int)S;
     s->Tmax = (int)T;

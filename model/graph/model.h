@@ -190,6 +190,10 @@ typedef struct clf_model_limits {
     int T;              /* longest target row (a GPT's sequence); default: context */
     int64_t src_tokens; /* largest B*S of one batch; default B*S */
     int64_t tgt_tokens; /* largest B*T; default B*T */
+    /* ZeRO-1 (data parallel): with shards > 1 the model keeps Adam's moments
+     * of slice `shard` of `shards` of the flat layout only, and its step
+     * updates that slice of the parameters (clf_model_optim_slice) */
+    int shard, shards;
 } clf_model_limits;
 
 /* Optimizer settings, from cfg->train at create; may be changed between steps. */
@@ -296,6 +300,13 @@ clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *
  * (one config; an inference model built from a training one). */
 clf_status clf_model_flat_copy(clf_model *dst, const clf_model *src, clf_model_slot slot,
                                clf_error *err);
+
+/* The slice [*lo, *hi) of the flat layout whose Adam moments the model
+ * holds and whose parameters clf_model_step updates: [0, n_params) unless
+ * created with limits.shards > 1 (slice boundaries aligned; host arrays of
+ * the ADAM slots still use the whole layout: flat reads fill, and flat
+ * writes take, only the slice). */
+void clf_model_optim_slice(const clf_model *m, size_t *lo, size_t *hi);
 
 /* The device buffer of one slot's flat parameter layout (NULL for a slot
  * the model lacks), for copies the caller enqueues itself. */

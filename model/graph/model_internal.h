@@ -78,12 +78,13 @@ typedef struct mi_spec {
     size_t rows_src; /* largest B*S of a batch (0 without an encoder) */
     size_t rows_tgt; /* largest B*T (0 without a decoder) */
     int C, V, NH, HS, H;
-    int L;         /* all blocks, Le + Ld */
-    int Le, Ld;    /* encoder / decoder blocks */
-    int fc_rows;   /* H, or 2H for swiglu */
-    int pos;       /* MI_POS_* */
-    int window;    /* sliding-window attention: keys per query (0 = all) */
-    int recompute; /* MI_RECOMPUTE_*: what blocks share and backward recomputes */
+    int L;             /* all blocks, Le + Ld */
+    int Le, Ld;        /* encoder / decoder blocks */
+    int fc_rows;       /* H, or 2H for swiglu */
+    int pos;           /* MI_POS_* */
+    int window;        /* sliding-window attention: keys per query (0 = all) */
+    int recompute;     /* MI_RECOMPUTE_*: what blocks share and backward recomputes */
+    int shard, shards; /* ZeRO-1: this model's slice of the optimizer state */
     float rope_theta;
     float emb_scale; /* 1 or sqrt(C) */
     float p_emb;     /* dropout on embeddings (+ positions) */
@@ -208,6 +209,7 @@ struct clf_model {
 
     /* flat buffers of n_params floats */
     clf_buffer *params, *grads, *adam_m, *adam_v;
+    size_t opt_lo, opt_hi;         /* the optimizer's slice of the flat layout */
     clf_model_grad_hook grad_hook; /* clf_model_set_grad_hook */
     void *grad_hook_user;
 

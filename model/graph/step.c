@@ -323,8 +323,12 @@ clf_status clf_model_step(clf_model *m, float lr, clf_error *err)
     h.eps = m->optim.eps;
     h.weight_decay = m->optim.weight_decay;
     h.step = (int)(m->state.step + 1);
-    if ((st = clf_op_adamw(m->rt, mi_at(m->params, 0), mi_at(m->grads, 0), mi_at(m->adam_m, 0),
-                           mi_at(m->adam_v, 0), gscale, n, m->dims.n_decay, &h, err)) != CLF_OK)
+    /* the optimizer's slice (all of it unless sharded): decayed up to n_decay */
+    const size_t lo = m->opt_lo, hi = m->opt_hi, nd = m->dims.n_decay;
+    const size_t n_decay = nd <= lo ? 0 : nd >= hi ? hi - lo : nd - lo;
+    if (hi > lo &&
+        (st = clf_op_adamw(m->rt, mi_at(m->params, lo), mi_at(m->grads, lo), mi_at(m->adam_m, 0),
+                           mi_at(m->adam_v, 0), gscale, hi - lo, n_decay, &h, err)) != CLF_OK)
         return st;
     if ((st = clf_model_zero_grad(m, err)) != CLF_OK)
         return st;

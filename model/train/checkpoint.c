@@ -64,6 +64,14 @@ clf_status clf_checkpoint_save(const char *path, clf_model *m, const clf_model_c
                                const char *tokenizer_json, const clf_checkpoint_extra *extra,
                                int n_extra, clf_error *err)
 {
+    return clf_checkpoint_save_ex(path, m, cfg, tokenizer_json, extra, n_extra, NULL, NULL, err);
+}
+
+clf_status clf_checkpoint_save_ex(const char *path, clf_model *m, const clf_model_config *cfg,
+                                  const char *tokenizer_json, const clf_checkpoint_extra *extra,
+                                  int n_extra, const float *adam_m, const float *adam_v,
+                                  clf_error *err)
+{
     clf_status st;
     clf_st_writer *w = NULL;
     float *par = NULL, *am = NULL, *av = NULL;
@@ -106,7 +114,22 @@ clf_status clf_checkpoint_save(const char *path, clf_model *m, const clf_model_c
         st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory for a checkpoint");
         goto fail;
     }
-    if (clf_model_flat_read(m, CLF_SLOT_ADAM_M, am, NULL) == CLF_OK) {
+    if (adam_m != NULL && adam_v != NULL) {
+        memcpy(am, adam_m, d.n_params * sizeof *am);
+        memcpy(av, adam_v, d.n_params * sizeof *av);
+        optim = 1;
+    } else if (clf_model_flat_buffer(m, CLF_SLOT_ADAM_M) != NULL) {
+        size_t lo, hi;
+        clf_model_optim_slice(m, &lo, &hi);
+        if (lo != 0 || hi != d.n_params) {
+            st = clf_error_set(err, CLF_ERR_ARG,
+                               "the model holds a slice [%zu, %zu) of the optimizer state "
+                               "(ZeRO-1): gather the moments and pass them",
+                               lo, hi);
+            goto fail;
+        }
+        if ((st = clf_model_flat_read(m, CLF_SLOT_ADAM_M, am, err)) != CLF_OK)
+            goto fail;
         if ((st = clf_model_flat_read(m, CLF_SLOT_ADAM_V, av, err)) != CLF_OK)
             goto fail;
         optim = 1;

@@ -71,6 +71,13 @@ typedef struct clf_checkpoint_extra {
 clf_status clf_checkpoint_save(const char *path, clf_model *m, const clf_model_config *cfg,
                                const char *tokenizer_json, const clf_checkpoint_extra *extra,
                                int n_extra, clf_error *err);
+/* The same with Adam's moments from the host (n_params floats each, the
+ * flat layout): for a model that holds a slice of them only (ZeRO-1: the
+ * ranks gathered them first). NULL: from the model, as above. */
+clf_status clf_checkpoint_save_ex(const char *path, clf_model *m, const clf_model_config *cfg,
+                                  const char *tokenizer_json, const clf_checkpoint_extra *extra,
+                                  int n_extra, const float *adam_m, const float *adam_v,
+                                  clf_error *err);
 
 typedef struct clf_checkpoint clf_checkpoint;
 

@@ -43,6 +43,9 @@ void clf_gradsync_destroy(clf_gradsync *g)
 {
     if (g == NULL)
         return;
+    /* queued reads and writes use the host mirror: let them finish (a run
+     * that failed mid-reduction leaves some behind) */
+    clf_runtime_finish(clf_model_runtime(g->m), NULL);
     for (int i = 0; i < g->n_buckets; i++)
         clf_event_release(g->buckets[i].read);
     clf_model_set_grad_hook(g->m, NULL, NULL);

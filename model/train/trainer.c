@@ -155,8 +155,12 @@ typedef struct run {
     clf_batch *micro;
     /* data parallel (o->dist): this rank's share of each step's draws */
     int rank, nranks;
-    int draws;            /* batches drawn per step: nranks * n_micro */
-    clf_gradsync *sync;   /* NULL with one process */
+    int draws;          /* batches drawn per step: nranks * n_micro */
+    clf_gradsync *sync; /* NULL with one process */
+    /* ZeRO-1 (train.shard_optimizer with ranks): every rank's slice of the
+     * flat layout, and a host copy of it to gather into */
+    size_t *slices;       /* [nranks + 1] offsets, NULL unless sharded */
+    float *gather;        /* [n_params] */
     int32_t **micro_data; /* [n_micro] one allocation per micro-batch */
     size_t *micro_cap;    /* int32 elements each holds */
 } run;
@@ -168,11 +172,95 @@ static double run_elapsed(const run *r)
 
 #define MAX_EXTRA 16
 
+/* ZeRO-1: learn every rank's slice (each model knows its own) and check
+ * that they tile the flat layout in rank order. */
+static clf_status shard_open(run *r, clf_error *err)
+{
+    const clf_trainer_dist *d = r->o->dist;
+    const size_t np = clf_model_dims_get(r->m).n_params, n = (size_t)r->nranks;
+    size_t lo, hi;
+    clf_model_optim_slice(r->m, &lo, &hi);
+    if (d->allgather_f32 == NULL)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "train.shard_optimizer: the ranks cannot gather (no allgather)");
+    double *b = calloc(2 * n, sizeof *b);
+    r->slices = calloc(n + 1, sizeof *r->slices);
+    r->gather = malloc((np ? np : 1) * sizeof *r->gather);
+    if (b == NULL || r->slices == NULL || r->gather == NULL) {
+        free(b);
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    }
+    b[2 * r->rank] = (double)lo;
+    b[2 * r->rank + 1] = (double)hi;
+    clf_status st = d->allreduce_f64(d->user, b, 2 * n, err);
+    int tiles = st == CLF_OK && b[0] == 0.0 && b[2 * n - 1] == (double)np;
+    for (size_t i = 0; tiles && i + 1 < n; i++)
+        tiles = b[2 * i + 1] == b[2 * i + 2];
+    for (size_t i = 0; i < n; i++)
+        r->slices[i] = (size_t)b[2 * i];
+    r->slices[n] = np;
+    free(b);
+    if (st == CLF_OK && !tiles)
+        st = clf_error_set(err, CLF_ERR_ARG,
+                           "train.shard_optimizer: the ranks' models do not split the optimizer "
+                           "state between them (create each with limits.shard = rank, shards = "
+                           "%d; this one holds [%zu, %zu) of %zu)",
+                           r->nranks, lo, hi, np);
+    return st;
+}
+
+/* ZeRO-1: every rank updated its slice of the parameters; gather them all. */
+static clf_status shard_gather_params(run *r, clf_error *err)
+{
+    clf_buffer *p = clf_model_flat_buffer(r->m, CLF_SLOT_PARAM);
+    clf_runtime *rt = clf_model_runtime(r->m);
+    const size_t lo = r->slices[r->rank], hi = r->slices[r->rank + 1];
+    const size_t np = r->slices[r->nranks];
+    clf_status st =
+        clf_buffer_read(rt, p, lo * sizeof(float), r->gather + lo, (hi - lo) * sizeof(float), err);
+    if (st == CLF_OK)
+        st = r->o->dist->allgather_f32(r->o->dist->user, r->gather, r->slices, err);
+    /* the others' slices; the host copy stays valid until the next step's read */
+    if (st == CLF_OK && lo > 0)
+        st = clf_buffer_write_async(rt, p, 0, r->gather, lo * sizeof(float), err);
+    if (st == CLF_OK && hi < np)
+        st = clf_buffer_write_async(rt, p, hi * sizeof(float), r->gather + hi,
+                                    (np - hi) * sizeof(float), err);
+    return st;
+}
+
+/* ZeRO-1: both of Adam's moments, whole, on every rank (for a checkpoint). */
+static clf_status shard_gather_moments(run *r, float *m, float *v, clf_error *err)
+{
+    clf_status st = clf_model_flat_read(r->m, CLF_SLOT_ADAM_M, m, err);
+    if (st == CLF_OK)
+        st = clf_model_flat_read(r->m, CLF_SLOT_ADAM_V, v, err);
+    if (st == CLF_OK)
+        st = r->o->dist->allgather_f32(r->o->dist->user, m, r->slices, err);
+    if (st == CLF_OK)
+        st = r->o->dist->allgather_f32(r->o->dist->user, v, r->slices, err);
+    return st;
+}
+
 static clf_status save_to(run *r, const char *path, clf_error *err)
 {
     char pos[CLF_SOURCE_STATE_MAX], el[64], best[64], since[32], bstep[32], bt[32], ranks[32];
     clf_checkpoint_extra extra[MAX_EXTRA];
     int n = 0;
+    float *am = NULL, *av = NULL;
+    if (r->slices != NULL) { /* ZeRO-1: every rank brings its slice of the moments */
+        const size_t np = r->slices[r->nranks] ? r->slices[r->nranks] : 1;
+        am = malloc(np * sizeof *am);
+        av = malloc(np * sizeof *av);
+        clf_status st = am == NULL || av == NULL
+                            ? clf_error_set(err, CLF_ERR_MEMORY, "out of host memory")
+                            : shard_gather_moments(r, am, av, err);
+        if (st != CLF_OK || r->rank != 0) {
+            free(am);
+            free(av);
+            return st;
+        }
+    }
     if (r->rank != 0)
         return CLF_OK; /* data parallel: rank 0 writes for everyone */
     snprintf(el, sizeof el, "%.17g", run_elapsed(r));
@@ -193,7 +281,10 @@ static clf_status save_to(run *r, const char *path, clf_error *err)
     extra[n++] = (clf_checkpoint_extra){"ranks", ranks};
     for (int i = 0; r->data != NULL && i < r->data->n_extra && n < MAX_EXTRA; i++)
         extra[n++] = r->data->extra[i];
-    return clf_checkpoint_save(path, r->m, r->cfg, r->tok_json, extra, n, err);
+    clf_status st = clf_checkpoint_save_ex(path, r->m, r->cfg, r->tok_json, extra, n, am, av, err);
+    free(am);
+    free(av);
+    return st;
 }
 
 static clf_status save(run *r, clf_error *err)
@@ -217,12 +308,14 @@ static clf_status check_resume_config(const clf_model_config *ck, const clf_mode
     a.train.eval = ck->train.eval;
     a.train.log_every = ck->train.log_every;
     a.train.early_stop.patience = ck->train.early_stop.patience;
+    a.train.shard_optimizer = ck->train.shard_optimizer; /* the file holds whole moments */
     char key[256] = "";
     if (clf_config_diff(ck, &a, key, sizeof key) != 0)
         return clf_error_set(err, CLF_ERR_ARG,
                              "--resume: the model file differs from the checkpoint's config at "
                              "'%s'; only train.steps, train.epochs, train.eval, "
-                             "train.log_every and train.early_stop.patience may change",
+                             "train.log_every, train.early_stop.patience and "
+                             "train.shard_optimizer may change",
                              key);
     return CLF_OK;
 }
@@ -755,7 +848,8 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
             return clf_error_set(err, CLF_ERR_ARG,
                                  "trainer: data parallel: rank %d of %d, or a collective missing",
                                  r->rank, r->nranks);
-        if ((st = clf_gradsync_create(r->m, d, &r->sync, err)) != CLF_OK)
+        if ((st = clf_gradsync_create(r->m, d, &r->sync, err)) != CLF_OK ||
+            (cfg->train.shard_optimizer && (st = shard_open(r, err)) != CLF_OK))
             return st;
     }
     /* epochs count batches: a step takes `draws` of them */
@@ -853,7 +947,11 @@ static void run_close(run *r)
     free(r->micro_data);
     free(r->micro_cap);
     free(r->micro);
-    clf_gradsync_destroy(r->sync);
+    clf_gradsync_destroy(r->sync); /* finishes the queue: r->gather's writes too */
+    if (r->sync == NULL && r->gather != NULL)
+        clf_runtime_finish(clf_model_runtime(r->m), NULL);
+    free(r->slices);
+    free(r->gather);
 }
 
 clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_train_data *data,
@@ -896,6 +994,13 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
     if (o->cb.on_start)
         o->cb.on_start(o->cb.user, &p);
 
+    /* data parallel: the ranks start the clock together (one may still
+     * have been compiling kernels or timing GEMMs) */
+    if (r.nranks > 1) {
+        double ready = 1.0;
+        if ((st = o->dist->allreduce_f64(o->dist->user, &ready, 1, err)) != CLF_OK)
+            goto fail;
+    }
     train_clock c = {.t_mark = clf_now_seconds()};
     uint64_t saved_at = o->resume ? first : UINT64_MAX; /* step of the last checkpoint */
     for (uint64_t it = first; it < total; it++) {
@@ -923,7 +1028,8 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
         int epoch_end = 0;
         if ((st = forward_backward(&r, is_log ? &loss : NULL, &tokens, &epoch_end, err)) !=
                 CLF_OK ||
-            (st = clf_model_step(m, (float)lr, err)) != CLF_OK)
+            (st = clf_model_step(m, (float)lr, err)) != CLF_OK ||
+            (r.slices != NULL && (st = shard_gather_params(&r, err)) != CLF_OK))
             goto fail;
         res->last_step = done;
         c.window_steps++;

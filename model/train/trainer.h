@@ -145,7 +145,14 @@ typedef struct clf_trainer_callbacks {
  * backward produces them, so every rank applies the same update to the
  * same parameters. Evaluations run on every rank and rank 0's result is
  * used by all; checkpoints are written by rank 0 only, and carry `size`
- * (a resume with another size is refused). */
+ * (a resume with another size is refused).
+ *
+ * train.shard_optimizer (ZeRO-1): each rank's model is created with
+ * limits.shard = rank, shards = size, so it holds and updates only its
+ * slice of Adam's moments and of the parameters; after each step the
+ * ranks gather the updated parameters (allgather_f32), and before a
+ * checkpoint the moments. The update is elementwise, so the result is the
+ * unsharded run's bit for bit. */
 typedef struct clf_trainer_dist {
     int rank, size; /* size <= 1: one process (the other members unused) */
     void *user;
@@ -154,6 +161,10 @@ typedef struct clf_trainer_dist {
     clf_status (*allreduce_f64)(void *user, double *buf, size_t n, clf_error *err);
     /* rank 0's n values to every rank, in place */
     clf_status (*bcast_f64)(void *user, double *buf, size_t n, clf_error *err);
+    /* every rank's slice buf[offsets[r] .. offsets[r+1]) to every rank, in
+     * place (offsets: size + 1 ascending floats); needed with
+     * train.shard_optimizer only */
+    clf_status (*allgather_f32)(void *user, float *buf, const size_t *offsets, clf_error *err);
     size_t bucket_bytes; /* gradients per reduction; 0: 1 MiB */
 } clf_trainer_dist;
 
