@@ -21,7 +21,9 @@
 #     sharded) equals the straight run bit for bit; resuming it with one
 #     process is refused (exit 2);
 #   - a rank killed mid-run ends the job (no hang: within 120 s) with a
-#     message, and the checkpoint left behind loads.
+#     message, and the checkpoint left behind loads;
+#   - a rank that hangs (SIGSTOP) ends the job after CLFORMER_MPI_TIMEOUT
+#     (5 s here) with the others' message.
 set -u
 
 BIN=${1:?usage: test_mpi.sh path/to/clformer path/to/mpiexec}
@@ -224,6 +226,31 @@ if "$BIN" eval "$K" --data "$DATA" --json "${DEV[@]}" >"$TMP/keval.out" 2>&1 && 
   ok "the checkpoint left behind loads ($(cut -c1-60 "$TMP/keval.out"))"
 else
   bad "the checkpoint left behind loads: $(tail -1 "$TMP/keval.out")"
+fi
+
+# a rank that hangs (stopped): the others give up after CLFORMER_MPI_TIMEOUT
+H=$TMP/hang
+CLFORMER_MPI_TIMEOUT=5 "${MPIRUN[@]}" -x CLFORMER_MPI_TIMEOUT "$BIN" train "${GPT[@]}" "${DEV[@]}" \
+  --set train.steps=1000000 --set train.batch=8 --set train.log_every=1 --out "$H" >"$TMP/hang.out" 2>&1 &
+job=$!
+for _ in $(seq 1 600); do
+  grep -q "step *5/" "$TMP/hang.out" && break
+  sleep 0.1
+done
+victim=$(pgrep -n -f "clformer train .*--out $H")
+[ -n "$victim" ] && kill -STOP "$victim"
+ended=0
+for _ in $(seq 1 600); do # up to 60 s
+  if ! kill -0 "$job" 2>/dev/null; then ended=1; break; fi
+  sleep 0.1
+done
+[ $ended -eq 1 ] || { kill -KILL "$job" 2>/dev/null; [ -n "$victim" ] && kill -KILL "$victim" 2>/dev/null; }
+wait "$job" 2>/dev/null
+[ -n "$victim" ] && kill -KILL "$victim" 2>/dev/null # never leave a stopped process behind
+if [ -n "$victim" ] && [ $ended -eq 1 ] && grep -q "no answer from the other ranks in 5 s" "$TMP/hang.out"; then
+  ok "a hung rank: the others end the job after CLFORMER_MPI_TIMEOUT ($(grep -m1 -o "rank [0-9]*: no answer[^;]*" "$TMP/hang.out"))"
+else
+  bad "a hung rank: the others end the job after CLFORMER_MPI_TIMEOUT (victim ${victim:-none}, ended $ended): $(tail -2 "$TMP/hang.out" | tr '\n' ' ' | cut -c1-200)"
 fi
 
 echo "$passed passed, $failed failed"

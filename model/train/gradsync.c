@@ -88,8 +88,9 @@ static clf_status on_grads(void *user, int layer, clf_error *err)
 {
     clf_gradsync *g = user;
     const int grp = layer + 1;
-    if (grp < 0 || grp >= g->n_groups)
-        return clf_error_set(err, CLF_ERR_ARG, "gradient reduction: unknown layer %d", layer);
+    if (grp < 0 || grp >= g->n_groups || g->n_pending + g->group_count[grp] > g->n_ranges)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "gradient reduction: layer %d unknown or reported twice", layer);
     for (int i = 0; i < g->group_count[grp]; i++) {
         const int k = g->group_first[grp] + i;
         g->pending[g->n_pending++] = k;
