@@ -14,8 +14,8 @@
  * count)-th device; any other selector is used as given (per rank through
  * CLFORMER_DEVICE, e.g. mpirun -np 1 -x CLFORMER_DEVICE=0 ... : -np 1 -x
  * CLFORMER_DEVICE=1 ...). Ranks other than 0 print nothing on stdout.
- * CLFORMER_MPI_BUCKET_KIB sets the gradient bucket (default 1 MiB; one
- * larger than the model reduces everything after backward: no overlap).
+ * CLFORMER_MPI_BUCKET_KIB sets the gradient bucket (default: 1 MiB on a
+ * GPU, the whole gradient after backward on a CPU device).
  *
  * Failure: collectives return errors (MPI_ERRORS_RETURN) and the trainer
  * reports them; a rank that ends with an error aborts the job

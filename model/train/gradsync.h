@@ -15,6 +15,11 @@
  * reductions (the other ranks and the transfer, not this device's
  * backward) is counted: train's "waiting on gradient reductions".
  *
+ * The bucket (clf_trainer_dist.bucket_bytes) defaults to 1 MiB on a device
+ * that computes apart from the host, and to the whole gradient (reduced
+ * after backward) on the host's own CPU, where the overlap costs more than
+ * it hides (see gradsync.c).
+ *
  * Ranges: a block's tensors in the flat layout are two runs (its decayed
  * matrices, then its vectors), each kept whole with the alignment padding
  * between tensors (zeros, summed as zeros).

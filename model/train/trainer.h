@@ -165,7 +165,8 @@ typedef struct clf_trainer_dist {
      * place (offsets: size + 1 ascending floats); needed with
      * train.shard_optimizer only */
     clf_status (*allgather_f32)(void *user, float *buf, const size_t *offsets, clf_error *err);
-    size_t bucket_bytes; /* gradients per reduction; 0: 1 MiB */
+    size_t bucket_bytes; /* gradients per reduction; 0: 1 MiB on a GPU, all of them after
+                            backward on a CPU device (gradsync.h) */
 } clf_trainer_dist;
 
 typedef struct clf_trainer_options {
