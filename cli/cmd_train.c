@@ -408,7 +408,7 @@ static int apply_init(const char *init, clf_model *m, const clf_model_config *cf
 /* The encoder kinds: sentences, tokenizer, limits, model, trainer. */
 /* The model and the run of an encoder kind, before training starts. */
 static clf_status print_seq_plan(const clf_model_config *cfg, const clf_model *m, clf_runtime *rt,
-                                 const clf_train_data *td, uint64_t total,
+                                 const clf_train_data *td, uint64_t total, int draws,
                                  const clf_model_limits *lim, const char *out, clf_error *err)
 {
     const int s2s = cfg->kind == CLF_MODEL_ENCODER_DECODER;
@@ -433,14 +433,17 @@ static clf_status print_seq_plan(const clf_model_config *cfg, const clf_model *m
         clf_model_config one = *cfg;
         one.train.steps = 0;
         one.train.epochs = 1;
-        clf_status st = clf_trainer_total_steps(&one, td, &per_epoch, err);
+        one.train.accumulate = 1;
+        clf_status st = clf_trainer_total_steps(&one, td, 1, &per_epoch, err);
         if (st != CLF_OK)
             return st;
     }
-    printf("training: %llu steps (%.1f epochs of %llu batches) of %s%d sentences (largest "
-           "batch %d x %d/%d), %s lr %g, checkpoints in %s\n",
-           (unsigned long long)total, per_epoch > 0 ? (double)total / (double)per_epoch : 0.0,
-           (unsigned long long)per_epoch, bt, cfg->train.batch, lim->B, lim->S, lim->T,
+    const double per_step = (double)draws; /* batches a step takes */
+    printf("training: %llu steps (%.1f epochs of %llu batches, %d a step) of %s%d sentences "
+           "(largest batch %d x %d/%d), %s lr %g, checkpoints in %s\n",
+           (unsigned long long)total,
+           per_epoch > 0 ? (double)total * per_step / (double)per_epoch : 0.0,
+           (unsigned long long)per_epoch, draws, bt, cfg->train.batch, lim->B, lim->S, lim->T,
            clf_config_schedule_name(cfg->train.schedule.type), cfg->train.optimizer.lr, out);
     return CLF_OK;
 }
@@ -529,8 +532,10 @@ static int train_seq(const char *init, clf_model_config *cfg, const char *data, 
 
     clf_model_limits lim;
     uint64_t total = 0;
+    const int ranks = dist != NULL ? dist->size : 1;
+    const int accumulate = cfg->train.accumulate > 1 ? cfg->train.accumulate : 1;
     if ((st = clf_trainer_seq_limits(cfg, &td, &lim, &err)) != CLF_OK ||
-        (st = clf_trainer_total_steps(cfg, &td, &total, &err)) != CLF_OK)
+        (st = clf_trainer_total_steps(cfg, &td, ranks, &total, &err)) != CLF_OK)
         goto fail;
     if ((rc = cli_runtime_open(rf, &rt)) != CLI_EXIT_OK)
         goto done;
@@ -540,7 +545,8 @@ static int train_seq(const char *init, clf_model_config *cfg, const char *data, 
                                   &err)) != CLF_OK)
         goto fail;
 
-    if ((st = print_seq_plan(cfg, m, rt, &td, total, &lim, out, &err)) != CLF_OK)
+    if ((st = print_seq_plan(cfg, m, rt, &td, total, ranks * accumulate, &lim, out, &err)) !=
+        CLF_OK)
         goto fail;
     if (init != NULL && (rc = apply_init(init, m, cfg)) != CLI_EXIT_OK)
         goto done;
@@ -697,7 +703,8 @@ static int train_text(const char *init, const clf_model_config *cfg, const char 
     td.extra = &extra;
     td.n_extra = 1;
     uint64_t total = 0;
-    if ((st = clf_trainer_total_steps(cfg, &td, &total, &err)) != CLF_OK)
+    if ((st = clf_trainer_total_steps(cfg, &td, dist != NULL ? dist->size : 1, &total, &err)) !=
+        CLF_OK)
         goto fail;
     if (dist != NULL)
         printf("data parallel: %d ranks, each %d x %d tokens%s per step\n", dist->size,

@@ -283,7 +283,7 @@ static void test_translator(clf_runtime *rt, const char *data_dir, const char *t
         exit(1);
     }
     uint64_t total = 0;
-    tu_ok(clf_trainer_total_steps(&cfg, &data, &total, &e), &e, "total");
+    tu_ok(clf_trainer_total_steps(&cfg, &data, 1, &total, &e), &e, "total");
     TU_CHECK(total == 12, "3 epochs of 64 sentences in batches of 16: %llu steps (12)",
              (unsigned long long)total);
 

@@ -620,7 +620,7 @@ static clf_status source_create(const clf_model_config *cfg, const clf_train_dat
 }
 
 clf_status clf_trainer_total_steps(const clf_model_config *cfg, const clf_train_data *data,
-                                   uint64_t *total, clf_error *err)
+                                   int ranks, uint64_t *total, clf_error *err)
 {
     clf_seq_batching bo;
     clf_batch_source *src = NULL;
@@ -628,6 +628,10 @@ clf_status clf_trainer_total_steps(const clf_model_config *cfg, const clf_train_
     if (st == CLF_OK)
         st = clf_batch_source_total_steps(src, cfg->train.steps, cfg->train.epochs, total, err);
     clf_batch_source_destroy(src);
+    const uint64_t draws = (uint64_t)(cfg->train.accumulate > 1 ? cfg->train.accumulate : 1) *
+                           (uint64_t)(ranks > 1 ? ranks : 1);
+    if (st == CLF_OK && cfg->train.steps == 0) /* epochs count batches: as run_open */
+        *total = (*total + draws - 1) / draws;
     return st;
 }
 

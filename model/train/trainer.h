@@ -218,16 +218,18 @@ void clf_trainer_seq_batching(const clf_model_config *cfg, const clf_train_data 
  * covering the training batches of every epoch and the evaluation batches. */
 clf_status clf_trainer_seq_limits(const clf_model_config *cfg, const clf_train_data *data,
                                   clf_model_limits *lim, clf_error *err);
-/* Steps of the run: train.steps, or train.epochs passes over the data (a
- * decoder: ceil(train tokens / (B x T)) steps an epoch; the encoder kinds:
- * the sentence loader's batches an epoch), whichever ends first. */
 /* Whether a text data set can train cfg's decoder (a training split longer
  * than the context, a validation split of 2 tokens or more): the trainer
  * checks it; a caller may ask before opening a device. */
 clf_status clf_trainer_check_text(const clf_model_config *cfg, const clf_dataset *ds,
                                   clf_error *err);
+/* Steps of the run: train.steps, or train.epochs passes over the data (a
+ * decoder: ceil(train tokens / (B x T)) batches an epoch; the encoder
+ * kinds: the sentence loader's batches an epoch), a step taking
+ * train.accumulate x ranks of those batches (ranks: the data-parallel
+ * processes, 1 without), as clf_trainer_run counts them. */
 clf_status clf_trainer_total_steps(const clf_model_config *cfg, const clf_train_data *data,
-                                   uint64_t *total, clf_error *err);
+                                   int ranks, uint64_t *total, clf_error *err);
 
 /* Run (or continue) training, for every model kind. m was created from cfg
  * with CLF_MODEL_TRAIN: a decoder with a batch of at least
