@@ -41,6 +41,7 @@
 #include "model/train/import.h"
 #include "model/train/schedule.h"
 #include "model/train/trainer.h"
+#include "runtime/convert.h"
 #include "runtime/gemm/gemm.h"
 #include "runtime/runtime.h"
 #include "runtime/status.h"

@@ -21,7 +21,7 @@ command -v oclgrind >/dev/null 2>&1 || { echo "test-simulator: oclgrind not foun
 OUT=$BUILD/simulator
 rm -rf "$OUT"
 mkdir -p "$OUT"
-tests=$(grep -l -E '"(model/ops/ops|model/ops/ops_internal|runtime/gemm/gemm)\.h"' "$ROOT"/tests/test_*.c |
+tests=$(grep -l -E '"(model/ops/ops|model/ops/ops_internal|runtime/gemm/gemm|runtime/convert)\.h"' "$ROOT"/tests/test_*.c |
         xargs -n1 basename | sed 's/\.c$//' | sort)
 [ -n "$tests" ] || { echo "test-simulator: no kernel tests found" >&2; exit 1; }
 export CLFORMER_TEST_SIMULATOR=1 CLFORMER_GEMM=native

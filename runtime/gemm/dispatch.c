@@ -30,6 +30,7 @@ void clf_gemm_state_destroy(void *state)
     if (st == NULL)
         return;
     clf_buffer_destroy(st->scratch);
+    clf_buffer_destroy(st->conv);
     free(st->choices);
     free(st);
 }
@@ -61,17 +62,17 @@ clf_status clf_gemm_state_get(clf_runtime *rt, gemm_state **out, clf_error *err)
 size_t clf_gemm_workspace_bytes(clf_runtime *rt)
 {
     const gemm_state *st = *clf_runtime_gemm_slot(rt);
-    return st != NULL ? st->scratch_floats * sizeof(float) : 0;
+    return st != NULL ? (st->scratch_floats + st->conv_floats) * sizeof(float) : 0;
 }
 
 /* ---- validation ------------------------------------------------------------ */
 
 /* Does the matrix (rows x cols, row stride ld, batch matrices stride apart)
  * starting at element p.off fit in p's buffer? */
-static clf_status check_extent(const char *name, clf_ptr p, size_t rows, size_t cols, size_t ld,
-                               size_t stride, size_t batch, clf_error *err)
+static clf_status check_extent(const char *name, clf_dtype type, clf_ptr p, size_t rows,
+                               size_t cols, size_t ld, size_t stride, size_t batch, clf_error *err)
 {
-    const size_t have = clf_buffer_size(p.buf) / sizeof(float);
+    const size_t have = clf_buffer_size(p.buf) / clf_dtype_size(type);
     /* last element + 1 = off + (batch-1)*stride + (rows-1)*ld + cols, without overflow */
     size_t need = p.off, t;
     if (__builtin_mul_overflow(batch - 1, stride, &t) || __builtin_add_overflow(need, t, &need) ||
@@ -79,8 +80,9 @@ static clf_status check_extent(const char *name, clf_ptr p, size_t rows, size_t 
         __builtin_add_overflow(need, cols, &need) || need > have)
         return clf_error_set(err, CLF_ERR_ARG,
                              "gemm: %s (%zu x %zu, ld %zu, offset %zu, batch %zu, stride %zu) "
-                             "reaches past the end of its buffer of %zu floats",
-                             name, rows, cols, ld, p.off, batch, stride, have);
+                             "reaches past the end of its buffer of %zu %s elements",
+                             name, rows, cols, ld, p.off, batch, stride, have,
+                             clf_dtype_name(type));
     return CLF_OK;
 }
 
@@ -93,6 +95,11 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
                              d->trans_a, d->trans_b);
     if (d->m == 0 || d->n == 0)
         return CLF_OK; /* nothing to compute, nothing to check */
+    const clf_dtype types[3] = {d->a_type, d->b_type, d->c_type};
+    for (int i = 0; i < 3; i++)
+        if (types[i] != CLF_DT_F32 && types[i] != CLF_DT_BF16 && types[i] != CLF_DT_F16)
+            return clf_error_set(err, CLF_ERR_ARG, "gemm: unknown storage type %d for %c",
+                                 (int)types[i], "ABC"[i]);
     const size_t batch = clf_gemm_batch_of(d);
     /* stored shapes: A is m x k (k x m transposed), B is k x n (n x k) */
     const size_t a_rows = d->trans_a ? d->k : d->m, a_cols = d->trans_a ? d->m : d->k;
@@ -108,7 +115,7 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
                              "gemm: stride_c=%zu is smaller than one C matrix (%zu floats for "
                              "%zu x %zu with ldc %zu): the batch's outputs would overlap",
                              d->stride_c, (d->m - 1) * d->ldc + d->n, d->m, d->n, d->ldc);
-    clf_status s = check_extent("C", d->c, d->m, d->n, d->ldc, d->stride_c, batch, err);
+    clf_status s = check_extent("C", d->c_type, d->c, d->m, d->n, d->ldc, d->stride_c, batch, err);
     if (s != CLF_OK)
         return s;
     if (d->act < CLF_GEMM_ACT_NONE || d->act > CLF_GEMM_ACT_SILU)
@@ -119,7 +126,7 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
                              "a batch of %zu",
                              batch);
     if (d->bias.buf != NULL &&
-        (s = check_extent("bias", d->bias, 1, d->n, d->n, 0, 1, err)) != CLF_OK)
+        (s = check_extent("bias", CLF_DT_F32, d->bias, 1, d->n, d->n, 0, 1, err)) != CLF_OK)
         return s;
     if (d->act != CLF_GEMM_ACT_NONE) {
         if (d->d.buf == NULL)
@@ -128,7 +135,7 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
         if (d->ldd < d->n)
             return clf_error_set(err, CLF_ERR_ARG, "gemm: ldd=%zu is smaller than n=%zu", d->ldd,
                                  d->n);
-        if ((s = check_extent("D", d->d, d->m, d->n, d->ldd, 0, 1, err)) != CLF_OK)
+        if ((s = check_extent("D", CLF_DT_F32, d->d, d->m, d->n, d->ldd, 0, 1, err)) != CLF_OK)
             return s;
     }
     if (d->k == 0)
@@ -146,9 +153,9 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
                              "gemm: ldb=%zu is smaller than %zu, the row length of B as stored "
                              "(%zu x %zu%s)",
                              d->ldb, b_cols, b_rows, b_cols, d->trans_b ? ", transposed" : "");
-    s = check_extent("A", d->a, a_rows, a_cols, d->lda, d->stride_a, batch, err);
+    s = check_extent("A", d->a_type, d->a, a_rows, a_cols, d->lda, d->stride_a, batch, err);
     if (s == CLF_OK)
-        s = check_extent("B", d->b, b_rows, b_cols, d->ldb, d->stride_b, batch, err);
+        s = check_extent("B", d->b_type, d->b, b_rows, b_cols, d->ldb, d->stride_b, batch, err);
     return s;
 }
 
@@ -225,10 +232,23 @@ static clf_status cand_for(clf_runtime *rt, gemm_state *st, clf_gemm_engine engi
 
 /* ---- public entry points -------------------------------------------------------------- */
 
+/* The choice is made for the float32 product a 16-bit descriptor runs as:
+ * ask with that one. */
+static clf_status no_choice16(const clf_gemm_desc *d, clf_error *err)
+{
+    return clf_gemm_is16(d) ? clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                                            "gemm: the choice for a 16-bit descriptor is its "
+                                            "float32 twin's (ask with a_type = b_type = c_type "
+                                            "= f32 on float32 buffers)")
+                            : CLF_OK;
+}
+
 clf_status clf_gemm_choose(clf_runtime *rt, const clf_gemm_desc *d, clf_gemm_engine *out,
                            clf_error *err)
 {
     clf_status s = validate(d, err);
+    if (s == CLF_OK)
+        s = no_choice16(d, err);
     if (s != CLF_OK)
         return s;
     const clf_gemm_engine forced = clf_runtime_options_get(rt)->gemm;
@@ -251,6 +271,8 @@ clf_status clf_gemm_choice(clf_runtime *rt, const clf_gemm_desc *d, const char *
 {
     gemm_state *st = NULL;
     clf_status s = validate(d, err);
+    if (s == CLF_OK)
+        s = no_choice16(d, err);
     if (s == CLF_OK)
         s = clf_gemm_state_get(rt, &st, err);
     int cand = -1;
@@ -275,8 +297,11 @@ clf_status clf_gemm_prepare(clf_runtime *rt, const clf_gemm_desc *d, clf_error *
     gemm_state *st = NULL;
     int cand = -1;
     gemm_native *nat = NULL;
-    if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK ||
-        (s = cand_for(rt, st, clf_runtime_options_get(rt)->gemm, d, &cand, err)) != CLF_OK)
+    if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK)
+        return s;
+    if (clf_gemm_is16(d))
+        return clf_gemm16_run(rt, st, clf_runtime_options_get(rt)->gemm, -1, 1, d, err);
+    if ((s = cand_for(rt, st, clf_runtime_options_get(rt)->gemm, d, &cand, err)) != CLF_OK)
         return s;
     /* every path may need the default native (k == 0, CLBlast's epilogue) */
     if ((s = native_default(rt, st, &nat, err)) != CLF_OK)
@@ -303,8 +328,11 @@ clf_status clf_gemm_with(clf_runtime *rt, clf_gemm_engine engine, const clf_gemm
         return CLF_OK;
     gemm_state *st = NULL;
     int cand = -1;
-    if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK ||
-        (s = cand_for(rt, st, engine, d, &cand, err)) != CLF_OK)
+    if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK)
+        return s;
+    if (clf_gemm_is16(d))
+        return clf_gemm16_run(rt, st, engine, -1, 0, d, err);
+    if ((s = cand_for(rt, st, engine, d, &cand, err)) != CLF_OK)
         return s;
     return clf_gemm_cand_run(rt, st, cand, d, err);
 }
@@ -337,7 +365,9 @@ clf_status clf_gemm_with_config(clf_runtime *rt, const char *name, const clf_gem
         return s;
     for (size_t c = 0; c <= st->n_natives; c++)
         if (name != NULL && strcmp(name, st->cand_names[c]) == 0)
-            return d->m == 0 || d->n == 0 ? CLF_OK : clf_gemm_cand_run(rt, st, (int)c, d, err);
+            return d->m == 0 || d->n == 0 ? CLF_OK
+                   : clf_gemm_is16(d)     ? clf_gemm16_run(rt, st, CLF_GEMM_AUTO, (int)c, 0, d, err)
+                                          : clf_gemm_cand_run(rt, st, (int)c, d, err);
     return clf_error_set(err, CLF_ERR_ARG,
                          "gemm: no configuration '%s' on this device (clf_gemm_candidates "
                          "lists them)",

@@ -12,6 +12,14 @@
  * (C keeps the value before it, what a backward pass needs). The native
  * engine applies it as it stores C; after CLBlast it is one more pass.
  *
+ * A, B and C may each be stored in 16 bits (a_type, b_type, c_type: bf16
+ * or f16; offsets, leading dimensions and strides then count 2-byte
+ * elements): the products are computed in float32 all the same, the
+ * 16-bit operands widened exactly into the engine's conversion scratch
+ * and a 16-bit C narrowed from a float32 result (round to nearest even),
+ * so every engine serves every format and no device needs cl_khr_fp16.
+ * Bias and D (the epilogue) stay float32.
+ *
  * Two engines sit behind it: CLBlast, and our own (cl/gemm.cl) in several
  * configurations. CLF_GEMM_AUTO times them once per device and shape class,
  * keeps the choice for the runtime's lifetime and in the on-disk cache.
@@ -19,6 +27,7 @@
 #ifndef CLF_GEMM_H
 #define CLF_GEMM_H
 
+#include "runtime/convert.h"
 #include "runtime/runtime.h"
 
 CLF_API_BEGIN
@@ -50,6 +59,8 @@ typedef struct clf_gemm_desc {
     clf_gemm_act act;
     clf_ptr d;
     size_t ldd;
+    /* storage of A, B and C (0 = CLF_DT_F32) */
+    clf_dtype a_type, b_type, c_type;
 } clf_gemm_desc;
 
 /* Run on the engine chosen by the runtime's options (auto by default). */
@@ -108,7 +119,8 @@ clf_status clf_gemm_prepare(clf_runtime *rt, const clf_gemm_desc *d, clf_error *
  * the shapes it ran. Split-K partials (devices whose outputs cannot fill
  * them) and CLBlast's own temporaries are not predicted. */
 size_t clf_gemm_workspace_estimate(int trans_a, int trans_b, size_t m, size_t n, size_t k);
-/* Bytes of the GEMM engines' shared scratch now allocated on rt. */
+/* Bytes of the GEMM engines' shared scratch now allocated on rt (packing,
+ * split-K partials, 16-bit operands widened). */
 size_t clf_gemm_workspace_bytes(clf_runtime *rt);
 
 CLF_API_END

@@ -77,6 +77,8 @@ typedef struct gemm_state {
     const char *cand_names[GEMM_MAX_CANDS + 1]; /* NULL-terminated */
     clf_buffer *scratch;                        /* packing and split-K partials, shared by all */
     size_t scratch_floats;
+    clf_buffer *conv; /* 16-bit operands widened to float32 (gemm16.c) */
+    size_t conv_floats;
     /* auto choices */
     int choices_loaded;
     gemm_choice *choices;
@@ -106,6 +108,12 @@ static inline uint32_t clf_gemm_epi_of(const clf_gemm_desc *d)
 /* dispatch.c: the runtime's GEMM state (created on first use, with the
  * device's configurations listed by native.c). */
 clf_status clf_gemm_state_get(clf_runtime *rt, gemm_state **out, clf_error *err);
+/* gemm16.c: a descriptor with a 16-bit A, B or C: run (cand >= 0: that
+ * candidate; else by engine) or, with prepare set, only ready it, through
+ * float32 copies in st->conv. d is validated, m, n > 0. */
+int clf_gemm_is16(const clf_gemm_desc *d);
+clf_status clf_gemm16_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine engine, int cand,
+                          int prepare, const clf_gemm_desc *d, clf_error *err);
 /* dispatch.c: run validated d (m, n > 0) on candidate cand. */
 clf_status clf_gemm_cand_run(clf_runtime *rt, gemm_state *st, int cand, const clf_gemm_desc *d,
                              clf_error *err);
