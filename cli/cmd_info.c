@@ -40,13 +40,15 @@ typedef struct part {
 static void usage(FILE *out)
 {
     fprintf(out, "usage: clformer info MODEL.yaml [--set KEY=VALUE ...] [--vocab N] [--data FILE]\n"
-                 "                     [--batch B] [--json]\n"
+                 "                     [--batch B] [--ranks N] [--json]\n"
                  "Parameters per part and in total, FLOPs per token for training and inference,\n"
                  "and device memory for a batch (default: train.batch). Needs no device.\n"
                  "  --set KEY=VALUE   override a config key (repeatable), e.g. train.batch=32\n"
                  "  --vocab N         vocabulary size (default: from the tokenizer / --data)\n"
                  "  --data FILE       build the char vocabulary from this text\n"
                  "  --batch B         batch for the memory estimate\n"
+                 "  --ranks N         memory of each of N data-parallel ranks (mpirun -np N; with\n"
+                 "                    train.shard_optimizer each holds 1/N of Adam's moments)\n"
                  "  --json            machine-readable output\n");
 }
 
@@ -115,11 +117,17 @@ typedef struct memory_report {
     size_t activations[N_CONTEXTS]; /* 0: that context does not plan */
 } memory_report;
 
-static clf_status plan_memory(const clf_model_config *cfg, long vocab, long batch, memory_report *r,
-                              clf_error *err)
+static clf_status plan_memory(const clf_model_config *cfg, long vocab, long batch, long ranks,
+                              memory_report *r, clf_error *err)
 {
-    const clf_model_limits lim_b = {.B = (int)batch}, lim_1 = {.B = 1};
-    clf_status st = clf_model_memory_plan(cfg, (int)vocab, &lim_b, CLF_MODEL_TRAIN, &r->train, err);
+    const clf_model_limits lim_1 = {.B = 1};
+    clf_model_limits lim_b = {.B = (int)batch};
+    clf_status st = CLF_OK;
+    /* ZeRO-1 under `ranks` processes: the largest rank's slice (the last
+     * one takes the alignment's remainder) */
+    if (ranks > 1 && cfg->train.shard_optimizer)
+        lim_b.shard = (int)ranks - 1, lim_b.shards = (int)ranks;
+    st = clf_model_memory_plan(cfg, (int)vocab, &lim_b, CLF_MODEL_TRAIN, &r->train, err);
     if (st == CLF_OK)
         st = clf_model_memory_plan(cfg, (int)vocab, &lim_1, CLF_MODEL_INFER, &r->infer, err);
     for (int i = 0; i < N_RECOMPUTE && st == CLF_OK; i++) {
@@ -156,11 +164,18 @@ static const char *size_str(size_t bytes, char *buf, size_t cap)
     return buf;
 }
 
-static void print_memory(const memory_report *r, long batch, int cfg_recompute)
+static void print_memory(const memory_report *r, long batch, long ranks, int shard,
+                         int cfg_recompute)
 {
     const clf_model_memory *t = &r->train;
     char a[32], b[32], c[32], d[32];
-    printf("device memory, training at batch %ld:\n", batch);
+    if (ranks > 1)
+        printf("device memory of each of %ld data-parallel ranks (global batch %ld x %ld%s), "
+               "training at batch %ld:\n",
+               ranks, ranks, batch,
+               shard ? "; train.shard_optimizer: Adam's moments split between them" : "", batch);
+    else
+        printf("device memory, training at batch %ld:\n", batch);
     printf("  %-24s %14s\n", "parameters", size_str(t->params, a, sizeof a));
     printf("  %-24s %14s\n", "gradients", size_str(t->grads, a, sizeof a));
     printf("  %-24s %14s\n", "Adam moments", size_str(t->optim, a, sizeof a));
@@ -191,7 +206,7 @@ static void print_memory(const memory_report *r, long batch, int cfg_recompute)
 }
 
 static void print_text(const char *path, const clf_model_config *cfg, const breakdown *d,
-                       const char *vocab_note, long batch, const memory_report *mr)
+                       const char *vocab_note, long batch, long ranks, const memory_report *mr)
 {
     char b[64];
     printf("%s: %s, %llu layers, %d heads x %d, dim %llu, ffn %llu (%s), context %llu,\n"
@@ -234,14 +249,14 @@ static void print_text(const char *path, const clf_model_config *cfg, const brea
     printf("  inference  2N +  4 L T C = %.4g  (at full context; with the KV cache at\n"
            "                                         position p: 2N + 4 L p C)\n\n",
            d->infer_flops);
-    print_memory(mr, batch, (int)cfg->train.recompute);
+    print_memory(mr, batch, ranks, cfg->train.shard_optimizer, (int)cfg->train.recompute);
 }
 
 int cli_cmd_info(int argc, char **argv)
 {
     const char *path = NULL, *data = NULL;
     cli_list sets = {{NULL}, 0};
-    long vocab = 0, batch = 0;
+    long vocab = 0, batch = 0, ranks = 1;
     int json = 0;
     const cli_opt opts[] = {
         {"--set", CLI_OPT_SET, &sets, 0, 0, NULL},
@@ -249,6 +264,7 @@ int cli_cmd_info(int argc, char **argv)
         {"--batch", CLI_OPT_INT, &batch, 1, 1000000, NULL},
         {"--data", CLI_OPT_STR, &data, 0, 0, NULL},
         {"--json", CLI_OPT_BOOL, &json, 0, 0, NULL},
+        {"--ranks", CLI_OPT_INT, &ranks, 1, 65536, NULL},
     };
     const cli_command cmd = {"clformer info", opts, CLI_COUNT(opts),  NULL,
                              &path,           1,    "one MODEL.yaml", usage};
@@ -280,7 +296,7 @@ int cli_cmd_info(int argc, char **argv)
     count(&cfg, vocab, &d);
     memory_report mr;
     clf_error err;
-    clf_status st = plan_memory(&cfg, vocab, batch, &mr, &err);
+    clf_status st = plan_memory(&cfg, vocab, batch, ranks, &mr, &err);
     if (st != CLF_OK) {
         cli_print_error("memory estimate", &err);
         return cli_exit_code(st);
@@ -302,6 +318,6 @@ int cli_cmd_info(int argc, char **argv)
                mr.train.batch, mr.train.workspace, mr.by_recompute[0].total,
                mr.by_recompute[1].total, mr.by_recompute[2].total);
     else
-        print_text(path, &cfg, &d, vocab_note, batch, &mr);
+        print_text(path, &cfg, &d, vocab_note, batch, ranks, &mr);
     return CLI_EXIT_OK;
 }

@@ -405,6 +405,16 @@ else
 fi
 run "$BIN" info "$TINY" --vocab 65 --json
 expect "info --json" 0 '"parameters": [0-9]+.*"train_flops_per_token"'
+optim_of() { sed -n 's/.*"optim": \([0-9]*\).*/\1/p' "$OUT"; }
+run "$BIN" info "$TINY" --vocab 65 --json
+o1=$(optim_of)
+run "$BIN" info "$TINY" --vocab 65 --json --ranks 2 --set train.shard_optimizer=true
+o2=$(optim_of)
+if [ "$RC" -eq 0 ] && [ -n "$o1" ] && [ -n "$o2" ] && [ "$o2" -lt "$o1" ] && [ $((2 * o2)) -ge "$o1" ]; then
+  ok "info --ranks 2 with train.shard_optimizer plans half of Adam's moments per rank ($o2 of $o1 bytes)"
+else
+  bad "info --ranks 2 with train.shard_optimizer plans half of Adam's moments per rank (${o2:-?} of ${o1:-?} bytes)"
+fi
 
 # ---- damaged checkpoints --------------------------------------------------------
 CK=$RUN/ckpt.safetensors
