@@ -47,27 +47,32 @@ static clf_model_optim eval_begin(clf_model *m)
     return saved;
 }
 
+/* n batches of shares x B windows drawn from rng (x, y hold shares x B
+ * rows); this process evaluates rows share*B .. share*B+B-1 of each (data
+ * parallel: its share of one process's global batch). *sum: the sum of
+ * its batches' mean losses. */
 static clf_status eval_batches_into(clf_model *m, const clf_dataset *ds, clf_split split, int n,
-                                    int B, clf_rng *rng, int32_t *x, int32_t *y, double *loss,
-                                    clf_error *err)
+                                    int B, int shares, int share, clf_rng *rng, int32_t *x,
+                                    int32_t *y, double *sum, clf_error *err)
 {
     clf_model_dims d = clf_model_dims_get(m);
     clf_model_optim saved = eval_begin(m);
-    double sum = 0.0;
+    const size_t mine = (size_t)share * (size_t)B * (size_t)d.T;
     clf_status st = CLF_OK;
+    *sum = 0.0;
     for (int i = 0; i < n; i++) {
         float l = 0.0f;
-        if ((st = clf_dataset_sample_batch(ds, split, B, d.T, rng, x, y, err)) != CLF_OK)
+        if ((st = clf_dataset_sample_batch(ds, split, shares * B, d.T, rng, x, y, err)) != CLF_OK)
             goto fail;
-        if ((st = clf_model_set_batch(m, clf_batch_decoder(x, y, B, d.T), err)) != CLF_OK)
+        if ((st = clf_model_set_batch(m, clf_batch_decoder(x + mine, y + mine, B, d.T), err)) !=
+            CLF_OK)
             goto fail;
         if ((st = clf_model_forward(m, 0, err)) != CLF_OK)
             goto fail;
         if ((st = clf_model_loss(m, &l, err)) != CLF_OK)
             goto fail;
-        sum += (double)l;
+        *sum += (double)l;
     }
-    *loss = n > 0 ? sum / n : NAN;
 fail:
     clf_model_optim_set(m, &saved);
     return st;
@@ -427,12 +432,20 @@ static clf_status eval_text(run *r, clf_train_eval *e, clf_error *err)
         clf_rng vr, tr;
         clf_rng_seed(&vr, cfg->train.seed ^ EVAL_SALT_VAL);
         clf_rng_seed(&tr, cfg->train.seed ^ EVAL_SALT_TRAIN);
-        st = eval_batches_into(r->m, r->ds, CLF_SPLIT_VAL, n, cfg->train.batch, &vr, r->x, r->y,
-                               &e->val_loss, err);
+        /* data parallel: the windows one process with the global batch would
+         * take, each rank evaluating its share, the means averaged */
+        double s[2] = {0.0, 0.0};
+        st = eval_batches_into(r->m, r->ds, CLF_SPLIT_VAL, n, cfg->train.batch, r->nranks, r->rank,
+                               &vr, r->x, r->y, &s[0], err);
         if (st == CLF_OK)
-            st = eval_batches_into(r->m, r->ds, CLF_SPLIT_TRAIN, n, cfg->train.batch, &tr, r->x,
-                                   r->y, &e->train_loss, err);
-        e->val_tokens = (uint64_t)n * (uint64_t)cfg->train.batch * (uint64_t)d.T;
+            st = eval_batches_into(r->m, r->ds, CLF_SPLIT_TRAIN, n, cfg->train.batch, r->nranks,
+                                   r->rank, &tr, r->x, r->y, &s[1], err);
+        if (st == CLF_OK && r->nranks > 1)
+            st = r->o->dist->allreduce_f64(r->o->dist->user, s, 2, err);
+        e->val_loss = s[0] / ((double)n * r->nranks);
+        e->train_loss = s[1] / ((double)n * r->nranks);
+        e->val_tokens =
+            (uint64_t)n * (uint64_t)r->nranks * (uint64_t)cfg->train.batch * (uint64_t)d.T;
     } else {
         st = clf_trainer_eval_split(r->m, r->ds, CLF_SPLIT_VAL, &e->val_loss, &e->val_tokens, err);
     }
@@ -876,7 +889,8 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
     if ((st = clf_tokenizer_to_json(r->tok, &r->tok_json, NULL, err)) != CLF_OK)
         return st;
     if (!r->seq) {
-        const size_t BT = (size_t)cfg->train.batch * (size_t)cfg->context;
+        /* every rank's windows of an evaluation batch (data parallel) */
+        const size_t BT = (size_t)r->nranks * (size_t)cfg->train.batch * (size_t)cfg->context;
         r->x = malloc(BT * sizeof *r->x);
         r->y = malloc(BT * sizeof *r->y);
         if (r->x == NULL || r->y == NULL)
