@@ -42,7 +42,6 @@ struct clf_gradsync {
     size_t open_bytes;
     bucket *buckets;
     int n_buckets;
-    clf_status hook_status;
     double wait_s;
     size_t default_bucket;
 };
