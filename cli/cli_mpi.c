@@ -204,8 +204,12 @@ int cli_mpi_finish(cli_mpi *mp, int rc)
         return rc;
     fflush(stdout);
     fflush(stderr);
-    if (rc != CLI_EXIT_OK && mp->size > 1)
-        MPI_Abort(MPI_COMM_WORLD, rc); /* the others would wait on this rank forever */
+    /* An error: the others would wait on this rank forever. A stop by a
+     * signal (128 + N) is not one: the ranks agree on the step to stop at
+     * and each leaves here after the checkpoint (mpirun passes Ctrl-C on to
+     * them as SIGTERM). */
+    if (rc != CLI_EXIT_OK && rc < 128 && mp->size > 1)
+        MPI_Abort(MPI_COMM_WORLD, rc);
     MPI_Finalize();
     mp->active = 0;
     return rc;

@@ -39,7 +39,8 @@ typedef struct cli_mpi {
 /* Join the job if launched as one. Returns CLI_EXIT_OK or prints an error
  * and returns an exit code. */
 int cli_mpi_init(cli_mpi *mp);
-/* Leave the job: MPI_Finalize after rc == 0, else MPI_Abort with rc (the
+/* Leave the job: MPI_Finalize after rc == 0 or a stop by a signal (rc >=
+ * 128: every rank stopped at the same step), else MPI_Abort with rc (the
  * other ranks end too). Returns rc. */
 int cli_mpi_finish(cli_mpi *mp, int rc);
 /* The device selector for this rank (see above), in buf or sel itself. */

@@ -22,6 +22,8 @@
 #     process is refused (exit 2);
 #   - a rank killed mid-run ends the job (no hang: within 120 s) with a
 #     message, and the checkpoint left behind loads;
+#   - Ctrl-C on mpirun stops every rank at the same step with a checkpoint
+#     (no MPI_Abort);
 #   - a rank that hangs (SIGSTOP) ends the job after CLFORMER_MPI_TIMEOUT
 #     (5 s here) with the others' message.
 set -u
@@ -231,6 +233,34 @@ if "$BIN" eval "$K" --data "$DATA" --json "${DEV[@]}" >"$TMP/keval.out" 2>&1 && 
   ok "the checkpoint left behind loads ($(cut -c1-60 "$TMP/keval.out"))"
 else
   bad "the checkpoint left behind loads: $(tail -1 "$TMP/keval.out")"
+fi
+
+# Ctrl-C on mpirun (passed on to the ranks as SIGTERM): every rank stops at
+# the same step, rank 0 writes the checkpoint, no rank aborts the job. (Not
+# with a line per step: after Ctrl-C mpirun stops draining the ranks'
+# output, a rank that fills it blocks, and mpirun kills it; the last
+# periodic checkpoint then stands.)
+I=$TMP/int
+"${MPIRUN[@]}" "$BIN" train "${GPT[@]}" "${DEV[@]}" --set train.steps=1000000 --set train.batch=8 \
+  --set train.log_every=50 --out "$I" >"$TMP/int.out" 2>&1 &
+job=$!
+for _ in $(seq 1 600); do
+  grep -q "step *50/" "$TMP/int.out" && break
+  sleep 0.1
+done
+kill -INT "$job"
+ended=0
+for _ in $(seq 1 600); do
+  if ! kill -0 "$job" 2>/dev/null; then ended=1; break; fi
+  sleep 0.1
+done
+[ $ended -eq 1 ] || kill -KILL "$job" 2>/dev/null
+wait "$job" 2>/dev/null
+if [ $ended -eq 1 ] && grep -q "interrupted by SIG.* continue with --resume" "$TMP/int.out" &&
+  ! grep -q "MPI_ABORT" "$TMP/int.out" && [ -e "$I/ckpt.safetensors" ]; then
+  ok "Ctrl-C stops every rank at one step with a checkpoint ($(grep -a -o "interrupted by SIG[A-Z]* at step [0-9]*" "$TMP/int.out"))"
+else
+  bad "Ctrl-C stops every rank at one step with a checkpoint (ended $ended): $(tail -3 "$TMP/int.out" | tr '\n' ' ' | cut -c1-200)"
 fi
 
 # a rank that hangs (stopped): the others give up after CLFORMER_MPI_TIMEOUT
