@@ -12,7 +12,8 @@
 #     relative + 1e-6 absolute, with Adam's eps at 1e-3 so that it does not
 #     amplify the rounding noise of gradients that are zero in exact
 #     arithmetic) and identical on both ranks (the trainer checks a
-#     checksum at every evaluation);
+#     checksum at every evaluation); the evaluations, each rank evaluating
+#     its share, agree too (validation loss 1e-5, accuracy equal);
 #   - 2 ranks x accumulate 2 against one process x accumulate 4;
 #   - a rerun of the same 2-rank job is bit-identical;
 #   - train.shard_optimizer (ZeRO-1) gives the unsharded run's tensors bit
@@ -76,6 +77,24 @@ a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
 worst = max(abs(a[s] - b[s]) / max(abs(a[s]), 1e-30) for s in a) if a.keys() == b.keys() and a else 1.0
 print(f"{len(a)} steps, largest relative difference {worst:.2e}")
 sys.exit(0 if a.keys() == b.keys() and len(a) >= 20 and worst <= tol else 1)
+PY
+}
+
+# compare_evals A B: the evaluations in two --log files agree (val_loss
+# within 1e-5 relative, accuracy equal)
+compare_evals() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+def evals(p):
+    return {d["step"]: d for d in map(json.loads, open(p)) if "val_loss" in d}
+a, b = evals(sys.argv[1]), evals(sys.argv[2])
+ok = a.keys() == b.keys() and len(a) >= 2
+worst = 0.0
+for s in a:
+    worst = max(worst, abs(a[s]["val_loss"] - b[s]["val_loss"]) / abs(a[s]["val_loss"]))
+    ok = ok and a[s].get("accuracy") == b[s].get("accuracy")
+print(f"{len(a)} evaluations, val loss within {worst:.1e}, accuracy equal: {ok}")
+sys.exit(0 if ok and worst <= 1e-5 else 1)
 PY
 }
 
@@ -147,6 +166,11 @@ for kind in GPT CLS S2S; do
     ok "$kind: the parameters after 20 steps agree ($msg)"
   else
     bad "$kind: the parameters after 20 steps agree ($msg)"
+  fi
+  if msg=$(compare_evals "$one.log" "$two.log"); then
+    ok "$kind: the (sharded) evaluations agree ($msg)"
+  else
+    bad "$kind: the (sharded) evaluations agree ($msg)"
   fi
   grep -q "data parallel: 2 ranks" "$two.out" && [ "$(grep -c "^step 10: \|^step 10 (epoch\|^step 10:" "$two.out")" -le 1 ] &&
     ok "$kind: one voice (rank 0 prints, once)" || bad "$kind: one voice (rank 0 prints, once)"

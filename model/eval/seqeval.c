@@ -130,6 +130,12 @@ clf_status clf_seqeval_embed(clf_model *m, const clf_seqdata *ds, const clf_seq_
 clf_status clf_seqeval_run(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
                            clf_seqeval_result *out, clf_error *err)
 {
+    return clf_seqeval_run_shard(m, ds, bo, 0, 1, out, err);
+}
+
+clf_status clf_seqeval_run_shard(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
+                                 int shard, int shards, clf_seqeval_result *out, clf_error *err)
+{
     clf_model_dims d = clf_model_dims_get(m);
     clf_seq_loader *L = NULL;
     clf_seq_batch *b = NULL;
@@ -147,6 +153,8 @@ clf_status clf_seqeval_run(clf_model *m, const clf_seqdata *ds, const clf_seq_ba
     if (!clf_seqdata_has_targets(ds))
         return clf_error_set(err, CLF_ERR_ARG,
                              "evaluation needs targets or labels; the dataset has none");
+    if (shards < 1 || shard < 0 || shard >= shards)
+        return clf_error_set(err, CLF_ERR_ARG, "seqeval: shard %d of %d", shard, shards);
     o.label_smoothing = 0.0f;
     clf_model_optim_set(m, &o);
     if ((st = clf_seq_loader_create(ds, bo, &L, err)) != CLF_OK ||
@@ -161,7 +169,9 @@ clf_status clf_seqeval_run(clf_model *m, const clf_seqdata *ds, const clf_seq_ba
         st = clf_error_set(err, CLF_ERR_MEMORY, "evaluation: out of host memory");
         goto fail;
     }
-    while (clf_seq_loader_next(L, b)) {
+    for (long index = 0; clf_seq_loader_next(L, b); index++) {
+        if (index % shards != shard)
+            continue;
         const clf_batch view =
             clf_seq_batch_view(b, cls ? CLF_MODEL_ENCODER : CLF_MODEL_ENCODER_DECODER);
         if ((st = clf_model_set_batch(m, view, err)) != CLF_OK ||

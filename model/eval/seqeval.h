@@ -63,6 +63,11 @@ typedef struct clf_seqeval_result {
 /* Loss (and, for a classifier, accuracy) over ds with bo. */
 clf_status clf_seqeval_run(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
                            clf_seqeval_result *out, clf_error *err);
+/* The same over batches shard, shard + shards, ... of bo's sequence only
+ * (data parallel: each rank its share; the counts and loss x targets add
+ * up across shards to the whole run's). */
+clf_status clf_seqeval_run_shard(clf_model *m, const clf_seqdata *ds, const clf_seq_batching *bo,
+                                 int shard, int shards, clf_seqeval_result *out, clf_error *err);
 
 /* A classifier's label probabilities for every sentence of ds (labels not
  * needed): probs [n, labels] in the dataset's order, batched by bo. */

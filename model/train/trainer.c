@@ -47,25 +47,24 @@ static clf_model_optim eval_begin(clf_model *m)
     return saved;
 }
 
-/* n batches of shares x B windows drawn from rng (x, y hold shares x B
- * rows); this process evaluates rows share*B .. share*B+B-1 of each (data
- * parallel: its share of one process's global batch). *sum: the sum of
- * its batches' mean losses. */
+/* n batches of B windows drawn from rng; this process evaluates batches
+ * share, share + shares, ... (data parallel: its share of the batches one
+ * process would evaluate). *sum: the sum of its batches' mean losses. */
 static clf_status eval_batches_into(clf_model *m, const clf_dataset *ds, clf_split split, int n,
                                     int B, int shares, int share, clf_rng *rng, int32_t *x,
                                     int32_t *y, double *sum, clf_error *err)
 {
     clf_model_dims d = clf_model_dims_get(m);
     clf_model_optim saved = eval_begin(m);
-    const size_t mine = (size_t)share * (size_t)B * (size_t)d.T;
     clf_status st = CLF_OK;
     *sum = 0.0;
     for (int i = 0; i < n; i++) {
         float l = 0.0f;
-        if ((st = clf_dataset_sample_batch(ds, split, shares * B, d.T, rng, x, y, err)) != CLF_OK)
+        if ((st = clf_dataset_sample_batch(ds, split, B, d.T, rng, x, y, err)) != CLF_OK)
             goto fail;
-        if ((st = clf_model_set_batch(m, clf_batch_decoder(x + mine, y + mine, B, d.T), err)) !=
-            CLF_OK)
+        if (i % shares != share)
+            continue; /* another rank's: drawn all the same, to keep the sequence */
+        if ((st = clf_model_set_batch(m, clf_batch_decoder(x, y, B, d.T), err)) != CLF_OK)
             goto fail;
         if ((st = clf_model_forward(m, 0, err)) != CLF_OK)
             goto fail;
@@ -432,8 +431,8 @@ static clf_status eval_text(run *r, clf_train_eval *e, clf_error *err)
         clf_rng vr, tr;
         clf_rng_seed(&vr, cfg->train.seed ^ EVAL_SALT_VAL);
         clf_rng_seed(&tr, cfg->train.seed ^ EVAL_SALT_TRAIN);
-        /* data parallel: the windows one process with the global batch would
-         * take, each rank evaluating its share, the means averaged */
+        /* data parallel: the batches one process would evaluate, each rank
+         * its share, the means averaged */
         double s[2] = {0.0, 0.0};
         st = eval_batches_into(r->m, r->ds, CLF_SPLIT_VAL, n, cfg->train.batch, r->nranks, r->rank,
                                &vr, r->x, r->y, &s[0], err);
@@ -442,10 +441,9 @@ static clf_status eval_text(run *r, clf_train_eval *e, clf_error *err)
                                    r->rank, &tr, r->x, r->y, &s[1], err);
         if (st == CLF_OK && r->nranks > 1)
             st = r->o->dist->allreduce_f64(r->o->dist->user, s, 2, err);
-        e->val_loss = s[0] / ((double)n * r->nranks);
-        e->train_loss = s[1] / ((double)n * r->nranks);
-        e->val_tokens =
-            (uint64_t)n * (uint64_t)r->nranks * (uint64_t)cfg->train.batch * (uint64_t)d.T;
+        e->val_loss = s[0] / (double)n;
+        e->train_loss = s[1] / (double)n;
+        e->val_tokens = (uint64_t)n * (uint64_t)cfg->train.batch * (uint64_t)d.T;
     } else {
         st = clf_trainer_eval_split(r->m, r->ds, CLF_SPLIT_VAL, &e->val_loss, &e->val_tokens, err);
     }
@@ -460,8 +458,22 @@ static clf_status eval_seq(run *r, clf_train_eval *e, clf_error *err)
     clf_seqeval_result sr;
     clf_status st;
     clf_seqeval_batching(r->bo.batch, r->bo.batch_tokens, &bo);
-    if ((st = clf_seqeval_run(r->m, r->data->val, &bo, &sr, err)) != CLF_OK)
+    if ((st = clf_seqeval_run_shard(r->m, r->data->val, &bo, r->rank, r->nranks, &sr, err)) !=
+        CLF_OK)
         return st;
+    if (r->nranks > 1) { /* each rank evaluated its share of the batches */
+        double s[4] = {sr.targets > 0 ? sr.loss * (double)sr.targets : 0.0, (double)sr.targets,
+                       (double)sr.correct, (double)sr.labelled};
+        if ((st = r->o->dist->allreduce_f64(r->o->dist->user, s, 4, err)) != CLF_OK)
+            return st;
+        sr.targets = (uint64_t)s[1];
+        sr.loss = s[1] > 0 ? s[0] / s[1] : NAN;
+        if (cfg->kind == CLF_MODEL_ENCODER) {
+            sr.correct = (uint64_t)s[2];
+            sr.labelled = (uint64_t)s[3];
+            sr.accuracy = s[3] > 0 ? s[2] / s[3] : NAN;
+        }
+    }
     e->val_loss = sr.loss;
     e->val_tokens = sr.targets;
     e->accuracy = sr.accuracy;
@@ -889,8 +901,7 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
     if ((st = clf_tokenizer_to_json(r->tok, &r->tok_json, NULL, err)) != CLF_OK)
         return st;
     if (!r->seq) {
-        /* every rank's windows of an evaluation batch (data parallel) */
-        const size_t BT = (size_t)r->nranks * (size_t)cfg->train.batch * (size_t)cfg->context;
+        const size_t BT = (size_t)cfg->train.batch * (size_t)cfg->context;
         r->x = malloc(BT * sizeof *r->x);
         r->y = malloc(BT * sizeof *r->y);
         if (r->x == NULL || r->y == NULL)
