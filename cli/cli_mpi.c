@@ -119,29 +119,22 @@ static clf_status allreduce_f64(void *user, double *buf, size_t n, clf_error *er
     return allreduce(buf, n, MPI_DOUBLE, sizeof *buf, err);
 }
 
+/* ZeRO-1's gather, once per step: the counts live in the cli_mpi (user). */
 static clf_status allgather_f32(void *user, float *buf, const size_t *offsets, clf_error *err)
 {
-    (void)user;
-    int size = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int *counts = malloc(2 * (size_t)size * sizeof *counts), *displs = counts + size;
-    if (counts == NULL)
-        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    cli_mpi *mp = user;
+    const int size = mp->size;
+    if (offsets[size] > (size_t)INT_MAX)
+        return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                             "MPI_Allgatherv: %zu floats exceed MPI's int counts", offsets[size]);
     for (int r = 0; r < size; r++) {
-        if (offsets[r + 1] > (size_t)INT_MAX) {
-            free(counts);
-            return clf_error_set(err, CLF_ERR_UNSUPPORTED,
-                                 "MPI_Allgatherv: %zu floats exceed MPI's int counts",
-                                 offsets[size]);
-        }
-        counts[r] = (int)(offsets[r + 1] - offsets[r]);
-        displs[r] = (int)offsets[r];
+        mp->counts[r] = (int)(offsets[r + 1] - offsets[r]);
+        mp->displs[r] = (int)offsets[r];
     }
     alarm((unsigned)g_timeout_s);
-    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
-                            MPI_COMM_WORLD);
+    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, mp->counts, mp->displs,
+                            MPI_FLOAT, MPI_COMM_WORLD);
     alarm(0);
-    free(counts);
     return rc == MPI_SUCCESS ? CLF_OK : mpi_error(rc, "MPI_Allgatherv", err);
 }
 
@@ -185,8 +178,15 @@ int cli_mpi_init(cli_mpi *mp)
     /* CLFORMER_MPI_BUCKET_KIB: the gradient bucket (default the trainer's
      * 1 MiB; a huge one reduces everything after backward, no overlap) */
     const size_t bucket = (size_t)env_int("CLFORMER_MPI_BUCKET_KIB", 0) * 1024;
+    mp->counts = calloc(2 * (size_t)mp->size, sizeof *mp->counts);
+    if (mp->counts == NULL) {
+        fprintf(stderr, "clformer: out of host memory\n");
+        MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_FAIL);
+    }
+    mp->displs = mp->counts + mp->size;
     mp->dist = (clf_trainer_dist){.rank = mp->rank,
                                   .size = mp->size,
+                                  .user = mp,
                                   .bucket_bytes = bucket,
                                   .allreduce_f32 = allreduce_f32,
                                   .allreduce_f64 = allreduce_f64,
@@ -210,6 +210,8 @@ int cli_mpi_finish(cli_mpi *mp, int rc)
      * them as SIGTERM). */
     if (rc != CLI_EXIT_OK && rc < 128 && mp->size > 1)
         MPI_Abort(MPI_COMM_WORLD, rc);
+    free(mp->counts);
+    mp->counts = mp->displs = NULL;
     MPI_Finalize();
     mp->active = 0;
     return rc;

@@ -33,7 +33,8 @@
 typedef struct cli_mpi {
     int active; /* MPI initialised: a rank of a job */
     int rank, size, local_rank;
-    clf_trainer_dist dist; /* the collectives (size > 1) */
+    clf_trainer_dist dist; /* the collectives (size > 1); user = this struct */
+    int *counts, *displs;  /* [size] each: MPI_Allgatherv's, filled per call */
 } cli_mpi;
 
 /* Join the job if launched as one. Returns CLI_EXIT_OK or prints an error

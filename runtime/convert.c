@@ -3,6 +3,7 @@
  * kernels in cl/convert.cl).
  */
 #include "runtime/convert.h"
+#include "runtime/util.h"
 
 size_t clf_dtype_size(clf_dtype t) { return t == CLF_DT_F32 ? 4 : 2; }
 
@@ -20,14 +21,9 @@ const char *clf_dtype_name(clf_dtype t)
 static int fits(clf_dtype t, clf_ptr p, size_t ld, size_t stride, size_t rows, size_t cols,
                 size_t batch)
 {
-    if (p.buf == NULL)
-        return 0;
-    const size_t have = clf_buffer_size(p.buf) / clf_dtype_size(t);
-    size_t need = p.off, x;
-    return !__builtin_mul_overflow(batch - 1, stride, &x) &&
-           !__builtin_add_overflow(need, x, &need) && !__builtin_mul_overflow(rows - 1, ld, &x) &&
-           !__builtin_add_overflow(need, x, &need) && !__builtin_add_overflow(need, cols, &need) &&
-           need <= have;
+    size_t end = 0;
+    return p.buf != NULL && clf_matrix_end(p.off, rows, cols, ld, stride, batch, &end) &&
+           end <= clf_buffer_size(p.buf) / clf_dtype_size(t);
 }
 
 clf_status clf_convert_matrix(clf_runtime *rt, clf_dtype to, clf_ptr dst, size_t dst_ld,

@@ -57,6 +57,18 @@ double clf_now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int clf_matrix_end(size_t off, size_t rows, size_t cols, size_t ld, size_t stride, size_t batch,
+                   size_t *end)
+{
+    size_t need = off, t;
+    if (__builtin_mul_overflow(batch - 1, stride, &t) || __builtin_add_overflow(need, t, &need) ||
+        __builtin_mul_overflow(rows - 1, ld, &t) || __builtin_add_overflow(need, t, &need) ||
+        __builtin_add_overflow(need, cols, &need))
+        return 0;
+    *end = need;
+    return 1;
+}
+
 uint64_t clf_splitmix64_next(uint64_t *state)
 {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ull);

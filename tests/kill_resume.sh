@@ -30,19 +30,7 @@ trap 'rm -rf "$TMP"' EXIT
 RANDOM=$SEED
 
 # same_tensors A B: every tensor of B equals A's, byte for byte
-same_tensors() {
-  python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def tensors(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    h.pop("__metadata__", None)
-    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-sys.exit(0 if a.keys() == b.keys() and all(a[k] == b[k] for k in a) else 1)
-PY
-}
+same_tensors() { python3 "$SRC/tests/ckpt_tensors.py" "$1" "$2" >/dev/null; }
 
 start=$(date +%s)
 t0=$(date +%s%N)

@@ -98,34 +98,37 @@ sys.exit(0 if ok and worst <= 1e-5 else 1)
 PY
 }
 
-# compare_params A B RTOL ATOL: every float32 tensor of two checkpoints
-# within RTOL relative + ATOL absolute; RTOL 0: identical bytes
-compare_params() {
-  python3 - "$1" "$2" "$3" "$4" <<'PY'
-import json, struct, sys, array
-def tensors(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    h.pop("__metadata__", None)
-    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-rtol, atol = float(sys.argv[3]), float(sys.argv[4])
-if a.keys() != b.keys():
-    print("the tensor names differ"); sys.exit(1)
-if rtol == 0:
-    same = all(a[k] == b[k] for k in a)
-    print("identical" if same else "not identical"); sys.exit(0 if same else 1)
-worst, where = 0.0, ""
-for k in a:
-    x, y = array.array("f", a[k]), array.array("f", b[k])
-    for u, v in zip(x, y):
-        d = abs(u - v) / (atol + rtol * abs(u))
-        if d > worst:
-            worst, where = d, k
-print(f"largest difference {worst:.3f} of the tolerance (in {where})")
-sys.exit(0 if worst <= 1.0 else 1)
-PY
+# compare_params A B [RTOL ATOL]: every float32 tensor of two checkpoints
+# within RTOL relative + ATOL absolute; without them, identical bytes
+compare_params() { python3 "$SRC/tests/ckpt_tensors.py" "$@"; }
+
+# wait_for FILE PATTERN: until FILE shows PATTERN (up to 60 s)
+wait_for() {
+  for _ in $(seq 1 600); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# wait_end JOB SECONDS: ended=1 and rc = JOB's status if it ends in time;
+# else JOB is killed, ended=0, rc=-1
+wait_end() {
+  ended=0
+  rc=-1
+  for _ in $(seq 1 $(($2 * 10))); do
+    if ! kill -0 "$1" 2>/dev/null; then
+      ended=1
+      break
+    fi
+    sleep 0.1
+  done
+  if [ $ended -eq 1 ]; then
+    wait "$1"
+    rc=$?
+  else
+    kill -KILL "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+  fi
 }
 
 MT=$TMP/mt
@@ -188,7 +191,7 @@ fi
 
 # determinism: the same job again, bit for bit
 "${MPIRUN[@]}" "$BIN" train "${GPT[@]}" "${COMMON[@]}" --out "$TMP/again" >/dev/null 2>&1
-if msg=$(compare_params "$TMP/GPT-two/ckpt.safetensors" "$TMP/again/ckpt.safetensors" 0 0); then
+if msg=$(compare_params "$TMP/GPT-two/ckpt.safetensors" "$TMP/again/ckpt.safetensors"); then
   ok "a 2-rank run reproduces itself ($msg)"
 else
   bad "a 2-rank run reproduces itself ($msg)"
@@ -197,7 +200,7 @@ fi
 # ZeRO-1: the moments split between the ranks, the same run bit for bit
 "${MPIRUN[@]}" "$BIN" train "${GPT[@]}" "${COMMON[@]}" --set train.shard_optimizer=true \
   --out "$TMP/zero" >"$TMP/zero.out" 2>&1
-if msg=$(compare_params "$TMP/GPT-two/ckpt.safetensors" "$TMP/zero/ckpt.safetensors" 0 0); then
+if msg=$(compare_params "$TMP/GPT-two/ckpt.safetensors" "$TMP/zero/ckpt.safetensors"); then
   ok "train.shard_optimizer (ZeRO-1) gives the unsharded run's parameters and moments ($msg)"
 else
   bad "train.shard_optimizer (ZeRO-1) gives the unsharded run's parameters and moments (${msg:-}$(tail -1 "$TMP/zero.out"))"
@@ -212,7 +215,7 @@ CONST=(--set train.schedule.type=constant)
 "${MPIRUN[@]}" "$BIN" train "${GPT[@]}" "${COMMON[@]}" "${CONST[@]}" --resume --out "$TMP/res" \
   --set train.shard_optimizer=true >"$TMP/res.out" 2>&1
 if grep -q "resuming at step 10 of 20" "$TMP/res.out" &&
-  msg=$(compare_params "$TMP/straight/ckpt.safetensors" "$TMP/res/ckpt.safetensors" 0 0); then
+  msg=$(compare_params "$TMP/straight/ckpt.safetensors" "$TMP/res/ckpt.safetensors"); then
   ok "a 2-rank run resumed at step 10 continues bit-exactly ($msg)"
 else
   bad "a 2-rank run resumed at step 10 continues bit-exactly (${msg:-}$(tail -2 "$TMP/res.out" | tr '\n' ' '))"
@@ -230,24 +233,10 @@ K=$TMP/kill
 "${MPIRUN[@]}" "$BIN" train "${GPT[@]}" "${DEV[@]}" --set train.steps=1000000 --set train.batch=8 \
   --set train.eval.every=20 --set train.log_every=1 --out "$K" >"$TMP/kill.out" 2>&1 &
 job=$!
-for _ in $(seq 1 600); do # the first checkpoint, up to 60 s
-  [ -e "$K/ckpt.safetensors" ] && grep -q "step *25/" "$TMP/kill.out" && break
-  sleep 0.1
-done
+wait_for "$TMP/kill.out" "step *25/" # past the first checkpoint (step 20)
 victim=$(pgrep -n -f "clformer train .*$K" -P "$job" 2>/dev/null || pgrep -n -f "clformer train .*--out $K")
 [ -n "$victim" ] && kill -KILL "$victim"
-ended=0
-for _ in $(seq 1 1200); do # up to 120 s
-  if ! kill -0 "$job" 2>/dev/null; then ended=1; break; fi
-  sleep 0.1
-done
-if [ $ended -eq 1 ]; then
-  wait "$job"
-  rc=$?
-else
-  kill -KILL "$job" 2>/dev/null
-  rc=-1
-fi
+wait_end "$job" 120
 if [ -n "$victim" ] && [ $ended -eq 1 ] && [ $rc -ne 0 ] && grep -qi "signal 9\|killed\|abort" "$TMP/kill.out"; then
   ok "a rank killed mid-run ends the job (exit $rc) with a message: $(grep -i -m1 "signal 9\|killed\|abort" "$TMP/kill.out" | cut -c1-100)"
 else
@@ -268,18 +257,9 @@ I=$TMP/int
 "${MPIRUN[@]}" "$BIN" train "${GPT[@]}" "${DEV[@]}" --set train.steps=1000000 --set train.batch=8 \
   --set train.log_every=50 --out "$I" >"$TMP/int.out" 2>&1 &
 job=$!
-for _ in $(seq 1 600); do
-  grep -q "step *50/" "$TMP/int.out" && break
-  sleep 0.1
-done
+wait_for "$TMP/int.out" "step *50/"
 kill -INT "$job"
-ended=0
-for _ in $(seq 1 600); do
-  if ! kill -0 "$job" 2>/dev/null; then ended=1; break; fi
-  sleep 0.1
-done
-[ $ended -eq 1 ] || kill -KILL "$job" 2>/dev/null
-wait "$job" 2>/dev/null
+wait_end "$job" 60
 if [ $ended -eq 1 ] && grep -q "interrupted by SIG.* continue with --resume" "$TMP/int.out" &&
   ! grep -q "MPI_ABORT" "$TMP/int.out" && [ -e "$I/ckpt.safetensors" ]; then
   ok "Ctrl-C stops every rank at one step with a checkpoint ($(grep -a -o "interrupted by SIG[A-Z]* at step [0-9]*" "$TMP/int.out"))"
@@ -292,19 +272,10 @@ H=$TMP/hang
 CLFORMER_MPI_TIMEOUT=5 "${MPIRUN[@]}" -x CLFORMER_MPI_TIMEOUT "$BIN" train "${GPT[@]}" "${DEV[@]}" \
   --set train.steps=1000000 --set train.batch=8 --set train.log_every=1 --out "$H" >"$TMP/hang.out" 2>&1 &
 job=$!
-for _ in $(seq 1 600); do
-  grep -q "step *5/" "$TMP/hang.out" && break
-  sleep 0.1
-done
+wait_for "$TMP/hang.out" "step *5/"
 victim=$(pgrep -n -f "clformer train .*--out $H")
 [ -n "$victim" ] && kill -STOP "$victim"
-ended=0
-for _ in $(seq 1 600); do # up to 60 s
-  if ! kill -0 "$job" 2>/dev/null; then ended=1; break; fi
-  sleep 0.1
-done
-[ $ended -eq 1 ] || { kill -KILL "$job" 2>/dev/null; [ -n "$victim" ] && kill -KILL "$victim" 2>/dev/null; }
-wait "$job" 2>/dev/null
+wait_end "$job" 60
 [ -n "$victim" ] && kill -KILL "$victim" 2>/dev/null # never leave a stopped process behind
 if [ -n "$victim" ] && [ $ended -eq 1 ] && grep -q "no answer from the other ranks in 5 s" "$TMP/hang.out"; then
   ok "a hung rank: the others end the job after CLFORMER_MPI_TIMEOUT ($(grep -m1 -o "rank [0-9]*: no answer[^;]*" "$TMP/hang.out"))"

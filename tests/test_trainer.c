@@ -291,19 +291,9 @@ int main(void)
     tu_ok(clf_config_parse_string(YAML_CFG, "test_trainer.yaml", NULL, 0, &cfg, &e), &e, "config");
     cfg.train.seed = tu_seed() % 1000000007ull;
 
-    char *text = NULL;
-    size_t len = 0;
-    const char *src = getenv("CLF_SOURCE_DIR");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/data/tinyshakespeare.txt", src ? src : ".");
-    tu_ok(clf_dataset_read_text(path, &text, &len, &e), &e, "reading tiny Shakespeare");
-    if (len > 60000)
-        len = 60000;
     clf_tokenizer *tok = NULL;
     clf_dataset *ds = NULL;
-    tu_ok(clf_tokenizer_create(CLF_TOKENIZER_CHAR, text, len, &tok, &e), &e, "tokenizer");
-    tu_ok(clf_dataset_from_text(text, len, "tiny", tok, &ds, &e), &e, "dataset");
-    free(text);
+    tu_char_text(60000, &tok, &ds);
     const int V = clf_tokenizer_vocab_size(tok);
 
     char dir_a[] = "/tmp/clf_trainer_a_XXXXXX", dir_b[] = "/tmp/clf_trainer_b_XXXXXX";

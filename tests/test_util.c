@@ -44,6 +44,23 @@ clf_runtime *tu_runtime(void)
     return rt;
 }
 
+void tu_char_text(size_t max_bytes, clf_tokenizer **tok, clf_dataset **ds)
+{
+    char *text = NULL, path[4096];
+    size_t len = 0;
+    clf_error e;
+    const char *src = getenv("CLF_SOURCE_DIR");
+    snprintf(path, sizeof path, "%s/data/tinyshakespeare.txt", src ? src : ".");
+    tu_ok(clf_dataset_read_text(path, &text, &len, &e), &e, "reading tiny Shakespeare");
+    if (len > max_bytes)
+        len = max_bytes;
+    *tok = NULL;
+    *ds = NULL;
+    tu_ok(clf_tokenizer_create(CLF_TOKENIZER_CHAR, text, len, tok, &e), &e, "tokenizer");
+    tu_ok(clf_dataset_from_text(text, len, "tiny", *tok, ds, &e), &e, "dataset");
+    free(text);
+}
+
 uint64_t tu_seed(void)
 {
     static uint64_t seed;

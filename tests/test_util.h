@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/data/dataset.h"
+#include "model/text/tokenizer.h"
 #include "runtime/runtime.h"
 
 typedef struct tu_rng {
@@ -28,6 +30,9 @@ typedef struct tu_rng {
 extern int tu_passed, tu_failed;
 
 clf_runtime *tu_runtime(void);
+/* The first max_bytes of tiny Shakespeare ($CLF_SOURCE_DIR/data), its
+ * character tokenizer and the data set (90% train); exits on failure. */
+void tu_char_text(size_t max_bytes, clf_tokenizer **tok, clf_dataset **ds);
 /* Die (exit 1) with the error's message if st != CLF_OK. */
 void tu_ok(clf_status st, const clf_error *err, const char *what);
 uint64_t tu_seed(void); /* the seed of this run (printed once) */

@@ -107,16 +107,10 @@ clf_status clf_checkpoint_save_ex(const char *path, clf_model *m, const clf_mode
     }
     if ((st = clf_model_flat_read(m, CLF_SLOT_PARAM, par, err)) != CLF_OK)
         goto fail;
-    /* Adam state exists only with CLF_MODEL_TRAIN: probe with a read of the m slot */
-    am = malloc(n * sizeof *am);
-    av = malloc(n * sizeof *av);
-    if (am == NULL || av == NULL) {
-        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory for a checkpoint");
-        goto fail;
-    }
+    /* Adam state: the caller's (gathered), or the model's when it has one
+     * (CLF_MODEL_TRAIN) and holds all of it */
+    const float *wm = adam_m, *wv = adam_v;
     if (adam_m != NULL && adam_v != NULL) {
-        memcpy(am, adam_m, d.n_params * sizeof *am);
-        memcpy(av, adam_v, d.n_params * sizeof *av);
         optim = 1;
     } else if (clf_model_flat_buffer(m, CLF_SLOT_ADAM_M) != NULL) {
         size_t lo, hi;
@@ -128,10 +122,17 @@ clf_status clf_checkpoint_save_ex(const char *path, clf_model *m, const clf_mode
                                lo, hi);
             goto fail;
         }
-        if ((st = clf_model_flat_read(m, CLF_SLOT_ADAM_M, am, err)) != CLF_OK)
+        am = malloc(n * sizeof *am);
+        av = malloc(n * sizeof *av);
+        if (am == NULL || av == NULL) {
+            st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory for a checkpoint");
             goto fail;
-        if ((st = clf_model_flat_read(m, CLF_SLOT_ADAM_V, av, err)) != CLF_OK)
+        }
+        if ((st = clf_model_flat_read(m, CLF_SLOT_ADAM_M, am, err)) != CLF_OK ||
+            (st = clf_model_flat_read(m, CLF_SLOT_ADAM_V, av, err)) != CLF_OK)
             goto fail;
+        wm = am;
+        wv = av;
         optim = 1;
     }
     size_t ylen = clf_config_to_yaml(cfg, NULL, 0);
@@ -165,8 +166,8 @@ clf_status clf_checkpoint_save_ex(const char *path, clf_model *m, const clf_mode
             goto fail;
     if ((st = add_all(w, m, "", par, err)) != CLF_OK)
         goto fail;
-    if (optim && ((st = add_all(w, m, "optim.m.", am, err)) != CLF_OK ||
-                  (st = add_all(w, m, "optim.v.", av, err)) != CLF_OK))
+    if (optim && ((st = add_all(w, m, "optim.m.", wm, err)) != CLF_OK ||
+                  (st = add_all(w, m, "optim.v.", wv, err)) != CLF_OK))
         goto fail;
     if ((st = clf_st_writer_add_checksums(w, err)) != CLF_OK ||
         (st = clf_st_writer_write(w, path, err)) != CLF_OK)

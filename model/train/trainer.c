@@ -501,16 +501,6 @@ static clf_status eval_seq(run *r, clf_train_eval *e, clf_error *err)
     return CLF_OK;
 }
 
-/* FNV-1a over the parameters' bytes. */
-static uint64_t params_hash(const float *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *b = (const unsigned char *)p;
-    for (size_t i = 0; i < n * sizeof *p; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 /* Data parallel: every rank evaluated the same parameters; rank 0's figures
  * become everyone's (devices may round differently, and early stopping
  * must decide alike everywhere), and the parameters are checked to be
@@ -533,7 +523,7 @@ static clf_status agree_eval(run *r, clf_train_eval *e, clf_error *err)
     if (p == NULL)
         return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
     st = clf_model_flat_read(r->m, CLF_SLOT_PARAM, p, err);
-    const uint64_t h = st == CLF_OK ? params_hash(p, np) : 0;
+    const uint64_t h = st == CLF_OK ? clf_hash64(p, np * sizeof *p, 0) : 0;
     free(p);
     if (st != CLF_OK)
         return st;
@@ -644,6 +634,13 @@ static clf_status source_create(const clf_model_config *cfg, const clf_train_dat
     return clf_batch_source_sentences(data->train, bo, cfg->kind, out, err);
 }
 
+/* Steps of a run whose source yields `batches` (train.steps if set, else
+ * the epochs' batches), a step drawing `draws` of them. */
+static uint64_t steps_of(const clf_model_config *cfg, uint64_t batches, uint64_t draws)
+{
+    return cfg->train.steps == 0 && draws > 1 ? (batches + draws - 1) / draws : batches;
+}
+
 clf_status clf_trainer_total_steps(const clf_model_config *cfg, const clf_train_data *data,
                                    int ranks, uint64_t *total, clf_error *err)
 {
@@ -653,10 +650,10 @@ clf_status clf_trainer_total_steps(const clf_model_config *cfg, const clf_train_
     if (st == CLF_OK)
         st = clf_batch_source_total_steps(src, cfg->train.steps, cfg->train.epochs, total, err);
     clf_batch_source_destroy(src);
-    const uint64_t draws = (uint64_t)(cfg->train.accumulate > 1 ? cfg->train.accumulate : 1) *
-                           (uint64_t)(ranks > 1 ? ranks : 1);
-    if (st == CLF_OK && cfg->train.steps == 0) /* epochs count batches: as run_open */
-        *total = (*total + draws - 1) / draws;
+    if (st == CLF_OK)
+        *total = steps_of(cfg, *total,
+                          (uint64_t)(cfg->train.accumulate > 1 ? cfg->train.accumulate : 1) *
+                              (uint64_t)(ranks > 1 ? ranks : 1));
     return st;
 }
 
@@ -881,9 +878,7 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
             (cfg->train.shard_optimizer && (st = shard_open(r, err)) != CLF_OK))
             return st;
     }
-    /* epochs count batches: a step takes `draws` of them */
-    if (r->draws > 1 && cfg->train.steps == 0)
-        *total = (*total + (uint64_t)r->draws - 1) / (uint64_t)r->draws;
+    *total = steps_of(cfg, *total, (uint64_t)r->draws); /* epochs count batches */
     if (r->draws > 1) {
         r->micro = calloc((size_t)r->n_micro, sizeof *r->micro);
         r->micro_data = calloc((size_t)r->n_micro, sizeof *r->micro_data);

@@ -59,6 +59,27 @@ clf_status clf_gemm_state_get(clf_runtime *rt, gemm_state **out, clf_error *err)
     return CLF_OK;
 }
 
+clf_status clf_gemm_scratch_grow(clf_runtime *rt, clf_buffer **buf, size_t *floats, size_t need,
+                                 const char *what, clf_error *err)
+{
+    if (need <= *floats)
+        return CLF_OK;
+    clf_buffer_destroy(*buf);
+    *buf = NULL;
+    *floats = 0;
+    clf_status s = clf_buffer_create(rt, need * sizeof(float), buf, err);
+    if (s == CLF_OK)
+        s = clf_buffer_fill(rt, *buf, 0, need * sizeof(float), 0u, err);
+    if (s != CLF_OK) {
+        clf_error_prefix(err, "gemm: allocating the %s", what);
+        clf_buffer_destroy(*buf);
+        *buf = NULL;
+        return s;
+    }
+    *floats = need;
+    return CLF_OK;
+}
+
 size_t clf_gemm_workspace_bytes(clf_runtime *rt)
 {
     const gemm_state *st = *clf_runtime_gemm_slot(rt);
@@ -73,11 +94,8 @@ static clf_status check_extent(const char *name, clf_dtype type, clf_ptr p, size
                                size_t cols, size_t ld, size_t stride, size_t batch, clf_error *err)
 {
     const size_t have = clf_buffer_size(p.buf) / clf_dtype_size(type);
-    /* last element + 1 = off + (batch-1)*stride + (rows-1)*ld + cols, without overflow */
-    size_t need = p.off, t;
-    if (__builtin_mul_overflow(batch - 1, stride, &t) || __builtin_add_overflow(need, t, &need) ||
-        __builtin_mul_overflow(rows - 1, ld, &t) || __builtin_add_overflow(need, t, &need) ||
-        __builtin_add_overflow(need, cols, &need) || need > have)
+    size_t need = 0;
+    if (!clf_matrix_end(p.off, rows, cols, ld, stride, batch, &need) || need > have)
         return clf_error_set(err, CLF_ERR_ARG,
                              "gemm: %s (%zu x %zu, ld %zu, offset %zu, batch %zu, stride %zu) "
                              "reaches past the end of its buffer of %zu %s elements",

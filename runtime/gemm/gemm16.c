@@ -22,24 +22,19 @@ int clf_gemm_is16(const clf_gemm_desc *d)
     return d->a_type != CLF_DT_F32 || d->b_type != CLF_DT_F32 || d->c_type != CLF_DT_F32;
 }
 
-/* Grow the conversion scratch to exactly `floats` (zeroed: clf_gemm_prepare
- * may time candidates on it), the old buffer released first. */
-static clf_status conv_reserve(clf_runtime *rt, gemm_state *st, size_t floats, clf_error *err)
+/* Point *p (row stride *ld, batch stride *stride) at n dense float32
+ * matrices of rows x cols at element off of the conversion scratch, and,
+ * with copy, widen src's into them. */
+static clf_status to_f32(clf_runtime *rt, gemm_state *st, size_t off, clf_dtype t, clf_ptr src,
+                         size_t src_ld, size_t src_stride, size_t rows, size_t cols, size_t n,
+                         int copy, clf_ptr *p, size_t *ld, size_t *stride, clf_error *err)
 {
-    if (floats <= st->conv_floats)
-        return CLF_OK;
-    clf_buffer_destroy(st->conv);
-    st->conv = NULL;
-    st->conv_floats = 0;
-    clf_status s = clf_buffer_create(rt, floats * sizeof(float), &st->conv, err);
-    if (s == CLF_OK)
-        s = clf_buffer_fill(rt, st->conv, 0, floats * sizeof(float), 0u, err);
-    if (s != CLF_OK) {
-        clf_error_prefix(err, "gemm: allocating the 16-bit conversion scratch");
-        return s;
-    }
-    st->conv_floats = floats;
-    return CLF_OK;
+    *p = (clf_ptr){st->conv, off};
+    *ld = cols;
+    *stride = n > 1 ? rows * cols : 0;
+    return copy ? clf_convert_matrix(rt, CLF_DT_F32, *p, *ld, *stride, t, src, src_ld, src_stride,
+                                     rows, cols, n, err)
+                : CLF_OK;
 }
 
 clf_status clf_gemm16_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine engine, int cand,
@@ -55,38 +50,22 @@ clf_status clf_gemm16_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine engin
     const size_t nb = batch > 1 && d->stride_b == 0 ? 1 : batch;
     const size_t fa = a16 ? na * a_rows * a_cols : 0, fb = b16 ? nb * b_rows * b_cols : 0;
     const size_t fc = c16 ? batch * d->m * d->n : 0;
-    clf_status s = conv_reserve(rt, st, fa + fb + fc, err);
+    clf_status s = clf_gemm_scratch_grow(rt, &st->conv, &st->conv_floats, fa + fb + fc,
+                                         "16-bit conversion scratch", err);
     if (s != CLF_OK)
         return s;
     clf_gemm_desc x = *d;
     x.a_type = x.b_type = x.c_type = CLF_DT_F32;
-    if (a16) {
-        x.a = (clf_ptr){st->conv, 0};
-        x.lda = a_cols;
-        x.stride_a = na > 1 ? a_rows * a_cols : 0;
-        if (!prepare &&
-            (s = clf_convert_matrix(rt, CLF_DT_F32, x.a, x.lda, x.stride_a, d->a_type, d->a, d->lda,
-                                    d->stride_a, a_rows, a_cols, na, err)) != CLF_OK)
-            return s;
-    }
-    if (b16) {
-        x.b = (clf_ptr){st->conv, fa};
-        x.ldb = b_cols;
-        x.stride_b = nb > 1 ? b_rows * b_cols : 0;
-        if (!prepare &&
-            (s = clf_convert_matrix(rt, CLF_DT_F32, x.b, x.ldb, x.stride_b, d->b_type, d->b, d->ldb,
-                                    d->stride_b, b_rows, b_cols, nb, err)) != CLF_OK)
-            return s;
-    }
-    if (c16) {
-        x.c = (clf_ptr){st->conv, fa + fb};
-        x.ldc = d->n;
-        x.stride_c = d->m * d->n;
-        if (!prepare && d->beta != 0.0f &&
-            (s = clf_convert_matrix(rt, CLF_DT_F32, x.c, x.ldc, x.stride_c, d->c_type, d->c, d->ldc,
-                                    d->stride_c, d->m, d->n, batch, err)) != CLF_OK)
-            return s;
-    }
+    if (a16 && (s = to_f32(rt, st, 0, d->a_type, d->a, d->lda, d->stride_a, a_rows, a_cols, na,
+                           !prepare, &x.a, &x.lda, &x.stride_a, err)) != CLF_OK)
+        return s;
+    if (b16 && (s = to_f32(rt, st, fa, d->b_type, d->b, d->ldb, d->stride_b, b_rows, b_cols, nb,
+                           !prepare, &x.b, &x.ldb, &x.stride_b, err)) != CLF_OK)
+        return s;
+    /* a 16-bit C: its old values are read only when beta != 0 */
+    if (c16 && (s = to_f32(rt, st, fa + fb, d->c_type, d->c, d->ldc, d->stride_c, d->m, d->n, batch,
+                           !prepare && d->beta != 0.0f, &x.c, &x.ldc, &x.stride_c, err)) != CLF_OK)
+        return s;
     if (prepare)
         return clf_gemm_prepare(rt, &x, err);
     s = cand >= 0 ? clf_gemm_cand_run(rt, st, cand, &x, err) : clf_gemm_with(rt, engine, &x, err);

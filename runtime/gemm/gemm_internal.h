@@ -108,6 +108,13 @@ static inline uint32_t clf_gemm_epi_of(const clf_gemm_desc *d)
 /* dispatch.c: the runtime's GEMM state (created on first use, with the
  * device's configurations listed by native.c). */
 clf_status clf_gemm_state_get(clf_runtime *rt, gemm_state **out, clf_error *err);
+/* dispatch.c: grow one of the state's scratch buffers (*buf holding
+ * *floats) to exactly `need` floats, zeroed (a prepare may time candidates
+ * on it before anything is written). The old buffer is released first, so
+ * the runtime's memory count never holds both; queued kernels keep it alive
+ * on the device until they finish. Nothing happens when it is large enough. */
+clf_status clf_gemm_scratch_grow(clf_runtime *rt, clf_buffer **buf, size_t *floats, size_t need,
+                                 const char *what, clf_error *err);
 /* gemm16.c: a descriptor with a 16-bit A, B or C: run (cand >= 0: that
  * candidate; else by engine) or, with prepare set, only ready it, through
  * float32 copies in st->conv. d is validated, m, n > 0. */

@@ -259,25 +259,13 @@ clf_status clf_gemm_native_init(clf_runtime *rt, gemm_native *nat, clf_error *er
     return nat->status;
 }
 
-/* Grow the shared scratch to exactly `floats` (a training step's shapes are
- * all reserved up front by clf_gemm_prepare, so it grows a few times while
- * planning and never in the loop). The old buffer is released before the
- * new one is made, so the runtime's memory count never holds both; queued
- * kernels keep the old one alive on the device until they finish. */
+/* The shared scratch, grown to exactly the largest need so far (a training
+ * step's shapes are all reserved up front by clf_gemm_prepare, so it grows
+ * a few times while planning and never in the loop). */
 static clf_status scratch_reserve(clf_runtime *rt, gemm_state *st, size_t floats, clf_error *err)
 {
-    if (floats <= st->scratch_floats)
-        return CLF_OK;
-    clf_buffer_destroy(st->scratch);
-    st->scratch = NULL;
-    st->scratch_floats = 0;
-    clf_status s = clf_buffer_create(rt, floats * sizeof(float), &st->scratch, err);
-    if (s != CLF_OK) {
-        clf_error_prefix(err, "gemm: allocating the packing scratch");
-        return s;
-    }
-    st->scratch_floats = floats;
-    return CLF_OK;
+    return clf_gemm_scratch_grow(rt, &st->scratch, &st->scratch_floats, floats, "packing scratch",
+                                 err);
 }
 
 size_t clf_gemm_workspace_estimate(int trans_a, int trans_b, size_t m, size_t n, size_t k)
