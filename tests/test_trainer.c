@@ -59,7 +59,7 @@ static const char *YAML_CFG = "model:\n"
                               "  steps: 60\n"
                               "  optimizer: {type: adamw, lr: 1.0e-2, weight_decay: 0.1}\n"
                               "  schedule: {type: cosine, warmup: 4, min_lr: 1.0e-3}\n"
-                              "  eval: {every: 20, batches: 2}\n"
+                              "  eval: {every: 20, batches: 8}\n"
                               "  log_every: 1\n";
 
 typedef struct rec {
@@ -313,12 +313,15 @@ int main(void)
         all &= a.seen[s];
     TU_CHECK(all && ra.last_step == STEPS && !ra.interrupted, "A: %d steps logged",
              (int)ra.last_step);
+    /* Seed-dependent bars, set from 200 seeds on PoCL: the first-5 minus last-5 loss drop is
+     * 0.70 +- 0.07 (least 0.39), the validation loss at step 20 (8 batches) 3.28 +- 0.06 (most
+     * 3.41; with 2 batches the estimate alone varied enough to cross ln V - 0.5 once). */
     double first5 = 0, last5 = 0;
     for (int s = 1; s <= 5; s++) {
         first5 += a.loss[s] / 5.0;
         last5 += a.loss[STEPS - 5 + s] / 5.0;
     }
-    TU_CHECK(last5 < first5 - 0.35, "A: loss falls: first 5 steps %.4f, last 5 %.4f", first5,
+    TU_CHECK(last5 < first5 - 0.25, "A: loss falls: first 5 steps %.4f, last 5 %.4f", first5,
              last5);
     TU_CHECK(isfinite(a.val[20]) && isfinite(a.val[STEPS]) && a.val[20] < log((double)V) - 0.5 &&
                  a.val[STEPS] < log((double)V) - 0.5,
