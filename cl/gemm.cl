@@ -343,13 +343,17 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
 }
 #define GEMM_LOAD_B_EDGE(v) gemm_load_b_edge(b, (v), N - j0)
 
-/* The epilogue (epi): bit 0 adds bias[j] to column j; bits 1.. name an
- * activation (GEMM_EPI_ACT_*, clformer's clf_gemm_act) written to D (row
- * stride ldd), C keeping the value before it. Its functions are common.cl's,
- * the ones elementwise.cl's kernels use, so a fused and an unfused layer
- * give the same bits. */
+/* The epilogue (epi): bit 0 adds bias[j] to column j; bit 1 then adds D
+ * (row stride ldd: a residual connection, D read; the host keeps it apart
+ * from C, which deep products accumulate slice by slice); bits 2.. name an activation
+ * (GEMM_EPI_ACT_*, clformer's clf_gemm_act) written to D, C keeping the
+ * value before it (the host never sets both). Its functions are common.cl's,
+ * the ones elementwise.cl's kernels use, and the additions run in the order
+ * of the unfused ops (product, + bias, + residual), so a fused and an
+ * unfused layer give the same bits. */
 #define GEMM_EPI_BIAS 1u
-#define GEMM_EPI_ACT(epi) ((epi) >> 1)
+#define GEMM_EPI_RES 2u
+#define GEMM_EPI_ACT(epi) ((epi) >> 2)
 #define GEMM_ACT_V(name) GEMM_CAT(name, GEMM_VW)
 
 static inline floatV gemm_act_v(uint act, floatV x)
@@ -401,6 +405,8 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
                     o = fma((floatV)(beta), vloadV(v, c), o);
                 if (epi & GEMM_EPI_BIAS)
                     o += vloadV(v, bias + j0);
+                if (epi & GEMM_EPI_RES)
+                    o += vloadV(v, dr);
                 vstoreV(o, v, c);
                 if (act)
                     vstoreV(gemm_act_v(act, o), v, dr);
@@ -418,6 +424,8 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
                         o = fma(beta, c[j], o);
                     if (epi & GEMM_EPI_BIAS)
                         o += bias[j0 + j];
+                    if (epi & GEMM_EPI_RES)
+                        o += dr[j];
                     c[j] = o;
                     if (act)
                         dr[j] = gemm_act_1(act, o);
@@ -621,6 +629,8 @@ __kernel __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void gemm_nt_dot(G
                 o = fma(beta, cr[c], o);
             if (epi & GEMM_EPI_BIAS)
                 o += bias[bias_off + j0 + (ulong)c];
+            if (epi & GEMM_EPI_RES)
+                o += dr[c];
             cr[c] = o;
             if (act)
                 dr[c] = gemm_act_1(act, o);
@@ -648,6 +658,8 @@ __kernel void gemm_splitk_reduce(ulong M, ulong N, ulong P, __global const float
         o = fma(beta, *c, o);
     if (epi & GEMM_EPI_BIAS)
         o += bias[bias_off + j];
+    if (epi & GEMM_EPI_RES)
+        o += D[d_off + i * ldd + j];
     *c = o;
     const uint act = GEMM_EPI_ACT(epi);
     if (act)
@@ -655,7 +667,7 @@ __kernel void gemm_splitk_reduce(ulong M, ulong N, ulong P, __global const float
 }
 
 /* The epilogue alone, after a GEMM that had none (CLBlast's): C [M, N]
- * (row stride ldc) += bias, D = act(C). One work-item per element, NDRange
+ * (row stride ldc) += bias (+= D), D = act(C). One work-item per element, NDRange
  * (N, M). The same functions as the fused store, so both engines give the
  * same bits for the same C. */
 __kernel void gemm_epilogue(ulong M, ulong N, __global float *C, ulong c_off, ulong ldc,
@@ -666,10 +678,12 @@ __kernel void gemm_epilogue(ulong M, ulong N, __global float *C, ulong c_off, ul
         return;
     __global float *c = C + c_off + i * ldc + j;
     float o = *c;
-    if (epi & GEMM_EPI_BIAS) {
+    if (epi & GEMM_EPI_BIAS)
         o += bias[bias_off + j];
+    if (epi & GEMM_EPI_RES)
+        o += D[d_off + i * ldd + j];
+    if (epi & (GEMM_EPI_BIAS | GEMM_EPI_RES))
         *c = o;
-    }
     const uint act = GEMM_EPI_ACT(epi);
     if (act)
         D[d_off + i * ldd + j] = gemm_act_1(act, o);
@@ -782,6 +796,8 @@ gemm_tiled(ulong M, ulong N, ulong K, float alpha, __global const float *A, ulon
                 o = fma(beta, cz[i * ldc + j], o);
             if (epi & GEMM_EPI_BIAS)
                 o += bias[bias_off + j];
+            if (epi & GEMM_EPI_RES)
+                o += D[d_off + i * ldd + j];
             cz[i * ldc + j] = o;
             if (act)
                 D[d_off + i * ldd + j] = gemm_act_1(act, o);

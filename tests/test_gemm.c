@@ -19,12 +19,15 @@
  *     end, overlapping batch outputs, a bad transpose flag, NULL.
  *   - clf_gemm_prepare validates and readies a shape that then runs.
  *   - Epilogues (bias, bias + ReLU / GELU erf / GELU tanh / SiLU into a
- *     second matrix D) on both engines at shapes taking every native path,
- *     against float64, and on the native engine bit for bit the unfused
- *     GEMM + clf_op_bias_act_forward; an activation without D and an
- *     epilogue on a batch are refused.
+ *     second matrix D, a residual D added with or without bias) on both
+ *     engines at shapes taking every native path, against float64, and on
+ *     the native engine bit for bit the unfused GEMM +
+ *     clf_op_bias_act_forward (+ clf_op_add); an activation without D, an
+ *     epilogue on a batch, a residual without D, overlapping C, with an
+ *     activation or into a 16-bit C are refused.
  *   - Split-K (forced: 2, 3, 5 slices) at every transpose, with alpha, beta
- *     and an epilogue, bit-identical reruns; a K no P divides runs unsplit.
+ *     and an epilogue (bias + GELU, bias + residual), bit-identical reruns;
+ *     a K no P divides runs unsplit.
  *
  * Tolerance: |got - ref| <= atol + rtol |ref| with rtol = 1e-4 and
  * atol = 1e-5 sqrt(K) max(1, |alpha|). Inputs are uniform in [-1, 1]; a
@@ -549,12 +552,13 @@ static void test_auto_cache(tu_rng *r)
     rmdir(dir);
 }
 
-/* Epilogues (bias, bias + activation into D) at shapes that take every
- * native path (row blocks with edges, the deep-K slices, the few-rows dot
- * kernel, k = 0) on `engine`: C and D against float64 (C's tolerance; the
- * activations' slopes are at most 1.13); columns of D past n untouched;
- * and on the native engine, bit for bit the unfused ops the model used
- * before (GEMM, then clf_op_bias_act_forward). */
+/* Epilogues (bias, bias + activation into D, a residual D added with or
+ * without bias) at shapes that take every native path (row blocks with
+ * edges, the deep-K slices, the few-rows dot kernel, k = 0) on `engine`: C
+ * and D against float64 (C's tolerance; the activations' slopes are at most
+ * 1.13); columns of C and D past n untouched, a residual D unchanged; and
+ * on the native engine, bit for bit the unfused ops the model used before
+ * (GEMM, then clf_op_bias_act_forward, then clf_op_add for a residual). */
 static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng *r)
 {
     static const size_t shapes[][4] = {
@@ -568,16 +572,18 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                                CLF_ACT_SILU};
     clf_error e;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-        for (int ai = 0; ai < 5; ai++)
+        for (int ai = 0; ai < 6; ai++) /* 5: no activation, a residual */
             for (int with_bias = 0; with_bias < 2; with_bias++) {
                 const size_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
                 const int tb = (int)shapes[si][3];
-                const clf_gemm_act act = acts[ai];
-                if (act == CLF_GEMM_ACT_NONE && !with_bias)
+                const int res = ai == 5;
+                const clf_gemm_act act = res ? CLF_GEMM_ACT_NONE : acts[ai];
+                if (act == CLF_GEMM_ACT_NONE && !with_bias && !res)
                     continue;
                 if (tu_simulator() && m * n * k > 20000)
                     continue;
-                if (light && (m * n * k > 2000 || (act != CLF_GEMM_ACT_GELU_ERF && act != 0)))
+                if (light && (m * n * k > 2000 || (act != CLF_GEMM_ACT_GELU_ERF && act != 0) ||
+                              (res && !with_bias)))
                     continue;
                 const size_t ld = n + 3, na = m * (k ? k : 1), nb = n * (k ? k : 1);
                 float *A = malloc(na * 4), *Bm = malloc(nb * 4), *bias = malloc(n * 4);
@@ -588,6 +594,11 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                 tu_fill(r, bias, n, -2, 2);
                 for (size_t i = 0; i < m * ld; i++)
                     C[i] = D[i] = 7.0f;
+                if (res) /* the residual: fresh values, 7 past n */
+                    for (size_t i = 0; i < m; i++)
+                        tu_fill(r, D + i * ld, n, -3, 3);
+                float *R = malloc(m * ld * 4);
+                memcpy(R, D, m * ld * 4);
                 clf_ptr dA = tu_upload(rt, A, na), dB = tu_upload(rt, Bm, nb);
                 clf_ptr dbias = tu_upload(rt, bias, n), dC = tu_upload(rt, C, m * ld);
                 clf_ptr dD = tu_upload(rt, D, m * ld);
@@ -606,7 +617,8 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                                    .ldc = ld,
                                    .bias = with_bias ? dbias : (clf_ptr){NULL, 0},
                                    .act = act,
-                                   .d = act ? dD : (clf_ptr){NULL, 0},
+                                   .residual = res,
+                                   .d = act || res ? dD : (clf_ptr){NULL, 0},
                                    .ldd = ld};
                 tu_ok(gemm_by(rt, engine, &d, &e), &e, "gemm with an epilogue");
                 tu_download(rt, dC, C, m * ld);
@@ -624,6 +636,7 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                         for (size_t q = 0; q < k; q++)
                             acc += (double)A[i * k + q] * (tb ? Bm[j * k + q] : Bm[q * n + j]);
                         acc += with_bias ? bias[j] : 0.0;
+                        acc += res ? R[i * ld + j] : 0.0;
                         rc[i * n + j] = acc;
                         rd[i * n + j] = tu_act_ref((int)act, acc);
                         gc[i * n + j] = C[i * ld + j];
@@ -631,9 +644,12 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                     }
                 char name[160];
                 const double atol = 1e-5 * sqrt((double)(k ? k : 1)) + 1e-6;
-                snprintf(name, sizeof name, "%s epilogue act=%d bias=%d m=%zu n=%zu k=%zu tb=%d C",
-                         engine, (int)act, with_bias, m, n, k, tb);
+                snprintf(name, sizeof name,
+                         "%s epilogue act=%d bias=%d residual=%d m=%zu n=%zu k=%zu tb=%d C", engine,
+                         (int)act, with_bias, res, m, n, k, tb);
                 tu_close(name, gc, rc, m * n, atol, 1e-4);
+                if (res)
+                    TU_CHECK(memcmp(D, R, m * ld * 4) == 0, "%s: the residual D unchanged", name);
                 if (act) {
                     name[strlen(name) - 1] = 'D';
                     tu_close(name, gd, rd, m * n, atol, 1e-4);
@@ -644,10 +660,11 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                     for (size_t i = 0; i < m * ld; i++)
                         Cu[i] = Du[i] = 7.0f;
                     tu_ok(clf_ptr_write(rt, dC, Cu, m * ld, &e), &e, "reset C");
-                    tu_ok(clf_ptr_write(rt, dD, Du, m * ld, &e), &e, "reset D");
+                    tu_ok(clf_ptr_write(rt, dD, res ? R : Du, m * ld, &e), &e, "reset D");
                     clf_gemm_desc plain = d;
                     plain.bias = (clf_ptr){NULL, 0};
                     plain.act = CLF_GEMM_ACT_NONE;
+                    plain.residual = 0;
                     plain.d = (clf_ptr){NULL, 0};
                     tu_ok(gemm_by(rt, engine, &plain, &e), &e, "gemm");
                     int same = 1;
@@ -657,6 +674,8 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                                                       with_bias ? dbias : (clf_ptr){NULL, 0},
                                                       act ? drow : crow, 1, n, &e),
                               &e, "bias_act");
+                        if (res)
+                            tu_ok(clf_op_add(rt, crow, crow, drow, n, &e), &e, "add");
                     }
                     tu_download(rt, dC, Cu, m * ld);
                     tu_download(rt, dD, Du, m * ld);
@@ -664,7 +683,8 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                         for (size_t j = 0; j < n; j++)
                             same &= (act ? Du[i * ld + j] == D[i * ld + j]
                                          : Cu[i * ld + j] == C[i * ld + j]);
-                    TU_CHECK(same, "%s: the same bits as GEMM + clf_op_bias_act_forward", name);
+                    TU_CHECK(same, "%s: the same bits as GEMM + clf_op_bias_act_forward%s", name,
+                             res ? " + clf_op_add" : "");
                 }
                 tu_free(dA);
                 tu_free(dB);
@@ -678,6 +698,7 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                 free(D);
                 free(Cu);
                 free(Du);
+                free(R);
                 free(rc);
                 free(rd);
                 free(gc);
@@ -699,6 +720,31 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
     bad.stride_c = 16;
     TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG, "an epilogue on a batch is refused: %s",
              e.msg);
+    bad.bias = (clf_ptr){NULL, 0};
+    bad.residual = 1;
+    bad.d = clf_ptr_at(x, 32);
+    bad.ldd = 4;
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG, "a residual on a batch is refused: %s",
+             e.msg);
+    bad.batch = 0;
+    bad.d = (clf_ptr){NULL, 0};
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "residual") != NULL,
+             "a residual without D is refused: %s", e.msg);
+    bad.d = clf_ptr_at(x, 13);
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "overlaps") != NULL,
+             "a residual D overlapping C is refused: %s", e.msg);
+    bad.d = clf_ptr_at(x, 32);
+    bad.act = CLF_GEMM_ACT_RELU;
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG,
+             "a residual and an activation together are refused: %s", e.msg);
+    bad.act = CLF_GEMM_ACT_NONE;
+    bad.c_type = CLF_DT_BF16;
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "float32 C") != NULL,
+             "a residual into a 16-bit C is refused: %s", e.msg);
+    bad.c_type = CLF_DT_F32;
+    bad.a = clf_ptr_at(x, 48);
+    bad.b = clf_ptr_at(x, 48);
+    tu_ok(gemm_by(rt, engine, &bad, &e), &e, "a residual D beside C");
     tu_free(x);
 }
 
@@ -827,6 +873,17 @@ static void split_case(clf_runtime *rt, const char *who, size_t P, tu_rng *r)
     tu_close(name, c1, rc, m * n, 1e-4, 1e-4);
     snprintf(name, sizeof name, "split-K P=%zu %s TN with bias + GELU: D", P, who);
     tu_close(name, dd, rd, m * n, 1e-4, 1e-4);
+    /* bias + a residual after the reduction: D (fresh values) added */
+    tu_fill(r, dd, m * n, -2, 2);
+    tu_ok(clf_ptr_write(rt, dd_, dd, m * n, &err), &err, "residual");
+    d.act = CLF_GEMM_ACT_NONE;
+    d.residual = 1;
+    tu_ok(gemm_by(rt, who, &d, &err), &err, "split gemm with a residual");
+    tu_download(rt, dc, c1, m * n);
+    for (size_t i = 0; i < m * n; i++)
+        rc[i] += dd[i];
+    snprintf(name, sizeof name, "split-K P=%zu %s TN with bias + residual: C", P, who);
+    tu_close(name, c1, rc, m * n, 1e-4, 1e-4);
     tu_free(da);
     tu_free(db);
     tu_free(dbias);
@@ -849,8 +906,8 @@ static void split_case(clf_runtime *rt, const char *who, size_t P, tu_rng *r)
  * only products whose output cannot fill the device): P = 2, 3, 5 slices
  * on every native configuration, at every transpose, odd M and N, K a
  * multiple of P (60, 1200), alpha and beta, against float64 (run_case);
- * reruns bit-identical; with an epilogue; a P that does not divide K falls
- * back to no split. */
+ * reruns bit-identical; with an epilogue (bias + GELU, bias + residual); a
+ * P that does not divide K falls back to no split. */
 static void test_split_k(tu_rng *r)
 {
     const size_t Ps[] = {2, 3, 5};

@@ -524,8 +524,11 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
         (st = carve(m, &m->logits, nlogits, err)) != CLF_OK ||
         (st = carve(m, &m->losses, nlab, err)) != CLF_OK ||
         (st = carve(m, &m->scalars, 4, err)) != CLF_OK ||
-        (st = carve(m, &m->red, red, err)) != CLF_OK ||
-        (st = carve(m, &m->proj, R * C, err)) != CLF_OK)
+        (st = carve(m, &m->red, red, err)) != CLF_OK)
+        return st;
+    /* the sublayers add their residuals in their projections' write-out;
+     * only dropout before the add needs the projection on its own */
+    if (train && s->p_resid > 0 && (st = carve(m, &m->proj, R * C, err)) != CLF_OK)
         return st;
     if (s->head != MI_HEAD_LM && s->pool == MI_POOL_MEAN &&
         (st = carve(m, &m->pooled, B * C, err)) != CLF_OK)

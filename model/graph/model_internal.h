@@ -225,7 +225,8 @@ struct clf_model {
     clf_ptr scalars;      /* [4]: loss mean, sumsq, gscale, gnorm */
     clf_ptr red;          /* reduction scratch */
     clf_ptr qkv;          /* [rows, 3C] scratch (inference: mi_encode's cross keys) */
-    clf_ptr proj;         /* [rows, C] sublayer output scratch */
+    clf_ptr proj;         /* [rows, C] a sublayer's projection before dropout (training
+                           * with p_resid > 0 only) */
 
     /* backward scratch (CLF_MODEL_TRAIN) */
     clf_ptr dres;          /* [rows, C] gradient of the residual stream */

@@ -138,23 +138,38 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
         return s;
     if (d->act < CLF_GEMM_ACT_NONE || d->act > CLF_GEMM_ACT_SILU)
         return clf_error_set(err, CLF_ERR_ARG, "gemm: unknown epilogue activation %d", (int)d->act);
-    if ((d->bias.buf != NULL || d->act != CLF_GEMM_ACT_NONE) && batch > 1)
+    if ((d->bias.buf != NULL || d->act != CLF_GEMM_ACT_NONE || d->residual) && batch > 1)
         return clf_error_set(err, CLF_ERR_ARG,
-                             "gemm: an epilogue (bias, activation) needs a single matrix, not "
-                             "a batch of %zu",
+                             "gemm: an epilogue (bias, activation, residual) needs a single "
+                             "matrix, not a batch of %zu",
                              batch);
     if (d->bias.buf != NULL &&
         (s = check_extent("bias", CLF_DT_F32, d->bias, 1, d->n, d->n, 0, 1, err)) != CLF_OK)
         return s;
-    if (d->act != CLF_GEMM_ACT_NONE) {
+    if (d->residual && d->act != CLF_GEMM_ACT_NONE)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "gemm: an epilogue takes an activation or a residual, not both");
+    if (d->residual && d->c_type != CLF_DT_F32)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "gemm: a residual epilogue needs a float32 C (D is float32)");
+    if (d->act != CLF_GEMM_ACT_NONE || d->residual) {
         if (d->d.buf == NULL)
-            return clf_error_set(err, CLF_ERR_ARG,
-                                 "gemm: an epilogue activation needs D (the activated output)");
+            return clf_error_set(err, CLF_ERR_ARG, "gemm: an epilogue %s needs D (%s)",
+                                 d->residual ? "residual" : "activation",
+                                 d->residual ? "the matrix added" : "the activated output");
         if (d->ldd < d->n)
             return clf_error_set(err, CLF_ERR_ARG, "gemm: ldd=%zu is smaller than n=%zu", d->ldd,
                                  d->n);
         if ((s = check_extent("D", CLF_DT_F32, d->d, d->m, d->n, d->ldd, 0, 1, err)) != CLF_OK)
             return s;
+        size_t c_end = 0, d_end = 0; /* both checked above */
+        if (d->residual && d->d.buf == d->c.buf && d->m > 0 && d->n > 0 &&
+            clf_matrix_end(d->c.off, d->m, d->n, d->ldc, 0, 1, &c_end) &&
+            clf_matrix_end(d->d.off, d->m, d->n, d->ldd, 0, 1, &d_end) && d->d.off < c_end &&
+            d->c.off < d_end)
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "gemm: the residual D overlaps C (deep products accumulate C "
+                                 "slice by slice, so the residual would be read changed)");
     }
     if (d->k == 0)
         return CLF_OK; /* A and B are not read */

@@ -8,8 +8,10 @@
  * a.off + i * stride_a (likewise B and C), used for attention heads.
  *
  * An epilogue may follow in the same pass: bias (N floats) added to every
- * row of C, then an activation of the result written to a second matrix D
- * (C keeps the value before it, what a backward pass needs). The native
+ * row of C, then either an activation of the result written to a second
+ * matrix D (C keeps the value before it, what a backward pass needs) or a
+ * residual: D read and added to C (C = op(A) op(B) + bias + D, a residual
+ * connection's add; D must not overlap C). The native
  * engine applies it as it stores C; after CLBlast it is one more pass.
  *
  * A, B and C may each be stored in 16 bits (a_type, b_type, c_type: bf16
@@ -53,10 +55,12 @@ typedef struct clf_gemm_desc {
     size_t ldc;
     size_t batch; /* 0 or 1 = one matrix */
     size_t stride_a, stride_b, stride_c;
-    /* epilogue (one matrix only): C += bias (buf NULL = none); with act,
-     * D [m, n] (row stride ldd) = act(C) */
+    /* epilogue (one matrix only): C += bias (buf NULL = none); then with
+     * act, D [m, n] (row stride ldd) = act(C), or with residual (act NONE),
+     * C += D */
     clf_ptr bias;
     clf_gemm_act act;
+    int residual;
     clf_ptr d;
     size_t ldd;
     /* storage of A, B and C (0 = CLF_DT_F32) */
