@@ -1,11 +1,12 @@
 /*
- * test_elementwise.c - add, scale, axpy, residual, fused bias + activation,
+ * test_elementwise.c - add, scale, zero, axpy, residual, fused bias + activation,
  * bias gradient, SwiGLU forward and backward, against float64 references.
  *
  * What is checked (tolerances |got - ref| <= atol + rtol |ref|)
  * - add / residual / scale / axpy at n = 1, 7, 33, 257, 1000, 100003, at
  *   nonzero element offsets, and add with out aliasing an input:
- *   atol 1e-7, rtol 2e-7 (one float rounding).
+ *   atol 1e-7, rtol 2e-7 (one float rounding); zero from offset 1 exactly
+ *   +0.0, the element before it untouched.
  * - bias_act_forward for every activation, with and without bias, over
  *   [R, N] = 1x1, 3x5, 17x129, 64x768, 9x95: h updated to h + bias (rtol 2e-7),
  *   out = act(h + bias) (atol 2e-6, rtol 1e-5).
@@ -64,6 +65,15 @@ static void check_basic(clf_runtime *rt, size_t n, tu_rng *rng)
     snprintf(name, sizeof name, "scale n=%zu", n);
     tu_close(name, got, ref, n, 1e-7, 2e-7);
 
+    /* zero from element 1 on: element 0 keeps the scaled value */
+    const float kept = got[0];
+    tu_ok(clf_op_zero(rt, clf_ptr_at(dout, 1), n - 1, &err), &err, "zero");
+    tu_download(rt, dout, got, n);
+    int zeros = got[0] == kept;
+    for (size_t i = 1; i < n; i++)
+        zeros &= got[i] == 0.0f && !signbit(got[i]);
+    TU_CHECK(zeros, "zero n=%zu at offset 1: +0.0 everywhere, element 0 untouched", n - 1);
+
     /* y += a x with y = b */
     tu_ok(clf_op_axpy(rt, db, 0.3f, da, n, &err), &err, "axpy");
     tu_download(rt, db, got, n);
@@ -81,7 +91,7 @@ static void check_basic(clf_runtime *rt, size_t n, tu_rng *rng)
     tu_close(name, got, ref, n, 0.0, 0.0);
     TU_CHECK(tu_guard_intact(rt, dout, n) && tu_guard_intact(rt, da, n) &&
                  tu_guard_intact(rt, db, n),
-             "add/scale/axpy n=%zu: guard zones intact", n);
+             "add/scale/zero/axpy n=%zu: guard zones intact", n);
 
     tu_free(da);
     tu_free(db);

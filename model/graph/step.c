@@ -301,7 +301,7 @@ clf_status clf_model_zero_grad(clf_model *m, clf_error *err)
 {
     if (m->grads == NULL)
         return clf_error_set(err, CLF_ERR_ARG, "the model has no gradients");
-    return clf_buffer_fill(m->rt, m->grads, 0, m->dims.n_params * sizeof(float), 0, err);
+    return clf_op_zero(m->rt, (clf_ptr){m->grads, 0}, m->dims.n_params, err);
 }
 
 clf_status clf_model_step(clf_model *m, float lr, clf_error *err)

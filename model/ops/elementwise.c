@@ -47,7 +47,7 @@ static clf_status launch_1d(clf_runtime *rt, const char *name, size_t n, size_t 
     return clf_kernel_launch(rt, k, 1, &global, &local, nargs, args, err);
 }
 
-/* ---- add, scale, axpy ---------------------------------------------------------- */
+/* ---- add, zero, scale, axpy ---------------------------------------------------- */
 
 clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t n, clf_error *err)
 {
@@ -64,6 +64,16 @@ clf_status clf_op_residual(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr resi
                            clf_error *err)
 {
     return clf_op_add(rt, out, x, residual, n, err);
+}
+
+clf_status clf_op_zero(clf_runtime *rt, clf_ptr out, size_t n, clf_error *err)
+{
+    if (n == 0)
+        return CLF_OK;
+    if (clf_ops_need(out, "zero", "out", err))
+        return CLF_ERR_ARG;
+    clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_U64(n)};
+    return launch_1d(rt, "zero_f32", n, ELEM_W, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_scale(clf_runtime *rt, clf_ptr out, clf_ptr in, float s, size_t n, clf_error *err)
