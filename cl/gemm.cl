@@ -343,17 +343,21 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
 }
 #define GEMM_LOAD_B_EDGE(v) gemm_load_b_edge(b, (v), N - j0)
 
-/* The epilogue (epi): bit 0 adds bias[j] to column j; bit 1 then adds D
- * (row stride ldd: a residual connection, D read; the host keeps it apart
- * from C, which deep products accumulate slice by slice); bits 2.. name an activation
- * (GEMM_EPI_ACT_*, clformer's clf_gemm_act) written to D, C keeping the
- * value before it (the host never sets both). Its functions are common.cl's,
- * the ones elementwise.cl's kernels use, and the additions run in the order
- * of the unfused ops (product, + bias, + residual), so a fused and an
- * unfused layer give the same bits. */
+/* The epilogue (epi), applied to o = alpha * product + beta * C in the order
+ * of the unfused ops: bit 0 adds bias[j] to column j; bit 1 then adds D
+ * (row stride ldd: a residual connection); bit 2 then multiplies by the
+ * derivative of the activation named in bits 3.. at D (D holds the
+ * activation's input: C becomes the gradient of that input, the backward
+ * of an activation); without bit 2 an activation writes act(o) to D, C
+ * keeping o. D is read (bits 1, 2) or written (an activation alone), never
+ * both; the host keeps a D it reads apart from C, which deep products
+ * accumulate slice by slice. The functions are common.cl's, the ones
+ * elementwise.cl's kernels use, so a fused and an unfused layer give the
+ * same bits. */
 #define GEMM_EPI_BIAS 1u
 #define GEMM_EPI_RES 2u
-#define GEMM_EPI_ACT(epi) ((epi) >> 2)
+#define GEMM_EPI_DACT 4u
+#define GEMM_EPI_ACT(epi) ((epi) >> 3)
 #define GEMM_ACT_V(name) GEMM_CAT(name, GEMM_VW)
 
 static inline floatV gemm_act_v(uint act, floatV x)
@@ -376,6 +380,47 @@ static inline float gemm_act_1(uint act, float x)
         case 4: return clf_silu(x);
         default: return x;
     }
+}
+
+static inline floatV gemm_act_grad_v(uint act, floatV x)
+{
+    switch (act) {
+        case 1: return GEMM_ACT_V(clf_relu_grad)(x);
+        case 2: return GEMM_ACT_V(clf_gelu_erf_grad)(x);
+        case 3: return GEMM_ACT_V(clf_gelu_tanh_grad)(x);
+        case 4: return GEMM_ACT_V(clf_silu_grad)(x);
+        default: return (floatV)(1.0f);
+    }
+}
+
+static inline float gemm_act_grad_1(uint act, float x)
+{
+    switch (act) {
+        case 1: return clf_relu_grad(x);
+        case 2: return clf_gelu_erf_grad(x);
+        case 3: return clf_gelu_tanh_grad(x);
+        case 4: return clf_silu_grad(x);
+        default: return 1.0f;
+    }
+}
+
+/* One element's epilogue: o -> what C stores (*b its bias, *d its element
+ * of D); then an activation alone writes *d (gemm_epi_act_1). */
+static inline float gemm_epi_1(uint epi, float o, __global const float *b, __global const float *d)
+{
+    if (epi & GEMM_EPI_BIAS)
+        o += *b;
+    if (epi & GEMM_EPI_RES)
+        o += *d;
+    if (epi & GEMM_EPI_DACT)
+        o *= gemm_act_grad_1(GEMM_EPI_ACT(epi), *d);
+    return o;
+}
+
+static inline void gemm_epi_act_1(uint epi, float o, __global float *d)
+{
+    if (GEMM_EPI_ACT(epi) && !(epi & GEMM_EPI_DACT))
+        *d = gemm_act_1(GEMM_EPI_ACT(epi), o);
 }
 
 /* The epilogue's extra arguments (every GEMM kernel takes them). */
@@ -407,8 +452,10 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
                     o += vloadV(v, bias + j0);
                 if (epi & GEMM_EPI_RES)
                     o += vloadV(v, dr);
+                if (epi & GEMM_EPI_DACT)
+                    o *= gemm_act_grad_v(act, vloadV(v, dr));
                 vstoreV(o, v, c);
-                if (act)
+                if (act && !(epi & GEMM_EPI_DACT))
                     vstoreV(gemm_act_v(act, o), v, dr);
             }
         } else {
@@ -422,13 +469,9 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
                     float o = alpha * t[e];
                     if (beta != 0.0f)
                         o = fma(beta, c[j], o);
-                    if (epi & GEMM_EPI_BIAS)
-                        o += bias[j0 + j];
-                    if (epi & GEMM_EPI_RES)
-                        o += dr[j];
+                    o = gemm_epi_1(epi, o, bias + j0 + j, dr + j);
                     c[j] = o;
-                    if (act)
-                        dr[j] = gemm_act_1(act, o);
+                    gemm_epi_act_1(epi, o, dr + j);
                 }
             }
         }
@@ -613,7 +656,6 @@ __kernel __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void gemm_nt_dot(G
             for (int c = 0; c < GEMM_DOT_N; c++)
                 s[r][c] = fma(ar[r][k], br[c][k], s[r][c]);
     C += c_off + z * stride_c;
-    const uint act = GEMM_EPI_ACT(epi);
 #pragma unroll
     for (int r = 0; r < GEMM_DOT_M; r++) {
         if (i0 + (ulong)r >= M)
@@ -627,13 +669,9 @@ __kernel __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void gemm_nt_dot(G
             float o = alpha * s[r][c];
             if (beta != 0.0f)
                 o = fma(beta, cr[c], o);
-            if (epi & GEMM_EPI_BIAS)
-                o += bias[bias_off + j0 + (ulong)c];
-            if (epi & GEMM_EPI_RES)
-                o += dr[c];
+            o = gemm_epi_1(epi, o, bias + bias_off + j0 + (ulong)c, dr + c);
             cr[c] = o;
-            if (act)
-                dr[c] = gemm_act_1(act, o);
+            gemm_epi_act_1(epi, o, dr + c);
         }
     }
 }
@@ -656,19 +694,15 @@ __kernel void gemm_splitk_reduce(ulong M, ulong N, ulong P, __global const float
     float o = alpha * s;
     if (beta != 0.0f)
         o = fma(beta, *c, o);
-    if (epi & GEMM_EPI_BIAS)
-        o += bias[bias_off + j];
-    if (epi & GEMM_EPI_RES)
-        o += D[d_off + i * ldd + j];
+    __global float *d = D + d_off + i * ldd + j;
+    o = gemm_epi_1(epi, o, bias + bias_off + j, d);
     *c = o;
-    const uint act = GEMM_EPI_ACT(epi);
-    if (act)
-        D[d_off + i * ldd + j] = gemm_act_1(act, o);
+    gemm_epi_act_1(epi, o, d);
 }
 
 /* The epilogue alone, after a GEMM that had none (CLBlast's): C [M, N]
- * (row stride ldc) += bias (+= D), D = act(C). One work-item per element, NDRange
- * (N, M). The same functions as the fused store, so both engines give the
+ * (row stride ldc) through gemm_epi_1 and gemm_epi_act_1. One work-item per
+ * element, NDRange (N, M). The same functions as the fused store, so both engines give the
  * same bits for the same C. */
 __kernel void gemm_epilogue(ulong M, ulong N, __global float *C, ulong c_off, ulong ldc,
                             GEMM_EPI_ARGS)
@@ -677,16 +711,10 @@ __kernel void gemm_epilogue(ulong M, ulong N, __global float *C, ulong c_off, ul
     if (i >= M || j >= N)
         return;
     __global float *c = C + c_off + i * ldc + j;
-    float o = *c;
-    if (epi & GEMM_EPI_BIAS)
-        o += bias[bias_off + j];
-    if (epi & GEMM_EPI_RES)
-        o += D[d_off + i * ldd + j];
-    if (epi & (GEMM_EPI_BIAS | GEMM_EPI_RES))
-        *c = o;
-    const uint act = GEMM_EPI_ACT(epi);
-    if (act)
-        D[d_off + i * ldd + j] = gemm_act_1(act, o);
+    __global float *d = D + d_off + i * ldd + j;
+    const float o = gemm_epi_1(epi, *c, bias + bias_off + j, d);
+    *c = o;
+    gemm_epi_act_1(epi, o, d);
 }
 
 /* ---- local-memory tiling (GPU-shaped variants) ---------------------------------
@@ -779,7 +807,6 @@ gemm_tiled(ulong M, ulong N, ulong K, float alpha, __global const float *A, ulon
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 
-    const uint act = GEMM_EPI_ACT(epi);
     __global float *cz = C + c_off + z * stride_c;
 #pragma unroll
     for (int r = 0; r < GEMM_WM; r++) {
@@ -794,13 +821,10 @@ gemm_tiled(ulong M, ulong N, ulong K, float alpha, __global const float *A, ulon
             float o = alpha * acc[r][c];
             if (beta != 0.0f)
                 o = fma(beta, cz[i * ldc + j], o);
-            if (epi & GEMM_EPI_BIAS)
-                o += bias[bias_off + j];
-            if (epi & GEMM_EPI_RES)
-                o += D[d_off + i * ldd + j];
+            __global float *d = D + d_off + i * ldd + j;
+            o = gemm_epi_1(epi, o, bias + bias_off + j, d);
             cz[i * ldc + j] = o;
-            if (act)
-                D[d_off + i * ldd + j] = gemm_act_1(act, o);
+            gemm_epi_act_1(epi, o, d);
         }
     }
 }

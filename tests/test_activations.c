@@ -24,42 +24,8 @@
 #include "model/ops/ops.h"
 #include "tests/test_util.h"
 
-#define TEST_PI 3.14159265358979323846
-
 static const clf_act ACTS[] = {CLF_ACT_RELU, CLF_ACT_GELU_ERF, CLF_ACT_GELU_TANH, CLF_ACT_SILU};
 static const char *const ACT_NAMES[] = {"none", "relu", "gelu_erf", "gelu_tanh", "silu"};
-
-static double ref_act(clf_act a, double x)
-{
-    switch (a) {
-        case CLF_ACT_NONE: return x;
-        case CLF_ACT_RELU: return x > 0 ? x : 0;
-        case CLF_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-        case CLF_ACT_GELU_TANH:
-            return 0.5 * x * (1.0 + tanh(sqrt(2.0 / TEST_PI) * (x + 0.044715 * x * x * x)));
-        case CLF_ACT_SILU: return x / (1.0 + exp(-x));
-    }
-    return NAN;
-}
-
-static double ref_act_grad(clf_act a, double x)
-{
-    switch (a) {
-        case CLF_ACT_NONE: return 1.0;
-        case CLF_ACT_RELU: return x > 0 ? 1.0 : 0.0;
-        case CLF_ACT_GELU_ERF:
-            return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * TEST_PI);
-        case CLF_ACT_GELU_TANH: {
-            double k = sqrt(2.0 / TEST_PI), t = tanh(k * (x + 0.044715 * x * x * x));
-            return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
-        }
-        case CLF_ACT_SILU: {
-            double s = 1.0 / (1.0 + exp(-x));
-            return s * (1.0 + x * (1.0 - s));
-        }
-    }
-    return NAN;
-}
 
 /* float64 derivative references against central differences of the forward. */
 static void check_reference_grads(void)
@@ -74,8 +40,8 @@ static void check_reference_grads(void)
             if (a == CLF_ACT_RELU && fabs(x) < 1e-3)
                 continue;
             const double h = 1e-5;
-            double fd = (ref_act(a, x + h) - ref_act(a, x - h)) / (2.0 * h);
-            double d = ref_act_grad(a, x);
+            double fd = (tu_act_ref((int)a, x + h) - tu_act_ref((int)a, x - h)) / (2.0 * h);
+            double d = tu_act_grad_ref((int)a, x);
             double e = fabs(fd - d);
             if (e > 1e-7 + 1e-6 * fabs(d))
                 bad++;
@@ -114,7 +80,7 @@ static void check_device(clf_runtime *rt, clf_act a, size_t n, tu_rng *rng)
     tu_ok(clf_op_act_forward(rt, a, dy, dx, n, &err), &err, "act_forward");
     tu_download(rt, dy, got, n);
     for (size_t i = 0; i < n; i++)
-        ref[i] = ref_act(a, x[i]);
+        ref[i] = tu_act_ref((int)a, x[i]);
     snprintf(name, sizeof name, "%s forward n=%zu", ACT_NAMES[a], n);
     tu_close(name, got, ref, n, 2e-6, 1e-5);
 
@@ -126,14 +92,14 @@ static void check_device(clf_runtime *rt, clf_act a, size_t n, tu_rng *rng)
     tu_ok(clf_op_act_backward(rt, a, ddin, ddout, dx, n, 0, &err), &err, "act_backward");
     tu_download(rt, ddin, got, n);
     for (size_t i = 0; i < n; i++)
-        ref[i] = (double)dout[i] * ref_act_grad(a, x[i]);
+        ref[i] = (double)dout[i] * tu_act_grad_ref((int)a, x[i]);
     snprintf(name, sizeof name, "%s backward n=%zu", ACT_NAMES[a], n);
     tu_close(name, got, ref, n, 2e-6, 1e-5);
 
     tu_ok(clf_op_act_backward(rt, a, dold, ddout, dx, n, 1, &err), &err, "act_backward acc");
     tu_download(rt, dold, got, n);
     for (size_t i = 0; i < n; i++)
-        ref[i] = (double)old[i] + (double)dout[i] * ref_act_grad(a, x[i]);
+        ref[i] = (double)old[i] + (double)dout[i] * tu_act_grad_ref((int)a, x[i]);
     snprintf(name, sizeof name, "%s backward accumulate n=%zu", ACT_NAMES[a], n);
     tu_close(name, got, ref, n, 2e-6, 1e-5);
     TU_CHECK(tu_guard_intact(rt, dy, n) && tu_guard_intact(rt, ddin, n) &&
@@ -165,7 +131,7 @@ static void check_misc(clf_runtime *rt, tu_rng *rng)
     tu_ok(clf_op_act_forward(rt, CLF_ACT_GELU_TANH, d, d, n, &err), &err, "in place");
     tu_download(rt, d, got, n);
     for (size_t i = 0; i < n; i++)
-        ref[i] = ref_act(CLF_ACT_GELU_TANH, x[i]);
+        ref[i] = tu_act_ref((int)CLF_ACT_GELU_TANH, x[i]);
     tu_close("gelu_tanh forward in place n=513", got, ref, n, 2e-6, 1e-5);
 
     clf_ptr o = tu_alloc(rt, n), src = tu_upload(rt, x, n);
@@ -187,7 +153,8 @@ static void check_misc(clf_runtime *rt, tu_rng *rng)
 
     double worst = 0.0;
     for (double v = -5.0; v <= 5.0; v += 0.01)
-        worst = fmax(worst, fabs(ref_act(CLF_ACT_GELU_ERF, v) - ref_act(CLF_ACT_GELU_TANH, v)));
+        worst = fmax(worst, fabs(tu_act_ref((int)CLF_ACT_GELU_ERF, v) -
+                                 tu_act_ref((int)CLF_ACT_GELU_TANH, v)));
     TU_CHECK(worst > 1e-5 && worst < 1e-3,
              "gelu erf and tanh forms differ by %.2e (expected "
              "a few 1e-4)",

@@ -19,12 +19,13 @@
  *     end, overlapping batch outputs, a bad transpose flag, NULL.
  *   - clf_gemm_prepare validates and readies a shape that then runs.
  *   - Epilogues (bias, bias + ReLU / GELU erf / GELU tanh / SiLU into a
- *     second matrix D, a residual D added with or without bias) on both
- *     engines at shapes taking every native path, against float64, and on
- *     the native engine bit for bit the unfused GEMM +
- *     clf_op_bias_act_forward (+ clf_op_add); an activation without D, an
- *     epilogue on a batch, a residual without D, overlapping C, with an
- *     activation or into a 16-bit C are refused.
+ *     second matrix D, a residual D added, an activation's derivative at D
+ *     multiplied in) on both engines at shapes taking every native path,
+ *     against float64, and on the native engine bit for bit the unfused
+ *     GEMM + clf_op_bias_act_forward (+ clf_op_add / clf_op_act_backward);
+ *     an activation without D, an epilogue on a batch, a residual without
+ *     D, with an activation or into a 16-bit C, a D that is read
+ *     overlapping C, a derivative without its activation are refused.
  *   - Split-K (forced: 2, 3, 5 slices) at every transpose, with alpha, beta
  *     and an epilogue (bias + GELU, bias + residual), bit-identical reruns;
  *     a K no P divides runs unsplit.
@@ -552,13 +553,15 @@ static void test_auto_cache(tu_rng *r)
     rmdir(dir);
 }
 
-/* Epilogues (bias, bias + activation into D, a residual D added with or
- * without bias) at shapes that take every native path (row blocks with
- * edges, the deep-K slices, the few-rows dot kernel, k = 0) on `engine`: C
- * and D against float64 (C's tolerance; the activations' slopes are at most
- * 1.13); columns of C and D past n untouched, a residual D unchanged; and
- * on the native engine, bit for bit the unfused ops the model used before
- * (GEMM, then clf_op_bias_act_forward, then clf_op_add for a residual). */
+/* Epilogues (bias, bias + activation into D, a residual D added, an
+ * activation's derivative at D multiplied in; the last two with or without
+ * bias) at shapes that take every native path (row blocks with edges, the
+ * deep-K slices, the few-rows dot kernel, k = 0) on `engine`: C and D
+ * against float64 (C's tolerance; the activations' slopes and derivatives
+ * are at most 1.13 in size); columns of C and D past n untouched, a D that
+ * is read unchanged; and on the native engine, bit for bit the unfused ops
+ * the model used before (GEMM, then clf_op_bias_act_forward, then
+ * clf_op_add for a residual or clf_op_act_backward for a derivative). */
 static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng *r)
 {
     static const size_t shapes[][4] = {
@@ -572,18 +575,21 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                                CLF_ACT_SILU};
     clf_error e;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-        for (int ai = 0; ai < 6; ai++) /* 5: no activation, a residual */
+        /* mode 0-4: activation acts[mode] into D; 5: a residual; 6-9: the
+         * derivative of acts[mode - 5] */
+        for (int mode = 0; mode < 10; mode++)
             for (int with_bias = 0; with_bias < 2; with_bias++) {
                 const size_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
                 const int tb = (int)shapes[si][3];
-                const int res = ai == 5;
-                const clf_gemm_act act = res ? CLF_GEMM_ACT_NONE : acts[ai];
+                const int res = mode == 5, dact = mode > 5, ai = dact ? mode - 5 : res ? 0 : mode;
+                const clf_gemm_act act = acts[ai];
+                const int reads_d = res || dact;
                 if (act == CLF_GEMM_ACT_NONE && !with_bias && !res)
                     continue;
                 if (tu_simulator() && m * n * k > 20000)
                     continue;
                 if (light && (m * n * k > 2000 || (act != CLF_GEMM_ACT_GELU_ERF && act != 0) ||
-                              (res && !with_bias)))
+                              (reads_d && !with_bias)))
                     continue;
                 const size_t ld = n + 3, na = m * (k ? k : 1), nb = n * (k ? k : 1);
                 float *A = malloc(na * 4), *Bm = malloc(nb * 4), *bias = malloc(n * 4);
@@ -594,7 +600,7 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                 tu_fill(r, bias, n, -2, 2);
                 for (size_t i = 0; i < m * ld; i++)
                     C[i] = D[i] = 7.0f;
-                if (res) /* the residual: fresh values, 7 past n */
+                if (reads_d) /* residual or activation input: fresh values, 7 past n */
                     for (size_t i = 0; i < m; i++)
                         tu_fill(r, D + i * ld, n, -3, 3);
                 float *R = malloc(m * ld * 4);
@@ -618,6 +624,7 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                                    .bias = with_bias ? dbias : (clf_ptr){NULL, 0},
                                    .act = act,
                                    .residual = res,
+                                   .act_grad = dact,
                                    .d = act || res ? dD : (clf_ptr){NULL, 0},
                                    .ldd = ld};
                 tu_ok(gemm_by(rt, engine, &d, &e), &e, "gemm with an epilogue");
@@ -637,6 +644,7 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                             acc += (double)A[i * k + q] * (tb ? Bm[j * k + q] : Bm[q * n + j]);
                         acc += with_bias ? bias[j] : 0.0;
                         acc += res ? R[i * ld + j] : 0.0;
+                        acc *= dact ? tu_act_grad_ref((int)act, R[i * ld + j]) : 1.0;
                         rc[i * n + j] = acc;
                         rd[i * n + j] = tu_act_ref((int)act, acc);
                         gc[i * n + j] = C[i * ld + j];
@@ -645,12 +653,12 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                 char name[160];
                 const double atol = 1e-5 * sqrt((double)(k ? k : 1)) + 1e-6;
                 snprintf(name, sizeof name,
-                         "%s epilogue act=%d bias=%d residual=%d m=%zu n=%zu k=%zu tb=%d C", engine,
-                         (int)act, with_bias, res, m, n, k, tb);
+                         "%s epilogue act=%d%s bias=%d residual=%d m=%zu n=%zu k=%zu tb=%d C",
+                         engine, (int)act, dact ? "'" : "", with_bias, res, m, n, k, tb);
                 tu_close(name, gc, rc, m * n, atol, 1e-4);
-                if (res)
-                    TU_CHECK(memcmp(D, R, m * ld * 4) == 0, "%s: the residual D unchanged", name);
-                if (act) {
+                if (reads_d)
+                    TU_CHECK(memcmp(D, R, m * ld * 4) == 0, "%s: D (read) unchanged", name);
+                if (act && !dact) {
                     name[strlen(name) - 1] = 'D';
                     tu_close(name, gd, rd, m * n, atol, 1e-4);
                 }
@@ -660,31 +668,36 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
                     for (size_t i = 0; i < m * ld; i++)
                         Cu[i] = Du[i] = 7.0f;
                     tu_ok(clf_ptr_write(rt, dC, Cu, m * ld, &e), &e, "reset C");
-                    tu_ok(clf_ptr_write(rt, dD, res ? R : Du, m * ld, &e), &e, "reset D");
+                    tu_ok(clf_ptr_write(rt, dD, reads_d ? R : Du, m * ld, &e), &e, "reset D");
                     clf_gemm_desc plain = d;
                     plain.bias = (clf_ptr){NULL, 0};
                     plain.act = CLF_GEMM_ACT_NONE;
-                    plain.residual = 0;
+                    plain.residual = plain.act_grad = 0;
                     plain.d = (clf_ptr){NULL, 0};
                     tu_ok(gemm_by(rt, engine, &plain, &e), &e, "gemm");
                     int same = 1;
                     for (size_t i = 0; i < m; i++) {
                         clf_ptr crow = clf_ptr_at(dC, i * ld), drow = clf_ptr_at(dD, i * ld);
-                        tu_ok(clf_op_bias_act_forward(rt, ops_act[ai], crow,
-                                                      with_bias ? dbias : (clf_ptr){NULL, 0},
-                                                      act ? drow : crow, 1, n, &e),
+                        tu_ok(clf_op_bias_act_forward(rt, reads_d ? CLF_ACT_NONE : ops_act[ai],
+                                                      crow, with_bias ? dbias : (clf_ptr){NULL, 0},
+                                                      act && !dact ? drow : crow, 1, n, &e),
                               &e, "bias_act");
                         if (res)
                             tu_ok(clf_op_add(rt, crow, crow, drow, n, &e), &e, "add");
+                        if (dact)
+                            tu_ok(clf_op_act_backward(rt, ops_act[ai], crow, crow, drow, n, 0, &e),
+                                  &e, "act_backward");
                     }
                     tu_download(rt, dC, Cu, m * ld);
                     tu_download(rt, dD, Du, m * ld);
                     for (size_t i = 0; i < m; i++)
                         for (size_t j = 0; j < n; j++)
-                            same &= (act ? Du[i * ld + j] == D[i * ld + j]
-                                         : Cu[i * ld + j] == C[i * ld + j]);
+                            same &= (act && !dact ? Du[i * ld + j] == D[i * ld + j]
+                                                  : Cu[i * ld + j] == C[i * ld + j]);
                     TU_CHECK(same, "%s: the same bits as GEMM + clf_op_bias_act_forward%s", name,
-                             res ? " + clf_op_add" : "");
+                             res    ? " + clf_op_add"
+                             : dact ? " + clf_op_act_backward"
+                                    : "");
                 }
                 tu_free(dA);
                 tu_free(dB);
@@ -737,7 +750,19 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
     bad.act = CLF_GEMM_ACT_RELU;
     TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG,
              "a residual and an activation together are refused: %s", e.msg);
+    bad.act_grad = 1;
+    bad.d = clf_ptr_at(x, 13);
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG,
+             "a residual and an activation's derivative together are refused: %s", e.msg);
+    bad.residual = 0;
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "overlaps") != NULL,
+             "an activation's derivative at a D overlapping C is refused: %s", e.msg);
     bad.act = CLF_GEMM_ACT_NONE;
+    bad.d = clf_ptr_at(x, 32);
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "derivative") != NULL,
+             "an activation's derivative without the activation is refused: %s", e.msg);
+    bad.act_grad = 0;
+    bad.residual = 1;
     bad.c_type = CLF_DT_BF16;
     TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "float32 C") != NULL,
              "a residual into a 16-bit C is refused: %s", e.msg);

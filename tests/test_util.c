@@ -273,6 +273,25 @@ double tu_act_ref(int act, double x)
     }
 }
 
+double tu_act_grad_ref(int act, double x)
+{
+    const double pi = 3.14159265358979323846;
+    switch (act) {
+        case 0: return 1.0;
+        case 1: return x > 0 ? 1.0 : 0.0;
+        case 2: return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * pi);
+        case 3: {
+            double k = sqrt(2.0 / pi), t = tanh(k * (x + 0.044715 * x * x * x));
+            return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+        }
+        case 4: {
+            double s = 1.0 / (1.0 + exp(-x));
+            return s * (1.0 + x * (1.0 - s));
+        }
+        default: return NAN;
+    }
+}
+
 double tu_alibi_slope(size_t h, size_t NH)
 {
     size_t n = 1;

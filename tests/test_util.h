@@ -55,9 +55,11 @@ int tu_simulator(void);
 
 /* float64 references shared by kernel tests: activation `act` in ops.h's
  * clf_act order (none, relu, gelu_erf, gelu_tanh, silu; runtime/gemm's
- * clf_gemm_act follows it); head h's ALiBi slope among NH (the paper's
+ * clf_gemm_act follows it) and its derivative (test_activations checks it
+ * against finite differences); head h's ALiBi slope among NH (the paper's
  * get_slopes). */
 double tu_act_ref(int act, double x);
+double tu_act_grad_ref(int act, double x);
 double tu_alibi_slope(size_t h, size_t NH);
 
 /* Device buffer helpers (exit on error). */

@@ -40,9 +40,11 @@ static clf_status norm_bwd(clf_model *m, int type, const mi_norm_a *a, const mi_
 }
 
 /* For y [R, out] = x [R, in] W^T + b: dW += dy^T x, db += colsum(dy),
- * dx = beta * dx + dy W. */
-static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, clf_ptr x, size_t w,
-                             size_t b, size_t R, size_t in, size_t out, clf_error *err)
+ * dx = beta * dx + dy W, then (act not NONE) times act'(act_in) in the
+ * same pass: the gradient of the input of the activation that made x. */
+static clf_status linear_bwd_act(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, clf_ptr x,
+                                 size_t w, size_t b, size_t R, size_t in, size_t out,
+                                 clf_gemm_act act, clf_ptr act_in, clf_error *err)
 {
     clf_status st;
     if ((st = mi_gemm(m,
@@ -74,8 +76,19 @@ static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, c
                                     .ldb = in,
                                     .beta = beta,
                                     .c = dx,
-                                    .ldc = in},
+                                    .ldc = in,
+                                    .act = act,
+                                    .act_grad = act != CLF_GEMM_ACT_NONE,
+                                    .d = act != CLF_GEMM_ACT_NONE ? act_in : mi_nullptr(),
+                                    .ldd = in},
                    err);
+}
+
+static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, clf_ptr x, size_t w,
+                             size_t b, size_t R, size_t in, size_t out, clf_error *err)
+{
+    return linear_bwd_act(m, dx, beta, dy, x, w, b, R, in, out, CLF_GEMM_ACT_NONE, mi_nullptr(),
+                          err);
 }
 
 /* The output half shared by self- and cross-attention: the residual
@@ -182,19 +195,26 @@ static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr
                                           mi_dropout_stream(m, l, MI_SITE_FFN_OUT), err)) != CLF_OK)
             return st;
     }
-    if ((st = linear_bwd(m, dact, 0.0f, d, a->fch_act, p->proj_w, p->proj_b, BT, H, C, err)) !=
-        CLF_OK)
-        return st;
-    if (s->p_ffn > 0 &&
-        (st = clf_op_dropout_backward(m->rt, dact, dact, BT * H, s->p_ffn, m->state.seed,
-                                      mi_dropout_stream(m, l, MI_SITE_FFN_H), err)) != CLF_OK)
-        return st;
-    if (s->swiglu)
-        st = clf_op_swiglu_backward(m->rt, dfch, dact, fch, BT, H, err);
-    else
-        st = clf_op_act_backward(m->rt, (clf_act)s->act, dfch, dact, fch, BT * H, 0, err);
-    if (st != CLF_OK)
-        return st;
+    if (mi_ffn_fused_dact(s)) {
+        /* dfch = (d W) act'(fch) in one pass */
+        if ((st = linear_bwd_act(m, dfch, 0.0f, d, a->fch_act, p->proj_w, p->proj_b, BT, H, C,
+                                 mi_gemm_act(s->act), fch, err)) != CLF_OK)
+            return st;
+    } else {
+        /* dact = d W; its dropout; then through the gate or activation */
+        if ((st = linear_bwd(m, dact, 0.0f, d, a->fch_act, p->proj_w, p->proj_b, BT, H, C, err)) !=
+            CLF_OK)
+            return st;
+        if (s->p_ffn > 0 &&
+            (st = clf_op_dropout_backward(m->rt, dact, dact, BT * H, s->p_ffn, m->state.seed,
+                                          mi_dropout_stream(m, l, MI_SITE_FFN_H), err)) != CLF_OK)
+            return st;
+        st = s->swiglu
+                 ? clf_op_swiglu_backward(m->rt, dfch, dact, fch, BT, H, err)
+                 : clf_op_act_backward(m->rt, (clf_act)s->act, dfch, dact, fch, BT * H, 0, err);
+        if (st != CLF_OK)
+            return st;
+    }
     return linear_bwd(m, din, beta, dfch, in, p->fc_w, p->fc_b, BT, C, F, err);
 }
 

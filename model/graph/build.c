@@ -554,9 +554,10 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
         (st = carve(m, &m->dC2, R * C, err)) != CLF_OK ||
         (st = carve(m, &m->dC3, R * C, err)) != CLF_OK ||
         (st = carve(m, &m->dqkv, R * 3 * C, err)) != CLF_OK ||
-        (st = carve(m, &m->dH1, R * F, err)) != CLF_OK ||
         (st = carve(m, &m->dH2, R * F, err)) != CLF_OK ||
         (st = carve(m, &m->dsum, R * NH, err)) != CLF_OK)
+        return st;
+    if (!mi_ffn_fused_dact(s) && (st = carve(m, &m->dH1, R * F, err)) != CLF_OK)
         return st;
     if (s->kind == MI_KIND_ENCDEC && (st = carve(m, &m->denc, Rs * C, err)) != CLF_OK)
         return st;

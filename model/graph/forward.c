@@ -112,8 +112,7 @@ static clf_status proj_residual(clf_model *m, int l, int site, clf_ptr out, clf_
     return st;
 }
 
-/* The GEMM epilogue's activation for the model's (the same formulas). */
-static clf_gemm_act gemm_act_of(int act)
+clf_gemm_act mi_gemm_act(int act)
 {
     switch ((clf_act)act) {
         case CLF_ACT_RELU: return CLF_GEMM_ACT_RELU;
@@ -335,7 +334,7 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, clf_ptr 
                         .ldc = F,
                         .bias = p->fc_b == MI_NONE ? mi_nullptr() : mi_par(m, p->fc_b)};
     if (!s->swiglu) {
-        fc.act = gemm_act_of(s->act);
+        fc.act = mi_gemm_act(s->act);
         fc.d = act;
         fc.ldd = H;
     }

@@ -233,7 +233,7 @@ struct clf_model {
     clf_ptr denc;          /* [rows_src, C] gradient of the encoder's output (encoder-decoder) */
     clf_ptr dC1, dC2, dC3; /* [rows, C] */
     clf_ptr dqkv;          /* [rows, 3C] */
-    clf_ptr dH1, dH2;      /* [rows, fc_rows] */
+    clf_ptr dH1, dH2;      /* [rows, fc_rows] (dH1 only without mi_ffn_fused_dact) */
     clf_ptr dsum;          /* [B, NH, T] fused attention backward's dy.y per row */
 
     /* inference (CLF_MODEL_INFER) */
@@ -347,8 +347,8 @@ clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int t
  * bit for bit (same step, micro-batch and site). */
 clf_status mi_block_recompute(clf_model *m, int l, int B, int T, int S, clf_error *err);
 /* Block l's self-attention forward again (train, dropout regenerated),
- * restoring its qkv, lse and atty (train.recompute attention); the
- * projection's output goes to the m->proj scratch. */
+ * restoring its qkv, lse and atty (train.recompute attention); the output
+ * projection is not rerun (backward does not read its output). */
 clf_status mi_attn_recompute(clf_model *m, int l, int B, int T, clf_error *err);
 clf_attn_fused mi_attn_cross(const clf_model *m, int l, size_t B, size_t T, size_t S, int train);
 /* Dropout stream of a site for the current (step, micro). Sites: 0 the
@@ -363,6 +363,15 @@ uint64_t mi_dropout_stream(const clf_model *m, int layer, int op);
 clf_ptr mi_block_out(const clf_model *m, int l);
 clf_ptr mi_block_in(const clf_model *m, int l);
 clf_ptr mi_stack_out(const clf_model *m, const mi_stack *st);
+
+/* The GEMM epilogue's activation for the model's (ops.h clf_act; the same
+ * formulas). */
+clf_gemm_act mi_gemm_act(int act);
+/* Whether the FFN's backward takes its activation's derivative in the
+ * epilogue of the GEMM that makes the hidden gradient (no SwiGLU gate, no
+ * dropout on the hidden activation): then no separate buffer holds the
+ * gradient of the activation's output (m->dH1). */
+static inline int mi_ffn_fused_dact(const mi_spec *s) { return !s->swiglu && !(s->p_ffn > 0); }
 
 /* backward.c */
 clf_status mi_backward(clf_model *m, clf_error *err);

@@ -269,7 +269,7 @@ static clf_status time_candidates(clf_runtime *rt, gemm_state *st, const clf_gem
     /* the products alone: an epilogue would write D, which timing must not */
     dt.bias = (clf_ptr){NULL, 0};
     dt.act = CLF_GEMM_ACT_NONE;
-    dt.residual = 0;
+    dt.residual = dt.act_grad = 0;
     dt.d = (clf_ptr){NULL, 0};
     int live[GEMM_MAX_CANDS];
     double best_warm = HUGE_VAL;

@@ -138,6 +138,7 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
         return s;
     if (d->act < CLF_GEMM_ACT_NONE || d->act > CLF_GEMM_ACT_SILU)
         return clf_error_set(err, CLF_ERR_ARG, "gemm: unknown epilogue activation %d", (int)d->act);
+    const int reads_d = d->residual || d->act_grad; /* else an activation writes D */
     if ((d->bias.buf != NULL || d->act != CLF_GEMM_ACT_NONE || d->residual) && batch > 1)
         return clf_error_set(err, CLF_ERR_ARG,
                              "gemm: an epilogue (bias, activation, residual) needs a single "
@@ -146,30 +147,39 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
     if (d->bias.buf != NULL &&
         (s = check_extent("bias", CLF_DT_F32, d->bias, 1, d->n, d->n, 0, 1, err)) != CLF_OK)
         return s;
+    if (d->act_grad && d->act == CLF_GEMM_ACT_NONE)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "gemm: an activation's derivative needs the activation (act)");
     if (d->residual && d->act != CLF_GEMM_ACT_NONE)
         return clf_error_set(err, CLF_ERR_ARG,
-                             "gemm: an epilogue takes an activation or a residual, not both");
-    if (d->residual && d->c_type != CLF_DT_F32)
+                             "gemm: an epilogue takes an activation (or its derivative) or a "
+                             "residual, not both");
+    if (reads_d && d->c_type != CLF_DT_F32)
         return clf_error_set(err, CLF_ERR_ARG,
-                             "gemm: a residual epilogue needs a float32 C (D is float32)");
+                             "gemm: an epilogue that reads D (a residual, an activation's "
+                             "derivative) needs a float32 C");
     if (d->act != CLF_GEMM_ACT_NONE || d->residual) {
         if (d->d.buf == NULL)
             return clf_error_set(err, CLF_ERR_ARG, "gemm: an epilogue %s needs D (%s)",
-                                 d->residual ? "residual" : "activation",
-                                 d->residual ? "the matrix added" : "the activated output");
+                                 d->residual   ? "residual"
+                                 : d->act_grad ? "activation derivative"
+                                               : "activation",
+                                 d->residual   ? "the matrix added"
+                                 : d->act_grad ? "the activation's input"
+                                               : "the activated output");
         if (d->ldd < d->n)
             return clf_error_set(err, CLF_ERR_ARG, "gemm: ldd=%zu is smaller than n=%zu", d->ldd,
                                  d->n);
         if ((s = check_extent("D", CLF_DT_F32, d->d, d->m, d->n, d->ldd, 0, 1, err)) != CLF_OK)
             return s;
         size_t c_end = 0, d_end = 0; /* both checked above */
-        if (d->residual && d->d.buf == d->c.buf && d->m > 0 && d->n > 0 &&
+        if (reads_d && d->d.buf == d->c.buf && d->m > 0 && d->n > 0 &&
             clf_matrix_end(d->c.off, d->m, d->n, d->ldc, 0, 1, &c_end) &&
             clf_matrix_end(d->d.off, d->m, d->n, d->ldd, 0, 1, &d_end) && d->d.off < c_end &&
             d->c.off < d_end)
             return clf_error_set(err, CLF_ERR_ARG,
-                                 "gemm: the residual D overlaps C (deep products accumulate C "
-                                 "slice by slice, so the residual would be read changed)");
+                                 "gemm: the epilogue's D overlaps C (deep products accumulate C "
+                                 "slice by slice, so D would be read changed)");
     }
     if (d->k == 0)
         return CLF_OK; /* A and B are not read */

@@ -8,10 +8,12 @@
  * a.off + i * stride_a (likewise B and C), used for attention heads.
  *
  * An epilogue may follow in the same pass: bias (N floats) added to every
- * row of C, then either an activation of the result written to a second
- * matrix D (C keeps the value before it, what a backward pass needs) or a
- * residual: D read and added to C (C = op(A) op(B) + bias + D, a residual
- * connection's add; D must not overlap C). The native
+ * row of C, then one of: an activation of the result written to a second
+ * matrix D (C keeps the value before it, what a backward pass needs); a
+ * residual, D read and added to C (a residual connection's add); or an
+ * activation's derivative at D multiplied into C (act_grad: D holds the
+ * activation's input, C becomes the gradient of that input, the backward
+ * of an activation). A D that is read must not overlap C. The native
  * engine applies it as it stores C; after CLBlast it is one more pass.
  *
  * A, B and C may each be stored in 16 bits (a_type, b_type, c_type: bf16
@@ -56,11 +58,11 @@ typedef struct clf_gemm_desc {
     size_t batch; /* 0 or 1 = one matrix */
     size_t stride_a, stride_b, stride_c;
     /* epilogue (one matrix only): C += bias (buf NULL = none); then with
-     * act, D [m, n] (row stride ldd) = act(C), or with residual (act NONE),
-     * C += D */
+     * act, D [m, n] (row stride ldd) = act(C); with residual (act NONE),
+     * C += D; with act_grad (and act), C *= act'(D) */
     clf_ptr bias;
     clf_gemm_act act;
-    int residual;
+    int residual, act_grad;
     clf_ptr d;
     size_t ldd;
     /* storage of A, B and C (0 = CLF_DT_F32) */

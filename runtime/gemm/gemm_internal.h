@@ -92,10 +92,11 @@ static inline size_t clf_gemm_batch_of(const clf_gemm_desc *d)
 }
 
 /* The epilogue code the kernels take (cl/gemm.cl: bit 0 bias, bit 1
- * residual, act << 2). */
+ * residual, bit 2 the activation's derivative, act << 3). */
 static inline uint32_t clf_gemm_epi_of(const clf_gemm_desc *d)
 {
-    return (d->bias.buf != NULL ? 1u : 0u) | (d->residual ? 2u : 0u) | ((uint32_t)d->act << 2);
+    return (d->bias.buf != NULL ? 1u : 0u) | (d->residual ? 2u : 0u) | (d->act_grad ? 4u : 0u) |
+           ((uint32_t)d->act << 3);
 }
 
 /* The epilogue's six kernel arguments (any valid buffer stands in for an
