@@ -19,6 +19,11 @@
  *            position from the prompt's last token to the end of the
  *            context, the logits read back and argmax'ed on the host each
  *            step; tokens/s = decode steps / time.
+ * With train, also the training peak of device memory: the runtime's own
+ * count of the bytes in live buffers (parameters, gradients, optimizer
+ * state, activations, GEMM scratch: every buffer clformer allocates), at its
+ * highest by the end of the timed steps (bench/memory.sh compares it across
+ * train.recompute settings and with PyTorch).
  *
  * Design: the model comes from a YAML file (bench/models/gpt-<model>.yaml,
  * the same file torch_gpt.py reads), so both sides build the same network.
@@ -68,6 +73,7 @@ typedef struct bench_result {
     double train_s, forward_s, sample_tok_s;
     int sample_tokens;
     float train_loss;
+    size_t train_peak_bytes; /* device memory, the runtime's count */
 } bench_result;
 
 static int cmp_double(const void *a, const void *b)
@@ -276,6 +282,8 @@ static clf_status run_train(clf_model *m, const bench_opts *o, const clf_model_c
             t[i - o->warmup] = clf_now_seconds() - t0;
     }
     r->train_s = median(t, o->steps);
+    size_t now = 0;
+    clf_runtime_memory(rt, &now, &r->train_peak_bytes);
     if (o->profile && !o->json)
         print_profile(rt, "a training step", (double)o->steps, "step", err);
 fail:
@@ -529,8 +537,10 @@ int main(int argc, char **argv)
                dev->compute_units, n_params, B, T, V);
         if (o.do_train)
             printf(", \"train_step_ms\": %.4f, \"train_tok_s\": %.2f, \"train_loss\": %.6f, "
-                   "\"train_flops_per_token\": %.0f, \"peak_gflops\": %.2f, \"train_mfu\": %.4f",
-                   r.train_s * 1e3, BT / r.train_s, (double)r.train_loss, flops_tok, peak, mfu);
+                   "\"train_flops_per_token\": %.0f, \"peak_gflops\": %.2f, \"train_mfu\": %.4f, "
+                   "\"train_peak_device_bytes\": %zu",
+                   r.train_s * 1e3, BT / r.train_s, (double)r.train_loss, flops_tok, peak, mfu,
+                   r.train_peak_bytes);
         if (o.do_forward)
             printf(", \"forward_ms\": %.4f, \"forward_tok_s\": %.2f", r.forward_s * 1e3,
                    BT / r.forward_s);
@@ -545,9 +555,11 @@ int main(int argc, char **argv)
         printf("\n");
         if (o.do_train)
             printf("  %-28s %10.0f tokens/s (%.1f ms/step, loss %.4f)\n"
-                   "  %-28s %10.1f%% of the measured %.1f GFLOP/s (%.3g FLOPs per token)\n",
+                   "  %-28s %10.1f%% of the measured %.1f GFLOP/s (%.3g FLOPs per token)\n"
+                   "  %-28s %10.1f MiB (the runtime's count)\n",
                    "train (fwd+bwd+clip+AdamW)", BT / r.train_s, r.train_s * 1e3,
-                   (double)r.train_loss, "model FLOP utilisation", 100.0 * mfu, peak, flops_tok);
+                   (double)r.train_loss, "model FLOP utilisation", 100.0 * mfu, peak, flops_tok,
+                   "device memory at its peak", (double)r.train_peak_bytes / 1048576.0);
         if (o.do_forward)
             printf("  %-28s %10.0f tokens/s (%.1f ms/step)\n", "forward (eval, with loss)",
                    BT / r.forward_s, r.forward_s * 1e3);

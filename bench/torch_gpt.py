@@ -4,7 +4,12 @@ thread count, timed the same way.
 
 What it measures (each a median over timed repetitions, after warm-up):
   train    tokens/s of one optimizer step: forward + loss + backward +
-           gradient clipping + AdamW, B*T tokens per step.
+           gradient clipping + AdamW, B*T tokens per step; and the peak of
+           the process's resident memory during the train steps above its
+           level before them (a thread reads /proc/self/statm every
+           millisecond): the PyTorch side of bench/memory.sh. train.recompute
+           (none, attention, block; --set) wraps each block, or each block's
+           attention sublayer, in torch.utils.checkpoint.
   forward  tokens/s of an eval forward with the loss (no_grad, eval mode).
   sample   tokens/s of greedy decoding, batch 1, with a KV cache: a short
            prompt (untimed prefill), then one position per step up to the
@@ -34,6 +39,7 @@ import math
 import os
 import statistics
 import sys
+import threading
 import time
 
 try:
@@ -41,6 +47,7 @@ try:
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
+    import torch.utils.checkpoint
     import yaml
 except ImportError as e:  # the caller (run_all.sh) reports the peer as missing
     sys.stderr.write("torch_gpt.py: %s (on Debian: apt-get install python3-torch "
@@ -111,6 +118,7 @@ def load_spec(path, sets=()):
     s["opt"] = opt["type"]
     s["clip"] = float(need(doc, "train.grad_clip"))
     s["seed"] = int(need(doc, "train.seed"))
+    s["recompute"] = doc.get("train", {}).get("recompute", "none")
     checks = [
         (need(doc, "model.kind") == "decoder", "kind: decoder"),
         (need(doc, "model.positional.type") == "learned", "positional: learned"),
@@ -120,6 +128,7 @@ def load_spec(path, sets=()):
         (not need(doc, "model.embedding.scale"), "embedding.scale: false"),
         (s["act"] in ("gelu", "gelu_tanh", "relu"), "activation gelu, gelu_tanh or relu"),
         (s["opt"] == "adamw", "optimizer adamw"),
+        (s["recompute"] in ("none", "attention", "block"), "recompute none, attention or block"),
         (float(need(doc, "model.blocks.attention.dropout")) == 0.0 and
          float(need(doc, "model.blocks.ffn.dropout")) == 0.0 and
          float(need(doc, "model.blocks.dropout")) == 0.0 and
@@ -194,8 +203,11 @@ class Block(nn.Module):
                     "relu": nn.ReLU()}[s["act"]]
         self.fc_proj = nn.Linear(s["H"], s["C"], bias=s["ffn_bias"])
 
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
+    def forward(self, x, recompute_attn=False):
+        if recompute_attn:
+            x = x + torch.utils.checkpoint.checkpoint(lambda y: self.attn(self.ln1(y)), x)
+        else:
+            x = x + self.attn(self.ln1(x))
         return x + self.fc_proj(self.act(self.fc(self.ln2(x))))
 
     def decode(self, x, pos, kc, vc):
@@ -227,8 +239,12 @@ class GPT(nn.Module):
         B, T = idx.shape
         pos = torch.arange(T, dtype=torch.long)
         x = self.wte(idx) + self.wpe(pos)
+        rc = self.s["recompute"] if self.training else "none"
         for b in self.blocks:
-            x = b(x)
+            if rc == "block":
+                x = torch.utils.checkpoint.checkpoint(b, x)
+            else:
+                x = b(x, rc == "attention")
         logits = self.lm_head(self.ln_f(x))
         loss = None
         if targets is not None:
@@ -273,11 +289,40 @@ def batches(s, n, seed):
     return out
 
 
+class RssPeak:
+    """The most resident memory (bytes) /proc/self/statm showed while
+    running, polled every millisecond by a thread (PyTorch's kernels release
+    the GIL, so the poller runs during them)."""
+
+    def __init__(self):
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.base = self.peak = self.now()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def now(self):
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * self.page
+
+    def run(self):
+        while not self.stop.wait(0.001):
+            self.peak = max(self.peak, self.now())
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join()
+        self.peak = max(self.peak, self.now())
+        return self.peak - self.base
+
+
 def bench_train(model, s, data, warmup, steps, foreach):
+    """(median step seconds, last loss, peak resident growth in bytes)"""
     opt = make_optimizer(model, s, foreach)
     model.train()
     times = []
     loss_v = float("nan")
+    rss = RssPeak()
     for i in range(warmup + steps):
         x, y = data[i % len(data)]
         t0 = time.perf_counter()
@@ -291,7 +336,7 @@ def bench_train(model, s, data, warmup, steps, foreach):
         t1 = time.perf_counter()
         if i >= warmup:
             times.append(t1 - t0)
-    return statistics.median(times), loss_v
+    return statistics.median(times), loss_v, rss.finish()
 
 
 def bench_forward(model, s, data, warmup, steps):
@@ -377,8 +422,9 @@ def main():
            "params": n_params, "B": s["B"], "T": s["T"], "V": s["V"]}
     data = batches(s, 4, s["seed"])
     if "train" in only:
-        t, loss = bench_train(model, s, data, a.warmup, a.steps, foreach)
-        res.update(train_step_ms=t * 1e3, train_tok_s=BT / t, train_loss=loss)
+        t, loss, grown = bench_train(model, s, data, a.warmup, a.steps, foreach)
+        res.update(train_step_ms=t * 1e3, train_tok_s=BT / t, train_loss=loss,
+                   train_peak_rss_growth_bytes=grown, recompute=s["recompute"])
     if "forward" in only:
         t = bench_forward(model, s, data, a.warmup, a.steps)
         res.update(forward_ms=t * 1e3, forward_tok_s=BT / t)
