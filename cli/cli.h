@@ -34,7 +34,8 @@ typedef struct cli_runtime_flags {
     const char *gemm;       /* --gemm auto|clblast|native|CONFIG */
     const char *kernel_dir; /* --kernel-dir, else $CLFORMER_KERNEL_DIR */
     const char *cache_dir;  /* --cache-dir, else the XDG default */
-    int gemm_retune;        /* not a flag: `clformer tune` sets it */
+    int gemm_retune;        /* not a flag: `clformer tune` sets it (without --keep) */
+    int gemm_search_all;    /* not a flag: `clformer tune` sets it (no search budget) */
     cli_notice notice;      /* not a flag: the runtime's notices (the flags object
                                must not be const: cli_runtime_open hands it out) */
     char cache_dir_buf[1024];

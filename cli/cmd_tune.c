@@ -9,7 +9,10 @@
  * gemm_retune the saved choices for those classes are set aside, so each is
  * timed anew on this device and saved for later runs (the file's other
  * classes stay). --keep shows the saved choices instead, searching only
- * classes not in it. Either way the table lists the model's classes.
+ * classes not in it. Either way the table lists the model's classes, each
+ * searched in full: the search budget other commands have (compilation
+ * included: a cold first run on a slow compiler spends it early) does not
+ * apply here.
  * The table: per shape class, the shape that was timed, each candidate's
  * time per call (CLBlast and the native configurations the device searches;
  * "-" where a candidate was not timed), the winner, its GFLOP/s and their
@@ -137,6 +140,7 @@ int cli_cmd_tune(int argc, char **argv)
     if (batch == 0)
         batch = cfg.train.batch;
     rf.gemm_retune = !keep;
+    rf.gemm_search_all = 1;
     clf_runtime *rt = NULL;
     clf_model *m = NULL;
     clf_gemm_tuned *rows = NULL;

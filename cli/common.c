@@ -76,6 +76,8 @@ int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
     o.kernel_dir = f->kernel_dir;
     o.profile = f->profile;
     o.gemm_retune = f->gemm_retune;
+    if (f->gemm_search_all)
+        o.gemm_search_budget = 1e9; /* the search is what the command is for */
     if (f->gemm != NULL && f->gemm[0] != '\0') {
         if (strcmp(f->gemm, "auto") == 0)
             o.gemm = CLF_GEMM_AUTO;

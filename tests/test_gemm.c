@@ -14,7 +14,8 @@
  *     or B across the batch).
  *   - k == 0 gives C = beta * C; m == 0 or n == 0 leaves C alone.
  *   - The auto choice is stable, is written to the cache directory, and a
- *     corrupted cache file is ignored and rewritten.
+ *     corrupted cache file is ignored and rewritten; a choice timed after
+ *     the search's budget was spent is not written.
  *   - Argument errors: lda/ldb/ldc too small, operands past their buffer's
  *     end, overlapping batch outputs, a bad transpose flag, NULL.
  *   - clf_gemm_prepare validates and readies a shape that then runs.
@@ -391,17 +392,24 @@ static void find_choice_file(const char *dir, char *out, size_t cap)
     closedir(dp);
 }
 
-static clf_runtime *runtime_with_cache(const char *dir)
+/* budget: the GEMM search's seconds */
+static clf_runtime *runtime_with_budget(const char *dir, double budget)
 {
     clf_runtime_options o = clf_runtime_options_default();
     o.device = getenv("CLFORMER_TEST_DEVICE");
     o.cache_dir = dir;
     o.gemm = CLF_GEMM_AUTO;
+    o.gemm_search_budget = budget;
     clf_runtime *rt = NULL;
     clf_error err;
     tu_ok(clf_runtime_create(&rt, &o, &err), &err, "creating a runtime with a cache dir");
     return rt;
 }
+
+/* The budget unbounded: these checks count the classes saved, and compiling
+ * every configuration cold takes most of the default minute on some
+ * runtimes (Intel's CPU runtime: 5-8 s each). */
+static clf_runtime *runtime_with_cache(const char *dir) { return runtime_with_budget(dir, 1e6); }
 
 /* Lines after the first two of a choice file; those two into head and
  * cands ("" if missing). -1 if the file cannot be read. */
@@ -547,6 +555,22 @@ static void test_auto_cache(tu_rng *r)
         TU_CHECK(strcmp(cands2, cands) == 0 && lines == 1,
                  "a stale cache file (other candidates) is ignored and rewritten (%d lines)",
                  lines);
+        /* a budget spent by the first class: the second is timed partially
+         * and not saved; the next runtime searches it in full and saves it */
+        remove(path);
+        rt = runtime_with_budget(dir, 1e-9);
+        run_case(rt, "auto", &g, r);
+        run_case(rt, "auto", &gt, r);
+        clf_runtime_destroy(rt);
+        const int after_budget = count_lines(path, head2, cands2);
+        rt = runtime_with_cache(dir);
+        run_case(rt, "auto", &gt, r);
+        clf_runtime_destroy(rt);
+        lines = count_lines(path, head2, cands2);
+        TU_CHECK(after_budget == 1 && lines == 2,
+                 "a choice timed after the search budget was spent is not saved (%d line), the "
+                 "next runtime searches and saves it (%d lines)",
+                 after_budget, lines);
         remove(path);
     }
     remove_tree_files(klink); /* the link, or a directory the runtime made */
