@@ -31,8 +31,9 @@
 clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t n,
                       clf_error *err); /* out = a + b (out may alias a or b) */
 clf_status clf_op_scale(clf_runtime *rt, clf_ptr out, clf_ptr in, float s, size_t n,
-                        clf_error *err);                                        /* out = s * in */
-clf_status clf_op_zero(clf_runtime *rt, clf_ptr out, size_t n, clf_error *err); /* out = 0 */
+                        clf_error *err); /* out = s * in */
+/* out = 0 (+0.0 everywhere) */
+clf_status clf_op_zero(clf_runtime *rt, clf_ptr out, size_t n, clf_error *err);
 clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n,
                        clf_error *err); /* y += a * x */
 /* out = a + b, elementwise, for the residual stream (alias of add kept for
