@@ -19,12 +19,15 @@
  *   The search is bounded: once a runtime has spent its budget
  *   (gemm_search_budget, 60 s by default; compilation of the variants
  *   counts), new classes are timed on CLBlast and the first native
- *   configuration only, as before there was a search, and those partial
- *   choices are not written to the file: the next runtime, its kernels
- *   compiled and cached by then, searches them in full (a first run on
- *   Intel's CPU runtime, 5-8 s of compilation per configuration, spent the
- *   budget on its first class and once left the rest of the cpu model's
- *   GEMMs on a configuration up to 25% slower than the best). Products under
+ *   configuration only, as before there was a search, and saved like the
+ *   others: later runs stay quiet (not saving them was tried: every later
+ *   process then timed CLBlast again, which compiles its kernels anew in
+ *   each process, and Intel's CI leg grew from about 300 to 540 s). A cold
+ *   first run on Intel's CPU runtime (5-8 s of compilation per
+ *   configuration) spends the budget on its first class and leaves the
+ *   rest of the cpu model's GEMMs on a configuration up to 25% slower than
+ *   the best: `clformer tune`, which searches without a budget, is the
+ *   remedy (the first run's notice names it). Products under
  *   TIMING_TINY_FLOPS are not timed: launch overhead decides them, and the
  *   first native configuration takes them in one launch.
  *
@@ -144,8 +147,6 @@ static void choices_save(clf_runtime *rt, gemm_state *st)
     int ok = fprintf(fp, "%s\n%s\n", CHOICE_MAGIC, cands) > 0;
     for (size_t i = 0; ok && i < st->n_choices; i++) {
         const gemm_choice *c = &st->choices[i];
-        if (c->partial)
-            continue;
         ok = fprintf(fp, "%u %u %u %u %u %u %zu %zu %zu %zu %s", c->cls.ta, c->cls.tb, c->cls.lm,
                      c->cls.ln, c->cls.lk, c->cls.lb, c->m, c->n, c->k, c->batch,
                      st->cand_names[c->cand]) > 0;
@@ -351,7 +352,6 @@ clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_
                                   ? clf_runtime_options_get(rt)->gemm_search_budget
                                   : SEARCH_BUDGET;
         const size_t n = st->search_seconds < budget ? 1 + st->n_search : 2;
-        c.partial = n < 1 + st->n_search;
         const clf_runtime_options *o = clf_runtime_options_get(rt);
         if (o->notify != NULL) {
             char what[96];

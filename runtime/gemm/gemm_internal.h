@@ -65,8 +65,6 @@ typedef struct gemm_choice {
     int cand;                 /* the winner */
     int fresh;                /* timed by this runtime (else read from the cache file) */
     int used;                 /* looked up by this runtime */
-    int partial;              /* timed on fewer candidates than the search's (its budget was
-                               * spent): used by this runtime, not written to the file */
     double t[GEMM_MAX_CANDS]; /* seconds per call as timed; -1 = not timed */
 } gemm_choice;
 
