@@ -20,9 +20,9 @@
  *   (gemm_search_budget, 60 s by default; compilation of the variants
  *   counts), new classes are timed on CLBlast and the first native
  *   configuration only, as before there was a search, and saved like the
- *   others: later runs stay quiet (not saving them was tried: every later
- *   process then timed CLBlast again, which compiles its kernels anew in
- *   each process, and Intel's CI leg grew from about 300 to 540 s). A cold
+ *   others, so later runs stay quiet (not saving them was tried: every
+ *   later process then searched those classes again, CLBlast's kernels
+ *   compiled anew in each). A cold
  *   first run on Intel's CPU runtime (5-8 s of compilation per
  *   configuration) spends the budget on its first class and leaves the
  *   rest of the cpu model's GEMMs on a configuration up to 25% slower than
