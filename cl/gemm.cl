@@ -155,22 +155,62 @@ __kernel void gemm_config(__global int *out)
         d_[15 * (s)] = (v).sf;                                                   \
     } while (0)
 
-/* The k-chunk's rows of one source row, zero-padded past K, into t[]. */
-static inline void gemm_pack_row(const __global float *src, ulong kleft, float *t)
+/* The source's storage (s_type, runtime/convert.h's clf_dtype): float32, or
+ * bf16 / f16 widened exactly as they are read (bf16 is a shift; f16 goes
+ * through the core vload_half family, no cl_khr_fp16), so a 16-bit operand
+ * is packed straight into float32 panels. Offsets, strides and indices
+ * count elements of the source's own type. */
+#define GEMM_T_F32 0u
+#define GEMM_T_BF16 1u
+
+/* Element i of S. */
+static inline float gemm_src_1(const __global float *S, uint s_type, ulong i)
+{
+    if (s_type == GEMM_T_F32)
+        return S[i];
+    if (s_type == GEMM_T_BF16)
+        return as_float((uint)((const __global ushort *)S)[i] << 16);
+    return vload_half(i, (const __global half *)S);
+}
+
+/* W consecutive elements of S from element i (W = 4, 8, 16). */
+#define GEMM_SRC_VEC(W)                                                                       \
+    static inline GEMM_CAT(float, W)                                                          \
+        GEMM_CAT(gemm_src_, W)(const __global float *S, uint s_type, ulong i)                 \
+    {                                                                                         \
+        if (s_type == GEMM_T_F32)                                                             \
+            return GEMM_CAT(vload, W)(0, S + i);                                              \
+        if (s_type == GEMM_T_BF16)                                                            \
+            return GEMM_CAT(as_float, W)(                                                     \
+                GEMM_CAT(convert_uint, W)(                                                    \
+                    GEMM_CAT(vload, W)(0, (const __global ushort *)S + i))                    \
+                << 16);                                                                       \
+        return GEMM_CAT(vload_half, W)(0, (const __global half *)S + i);                      \
+    }
+GEMM_SRC_VEC(2)
+GEMM_SRC_VEC(4)
+GEMM_SRC_VEC(8)
+GEMM_SRC_VEC(16)
+#define gemm_src_V GEMM_CAT(gemm_src_, GEMM_VW)
+
+/* The k-chunk of one source row from element i, zero-padded past K, into
+ * t[]. */
+static inline void gemm_pack_row(const __global float *S, uint s_type, ulong i, ulong kleft,
+                                 float *t)
 {
     if (kleft >= GEMM_PACK_KC) {
 #pragma unroll
         for (int kk = 0; kk < GEMM_PACK_KC; kk++)
-            t[kk] = src[kk];
+            t[kk] = gemm_src_1(S, s_type, i + (ulong)kk);
     } else {
         for (int kk = 0; kk < GEMM_PACK_KC; kk++)
-            t[kk] = (ulong)kk < kleft ? src[kk] : 0.0f;
+            t[kk] = (ulong)kk < kleft ? gemm_src_1(S, s_type, i + (ulong)kk) : 0.0f;
     }
 }
 
 #define GEMM_PACK_ARGS                                                                     \
     ulong MN, ulong K, __global const float *S, ulong s_off, ulong lds, ulong stride_s,     \
-        __global float *P, ulong p_off, ulong stride_p
+        uint s_type, __global float *P, ulong p_off, ulong stride_p
 
 /* B not transposed: stored K x N, row stride lds. Rows of the panel are
  * contiguous in both layouts: a row copy each. */
@@ -184,23 +224,26 @@ gemm_pack_b_n(GEMM_PACK_ARGS)
     if (k0 >= K || j0 >= MN)
         return;
     const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
-    const __global float *src = S + s_off + z * stride_s + k0 * lds + j0;
+    const ulong src = s_off + z * stride_s + k0 * lds + j0;
     __global float *dst = P + p_off + z * stride_p + (jp * K + k0) * GEMM_NR;
     if (kn == GEMM_PACK_KC && j0 + GEMM_NR <= MN) {
 #pragma unroll
         for (int kk = 0; kk < GEMM_PACK_KC; kk++)
 #pragma unroll
             for (int v = 0; v < GEMM_NV; v++)
-                vstoreV(vloadV(v, src + (ulong)kk * lds), v, dst + kk * GEMM_NR);
+                vstoreV(gemm_src_V(S, s_type, src + (ulong)kk * lds + (ulong)(v * GEMM_VW)), v,
+                        dst + kk * GEMM_NR);
     } else if (j0 + GEMM_NR <= MN) {
         for (ulong kk = 0; kk < kn; kk++)
 #pragma unroll
             for (int v = 0; v < GEMM_NV; v++)
-                vstoreV(vloadV(v, src + kk * lds), v, dst + kk * GEMM_NR);
+                vstoreV(gemm_src_V(S, s_type, src + kk * lds + (ulong)(v * GEMM_VW)), v,
+                        dst + kk * GEMM_NR);
     } else {
         for (ulong kk = 0; kk < kn; kk++)
             for (int j = 0; j < GEMM_NR; j++)
-                dst[kk * GEMM_NR + j] = (j0 + (ulong)j < MN) ? src[kk * lds + j] : 0.0f;
+                dst[kk * GEMM_NR + j] =
+                    (j0 + (ulong)j < MN) ? gemm_src_1(S, s_type, src + kk * lds + (ulong)j) : 0.0f;
     }
 }
 
@@ -216,11 +259,11 @@ gemm_pack_b_t(GEMM_PACK_ARGS)
     if (k0 >= K || j0 >= MN)
         return;
     const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
-    const __global float *src = S + s_off + z * stride_s + j0 * lds + k0;
+    const ulong src = s_off + z * stride_s + j0 * lds + k0;
     __global float *dst = P + p_off + z * stride_p + (jp * K + k0) * GEMM_NR;
     if (kn == GEMM_PACK_KC && j0 + GEMM_NR <= MN) {
         for (int j = 0; j < GEMM_NR; j++) {
-            const float16 v = vload16(0, src + (ulong)j * lds);
+            const float16 v = gemm_src_16(S, s_type, src + (ulong)j * lds);
             GEMM_SCATTER16(dst + j, GEMM_NR, v);
         }
         return;
@@ -228,7 +271,7 @@ gemm_pack_b_t(GEMM_PACK_ARGS)
     for (int j = 0; j < GEMM_NR; j++) {
         float t[GEMM_PACK_KC];
         if (j0 + (ulong)j < MN) {
-            gemm_pack_row(src + (ulong)j * lds, K - k0, t);
+            gemm_pack_row(S, s_type, src + (ulong)j * lds, K - k0, t);
         } else {
 #pragma unroll
             for (int kk = 0; kk < GEMM_PACK_KC; kk++)
@@ -251,12 +294,12 @@ gemm_pack_a_n(GEMM_PACK_ARGS)
     if (k0 >= K || i0 >= MN)
         return;
     const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
-    const __global float *src = S + s_off + z * stride_s + i0 * lds + k0;
+    const ulong src = s_off + z * stride_s + i0 * lds + k0;
     __global float *dst = P + p_off + z * stride_p + (ib * K + k0) * GEMM_MR;
     if (kn == GEMM_PACK_KC && i0 + GEMM_MR <= MN) {
 #pragma unroll
         for (int r = 0; r < GEMM_MR; r++) {
-            const float16 v = vload16(0, src + (ulong)r * lds);
+            const float16 v = gemm_src_16(S, s_type, src + (ulong)r * lds);
             GEMM_SCATTER16(dst + r, GEMM_MR, v);
         }
         return;
@@ -265,7 +308,7 @@ gemm_pack_a_n(GEMM_PACK_ARGS)
     for (int r = 0; r < GEMM_MR; r++) {
         float t[GEMM_PACK_KC];
         if (i0 + (ulong)r < MN) {
-            gemm_pack_row(src + (ulong)r * lds, K - k0, t);
+            gemm_pack_row(S, s_type, src + (ulong)r * lds, K - k0, t);
         } else {
 #pragma unroll
             for (int kk = 0; kk < GEMM_PACK_KC; kk++)
@@ -288,24 +331,26 @@ gemm_pack_a_t(GEMM_PACK_ARGS)
     if (k0 >= K || i0 >= MN)
         return;
     const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
-    const __global float *src = S + s_off + z * stride_s + k0 * lds + i0;
+    const ulong src = s_off + z * stride_s + k0 * lds + i0;
     __global float *dst = P + p_off + z * stride_p + (ib * K + k0) * GEMM_MR;
     if (kn == GEMM_PACK_KC && i0 + GEMM_MR <= MN) {
 #pragma unroll
         for (int kk = 0; kk < GEMM_PACK_KC; kk++) {
 #if GEMM_MR == 8 || GEMM_MR == 4
-            GEMM_CAT(vstore, GEMM_MR)(GEMM_CAT(vload, GEMM_MR)(0, src + (ulong)kk * lds), kk, dst);
+            GEMM_CAT(vstore, GEMM_MR)
+            (GEMM_CAT(gemm_src_, GEMM_MR)(S, s_type, src + (ulong)kk * lds), kk, dst);
 #else
 #pragma unroll
             for (int r = 0; r < GEMM_MR; r++)
-                dst[kk * GEMM_MR + r] = src[(ulong)kk * lds + (ulong)r];
+                dst[kk * GEMM_MR + r] = gemm_src_1(S, s_type, src + (ulong)kk * lds + (ulong)r);
 #endif
         }
         return;
     }
     for (ulong kk = 0; kk < kn; kk++)
         for (int r = 0; r < GEMM_MR; r++)
-            dst[kk * GEMM_MR + (ulong)r] = (i0 + (ulong)r < MN) ? src[kk * lds + (ulong)r] : 0.0f;
+            dst[kk * GEMM_MR + (ulong)r] =
+                (i0 + (ulong)r < MN) ? gemm_src_1(S, s_type, src + kk * lds + (ulong)r) : 0.0f;
 }
 
 /* ---- the register-blocked product ---------------------------------------- */

@@ -181,9 +181,13 @@ int cli_cmd_tune(int argc, char **argv)
     if (json) {
         print_json(rows, n, names, n_search, peak, clf_runtime_device(rt)->name);
     } else {
-        printf("%zu shape classes in %.1f s (model build included); measured FMA peak %.1f "
-               "GFLOP/s\n\n",
-               n, searched, peak);
+        double timing = 0.0, setup = 0.0;
+        if ((st = clf_gemm_search_seconds(rt, &timing, &setup, &err)) != CLF_OK)
+            goto fail;
+        printf("%zu shape classes in %.1f s (model build included: %.1f s timing the "
+               "candidates, %.1f s in their first runs, which build kernels); measured FMA peak "
+               "%.1f GFLOP/s\n\n",
+               n, searched, timing, setup, peak);
         print_table(rows, n, names, n_search, peak);
         if (count > n_search) {
             printf("\nnot searched on this device (runnable, e.g. by the tests):");

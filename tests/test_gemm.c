@@ -48,6 +48,7 @@
 
 #include "model/ops/ops.h"
 #include "runtime/gemm/gemm.h"
+#include "runtime/util.h"
 #include "tests/test_util.h"
 
 typedef struct gcase {
@@ -559,7 +560,17 @@ static void test_auto_cache(tu_rng *r)
          * and the first native configuration only; both are saved */
         remove(path);
         rt = runtime_with_budget(dir, 1e-9);
+        const double w0 = clf_now_seconds();
         run_case(rt, "auto", &g, r);
+        const double wall = clf_now_seconds() - w0;
+        double timing = -1.0, setup = -1.0;
+        tu_ok(clf_gemm_search_seconds(rt, &timing, &setup, &err2), &err2, "search seconds");
+        /* the budget meters the timed runs; the first runs (building
+         * kernels) are counted apart, and both fit in the call */
+        TU_CHECK(timing > 0.0 && setup > 0.0 && timing + setup <= wall,
+                 "the search's seconds: timing %.4f and first runs %.4f, apart, within the call's "
+                 "%.4f",
+                 timing, setup, wall);
         run_case(rt, "auto", &gt, r);
         size_t n_search = 0;
         tu_ok(clf_gemm_tuning(rt, rows, 8, &nrows, &err2), &err2, "tuning table");

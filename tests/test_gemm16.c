@@ -16,8 +16,12 @@
  * batches (A shared with stride 0), beta 0 over a C of NaNs (never read)
  * and beta 0.5 over a 16-bit C (widened, then narrowed again), the
  * epilogue (bias + GELU into a float32 D, C in bf16), gaps between rows of
- * C left untouched, and the conversion scratch counted by
- * clf_gemm_workspace_bytes and readied by clf_gemm_prepare.
+ * C left untouched, every configuration the device lists by name (the
+ * register-blocked ones widen A and B in their packing kernels, the others
+ * through the conversion scratch), and the scratch: the native engine's
+ * packed panels alone where it reads 16 bits directly, the conversion
+ * scratch counted by clf_gemm_workspace_bytes and readied by
+ * clf_gemm_prepare elsewhere.
  */
 #include <math.h>
 #include <stdio.h>
@@ -94,7 +98,9 @@ typedef struct gcase {
     int epilogue; /* bias + GELU into D (batch 1) */
 } gcase;
 
-static void run(clf_runtime *rt, clf_gemm_engine engine, const gcase *g, tu_rng *r)
+/* On engine, or (config non-NULL) on that candidate by name. */
+static void run(clf_runtime *rt, clf_gemm_engine engine, const char *config, const gcase *g,
+                tu_rng *r)
 {
     clf_error e;
     const size_t nb = g->batch, na = g->share_a ? 1 : nb;
@@ -135,7 +141,9 @@ static void run(clf_runtime *rt, clf_gemm_engine engine, const gcase *g, tu_rng 
         d.d = (clf_ptr){db, 0};
         d.ldd = g->n;
     }
-    tu_ok(clf_gemm_with(rt, engine, &d, &e), &e, "gemm16");
+    tu_ok(config != NULL ? clf_gemm_with_config(rt, config, &d, &e)
+                         : clf_gemm_with(rt, engine, &d, &e),
+          &e, "gemm16");
     void *raw = malloc(C.elems * 4);
     tu_ok(clf_buffer_read(rt, C.buf, 0, raw, C.elems * clf_dtype_size(g->tc), &e), &e, "read C");
     if (g->epilogue)
@@ -182,10 +190,10 @@ static void run(clf_runtime *rt, clf_gemm_engine engine, const gcase *g, tu_rng 
     }
     char name[200];
     snprintf(name, sizeof name, "%s A %s%s B %s%s C %s: %zux%zux%zu batch %zu%s beta %g%s",
-             clf_gemm_engine_name(engine), clf_dtype_name(g->ta), g->trans_a ? "^T" : "",
-             clf_dtype_name(g->tb), g->trans_b ? "^T" : "", clf_dtype_name(g->tc), g->m, g->n, g->k,
-             nb, g->share_a ? " (A shared)" : "", (double)g->beta,
-             g->epilogue ? ", bias+GELU -> D" : "");
+             config != NULL ? config : clf_gemm_engine_name(engine), clf_dtype_name(g->ta),
+             g->trans_a ? "^T" : "", clf_dtype_name(g->tb), g->trans_b ? "^T" : "",
+             clf_dtype_name(g->tc), g->m, g->n, g->k, nb, g->share_a ? " (A shared)" : "",
+             (double)g->beta, g->epilogue ? ", bias+GELU -> D" : "");
     TU_CHECK(worst <= 1.0 && worst_d <= 1.0 && gaps_bad == 0,
              "%s (worst %.3f of the tolerance, D %.3f, %zu gap elements written)", name, worst,
              worst_d, gaps_bad);
@@ -227,14 +235,85 @@ int main(void)
                                .batch = 1,
                                .alpha = 0.75f,
                                .beta = (s + (size_t)tr) % 2 ? 0.5f : 0.0f};
-                    run(rt, engines[en], &g, &r);
+                    run(rt, engines[en], NULL, &g, &r);
                 }
     /* batches, A shared; the epilogue with a bf16 C */
     for (size_t en = 0; en < (sim ? 1u : 2u); en++) {
         gcase b = {CLF_DT_F16, CLF_DT_BF16, CLF_DT_BF16, 0, 1, 9, 11, 21, 3, 1, 1.0f, 0.5f, 0};
-        run(rt, engines[en], &b, &r);
+        run(rt, engines[en], NULL, &b, &r);
         gcase ep = {CLF_DT_BF16, CLF_DT_BF16, CLF_DT_BF16, 0, 1, 17, 40, 24, 1, 0, 1.0f, 0.0f, 1};
-        run(rt, engines[en], &ep, &r);
+        run(rt, engines[en], NULL, &ep, &r);
+    }
+    /* every configuration the device lists: the register-blocked ones read
+     * the 16-bit A and B in their packing, the others through the
+     * conversion scratch; edges, every transpose, a batch with A shared */
+    {
+        clf_error e;
+        const char *const *names = NULL;
+        size_t count = 0;
+        tu_ok(clf_gemm_candidates(rt, &names, &count, NULL, &e), &e, "candidates");
+        const clf_dtype ct[][3] = {{CLF_DT_BF16, CLF_DT_F16, CLF_DT_F32},
+                                   {CLF_DT_F16, CLF_DT_BF16, CLF_DT_BF16}};
+        for (size_t c = 1; c < count; c++)
+            for (int tr = 0; tr < 4; tr++) {
+                gcase g = {ct[tr & 1][0],
+                           ct[tr & 1][1],
+                           ct[tr & 1][2],
+                           tr & 1,
+                           tr >> 1,
+                           37,
+                           70,
+                           sim ? 9 : 35,
+                           1,
+                           0,
+                           0.5f,
+                           tr == 1 ? 0.5f : 0.0f,
+                           tr == 2};
+                run(rt, CLF_GEMM_AUTO, names[c], &g, &r);
+            }
+        for (size_t c = 1; c < count && !sim; c++) {
+            gcase b = {CLF_DT_BF16, CLF_DT_BF16, CLF_DT_F32, 1, 0, 13, 50, 19, 3, 1, 1.0f, 0.0f, 0};
+            run(rt, CLF_GEMM_AUTO, names[c], &b, &r);
+        }
+    }
+    /* the native engine reads a 16-bit A and B in its packing: the
+     * workspace is the packed float32 panels alone (at most a tile's rows
+     * and columns past 300 x 200 each), not a widened copy besides them
+     * (the conversion path needs 2 x 300 x 200 floats more) */
+    {
+        clf_error e;
+        clf_runtime_options o = clf_runtime_options_default();
+        o.device = getenv("CLFORMER_TEST_DEVICE");
+        o.cache_dir = getenv("CLFORMER_CACHE_DIR");
+        o.gemm = CLF_GEMM_NATIVE;
+        clf_runtime *nrt = NULL;
+        tu_ok(clf_runtime_create(&nrt, &o, &e), &e, "a native runtime");
+        clf_buffer *a = NULL, *c = NULL;
+        tu_ok(clf_buffer_create(nrt, 300 * 200 * 2, &a, &e), &e, "buffer");
+        tu_ok(clf_buffer_create(nrt, 300 * 300 * 4, &c, &e), &e, "buffer");
+        clf_gemm_desc d = {.trans_b = 1,
+                           .m = 300,
+                           .n = 300,
+                           .k = 200,
+                           .alpha = 1.0f,
+                           .a = {a, 0},
+                           .lda = 200,
+                           .b = {a, 0},
+                           .ldb = 200,
+                           .c = {c, 0},
+                           .ldc = 300,
+                           .a_type = CLF_DT_BF16,
+                           .b_type = CLF_DT_BF16};
+        tu_ok(clf_gemm_prepare(nrt, &d, &e), &e, "prepare");
+        const size_t ws = clf_gemm_workspace_bytes(nrt);
+        const clf_device_info *dev = clf_runtime_device(nrt);
+        TU_CHECK(ws >= 2 * 300 * 200 * 4 && ws <= (2 * 300 + 16 + 64) * 200 * 4,
+                 "native on a bf16 A and B: %zu bytes of workspace, the packed panels alone "
+                 "(%s)",
+                 ws, dev->name);
+        clf_buffer_destroy(a);
+        clf_buffer_destroy(c);
+        clf_runtime_destroy(nrt);
     }
     /* the conversion scratch: readied by prepare, counted as workspace */
     {

@@ -204,9 +204,8 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
 
 /* ---- running on a candidate ----------------------------------------------------- */
 
-/* The native configuration "native" means: the runtime's gemm_config by
- * name, else the first that builds. */
-static clf_status native_default(clf_runtime *rt, gemm_state *st, gemm_native **out, clf_error *err)
+clf_status clf_gemm_native_default(clf_runtime *rt, gemm_state *st, gemm_native **out,
+                                   clf_error *err)
 {
     const char *want = clf_runtime_options_get(rt)->gemm_config;
     if (want != NULL && want[0] != '\0') {
@@ -245,7 +244,7 @@ clf_status clf_gemm_cand_run(clf_runtime *rt, gemm_state *st, int cand, const cl
         nat = &st->natives[cand - 1];
         if ((s = clf_gemm_native_init(rt, nat, err)) != CLF_OK)
             return s;
-    } else if ((s = native_default(rt, st, &nat, err)) != CLF_OK) {
+    } else if ((s = clf_gemm_native_default(rt, st, &nat, err)) != CLF_OK) {
         return s;
     }
     /* k == 0 (C = beta * C) always runs natively: CLBlast rejects it. */
@@ -323,7 +322,7 @@ clf_status clf_gemm_choice(clf_runtime *rt, const clf_gemm_desc *d, const char *
         s = cand_for(rt, st, clf_runtime_options_get(rt)->gemm, d, &cand, err);
     gemm_native *nat = NULL;
     if (s == CLF_OK && cand < 0)
-        s = native_default(rt, st, &nat, err);
+        s = clf_gemm_native_default(rt, st, &nat, err);
     if (s != CLF_OK)
         return s;
     *name = nat != NULL ? nat->cfg.name : st->cand_names[cand];
@@ -347,7 +346,7 @@ clf_status clf_gemm_prepare(clf_runtime *rt, const clf_gemm_desc *d, clf_error *
     if ((s = cand_for(rt, st, clf_runtime_options_get(rt)->gemm, d, &cand, err)) != CLF_OK)
         return s;
     /* every path may need the default native (k == 0, CLBlast's epilogue) */
-    if ((s = native_default(rt, st, &nat, err)) != CLF_OK)
+    if ((s = clf_gemm_native_default(rt, st, &nat, err)) != CLF_OK)
         return s;
     if (cand == GEMM_CAND_CLBLAST)
         return CLF_OK;

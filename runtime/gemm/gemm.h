@@ -111,6 +111,10 @@ typedef struct clf_gemm_tuned {
 } clf_gemm_tuned;
 clf_status clf_gemm_tuning(clf_runtime *rt, clf_gemm_tuned *rows, size_t cap, size_t *n,
                            clf_error *err);
+/* Seconds this runtime's search has spent: timing the candidates (what
+ * gemm_search_budget meters) and in each candidate's first run, which builds
+ * and specialises its kernels (not metered). */
+clf_status clf_gemm_search_seconds(clf_runtime *rt, double *timing, double *setup, clf_error *err);
 /* Ready what a later clf_gemm of d's shape needs, so that the call itself
  * only enqueues kernels: builds the native engine, makes (times, caches) the
  * auto choice for d's shape class, and sizes the native engine's packing

@@ -1,9 +1,16 @@
 /*
  * gemm16.c - GEMM with 16-bit storage (bf16, f16) for any of A, B and C.
  *
- * Design: the product is the float32 one of every engine. Each 16-bit
- * operand is widened (exactly: cl/convert.cl) into the runtime's conversion
- * scratch as a dense float32 copy (a shared operand, batch stride 0, once);
+ * Design: the product is the float32 one of every engine. Where the
+ * configuration that runs the product is a register-blocked native one
+ * and is known without timing (named, the native engine, or an auto choice
+ * already made for the class), its packing kernels read a 16-bit A and B
+ * directly and widen them into the float32 panels they copy anyway: no
+ * extra pass, no conversion scratch for them. Otherwise (CLBlast, a tiled
+ * configuration, a class met for the first time, whose search times the
+ * candidates on float32 operands) each 16-bit operand is widened (exactly:
+ * cl/convert.cl) into the runtime's conversion scratch as a dense float32
+ * copy (a shared operand, batch stride 0, once);
  * a 16-bit C is computed into the scratch (its old values widened first
  * when beta != 0) and narrowed back, rounded to nearest even. The float32
  * descriptor then takes the ordinary path: the auto choice, the search and
@@ -12,8 +19,11 @@
  * sizes it up front like the packing scratch. The cost is one extra pass
  * over each 16-bit operand, against the m n k of the product.
  *
- * Not here: kernels that read 16-bit operands directly (a later step when
- * the model stores its activations in 16 bits and the extra pass shows).
+ * Not here: a 16-bit C or D written by the kernels themselves (C goes
+ * through the scratch on every engine), 16-bit reads in the tiled and
+ * few-row configurations, and a first-call search that avoids the
+ * conversion scratch (a model that plans its GEMMs grows it once, during
+ * planning, for each 16-bit operand of a new class).
  */
 #include "runtime/gemm/gemm_internal.h"
 
@@ -37,25 +47,55 @@ static clf_status to_f32(clf_runtime *rt, gemm_state *st, size_t off, clf_dtype 
                 : CLF_OK;
 }
 
+/* The native configuration that will run d's float32 twin x when it is
+ * known without timing (an explicit candidate, the native engine, or a
+ * choice already made) and reads d's 16-bit A and B itself; else NULL. */
+static gemm_native *direct_config(clf_runtime *rt, gemm_state *st, clf_gemm_engine engine, int cand,
+                                  const clf_gemm_desc *x, const clf_gemm_desc *d)
+{
+    gemm_native *nat = NULL;
+    if (cand < 0 && engine == CLF_GEMM_AUTO && !clf_gemm_auto_known(rt, st, x, &cand))
+        return NULL; /* the first call of a class makes the choice on widened copies */
+    if (cand == GEMM_CAND_CLBLAST || (cand < 0 && engine == CLF_GEMM_CLBLAST))
+        return NULL;
+    if (cand > 0 && (size_t)cand <= st->n_natives) {
+        nat = &st->natives[cand - 1];
+        if (clf_gemm_native_init(rt, nat, NULL) != CLF_OK)
+            return NULL;
+    } else if (clf_gemm_native_default(rt, st, &nat, NULL) != CLF_OK) {
+        return NULL;
+    }
+    clf_gemm_desc y = *d;
+    y.c_type = CLF_DT_F32; /* a 16-bit C is still narrowed from the scratch */
+    return clf_gemm_native_reads16(nat, &y) ? nat : NULL;
+}
+
 clf_status clf_gemm16_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine engine, int cand,
                           int prepare, const clf_gemm_desc *d, clf_error *err)
 {
     const size_t batch = clf_gemm_batch_of(d);
     const size_t a_rows = d->trans_a ? d->k : d->m, a_cols = d->trans_a ? d->m : d->k;
     const size_t b_rows = d->trans_b ? d->n : d->k, b_cols = d->trans_b ? d->k : d->n;
-    const int a16 = d->k > 0 && d->a_type != CLF_DT_F32, b16 = d->k > 0 && d->b_type != CLF_DT_F32;
+    clf_gemm_desc x = *d;
+    x.a_type = x.b_type = x.c_type = CLF_DT_F32;
+    gemm_native *nat = d->k > 0 ? direct_config(rt, st, engine, cand, &x, d) : NULL;
+    /* read directly by nat's packing, or widened here */
+    const int a16 = !nat && d->k > 0 && d->a_type != CLF_DT_F32;
+    const int b16 = !nat && d->k > 0 && d->b_type != CLF_DT_F32;
     const int c16 = d->c_type != CLF_DT_F32;
+    if (nat != NULL)
+        x.a_type = d->a_type, x.b_type = d->b_type;
     /* matrices to widen: one for an operand shared by the batch */
     const size_t na = batch > 1 && d->stride_a == 0 ? 1 : batch;
     const size_t nb = batch > 1 && d->stride_b == 0 ? 1 : batch;
     const size_t fa = a16 ? na * a_rows * a_cols : 0, fb = b16 ? nb * b_rows * b_cols : 0;
     const size_t fc = c16 ? batch * d->m * d->n : 0;
-    clf_status s = clf_gemm_scratch_grow(rt, &st->conv, &st->conv_floats, fa + fb + fc,
-                                         "16-bit conversion scratch", err);
+    clf_status s = fa + fb + fc > 0
+                       ? clf_gemm_scratch_grow(rt, &st->conv, &st->conv_floats, fa + fb + fc,
+                                               "16-bit conversion scratch", err)
+                       : CLF_OK;
     if (s != CLF_OK)
         return s;
-    clf_gemm_desc x = *d;
-    x.a_type = x.b_type = x.c_type = CLF_DT_F32;
     if (a16 && (s = to_f32(rt, st, 0, d->a_type, d->a, d->lda, d->stride_a, a_rows, a_cols, na,
                            !prepare, &x.a, &x.lda, &x.stride_a, err)) != CLF_OK)
         return s;
@@ -67,8 +107,11 @@ clf_status clf_gemm16_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine engin
                            !prepare && d->beta != 0.0f, &x.c, &x.ldc, &x.stride_c, err)) != CLF_OK)
         return s;
     if (prepare)
-        return clf_gemm_prepare(rt, &x, err);
-    s = cand >= 0 ? clf_gemm_cand_run(rt, st, cand, &x, err) : clf_gemm_with(rt, engine, &x, err);
+        return nat != NULL ? clf_gemm_native_reserve(rt, st, nat, &x, err)
+                           : clf_gemm_prepare(rt, &x, err);
+    s = nat != NULL ? clf_gemm_native_run(rt, st, nat, &x, err)
+        : cand >= 0 ? clf_gemm_cand_run(rt, st, cand, &x, err)
+                    : clf_gemm_with(rt, engine, &x, err);
     if (s == CLF_OK && c16)
         s = clf_convert_matrix(rt, d->c_type, d->c, d->ldc, d->stride_c, CLF_DT_F32, x.c, x.ldc,
                                x.stride_c, d->m, d->n, batch, err);

@@ -84,6 +84,7 @@ typedef struct gemm_state {
     gemm_choice *choices;
     size_t n_choices, cap_choices;
     double search_seconds; /* spent timing so far (the budget's meter) */
+    double setup_seconds;  /* spent in candidates' first runs (building kernels) */
 } gemm_state;
 
 static inline size_t clf_gemm_batch_of(const clf_gemm_desc *d)
@@ -123,6 +124,10 @@ clf_status clf_gemm_scratch_grow(clf_runtime *rt, clf_buffer **buf, size_t *floa
 int clf_gemm_is16(const clf_gemm_desc *d);
 clf_status clf_gemm16_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine engine, int cand,
                           int prepare, const clf_gemm_desc *d, clf_error *err);
+/* dispatch.c: the native configuration "native" means (the runtime's
+ * gemm_config by name, else the first that builds), built. */
+clf_status clf_gemm_native_default(clf_runtime *rt, gemm_state *st, gemm_native **out,
+                                   clf_error *err);
 /* dispatch.c: run validated d (m, n > 0) on candidate cand. */
 clf_status clf_gemm_cand_run(clf_runtime *rt, gemm_state *st, int cand, const clf_gemm_desc *d,
                              clf_error *err);
@@ -142,11 +147,18 @@ clf_status clf_gemm_native_epilogue(clf_runtime *rt, gemm_native *nat, const clf
                                     clf_error *err);
 clf_status clf_gemm_native_reserve(clf_runtime *rt, gemm_state *st, gemm_native *nat,
                                    const clf_gemm_desc *d, clf_error *err);
+/* native.c: whether nat runs d as it is stored: always for float32; for a
+ * bf16 or f16 A or B, the register-blocked configurations (their packing
+ * widens as it copies) with a float32 C and k > 0. */
+int clf_gemm_native_reads16(const gemm_native *nat, const clf_gemm_desc *d);
 
 /* choice.c: the auto choice (a candidate) for validated d with m, n, k > 0
  * (from the cache, else searched and remembered). */
 clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d, int *cand,
                                 clf_error *err);
+/* choice.c: the auto choice for d's class if it is already made (this
+ * runtime or the cache file): 1 and *cand, else 0; never times. */
+int clf_gemm_auto_known(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d, int *cand);
 
 /* Enqueue d on CLBlast (SGEMM, or strided-batched SGEMM when batch > 1) on
  * the runtime's queue. CLBlast failures become CLF_ERR_CLBLAST with the

@@ -389,21 +389,24 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_native *nat, cons
     memset(p, 0, sizeof *p);
     p->zc = batch;
     p->split = 1;
-    if (d->trans_b && !d->trans_a && m < PACK_B_MIN_M) {
+    /* a 16-bit operand is always packed: the packing widens it */
+    const int a16 = d->a_type != CLF_DT_F32, b16 = d->b_type != CLF_DT_F32;
+    if (d->trans_b && !d->trans_a && m < PACK_B_MIN_M && !a16 && !b16) {
         p->dot = 1; /* few rows, B transposed: dot products read B once */
         return CLF_OK;
     }
-    p->pack_a = d->trans_a;
-    p->pack_b = d->trans_b || m >= PACK_B_MIN_M;
+    p->pack_a = d->trans_a || a16;
+    p->pack_b = d->trans_b || m >= PACK_B_MIN_M || b16;
     p->pa = p->pack_a ? ceil_div(m, t->mr) * k * t->mr : 0;
     p->pb = p->pack_b ? ceil_div(n, t->nr) * k * t->nr : 0;
-    if (p->pa + p->pb > max_floats && p->pack_b && !d->trans_b) {
+    if (p->pa + p->pb > max_floats && p->pack_b && !d->trans_b && !b16) {
         p->pack_b = 0;
         p->pb = 0;
     }
     if (p->pa + p->pb > max_floats)
         return clf_error_set(err, CLF_ERR_MEMORY,
-                             "gemm: packing a transposed operand of M=%zu N=%zu K=%zu needs %zu "
+                             "gemm: packing a transposed or 16-bit operand of M=%zu N=%zu K=%zu "
+                             "needs %zu "
                              "bytes of scratch, more than the device's largest allocation (%zu)",
                              m, n, k, (p->pa + p->pb) * sizeof(float), max_floats * sizeof(float));
     p->split = split_of(rt, t, d);
@@ -470,9 +473,10 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
         const size_t pb_off = pa * za; /* B panels follow A blocks in the scratch */
         if (pack_a) {
             const clf_arg args[] = {
-                CLF_ARG_U64(m),           CLF_ARG_U64(k),      CLF_ARG_BUF(d->a.buf),
-                CLF_ARG_U64(a_off),       CLF_ARG_U64(d->lda), CLF_ARG_U64(d->stride_a),
-                CLF_ARG_BUF(st->scratch), CLF_ARG_U64(0),      CLF_ARG_U64(pa),
+                CLF_ARG_U64(m),         CLF_ARG_U64(k),           CLF_ARG_BUF(d->a.buf),
+                CLF_ARG_U64(a_off),     CLF_ARG_U64(d->lda),      CLF_ARG_U64(d->stride_a),
+                CLF_ARG_U32(d->a_type), CLF_ARG_BUF(st->scratch), CLF_ARG_U64(0),
+                CLF_ARG_U64(pa),
             };
             /* the first dimension runs along the source rows (see cl/gemm.cl) */
             size_t global[3] = {ceil_div(k, t->pack_kc), nbk, za};
@@ -480,22 +484,23 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
                 global[0] = nbk, global[1] = ceil_div(k, t->pack_kc);
             const size_t local[3] = {t->pack_lx, 1, 1};
             s = clf_kernel_launch(rt, d->trans_a ? nat->k_pack_a_t : nat->k_pack_a_n, 3, global,
-                                  local, 9, args, err);
+                                  local, 10, args, err);
             if (s != CLF_OK)
                 return s;
         }
         if (pack_b) {
             const clf_arg args[] = {
-                CLF_ARG_U64(n),           CLF_ARG_U64(k),      CLF_ARG_BUF(d->b.buf),
-                CLF_ARG_U64(b_off),       CLF_ARG_U64(d->ldb), CLF_ARG_U64(d->stride_b),
-                CLF_ARG_BUF(st->scratch), CLF_ARG_U64(pb_off), CLF_ARG_U64(pb),
+                CLF_ARG_U64(n),         CLF_ARG_U64(k),           CLF_ARG_BUF(d->b.buf),
+                CLF_ARG_U64(b_off),     CLF_ARG_U64(d->ldb),      CLF_ARG_U64(d->stride_b),
+                CLF_ARG_U32(d->b_type), CLF_ARG_BUF(st->scratch), CLF_ARG_U64(pb_off),
+                CLF_ARG_U64(pb),
             };
             size_t global[3] = {ceil_div(k, t->pack_kc), np, zb};
             if (!d->trans_b)
                 global[0] = np, global[1] = ceil_div(k, t->pack_kc);
             const size_t local[3] = {t->pack_lx, 1, 1};
             s = clf_kernel_launch(rt, d->trans_b ? nat->k_pack_b_t : nat->k_pack_b_n, 3, global,
-                                  local, 9, args, err);
+                                  local, 10, args, err);
             if (s != CLF_OK)
                 return s;
         }
@@ -657,6 +662,11 @@ static clf_status tiled_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
 clf_status clf_gemm_native_run(clf_runtime *rt, gemm_state *st, gemm_native *nat,
                                const clf_gemm_desc *d, clf_error *err)
 {
+    if (!clf_gemm_native_reads16(nat, d))
+        return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                             "gemm: configuration %s reads no 16-bit operand of this descriptor "
+                             "(gemm16.c widens them first)",
+                             nat->cfg.name);
     if (nat->cfg.tiled)
         return tiled_gemm(rt, st, nat, d, err);
     return d->k == 0 ? native_scale_c(rt, nat, d, err) : native_gemm(rt, st, nat, d, err);
@@ -692,4 +702,11 @@ clf_status clf_gemm_native_reserve(clf_runtime *rt, gemm_state *st, gemm_native 
         need = p.scratch;
     }
     return need > 0 ? scratch_reserve(rt, st, need, err) : CLF_OK;
+}
+
+int clf_gemm_native_reads16(const gemm_native *nat, const clf_gemm_desc *d)
+{
+    if (d->a_type == CLF_DT_F32 && d->b_type == CLF_DT_F32 && d->c_type == CLF_DT_F32)
+        return 1;
+    return !nat->cfg.tiled && d->c_type == CLF_DT_F32 && d->k > 0;
 }
