@@ -31,6 +31,64 @@
 #define CLF_MAX_WG 256
 #endif
 
+/* ---- 16-bit storage ----------------------------------------------------------
+ * A tensor may be stored as float32, bf16 or f16 (runtime/convert.h's
+ * clf_dtype: 0, 1, 2); kernels compute in float32 and convert as they load
+ * and store. bf16 is the top half of a float32: widening is a shift,
+ * narrowing rounds to nearest even on the integer bits (a NaN stays a NaN,
+ * quieted; an overflow past bf16's largest finite value becomes an
+ * infinity, as the rounding carries into the exponent). f16 goes through
+ * the core vload_half / vstore_half_rte, which need no cl_khr_fp16. Indices
+ * count elements of the tensor's own type. */
+#define CLF_T_F32 0u
+#define CLF_T_BF16 1u
+#define CLF_T_F16 2u
+
+static inline ushort clf_f32_to_bf16(float x)
+{
+    uint u = as_uint(x);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: keep the sign and quiet it */
+        return (ushort)((u >> 16) | 0x0040u);
+    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest, ties to even */
+    return (ushort)(u >> 16);
+}
+
+/* Element i of p, stored as t. */
+static inline float clf_load_t(const __global float *p, uint t, ulong i)
+{
+    if (t == CLF_T_F32)
+        return p[i];
+    if (t == CLF_T_BF16)
+        return as_float((uint)((const __global ushort *)p)[i] << 16);
+    return vload_half(i, (const __global half *)p);
+}
+
+/* Store v as element i of p, stored as t. */
+static inline void clf_store_t(__global float *p, uint t, ulong i, float v)
+{
+    if (t == CLF_T_F32)
+        p[i] = v;
+    else if (t == CLF_T_BF16)
+        ((__global ushort *)p)[i] = clf_f32_to_bf16(v);
+    else
+        vstore_half_rte(v, i, (__global half *)p);
+}
+
+/* Store the 8 lanes of v as elements i .. i + 7 of p, stored as t. */
+static inline void clf_store8_t(float8 v, __global float *p, uint t, ulong i)
+{
+    if (t == CLF_T_F32) {
+        vstore8(v, 0, p + i);
+    } else if (t == CLF_T_F16) {
+        vstore_half8_rte(v, 0, (__global half *)p + i);
+    } else {
+        float a[8];
+        vstore8(v, 0, a);
+        for (int e = 0; e < 8; e++)
+            ((__global ushort *)p)[i + (ulong)e] = clf_f32_to_bf16(a[e]);
+    }
+}
+
 /* Largest finite float, used as -infinity stand-in where inf arithmetic would
  * produce NaN (e.g. inf - inf in a fully masked softmax row). */
 #define CLF_NEG_BIG (-3.402823466e+38f)

@@ -155,43 +155,48 @@ __kernel void gemm_config(__global int *out)
         d_[15 * (s)] = (v).sf;                                                   \
     } while (0)
 
-/* The source's storage (s_type, runtime/convert.h's clf_dtype): float32, or
- * bf16 / f16 widened exactly as they are read (bf16 is a shift; f16 goes
- * through the core vload_half family, no cl_khr_fp16), so a 16-bit operand
- * is packed straight into float32 panels. Offsets, strides and indices
- * count elements of the source's own type. */
-#define GEMM_T_F32 0u
-#define GEMM_T_BF16 1u
+/* The source's storage (s_type: common.cl's CLF_T_*): float32, or bf16 /
+ * f16 widened exactly as they are read, so a 16-bit operand is packed
+ * straight into float32 panels. Offsets, strides and indices count
+ * elements of the source's own type. */
 
-/* Element i of S. */
-static inline float gemm_src_1(const __global float *S, uint s_type, ulong i)
-{
-    if (s_type == GEMM_T_F32)
-        return S[i];
-    if (s_type == GEMM_T_BF16)
-        return as_float((uint)((const __global ushort *)S)[i] << 16);
-    return vload_half(i, (const __global half *)S);
-}
-
-/* W consecutive elements of S from element i (W = 4, 8, 16). */
-#define GEMM_SRC_VEC(W)                                                                       \
+/* W consecutive elements of S from element i (W = 2, 4, 8, 16), and their
+ * store (rounded to nearest even into a 16-bit type). */
+#define GEMM_TYPED_VEC(W)                                                                     \
     static inline GEMM_CAT(float, W)                                                          \
         GEMM_CAT(gemm_src_, W)(const __global float *S, uint s_type, ulong i)                 \
     {                                                                                         \
-        if (s_type == GEMM_T_F32)                                                             \
+        if (s_type == CLF_T_F32)                                                              \
             return GEMM_CAT(vload, W)(0, S + i);                                              \
-        if (s_type == GEMM_T_BF16)                                                            \
+        if (s_type == CLF_T_BF16)                                                             \
             return GEMM_CAT(as_float, W)(                                                     \
                 GEMM_CAT(convert_uint, W)(                                                    \
                     GEMM_CAT(vload, W)(0, (const __global ushort *)S + i))                    \
                 << 16);                                                                       \
         return GEMM_CAT(vload_half, W)(0, (const __global half *)S + i);                      \
+    }                                                                                         \
+    static inline void GEMM_CAT(gemm_dst_, W)(GEMM_CAT(float, W) v, __global float *S,        \
+                                              uint s_type, ulong i)                           \
+    {                                                                                         \
+        if (s_type == CLF_T_F32) {                                                            \
+            GEMM_CAT(vstore, W)(v, 0, S + i);                                                 \
+        } else if (s_type == CLF_T_BF16) {                                                    \
+            const GEMM_CAT(uint, W) u = GEMM_CAT(as_uint, W)(v);                              \
+            const GEMM_CAT(uint, W) rn = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;              \
+            const GEMM_CAT(uint, W) qn = (u >> 16) | 0x0040u;                                 \
+            GEMM_CAT(vstore, W)                                                               \
+            (GEMM_CAT(convert_ushort, W)(select(rn, qn, (u & 0x7FFFFFFFu) > 0x7F800000u)), 0,  \
+             (__global ushort *)S + i);                                                       \
+        } else {                                                                              \
+            GEMM_CAT(GEMM_CAT(vstore_half, W), _rte)(v, 0, (__global half *)S + i);           \
+        }                                                                                     \
     }
-GEMM_SRC_VEC(2)
-GEMM_SRC_VEC(4)
-GEMM_SRC_VEC(8)
-GEMM_SRC_VEC(16)
+GEMM_TYPED_VEC(2)
+GEMM_TYPED_VEC(4)
+GEMM_TYPED_VEC(8)
+GEMM_TYPED_VEC(16)
 #define gemm_src_V GEMM_CAT(gemm_src_, GEMM_VW)
+#define gemm_dst_V GEMM_CAT(gemm_dst_, GEMM_VW)
 
 /* The k-chunk of one source row from element i, zero-padded past K, into
  * t[]. */
@@ -201,10 +206,10 @@ static inline void gemm_pack_row(const __global float *S, uint s_type, ulong i, 
     if (kleft >= GEMM_PACK_KC) {
 #pragma unroll
         for (int kk = 0; kk < GEMM_PACK_KC; kk++)
-            t[kk] = gemm_src_1(S, s_type, i + (ulong)kk);
+            t[kk] = clf_load_t(S, s_type, i + (ulong)kk);
     } else {
         for (int kk = 0; kk < GEMM_PACK_KC; kk++)
-            t[kk] = (ulong)kk < kleft ? gemm_src_1(S, s_type, i + (ulong)kk) : 0.0f;
+            t[kk] = (ulong)kk < kleft ? clf_load_t(S, s_type, i + (ulong)kk) : 0.0f;
     }
 }
 
@@ -243,7 +248,7 @@ gemm_pack_b_n(GEMM_PACK_ARGS)
         for (ulong kk = 0; kk < kn; kk++)
             for (int j = 0; j < GEMM_NR; j++)
                 dst[kk * GEMM_NR + j] =
-                    (j0 + (ulong)j < MN) ? gemm_src_1(S, s_type, src + kk * lds + (ulong)j) : 0.0f;
+                    (j0 + (ulong)j < MN) ? clf_load_t(S, s_type, src + kk * lds + (ulong)j) : 0.0f;
     }
 }
 
@@ -342,7 +347,7 @@ gemm_pack_a_t(GEMM_PACK_ARGS)
 #else
 #pragma unroll
             for (int r = 0; r < GEMM_MR; r++)
-                dst[kk * GEMM_MR + r] = gemm_src_1(S, s_type, src + (ulong)kk * lds + (ulong)r);
+                dst[kk * GEMM_MR + r] = clf_load_t(S, s_type, src + (ulong)kk * lds + (ulong)r);
 #endif
         }
         return;
@@ -350,7 +355,7 @@ gemm_pack_a_t(GEMM_PACK_ARGS)
     for (ulong kk = 0; kk < kn; kk++)
         for (int r = 0; r < GEMM_MR; r++)
             dst[kk * GEMM_MR + (ulong)r] =
-                (i0 + (ulong)r < MN) ? gemm_src_1(S, s_type, src + kk * lds + (ulong)r) : 0.0f;
+                (i0 + (ulong)r < MN) ? clf_load_t(S, s_type, src + kk * lds + (ulong)r) : 0.0f;
 }
 
 /* ---- the register-blocked product ---------------------------------------- */
@@ -391,18 +396,25 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
 /* The epilogue (epi), applied to o = alpha * product + beta * C in the order
  * of the unfused ops: bit 0 adds bias[j] to column j; bit 1 then adds D
  * (row stride ldd: a residual connection); bit 2 then multiplies by the
- * derivative of the activation named in bits 3.. at D (D holds the
+ * derivative of the activation named in bits 7.. at D (D holds the
  * activation's input: C becomes the gradient of that input, the backward
  * of an activation); without bit 2 an activation writes act(o) to D, C
- * keeping o. D is read (bits 1, 2) or written (an activation alone), never
- * both; the host keeps a D it reads apart from C, which deep products
+ * keeping o. Bits 3-4 and 5-6 give C's and D's storage (common.cl's
+ * CLF_T_*; a 16-bit C only in gemm_an / gemm_ap). D is read (bits 1, 2)
+ * or written (an activation alone), never both; the host keeps a D it reads apart from C, which deep products
  * accumulate slice by slice. The functions are common.cl's, the ones
  * elementwise.cl's kernels use, so a fused and an unfused layer give the
  * same bits. */
 #define GEMM_EPI_BIAS 1u
 #define GEMM_EPI_RES 2u
 #define GEMM_EPI_DACT 4u
-#define GEMM_EPI_ACT(epi) ((epi) >> 3)
+#define GEMM_EPI_CT(epi) (((epi) >> 3) & 3u) /* C's storage (gemm_an / gemm_ap only) */
+#define GEMM_EPI_DT(epi) (((epi) >> 5) & 3u) /* D's storage */
+/* The activation takes the top bits: extracted as (epi >> 3) & 7 below the
+ * storage bits, the activation's switch saw 0 under Oclgrind whenever a
+ * storage bit was set (its printf made it right again: a miscompile of the
+ * masked switch), so no mask is needed here. */
+#define GEMM_EPI_ACT(epi) ((epi) >> 7)
 #define GEMM_ACT_V(name) GEMM_CAT(name, GEMM_VW)
 
 static inline floatV gemm_act_v(uint act, floatV x)
@@ -449,23 +461,24 @@ static inline float gemm_act_grad_1(uint act, float x)
     }
 }
 
-/* One element's epilogue: o -> what C stores (*b its bias, *d its element
- * of D); then an activation alone writes *d (gemm_epi_act_1). */
-static inline float gemm_epi_1(uint epi, float o, __global const float *b, __global const float *d)
+/* One element's epilogue: o -> what C stores (*b its bias, element di of
+ * D); then an activation alone writes that element (gemm_epi_act_1). */
+static inline float gemm_epi_1(uint epi, float o, __global const float *b, __global const float *D,
+                               ulong di)
 {
     if (epi & GEMM_EPI_BIAS)
         o += *b;
     if (epi & GEMM_EPI_RES)
-        o += *d;
+        o += clf_load_t(D, GEMM_EPI_DT(epi), di);
     if (epi & GEMM_EPI_DACT)
-        o *= gemm_act_grad_1(GEMM_EPI_ACT(epi), *d);
+        o *= gemm_act_grad_1(GEMM_EPI_ACT(epi), clf_load_t(D, GEMM_EPI_DT(epi), di));
     return o;
 }
 
-static inline void gemm_epi_act_1(uint epi, float o, __global float *d)
+static inline void gemm_epi_act_1(uint epi, float o, __global float *D, ulong di)
 {
     if (GEMM_EPI_ACT(epi) && !(epi & GEMM_EPI_DACT))
-        *d = gemm_act_1(GEMM_EPI_ACT(epi), o);
+        clf_store_t(D, GEMM_EPI_DT(epi), di, gemm_act_1(GEMM_EPI_ACT(epi), o));
 }
 
 /* The epilogue's extra arguments (every GEMM kernel takes them). */
@@ -474,34 +487,37 @@ static inline void gemm_epi_act_1(uint epi, float o, __global float *d)
         ulong ldd
 
 /* Write the tile: rows past M and columns past N are skipped; beta == 0
- * does not read C. Then the epilogue. */
-static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, ulong ldc,
+ * does not read C. Then the epilogue. C (element c0 of C) and D (element
+ * d0) are stored as the epilogue code says (GEMM_EPI_CT, GEMM_EPI_DT). */
+static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, ulong c0, ulong ldc,
                               ulong i0, ulong j0, ulong M, ulong N, float alpha, float beta,
-                              __global const float *bias, uint epi, __global float *D, ulong ldd)
+                              __global const float *bias, uint epi, __global float *D, ulong d0,
+                              ulong ldd)
 {
-    const uint act = GEMM_EPI_ACT(epi);
+    const uint act = GEMM_EPI_ACT(epi), ct = GEMM_EPI_CT(epi), dt = GEMM_EPI_DT(epi);
     const int full_cols = j0 + GEMM_NR <= N;
 #pragma unroll
     for (int r = 0; r < GEMM_MR; r++) {
         if (i0 + (ulong)r >= M)
             break;
-        __global float *c = C + (i0 + (ulong)r) * ldc + j0;
-        __global float *dr = D + (i0 + (ulong)r) * ldd + j0;
+        const ulong c = c0 + (i0 + (ulong)r) * ldc + j0;
+        const ulong dr = d0 + (i0 + (ulong)r) * ldd + j0;
         if (full_cols) {
 #pragma unroll
             for (int v = 0; v < GEMM_NV; v++) {
+                const ulong cv = c + (ulong)(v * GEMM_VW), dv = dr + (ulong)(v * GEMM_VW);
                 floatV o = alpha * acc[r][v];
                 if (beta != 0.0f)
-                    o = fma((floatV)(beta), vloadV(v, c), o);
+                    o = fma((floatV)(beta), gemm_src_V(C, ct, cv), o);
                 if (epi & GEMM_EPI_BIAS)
                     o += vloadV(v, bias + j0);
                 if (epi & GEMM_EPI_RES)
-                    o += vloadV(v, dr);
+                    o += gemm_src_V(D, dt, dv);
                 if (epi & GEMM_EPI_DACT)
-                    o *= gemm_act_grad_v(act, vloadV(v, dr));
-                vstoreV(o, v, c);
+                    o *= gemm_act_grad_v(act, gemm_src_V(D, dt, dv));
+                gemm_dst_V(o, C, ct, cv);
                 if (act && !(epi & GEMM_EPI_DACT))
-                    vstoreV(gemm_act_v(act, o), v, dr);
+                    gemm_dst_V(gemm_act_v(act, o), D, dt, dv);
             }
         } else {
             for (int v = 0; v < GEMM_NV; v++) {
@@ -513,10 +529,10 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
                         break;
                     float o = alpha * t[e];
                     if (beta != 0.0f)
-                        o = fma(beta, c[j], o);
-                    o = gemm_epi_1(epi, o, bias + j0 + j, dr + j);
-                    c[j] = o;
-                    gemm_epi_act_1(epi, o, dr + j);
+                        o = fma(beta, clf_load_t(C, ct, c + j), o);
+                    o = gemm_epi_1(epi, o, bias + j0 + j, D, dr + j);
+                    clf_store_t(C, ct, c + j, o);
+                    gemm_epi_act_1(epi, o, D, dr + j);
                 }
             }
         }
@@ -588,8 +604,8 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
             }
         }
     }
-    gemm_store(acc, C + c_off + z * stride_c, ldc, i0, j0, M, N, alpha, beta, bias + bias_off, epi,
-               D + d_off, ldd);
+    gemm_store(acc, C, c_off + z * stride_c, ldc, i0, j0, M, N, alpha, beta, bias + bias_off, epi,
+               D, d_off, ldd);
 }
 
 /* Both kernels take the same arguments. NDRange: (column panels, row
@@ -706,7 +722,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void gemm_nt_dot(G
         if (i0 + (ulong)r >= M)
             break;
         __global float *cr = C + (i0 + (ulong)r) * ldc + j0;
-        __global float *dr = D + d_off + (i0 + (ulong)r) * ldd + j0;
+        const ulong dr = d_off + (i0 + (ulong)r) * ldd + j0;
 #pragma unroll
         for (int c = 0; c < GEMM_DOT_N; c++) {
             if (j0 + (ulong)c >= N)
@@ -714,9 +730,9 @@ __kernel __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void gemm_nt_dot(G
             float o = alpha * s[r][c];
             if (beta != 0.0f)
                 o = fma(beta, cr[c], o);
-            o = gemm_epi_1(epi, o, bias + bias_off + j0 + (ulong)c, dr + c);
+            o = gemm_epi_1(epi, o, bias + bias_off + j0 + (ulong)c, D, dr + (ulong)c);
             cr[c] = o;
-            gemm_epi_act_1(epi, o, dr + c);
+            gemm_epi_act_1(epi, o, D, dr + (ulong)c);
         }
     }
 }
@@ -739,10 +755,10 @@ __kernel void gemm_splitk_reduce(ulong M, ulong N, ulong P, __global const float
     float o = alpha * s;
     if (beta != 0.0f)
         o = fma(beta, *c, o);
-    __global float *d = D + d_off + i * ldd + j;
-    o = gemm_epi_1(epi, o, bias + bias_off + j, d);
+    const ulong d = d_off + i * ldd + j;
+    o = gemm_epi_1(epi, o, bias + bias_off + j, D, d);
     *c = o;
-    gemm_epi_act_1(epi, o, d);
+    gemm_epi_act_1(epi, o, D, d);
 }
 
 /* The epilogue alone, after a GEMM that had none (CLBlast's): C [M, N]
@@ -756,10 +772,10 @@ __kernel void gemm_epilogue(ulong M, ulong N, __global float *C, ulong c_off, ul
     if (i >= M || j >= N)
         return;
     __global float *c = C + c_off + i * ldc + j;
-    __global float *d = D + d_off + i * ldd + j;
-    const float o = gemm_epi_1(epi, *c, bias + bias_off + j, d);
+    const ulong d = d_off + i * ldd + j;
+    const float o = gemm_epi_1(epi, *c, bias + bias_off + j, D, d);
     *c = o;
-    gemm_epi_act_1(epi, o, d);
+    gemm_epi_act_1(epi, o, D, d);
 }
 
 /* ---- local-memory tiling (GPU-shaped variants) ---------------------------------
@@ -866,10 +882,10 @@ gemm_tiled(ulong M, ulong N, ulong K, float alpha, __global const float *A, ulon
             float o = alpha * acc[r][c];
             if (beta != 0.0f)
                 o = fma(beta, cz[i * ldc + j], o);
-            __global float *d = D + d_off + i * ldd + j;
-            o = gemm_epi_1(epi, o, bias + bias_off + j, d);
+            const ulong d = d_off + i * ldd + j;
+            o = gemm_epi_1(epi, o, bias + bias_off + j, D, d);
             cz[i * ldc + j] = o;
-            gemm_epi_act_1(epi, o, d);
+            gemm_epi_act_1(epi, o, D, d);
         }
     }
 }

@@ -27,6 +27,11 @@
  *   RMSNorm    xhat = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps)
  *              dx = rstd * (dn - xhat * mean(dn * xhat)), dw += sum_r dout * xhat
  *
+ * - The forward's output may be stored in 16 bits (out_t, common.cl's
+ *   CLF_T_*: rounded to nearest even as it is stored; out_off then counts
+ *   2-byte elements): a norm's output is read only by the GEMMs that
+ *   follow it, which widen it as they pack. Everything else is float32.
+ *
  * Not here: fused residual + norm (a later optimisation), group norm.
  */
 
@@ -37,7 +42,8 @@
 
 /* ---- LayerNorm forward ------------------------------------------------------ */
 
-__kernel void layernorm_forward_item(__global float *out, ulong out_off, __global float *mean,
+__kernel void layernorm_forward_item(__global float *out, ulong out_off, uint out_t,
+                                     __global float *mean,
                                      ulong mean_off, __global float *rstd, ulong rstd_off,
                                      __global const float *x, ulong x_off,
                                      __global const float *w, ulong w_off,
@@ -47,7 +53,7 @@ __kernel void layernorm_forward_item(__global float *out, ulong out_off, __globa
     ulong r = get_global_id(0);
     if (r >= R)
         return;
-    out += out_off + r * N;
+    const ulong o0 = out_off + r * N; /* out's elements, of its type */
     x += x_off + r * N;
     w += w_off;
     b += b_off;
@@ -74,19 +80,20 @@ __kernel void layernorm_forward_item(__global float *out, ulong out_off, __globa
         float8 o = (vload8(0, x + j) - m) * rs * vload8(0, w + j);
         if (has_b)
             o += vload8(0, b + j);
-        vstore8(o, 0, out + j);
+        clf_store8_t(o, out, out_t, o0 + j);
     }
     for (; j < N; j++) {
         float o = (x[j] - m) * rs * w[j];
         if (has_b)
             o += b[j];
-        out[j] = o;
+        clf_store_t(out, out_t, o0 + j, o);
     }
     mean[mean_off + r] = m;
     rstd[rstd_off + r] = rs;
 }
 
-__kernel void layernorm_forward_group(__global float *out, ulong out_off, __global float *mean,
+__kernel void layernorm_forward_group(__global float *out, ulong out_off, uint out_t,
+                                      __global float *mean,
                                       ulong mean_off, __global float *rstd, ulong rstd_off,
                                       __global const float *x, ulong x_off,
                                       __global const float *w, ulong w_off,
@@ -96,7 +103,7 @@ __kernel void layernorm_forward_group(__global float *out, ulong out_off, __glob
     ulong r = get_group_id(0);
     uint lid = get_local_id(0), L = get_local_size(0);
     ulong n = r < R ? N : 0; /* no early return (barriers) */
-    out += out_off + r * N;
+    const ulong o0 = out_off + r * N;
     x += x_off + r * N;
     w += w_off;
     b += b_off;
@@ -114,7 +121,7 @@ __kernel void layernorm_forward_group(__global float *out, ulong out_off, __glob
         float o = (x[j] - m) * rs * w[j];
         if (has_b)
             o += b[j];
-        out[j] = o;
+        clf_store_t(out, out_t, o0 + j, o);
     }
     if (lid == 0 && r < R) {
         mean[mean_off + r] = m;
@@ -337,7 +344,8 @@ __kernel void layernorm_dwdb_group(__global float *dw, ulong dw_off, __global fl
 
 /* ---- RMSNorm forward ---------------------------------------------------------- */
 
-__kernel void rmsnorm_forward_item(__global float *out, ulong out_off, __global float *rstd,
+__kernel void rmsnorm_forward_item(__global float *out, ulong out_off, uint out_t,
+                                   __global float *rstd,
                                    ulong rstd_off, __global const float *x, ulong x_off,
                                    __global const float *w, ulong w_off, ulong R, ulong N,
                                    float eps)
@@ -345,7 +353,7 @@ __kernel void rmsnorm_forward_item(__global float *out, ulong out_off, __global 
     ulong r = get_global_id(0);
     if (r >= R)
         return;
-    out += out_off + r * N;
+    const ulong o0 = out_off + r * N;
     x += x_off + r * N;
     w += w_off;
     ulong j;
@@ -359,13 +367,14 @@ __kernel void rmsnorm_forward_item(__global float *out, ulong out_off, __global 
         ss += x[j] * x[j];
     float rs = 1.0f / sqrt(ss / (float)N + eps);
     for (j = 0; j + 8 <= N; j += 8)
-        vstore8(vload8(0, x + j) * rs * vload8(0, w + j), 0, out + j);
+        clf_store8_t(vload8(0, x + j) * rs * vload8(0, w + j), out, out_t, o0 + j);
     for (; j < N; j++)
-        out[j] = x[j] * rs * w[j];
+        clf_store_t(out, out_t, o0 + j, x[j] * rs * w[j]);
     rstd[rstd_off + r] = rs;
 }
 
-__kernel void rmsnorm_forward_group(__global float *out, ulong out_off, __global float *rstd,
+__kernel void rmsnorm_forward_group(__global float *out, ulong out_off, uint out_t,
+                                    __global float *rstd,
                                     ulong rstd_off, __global const float *x, ulong x_off,
                                     __global const float *w, ulong w_off, ulong R, ulong N,
                                     float eps, __local float *buf)
@@ -373,7 +382,7 @@ __kernel void rmsnorm_forward_group(__global float *out, ulong out_off, __global
     ulong r = get_group_id(0);
     uint lid = get_local_id(0), L = get_local_size(0);
     ulong n = r < R ? N : 0; /* no early return (barriers) */
-    out += out_off + r * N;
+    const ulong o0 = out_off + r * N;
     x += x_off + r * N;
     w += w_off;
     float ss = 0.0f;
@@ -381,7 +390,7 @@ __kernel void rmsnorm_forward_group(__global float *out, ulong out_off, __global
         ss += x[j] * x[j];
     float rs = 1.0f / sqrt(clf_group_sum(ss, buf) / (float)N + eps);
     for (ulong j = lid; j < n; j += L)
-        out[j] = x[j] * rs * w[j];
+        clf_store_t(out, out_t, o0 + j, x[j] * rs * w[j]);
     if (lid == 0 && r < R)
         rstd[rstd_off + r] = rs;
 }

@@ -89,13 +89,32 @@ static void mat_free(mat *a)
 
 static double gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 
+static double gelu_grad(double x)
+{
+    return 0.5 * (1.0 + erf(x / sqrt(2.0))) +
+           x * exp(-0.5 * x * x) / sqrt(2.0 * 3.14159265358979323846);
+}
+
+/* Half a unit in the last place, relative, of a storage type. */
+static double half_ulp(clf_dtype t)
+{
+    return t == CLF_DT_BF16 ? 0x1p-8 : t == CLF_DT_F16 ? 0x1p-11 : 0.0;
+}
+
+/* The epilogue of a case (batch 1): bias + GELU written to D; a residual D
+ * added; GELU's derivative at D multiplied in (C float32 for the last two:
+ * an epilogue that reads D needs one). */
+enum { EPI_NONE = 0, EPI_ACT, EPI_RES, EPI_DACT };
+static const char *const epi_name[] = {"", ", bias+GELU -> D", ", + D", ", * GELU'(D)"};
+
 typedef struct gcase {
     clf_dtype ta, tb, tc;
     int trans_a, trans_b;
     size_t m, n, k, batch;
     int share_a;
     float alpha, beta;
-    int epilogue; /* bias + GELU into D (batch 1) */
+    int epilogue; /* EPI_* */
+    clf_dtype td; /* D's storage */
 } gcase;
 
 /* On engine, or (config non-NULL) on that candidate by name. */
@@ -104,16 +123,17 @@ static void run(clf_runtime *rt, clf_gemm_engine engine, const char *config, con
 {
     clf_error e;
     const size_t nb = g->batch, na = g->share_a ? 1 : nb;
-    mat A, B, C;
+    mat A, B, C, D;
     mat_make(rt, &A, g->ta, g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k, na, 0, r);
     mat_make(rt, &B, g->tb, g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n, nb, 0, r);
     mat_make(rt, &C, g->tc, g->m, g->n, nb, g->beta == 0.0f, r);
-    float *bias = malloc(g->n * 4), *dh = malloc(g->m * g->n * 4);
-    clf_buffer *bb = NULL, *db = NULL;
+    /* D: random values to read, NaNs where the epilogue writes it */
+    mat_make(rt, &D, g->td, g->m, g->n, 1, g->epilogue == EPI_ACT, r);
+    float *bias = malloc(g->n * 4);
+    clf_buffer *bb = NULL;
     for (size_t j = 0; j < g->n; j++)
         bias[j] = (float)tu_uniform(r, -0.5, 0.5);
     tu_ok(clf_buffer_create(rt, g->n * 4, &bb, &e), &e, "bias");
-    tu_ok(clf_buffer_create(rt, g->m * g->n * 4, &db, &e), &e, "D");
     tu_ok(clf_buffer_write(rt, bb, 0, bias, g->n * 4, &e), &e, "bias");
     clf_gemm_desc d = {.trans_a = g->trans_a,
                        .trans_b = g->trans_b,
@@ -135,21 +155,24 @@ static void run(clf_runtime *rt, clf_gemm_engine engine, const char *config, con
                        .a_type = g->ta,
                        .b_type = g->tb,
                        .c_type = g->tc};
-    if (g->epilogue) {
-        d.bias = (clf_ptr){bb, 0};
-        d.act = CLF_GEMM_ACT_GELU_ERF;
-        d.d = (clf_ptr){db, 0};
-        d.ldd = g->n;
+    if (g->epilogue != EPI_NONE) {
+        d.d = (clf_ptr){D.buf, D.off};
+        d.ldd = D.ld;
+        d.d_type = g->td;
     }
+    if (g->epilogue == EPI_ACT)
+        d.bias = (clf_ptr){bb, 0}, d.act = CLF_GEMM_ACT_GELU_ERF;
+    if (g->epilogue == EPI_RES)
+        d.residual = 1;
+    if (g->epilogue == EPI_DACT)
+        d.act = CLF_GEMM_ACT_GELU_ERF, d.act_grad = 1;
     tu_ok(config != NULL ? clf_gemm_with_config(rt, config, &d, &e)
                          : clf_gemm_with(rt, engine, &d, &e),
           &e, "gemm16");
-    void *raw = malloc(C.elems * 4);
+    void *raw = malloc(C.elems * 4), *draw = malloc(D.elems * 4);
     tu_ok(clf_buffer_read(rt, C.buf, 0, raw, C.elems * clf_dtype_size(g->tc), &e), &e, "read C");
-    if (g->epilogue)
-        tu_ok(clf_buffer_read(rt, db, 0, dh, g->m * g->n * 4, &e), &e, "read D");
+    tu_ok(clf_buffer_read(rt, D.buf, 0, draw, D.elems * clf_dtype_size(g->td), &e), &e, "read D");
     const double atol = 1e-5 * sqrt((double)g->k + 1.0) * fmax(1.0, fabs(g->alpha));
-    const double half_ulp = g->tc == CLF_DT_BF16 ? 0x1p-8 : g->tc == CLF_DT_F16 ? 0x1p-11 : 0.0;
     double worst = 0.0, worst_d = 0.0;
     size_t gaps_bad = 0;
     for (size_t z = 0; z < nb; z++)
@@ -163,22 +186,37 @@ static void run(clf_runtime *rt, clf_gemm_engine engine, const char *config, con
                     s += a * b;
                 }
                 double ref = g->alpha * s + (g->beta != 0.0f ? g->beta * value(&C, z, i, j) : 0);
-                if (g->epilogue)
+                double scale = 1.0; /* of the float32 error in ref */
+                if (g->epilogue == EPI_ACT)
                     ref += bias[j];
+                if (g->epilogue == EPI_RES)
+                    ref += value(&D, 0, i, j);
+                if (g->epilogue == EPI_DACT) {
+                    scale = gelu_grad(value(&D, 0, i, j));
+                    ref *= scale;
+                }
                 const size_t q = C.off + z * C.stride + i * C.ld + j;
                 const double got = g->tc == CLF_DT_F32    ? ((float *)raw)[q]
                                    : g->tc == CLF_DT_BF16 ? clf_bf16_to_f32(((uint16_t *)raw)[q])
                                                           : clf_f16_to_f32(((uint16_t *)raw)[q]);
-                const double tol = atol + (1e-4 + half_ulp) * fabs(ref);
+                const double tol =
+                    atol * fmax(1.0, fabs(scale)) + (1e-4 + half_ulp(g->tc)) * fabs(ref);
                 const double err_ = fabs(got - ref) / tol;
                 worst = isnan(err_) ? INFINITY : fmax(worst, err_);
-                if (g->epilogue) {
+                if (g->epilogue == EPI_ACT) {
+                    const size_t qd = D.off + i * D.ld + j;
+                    const double gd = g->td == CLF_DT_F32 ? ((float *)draw)[qd]
+                                      : g->td == CLF_DT_BF16
+                                          ? clf_bf16_to_f32(((uint16_t *)draw)[qd])
+                                          : clf_f16_to_f32(((uint16_t *)draw)[qd]);
+                    const double want = gelu(ref);
                     const double dd =
-                        fabs(dh[i * g->n + j] - gelu(ref)) / (atol + 1e-4 * fabs(ref));
+                        fabs(gd - want) / (atol + 1e-4 * fabs(ref) + half_ulp(g->td) * fabs(want));
                     worst_d = isnan(dd) ? INFINITY : fmax(worst_d, dd);
                 }
             }
-    /* the gaps of C (between rows, between matrices, around) are untouched */
+    /* the gaps of C (between rows, between matrices, around) are untouched,
+     * and a D that is only read is unchanged */
     for (size_t q = 0; q < C.elems; q++) {
         const size_t w = q < C.off ? 0 : (q - C.off) % C.stride,
                      z = q < C.off ? nb : (q - C.off) / C.stride;
@@ -188,23 +226,27 @@ static void run(clf_runtime *rt, clf_gemm_engine engine, const char *config, con
         gaps_bad += g->tc == CLF_DT_F32 ? memcmp((float *)raw + q, C.h32 + q, 4) != 0
                                         : ((uint16_t *)raw)[q] != C.h16[q];
     }
-    char name[200];
-    snprintf(name, sizeof name, "%s A %s%s B %s%s C %s: %zux%zux%zu batch %zu%s beta %g%s",
+    if (g->epilogue == EPI_RES || g->epilogue == EPI_DACT)
+        gaps_bad += memcmp(draw, g->td == CLF_DT_F32 ? (void *)D.h32 : (void *)D.h16,
+                           D.elems * clf_dtype_size(g->td)) != 0;
+    char name[240];
+    snprintf(name, sizeof name, "%s A %s%s B %s%s C %s: %zux%zux%zu batch %zu%s beta %g%s%s%s",
              config != NULL ? config : clf_gemm_engine_name(engine), clf_dtype_name(g->ta),
              g->trans_a ? "^T" : "", clf_dtype_name(g->tb), g->trans_b ? "^T" : "",
              clf_dtype_name(g->tc), g->m, g->n, g->k, nb, g->share_a ? " (A shared)" : "",
-             (double)g->beta, g->epilogue ? ", bias+GELU -> D" : "");
+             (double)g->beta, epi_name[g->epilogue], g->epilogue ? " D " : "",
+             g->epilogue ? clf_dtype_name(g->td) : "");
     TU_CHECK(worst <= 1.0 && worst_d <= 1.0 && gaps_bad == 0,
              "%s (worst %.3f of the tolerance, D %.3f, %zu gap elements written)", name, worst,
              worst_d, gaps_bad);
     free(raw);
+    free(draw);
     free(bias);
-    free(dh);
     clf_buffer_destroy(bb);
-    clf_buffer_destroy(db);
     mat_free(&A);
     mat_free(&B);
     mat_free(&C);
+    mat_free(&D);
 }
 
 int main(void)
@@ -239,10 +281,36 @@ int main(void)
                 }
     /* batches, A shared; the epilogue with a bf16 C */
     for (size_t en = 0; en < (sim ? 1u : 2u); en++) {
-        gcase b = {CLF_DT_F16, CLF_DT_BF16, CLF_DT_BF16, 0, 1, 9, 11, 21, 3, 1, 1.0f, 0.5f, 0};
+        gcase b = {CLF_DT_F16, CLF_DT_BF16, CLF_DT_BF16, 0, 1, 9, 11, 21, 3, 1, 1.0f, 0.5f, 0, 0};
         run(rt, engines[en], NULL, &b, &r);
-        gcase ep = {CLF_DT_BF16, CLF_DT_BF16, CLF_DT_BF16, 0, 1, 17, 40, 24, 1, 0, 1.0f, 0.0f, 1};
+        gcase ep = {CLF_DT_BF16, CLF_DT_BF16, CLF_DT_BF16, 0,    1,    17, 40,
+                    24,          1,           0,           1.0f, 0.0f, 1,  0};
         run(rt, engines[en], NULL, &ep, &r);
+    }
+    /* a 16-bit D: written by an activation (C float32 or 16-bit), read by a
+     * residual and by an activation's derivative (C float32), on both
+     * engines, through 16-bit or float32 operands, in the register blocks,
+     * the few-row kernel, split-K's reduction and CLBlast's epilogue pass */
+    for (size_t en = 0; en < (sim ? 1u : 2u); en++)
+        for (int mode = EPI_ACT; mode <= EPI_DACT; mode++)
+            for (int v = 0; v < 2; v++) {
+                const clf_dtype td = v ? CLF_DT_F16 : CLF_DT_BF16;
+                const clf_dtype tab = v ? CLF_DT_F32 : CLF_DT_BF16;
+                const clf_dtype tc = mode == EPI_ACT && !v ? CLF_DT_BF16 : CLF_DT_F32;
+                /* v = 1: few rows against a transposed B (the dot-product kernel) */
+                gcase g = {tab, tab, tc, !v, 1, 29, 53, sim ? 9 : 40, 1, 0, 0.5f, 0.0f, mode, td};
+                run(rt, engines[en], NULL, &g, &r);
+            }
+    if (!sim) {
+        /* split-K (a 1-tile output, deep) reads a bf16 D in its reduction;
+         * a deep product into a bf16 C runs in one pass (no slices rounded
+         * into C) */
+        gcase sk = {CLF_DT_F32, CLF_DT_F32, CLF_DT_F32, 1,    0,    9,       20,
+                    2048,       1,          0,          1.0f, 0.0f, EPI_RES, CLF_DT_BF16};
+        run(rt, CLF_GEMM_NATIVE, NULL, &sk, &r);
+        gcase deep = {CLF_DT_BF16, CLF_DT_BF16, CLF_DT_BF16, 0,    0,    40,      70,
+                      1500,        1,           0,           1.0f, 0.0f, EPI_ACT, CLF_DT_BF16};
+        run(rt, CLF_GEMM_NATIVE, NULL, &deep, &r);
     }
     /* every configuration the device lists: the register-blocked ones read
      * the 16-bit A and B in their packing, the others through the
@@ -256,23 +324,28 @@ int main(void)
                                    {CLF_DT_F16, CLF_DT_BF16, CLF_DT_BF16}};
         for (size_t c = 1; c < count; c++)
             for (int tr = 0; tr < 4; tr++) {
-                gcase g = {ct[tr & 1][0],
-                           ct[tr & 1][1],
-                           ct[tr & 1][2],
-                           tr & 1,
-                           tr >> 1,
-                           37,
-                           70,
-                           sim ? 9 : 35,
-                           1,
-                           0,
-                           0.5f,
-                           tr == 1 ? 0.5f : 0.0f,
-                           tr == 2};
+                /* tr 2: bias + GELU into an f16 D; tr 3: GELU' at a bf16 D */
+                const int row = tr == 1;
+                gcase g = {.ta = ct[row][0],
+                           .tb = ct[row][1],
+                           .tc = ct[row][2],
+                           .trans_a = tr & 1,
+                           .trans_b = tr >> 1,
+                           .m = 37,
+                           .n = 70,
+                           .k = sim ? 9 : 35,
+                           .batch = 1,
+                           .alpha = 0.5f,
+                           .beta = tr == 1 ? 0.5f : 0.0f,
+                           .epilogue = tr == 2   ? EPI_ACT
+                                       : tr == 3 ? EPI_DACT
+                                                 : EPI_NONE,
+                           .td = tr == 2 ? CLF_DT_F16 : CLF_DT_BF16};
                 run(rt, CLF_GEMM_AUTO, names[c], &g, &r);
             }
         for (size_t c = 1; c < count && !sim; c++) {
-            gcase b = {CLF_DT_BF16, CLF_DT_BF16, CLF_DT_F32, 1, 0, 13, 50, 19, 3, 1, 1.0f, 0.0f, 0};
+            gcase b = {CLF_DT_BF16, CLF_DT_BF16, CLF_DT_F32, 1,    0,    13, 50,
+                       19,          3,           1,          1.0f, 0.0f, 0,  0};
             run(rt, CLF_GEMM_AUTO, names[c], &b, &r);
         }
     }
@@ -315,13 +388,20 @@ int main(void)
         clf_buffer_destroy(c);
         clf_runtime_destroy(nrt);
     }
-    /* the conversion scratch: readied by prepare, counted as workspace */
+    /* the conversion scratch (CLBlast reads float32 only): readied by
+     * prepare, counted as workspace */
     {
         clf_error e;
+        clf_runtime_options o = clf_runtime_options_default();
+        o.device = getenv("CLFORMER_TEST_DEVICE");
+        o.cache_dir = getenv("CLFORMER_CACHE_DIR");
+        o.gemm = CLF_GEMM_CLBLAST;
+        clf_runtime *crt = NULL;
+        tu_ok(clf_runtime_create(&crt, &o, &e), &e, "a CLBlast runtime");
         clf_buffer *a = NULL, *c = NULL;
-        tu_ok(clf_buffer_create(rt, 300 * 200 * 2, &a, &e), &e, "buffer");
-        tu_ok(clf_buffer_create(rt, 300 * 300 * 2, &c, &e), &e, "buffer");
-        const size_t before = clf_gemm_workspace_bytes(rt);
+        tu_ok(clf_buffer_create(crt, 300 * 200 * 2, &a, &e), &e, "buffer");
+        tu_ok(clf_buffer_create(crt, 300 * 300 * 2, &c, &e), &e, "buffer");
+        const size_t before = clf_gemm_workspace_bytes(crt);
         clf_gemm_desc d = {.trans_b = 1,
                            .m = 300,
                            .n = 300,
@@ -336,16 +416,17 @@ int main(void)
                            .a_type = CLF_DT_BF16,
                            .b_type = CLF_DT_BF16,
                            .c_type = CLF_DT_BF16};
-        tu_ok(clf_gemm_prepare(rt, &d, &e), &e, "prepare");
-        const size_t after = clf_gemm_workspace_bytes(rt);
+        tu_ok(clf_gemm_prepare(crt, &d, &e), &e, "prepare");
+        const size_t after = clf_gemm_workspace_bytes(crt);
         TU_CHECK(after >= before && after >= (2 * 300 * 200 + 300 * 300) * 4,
                  "prepare sizes the conversion scratch (%zu bytes of workspace, was %zu)", after,
                  before);
         clf_gemm_engine pick;
-        TU_CHECK(clf_gemm_choose(rt, &d, &pick, &e) == CLF_ERR_UNSUPPORTED,
+        TU_CHECK(clf_gemm_choose(crt, &d, &pick, &e) == CLF_ERR_UNSUPPORTED,
                  "the choice is asked with the float32 twin: %s", e.msg);
         clf_buffer_destroy(a);
         clf_buffer_destroy(c);
+        clf_runtime_destroy(crt);
     }
     clf_runtime_destroy(rt);
     return tu_finish();

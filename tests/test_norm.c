@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/io/safetensors.h"
 #include "model/ops/ops.h"
 #include "model/ops/ops_internal.h"
 #include "tests/test_util.h"
@@ -252,6 +253,48 @@ static double col_atol(const double *dout, const double *xh, size_t R, size_t N)
     return 4e-6 * m + 1e-5;
 }
 
+/* A 16-bit output: n elements at OUT16_OFF of a buffer filled with a
+ * sentinel, which must survive around them. */
+#define OUT16_OFF 3
+#define OUT16_SENTINEL 0x5A5Au
+static clf_buffer *out16_make(clf_runtime *rt, size_t n)
+{
+    clf_error e;
+    clf_buffer *b = NULL;
+    const size_t len = n + 2 * OUT16_OFF;
+    uint16_t *h = malloc(len * 2);
+    for (size_t i = 0; i < len; i++)
+        h[i] = OUT16_SENTINEL;
+    tu_ok(clf_buffer_create(rt, len * 2, &b, &e), &e, "16-bit output");
+    tu_ok(clf_buffer_write(rt, b, 0, h, len * 2, &e), &e, "16-bit output");
+    free(h);
+    return b;
+}
+
+/* The same arithmetic as the float32 output f32, rounded to nearest even as
+ * it is stored: bit for bit the host's rounding of f32 (safetensors.h's,
+ * which test_convert compares with the device's). Frees the buffer. */
+static void out16_check(clf_runtime *rt, clf_buffer *b, clf_dtype t, const float *f32, size_t n,
+                        const char *name)
+{
+    clf_error e;
+    const size_t len = n + 2 * OUT16_OFF;
+    uint16_t *h = malloc(len * 2);
+    tu_ok(clf_buffer_read(rt, b, 0, h, len * 2, &e), &e, "16-bit output");
+    size_t bad = 0, outside = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint16_t want = t == CLF_DT_BF16 ? clf_f32_to_bf16(f32[i]) : clf_f32_to_f16(f32[i]);
+        bad += h[OUT16_OFF + i] != want;
+    }
+    for (size_t i = 0; i < OUT16_OFF; i++)
+        outside += (h[i] != OUT16_SENTINEL) + (h[OUT16_OFF + n + i] != OUT16_SENTINEL);
+    TU_CHECK(bad == 0 && outside == 0,
+             "%s stored as %s: the float32 output rounded (%zu of %zu differ, %zu outside written)",
+             name, clf_dtype_name(t), bad, n, outside);
+    free(h);
+    clf_buffer_destroy(b);
+}
+
 static void check_layernorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, int bias,
                             tu_rng *rng)
 {
@@ -272,12 +315,21 @@ static void check_layernorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t
     clf_ptr dx_ = tu_upload(rt, h.x, n), dw_ = tu_upload(rt, h.w, N), db_ = tu_upload(rt, h.b, N);
     clf_ptr dout_ = tu_guarded(rt, NULL, n), dmean = tu_guarded(rt, NULL, R),
             drstd = tu_guarded(rt, NULL, R);
-    tu_ok(clf_op_layernorm_forward_ex(rt, path, dout_, dmean, drstd, dx_, dw_,
+    tu_ok(clf_op_layernorm_forward_ex(rt, path, CLF_DT_F32, dout_, dmean, drstd, dx_, dw_,
                                       bias ? db_ : (clf_ptr){NULL, 0}, R, N, (float)EPS, &err),
           &err, "layernorm_forward");
     snprintf(name, sizeof name, "layernorm %s bias=%d %zux%zu", pn(path), bias, R, N);
     tu_download(rt, dout_, got, n);
     tu_close(name, got, out, n, 2e-5, 1e-5);
+    for (int t = CLF_DT_BF16; t <= CLF_DT_F16; t++) {
+        clf_buffer *o16 = out16_make(rt, n);
+        tu_ok(clf_op_layernorm_forward_ex(rt, path, (clf_dtype)t, (clf_ptr){o16, OUT16_OFF}, dmean,
+                                          drstd, dx_, dw_, bias ? db_ : (clf_ptr){NULL, 0}, R, N,
+                                          (float)EPS, &err),
+              &err, "layernorm_forward 16-bit");
+        snprintf(name, sizeof name, "layernorm %s bias=%d %zux%zu", pn(path), bias, R, N);
+        out16_check(rt, o16, (clf_dtype)t, got, n, name);
+    }
     tu_download(rt, dmean, meanf, R);
     snprintf(name, sizeof name, "layernorm %s %zux%zu: mean", pn(path), R, N);
     tu_close(name, meanf, mean, R, 1e-5, 0.0);
@@ -392,11 +444,20 @@ static void check_rmsnorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t N
 
     clf_ptr dx_ = tu_upload(rt, h.x, n), dw_ = tu_upload(rt, h.w, N);
     clf_ptr dout_ = tu_guarded(rt, NULL, n), drstd = tu_guarded(rt, NULL, R);
-    tu_ok(clf_op_rmsnorm_forward_ex(rt, path, dout_, drstd, dx_, dw_, R, N, (float)EPS, &err), &err,
-          "rmsnorm_forward");
+    tu_ok(clf_op_rmsnorm_forward_ex(rt, path, CLF_DT_F32, dout_, drstd, dx_, dw_, R, N, (float)EPS,
+                                    &err),
+          &err, "rmsnorm_forward");
     snprintf(name, sizeof name, "rmsnorm %s %zux%zu", pn(path), R, N);
     tu_download(rt, dout_, got, n);
     tu_close(name, got, out, n, 2e-5, 1e-5);
+    for (int t = CLF_DT_BF16; t <= CLF_DT_F16; t++) {
+        clf_buffer *o16 = out16_make(rt, n);
+        tu_ok(clf_op_rmsnorm_forward_ex(rt, path, (clf_dtype)t, (clf_ptr){o16, OUT16_OFF}, drstd,
+                                        dx_, dw_, R, N, (float)EPS, &err),
+              &err, "rmsnorm_forward 16-bit");
+        snprintf(name, sizeof name, "rmsnorm %s %zux%zu", pn(path), R, N);
+        out16_check(rt, o16, (clf_dtype)t, got, n, name);
+    }
     tu_download(rt, drstd, rstdf, R);
     snprintf(name, sizeof name, "rmsnorm %s %zux%zu: rstd", pn(path), R, N);
     tu_close(name, rstdf, rstd, R, 1e-5, 2e-5);

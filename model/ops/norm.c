@@ -62,9 +62,10 @@ static clf_status launch_cols(clf_runtime *rt, clf_ops_path path, const char *ba
 
 /* ---- LayerNorm ---------------------------------------------------------------- */
 
-clf_status clf_op_layernorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out,
-                                       clf_ptr mean, clf_ptr rstd, clf_ptr x, clf_ptr w, clf_ptr b,
-                                       size_t R, size_t N, float eps, clf_error *err)
+clf_status clf_op_layernorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_dtype out_type,
+                                       clf_ptr out, clf_ptr mean, clf_ptr rstd, clf_ptr x,
+                                       clf_ptr w, clf_ptr b, size_t R, size_t N, float eps,
+                                       clf_error *err)
 {
     const char *op = "layernorm_forward";
     if (R == 0)
@@ -78,9 +79,10 @@ clf_status clf_op_layernorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_p
     path = clf_ops_path_resolve(rt, path);
     int has_b = b.buf != NULL;
     clf_ptr bb = has_b ? b : w;
-    clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(mean), CLF_ARG_PTR(rstd),  CLF_ARG_PTR(x),
-                      CLF_ARG_PTR(w),   CLF_ARG_PTR(bb),   CLF_ARG_I32(has_b), CLF_ARG_U64(R),
-                      CLF_ARG_U64(N),   CLF_ARG_F32(eps),  CLF_ARG_U64(0) /* local buffer */};
+    clf_arg args[] = {CLF_ARG_PTR(out),  CLF_ARG_U32(out_type), CLF_ARG_PTR(mean),
+                      CLF_ARG_PTR(rstd), CLF_ARG_PTR(x),        CLF_ARG_PTR(w),
+                      CLF_ARG_PTR(bb),   CLF_ARG_I32(has_b),    CLF_ARG_U64(R),
+                      CLF_ARG_U64(N),    CLF_ARG_F32(eps),      CLF_ARG_U64(0) /* local buffer */};
     return clf_ops_launch_rows(rt, "norm", path, "layernorm_forward", R, CLF_NARGS(args) - 1, args,
                                err);
 }
@@ -126,8 +128,16 @@ clf_status clf_op_layernorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr mean, 
                                     clf_ptr x, clf_ptr w, clf_ptr b, size_t R, size_t N, float eps,
                                     clf_error *err)
 {
-    return clf_op_layernorm_forward_ex(rt, CLF_OPS_PATH_AUTO, out, mean, rstd, x, w, b, R, N, eps,
-                                       err);
+    return clf_op_layernorm_forward_ex(rt, CLF_OPS_PATH_AUTO, CLF_DT_F32, out, mean, rstd, x, w, b,
+                                       R, N, eps, err);
+}
+
+clf_status clf_op_layernorm_forward_t(clf_runtime *rt, clf_dtype out_type, clf_ptr out,
+                                      clf_ptr mean, clf_ptr rstd, clf_ptr x, clf_ptr w, clf_ptr b,
+                                      size_t R, size_t N, float eps, clf_error *err)
+{
+    return clf_op_layernorm_forward_ex(rt, CLF_OPS_PATH_AUTO, out_type, out, mean, rstd, x, w, b, R,
+                                       N, eps, err);
 }
 
 clf_status clf_op_layernorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr db,
@@ -140,9 +150,9 @@ clf_status clf_op_layernorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, cl
 
 /* ---- RMSNorm ------------------------------------------------------------------ */
 
-clf_status clf_op_rmsnorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr rstd,
-                                     clf_ptr x, clf_ptr w, size_t R, size_t N, float eps,
-                                     clf_error *err)
+clf_status clf_op_rmsnorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_dtype out_type,
+                                     clf_ptr out, clf_ptr rstd, clf_ptr x, clf_ptr w, size_t R,
+                                     size_t N, float eps, clf_error *err)
 {
     const char *op = "rmsnorm_forward";
     if (R == 0)
@@ -153,9 +163,9 @@ clf_status clf_op_rmsnorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr
         clf_ops_need(x, op, "x", err) || clf_ops_need(w, op, "w", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
-    clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(rstd), CLF_ARG_PTR(x),
-                      CLF_ARG_PTR(w),   CLF_ARG_U64(R),    CLF_ARG_U64(N),
-                      CLF_ARG_F32(eps), CLF_ARG_U64(0) /* local buffer */};
+    clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_U32(out_type), CLF_ARG_PTR(rstd),
+                      CLF_ARG_PTR(x),   CLF_ARG_PTR(w),        CLF_ARG_U64(R),
+                      CLF_ARG_U64(N),   CLF_ARG_F32(eps),      CLF_ARG_U64(0) /* local buffer */};
     return clf_ops_launch_rows(rt, "norm", path, "rmsnorm_forward", R, CLF_NARGS(args) - 1, args,
                                err);
 }
@@ -192,7 +202,16 @@ clf_status clf_op_rmsnorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_pt
 clf_status clf_op_rmsnorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr rstd, clf_ptr x, clf_ptr w,
                                   size_t R, size_t N, float eps, clf_error *err)
 {
-    return clf_op_rmsnorm_forward_ex(rt, CLF_OPS_PATH_AUTO, out, rstd, x, w, R, N, eps, err);
+    return clf_op_rmsnorm_forward_ex(rt, CLF_OPS_PATH_AUTO, CLF_DT_F32, out, rstd, x, w, R, N, eps,
+                                     err);
+}
+
+clf_status clf_op_rmsnorm_forward_t(clf_runtime *rt, clf_dtype out_type, clf_ptr out, clf_ptr rstd,
+                                    clf_ptr x, clf_ptr w, size_t R, size_t N, float eps,
+                                    clf_error *err)
+{
+    return clf_op_rmsnorm_forward_ex(rt, CLF_OPS_PATH_AUTO, out_type, out, rstd, x, w, R, N, eps,
+                                     err);
 }
 
 clf_status clf_op_rmsnorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr dout, clf_ptr x,

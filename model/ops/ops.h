@@ -24,6 +24,7 @@
 #ifndef CLF_OPS_H
 #define CLF_OPS_H
 
+#include "runtime/convert.h"
 #include "runtime/runtime.h"
 
 /* ---- elementwise (cl/elementwise.cl) ------------------------------------ */
@@ -126,9 +127,17 @@ clf_status clf_op_layernorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr mean, 
 clf_status clf_op_layernorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr db,
                                      clf_ptr dout, clf_ptr x, clf_ptr mean, clf_ptr rstd, clf_ptr w,
                                      size_t R, size_t N, int accumulate, clf_error *err);
+/* The same with out stored as out_type (bf16 or f16: rounded to nearest
+ * even; out.off then counts 2-byte elements; mean and rstd stay float32). */
+clf_status clf_op_layernorm_forward_t(clf_runtime *rt, clf_dtype out_type, clf_ptr out,
+                                      clf_ptr mean, clf_ptr rstd, clf_ptr x, clf_ptr w, clf_ptr b,
+                                      size_t R, size_t N, float eps, clf_error *err);
 /* RMSNorm: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps). */
 clf_status clf_op_rmsnorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr rstd, clf_ptr x, clf_ptr w,
                                   size_t R, size_t N, float eps, clf_error *err);
+clf_status clf_op_rmsnorm_forward_t(clf_runtime *rt, clf_dtype out_type, clf_ptr out, clf_ptr rstd,
+                                    clf_ptr x, clf_ptr w, size_t R, size_t N, float eps,
+                                    clf_error *err);
 clf_status clf_op_rmsnorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr dout, clf_ptr x,
                                    clf_ptr rstd, clf_ptr w, size_t R, size_t N, int accumulate,
                                    clf_error *err);

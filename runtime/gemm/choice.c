@@ -284,6 +284,7 @@ static clf_status time_candidates(clf_runtime *rt, gemm_state *st, const clf_gem
     dt.act = CLF_GEMM_ACT_NONE;
     dt.residual = dt.act_grad = 0;
     dt.d = (clf_ptr){NULL, 0};
+    dt.c_type = dt.d_type = CLF_DT_F32;
     int live[GEMM_MAX_CANDS];
     double best_warm = HUGE_VAL;
     clf_error ignored;

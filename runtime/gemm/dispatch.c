@@ -113,11 +113,11 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
                              d->trans_a, d->trans_b);
     if (d->m == 0 || d->n == 0)
         return CLF_OK; /* nothing to compute, nothing to check */
-    const clf_dtype types[3] = {d->a_type, d->b_type, d->c_type};
-    for (int i = 0; i < 3; i++)
+    const clf_dtype types[4] = {d->a_type, d->b_type, d->c_type, d->d_type};
+    for (int i = 0; i < 4; i++)
         if (types[i] != CLF_DT_F32 && types[i] != CLF_DT_BF16 && types[i] != CLF_DT_F16)
             return clf_error_set(err, CLF_ERR_ARG, "gemm: unknown storage type %d for %c",
-                                 (int)types[i], "ABC"[i]);
+                                 (int)types[i], "ABCD"[i]);
     const size_t batch = clf_gemm_batch_of(d);
     /* stored shapes: A is m x k (k x m transposed), B is k x n (n x k) */
     const size_t a_rows = d->trans_a ? d->k : d->m, a_cols = d->trans_a ? d->m : d->k;
@@ -170,13 +170,15 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
         if (d->ldd < d->n)
             return clf_error_set(err, CLF_ERR_ARG, "gemm: ldd=%zu is smaller than n=%zu", d->ldd,
                                  d->n);
-        if ((s = check_extent("D", CLF_DT_F32, d->d, d->m, d->n, d->ldd, 0, 1, err)) != CLF_OK)
+        if ((s = check_extent("D", d->d_type, d->d, d->m, d->n, d->ldd, 0, 1, err)) != CLF_OK)
             return s;
+        /* byte ranges: C and D may be stored in different types */
+        const size_t cs = clf_dtype_size(d->c_type), ds = clf_dtype_size(d->d_type);
         size_t c_end = 0, d_end = 0; /* both checked above */
         if (reads_d && d->d.buf == d->c.buf && d->m > 0 && d->n > 0 &&
             clf_matrix_end(d->c.off, d->m, d->n, d->ldc, 0, 1, &c_end) &&
-            clf_matrix_end(d->d.off, d->m, d->n, d->ldd, 0, 1, &d_end) && d->d.off < c_end &&
-            d->c.off < d_end)
+            clf_matrix_end(d->d.off, d->m, d->n, d->ldd, 0, 1, &d_end) &&
+            d->d.off * ds < c_end * cs && d->c.off * cs < d_end * ds)
             return clf_error_set(err, CLF_ERR_ARG,
                                  "gemm: the epilogue's D overlaps C (deep products accumulate C "
                                  "slice by slice, so D would be read changed)");

@@ -16,13 +16,16 @@
  * of an activation). A D that is read must not overlap C. The native
  * engine applies it as it stores C; after CLBlast it is one more pass.
  *
- * A, B and C may each be stored in 16 bits (a_type, b_type, c_type: bf16
- * or f16; offsets, leading dimensions and strides then count 2-byte
- * elements): the products are computed in float32 all the same, the
- * 16-bit operands widened exactly into the engine's conversion scratch
- * and a 16-bit C narrowed from a float32 result (round to nearest even),
- * so every engine serves every format and no device needs cl_khr_fp16.
- * Bias and D (the epilogue) stay float32.
+ * A, B, C and D may each be stored in 16 bits (a_type, b_type, c_type,
+ * d_type: bf16 or f16; offsets, leading dimensions and strides then count
+ * 2-byte elements): the products are computed in float32 all the same,
+ * 16-bit values widened exactly as they are read and results narrowed
+ * (round to nearest even) as they are stored, so every engine serves every
+ * format and no device needs cl_khr_fp16. The register-blocked native
+ * configurations read and write them in their own kernels; other paths
+ * widen A, B and C into the engine's conversion scratch (gemm16.c). D is
+ * read and written in its type by every engine's epilogue. Bias stays
+ * float32.
  *
  * Two engines sit behind it: CLBlast, and our own (cl/gemm.cl) in several
  * configurations. CLF_GEMM_AUTO times them once per device and shape class,
@@ -65,8 +68,8 @@ typedef struct clf_gemm_desc {
     int residual, act_grad;
     clf_ptr d;
     size_t ldd;
-    /* storage of A, B and C (0 = CLF_DT_F32) */
-    clf_dtype a_type, b_type, c_type;
+    /* storage of A, B, C and D (0 = CLF_DT_F32) */
+    clf_dtype a_type, b_type, c_type, d_type;
 } clf_gemm_desc;
 
 /* Run on the engine chosen by the runtime's options (auto by default). */

@@ -3,27 +3,25 @@
  *
  * Design: the product is the float32 one of every engine. Where the
  * configuration that runs the product is a register-blocked native one
- * and is known without timing (named, the native engine, or an auto choice
- * already made for the class), its packing kernels read a 16-bit A and B
- * directly and widen them into the float32 panels they copy anyway: no
- * extra pass, no conversion scratch for them. Otherwise (CLBlast, a tiled
- * configuration, a class met for the first time, whose search times the
- * candidates on float32 operands) each 16-bit operand is widened (exactly:
- * cl/convert.cl) into the runtime's conversion scratch as a dense float32
- * copy (a shared operand, batch stride 0, once);
- * a 16-bit C is computed into the scratch (its old values widened first
- * when beta != 0) and narrowed back, rounded to nearest even. The float32
- * descriptor then takes the ordinary path: the auto choice, the search and
- * the epilogue (bias, activation into a float32 D) are the float32 ones.
- * The scratch grows to the largest need, exactly, and clf_gemm_prepare
- * sizes it up front like the packing scratch. The cost is one extra pass
- * over each 16-bit operand, against the m n k of the product.
+ * and is known without timing (named, the native engine, or the auto
+ * choice for the class: a class met first in 16 bits is searched on
+ * temporary float32 operands of its shape, choose_twin), its packing
+ * kernels read a 16-bit A and B directly and widen them into the float32
+ * panels they copy anyway, and its store narrows a 16-bit C: no extra
+ * pass, no conversion scratch. Otherwise (CLBlast, a tiled configuration)
+ * each 16-bit operand is widened (exactly: cl/convert.cl) into the
+ * runtime's conversion scratch as a dense float32 copy (a shared operand,
+ * batch stride 0, once); a 16-bit C is computed into the scratch (its old
+ * values widened first when beta != 0) and narrowed back, rounded to
+ * nearest even. The float32 descriptor then takes the ordinary path. The
+ * scratch grows to the largest need, exactly, and clf_gemm_prepare sizes
+ * it up front like the packing scratch. The cost is one extra pass over
+ * each 16-bit operand, against the m n k of the product.
  *
- * Not here: a 16-bit C or D written by the kernels themselves (C goes
- * through the scratch on every engine), 16-bit reads in the tiled and
- * few-row configurations, and a first-call search that avoids the
- * conversion scratch (a model that plans its GEMMs grows it once, during
- * planning, for each 16-bit operand of a new class).
+ * A 16-bit D (the epilogue's) needs nothing here: every engine's epilogue
+ * reads and writes it in its type.
+ *
+ * Not here: 16-bit operands in the tiled and few-row kernels.
  */
 #include "runtime/gemm/gemm_internal.h"
 
@@ -47,9 +45,45 @@ static clf_status to_f32(clf_runtime *rt, gemm_state *st, size_t off, clf_dtype 
                 : CLF_OK;
 }
 
+/* The auto choice for the class of d's float32 twin, made now if it is
+ * not made yet: the search times the candidates on float32 operands of the
+ * twin's shape, temporary buffers (dense, zero: the values do not change
+ * the timing) released right after, as the search's own temporary C is. So
+ * a class met first in 16 bits leaves no float32 copy behind. */
+static clf_status choose_twin(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
+                              clf_error *err)
+{
+    int cand = 0;
+    clf_gemm_desc x = *d;
+    x.a_type = x.b_type = x.c_type = x.d_type = CLF_DT_F32;
+    if (d->k == 0 || clf_gemm_auto_known(rt, st, &x, &cand))
+        return CLF_OK;
+    const size_t batch = clf_gemm_batch_of(d);
+    const size_t a_rows = d->trans_a ? d->k : d->m, a_cols = d->trans_a ? d->m : d->k;
+    const size_t b_rows = d->trans_b ? d->n : d->k, b_cols = d->trans_b ? d->k : d->n;
+    const size_t na = batch > 1 && d->stride_a == 0 ? 1 : batch;
+    const size_t fa = na * a_rows * a_cols, fb = batch * b_rows * b_cols, fc = batch * d->m * d->n;
+    clf_buffer *tmp = NULL;
+    clf_status s = clf_buffer_create(rt, (fa + fb + fc) * sizeof(float), &tmp, err);
+    if (s == CLF_OK)
+        s = clf_buffer_fill(rt, tmp, 0, (fa + fb + fc) * sizeof(float), 0u, err);
+    if (s == CLF_OK) {
+        x.a = (clf_ptr){tmp, 0}, x.lda = a_cols, x.stride_a = na > 1 ? a_rows * a_cols : 0;
+        x.b = (clf_ptr){tmp, fa}, x.ldb = b_cols, x.stride_b = batch > 1 ? b_rows * b_cols : 0;
+        x.c = (clf_ptr){tmp, fa + fb}, x.ldc = d->n, x.stride_c = batch > 1 ? d->m * d->n : 0;
+        x.bias = x.d = (clf_ptr){NULL, 0};
+        x.act = CLF_GEMM_ACT_NONE;
+        x.residual = x.act_grad = 0;
+        s = clf_gemm_auto_choose(rt, st, &x, &cand, err);
+    }
+    clf_buffer_destroy(tmp);
+    return s;
+}
+
 /* The native configuration that will run d's float32 twin x when it is
  * known without timing (an explicit candidate, the native engine, or a
- * choice already made) and reads d's 16-bit A and B itself; else NULL. */
+ * choice already made) and reads and writes d's 16-bit A, B and C itself;
+ * else NULL. */
 static gemm_native *direct_config(clf_runtime *rt, gemm_state *st, clf_gemm_engine engine, int cand,
                                   const clf_gemm_desc *x, const clf_gemm_desc *d)
 {
@@ -65,9 +99,7 @@ static gemm_native *direct_config(clf_runtime *rt, gemm_state *st, clf_gemm_engi
     } else if (clf_gemm_native_default(rt, st, &nat, NULL) != CLF_OK) {
         return NULL;
     }
-    clf_gemm_desc y = *d;
-    y.c_type = CLF_DT_F32; /* a 16-bit C is still narrowed from the scratch */
-    return clf_gemm_native_reads16(nat, &y) ? nat : NULL;
+    return clf_gemm_native_reads16(nat, d) ? nat : NULL;
 }
 
 clf_status clf_gemm16_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine engine, int cand,
@@ -78,22 +110,24 @@ clf_status clf_gemm16_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine engin
     const size_t b_rows = d->trans_b ? d->n : d->k, b_cols = d->trans_b ? d->k : d->n;
     clf_gemm_desc x = *d;
     x.a_type = x.b_type = x.c_type = CLF_DT_F32;
+    clf_status s = CLF_OK;
+    if (cand < 0 && engine == CLF_GEMM_AUTO && (s = choose_twin(rt, st, d, err)) != CLF_OK)
+        return s;
     gemm_native *nat = d->k > 0 ? direct_config(rt, st, engine, cand, &x, d) : NULL;
     /* read directly by nat's packing, or widened here */
     const int a16 = !nat && d->k > 0 && d->a_type != CLF_DT_F32;
     const int b16 = !nat && d->k > 0 && d->b_type != CLF_DT_F32;
-    const int c16 = d->c_type != CLF_DT_F32;
+    const int c16 = !nat && d->c_type != CLF_DT_F32;
     if (nat != NULL)
-        x.a_type = d->a_type, x.b_type = d->b_type;
+        x.a_type = d->a_type, x.b_type = d->b_type, x.c_type = d->c_type;
     /* matrices to widen: one for an operand shared by the batch */
     const size_t na = batch > 1 && d->stride_a == 0 ? 1 : batch;
     const size_t nb = batch > 1 && d->stride_b == 0 ? 1 : batch;
     const size_t fa = a16 ? na * a_rows * a_cols : 0, fb = b16 ? nb * b_rows * b_cols : 0;
     const size_t fc = c16 ? batch * d->m * d->n : 0;
-    clf_status s = fa + fb + fc > 0
-                       ? clf_gemm_scratch_grow(rt, &st->conv, &st->conv_floats, fa + fb + fc,
-                                               "16-bit conversion scratch", err)
-                       : CLF_OK;
+    s = fa + fb + fc > 0 ? clf_gemm_scratch_grow(rt, &st->conv, &st->conv_floats, fa + fb + fc,
+                                                 "16-bit conversion scratch", err)
+                         : CLF_OK;
     if (s != CLF_OK)
         return s;
     if (a16 && (s = to_f32(rt, st, 0, d->a_type, d->a, d->lda, d->stride_a, a_rows, a_cols, na,

@@ -93,11 +93,13 @@ static inline size_t clf_gemm_batch_of(const clf_gemm_desc *d)
 }
 
 /* The epilogue code the kernels take (cl/gemm.cl: bit 0 bias, bit 1
- * residual, bit 2 the activation's derivative, act << 3). */
+ * residual, bit 2 the activation's derivative, C's storage << 3 (read by
+ * gemm_an / gemm_ap only: a 16-bit C reaches no other kernel), D's storage
+ * << 5, act << 7). */
 static inline uint32_t clf_gemm_epi_of(const clf_gemm_desc *d)
 {
     return (d->bias.buf != NULL ? 1u : 0u) | (d->residual ? 2u : 0u) | (d->act_grad ? 4u : 0u) |
-           ((uint32_t)d->act << 3);
+           ((uint32_t)d->c_type << 3) | ((uint32_t)d->d_type << 5) | ((uint32_t)d->act << 7);
 }
 
 /* The epilogue's six kernel arguments (any valid buffer stands in for an
@@ -147,9 +149,10 @@ clf_status clf_gemm_native_epilogue(clf_runtime *rt, gemm_native *nat, const clf
                                     clf_error *err);
 clf_status clf_gemm_native_reserve(clf_runtime *rt, gemm_state *st, gemm_native *nat,
                                    const clf_gemm_desc *d, clf_error *err);
-/* native.c: whether nat runs d as it is stored: always for float32; for a
- * bf16 or f16 A or B, the register-blocked configurations (their packing
- * widens as it copies) with a float32 C and k > 0. */
+/* native.c: whether nat runs d as it is stored: always for a float32 A, B
+ * and C (any D); for a bf16 or f16 A, B or C, the register-blocked
+ * configurations (their packing widens as it copies, their store narrows)
+ * with k > 0. */
 int clf_gemm_native_reads16(const gemm_native *nat, const clf_gemm_desc *d);
 
 /* choice.c: the auto choice (a candidate) for validated d with m, n, k > 0

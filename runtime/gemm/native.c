@@ -311,6 +311,7 @@ typedef struct native_plan {
     size_t zc;            /* batch matrices per pass (scratch limit) */
     size_t split;         /* K slices computed side by side (1: none) */
     size_t scratch;       /* floats of scratch needed */
+    int one_pass;         /* no K slices (a 16-bit C) */
 } native_plan;
 
 /* Split-K: P slices of K / P each, run side by side into P partial products
@@ -389,9 +390,13 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_native *nat, cons
     memset(p, 0, sizeof *p);
     p->zc = batch;
     p->split = 1;
-    /* a 16-bit operand is always packed: the packing widens it */
+    /* a 16-bit operand is always packed: the packing widens it; a 16-bit C
+     * is stored by gemm_an / gemm_ap only, in one pass (no split-K, no
+     * slices accumulating into it) */
     const int a16 = d->a_type != CLF_DT_F32, b16 = d->b_type != CLF_DT_F32;
-    if (d->trans_b && !d->trans_a && m < PACK_B_MIN_M && !a16 && !b16) {
+    const int c16 = d->c_type != CLF_DT_F32;
+    p->one_pass = c16;
+    if (d->trans_b && !d->trans_a && m < PACK_B_MIN_M && !a16 && !b16 && !c16) {
         p->dot = 1; /* few rows, B transposed: dot products read B once */
         return CLF_OK;
     }
@@ -409,7 +414,7 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_native *nat, cons
                              "needs %zu "
                              "bytes of scratch, more than the device's largest allocation (%zu)",
                              m, n, k, (p->pa + p->pb) * sizeof(float), max_floats * sizeof(float));
-    p->split = split_of(rt, t, d);
+    p->split = c16 ? 1 : split_of(rt, t, d);
     if (p->split > 1) {
         const size_t need = p->pa + p->pb + p->split * m * n;
         if (need > max_floats) {
@@ -539,7 +544,7 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
         }
         /* deep products run as slices of depth at most K_SLICE, accumulating
          * into C, so a work-group's A blocks and B panel stay in cache */
-        const size_t n_slices = k > K_SLICE_FROM ? ceil_div(k, K_SLICE) : 1;
+        const size_t n_slices = k > K_SLICE_FROM && !p.one_pass ? ceil_div(k, K_SLICE) : 1;
         const size_t ks = ceil_div(k, n_slices);
         for (size_t k0 = 0; k0 < k; k0 += ks) {
             const size_t kn = k - k0 < ks ? k - k0 : ks;
@@ -708,5 +713,5 @@ int clf_gemm_native_reads16(const gemm_native *nat, const clf_gemm_desc *d)
 {
     if (d->a_type == CLF_DT_F32 && d->b_type == CLF_DT_F32 && d->c_type == CLF_DT_F32)
         return 1;
-    return !nat->cfg.tiled && d->c_type == CLF_DT_F32 && d->k > 0;
+    return !nat->cfg.tiled && d->k > 0;
 }
