@@ -109,10 +109,14 @@ double cli_train_flops_per_token(const clf_model_config *cfg, long vocab)
  * and the training activations at contexts around the model's. */
 static const char *const recompute_names[] = {"none", "block", "attention"};
 #define N_RECOMPUTE 3
+static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
+#define N_PRECISION 3
 
 typedef struct memory_report {
     clf_model_memory train, infer;
     clf_model_memory by_recompute[N_RECOMPUTE]; /* training at the batch, clf_recompute order */
+    clf_model_memory by_precision[N_PRECISION]; /* the same, by clf_precision (bf16 and fp16
+                                                   store the same tensors: equal sizes) */
     int contexts[N_CONTEXTS];
     size_t activations[N_CONTEXTS]; /* 0: that context does not plan */
 } memory_report;
@@ -134,6 +138,12 @@ static clf_status plan_memory(const clf_model_config *cfg, long vocab, long batc
         clf_model_config c = *cfg;
         c.train.recompute = (clf_recompute)i;
         st = clf_model_memory_plan(&c, (int)vocab, &lim_b, CLF_MODEL_TRAIN, &r->by_recompute[i],
+                                   err);
+    }
+    for (int i = 0; i < N_PRECISION && st == CLF_OK; i++) {
+        clf_model_config c = *cfg;
+        c.train.precision = (clf_precision)i;
+        st = clf_model_memory_plan(&c, (int)vocab, &lim_b, CLF_MODEL_TRAIN, &r->by_precision[i],
                                    err);
     }
     for (int i = 0; i < N_CONTEXTS && st == CLF_OK; i++) {
@@ -165,7 +175,7 @@ static const char *size_str(size_t bytes, char *buf, size_t cap)
 }
 
 static void print_memory(const memory_report *r, long batch, long ranks, int shard,
-                         int cfg_recompute)
+                         int cfg_recompute, int cfg_precision)
 {
     const clf_model_memory *t = &r->train;
     char a[32], b[32], c[32], d[32];
@@ -183,13 +193,20 @@ static void print_memory(const memory_report *r, long batch, long ranks, int sha
     printf("  %-24s %14s\n", "batch inputs", size_str(t->batch, a, sizeof a));
     printf("  %-24s %14s  (native engine's packing, estimated)\n", "GEMM workspace",
            size_str(t->workspace, a, sizeof a));
-    printf("  %-24s %14s  (train.recompute: %s)\n", "total", size_str(t->total, a, sizeof a),
-           recompute_names[cfg_recompute]);
+    printf("  %-24s %14s  (train.recompute: %s, train.precision: %s)\n", "total",
+           size_str(t->total, a, sizeof a), recompute_names[cfg_recompute],
+           precision_names[cfg_precision]);
     printf("by train.recompute:");
     for (int i = 0; i < N_RECOMPUTE; i++)
         printf("%s %s %s (activations %s)", i ? "," : "", recompute_names[i],
                size_str(r->by_recompute[i].total, a, sizeof a),
                size_str(r->by_recompute[i].activations, b, sizeof b));
+    printf("\n");
+    printf("by train.precision (16 bits: the activations only GEMMs read):");
+    for (int i = 0; i < N_PRECISION; i++)
+        printf("%s %s %s (activations %s)", i ? "," : "", precision_names[i],
+               size_str(r->by_precision[i].total, a, sizeof a),
+               size_str(r->by_precision[i].activations, b, sizeof b));
     printf("\n");
     printf("device memory, inference at batch 1: %s (parameters %s, activations %s, KV caches "
            "%s)\n",
@@ -249,7 +266,8 @@ static void print_text(const char *path, const clf_model_config *cfg, const brea
     printf("  inference  2N +  4 L T C = %.4g  (at full context; with the KV cache at\n"
            "                                         position p: 2N + 4 L p C)\n\n",
            d->infer_flops);
-    print_memory(mr, batch, ranks, cfg->train.shard_optimizer, (int)cfg->train.recompute);
+    print_memory(mr, batch, ranks, cfg->train.shard_optimizer, (int)cfg->train.recompute,
+                 (int)cfg->train.precision);
 }
 
 int cli_cmd_info(int argc, char **argv)
@@ -311,12 +329,14 @@ int cli_cmd_info(int argc, char **argv)
                "\"train_memory\": {\"params\": %zu, \"grads\": %zu, \"optim\": %zu, "
                "\"activations\": %zu, \"batch\": %zu, \"workspace\": %zu}, "
                "\"train_memory_by_recompute\": {\"none\": %zu, \"block\": %zu, "
-               "\"attention\": %zu}}\n",
+               "\"attention\": %zu}, \"train_memory_by_precision\": {\"fp32\": %zu, "
+               "\"bf16\": %zu, \"fp16\": %zu}}\n",
                d.total, d.wte, d.wpe, d.block, d.L * d.block, d.attn, d.ffn, d.norms, d.lnf, d.head,
                d.V, d.L, d.train_flops, d.infer_flops, batch, mr.train.total, mr.infer.total,
                mr.train.params, mr.train.grads, mr.train.optim, mr.train.activations,
                mr.train.batch, mr.train.workspace, mr.by_recompute[0].total,
-               mr.by_recompute[1].total, mr.by_recompute[2].total);
+               mr.by_recompute[1].total, mr.by_recompute[2].total, mr.by_precision[0].total,
+               mr.by_precision[1].total, mr.by_precision[2].total);
     else
         print_text(path, &cfg, &d, vocab_note, batch, ranks, &mr);
     return CLI_EXIT_OK;

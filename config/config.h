@@ -134,6 +134,12 @@ typedef enum clf_recompute {
                                 its output and row statistics) from the kept norm */
 } clf_recompute;
 
+typedef enum clf_precision {
+    CLF_PRECISION_FP32 = 0, /* every activation in float32 */
+    CLF_PRECISION_BF16,     /* the activations only GEMMs read stored in bf16 (float32 math) */
+    CLF_PRECISION_FP16,     /* the same in IEEE half */
+} clf_precision;
+
 typedef enum clf_metric_type {
     CLF_METRIC_LOSS = 0, /* validation loss, lower is better */
     CLF_METRIC_ACCURACY, /* classifier accuracy, higher is better */
@@ -254,6 +260,7 @@ typedef struct clf_train_config {
     int batch;        /* B: sequences per step (the encoder kinds: at most, with batch_tokens) */
     int batch_tokens; /* encoder kinds: a budget of B * max(S, T) tokens per batch; 0 = off */
     clf_recompute recompute; /* activation recomputation (gradient checkpointing) */
+    clf_precision precision; /* storage of the activations the GEMMs read (training) */
     int accumulate;          /* micro-batches per optimizer step, gradients summed on the device
                          (the step sees the mean over all their targets); default 1 */
     int shard_optimizer;     /* data parallel: each rank keeps and updates its slice of Adam's

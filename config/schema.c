@@ -39,6 +39,7 @@ static const char *const optimizer_names[] = {"adam", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "cosine", "noam", NULL};
 static const char *const metric_names[] = {"loss", "accuracy", "bleu", NULL};
 static const char *const recompute_names[] = {"none", "block", "attention", NULL};
+static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 
 static const char *name_of(const char *const *names, int v)
 {
@@ -233,6 +234,7 @@ static const clf_cfg_field train_t[] = {
     T_INT("log_every", train.log_every, 1, BIG),
     T_INT("accumulate", train.accumulate, 1, 65536),
     T_ENUM("recompute", train.recompute, recompute_names, 0),
+    T_ENUM("precision", train.precision, precision_names, 0),
     T_BOOL("shard_optimizer", train.shard_optimizer),
     T_END,
 };

@@ -28,7 +28,8 @@
  * with the batch and shrinks with token caps, and the API refuses what a
  * kind cannot do (a batch call of another kind, a classifier without
  * labels, limits past the context, labels out of range, decoding an
- * encoder-decoder before encoding, encoding a GPT).
+ * encoder-decoder before encoding, encoding a GPT), and train.precision's
+ * 16-bit storage against float32 (check_precision).
  */
 #include <math.h>
 #include <stdio.h>
@@ -336,6 +337,78 @@ static void check_recompute(clf_runtime *rt, const variant *v, int vi)
         free(g[r]);
 }
 
+/* train.precision: bf16 and fp16 store the activations only GEMMs read
+ * (pre-norm blocks' norm outputs; the FFN's hidden activations without
+ * SwiGLU or hidden dropout) in 16 bits; every kernel still computes in
+ * float32. Against float32 on the same parameters and batch: the loss and
+ * the gradients (relative L2 over the flat vector) within a few roundings
+ * of the format, 8 x 2^-9 for bf16 and 8 x 2^-12 for f16 (a rounding of
+ * each stored value is at most 2^-9 resp. 2^-12 relative; it compounds
+ * over the two blocks and the backward's reuse of the rounded values).
+ * Recomputing blocks gives the same 16-bit losses and gradients bit for
+ * bit (the recomputed forward rounds the same values the same way), and
+ * the plan's activation memory falls wherever something is stored in 16
+ * bits (variants with post-norm and SwiGLU or hidden dropout store
+ * nothing: equal). */
+static void check_precision(clf_runtime *rt, const variant *v, int vi)
+{
+    clf_error e;
+    const int B = v->kind == K_CLS ? 3 : 2, V = 11;
+    clf_model_limits lim = {B, v->S, v->T, 0, 0, 0, 0};
+    /* fp32, bf16, fp16, then bf16 recomputing blocks */
+    static const clf_precision prec[4] = {CLF_PRECISION_FP32, CLF_PRECISION_BF16,
+                                          CLF_PRECISION_FP16, CLF_PRECISION_BF16};
+    static const double tol[3] = {0.0, 8 * 0x1p-9, 8 * 0x1p-12};
+    static const char *const pname[3] = {"fp32", "bf16", "fp16"};
+    float *g[4] = {NULL, NULL, NULL, NULL}, loss[4] = {0, 0, 0, 0};
+    size_t n = 0, act[4] = {0, 0, 0, 0};
+    int any16 = 0;
+    for (int r = 0; r < 4; r++) {
+        clf_model_config cfg;
+        parse_kind(v->kind, &cfg);
+        for (int i = 0; v->sets[i] != NULL; i++)
+            ok(clf_config_set(&cfg, v->sets[i], &e), &e, v->sets[i]);
+        cfg.train.precision = prec[r];
+        cfg.train.recompute = r == 3 ? CLF_RECOMPUTE_BLOCK : CLF_RECOMPUTE_NONE;
+        clf_model *m = NULL;
+        ok(clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_TRAIN, &m, &e), &e, "create");
+        tu_rng rng = tu_rng_new(500 + (uint64_t)vi);
+        randomize(m, &rng);
+        set_kind_batch(m, v, &rng, B, V);
+        ok(clf_model_forward(m, 1, &e), &e, "forward");
+        ok(clf_model_backward(m, &e), &e, "backward");
+        ok(clf_model_loss(m, &loss[r], &e), &e, "loss");
+        n = clf_model_dims_get(m).n_params;
+        g[r] = calloc(n, sizeof(float));
+        ok(clf_model_flat_read(m, CLF_SLOT_GRAD, g[r], &e), &e, "grads");
+        clf_model_memory mm;
+        ok(clf_model_memory_plan(&cfg, V, &lim, CLF_MODEL_TRAIN, &mm, &e), &e, "memory plan");
+        act[r] = mm.activations;
+        clf_model_destroy(m);
+    }
+    any16 = act[1] != act[0];
+    for (int r = 1; r <= 2; r++) {
+        double dd = 0.0, nn = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            const double d = (double)g[r][i] - (double)g[0][i];
+            dd += d * d;
+            nn += (double)g[0][i] * (double)g[0][i];
+        }
+        const double gerr = sqrt(dd / (nn > 0 ? nn : 1.0));
+        const double lerr = fabs((double)loss[r] - (double)loss[0]) / fabs((double)loss[0]);
+        TU_CHECK(lerr <= tol[r] && gerr <= tol[r] && (!any16 || act[r] < act[0]),
+                 "%s: %s storage: loss %.6f vs %.6f (relative %.2e), gradients relative L2 "
+                 "%.2e, tolerance %.2e; activations %zu vs %zu bytes",
+                 v->name, pname[r], (double)loss[r], (double)loss[0], lerr, gerr, tol[r], act[r],
+                 act[0]);
+    }
+    TU_CHECK(loss[3] == loss[1] && memcmp(g[3], g[1], n * sizeof(float)) == 0,
+             "%s: bf16 storage recomputing blocks gives the same loss and gradients bit for bit",
+             v->name);
+    for (int r = 0; r < 4; r++)
+        free(g[r]);
+}
+
 /* Gradients of two micro-batches add up (no dropout, so the masks don't move). */
 static void accumulation(clf_runtime *rt)
 {
@@ -470,6 +543,8 @@ int main(void)
         check_variant(rt, &variants[i], i);
     for (int i = 0; i < (int)(sizeof variants / sizeof variants[0]); i++)
         check_recompute(rt, &variants[i], i);
+    for (int i = 0; i < (int)(sizeof variants / sizeof variants[0]); i++)
+        check_precision(rt, &variants[i], i);
     accumulation(rt);
     api(rt);
     clf_runtime_destroy(rt);

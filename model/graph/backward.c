@@ -41,9 +41,11 @@ static clf_status norm_bwd(clf_model *m, int type, const mi_norm_a *a, const mi_
 
 /* For y [R, out] = x [R, in] W^T + b: dW += dy^T x, db += colsum(dy),
  * dx = beta * dx + dy W, then (act not NONE) times act'(act_in) in the
- * same pass: the gradient of the input of the activation that made x. */
+ * same pass: the gradient of the input of the activation that made x.
+ * x and act_in are stored as t (train.precision), everything else in
+ * float32. */
 static clf_status linear_bwd_act(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, clf_ptr x,
-                                 size_t w, size_t b, size_t R, size_t in, size_t out,
+                                 clf_dtype t, size_t w, size_t b, size_t R, size_t in, size_t out,
                                  clf_gemm_act act, clf_ptr act_in, clf_error *err)
 {
     clf_status st;
@@ -59,7 +61,8 @@ static clf_status linear_bwd_act(clf_model *m, clf_ptr dx, float beta, clf_ptr d
                                        .ldb = in,
                                        .beta = 1.0f,
                                        .c = mi_grad(m, w),
-                                       .ldc = in},
+                                       .ldc = in,
+                                       .b_type = t},
                       err)) != CLF_OK)
         return st;
     if (b != MI_NONE &&
@@ -80,15 +83,17 @@ static clf_status linear_bwd_act(clf_model *m, clf_ptr dx, float beta, clf_ptr d
                                     .act = act,
                                     .act_grad = act != CLF_GEMM_ACT_NONE,
                                     .d = act != CLF_GEMM_ACT_NONE ? act_in : mi_nullptr(),
-                                    .ldd = in},
+                                    .ldd = in,
+                                    .d_type = act != CLF_GEMM_ACT_NONE ? t : CLF_DT_F32},
                    err);
 }
 
-static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, clf_ptr x, size_t w,
-                             size_t b, size_t R, size_t in, size_t out, clf_error *err)
+static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, clf_ptr x,
+                             clf_dtype x_t, size_t w, size_t b, size_t R, size_t in, size_t out,
+                             clf_error *err)
 {
-    return linear_bwd_act(m, dx, beta, dy, x, w, b, R, in, out, CLF_GEMM_ACT_NONE, mi_nullptr(),
-                          err);
+    return linear_bwd_act(m, dx, beta, dy, x, x_t, w, b, R, in, out, CLF_GEMM_ACT_NONE,
+                          mi_nullptr(), err);
 }
 
 /* The output half shared by self- and cross-attention: the residual
@@ -107,13 +112,13 @@ static clf_status attn_out_bwd(clf_model *m, int l, int site, clf_ptr dout, clf_
                                           mi_dropout_stream(m, l, site), err)) != CLF_OK)
             return st;
     }
-    return linear_bwd(m, m->dC3, 0.0f, d, atty, proj_w, proj_b, BT, C, C, err);
+    return linear_bwd(m, m->dC3, 0.0f, d, atty, CLF_DT_F32, proj_w, proj_b, BT, C, C, err);
 }
 
 /* Self-attention of block l: dout [BT, C] -> din (beta: 0 overwrite, 1 add),
- * with `in` the forward input. */
-static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr din, float beta,
-                           size_t B, size_t T, clf_error *err)
+ * with `in` the forward input (stored as in_t). */
+static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dtype in_t,
+                           clf_ptr din, float beta, size_t B, size_t T, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const mi_attn_p *p = &m->bp[l].attn;
@@ -140,14 +145,15 @@ static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_pt
          (st = clf_op_rope(m->rt, clf_ptr_at(dqkv, C), B, T, NH, HS, 3 * C, 0, s->rope_theta, 1,
                            err)) != CLF_OK))
         return st;
-    return linear_bwd(m, din, beta, dqkv, in, p->qkv_w, p->qkv_b, BT, C, 3 * C, err);
+    return linear_bwd(m, din, beta, dqkv, in, in_t, p->qkv_w, p->qkv_b, BT, C, 3 * C, err);
 }
 
 /* Cross-attention of decoder block l: dout [BT, C] -> din (beta) for the
  * queries' input `in`, and the gradient of the encoder's output [BS, C]
  * into denc (beta_enc: 0 overwrite, 1 add). */
-static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr din, float beta,
-                            float beta_enc, size_t B, size_t T, size_t S, clf_error *err)
+static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dtype in_t,
+                            clf_ptr din, float beta, float beta_enc, size_t B, size_t T, size_t S,
+                            clf_error *err)
 {
     const mi_spec *s = &m->s;
     const mi_cross_p *p = &m->bp[l].cross;
@@ -171,15 +177,16 @@ static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_p
                                    .dkv_stride = 2 * C};
     if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
         return st;
-    if ((st = linear_bwd(m, m->denc, beta_enc, dkv, mi_stack_out(m, &m->enc), p->kv_w, p->kv_b, BS,
-                         C, 2 * C, err)) != CLF_OK)
+    if ((st = linear_bwd(m, m->denc, beta_enc, dkv, mi_stack_out(m, &m->enc), CLF_DT_F32, p->kv_w,
+                         p->kv_b, BS, C, 2 * C, err)) != CLF_OK)
         return st;
-    return linear_bwd(m, din, beta, dq, in, p->q_w, p->q_b, BT, C, C, err);
+    return linear_bwd(m, din, beta, dq, in, in_t, p->q_w, p->q_b, BT, C, C, err);
 }
 
-/* Feed-forward of block l: dout [BT, C] -> din (beta), `in` the forward input. */
-static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr din, float beta,
-                          size_t BT, clf_error *err)
+/* Feed-forward of block l: dout [BT, C] -> din (beta), `in` the forward
+ * input (stored as in_t). */
+static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dtype in_t,
+                          clf_ptr din, float beta, size_t BT, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const mi_ffn_p *p = &m->bp[l].ffn;
@@ -197,13 +204,13 @@ static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr
     }
     if (mi_ffn_fused_dact(s)) {
         /* dfch = (d W) act'(fch) in one pass */
-        if ((st = linear_bwd_act(m, dfch, 0.0f, d, a->fch_act, p->proj_w, p->proj_b, BT, H, C,
-                                 mi_gemm_act(s->act), fch, err)) != CLF_OK)
+        if ((st = linear_bwd_act(m, dfch, 0.0f, d, a->fch_act, a->fch_t, p->proj_w, p->proj_b, BT,
+                                 H, C, mi_gemm_act(s->act), fch, err)) != CLF_OK)
             return st;
     } else {
         /* dact = d W; its dropout; then through the gate or activation */
-        if ((st = linear_bwd(m, dact, 0.0f, d, a->fch_act, p->proj_w, p->proj_b, BT, H, C, err)) !=
-            CLF_OK)
+        if ((st = linear_bwd(m, dact, 0.0f, d, a->fch_act, a->fch_t, p->proj_w, p->proj_b, BT, H, C,
+                             err)) != CLF_OK)
             return st;
         if (s->p_ffn > 0 &&
             (st = clf_op_dropout_backward(m->rt, dact, dact, BT * H, s->p_ffn, m->state.seed,
@@ -215,7 +222,7 @@ static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_ptr
         if (st != CLF_OK)
             return st;
     }
-    return linear_bwd(m, din, beta, dfch, in, p->fc_w, p->fc_b, BT, C, F, err);
+    return linear_bwd(m, din, beta, dfch, in, in_t, p->fc_w, p->fc_b, BT, C, F, err);
 }
 
 /* dres: gradient of block l's output on entry, of its input on exit. S:
@@ -234,14 +241,15 @@ static clf_status block_bwd(clf_model *m, int l, clf_ptr dres, size_t B, size_t 
     if (!s->norm_post) {
         /* res2 = mid + ffn(ln2(mid)); [resx = res1 + cross(lnx(res1));] res1 = x + attn(ln1(x)) */
         clf_ptr mid = p->has_cross ? resx : res1;
-        if ((st = ffn_bwd(m, l, dres, ln2, d1, 0.0f, BT, err)) != CLF_OK ||
+        if ((st = ffn_bwd(m, l, dres, ln2, a->ln2.t, d1, 0.0f, BT, err)) != CLF_OK ||
             (st = norm_bwd(m, s->norm, &a->ln2, &p->ln2, dres, d1, mid, BT, 1, err)) != CLF_OK)
             return st;
         if (p->has_cross &&
-            ((st = cross_bwd(m, l, dres, lnx, d1, 0.0f, beta_enc, B, T, S, err)) != CLF_OK ||
+            ((st = cross_bwd(m, l, dres, lnx, a->lnx.t, d1, 0.0f, beta_enc, B, T, S, err)) !=
+                 CLF_OK ||
              (st = norm_bwd(m, s->norm, &a->lnx, &p->lnx, dres, d1, res1, BT, 1, err)) != CLF_OK))
             return st;
-        if ((st = attn_bwd(m, l, dres, ln1, d1, 0.0f, B, T, err)) != CLF_OK ||
+        if ((st = attn_bwd(m, l, dres, ln1, a->ln1.t, d1, 0.0f, B, T, err)) != CLF_OK ||
             (st = norm_bwd(m, s->norm, &a->ln1, &p->ln1, dres, d1, x, BT, 1, err)) != CLF_OK)
             return st;
         return CLF_OK;
@@ -250,17 +258,18 @@ static clf_status block_bwd(clf_model *m, int l, clf_ptr dres, size_t B, size_t 
      * ln1 = ln1(res1), res1 = x + attn(x) */
     clf_ptr mid = p->has_cross ? lnx : ln1;
     if ((st = norm_bwd(m, s->norm, &a->ln2, &p->ln2, d1, dres, res2, BT, 0, err)) != CLF_OK ||
-        (st = ffn_bwd(m, l, d1, mid, d1, 1.0f, BT, err)) != CLF_OK)
+        (st = ffn_bwd(m, l, d1, mid, CLF_DT_F32, d1, 1.0f, BT, err)) != CLF_OK)
         return st; /* d1 = d mid */
     if (p->has_cross) {
         if ((st = norm_bwd(m, s->norm, &a->lnx, &p->lnx, dres, d1, resx, BT, 0, err)) !=
                 CLF_OK || /* dres = d resx */
-            (st = cross_bwd(m, l, dres, ln1, d1, 0.0f, beta_enc, B, T, S, err)) != CLF_OK ||
+            (st = cross_bwd(m, l, dres, ln1, CLF_DT_F32, d1, 0.0f, beta_enc, B, T, S, err)) !=
+                CLF_OK ||
             (st = clf_op_add(m->rt, d1, d1, dres, n, err)) != CLF_OK) /* d1 = d ln1 */
             return st;
     }
     if ((st = norm_bwd(m, s->norm, &a->ln1, &p->ln1, dres, d1, res1, BT, 0, err)) != CLF_OK ||
-        (st = attn_bwd(m, l, dres, x, dres, 1.0f, B, T, err)) != CLF_OK)
+        (st = attn_bwd(m, l, dres, x, CLF_DT_F32, dres, 1.0f, B, T, err)) != CLF_OK)
         return st;
     return CLF_OK;
 }
@@ -411,8 +420,8 @@ static clf_status backward(clf_model *m, clf_error *err)
     }
     /* LM head: logits = xf Wout^T */
     clf_ptr dxf = fnorm ? d1 : dres;
-    if ((st = linear_bwd(m, dxf, 0.0f, m->logits, mi_stack_out(m, &m->dec), m->lm_head, MI_NONE, BT,
-                         C, V, err)) != CLF_OK)
+    if ((st = linear_bwd(m, dxf, 0.0f, m->logits, mi_stack_out(m, &m->dec), CLF_DT_F32, m->lm_head,
+                         MI_NONE, BT, C, V, err)) != CLF_OK)
         return st;
     if ((st = stack_bwd(m, &m->dec, dxf, dres, B, T, S, err)) != CLF_OK)
         return st;

@@ -337,11 +337,16 @@ static clf_status abuf(clf_model *m, size_t *category, clf_buffer **dst, size_t 
 typedef struct mi_carve {
     clf_ptr *dst;
     size_t floats;
+    int half; /* a tensor of 2-byte elements: its offset counts them */
 } mi_carve;
 
-static clf_status carve(clf_model *m, clf_ptr *dst, size_t n, clf_error *err)
+/* Request n elements of type t (float32, or a 16-bit type: half the room). */
+static clf_status carve_t(clf_model *m, clf_ptr *dst, size_t n, clf_dtype t, clf_error *err)
 {
     *dst = mi_nullptr();
+    const int half = t != CLF_DT_F32;
+    if (half)
+        n = (n + 1) / 2;
     if (m->n_carves == m->cap_carves) {
         int cap = m->cap_carves ? 2 * m->cap_carves : 128;
         mi_carve *c = realloc(m->carves, (size_t)cap * sizeof *c);
@@ -350,8 +355,13 @@ static clf_status carve(clf_model *m, clf_ptr *dst, size_t n, clf_error *err)
         m->carves = c;
         m->cap_carves = cap;
     }
-    m->carves[m->n_carves++] = (mi_carve){dst, n ? n : 1};
+    m->carves[m->n_carves++] = (mi_carve){dst, n ? n : 1, half};
     return CLF_OK;
+}
+
+static clf_status carve(clf_model *m, clf_ptr *dst, size_t n, clf_error *err)
+{
+    return carve_t(m, dst, n, CLF_DT_F32, err);
 }
 
 static size_t align_up(size_t x)
@@ -381,8 +391,11 @@ static clf_status carve_commit(clf_model *m, clf_error *err)
         if ((st = abuf(m, &m->mem.activations, &chunk, used, err)) != CLF_OK)
             break;
         m->arena_floats += used;
-        for (int i = first; i < last; i++)
+        for (int i = first; i < last; i++) {
             m->carves[i].dst->buf = chunk;
+            if (m->carves[i].half)
+                m->carves[i].dst->off *= 2;
+        }
         first = last;
     }
     free(m->carves);
@@ -391,13 +404,16 @@ static clf_status carve_commit(clf_model *m, clf_error *err)
     return st;
 }
 
-static clf_status alloc_norm(clf_model *m, mi_norm_a *a, int type, size_t BT, clf_error *err)
+/* A norm's activations, its output stored as t. */
+static clf_status alloc_norm(clf_model *m, mi_norm_a *a, int type, size_t BT, clf_dtype t,
+                             clf_error *err)
 {
     clf_status st;
     a->out = a->mean = a->rstd = mi_nullptr();
+    a->t = t;
     if (type == MI_NORM_NONE)
         return CLF_OK;
-    if ((st = carve(m, &a->out, BT * (size_t)m->s.C, err)) != CLF_OK)
+    if ((st = carve_t(m, &a->out, BT * (size_t)m->s.C, t, err)) != CLF_OK)
         return st;
     if (type == MI_NORM_LAYERNORM && (st = carve(m, &a->mean, BT, err)) != CLF_OK)
         return st;
@@ -419,23 +435,28 @@ static clf_status alloc_block(clf_model *m, mi_block_a *a, size_t rows, int cros
 {
     const mi_spec *s = &m->s;
     const size_t C = (size_t)s->C, NH = (size_t)s->NH;
+    /* train.precision: a pre-norm block's norm outputs feed only the
+     * projections after them; post-norm ones are the residual stream */
+    const clf_dtype tn = s->norm_post ? CLF_DT_F32 : s->act16;
     clf_status st;
-    if ((st = alloc_norm(m, &a->ln1, s->norm, rows, err)) != CLF_OK ||
-        (st = alloc_norm(m, &a->ln2, s->norm, rows, err)) != CLF_OK)
+    if ((st = alloc_norm(m, &a->ln1, s->norm, rows, tn, err)) != CLF_OK ||
+        (st = alloc_norm(m, &a->ln2, s->norm, rows, tn, err)) != CLF_OK)
         return st;
     /* with attention recomputation the stack's first block holds these for all */
     if (!shared_attn && ((st = carve(m, &a->qkv, rows * 3 * C, err)) != CLF_OK ||
                          (st = carve(m, &a->lse, rows * NH, err)) != CLF_OK ||
                          (st = carve(m, &a->atty, rows * C, err)) != CLF_OK))
         return st;
+    /* the FFN's hidden activations, where only GEMMs touch them */
+    a->fch_t = mi_ffn_fused_dact(s) ? s->act16 : CLF_DT_F32;
     if ((st = carve(m, &a->res1, rows * C, err)) != CLF_OK ||
-        (st = carve(m, &a->fch, rows * (size_t)s->fc_rows, err)) != CLF_OK ||
-        (st = carve(m, &a->fch_act, rows * (size_t)s->H, err)) != CLF_OK ||
+        (st = carve_t(m, &a->fch, rows * (size_t)s->fc_rows, a->fch_t, err)) != CLF_OK ||
+        (st = carve_t(m, &a->fch_act, rows * (size_t)s->H, a->fch_t, err)) != CLF_OK ||
         (st = carve(m, &a->res2, rows * C, err)) != CLF_OK)
         return st;
     if (!cross)
         return CLF_OK;
-    if ((st = alloc_norm(m, &a->lnx, s->norm, rows, err)) != CLF_OK ||
+    if ((st = alloc_norm(m, &a->lnx, s->norm, rows, tn, err)) != CLF_OK ||
         (st = carve(m, &a->xq, rows * C, err)) != CLF_OK ||
         (st = carve(m, &a->xkv, xrows * 2 * C, err)) != CLF_OK ||
         (st = carve(m, &a->xlse, rows * NH, err)) != CLF_OK ||
@@ -509,12 +530,12 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
         size_t rows = k->src ? Rs : Rt;
         if (s->emb_norm != MI_NORM_NONE) { /* the norm writes the blocks' input */
             if ((st = carve(m, &k->xe, rows * C, err)) != CLF_OK ||
-                (st = alloc_norm(m, &k->lne_a, s->emb_norm, rows, err)) != CLF_OK)
+                (st = alloc_norm(m, &k->lne_a, s->emb_norm, rows, CLF_DT_F32, err)) != CLF_OK)
                 return st; /* x0 = lne_a.out once carved (alloc_buffers) */
         } else if ((st = carve(m, &k->x0, rows * C, err)) != CLF_OK) {
             return st;
         }
-        if ((st = alloc_norm(m, &k->lnf_a, s->final_norm, rows, err)) != CLF_OK)
+        if ((st = alloc_norm(m, &k->lnf_a, s->final_norm, rows, CLF_DT_F32, err)) != CLF_OK)
             return st;
     }
     if ((st = abuf(m, &m->mem.batch, &m->tokens, Rt, err)) != CLF_OK ||
@@ -678,6 +699,8 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
         return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
     m->rt = rt;
     m->s = *s;
+    if (!(flags & CLF_MODEL_TRAIN))
+        m->s.act16 = CLF_DT_F32; /* train.precision is a training setting */
     m->flags = flags;
     m->optim = *optim;
     m->state.seed = s->seed;

@@ -160,6 +160,9 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     if (s->window < 0 || (s->window > 0 && (s->kind != MI_KIND_DECODER || !s->causal)))
         return clf_error_set(err, CLF_ERR_CONFIG,
                              "blocks.attention.window needs causal self-attention (a decoder)");
+    s->act16 = cfg->train.precision == CLF_PRECISION_BF16   ? CLF_DT_BF16
+               : cfg->train.precision == CLF_PRECISION_FP16 ? CLF_DT_F16
+                                                            : CLF_DT_F32;
     s->seed = cfg->train.seed;
 
     const clf_optimizer_config *oc = &cfg->train.optimizer;

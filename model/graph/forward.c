@@ -57,16 +57,16 @@ static clf_status norm_fwd(clf_model *m, int type, const mi_norm_a *a, const mi_
 {
     const mi_spec *s = &m->s;
     if (type == MI_NORM_RMSNORM)
-        return clf_op_rmsnorm_forward(m->rt, a->out, a->rstd, x, mi_par(m, p->w), R, (size_t)s->C,
-                                      s->norm_eps, err);
-    return clf_op_layernorm_forward(m->rt, a->out, a->mean, a->rstd, x, mi_par(m, p->w),
-                                    mi_par(m, p->b), R, (size_t)s->C, s->norm_eps, err);
+        return clf_op_rmsnorm_forward_t(m->rt, a->t, a->out, a->rstd, x, mi_par(m, p->w), R,
+                                        (size_t)s->C, s->norm_eps, err);
+    return clf_op_layernorm_forward_t(m->rt, a->t, a->out, a->mean, a->rstd, x, mi_par(m, p->w),
+                                      mi_par(m, p->b), R, (size_t)s->C, s->norm_eps, err);
 }
 
 /* y [R, out] = x [R, in] W^T (+ b) (+ resid [R, out], buf NULL = none),
- * the bias and the residual added as the GEMM stores y */
-static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_ptr x, size_t w, size_t b, size_t R,
-                             size_t in, size_t out, clf_ptr resid, clf_error *err)
+ * the bias and the residual added as the GEMM stores y; x stored as x_t */
+static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_ptr x, clf_dtype x_t, size_t w, size_t b,
+                             size_t R, size_t in, size_t out, clf_ptr resid, clf_error *err)
 {
     return mi_gemm(m,
                    &(clf_gemm_desc){.trans_b = 1,
@@ -83,7 +83,8 @@ static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_ptr x, size_t w, size_
                                     .bias = b == MI_NONE ? mi_nullptr() : mi_par(m, b),
                                     .residual = resid.buf != NULL,
                                     .d = resid,
-                                    .ldd = out},
+                                    .ldd = out,
+                                    .a_type = x_t},
                    err);
 }
 
@@ -94,16 +95,16 @@ static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_ptr x, size_t w, size_
  * nothing (the attention's recomputation needs only the attention's own
  * activations). */
 static clf_status proj_residual(clf_model *m, int l, int site, clf_ptr out, clf_ptr resid,
-                                clf_ptr x, size_t w, size_t b, size_t R, size_t in, int train,
-                                clf_error *err)
+                                clf_ptr x, clf_dtype x_t, size_t w, size_t b, size_t R, size_t in,
+                                int train, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const size_t C = (size_t)s->C;
     if (out.buf == NULL)
         return CLF_OK;
     if (!(train && s->p_resid > 0))
-        return linear_fwd(m, out, x, w, b, R, in, C, resid, err);
-    clf_status st = linear_fwd(m, m->proj, x, w, b, R, in, C, mi_nullptr(), err);
+        return linear_fwd(m, out, x, x_t, w, b, R, in, C, resid, err);
+    clf_status st = linear_fwd(m, m->proj, x, x_t, w, b, R, in, C, mi_nullptr(), err);
     if (st == CLF_OK)
         st = clf_op_dropout_forward(m->rt, m->proj, m->proj, R * C, s->p_resid, m->state.seed,
                                     mi_dropout_stream(m, l, site), err);
@@ -196,12 +197,13 @@ static void attn_desc_cache(clf_attn_fused *f, clf_buffer *kc, clf_buffer *vc, s
     f->kv_batch_stride = f->NH * Tmax * f->HS;
 }
 
-/* Self-attention of block l: in [B*T, C] -> out [B*T, C] = resid +
- * dropout(attention's projection) (proj_residual). Encoder blocks attend
- * in both directions over the kept source positions; decoder blocks
- * causally. */
-static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, clf_ptr resid, int Bi,
-                           int Ti, int pos0, int train, int cache, clf_error *err)
+/* Self-attention of block l: in [B*T, C] (stored as in_t) -> out [B*T, C]
+ * = resid + dropout(attention's projection) (proj_residual). Encoder
+ * blocks attend in both directions over the kept source positions;
+ * decoder blocks causally. */
+static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_ptr out,
+                           clf_ptr resid, int Bi, int Ti, int pos0, int train, int cache,
+                           clf_error *err)
 {
     const mi_spec *s = &m->s;
     const mi_attn_p *p = &m->bp[l].attn;
@@ -211,7 +213,7 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, clf_ptr
     clf_ptr qkv = a->qkv, atty = a->atty;
     clf_status st;
 
-    if ((st = linear_fwd(m, qkv, in, p->qkv_w, p->qkv_b, BT, C, 3 * C, mi_nullptr(), err)) !=
+    if ((st = linear_fwd(m, qkv, in, in_t, p->qkv_w, p->qkv_b, BT, C, 3 * C, mi_nullptr(), err)) !=
         CLF_OK)
         return st;
     if (s->pos == MI_POS_ROPE &&
@@ -255,16 +257,17 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, clf_ptr
         if ((st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
             return st;
     }
-    return proj_residual(m, l, MI_SITE_ATTN_OUT, out, resid, atty, p->proj_w, p->proj_b, BT, C,
-                         train, err);
+    return proj_residual(m, l, MI_SITE_ATTN_OUT, out, resid, atty, CLF_DT_F32, p->proj_w, p->proj_b,
+                         BT, C, train, err);
 }
 
 /* Cross-attention of decoder block l: queries from in [B*T, C], keys and
  * values from the encoder's output [B*S, C] (projected here; with `cache`,
  * the cross caches mi_encode filled, S = m->enc_S), masked by the source
  * keep mask -> out [B*T, C] = resid + dropout(projection). */
-static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, clf_ptr resid, int Bi,
-                            int Ti, int Si, int train, int cache, clf_error *err)
+static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_ptr out,
+                            clf_ptr resid, int Bi, int Ti, int Si, int train, int cache,
+                            clf_error *err)
 {
     const mi_spec *s = &m->s;
     const mi_cross_p *p = &m->bp[l].cross;
@@ -275,10 +278,10 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, clf_pt
     clf_ptr keep = mi_at(m->src_keep, 0);
     clf_status st;
 
-    if ((st = linear_fwd(m, q, in, p->q_w, p->q_b, BT, C, C, mi_nullptr(), err)) != CLF_OK)
+    if ((st = linear_fwd(m, q, in, in_t, p->q_w, p->q_b, BT, C, C, mi_nullptr(), err)) != CLF_OK)
         return st;
-    if (!cache && (st = linear_fwd(m, a->xkv, mi_stack_out(m, &m->enc), p->kv_w, p->kv_b, BS, C,
-                                   2 * C, mi_nullptr(), err)) != CLF_OK)
+    if (!cache && (st = linear_fwd(m, a->xkv, mi_stack_out(m, &m->enc), CLF_DT_F32, p->kv_w,
+                                   p->kv_b, BS, C, 2 * C, mi_nullptr(), err)) != CLF_OK)
         return st;
     if (cache && T == 1) {
         const clf_attn_decode ad = {.out = atty,
@@ -303,14 +306,14 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, clf_pt
         if ((st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
             return st;
     }
-    return proj_residual(m, l, MI_SITE_CROSS_OUT, out, resid, atty, p->proj_w, p->proj_b, BT, C,
-                         train, err);
+    return proj_residual(m, l, MI_SITE_CROSS_OUT, out, resid, atty, CLF_DT_F32, p->proj_w,
+                         p->proj_b, BT, C, train, err);
 }
 
-/* Feed-forward of block l: in [BT, C] -> out [BT, C] = resid +
- * dropout(ffn(in)). */
-static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, clf_ptr resid, size_t BT,
-                          int train, clf_error *err)
+/* Feed-forward of block l: in [BT, C] (stored as in_t) -> out [BT, C] =
+ * resid + dropout(ffn(in)); the hidden activations stored as a->fch_t. */
+static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_ptr out,
+                          clf_ptr resid, size_t BT, int train, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const mi_ffn_p *p = &m->bp[l].ffn;
@@ -332,11 +335,14 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, clf_ptr 
                         .ldb = C,
                         .c = fch,
                         .ldc = F,
-                        .bias = p->fc_b == MI_NONE ? mi_nullptr() : mi_par(m, p->fc_b)};
+                        .bias = p->fc_b == MI_NONE ? mi_nullptr() : mi_par(m, p->fc_b),
+                        .a_type = in_t,
+                        .c_type = a->fch_t};
     if (!s->swiglu) {
         fc.act = mi_gemm_act(s->act);
         fc.d = act;
         fc.ldd = H;
+        fc.d_type = a->fch_t;
     }
     if ((st = mi_gemm(m, &fc, err)) != CLF_OK)
         return st;
@@ -346,8 +352,8 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_ptr out, clf_ptr 
         (st = clf_op_dropout_forward(m->rt, act, act, BT * H, s->p_ffn, m->state.seed,
                                      mi_dropout_stream(m, l, MI_SITE_FFN_H), err)) != CLF_OK)
         return st;
-    return proj_residual(m, l, MI_SITE_FFN_OUT, out, resid, act, p->proj_w, p->proj_b, BT, H, train,
-                         err);
+    return proj_residual(m, l, MI_SITE_FFN_OUT, out, resid, act, a->fch_t, p->proj_w, p->proj_b, BT,
+                         H, train, err);
 }
 
 /* ---- blocks and stacks ---------------------------------------------------------- */
@@ -394,27 +400,28 @@ static clf_status block_fwd(clf_model *m, int l, int B, int T, int S, int pos0, 
         /* res1 = x + attn(ln1(x)); [resx = res1 + cross(lnx(res1));] res2 = . + ffn(ln2(.)) */
         clf_ptr mid = p->has_cross ? resx : res1;
         if ((st = norm_fwd(m, s->norm, &a->ln1, &p->ln1, x, BT, err)) != CLF_OK ||
-            (st = attn_fwd(m, l, ln1, res1, x, B, T, pos0, train, cache, err)) != CLF_OK)
+            (st = attn_fwd(m, l, ln1, a->ln1.t, res1, x, B, T, pos0, train, cache, err)) != CLF_OK)
             return st;
         if (p->has_cross &&
             ((st = norm_fwd(m, s->norm, &a->lnx, &p->lnx, res1, BT, err)) != CLF_OK ||
-             (st = cross_fwd(m, l, lnx, resx, res1, B, T, S, train, cache, err)) != CLF_OK))
+             (st = cross_fwd(m, l, lnx, a->lnx.t, resx, res1, B, T, S, train, cache, err)) !=
+                 CLF_OK))
             return st;
         if ((st = norm_fwd(m, s->norm, &a->ln2, &p->ln2, mid, BT, err)) != CLF_OK ||
-            (st = ffn_fwd(m, l, ln2, res2, mid, BT, train, err)) != CLF_OK)
+            (st = ffn_fwd(m, l, ln2, a->ln2.t, res2, mid, BT, train, err)) != CLF_OK)
             return st;
         return CLF_OK;
     }
     /* ln1 = norm(x + attn(x)); [lnx = norm(ln1 + cross(ln1));] ln2 = norm(. + ffn(.)) */
     clf_ptr mid = p->has_cross ? lnx : ln1;
-    if ((st = attn_fwd(m, l, x, res1, x, B, T, pos0, train, cache, err)) != CLF_OK ||
+    if ((st = attn_fwd(m, l, x, CLF_DT_F32, res1, x, B, T, pos0, train, cache, err)) != CLF_OK ||
         (st = norm_fwd(m, s->norm, &a->ln1, &p->ln1, res1, BT, err)) != CLF_OK)
         return st;
     if (p->has_cross &&
-        ((st = cross_fwd(m, l, ln1, resx, ln1, B, T, S, train, cache, err)) != CLF_OK ||
+        ((st = cross_fwd(m, l, ln1, CLF_DT_F32, resx, ln1, B, T, S, train, cache, err)) != CLF_OK ||
          (st = norm_fwd(m, s->norm, &a->lnx, &p->lnx, resx, BT, err)) != CLF_OK))
         return st;
-    if ((st = ffn_fwd(m, l, mid, res2, mid, BT, train, err)) != CLF_OK ||
+    if ((st = ffn_fwd(m, l, mid, CLF_DT_F32, res2, mid, BT, train, err)) != CLF_OK ||
         (st = norm_fwd(m, s->norm, &a->ln2, &p->ln2, res2, BT, err)) != CLF_OK)
         return st;
     return CLF_OK;
@@ -428,8 +435,10 @@ clf_status mi_block_recompute(clf_model *m, int l, int B, int T, int S, clf_erro
 clf_status mi_attn_recompute(clf_model *m, int l, int B, int T, clf_error *err)
 {
     /* the attention's input: ln1's output (pre-norm) or the block's input */
-    clf_ptr in = m->s.norm_post ? mi_block_in(m, l) : m->ba[l].ln1.out;
-    return attn_fwd(m, l, in, mi_nullptr(), mi_nullptr(), B, T, 0, 1, 0, err);
+    const int post = m->s.norm_post;
+    clf_ptr in = post ? mi_block_in(m, l) : m->ba[l].ln1.out;
+    return attn_fwd(m, l, in, post ? CLF_DT_F32 : m->ba[l].ln1.t, mi_nullptr(), mi_nullptr(), B, T,
+                    0, 1, 0, err);
 }
 
 /* A stack over B x T rows of its tokens at positions pos0...: embeddings
@@ -593,8 +602,8 @@ clf_status mi_encode(clf_model *m, int Bi, int Si, clf_error *err)
     for (int l = m->dec.first; l < m->dec.first + m->dec.n; l++) {
         const mi_cross_p *p = &m->bp[l].cross;
         mi_block_a *a = &m->ba[l];
-        if ((st = linear_fwd(m, scratch, mem, p->kv_w, p->kv_b, B * S, C, 2 * C, mi_nullptr(),
-                             err)) != CLF_OK ||
+        if ((st = linear_fwd(m, scratch, mem, CLF_DT_F32, p->kv_w, p->kv_b, B * S, C, 2 * C,
+                             mi_nullptr(), err)) != CLF_OK ||
             (st = clf_op_kv_store(m->rt, mi_at(a->xkcache, 0), scratch, B, S, NH, HS, 2 * C, Smax,
                                   0, err)) != CLF_OK ||
             (st = clf_op_kv_store(m->rt, mi_at(a->xvcache, 0), clf_ptr_at(scratch, C), B, S, NH, HS,

@@ -84,6 +84,8 @@ typedef struct mi_spec {
     int pos;           /* MI_POS_* */
     int window;        /* sliding-window attention: keys per query (0 = all) */
     int recompute;     /* MI_RECOMPUTE_*: what blocks share and backward recomputes */
+    clf_dtype act16;   /* storage of the activations only GEMMs read (train.precision; a
+                        * training model only, else CLF_DT_F32): see mi_norm_a.t, fch_t */
     int shard, shards; /* ZeRO-1: this model's slice of the optimizer state */
     float rope_theta;
     float emb_scale; /* 1 or sqrt(C) */
@@ -142,7 +144,8 @@ typedef struct mi_block_p {
 } mi_block_p;
 
 typedef struct mi_norm_a {
-    clf_ptr out;  /* [rows, C] */
+    clf_ptr out;  /* [rows, C], stored as t (offset in its elements) */
+    clf_dtype t;  /* CLF_DT_F32, or s.act16 for a pre-norm block's norm (read by GEMMs only) */
     clf_ptr mean; /* [rows] (layernorm) */
     clf_ptr rstd; /* [rows] */
 } mi_norm_a;
@@ -161,6 +164,8 @@ typedef struct mi_block_a {
     clf_ptr res1;       /* [rows, C] */
     clf_ptr fch;        /* [rows, fc_rows] fc output + bias (pre-activation) */
     clf_ptr fch_act;    /* [rows, H] activation (after ffn dropout) */
+    clf_dtype fch_t;    /* both stored as: s.act16 where only GEMMs touch them
+                         * (mi_ffn_fused_dact), else CLF_DT_F32 */
     clf_ptr res2;       /* [rows, C] */
     clf_buffer *kcache; /* [Bmax, NH, Tmax, HS] inference only (decoder blocks) */
     clf_buffer *vcache;
