@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# memory.sh - what train.recompute trades: training tokens/s and peak memory
-# with recomputation none, attention and block, for the bench models "wide"
-# (bench/models/gpt-wide.yaml) and "gpu" (gpt-gpu.yaml: the shape of
-# nanoGPT's GPU recipe, batch 64 x 256 tokens), clformer next to PyTorch
-# with torch.utils.checkpoint around each block (or each block's attention
-# sublayer) in the same run.
+# memory.sh - what train.recompute and train.precision trade: training
+# tokens/s and peak memory with recomputation none, attention and block in
+# float32, and none and block with bf16 and fp16 storage, for the bench
+# models "wide" (bench/models/gpt-wide.yaml) and "gpu" (gpt-gpu.yaml: the
+# shape of nanoGPT's GPU recipe, batch 64 x 256 tokens), clformer next to
+# PyTorch with torch.utils.checkpoint around each block (or each block's
+# attention sublayer) and torch.autocast("cpu", bfloat16) for bf16 in the
+# same run (PyTorch 1.13 has no float16 autocast on a CPU: n/a).
 #
 #   bench/memory.sh [--build DIR] [--threads N] [--models "wide gpu"]
 #                   [--steps N] [--device SEL] [--python PY] [--no-torch]
@@ -17,9 +19,9 @@
 # millisecond): on a CPU that is where its tensors live, gradients and
 # AdamW moments included (created in the first step), the allocator's
 # caching and the interpreter's own growth too. Compare each side's
-# recompute settings with its own "none" (the "of none" columns); across the
-# sides the two counts measure different things. Precision: float32, the
-# only one so far (issue 11's 16-bit storage is still open).
+# settings with its own float32 "none" (the "of none" columns); across the
+# sides the two counts measure different things. clformer's 16-bit storage
+# covers the activations only GEMMs read (train.precision in README.md).
 #
 # Both sides get the same thread count (default: every core); PyTorch runs
 # with OMP_WAIT_POLICY=PASSIVE unless it is set (the faster policy for its
@@ -39,7 +41,8 @@ STEPS=2
 DEVICE=${CLFORMER_DEVICE:-cpu}
 PY=/usr/bin/python3
 DO_TORCH=1
-MODES="none attention block"
+# precision:recompute cells
+CELLS="fp32:none fp32:attention fp32:block bf16:none bf16:block fp16:none fp16:block"
 
 usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
 
@@ -82,26 +85,27 @@ CRASHED=0
 echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $THREADS threads" \
      "per side; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for model in $MODELS; do
-    for mode in $MODES; do
-        out="$TMP/$model-$mode"
-        echo "== $model, train.recompute=$mode"
+    for cell in $CELLS; do
+        prec=${cell%%:*} mode=${cell#*:}
+        out="$TMP/$model-$prec-$mode"
+        echo "== $model, train.precision=$prec train.recompute=$mode"
         "$BUILD/bench/gpt" --model "$model" --device "$DEVICE" --only train --steps "$STEPS" \
-            --warmup 1 --json --set "train.recompute=$mode" >"$out.clf" ||
-            { echo "memory.sh: bench/gpt failed ($model, $mode)" >&2; CRASHED=1; }
+            --warmup 1 --json --set "train.recompute=$mode" --set "train.precision=$prec" \
+            >"$out.clf" || { echo "memory.sh: bench/gpt failed ($model, $cell)" >&2; CRASHED=1; }
         cat "$out.clf"
-        if [ "$DO_TORCH" = 1 ]; then
+        if [ "$DO_TORCH" = 1 ] && [ "$prec" != fp16 ]; then
             "$PY" "$ROOT/bench/torch_gpt.py" --model "$model" --only train --steps "$STEPS" \
                 --warmup 1 --threads "$THREADS" --json --set "train.recompute=$mode" \
-                >"$out.torch" || { echo "memory.sh: torch_gpt.py failed ($model, $mode)" >&2
-                                   CRASHED=1; }
+                --set "train.precision=$prec" >"$out.torch" ||
+                { echo "memory.sh: torch_gpt.py failed ($model, $cell)" >&2; CRASHED=1; }
             cat "$out.torch"
         fi
     done
 done
 
-"$PY" - "$TMP" "$MODELS" "$MODES" <<'EOF'
+"$PY" - "$TMP" "$MODELS" "$CELLS" <<'EOF'
 import json, os, sys
-tmp, models, modes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+tmp, models, cells = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 
 def load(path):
     try:
@@ -112,29 +116,31 @@ def load(path):
 
 MiB = 1048576.0
 print()
-print("%-5s %-9s | %9s %9s %7s | %9s %9s %7s | %6s" % (
-    "model", "recompute", "clformer", "MiB", "of none", "PyTorch", "MiB", "of none", "speed"))
-print("%-5s %-9s | %9s %9s %7s | %9s %9s %7s | %6s" % (
-    "", "", "tok/s", "(device)", "", "tok/s", "(RSS +)", "", "ratio"))
-print("-" * 86)
+print("%-5s %-4s %-9s | %9s %9s %7s | %9s %9s %7s | %6s" % (
+    "model", "prec", "recompute", "clformer", "MiB", "of none", "PyTorch", "MiB", "of none",
+    "speed"))
+print("%-5s %-4s %-9s | %9s %9s %7s | %9s %9s %7s | %6s" % (
+    "", "", "", "tok/s", "(device)", "", "tok/s", "(RSS +)", "", "ratio"))
+print("-" * 91)
 for m in models:
     base_c = base_t = None
-    for mode in modes:
-        c = load(os.path.join(tmp, "%s-%s.clf" % (m, mode)))
-        t = load(os.path.join(tmp, "%s-%s.torch" % (m, mode)))
+    for cell in cells:
+        prec, mode = cell.split(":")
+        c = load(os.path.join(tmp, "%s-%s-%s.clf" % (m, prec, mode)))
+        t = load(os.path.join(tmp, "%s-%s-%s.torch" % (m, prec, mode)))
         cm = c.get("train_peak_device_bytes")
         tm = t.get("train_peak_rss_growth_bytes")
-        if mode == "none":
+        if cell == "fp32:none":
             base_c, base_t = cm, tm
         ct, tt = c.get("train_tok_s"), t.get("train_tok_s")
         fmt = lambda v, f: f % v if v is not None else "n/a"
         pct = lambda v, b: "%.1f%%" % (100.0 * v / b) if v is not None and b else "n/a"
-        print("%-5s %-9s | %9s %9s %7s | %9s %9s %7s | %6s" % (
-            m, mode, fmt(ct, "%.0f"), fmt(cm / MiB if cm is not None else None, "%.1f"),
+        print("%-5s %-4s %-9s | %9s %9s %7s | %9s %9s %7s | %6s" % (
+            m, prec, mode, fmt(ct, "%.0f"), fmt(cm / MiB if cm is not None else None, "%.1f"),
             pct(cm, base_c), fmt(tt, "%.0f"), fmt(tm / MiB if tm is not None else None, "%.1f"),
             pct(tm, base_t), "%.2f" % (ct / tt) if ct and tt else "n/a"))
 print("speed ratio = clformer / PyTorch tokens/s; \"of none\": each side's peak over its own "
-      "peak without recomputation")
+      "float32 peak without recomputation")
 EOF
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 exit $CRASHED

@@ -9,7 +9,10 @@ What it measures (each a median over timed repetitions, after warm-up):
            level before them (a thread reads /proc/self/statm every
            millisecond): the PyTorch side of bench/memory.sh. train.recompute
            (none, attention, block; --set) wraps each block, or each block's
-           attention sublayer, in torch.utils.checkpoint.
+           attention sublayer, in torch.utils.checkpoint; train.precision bf16
+           runs the forward under torch.autocast("cpu", bfloat16) (matrix
+           products in bf16, what they save for backward in bf16; the
+           master weights, gradients and AdamW stay float32).
   forward  tokens/s of an eval forward with the loss (no_grad, eval mode).
   sample   tokens/s of greedy decoding, batch 1, with a KV cache: a short
            prompt (untimed prefill), then one position per step up to the
@@ -119,6 +122,7 @@ def load_spec(path, sets=()):
     s["clip"] = float(need(doc, "train.grad_clip"))
     s["seed"] = int(need(doc, "train.seed"))
     s["recompute"] = doc.get("train", {}).get("recompute", "none")
+    s["precision"] = doc.get("train", {}).get("precision", "fp32")
     checks = [
         (need(doc, "model.kind") == "decoder", "kind: decoder"),
         (need(doc, "model.positional.type") == "learned", "positional: learned"),
@@ -129,6 +133,8 @@ def load_spec(path, sets=()):
         (s["act"] in ("gelu", "gelu_tanh", "relu"), "activation gelu, gelu_tanh or relu"),
         (s["opt"] == "adamw", "optimizer adamw"),
         (s["recompute"] in ("none", "attention", "block"), "recompute none, attention or block"),
+        (s["precision"] in ("fp32", "bf16"),
+         "precision fp32 or bf16 (torch.autocast on a CPU has no float16 in PyTorch 1.13)"),
         (float(need(doc, "model.blocks.attention.dropout")) == 0.0 and
          float(need(doc, "model.blocks.ffn.dropout")) == 0.0 and
          float(need(doc, "model.blocks.dropout")) == 0.0 and
@@ -326,7 +332,8 @@ def bench_train(model, s, data, warmup, steps, foreach):
     for i in range(warmup + steps):
         x, y = data[i % len(data)]
         t0 = time.perf_counter()
-        _, loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s["precision"] == "bf16"):
+            _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if s["clip"] > 0:
@@ -424,7 +431,8 @@ def main():
     if "train" in only:
         t, loss, grown = bench_train(model, s, data, a.warmup, a.steps, foreach)
         res.update(train_step_ms=t * 1e3, train_tok_s=BT / t, train_loss=loss,
-                   train_peak_rss_growth_bytes=grown, recompute=s["recompute"])
+                   train_peak_rss_growth_bytes=grown, recompute=s["recompute"],
+                   precision=s["precision"])
     if "forward" in only:
         t = bench_forward(model, s, data, a.warmup, a.steps)
         res.update(forward_ms=t * 1e3, forward_tok_s=BT / t)
