@@ -174,6 +174,18 @@ static const char *size_str(size_t bytes, char *buf, size_t cap)
     return buf;
 }
 
+/* One line: the training plan's total and activations for each setting. */
+static void print_by(const char *what, const char *const *names, const clf_model_memory *plans,
+                     int n)
+{
+    char a[32], b[32];
+    printf("by %s:", what);
+    for (int i = 0; i < n; i++)
+        printf("%s %s %s (activations %s)", i ? "," : "", names[i],
+               size_str(plans[i].total, a, sizeof a), size_str(plans[i].activations, b, sizeof b));
+    printf("\n");
+}
+
 static void print_memory(const memory_report *r, long batch, long ranks, int shard,
                          int cfg_recompute, int cfg_precision)
 {
@@ -196,18 +208,9 @@ static void print_memory(const memory_report *r, long batch, long ranks, int sha
     printf("  %-24s %14s  (train.recompute: %s, train.precision: %s)\n", "total",
            size_str(t->total, a, sizeof a), recompute_names[cfg_recompute],
            precision_names[cfg_precision]);
-    printf("by train.recompute:");
-    for (int i = 0; i < N_RECOMPUTE; i++)
-        printf("%s %s %s (activations %s)", i ? "," : "", recompute_names[i],
-               size_str(r->by_recompute[i].total, a, sizeof a),
-               size_str(r->by_recompute[i].activations, b, sizeof b));
-    printf("\n");
-    printf("by train.precision (16 bits: the activations only GEMMs read):");
-    for (int i = 0; i < N_PRECISION; i++)
-        printf("%s %s %s (activations %s)", i ? "," : "", precision_names[i],
-               size_str(r->by_precision[i].total, a, sizeof a),
-               size_str(r->by_precision[i].activations, b, sizeof b));
-    printf("\n");
+    print_by("train.recompute", recompute_names, r->by_recompute, N_RECOMPUTE);
+    print_by("train.precision (16 bits: the activations only GEMMs read)", precision_names,
+             r->by_precision, N_PRECISION);
     printf("device memory, inference at batch 1: %s (parameters %s, activations %s, KV caches "
            "%s)\n",
            size_str(r->infer.total, a, sizeof a), size_str(r->infer.params, b, sizeof b),

@@ -290,6 +290,40 @@ static void check_variant(clf_runtime *rt, const variant *v, int vi)
     clf_model_destroy(m);
 }
 
+/* One forward and backward of variant v with train.recompute rc and
+ * train.precision prec, parameters and batch drawn from seed: the loss,
+ * the flat gradients (malloc'd, *n of them) and the plan's activation
+ * bytes. */
+static float *run_once(clf_runtime *rt, const variant *v, uint64_t seed, clf_recompute rc,
+                       clf_precision prec, float *loss, size_t *n, size_t *act)
+{
+    clf_error e;
+    const int B = v->kind == K_CLS ? 3 : 2, V = 11;
+    clf_model_limits lim = {B, v->S, v->T, 0, 0, 0, 0};
+    clf_model_config cfg;
+    parse_kind(v->kind, &cfg);
+    for (int i = 0; v->sets[i] != NULL; i++)
+        ok(clf_config_set(&cfg, v->sets[i], &e), &e, v->sets[i]);
+    cfg.train.recompute = rc;
+    cfg.train.precision = prec;
+    clf_model *m = NULL;
+    ok(clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_TRAIN, &m, &e), &e, "create");
+    tu_rng rng = tu_rng_new(seed);
+    randomize(m, &rng);
+    set_kind_batch(m, v, &rng, B, V);
+    ok(clf_model_forward(m, 1, &e), &e, "forward");
+    ok(clf_model_backward(m, &e), &e, "backward");
+    ok(clf_model_loss(m, loss, &e), &e, "loss");
+    *n = clf_model_dims_get(m).n_params;
+    float *g = calloc(*n, sizeof(float));
+    ok(clf_model_flat_read(m, CLF_SLOT_GRAD, g, &e), &e, "grads");
+    clf_model_memory mm;
+    ok(clf_model_memory_plan(&cfg, V, &lim, CLF_MODEL_TRAIN, &mm, &e), &e, "memory plan");
+    *act = mm.activations;
+    clf_model_destroy(m);
+    return g;
+}
+
 /* train.recompute: block and attention: the same gradients bit for bit as
  * keeping every activation (the recomputed forward runs the same kernels on
  * the same inputs, dropout masks included), for every variant (all three
@@ -297,35 +331,13 @@ static void check_variant(clf_runtime *rt, const variant *v, int vi)
  * memory (block least). */
 static void check_recompute(clf_runtime *rt, const variant *v, int vi)
 {
-    clf_error e;
-    const int B = v->kind == K_CLS ? 3 : 2, V = 11;
-    clf_model_limits lim = {B, v->S, v->T, 0, 0, 0, 0};
     static const clf_recompute modes[3] = {CLF_RECOMPUTE_NONE, CLF_RECOMPUTE_BLOCK,
                                            CLF_RECOMPUTE_ATTENTION};
     float *g[3] = {NULL, NULL, NULL}, loss[3] = {0, 0, 0};
     size_t n = 0, act[3] = {0, 0, 0};
-    for (int r = 0; r < 3; r++) {
-        clf_model_config cfg;
-        parse_kind(v->kind, &cfg);
-        for (int i = 0; v->sets[i] != NULL; i++)
-            ok(clf_config_set(&cfg, v->sets[i], &e), &e, v->sets[i]);
-        cfg.train.recompute = modes[r];
-        clf_model *m = NULL;
-        ok(clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_TRAIN, &m, &e), &e, "create");
-        tu_rng rng = tu_rng_new(300 + (uint64_t)vi);
-        randomize(m, &rng);
-        set_kind_batch(m, v, &rng, B, V);
-        ok(clf_model_forward(m, 1, &e), &e, "forward");
-        ok(clf_model_backward(m, &e), &e, "backward");
-        ok(clf_model_loss(m, &loss[r], &e), &e, "loss");
-        n = clf_model_dims_get(m).n_params;
-        g[r] = calloc(n, sizeof(float));
-        ok(clf_model_flat_read(m, CLF_SLOT_GRAD, g[r], &e), &e, "grads");
-        clf_model_memory mm;
-        ok(clf_model_memory_plan(&cfg, V, &lim, CLF_MODEL_TRAIN, &mm, &e), &e, "memory plan");
-        act[r] = mm.activations;
-        clf_model_destroy(m);
-    }
+    for (int r = 0; r < 3; r++)
+        g[r] = run_once(rt, v, 300 + (uint64_t)vi, modes[r], CLF_PRECISION_FP32, &loss[r], &n,
+                        &act[r]);
     TU_CHECK(loss[0] == loss[1] && memcmp(g[0], g[1], n * sizeof(float)) == 0,
              "%s: recompute block gives the same loss and gradients bit for bit", v->name);
     TU_CHECK(loss[0] == loss[2] && memcmp(g[0], g[2], n * sizeof(float)) == 0,
@@ -352,9 +364,6 @@ static void check_recompute(clf_runtime *rt, const variant *v, int vi)
  * nothing: equal). */
 static void check_precision(clf_runtime *rt, const variant *v, int vi)
 {
-    clf_error e;
-    const int B = v->kind == K_CLS ? 3 : 2, V = 11;
-    clf_model_limits lim = {B, v->S, v->T, 0, 0, 0, 0};
     /* fp32, bf16, fp16, then bf16 recomputing blocks */
     static const clf_precision prec[4] = {CLF_PRECISION_FP32, CLF_PRECISION_BF16,
                                           CLF_PRECISION_FP16, CLF_PRECISION_BF16};
@@ -363,29 +372,10 @@ static void check_precision(clf_runtime *rt, const variant *v, int vi)
     float *g[4] = {NULL, NULL, NULL, NULL}, loss[4] = {0, 0, 0, 0};
     size_t n = 0, act[4] = {0, 0, 0, 0};
     int any16 = 0;
-    for (int r = 0; r < 4; r++) {
-        clf_model_config cfg;
-        parse_kind(v->kind, &cfg);
-        for (int i = 0; v->sets[i] != NULL; i++)
-            ok(clf_config_set(&cfg, v->sets[i], &e), &e, v->sets[i]);
-        cfg.train.precision = prec[r];
-        cfg.train.recompute = r == 3 ? CLF_RECOMPUTE_BLOCK : CLF_RECOMPUTE_NONE;
-        clf_model *m = NULL;
-        ok(clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_TRAIN, &m, &e), &e, "create");
-        tu_rng rng = tu_rng_new(500 + (uint64_t)vi);
-        randomize(m, &rng);
-        set_kind_batch(m, v, &rng, B, V);
-        ok(clf_model_forward(m, 1, &e), &e, "forward");
-        ok(clf_model_backward(m, &e), &e, "backward");
-        ok(clf_model_loss(m, &loss[r], &e), &e, "loss");
-        n = clf_model_dims_get(m).n_params;
-        g[r] = calloc(n, sizeof(float));
-        ok(clf_model_flat_read(m, CLF_SLOT_GRAD, g[r], &e), &e, "grads");
-        clf_model_memory mm;
-        ok(clf_model_memory_plan(&cfg, V, &lim, CLF_MODEL_TRAIN, &mm, &e), &e, "memory plan");
-        act[r] = mm.activations;
-        clf_model_destroy(m);
-    }
+    for (int r = 0; r < 4; r++)
+        g[r] =
+            run_once(rt, v, 500 + (uint64_t)vi, r == 3 ? CLF_RECOMPUTE_BLOCK : CLF_RECOMPUTE_NONE,
+                     prec[r], &loss[r], &n, &act[r]);
     any16 = act[1] != act[0];
     for (int r = 1; r <= 2; r++) {
         double dd = 0.0, nn = 0.0;
