@@ -18,7 +18,11 @@
  *   K_SLICE that accumulate into C (beta = 1 after the first), which keeps a
  *   work-group's A blocks and B panel in the core's L2. With few rows and B
  *   transposed (decoding against [out, in] weights), gemm_nt_dot reads both
- *   operands along k instead, so B is read once and never copied.
+ *   operands along k instead, so B is read once and never copied. A bf16 or
+ *   f16 A or B is always packed (the packing widens it as it copies), and a
+ *   16-bit C is narrowed as it is stored, in one pass (no split-K, no K
+ *   slices rounded into it); these run on the register-blocked kernels only
+ *   (gemm16.c sends the rest through float32 copies).
  *
  *   Tiled ("t<tm>x<tn>k<tk>w<wm>x<wn>", for devices whose work-items run in
  *   lockstep with real local memory): gemm_tiled stages both operands
@@ -411,8 +415,8 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_native *nat, cons
     if (p->pa + p->pb > max_floats)
         return clf_error_set(err, CLF_ERR_MEMORY,
                              "gemm: packing a transposed or 16-bit operand of M=%zu N=%zu K=%zu "
-                             "needs %zu "
-                             "bytes of scratch, more than the device's largest allocation (%zu)",
+                             "needs %zu bytes of scratch, more than the device's largest "
+                             "allocation (%zu)",
                              m, n, k, (p->pa + p->pb) * sizeof(float), max_floats * sizeof(float));
     p->split = c16 ? 1 : split_of(rt, t, d);
     if (p->split > 1) {
