@@ -10,8 +10,14 @@
  *   - 2 ranks x batch 4 against one process with batch 4 x accumulate 2
  *     (the same draws and dropout streams): the logged loss of each of 12
  *     steps within relative 1e-5, the final parameters within relative
- *     1e-4 + absolute 1e-6 (Adam's eps at 1e-3, so that it does not turn
- *     the rounding noise of exactly-zero gradients into full steps);
+ *     1e-4 + absolute 1e-5 (Adam's eps at 1e-3, so that it does not turn
+ *     the rounding noise of exactly-zero gradients into full steps; the
+ *     two runs sum the micro-batches' gradients in different orders, and
+ *     an element whose gradient is near zero takes a slightly different
+ *     normalised step: 1e-5 is a thousandth of one step at lr 1e-2. With
+ *     an absolute 1e-6, seed 1795536152895504 measured 1.115 of the
+ *     tolerance on Intel's CPU runtime and 0.612 on PoCL, eight other
+ *     seeds 0.008-0.07);
  *   - the evaluation estimate is sharded (each rank evaluates every other
  *     batch of the ones one process draws) and agrees with one process's
  *     within relative 1e-5;
@@ -342,7 +348,7 @@ int main(void)
     double pw = 0.0;
     for (size_t i = 0; i < one.np; i++) {
         const double d =
-            fabs((double)two[0].params[i] - one.params[i]) / (1e-6 + 1e-4 * fabs(one.params[i]));
+            fabs((double)two[0].params[i] - one.params[i]) / (1e-5 + 1e-4 * fabs(one.params[i]));
         pw = d > pw ? d : pw;
     }
     TU_CHECK(pw <= 1.0, "parameters after %d steps agree (worst %.3f of the tolerance)", STEPS, pw);
