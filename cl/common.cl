@@ -74,20 +74,44 @@ static inline void clf_store_t(__global float *p, uint t, ulong i, float v)
         vstore_half_rte(v, i, (__global half *)p);
 }
 
-/* Store the 8 lanes of v as elements i .. i + 7 of p, stored as t. */
-static inline void clf_store8_t(float8 v, __global float *p, uint t, ulong i)
-{
-    if (t == CLF_T_F32) {
-        vstore8(v, 0, p + i);
-    } else if (t == CLF_T_F16) {
-        vstore_half8_rte(v, 0, (__global half *)p + i);
-    } else {
-        float a[8];
-        vstore8(v, 0, a);
-        for (int e = 0; e < 8; e++)
-            ((__global ushort *)p)[i + (ulong)e] = clf_f32_to_bf16(a[e]);
+/* The same for W consecutive elements from element i (W = 2, 4, 8, 16):
+ * clf_load<W>_t, clf_store<W>_t, and clf_f32_to_bf16_<W>, the rounding of
+ * clf_f32_to_bf16 lane by lane. */
+#define CLF_CAT_(a, b) a##b
+#define CLF_CAT(a, b) CLF_CAT_(a, b)
+#define CLF_TYPED_VEC(W)                                                                          \
+    static inline CLF_CAT(ushort, W) CLF_CAT(clf_f32_to_bf16_, W)(CLF_CAT(float, W) x)           \
+    {                                                                                             \
+        const CLF_CAT(uint, W) u = CLF_CAT(as_uint, W)(x);                                        \
+        const CLF_CAT(uint, W) rn = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;                       \
+        const CLF_CAT(uint, W) qn = (u >> 16) | 0x0040u;                                          \
+        return CLF_CAT(convert_ushort, W)(select(rn, qn, (u & 0x7FFFFFFFu) > 0x7F800000u));       \
+    }                                                                                             \
+    static inline CLF_CAT(float, W)                                                               \
+        CLF_CAT(CLF_CAT(clf_load, W), _t)(const __global float *p, uint t, ulong i)               \
+    {                                                                                             \
+        if (t == CLF_T_F32)                                                                       \
+            return CLF_CAT(vload, W)(0, p + i);                                                   \
+        if (t == CLF_T_BF16)                                                                      \
+            return CLF_CAT(as_float, W)(                                                          \
+                CLF_CAT(convert_uint, W)(CLF_CAT(vload, W)(0, (const __global ushort *)p + i))    \
+                << 16);                                                                           \
+        return CLF_CAT(vload_half, W)(0, (const __global half *)p + i);                           \
+    }                                                                                             \
+    static inline void CLF_CAT(CLF_CAT(clf_store, W), _t)(CLF_CAT(float, W) v, __global float *p, \
+                                                          uint t, ulong i)                        \
+    {                                                                                             \
+        if (t == CLF_T_F32)                                                                       \
+            CLF_CAT(vstore, W)(v, 0, p + i);                                                      \
+        else if (t == CLF_T_BF16)                                                                 \
+            CLF_CAT(vstore, W)(CLF_CAT(clf_f32_to_bf16_, W)(v), 0, (__global ushort *)p + i);     \
+        else                                                                                      \
+            CLF_CAT(CLF_CAT(vstore_half, W), _rte)(v, 0, (__global half *)p + i);                 \
     }
-}
+CLF_TYPED_VEC(2)
+CLF_TYPED_VEC(4)
+CLF_TYPED_VEC(8)
+CLF_TYPED_VEC(16)
 
 /* Largest finite float, used as -infinity stand-in where inf arithmetic would
  * produce NaN (e.g. inf - inf in a fully masked softmax row). */

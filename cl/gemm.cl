@@ -156,47 +156,11 @@ __kernel void gemm_config(__global int *out)
     } while (0)
 
 /* The source's storage (s_type: common.cl's CLF_T_*): float32, or bf16 /
- * f16 widened exactly as they are read, so a 16-bit operand is packed
- * straight into float32 panels. Offsets, strides and indices count
- * elements of the source's own type. */
-
-/* W consecutive elements of S from element i (W = 2, 4, 8, 16), and their
- * store (rounded to nearest even into a 16-bit type). */
-#define GEMM_TYPED_VEC(W)                                                                     \
-    static inline GEMM_CAT(float, W)                                                          \
-        GEMM_CAT(gemm_src_, W)(const __global float *S, uint s_type, ulong i)                 \
-    {                                                                                         \
-        if (s_type == CLF_T_F32)                                                              \
-            return GEMM_CAT(vload, W)(0, S + i);                                              \
-        if (s_type == CLF_T_BF16)                                                             \
-            return GEMM_CAT(as_float, W)(                                                     \
-                GEMM_CAT(convert_uint, W)(                                                    \
-                    GEMM_CAT(vload, W)(0, (const __global ushort *)S + i))                    \
-                << 16);                                                                       \
-        return GEMM_CAT(vload_half, W)(0, (const __global half *)S + i);                      \
-    }                                                                                         \
-    static inline void GEMM_CAT(gemm_dst_, W)(GEMM_CAT(float, W) v, __global float *S,        \
-                                              uint s_type, ulong i)                           \
-    {                                                                                         \
-        if (s_type == CLF_T_F32) {                                                            \
-            GEMM_CAT(vstore, W)(v, 0, S + i);                                                 \
-        } else if (s_type == CLF_T_BF16) {                                                    \
-            const GEMM_CAT(uint, W) u = GEMM_CAT(as_uint, W)(v);                              \
-            const GEMM_CAT(uint, W) rn = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;              \
-            const GEMM_CAT(uint, W) qn = (u >> 16) | 0x0040u;                                 \
-            GEMM_CAT(vstore, W)                                                               \
-            (GEMM_CAT(convert_ushort, W)(select(rn, qn, (u & 0x7FFFFFFFu) > 0x7F800000u)), 0,  \
-             (__global ushort *)S + i);                                                       \
-        } else {                                                                              \
-            GEMM_CAT(GEMM_CAT(vstore_half, W), _rte)(v, 0, (__global half *)S + i);           \
-        }                                                                                     \
-    }
-GEMM_TYPED_VEC(2)
-GEMM_TYPED_VEC(4)
-GEMM_TYPED_VEC(8)
-GEMM_TYPED_VEC(16)
-#define gemm_src_V GEMM_CAT(gemm_src_, GEMM_VW)
-#define gemm_dst_V GEMM_CAT(gemm_dst_, GEMM_VW)
+ * f16 widened exactly as they are read (common.cl's clf_load<W>_t), so a
+ * 16-bit operand is packed straight into float32 panels. Offsets, strides
+ * and indices count elements of the source's own type. */
+#define gemm_src_V GEMM_CAT(GEMM_CAT(clf_load, GEMM_VW), _t)
+#define gemm_dst_V GEMM_CAT(GEMM_CAT(clf_store, GEMM_VW), _t)
 
 /* The k-chunk of one source row from element i, zero-padded past K, into
  * t[]. */
@@ -268,7 +232,7 @@ gemm_pack_b_t(GEMM_PACK_ARGS)
     __global float *dst = P + p_off + z * stride_p + (jp * K + k0) * GEMM_NR;
     if (kn == GEMM_PACK_KC && j0 + GEMM_NR <= MN) {
         for (int j = 0; j < GEMM_NR; j++) {
-            const float16 v = gemm_src_16(S, s_type, src + (ulong)j * lds);
+            const float16 v = clf_load16_t(S, s_type, src + (ulong)j * lds);
             GEMM_SCATTER16(dst + j, GEMM_NR, v);
         }
         return;
@@ -304,7 +268,7 @@ gemm_pack_a_n(GEMM_PACK_ARGS)
     if (kn == GEMM_PACK_KC && i0 + GEMM_MR <= MN) {
 #pragma unroll
         for (int r = 0; r < GEMM_MR; r++) {
-            const float16 v = gemm_src_16(S, s_type, src + (ulong)r * lds);
+            const float16 v = clf_load16_t(S, s_type, src + (ulong)r * lds);
             GEMM_SCATTER16(dst + r, GEMM_MR, v);
         }
         return;
@@ -343,7 +307,7 @@ gemm_pack_a_t(GEMM_PACK_ARGS)
         for (int kk = 0; kk < GEMM_PACK_KC; kk++) {
 #if GEMM_MR == 8 || GEMM_MR == 4
             GEMM_CAT(vstore, GEMM_MR)
-            (GEMM_CAT(gemm_src_, GEMM_MR)(S, s_type, src + (ulong)kk * lds), kk, dst);
+            (GEMM_CAT(GEMM_CAT(clf_load, GEMM_MR), _t)(S, s_type, src + (ulong)kk * lds), kk, dst);
 #else
 #pragma unroll
             for (int r = 0; r < GEMM_MR; r++)
@@ -401,8 +365,8 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
  * of an activation); without bit 2 an activation writes act(o) to D, C
  * keeping o. Bits 3-4 and 5-6 give C's and D's storage (common.cl's
  * CLF_T_*; a 16-bit C only in gemm_an / gemm_ap). D is read (bits 1, 2)
- * or written (an activation alone), never both; the host keeps a D it reads apart from C, which deep products
- * accumulate slice by slice. The functions are common.cl's, the ones
+ * or written (an activation alone), never both; the host keeps a D it
+ * reads apart from C, which deep products accumulate slice by slice. The functions are common.cl's, the ones
  * elementwise.cl's kernels use, so a fused and an unfused layer give the
  * same bits. */
 #define GEMM_EPI_BIAS 1u

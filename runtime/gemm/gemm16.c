@@ -45,11 +45,29 @@ static clf_status to_f32(clf_runtime *rt, gemm_state *st, size_t off, clf_dtype 
                 : CLF_OK;
 }
 
+/* The stored shapes of d's A and B, and how many matrices of each a batch
+ * holds (one for an operand shared by the batch, stride 0). */
+typedef struct dims16 {
+    size_t a_rows, a_cols, b_rows, b_cols, na, nb;
+} dims16;
+
+static dims16 dims_of(const clf_gemm_desc *d)
+{
+    const size_t batch = clf_gemm_batch_of(d);
+    dims16 g = {d->trans_a ? d->k : d->m,
+                d->trans_a ? d->m : d->k,
+                d->trans_b ? d->n : d->k,
+                d->trans_b ? d->k : d->n,
+                batch > 1 && d->stride_a == 0 ? 1 : batch,
+                batch > 1 && d->stride_b == 0 ? 1 : batch};
+    return g;
+}
+
 /* The auto choice for the class of d's float32 twin, made now if it is
- * not made yet: the search times the candidates on float32 operands of the
- * twin's shape, temporary buffers (dense, zero: the values do not change
- * the timing) released right after, as the search's own temporary C is. So
- * a class met first in 16 bits leaves no float32 copy behind. */
+ * not made yet: the search times the candidates on float32 A and B of the
+ * twin's shape, a temporary buffer (zero: the values do not change the
+ * timing) released right after, as the search's own temporary C is. So a
+ * class met first in 16 bits leaves no float32 copy behind. */
 static clf_status choose_twin(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d,
                               clf_error *err)
 {
@@ -58,23 +76,16 @@ static clf_status choose_twin(clf_runtime *rt, gemm_state *st, const clf_gemm_de
     x.a_type = x.b_type = x.c_type = x.d_type = CLF_DT_F32;
     if (d->k == 0 || clf_gemm_auto_known(rt, st, &x, &cand))
         return CLF_OK;
-    const size_t batch = clf_gemm_batch_of(d);
-    const size_t a_rows = d->trans_a ? d->k : d->m, a_cols = d->trans_a ? d->m : d->k;
-    const size_t b_rows = d->trans_b ? d->n : d->k, b_cols = d->trans_b ? d->k : d->n;
-    const size_t na = batch > 1 && d->stride_a == 0 ? 1 : batch;
-    const size_t fa = na * a_rows * a_cols, fb = batch * b_rows * b_cols, fc = batch * d->m * d->n;
+    const dims16 g = dims_of(d);
+    const size_t fa = g.na * g.a_rows * g.a_cols, fb = g.nb * g.b_rows * g.b_cols;
     clf_buffer *tmp = NULL;
-    clf_status s = clf_buffer_create(rt, (fa + fb + fc) * sizeof(float), &tmp, err);
+    clf_status s = clf_buffer_create(rt, (fa + fb) * sizeof(float), &tmp, err);
     if (s == CLF_OK)
-        s = clf_buffer_fill(rt, tmp, 0, (fa + fb + fc) * sizeof(float), 0u, err);
+        s = clf_buffer_fill(rt, tmp, 0, (fa + fb) * sizeof(float), 0u, err);
     if (s == CLF_OK) {
-        x.a = (clf_ptr){tmp, 0}, x.lda = a_cols, x.stride_a = na > 1 ? a_rows * a_cols : 0;
-        x.b = (clf_ptr){tmp, fa}, x.ldb = b_cols, x.stride_b = batch > 1 ? b_rows * b_cols : 0;
-        x.c = (clf_ptr){tmp, fa + fb}, x.ldc = d->n, x.stride_c = batch > 1 ? d->m * d->n : 0;
-        x.bias = x.d = (clf_ptr){NULL, 0};
-        x.act = CLF_GEMM_ACT_NONE;
-        x.residual = x.act_grad = 0;
-        s = clf_gemm_auto_choose(rt, st, &x, &cand, err);
+        x.a = (clf_ptr){tmp, 0}, x.lda = g.a_cols, x.stride_a = g.na > 1 ? g.a_rows * g.a_cols : 0;
+        x.b = (clf_ptr){tmp, fa}, x.ldb = g.b_cols, x.stride_b = g.nb > 1 ? g.b_rows * g.b_cols : 0;
+        s = clf_gemm_auto_choose(rt, st, &x, &cand, err); /* times into its own C */
     }
     clf_buffer_destroy(tmp);
     return s;
@@ -106,8 +117,7 @@ clf_status clf_gemm16_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine engin
                           int prepare, const clf_gemm_desc *d, clf_error *err)
 {
     const size_t batch = clf_gemm_batch_of(d);
-    const size_t a_rows = d->trans_a ? d->k : d->m, a_cols = d->trans_a ? d->m : d->k;
-    const size_t b_rows = d->trans_b ? d->n : d->k, b_cols = d->trans_b ? d->k : d->n;
+    const dims16 g = dims_of(d);
     clf_gemm_desc x = *d;
     x.a_type = x.b_type = x.c_type = CLF_DT_F32;
     clf_status s = CLF_OK;
@@ -120,21 +130,19 @@ clf_status clf_gemm16_run(clf_runtime *rt, gemm_state *st, clf_gemm_engine engin
     const int c16 = !nat && d->c_type != CLF_DT_F32;
     if (nat != NULL)
         x.a_type = d->a_type, x.b_type = d->b_type, x.c_type = d->c_type;
-    /* matrices to widen: one for an operand shared by the batch */
-    const size_t na = batch > 1 && d->stride_a == 0 ? 1 : batch;
-    const size_t nb = batch > 1 && d->stride_b == 0 ? 1 : batch;
-    const size_t fa = a16 ? na * a_rows * a_cols : 0, fb = b16 ? nb * b_rows * b_cols : 0;
+    const size_t fa = a16 ? g.na * g.a_rows * g.a_cols : 0;
+    const size_t fb = b16 ? g.nb * g.b_rows * g.b_cols : 0;
     const size_t fc = c16 ? batch * d->m * d->n : 0;
     s = fa + fb + fc > 0 ? clf_gemm_scratch_grow(rt, &st->conv, &st->conv_floats, fa + fb + fc,
                                                  "16-bit conversion scratch", err)
                          : CLF_OK;
     if (s != CLF_OK)
         return s;
-    if (a16 && (s = to_f32(rt, st, 0, d->a_type, d->a, d->lda, d->stride_a, a_rows, a_cols, na,
-                           !prepare, &x.a, &x.lda, &x.stride_a, err)) != CLF_OK)
+    if (a16 && (s = to_f32(rt, st, 0, d->a_type, d->a, d->lda, d->stride_a, g.a_rows, g.a_cols,
+                           g.na, !prepare, &x.a, &x.lda, &x.stride_a, err)) != CLF_OK)
         return s;
-    if (b16 && (s = to_f32(rt, st, fa, d->b_type, d->b, d->ldb, d->stride_b, b_rows, b_cols, nb,
-                           !prepare, &x.b, &x.ldb, &x.stride_b, err)) != CLF_OK)
+    if (b16 && (s = to_f32(rt, st, fa, d->b_type, d->b, d->ldb, d->stride_b, g.b_rows, g.b_cols,
+                           g.nb, !prepare, &x.b, &x.ldb, &x.stride_b, err)) != CLF_OK)
         return s;
     /* a 16-bit C: its old values are read only when beta != 0 */
     if (c16 && (s = to_f32(rt, st, fa + fb, d->c_type, d->c, d->ldc, d->stride_c, d->m, d->n, batch,
