@@ -33,7 +33,9 @@
  * - Backward kernels take `acc`: 1 adds into the gradient, 0 overwrites it
  *   (without reading it, so an uninitialised gradient buffer is fine).
  * - The bias gradient (column sums of [R, N]) is deterministic: every column
- *   is summed in a fixed order. Two variants, picked by the host per device:
+ *   is summed in a fixed order. Its input may be stored in 16 bits (d_t,
+ *   common.cl's CLF_T_*; d_off then counts 2-byte elements): a gradient
+ *   that train.precision keeps in 16 bits. Two variants, picked by the host per device:
  *     bias_backward_item   one work-item owns 32 adjacent columns and walks
  *                          the rows; for CPUs (no local memory needed).
  *     bias_backward_group  a 2-D work-group of CLF_COLS_X columns x
@@ -201,10 +203,9 @@ CLF_ACT_KERNELS(silu)
  * float8; the last, partial block (< CLF_COL_W columns) keeps them in private
  * arrays. Every column is summed in the same order either way. */
 __kernel void bias_backward_item(__global float *dbias, ulong dbias_off, __global const float *d,
-                                 ulong d_off, ulong R, ulong N, int acc)
+                                 ulong d_off, uint d_t, ulong R, ulong N, int acc)
 {
     dbias += dbias_off;
-    d += d_off;
     ulong c0 = get_global_id(0) * CLF_COL_W;
     if (c0 >= N)
         return;
@@ -214,11 +215,11 @@ __kernel void bias_backward_item(__global float *dbias, ulong dbias_off, __globa
             ulong r1 = min(R, r0 + (ulong)CLF_COL_BLOCK);
             float8 s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
             for (ulong r = r0; r < r1; r++) {
-                __global const float *p = d + r * N + c0;
-                s0 += vload8(0, p);
-                s1 += vload8(1, p);
-                s2 += vload8(2, p);
-                s3 += vload8(3, p);
+                const ulong p = d_off + r * N + c0;
+                s0 += clf_load8_t(d, d_t, p);
+                s1 += clf_load8_t(d, d_t, p + 8);
+                s2 += clf_load8_t(d, d_t, p + 16);
+                s3 += clf_load8_t(d, d_t, p + 24);
             }
             t0 += s0;
             t1 += s1;
@@ -248,7 +249,7 @@ __kernel void bias_backward_item(__global float *dbias, ulong dbias_off, __globa
             s[c] = 0.0f;
         for (ulong r = r0; r < r1; r++)
             for (uint c = 0; c < w; c++)
-                s[c] += d[r * N + c0 + c];
+                s[c] += clf_load_t(d, d_t, d_off + r * N + c0 + c);
         for (uint c = 0; c < w; c++)
             t[c] += s[c];
     }
@@ -259,18 +260,17 @@ __kernel void bias_backward_item(__global float *dbias, ulong dbias_off, __globa
 /* Work-group CLF_COLS_X x CLF_COLS_Y: lane y sums rows y, y + Y, ...; then the
  * Y partial sums of a column are combined by a fixed tree. */
 __kernel void bias_backward_group(__global float *dbias, ulong dbias_off,
-                                  __global const float *d, ulong d_off, ulong R, ulong N,
-                                  int acc)
+                                  __global const float *d, ulong d_off, uint d_t, ulong R,
+                                  ulong N, int acc)
 {
     __local float part[CLF_COLS_Y][CLF_COLS_X];
     dbias += dbias_off;
-    d += d_off;
     size_t c = get_global_id(0);
     uint lx = get_local_id(0), ly = get_local_id(1);
     float s = 0.0f;
     if (c < N)
         for (ulong r = ly; r < R; r += CLF_COLS_Y)
-            s += d[r * N + c];
+            s += clf_load_t(d, d_t, d_off + r * N + c);
     part[ly][lx] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint h = CLF_COLS_Y / 2; h > 0; h >>= 1) {

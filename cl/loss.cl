@@ -14,7 +14,10 @@
  *   loss = (1-eps)(lse - z_t) + eps (lse - mean z)
  *        = (1-eps)(m - z_t) + eps (m - mean z) + log S,  lse = m + log S,
  * written in the second form to avoid cancelling lse against z_t.
- *   dz_j = grad_scale * (softmax_j - eps/V - (1-eps)[j == t]).
+ *   dz_j = grad_scale * (softmax_j - eps/V - (1-eps)[j == t]),
+ * where grad_scale is multiplied first by gmul[0], a device float, when
+ * has_gmul is set: fp16 training's loss scale, which changes on the device
+ * from step to step (a power of two, so the product is exact).
  * dlogits may alias logits: each work-item reads z_j before writing dz_j for
  * the same j, and every read of the row (z_t by all) precedes a barrier with
  * a global-memory fence that precedes every write.
@@ -28,6 +31,7 @@ __kernel void cross_entropy(__global float *losses, ulong loss_off, __global flo
                             ulong dz_off, __global const float *z, ulong z_off,
                             __global const int *targets, ulong t_off, uint R, uint V,
                             float eps, int ignore_index, float grad_scale, int has_grad,
+                            __global const float *gmul, ulong gmul_off, int has_gmul,
                             __local float *red)
 {
     /* The host launches exactly R groups, and an ignored row runs every
@@ -91,6 +95,8 @@ __kernel void cross_entropy(__global float *losses, ulong loss_off, __global flo
         if (lid == 0)
             losses[loss_off + r] = (1.0f - eps) * (mx - zt) + eps * (mx - sz / (float)V) + logS;
         if (has_grad) {
+            if (has_gmul)
+                grad_scale *= gmul[gmul_off];
             float inv = 1.0f / se;
             float sm = eps / (float)V;
             for (uint j = lid; j < V; j += W) {
@@ -112,7 +118,8 @@ __kernel void cross_entropy(__global float *losses, ulong loss_off, __global flo
 __kernel void cross_entropy_rows(__global float *losses, ulong loss_off, __global float *dz,
                                  ulong dz_off, __global const float *z, ulong z_off,
                                  __global const int *targets, ulong t_off, uint R, uint V,
-                                 float eps, int ignore_index, float grad_scale, int has_grad)
+                                 float eps, int ignore_index, float grad_scale, int has_grad,
+                                 __global const float *gmul, ulong gmul_off, int has_gmul)
 {
     uint r = get_global_id(0);
     if (r >= R)
@@ -153,6 +160,8 @@ __kernel void cross_entropy_rows(__global float *losses, ulong loss_off, __globa
     float logS = log(se);
     losses[loss_off + r] = (1.0f - eps) * (mx - zt) + eps * (mx - sz / (float)V) + logS;
     if (has_grad) {
+        if (has_gmul)
+            grad_scale *= gmul[gmul_off];
         float inv = 1.0f / se;
         float sm = eps / (float)V;
         for (uint j = 0; j < V8; j += 8)

@@ -14,6 +14,20 @@
  *   p  = p + (-lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps)   (addcdiv)
  * The step-dependent scalars are computed in double on the host.
  *
+ * amp_step is clip_scale for fp16 training with dynamic loss scaling
+ * (torch.cuda.amp.GradScaler's rules, kept on the device so a step still
+ * never reads back). The gradients arrive multiplied by the loss scale S;
+ * amp = [S, clean steps since S last changed, steps skipped, Adam's t,
+ * -lr/bc1, sqrt(bc2), run]. A non-finite sum of squares (an inf or NaN
+ * anywhere in the gradients) skips the step: run = 0, Adam's t stays, S
+ * halves (never below 1), the clean count restarts. Otherwise run = 1,
+ * gscale = clip / S (clip from the unscaled norm: with S a power of two
+ * this is PyTorch's unscale-then-clip to the bit), t advances, and after
+ * `interval` clean steps S doubles (interval 0: S is fixed). Adam's bias
+ * corrections come from the device's t, in float32 (the host cannot know
+ * t without a read-back); adamw reads them from amp[4..6] when `dev` is
+ * set and leaves everything untouched when run is 0.
+ *
  * Not here: fused multi-buffer launches, fp16 master weights, other optimizers.
  */
 
@@ -31,15 +45,69 @@ __kernel void clip_scale(__global float *gscale, ulong gscale_off, __global floa
     gscale[gscale_off] = s;
 }
 
+/* Slots of amp_step's state (the host's clf_amp_slot matches). */
+#define CLF_AMP_SCALE 0
+#define CLF_AMP_GOOD 1
+#define CLF_AMP_SKIPPED 2
+#define CLF_AMP_T 3
+#define CLF_AMP_NEG_STEP 4
+#define CLF_AMP_BC2_SQRT 5
+#define CLF_AMP_RUN 6
+
+__kernel void amp_step(__global float *amp, ulong amp_off, __global float *gscale,
+                       ulong gscale_off, __global float *gnorm, ulong gnorm_off,
+                       __global const float *sumsq, ulong sumsq_off, float max_norm, float lr,
+                       float beta1, float beta2, uint interval)
+{
+    if (get_global_id(0) != 0)
+        return;
+    amp += amp_off;
+    const float S = amp[CLF_AMP_SCALE], ss = sumsq[sumsq_off];
+    const float norm = sqrt(ss) / S;
+    gnorm[gnorm_off] = norm;
+    if (!isfinite(ss)) {
+        gscale[gscale_off] = 0.0f;
+        amp[CLF_AMP_RUN] = 0.0f;
+        amp[CLF_AMP_SKIPPED] += 1.0f;
+        amp[CLF_AMP_GOOD] = 0.0f;
+        if (interval > 0)
+            amp[CLF_AMP_SCALE] = fmax(1.0f, 0.5f * S);
+        return;
+    }
+    float clip = 1.0f;
+    if (max_norm > 0.0f)
+        clip = fmin(1.0f, max_norm / (norm + 1e-6f));
+    gscale[gscale_off] = clip / S;
+    const float t = amp[CLF_AMP_T] + 1.0f;
+    amp[CLF_AMP_T] = t;
+    amp[CLF_AMP_NEG_STEP] = -(lr / (1.0f - pown(beta1, (int)t)));
+    amp[CLF_AMP_BC2_SQRT] = sqrt(1.0f - pown(beta2, (int)t));
+    amp[CLF_AMP_RUN] = 1.0f;
+    float good = amp[CLF_AMP_GOOD] + 1.0f;
+    if (interval > 0 && good >= (float)interval) {
+        if (isfinite(2.0f * S))
+            amp[CLF_AMP_SCALE] = 2.0f * S;
+        good = 0.0f;
+    }
+    amp[CLF_AMP_GOOD] = good;
+}
+
 __kernel void adamw(__global float *p, ulong p_off, __global const float *g, ulong g_off,
                     __global float *m, ulong m_off, __global float *v, ulong v_off,
                     __global const float *gscale, ulong gscale_off, ulong n, ulong n_decay,
                     float decay, float w1, float beta2, float w2, float neg_step_size,
-                    float bc2_sqrt, float eps)
+                    float bc2_sqrt, float eps, __global const float *amp, ulong amp_off, int dev)
 {
     ulong i = get_global_id(0);
     if (i >= n)
         return;
+    if (dev) {
+        amp += amp_off;
+        if (amp[CLF_AMP_RUN] == 0.0f)
+            return;
+        neg_step_size = amp[CLF_AMP_NEG_STEP];
+        bc2_sqrt = amp[CLF_AMP_BC2_SQRT];
+    }
     float gi = g[g_off + i] * gscale[gscale_off];
     float pi = p[p_off + i];
     if (i < n_decay)

@@ -95,11 +95,11 @@ static void cb_log(void *user, const clf_train_progress *p)
         fputs("\r\033[K", u->out);
     if (p->epoch >= 0)
         fprintf(u->out, "epoch %lld | ", (long long)p->epoch + 1);
-    fprintf(u->out,
-            "step %*llu/%llu | loss %.4f | lr %.3e | %s tok/s | %.1f ms/step | %s elapsed | "
-            "ETA %s",
-            w, (unsigned long long)p->step, (unsigned long long)p->total, p->loss, p->lr, tps,
-            p->step_ms, el, eta);
+    fprintf(u->out, "step %*llu/%llu | loss %.4f | lr %.3e | ", w, (unsigned long long)p->step,
+            (unsigned long long)p->total, p->loss, p->lr);
+    if (p->loss_scale > 0) /* fp16's loss scaling */
+        fprintf(u->out, "scale %g, %llu skipped | ", p->loss_scale, (unsigned long long)p->skipped);
+    fprintf(u->out, "%s tok/s | %.1f ms/step | %s elapsed | ETA %s", tps, p->step_ms, el, eta);
     if (u->tty) {
         u->line_open = 1;
     } else {
@@ -109,8 +109,12 @@ static void cb_log(void *user, const clf_train_progress *p)
     if (u->log != NULL) {
         fprintf(u->log,
                 "{\"step\": %llu, \"loss\": %.9g, \"lr\": %.9g, \"tokens_per_s\": %.1f, "
-                "\"elapsed_s\": %.3f}\n",
+                "\"elapsed_s\": %.3f",
                 (unsigned long long)p->step, p->loss, p->lr, p->tokens_per_s, p->elapsed_s);
+        if (p->loss_scale > 0)
+            fprintf(u->log, ", \"loss_scale\": %.9g, \"skipped\": %llu", p->loss_scale,
+                    (unsigned long long)p->skipped);
+        fputs("}\n", u->log);
         fflush(u->log);
     }
 }

@@ -256,18 +256,28 @@ typedef struct clf_early_stop_config {
     clf_metric_type metric;
 } clf_early_stop_config;
 
+/* Dynamic loss scaling for precision fp16 (torch.cuda.amp.GradScaler's
+ * rules): the loss gradient is multiplied by the scale, a step whose
+ * gradients hold an inf or NaN is skipped and halves it, `interval` clean
+ * steps in a row double it. */
+typedef struct clf_loss_scale_config {
+    double init;  /* the first scale; default 65536 (2^16) */
+    int interval; /* clean steps before the scale doubles; 0 = fixed; default 2000 */
+} clf_loss_scale_config;
+
 typedef struct clf_train_config {
     int batch;        /* B: sequences per step (the encoder kinds: at most, with batch_tokens) */
     int batch_tokens; /* encoder kinds: a budget of B * max(S, T) tokens per batch; 0 = off */
-    clf_recompute recompute; /* activation recomputation (gradient checkpointing) */
-    clf_precision precision; /* storage of the activations the GEMMs read (training) */
-    int accumulate;          /* micro-batches per optimizer step, gradients summed on the device
+    clf_recompute recompute;          /* activation recomputation (gradient checkpointing) */
+    clf_precision precision;          /* storage of the activations the GEMMs read (training) */
+    clf_loss_scale_config loss_scale; /* precision fp16 only */
+    int accumulate;      /* micro-batches per optimizer step, gradients summed on the device
                          (the step sees the mean over all their targets); default 1 */
-    int shard_optimizer;     /* data parallel: each rank keeps and updates its slice of Adam's
+    int shard_optimizer; /* data parallel: each rank keeps and updates its slice of Adam's
                                 moments and the ranks gather the updated parameters (ZeRO-1);
                                 default 0 */
-    int steps;               /* optimizer steps; 0 = until `epochs` (then epochs must be > 0) */
-    int epochs;              /* 0 = off; else stop after this many passes (or `steps`, if first) */
+    int steps;           /* optimizer steps; 0 = until `epochs` (then epochs must be > 0) */
+    int epochs;          /* 0 = off; else stop after this many passes (or `steps`, if first) */
     clf_optimizer_config optimizer;
     clf_schedule_config schedule;
     double grad_clip;       /* global gradient-norm clip; 0 = off */

@@ -219,6 +219,11 @@ static const clf_cfg_field early_stop_t[] = {
     T_ENUM("metric", train.early_stop.metric, metric_names, 0),
     T_END,
 };
+static const clf_cfg_field loss_scale_t[] = {
+    T_DBL("init", train.loss_scale.init, 1, 1.8446744073709552e19, 0),
+    T_INT("interval", train.loss_scale.interval, 0, BIG),
+    T_END,
+};
 static const clf_cfg_field train_t[] = {
     T_INT("batch", train.batch, 1, 1048576),
     T_INT("batch_tokens", train.batch_tokens, 0, BIG),
@@ -235,6 +240,7 @@ static const clf_cfg_field train_t[] = {
     T_INT("accumulate", train.accumulate, 1, 65536),
     T_ENUM("recompute", train.recompute, recompute_names, 0),
     T_ENUM("precision", train.precision, precision_names, 0),
+    T_MAP("loss_scale", train.loss_scale, loss_scale_t),
     T_BOOL("shard_optimizer", train.shard_optimizer),
     T_END,
 };
@@ -284,6 +290,8 @@ void clf_config_defaults(clf_model_config *c)
 
     c->train.batch = 12;
     c->train.accumulate = 1;
+    c->train.loss_scale.init = 65536.0;
+    c->train.loss_scale.interval = 2000;
     c->train.steps = 2000;
     c->train.epochs = 0;
     c->train.optimizer.type = CLF_OPT_ADAMW;

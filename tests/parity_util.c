@@ -102,3 +102,14 @@ int pu_close_f(const char *name, const float *got, const float *ref, size_t n, d
 }
 
 double pu_rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
+
+double pu_rel_l2(const float *got, const float *ref, size_t n)
+{
+    double dd = 0.0, rr = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)got[i] - (double)ref[i];
+        dd += d * d;
+        rr += (double)ref[i] * (double)ref[i];
+    }
+    return sqrt(dd / fmax(rr, 1e-300));
+}

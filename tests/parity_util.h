@@ -33,5 +33,7 @@ int pu_close_f(const char *name, const float *got, const float *ref, size_t n, d
                double rtol);
 /* |a - b| / |b| */
 double pu_rel(double a, double b);
+/* ||got - ref|| / ||ref|| over n elements (2-norms) */
+double pu_rel_l2(const float *got, const float *ref, size_t n);
 
 #endif

@@ -625,6 +625,20 @@ expect "export --format gpt2 of a char-level GPT exits 2 saying why" 2 "vocab.to
 run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/huge" --set train.batch=1048576 --set model.context=256 --set model.embedding.dim=256 --steps 1 "${DEV[@]}"
 expect "a model larger than the device's memory is refused, naming both sizes" 1 "the model needs [0-9.]+ GiB of device memory .* has [0-9.]+ GiB: lower train.batch and raise train.accumulate"
 if [ ! -e "$TMP/huge" ]; then ok "the refused run leaves no --out"; else bad "the refused run leaves no --out"; fi
+# a device capped at 1 GiB (PoCL's POCL_MEMORY_LIMIT; a device that ignores
+# it skips this): batch 768 x 256 needs 1.23 GiB in float32 and is refused;
+# the same step as 4 accumulated micro-batches of 192 trains
+CAP=(--set model.context=256 --set train.eval.batches=1 --steps 1)
+if POCL_MEMORY_LIMIT=1 "$BIN" devices --json "${DEV[@]}" 2>/dev/null | grep '"selected": true' | grep -q '"global_mem": 1073741824,'; then
+  export POCL_MEMORY_LIMIT=1
+  run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/cap" "${CAP[@]}" --set train.batch=768 "${DEV[@]}"
+  expect "capped at 1 GiB: batch 768 x 256 is refused with the memory needed and the cap" 1 "needs 1\.[0-9]+ GiB of device memory .* has 1\.00 GiB"
+  run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/cap" "${CAP[@]}" --set train.batch=192 --set train.accumulate=4 "${DEV[@]}"
+  expect "capped at 1 GiB: the same step as 4 micro-batches of 192 trains" 0 "done: steps 0-1"
+  unset POCL_MEMORY_LIMIT
+else
+  ok "skipped the 1 GiB cap: the device does not take POCL_MEMORY_LIMIT"
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

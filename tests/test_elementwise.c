@@ -12,7 +12,9 @@
  *   out = act(h + bias) (atol 2e-6, rtol 1e-5).
  * - bias_backward (column sums), both kernel variants, overwrite and
  *   accumulate, at 1x1, 3x5, 17x129, 64x768, 9x95, 1000x33: atol 4e-6 * (largest
- *   column sum of |d|), rtol 0. Two runs give bit-identical results.
+ *   column sum of |d|), rtol 0. Two runs give bit-identical results. The
+ *   same from d stored as bf16 and f16 at an odd offset (the reference sums
+ *   the stored 16-bit values).
  * - Every output is surrounded by guard zones that must stay untouched.
  * - SwiGLU forward/backward at R x H = 1x1, 3x5, 17x129, 64x768, 9x95: atol 2e-6,
  *   rtol 1e-5. The float64 backward reference is checked against central
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/io/safetensors.h"
 #include "model/ops/ops.h"
 #include "model/ops/ops_internal.h"
 #include "tests/test_util.h"
@@ -160,17 +163,20 @@ static void check_bias_backward(clf_runtime *rt, clf_ops_path path, size_t R, si
     double atol = 4e-6 * absmax;
     clf_ptr dd = tu_guarded(rt, d, R * N), db = tu_guarded(rt, old, N);
 
-    tu_ok(clf_op_bias_backward_ex(rt, path, db, dd, R, N, 0, &err), &err, "bias_backward");
+    tu_ok(clf_op_bias_backward_ex(rt, path, db, dd, CLF_DT_F32, R, N, 0, &err), &err,
+          "bias_backward");
     tu_download(rt, db, got, N);
     snprintf(name, sizeof name, "bias_backward %s %zux%zu", pn, R, N);
     tu_close(name, got, ref, N, atol, 0.0);
-    tu_ok(clf_op_bias_backward_ex(rt, path, db, dd, R, N, 0, &err), &err, "bias_backward");
+    tu_ok(clf_op_bias_backward_ex(rt, path, db, dd, CLF_DT_F32, R, N, 0, &err), &err,
+          "bias_backward");
     tu_download(rt, db, got2, N);
     TU_CHECK(memcmp(got, got2, N * sizeof *got) == 0,
              "bias_backward %s %zux%zu: two runs bit-identical", pn, R, N);
 
     tu_ok(clf_ptr_write(rt, db, old, N, &err), &err, "reset");
-    tu_ok(clf_op_bias_backward_ex(rt, path, db, dd, R, N, 1, &err), &err, "bias_backward");
+    tu_ok(clf_op_bias_backward_ex(rt, path, db, dd, CLF_DT_F32, R, N, 1, &err), &err,
+          "bias_backward");
     tu_download(rt, db, got, N);
     for (size_t c = 0; c < N; c++)
         ref[c] += old[c];
@@ -184,6 +190,50 @@ static void check_bias_backward(clf_runtime *rt, clf_ops_path path, size_t R, si
     free(old);
     free(got);
     free(got2);
+    free(ref);
+}
+
+/* The bias gradient of a gradient stored in 16 bits (train.precision's
+ * FFN hidden gradient): d rounded on the host, at an odd 2-byte offset;
+ * the reference sums the 16-bit values themselves in float64, so the
+ * tolerance is float32 summation's, as above. */
+static void check_bias_backward16(clf_runtime *rt, clf_ops_path path, clf_dtype t, size_t R,
+                                  size_t N, tu_rng *rng)
+{
+    clf_error err;
+    char name[128];
+    const size_t off = 3, n = off + R * N;
+    uint16_t *d16 = malloc(n * sizeof *d16);
+    float *got = malloc(N * sizeof *got);
+    double *ref = calloc(N, sizeof *ref), absmax = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const float v = (float)tu_uniform(rng, -2.0, 2.0);
+        d16[i] = t == CLF_DT_BF16 ? clf_f32_to_bf16(v) : clf_f32_to_f16(v);
+    }
+    for (size_t c = 0; c < N; c++) {
+        double sa = 0.0;
+        for (size_t r = 0; r < R; r++) {
+            const uint16_t h = d16[off + r * N + c];
+            const double v = t == CLF_DT_BF16 ? clf_bf16_to_f32(h) : clf_f16_to_f32(h);
+            ref[c] += v;
+            sa += fabs(v);
+        }
+        absmax = fmax(absmax, sa);
+    }
+    clf_buffer *b;
+    tu_ok(clf_buffer_create(rt, n * 2, &b, &err), &err, "buffer");
+    tu_ok(clf_buffer_write(rt, b, 0, d16, n * 2, &err), &err, "write");
+    clf_ptr db = tu_alloc(rt, N);
+    tu_ok(clf_op_bias_backward_ex(rt, path, db, (clf_ptr){b, off}, t, R, N, 0, &err), &err,
+          "bias_backward");
+    tu_download(rt, db, got, N);
+    snprintf(name, sizeof name, "bias_backward %s %s %zux%zu",
+             path == CLF_OPS_PATH_ITEM ? "item" : "group", clf_dtype_name(t), R, N);
+    tu_close(name, got, ref, N, 4e-6 * absmax, 0.0);
+    clf_buffer_destroy(b);
+    tu_free(db);
+    free(d16);
+    free(got);
     free(ref);
 }
 
@@ -299,6 +349,10 @@ int main(void)
     for (size_t s = 0; s < NSHAPES; s++) {
         check_bias_backward(rt, CLF_OPS_PATH_ITEM, SHAPES[s][0], SHAPES[s][1], &rng);
         check_bias_backward(rt, CLF_OPS_PATH_GROUP, SHAPES[s][0], SHAPES[s][1], &rng);
+        for (clf_dtype t = CLF_DT_BF16; t <= CLF_DT_F16; t++) {
+            check_bias_backward16(rt, CLF_OPS_PATH_ITEM, t, SHAPES[s][0], SHAPES[s][1], &rng);
+            check_bias_backward16(rt, CLF_OPS_PATH_GROUP, t, SHAPES[s][0], SHAPES[s][1], &rng);
+        }
     }
     check_swiglu_reference(&rng);
     for (size_t s = 0; s < NSHAPES - 1; s++)

@@ -102,8 +102,8 @@ static double half_ulp(clf_dtype t)
 }
 
 /* The epilogue of a case (batch 1): bias + GELU written to D; a residual D
- * added; GELU's derivative at D multiplied in (C float32 for the last two:
- * an epilogue that reads D needs one). */
+ * added; GELU's derivative at D multiplied in (C in any storage: the
+ * epilogue works in float32 before C is narrowed). */
 enum { EPI_NONE = 0, EPI_ACT, EPI_RES, EPI_DACT };
 static const char *const epi_name[] = {"", ", bias+GELU -> D", ", + D", ", * GELU'(D)"};
 
@@ -323,16 +323,19 @@ int main(void)
                     24,          1,           0,           1.0f, 0.0f, 1,  0};
         run(rt, engines[en], NULL, &ep, &r);
     }
-    /* a 16-bit D: written by an activation (C float32 or 16-bit), read by a
-     * residual and by an activation's derivative (C float32), on both
-     * engines, through 16-bit or float32 operands, in the register blocks,
-     * the few-row kernel, split-K's reduction and CLBlast's epilogue pass */
+    /* a 16-bit D: written by an activation, read by a residual and by an
+     * activation's derivative, into a 16-bit C (float32 C for the
+     * activation on float32 operands), on both engines, through 16-bit or
+     * float32 operands, in the register blocks, the few-row kernel,
+     * split-K's reduction and CLBlast's epilogue pass. GELU' at an f16 D
+     * into an f16 C from float32 operands is train.precision fp16's FFN
+     * backward. */
     for (size_t en = 0; en < (sim ? 1u : 2u); en++)
         for (int mode = EPI_ACT; mode <= EPI_DACT; mode++)
             for (int v = 0; v < 2; v++) {
                 const clf_dtype td = v ? CLF_DT_F16 : CLF_DT_BF16;
                 const clf_dtype tab = v ? CLF_DT_F32 : CLF_DT_BF16;
-                const clf_dtype tc = mode == EPI_ACT && !v ? CLF_DT_BF16 : CLF_DT_F32;
+                const clf_dtype tc = !v ? CLF_DT_BF16 : mode == EPI_ACT ? CLF_DT_F32 : CLF_DT_F16;
                 /* v = 1: few rows against a transposed B (the dot-product kernel) */
                 gcase g = {tab, tab, tc, !v, 1, 29, 53, sim ? 9 : 40, 1, 0, 0.5f, 0.0f, mode, td};
                 run(rt, engines[en], NULL, &g, &r);
@@ -360,8 +363,9 @@ int main(void)
                                    {CLF_DT_F16, CLF_DT_BF16, CLF_DT_BF16}};
         for (size_t c = 1; c < count; c++)
             for (int tr = 0; tr < 4; tr++) {
-                /* tr 2: bias + GELU into an f16 D; tr 3: GELU' at a bf16 D */
-                const int row = tr == 1;
+                /* tr 2: bias + GELU into an f16 D; tr 3: GELU' at a bf16 D
+                 * into a bf16 C */
+                const int row = tr == 1 || tr == 3;
                 gcase g = {.ta = ct[row][0],
                            .tb = ct[row][1],
                            .tc = ct[row][2],

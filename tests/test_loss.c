@@ -49,11 +49,11 @@ static double ce_row(const double *z, int t, size_t V, double eps, double *grad)
  * W (the GPU's 256, or 1), so that every variant is tested on any device. */
 #define ROWS ((size_t)-1)
 static void ce(clf_runtime *rt, size_t W, clf_ptr losses, clf_ptr dz, clf_ptr z, clf_ptr t,
-               size_t R, size_t V, float eps, int ignore, float gs)
+               size_t R, size_t V, float eps, int ignore, float gs, clf_ptr gmul)
 {
     clf_error err;
     if (W == 0) {
-        tu_ok(clf_op_cross_entropy(rt, losses, dz, z, t, R, V, eps, ignore, gs, &err), &err,
+        tu_ok(clf_op_cross_entropy(rt, losses, dz, z, t, R, V, eps, ignore, gs, gmul, &err), &err,
               "cross_entropy");
         return;
     }
@@ -77,9 +77,12 @@ static void ce(clf_runtime *rt, size_t W, clf_ptr losses, clf_ptr dz, clf_ptr z,
                    CLF_ARG_I32(ignore),
                    CLF_ARG_F32(gs),
                    CLF_ARG_I32(dz.buf != NULL),
+                   CLF_ARG_BUF(gmul.buf ? gmul.buf : z.buf),
+                   CLF_ARG_U64(gmul.off),
+                   CLF_ARG_I32(gmul.buf != NULL),
                    CLF_ARG_LOCAL(2 * l * sizeof(float))};
     size_t g = rows ? R : R * W;
-    tu_ok(clf_kernel_launch(rt, k, 1, &g, &l, rows ? 14 : 15, a, &err), &err, "cross_entropy W");
+    tu_ok(clf_kernel_launch(rt, k, 1, &g, &l, rows ? 17 : 18, a, &err), &err, "cross_entropy W");
 }
 
 static void test_ce(clf_runtime *rt, size_t W, size_t R, size_t V, float eps, double shift,
@@ -120,7 +123,7 @@ static void test_ce(clf_runtime *rt, size_t W, size_t R, size_t V, float eps, do
 
     clf_ptr dz = tu_upload(rt, z, R * V), dt = tu_upload_i32(rt, t, R);
     clf_ptr dl = tu_alloc(rt, R), dg = tu_alloc(rt, R * V), none = {NULL, 0};
-    ce(rt, W, dl, dg, dz, dt, R, V, eps, ignore, gs);
+    ce(rt, W, dl, dg, dz, dt, R, V, eps, ignore, gs, none);
     tu_download(rt, dl, got_l, R);
     tu_download(rt, dg, got_g, R * V);
     char name[160];
@@ -148,11 +151,26 @@ static void test_ce(clf_runtime *rt, size_t W, size_t R, size_t V, float eps, do
              bad);
 
     /* forward only, then in place: same bits */
-    ce(rt, W, dl, none, dz, dt, R, V, eps, ignore, gs);
+    ce(rt, W, dl, none, dz, dt, R, V, eps, ignore, gs, none);
     tu_download(rt, dl, l2, R);
     TU_CHECK(memcmp(l2, got_l, R * sizeof *l2) == 0,
              "cross_entropy R=%zu V=%zu: forward-only losses identical", R, V);
-    ce(rt, W, dl, dz, dz, dt, R, V, eps, ignore, gs);
+    /* a device multiplier (fp16's loss scale, a power of two): exactly
+     * 1024 times the gradient, the same losses */
+    const float mul = 1024.0f;
+    clf_ptr dmul = tu_upload(rt, &mul, 1);
+    ce(rt, W, dl, dg, dz, dt, R, V, eps, ignore, gs, dmul);
+    tu_download(rt, dg, g2, R * V);
+    tu_download(rt, dl, l2, R);
+    size_t off = 0;
+    for (size_t i = 0; i < R * V; i++)
+        off += g2[i] != mul * got_g[i];
+    TU_CHECK(off == 0 && memcmp(l2, got_l, R * sizeof *l2) == 0,
+             "cross_entropy %s R=%zu V=%zu: a device multiplier of %g scales the gradient "
+             "exactly (%zu differ)",
+             how, R, V, (double)mul, off);
+    tu_free(dmul);
+    ce(rt, W, dl, dz, dz, dt, R, V, eps, ignore, gs, none);
     tu_download(rt, dz, g2, R * V);
     tu_download(rt, dl, l2, R);
     TU_CHECK(memcmp(g2, got_g, R * V * sizeof *g2) == 0 && memcmp(l2, got_l, R * sizeof *l2) == 0,
@@ -219,7 +237,8 @@ int main(void)
     }
     clf_error err;
     clf_ptr a = tu_alloc(rt, 4);
-    TU_CHECK(clf_op_cross_entropy(rt, a, a, a, a, 1, 0, 0.0f, -1, 1.0f, &err) == CLF_ERR_ARG,
+    TU_CHECK(clf_op_cross_entropy(rt, a, a, a, a, 1, 0, 0.0f, -1, 1.0f, (clf_ptr){NULL, 0}, &err) ==
+                 CLF_ERR_ARG,
              "cross_entropy refuses V = 0");
     tu_free(a);
     clf_runtime_destroy(rt);

@@ -292,10 +292,19 @@ static void check_variant(clf_runtime *rt, const variant *v, int vi)
 
 /* One forward and backward of variant v with train.recompute rc and
  * train.precision prec, parameters and batch drawn from seed: the loss,
- * the flat gradients (malloc'd, *n of them) and the plan's activation
- * bytes. */
-static float *run_once(clf_runtime *rt, const variant *v, uint64_t seed, clf_recompute rc,
-                       clf_precision prec, float *loss, size_t *n, size_t *act)
+ * the flat gradients (malloc'd, *n of them; with fp16's loss scaling
+ * divided by the scale, as GradScaler's unscale_) and the plan's
+ * activation bytes. loss_mul > 0 replaces the loss gradient's 1 / count
+ * (clf_model_set_loss_scale), amp_init > 0 fp16's first loss scale. */
+typedef struct run_opts {
+    clf_recompute rc;
+    clf_precision prec;
+    float loss_mul;
+    double amp_init;
+} run_opts;
+
+static float *run_once(clf_runtime *rt, const variant *v, uint64_t seed, const run_opts *o,
+                       float *loss, size_t *n, size_t *act)
 {
     clf_error e;
     const int B = v->kind == K_CLS ? 3 : 2, V = 11;
@@ -304,19 +313,30 @@ static float *run_once(clf_runtime *rt, const variant *v, uint64_t seed, clf_rec
     parse_kind(v->kind, &cfg);
     for (int i = 0; v->sets[i] != NULL; i++)
         ok(clf_config_set(&cfg, v->sets[i], &e), &e, v->sets[i]);
-    cfg.train.recompute = rc;
-    cfg.train.precision = prec;
+    cfg.train.recompute = o->rc;
+    cfg.train.precision = o->prec;
+    if (o->amp_init > 0)
+        cfg.train.loss_scale.init = o->amp_init;
     clf_model *m = NULL;
     ok(clf_model_create_ex(rt, &cfg, V, &lim, CLF_MODEL_TRAIN, &m, &e), &e, "create");
     tu_rng rng = tu_rng_new(seed);
     randomize(m, &rng);
     set_kind_batch(m, v, &rng, B, V);
+    clf_model_set_loss_scale(m, o->loss_mul);
     ok(clf_model_forward(m, 1, &e), &e, "forward");
     ok(clf_model_backward(m, &e), &e, "backward");
     ok(clf_model_loss(m, loss, &e), &e, "loss");
     *n = clf_model_dims_get(m).n_params;
     float *g = calloc(*n, sizeof(float));
     ok(clf_model_flat_read(m, CLF_SLOT_GRAD, g, &e), &e, "grads");
+    TU_CHECK(clf_model_amp_enabled(m) == (o->prec == CLF_PRECISION_FP16),
+             "%s: loss scaling where (and only where) the precision is fp16", v->name);
+    if (clf_model_amp_enabled(m)) {
+        clf_model_amp a;
+        ok(clf_model_amp_get(m, &a, &e), &e, "amp");
+        for (size_t i = 0; i < *n; i++)
+            g[i] /= a.scale;
+    }
     clf_model_memory mm;
     ok(clf_model_memory_plan(&cfg, V, &lim, CLF_MODEL_TRAIN, &mm, &e), &e, "memory plan");
     *act = mm.activations;
@@ -336,8 +356,8 @@ static void check_recompute(clf_runtime *rt, const variant *v, int vi)
     float *g[3] = {NULL, NULL, NULL}, loss[3] = {0, 0, 0};
     size_t n = 0, act[3] = {0, 0, 0};
     for (int r = 0; r < 3; r++)
-        g[r] = run_once(rt, v, 300 + (uint64_t)vi, modes[r], CLF_PRECISION_FP32, &loss[r], &n,
-                        &act[r]);
+        g[r] = run_once(rt, v, 300 + (uint64_t)vi, &(run_opts){modes[r], CLF_PRECISION_FP32, 0, 0},
+                        &loss[r], &n, &act[r]);
     TU_CHECK(loss[0] == loss[1] && memcmp(g[0], g[1], n * sizeof(float)) == 0,
              "%s: recompute block gives the same loss and gradients bit for bit", v->name);
     TU_CHECK(loss[0] == loss[2] && memcmp(g[0], g[2], n * sizeof(float)) == 0,
@@ -349,10 +369,22 @@ static void check_recompute(clf_runtime *rt, const variant *v, int vi)
         free(g[r]);
 }
 
+static double rel_l2(const float *g, const float *ref, size_t n)
+{
+    double dd = 0.0, nn = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)g[i] - (double)ref[i];
+        dd += d * d;
+        nn += (double)ref[i] * (double)ref[i];
+    }
+    return sqrt(dd / (nn > 0 ? nn : 1.0));
+}
+
 /* train.precision: bf16 and fp16 store the activations only GEMMs read
  * (pre-norm blocks' norm outputs; the FFN's hidden activations without
- * SwiGLU or hidden dropout) in 16 bits; every kernel still computes in
- * float32. Against float32 on the same parameters and batch: the loss and
+ * SwiGLU or hidden dropout, and then the gradient of its pre-activation)
+ * in 16 bits; every kernel still computes in float32 (fp16's gradients
+ * are compared unscaled). Against float32 on the same parameters and batch: the loss and
  * the gradients (relative L2 over the flat vector) within a few roundings
  * of the format, 8 x 2^-9 for bf16 and 8 x 2^-12 for f16 (a rounding of
  * each stored value is at most 2^-9 resp. 2^-12 relative; it compounds
@@ -374,17 +406,12 @@ static void check_precision(clf_runtime *rt, const variant *v, int vi)
     int any16 = 0;
     for (int r = 0; r < 4; r++)
         g[r] =
-            run_once(rt, v, 500 + (uint64_t)vi, r == 3 ? CLF_RECOMPUTE_BLOCK : CLF_RECOMPUTE_NONE,
-                     prec[r], &loss[r], &n, &act[r]);
+            run_once(rt, v, 500 + (uint64_t)vi,
+                     &(run_opts){r == 3 ? CLF_RECOMPUTE_BLOCK : CLF_RECOMPUTE_NONE, prec[r], 0, 0},
+                     &loss[r], &n, &act[r]);
     any16 = act[1] != act[0];
     for (int r = 1; r <= 2; r++) {
-        double dd = 0.0, nn = 0.0;
-        for (size_t i = 0; i < n; i++) {
-            const double d = (double)g[r][i] - (double)g[0][i];
-            dd += d * d;
-            nn += (double)g[0][i] * (double)g[0][i];
-        }
-        const double gerr = sqrt(dd / (nn > 0 ? nn : 1.0));
+        const double gerr = rel_l2(g[r], g[0], n);
         const double lerr = fabs((double)loss[r] - (double)loss[0]) / fabs((double)loss[0]);
         TU_CHECK(lerr <= tol[r] && gerr <= tol[r] && (!any16 || act[r] < act[0]),
                  "%s: %s storage: loss %.6f vs %.6f (relative %.2e), gradients relative L2 "
@@ -526,6 +553,37 @@ static void api(clf_runtime *rt)
              capped);
 }
 
+/* fp16's loss scaling is what keeps small gradients: with the loss
+ * gradient at 2^-24 per target (the scale of a step over 2^24 tokens) the
+ * FFN's hidden gradient, stored in IEEE half, falls below half's smallest
+ * subnormal (2^-24) unscaled, so a loss scale of 1 loses it; a scale of
+ * 2^24 brings the gradients back within the format's roundings of
+ * float32's (8 x 2^-12, as check_precision). Variant v must store that
+ * gradient in 16 bits (GELU without hidden dropout). */
+static void check_loss_scaling(clf_runtime *rt, const variant *v, int vi)
+{
+    const float tiny = 0x1p-24f;
+    float *g[3], loss[3];
+    size_t n = 0, act = 0;
+    const run_opts o[3] = {{CLF_RECOMPUTE_NONE, CLF_PRECISION_FP32, tiny, 0},
+                           {CLF_RECOMPUTE_NONE, CLF_PRECISION_FP16, tiny, 1.0},
+                           {CLF_RECOMPUTE_NONE, CLF_PRECISION_FP16, tiny, 0x1p24}};
+    for (int r = 0; r < 3; r++)
+        g[r] = run_once(rt, v, 700 + (uint64_t)vi, &o[r], &loss[r], &n, &act);
+    const double e1 = rel_l2(g[1], g[0], n), e24 = rel_l2(g[2], g[0], n);
+    const double tol = 8 * 0x1p-12;
+    TU_CHECK(e1 > 100 * tol,
+             "%s: fp16 at 2^-24 per target, loss scale 1: the half-precision hidden gradient "
+             "underflows (gradients relative L2 %.2e, over 100x the tolerance %.2e)",
+             v->name, e1, tol);
+    TU_CHECK(e24 <= tol,
+             "%s: the same with loss scale 2^24: relative L2 %.2e against float32, tolerance "
+             "%.2e",
+             v->name, e24, tol);
+    for (int r = 0; r < 3; r++)
+        free(g[r]);
+}
+
 int main(void)
 {
     clf_runtime *rt = tu_runtime();
@@ -535,6 +593,7 @@ int main(void)
         check_recompute(rt, &variants[i], i);
     for (int i = 0; i < (int)(sizeof variants / sizeof variants[0]); i++)
         check_precision(rt, &variants[i], i);
+    check_loss_scaling(rt, &variants[2], 2);
     accumulation(rt);
     api(rt);
     clf_runtime_destroy(rt);

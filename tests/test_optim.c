@@ -15,7 +15,14 @@
  *   absolute), v atol 1e-12 rtol 1e-5;
  * - the decay boundary exactly: with zero gradients and zero moments an
  *   element < n_decay becomes p * (float)(1 - lr*wd), the rest stay bit-equal;
- * - Adam (weight_decay = 0) and invalid hyper-parameters (step 0) refused.
+ * - Adam (weight_decay = 0) and invalid hyper-parameters (step 0) refused;
+ * - dynamic loss scaling (amp_step + AdamW reading its bias corrections
+ *   from the device): a script of clean, inf and NaN steps with the state
+ *   (scale, clean run, skipped, Adam's t) exactly as GradScaler's rules
+ *   give it after every step; a skipped step leaves params, m and v bit for
+ *   bit; a run step matches the float64 AdamW of the unscaled, clipped
+ *   gradients at Adam's own t (tolerances as above); the scale never drops
+ *   below 1 and interval 0 keeps it fixed.
  */
 #include <math.h>
 #include <stdio.h>
@@ -64,6 +71,132 @@ static void adamw_ref(double *p, double *m, double *v, const double *g, size_t n
         double denom = sqrt(v[i]) / bc2_sqrt + eps;
         p[i] += -step_size * m[i] / denom;
     }
+}
+
+/* The loss-scaling script: 'F' a finite step, 'I' an inf in the
+ * gradients, 'N' a NaN. Host model of the rules beside the device. */
+typedef struct amp_ref {
+    double scale;
+    int good, skipped, t;
+} amp_ref;
+
+static void amp_script(clf_runtime *rt, const char *script, double scale0, unsigned interval,
+                       tu_rng *r)
+{
+    const size_t n = 1000, n_decay = 500;
+    const float max_norm = 1.0f, b1 = 0.9f, b2 = 0.99f;
+    float *p = malloc(n * sizeof *p), *g = malloc(n * sizeof *g), *got = malloc(n * sizeof *got);
+    float *before[3] = {malloc(n * sizeof(float)), malloc(n * sizeof(float)),
+                        malloc(n * sizeof(float))};
+    double *rp = malloc(n * sizeof *rp), *rm = calloc(n, sizeof *rm), *rv = calloc(n, sizeof *rv);
+    double *rg = malloc(n * sizeof *rg);
+    tu_fill(r, p, n, -1, 1);
+    for (size_t i = 0; i < n; i++)
+        rp[i] = p[i];
+    clf_ptr dp = tu_alloc(rt, n), dg = tu_alloc(rt, n), dm = tu_alloc(rt, n), dv = tu_alloc(rt, n);
+    clf_ptr sc = tu_alloc(rt, 3), amp = tu_alloc(rt, CLF_AMP_SLOTS);
+    clf_ptr sumsq = clf_ptr_at(sc, 0), gscale = clf_ptr_at(sc, 1), gnorm = clf_ptr_at(sc, 2);
+    clf_ptr bufs[3] = {dp, dm, dv};
+    clf_error err;
+    tu_ok(clf_ptr_write(rt, dp, p, n, &err), &err, "write");
+    tu_ok(clf_ptr_zero(rt, dm, n, &err), &err, "zero");
+    tu_ok(clf_ptr_zero(rt, dv, n, &err), &err, "zero");
+    float a0[CLF_AMP_SLOTS] = {0};
+    a0[CLF_AMP_SCALE] = (float)scale0;
+    tu_ok(clf_ptr_write(rt, amp, a0, CLF_AMP_SLOTS, &err), &err, "write");
+    amp_ref ref = {scale0, 0, 0, 0};
+    clf_adamw_hparams h = {.beta1 = b1, .beta2 = b2, .eps = 1e-8f, .weight_decay = 0.1f};
+    int bad_state = 0, bad_skip = 0;
+    for (int s = 0; script[s] != '\0'; s++) {
+        const char kind = script[s];
+        h.lr = 1e-3f * (float)(1 + s % 3); /* a schedule that moves on skipped steps too */
+        h.step = s + 1;                    /* the host's step: unused with amp */
+        double ss = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            const double u = tu_normal(r);
+            g[i] = (float)(u * ref.scale); /* arrives scaled (exact: a power of two) */
+            ss += (double)g[i] * (double)g[i];
+        }
+        if (kind != 'F')
+            g[n / 3] = kind == 'I' ? INFINITY : NAN;
+        float ssf = kind == 'F' ? (float)ss : kind == 'I' ? INFINITY : NAN;
+        tu_ok(clf_ptr_write(rt, dg, g, n, &err), &err, "write");
+        tu_ok(clf_ptr_write(rt, sumsq, &ssf, 1, &err), &err, "write");
+        for (int b = 0; b < 3; b++)
+            tu_download(rt, bufs[b], before[b], n);
+        tu_ok(
+            clf_op_amp_step(rt, amp, gscale, gnorm, sumsq, max_norm, h.lr, b1, b2, interval, &err),
+            &err, "amp_step");
+        tu_ok(clf_op_adamw_amp(rt, dp, dg, dm, dv, gscale, amp, n, n_decay, &h, &err), &err,
+              "adamw_amp");
+        if (kind == 'F') {
+            const double norm = sqrt((double)ssf) / ref.scale;
+            const double clip = fmin(1.0, (double)max_norm / (norm + 1e-6));
+            for (size_t i = 0; i < n; i++)
+                rg[i] = (double)g[i] / ref.scale * clip;
+            ref.t++;
+            clf_adamw_hparams ht = h;
+            ht.step = ref.t; /* Adam's own t */
+            adamw_ref(rp, rm, rv, rg, n, n_decay, &ht);
+            if (++ref.good >= (int)interval && interval > 0) {
+                ref.scale *= 2.0;
+                ref.good = 0;
+            }
+        } else {
+            for (int b = 0; b < 3; b++) {
+                tu_download(rt, bufs[b], got, n);
+                bad_skip += memcmp(got, before[b], n * sizeof *got) != 0;
+            }
+            ref.skipped++;
+            ref.good = 0;
+            if (interval > 0)
+                ref.scale = fmax(1.0, ref.scale / 2.0);
+        }
+        float a[CLF_AMP_SLOTS];
+        tu_download(rt, amp, a, CLF_AMP_SLOTS);
+        const int same = a[CLF_AMP_SCALE] == (float)ref.scale && a[CLF_AMP_GOOD] == ref.good &&
+                         a[CLF_AMP_SKIPPED] == ref.skipped && a[CLF_AMP_T] == ref.t &&
+                         a[CLF_AMP_RUN] == (kind == 'F');
+        if (!same && bad_state++ == 0)
+            fprintf(stderr,
+                    "  step %d (%c): scale %g good %g skipped %g t %g run %g; expected %g %d %d "
+                    "%d %d\n",
+                    s + 1, kind, (double)a[CLF_AMP_SCALE], (double)a[CLF_AMP_GOOD],
+                    (double)a[CLF_AMP_SKIPPED], (double)a[CLF_AMP_T], (double)a[CLF_AMP_RUN],
+                    ref.scale, ref.good, ref.skipped, ref.t, kind == 'F');
+    }
+    char name[160];
+    snprintf(name, sizeof name, "loss scaling '%s' from %g, interval %u", script, scale0, interval);
+    TU_CHECK(bad_state == 0,
+             "%s: scale, clean run, skipped and Adam's t as GradScaler's rules "
+             "after every step (final scale %g, t %d, skipped %d)",
+             name, ref.scale, ref.t, ref.skipped);
+    TU_CHECK(bad_skip == 0, "%s: skipped steps leave params, m and v bit for bit", name);
+    char what[200];
+    snprintf(what, sizeof what, "%s: params", name);
+    tu_download(rt, dp, got, n);
+    tu_close(what, got, rp, n, 1e-6, 1e-6);
+    snprintf(what, sizeof what, "%s: m", name);
+    tu_download(rt, dm, got, n);
+    tu_close(what, got, rm, n, 5e-7, 1e-5);
+    snprintf(what, sizeof what, "%s: v", name);
+    tu_download(rt, dv, got, n);
+    tu_close(what, got, rv, n, 1e-12, 1e-5);
+    tu_free(dp);
+    tu_free(dg);
+    tu_free(dm);
+    tu_free(dv);
+    tu_free(sc);
+    tu_free(amp);
+    for (int b = 0; b < 3; b++)
+        free(before[b]);
+    free(p);
+    free(g);
+    free(got);
+    free(rp);
+    free(rm);
+    free(rv);
+    free(rg);
 }
 
 static void test_adamw(clf_runtime *rt, size_t n, size_t n_decay, float wd, tu_rng *r)
@@ -161,6 +294,9 @@ int main(void)
         test_adamw(rt, n, n, 0.1f, &r);
     }
     test_adamw(rt, 1000, 500, 0.0f, &r); /* Adam */
+    amp_script(rt, "FFIFFFNFFFF", 1024.0, 3, &r);
+    amp_script(rt, "IIFIII", 4.0, 2, &r);      /* halves to the floor of 1 and stays */
+    amp_script(rt, "FFFFIFFFF", 256.0, 0, &r); /* interval 0: a fixed scale */
     clf_error err;
     clf_ptr a = tu_alloc(rt, 4);
     clf_adamw_hparams h = {

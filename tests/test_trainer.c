@@ -68,6 +68,8 @@ typedef struct rec {
     double val[STEPS + 1];
     int stop_at; /* raise *stop after this step (0 = never) */
     volatile sig_atomic_t *stop;
+    double scale[STEPS + 1]; /* fp16's loss scale and skipped steps as logged */
+    uint64_t skipped[STEPS + 1];
 } rec;
 
 static void on_log(void *user, const clf_train_progress *p)
@@ -76,6 +78,8 @@ static void on_log(void *user, const clf_train_progress *p)
     if (p->step <= STEPS) {
         r->loss[p->step] = (float)p->loss;
         r->seen[p->step] = 1;
+        r->scale[p->step] = p->loss_scale;
+        r->skipped[p->step] = p->skipped;
     }
     if (r->stop_at > 0 && p->step == (uint64_t)r->stop_at)
         *r->stop = 1;
@@ -209,6 +213,92 @@ static void test_kv_decode(clf_runtime *rt, const clf_model_config *cfg, int V, 
  * 12 steps that reaches 5e-5 for some seeds (CLFORMER_TEST_SEED=
  * 1795503256321777; most give 1e-7). With dropout and accumulate 2, a run stopped
  * after step 5 and resumed equals the uninterrupted one bit for bit. */
+/* fp16 storage with dynamic loss scaling from a first scale of 2^40: the
+ * FFN's half-precision hidden gradient overflows, so the first steps are
+ * skipped and the scale halves each time until it fits; then, 4 clean
+ * steps in a row double it. The progress reports it; a run stopped after
+ * step 10 (inside the skipping or just past it) and resumed from its
+ * checkpoint matches the uninterrupted run bit for bit, scale and skip
+ * count included (the checkpoint's "loss_scale"). */
+static void test_loss_scaling(clf_runtime *rt, const clf_model_config *base, int V,
+                              const clf_dataset *ds, const clf_tokenizer *tok)
+{
+    clf_error e;
+    clf_model_config cfg = *base;
+    cfg.train.steps = 24;
+    cfg.train.precision = CLF_PRECISION_FP16;
+    cfg.train.loss_scale.init = 0x1p40;
+    cfg.train.loss_scale.interval = 4;
+    char da[] = "/tmp/clf_trainer_f_XXXXXX", db[] = "/tmp/clf_trainer_g_XXXXXX";
+    if (mkdtemp(da) == NULL || mkdtemp(db) == NULL) {
+        TU_CHECK(0, "mkdtemp");
+        return;
+    }
+    rec a, b, b2;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(&b2, 0, sizeof b2);
+    clf_train_result r;
+    clf_model *m = new_model(rt, &cfg, V, CLF_MODEL_TRAIN, cfg.train.batch);
+    tu_ok(run(m, &cfg, ds, tok, da, 0, &a, &r, &e), &e, "fp16, uninterrupted");
+    clf_model_destroy(m);
+    int first_clean = 0;
+    for (int s = 1; s <= 24 && !first_clean; s++)
+        if (s > 1 && a.skipped[s] == a.skipped[s - 1])
+            first_clean = s;
+    const int k = first_clean - 1; /* skipped in a row from the start */
+    TU_CHECK(k >= 3 && k + 4 <= 24 && a.skipped[k] == (uint64_t)k &&
+                 a.scale[k] == 0x1p40 / (double)(1u << k),
+             "fp16 from scale 2^40: steps 1-%d skipped (halving to %g), step %d the first "
+             "clean one",
+             k, k > 0 ? a.scale[k] : 0.0, first_clean);
+    /* every logged step follows the rules: a skip halves, the 4th clean step in a row doubles */
+    int rules = 1, run_len = 0, doublings = 0;
+    for (int s = 2; s <= 24; s++) {
+        const int skip = a.skipped[s] == a.skipped[s - 1] + 1;
+        run_len = skip ? 0 : run_len + 1;
+        const int dbl = run_len == 4;
+        if (dbl)
+            run_len = 0;
+        doublings += dbl;
+        rules &= (skip || a.skipped[s] == a.skipped[s - 1]) &&
+                 a.scale[s] == (skip  ? fmax(1.0, a.scale[s - 1] / 2)
+                                : dbl ? 2 * a.scale[s - 1]
+                                      : a.scale[s - 1]);
+    }
+    TU_CHECK(rules && doublings > 0 && isfinite(a.loss[24]) && a.loss[24] < a.loss[1],
+             "then a skip halves the scale and 4 clean steps in a row double it at every step "
+             "(%d doublings, %llu skipped by step 24, scale %g), and the loss falls (%.4f -> "
+             "%.4f)",
+             doublings, (unsigned long long)a.skipped[24], a.scale[24], (double)a.loss[1],
+             (double)a.loss[24]);
+    b.stop_at = 10;
+    m = new_model(rt, &cfg, V, CLF_MODEL_TRAIN, cfg.train.batch);
+    clf_status st = run(m, &cfg, ds, tok, db, 0, &b, &r, &e);
+    TU_CHECK(st == CLF_ERR_INTERRUPTED, "fp16: stopped after step 10");
+    clf_model_destroy(m);
+    m = new_model(rt, &cfg, V, CLF_MODEL_TRAIN, cfg.train.batch);
+    tu_ok(run(m, &cfg, ds, tok, db, 1, &b2, &r, &e), &e, "fp16, resumed");
+    clf_model_destroy(m);
+    int same = 1;
+    for (int s = 1; s <= 24; s++) {
+        const rec *x = s <= 10 ? &b : &b2;
+        same &= x->seen[s] && x->loss[s] == a.loss[s] && x->scale[s] == a.scale[s] &&
+                x->skipped[s] == a.skipped[s];
+    }
+    TU_CHECK(same, "fp16: stopped at 10 and resumed, steps 1-24 bit-identical (losses, scale, "
+                   "skipped)");
+    const char *dirs[2] = {da, db};
+    for (int i = 0; i < 2; i++) {
+        char f[4200];
+        snprintf(f, sizeof f, "%s/%s", dirs[i], CLF_CHECKPOINT_FILE);
+        unlink(f);
+        snprintf(f, sizeof f, "%s/best.safetensors", dirs[i]);
+        unlink(f);
+        rmdir(dirs[i]);
+    }
+}
+
 static void test_accumulate(clf_runtime *rt, const clf_model_config *base, int V,
                             const clf_dataset *ds, const clf_tokenizer *tok)
 {
@@ -403,6 +493,7 @@ int main(void)
     snprintf(ck_a, sizeof ck_a, "%s/%s", dir_a, CLF_CHECKPOINT_FILE);
     test_kv_decode(rt, &cfg, V, ck_a, ds);
     test_accumulate(rt, &cfg, V, ds, tok);
+    test_loss_scaling(rt, &cfg, V, ds, tok);
 
     unlink(ck_a);
     unlink(ck_b);

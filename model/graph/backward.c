@@ -17,7 +17,12 @@
  * and values into denc (the gradient of the encoder's output: the first
  * one visited overwrites), then the encoder stack is walked from denc, with
  * dres reused as its residual gradient. Dropout masks are regenerated from
- * their keys, never stored.
+ * their keys, never stored. With train.precision bf16 or fp16 the FFN's
+ * hidden gradient (dH2, where the activation's derivative is fused into
+ * the projection's backward) is stored in 16 bits: the two GEMMs and the
+ * bias gradient that read it widen it; with fp16 every gradient arrives
+ * multiplied by the loss scale (forward.c's loss), so small ones stay
+ * inside half's range.
  *
  * Not here: the forward (forward.c), the optimizer (step.c).
  */
@@ -42,11 +47,12 @@ static clf_status norm_bwd(clf_model *m, int type, const mi_norm_a *a, const mi_
 /* For y [R, out] = x [R, in] W^T + b: dW += dy^T x, db += colsum(dy),
  * dx = beta * dx + dy W, then (act not NONE) times act'(act_in) in the
  * same pass: the gradient of the input of the activation that made x.
- * x and act_in are stored as t (train.precision), everything else in
- * float32. */
-static clf_status linear_bwd_act(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, clf_ptr x,
-                                 clf_dtype t, size_t w, size_t b, size_t R, size_t in, size_t out,
-                                 clf_gemm_act act, clf_ptr act_in, clf_error *err)
+ * x and act_in are stored as t, dy as dy_t and dx as dx_t
+ * (train.precision), everything else in float32. */
+static clf_status linear_bwd_typed(clf_model *m, clf_ptr dx, clf_dtype dx_t, float beta, clf_ptr dy,
+                                   clf_dtype dy_t, clf_ptr x, clf_dtype t, size_t w, size_t b,
+                                   size_t R, size_t in, size_t out, clf_gemm_act act,
+                                   clf_ptr act_in, clf_error *err)
 {
     clf_status st;
     if ((st = mi_gemm(m,
@@ -62,11 +68,12 @@ static clf_status linear_bwd_act(clf_model *m, clf_ptr dx, float beta, clf_ptr d
                                        .beta = 1.0f,
                                        .c = mi_grad(m, w),
                                        .ldc = in,
+                                       .a_type = dy_t,
                                        .b_type = t},
                       err)) != CLF_OK)
         return st;
     if (b != MI_NONE &&
-        (st = clf_op_bias_backward(m->rt, mi_grad(m, b), dy, R, out, 1, err)) != CLF_OK)
+        (st = clf_op_bias_backward_t(m->rt, mi_grad(m, b), dy, dy_t, R, out, 1, err)) != CLF_OK)
         return st;
     return mi_gemm(m,
                    &(clf_gemm_desc){.m = R,
@@ -84,6 +91,8 @@ static clf_status linear_bwd_act(clf_model *m, clf_ptr dx, float beta, clf_ptr d
                                     .act_grad = act != CLF_GEMM_ACT_NONE,
                                     .d = act != CLF_GEMM_ACT_NONE ? act_in : mi_nullptr(),
                                     .ldd = in,
+                                    .a_type = dy_t,
+                                    .c_type = dx_t,
                                     .d_type = act != CLF_GEMM_ACT_NONE ? t : CLF_DT_F32},
                    err);
 }
@@ -92,8 +101,8 @@ static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, c
                              clf_dtype x_t, size_t w, size_t b, size_t R, size_t in, size_t out,
                              clf_error *err)
 {
-    return linear_bwd_act(m, dx, beta, dy, x, x_t, w, b, R, in, out, CLF_GEMM_ACT_NONE,
-                          mi_nullptr(), err);
+    return linear_bwd_typed(m, dx, CLF_DT_F32, beta, dy, CLF_DT_F32, x, x_t, w, b, R, in, out,
+                            CLF_GEMM_ACT_NONE, mi_nullptr(), err);
 }
 
 /* The output half shared by self- and cross-attention: the residual
@@ -203,9 +212,10 @@ static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dty
             return st;
     }
     if (mi_ffn_fused_dact(s)) {
-        /* dfch = (d W) act'(fch) in one pass */
-        if ((st = linear_bwd_act(m, dfch, 0.0f, d, a->fch_act, a->fch_t, p->proj_w, p->proj_b, BT,
-                                 H, C, mi_gemm_act(s->act), fch, err)) != CLF_OK)
+        /* dfch = (d W) act'(fch) in one pass, stored as m->dH2_t */
+        if ((st = linear_bwd_typed(m, dfch, m->dH2_t, 0.0f, d, CLF_DT_F32, a->fch_act, a->fch_t,
+                                   p->proj_w, p->proj_b, BT, H, C, mi_gemm_act(s->act), fch,
+                                   err)) != CLF_OK)
             return st;
     } else {
         /* dact = d W; its dropout; then through the gate or activation */
@@ -222,7 +232,8 @@ static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dty
         if (st != CLF_OK)
             return st;
     }
-    return linear_bwd(m, din, beta, dfch, in, in_t, p->fc_w, p->fc_b, BT, C, F, err);
+    return linear_bwd_typed(m, din, CLF_DT_F32, beta, dfch, m->dH2_t, in, in_t, p->fc_w, p->fc_b,
+                            BT, C, F, CLF_GEMM_ACT_NONE, mi_nullptr(), err);
 }
 
 /* dres: gradient of block l's output on entry, of its input on exit. S:

@@ -570,12 +570,15 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
     if (!train)
         return CLF_OK;
     size_t F = (size_t)s->fc_rows;
+    m->dH2_t = mi_ffn_fused_dact(s) ? s->act16 : CLF_DT_F32;
+    if (s->act16 == CLF_DT_F16 && (st = carve(m, &m->amp, CLF_AMP_SLOTS, err)) != CLF_OK)
+        return st;
     if ((st = carve(m, &m->dres, R * C, err)) != CLF_OK ||
         (st = carve(m, &m->dC1, R * C, err)) != CLF_OK ||
         (st = carve(m, &m->dC2, R * C, err)) != CLF_OK ||
         (st = carve(m, &m->dC3, R * C, err)) != CLF_OK ||
         (st = carve(m, &m->dqkv, R * 3 * C, err)) != CLF_OK ||
-        (st = carve(m, &m->dH2, R * F, err)) != CLF_OK ||
+        (st = carve_t(m, &m->dH2, R * F, m->dH2_t, err)) != CLF_OK ||
         (st = carve(m, &m->dsum, R * NH, err)) != CLF_OK)
         return st;
     if (!mi_ffn_fused_dact(s) && (st = carve(m, &m->dH1, R * F, err)) != CLF_OK)
@@ -808,6 +811,11 @@ clf_status clf_model_params_init(clf_model *m, uint64_t seed, clf_error *err)
     m->state.step = 0;
     m->state.micro = 0;
     m->step_done = 0;
+    if (mi_amp(m)) {
+        const clf_model_amp a = {.scale = m->optim.loss_scale_init};
+        if ((st = clf_model_amp_set(m, &a, err)) != CLF_OK)
+            return st;
+    }
     return clf_runtime_finish(m->rt, err);
 }
 
@@ -980,5 +988,42 @@ void clf_model_state_set(clf_model *m, const clf_model_state *s) { m->state = *s
 int clf_model_target_count(const clf_model *m) { return m->count; }
 
 void clf_model_set_loss_scale(clf_model *m, float scale) { m->loss_scale = scale > 0 ? scale : 0; }
+
+int clf_model_amp_enabled(const clf_model *m) { return mi_amp(m); }
+
+clf_status clf_model_amp_get(clf_model *m, clf_model_amp *out, clf_error *err)
+{
+    if (!mi_amp(m))
+        return clf_error_set(err, CLF_ERR_ARG, "no loss scaling: not an fp16 training model");
+    float a[CLF_AMP_SLOTS];
+    clf_status st = clf_ptr_read(m->rt, m->amp, a, CLF_AMP_SLOTS, err);
+    if (st != CLF_OK)
+        return st;
+    m->stage_dirty[0] = m->stage_dirty[1] = 0; /* a blocking read drained the queue */
+    out->scale = a[CLF_AMP_SCALE];
+    out->good = (uint64_t)a[CLF_AMP_GOOD];
+    out->skipped = (uint64_t)a[CLF_AMP_SKIPPED];
+    out->adam_t = (uint64_t)a[CLF_AMP_T];
+    return CLF_OK;
+}
+
+clf_status clf_model_amp_set(clf_model *m, const clf_model_amp *in, clf_error *err)
+{
+    if (!mi_amp(m))
+        return clf_error_set(err, CLF_ERR_ARG, "no loss scaling: not an fp16 training model");
+    const double cap = 16777216.0; /* counts are kept in float32: exact below 2^24 */
+    if (!(in->scale >= 1.0f && isfinite(in->scale)) || (double)in->good >= cap ||
+        (double)in->skipped >= cap || (double)in->adam_t >= cap)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "loss scale %g (expected finite and >= 1) or counts past 2^24",
+                             (double)in->scale);
+    float a[CLF_AMP_SLOTS] = {0};
+    a[CLF_AMP_SCALE] = in->scale;
+    a[CLF_AMP_GOOD] = (float)in->good;
+    a[CLF_AMP_SKIPPED] = (float)in->skipped;
+    a[CLF_AMP_T] = (float)in->adam_t;
+    a[CLF_AMP_RUN] = 1.0f;
+    return clf_ptr_write(m->rt, m->amp, a, CLF_AMP_SLOTS, err);
+}
 
 clf_model_memory clf_model_memory_get(const clf_model *m) { return m->mem; }

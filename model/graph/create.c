@@ -172,6 +172,8 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     o->weight_decay = (float)oc->weight_decay;
     o->grad_clip = (float)cfg->train.grad_clip;
     o->label_smoothing = (float)cfg->train.label_smoothing;
+    o->loss_scale_init = (float)cfg->train.loss_scale.init;
+    o->loss_scale_interval = cfg->train.loss_scale.interval;
     return spec_limits(s, lim, err);
 }
 

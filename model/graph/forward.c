@@ -488,9 +488,11 @@ static clf_status loss_fwd(clf_model *m, size_t R, size_t N, int train, clf_erro
     float gs = m->loss_scale > 0.0f ? m->loss_scale : m->count > 0 ? 1.0f / (float)m->count : 0.0f;
     clf_ptr dlogits = train ? logits : mi_nullptr();
     clf_status st;
+    /* fp16: times the loss scale, which lives on the device */
+    clf_ptr gmul = mi_amp(m) ? clf_ptr_at(m->amp, CLF_AMP_SCALE) : mi_nullptr();
     if ((st = clf_op_cross_entropy(m->rt, m->losses, dlogits, logits, mi_at(m->targets, 0), R, N,
-                                   m->optim.label_smoothing, CLF_MODEL_IGNORE_INDEX, gs, err)) !=
-        CLF_OK)
+                                   m->optim.label_smoothing, CLF_MODEL_IGNORE_INDEX, gs, gmul,
+                                   err)) != CLF_OK)
         return st;
     return clf_op_mean(m->rt, m->scalars, m->losses, R, m->red, err);
 }

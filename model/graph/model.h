@@ -201,6 +201,8 @@ typedef struct clf_model_optim {
     float beta1, beta2, eps, weight_decay;
     float grad_clip; /* 0 = off */
     float label_smoothing;
+    float loss_scale_init;   /* fp16 training's first loss scale (train.loss_scale) */
+    int loss_scale_interval; /* clean steps before it doubles; 0 = fixed */
 } clf_model_optim;
 
 /* The training position the dropout keys and the optimizer depend on. */
@@ -209,6 +211,16 @@ typedef struct clf_model_state {
     uint64_t micro; /* backward passes since the last step */
     uint64_t seed;  /* dropout seed (cfg->train.seed) */
 } clf_model_state;
+
+/* fp16 training's dynamic loss scaling (train.precision fp16,
+ * train.loss_scale): its state lives on the device, read and written here
+ * (blocking) for the progress line and checkpoints. */
+typedef struct clf_model_amp {
+    float scale;      /* the loss scale the next backward multiplies by */
+    uint64_t good;    /* clean steps since the scale last changed */
+    uint64_t skipped; /* steps skipped for an inf or NaN in the gradients */
+    uint64_t adam_t;  /* steps Adam has taken (its bias corrections' t) */
+} clf_model_amp;
 
 /* ---- lifetime ------------------------------------------------------------ */
 
@@ -343,8 +355,18 @@ clf_status clf_model_backward(clf_model *m, clf_error *err);
  * The reported loss stays each batch's own mean. */
 void clf_model_set_loss_scale(clf_model *m, float scale);
 /* Global-norm clipping and the AdamW (Adam when weight_decay = 0) update
- * with learning rate lr, then the gradients are zeroed and step advances. */
+ * with learning rate lr, then the gradients are zeroed and step advances.
+ * With loss scaling (clf_model_amp_enabled) the gradients arrive
+ * multiplied by the scale, which the step divides out; a step whose
+ * gradients hold an inf or NaN changes no parameter or moment (step still
+ * advances: it counts batches, as the learning-rate schedule does). */
 clf_status clf_model_step(clf_model *m, float lr, clf_error *err);
+/* Whether the model scales its loss (an fp16 training model), and its
+ * state on the device (get: a blocking read; set: scale >= 1, counts below
+ * 2^24). */
+int clf_model_amp_enabled(const clf_model *m);
+clf_status clf_model_amp_get(clf_model *m, clf_model_amp *out, clf_error *err);
+clf_status clf_model_amp_set(clf_model *m, const clf_model_amp *in, clf_error *err);
 clf_status clf_model_zero_grad(clf_model *m, clf_error *err);
 
 /* Read-backs (blocking). loss: mean over the non-ignored targets (labels)

@@ -228,6 +228,7 @@ struct clf_model {
     clf_ptr logits;       /* [rows_tgt, V] or [B, NL]; d(logits) after a train forward */
     clf_ptr losses;       /* [max(rows_tgt, B)] */
     clf_ptr scalars;      /* [4]: loss mean, sumsq, gscale, gnorm */
+    clf_ptr amp;          /* [CLF_AMP_SLOTS] dynamic loss scaling (mi_amp: fp16 training) */
     clf_ptr red;          /* reduction scratch */
     clf_ptr qkv;          /* [rows, 3C] scratch (inference: mi_encode's cross keys) */
     clf_ptr proj;         /* [rows, C] a sublayer's projection before dropout (training
@@ -239,6 +240,8 @@ struct clf_model {
     clf_ptr dC1, dC2, dC3; /* [rows, C] */
     clf_ptr dqkv;          /* [rows, 3C] */
     clf_ptr dH1, dH2;      /* [rows, fc_rows] (dH1 only without mi_ffn_fused_dact) */
+    clf_dtype dH2_t;       /* dH2's storage: s.act16 with mi_ffn_fused_dact (the FFN's
+                            * hidden gradient, read by GEMMs and the bias gradient only) */
     clf_ptr dsum;          /* [B, NH, T] fused attention backward's dy.y per row */
 
     /* inference (CLF_MODEL_INFER) */
@@ -377,6 +380,10 @@ clf_gemm_act mi_gemm_act(int act);
  * dropout on the hidden activation): then no separate buffer holds the
  * gradient of the activation's output (m->dH1). */
 static inline int mi_ffn_fused_dact(const mi_spec *s) { return !s->swiglu && !(s->p_ffn > 0); }
+
+/* Dynamic loss scaling runs where gradients are stored in IEEE half: a
+ * training model with train.precision fp16 (bf16 has float32's range). */
+static inline int mi_amp(const clf_model *m) { return m->amp.buf != NULL; }
 
 /* backward.c */
 clf_status mi_backward(clf_model *m, clf_error *err);

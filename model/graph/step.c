@@ -9,7 +9,9 @@
  * device works; a slot is reused only after a finish (taken here when both
  * slots are in flight, or by any read-back). The step enqueues
  * the sum of squares of all gradients, the clip factor and AdamW over the
- * flat buffers: three launches, no host round trip; the loss stays on the
+ * flat buffers: three launches, no host round trip (with fp16's loss
+ * scaling the clip factor's kernel also decides, on the device, whether
+ * the step runs: cl/optim.cl's amp_step); the loss stays on the
  * device (a mean over B*T rows, rescaled on the host by B*T / count when
  * read, where count is the number of non-ignored targets, known from the
  * host copy of the batch).
@@ -313,8 +315,15 @@ clf_status clf_model_step(clf_model *m, float lr, clf_error *err)
     size_t n = m->dims.n_params;
     clf_ptr sumsq = clf_ptr_at(m->scalars, 1), gscale = clf_ptr_at(m->scalars, 2);
     clf_ptr gnorm = clf_ptr_at(m->scalars, 3);
-    if ((st = clf_op_sumsq(m->rt, sumsq, mi_at(m->grads, 0), n, m->red, err)) != CLF_OK ||
-        (st = clf_op_clip_scale(m->rt, gscale, gnorm, sumsq, m->optim.grad_clip, err)) != CLF_OK)
+    if ((st = clf_op_sumsq(m->rt, sumsq, mi_at(m->grads, 0), n, m->red, err)) != CLF_OK)
+        return st;
+    if (mi_amp(m))
+        st = clf_op_amp_step(m->rt, m->amp, gscale, gnorm, sumsq, m->optim.grad_clip, lr,
+                             m->optim.beta1, m->optim.beta2, (unsigned)m->optim.loss_scale_interval,
+                             err);
+    else
+        st = clf_op_clip_scale(m->rt, gscale, gnorm, sumsq, m->optim.grad_clip, err);
+    if (st != CLF_OK)
         return st;
     clf_adamw_hparams h;
     h.lr = lr;
@@ -326,9 +335,10 @@ clf_status clf_model_step(clf_model *m, float lr, clf_error *err)
     /* the optimizer's slice (all of it unless sharded): decayed up to n_decay */
     const size_t lo = m->opt_lo, hi = m->opt_hi, nd = m->dims.n_decay;
     const size_t n_decay = nd <= lo ? 0 : nd >= hi ? hi - lo : nd - lo;
-    if (hi > lo &&
-        (st = clf_op_adamw(m->rt, mi_at(m->params, lo), mi_at(m->grads, lo), mi_at(m->adam_m, 0),
-                           mi_at(m->adam_v, 0), gscale, hi - lo, n_decay, &h, err)) != CLF_OK)
+    if (hi > lo && (st = clf_op_adamw_amp(m->rt, mi_at(m->params, lo), mi_at(m->grads, lo),
+                                          mi_at(m->adam_m, 0), mi_at(m->adam_v, 0), gscale,
+                                          mi_amp(m) ? m->amp : mi_nullptr(), hi - lo, n_decay, &h,
+                                          err)) != CLF_OK)
         return st;
     if ((st = clf_model_zero_grad(m, err)) != CLF_OK)
         return st;

@@ -172,7 +172,8 @@ clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_
 }
 
 clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dbias, clf_ptr d,
-                                   size_t R, size_t N, int accumulate, clf_error *err)
+                                   clf_dtype d_type, size_t R, size_t N, int accumulate,
+                                   clf_error *err)
 {
     if (N == 0)
         return CLF_OK;
@@ -180,8 +181,8 @@ clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr d
         clf_ops_need(d, "bias_backward", "d", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
-    clf_arg args[] = {CLF_ARG_PTR(dbias), CLF_ARG_PTR(d), CLF_ARG_U64(R), CLF_ARG_U64(N),
-                      CLF_ARG_I32(accumulate ? 1 : 0)};
+    clf_arg args[] = {CLF_ARG_PTR(dbias), CLF_ARG_PTR(d), CLF_ARG_U32(d_type),
+                      CLF_ARG_U64(R),     CLF_ARG_U64(N), CLF_ARG_I32(accumulate ? 1 : 0)};
     clf_kernel *k;
     clf_status st;
     if (path == CLF_OPS_PATH_ITEM) {
@@ -201,7 +202,14 @@ clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr d
 clf_status clf_op_bias_backward(clf_runtime *rt, clf_ptr dbias, clf_ptr d, size_t R, size_t N,
                                 int accumulate, clf_error *err)
 {
-    return clf_op_bias_backward_ex(rt, CLF_OPS_PATH_AUTO, dbias, d, R, N, accumulate, err);
+    return clf_op_bias_backward_ex(rt, CLF_OPS_PATH_AUTO, dbias, d, CLF_DT_F32, R, N, accumulate,
+                                   err);
+}
+
+clf_status clf_op_bias_backward_t(clf_runtime *rt, clf_ptr dbias, clf_ptr d, clf_dtype d_type,
+                                  size_t R, size_t N, int accumulate, clf_error *err)
+{
+    return clf_op_bias_backward_ex(rt, CLF_OPS_PATH_AUTO, dbias, d, d_type, R, N, accumulate, err);
 }
 
 /* ---- SwiGLU ----------------------------------------------------------------------- */

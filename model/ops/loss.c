@@ -26,7 +26,8 @@ static size_t wg_pow2(const clf_kernel *k, size_t want)
 
 clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits, clf_ptr logits,
                                 clf_ptr targets, size_t R, size_t V, float label_smoothing,
-                                int ignore_index, float grad_scale, clf_error *err)
+                                int ignore_index, float grad_scale, clf_ptr grad_mul,
+                                clf_error *err)
 {
     clf_kernel *k = NULL;
     clf_status st;
@@ -46,6 +47,8 @@ clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits
         return CLF_OK;
     int has_grad = dlogits.buf != NULL;
     clf_ptr dz = has_grad ? dlogits : logits; /* never written when has_grad = 0 */
+    int has_mul = grad_mul.buf != NULL;
+    clf_ptr gm = has_mul ? grad_mul : logits; /* never read when has_mul = 0 */
     size_t W = wg_pow2(k, rows ? 16 : 256);
     size_t global = rows ? R : R * W;
     clf_arg a[] = {
@@ -63,6 +66,9 @@ clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits
         CLF_ARG_I32(ignore_index),
         CLF_ARG_F32(grad_scale),
         CLF_ARG_I32(has_grad),
+        CLF_ARG_BUF(gm.buf),
+        CLF_ARG_U64(gm.off),
+        CLF_ARG_I32(has_mul),
         CLF_ARG_LOCAL(2 * W * sizeof(float)),
     };
     int na = (int)(sizeof a / sizeof a[0]) - (rows ? 1 : 0); /* rows: no local memory */

@@ -114,7 +114,7 @@ clf_status clf_op_layernorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_
     if (dw.buf == NULL) {
         if (db.buf == NULL)
             return CLF_OK;
-        return clf_op_bias_backward_ex(rt, path, db, dout, R, N, 1, err);
+        return clf_op_bias_backward_ex(rt, path, db, dout, CLF_DT_F32, R, N, 1, err);
     }
     int has_db = db.buf != NULL;
     clf_ptr dbb = has_db ? db : dw;

@@ -61,9 +61,12 @@ clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_pt
  * bias add (out may equal h). bias.buf NULL: no bias. */
 clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_ptr bias,
                                    clf_ptr out, size_t R, size_t N, clf_error *err);
-/* dbias[c] (=|+=) sum_r d[r,c]; column sums of [R, N]. */
+/* dbias[c] (=|+=) sum_r d[r,c]; column sums of [R, N]. The _t form reads
+ * d stored as d_type (16 bits: d's offset counts 2-byte elements). */
 clf_status clf_op_bias_backward(clf_runtime *rt, clf_ptr dbias, clf_ptr d, size_t R, size_t N,
                                 int accumulate, clf_error *err);
+clf_status clf_op_bias_backward_t(clf_runtime *rt, clf_ptr dbias, clf_ptr d, clf_dtype d_type,
+                                  size_t R, size_t N, int accumulate, clf_error *err);
 /* SwiGLU over [R, 2H] -> [R, H]: out = silu(g) * u with g = in[:, :H],
  * u = in[:, H:]. Backward writes din [R, 2H]. */
 clf_status clf_op_swiglu_forward(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t R, size_t H,
@@ -271,11 +274,14 @@ clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
  * gradient. With label smoothing eps the target distribution is
  * (1-eps) one-hot + eps/V uniform (PyTorch's definition).
  * losses[r] = per-row loss (0 for ignored rows);
- * dlogits[r,:] = grad_scale * (softmax - target dist) (0 for ignored rows);
+ * dlogits[r,:] = grad_scale * (softmax - target dist) (0 for ignored rows),
+ * grad_scale first multiplied by grad_mul[0] where grad_mul.buf is set (a
+ * factor that lives on the device: fp16 training's loss scale);
  * dlogits may alias logits. dlogits.buf NULL = forward only. */
 clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits, clf_ptr logits,
                                 clf_ptr targets, size_t R, size_t V, float label_smoothing,
-                                int ignore_index, float grad_scale, clf_error *err);
+                                int ignore_index, float grad_scale, clf_ptr grad_mul,
+                                clf_error *err);
 
 /* ---- random numbers and dropout (cl/random.cl) ------------------------------ */
 
@@ -312,5 +318,31 @@ typedef struct clf_adamw_hparams {
 clf_status clf_op_adamw(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr m, clf_ptr v,
                         clf_ptr gscale, size_t n, size_t n_decay, const clf_adamw_hparams *h,
                         clf_error *err);
+
+/* Dynamic loss scaling (cl/optim.cl's amp_step), in place of
+ * clf_op_clip_scale: amp holds CLF_AMP_SLOTS floats (clf_amp_slot) and
+ * the gradients arrive multiplied by amp[CLF_AMP_SCALE]. A non-finite
+ * sumsq skips the step (amp[CLF_AMP_RUN] = 0), counts it and halves the
+ * scale (never below 1); otherwise gscale = clip / scale, Adam's t
+ * advances, its bias corrections for lr, beta1, beta2 go to amp, and after
+ * `interval` clean steps the scale doubles (interval 0: fixed scale). */
+typedef enum clf_amp_slot {
+    CLF_AMP_SCALE,
+    CLF_AMP_GOOD,
+    CLF_AMP_SKIPPED,
+    CLF_AMP_T,
+    CLF_AMP_NEG_STEP,
+    CLF_AMP_BC2_SQRT,
+    CLF_AMP_RUN,
+    CLF_AMP_SLOTS
+} clf_amp_slot;
+clf_status clf_op_amp_step(clf_runtime *rt, clf_ptr amp, clf_ptr gscale, clf_ptr gnorm,
+                           clf_ptr sumsq, float max_norm, float lr, float beta1, float beta2,
+                           unsigned interval, clf_error *err);
+/* AdamW after clf_op_amp_step: h->step is unused (Adam's t and the bias
+ * corrections come from amp), nothing changes where amp says skip. */
+clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr m, clf_ptr v,
+                            clf_ptr gscale, clf_ptr amp, size_t n, size_t n_decay,
+                            const clf_adamw_hparams *h, clf_error *err);
 
 #endif

@@ -87,7 +87,8 @@ void clf_ops_dropout_params(float p, uint32_t *thr, float *scale);
 /* ---- explicit-variant entry points (tests) --------------------------------- */
 
 clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dbias, clf_ptr d,
-                                   size_t R, size_t N, int accumulate, clf_error *err);
+                                   clf_dtype d_type, size_t R, size_t N, int accumulate,
+                                   clf_error *err);
 
 clf_status clf_op_row_sum_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t R,
                              size_t N, clf_error *err);

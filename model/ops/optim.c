@@ -5,7 +5,9 @@
  * Design: the clip factor stays on the device (gscale[0]) and AdamW reads it,
  * so clipping costs no host round trip. AdamW's step-dependent scalars (bias
  * corrections, step size, decay factor) are computed here in double, as
- * PyTorch computes them in Python floats, and passed as float arguments.
+ * PyTorch computes them in Python floats, and passed as float arguments;
+ * with dynamic loss scaling (clf_op_amp_step) Adam's t lives on the device
+ * and the kernel takes its bias corrections from there.
  *
  * Not here: the learning-rate schedule (model/), the sum of squares
  * (clf_op_sumsq in ops.h), SGD or other optimizers.
@@ -36,9 +38,42 @@ fail:
     return st;
 }
 
+clf_status clf_op_amp_step(clf_runtime *rt, clf_ptr amp, clf_ptr gscale, clf_ptr gnorm,
+                           clf_ptr sumsq, float max_norm, float lr, float beta1, float beta2,
+                           unsigned interval, clf_error *err)
+{
+    clf_kernel *k = NULL;
+    clf_status st = clf_kernel_get(rt, "optim", "amp_step", &k, err);
+    if (st != CLF_OK)
+        goto fail;
+    size_t global = 1, local = 1;
+    clf_arg a[] = {
+        CLF_ARG_BUF(amp.buf),    CLF_ARG_U64(amp.off),   CLF_ARG_BUF(gscale.buf),
+        CLF_ARG_U64(gscale.off), CLF_ARG_BUF(gnorm.buf), CLF_ARG_U64(gnorm.off),
+        CLF_ARG_BUF(sumsq.buf),  CLF_ARG_U64(sumsq.off), CLF_ARG_F32(max_norm),
+        CLF_ARG_F32(lr),         CLF_ARG_F32(beta1),     CLF_ARG_F32(beta2),
+        CLF_ARG_U32(interval),
+    };
+    st = clf_kernel_launch(rt, k, 1, &global, &local, (int)(sizeof a / sizeof a[0]), a, err);
+    if (st != CLF_OK)
+        goto fail;
+    return CLF_OK;
+fail:
+    clf_error_prefix(err, "amp_step");
+    return st;
+}
+
 clf_status clf_op_adamw(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr m, clf_ptr v,
                         clf_ptr gscale, size_t n, size_t n_decay, const clf_adamw_hparams *h,
                         clf_error *err)
+{
+    return clf_op_adamw_amp(rt, params, grads, m, v, gscale, (clf_ptr){NULL, 0}, n, n_decay, h,
+                            err);
+}
+
+clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr m, clf_ptr v,
+                            clf_ptr gscale, clf_ptr amp, size_t n, size_t n_decay,
+                            const clf_adamw_hparams *h, clf_error *err)
 {
     clf_kernel *k = NULL;
     clf_status st;
@@ -67,13 +102,17 @@ clf_status clf_op_adamw(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr 
     if (local == 0 || local > 256)
         local = 256;
     clf_arg a[] = {
-        CLF_ARG_BUF(params.buf), CLF_ARG_U64(params.off), CLF_ARG_BUF(grads.buf),
-        CLF_ARG_U64(grads.off),  CLF_ARG_BUF(m.buf),      CLF_ARG_U64(m.off),
-        CLF_ARG_BUF(v.buf),      CLF_ARG_U64(v.off),      CLF_ARG_BUF(gscale.buf),
-        CLF_ARG_U64(gscale.off), CLF_ARG_U64(n),          CLF_ARG_U64(n_decay),
-        CLF_ARG_F32(decay),      CLF_ARG_F32(w1),         CLF_ARG_F32(h->beta2),
-        CLF_ARG_F32(w2),         CLF_ARG_F32(neg_step),   CLF_ARG_F32(bc2_sqrt),
-        CLF_ARG_F32(h->eps),
+        CLF_ARG_BUF(params.buf), CLF_ARG_U64(params.off),
+        CLF_ARG_BUF(grads.buf),  CLF_ARG_U64(grads.off),
+        CLF_ARG_BUF(m.buf),      CLF_ARG_U64(m.off),
+        CLF_ARG_BUF(v.buf),      CLF_ARG_U64(v.off),
+        CLF_ARG_BUF(gscale.buf), CLF_ARG_U64(gscale.off),
+        CLF_ARG_U64(n),          CLF_ARG_U64(n_decay),
+        CLF_ARG_F32(decay),      CLF_ARG_F32(w1),
+        CLF_ARG_F32(h->beta2),   CLF_ARG_F32(w2),
+        CLF_ARG_F32(neg_step),   CLF_ARG_F32(bc2_sqrt),
+        CLF_ARG_F32(h->eps),     CLF_ARG_BUF(amp.buf ? amp.buf : gscale.buf),
+        CLF_ARG_U64(amp.off),    CLF_ARG_I32(amp.buf != NULL),
     };
     st = clf_kernel_launch(rt, k, 1, &global, &local, (int)(sizeof a / sizeof a[0]), a, err);
     if (st != CLF_OK)

@@ -31,8 +31,8 @@ struct clf_checkpoint {
     int has_optim;
 };
 
-static const char *const reserved[] = {"format", "version", "config", "tokenizer", "vocab",
-                                       "step",   "seed",    "optim",  NULL};
+static const char *const reserved[] = {"format", "version", "config", "tokenizer",  "vocab",
+                                       "step",   "seed",    "optim",  "loss_scale", NULL};
 
 static int is_reserved(const char *key)
 {
@@ -40,6 +40,34 @@ static int is_reserved(const char *key)
         if (strcmp(reserved[i], key) == 0)
             return 1;
     return 0;
+}
+
+/* fp16's loss-scaling state from the "loss_scale" metadata ("scale good
+ * skipped t"); a checkpoint without it (trained in another precision)
+ * starts the scaling afresh with Adam's t at the step count. */
+static clf_status load_amp(const struct clf_checkpoint *c, clf_model *m, clf_error *err)
+{
+    const char *v = clf_st_reader_metadata(c->r, "loss_scale");
+    clf_model_amp a = {0};
+    if (v == NULL) {
+        a.scale = (float)c->cfg.train.loss_scale.init;
+        a.adam_t = c->step;
+        return clf_model_amp_set(m, &a, err);
+    }
+    double scale = 0;
+    unsigned long long good = 0, skipped = 0, t = 0;
+    int used = 0;
+    if (sscanf(v, "%lf %llu %llu %llu%n", &scale, &good, &skipped, &t, &used) != 4 ||
+        v[used] != '\0' || !(scale >= 1.0 && scale < 3.4e38) || t > c->step)
+        return clf_error_set(err, CLF_ERR_FORMAT,
+                             "metadata loss_scale '%s': expected 'scale clean skipped t' (scale "
+                             ">= 1, t <= step %" PRIu64 ")",
+                             v, c->step);
+    a.scale = (float)scale;
+    a.good = good;
+    a.skipped = skipped;
+    a.adam_t = t;
+    return clf_model_amp_set(m, &a, err);
 }
 
 /* ---- saving ------------------------------------------------------------------ */
@@ -161,6 +189,16 @@ clf_status clf_checkpoint_save_ex(const char *path, clf_model *m, const clf_mode
     if ((st = clf_st_writer_add_metadata(w, "seed", num, err)) != CLF_OK ||
         (st = clf_st_writer_add_metadata(w, "optim", optim ? "1" : "0", err)) != CLF_OK)
         goto fail;
+    if (optim && clf_model_amp_enabled(m)) { /* fp16's loss scaling: "scale good skipped t" */
+        clf_model_amp a;
+        char ls[96];
+        if ((st = clf_model_amp_get(m, &a, err)) != CLF_OK)
+            goto fail;
+        snprintf(ls, sizeof ls, "%.9g %" PRIu64 " %" PRIu64 " %" PRIu64, (double)a.scale, a.good,
+                 a.skipped, a.adam_t);
+        if ((st = clf_st_writer_add_metadata(w, "loss_scale", ls, err)) != CLF_OK)
+            goto fail;
+    }
     for (int i = 0; i < n_extra; i++)
         if ((st = clf_st_writer_add_metadata(w, extra[i].key, extra[i].value, err)) != CLF_OK)
             goto fail;
@@ -559,6 +597,8 @@ clf_status clf_checkpoint_load(clf_checkpoint *c, clf_model *m, unsigned what, c
         s.micro = 0;
         s.seed = c->seed;
         clf_model_state_set(m, &s);
+        if (clf_model_amp_enabled(m) && (st = load_amp(c, m, err)) != CLF_OK)
+            goto fail;
     }
     free(flat);
     return CLF_OK;

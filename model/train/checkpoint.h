@@ -12,6 +12,9 @@
  *             "tokenizer": the tokenizer's JSON (tokenizer.h),
  *             "vocab": the model's vocabulary rows, "step": optimizer steps
  *             taken, "seed": the dropout seed, "optim": "1" or "0",
+ *             with fp16's loss scaling (clf_model_amp) and the optimizer
+ *             state "loss_scale": "<scale> <clean steps> <skipped> <Adam's
+ *             t>" (absent on loading: the configured first scale, t = step),
  *             plus the caller's own pairs (the trainer's data generator state,
  *             elapsed time, ...); these may not reuse the names above.
  *

@@ -921,6 +921,14 @@ static clf_status log_step(run *r, train_clock *c, clf_train_progress *p, uint64
     p->eta_s = (double)(p->total - done) * (c->train_time / (double)c->timed_steps);
     p->elapsed_s = run_elapsed(r);
     res->last_loss = loss;
+    if (clf_model_amp_enabled(r->m)) {
+        clf_model_amp a;
+        clf_status st = clf_model_amp_get(r->m, &a, err);
+        if (st != CLF_OK)
+            return st;
+        p->loss_scale = a.scale;
+        p->skipped = a.skipped;
+    }
     if (!isfinite(loss))
         return clf_error_set(err, CLF_ERR_NUMERIC,
                              "training diverged: loss %g at step %llu (lr %g); lower "

@@ -154,10 +154,6 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
         return clf_error_set(err, CLF_ERR_ARG,
                              "gemm: an epilogue takes an activation (or its derivative) or a "
                              "residual, not both");
-    if (reads_d && d->c_type != CLF_DT_F32)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "gemm: an epilogue that reads D (a residual, an activation's "
-                             "derivative) needs a float32 C");
     if (d->act != CLF_GEMM_ACT_NONE || d->residual) {
         if (d->d.buf == NULL)
             return clf_error_set(err, CLF_ERR_ARG, "gemm: an epilogue %s needs D (%s)",

@@ -22,6 +22,15 @@ Variants (2 layers, 2 heads, 32 dims, context 16, vocabulary 65, batch 4):
   gpt_l  ALiBi (no position embedding; for 2 heads the paper's slopes
          2^-4 and 2^-8, bias -slope |i - j| added to the scaled scores),
          RMSNorm, GELU, untied head
+  gpt_h  as gpt_a with train.precision bf16: clformer's 16-bit storage
+         reproduced by hand at the same points (torch.autocast rounds
+         elsewhere): the pre-norm blocks' norm outputs, the FFN's
+         pre-activation and GELU output, and the gradient of that
+         pre-activation are rounded to bfloat16 (nearest even) as they are
+         stored; GELU's derivative is taken at the stored pre-activation;
+         all arithmetic is float32 and a rounding passes gradients through
+         unchanged. "logits" are the bf16 training model's, "logits_f32"
+         the float32 ones inference uses.
 
 Fixture contents (all float32 unless noted):
   metadata  "format": "clformer-parity", "version": "1", "variant",
@@ -29,6 +38,7 @@ Fixture contents (all float32 unless noted):
   x, y            int32 [B, T] inputs and targets (y = -1: ignored)
   param.<name>    initial parameters under clformer's names
   logits          [B, T, V] of the initial parameters on (x, y)
+  logits_f32      [B, T, V] the same in float32 (gpt_h only)
   loss            [1]
   grad.<name>     d loss / d param (the tied head's gradient is in grad.wte)
   train.lr        [10] nanoGPT get_lr(it) of each step
@@ -79,6 +89,10 @@ VARIANTS = {
                   pos="alibi", emb_scale=False, attn_bias=True, ffn_bias=False,
                   final_norm="rmsnorm", tied=False, label_smoothing=0.0, grad_clip=1.0,
                   ignore=[], seed=5),
+    "gpt_h": dict(norm="layernorm", placement="pre", norm_bias=True, act="gelu", hidden=4 * C,
+                  pos="learned", emb_scale=False, attn_bias=True, ffn_bias=True,
+                  final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
+                  ignore=[(0, 0), (3, 5)], seed=6, precision="bf16"),
 }
 LR, MIN_LR, WARMUP, WD, BETAS, EPS, NORM_EPS = 3e-3, 3e-4, 2, 0.1, (0.9, 0.99), 1e-8, 1e-5
 
@@ -108,6 +122,7 @@ train:
   schedule: {{type: cosine, warmup: {WARMUP}, min_lr: {MIN_LR}}}
   grad_clip: {v['grad_clip']}
   label_smoothing: {v['label_smoothing']}
+  precision: {v.get('precision', 'fp32')}
   seed: 1337
 """
 
@@ -224,9 +239,35 @@ def attention(v, x, p, pre):
     return F.linear(y, p[pre + "attn.proj.weight"], p.get(pre + "attn.proj.bias"))
 
 
+def bf16(x):
+    """Stored in bfloat16 (round to nearest even), the gradient unchanged."""
+    return x + (x.bfloat16().float() - x).detach()
+
+
+class GeluBf16(torch.autograd.Function):
+    """clformer's bf16 FFN hidden layer: GELU of the float32 pre-activation h
+    stored in bf16; backward takes GELU's derivative at h as stored (bf16)
+    and stores the gradient of h in bf16."""
+
+    @staticmethod
+    def forward(ctx, h):
+        ctx.save_for_backward(h.bfloat16().float())
+        return F.gelu(h).bfloat16().float()
+
+    @staticmethod
+    def backward(ctx, g):
+        (h,) = ctx.saved_tensors
+        cdf = 0.5 * (1.0 + torch.erf(h * (1.0 / math.sqrt(2.0))))
+        pdf = torch.exp(-0.5 * h * h) * (1.0 / math.sqrt(2.0 * math.pi))
+        return (g * (cdf + h * pdf)).bfloat16().float()
+
+
 def ffn(v, x, p, pre):
     h = F.linear(x, p[pre + "ffn.fc.weight"], p.get(pre + "ffn.fc.bias"))
-    if v["act"] == "swiglu":
+    if v.get("half"):
+        assert v["act"] == "gelu"
+        h = GeluBf16.apply(h)
+    elif v["act"] == "swiglu":
         gate, up = h.split(v["hidden"], dim=-1)
         h = F.silu(gate) * up
     elif v["act"] == "gelu":
@@ -246,8 +287,9 @@ def forward(v, p, x, y):
     for l in range(L):
         pre = f"blocks.{l}."
         if v["placement"] == "pre":
-            h = h + attention(v, norm_fwd(v, v["norm"], h, p, pre + "ln1"), p, pre)
-            h = h + ffn(v, norm_fwd(v, v["norm"], h, p, pre + "ln2"), p, pre)
+            st = bf16 if v.get("half") else (lambda t: t)  # the norm outputs' storage
+            h = h + attention(v, st(norm_fwd(v, v["norm"], h, p, pre + "ln1")), p, pre)
+            h = h + ffn(v, st(norm_fwd(v, v["norm"], h, p, pre + "ln2")), p, pre)
         else:
             h = norm_fwd(v, v["norm"], h + attention(v, h, p, pre), p, pre + "ln1")
             h = norm_fwd(v, v["norm"], h + ffn(v, h, p, pre), p, pre + "ln2")
@@ -299,6 +341,10 @@ def make_fixture(name, v):
     for k, t in p.items():
         out["param." + k] = t.detach().numpy().copy()
 
+    if v.get("precision") == "bf16":
+        with torch.no_grad():
+            out["logits_f32"] = forward(v, p, x, y)[0].numpy()
+        v = dict(v, half=True)  # training: clformer's bf16 storage from here on
     logits, loss = forward(v, p, x, y)
     loss.backward()
     out["logits"] = logits.detach().numpy()
