@@ -213,6 +213,19 @@ static void test_kv_decode(clf_runtime *rt, const clf_model_config *cfg, int V, 
  * 12 steps that reaches 5e-5 for some seeds (CLFORMER_TEST_SEED=
  * 1795503256321777; most give 1e-7). With dropout and accumulate 2, a run stopped
  * after step 5 and resumed equals the uninterrupted one bit for bit. */
+/* Remove the run directories (their checkpoints) a test made. */
+static void remove_runs(const char *const *dirs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char f[4200];
+        snprintf(f, sizeof f, "%s/%s", dirs[i], CLF_CHECKPOINT_FILE);
+        unlink(f);
+        snprintf(f, sizeof f, "%s/best.safetensors", dirs[i]);
+        unlink(f);
+        rmdir(dirs[i]);
+    }
+}
+
 /* fp16 storage with dynamic loss scaling from a first scale of 2^40: the
  * FFN's half-precision hidden gradient overflows, so the first steps are
  * skipped and the scale halves each time until it fits; then, 4 clean
@@ -289,14 +302,7 @@ static void test_loss_scaling(clf_runtime *rt, const clf_model_config *base, int
     TU_CHECK(same, "fp16: stopped at 10 and resumed, steps 1-24 bit-identical (losses, scale, "
                    "skipped)");
     const char *dirs[2] = {da, db};
-    for (int i = 0; i < 2; i++) {
-        char f[4200];
-        snprintf(f, sizeof f, "%s/%s", dirs[i], CLF_CHECKPOINT_FILE);
-        unlink(f);
-        snprintf(f, sizeof f, "%s/best.safetensors", dirs[i]);
-        unlink(f);
-        rmdir(dirs[i]);
-    }
+    remove_runs(dirs, 2);
 }
 
 static void test_accumulate(clf_runtime *rt, const clf_model_config *base, int V,
@@ -363,14 +369,7 @@ static void test_accumulate(clf_runtime *rt, const clf_model_config *base, int V
             (s <= 5 ? b.seen[s] && b.loss[s] == a.loss[s] : b2.seen[s] && b2.loss[s] == a.loss[s]);
     TU_CHECK(same, "accumulate 2 with dropout: stopped at 5 and resumed, steps 1-12 bit-identical");
     const char *dirs[4] = {dx, dy, dz, dw};
-    for (int i = 0; i < 4; i++) {
-        char f[4200];
-        snprintf(f, sizeof f, "%s/%s", dirs[i], CLF_CHECKPOINT_FILE);
-        unlink(f);
-        snprintf(f, sizeof f, "%s/best.safetensors", dirs[i]);
-        unlink(f);
-        rmdir(dirs[i]);
-    }
+    remove_runs(dirs, 4);
 }
 
 int main(void)
