@@ -389,7 +389,7 @@ static void num_text(double v, char *buf, size_t cap)
 {
     if (v >= 1e300)
         snprintf(buf, cap, "inf");
-    else if (v == (double)(long long)v)
+    else if (fabs(v) < 9e18 && v == (double)(long long)v) /* the cast is defined only in range */
         snprintf(buf, cap, "%lld", (long long)v);
     else
         snprintf(buf, cap, "%g", v);
