@@ -229,7 +229,9 @@ static void remove_runs(const char *const *dirs, int n)
 /* fp16 storage with dynamic loss scaling from a first scale of 2^40: the
  * FFN's half-precision hidden gradient overflows, so the first steps are
  * skipped and the scale halves each time until it fits; then, 4 clean
- * steps in a row double it. The progress reports it; a run stopped after
+ * steps in a row double it. The progress reports it (at step s the scale
+ * and skip count left by steps 1 .. s-1: read with the loss, before the
+ * step's own decision); a run stopped after
  * step 10 (inside the skipping or just past it) and resumed from its
  * checkpoint matches the uninterrupted run bit for bit, scale and skip
  * count included (the checkpoint's "loss_scale"). */
@@ -255,16 +257,17 @@ static void test_loss_scaling(clf_runtime *rt, const clf_model_config *base, int
     clf_model *m = new_model(rt, &cfg, V, CLF_MODEL_TRAIN, cfg.train.batch);
     tu_ok(run(m, &cfg, ds, tok, da, 0, &a, &r, &e), &e, "fp16, uninterrupted");
     clf_model_destroy(m);
+    /* step s was skipped iff the count logged at s + 1 is one more than at s */
     int first_clean = 0;
-    for (int s = 1; s <= 24 && !first_clean; s++)
-        if (s > 1 && a.skipped[s] == a.skipped[s - 1])
+    for (int s = 1; s < 24 && !first_clean; s++)
+        if (a.skipped[s + 1] == a.skipped[s])
             first_clean = s;
     const int k = first_clean - 1; /* skipped in a row from the start */
-    TU_CHECK(k >= 3 && k + 4 <= 24 && a.skipped[k] == (uint64_t)k &&
-                 a.scale[k] == 0x1p40 / (double)(1u << k),
+    TU_CHECK(a.scale[1] == 0x1p40 && a.skipped[1] == 0 && k >= 3 && k + 5 <= 24 &&
+                 a.skipped[k + 1] == (uint64_t)k && a.scale[k + 1] == 0x1p40 / (double)(1u << k),
              "fp16 from scale 2^40: steps 1-%d skipped (halving to %g), step %d the first "
              "clean one",
-             k, k > 0 ? a.scale[k] : 0.0, first_clean);
+             k, k >= 0 ? a.scale[k + 1] : 0.0, first_clean);
     /* every logged step follows the rules: a skip halves, the 4th clean step in a row doubles */
     int rules = 1, run_len = 0, doublings = 0;
     for (int s = 2; s <= 24; s++) {

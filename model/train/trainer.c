@@ -167,6 +167,7 @@ typedef struct run {
     float *gather;        /* [n_params] */
     int32_t **micro_data; /* [n_micro] one allocation per micro-batch */
     size_t *micro_cap;    /* int32 elements each holds */
+    clf_model_amp amp;    /* fp16's loss scaling, read beside a logged step's loss */
 } run;
 
 static double run_elapsed(const run *r)
@@ -715,6 +716,18 @@ static clf_status micro_copy(run *r, int i, const clf_batch *b, clf_error *err)
  * the step's targets (reading it back per micro-batch is the only host
  * round trip). *tokens: what they count for throughput, every rank's; r->last
  * the last batch, *epoch_end whether any ended an epoch. */
+/* A logged step's loss after its forward (the read waits for the queue up
+ * to there), and with fp16's loss scaling the scaling state in the same
+ * pause: nothing is queued behind the forward yet, so this costs no second
+ * drain (read after the step, it would wait for backward and AdamW). */
+static clf_status read_loss(run *r, float *loss, clf_error *err)
+{
+    clf_status st = clf_model_loss(r->m, loss, err);
+    if (st == CLF_OK && clf_model_amp_enabled(r->m))
+        st = clf_model_amp_get(r->m, &r->amp, err);
+    return st;
+}
+
 static clf_status forward_backward(run *r, float *loss, double *tokens, int *epoch_end,
                                    clf_error *err)
 {
@@ -722,7 +735,7 @@ static clf_status forward_backward(run *r, float *loss, double *tokens, int *epo
     if (r->draws <= 1) {
         if ((st = next_batch(r, err)) != CLF_OK ||
             (st = clf_model_forward(r->m, 1, err)) != CLF_OK ||
-            (loss != NULL && (st = clf_model_loss(r->m, loss, err)) != CLF_OK))
+            (loss != NULL && (st = read_loss(r, loss, err)) != CLF_OK))
             return st;
         *tokens = r->last.tokens;
         *epoch_end = r->last.epoch_end;
@@ -754,7 +767,7 @@ static clf_status forward_backward(run *r, float *loss, double *tokens, int *epo
         if ((st = clf_model_set_batch(r->m, r->micro[i], err)) != CLF_OK ||
             (st = clf_model_forward(r->m, 1, err)) != CLF_OK)
             break;
-        if (loss != NULL && (st = clf_model_loss(r->m, &li, err)) == CLF_OK)
+        if (loss != NULL && (st = read_loss(r, &li, err)) == CLF_OK)
             sum += (double)li * (double)batch_targets(&r->micro[i]);
         if (st == CLF_OK && r->sync != NULL && i == r->n_micro - 1)
             clf_gradsync_arm(r->sync); /* the last backward's gradients are final */
@@ -922,12 +935,8 @@ static clf_status log_step(run *r, train_clock *c, clf_train_progress *p, uint64
     p->elapsed_s = run_elapsed(r);
     res->last_loss = loss;
     if (clf_model_amp_enabled(r->m)) {
-        clf_model_amp a;
-        clf_status st = clf_model_amp_get(r->m, &a, err);
-        if (st != CLF_OK)
-            return st;
-        p->loss_scale = a.scale;
-        p->skipped = a.skipped;
+        p->loss_scale = r->amp.scale;
+        p->skipped = r->amp.skipped;
     }
     if (!isfinite(loss))
         return clf_error_set(err, CLF_ERR_NUMERIC,

@@ -107,9 +107,10 @@ typedef struct clf_train_progress {
     double step_ms;      /* mean wall time of a step since the previous log */
     int64_t epoch;       /* encoder kinds: the epoch of the last batch (0-based); -1 for a
                             decoder */
-    double loss_scale;   /* fp16's loss scale for the next step (logging steps); 0 without
-                            loss scaling */
-    uint64_t skipped;    /* steps fp16's loss scaling skipped so far (an inf or NaN) */
+    double loss_scale;   /* fp16's loss scale this step's backward used (logging steps; read
+                            with the loss, before the step): 0 without loss scaling */
+    uint64_t skipped;    /* steps fp16's loss scaling skipped before this one (an inf or
+                            NaN in their gradients) */
 } clf_train_progress;
 
 typedef struct clf_train_eval {
