@@ -28,7 +28,12 @@
  * t without a read-back); adamw reads them from amp[4..6] when `dev` is
  * set and leaves everything untouched when run is 0.
  *
- * Not here: fused multi-buffer launches, fp16 master weights, other optimizers.
+ * With p16_t bf16 or f16, adamw also stores each updated parameter, rounded,
+ * into p16 (the 16-bit weights the matrix products read under
+ * train.precision bf16 | fp16): one pass writes both copies, the float32
+ * masters staying the ones Adam updates.
+ *
+ * Not here: fused multi-buffer launches, 16-bit master weights, other optimizers.
  */
 
 __kernel void clip_scale(__global float *gscale, ulong gscale_off, __global float *gnorm,
@@ -96,7 +101,8 @@ __kernel void adamw(__global float *p, ulong p_off, __global const float *g, ulo
                     __global float *m, ulong m_off, __global float *v, ulong v_off,
                     __global const float *gscale, ulong gscale_off, ulong n, ulong n_decay,
                     float decay, float w1, float beta2, float w2, float neg_step_size,
-                    float bc2_sqrt, float eps, __global const float *amp, ulong amp_off, int dev)
+                    float bc2_sqrt, float eps, __global const float *amp, ulong amp_off, int dev,
+                    __global float *p16, ulong p16_off, uint p16_t)
 {
     ulong i = get_global_id(0);
     if (i >= n)
@@ -121,4 +127,6 @@ __kernel void adamw(__global float *p, ulong p_off, __global const float *g, ulo
     m[m_off + i] = mi;
     v[v_off + i] = vi;
     p[p_off + i] = pi;
+    if (p16_t != CLF_T_F32)
+        clf_store_t(p16, p16_t, p16_off + i, pi);
 }

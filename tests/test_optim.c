@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/io/safetensors.h"
 #include "model/ops/ops.h"
 #include "tests/test_util.h"
 
@@ -127,8 +128,9 @@ static void amp_script(clf_runtime *rt, const char *script, double scale0, unsig
         tu_ok(
             clf_op_amp_step(rt, amp, gscale, gnorm, sumsq, max_norm, h.lr, b1, b2, interval, &err),
             &err, "amp_step");
-        tu_ok(clf_op_adamw_amp(rt, dp, dg, dm, dv, gscale, amp, n, n_decay, &h, &err), &err,
-              "adamw_amp");
+        tu_ok(clf_op_adamw_amp(rt, dp, dg, dm, dv, gscale, amp, n, n_decay, &h, (clf_ptr){NULL, 0},
+                               CLF_DT_F32, &err),
+              &err, "adamw_amp");
         if (kind == 'F') {
             const double norm = sqrt((double)ssf) / ref.scale;
             const double clip = fmin(1.0, (double)max_norm / (norm + 1e-6));
@@ -281,6 +283,89 @@ static void test_adamw(clf_runtime *rt, size_t n, size_t n_decay, float wd, tu_r
     free(rg);
 }
 
+/* AdamW writing the 16-bit weights beside the float32 masters
+ * (train.precision bf16 | fp16): over 3 steps the float32 parameters and
+ * moments are bit for bit those of the same steps without the copy, and
+ * after each step the copy holds every parameter rounded to t (the host's
+ * clf_f32_to_bf16 / clf_f32_to_f16), from an odd element offset, with the
+ * elements around it untouched; a skipped step (amp run 0) leaves it as it
+ * was. */
+static void test_adamw16(clf_runtime *rt, clf_dtype t, size_t n, tu_rng *r)
+{
+    const size_t off = 3, guard = 5 + (n % 2); /* n + off + guard even: whole fill words */
+    float *p = malloc(n * sizeof *p), *g = malloc(n * sizeof *g);
+    float *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+    uint16_t *h16 = malloc((n + off + guard) * sizeof *h16);
+    tu_fill(r, p, n, -2, 2);
+    clf_ptr pa = tu_alloc(rt, n), pb = tu_alloc(rt, n), gb = tu_alloc(rt, n);
+    clf_ptr ma = tu_alloc(rt, n), va = tu_alloc(rt, n), mb = tu_alloc(rt, n), vb = tu_alloc(rt, n);
+    clf_ptr sb = tu_alloc(rt, 1), amp = tu_alloc(rt, CLF_AMP_SLOTS);
+    clf_buffer *b16 = NULL;
+    clf_error err;
+    tu_ok(clf_buffer_create(rt, (n + off + guard) * 2, &b16, &err), &err, "buffer");
+    tu_ok(clf_buffer_fill(rt, b16, 0, (n + off + guard) * 2, 0xA5A5A5A5u, &err), &err, "fill");
+    tu_ok(clf_ptr_write(rt, pa, p, n, &err), &err, "write");
+    tu_ok(clf_ptr_write(rt, pb, p, n, &err), &err, "write");
+    const float one = 1.0f;
+    tu_ok(clf_ptr_write(rt, sb, &one, 1, &err), &err, "write");
+    clf_adamw_hparams h = {
+        .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.1f};
+    const clf_ptr p16 = {b16, off};
+    size_t bad = 0, badf = 0, first = n;
+    for (int step = 1; step <= 3; step++) {
+        h.step = step;
+        for (size_t i = 0; i < n; i++)
+            g[i] = (float)tu_normal(r);
+        tu_ok(clf_ptr_write(rt, gb, g, n, &err), &err, "write");
+        tu_ok(clf_op_adamw(rt, pa, gb, ma, va, sb, n, n / 2, &h, &err), &err, "adamw");
+        tu_ok(clf_op_adamw_amp(rt, pb, gb, mb, vb, sb, (clf_ptr){NULL, 0}, n, n / 2, &h, p16, t,
+                               &err),
+              &err, "adamw with a 16-bit copy");
+        tu_download(rt, pa, want, n);
+        tu_download(rt, pb, got, n);
+        badf += memcmp(want, got, n * sizeof *got) != 0;
+        tu_ok(clf_buffer_read(rt, b16, 0, h16, (n + off + guard) * 2, &err), &err, "read");
+        for (size_t i = 0; i < n + off + guard; i++) {
+            const int inside = i >= off && i < off + n;
+            const uint16_t w = !inside            ? 0xA5A5
+                               : t == CLF_DT_BF16 ? clf_f32_to_bf16(got[i - off])
+                                                  : clf_f32_to_f16(got[i - off]);
+            if (h16[i] != w && bad++ == 0)
+                first = i;
+        }
+    }
+    tu_download(rt, ma, want, n);
+    tu_download(rt, mb, got, n);
+    badf += memcmp(want, got, n * sizeof *got) != 0;
+    TU_CHECK(badf == 0,
+             "adamw %s n=%zu: float32 parameters and moments bit for bit those "
+             "without the copy",
+             clf_dtype_name(t), n);
+    TU_CHECK(bad == 0,
+             "adamw %s n=%zu: the copy is every parameter rounded, the guards "
+             "untouched (%zu wrong, first at %zu)",
+             clf_dtype_name(t), n, bad, first);
+
+    /* a skipped step (amp run 0) leaves the copy as it was */
+    const float skip[CLF_AMP_SLOTS] = {[CLF_AMP_SCALE] = 1.0f, [CLF_AMP_RUN] = 0.0f};
+    tu_ok(clf_ptr_write(rt, amp, skip, CLF_AMP_SLOTS, &err), &err, "write");
+    uint16_t *before = malloc((n + off + guard) * sizeof *before);
+    memcpy(before, h16, (n + off + guard) * sizeof *before);
+    tu_ok(clf_op_adamw_amp(rt, pb, gb, mb, vb, sb, amp, n, n / 2, &h, p16, t, &err), &err,
+          "adamw skipped");
+    tu_ok(clf_buffer_read(rt, b16, 0, h16, (n + off + guard) * 2, &err), &err, "read");
+    TU_CHECK(memcmp(before, h16, (n + off + guard) * 2) == 0,
+             "adamw %s: a skipped step leaves the copy untouched", clf_dtype_name(t));
+    TU_CHECK(clf_op_adamw_amp(rt, pb, gb, mb, vb, sb, amp, n, n / 2, &h, (clf_ptr){NULL, 0}, t,
+                              &err) == CLF_ERR_ARG,
+             "adamw refuses a %s copy without its buffer", clf_dtype_name(t));
+    free(before);
+    clf_buffer_destroy(b16);
+    tu_free(pa), tu_free(pb), tu_free(gb), tu_free(ma), tu_free(va), tu_free(mb), tu_free(vb);
+    tu_free(sb), tu_free(amp);
+    free(p), free(g), free(want), free(got), free(h16);
+}
+
 int main(void)
 {
     clf_runtime *rt = tu_runtime();
@@ -294,6 +379,8 @@ int main(void)
         test_adamw(rt, n, n, 0.1f, &r);
     }
     test_adamw(rt, 1000, 500, 0.0f, &r); /* Adam */
+    test_adamw16(rt, CLF_DT_BF16, 1001, &r);
+    test_adamw16(rt, CLF_DT_F16, 4099, &r);
     amp_script(rt, "FFIFFFNFFFF", 1024.0, 3, &r);
     amp_script(rt, "IIFIII", 4.0, 2, &r);      /* halves to the floor of 1 and stays */
     amp_script(rt, "FFFFIFFFF", 256.0, 0, &r); /* interval 0: a fixed scale */

@@ -385,6 +385,26 @@ int main(void)
                                     "unsharded run's, tensor for tensor");
     for (int r = 0; r < RANKS; r++)
         job_free(&z[r]);
+    /* ZeRO-1 with 16-bit weights (train.precision bf16): each rank's
+     * optimizer writes the bf16 copy of its slice only; the gathered
+     * slices must reach the copy too, or the ranks' products read stale
+     * weights and leave the unsharded run */
+    clf_model_config hc = cfg;
+    hc.train.precision = CLF_PRECISION_BF16;
+    job h[RANKS], hz[RANKS];
+    run_ranks(h, &hc, ds, tok, V, &g, 0);
+    hc.train.shard_optimizer = 1;
+    run_ranks(hz, &hc, ds, tok, V, &gz, 1);
+    for (int r = 0; r < RANKS; r++)
+        tu_ok(h[r].st, &h[r].err, "a bf16 rank"),
+            tu_ok(hz[r].st, &hz[r].err, "a bf16 sharded rank");
+    TU_CHECK(memcmp(hz[0].params, h[0].params, h[0].np * sizeof(float)) == 0 &&
+                 memcmp(hz[1].params, h[0].params, h[0].np * sizeof(float)) == 0 &&
+                 memcmp(h[0].params, two[0].params, h[0].np * sizeof(float)) != 0,
+             "ZeRO-1 in bf16: both ranks end with the unsharded bf16 run's parameters, bit for "
+             "bit (and not float32's)");
+    for (int r = 0; r < RANKS; r++)
+        job_free(&h[r]), job_free(&hz[r]);
     job_free(&one);
     for (int r = 0; r < RANKS; r++)
         job_free(&two[r]);

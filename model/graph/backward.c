@@ -82,7 +82,7 @@ static clf_status linear_bwd_typed(clf_model *m, clf_ptr dx, clf_dtype dx_t, flo
                                     .alpha = 1.0f,
                                     .a = dy,
                                     .lda = out,
-                                    .b = mi_par(m, w),
+                                    .b = mi_wpar(m, w),
                                     .ldb = in,
                                     .beta = beta,
                                     .c = dx,
@@ -92,6 +92,7 @@ static clf_status linear_bwd_typed(clf_model *m, clf_ptr dx, clf_dtype dx_t, flo
                                     .d = act != CLF_GEMM_ACT_NONE ? act_in : mi_nullptr(),
                                     .ldd = in,
                                     .a_type = dy_t,
+                                    .b_type = m->w16,
                                     .c_type = dx_t,
                                     .d_type = act != CLF_GEMM_ACT_NONE ? t : CLF_DT_F32},
                    err);
@@ -379,10 +380,11 @@ static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, c
                                            .alpha = 1.0f,
                                            .a = dlogits,
                                            .lda = NL,
-                                           .b = mi_par(m, m->cls_w),
+                                           .b = mi_wpar(m, m->cls_w),
                                            .ldb = C,
                                            .c = dpool,
-                                           .ldc = C},
+                                           .ldc = C,
+                                           .b_type = m->w16},
                           err)) != CLF_OK)
             return st;
         return clf_op_mean_pool_backward(m->rt, dx, dpool, mi_at(m->src_keep, 0), B, S, C, err);
@@ -397,10 +399,11 @@ static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, c
                                     .alpha = 1.0f,
                                     .a = dlogits,
                                     .lda = NL,
-                                    .b = mi_par(m, m->cls_w),
+                                    .b = mi_wpar(m, m->cls_w),
                                     .ldb = C,
                                     .c = dx,
-                                    .ldc = S * C},
+                                    .ldc = S * C,
+                                    .b_type = m->w16},
                    err);
 }
 

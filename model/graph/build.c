@@ -481,6 +481,10 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
 
     if ((st = abuf(m, &m->mem.params, &m->params, NP, err)) != CLF_OK)
         return st;
+    /* the 16-bit weights the products read (two per float of the buffer) */
+    if (m->w16 != CLF_DT_F32 &&
+        (st = abuf(m, &m->mem.params, &m->params16, (NP + 1) / 2, err)) != CLF_OK)
+        return st;
     if (train && ((st = abuf(m, &m->mem.grads, &m->grads, NP, err)) != CLF_OK ||
                   (st = abuf(m, &m->mem.optim, &m->adam_m, m->opt_hi - m->opt_lo, err)) != CLF_OK ||
                   (st = abuf(m, &m->mem.optim, &m->adam_v, m->opt_hi - m->opt_lo, err)) != CLF_OK))
@@ -704,6 +708,7 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
     m->s = *s;
     if (!(flags & CLF_MODEL_TRAIN))
         m->s.act16 = CLF_DT_F32; /* train.precision is a training setting */
+    m->w16 = m->s.act16;
     m->flags = flags;
     m->optim = *optim;
     m->state.seed = s->seed;
@@ -800,6 +805,7 @@ clf_status clf_model_params_init(clf_model *m, uint64_t seed, clf_error *err)
     free(h);
     if (st != CLF_OK)
         return st;
+    m->w16_stale = 1;
     if (m->flags & CLF_MODEL_TRAIN) {
         if ((st = clf_buffer_fill(m->rt, m->grads, 0, NP * 4, 0, err)) != CLF_OK ||
             (st = clf_buffer_fill(m->rt, m->adam_m, 0, clf_buffer_size(m->adam_m), 0, err)) !=
@@ -901,6 +907,8 @@ clf_status clf_model_tensor_write(clf_model *m, clf_model_slot slot, int index, 
     size_t off = 0;
     if ((st = slot_offset(m, slot, t, &off, err)) != CLF_OK)
         return st;
+    if (slot == CLF_SLOT_PARAM)
+        clf_model_params_changed(m);
     return clf_buffer_write(m->rt, b, off * sizeof(float), src, t->numel * sizeof(float), err);
 }
 
@@ -931,8 +939,12 @@ clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *
     if (st != CLF_OK)
         return st;
     slot_range(m, slot, &lo, &hi);
+    if (slot == CLF_SLOT_PARAM)
+        clf_model_params_changed(m);
     return clf_buffer_write(m->rt, b, 0, src + lo, (hi - lo) * sizeof(float), err);
 }
+
+void clf_model_params_changed(clf_model *m) { m->w16_stale = 1; }
 
 void clf_model_optim_slice(const clf_model *m, size_t *lo, size_t *hi)
 {
@@ -966,6 +978,8 @@ clf_status clf_model_flat_copy(clf_model *dst, const clf_model *src, clf_model_s
                              "flat copy: the models hold different slices of the optimizer "
                              "state ([%zu, %zu) and [%zu, %zu))",
                              lo, hi, lo2, hi2);
+    if (slot == CLF_SLOT_PARAM)
+        clf_model_params_changed(dst);
     return clf_buffer_copy(dst->rt, from, 0, to, 0, (hi - lo) * sizeof(float), err);
 }
 

@@ -38,6 +38,17 @@ clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err)
     return st == CLF_OK ? clf_gemm(m->rt, d, err) : st;
 }
 
+clf_status mi_weights_sync(clf_model *m, clf_error *err)
+{
+    if (m->params16 == NULL || !m->w16_stale)
+        return CLF_OK;
+    clf_status st = clf_convert(m->rt, m->w16, mi_at(m->params16, 0), CLF_DT_F32,
+                                mi_at(m->params, 0), m->dims.n_params, err);
+    if (st == CLF_OK)
+        m->w16_stale = 0;
+    return st;
+}
+
 uint64_t mi_dropout_stream(const clf_model *m, int layer, int op)
 {
     uint64_t site;
@@ -76,7 +87,7 @@ static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_ptr x, clf_dtype x_t, 
                                     .alpha = 1.0f,
                                     .a = x,
                                     .lda = in,
-                                    .b = mi_par(m, w),
+                                    .b = mi_wpar(m, w),
                                     .ldb = in,
                                     .c = y,
                                     .ldc = out,
@@ -84,7 +95,8 @@ static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_ptr x, clf_dtype x_t, 
                                     .residual = resid.buf != NULL,
                                     .d = resid,
                                     .ldd = out,
-                                    .a_type = x_t},
+                                    .a_type = x_t,
+                                    .b_type = m->w16},
                    err);
 }
 
@@ -331,12 +343,13 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_p
                         .alpha = 1.0f,
                         .a = in,
                         .lda = C,
-                        .b = mi_par(m, p->fc_w),
+                        .b = mi_wpar(m, p->fc_w),
                         .ldb = C,
                         .c = fch,
                         .ldc = F,
                         .bias = p->fc_b == MI_NONE ? mi_nullptr() : mi_par(m, p->fc_b),
                         .a_type = in_t,
+                        .b_type = m->w16,
                         .c_type = a->fch_t};
     if (!s->swiglu) {
         fc.act = mi_gemm_act(s->act);
@@ -525,10 +538,11 @@ static clf_status classifier_fwd(clf_model *m, int Bi, int Si, int train, clf_er
                                        .alpha = 1.0f,
                                        .a = X,
                                        .lda = ldx,
-                                       .b = mi_par(m, m->cls_w),
+                                       .b = mi_wpar(m, m->cls_w),
                                        .ldb = C,
                                        .c = logits,
-                                       .ldc = NL},
+                                       .ldc = NL,
+                                       .b_type = m->w16},
                       err)) != CLF_OK ||
         (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, logits, mi_par(m, m->cls_b), logits, B,
                                       NL, err)) != CLF_OK)
@@ -550,6 +564,8 @@ clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err)
     clf_ptr logits = m->logits;
     clf_status st;
 
+    if ((st = mi_weights_sync(m, err)) != CLF_OK)
+        return st;
     if (s->kind != MI_KIND_DECODER && !cache &&
         (st = stack_fwd(m, &m->enc, Bi, m->cur_S, 0, 0, train, 0, err)) != CLF_OK)
         return st;
@@ -558,7 +574,7 @@ clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err)
     int S = cache ? m->enc_S : m->cur_S;
     if ((st = stack_fwd(m, &m->dec, Bi, Ti, S, pos0, train, cache, err)) != CLF_OK)
         return st;
-    clf_ptr xf = mi_stack_out(m, &m->dec), wout = mi_par(m, m->lm_head);
+    clf_ptr xf = mi_stack_out(m, &m->dec), wout = mi_wpar(m, m->lm_head);
     if (last_only) /* the last position of each sequence: rows (T-1) + b*T */
         return mi_gemm(m,
                        &(clf_gemm_desc){.trans_b = 1,
@@ -571,7 +587,8 @@ clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err)
                                         .b = wout,
                                         .ldb = C,
                                         .c = logits,
-                                        .ldc = V},
+                                        .ldc = V,
+                                        .b_type = m->w16},
                        err);
     if ((st = mi_gemm(m,
                       &(clf_gemm_desc){.trans_b = 1,
@@ -584,7 +601,8 @@ clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err)
                                        .b = wout,
                                        .ldb = C,
                                        .c = logits,
-                                       .ldc = V},
+                                       .ldc = V,
+                                       .b_type = m->w16},
                       err)) != CLF_OK)
         return st;
     if (!m->has_targets)

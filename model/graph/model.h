@@ -323,6 +323,12 @@ void clf_model_optim_slice(const clf_model *m, size_t *lo, size_t *hi);
 /* The device buffer of one slot's flat parameter layout (NULL for a slot
  * the model lacks), for copies the caller enqueues itself. */
 clf_buffer *clf_model_flat_buffer(const clf_model *m, clf_model_slot slot);
+/* Say that the parameters were written through clf_model_flat_buffer:
+ * a model whose products read 16-bit weights (train.precision bf16 |
+ * fp16) rebuilds them from the float32 parameters before its next
+ * forward. The writes above and clf_model_step keep them current by
+ * themselves. */
+void clf_model_params_changed(clf_model *m);
 
 /* ---- training ------------------------------------------------------------------ */
 

@@ -214,6 +214,15 @@ struct clf_model {
 
     /* flat buffers of n_params floats */
     clf_buffer *params, *grads, *adam_m, *adam_v;
+    /* The weights the matrix products read, in 16 bits (train.precision
+     * bf16 | fp16: w16 = s.act16; else NULL and w16 = CLF_DT_F32): a copy of
+     * params in the same layout, written by the optimizer beside the
+     * float32 masters and rebuilt from them (one conversion, enqueued by
+     * the next forward) after any other write of the parameters
+     * (w16_stale). */
+    clf_buffer *params16;
+    clf_dtype w16;
+    int w16_stale;
     size_t opt_lo, opt_hi;         /* the optimizer's slice of the flat layout */
     clf_model_grad_hook grad_hook; /* clf_model_set_grad_hook */
     void *grad_hook_user;
@@ -303,6 +312,15 @@ static inline clf_ptr mi_grad(const clf_model *m, size_t off)
 {
     return off == MI_NONE ? mi_nullptr() : mi_at(m->grads, off);
 }
+/* A weight as the matrix products read it: the 16-bit copy (stored as
+ * m->w16) where there is one, else the float32 parameter. */
+static inline clf_ptr mi_wpar(const clf_model *m, size_t off)
+{
+    return m->params16 == NULL ? mi_par(m, off) : mi_at(m->params16, off);
+}
+/* The 16-bit weights are rebuilt from the float32 parameters before the
+ * next forward reads them (forward.c; a no-op without them). */
+clf_status mi_weights_sync(clf_model *m, clf_error *err);
 
 /* step.c: plan at create: one forward (and, for a training model, one
  * backward) pass over the largest batch the limits allow, with

@@ -339,10 +339,14 @@ typedef enum clf_amp_slot {
 clf_status clf_op_amp_step(clf_runtime *rt, clf_ptr amp, clf_ptr gscale, clf_ptr gnorm,
                            clf_ptr sumsq, float max_norm, float lr, float beta1, float beta2,
                            unsigned interval, clf_error *err);
-/* AdamW after clf_op_amp_step: h->step is unused (Adam's t and the bias
- * corrections come from amp), nothing changes where amp says skip. */
+/* AdamW after clf_op_amp_step (amp.buf NULL: as clf_op_adamw): h->step is
+ * unused (Adam's t and the bias corrections come from amp), nothing changes
+ * where amp says skip. t16 bf16 or f16: each updated parameter is also
+ * stored, rounded, into params16 (n elements of t16 from its offset), the
+ * 16-bit weights the products read; CLF_DT_F32: no such copy. */
 clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr m, clf_ptr v,
                             clf_ptr gscale, clf_ptr amp, size_t n, size_t n_decay,
-                            const clf_adamw_hparams *h, clf_error *err);
+                            const clf_adamw_hparams *h, clf_ptr params16, clf_dtype t16,
+                            clf_error *err);
 
 #endif

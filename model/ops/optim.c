@@ -68,12 +68,13 @@ clf_status clf_op_adamw(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr 
                         clf_error *err)
 {
     return clf_op_adamw_amp(rt, params, grads, m, v, gscale, (clf_ptr){NULL, 0}, n, n_decay, h,
-                            err);
+                            (clf_ptr){NULL, 0}, CLF_DT_F32, err);
 }
 
 clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr m, clf_ptr v,
                             clf_ptr gscale, clf_ptr amp, size_t n, size_t n_decay,
-                            const clf_adamw_hparams *h, clf_error *err)
+                            const clf_adamw_hparams *h, clf_ptr params16, clf_dtype t16,
+                            clf_error *err)
 {
     clf_kernel *k = NULL;
     clf_status st;
@@ -83,6 +84,11 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_
                            "need step >= 1, betas in [0, 1), eps >= 0 and n_decay (%zu) <= n "
                            "(%zu)",
                            n_decay, n);
+        goto fail;
+    }
+    if (t16 != CLF_DT_F32 && params16.buf == NULL) {
+        st = clf_error_set(err, CLF_ERR_ARG, "a %s copy of the parameters needs its buffer",
+                           clf_dtype_name(t16));
         goto fail;
     }
     st = clf_kernel_get(rt, "optim", "adamw", &k, err);
@@ -101,6 +107,8 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_
     size_t local = clf_kernel_max_work_group(k);
     if (local == 0 || local > 256)
         local = 256;
+    /* the kernel's p16 is a valid buffer also without a copy (never written then) */
+    clf_buffer *p16 = t16 != CLF_DT_F32 ? params16.buf : params.buf;
     clf_arg a[] = {
         CLF_ARG_BUF(params.buf), CLF_ARG_U64(params.off),
         CLF_ARG_BUF(grads.buf),  CLF_ARG_U64(grads.off),
@@ -113,6 +121,8 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_
         CLF_ARG_F32(neg_step),   CLF_ARG_F32(bc2_sqrt),
         CLF_ARG_F32(h->eps),     CLF_ARG_BUF(amp.buf ? amp.buf : gscale.buf),
         CLF_ARG_U64(amp.off),    CLF_ARG_I32(amp.buf != NULL),
+        CLF_ARG_BUF(p16),        CLF_ARG_U64(params16.off),
+        CLF_ARG_U32(t16),
     };
     st = clf_kernel_launch(rt, k, 1, &global, &local, (int)(sizeof a / sizeof a[0]), a, err);
     if (st != CLF_OK)

@@ -231,6 +231,7 @@ static clf_status shard_gather_params(run *r, clf_error *err)
     if (st == CLF_OK && hi < np)
         st = clf_buffer_write_async(rt, p, hi * sizeof(float), r->gather + hi,
                                     (np - hi) * sizeof(float), err);
+    clf_model_params_changed(r->m); /* the others' slices of any 16-bit weights too */
     return st;
 }
 

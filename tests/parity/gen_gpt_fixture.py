@@ -27,7 +27,10 @@ Variants (2 layers, 2 heads, 32 dims, context 16, vocabulary 65, batch 4):
          elsewhere): the pre-norm blocks' norm outputs, the FFN's
          pre-activation and GELU output, and the gradient of that
          pre-activation are rounded to bfloat16 (nearest even) as they are
-         stored; GELU's derivative is taken at the stored pre-activation;
+         stored, and every matrix product reads its weight (qkv, the
+         projections, fc, the tied LM head) as the optimizer's bf16 copy
+         of the float32 master; GELU's derivative is taken at the stored
+         pre-activation;
          all arithmetic is float32 and a rounding passes gradients through
          unchanged. "logits" are the bf16 training model's, "logits_f32"
          the float32 ones inference uses.
@@ -218,7 +221,7 @@ def alibi_slopes(n_heads):
 
 def attention(v, x, p, pre):
     Bn, Tn, _ = x.shape
-    qkv = F.linear(x, p[pre + "attn.qkv.weight"], p.get(pre + "attn.qkv.bias"))
+    qkv = F.linear(x, wq(v, p[pre + "attn.qkv.weight"]), p.get(pre + "attn.qkv.bias"))
     q, k, val = qkv.split(C, dim=2)
     q = q.view(Bn, Tn, NH, HS).transpose(1, 2)
     k = k.view(Bn, Tn, NH, HS).transpose(1, 2)
@@ -236,12 +239,20 @@ def attention(v, x, p, pre):
     att = att.masked_fill(~mask, float("-inf"))
     att = F.softmax(att, dim=-1)
     y = (att @ val).transpose(1, 2).contiguous().view(Bn, Tn, C)
-    return F.linear(y, p[pre + "attn.proj.weight"], p.get(pre + "attn.proj.bias"))
+    return F.linear(y, wq(v, p[pre + "attn.proj.weight"]), p.get(pre + "attn.proj.bias"))
 
 
 def bf16(x):
     """Stored in bfloat16 (round to nearest even), the gradient unchanged."""
     return x + (x.bfloat16().float() - x).detach()
+
+
+def wq(v, w):
+    """A weight as the products read it: the optimizer's bf16 copy of the
+    float32 master (rounded to nearest even) under the bf16 training
+    model, its gradient going to the master unchanged; float32 otherwise.
+    Biases, norms and the embedding lookup read the float32 masters."""
+    return bf16(w) if v.get("half") else w
 
 
 class GeluBf16(torch.autograd.Function):
@@ -263,7 +274,7 @@ class GeluBf16(torch.autograd.Function):
 
 
 def ffn(v, x, p, pre):
-    h = F.linear(x, p[pre + "ffn.fc.weight"], p.get(pre + "ffn.fc.bias"))
+    h = F.linear(x, wq(v, p[pre + "ffn.fc.weight"]), p.get(pre + "ffn.fc.bias"))
     if v.get("half"):
         assert v["act"] == "gelu"
         h = GeluBf16.apply(h)
@@ -274,7 +285,7 @@ def ffn(v, x, p, pre):
         h = F.gelu(h)  # exact erf form, as nn.GELU()
     else:
         h = F.relu(h)
-    return F.linear(h, p[pre + "ffn.proj.weight"], p.get(pre + "ffn.proj.bias"))
+    return F.linear(h, wq(v, p[pre + "ffn.proj.weight"]), p.get(pre + "ffn.proj.bias"))
 
 
 def forward(v, p, x, y):
@@ -296,7 +307,7 @@ def forward(v, p, x, y):
     if v["final_norm"] != "none":
         h = norm_fwd(v, v["final_norm"], h, p, "ln_f")
     w_out = p["wte"] if v["tied"] else p["lm_head.weight"]
-    logits = F.linear(h, w_out)
+    logits = F.linear(h, wq(v, w_out))
     loss = F.cross_entropy(logits.view(-1, V), y.view(-1), ignore_index=-1,
                            label_smoothing=v["label_smoothing"])
     return logits, loss
