@@ -49,6 +49,12 @@
  * written once by one work-item, in a fixed order: deterministic, no atomics;
  * dq, dk and dv are overwritten (keys nobody sees get 0).
  *
+ * Storage (FA_T): q, k, v, y, dy, dq, dk and dv are float32, or all bf16 or
+ * all f16 in the variants flash@bf16 and flash@f16 (train.precision);
+ * loads widen and stores round, the arithmetic and lse / dsum staying
+ * float32, so a 16-bit variant's outputs are the float32 kernels' on the
+ * same values, rounded once.
+ *
  * Not here: a local-memory tile form for GPUs (K/V tiles shared by a
  * work-group), decoding against a KV cache (attention.cl's attn_decode).
  */
@@ -125,6 +131,27 @@ typedef ulong fal;
 #error "FA_VW must be 1, 4, 8 or 16"
 #endif
 
+/* Storage of q, k, v, y and their gradients (FA_T: 0 float32, 1 bf16, 2 f16;
+ * the host builds the variants flash@bf16 and flash@f16 with it); lse and
+ * dsum stay float32. Loads widen and stores round (common.cl's formats):
+ * all arithmetic is float32 whatever the storage. */
+#ifndef FA_T
+#define FA_T 0
+#endif
+#if FA_T == 1
+typedef ushort fa_st;
+#define FA_LD(p, i) as_float((uint)(p)[i] << 16)
+#define FA_SV(p, i, x) ((p)[i] = clf_f32_to_bf16(x))
+#elif FA_T == 2
+typedef half fa_st;
+#define FA_LD(p, i) vload_half((i), (p))
+#define FA_SV(p, i, x) vstore_half_rte((x), (i), (p))
+#else
+typedef float fa_st;
+#define FA_LD(p, i) ((p)[i])
+#define FA_SV(p, i, x) ((p)[i] = (x))
+#endif
+
 /* A lane mask from a condition that is the same in every lane (vector
  * comparisons give -1 for true, select() tests the sign bit). */
 #define FA_ALL(c) ((fai)((c) ? -1 : 0))
@@ -179,14 +206,14 @@ static inline fau fa_pick4(fau w0, fau w1, fau w2, fau w3, fai o)
 
 /* Load FA_VW rows (row0 + r, clamped to the last of n) of HS floats, row
  * stride `stride`, transposed into out[d*FA_VW + r], times mul. */
-static void fa_load_t(faf *outv, __global const float *base, ulong stride, uint n, uint HS,
+static void fa_load_t(faf *outv, __global const fa_st *base, ulong stride, uint n, uint HS,
                       float mul)
 {
     float *out = (float *)outv;
     for (uint r = 0; r < FA_VW; r++) {
-        __global const float *p = base + (ulong)min(r, n - 1) * stride;
+        __global const fa_st *p = base + (ulong)min(r, n - 1) * stride;
         for (uint d = 0; d < HS; d++)
-            out[d * FA_VW + r] = p[d] * mul;
+            out[d * FA_VW + r] = FA_LD(p, d) * mul;
     }
 }
 
@@ -236,9 +263,9 @@ static void fa_drop_rows(fai *keepw, fal i0, uint thr, uint seed0, uint seed1, u
 
 /* ---- forward ---- */
 
-__kernel void attn_flash_fwd(__global float *y, ulong y_off, ulong y_stride, __global float *lse,
-                             ulong lse_off, __global const float *q, ulong q_off, ulong q_stride,
-                             __global const float *k, ulong k_off, __global const float *v,
+__kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __global float *lse,
+                             ulong lse_off, __global const fa_st *q, ulong q_off, ulong q_stride,
+                             __global const fa_st *k, ulong k_off, __global const fa_st *v,
                              ulong v_off, ulong kv_stride, ulong kv_bstride, ulong kv_hstride,
                              FA_MASK_PARAMS)
 {
@@ -249,8 +276,8 @@ __kernel void attn_flash_fwd(__global float *y, ulong y_off, ulong y_stride, __g
     const uint bh = (uint)(gid / nblk), h = bh % NH, b = bh / NH;
     const uint t0 = (uint)(gid - (ulong)bh * nblk) * FA_VW, nt = min((uint)FA_VW, T - t0);
     const int off = (int)S - (int)T;
-    __global const float *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
-    __global const float *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
     __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
 
     faf qt[FA_HS_MAX], acc[FA_HS_MAX]; /* vector-typed: aligned */
@@ -267,7 +294,7 @@ __kernel void attn_flash_fwd(__global float *y, ulong y_off, ulong y_stride, __g
     faf m = (faf)(CLF_NEG_BIG), l = (faf)(0.0f);
     for (int s0 = lo; s0 < hi; s0 += FA_BC) {
         const int nc = min(FA_BC, hi - s0);
-        __global const float *kr[FA_BC], *vr[FA_BC];
+        __global const fa_st *kr[FA_BC], *vr[FA_BC];
         faf sc[FA_BC], p[FA_BC];
         fai vis[FA_BC];
         #pragma unroll
@@ -281,7 +308,7 @@ __kernel void attn_flash_fwd(__global float *y, ulong y_off, ulong y_stride, __g
             const faf qd = qt[d];
             #pragma unroll
             for (int c = 0; c < FA_BC; c++)
-                sc[c] += qd * kr[c][d];
+                sc[c] += qd * FA_LD(kr[c], d);
         }
         faf mt = m;
         #pragma unroll
@@ -309,7 +336,7 @@ __kernel void attn_flash_fwd(__global float *y, ulong y_off, ulong y_stride, __g
             faf a = acc[d] * corr;
             #pragma unroll
             for (int c = 0; c < FA_BC; c++)
-                a += p[c] * vr[c][d];
+                a += p[c] * FA_LD(vr[c], d);
             acc[d] = a;
         }
         m = mt;
@@ -321,9 +348,9 @@ __kernel void attn_flash_fwd(__global float *y, ulong y_off, ulong y_stride, __g
     for (uint r = 0; r < nt; r++) {
         const uint t = t0 + r;
         const float inv = lv[r] > 0.0f ? 1.0f / lv[r] : 0.0f;
-        __global float *yr = y + y_off + ((ulong)b * T + t) * y_stride + (ulong)h * HS;
+        __global fa_st *yr = y + y_off + ((ulong)b * T + t) * y_stride + (ulong)h * HS;
         for (uint d = 0; d < HS; d++)
-            yr[d] = ((float *)acc)[d * FA_VW + r] * inv;
+            FA_SV(yr, d, ((float *)acc)[d * FA_VW + r] * inv);
         lse[lse_off + (ulong)bh * T + t] = lv[r] > 0.0f ? mv[r] + log(lv[r]) : -INFINITY;
     }
 }
@@ -334,12 +361,12 @@ __kernel void attn_flash_fwd(__global float *y, ulong y_off, ulong y_stride, __g
  * host sets them once. dsum [B*NH, T]: D = dy.y per query row, written by
  * the dq pass and read by the dk/dv pass. */
 #define FA_BWD_PARAMS                                                                             \
-    __global float *dq, ulong dq_off, __global float *dk, ulong dk_off, __global float *dv,        \
+    __global fa_st *dq, ulong dq_off, __global fa_st *dk, ulong dk_off, __global fa_st *dv,        \
         ulong dv_off, ulong dq_stride, ulong dkv_stride, __global float *dsum, ulong dsum_off,   \
-        __global const float *dy, ulong dy_off, __global const float *y, ulong y_off,            \
-        ulong y_stride, __global const float *lse, ulong lse_off, __global const float *q,       \
-        ulong q_off, ulong q_stride, __global const float *k, ulong k_off,                       \
-        __global const float *v, ulong v_off, ulong kv_stride, ulong kv_bstride,                 \
+        __global const fa_st *dy, ulong dy_off, __global const fa_st *y, ulong y_off,            \
+        ulong y_stride, __global const float *lse, ulong lse_off, __global const fa_st *q,       \
+        ulong q_off, ulong q_stride, __global const fa_st *k, ulong k_off,                       \
+        __global const fa_st *v, ulong v_off, ulong kv_stride, ulong kv_bstride,                 \
         ulong kv_hstride, FA_MASK_PARAMS
 
 __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
@@ -351,8 +378,8 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
     const uint bh = (uint)(gid / nblk), h = bh % NH, b = bh / NH;
     const uint t0 = (uint)(gid - (ulong)bh * nblk) * FA_VW, nt = min((uint)FA_VW, T - t0);
     const int off = (int)S - (int)T;
-    __global const float *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
-    __global const float *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
     __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
     const ulong row0 = ((ulong)b * T + t0) * y_stride + (ulong)h * HS;
 
@@ -363,10 +390,10 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
     float Dv[FA_VW], Lv[FA_VW];
     for (uint r = 0; r < FA_VW; r++) {
         const uint rr = min(r, nt - 1);
-        __global const float *yr = y + y_off + row0 + (ulong)rr * y_stride;
+        __global const fa_st *yr = y + y_off + row0 + (ulong)rr * y_stride;
         float D = 0.0f;
         for (uint d = 0; d < HS; d++)
-            D += ((float *)gt)[d * FA_VW + r] * yr[d];
+            D += ((float *)gt)[d * FA_VW + r] * FA_LD(yr, d);
         Dv[r] = D;
         Lv[r] = lse[lse_off + (ulong)bh * T + t0 + rr];
     }
@@ -383,7 +410,7 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
 
     for (int s0 = lo; s0 < hi; s0 += FA_BC) {
         const int nc = min(FA_BC, hi - s0);
-        __global const float *kr[FA_BC], *vr[FA_BC];
+        __global const fa_st *kr[FA_BC], *vr[FA_BC];
         faf sc[FA_BC], dp[FA_BC];
         #pragma unroll
         for (int c = 0; c < FA_BC; c++) {
@@ -397,8 +424,8 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
             const faf qd = qt[d], gd = gt[d];
             #pragma unroll
             for (int c = 0; c < FA_BC; c++) {
-                sc[c] += qd * kr[c][d];
-                dp[c] += gd * vr[c][d];
+                sc[c] += qd * FA_LD(kr[c], d);
+                dp[c] += gd * FA_LD(vr[c], d);
             }
         }
         fai kw[FA_BC];
@@ -418,16 +445,16 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
             faf a = acc[d];
             #pragma unroll
             for (int c = 0; c < FA_BC; c++)
-                a += sc[c] * kr[c][d];
+                a += sc[c] * FA_LD(kr[c], d);
             acc[d] = a;
         }
     }
 
     for (uint r = 0; r < nt; r++) {
         const uint t = t0 + r;
-        __global float *dqr = dq + dq_off + ((ulong)b * T + t) * dq_stride + (ulong)h * HS;
+        __global fa_st *dqr = dq + dq_off + ((ulong)b * T + t) * dq_stride + (ulong)h * HS;
         for (uint d = 0; d < HS; d++)
-            dqr[d] = scale * ((float *)acc)[d * FA_VW + r];
+            FA_SV(dqr, d, scale * ((float *)acc)[d * FA_VW + r]);
         dsum[dsum_off + (ulong)bh * T + t] = Dv[r];
     }
 }
@@ -468,7 +495,7 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
 
     for (int t = tlo; t < thi; t += FA_BQ) {
         const int nq = min(FA_BQ, thi - t);
-        __global const float *qr[FA_BQ], *gr[FA_BQ];
+        __global const fa_st *qr[FA_BQ], *gr[FA_BQ];
         faf sc[FA_BQ], dp[FA_BQ];
         float L[FA_BQ], D[FA_BQ];
         #pragma unroll
@@ -485,8 +512,8 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
             const faf kd = kt[d], vd = vt[d];
             #pragma unroll
             for (int j = 0; j < FA_BQ; j++) {
-                sc[j] += qr[j][d] * kd;
-                dp[j] += gr[j][d] * vd;
+                sc[j] += FA_LD(qr[j], d) * kd;
+                dp[j] += FA_LD(gr[j], d) * vd;
             }
         }
         #pragma unroll
@@ -517,8 +544,8 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
             faf a = ak[d], c = av[d];
             #pragma unroll
             for (int j = 0; j < FA_BQ; j++) {
-                a += sc[j] * qr[j][d];
-                c += dp[j] * gr[j][d];
+                a += sc[j] * FA_LD(qr[j], d);
+                c += dp[j] * FA_LD(gr[j], d);
             }
             ak[d] = a;
             av[d] = c;
@@ -528,8 +555,8 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
     for (uint r = 0; r < ns; r++) {
         const ulong row = ((ulong)b * S + s0 + r) * dkv_stride + (ulong)h * HS;
         for (uint d = 0; d < HS; d++) {
-            dk[dk_off + row + d] = scale * ((float *)ak)[d * FA_VW + r];
-            dv[dv_off + row + d] = ((float *)av)[d * FA_VW + r];
+            FA_SV(dk, dk_off + row + d, scale * ((float *)ak)[d * FA_VW + r]);
+            FA_SV(dv, dv_off + row + d, ((float *)av)[d * FA_VW + r]);
         }
     }
 }
@@ -569,10 +596,10 @@ static inline int fa_sees(int tq, int s, __global const int *kp, int has_keep, i
     return (!has_keep || kp[s] != 0) && (!causal || s <= tq) && (!window || s + (int)window > tq);
 }
 
-__kernel void attn_flash_fwd_group(__global float *y, ulong y_off, ulong y_stride,
-                                   __global float *lse, ulong lse_off, __global const float *q,
-                                   ulong q_off, ulong q_stride, __global const float *k,
-                                   ulong k_off, __global const float *v, ulong v_off,
+__kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_stride,
+                                   __global float *lse, ulong lse_off, __global const fa_st *q,
+                                   ulong q_off, ulong q_stride, __global const fa_st *k,
+                                   ulong k_off, __global const fa_st *v, ulong v_off,
                                    ulong kv_stride, ulong kv_bstride, ulong kv_hstride,
                                    FA_MASK_PARAMS, uint BC, __local float *ks, __local float *vs)
 {
@@ -581,15 +608,15 @@ __kernel void attn_flash_fwd_group(__global float *y, ulong y_off, ulong y_strid
     const uint bh = grp / nblk, h = bh % NH, b = bh / NH;
     const uint t0 = (grp - bh * nblk) * G, nt = min(G, T - t0), t = t0 + min(lid, nt - 1);
     const int valid = lid < nt, tq = (int)t + (int)S - (int)T;
-    __global const float *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
-    __global const float *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
     __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
-    __global const float *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
+    __global const fa_st *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     const ulong irow = ((ulong)bh * T + t) * S;
     float qv[FA_HS_MAX], acc[FA_HS_MAX], sc[FA_GBC];
     for (uint d = 0; d < HS; d++) {
-        qv[d] = qr[d] * scale;
+        qv[d] = FA_LD(qr, d) * scale;
         acc[d] = 0.0f;
     }
     int lo, hi;
@@ -600,8 +627,8 @@ __kernel void attn_flash_fwd_group(__global float *y, ulong y_off, ulong y_strid
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is no longer read */
         for (uint i = lid; i < (uint)nc * HS; i += G) {
             const uint r = i / HS, d = i - r * HS;
-            ks[i] = kb[(ulong)(s0 + (int)r) * kv_stride + d];
-            vs[i] = vb[(ulong)(s0 + (int)r) * kv_stride + d];
+            ks[i] = FA_LD(kb, (ulong)(s0 + (int)r) * kv_stride + d);
+            vs[i] = FA_LD(vb, (ulong)(s0 + (int)r) * kv_stride + d);
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* the tile is loaded */
         float mt = m;
@@ -637,9 +664,9 @@ __kernel void attn_flash_fwd_group(__global float *y, ulong y_off, ulong y_strid
     }
     if (valid) {
         const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        __global float *yr = y + y_off + ((ulong)b * T + t) * y_stride + (ulong)h * HS;
+        __global fa_st *yr = y + y_off + ((ulong)b * T + t) * y_stride + (ulong)h * HS;
         for (uint d = 0; d < HS; d++)
-            yr[d] = acc[d] * inv;
+            FA_SV(yr, d, acc[d] * inv);
         lse[lse_off + (ulong)bh * T + t] = l > 0.0f ? m + log(l) : -INFINITY;
     }
 }
@@ -652,19 +679,19 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
     const uint bh = grp / nblk, h = bh % NH, b = bh / NH;
     const uint t0 = (grp - bh * nblk) * G, nt = min(G, T - t0), t = t0 + min(lid, nt - 1);
     const int valid = lid < nt, tq = (int)t + (int)S - (int)T;
-    __global const float *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
-    __global const float *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
     __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
     const ulong row = ((ulong)b * T + t) * y_stride + (ulong)h * HS;
-    __global const float *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
+    __global const fa_st *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     const ulong irow = ((ulong)bh * T + t) * S;
     float qv[FA_HS_MAX], gv[FA_HS_MAX], acc[FA_HS_MAX];
     float D = 0.0f;
     for (uint d = 0; d < HS; d++) {
-        qv[d] = qr[d] * scale;
-        gv[d] = dy[dy_off + row + d];
-        D += gv[d] * y[y_off + row + d];
+        qv[d] = FA_LD(qr, d) * scale;
+        gv[d] = FA_LD(dy, dy_off + row + d);
+        D += gv[d] * FA_LD(y, y_off + row + d);
         acc[d] = 0.0f;
     }
     const float L = lse[lse_off + (ulong)bh * T + t];
@@ -676,8 +703,8 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint i = lid; i < (uint)nc * HS; i += G) {
             const uint r = i / HS, d = i - r * HS;
-            ks[i] = kb[(ulong)(s0 + (int)r) * kv_stride + d];
-            vs[i] = vb[(ulong)(s0 + (int)r) * kv_stride + d];
+            ks[i] = FA_LD(kb, (ulong)(s0 + (int)r) * kv_stride + d);
+            vs[i] = FA_LD(vb, (ulong)(s0 + (int)r) * kv_stride + d);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int c = 0; c < nc && seen; c++) {
@@ -700,9 +727,9 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
         }
     }
     if (valid) {
-        __global float *dqr = dq + dq_off + ((ulong)b * T + t) * dq_stride + (ulong)h * HS;
+        __global fa_st *dqr = dq + dq_off + ((ulong)b * T + t) * dq_stride + (ulong)h * HS;
         for (uint d = 0; d < HS; d++)
-            dqr[d] = scale * acc[d];
+            FA_SV(dqr, d, scale * acc[d]);
         dsum[dsum_off + (ulong)bh * T + t] = D;
     }
 }
@@ -720,8 +747,8 @@ __kernel void attn_flash_bwd_dkv_group(FA_BWD_PARAMS, uint BC, __local float *qs
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     float kv[FA_HS_MAX], vv[FA_HS_MAX], ak[FA_HS_MAX], av[FA_HS_MAX];
     for (uint d = 0; d < HS; d++) {
-        kv[d] = k[k_off + kv0 + d] * scale;
-        vv[d] = v[v_off + kv0 + d];
+        kv[d] = FA_LD(k, k_off + kv0 + d) * scale;
+        vv[d] = FA_LD(v, v_off + kv0 + d);
         ak[d] = 0.0f;
         av[d] = 0.0f;
     }
@@ -739,8 +766,8 @@ __kernel void attn_flash_bwd_dkv_group(FA_BWD_PARAMS, uint BC, __local float *qs
         for (uint i = lid; i < (uint)nq * HS; i += G) {
             const uint r = i / HS, d = i - r * HS;
             const ulong tr = (ulong)b * T + (ulong)(t0 + (int)r);
-            qs[i] = q[q_off + tr * q_stride + (ulong)h * HS + d];
-            gs[i] = dy[dy_off + tr * y_stride + (ulong)h * HS + d];
+            qs[i] = FA_LD(q, q_off + tr * q_stride + (ulong)h * HS + d);
+            gs[i] = FA_LD(dy, dy_off + tr * y_stride + (ulong)h * HS + d);
         }
         for (uint i = lid; i < (uint)nq; i += G) {
             Ls[i] = lse[lse_off + (ulong)bh * T + (ulong)(t0 + (int)i)];
@@ -776,8 +803,8 @@ __kernel void attn_flash_bwd_dkv_group(FA_BWD_PARAMS, uint BC, __local float *qs
     if (valid) {
         const ulong r = ((ulong)b * S + s) * dkv_stride + (ulong)h * HS;
         for (uint d = 0; d < HS; d++) {
-            dk[dk_off + r + d] = scale * ak[d];
-            dv[dv_off + r + d] = av[d];
+            FA_SV(dk, dk_off + r + d, scale * ak[d]);
+            FA_SV(dv, dv_off + r + d, av[d]);
         }
     }
 }

@@ -11,9 +11,11 @@
  * given a kernel directory, from <dir>/<family>.cl.
  *
  * A variant "<family>@<tag>" is one more program built from <family>.cl
- * with defines of its own (clf_program_set_defines under the variant's
- * name): the native GEMM's tile configurations are variants of "gemm", so
- * several can live side by side in one runtime and in the cache.
+ * with the family's defines followed by defines of its own
+ * (clf_program_set_defines under the variant's name): the native GEMM's
+ * tile configurations are variants of "gemm", fused attention's 16-bit
+ * storage of "flash", so several can live side by side in one runtime and
+ * in the cache.
  *
  * The binary cache stores one file per (family, key) under
  * <cache_dir>/kernels/. The key hashes the format version, the full source,
@@ -119,6 +121,8 @@ clf_status clf_program_set_defines(clf_runtime *rt, const char *fam, const char 
     family *f = find_family(clf_runtime_programs(rt), fam, 1);
     if (f == NULL)
         return clf_error_set(err, CLF_ERR_ARG, "too many kernel families (adding '%s')", fam);
+    if (f->program != NULL && strcmp(f->defines, defines) == 0)
+        return CLF_OK; /* the program was built with these already */
     if (f->program != NULL)
         return clf_error_set(err, CLF_ERR_ARG,
                              "defines for kernel family '%s' must be set before it is built", fam);
@@ -195,17 +199,22 @@ static clf_status assemble(clf_runtime *rt, const family *f, char **out, clf_err
         return st;
     }
     const clf_device_info *d = clf_runtime_device(rt);
-    char pre[4096];
+    /* a variant: its family's defines, then its own */
+    char base[64];
+    base_name(f->name, base, sizeof base);
+    const family *bf =
+        strcmp(base, f->name) != 0 ? find_family(clf_runtime_programs(rt), base, 0) : NULL;
+    char pre[6144];
     snprintf(pre, sizeof pre,
              "/* generated preamble for %s */\n"
              "#define CLF_SERIAL_GROUPS %d\n"
              "#define CLF_HAS_FP64 %d\n#define CLF_HAS_FP16 %d\n"
              "#define CLF_MAX_WG %zu\n#define CLF_PREF_VEC_FLOAT %u\n"
              "#define CLF_LOCAL_MEM_BYTES %llu\n#define CLF_LOCAL_MEM_IS_GLOBAL %d\n"
-             "%s\n",
+             "%s\n%s\n",
              d->name, d->serial_groups, d->fp64, d->fp16, d->max_work_group,
              d->pref_vec_float ? d->pref_vec_float : 1u, (unsigned long long)d->local_mem,
-             d->local_mem_is_global, f->defines);
+             d->local_mem_is_global, bf != NULL ? bf->defines : "", f->defines);
     size_t n = strlen(pre) + strlen(common) + strlen(body) + 256;
     char *src = malloc(n);
     if (src == NULL) {
@@ -213,8 +222,6 @@ static clf_status assemble(clf_runtime *rt, const family *f, char **out, clf_err
         free(body);
         return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
     }
-    char base[64];
-    base_name(f->name, base, sizeof base);
     snprintf(src, n, "%s#line 1 \"common.cl\"\n%s\n#line 1 \"%s.cl\"\n%s\n", pre, common, base,
              body);
     free(common);

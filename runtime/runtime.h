@@ -222,9 +222,10 @@ typedef struct clf_program_stats {
 clf_program_stats clf_runtime_program_stats(const clf_runtime *rt);
 
 /* The preamble: extra #defines a family is compiled with. Set before the first
- * clf_kernel_get of that family. A name "<family>@<tag>" is a variant: one
- * more program from <family>.cl with defines of its own (the GEMM tile
- * configurations). */
+ * clf_kernel_get of that family (setting the defines it was built with again
+ * is a no-op). A name "<family>@<tag>" is a variant: one more program from
+ * <family>.cl with the family's defines, then defines of its own (the GEMM
+ * tile configurations, fused attention's 16-bit storage). */
 clf_status clf_program_set_defines(clf_runtime *rt, const char *family, const char *defines,
                                    clf_error *err);
 

@@ -24,7 +24,8 @@
  *     step per position: the logits of every position against the fixture's,
  *     as the eval forward.
  * gpt_h trains with train.precision bf16 against PyTorch rounding by hand
- * at clformer's storage points (gen_gpt_fixture.py), at the float32
+ * at clformer's storage points and reading bf16 copies of the weights in
+ * every product (gen_gpt_fixture.py), at the float32
  * tolerances above, but for the gradients: both sides compute in float32
  * and round the same values, yet a value within float32 rounding of a bf16
  * rounding boundary can round the other way on one side, and that element

@@ -244,7 +244,8 @@ void clf_model_destroy(clf_model *m); /* NULL is a no-op */
 
 /* A model's device memory by category, in bytes. */
 typedef struct clf_model_memory {
-    size_t params;      /* the flat parameter buffer */
+    size_t params;      /* the flat parameter buffer (and, training with train.precision
+                           bf16 | fp16, its 16-bit copy the products read) */
     size_t grads;       /* its gradient (CLF_MODEL_TRAIN) */
     size_t optim;       /* Adam's two moments (CLF_MODEL_TRAIN) */
     size_t activations; /* the activation arena: forward activations kept for backward,

@@ -23,12 +23,27 @@
 #define FA_HS_MAX 256 /* cl/flash.cl's private arrays */
 #define FA_NMASK 19   /* arguments in FA_MASK_PARAMS */
 
+/* The program for storage t: "flash", or its variant "flash@bf16" /
+ * "flash@f16" (cl/flash.cl's FA_T = t; the variant also has any defines
+ * the "flash" family was given, FA_VW say). */
+static clf_status flash_family(clf_runtime *rt, clf_dtype t, char *fam, size_t cap, clf_error *err)
+{
+    if (t == CLF_DT_F32) {
+        snprintf(fam, cap, "flash");
+        return CLF_OK;
+    }
+    char defs[32];
+    snprintf(fam, cap, "flash@%s", clf_dtype_name(t));
+    snprintf(defs, sizeof defs, "#define FA_T %d\n", (int)t);
+    return clf_program_set_defines(rt, fam, defs, err);
+}
+
 /* The rows (or keys) one work-item of the program takes: cl/flash.cl's
  * FA_VW, which attn_flash_vw carries as its required work-group size. */
-static clf_status flash_vw(clf_runtime *rt, size_t *vw, clf_error *err)
+static clf_status flash_vw(clf_runtime *rt, const char *fam, size_t *vw, clf_error *err)
 {
     clf_kernel *k = NULL;
-    clf_status st = clf_kernel_get(rt, "flash", "attn_flash_vw", &k, err);
+    clf_status st = clf_kernel_get(rt, fam, "attn_flash_vw", &k, err);
     if (st != CLF_OK)
         return st;
     *vw = clf_kernel_required_group(k);
@@ -50,6 +65,8 @@ static clf_status check(const clf_attn_fused *a, const clf_attn_fused_grad *g, c
                              "need 1 <= HS (%zu) <= %d, NH >= 1, S >= 1 (and T <= S when causal), "
                              "row strides of at least NH*HS and a keep stride of at least S",
                              a->HS, FA_HS_MAX);
+    if (a->t != CLF_DT_F32 && a->t != CLF_DT_BF16 && a->t != CLF_DT_F16)
+        return clf_error_set(err, CLF_ERR_ARG, "unknown storage type %d", (int)a->t);
     if (a->window > 0 && !a->causal)
         return clf_error_set(err, CLF_ERR_ARG, "a sliding window needs causal attention");
     if (a->window > 0x7FFFFFFF)
@@ -150,15 +167,17 @@ static clf_status flash_launch(clf_runtime *rt, clf_ops_path path, const char *n
                                clf_error *err)
 {
     clf_kernel *k = NULL;
-    clf_status st;
-    char kname[64];
+    char kname[64], fam[32];
+    clf_status st = flash_family(rt, a->t, fam, sizeof fam, err);
+    if (st != CLF_OK)
+        return st;
     if (path == CLF_OPS_PATH_GROUP) {
         const size_t bc = tile_rows(rt, a->HS);
         if (bc == 0)
             return clf_error_set(err, CLF_ERR_UNSUPPORTED,
                                  "no room in local memory for tiles of head size %zu", a->HS);
         snprintf(kname, sizeof kname, "%s_group", name);
-        if ((st = clf_kernel_get(rt, "flash", kname, &k, err)) != CLF_OK)
+        if ((st = clf_kernel_get(rt, fam, kname, &k, err)) != CLF_OK)
             return st;
         size_t local = clf_ops_group_size(k, 64);
         size_t global = a->B * a->NH * ceil_div(rows, local) * local;
@@ -168,8 +187,8 @@ static clf_status flash_launch(clf_runtime *rt, clf_ops_path path, const char *n
         return clf_kernel_launch(rt, k, 1, &global, &local, n + 3, args, err);
     }
     size_t vw = 1;
-    if ((st = flash_vw(rt, &vw, err)) != CLF_OK ||
-        (st = clf_kernel_get(rt, "flash", name, &k, err)) != CLF_OK)
+    if ((st = flash_vw(rt, fam, &vw, err)) != CLF_OK ||
+        (st = clf_kernel_get(rt, fam, name, &k, err)) != CLF_OK)
         return st;
     size_t global = a->B * a->NH * ceil_div(rows, vw), local = flash_local(rt, k);
     return clf_kernel_launch(rt, k, 1, &global, &local, n, args, err);

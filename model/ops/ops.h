@@ -241,9 +241,13 @@ clf_status clf_op_cache_gather(clf_runtime *rt, clf_ptr dst, clf_ptr src, clf_pt
  * nothing gives y = 0 and lse = -inf. Attention dropout with probability
  * p_drop keyed by (seed, stream) drops exactly the elements
  * clf_op_dropout_forward would drop from a materialised [B*NH, T, S]
- * probability tensor with the same key. HS <= 256. */
+ * probability tensor with the same key. HS <= 256. t: the storage of q,
+ * k, v and y and, backward, of dy, dq, dk and dv (CLF_DT_F32, or bf16 /
+ * f16: train.precision's attention; offsets and strides then count
+ * 16-bit elements); lse, dsum and all arithmetic stay float32. */
 typedef struct clf_attn_fused {
     clf_ptr y, lse, q, k, v, keep;
+    clf_dtype t;
     size_t y_stride, q_stride, kv_stride, keep_stride;
     size_t kv_batch_stride, kv_head_stride;
     size_t B, NH, T, S, HS;
