@@ -382,13 +382,18 @@ static double rel_l2(const float *g, const float *ref, size_t n)
 
 /* train.precision: bf16 and fp16 store the activations only GEMMs read
  * (pre-norm blocks' norm outputs; the FFN's hidden activations without
- * SwiGLU or hidden dropout, and then the gradient of its pre-activation)
- * in 16 bits; every kernel still computes in float32 (fp16's gradients
- * are compared unscaled). Against float32 on the same parameters and batch: the loss and
- * the gradients (relative L2 over the flat vector) within a few roundings
- * of the format, 8 x 2^-9 for bf16 and 8 x 2^-12 for f16 (a rounding of
- * each stored value is at most 2^-9 resp. 2^-12 relative; it compounds
- * over the two blocks and the backward's reuse of the rounded values).
+ * SwiGLU or hidden dropout, and then the gradient of its pre-activation;
+ * the attention's q, k, v and output and their gradients, without RoPE)
+ * in 16 bits and have the products read 16-bit weights; every kernel
+ * still computes in float32 (fp16's gradients are compared unscaled).
+ * Against float32 on the same parameters and batch: the loss and the
+ * gradients (relative L2 over the flat vector) within 24 u, u the
+ * format's unit roundoff (2^-8 bf16, 2^-11 f16): a rounding of every
+ * stored value and weight, compounded over the blocks and the backward's
+ * reuse of the rounded values. Measured over 261 seeds, in units of u and
+ * alike for both formats: gradients 1.3 to 3.4 on average per variant,
+ * 99th percentile at most 7.8, largest 14.7 (the encoder-decoder with
+ * dropout everywhere); losses at most 2.7.
  * Recomputing blocks gives the same 16-bit losses and gradients bit for
  * bit (the recomputed forward rounds the same values the same way), and
  * the plan's activation memory falls wherever something is stored in 16
@@ -399,7 +404,7 @@ static void check_precision(clf_runtime *rt, const variant *v, int vi)
     /* fp32, bf16, fp16, then bf16 recomputing blocks */
     static const clf_precision prec[4] = {CLF_PRECISION_FP32, CLF_PRECISION_BF16,
                                           CLF_PRECISION_FP16, CLF_PRECISION_BF16};
-    static const double tol[3] = {0.0, 8 * 0x1p-9, 8 * 0x1p-12};
+    static const double tol[3] = {0.0, 24 * 0x1p-8, 24 * 0x1p-11};
     static const char *const pname[3] = {"fp32", "bf16", "fp16"};
     float *g[4] = {NULL, NULL, NULL, NULL}, loss[4] = {0, 0, 0, 0};
     size_t n = 0, act[4] = {0, 0, 0, 0};

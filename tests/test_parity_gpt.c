@@ -24,21 +24,29 @@
  *     step per position: the logits of every position against the fixture's,
  *     as the eval forward.
  * gpt_h trains with train.precision bf16 against PyTorch rounding by hand
- * at clformer's storage points and reading bf16 copies of the weights in
- * every product (gen_gpt_fixture.py), at the float32
- * tolerances above, but for the gradients: both sides compute in float32
- * and round the same values, yet a value within float32 rounding of a bf16
- * rounding boundary can round the other way on one side, and that element
- * of the stored hidden gradient moves by 2^-8 of itself; the few weight
- * gradient elements it feeds that are near zero then miss the elementwise
- * bound. Each gradient tensor is compared by relative L2 instead, within
- * 1e-3 (half a bf16 rounding is 2^-9 = 2e-3; measured 8e-5). The same
- * flips move a few logits near zero by 1.4e-5 and, through Adam (which
- * turns a near-zero gradient's difference into up to a step's), a few
- * final parameters by up to 1.1e-4 (lr is 3e-3): those two bounds are 10
- * times the float32 ones. The losses at every step and the gradient norms
- * keep the float32 bounds. Inference (float32) is compared with the
- * fixture's float32 logits.
+ * at clformer's storage points (the pre-norm outputs, the FFN's hidden
+ * layer and its gradient, the attention's q, k, v and output and their
+ * gradients) and reading bf16 copies of the weights in every product
+ * (gen_gpt_fixture.py). Both sides compute in float32 and round the same
+ * values, but not in the same order (the fused attention sums keys in
+ * tiles with an online softmax, PyTorch in one softmax and one product),
+ * and a value within float32 rounding of a bf16 rounding boundary rounds
+ * the other way on one side; each such flip moves that element by 2^-8
+ * of itself and everything downstream with it. The fixture's own
+ * sensitivity, measured: noise of 1e-7 relative (float32's rounding) on
+ * the FFN's pre-activation before it is rounded moves the gradients by up
+ * to 5.6e-4 relative L2, and on the attention's output, 1e-5 by 2.3e-4
+ * (1e-6 flipped nothing there). So the bounds are the format's, not float32's: each gradient
+ * tensor by relative L2 within 1e-3 (half a bf16 rounding is 2^-9 = 2e-3;
+ * measured 5.6e-4), the gradient norms within the same 1e-3 (3.4e-4), the
+ * losses at every step and after them within 1e-4 relative (8.2e-6), the
+ * logits 10 times the float32 bounds, and the parameters by each tensor's
+ * update over the 10 steps (final - initial), relative L2 within 2e-2
+ * (1.1e-2), leaving out the key bias: its gradient is zero but for
+ * rounding (softmax is blind to q.b_k, the same in every score of a row),
+ * and Adam turns each side's rounding noise there into whole steps of
+ * either sign (measured 0.18 with it). Inference (float32) is compared
+ * with the fixture's float32 logits.
  * Determinism (with checkpoint.h): train 10 steps with dropout 0.1,
  * checkpoint, 10 more; reload the checkpoint into a fresh model and train
  * the same 10 more: the losses are identical bit for bit.
@@ -69,6 +77,8 @@ static clf_model *build(clf_runtime *rt, const clf_model_config *cfg, int V, int
 
 /* A bf16 fixture's gradients: relative L2 per tensor (see the top). */
 #define HALF_GRAD_L2 1e-3
+#define HALF_STEP_LOSS 1e-4
+#define HALF_UPDATE_L2 2e-2
 
 static void parity(clf_runtime *rt, const char *fx)
 {
@@ -148,27 +158,50 @@ static void parity(clf_runtime *rt, const char *fx)
         printf("  step %zu: lr %.6g loss %.7f (torch %.7f) gnorm %.6f (torch %.6f)\n", it, lrs[it],
                loss, ref_losses[it], gn, ref_gn[it]);
     }
-    TU_CHECK(worst_loss <= 1e-5, "%s: %zu AdamW step losses within %g relative (worst %.3g)", fx,
-             nsteps, 1e-5, worst_loss);
-    TU_CHECK(worst_gn <= 1e-4, "%s: gradient norms within %g relative (worst %.3g)", fx, 1e-4,
+    const double loss_tol = half ? HALF_STEP_LOSS : 1e-5, gn_tol = half ? HALF_GRAD_L2 : 1e-4;
+    TU_CHECK(worst_loss <= loss_tol, "%s: %zu AdamW step losses within %g relative (worst %.3g)",
+             fx, nsteps, loss_tol, worst_loss);
+    TU_CHECK(worst_gn <= gn_tol, "%s: gradient norms within %g relative (worst %.3g)", fx, gn_tol,
              worst_gn);
+    double worst_step = 0;
     for (int i = 0; i < clf_model_param_count(m); i++) {
         const clf_param_info *p = clf_model_param_get(m, i);
         float *w = malloc(p->numel * sizeof *w);
         snprintf(name, sizeof name, "final.%s", p->name);
         float *ref = pu_read(r, name, NULL);
         die(clf_model_tensor_read(m, CLF_SLOT_PARAM, i, w, &e), &e, name);
-        snprintf(name, sizeof name, "%s final.%s", fx, p->name);
-        pu_close_f(name, w, ref, p->numel, k * 2e-5, 0);
+        if (half) { /* the 10 steps' update, (final - initial), by relative L2 */
+            snprintf(name, sizeof name, "param.%s", p->name);
+            float *w0 = pu_read(r, name, NULL);
+            for (size_t j = 0; j < p->numel; j++)
+                w[j] -= w0[j], ref[j] -= w0[j];
+            /* the key bias's gradient is zero but for rounding (softmax is
+             * blind to q.b_k, the same in every score of a row): Adam turns
+             * each side's noise into whole steps of either sign */
+            const size_t n = strlen(p->name), C = p->numel / 3;
+            if (n >= 13 && strcmp(p->name + n - 13, "attn.qkv.bias") == 0)
+                for (size_t j = C; j < 2 * C; j++)
+                    w[j] = ref[j] = 0.0f;
+            worst_step = fmax(worst_step, pu_rel_l2(w, ref, p->numel));
+            free(w0);
+        } else {
+            snprintf(name, sizeof name, "%s final.%s", fx, p->name);
+            pu_close_f(name, w, ref, p->numel, k * 2e-5, 0);
+        }
         free(ref);
         free(w);
     }
+    if (half)
+        TU_CHECK(worst_step <= HALF_UPDATE_L2,
+                 "%s: every tensor's update over the %zu steps within relative L2 %g of torch's "
+                 "(worst %.3g)",
+                 fx, nsteps, HALF_UPDATE_L2, worst_step);
     float *ref_final = pu_read(r, "final_loss", NULL);
     die(clf_model_set_batch(m, clf_batch_decoder(x, y, B, T), &e), &e, "set_batch");
     die(clf_model_forward(m, 0, &e), &e, "forward");
     die(clf_model_loss(m, &loss, &e), &e, "loss");
-    TU_CHECK(pu_rel(loss, ref_final[0]) <= 1e-5, "%s: loss after %zu steps %.8f vs torch %.8f", fx,
-             nsteps, loss, ref_final[0]);
+    TU_CHECK(pu_rel(loss, ref_final[0]) <= loss_tol, "%s: loss after %zu steps %.8f vs torch %.8f",
+             fx, nsteps, loss, ref_final[0]);
     clf_model_destroy(m);
 
     /* ---- KV-cache inference: prefill 5 positions, then decode one at a time ---- */

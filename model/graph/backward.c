@@ -108,7 +108,8 @@ static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, c
 
 /* The output half shared by self- and cross-attention: the residual
  * dropout (site), then the projection (weights proj_w, proj_b; forward
- * input atty), leaving the attention output's gradient [B*T, C] in m->dC3. */
+ * input atty), leaving the attention output's gradient [B*T, C] in m->dC3
+ * (stored as s.attn16: mi_view). */
 static clf_status attn_out_bwd(clf_model *m, int l, int site, clf_ptr dout, clf_ptr atty,
                                size_t proj_w, size_t proj_b, size_t B, size_t T, clf_error *err)
 {
@@ -122,7 +123,10 @@ static clf_status attn_out_bwd(clf_model *m, int l, int site, clf_ptr dout, clf_
                                           mi_dropout_stream(m, l, site), err)) != CLF_OK)
             return st;
     }
-    return linear_bwd(m, m->dC3, 0.0f, d, atty, CLF_DT_F32, proj_w, proj_b, BT, C, C, err);
+    /* the output's gradient and the output as the attention stores them */
+    const clf_dtype t = s->attn16;
+    return linear_bwd_typed(m, mi_view(m->dC3, t), t, 0.0f, d, CLF_DT_F32, atty, t, proj_w, proj_b,
+                            BT, C, C, CLF_GEMM_ACT_NONE, mi_nullptr(), err);
 }
 
 /* Self-attention of block l: dout [BT, C] -> din (beta: 0 overwrite, 1 add),
@@ -141,7 +145,7 @@ static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dt
                            err)) != CLF_OK)
         return st;
     const clf_attn_fused f = mi_attn_self(m, l, B, T, 1);
-    const clf_attn_fused_grad g = {.dy = m->dC3,
+    const clf_attn_fused_grad g = {.dy = mi_view(m->dC3, s->attn16),
                                    .dq = dqkv,
                                    .dk = clf_ptr_at(dqkv, C),
                                    .dv = clf_ptr_at(dqkv, 2 * C),
@@ -155,7 +159,8 @@ static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dt
          (st = clf_op_rope(m->rt, clf_ptr_at(dqkv, C), B, T, NH, HS, 3 * C, 0, s->rope_theta, 1,
                            err)) != CLF_OK))
         return st;
-    return linear_bwd(m, din, beta, dqkv, in, in_t, p->qkv_w, p->qkv_b, BT, C, 3 * C, err);
+    return linear_bwd_typed(m, din, CLF_DT_F32, beta, dqkv, s->attn16, in, in_t, p->qkv_w, p->qkv_b,
+                            BT, C, 3 * C, CLF_GEMM_ACT_NONE, mi_nullptr(), err);
 }
 
 /* Cross-attention of decoder block l: dout [BT, C] -> din (beta) for the
@@ -178,7 +183,7 @@ static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_d
                            err)) != CLF_OK)
         return st;
     const clf_attn_fused f = mi_attn_cross(m, l, B, T, S, 1);
-    const clf_attn_fused_grad g = {.dy = m->dC3,
+    const clf_attn_fused_grad g = {.dy = mi_view(m->dC3, s->attn16),
                                    .dq = dq,
                                    .dk = dkv,
                                    .dv = clf_ptr_at(dkv, C),
@@ -187,10 +192,13 @@ static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_d
                                    .dkv_stride = 2 * C};
     if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
         return st;
-    if ((st = linear_bwd(m, m->denc, beta_enc, dkv, mi_stack_out(m, &m->enc), CLF_DT_F32, p->kv_w,
-                         p->kv_b, BS, C, 2 * C, err)) != CLF_OK)
+    const clf_dtype t = s->attn16; /* dq and dkv's storage */
+    if ((st = linear_bwd_typed(m, m->denc, CLF_DT_F32, beta_enc, dkv, t, mi_stack_out(m, &m->enc),
+                               CLF_DT_F32, p->kv_w, p->kv_b, BS, C, 2 * C, CLF_GEMM_ACT_NONE,
+                               mi_nullptr(), err)) != CLF_OK)
         return st;
-    return linear_bwd(m, din, beta, dq, in, in_t, p->q_w, p->q_b, BT, C, C, err);
+    return linear_bwd_typed(m, din, CLF_DT_F32, beta, dq, t, in, in_t, p->q_w, p->q_b, BT, C, C,
+                            CLF_GEMM_ACT_NONE, mi_nullptr(), err);
 }
 
 /* Feed-forward of block l: dout [BT, C] -> din (beta), `in` the forward

@@ -75,9 +75,11 @@ static clf_status norm_fwd(clf_model *m, int type, const mi_norm_a *a, const mi_
 }
 
 /* y [R, out] = x [R, in] W^T (+ b) (+ resid [R, out], buf NULL = none),
- * the bias and the residual added as the GEMM stores y; x stored as x_t */
-static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_ptr x, clf_dtype x_t, size_t w, size_t b,
-                             size_t R, size_t in, size_t out, clf_ptr resid, clf_error *err)
+ * the bias and the residual added as the GEMM stores y; x stored as x_t, y
+ * as y_t (16 bits: no residual) */
+static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_dtype y_t, clf_ptr x, clf_dtype x_t,
+                             size_t w, size_t b, size_t R, size_t in, size_t out, clf_ptr resid,
+                             clf_error *err)
 {
     return mi_gemm(m,
                    &(clf_gemm_desc){.trans_b = 1,
@@ -96,7 +98,8 @@ static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_ptr x, clf_dtype x_t, 
                                     .d = resid,
                                     .ldd = out,
                                     .a_type = x_t,
-                                    .b_type = m->w16},
+                                    .b_type = m->w16,
+                                    .c_type = y_t},
                    err);
 }
 
@@ -115,8 +118,8 @@ static clf_status proj_residual(clf_model *m, int l, int site, clf_ptr out, clf_
     if (out.buf == NULL)
         return CLF_OK;
     if (!(train && s->p_resid > 0))
-        return linear_fwd(m, out, x, x_t, w, b, R, in, C, resid, err);
-    clf_status st = linear_fwd(m, m->proj, x, x_t, w, b, R, in, C, mi_nullptr(), err);
+        return linear_fwd(m, out, CLF_DT_F32, x, x_t, w, b, R, in, C, resid, err);
+    clf_status st = linear_fwd(m, m->proj, CLF_DT_F32, x, x_t, w, b, R, in, C, mi_nullptr(), err);
     if (st == CLF_OK)
         st = clf_op_dropout_forward(m->rt, m->proj, m->proj, R * C, s->p_resid, m->state.seed,
                                     mi_dropout_stream(m, l, site), err);
@@ -149,6 +152,7 @@ static clf_attn_fused attn_desc(const clf_model *m, int l, int site, clf_ptr y, 
     clf_attn_fused f = {.y = y,
                         .lse = lse,
                         .q = q,
+                        .t = s->attn16,
                         .y_stride = (size_t)s->C,
                         .q_stride = q_stride,
                         .B = B,
@@ -225,8 +229,8 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_
     clf_ptr qkv = a->qkv, atty = a->atty;
     clf_status st;
 
-    if ((st = linear_fwd(m, qkv, in, in_t, p->qkv_w, p->qkv_b, BT, C, 3 * C, mi_nullptr(), err)) !=
-        CLF_OK)
+    if ((st = linear_fwd(m, qkv, s->attn16, in, in_t, p->qkv_w, p->qkv_b, BT, C, 3 * C,
+                         mi_nullptr(), err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_ROPE &&
         ((st = clf_op_rope(m->rt, qkv, B, T, NH, HS, 3 * C, (size_t)pos0, s->rope_theta, 0, err)) !=
@@ -269,7 +273,7 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_
         if ((st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
             return st;
     }
-    return proj_residual(m, l, MI_SITE_ATTN_OUT, out, resid, atty, CLF_DT_F32, p->proj_w, p->proj_b,
+    return proj_residual(m, l, MI_SITE_ATTN_OUT, out, resid, atty, s->attn16, p->proj_w, p->proj_b,
                          BT, C, train, err);
 }
 
@@ -290,10 +294,11 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf
     clf_ptr keep = mi_at(m->src_keep, 0);
     clf_status st;
 
-    if ((st = linear_fwd(m, q, in, in_t, p->q_w, p->q_b, BT, C, C, mi_nullptr(), err)) != CLF_OK)
+    if ((st = linear_fwd(m, q, s->attn16, in, in_t, p->q_w, p->q_b, BT, C, C, mi_nullptr(), err)) !=
+        CLF_OK)
         return st;
-    if (!cache && (st = linear_fwd(m, a->xkv, mi_stack_out(m, &m->enc), CLF_DT_F32, p->kv_w,
-                                   p->kv_b, BS, C, 2 * C, mi_nullptr(), err)) != CLF_OK)
+    if (!cache && (st = linear_fwd(m, a->xkv, s->attn16, mi_stack_out(m, &m->enc), CLF_DT_F32,
+                                   p->kv_w, p->kv_b, BS, C, 2 * C, mi_nullptr(), err)) != CLF_OK)
         return st;
     if (cache && T == 1) {
         const clf_attn_decode ad = {.out = atty,
@@ -318,8 +323,8 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf
         if ((st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
             return st;
     }
-    return proj_residual(m, l, MI_SITE_CROSS_OUT, out, resid, atty, CLF_DT_F32, p->proj_w,
-                         p->proj_b, BT, C, train, err);
+    return proj_residual(m, l, MI_SITE_CROSS_OUT, out, resid, atty, s->attn16, p->proj_w, p->proj_b,
+                         BT, C, train, err);
 }
 
 /* Feed-forward of block l: in [BT, C] (stored as in_t) -> out [BT, C] =
@@ -622,8 +627,8 @@ clf_status mi_encode(clf_model *m, int Bi, int Si, clf_error *err)
     for (int l = m->dec.first; l < m->dec.first + m->dec.n; l++) {
         const mi_cross_p *p = &m->bp[l].cross;
         mi_block_a *a = &m->ba[l];
-        if ((st = linear_fwd(m, scratch, mem, CLF_DT_F32, p->kv_w, p->kv_b, B * S, C, 2 * C,
-                             mi_nullptr(), err)) != CLF_OK ||
+        if ((st = linear_fwd(m, scratch, CLF_DT_F32, mem, CLF_DT_F32, p->kv_w, p->kv_b, B * S, C,
+                             2 * C, mi_nullptr(), err)) != CLF_OK ||
             (st = clf_op_kv_store(m->rt, mi_at(a->xkcache, 0), scratch, B, S, NH, HS, 2 * C, Smax,
                                   0, err)) != CLF_OK ||
             (st = clf_op_kv_store(m->rt, mi_at(a->xvcache, 0), clf_ptr_at(scratch, C), B, S, NH, HS,

@@ -86,6 +86,9 @@ typedef struct mi_spec {
     int recompute;     /* MI_RECOMPUTE_*: what blocks share and backward recomputes */
     clf_dtype act16;   /* storage of the activations only GEMMs read (train.precision; a
                         * training model only, else CLF_DT_F32): see mi_norm_a.t, fch_t */
+    clf_dtype attn16;  /* storage of the attention's q, k, v, output and their gradients
+                        * (qkv, atty, xq, xkv, xatty, dqkv, the output's gradient in dC3):
+                        * act16, but float32 with RoPE (which rotates q and k in place) */
     int shard, shards; /* ZeRO-1: this model's slice of the optimizer state */
     float rope_theta;
     float emb_scale; /* 1 or sqrt(C) */
@@ -158,7 +161,8 @@ typedef struct mi_norm_a {
  * lnx) + ffn(...), ln2 = norm(res2) (output). */
 typedef struct mi_block_a {
     mi_norm_a ln1, lnx, ln2;
-    clf_ptr qkv;        /* [rows, 3C] q, k, v projections (q and k after rope) */
+    clf_ptr qkv;        /* [rows, 3C] q, k, v projections (q and k after rope); this and
+                         * the attention tensors below stored as s.attn16 */
     clf_ptr lse;        /* [B, NH, T] attention rows' log-sum-exp (fused attention) */
     clf_ptr atty;       /* [rows, C] attention output, heads merged */
     clf_ptr res1;       /* [rows, C] */
@@ -246,7 +250,8 @@ struct clf_model {
     /* backward scratch (CLF_MODEL_TRAIN) */
     clf_ptr dres;          /* [rows, C] gradient of the residual stream */
     clf_ptr denc;          /* [rows_src, C] gradient of the encoder's output (encoder-decoder) */
-    clf_ptr dC1, dC2, dC3; /* [rows, C] */
+    clf_ptr dC1, dC2, dC3; /* [rows, C] (dC3 holds the attention output's gradient as
+                            * s.attn16: mi_view) */
     clf_ptr dqkv;          /* [rows, 3C] */
     clf_ptr dH1, dH2;      /* [rows, fc_rows] (dH1 only without mi_ffn_fused_dact) */
     clf_dtype dH2_t;       /* dH2's storage: s.act16 with mi_ffn_fused_dact (the FFN's
@@ -302,6 +307,13 @@ static inline clf_ptr mi_nullptr(void)
 {
     clf_ptr p = {NULL, 0};
     return p;
+}
+/* A float32 tensor's room as a tensor of t: the same bytes, its offset
+ * counted in t's elements (a 16-bit view holds as many elements in the
+ * first half). */
+static inline clf_ptr mi_view(clf_ptr p, clf_dtype t)
+{
+    return t == CLF_DT_F32 ? p : mi_at(p.buf, 2 * p.off);
 }
 /* params / grads pointer of a parameter offset, {NULL, 0} for MI_NONE. */
 static inline clf_ptr mi_par(const clf_model *m, size_t off)

@@ -27,7 +27,9 @@ Variants (2 layers, 2 heads, 32 dims, context 16, vocabulary 65, batch 4):
          elsewhere): the pre-norm blocks' norm outputs, the FFN's
          pre-activation and GELU output, and the gradient of that
          pre-activation are rounded to bfloat16 (nearest even) as they are
-         stored, and every matrix product reads its weight (qkv, the
+         stored, the attention's q, k, v and output and their gradients
+         are stored in bfloat16 (its backward taking dy . y from the output
+         as stored, as the fused kernels do), and every matrix product reads its weight (qkv, the
          projections, fc, the tied LM head) as the optimizer's bf16 copy
          of the float32 master; GELU's derivative is taken at the stored
          pre-activation;
@@ -221,7 +223,7 @@ def alibi_slopes(n_heads):
 
 def attention(v, x, p, pre):
     Bn, Tn, _ = x.shape
-    qkv = F.linear(x, wq(v, p[pre + "attn.qkv.weight"]), p.get(pre + "attn.qkv.bias"))
+    qkv = st16(v, F.linear(x, wq(v, p[pre + "attn.qkv.weight"]), p.get(pre + "attn.qkv.bias")))
     q, k, val = qkv.split(C, dim=2)
     q = q.view(Bn, Tn, NH, HS).transpose(1, 2)
     k = k.view(Bn, Tn, NH, HS).transpose(1, 2)
@@ -237,14 +239,55 @@ def attention(v, x, p, pre):
     if v.get("window"):
         mask = mask & (j > i - v["window"])  # the band: the `window` most recent keys
     att = att.masked_fill(~mask, float("-inf"))
-    att = F.softmax(att, dim=-1)
-    y = (att @ val).transpose(1, 2).contiguous().view(Bn, Tn, C)
+    if v.get("half"):  # clformer's fused attention over 16-bit storage
+        y = Bf16Both.apply(FusedAttention.apply(att, val).transpose(1, 2).contiguous().view(Bn, Tn, C))
+    else:
+        att = F.softmax(att, dim=-1)
+        y = (att @ val).transpose(1, 2).contiguous().view(Bn, Tn, C)
     return F.linear(y, wq(v, p[pre + "attn.proj.weight"]), p.get(pre + "attn.proj.bias"))
 
 
 def bf16(x):
     """Stored in bfloat16 (round to nearest even), the gradient unchanged."""
     return x + (x.bfloat16().float() - x).detach()
+
+
+class Bf16Both(torch.autograd.Function):
+    """A tensor stored in bfloat16 whose gradient is stored in bfloat16 too:
+    clformer's attention q, k, v and output and their gradients."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.bfloat16().float()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.bfloat16().float()
+
+
+class FusedAttention(torch.autograd.Function):
+    """softmax(scores) v as clformer's fused kernels differentiate it with a
+    16-bit output: the backward takes D = dy . y from the output as stored
+    (bfloat16), where autograd's softmax backward would use the exact one:
+    ds = p (dy v^T - D)."""
+
+    @staticmethod
+    def forward(ctx, scores, val):
+        p = F.softmax(scores, dim=-1)
+        y = p @ val
+        ctx.save_for_backward(p, val, y.bfloat16().float())
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        p, val, y16 = ctx.saved_tensors
+        dp = dy @ val.transpose(-2, -1)
+        D = (dy * y16).sum(-1, keepdim=True)
+        return p * (dp - D), p.transpose(-2, -1) @ dy
+
+
+def st16(v, x):
+    return Bf16Both.apply(x) if v.get("half") else x
 
 
 def wq(v, w):
