@@ -167,8 +167,10 @@ __kernel void sinusoid_add(__global float *x, ulong x_off, uint B, uint T, uint 
  * angle's sincos is computed once and applied to every head of `bspan`
  * batch rows (bspan = B on CPUs, 1 on GPUs). Row (b, t) starts at
  * (b*T + t) * row_stride. log2_theta = log2(theta), from the host in double:
- * inv_freq = 2^(-(2i/HS) * log2(theta)) = theta^(-2i/HS). */
-__kernel void rope(__global float *x, ulong x_off, uint B, uint T, uint NH, uint HS,
+ * inv_freq = 2^(-(2i/HS) * log2(theta)) = theta^(-2i/HS). x is stored as
+ * x_t (float32, or 16 bits: widened, rotated in float32, rounded back;
+ * offsets and strides count its elements). */
+__kernel void rope(__global float *x, ulong x_off, uint x_t, uint B, uint T, uint NH, uint HS,
                    uint row_stride, uint pos0, float log2_theta, int inverse, uint bspan)
 {
     uint hs2 = HS / 2;
@@ -186,12 +188,12 @@ __kernel void rope(__global float *x, ulong x_off, uint B, uint T, uint NH, uint
     if (inverse)
         sn = -sn;
     for (uint b = b0; b < b1; b++) {
-        __global float *xr = x + x_off + ((ulong)b * T + t) * row_stride + i;
+        const ulong xr = x_off + ((ulong)b * T + t) * row_stride + i;
         for (uint h = 0; h < NH; h++) {
-            __global float *r = xr + h * HS;
-            float x1 = r[0], x2 = r[hs2];
-            r[0] = x1 * cs - x2 * sn;
-            r[hs2] = x2 * cs + x1 * sn;
+            const ulong r = xr + h * HS;
+            float x1 = clf_load_t(x, x_t, r), x2 = clf_load_t(x, x_t, r + hs2);
+            clf_store_t(x, x_t, r, x1 * cs - x2 * sn);
+            clf_store_t(x, x_t, r + hs2, x2 * cs + x1 * sn);
         }
     }
 }

@@ -23,12 +23,19 @@
  *   (OpenCL pow/sin/cos are not correctly rounded); inverse(forward(x)) = x
  *   (atol 1e-5); backward (the inverse applied to G) against central finite
  *   differences in float64 of L = sum(G * rope(x)) (same tolerance).
+ * - rope on 16-bit storage (bf16, f16; train.precision's attention): on
+ *   values the format holds, every element equals the float32 kernel's
+ *   result on the same values rounded once by the host's reference
+ *   rounding (model/io/safetensors.h), bit for bit, forward and inverse,
+ *   from an odd element offset, with v, the row padding and the elements
+ *   around the tensor untouched.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/io/safetensors.h"
 #include "model/ops/ops.h"
 #include "tests/test_util.h"
 
@@ -122,11 +129,65 @@ static void rope(clf_runtime *rt, int elem, clf_ptr x, size_t B, size_t T, size_
         tu_ok(clf_op_rope(rt, x, B, T, NH, HS, rs, pos0, theta, inverse, &err), &err, "rope");
         return;
     }
-    clf_arg a[] = {CLF_ARG_BUF(x.buf),   CLF_ARG_U64(x.off), CLF_ARG_U32(B),
-                   CLF_ARG_U32(T),       CLF_ARG_U32(NH),    CLF_ARG_U32(HS),
-                   CLF_ARG_U32(rs),      CLF_ARG_U32(pos0),  CLF_ARG_F32((float)log2(theta)),
-                   CLF_ARG_I32(inverse), CLF_ARG_U32(1)};
-    launch(rt, "rope", B * T * (HS / 2), 11, a);
+    clf_arg a[] = {CLF_ARG_BUF(x.buf),      CLF_ARG_U64(x.off),
+                   CLF_ARG_U32(CLF_DT_F32), CLF_ARG_U32(B),
+                   CLF_ARG_U32(T),          CLF_ARG_U32(NH),
+                   CLF_ARG_U32(HS),         CLF_ARG_U32(rs),
+                   CLF_ARG_U32(pos0),       CLF_ARG_F32((float)log2(theta)),
+                   CLF_ARG_I32(inverse),    CLF_ARG_U32(1)};
+    launch(rt, "rope", B * T * (HS / 2), 12, a);
+}
+
+/* rope on x stored as t (bf16 / f16) against the float32 kernel on the same
+ * values, rounded once on the host. */
+static void test_rope16(clf_runtime *rt, clf_dtype t, size_t B, size_t T, size_t NH, size_t HS,
+                        size_t pos0, tu_rng *r)
+{
+    const size_t C = NH * HS, rs = 3 * C + 3, n = B * T * rs, off = 5, guard = 3;
+    float *x = malloc(n * sizeof *x), *want = malloc(n * sizeof *want);
+    uint16_t *h = malloc((n + off + guard) * sizeof *h), *got = malloc((n + off + guard) * 2);
+    tu_fill(r, x, n, -2, 2);
+    for (size_t i = 0; i < n + off + guard; i++)
+        h[i] = 0x7E57u;
+    for (size_t i = 0; i < n; i++) {
+        h[off + i] = t == CLF_DT_BF16 ? clf_f32_to_bf16(x[i]) : clf_f32_to_f16(x[i]);
+        x[i] = t == CLF_DT_BF16 ? clf_bf16_to_f32(h[off + i]) : clf_f16_to_f32(h[off + i]);
+    }
+    clf_error err;
+    clf_buffer *b = NULL;
+    tu_ok(clf_buffer_create(rt, (n + off + guard) * 2, &b, &err), &err, "buffer");
+    for (int inverse = 0; inverse < 2; inverse++) {
+        tu_ok(clf_buffer_write(rt, b, 0, h, (n + off + guard) * 2, &err), &err, "write");
+        clf_ptr d32 = up(rt, x, n);
+        for (int part = 0; part < 2; part++) {
+            tu_ok(clf_op_rope(rt, clf_ptr_at(d32, part * C), B, T, NH, HS, rs, pos0, 10000.0f,
+                              inverse, &err),
+                  &err, "rope f32");
+            tu_ok(clf_op_rope_t(rt, t, (clf_ptr){b, off + part * C}, B, T, NH, HS, rs, pos0,
+                                10000.0f, inverse, &err),
+                  &err, "rope 16-bit");
+        }
+        tu_download(rt, d32, want, n);
+        tu_ok(clf_buffer_read(rt, b, 0, got, (n + off + guard) * 2, &err), &err, "read");
+        size_t bad = 0;
+        for (size_t i = 0; i < n + off + guard; i++) {
+            const int inside = i >= off && i < off + n;
+            const uint16_t w = !inside            ? 0x7E57u
+                               : t == CLF_DT_BF16 ? clf_f32_to_bf16(want[i - off])
+                                                  : clf_f32_to_f16(want[i - off]);
+            bad += got[i] != w;
+        }
+        TU_CHECK(bad == 0,
+                 "rope%s in %s B=%zu T=%zu NH=%zu HS=%zu: the float32 result rounded, bit for bit, "
+                 "v, padding and guards untouched (%zu differ)",
+                 inverse ? " inverse" : "", clf_dtype_name(t), B, T, NH, HS, bad);
+        tu_free(d32);
+    }
+    clf_buffer_destroy(b);
+    free(x);
+    free(want);
+    free(h);
+    free(got);
 }
 
 /* ---- embedding ------------------------------------------------------------ */
@@ -403,6 +464,8 @@ int main(void)
         test_rope(rt, elem, 2, 33, 4, 16, 5, 10000.0f, &r);
         test_rope(rt, elem, 3, 17, 2, 64, 30, 500000.0f, &r);
     }
+    test_rope16(rt, CLF_DT_BF16, 2, 33, 4, 16, 5, &r);
+    test_rope16(rt, CLF_DT_F16, 3, 17, 2, 64, 30, &r);
     test_sinusoid(rt, 1, 1, 2, 0, 2e-6, &r);
     test_sinusoid(rt, 2, 7, 32, 0, 2e-6 + 1e-6 * 7, &r);
     test_sinusoid(rt, 3, 33, 33, 5, 2e-6 + 1e-6 * 38, &r);

@@ -155,9 +155,10 @@ static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dt
     if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_ROPE &&
-        ((st = clf_op_rope(m->rt, dqkv, B, T, NH, HS, 3 * C, 0, s->rope_theta, 1, err)) != CLF_OK ||
-         (st = clf_op_rope(m->rt, clf_ptr_at(dqkv, C), B, T, NH, HS, 3 * C, 0, s->rope_theta, 1,
-                           err)) != CLF_OK))
+        ((st = clf_op_rope_t(m->rt, s->attn16, dqkv, B, T, NH, HS, 3 * C, 0, s->rope_theta, 1,
+                             err)) != CLF_OK ||
+         (st = clf_op_rope_t(m->rt, s->attn16, clf_ptr_at(dqkv, C), B, T, NH, HS, 3 * C, 0,
+                             s->rope_theta, 1, err)) != CLF_OK))
         return st;
     return linear_bwd_typed(m, din, CLF_DT_F32, beta, dqkv, s->attn16, in, in_t, p->qkv_w, p->qkv_b,
                             BT, C, 3 * C, CLF_GEMM_ACT_NONE, mi_nullptr(), err);

@@ -709,7 +709,7 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
     if (!(flags & CLF_MODEL_TRAIN))
         m->s.act16 = CLF_DT_F32; /* train.precision is a training setting */
     m->w16 = m->s.act16;
-    m->s.attn16 = m->s.pos == MI_POS_ROPE ? CLF_DT_F32 : m->s.act16;
+    m->s.attn16 = m->s.act16;
     m->flags = flags;
     m->optim = *optim;
     m->state.seed = s->seed;

@@ -233,10 +233,10 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_
                          mi_nullptr(), err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_ROPE &&
-        ((st = clf_op_rope(m->rt, qkv, B, T, NH, HS, 3 * C, (size_t)pos0, s->rope_theta, 0, err)) !=
-             CLF_OK ||
-         (st = clf_op_rope(m->rt, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C, (size_t)pos0,
-                           s->rope_theta, 0, err)) != CLF_OK))
+        ((st = clf_op_rope_t(m->rt, s->attn16, qkv, B, T, NH, HS, 3 * C, (size_t)pos0,
+                             s->rope_theta, 0, err)) != CLF_OK ||
+         (st = clf_op_rope_t(m->rt, s->attn16, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C,
+                             (size_t)pos0, s->rope_theta, 0, err)) != CLF_OK))
         return st;
     const size_t S = cache ? (size_t)pos0 + T : T;
     if (cache &&

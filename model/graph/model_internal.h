@@ -87,8 +87,8 @@ typedef struct mi_spec {
     clf_dtype act16;   /* storage of the activations only GEMMs read (train.precision; a
                         * training model only, else CLF_DT_F32): see mi_norm_a.t, fch_t */
     clf_dtype attn16;  /* storage of the attention's q, k, v, output and their gradients
-                        * (qkv, atty, xq, xkv, xatty, dqkv, the output's gradient in dC3):
-                        * act16, but float32 with RoPE (which rotates q and k in place) */
+                        * (qkv, atty, xq, xkv, xatty, dqkv, the output's gradient in dC3;
+                        * RoPE rotates q and k in place in it): act16 */
     int shard, shards; /* ZeRO-1: this model's slice of the optimizer state */
     float rope_theta;
     float emb_scale; /* 1 or sqrt(C) */

@@ -154,6 +154,13 @@ clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, s
 clf_status clf_op_rope(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t NH, size_t HS,
                        size_t row_stride, size_t pos0, float theta, int inverse, clf_error *err)
 {
+    return clf_op_rope_t(rt, CLF_DT_F32, x, B, T, NH, HS, row_stride, pos0, theta, inverse, err);
+}
+
+clf_status clf_op_rope_t(clf_runtime *rt, clf_dtype t, clf_ptr x, size_t B, size_t T, size_t NH,
+                         size_t HS, size_t row_stride, size_t pos0, float theta, int inverse,
+                         clf_error *err)
+{
     if (HS == 0 || HS % 2 != 0 || row_stride < NH * HS)
         return clf_error_set(err, CLF_ERR_ARG,
                              "rope: head size %zu must be even and positive and the row "
@@ -171,11 +178,17 @@ clf_status clf_op_rope(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t NH
     size_t nb = (B + bspan - 1) / bspan;
     float log2_theta = (float)log2((double)theta);
     clf_arg a[] = {
-        CLF_ARG_BUF(x.buf),      CLF_ARG_U64(x.off),
-        CLF_ARG_U32(B),          CLF_ARG_U32(T),
-        CLF_ARG_U32(NH),         CLF_ARG_U32(HS),
-        CLF_ARG_U32(row_stride), CLF_ARG_U32(pos0),
-        CLF_ARG_F32(log2_theta), CLF_ARG_I32(inverse ? 1 : 0),
+        CLF_ARG_BUF(x.buf),
+        CLF_ARG_U64(x.off),
+        CLF_ARG_U32(t),
+        CLF_ARG_U32(B),
+        CLF_ARG_U32(T),
+        CLF_ARG_U32(NH),
+        CLF_ARG_U32(HS),
+        CLF_ARG_U32(row_stride),
+        CLF_ARG_U32(pos0),
+        CLF_ARG_F32(log2_theta),
+        CLF_ARG_I32(inverse ? 1 : 0),
         CLF_ARG_U32(bspan),
     };
     return launch_1d(rt, "rope", nb * T * (HS / 2), clf_ops_serial(rt) ? 64 : 256,

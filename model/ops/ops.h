@@ -168,6 +168,11 @@ clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, s
  * inverse = 1 applies the transpose rotation (the backward pass). */
 clf_status clf_op_rope(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t NH, size_t HS,
                        size_t row_stride, size_t pos0, float theta, int inverse, clf_error *err);
+/* The same on x stored as t (16 bits: widened, rotated in float32, rounded
+ * back; offsets and strides count t's elements). */
+clf_status clf_op_rope_t(clf_runtime *rt, clf_dtype t, clf_ptr x, size_t B, size_t T, size_t NH,
+                         size_t HS, size_t row_stride, size_t pos0, float theta, int inverse,
+                         clf_error *err);
 
 /* ---- attention layout (cl/attention.cl) ---------------------------------- */
 
