@@ -21,7 +21,8 @@
 # caching and the interpreter's own growth too. Compare each side's
 # settings with its own float32 "none" (the "of none" columns); across the
 # sides the two counts measure different things. clformer's 16-bit storage
-# covers what only GEMMs read (train.precision in README.md).
+# covers what only GEMMs and the fused attention read, and the weights the
+# GEMMs read (train.precision in README.md).
 #
 # Both sides get the same thread count (default: every core); PyTorch runs
 # with OMP_WAIT_POLICY=PASSIVE unless it is set (the faster policy for its
