@@ -209,8 +209,8 @@ static void print_memory(const memory_report *r, long batch, long ranks, int sha
            size_str(t->total, a, sizeof a), recompute_names[cfg_recompute],
            precision_names[cfg_precision]);
     print_by("train.recompute", recompute_names, r->by_recompute, N_RECOMPUTE);
-    print_by("train.precision (16 bits: what only GEMMs read)", precision_names, r->by_precision,
-             N_PRECISION);
+    print_by("train.precision (16 bits: what GEMMs and attention read, weights)", precision_names,
+             r->by_precision, N_PRECISION);
     printf("device memory, inference at batch 1: %s (parameters %s, activations %s, KV caches "
            "%s)\n",
            size_str(r->infer.total, a, sizeof a), size_str(r->infer.params, b, sizeof b),
