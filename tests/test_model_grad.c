@@ -387,13 +387,14 @@ static double rel_l2(const float *g, const float *ref, size_t n)
  * in 16 bits and have the products read 16-bit weights; every kernel
  * still computes in float32 (fp16's gradients are compared unscaled).
  * Against float32 on the same parameters and batch: the loss and the
- * gradients (relative L2 over the flat vector) within 24 u, u the
+ * gradients (relative L2 over the flat vector) within 32 u, u the
  * format's unit roundoff (2^-8 bf16, 2^-11 f16): a rounding of every
  * stored value and weight, compounded over the blocks and the backward's
- * reuse of the rounded values. Measured over 422 seeds, in units of u and
- * alike for both formats: gradients 1.3 to 3.4 on average per variant,
- * 99th percentile at most 8.2, largest 14.7 (the encoder-decoder with
- * dropout everywhere); losses at most 2.7. fp16 starts from GradScaler's
+ * reuse of the rounded values. Measured over 422 seeds on PoCL and 41 on
+ * Intel's CPU runtime, in units of u and alike for both formats: gradients
+ * 1.3 to 3.8 on average per variant, 99th percentile at most 8.2, largest
+ * 16.5 (the encoder-decoder with dropout everywhere has the long tail: 3
+ * seeds of 463 above 13); losses at most 2.7. fp16 starts from GradScaler's
  * scale, 2^16, and halves it while the scaled gradients overflow (the
  * encoder's [CLS] gradient does in half; the trainer skips such steps).
  * Recomputing blocks gives the same 16-bit losses and gradients bit for
@@ -406,7 +407,7 @@ static void check_precision(clf_runtime *rt, const variant *v, int vi)
     /* fp32, bf16, fp16, then bf16 recomputing blocks */
     static const clf_precision prec[4] = {CLF_PRECISION_FP32, CLF_PRECISION_BF16,
                                           CLF_PRECISION_FP16, CLF_PRECISION_BF16};
-    static const double tol[3] = {0.0, 24 * 0x1p-8, 24 * 0x1p-11};
+    static const double tol[3] = {0.0, 32 * 0x1p-8, 32 * 0x1p-11};
     static const char *const pname[3] = {"fp32", "bf16", "fp16"};
     float *g[4] = {NULL, NULL, NULL, NULL}, loss[4] = {0, 0, 0, 0};
     size_t n = 0, act[4] = {0, 0, 0, 0};
