@@ -393,8 +393,9 @@ static double rel_l2(const float *g, const float *ref, size_t n)
  * reuse of the rounded values. Measured over 422 seeds on PoCL and 41 on
  * Intel's CPU runtime, in units of u and alike for both formats: gradients
  * 1.3 to 3.8 on average per variant, 99th percentile at most 8.2, largest
- * 16.5 (the encoder-decoder with dropout everywhere has the long tail,
- * the only variant past 8); losses at most 2.7. fp16 starts from GradScaler's
+ * 16.5 (the long tails are the two variants with dropout everywhere: the
+ * encoder-decoder's up to 16.5, the decoder's up to 10.8); losses at most
+ * 2.7. fp16 starts from GradScaler's
  * scale, 2^16, and halves it while the scaled gradients overflow (the
  * encoder's [CLS] gradient does in half; the trainer skips such steps).
  * Recomputing blocks gives the same 16-bit losses and gradients bit for
