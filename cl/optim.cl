@@ -28,10 +28,10 @@
  * t without a read-back); adamw reads them from amp[4..6] when `dev` is
  * set and leaves everything untouched when run is 0.
  *
- * With p16_t bf16 or f16, adamw also stores each updated parameter, rounded,
- * into p16 (the 16-bit weights the matrix products read under
- * train.precision bf16 | fp16): one pass writes both copies, the float32
- * masters staying the ones Adam updates.
+ * adamw_p16 is adamw that also stores each updated parameter, rounded, into
+ * p16 (the 16-bit weights the matrix products read under train.precision
+ * bf16 | fp16): one pass writes both copies, the float32 masters staying
+ * the ones Adam updates.
  *
  * Not here: fused multi-buffer launches, 16-bit master weights, other optimizers.
  */
@@ -97,20 +97,25 @@ __kernel void amp_step(__global float *amp, ulong amp_off, __global float *gscal
     amp[CLF_AMP_GOOD] = good;
 }
 
-__kernel void adamw(__global float *p, ulong p_off, __global const float *g, ulong g_off,
-                    __global float *m, ulong m_off, __global float *v, ulong v_off,
-                    __global const float *gscale, ulong gscale_off, ulong n, ulong n_decay,
-                    float decay, float w1, float beta2, float w2, float neg_step_size,
-                    float bc2_sqrt, float eps, __global const float *amp, ulong amp_off, int dev,
-                    __global float *p16, ulong p16_off, uint p16_t)
+#define ADAMW_PARAMS                                                                               \
+    __global float *p, ulong p_off, __global const float *g, ulong g_off, __global float *m,      \
+        ulong m_off, __global float *v, ulong v_off, __global const float *gscale,               \
+        ulong gscale_off, ulong n, ulong n_decay, float decay, float w1, float beta2, float w2,  \
+        float neg_step_size, float bc2_sqrt, float eps, __global const float *amp, ulong amp_off, \
+        int dev
+
+/* One element's update; returns 0 where it did nothing (past n, or a
+ * skipped step), else 1 with the new parameter in *out. Inlined into both
+ * kernels: the plain one carries no trace of the 16-bit copy (a branch on
+ * it in the loop body halved PoCL's AdamW throughput). */
+static inline int adamw_1(ADAMW_PARAMS, ulong i, float *out)
 {
-    ulong i = get_global_id(0);
     if (i >= n)
-        return;
+        return 0;
     if (dev) {
         amp += amp_off;
         if (amp[CLF_AMP_RUN] == 0.0f)
-            return;
+            return 0;
         neg_step_size = amp[CLF_AMP_NEG_STEP];
         bc2_sqrt = amp[CLF_AMP_BC2_SQRT];
     }
@@ -127,6 +132,25 @@ __kernel void adamw(__global float *p, ulong p_off, __global const float *g, ulo
     m[m_off + i] = mi;
     v[v_off + i] = vi;
     p[p_off + i] = pi;
-    if (p16_t != CLF_T_F32)
+    *out = pi;
+    return 1;
+}
+
+#define ADAMW_ARGS                                                                                 \
+    p, p_off, g, g_off, m, m_off, v, v_off, gscale, gscale_off, n, n_decay, decay, w1, beta2, w2, \
+        neg_step_size, bc2_sqrt, eps, amp, amp_off, dev
+
+__kernel void adamw(ADAMW_PARAMS)
+{
+    float pi;
+    adamw_1(ADAMW_ARGS, get_global_id(0), &pi);
+}
+
+/* adamw, also storing each updated parameter rounded into p16 (as p16_t). */
+__kernel void adamw_p16(ADAMW_PARAMS, __global float *p16, ulong p16_off, uint p16_t)
+{
+    const ulong i = get_global_id(0);
+    float pi;
+    if (adamw_1(ADAMW_ARGS, i, &pi))
         clf_store_t(p16, p16_t, p16_off + i, pi);
 }

@@ -91,7 +91,8 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_
                            clf_dtype_name(t16));
         goto fail;
     }
-    st = clf_kernel_get(rt, "optim", "adamw", &k, err);
+    const int copy = t16 != CLF_DT_F32;
+    st = clf_kernel_get(rt, "optim", copy ? "adamw_p16" : "adamw", &k, err);
     if (st != CLF_OK)
         goto fail;
     if (n == 0)
@@ -107,8 +108,7 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_
     size_t local = clf_kernel_max_work_group(k);
     if (local == 0 || local > 256)
         local = 256;
-    /* the kernel's p16 is a valid buffer also without a copy (never written then) */
-    clf_buffer *p16 = t16 != CLF_DT_F32 ? params16.buf : params.buf;
+    clf_buffer *p16 = params16.buf; /* adamw_p16's last three arguments */
     clf_arg a[] = {
         CLF_ARG_BUF(params.buf), CLF_ARG_U64(params.off),
         CLF_ARG_BUF(grads.buf),  CLF_ARG_U64(grads.off),
@@ -124,7 +124,8 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_
         CLF_ARG_BUF(p16),        CLF_ARG_U64(params16.off),
         CLF_ARG_U32(t16),
     };
-    st = clf_kernel_launch(rt, k, 1, &global, &local, (int)(sizeof a / sizeof a[0]), a, err);
+    const int nargs = (int)(sizeof a / sizeof a[0]) - (copy ? 0 : 3); /* adamw: no p16 */
+    st = clf_kernel_launch(rt, k, 1, &global, &local, nargs, a, err);
     if (st != CLF_OK)
         goto fail;
     return CLF_OK;
