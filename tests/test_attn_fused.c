@@ -37,17 +37,10 @@
 
 #include "model/ops/ops.h"
 #include "model/ops/ops_internal.h"
+#include "tests/attn_case.h"
 #include "tests/test_util.h"
 
 #define GUARD 7.25f
-
-typedef struct acase {
-    size_t B, NH, T, S, HS;
-    int causal, cross, masked;
-    size_t window;
-    int alibi;
-    float p_drop;
-} acase;
 
 /* The kernel shape under test (cl/flash.cl's FA_VW), for the messages. */
 static size_t g_vw;
@@ -149,34 +142,11 @@ static int32_t *case_keep(const acase *c)
     return keep;
 }
 
-/* The op's descriptor for the case: q (with k, v after it when self-
- * attention) in the projections' layouts, kv the cross-attention's. */
+/* The op's descriptor for the case, float32 (tests/attn_case.h). */
 static clf_attn_fused case_desc(const acase *c, clf_ptr y, clf_ptr lse, clf_ptr q, clf_ptr kv,
                                 clf_ptr keep, size_t ys)
 {
-    const size_t C = c->NH * c->HS;
-    return (clf_attn_fused){.y = y,
-                            .lse = lse,
-                            .q = q,
-                            .k = c->cross ? kv : clf_ptr_at(q, C),
-                            .v = c->cross ? clf_ptr_at(kv, C) : clf_ptr_at(q, 2 * C),
-                            .keep = c->masked ? keep : (clf_ptr){NULL, 0},
-                            .y_stride = ys,
-                            .q_stride = c->cross ? C : 3 * C,
-                            .kv_stride = c->cross ? 2 * C : 3 * C,
-                            .keep_stride = c->S,
-                            .B = c->B,
-                            .NH = c->NH,
-                            .T = c->T,
-                            .S = c->S,
-                            .HS = c->HS,
-                            .causal = c->causal,
-                            .alibi = c->alibi,
-                            .window = c->window,
-                            .scale = (float)(1.0 / sqrt((double)c->HS)),
-                            .p_drop = c->p_drop,
-                            .seed = DROP_SEED,
-                            .stream = DROP_STREAM};
+    return acase_desc(c, CLF_DT_F32, y, lse, q, kv, keep, ys, DROP_SEED, DROP_STREAM);
 }
 
 static void run(clf_runtime *rt, const acase *c, tu_rng *r)
@@ -370,13 +340,7 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
         tu_ok(clf_buffer_write(rt, dkeep.buf, dkeep.off * 4, keep, c->B * c->S * 4, &err), &err,
               "keep");
     clf_attn_fused a = case_desc(c, y, lse, dq, dkv, dkeep, ys);
-    clf_attn_fused_grad g = {.dy = dy,
-                             .dq = gq,
-                             .dk = c->cross ? gkv : clf_ptr_at(gq, C),
-                             .dv = c->cross ? clf_ptr_at(gkv, C) : clf_ptr_at(gq, 2 * C),
-                             .dsum = dsum,
-                             .dq_stride = qs,
-                             .dkv_stride = kvs};
+    clf_attn_fused_grad g = acase_grad(c, dy, gq, gkv, dsum);
     tu_ok(clf_op_attn_fused_forward_ex(rt, g_path, &a, &err), &err, "forward");
     tu_ok(clf_op_attn_fused_backward_ex(rt, g_path, &a, &g, &err), &err, "backward");
     float *gqh = malloc(ngq * sizeof *gqh), *gkvh = malloc((ngkv ? ngkv : 1) * sizeof *gkvh);

@@ -38,15 +38,8 @@
 #include "model/io/safetensors.h"
 #include "model/ops/ops.h"
 #include "model/ops/ops_internal.h"
+#include "tests/attn_case.h"
 #include "tests/test_util.h"
-
-typedef struct acase {
-    size_t B, NH, T, S, HS;
-    int causal, cross, masked;
-    size_t window;
-    int alibi;
-    float p_drop;
-} acase;
 
 static uint16_t narrow(clf_dtype t, float x)
 {
@@ -84,35 +77,11 @@ static void download16(clf_runtime *rt, clf_ptr p, uint16_t *h, size_t n)
     tu_ok(clf_buffer_read(rt, p.buf, p.off * 2, h, n * 2, &e), &e, "read");
 }
 
-/* The case's descriptor: q (with k, v after it in one qkv for self-
- * attention), kv the cross-attention's; offsets count elements of t. */
+/* The case's descriptor (tests/attn_case.h) in storage t. */
 static clf_attn_fused desc(const acase *c, clf_dtype t, clf_ptr y, clf_ptr lse, clf_ptr q,
                            clf_ptr kv, clf_ptr keep, size_t ys)
 {
-    const size_t C = c->NH * c->HS;
-    return (clf_attn_fused){.y = y,
-                            .lse = lse,
-                            .q = q,
-                            .k = c->cross ? kv : clf_ptr_at(q, C),
-                            .v = c->cross ? clf_ptr_at(kv, C) : clf_ptr_at(q, 2 * C),
-                            .keep = c->masked ? keep : (clf_ptr){NULL, 0},
-                            .t = t,
-                            .y_stride = ys,
-                            .q_stride = c->cross ? C : 3 * C,
-                            .kv_stride = c->cross ? 2 * C : 3 * C,
-                            .keep_stride = c->S,
-                            .B = c->B,
-                            .NH = c->NH,
-                            .T = c->T,
-                            .S = c->S,
-                            .HS = c->HS,
-                            .causal = c->causal,
-                            .alibi = c->alibi,
-                            .window = c->window,
-                            .scale = (float)(1.0 / sqrt((double)c->HS)),
-                            .p_drop = c->p_drop,
-                            .seed = 0x5EEDull,
-                            .stream = 0xA77E0002ull};
+    return acase_desc(c, t, y, lse, q, kv, keep, ys, 0x5EEDull, 0xA77E0002ull);
 }
 
 /* The spacing of t's values around |x| (its subnormals' below the normal range). */
@@ -235,22 +204,8 @@ static void run(clf_runtime *rt, const acase *c, clf_dtype t, clf_ops_path path,
         dyw[i] = dyf[i];
     clf_ptr dy32 = tu_upload(rt, dyw, ny);
     tu_ok(clf_ptr_write(rt, y32, yf, ny, &err), &err, "y");
-    const clf_attn_fused_grad g32 = {.dy = dy32,
-                                     .dq = gq32,
-                                     .dk = c->cross ? gkv32 : clf_ptr_at(gq32, C),
-                                     .dv =
-                                         c->cross ? clf_ptr_at(gkv32, C) : clf_ptr_at(gq32, 2 * C),
-                                     .dsum = s32,
-                                     .dq_stride = qs,
-                                     .dkv_stride = kvs};
-    const clf_attn_fused_grad g16 = {.dy = dy16,
-                                     .dq = gq16,
-                                     .dk = c->cross ? gkv16 : clf_ptr_at(gq16, C),
-                                     .dv =
-                                         c->cross ? clf_ptr_at(gkv16, C) : clf_ptr_at(gq16, 2 * C),
-                                     .dsum = s16,
-                                     .dq_stride = qs,
-                                     .dkv_stride = kvs};
+    const clf_attn_fused_grad g32 = acase_grad(c, dy32, gq32, gkv32, s32);
+    const clf_attn_fused_grad g16 = acase_grad(c, dy16, gq16, gkv16, s16);
     tu_ok(clf_op_attn_fused_backward_ex(rt, path, &a32, &g32, &err), &err, "backward f32");
     tu_ok(clf_op_attn_fused_backward_ex(rt, path, &a16, &g16, &err), &err, "backward 16-bit");
     float *gqf = malloc(ngq * 4), *gkvf = malloc(ngkv * 4);
