@@ -146,10 +146,14 @@ static void run(clf_runtime *rt, const acase *c, clf_dtype t, clf_ops_path path,
           "keep");
 
     /* float32 */
+    /* guard patterns for y and (16-bit) every output buffer */
+    const size_t ng = ny > ngq ? (ny > ngkv ? ny : ngkv) : (ngq > ngkv ? ngq : ngkv);
     float *guard = malloc(ny * 4);
-    uint16_t *guard16 = malloc(ny * 2);
+    uint16_t *guard16 = malloc(ng * 2);
+    for (size_t i = 0; i < ng; i++)
+        guard16[i] = 0x5A5Au;
     for (size_t i = 0; i < ny; i++)
-        guard[i] = 7.25f, guard16[i] = 0x5A5Au;
+        guard[i] = 7.25f;
     clf_ptr q32 = tu_upload(rt, qf, nq), kv32 = tu_upload(rt, kvf, nkv);
     clf_ptr y32 = tu_upload(rt, guard, ny), l32 = tu_alloc(rt, nl), s32 = tu_alloc(rt, nl);
     clf_ptr gq32 = tu_alloc(rt, ngq), gkv32 = tu_alloc(rt, ngkv);
