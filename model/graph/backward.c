@@ -92,7 +92,7 @@ static clf_status linear_bwd_typed(clf_model *m, clf_ptr dx, clf_dtype dx_t, flo
                                     .d = act != CLF_GEMM_ACT_NONE ? act_in : mi_nullptr(),
                                     .ldd = in,
                                     .a_type = dy_t,
-                                    .b_type = m->w16,
+                                    .b_type = m->s.act16,
                                     .c_type = dx_t,
                                     .d_type = act != CLF_GEMM_ACT_NONE ? t : CLF_DT_F32},
                    err);
@@ -109,7 +109,7 @@ static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, c
 /* The output half shared by self- and cross-attention: the residual
  * dropout (site), then the projection (weights proj_w, proj_b; forward
  * input atty), leaving the attention output's gradient [B*T, C] in m->dC3
- * (stored as s.attn16: mi_view). */
+ * (stored as s.act16: mi_view). */
 static clf_status attn_out_bwd(clf_model *m, int l, int site, clf_ptr dout, clf_ptr atty,
                                size_t proj_w, size_t proj_b, size_t B, size_t T, clf_error *err)
 {
@@ -124,7 +124,7 @@ static clf_status attn_out_bwd(clf_model *m, int l, int site, clf_ptr dout, clf_
             return st;
     }
     /* the output's gradient and the output as the attention stores them */
-    const clf_dtype t = s->attn16;
+    const clf_dtype t = s->act16;
     return linear_bwd_typed(m, mi_view(m->dC3, t), t, 0.0f, d, CLF_DT_F32, atty, t, proj_w, proj_b,
                             BT, C, C, CLF_GEMM_ACT_NONE, mi_nullptr(), err);
 }
@@ -145,7 +145,7 @@ static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dt
                            err)) != CLF_OK)
         return st;
     const clf_attn_fused f = mi_attn_self(m, l, B, T, 1);
-    const clf_attn_fused_grad g = {.dy = mi_view(m->dC3, s->attn16),
+    const clf_attn_fused_grad g = {.dy = mi_view(m->dC3, s->act16),
                                    .dq = dqkv,
                                    .dk = clf_ptr_at(dqkv, C),
                                    .dv = clf_ptr_at(dqkv, 2 * C),
@@ -155,12 +155,12 @@ static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dt
     if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_ROPE &&
-        ((st = clf_op_rope_t(m->rt, s->attn16, dqkv, B, T, NH, HS, 3 * C, 0, s->rope_theta, 1,
+        ((st = clf_op_rope_t(m->rt, s->act16, dqkv, B, T, NH, HS, 3 * C, 0, s->rope_theta, 1,
                              err)) != CLF_OK ||
-         (st = clf_op_rope_t(m->rt, s->attn16, clf_ptr_at(dqkv, C), B, T, NH, HS, 3 * C, 0,
+         (st = clf_op_rope_t(m->rt, s->act16, clf_ptr_at(dqkv, C), B, T, NH, HS, 3 * C, 0,
                              s->rope_theta, 1, err)) != CLF_OK))
         return st;
-    return linear_bwd_typed(m, din, CLF_DT_F32, beta, dqkv, s->attn16, in, in_t, p->qkv_w, p->qkv_b,
+    return linear_bwd_typed(m, din, CLF_DT_F32, beta, dqkv, s->act16, in, in_t, p->qkv_w, p->qkv_b,
                             BT, C, 3 * C, CLF_GEMM_ACT_NONE, mi_nullptr(), err);
 }
 
@@ -184,7 +184,7 @@ static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_d
                            err)) != CLF_OK)
         return st;
     const clf_attn_fused f = mi_attn_cross(m, l, B, T, S, 1);
-    const clf_attn_fused_grad g = {.dy = mi_view(m->dC3, s->attn16),
+    const clf_attn_fused_grad g = {.dy = mi_view(m->dC3, s->act16),
                                    .dq = dq,
                                    .dk = dkv,
                                    .dv = clf_ptr_at(dkv, C),
@@ -193,7 +193,7 @@ static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_d
                                    .dkv_stride = 2 * C};
     if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
         return st;
-    const clf_dtype t = s->attn16; /* dq and dkv's storage */
+    const clf_dtype t = s->act16; /* dq and dkv's storage */
     if ((st = linear_bwd_typed(m, m->denc, CLF_DT_F32, beta_enc, dkv, t, mi_stack_out(m, &m->enc),
                                CLF_DT_F32, p->kv_w, p->kv_b, BS, C, 2 * C, CLF_GEMM_ACT_NONE,
                                mi_nullptr(), err)) != CLF_OK)
@@ -393,7 +393,7 @@ static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, c
                                            .ldb = C,
                                            .c = dpool,
                                            .ldc = C,
-                                           .b_type = m->w16},
+                                           .b_type = m->s.act16},
                           err)) != CLF_OK)
             return st;
         return clf_op_mean_pool_backward(m->rt, dx, dpool, mi_at(m->src_keep, 0), B, S, C, err);
@@ -412,7 +412,7 @@ static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, c
                                     .ldb = C,
                                     .c = dx,
                                     .ldc = S * C,
-                                    .b_type = m->w16},
+                                    .b_type = m->s.act16},
                    err);
 }
 

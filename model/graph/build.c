@@ -443,9 +443,9 @@ static clf_status alloc_block(clf_model *m, mi_block_a *a, size_t rows, int cros
         (st = alloc_norm(m, &a->ln2, s->norm, rows, tn, err)) != CLF_OK)
         return st;
     /* with attention recomputation the stack's first block holds these for all */
-    if (!shared_attn && ((st = carve_t(m, &a->qkv, rows * 3 * C, s->attn16, err)) != CLF_OK ||
+    if (!shared_attn && ((st = carve_t(m, &a->qkv, rows * 3 * C, s->act16, err)) != CLF_OK ||
                          (st = carve(m, &a->lse, rows * NH, err)) != CLF_OK ||
-                         (st = carve_t(m, &a->atty, rows * C, s->attn16, err)) != CLF_OK))
+                         (st = carve_t(m, &a->atty, rows * C, s->act16, err)) != CLF_OK))
         return st;
     /* the FFN's hidden activations, where only GEMMs touch them */
     a->fch_t = mi_ffn_fused_dact(s) ? s->act16 : CLF_DT_F32;
@@ -457,10 +457,10 @@ static clf_status alloc_block(clf_model *m, mi_block_a *a, size_t rows, int cros
     if (!cross)
         return CLF_OK;
     if ((st = alloc_norm(m, &a->lnx, s->norm, rows, tn, err)) != CLF_OK ||
-        (st = carve_t(m, &a->xq, rows * C, s->attn16, err)) != CLF_OK ||
-        (st = carve_t(m, &a->xkv, xrows * 2 * C, s->attn16, err)) != CLF_OK ||
+        (st = carve_t(m, &a->xq, rows * C, s->act16, err)) != CLF_OK ||
+        (st = carve_t(m, &a->xkv, xrows * 2 * C, s->act16, err)) != CLF_OK ||
         (st = carve(m, &a->xlse, rows * NH, err)) != CLF_OK ||
-        (st = carve_t(m, &a->xatty, rows * C, s->attn16, err)) != CLF_OK ||
+        (st = carve_t(m, &a->xatty, rows * C, s->act16, err)) != CLF_OK ||
         (st = carve(m, &a->resx, rows * C, err)) != CLF_OK)
         return st;
     return CLF_OK;
@@ -482,7 +482,7 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
     if ((st = abuf(m, &m->mem.params, &m->params, NP, err)) != CLF_OK)
         return st;
     /* the 16-bit weights the products read (two per float of the buffer) */
-    if (m->w16 != CLF_DT_F32 &&
+    if (m->s.act16 != CLF_DT_F32 &&
         (st = abuf(m, &m->mem.params, &m->params16, (NP + 1) / 2, err)) != CLF_OK)
         return st;
     if (train && ((st = abuf(m, &m->mem.grads, &m->grads, NP, err)) != CLF_OK ||
@@ -581,7 +581,7 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
         (st = carve(m, &m->dC1, R * C, err)) != CLF_OK ||
         (st = carve(m, &m->dC2, R * C, err)) != CLF_OK ||
         (st = carve(m, &m->dC3, R * C, err)) != CLF_OK ||
-        (st = carve_t(m, &m->dqkv, R * 3 * C, s->attn16, err)) != CLF_OK ||
+        (st = carve_t(m, &m->dqkv, R * 3 * C, s->act16, err)) != CLF_OK ||
         (st = carve_t(m, &m->dH2, R * F, m->dH2_t, err)) != CLF_OK ||
         (st = carve(m, &m->dsum, R * NH, err)) != CLF_OK)
         return st;
@@ -708,8 +708,6 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
     m->s = *s;
     if (!(flags & CLF_MODEL_TRAIN))
         m->s.act16 = CLF_DT_F32; /* train.precision is a training setting */
-    m->w16 = m->s.act16;
-    m->s.attn16 = m->s.act16;
     m->flags = flags;
     m->optim = *optim;
     m->state.seed = s->seed;

@@ -42,7 +42,7 @@ clf_status mi_weights_sync(clf_model *m, clf_error *err)
 {
     if (m->params16 == NULL || !m->w16_stale)
         return CLF_OK;
-    clf_status st = clf_convert(m->rt, m->w16, mi_at(m->params16, 0), CLF_DT_F32,
+    clf_status st = clf_convert(m->rt, m->s.act16, mi_at(m->params16, 0), CLF_DT_F32,
                                 mi_at(m->params, 0), m->dims.n_params, err);
     if (st == CLF_OK)
         m->w16_stale = 0;
@@ -98,7 +98,7 @@ static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_dtype y_t, clf_ptr x, 
                                     .d = resid,
                                     .ldd = out,
                                     .a_type = x_t,
-                                    .b_type = m->w16,
+                                    .b_type = m->s.act16,
                                     .c_type = y_t},
                    err);
 }
@@ -152,7 +152,7 @@ static clf_attn_fused attn_desc(const clf_model *m, int l, int site, clf_ptr y, 
     clf_attn_fused f = {.y = y,
                         .lse = lse,
                         .q = q,
-                        .t = s->attn16,
+                        .t = s->act16,
                         .y_stride = (size_t)s->C,
                         .q_stride = q_stride,
                         .B = B,
@@ -229,14 +229,14 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_
     clf_ptr qkv = a->qkv, atty = a->atty;
     clf_status st;
 
-    if ((st = linear_fwd(m, qkv, s->attn16, in, in_t, p->qkv_w, p->qkv_b, BT, C, 3 * C,
-                         mi_nullptr(), err)) != CLF_OK)
+    if ((st = linear_fwd(m, qkv, s->act16, in, in_t, p->qkv_w, p->qkv_b, BT, C, 3 * C, mi_nullptr(),
+                         err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_ROPE &&
-        ((st = clf_op_rope_t(m->rt, s->attn16, qkv, B, T, NH, HS, 3 * C, (size_t)pos0,
-                             s->rope_theta, 0, err)) != CLF_OK ||
-         (st = clf_op_rope_t(m->rt, s->attn16, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C,
-                             (size_t)pos0, s->rope_theta, 0, err)) != CLF_OK))
+        ((st = clf_op_rope_t(m->rt, s->act16, qkv, B, T, NH, HS, 3 * C, (size_t)pos0, s->rope_theta,
+                             0, err)) != CLF_OK ||
+         (st = clf_op_rope_t(m->rt, s->act16, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C, (size_t)pos0,
+                             s->rope_theta, 0, err)) != CLF_OK))
         return st;
     const size_t S = cache ? (size_t)pos0 + T : T;
     if (cache &&
@@ -273,7 +273,7 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_
         if ((st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
             return st;
     }
-    return proj_residual(m, l, MI_SITE_ATTN_OUT, out, resid, atty, s->attn16, p->proj_w, p->proj_b,
+    return proj_residual(m, l, MI_SITE_ATTN_OUT, out, resid, atty, s->act16, p->proj_w, p->proj_b,
                          BT, C, train, err);
 }
 
@@ -294,10 +294,10 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf
     clf_ptr keep = mi_at(m->src_keep, 0);
     clf_status st;
 
-    if ((st = linear_fwd(m, q, s->attn16, in, in_t, p->q_w, p->q_b, BT, C, C, mi_nullptr(), err)) !=
+    if ((st = linear_fwd(m, q, s->act16, in, in_t, p->q_w, p->q_b, BT, C, C, mi_nullptr(), err)) !=
         CLF_OK)
         return st;
-    if (!cache && (st = linear_fwd(m, a->xkv, s->attn16, mi_stack_out(m, &m->enc), CLF_DT_F32,
+    if (!cache && (st = linear_fwd(m, a->xkv, s->act16, mi_stack_out(m, &m->enc), CLF_DT_F32,
                                    p->kv_w, p->kv_b, BS, C, 2 * C, mi_nullptr(), err)) != CLF_OK)
         return st;
     if (cache && T == 1) {
@@ -323,7 +323,7 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf
         if ((st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
             return st;
     }
-    return proj_residual(m, l, MI_SITE_CROSS_OUT, out, resid, atty, s->attn16, p->proj_w, p->proj_b,
+    return proj_residual(m, l, MI_SITE_CROSS_OUT, out, resid, atty, s->act16, p->proj_w, p->proj_b,
                          BT, C, train, err);
 }
 
@@ -354,7 +354,7 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_p
                         .ldc = F,
                         .bias = p->fc_b == MI_NONE ? mi_nullptr() : mi_par(m, p->fc_b),
                         .a_type = in_t,
-                        .b_type = m->w16,
+                        .b_type = m->s.act16,
                         .c_type = a->fch_t};
     if (!s->swiglu) {
         fc.act = mi_gemm_act(s->act);
@@ -547,7 +547,7 @@ static clf_status classifier_fwd(clf_model *m, int Bi, int Si, int train, clf_er
                                        .ldb = C,
                                        .c = logits,
                                        .ldc = NL,
-                                       .b_type = m->w16},
+                                       .b_type = m->s.act16},
                       err)) != CLF_OK ||
         (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, logits, mi_par(m, m->cls_b), logits, B,
                                       NL, err)) != CLF_OK)
@@ -593,7 +593,7 @@ clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err)
                                         .ldb = C,
                                         .c = logits,
                                         .ldc = V,
-                                        .b_type = m->w16},
+                                        .b_type = m->s.act16},
                        err);
     if ((st = mi_gemm(m,
                       &(clf_gemm_desc){.trans_b = 1,
@@ -607,7 +607,7 @@ clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err)
                                        .ldb = C,
                                        .c = logits,
                                        .ldc = V,
-                                       .b_type = m->w16},
+                                       .b_type = m->s.act16},
                       err)) != CLF_OK)
         return st;
     if (!m->has_targets)

@@ -84,11 +84,12 @@ typedef struct mi_spec {
     int pos;           /* MI_POS_* */
     int window;        /* sliding-window attention: keys per query (0 = all) */
     int recompute;     /* MI_RECOMPUTE_*: what blocks share and backward recomputes */
-    clf_dtype act16;   /* storage of the activations only GEMMs read (train.precision; a
-                        * training model only, else CLF_DT_F32): see mi_norm_a.t, fch_t */
-    clf_dtype attn16;  /* storage of the attention's q, k, v, output and their gradients
-                        * (qkv, atty, xq, xkv, xatty, dqkv, the output's gradient in dC3;
-                        * RoPE rotates q and k in place in it): act16 */
+    clf_dtype act16;   /* train.precision's storage (a training model only, else
+                        * CLF_DT_F32) of the activations only GEMMs and the attention read
+                        * (mi_norm_a.t, fch_t; the attention's q, k, v, output and their
+                        * gradients: qkv, atty, xq, xkv, xatty, dqkv, the output's gradient
+                        * in dC3, RoPE rotating q and k in place) and of the weights the
+                        * GEMMs read (params16) */
     int shard, shards; /* ZeRO-1: this model's slice of the optimizer state */
     float rope_theta;
     float emb_scale; /* 1 or sqrt(C) */
@@ -162,7 +163,7 @@ typedef struct mi_norm_a {
 typedef struct mi_block_a {
     mi_norm_a ln1, lnx, ln2;
     clf_ptr qkv;        /* [rows, 3C] q, k, v projections (q and k after rope); this and
-                         * the attention tensors below stored as s.attn16 */
+                         * the attention tensors below stored as s.act16 */
     clf_ptr lse;        /* [B, NH, T] attention rows' log-sum-exp (fused attention) */
     clf_ptr atty;       /* [rows, C] attention output, heads merged */
     clf_ptr res1;       /* [rows, C] */
@@ -218,14 +219,12 @@ struct clf_model {
 
     /* flat buffers of n_params floats */
     clf_buffer *params, *grads, *adam_m, *adam_v;
-    /* The weights the matrix products read, in 16 bits (train.precision
-     * bf16 | fp16: w16 = s.act16; else NULL and w16 = CLF_DT_F32): a copy of
-     * params in the same layout, written by the optimizer beside the
-     * float32 masters and rebuilt from them (one conversion, enqueued by
-     * the next forward) after any other write of the parameters
-     * (w16_stale). */
+    /* The weights the matrix products read, in 16 bits (stored as s.act16;
+     * NULL when that is float32): a copy of params in the same layout,
+     * written by the optimizer beside the float32 masters and rebuilt from
+     * them (one conversion, enqueued by the next forward) after any other
+     * write of the parameters (w16_stale). */
     clf_buffer *params16;
-    clf_dtype w16;
     int w16_stale;
     size_t opt_lo, opt_hi;         /* the optimizer's slice of the flat layout */
     clf_model_grad_hook grad_hook; /* clf_model_set_grad_hook */
@@ -251,7 +250,7 @@ struct clf_model {
     clf_ptr dres;          /* [rows, C] gradient of the residual stream */
     clf_ptr denc;          /* [rows_src, C] gradient of the encoder's output (encoder-decoder) */
     clf_ptr dC1, dC2, dC3; /* [rows, C] (dC3 holds the attention output's gradient as
-                            * s.attn16: mi_view) */
+                            * s.act16: mi_view) */
     clf_ptr dqkv;          /* [rows, 3C] */
     clf_ptr dH1, dH2;      /* [rows, fc_rows] (dH1 only without mi_ffn_fused_dact) */
     clf_dtype dH2_t;       /* dH2's storage: s.act16 with mi_ffn_fused_dact (the FFN's
@@ -325,7 +324,7 @@ static inline clf_ptr mi_grad(const clf_model *m, size_t off)
     return off == MI_NONE ? mi_nullptr() : mi_at(m->grads, off);
 }
 /* A weight as the matrix products read it: the 16-bit copy (stored as
- * m->w16) where there is one, else the float32 parameter. */
+ * s.act16) where there is one, else the float32 parameter. */
 static inline clf_ptr mi_wpar(const clf_model *m, size_t off)
 {
     return m->params16 == NULL ? mi_par(m, off) : mi_at(m->params16, off);

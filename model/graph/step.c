@@ -339,7 +339,7 @@ clf_status clf_model_step(clf_model *m, float lr, clf_error *err)
                                           mi_at(m->adam_m, 0), mi_at(m->adam_v, 0), gscale,
                                           mi_amp(m) ? m->amp : mi_nullptr(), hi - lo, n_decay, &h,
                                           m->params16 ? mi_at(m->params16, lo) : mi_nullptr(),
-                                          m->w16, err)) != CLF_OK)
+                                          m->s.act16, err)) != CLF_OK)
         return st;
     if ((st = clf_model_zero_grad(m, err)) != CLF_OK)
         return st;
