@@ -23,11 +23,18 @@
  * a materialised [B*NH, T, S] probability tensor, bit for bit, scaled by
  * drop_scale; the normaliser l is the sum of the undropped probabilities.
  *
- * The kernels' vectors run across FA_VW query rows (forward, dq pass) or
- * FA_VW keys (dk/dv pass); along the head dimension a work-item keeps its
- * rows transposed in private memory, so every multiply-add is a full vector
- * operation and k / v (or q / dy) rows are read once per block as scalars:
- * the shape of a GEMM micro-kernel. Exponentials are clf_exp_nonpos
+ * A work-item takes FA_VW query rows (forward, dq pass) or FA_VW keys (dk/dv
+ * pass) and walks the other side in chunks of up to FA_CH (128) in two
+ * products, each shaped like a GEMM micro-kernel. Scores (and dp) run with
+ * lanes across the work-item's own rows, kept transposed in private memory
+ * (loaded through in-register transposes), the other side's rows read once
+ * per chunk as broadcast scalars; the chunk's probabilities (or ds) go to a
+ * private buffer. The output product then runs with vectors along the head
+ * dimension: a few rows x a few vectors of the accumulator stay in
+ * registers over the whole chunk, v / k / q / dy rows read as whole
+ * vectors, the weights broadcast from the buffer; the accumulator's rows
+ * live in private memory between chunks (rescaled by the online softmax in
+ * the forward) and are stored as whole rows. Exponentials are clf_exp_nonpos
  * (common.cl: FMAs and integer operations, so they stay in vector registers;
  * every argument is a score minus a running maximum or the log-sum-exp,
  * <= 0 up to rounding). FA_VW is the device's preferred float
@@ -38,8 +45,9 @@
  * device).
  *
  *   attn_flash_fwd      one work-item per FA_VW query rows of one (b, h):
- *                       key tiles of FA_BC, online softmax, tiles outside
- *                       the causal / window band skipped
+ *                       key chunks (scores in tiles of FA_BC), online
+ *                       softmax across chunks, keys outside the causal /
+ *                       window band skipped
  *   attn_flash_bwd_dq   the same rows: dq = scale sum_s ds k_s, and D = dy.y
  *                       into dsum for the next pass
  *   attn_flash_bwd_dkv  one work-item per FA_VW keys: dk = scale sum_t ds q_t,
@@ -71,7 +79,14 @@
 #endif
 #endif
 
-#define FA_HS_MAX 256 /* head size limit: the private arrays below */
+/* Head size limit: the private arrays below. The host builds the program
+ * for the smallest of 64, 128 and 256 that holds its head size (a variant per
+ * limit, model/ops/flash.c): a work-item's arrays are sized by it, and on
+ * PoCL a 256-float16 frame made the T = 128 passes 10-30% slower than one
+ * sized for 64. */
+#ifndef FA_HS_MAX
+#define FA_HS_MAX 256
+#endif
 #define FA_BC 8       /* keys per tile (query-row passes) */
 #define FA_BQ 4       /* queries per step (dk/dv pass) */
 
@@ -152,6 +167,22 @@ typedef float fa_st;
 #define FA_SV(p, i, x) ((p)[i] = (x))
 #endif
 
+/* FA_VW consecutive elements from element i of p (a row, along d) as one
+ * faf, widened; and stored, rounded. FA_PLD / FA_PST: a faf from / to a
+ * private float array. */
+#if FA_VW == 1
+#define FA_LDV(p, i) clf_load_t((const __global float *)(p), FA_T, (i))
+#define FA_SVV(x, p, i) clf_store_t((__global float *)(p), FA_T, (i), (x))
+#define FA_PLD(p) (*(p))
+#define FA_PST(x, p) (*(p) = (x))
+#else
+#define FA_LDV(p, i) CLF_CAT(CLF_CAT(clf_load, FA_VW), _t)((const __global float *)(p), FA_T, (i))
+#define FA_SVV(x, p, i)                                                                           \
+    CLF_CAT(CLF_CAT(clf_store, FA_VW), _t)((x), (__global float *)(p), FA_T, (i))
+#define FA_PLD(p) FA_LOAD(0, p)
+#define FA_PST(x, p) FA_STORE(x, 0, p)
+#endif
+
 /* A lane mask from a condition that is the same in every lane (vector
  * comparisons give -1 for true, select() tests the sign bit). */
 #define FA_ALL(c) ((fai)((c) ? -1 : 0))
@@ -204,15 +235,56 @@ static inline fau fa_pick4(fau w0, fau w1, fau w2, fau w3, fai o)
         uint T, uint S, uint HS, int causal, uint window, int alibi, float scale, uint drop_thr,   \
         float drop_scale, uint seed0, uint seed1, uint stream0, uint stream1
 
+/* Transpose FA_VW vectors of FA_VW lanes in place (m[i] lane j <-> m[j]
+ * lane i): log2(FA_VW) stages, stage s swapping the off-diagonal s x s
+ * blocks of every 2s x 2s block with two shuffles per pair of vectors. (A
+ * plain element loop was compiled by PoCL into scatter stores, which took a
+ * quarter of the dq pass on an AMD EPYC.) */
+static inline void fa_transpose(faf *m)
+{
+#if FA_VW > 1
+    const fau io = FA_U(FA_IOTA);
+    #pragma unroll
+    for (uint s = 1; s < FA_VW; s <<= 1) {
+        const fai up = (io & s) != (fau)(0);
+        const fau lo = select(io, io + (fau)(FA_VW - s), up);
+        const fau hi = select(io + (fau)(s), io + (fau)(FA_VW), up);
+        #pragma unroll
+        for (uint i = 0; i < FA_VW; i++)
+            if (!(i & s)) {
+                const faf a = m[i], b = m[i + s];
+                m[i] = shuffle2(a, b, lo);
+                m[i + s] = shuffle2(a, b, hi);
+            }
+    }
+#else
+    (void)m;
+#endif
+}
+
 /* Load FA_VW rows (row0 + r, clamped to the last of n) of HS floats, row
- * stride `stride`, transposed into out[d*FA_VW + r], times mul. */
+ * stride `stride`, transposed into out[d*FA_VW + r], times mul: whole
+ * FA_VW x FA_VW blocks through registers, the columns past them one by one. */
 static void fa_load_t(faf *outv, __global const fa_st *base, ulong stride, uint n, uint HS,
                       float mul)
 {
+    uint d0 = 0;
+#if FA_VW > 1
+    for (; d0 + FA_VW <= HS; d0 += FA_VW) {
+        faf m[FA_VW];
+        #pragma unroll
+        for (uint r = 0; r < FA_VW; r++)
+            m[r] = FA_LDV(base + (ulong)min(r, n - 1) * stride, d0) * mul;
+        fa_transpose(m);
+        #pragma unroll
+        for (uint i = 0; i < FA_VW; i++)
+            outv[d0 + i] = m[i];
+    }
+#endif
     float *out = (float *)outv;
     for (uint r = 0; r < FA_VW; r++) {
         __global const fa_st *p = base + (ulong)min(r, n - 1) * stride;
-        for (uint d = 0; d < HS; d++)
+        for (uint d = d0; d < HS; d++)
             out[d * FA_VW + r] = FA_LD(p, d) * mul;
     }
 }
@@ -261,6 +333,99 @@ static void fa_drop_rows(fai *keepw, fal i0, uint thr, uint seed0, uint seed1, u
         keepw[c] = fa_pick4(w[c], w[c + 1], w[c + 2], w[c + 3], o) >= (fau)(thr);
 }
 
+/* ---- the chunk products -------------------------------------------------------
+ * Each pass first computes a chunk of up to FA_CH scores (or their gradients)
+ * with lanes across its own rows, as above, into a private buffer w (key or
+ * query j of the chunk at w[j], lane r = row r), then multiplies it into a
+ * row-major private accumulator out[r * HS + d] (r < FA_VW) against FA_CH
+ * rows of X (values, keys, queries or output gradients, row stride xs):
+ *     out[r][d] = sum_j w[j][r] X[j][d]  (+ out[r][d] * rs[r] as init says).
+ * Here the vectors run along d: FA_PR rows x NV vectors of FA_VW columns stay
+ * in registers over the whole chunk, each X row is read once per FA_PR rows
+ * as whole vectors and each weight broadcast from private memory, the shape
+ * of a GEMM micro-kernel (NV up to FA_PN, then 2, 1 and single columns for a
+ * head size that is not a multiple of FA_VW). */
+#define FA_CH 128 /* keys (queries) per chunk; a multiple of FA_BC and FA_BQ */
+#if FA_VW >= 4
+#define FA_PR 4
+#else
+#define FA_PR FA_VW
+#endif
+#if FA_VW >= 16 || FA_VW == 1
+#define FA_PN 4
+#else
+#define FA_PN 2
+#endif
+
+
+/* init: 0 out = the sum; 1 out += the sum; 2 out = out * rs[r] + the sum. */
+#define FA_ACC_GROUP(NV)                                                                          \
+    for (; d0 + (NV) * FA_VW <= HS; d0 += (NV) * FA_VW) {                                         \
+        faf acc[FA_PR][NV];                                                                       \
+        _Pragma("unroll") for (int r = 0; r < FA_PR; r++)                                        \
+            _Pragma("unroll") for (int v = 0; v < (NV); v++)                                     \
+        {                                                                                         \
+            float *o = out + (r0 + r) * HS + d0 + v * FA_VW;                                      \
+            acc[r][v] = init == 0 ? (faf)(0.0f) : init == 1 ? FA_PLD(o) : FA_PLD(o) * rs[r0 + r]; \
+        }                                                                                         \
+        __global const fa_st *x = xb + d0;                                                        \
+        for (uint j = 0; j < n; j++, x += xs) {                                                   \
+            faf xv[NV];                                                                           \
+            _Pragma("unroll") for (int v = 0; v < (NV); v++) xv[v] = FA_LDV(x, v * FA_VW);       \
+            _Pragma("unroll") for (int r = 0; r < FA_PR; r++)                                    \
+            {                                                                                     \
+                const faf wr = (faf)(w[j * FA_VW + r0 + r]);                                      \
+                _Pragma("unroll") for (int v = 0; v < (NV); v++) acc[r][v] =                     \
+                    fma(wr, xv[v], acc[r][v]);                                                    \
+            }                                                                                     \
+        }                                                                                         \
+        _Pragma("unroll") for (int r = 0; r < FA_PR; r++)                                        \
+            _Pragma("unroll") for (int v = 0; v < (NV); v++)                                     \
+                FA_PST(acc[r][v], out + (r0 + r) * HS + d0 + v * FA_VW);                          \
+    }
+
+static void fa_chunk_acc(float *out, const faf *wb, __global const fa_st *xb, ulong xs, uint n,
+                         uint HS, int init, const float *rs)
+{
+    const float *w = (const float *)wb;
+    for (uint r0 = 0; r0 < FA_VW; r0 += FA_PR) {
+        uint d0 = 0;
+#if FA_PN >= 4
+        FA_ACC_GROUP(4)
+#endif
+#if FA_VW > 1
+        FA_ACC_GROUP(2)
+        FA_ACC_GROUP(1)
+#endif
+        for (; d0 < HS; d0++) /* columns past the last whole vector */
+            for (uint r = r0; r < r0 + FA_PR; r++) {
+                float a = init == 0 ? 0.0f : init == 1 ? out[r * HS + d0] : out[r * HS + d0] * rs[r];
+                for (uint j = 0; j < n; j++)
+                    a = fma(w[j * FA_VW + r], FA_LD(xb + j * xs, d0), a);
+                out[r * HS + d0] = a;
+            }
+    }
+}
+
+/* Store rows r < n of a row-major accumulator (times mul[r]) as rows of dst
+ * (row stride ds), vectors along d. */
+static void fa_rows_store(__global fa_st *dst, ulong ds, const float *acc, uint n, uint HS,
+                          const float *mul)
+{
+    for (uint r = 0; r < n; r++) {
+        __global fa_st *o = dst + (ulong)r * ds;
+        const float *a = acc + r * HS;
+        const float s = mul[r];
+        uint d = 0;
+#if FA_VW > 1
+        for (; d + FA_VW <= HS; d += FA_VW)
+            FA_SVV(FA_PLD(a + d) * s, o, d);
+#endif
+        for (; d < HS; d++)
+            FA_SV(o, d, a[d] * s);
+    }
+}
+
 /* ---- forward ---- */
 
 __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __global float *lse,
@@ -280,11 +445,10 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
     __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
     __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
 
-    faf qt[FA_HS_MAX], acc[FA_HS_MAX]; /* vector-typed: aligned */
+    faf qt[FA_HS_MAX], sb[FA_CH]; /* vector-typed: aligned */
+    float ya[FA_VW * FA_HS_MAX];  /* y's rows, unnormalised */
     fa_load_t(qt, q + q_off + ((ulong)b * T + t0) * q_stride + (ulong)h * HS, q_stride, nt, HS,
               scale);
-    for (uint d = 0; d < HS; d++)
-        acc[d] = (faf)(0.0f);
     const fai tq = (fai)((int)t0 + off) + FA_IOTA; /* the lanes' absolute positions */
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     const fal irow = ((fal)((ulong)bh * T + t0) + FA_UL(FA_IOTA)) * (ulong)S;
@@ -292,67 +456,72 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
     fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
 
     faf m = (faf)(CLF_NEG_BIG), l = (faf)(0.0f);
-    for (int s0 = lo; s0 < hi; s0 += FA_BC) {
-        const int nc = min(FA_BC, hi - s0);
-        __global const fa_st *kr[FA_BC], *vr[FA_BC];
-        faf sc[FA_BC], p[FA_BC];
-        fai vis[FA_BC];
-        #pragma unroll
-        for (int c = 0; c < FA_BC; c++) {
-            const ulong s = (ulong)(s0 + min(c, nc - 1));
-            kr[c] = kb + s * kv_stride;
-            vr[c] = vb + s * kv_stride;
-            sc[c] = (faf)(0.0f);
-        }
-        for (uint d = 0; d < HS; d++) {
-            const faf qd = qt[d];
-            #pragma unroll
-            for (int c = 0; c < FA_BC; c++)
-                sc[c] += qd * FA_LD(kr[c], d);
-        }
+    int init = 0;
+    for (int c0 = lo; c0 < hi; c0 += FA_CH) {
+        const int ce = min(hi, c0 + FA_CH);
+        /* the chunk's scores (-inf where not seen) and their maximum */
         faf mt = m;
-        #pragma unroll
-        for (int c = 0; c < FA_BC; c++) {
-            vis[c] = fa_visible_rows(tq, s0 + c, c < nc, kp, has_keep, causal, window);
-            if (alibi)
-                sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
-            mt = fmax(mt, select((faf)(CLF_NEG_BIG), sc[c], vis[c]));
+        for (int s0 = c0; s0 < ce; s0 += FA_BC) {
+            const int nc = min(FA_BC, ce - s0);
+            __global const fa_st *kr[FA_BC];
+            faf sc[FA_BC];
+            #pragma unroll
+            for (int c = 0; c < FA_BC; c++) {
+                kr[c] = kb + (ulong)(s0 + min(c, nc - 1)) * kv_stride;
+                sc[c] = (faf)(0.0f);
+            }
+            for (uint d = 0; d < HS; d++) {
+                const faf qd = qt[d];
+                #pragma unroll
+                for (int c = 0; c < FA_BC; c++)
+                    sc[c] += qd * FA_LD(kr[c], d);
+            }
+            #pragma unroll
+            for (int c = 0; c < FA_BC; c++) {
+                const fai vis = fa_visible_rows(tq, s0 + c, c < nc, kp, has_keep, causal, window);
+                if (alibi)
+                    sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
+                sc[c] = select((faf)(-INFINITY), sc[c], vis);
+                mt = fmax(mt, sc[c]);
+                sb[s0 - c0 + c] = sc[c];
+            }
         }
+        /* probabilities against the new maximum; l sums them undropped */
         const faf corr = FA_EXP(m - mt);
         l *= corr;
-        #pragma unroll
-        for (int c = 0; c < FA_BC; c++) {
-            p[c] = select((faf)(0.0f), FA_EXP(sc[c] - mt), vis[c]);
-            l += p[c];
-        }
-        if (FA_DROPOUT) {
+        for (int s0 = c0; s0 < ce; s0 += FA_BC) {
             fai kw[FA_BC];
-            fa_drop_rows(kw, irow + (ulong)s0, drop_thr, seed0, seed1, stream0, stream1);
+            if (FA_DROPOUT)
+                fa_drop_rows(kw, irow + (ulong)s0, drop_thr, seed0, seed1, stream0, stream1);
             #pragma unroll
-            for (int c = 0; c < FA_BC; c++)
-                p[c] = select((faf)(0.0f), p[c] * drop_scale, kw[c]);
+            for (int c = 0; c < FA_BC; c++) {
+                const int j = s0 - c0 + c;
+                faf p = select((faf)(0.0f), FA_EXP(sb[j] - mt), sb[j] > (faf)(-INFINITY));
+                l += p;
+                if (FA_DROPOUT)
+                    p = select((faf)(0.0f), p * drop_scale, kw[c]);
+                sb[j] = p;
+            }
         }
-        for (uint d = 0; d < HS; d++) {
-            faf a = acc[d] * corr;
-            #pragma unroll
-            for (int c = 0; c < FA_BC; c++)
-                a += p[c] * FA_LD(vr[c], d);
-            acc[d] = a;
-        }
+        float cv[FA_VW];
+        FA_PST(corr, cv);
+        fa_chunk_acc(ya, sb, vb + (ulong)c0 * kv_stride, kv_stride, (uint)(ce - c0), HS, init, cv);
+        init = 2;
         m = mt;
     }
 
-    float mv[FA_VW], lv[FA_VW];
-    FA_STORE(m, 0, mv);
-    FA_STORE(l, 0, lv);
-    for (uint r = 0; r < nt; r++) {
-        const uint t = t0 + r;
-        const float inv = lv[r] > 0.0f ? 1.0f / lv[r] : 0.0f;
-        __global fa_st *yr = y + y_off + ((ulong)b * T + t) * y_stride + (ulong)h * HS;
-        for (uint d = 0; d < HS; d++)
-            FA_SV(yr, d, ((float *)acc)[d * FA_VW + r] * inv);
-        lse[lse_off + (ulong)bh * T + t] = lv[r] > 0.0f ? mv[r] + log(lv[r]) : -INFINITY;
-    }
+    float mv[FA_VW], lv[FA_VW], inv[FA_VW];
+    FA_PST(m, mv);
+    FA_PST(l, lv);
+    for (uint r = 0; r < FA_VW; r++)
+        inv[r] = lv[r] > 0.0f ? 1.0f / lv[r] : 0.0f;
+    if (init == 0) /* no key in range: y = 0 */
+        for (uint i = 0; i < FA_VW * HS; i++)
+            ya[i] = 0.0f;
+    fa_rows_store(y + y_off + ((ulong)b * T + t0) * y_stride + (ulong)h * HS, y_stride, ya, nt, HS,
+                  inv);
+    for (uint r = 0; r < nt; r++)
+        lse[lse_off + (ulong)bh * T + t0 + r] = lv[r] > 0.0f ? mv[r] + log(lv[r]) : -INFINITY;
 }
 
 /* ---- backward ---- */
@@ -383,23 +552,33 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
     __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
     const ulong row0 = ((ulong)b * T + t0) * y_stride + (ulong)h * HS;
 
-    faf qt[FA_HS_MAX], gt[FA_HS_MAX], acc[FA_HS_MAX]; /* vector-typed: aligned */
+    faf qt[FA_HS_MAX], gt[FA_HS_MAX], sb[FA_CH]; /* vector-typed: aligned */
+    float qa[FA_VW * FA_HS_MAX];                  /* dq's rows, before the scale */
     fa_load_t(qt, q + q_off + ((ulong)b * T + t0) * q_stride + (ulong)h * HS, q_stride, nt, HS,
               scale);
     fa_load_t(gt, dy + dy_off + row0, y_stride, nt, HS, 1.0f);
     float Dv[FA_VW], Lv[FA_VW];
-    for (uint r = 0; r < FA_VW; r++) {
+    for (uint r = 0; r < FA_VW; r++) { /* D = dy . y along the rows */
         const uint rr = min(r, nt - 1);
         __global const fa_st *yr = y + y_off + row0 + (ulong)rr * y_stride;
+        __global const fa_st *gr = dy + dy_off + row0 + (ulong)rr * y_stride;
         float D = 0.0f;
-        for (uint d = 0; d < HS; d++)
-            D += ((float *)gt)[d * FA_VW + r] * FA_LD(yr, d);
+        uint d = 0;
+#if FA_VW > 1
+        faf Dw = (faf)(0.0f);
+        for (; d + FA_VW <= HS; d += FA_VW)
+            Dw = fma(FA_LDV(gr, d), FA_LDV(yr, d), Dw);
+        float dw[FA_VW];
+        FA_PST(Dw, dw);
+        for (uint i = 0; i < FA_VW; i++)
+            D += dw[i];
+#endif
+        for (; d < HS; d++)
+            D = fma(FA_LD(gr, d), FA_LD(yr, d), D);
         Dv[r] = D;
         Lv[r] = lse[lse_off + (ulong)bh * T + t0 + rr];
     }
-    for (uint d = 0; d < HS; d++)
-        acc[d] = (faf)(0.0f);
-    const faf Dr = FA_LOAD(0, Dv), Lraw = FA_LOAD(0, Lv);
+    const faf Dr = FA_PLD(Dv), Lraw = FA_PLD(Lv);
     const fai seen = Lraw > (faf)(CLF_NEG_BIG); /* rows that see some key */
     const faf L = select((faf)(0.0f), Lraw, seen);
     const fai tq = (fai)((int)t0 + off) + FA_IOTA;
@@ -408,55 +587,67 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
     int lo, hi;
     fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
 
-    for (int s0 = lo; s0 < hi; s0 += FA_BC) {
-        const int nc = min(FA_BC, hi - s0);
-        __global const fa_st *kr[FA_BC], *vr[FA_BC];
-        faf sc[FA_BC], dp[FA_BC];
-        #pragma unroll
-        for (int c = 0; c < FA_BC; c++) {
-            const ulong s = (ulong)(s0 + min(c, nc - 1));
-            kr[c] = kb + s * kv_stride;
-            vr[c] = vb + s * kv_stride;
-            sc[c] = (faf)(0.0f);
-            dp[c] = (faf)(0.0f);
-        }
-        for (uint d = 0; d < HS; d++) {
-            const faf qd = qt[d], gd = gt[d];
+    int init = 0;
+    for (int c0 = lo; c0 < hi; c0 += FA_CH) {
+        const int ce = min(hi, c0 + FA_CH);
+        /* ds = p (dp - D) for the chunk's keys */
+        for (int s0 = c0; s0 < ce; s0 += FA_BC) {
+            const int nc = min(FA_BC, ce - s0);
+            __global const fa_st *kr[FA_BC], *vr[FA_BC];
+            faf sc[FA_BC], dp[FA_BC];
             #pragma unroll
             for (int c = 0; c < FA_BC; c++) {
-                sc[c] += qd * FA_LD(kr[c], d);
-                dp[c] += gd * FA_LD(vr[c], d);
+                const ulong s = (ulong)(s0 + min(c, nc - 1));
+                kr[c] = kb + s * kv_stride;
+                vr[c] = vb + s * kv_stride;
+                sc[c] = (faf)(0.0f);
+                dp[c] = (faf)(0.0f);
+            }
+            /* two loops, not one: the sixteen row pointers of one loop did
+             * not fit the registers (PoCL reloaded seven of them per step) */
+            for (uint d = 0; d < HS; d++) {
+                const faf qd = qt[d];
+                #pragma unroll
+                for (int c = 0; c < FA_BC; c++)
+                    sc[c] += qd * FA_LD(kr[c], d);
+            }
+            for (uint d = 0; d < HS; d++) {
+                const faf gd = gt[d];
+                #pragma unroll
+                for (int c = 0; c < FA_BC; c++)
+                    dp[c] += gd * FA_LD(vr[c], d);
+            }
+            fai kw[FA_BC];
+            if (FA_DROPOUT)
+                fa_drop_rows(kw, irow + (ulong)s0, drop_thr, seed0, seed1, stream0, stream1);
+            #pragma unroll
+            for (int c = 0; c < FA_BC; c++) {
+                const fai vis =
+                    fa_visible_rows(tq, s0 + c, c < nc, kp, has_keep, causal, window) & seen;
+                if (alibi)
+                    sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
+                const faf pc = select((faf)(0.0f), FA_EXP(sc[c] - L), vis);
+                if (FA_DROPOUT)
+                    dp[c] = select((faf)(0.0f), dp[c] * drop_scale, kw[c]);
+                sb[s0 - c0 + c] = pc * (dp[c] - Dr); /* ds */
             }
         }
-        fai kw[FA_BC];
-        if (FA_DROPOUT)
-            fa_drop_rows(kw, irow + (ulong)s0, drop_thr, seed0, seed1, stream0, stream1);
-        #pragma unroll
-        for (int c = 0; c < FA_BC; c++) {
-            const fai vis = fa_visible_rows(tq, s0 + c, c < nc, kp, has_keep, causal, window) & seen;
-            if (alibi)
-                sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
-            const faf pc = select((faf)(0.0f), FA_EXP(sc[c] - L), vis);
-            if (FA_DROPOUT)
-                dp[c] = select((faf)(0.0f), dp[c] * drop_scale, kw[c]);
-            sc[c] = pc * (dp[c] - Dr); /* ds */
-        }
-        for (uint d = 0; d < HS; d++) {
-            faf a = acc[d];
-            #pragma unroll
-            for (int c = 0; c < FA_BC; c++)
-                a += sc[c] * FA_LD(kr[c], d);
-            acc[d] = a;
-        }
+        /* dq += ds k over the chunk */
+        fa_chunk_acc(qa, sb, kb + (ulong)c0 * kv_stride, kv_stride, (uint)(ce - c0), HS, init,
+                     NULL);
+        init = 1;
     }
 
-    for (uint r = 0; r < nt; r++) {
-        const uint t = t0 + r;
-        __global fa_st *dqr = dq + dq_off + ((ulong)b * T + t) * dq_stride + (ulong)h * HS;
-        for (uint d = 0; d < HS; d++)
-            FA_SV(dqr, d, scale * ((float *)acc)[d * FA_VW + r]);
-        dsum[dsum_off + (ulong)bh * T + t] = Dv[r];
-    }
+    float sv[FA_VW];
+    for (uint r = 0; r < FA_VW; r++)
+        sv[r] = init ? scale : 0.0f;
+    if (init == 0) /* no key in range: dq = 0 */
+        for (uint i = 0; i < FA_VW * HS; i++)
+            qa[i] = 0.0f;
+    fa_rows_store(dq + dq_off + ((ulong)b * T + t0) * dq_stride + (ulong)h * HS, dq_stride, qa, nt,
+                  HS, sv);
+    for (uint r = 0; r < nt; r++)
+        dsum[dsum_off + (ulong)bh * T + t0 + r] = Dv[r];
 }
 
 __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
@@ -469,20 +660,17 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
     const uint s0 = (uint)(gid - (ulong)bh * nblk) * FA_VW, ns = min((uint)FA_VW, S - s0);
     const int off = (int)S - (int)T;
 
-    faf kt[FA_HS_MAX], vt[FA_HS_MAX], ak[FA_HS_MAX], av[FA_HS_MAX]; /* vector-typed: aligned */
+    faf kt[FA_HS_MAX], vt[FA_HS_MAX], pb[FA_CH], sb[FA_CH]; /* vector-typed: aligned */
+    float ka[FA_VW * FA_HS_MAX], va[FA_VW * FA_HS_MAX];   /* dk's, dv's rows */
     const ulong kv0 = (ulong)b * kv_bstride + (ulong)h * kv_hstride + (ulong)s0 * kv_stride;
     fa_load_t(kt, k + k_off + kv0, kv_stride, ns, HS, scale);
     fa_load_t(vt, v + v_off + kv0, kv_stride, ns, HS, 1.0f);
-    for (uint d = 0; d < HS; d++) {
-        ak[d] = (faf)(0.0f);
-        av[d] = (faf)(0.0f);
-    }
     /* lanes: keys s0 + lane; visible to some query at all? */
     int kl[FA_VW];
     for (uint r = 0; r < FA_VW; r++)
         kl[r] = r < ns && (!has_keep || keep[keep_off + (ulong)b * keep_stride + s0 + r] != 0) ? -1
                                                                                                : 0;
-    const fai kvis = FA_LOAD(0, kl);
+    const fai kvis = FA_PLD(kl);
     const fai sv = (fai)((int)s0) + FA_IOTA;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     /* the queries that may see keys [s0, s0 + ns) */
@@ -493,72 +681,80 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
             thi = min((int)T, (int)(s0 + ns - 1) + (int)window - off);
     }
 
-    for (int t = tlo; t < thi; t += FA_BQ) {
-        const int nq = min(FA_BQ, thi - t);
-        __global const fa_st *qr[FA_BQ], *gr[FA_BQ];
-        faf sc[FA_BQ], dp[FA_BQ];
-        float L[FA_BQ], D[FA_BQ];
-        #pragma unroll
-        for (int j = 0; j < FA_BQ; j++) {
-            const ulong tj = (ulong)(t + min(j, nq - 1));
-            qr[j] = q + q_off + ((ulong)b * T + tj) * q_stride + (ulong)h * HS;
-            gr[j] = dy + dy_off + ((ulong)b * T + tj) * y_stride + (ulong)h * HS;
-            L[j] = lse[lse_off + (ulong)bh * T + tj];
-            D[j] = dsum[dsum_off + (ulong)bh * T + tj];
-            sc[j] = (faf)(0.0f);
-            dp[j] = (faf)(0.0f);
-        }
-        for (uint d = 0; d < HS; d++) {
-            const faf kd = kt[d], vd = vt[d];
+    int init = 0;
+    for (int c0 = tlo; c0 < thi; c0 += FA_CH) {
+        const int ce = min(thi, c0 + FA_CH);
+        /* p (as kept) and ds for the chunk's queries, lanes across the keys */
+        for (int t = c0; t < ce; t += FA_BQ) {
+            const int nq = min(FA_BQ, ce - t);
+            __global const fa_st *qr[FA_BQ], *gr[FA_BQ];
+            faf sc[FA_BQ], dp[FA_BQ];
+            float L[FA_BQ], D[FA_BQ];
             #pragma unroll
             for (int j = 0; j < FA_BQ; j++) {
-                sc[j] += FA_LD(qr[j], d) * kd;
-                dp[j] += FA_LD(gr[j], d) * vd;
+                const ulong tj = (ulong)(t + min(j, nq - 1));
+                qr[j] = q + q_off + ((ulong)b * T + tj) * q_stride + (ulong)h * HS;
+                gr[j] = dy + dy_off + ((ulong)b * T + tj) * y_stride + (ulong)h * HS;
+                L[j] = lse[lse_off + (ulong)bh * T + tj];
+                D[j] = dsum[dsum_off + (ulong)bh * T + tj];
+                sc[j] = (faf)(0.0f);
+                dp[j] = (faf)(0.0f);
             }
-        }
-        #pragma unroll
-        for (int j = 0; j < FA_BQ; j++) {
-            const int tqj = t + j + off;
-            fai vis = kvis & FA_ALL(j < nq && L[j] > CLF_NEG_BIG);
-            if (causal)
-                vis &= sv <= (fai)(tqj);
-            if (window)
-                vis &= sv + (fai)((int)window) > (fai)(tqj);
-            if (alibi)
-                sc[j] -= slope * FA_F(abs((fai)(tqj) - sv));
-            faf pj = select((faf)(0.0f), FA_EXP(sc[j] - (L[j] > CLF_NEG_BIG ? L[j] : 0.0f)), vis);
-            if (FA_DROPOUT) {
-                const fal i = (fal)(((ulong)bh * T + (ulong)(t + j)) * S + s0) + FA_UL(FA_IOTA);
-                fau w0, w1, w2, w3;
-                fa_philox(i >> 2, stream0, stream1, seed0, seed1, &w0, &w1, &w2, &w3);
-                const fai kw = fa_pick4(w0, w1, w2, w3, FA_I(i & (ulong)3)) >= (fau)(drop_thr);
-                dp[j] = select((faf)(0.0f), dp[j] * drop_scale, kw);
-                sc[j] = pj * (dp[j] - D[j]);                         /* ds */
-                dp[j] = select((faf)(0.0f), pj * drop_scale, kw); /* the kept p */
-            } else {
-                sc[j] = pj * (dp[j] - D[j]);
-                dp[j] = pj;
+            for (uint d = 0; d < HS; d++) {
+                const faf kd = kt[d], vd = vt[d];
+                #pragma unroll
+                for (int j = 0; j < FA_BQ; j++) {
+                    sc[j] += FA_LD(qr[j], d) * kd;
+                    dp[j] += FA_LD(gr[j], d) * vd;
+                }
             }
-        }
-        for (uint d = 0; d < HS; d++) {
-            faf a = ak[d], c = av[d];
             #pragma unroll
             for (int j = 0; j < FA_BQ; j++) {
-                a += sc[j] * FA_LD(qr[j], d);
-                c += dp[j] * FA_LD(gr[j], d);
+                const int tqj = t + j + off;
+                fai vis = kvis & FA_ALL(j < nq && L[j] > CLF_NEG_BIG);
+                if (causal)
+                    vis &= sv <= (fai)(tqj);
+                if (window)
+                    vis &= sv + (fai)((int)window) > (fai)(tqj);
+                if (alibi)
+                    sc[j] -= slope * FA_F(abs((fai)(tqj)-sv));
+                faf pj =
+                    select((faf)(0.0f), FA_EXP(sc[j] - (L[j] > CLF_NEG_BIG ? L[j] : 0.0f)), vis);
+                if (FA_DROPOUT) {
+                    const fal i =
+                        (fal)(((ulong)bh * T + (ulong)(t + j)) * S + s0) + FA_UL(FA_IOTA);
+                    fau w0, w1, w2, w3;
+                    fa_philox(i >> 2, stream0, stream1, seed0, seed1, &w0, &w1, &w2, &w3);
+                    const fai kw = fa_pick4(w0, w1, w2, w3, FA_I(i & (ulong)3)) >= (fau)(drop_thr);
+                    dp[j] = select((faf)(0.0f), dp[j] * drop_scale, kw);
+                    sb[t - c0 + j] = pj * (dp[j] - D[j]);                      /* ds */
+                    pb[t - c0 + j] = select((faf)(0.0f), pj * drop_scale, kw); /* the kept p */
+                } else {
+                    sb[t - c0 + j] = pj * (dp[j] - D[j]);
+                    pb[t - c0 + j] = pj;
+                }
             }
-            ak[d] = a;
-            av[d] = c;
         }
+        /* dv += p dy and dk += ds q over the chunk */
+        const ulong qrow = (ulong)b * T + (ulong)c0;
+        fa_chunk_acc(va, pb, dy + dy_off + qrow * y_stride + (ulong)h * HS, y_stride,
+                     (uint)(ce - c0), HS, init, NULL);
+        fa_chunk_acc(ka, sb, q + q_off + qrow * q_stride + (ulong)h * HS, q_stride,
+                     (uint)(ce - c0), HS, init, NULL);
+        init = 1;
     }
 
-    for (uint r = 0; r < ns; r++) {
-        const ulong row = ((ulong)b * S + s0 + r) * dkv_stride + (ulong)h * HS;
-        for (uint d = 0; d < HS; d++) {
-            FA_SV(dk, dk_off + row + d, scale * ((float *)ak)[d * FA_VW + r]);
-            FA_SV(dv, dv_off + row + d, ((float *)av)[d * FA_VW + r]);
-        }
+    float sk[FA_VW], s1[FA_VW];
+    for (uint r = 0; r < FA_VW; r++) {
+        sk[r] = init ? scale : 0.0f;
+        s1[r] = init ? 1.0f : 0.0f;
     }
+    if (init == 0) /* no query in range: dk = dv = 0 */
+        for (uint i = 0; i < FA_VW * HS; i++)
+            ka[i] = va[i] = 0.0f;
+    const ulong row = ((ulong)b * S + s0) * dkv_stride + (ulong)h * HS;
+    fa_rows_store(dk + dk_off + row, dkv_stride, ka, ns, HS, sk);
+    fa_rows_store(dv + dv_off + row, dkv_stride, va, ns, HS, s1);
 }
 
 /* FA_VW for the host (as this kernel's required work-group size, which the

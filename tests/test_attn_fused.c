@@ -12,7 +12,7 @@
  * from [B, S, 2C] (and again from KV caches [B, NH, Tmax, HS], which must
  * give the same bits); y is written merged into rows wider than C (columns
  * past C are guards that must keep their value). Cases: T in {1, 2, 5, 11,
- * 21, 29, 30, 37, 45, 64, 257, 1000}, S != T, head sizes 16 to 256 (96
+ * 21, 29, 30, 37, 45, 64, 140, 150, 257, 300, 1000}, S != T, head sizes 16 to 256 (96
  * included), causal and not (causal with S > T: the prefill offset), a keep
  * mask that hides keys and empties a whole row (y = 0, lse = -inf there),
  * sliding windows (5, 9, 16 keys), ALiBi (3 heads: the non-power-of-two
@@ -458,6 +458,11 @@ static size_t run_all(size_t vw, int tiles, tu_rng *r)
         {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f},
         {1, 4, 45, 45, 32, 1, 0, 1, 9, 1, 0.1f},
         {1, 1, 30, 30, 256, 1, 0, 0, 0, 0, 0},
+        /* past one chunk of 128 keys / queries (cl/flash.cl's FA_CH): dropout,
+         * a keep mask, a window spanning two chunks with ALiBi */
+        {1, 2, 150, 150, 32, 1, 0, 0, 0, 0, 0.2f},
+        {2, 2, 140, 300, 16, 0, 1, 1, 0, 0, 0},
+        {1, 2, 300, 300, 16, 1, 0, 0, 140, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         acase c = cases[i];
