@@ -79,14 +79,7 @@
 #endif
 #endif
 
-/* Head size limit: the private arrays below. The host builds the program
- * for the smallest of 64, 128 and 256 that holds its head size (a variant per
- * limit, model/ops/flash.c): a work-item's arrays are sized by it, and on
- * PoCL a 256-float16 frame made the T = 128 passes 10-30% slower than one
- * sized for 64. */
-#ifndef FA_HS_MAX
-#define FA_HS_MAX 256
-#endif
+#define FA_HS_MAX 256 /* head size limit: the private arrays below */
 #define FA_BC 8       /* keys per tile (query-row passes) */
 #define FA_BQ 4       /* queries per step (dk/dv pass) */
 

@@ -23,34 +23,18 @@
 #define FA_HS_MAX 256 /* cl/flash.cl's private arrays */
 #define FA_NMASK 19   /* arguments in FA_MASK_PARAMS */
 
-/* The head-size limit cl/flash.cl's program is built for (FA_HS_MAX): the
- * smallest of 64, 128 and 256 that holds HS, which sizes each work-item's
- * private arrays. */
-static size_t flash_hs_cap(size_t HS) { return HS <= 64 ? 64 : HS <= 128 ? 128 : FA_HS_MAX; }
-
-/* The program for storage t and head size HS: "flash" (float32, HS up to
- * 256), or a variant of it, "flash@<type>" and/or "h<limit>" ("flash@h64",
- * "flash@bf16-h64": cl/flash.cl's FA_T = t, FA_HS_MAX = the limit). A
- * variant also has any defines the "flash" family was given (FA_VW, say). */
-static clf_status flash_family(clf_runtime *rt, clf_dtype t, size_t HS, char *fam, size_t cap,
-                               clf_error *err)
+/* The program for storage t: "flash", or its variant "flash@bf16" /
+ * "flash@f16" (cl/flash.cl's FA_T = t; the variant also has any defines
+ * the "flash" family was given, FA_VW say). */
+static clf_status flash_family(clf_runtime *rt, clf_dtype t, char *fam, size_t cap, clf_error *err)
 {
-    const size_t hcap = flash_hs_cap(HS);
-    if (t == CLF_DT_F32 && hcap == FA_HS_MAX) {
+    if (t == CLF_DT_F32) {
         snprintf(fam, cap, "flash");
         return CLF_OK;
     }
-    char defs[64] = "", tag[24] = "";
-    if (t != CLF_DT_F32) {
-        snprintf(tag, sizeof tag, "%s", clf_dtype_name(t));
-        snprintf(defs, sizeof defs, "#define FA_T %d\n", (int)t);
-    }
-    if (hcap != FA_HS_MAX) {
-        const size_t n = strlen(tag), nd = strlen(defs);
-        snprintf(tag + n, sizeof tag - n, "%sh%zu", n ? "-" : "", hcap);
-        snprintf(defs + nd, sizeof defs - nd, "#define FA_HS_MAX %zu\n", hcap);
-    }
-    snprintf(fam, cap, "flash@%s", tag);
+    char defs[32];
+    snprintf(fam, cap, "flash@%s", clf_dtype_name(t));
+    snprintf(defs, sizeof defs, "#define FA_T %d\n", (int)t);
     return clf_program_set_defines(rt, fam, defs, err);
 }
 
@@ -184,7 +168,7 @@ static clf_status flash_launch(clf_runtime *rt, clf_ops_path path, const char *n
 {
     clf_kernel *k = NULL;
     char kname[64], fam[32];
-    clf_status st = flash_family(rt, a->t, a->HS, fam, sizeof fam, err);
+    clf_status st = flash_family(rt, a->t, fam, sizeof fam, err);
     if (st != CLF_OK)
         return st;
     if (path == CLF_OPS_PATH_GROUP) {
