@@ -4,7 +4,7 @@
  * configuration and what auto picks (the search's choice for the shape).
  *
  *   build/bench/gemm [--device SEL] [--reps N] [--blas-threads N] [--quick]
- *                    [--no-cache]
+ *                    [--no-cache] [--shape OP,M,K,N[,BATCH] ...]
  *
  * Each candidate runs once to warm up (kernel compilation, scratch sizing),
  * then N timed rounds (default 5) in which CLBlast, each native
@@ -14,7 +14,9 @@
  * result is compared with OpenBLAS's (or CLBlast's) as a sanity check.
  * Shapes are M x K x N with op(A) M x K and op(B) K x N, row-major; "TN" is
  * a transposed A (weight gradients, dW = X^T dY), "NT" a transposed B
- * (input gradients dX = dY W^T, attention scores Q K^T).
+ * (input gradients dX = dY W^T, attention scores Q K^T). --shape (any number
+ * of times) replaces the table with the shapes given, e.g. --shape
+ * NN,2048,1024,256 (a model's own products, from its --profile).
  *
  * Not here: correctness testing (tests/test_gemm.c does that).
  */
@@ -38,7 +40,7 @@ typedef struct shape {
     size_t m, k, n, batch;
 } shape;
 
-static const shape shapes[] = {
+static const shape table[] = {
     {"attn proj, T=768 C=128 -> 512", 0, 0, 768, 128, 512, 1},
     {"MLP in, BT=4096 C=256 -> 1024", 0, 0, 4096, 256, 1024, 1},
     {"MLP in, BT=4096 C=768 -> 3072", 0, 0, 4096, 768, 3072, 1},
@@ -55,7 +57,21 @@ static const shape shapes[] = {
     {"decode MLP, 1 token: 768 -> 3072", 0, 0, 1, 768, 3072, 1},
     {"decode logits, 1 token, W [V,C]: V=50257", 0, 1, 1, 768, 50257, 1},
 };
-#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+#define N_TABLE (sizeof table / sizeof table[0])
+#define MAX_SHAPES 32
+
+/* "OP,M,K,N[,BATCH]" (OP: NN, NT, TN or TT) into *sh; 0 if malformed. */
+static int parse_shape(const char *s, shape *sh)
+{
+    char op[3] = {0};
+    unsigned long m = 0, k = 0, n = 0, b = 1;
+    char tail = 0;
+    const int got = sscanf(s, "%2[NT],%lu,%lu,%lu,%lu%c", op, &m, &k, &n, &b, &tail);
+    if ((got != 4 && got != 5) || strlen(op) != 2 || m == 0 || k == 0 || n == 0 || b == 0)
+        return 0;
+    *sh = (shape){"--shape", op[0] == 'T', op[1] == 'T', m, k, n, b};
+    return 1;
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -135,13 +151,15 @@ static double max_rel_diff(const float *x, const float *y, size_t n)
 static void usage(void)
 {
     fprintf(stderr, "usage: gemm [--device SEL] [--reps N] [--blas-threads N] [--quick] "
-                    "[--no-cache]\n");
+                    "[--no-cache] [--shape OP,M,K,N[,BATCH] ...]\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *device = getenv("CLFORMER_DEVICE");
     int reps = 5, blas_threads = 2, quick = 0, no_cache = 0;
+    shape given[MAX_SHAPES];
+    size_t n_given = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
             device = argv[++i];
@@ -153,7 +171,14 @@ int main(int argc, char **argv)
             quick = 1;
         else if (strcmp(argv[i], "--no-cache") == 0)
             no_cache = 1;
-        else {
+        else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+            if (n_given == MAX_SHAPES || !parse_shape(argv[++i], &given[n_given++])) {
+                fprintf(stderr, "gemm: --shape '%s': expected OP,M,K,N[,BATCH] with OP one of "
+                                "NN NT TN TT and positive sizes (at most %d shapes)\n",
+                        argv[i], MAX_SHAPES);
+                return 2;
+            }
+        } else {
             usage();
             return 2;
         }
@@ -210,7 +235,9 @@ int main(int argc, char **argv)
            "peak%", "best native", "auto", "check");
 
     unsigned seed = 12345u;
-    for (size_t s = 0; s < N_SHAPES; s++) {
+    const shape *shapes = n_given ? given : table;
+    const size_t n_shapes = n_given ? n_given : N_TABLE;
+    for (size_t s = 0; s < n_shapes; s++) {
         const shape *sh = &shapes[s];
         if (quick && (double)sh->m * sh->n * sh->k * sh->batch > 4e9)
             continue;
