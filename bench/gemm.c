@@ -173,8 +173,9 @@ int main(int argc, char **argv)
             no_cache = 1;
         else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
             if (n_given == MAX_SHAPES || !parse_shape(argv[++i], &given[n_given++])) {
-                fprintf(stderr, "gemm: --shape '%s': expected OP,M,K,N[,BATCH] with OP one of "
-                                "NN NT TN TT and positive sizes (at most %d shapes)\n",
+                fprintf(stderr,
+                        "gemm: --shape '%s': expected OP,M,K,N[,BATCH] with OP one of "
+                        "NN NT TN TT and positive sizes (at most %d shapes)\n",
                         argv[i], MAX_SHAPES);
                 return 2;
             }
