@@ -350,8 +350,7 @@ static void fa_drop_rows(fai *keepw, fal i0, uint thr, uint seed0, uint seed1, u
 #define FA_PN 2
 #endif
 
-
-/* init: 0 out = the sum; 1 out += the sum; 2 out = out * rs[r] + the sum. */
+/* fa_chunk_acc's init: 0 out = the sum; 1 out += the sum; 2 out = out * rs[r] + the sum. */
 #define FA_ACC_GROUP(NV)                                                                          \
     for (; d0 + (NV) * FA_VW <= HS; d0 += (NV) * FA_VW) {                                         \
         faf acc[FA_PR][NV];                                                                       \
@@ -546,32 +545,25 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
     const ulong row0 = ((ulong)b * T + t0) * y_stride + (ulong)h * HS;
 
     faf qt[FA_HS_MAX], gt[FA_HS_MAX], sb[FA_CH]; /* vector-typed: aligned */
-    float qa[FA_VW * FA_HS_MAX];                  /* dq's rows, before the scale */
+    faf qv[FA_HS_MAX]; /* y transposed for D, then dq's rows (qa) before the scale */
+    float *qa = (float *)qv;
     fa_load_t(qt, q + q_off + ((ulong)b * T + t0) * q_stride + (ulong)h * HS, q_stride, nt, HS,
               scale);
     fa_load_t(gt, dy + dy_off + row0, y_stride, nt, HS, 1.0f);
+    /* D = dy.y with lanes across the rows, summed over d in order: the same
+     * sums as dp = dy.v in both passes, so a row that sees one key (y = v)
+     * gets dp - D = 0 exactly and ds = 0, as the exact gradient has it (a
+     * different order left rounding noise there, which Adam turns into
+     * full-size steps on weights whose true gradient is small). */
+    fa_load_t(qv, y + y_off + row0, y_stride, nt, HS, 1.0f);
+    faf Dr = (faf)(0.0f);
+    for (uint d = 0; d < HS; d++)
+        Dr += gt[d] * qv[d];
     float Dv[FA_VW], Lv[FA_VW];
-    for (uint r = 0; r < FA_VW; r++) { /* D = dy . y along the rows */
-        const uint rr = min(r, nt - 1);
-        __global const fa_st *yr = y + y_off + row0 + (ulong)rr * y_stride;
-        __global const fa_st *gr = dy + dy_off + row0 + (ulong)rr * y_stride;
-        float D = 0.0f;
-        uint d = 0;
-#if FA_VW > 1
-        faf Dw = (faf)(0.0f);
-        for (; d + FA_VW <= HS; d += FA_VW)
-            Dw = fma(FA_LDV(gr, d), FA_LDV(yr, d), Dw);
-        float dw[FA_VW];
-        FA_PST(Dw, dw);
-        for (uint i = 0; i < FA_VW; i++)
-            D += dw[i];
-#endif
-        for (; d < HS; d++)
-            D = fma(FA_LD(gr, d), FA_LD(yr, d), D);
-        Dv[r] = D;
-        Lv[r] = lse[lse_off + (ulong)bh * T + t0 + rr];
-    }
-    const faf Dr = FA_PLD(Dv), Lraw = FA_PLD(Lv);
+    FA_PST(Dr, Dv);
+    for (uint r = 0; r < FA_VW; r++)
+        Lv[r] = lse[lse_off + (ulong)bh * T + t0 + min(r, nt - 1)];
+    const faf Lraw = FA_PLD(Lv);
     const fai seen = Lraw > (faf)(CLF_NEG_BIG); /* rows that see some key */
     const faf L = select((faf)(0.0f), Lraw, seen);
     const fai tq = (fai)((int)t0 + off) + FA_IOTA;

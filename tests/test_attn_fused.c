@@ -372,6 +372,16 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
     snprintf(nm, sizeof nm, "%s dv", name);
     tu_close(nm, ov, rv, nk, 5e-5, 5e-4);
     TU_CHECK(memcmp(gqh, again, ngq * 4) == 0, "%s: reruns are bit-identical", name);
+    if (c->causal && c->S == c->T && !c->masked && c->p_drop == 0) {
+        /* query 0 sees key 0 alone: p = 1, y = v, so dp - D and its dq are 0
+         * exactly when D = dy.y is summed as dp = dy.v is (the kernels' own
+         * rounding noise there is what Adam would amplify into weight steps) */
+        int zero = 1;
+        for (size_t b = 0; b < c->B; b++)
+            for (size_t j = 0; j < C; j++)
+                zero &= oq[b * c->T * C + j] == 0.0f;
+        TU_CHECK(zero, "%s: dq of the first query (one key in sight) is exactly 0", name);
+    }
     /* the float64 gradient against central differences, at sampled coordinates */
     float *arrays[3] = {qh, kh, vh};
     const size_t strides[3] = {qs, kvs, kvs}, rows[3] = {c->B * c->T, c->B * c->S, c->B * c->S};
