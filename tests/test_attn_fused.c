@@ -527,9 +527,13 @@ int main(void)
 {
     tu_rng r = tu_rng_new(31);
     /* the blocked kernels in the device's width and the tiles, then the
-     * blocked kernels in the other width: one row per work-item or, where
-     * that is the device's, 16 rows */
+     * blocked kernels in every other width cl/flash.cl has (16 rows: AVX-512;
+     * 8: AVX2; 4; 1: one row per work-item), each with its own product
+     * blocking (cl/flash.cl's FA_PR x FA_PN) */
     const size_t vw = run_all(0, 1, &r);
-    run_all(vw == 1 ? 16 : 1, 0, &r);
+    static const size_t widths[] = {16, 8, 4, 1};
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        if (widths[i] != vw)
+            run_all(widths[i], 0, &r);
     return tu_finish();
 }
