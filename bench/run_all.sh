@@ -29,7 +29,9 @@
 # (OpenMP's default otherwise); passive and active force one policy. Each
 # side prints one JSON object
 # per model; with --repeat R the pair runs R times, alternating sides, and the
-# table shows the median of the R medians (helps on a shared, noisy machine).
+# table shows the median of the R medians (helps on a shared, noisy machine),
+# followed by each run's own training ratio (the two sides of a run ran back
+# to back), whose spread shows how far the machine moved between runs.
 # The build directory is configured and the two benchmark targets built when
 # needed, so this works from a clean checkout.
 #
@@ -204,6 +206,10 @@ tmp, models, save = sys.argv[1], sys.argv[2].split(), sys.argv[3]
 def load(impl, model):
     """One dict per run; PyTorch runs under several OpenMP policies
     (torch-MODEL-R-POLICY.json) merge into the fastest per metric."""
+    return list(load_runs(impl, model).values())
+
+def load_runs(impl, model):
+    """load()'s runs keyed by run number, to pair the two sides' runs."""
     runs = {}
     for f in sorted(glob.glob(os.path.join(tmp, "%s-%s-*.json" % (impl, model)))):
         r = os.path.basename(f)[:-5].split("-")[2]
@@ -215,7 +221,7 @@ def load(impl, model):
         for k, v in d.items():
             if k.endswith("_tok_s") and v > runs[r].get(k, 0):
                 runs[r][k] = v
-    return list(runs.values())
+    return runs
 
 def med(runs, key):
     v = [r[key] for r in runs if key in r]
@@ -244,6 +250,15 @@ for m in models:
     out.setdefault(m, {})["threads"] = threads
     out[m]["params"] = {"clformer": pc, "pytorch": pt}
 print("ratio = clformer / PyTorch; medians over timed steps (and over --repeat runs)")
+# with --repeat, the ratio of each run's pair (the sides run back to back), whose
+# spread shows how far the machine moved between runs
+for m in models:
+    c, t = load_runs("clf", m), load_runs("torch", m)
+    rs = [c[r]["train_tok_s"] / t[r]["train_tok_s"] for r in sorted(c, key=int)
+          if r in t and c[r].get("train_tok_s") and t[r].get("train_tok_s")]
+    if len(rs) > 1:
+        print("%s: train ratio of each run's pair: %s" % (m, " ".join("%.2f" % x for x in rs)))
+        out.setdefault(m, {})["train_ratio_runs"] = rs
 # training MFU of both sides: model FLOPs per token (clformer's count, nanoGPT's
 # estimate_mfu formula) times tokens/s over the device's measured FMA peak
 for m in models:
