@@ -161,19 +161,14 @@ typedef float fa_st;
 #endif
 
 /* FA_VW consecutive elements from element i of p (a row, along d) as one
- * faf, widened; and stored, rounded. FA_PLD / FA_PST: a faf from / to a
- * private float array. */
+ * faf, widened; and stored, rounded. */
 #if FA_VW == 1
 #define FA_LDV(p, i) clf_load_t((const __global float *)(p), FA_T, (i))
 #define FA_SVV(x, p, i) clf_store_t((__global float *)(p), FA_T, (i), (x))
-#define FA_PLD(p) (*(p))
-#define FA_PST(x, p) (*(p) = (x))
 #else
 #define FA_LDV(p, i) CLF_CAT(CLF_CAT(clf_load, FA_VW), _t)((const __global float *)(p), FA_T, (i))
 #define FA_SVV(x, p, i)                                                                           \
     CLF_CAT(CLF_CAT(clf_store, FA_VW), _t)((x), (__global float *)(p), FA_T, (i))
-#define FA_PLD(p) FA_LOAD(0, p)
-#define FA_PST(x, p) FA_STORE(x, 0, p)
 #endif
 
 /* A lane mask from a condition that is the same in every lane (vector
@@ -358,7 +353,9 @@ static void fa_drop_rows(fai *keepw, fal i0, uint thr, uint seed0, uint seed1, u
             _Pragma("unroll") for (int v = 0; v < (NV); v++)                                     \
         {                                                                                         \
             float *o = out + (r0 + r) * HS + d0 + v * FA_VW;                                      \
-            acc[r][v] = init == 0 ? (faf)(0.0f) : init == 1 ? FA_PLD(o) : FA_PLD(o) * rs[r0 + r]; \
+            acc[r][v] = init == 0   ? (faf)(0.0f)                                                 \
+                        : init == 1 ? FA_LOAD(0, o)                                               \
+                                    : FA_LOAD(0, o) * rs[r0 + r];                                 \
         }                                                                                         \
         __global const fa_st *x = xb + d0;                                                        \
         for (uint j = 0; j < n; j++, x += xs) {                                                   \
@@ -373,7 +370,7 @@ static void fa_drop_rows(fai *keepw, fal i0, uint thr, uint seed0, uint seed1, u
         }                                                                                         \
         _Pragma("unroll") for (int r = 0; r < FA_PR; r++)                                        \
             _Pragma("unroll") for (int v = 0; v < (NV); v++)                                     \
-                FA_PST(acc[r][v], out + (r0 + r) * HS + d0 + v * FA_VW);                          \
+                FA_STORE(acc[r][v], 0, out + (r0 + r) * HS + d0 + v * FA_VW);                    \
     }
 
 static void fa_chunk_acc(float *out, const faf *wb, __global const fa_st *xb, ulong xs, uint n,
@@ -391,7 +388,8 @@ static void fa_chunk_acc(float *out, const faf *wb, __global const fa_st *xb, ul
 #endif
         for (; d0 < HS; d0++) /* columns past the last whole vector */
             for (uint r = r0; r < r0 + FA_PR; r++) {
-                float a = init == 0 ? 0.0f : init == 1 ? out[r * HS + d0] : out[r * HS + d0] * rs[r];
+                const float o = init == 0 ? 0.0f : out[r * HS + d0];
+                float a = init == 2 ? o * rs[r] : o;
                 for (uint j = 0; j < n; j++)
                     a = fma(w[j * FA_VW + r], FA_LD(xb + j * xs, d0), a);
                 out[r * HS + d0] = a;
@@ -399,22 +397,22 @@ static void fa_chunk_acc(float *out, const faf *wb, __global const fa_st *xb, ul
     }
 }
 
-/* Store rows r < n of a row-major accumulator (times mul[r]) as rows of dst
- * (row stride ds), vectors along d. */
+/* Store rows r < n of a row-major accumulator, times s and (unless mul is
+ * NULL) mul[r], as rows of dst (row stride ds), vectors along d. */
 static void fa_rows_store(__global fa_st *dst, ulong ds, const float *acc, uint n, uint HS,
-                          const float *mul)
+                          const float *mul, float s)
 {
     for (uint r = 0; r < n; r++) {
         __global fa_st *o = dst + (ulong)r * ds;
         const float *a = acc + r * HS;
-        const float s = mul[r];
+        const float f = mul != NULL ? mul[r] * s : s;
         uint d = 0;
 #if FA_VW > 1
         for (; d + FA_VW <= HS; d += FA_VW)
-            FA_SVV(FA_PLD(a + d) * s, o, d);
+            FA_SVV(FA_LOAD(0, a + d) * f, o, d);
 #endif
         for (; d < HS; d++)
-            FA_SV(o, d, a[d] * s);
+            FA_SV(o, d, a[d] * f);
     }
 }
 
@@ -496,22 +494,22 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
             }
         }
         float cv[FA_VW];
-        FA_PST(corr, cv);
+        FA_STORE(corr, 0, cv);
         fa_chunk_acc(ya, sb, vb + (ulong)c0 * kv_stride, kv_stride, (uint)(ce - c0), HS, init, cv);
         init = 2;
         m = mt;
     }
 
     float mv[FA_VW], lv[FA_VW], inv[FA_VW];
-    FA_PST(m, mv);
-    FA_PST(l, lv);
+    FA_STORE(m, 0, mv);
+    FA_STORE(l, 0, lv);
     for (uint r = 0; r < FA_VW; r++)
         inv[r] = lv[r] > 0.0f ? 1.0f / lv[r] : 0.0f;
     if (init == 0) /* no key in range: y = 0 */
         for (uint i = 0; i < FA_VW * HS; i++)
             ya[i] = 0.0f;
     fa_rows_store(y + y_off + ((ulong)b * T + t0) * y_stride + (ulong)h * HS, y_stride, ya, nt, HS,
-                  inv);
+                  inv, 1.0f);
     for (uint r = 0; r < nt; r++)
         lse[lse_off + (ulong)bh * T + t0 + r] = lv[r] > 0.0f ? mv[r] + log(lv[r]) : -INFINITY;
 }
@@ -560,10 +558,10 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
     for (uint d = 0; d < HS; d++)
         Dr += gt[d] * qv[d];
     float Dv[FA_VW], Lv[FA_VW];
-    FA_PST(Dr, Dv);
+    FA_STORE(Dr, 0, Dv);
     for (uint r = 0; r < FA_VW; r++)
         Lv[r] = lse[lse_off + (ulong)bh * T + t0 + min(r, nt - 1)];
-    const faf Lraw = FA_PLD(Lv);
+    const faf Lraw = FA_LOAD(0, Lv);
     const fai seen = Lraw > (faf)(CLF_NEG_BIG); /* rows that see some key */
     const faf L = select((faf)(0.0f), Lraw, seen);
     const fai tq = (fai)((int)t0 + off) + FA_IOTA;
@@ -623,14 +621,11 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
         init = 1;
     }
 
-    float sv[FA_VW];
-    for (uint r = 0; r < FA_VW; r++)
-        sv[r] = init ? scale : 0.0f;
     if (init == 0) /* no key in range: dq = 0 */
         for (uint i = 0; i < FA_VW * HS; i++)
             qa[i] = 0.0f;
     fa_rows_store(dq + dq_off + ((ulong)b * T + t0) * dq_stride + (ulong)h * HS, dq_stride, qa, nt,
-                  HS, sv);
+                  HS, NULL, scale);
     for (uint r = 0; r < nt; r++)
         dsum[dsum_off + (ulong)bh * T + t0 + r] = Dv[r];
 }
@@ -655,7 +650,7 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
     for (uint r = 0; r < FA_VW; r++)
         kl[r] = r < ns && (!has_keep || keep[keep_off + (ulong)b * keep_stride + s0 + r] != 0) ? -1
                                                                                                : 0;
-    const fai kvis = FA_PLD(kl);
+    const fai kvis = FA_LOAD(0, kl);
     const fai sv = (fai)((int)s0) + FA_IOTA;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     /* the queries that may see keys [s0, s0 + ns) */
@@ -729,17 +724,12 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
         init = 1;
     }
 
-    float sk[FA_VW], s1[FA_VW];
-    for (uint r = 0; r < FA_VW; r++) {
-        sk[r] = init ? scale : 0.0f;
-        s1[r] = init ? 1.0f : 0.0f;
-    }
     if (init == 0) /* no query in range: dk = dv = 0 */
         for (uint i = 0; i < FA_VW * HS; i++)
             ka[i] = va[i] = 0.0f;
     const ulong row = ((ulong)b * S + s0) * dkv_stride + (ulong)h * HS;
-    fa_rows_store(dk + dk_off + row, dkv_stride, ka, ns, HS, sk);
-    fa_rows_store(dv + dv_off + row, dkv_stride, va, ns, HS, s1);
+    fa_rows_store(dk + dk_off + row, dkv_stride, ka, ns, HS, NULL, scale);
+    fa_rows_store(dv + dv_off + row, dkv_stride, va, ns, HS, NULL, 1.0f);
 }
 
 /* FA_VW for the host (as this kernel's required work-group size, which the
