@@ -16,7 +16,9 @@
  * The table: per shape class, the shape that was timed, each candidate's
  * time per call (CLBlast and the native configurations the device searches;
  * "-" where a candidate was not timed), the winner, its GFLOP/s and their
- * share of the device's measured FMA peak.
+ * share of the device's measured FMA peak. A deep product's candidates are
+ * timed in the native engine's default K slices; a winner marked "+1pass"
+ * then timed faster in one pass over K, and runs so.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +62,9 @@ static void print_table(const clf_gemm_tuned *rows, size_t n, const char *const 
         const double gf =
             t > 0 ? 2.0 * (double)r->m * (double)r->n * (double)r->k * (double)r->batch / t * 1e-9
                   : 0.0;
-        printf("  %-14s", names[r->winner]);
+        char chosen[64];
+        snprintf(chosen, sizeof chosen, "%s%s", names[r->winner], r->k_whole ? "+1pass" : "");
+        printf("  %-14s", chosen);
         if (t > 0)
             printf(" %8.1f %5.0f%%\n", gf, peak > 0 ? 100.0 * gf / peak : 0.0);
         else
@@ -84,8 +88,9 @@ static void print_json(const clf_gemm_tuned *rows, size_t n, const char *const *
     for (size_t i = 0; i < n; i++) {
         const clf_gemm_tuned *r = &rows[i];
         printf("%s\n  {\"trans_a\": %d, \"trans_b\": %d, \"m\": %zu, \"n\": %zu, \"k\": %zu, "
-               "\"batch\": %zu, \"chosen\": \"%s\", \"seconds\": {",
-               i ? "," : "", r->trans_a, r->trans_b, r->m, r->n, r->k, r->batch, names[r->winner]);
+               "\"batch\": %zu, \"chosen\": \"%s\", \"k_one_pass\": %s, \"seconds\": {",
+               i ? "," : "", r->trans_a, r->trans_b, r->m, r->n, r->k, r->batch, names[r->winner],
+               r->k_whole ? "true" : "false");
         int first = 1;
         for (size_t c = 0; c < n_search; c++)
             if (r->seconds[c] >= 0) {

@@ -40,6 +40,7 @@
  */
 #include <dirent.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,7 @@ typedef struct gcase {
     size_t pad; /* extra leading-dimension elements */
     float alpha, beta;
     int share_a, share_b; /* batch stride 0 */
+    size_t k_slice;       /* the descriptor's k_slice */
 } gcase;
 
 /* Layout of A, B, C inside one buffer, element offsets and sizes. */
@@ -111,6 +113,7 @@ static clf_gemm_desc desc_of(const gcase *g, const glayout *L, clf_buffer *buf)
     d.stride_a = L->sa;
     d.stride_b = L->sb;
     d.stride_c = L->sc;
+    d.k_slice = g->k_slice;
     return d;
 }
 
@@ -174,10 +177,15 @@ static void run_case(clf_runtime *rt, const char *who, const gcase *g, tu_rng *r
     clf_error err;
     clf_status st = gemm_by(rt, who, &d, &err);
     char name[160];
-    snprintf(name, sizeof name, "%s %s%s %zux%zux%zu b%zu%s%s pad%zu a%g b%g", who,
+    char slice[48] = "";
+    if (g->k_slice == SIZE_MAX)
+        snprintf(slice, sizeof slice, " K in one pass");
+    else if (g->k_slice > 0)
+        snprintf(slice, sizeof slice, " K slices of %zu", g->k_slice);
+    snprintf(name, sizeof name, "%s %s%s %zux%zux%zu b%zu%s%s pad%zu a%g b%g%s", who,
              g->ta ? "T" : "N", g->tb ? "T" : "N", g->m, g->n, g->k, g->batch,
              g->share_a ? " A-shared" : "", g->share_b ? " B-shared" : "", g->pad, (double)g->alpha,
-             (double)g->beta);
+             (double)g->beta, slice);
     if (st != CLF_OK) {
         char buf[CLF_ERROR_MSG_MAX + 256];
         clf_error_format(&err, buf, sizeof buf);
@@ -239,6 +247,14 @@ static void test_engine(clf_runtime *rt, const char *e, int light, tu_rng *r)
                        .alpha = ab[v % 4][0],
                        .beta = ab[v % 4][1]};
             run_case(rt, e, &g, r);
+            /* a deep product in the register-blocked kernels' other K
+             * slicings: one pass, and slices of an uneven depth */
+            if (g.k > 1000 && e[0] != 't' && e[0] != 'c') {
+                g.k_slice = SIZE_MAX;
+                run_case(rt, e, &g, r);
+                g.k_slice = g.k / 3 + 1;
+                run_case(rt, e, &g, r);
+            }
         }
     printf("engine %s: strided batches\n", e);
     for (int t = 0; t < 4; t++) {
@@ -452,6 +468,123 @@ static void remove_tree_files(const char *path)
     }
 }
 
+/* Rewrite the choice file's line for the class timed at m x n x k: its
+ * winner set to `winner`, its one-pass flag to `whole` (times kept). 0 if
+ * no such line. */
+static int rewrite_choice(const char *path, size_t m, size_t n, size_t k, const char *winner,
+                          unsigned whole)
+{
+    enum { MAX_LINES = 64, LINE = 1024 };
+    static char lines[MAX_LINES][LINE];
+    int nl = 0, hit = 0;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    while (nl < MAX_LINES && fgets(lines[nl], LINE, f) != NULL)
+        nl++;
+    fclose(f);
+    if ((f = fopen(path, "w")) == NULL)
+        return 0;
+    for (int i = 0; i < nl; i++) {
+        unsigned v[6], w;
+        size_t dims[4];
+        char win[64];
+        int used = -1;
+        if (i < 2 ||
+            sscanf(lines[i], "%u %u %u %u %u %u %zu %zu %zu %zu %63s %u%n", &v[0], &v[1], &v[2],
+                   &v[3], &v[4], &v[5], &dims[0], &dims[1], &dims[2], &dims[3], win, &w,
+                   &used) != 12 ||
+            used < 0 || dims[0] != m || dims[1] != n || dims[2] != k) {
+            fputs(lines[i], f);
+            continue;
+        }
+        fprintf(f, "%u %u %u %u %u %u %zu %zu %zu %zu %s %u%s", v[0], v[1], v[2], v[3], v[4], v[5],
+                dims[0], dims[1], dims[2], dims[3], winner, whole, lines[i] + used);
+        hit = 1;
+    }
+    return fclose(f) == 0 && hit;
+}
+
+/* C of g after one GEMM from host's values: by configuration `who` with
+ * the descriptor's k_slice set to k_slice, or (who NULL) by clf_gemm. */
+static void gemm_once(clf_runtime *rt, const char *who, size_t k_slice, const gcase *g,
+                      const glayout *L, const float *host, float *out)
+{
+    clf_ptr p = tu_upload(rt, host, L->total);
+    clf_gemm_desc d = desc_of(g, L, p.buf);
+    d.k_slice = k_slice;
+    clf_error err;
+    tu_ok(who != NULL ? clf_gemm_with_config(rt, who, &d, &err) : clf_gemm(rt, &d, &err), &err,
+          "gemm");
+    tu_download(rt, p, out, L->total);
+    tu_free(p);
+}
+
+/* A deep product's K slicing as its class's choice says: the class searched
+ * and saved, then its line made to name the first native configuration and
+ * one pass (then slices): auto runs bit for bit as that configuration with
+ * k_slice SIZE_MAX (then 0), and the table reports the flag. The two
+ * slicings must round differently at this shape, or the check would prove
+ * nothing. A flag other than 0 or 1 makes the file corrupt. */
+static void test_one_pass_choice(const char *dir, const char *path, tu_rng *r)
+{
+    const gcase g = {.ta = 1, .m = 40, .n = 50, .k = 1500, .batch = 1, .alpha = 1.0f, .beta = 0.5f};
+    const glayout L = layout_of(&g);
+    float *host = malloc(L.total * sizeof(float));
+    float *ref[2] = {malloc(L.total * sizeof(float)), malloc(L.total * sizeof(float))};
+    float *got = malloc(L.total * sizeof(float));
+    if (host == NULL || ref[0] == NULL || ref[1] == NULL || got == NULL) {
+        fprintf(stderr, "FATAL: out of memory\n");
+        exit(1);
+    }
+    tu_fill(r, host, L.total, -1.0f, 1.0f);
+    clf_runtime *rt = runtime_with_cache(dir);
+    const char *const *names = NULL;
+    size_t count = 0;
+    clf_error err;
+    tu_ok(clf_gemm_candidates(rt, &names, &count, NULL, &err), &err, "candidates");
+    char first[64];
+    snprintf(first, sizeof first, "%s", names[1]);
+    gemm_once(rt, NULL, 0, &g, &L, host, got); /* searches and saves the class */
+    gemm_once(rt, first, 0, &g, &L, host, ref[0]);
+    gemm_once(rt, first, SIZE_MAX, &g, &L, host, ref[1]);
+    clf_runtime_destroy(rt);
+    TU_CHECK(memcmp(ref[0], ref[1], L.total * sizeof(float)) != 0,
+             "%s %zux%zux%zu: slices and one pass round differently", first, g.m, g.n, g.k);
+    for (unsigned whole = 0; whole < 2; whole++) {
+        TU_CHECK(rewrite_choice(path, g.m, g.n, g.k, first, 1 - whole),
+                 "the class's line rewritten (one pass %u)", 1 - whole);
+        rt = runtime_with_cache(dir);
+        gemm_once(rt, NULL, 0, &g, &L, host, got);
+        clf_gemm_tuned rows[8];
+        size_t nrows = 0;
+        int flag = -1;
+        tu_ok(clf_gemm_tuning(rt, rows, 8, &nrows, &err), &err, "tuning table");
+        for (size_t i = 0; i < nrows; i++)
+            if (rows[i].k == g.k)
+                flag = rows[i].k_whole;
+        clf_runtime_destroy(rt);
+        TU_CHECK(memcmp(got, ref[1 - whole], L.total * sizeof(float)) == 0 &&
+                     flag == (int)(1 - whole),
+                 "auto runs the saved choice's K slicing: %s, bit for bit (table flag %d)",
+                 whole ? "slices" : "one pass", flag);
+    }
+    char head[CLF_ERROR_MSG_MAX], cands[CLF_ERROR_MSG_MAX];
+    TU_CHECK(rewrite_choice(path, g.m, g.n, g.k, first, 2), "the class's line given flag 2");
+    rt = runtime_with_cache(dir);
+    clf_gemm_tuned rows[8];
+    size_t nrows = 9;
+    tu_ok(clf_gemm_tuning(rt, rows, 8, &nrows, &err), &err, "tuning table");
+    clf_runtime_destroy(rt);
+    TU_CHECK(nrows == 0 && count_lines(path, head, cands) == 0,
+             "a one-pass flag of 2 makes the file corrupt: ignored and rewritten (%zu rows)",
+             nrows);
+    free(host);
+    free(ref[0]);
+    free(ref[1]);
+    free(got);
+}
+
 static void test_auto_cache(tu_rng *r)
 {
     printf("auto choice and its cache file\n");
@@ -531,7 +664,7 @@ static void test_auto_cache(tu_rng *r)
         /* corrupt it: a new runtime must ignore it, still work, and rewrite it */
         FILE *f = fopen(path, "w");
         if (f != NULL) {
-            fprintf(f, "clformer-gemm-choices 3\n%sgarbage\xff\n", cands);
+            fprintf(f, "clformer-gemm-choices 4\n%sgarbage\xff\n", cands);
             fclose(f);
         }
         rt = runtime_with_cache(dir);
@@ -545,8 +678,8 @@ static void test_auto_cache(tu_rng *r)
          * another build's configurations): ignored and rewritten too */
         f = fopen(path, "w");
         if (f != NULL) {
-            fprintf(f, "clformer-gemm-choices 3\ncandidates clblast r1v1x1\n"
-                       "0 0 6 6 6 0 96 80 64 1 r1v1x1 1e-3 1e-4\n");
+            fprintf(f, "clformer-gemm-choices 4\ncandidates clblast r1v1x1\n"
+                       "0 0 6 6 6 0 96 80 64 1 r1v1x1 0 1e-3 1e-4\n");
             fclose(f);
         }
         rt = runtime_with_cache(dir);
@@ -556,6 +689,7 @@ static void test_auto_cache(tu_rng *r)
         TU_CHECK(strcmp(cands2, cands) == 0 && lines == 1,
                  "a stale cache file (other candidates) is ignored and rewritten (%d lines)",
                  lines);
+        test_one_pass_choice(dir, path, r);
         /* a budget spent by the first class: the second is timed on CLBlast
          * and the first native configuration only; both are saved */
         remove(path);

@@ -33,10 +33,19 @@
  *   TIMING_TINY_FLOPS are not timed: launch overhead decides them, and the
  *   first native configuration takes them in one launch.
  *
+ *   Where the winner is a native configuration that would run the class in
+ *   K slices accumulating into C (native.c: deep products), it is then
+ *   timed the same way (interleaved rounds, fastest minimum) in slices and
+ *   in one pass over K, and the faster is kept with it: slices keep a
+ *   work-group's operands in a small cache but read and write C once per
+ *   slice, and which of the two costs more depends on the cache sizes,
+ *   which a device does not report reliably (PoCL reports the L3 of a CPU,
+ *   Intel's runtime its L2).
+ *
  *   The choices live in the runtime's GEMM state and in
  *   <cache_dir>/gemm-<device key>.txt: a magic line, the candidate list,
- *   then one line per class with the timed shape, the winner and every
- *   candidate's time. It is written to a temporary name and renamed; a file
+ *   then one line per class with the timed shape, the winner, whether it
+ *   runs K in one pass, and every candidate's time. It is written to a temporary name and renamed; a file
  *   that does not parse, or was made for another candidate list (an older
  *   clformer), is ignored entirely and rewritten.
  *
@@ -53,7 +62,7 @@
 #include "runtime/gemm/gemm_internal.h"
 #include "runtime/runtime_internal.h"
 
-#define CHOICE_MAGIC "clformer-gemm-choices 3"
+#define CHOICE_MAGIC "clformer-gemm-choices 4"
 #define CHOICE_LINE_MAX 1024
 #define TIMING_TINY_FLOPS 65536 /* below 2*m*n*k*batch of this, no timing */
 #define TIMING_ROUNDS 3         /* timed runs of each candidate, interleaved */
@@ -149,9 +158,9 @@ static void choices_save(clf_runtime *rt, gemm_state *st)
     int ok = fprintf(fp, "%s\n%s\n", CHOICE_MAGIC, cands) > 0;
     for (size_t i = 0; ok && i < st->n_choices; i++) {
         const gemm_choice *c = &st->choices[i];
-        ok = fprintf(fp, "%u %u %u %u %u %u %zu %zu %zu %zu %s", c->cls.ta, c->cls.tb, c->cls.lm,
+        ok = fprintf(fp, "%u %u %u %u %u %u %zu %zu %zu %zu %s %d", c->cls.ta, c->cls.tb, c->cls.lm,
                      c->cls.ln, c->cls.lk, c->cls.lb, c->m, c->n, c->k, c->batch,
-                     st->cand_names[c->cand]) > 0;
+                     st->cand_names[c->cand], c->k_whole) > 0;
         for (size_t j = 0; ok && j <= st->n_natives; j++)
             ok = fprintf(fp, " %.6g", c->t[j]) > 0;
         ok = ok && fputc('\n', fp) != EOF;
@@ -162,19 +171,20 @@ static void choices_save(clf_runtime *rt, gemm_state *st)
         remove(tmp);
 }
 
-/* Parse one line "ta tb lm ln lk lb m n k batch winner t_0 .. t_last"; 0 if
- * bad (any field out of range, the winner not a candidate, a time short). */
+/* Parse one line "ta tb lm ln lk lb m n k batch winner whole t_0 .. t_last";
+ * 0 if bad (any field out of range, the winner not a candidate, a time
+ * short). */
 static int choice_parse(const gemm_state *st, const char *line, gemm_choice *c)
 {
-    unsigned v[6];
+    unsigned v[6], whole;
     size_t dims[4];
     char win[GEMM_CONFIG_NAME + 1];
     int used = -1;
-    if (sscanf(line, "%u %u %u %u %u %u %zu %zu %zu %zu %32s%n", &v[0], &v[1], &v[2], &v[3], &v[4],
-               &v[5], &dims[0], &dims[1], &dims[2], &dims[3], win, &used) != 11 ||
+    if (sscanf(line, "%u %u %u %u %u %u %zu %zu %zu %zu %32s %u%n", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &dims[0], &dims[1], &dims[2], &dims[3], win, &whole, &used) != 12 ||
         used < 0)
         return 0;
-    if (v[0] > 1 || v[1] > 1)
+    if (v[0] > 1 || v[1] > 1 || whole > 1)
         return 0;
     for (int i = 2; i < 6; i++)
         if (v[i] > 63)
@@ -197,6 +207,7 @@ static int choice_parse(const gemm_state *st, const char *line, gemm_choice *c)
         return 0;
     c->cls = (gemm_class){(unsigned char)v[0], (unsigned char)v[1], (unsigned char)v[2],
                           (unsigned char)v[3], (unsigned char)v[4], (unsigned char)v[5]};
+    c->k_whole = (int)whole;
     c->m = dims[0], c->n = dims[1], c->k = dims[2], c->batch = dims[3];
     c->fresh = c->used = 0;
     /* the shape must belong to its class */
@@ -257,43 +268,57 @@ static clf_status time_run(clf_runtime *rt, gemm_state *st, int cand, const clf_
     return s;
 }
 
-/* Time candidates 0 .. n-1 on d's A and B, writing into a temporary C;
- * t[c] = seconds per call, -1 for a candidate that failed or was not timed
- * (all -1 when the temporary C cannot be allocated). *setup = the seconds
- * of each candidate's first run, which builds and specialises its kernels
- * and sizes its scratch (what a later process mostly finds cached). */
-static clf_status time_candidates(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d, size_t n,
-                                  double *t, double *setup, clf_error *err)
+/* What the search times for d: its A and B into a temporary C (*tmp, zeros;
+ * NULL when there is no room for it: nothing is timed then), the product
+ * alone (an epilogue would write D, which timing must not), in the engine's
+ * default K slicing. */
+static clf_status timing_twin(clf_runtime *rt, const clf_gemm_desc *d, clf_gemm_desc *dt,
+                              clf_buffer **tmp, clf_error *err)
 {
     const size_t batch = clf_gemm_batch_of(d);
     const size_t c_floats = (batch - 1) * d->stride_c + (d->m - 1) * d->ldc + d->n;
-    clf_buffer *tmp = NULL;
+    clf_error alloc_err;
+    *tmp = NULL;
+    if (clf_buffer_create(rt, c_floats * sizeof(float), tmp, &alloc_err) != CLF_OK) {
+        *tmp = NULL;
+        return CLF_OK;
+    }
+    clf_status s = clf_buffer_fill(rt, *tmp, 0, c_floats * sizeof(float), 0u, err);
+    if (s != CLF_OK) {
+        clf_buffer_destroy(*tmp);
+        *tmp = NULL;
+        return s;
+    }
+    *dt = *d;
+    dt->c = (clf_ptr){*tmp, 0};
+    dt->bias = (clf_ptr){NULL, 0};
+    dt->act = CLF_GEMM_ACT_NONE;
+    dt->residual = dt->act_grad = 0;
+    dt->d = (clf_ptr){NULL, 0};
+    dt->c_type = dt->d_type = CLF_DT_F32;
+    dt->k_slice = 0;
+    return CLF_OK;
+}
+
+/* Time candidates 0 .. n-1 on dt (timing_twin); t[c] = seconds per call, -1
+ * for a candidate that failed or was not timed. *setup = the seconds of
+ * each candidate's first run, which builds and specialises its kernels and
+ * sizes its scratch (what a later process mostly finds cached). */
+static clf_status time_candidates(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *dt,
+                                  size_t n, double *t, double *setup, clf_error *err)
+{
     for (size_t c = 0; c < GEMM_MAX_CANDS; c++)
         t[c] = -1.0;
     *setup = 0.0;
-    clf_error alloc_err;
-    if (clf_buffer_create(rt, c_floats * sizeof(float), &tmp, &alloc_err) != CLF_OK)
-        return CLF_OK; /* no room for a scratch C: nothing timed, the caller falls back */
-    clf_status s = clf_buffer_fill(rt, tmp, 0, c_floats * sizeof(float), 0u, err);
-    if (s != CLF_OK)
-        goto fail;
-    clf_gemm_desc dt = *d;
-    dt.c = (clf_ptr){tmp, 0};
-    /* the products alone: an epilogue would write D, which timing must not */
-    dt.bias = (clf_ptr){NULL, 0};
-    dt.act = CLF_GEMM_ACT_NONE;
-    dt.residual = dt.act_grad = 0;
-    dt.d = (clf_ptr){NULL, 0};
-    dt.c_type = dt.d_type = CLF_DT_F32;
     int live[GEMM_MAX_CANDS];
     double best_warm = HUGE_VAL;
     clf_error ignored;
     for (size_t c = 0; c < n; c++) {
         /* warm-up: compiles kernels, sizes the scratch; the second is timed */
-        live[c] = time_run(rt, st, (int)c, &dt, &t[c], &ignored) == CLF_OK;
+        live[c] = time_run(rt, st, (int)c, dt, &t[c], &ignored) == CLF_OK;
         if (live[c])
             *setup += t[c];
-        live[c] = live[c] && time_run(rt, st, (int)c, &dt, &t[c], &ignored) == CLF_OK;
+        live[c] = live[c] && time_run(rt, st, (int)c, dt, &t[c], &ignored) == CLF_OK;
         if (!live[c])
             t[c] = -1.0;
         else if (t[c] < best_warm)
@@ -307,7 +332,7 @@ static clf_status time_candidates(clf_runtime *rt, gemm_state *st, const clf_gem
             double tc = 0.0;
             if (!live[c])
                 continue;
-            if (time_run(rt, st, (int)c, &dt, &tc, &ignored) != CLF_OK) {
+            if (time_run(rt, st, (int)c, dt, &tc, &ignored) != CLF_OK) {
                 live[c] = 0;
                 t[c] = -1.0;
             } else if (round == 0 || tc < t[c]) {
@@ -315,37 +340,65 @@ static clf_status time_candidates(clf_runtime *rt, gemm_state *st, const clf_gem
             }
         }
     /* the queue may hold a failed candidate's partial work: drain it */
-    s = clf_runtime_finish(rt, err);
-fail:
-    clf_buffer_destroy(tmp);
-    return s;
+    return clf_runtime_finish(rt, err);
+}
+
+/* Time candidate cand on dt in its default K slices and in one pass
+ * (after a warm-up of the latter), TIMING_ROUNDS interleaved rounds each:
+ * 1 where one pass has the faster minimum. A failed run keeps the slices. */
+static int time_whole(clf_runtime *rt, gemm_state *st, int cand, const clf_gemm_desc *dt)
+{
+    clf_gemm_desc whole = *dt;
+    whole.k_slice = SIZE_MAX;
+    double t_sliced = HUGE_VAL, t_whole = HUGE_VAL, tc = 0.0;
+    clf_error ignored;
+    if (time_run(rt, st, cand, &whole, &tc, &ignored) != CLF_OK)
+        return 0;
+    for (int round = 0; round < TIMING_ROUNDS; round++) {
+        if (time_run(rt, st, cand, dt, &tc, &ignored) != CLF_OK)
+            return 0;
+        t_sliced = tc < t_sliced ? tc : t_sliced;
+        if (time_run(rt, st, cand, &whole, &tc, &ignored) != CLF_OK)
+            return 0;
+        t_whole = tc < t_whole ? tc : t_whole;
+    }
+    return t_whole < t_sliced;
 }
 
 /* ---- the choice ---------------------------------------------------------------------- */
 
-int clf_gemm_auto_known(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d, int *cand)
+static void choice_give(gemm_choice *c, int *cand, size_t *k_slice)
+{
+    c->used = 1;
+    *cand = c->cand;
+    if (k_slice != NULL)
+        *k_slice = c->k_whole ? SIZE_MAX : 0;
+}
+
+int clf_gemm_auto_known(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d, int *cand,
+                        size_t *k_slice)
 {
     if (!st->choices_loaded)
         choices_load(rt, st);
     gemm_choice *found = choice_find(st, class_of(d));
     if (found == NULL || (!found->fresh && clf_runtime_options_get(rt)->gemm_retune))
         return 0;
-    found->used = 1;
-    *cand = found->cand;
+    choice_give(found, cand, k_slice);
     return 1;
 }
 
 /* The auto choice for validated d with m, n, k > 0. */
 clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d, int *cand,
-                                clf_error *err)
+                                size_t *k_slice, clf_error *err)
 {
     if (!st->choices_loaded)
         choices_load(rt, st);
     const gemm_class cls = class_of(d);
     gemm_choice *found = choice_find(st, cls);
+    if (k_slice != NULL)
+        *k_slice = 0;
     if (found != NULL && (found->fresh || !clf_runtime_options_get(rt)->gemm_retune)) {
-        found->used = 1;
-        *cand = found->cand;
+        choice_give(found, cand, k_slice);
         return CLF_OK;
     }
     /* where nothing is timed: the first native configuration (one launch;
@@ -382,7 +435,20 @@ clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_
         }
         const double t0 = clf_now_seconds();
         double setup = 0.0;
-        clf_status s = time_candidates(rt, st, d, n, c.t, &setup, err);
+        clf_gemm_desc dt;
+        clf_buffer *tmp = NULL;
+        clf_status s = timing_twin(rt, d, &dt, &tmp, err);
+        if (s == CLF_OK && tmp != NULL)
+            s = time_candidates(rt, st, &dt, n, c.t, &setup, err);
+        int best = -1;
+        for (size_t j = 0; s == CLF_OK && tmp != NULL && j < n; j++)
+            if (c.t[j] >= 0 && (best < 0 || c.t[j] < c.t[best]))
+                best = (int)j;
+        if (best > 0 && clf_gemm_native_sliced(rt, &st->natives[best - 1], &dt)) {
+            c.k_whole = time_whole(rt, st, best, &dt);
+            s = clf_runtime_finish(rt, err);
+        }
+        clf_buffer_destroy(tmp);
         const double spent = clf_now_seconds() - t0;
         /* the budget meters timing; building kernels is paid once per
          * candidate (and mostly cached on disk for later processes) */
@@ -390,10 +456,6 @@ clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_
         st->search_seconds += setup < spent ? spent - setup : 0.0;
         if (s != CLF_OK)
             return s;
-        int best = -1;
-        for (size_t j = 0; j < n; j++)
-            if (c.t[j] >= 0 && (best < 0 || c.t[j] < c.t[best]))
-                best = (int)j;
         if (best < 0) {
             *cand = fallback; /* nothing could be timed: not remembered */
             return CLF_OK;
@@ -405,6 +467,8 @@ clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_
         return s;
     choices_save(rt, st);
     *cand = c.cand;
+    if (k_slice != NULL)
+        *k_slice = c.k_whole ? SIZE_MAX : 0;
     return CLF_OK;
 }
 
@@ -425,6 +489,7 @@ clf_status clf_gemm_tuning(clf_runtime *rt, clf_gemm_tuned *rows, size_t cap, si
         r->trans_a = c->cls.ta, r->trans_b = c->cls.tb;
         r->m = c->m, r->n = c->n, r->k = c->k, r->batch = c->batch;
         r->winner = (size_t)c->cand;
+        r->k_whole = c->k_whole;
         r->used = c->used;
         for (size_t j = 0; j < CLF_GEMM_MAX_CANDIDATES; j++)
             r->seconds[j] = j <= st->n_natives ? c->t[j] : -1.0;

@@ -253,10 +253,14 @@ clf_status clf_gemm_cand_run(clf_runtime *rt, gemm_state *st, int cand, const cl
     return clf_gemm_native_epilogue(rt, nat, d, err);
 }
 
-/* The candidate an engine setting runs for validated d (m, n > 0). */
+/* The candidate an engine setting runs for validated d (m, n > 0), and
+ * the K slicing auto chose with it (*k_slice: 0 where nothing was chosen;
+ * k_slice may be NULL). */
 static clf_status cand_for(clf_runtime *rt, gemm_state *st, clf_gemm_engine engine,
-                           const clf_gemm_desc *d, int *cand, clf_error *err)
+                           const clf_gemm_desc *d, int *cand, size_t *k_slice, clf_error *err)
 {
+    if (k_slice != NULL)
+        *k_slice = 0;
     switch (engine) {
         case CLF_GEMM_CLBLAST: *cand = GEMM_CAND_CLBLAST; return CLF_OK;
         case CLF_GEMM_NATIVE: *cand = -1; return CLF_OK; /* the default native */
@@ -265,7 +269,7 @@ static clf_status cand_for(clf_runtime *rt, gemm_state *st, clf_gemm_engine engi
                 *cand = -1; /* C = beta * C: the native kernel does it */
                 return CLF_OK;
             }
-            return clf_gemm_auto_choose(rt, st, d, cand, err);
+            return clf_gemm_auto_choose(rt, st, d, cand, k_slice, err);
     }
     return clf_error_set(err, CLF_ERR_ARG, "gemm: unknown engine %d", (int)engine);
 }
@@ -300,7 +304,8 @@ clf_status clf_gemm_choose(clf_runtime *rt, const clf_gemm_desc *d, clf_gemm_eng
     int cand = -1;
     if ((s = clf_gemm_state_get(rt, &st, err)) != CLF_OK)
         return s;
-    if (d->m > 0 && d->n > 0 && (s = cand_for(rt, st, CLF_GEMM_AUTO, d, &cand, err)) != CLF_OK)
+    if (d->m > 0 && d->n > 0 &&
+        (s = cand_for(rt, st, CLF_GEMM_AUTO, d, &cand, NULL, err)) != CLF_OK)
         return s;
     *out = cand == GEMM_CAND_CLBLAST ? CLF_GEMM_CLBLAST : CLF_GEMM_NATIVE;
     return CLF_OK;
@@ -317,7 +322,7 @@ clf_status clf_gemm_choice(clf_runtime *rt, const clf_gemm_desc *d, const char *
         s = clf_gemm_state_get(rt, &st, err);
     int cand = -1;
     if (s == CLF_OK && d->m > 0 && d->n > 0)
-        s = cand_for(rt, st, clf_runtime_options_get(rt)->gemm, d, &cand, err);
+        s = cand_for(rt, st, clf_runtime_options_get(rt)->gemm, d, &cand, NULL, err);
     gemm_native *nat = NULL;
     if (s == CLF_OK && cand < 0)
         s = clf_gemm_native_default(rt, st, &nat, err);
@@ -341,7 +346,7 @@ clf_status clf_gemm_prepare(clf_runtime *rt, const clf_gemm_desc *d, clf_error *
         return s;
     if (clf_gemm_is16(d))
         return clf_gemm16_run(rt, st, clf_runtime_options_get(rt)->gemm, -1, 1, d, err);
-    if ((s = cand_for(rt, st, clf_runtime_options_get(rt)->gemm, d, &cand, err)) != CLF_OK)
+    if ((s = cand_for(rt, st, clf_runtime_options_get(rt)->gemm, d, &cand, NULL, err)) != CLF_OK)
         return s;
     /* every path may need the default native (k == 0, CLBlast's epilogue) */
     if ((s = clf_gemm_native_default(rt, st, &nat, err)) != CLF_OK)
@@ -372,8 +377,14 @@ clf_status clf_gemm_with(clf_runtime *rt, clf_gemm_engine engine, const clf_gemm
         return s;
     if (clf_gemm_is16(d))
         return clf_gemm16_run(rt, st, engine, -1, 0, d, err);
-    if ((s = cand_for(rt, st, engine, d, &cand, err)) != CLF_OK)
+    size_t k_slice = 0;
+    if ((s = cand_for(rt, st, engine, d, &cand, &k_slice, err)) != CLF_OK)
         return s;
+    if (k_slice != 0 && d->k_slice == 0) {
+        clf_gemm_desc x = *d;
+        x.k_slice = k_slice;
+        return clf_gemm_cand_run(rt, st, cand, &x, err);
+    }
     return clf_gemm_cand_run(rt, st, cand, d, err);
 }
 

@@ -70,6 +70,12 @@ typedef struct clf_gemm_desc {
     size_t ldd;
     /* storage of A, B, C and D (0 = CLF_DT_F32) */
     clf_dtype a_type, b_type, c_type, d_type;
+    /* the native register-blocked engine's K slices, which accumulate into
+     * C one after another: 0 = as auto chose for the shape's class (on an
+     * explicit engine, or before a choice: slices of about 512 past a depth
+     * of 1024); any other value = slices of at most that depth, so k_slice
+     * >= k runs K in one pass */
+    size_t k_slice;
 } clf_gemm_desc;
 
 /* Run on the engine chosen by the runtime's options (auto by default). */
@@ -109,6 +115,7 @@ typedef struct clf_gemm_tuned {
     int trans_a, trans_b;
     size_t m, n, k, batch; /* the shape that was timed */
     size_t winner;         /* index into the candidate names */
+    int k_whole;           /* the winner runs K in one pass (timed faster than slices) */
     int used;              /* a shape of this class ran (or was prepared) in this runtime */
     double seconds[CLF_GEMM_MAX_CANDIDATES]; /* per call; < 0 = not timed */
 } clf_gemm_tuned;

@@ -74,7 +74,7 @@ static clf_status choose_twin(clf_runtime *rt, gemm_state *st, const clf_gemm_de
     int cand = 0;
     clf_gemm_desc x = *d;
     x.a_type = x.b_type = x.c_type = x.d_type = CLF_DT_F32;
-    if (d->k == 0 || clf_gemm_auto_known(rt, st, &x, &cand))
+    if (d->k == 0 || clf_gemm_auto_known(rt, st, &x, &cand, NULL))
         return CLF_OK;
     const dims16 g = dims_of(d);
     const size_t fa = g.na * g.a_rows * g.a_cols, fb = g.nb * g.b_rows * g.b_cols;
@@ -85,7 +85,7 @@ static clf_status choose_twin(clf_runtime *rt, gemm_state *st, const clf_gemm_de
     if (s == CLF_OK) {
         x.a = (clf_ptr){tmp, 0}, x.lda = g.a_cols, x.stride_a = g.na > 1 ? g.a_rows * g.a_cols : 0;
         x.b = (clf_ptr){tmp, fa}, x.ldb = g.b_cols, x.stride_b = g.nb > 1 ? g.b_rows * g.b_cols : 0;
-        s = clf_gemm_auto_choose(rt, st, &x, &cand, err); /* times into its own C */
+        s = clf_gemm_auto_choose(rt, st, &x, &cand, NULL, err); /* times into its own C */
     }
     clf_buffer_destroy(tmp);
     return s;
@@ -93,14 +93,17 @@ static clf_status choose_twin(clf_runtime *rt, gemm_state *st, const clf_gemm_de
 
 /* The native configuration that will run d's float32 twin x when it is
  * known without timing (an explicit candidate, the native engine, or a
- * choice already made) and reads and writes d's 16-bit A, B and C itself;
- * else NULL. */
+ * choice already made) and reads and writes d's 16-bit A, B and C itself
+ * (x then takes the K slicing chosen with it); else NULL. */
 static gemm_native *direct_config(clf_runtime *rt, gemm_state *st, clf_gemm_engine engine, int cand,
-                                  const clf_gemm_desc *x, const clf_gemm_desc *d)
+                                  clf_gemm_desc *x, const clf_gemm_desc *d)
 {
     gemm_native *nat = NULL;
-    if (cand < 0 && engine == CLF_GEMM_AUTO && !clf_gemm_auto_known(rt, st, x, &cand))
-        return NULL; /* the first call of a class makes the choice on widened copies */
+    size_t k_slice = 0;
+    if (cand < 0 && engine == CLF_GEMM_AUTO && !clf_gemm_auto_known(rt, st, x, &cand, &k_slice))
+        return NULL;
+    if (x->k_slice == 0)
+        x->k_slice = k_slice; /* the first call of a class makes the choice on widened copies */
     if (cand == GEMM_CAND_CLBLAST || (cand < 0 && engine == CLF_GEMM_CLBLAST))
         return NULL;
     if (cand > 0 && (size_t)cand <= st->n_natives) {

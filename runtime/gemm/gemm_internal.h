@@ -63,6 +63,7 @@ typedef struct gemm_choice {
     gemm_class cls;
     size_t m, n, k, batch;    /* the shape that was timed */
     int cand;                 /* the winner */
+    int k_whole;              /* the winner runs K in one pass (k_slice = SIZE_MAX) */
     int fresh;                /* timed by this runtime (else read from the cache file) */
     int used;                 /* looked up by this runtime */
     double t[GEMM_MAX_CANDS]; /* seconds per call as timed; -1 = not timed */
@@ -149,19 +150,26 @@ clf_status clf_gemm_native_epilogue(clf_runtime *rt, gemm_native *nat, const clf
                                     clf_error *err);
 clf_status clf_gemm_native_reserve(clf_runtime *rt, gemm_state *st, gemm_native *nat,
                                    const clf_gemm_desc *d, clf_error *err);
+/* native.c: whether nat by default runs d (k_slice 0, float32) as K
+ * slices accumulating into C, so that one pass over K is an alternative
+ * worth timing. */
+int clf_gemm_native_sliced(clf_runtime *rt, const gemm_native *nat, const clf_gemm_desc *d);
 /* native.c: whether nat runs d as it is stored: always for a float32 A, B
  * and C (any D); for a bf16 or f16 A, B or C, the register-blocked
  * configurations (their packing widens as it copies, their store narrows)
  * with k > 0. */
 int clf_gemm_native_reads16(const gemm_native *nat, const clf_gemm_desc *d);
 
-/* choice.c: the auto choice (a candidate) for validated d with m, n, k > 0
- * (from the cache, else searched and remembered). */
+/* choice.c: the auto choice (a candidate, and the k_slice to run it with:
+ * 0 or SIZE_MAX, K in one pass) for validated d with m, n, k > 0 (from the
+ * cache, else searched and remembered). k_slice may be NULL. */
 clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d, int *cand,
-                                clf_error *err);
+                                size_t *k_slice, clf_error *err);
 /* choice.c: the auto choice for d's class if it is already made (this
- * runtime or the cache file): 1 and *cand, else 0; never times. */
-int clf_gemm_auto_known(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d, int *cand);
+ * runtime or the cache file): 1, *cand and *k_slice (may be NULL), else 0;
+ * never times. */
+int clf_gemm_auto_known(clf_runtime *rt, gemm_state *st, const clf_gemm_desc *d, int *cand,
+                        size_t *k_slice);
 
 /* Enqueue d on CLBlast (SGEMM, or strided-batched SGEMM when batch > 1) on
  * the runtime's queue. CLBlast failures become CLF_ERR_CLBLAST with the

@@ -14,9 +14,11 @@
  *   through memory); B is packed when it is stored transposed or when enough
  *   row blocks re-read it (m >= PACK_B_MIN_M) that making its panels
  *   contiguous pays off (large power-of-two row strides otherwise thrash the
- *   caches). Products deeper than K_SLICE_FROM run as slices of about
+ *   caches). Products deeper than K_SLICE_FROM may run as slices of about
  *   K_SLICE that accumulate into C (beta = 1 after the first), which keeps a
- *   work-group's A blocks and B panel in the core's L2. With few rows and B
+ *   work-group's A blocks and B panel in a smaller cache, at the price of
+ *   reading and writing C once per slice: whether that pays is measured
+ *   per shape class (choice.c; the descriptor's k_slice). With few rows and B
  *   transposed (decoding against [out, in] weights), gemm_nt_dot reads both
  *   operands along k instead, so B is read once and never copied. A bf16 or
  *   f16 A or B is always packed (the packing widens it as it copies), and a
@@ -546,9 +548,14 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
                 return s;
             return splitk_reduce(rt, st, nat, d, P, part, err);
         }
-        /* deep products run as slices of depth at most K_SLICE, accumulating
-         * into C, so a work-group's A blocks and B panel stay in cache */
-        const size_t n_slices = k > K_SLICE_FROM && !p.one_pass ? ceil_div(k, K_SLICE) : 1;
+        /* deep products may run as slices accumulating into C, so that a
+         * work-group's A blocks and B panel stay in cache: of the depth the
+         * descriptor asks (the auto choice's, which times both ways), else
+         * of at most K_SLICE past K_SLICE_FROM */
+        const size_t n_slices = p.one_pass         ? 1
+                                : d->k_slice       ? ceil_div(k, d->k_slice)
+                                : k > K_SLICE_FROM ? ceil_div(k, K_SLICE)
+                                                   : 1;
         const size_t ks = ceil_div(k, n_slices);
         for (size_t k0 = 0; k0 < k; k0 += ks) {
             const size_t kn = k - k0 < ks ? k - k0 : ks;
@@ -711,6 +718,15 @@ clf_status clf_gemm_native_reserve(clf_runtime *rt, gemm_state *st, gemm_native 
         need = p.scratch;
     }
     return need > 0 ? scratch_reserve(rt, st, need, err) : CLF_OK;
+}
+
+int clf_gemm_native_sliced(clf_runtime *rt, const gemm_native *nat, const clf_gemm_desc *d)
+{
+    native_plan p;
+    clf_error ignored;
+    return !nat->cfg.tiled && d->k > K_SLICE_FROM &&
+           native_plan_make(rt, nat, d, &p, &ignored) == CLF_OK && !p.dot && !p.one_pass &&
+           p.split == 1;
 }
 
 int clf_gemm_native_reads16(const gemm_native *nat, const clf_gemm_desc *d)
