@@ -288,6 +288,36 @@ gemm_pack_a_n(GEMM_PACK_ARGS)
     }
 }
 
+/* Copy GEMM_MR consecutive source elements from element i to d[0 ..
+ * GEMM_MR - 1] in vectors (as scalars, PoCL makes a row of 6 or 12 single
+ * loads and stores: the copy then took 2-3x its memory traffic). */
+#if GEMM_MR == 16 || GEMM_MR == 8 || GEMM_MR == 4 || GEMM_MR == 2
+#define GEMM_COPY_MR(d, S, t, i)                                                                \
+    GEMM_CAT(vstore, GEMM_MR)(GEMM_CAT(GEMM_CAT(clf_load, GEMM_MR), _t)((S), (t), (i)), 0, (d))
+#elif GEMM_MR == 12 || GEMM_MR == 6
+#if GEMM_MR == 12 /* as two vectors (literal widths: they are pasted into names) */
+#define GEMM_MR_HI 8
+#define GEMM_MR_LO 4
+#else
+#define GEMM_MR_HI 4
+#define GEMM_MR_LO 2
+#endif
+#define GEMM_COPY_MR(d, S, t, i)                                                                 \
+    do {                                                                                         \
+        GEMM_CAT(vstore, GEMM_MR_HI)                                                             \
+        (GEMM_CAT(GEMM_CAT(clf_load, GEMM_MR_HI), _t)((S), (t), (i)), 0, (d));                   \
+        GEMM_CAT(vstore, GEMM_MR_LO)                                                             \
+        (GEMM_CAT(GEMM_CAT(clf_load, GEMM_MR_LO), _t)((S), (t), (i) + GEMM_MR_HI), 0,            \
+         (d) + GEMM_MR_HI);                                                                      \
+    } while (0)
+#else
+#define GEMM_COPY_MR(d, S, t, i)                                                                 \
+    do {                                                                                         \
+        _Pragma("unroll") for (int r_ = 0; r_ < GEMM_MR; r_++)(d)[r_] =                          \
+            clf_load_t((S), (t), (i) + (ulong)r_);                                               \
+    } while (0)
+#endif
+
 /* A transposed: stored K x M, row stride lds; op(A)[i][k] = S[k * lds + i].
  * Rows of the block are contiguous in both layouts. */
 __kernel __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
@@ -304,16 +334,8 @@ gemm_pack_a_t(GEMM_PACK_ARGS)
     __global float *dst = P + p_off + z * stride_p + (ib * K + k0) * GEMM_MR;
     if (kn == GEMM_PACK_KC && i0 + GEMM_MR <= MN) {
 #pragma unroll
-        for (int kk = 0; kk < GEMM_PACK_KC; kk++) {
-#if GEMM_MR == 8 || GEMM_MR == 4
-            GEMM_CAT(vstore, GEMM_MR)
-            (GEMM_CAT(GEMM_CAT(clf_load, GEMM_MR), _t)(S, s_type, src + (ulong)kk * lds), kk, dst);
-#else
-#pragma unroll
-            for (int r = 0; r < GEMM_MR; r++)
-                dst[kk * GEMM_MR + r] = clf_load_t(S, s_type, src + (ulong)kk * lds + (ulong)r);
-#endif
-        }
+        for (int kk = 0; kk < GEMM_PACK_KC; kk++)
+            GEMM_COPY_MR(dst + kk * GEMM_MR, S, s_type, src + (ulong)kk * lds);
         return;
     }
     for (ulong kk = 0; kk < kn; kk++)
