@@ -55,6 +55,10 @@ static clf_status linear_bwd_typed(clf_model *m, clf_ptr dx, clf_dtype dx_t, flo
                                    clf_ptr act_in, clf_error *err)
 {
     clf_status st;
+    /* the bias first: dy is still in cache from the op that wrote it */
+    if (b != MI_NONE &&
+        (st = clf_op_bias_backward_t(m->rt, mi_grad(m, b), dy, dy_t, R, out, 1, err)) != CLF_OK)
+        return st;
     if ((st = mi_gemm(m,
                       &(clf_gemm_desc){.trans_a = 1,
                                        .m = out,
@@ -71,9 +75,6 @@ static clf_status linear_bwd_typed(clf_model *m, clf_ptr dx, clf_dtype dx_t, flo
                                        .a_type = dy_t,
                                        .b_type = t},
                       err)) != CLF_OK)
-        return st;
-    if (b != MI_NONE &&
-        (st = clf_op_bias_backward_t(m->rt, mi_grad(m, b), dy, dy_t, R, out, 1, err)) != CLF_OK)
         return st;
     return mi_gemm(m,
                    &(clf_gemm_desc){.m = R,
