@@ -72,6 +72,8 @@ static inline size_t clf_ops_rows_local(const clf_kernel *k) { return clf_ops_gr
  * CLF_OPS_COLS_Y row lanes (CLF_COLS_X, CLF_COLS_Y in cl/). 8 columns = one
  * 32-byte segment per row; 32 lanes give N/8 groups of 256 items. */
 #define CLF_OPS_COL_W 32
+/* Elements per work-item of adamw_vec (cl/optim.cl's CLF_ADAMW_W). */
+#define CLF_OPS_ADAMW_W 16
 #define CLF_OPS_COLS_X 8
 #define CLF_OPS_COLS_Y 32
 

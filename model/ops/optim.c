@@ -14,7 +14,7 @@
  */
 #include <math.h>
 
-#include "model/ops/ops.h"
+#include "model/ops/ops_internal.h"
 
 clf_status clf_op_clip_scale(clf_runtime *rt, clf_ptr gscale, clf_ptr gnorm, clf_ptr sumsq,
                              float max_norm, clf_error *err)
@@ -92,7 +92,9 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_
         goto fail;
     }
     const int copy = t16 != CLF_DT_F32;
-    st = clf_kernel_get(rt, "optim", copy ? "adamw_p16" : "adamw", &k, err);
+    /* adamw_vec: CLF_OPS_ADAMW_W elements per work-item (cl/optim.cl) */
+    const int vec = !copy && clf_ops_serial(rt);
+    st = clf_kernel_get(rt, "optim", copy ? "adamw_p16" : vec ? "adamw_vec" : "adamw", &k, err);
     if (st != CLF_OK)
         goto fail;
     if (n == 0)
@@ -104,10 +106,12 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_
     float w1 = (float)(1.0 - b1), w2 = (float)(1.0 - b2);
     float neg_step = (float)(-(lr / bc1));
     float bc2_sqrt = (float)sqrt(bc2);
-    size_t global = n;
+    size_t global = vec ? (n + CLF_OPS_ADAMW_W - 1) / CLF_OPS_ADAMW_W : n;
     size_t local = clf_kernel_max_work_group(k);
-    if (local == 0 || local > 256)
-        local = 256;
+    if (local == 0 || local > (vec ? 64 : 256))
+        local = vec ? 64 : 256;
+    if (vec) /* work-groups of 64 vectors, the last one part idle */
+        global = (global + local - 1) / local * local;
     clf_buffer *p16 = params16.buf; /* adamw_p16's last three arguments */
     clf_arg a[] = {
         CLF_ARG_BUF(params.buf), CLF_ARG_U64(params.off),
