@@ -173,6 +173,25 @@ static void check_bias_backward(clf_runtime *rt, clf_ops_path path, size_t R, si
     tu_download(rt, db, got2, N);
     TU_CHECK(memcmp(got, got2, N * sizeof *got) == 0,
              "bias_backward %s %zux%zu: two runs bit-identical", pn, R, N);
+    if (path == CLF_OPS_PATH_ITEM) {
+        /* the item kernel's documented order, in float32: blocks of 64 rows
+         * summed, each block sum added to the total in turn */
+        size_t bad = 0;
+        for (size_t c = 0; c < N; c++) {
+            float t = 0.0f;
+            for (size_t r0 = 0; r0 < R; r0 += 64) {
+                float b = 0.0f;
+                for (size_t r = r0; r < R && r < r0 + 64; r++)
+                    b += d[r * N + c];
+                t += b;
+            }
+            bad += memcmp(&t, &got[c], sizeof t) != 0;
+        }
+        TU_CHECK(bad == 0,
+                 "bias_backward item %zux%zu: the sums of 64-row blocks, in order, bit for "
+                 "bit (%zu columns differ)",
+                 R, N, bad);
+    }
 
     tu_ok(clf_ptr_write(rt, db, old, N, &err), &err, "reset");
     tu_ok(clf_op_bias_backward_ex(rt, path, db, dd, CLF_DT_F32, R, N, 1, &err), &err,
