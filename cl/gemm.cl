@@ -155,6 +155,28 @@ __kernel void gemm_config(__global int *out)
         d_[15 * (s)] = (v).sf;                                                   \
     } while (0)
 
+/* Transpose 16 vectors of 16 lanes in place (m[i] lane j <-> m[j] lane i):
+ * four stages, stage s swapping the off-diagonal s x s blocks of every
+ * 2s x 2s block with two shuffles per pair of vectors (flash.cl's
+ * fa_transpose at width 16). */
+static inline void gemm_transpose16(float16 *m)
+{
+    const uint16 io = (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#pragma unroll
+    for (uint s = 1; s < 16; s <<= 1) {
+        const int16 up = (io & s) != (uint16)(0);
+        const uint16 lo = select(io, io + (uint16)(16 - s), up);
+        const uint16 hi = select(io + (uint16)(s), io + (uint16)(16), up);
+#pragma unroll
+        for (uint i = 0; i < 16; i++)
+            if (!(i & s)) {
+                const float16 a = m[i], b = m[i + s];
+                m[i] = shuffle2(a, b, lo);
+                m[i + s] = shuffle2(a, b, hi);
+            }
+    }
+}
+
 /* The source's storage (s_type: common.cl's CLF_T_*): float32, or bf16 /
  * f16 widened exactly as they are read (common.cl's clf_load<W>_t), so a
  * 16-bit operand is packed straight into float32 panels. Offsets, strides
@@ -231,10 +253,25 @@ gemm_pack_b_t(GEMM_PACK_ARGS)
     const ulong src = s_off + z * stride_s + j0 * lds + k0;
     __global float *dst = P + p_off + z * stride_p + (jp * K + k0) * GEMM_NR;
     if (kn == GEMM_PACK_KC && j0 + GEMM_NR <= MN) {
+#if GEMM_NR % 16 == 0
+        /* 16 source rows at a time, transposed in registers: a store of 16
+         * panel columns per k instead of 16 single stores per row */
+        for (int j = 0; j < GEMM_NR; j += 16) {
+            float16 m[16];
+#pragma unroll
+            for (int r = 0; r < 16; r++)
+                m[r] = clf_load16_t(S, s_type, src + (ulong)(j + r) * lds);
+            gemm_transpose16(m);
+#pragma unroll
+            for (int kk = 0; kk < 16; kk++)
+                vstore16(m[kk], 0, dst + kk * GEMM_NR + j);
+        }
+#else
         for (int j = 0; j < GEMM_NR; j++) {
             const float16 v = clf_load16_t(S, s_type, src + (ulong)j * lds);
             GEMM_SCATTER16(dst + j, GEMM_NR, v);
         }
+#endif
         return;
     }
     for (int j = 0; j < GEMM_NR; j++) {
