@@ -300,10 +300,12 @@ CLF_EXP_NONPOS(float16, 16, int16)
         return select(r, 1.0f - r, x > 0.0f);                                                \
     }                                                                                        \
     static inline T clf_gelu_erf##S(T x) { return x * clf_phi##S(x); }                              \
-    static inline T clf_gelu_erf_grad##S(T x)                                                       \
+    /* the derivative from Phi(x) (given): the erfc shared with the value */                 \
+    static inline T clf_gelu_erf_grad_phi##S(T x, T ph)                                             \
     {                                                                                        \
-        return clf_phi##S(x) + x * (CLF_INV_SQRT_2PI * clf_exp_nonpos##S(-0.5f * x * x));    \
+        return ph + x * (CLF_INV_SQRT_2PI * clf_exp_nonpos##S(-0.5f * x * x));               \
     }                                                                                        \
+    static inline T clf_gelu_erf_grad##S(T x) { return clf_gelu_erf_grad_phi##S(x, clf_phi##S(x)); } \
     static inline T clf_gelu_tanh##S(T x)                                                           \
     {                                                                                        \
         T u = CLF_SQRT_2_OVER_PI * (x + CLF_GELU_K * x * x * x);                             \
@@ -324,10 +326,33 @@ CLF_EXP_NONPOS(float16, 16, int16)
         return select(a * inv, inv, x >= 0.0f);                                              \
     }                                                                                        \
     static inline T clf_silu##S(T x) { return x * clf_sigmoid##S(x); }                              \
-    static inline T clf_silu_grad##S(T x)                                                           \
+    static inline T clf_silu_grad_sig##S(T x, T s) { return s * (1.0f + x * (1.0f - s)); }          \
+    static inline T clf_silu_grad##S(T x) { return clf_silu_grad_sig##S(x, clf_sigmoid##S(x)); }    \
+    /* value and derivative together (*g), sharing what both compute: the */                 \
+    /* same bits as clf_<act> and clf_<act>_grad; act as the GEMM epilogue's */               \
+    /* code (1 relu, 2 gelu_erf, 3 gelu_tanh, 4 silu) */                                       \
+    static inline T clf_act_and_grad##S(uint act, T x, T *g)                                       \
     {                                                                                        \
-        T s = clf_sigmoid##S(x);                                                             \
-        return s * (1.0f + x * (1.0f - s));                                                  \
+        if (act == 2u) {                                                                     \
+            const T ph = clf_phi##S(x);                                                      \
+            *g = clf_gelu_erf_grad_phi##S(x, ph);                                            \
+            return x * ph;                                                                   \
+        }                                                                                    \
+        if (act == 4u) {                                                                     \
+            const T sg = clf_sigmoid##S(x);                                                  \
+            *g = clf_silu_grad_sig##S(x, sg);                                                \
+            return x * sg;                                                                   \
+        }                                                                                    \
+        if (act == 3u) {                                                                     \
+            *g = clf_gelu_tanh_grad##S(x);                                                   \
+            return clf_gelu_tanh##S(x);                                                      \
+        }                                                                                    \
+        if (act == 1u) {                                                                     \
+            *g = clf_relu_grad##S(x);                                                        \
+            return clf_relu##S(x);                                                           \
+        }                                                                                    \
+        *g = (T)(1.0f);                                                                      \
+        return x;                                                                            \
     }
 
 CLF_ACT_FUNCS(float, )

@@ -419,25 +419,30 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
 /* The epilogue (epi), applied to o = alpha * product + beta * C in the order
  * of the unfused ops: bit 0 adds bias[j] to column j; bit 1 then adds D
  * (row stride ldd: a residual connection); bit 2 then multiplies by the
- * derivative of the activation named in bits 7.. at D (D holds the
+ * derivative of the activation named in bits 9.. at D (D holds the
  * activation's input: C becomes the gradient of that input, the backward
- * of an activation); without bit 2 an activation writes act(o) to D, C
- * keeping o. Bits 3-4 and 5-6 give C's and D's storage (common.cl's
- * CLF_T_*; a 16-bit C only in gemm_an / gemm_ap). D is read (bits 1, 2)
- * or written (an activation alone), never both; the host keeps a D it
- * reads apart from C, which deep products accumulate slice by slice. The functions are common.cl's, the ones
- * elementwise.cl's kernels use, so a fused and an unfused layer give the
- * same bits. */
+ * of an activation); bit 8 then multiplies by D itself (D holds that
+ * derivative already, stored by bit 7). Without bit 2 an activation writes
+ * act(o) to D, C keeping o, or with bit 7 act'(o) (what a backward
+ * multiplies by with bit 8, instead of recomputing it from o: the same
+ * function of the same o, so the same bits). Bits 3-4 and 5-6 give C's and
+ * D's storage (common.cl's CLF_T_*; a 16-bit C only in gemm_an / gemm_ap).
+ * D is read (bits 1, 2, 8) or written (an activation alone), never both;
+ * the host keeps a D it reads apart from C, which deep products accumulate
+ * slice by slice. The functions are common.cl's, the ones elementwise.cl's
+ * kernels use, so a fused and an unfused layer give the same bits. */
 #define GEMM_EPI_BIAS 1u
 #define GEMM_EPI_RES 2u
 #define GEMM_EPI_DACT 4u
+#define GEMM_EPI_GRADC 128u /* C keeps act'(o) */
+#define GEMM_EPI_MULD 256u  /* o *= D */
 #define GEMM_EPI_CT(epi) (((epi) >> 3) & 3u) /* C's storage (gemm_an / gemm_ap only) */
 #define GEMM_EPI_DT(epi) (((epi) >> 5) & 3u) /* D's storage */
 /* The activation takes the top bits: extracted as (epi >> 3) & 7 below the
  * storage bits, the activation's switch saw 0 under Oclgrind whenever a
  * storage bit was set (its printf made it right again: a miscompile of the
  * masked switch), so no mask is needed here. */
-#define GEMM_EPI_ACT(epi) ((epi) >> 7)
+#define GEMM_EPI_ACT(epi) ((epi) >> 9)
 #define GEMM_ACT_V(name) GEMM_CAT(name, GEMM_VW)
 
 static inline floatV gemm_act_v(uint act, floatV x)
@@ -495,7 +500,15 @@ static inline float gemm_epi_1(uint epi, float o, __global const float *b, __glo
         o += clf_load_t(D, GEMM_EPI_DT(epi), di);
     if (epi & GEMM_EPI_DACT)
         o *= gemm_act_grad_1(GEMM_EPI_ACT(epi), clf_load_t(D, GEMM_EPI_DT(epi), di));
+    if (epi & GEMM_EPI_MULD)
+        o *= clf_load_t(D, GEMM_EPI_DT(epi), di);
     return o;
+}
+
+/* What C stores of an element's o (gemm_epi_1's result). */
+static inline float gemm_epi_c_1(uint epi, float o)
+{
+    return (epi & GEMM_EPI_GRADC) ? gemm_act_grad_1(GEMM_EPI_ACT(epi), o) : o;
 }
 
 static inline void gemm_epi_act_1(uint epi, float o, __global float *D, ulong di)
@@ -538,6 +551,15 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
                     o += gemm_src_V(D, dt, dv);
                 if (epi & GEMM_EPI_DACT)
                     o *= gemm_act_grad_v(act, gemm_src_V(D, dt, dv));
+                if (epi & GEMM_EPI_MULD)
+                    o *= gemm_src_V(D, dt, dv);
+                if (epi & GEMM_EPI_GRADC) { /* C = act'(o), D = act(o), computed together */
+                    floatV g;
+                    const floatV a = GEMM_ACT_V(clf_act_and_grad)(act, o, &g);
+                    gemm_dst_V(g, C, ct, cv);
+                    gemm_dst_V(a, D, dt, dv);
+                    continue;
+                }
                 gemm_dst_V(o, C, ct, cv);
                 if (act && !(epi & GEMM_EPI_DACT))
                     gemm_dst_V(gemm_act_v(act, o), D, dt, dv);
@@ -554,7 +576,7 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
                     if (beta != 0.0f)
                         o = fma(beta, clf_load_t(C, ct, c + j), o);
                     o = gemm_epi_1(epi, o, bias + j0 + j, D, dr + j);
-                    clf_store_t(C, ct, c + j, o);
+                    clf_store_t(C, ct, c + j, gemm_epi_c_1(epi, o));
                     gemm_epi_act_1(epi, o, D, dr + j);
                 }
             }
@@ -754,7 +776,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void gemm_nt_dot(G
             if (beta != 0.0f)
                 o = fma(beta, cr[c], o);
             o = gemm_epi_1(epi, o, bias + bias_off + j0 + (ulong)c, D, dr + (ulong)c);
-            cr[c] = o;
+            cr[c] = gemm_epi_c_1(epi, o);
             gemm_epi_act_1(epi, o, D, dr + (ulong)c);
         }
     }
@@ -780,7 +802,7 @@ __kernel void gemm_splitk_reduce(ulong M, ulong N, ulong P, __global const float
         o = fma(beta, *c, o);
     const ulong d = d_off + i * ldd + j;
     o = gemm_epi_1(epi, o, bias + bias_off + j, D, d);
-    *c = o;
+    *c = gemm_epi_c_1(epi, o);
     gemm_epi_act_1(epi, o, D, d);
 }
 
@@ -797,7 +819,7 @@ __kernel void gemm_epilogue(ulong M, ulong N, __global float *C, ulong c_off, ul
     __global float *c = C + c_off + i * ldc + j;
     const ulong d = d_off + i * ldd + j;
     const float o = gemm_epi_1(epi, *c, bias + bias_off + j, D, d);
-    *c = o;
+    *c = gemm_epi_c_1(epi, o);
     gemm_epi_act_1(epi, o, D, d);
 }
 
@@ -907,7 +929,7 @@ gemm_tiled(ulong M, ulong N, ulong K, float alpha, __global const float *A, ulon
                 o = fma(beta, cz[i * ldc + j], o);
             const ulong d = d_off + i * ldd + j;
             o = gemm_epi_1(epi, o, bias + bias_off + j, D, d);
-            cz[i * ldc + j] = o;
+            cz[i * ldc + j] = gemm_epi_c_1(epi, o);
             gemm_epi_act_1(epi, o, D, d);
         }
     }

@@ -729,6 +729,151 @@ static void test_auto_cache(tu_rng *r)
     rmdir(dir);
 }
 
+/* The activation's derivative stored by the forward (c_act_grad) and
+ * multiplied in by the backward (mul_d), as a training model's FFN uses
+ * them: for every activation, at a shape with edges and (register-blocked
+ * engines) a deep one run in K slices, against float64 (C = act'(o), D =
+ * act(o); then C = (G W) act'(o)), and bit for bit what the same GEMMs give
+ * with the pre-activation kept (act_grad recomputing the derivative): D
+ * the same, the backward's C the same. Refusals: c_act_grad without an
+ * activation or with act_grad, mul_d with an activation or without D. */
+static void test_stored_derivative(clf_runtime *rt, const char *engine, int light, tu_rng *r)
+{
+    static const size_t shapes[][3] = {{33, 65, 17}, {64, 96, 2000}};
+    const clf_gemm_act acts[] = {CLF_GEMM_ACT_RELU, CLF_GEMM_ACT_GELU_ERF, CLF_GEMM_ACT_GELU_TANH,
+                                 CLF_GEMM_ACT_SILU};
+    clf_error e;
+    for (size_t si = 0; si < 2; si++)
+        for (size_t ai = 0; ai < 4; ai++) {
+            const size_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+            const clf_gemm_act act = acts[ai];
+            if ((tu_simulator() || light) && (m * n * k > 40000 || act != CLF_GEMM_ACT_GELU_ERF))
+                continue;
+            /* forward: X [m, k] W^T (W [n, k]) + bias; backward: G [m, n2] V
+             * (V [n2, n]) times the derivative, n2 = 24 */
+            const size_t n2 = 24;
+            float *X = malloc(m * k * 4), *W = malloc(n * k * 4), *bias = malloc(n * 4);
+            float *G = malloc(m * n2 * 4), *V = malloc(n2 * n * 4);
+            float *c1 = malloc(m * n * 4), *c2 = malloc(m * n * 4), *d1 = malloc(m * n * 4);
+            float *d2 = malloc(m * n * 4), *x1 = malloc(m * n * 4), *x2 = malloc(m * n * 4);
+            double *rc = malloc(m * n * 8), *rd = malloc(m * n * 8), *rx = malloc(m * n * 8);
+            tu_fill(r, X, m * k, -1, 1);
+            tu_fill(r, W, n * k, -0.1f, 0.1f);
+            tu_fill(r, bias, n, -1, 1);
+            tu_fill(r, G, m * n2, -1, 1);
+            tu_fill(r, V, n2 * n, -1, 1);
+            clf_ptr dX = tu_upload(rt, X, m * k), dW = tu_upload(rt, W, n * k);
+            clf_ptr db = tu_upload(rt, bias, n), dG = tu_upload(rt, G, m * n2);
+            clf_ptr dV = tu_upload(rt, V, n2 * n);
+            clf_ptr C1 = tu_alloc(rt, m * n), C2 = tu_alloc(rt, m * n), D = tu_alloc(rt, m * n);
+            clf_ptr B = tu_alloc(rt, m * n);
+            clf_gemm_desc f = {.trans_b = 1,
+                               .m = m,
+                               .n = n,
+                               .k = k,
+                               .alpha = 1.0f,
+                               .a = dX,
+                               .lda = k,
+                               .b = dW,
+                               .ldb = k,
+                               .c = C1,
+                               .ldc = n,
+                               .bias = db,
+                               .act = act,
+                               .d = D,
+                               .ldd = n};
+            tu_ok(gemm_by(rt, engine, &f, &e), &e, "forward, pre-activation kept");
+            tu_download(rt, C1, c1, m * n);
+            tu_download(rt, D, d1, m * n);
+            f.c = C2;
+            f.c_act_grad = 1;
+            tu_ok(gemm_by(rt, engine, &f, &e), &e, "forward, derivative kept");
+            tu_download(rt, C2, c2, m * n);
+            tu_download(rt, D, d2, m * n);
+            clf_gemm_desc b = {.m = m,
+                               .n = n,
+                               .k = n2,
+                               .alpha = 1.0f,
+                               .a = dG,
+                               .lda = n2,
+                               .b = dV,
+                               .ldb = n,
+                               .c = B,
+                               .ldc = n,
+                               .act = act,
+                               .act_grad = 1,
+                               .d = C1,
+                               .ldd = n};
+            tu_ok(gemm_by(rt, engine, &b, &e), &e, "backward, derivative recomputed");
+            tu_download(rt, B, x1, m * n);
+            b.act = CLF_GEMM_ACT_NONE;
+            b.act_grad = 0;
+            b.mul_d = 1;
+            b.d = C2;
+            tu_ok(gemm_by(rt, engine, &b, &e), &e, "backward, derivative stored");
+            tu_download(rt, B, x2, m * n);
+            for (size_t i = 0; i < m; i++)
+                for (size_t j = 0; j < n; j++) {
+                    double o = bias[j], g = 0.0;
+                    for (size_t q = 0; q < k; q++)
+                        o += (double)X[i * k + q] * W[j * k + q];
+                    for (size_t q = 0; q < n2; q++)
+                        g += (double)G[i * n2 + q] * V[q * n + j];
+                    rc[i * n + j] = tu_act_grad_ref((int)act, o);
+                    rd[i * n + j] = tu_act_ref((int)act, o);
+                    rx[i * n + j] = g * rc[i * n + j];
+                }
+            char name[160];
+            const double atol = 1e-5 * sqrt((double)k) + 1e-6;
+            snprintf(name, sizeof name, "%s stored derivative act=%d m=%zu n=%zu k=%zu: C", engine,
+                     (int)act, m, n, k);
+            tu_close(name, c2, rc, m * n, atol, 1e-4);
+            name[strlen(name) - 1] = 'D';
+            tu_close(name, d2, rd, m * n, atol, 1e-4);
+            snprintf(name, sizeof name,
+                     "%s stored derivative act=%d m=%zu n=%zu k=%zu: the backward's C", engine,
+                     (int)act, m, n, k);
+            tu_close(name, x2, rx, m * n, 1e-5 * sqrt((double)n2) + 1e-6, 1e-4);
+            TU_CHECK(memcmp(d1, d2, m * n * 4) == 0 && memcmp(x1, x2, m * n * 4) == 0,
+                     "%s act=%d %zux%zux%zu: D and the backward's C bit for bit those of the "
+                     "derivative recomputed from the kept pre-activation",
+                     engine, (int)act, m, n, k);
+            tu_free(dX), tu_free(dW), tu_free(db), tu_free(dG), tu_free(dV);
+            tu_free(C1), tu_free(C2), tu_free(D), tu_free(B);
+            free(X), free(W), free(bias), free(G), free(V), free(c1), free(c2), free(d1);
+            free(d2), free(x1), free(x2), free(rc), free(rd), free(rx);
+        }
+    clf_ptr x = tu_alloc(rt, 64);
+    clf_gemm_desc bad = {.m = 4,
+                         .n = 4,
+                         .k = 4,
+                         .alpha = 1.0f,
+                         .a = x,
+                         .b = x,
+                         .c = x,
+                         .lda = 4,
+                         .ldb = 4,
+                         .ldc = 4,
+                         .d = clf_ptr_at(x, 32),
+                         .ldd = 4,
+                         .c_act_grad = 1};
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "c_act_grad") != NULL,
+             "c_act_grad without an activation is refused: %s", e.msg);
+    bad.act = CLF_GEMM_ACT_GELU_ERF;
+    bad.act_grad = 1;
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "c_act_grad") != NULL,
+             "c_act_grad with act_grad is refused: %s", e.msg);
+    bad.c_act_grad = bad.act_grad = 0;
+    bad.mul_d = 1;
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "mul_d") != NULL,
+             "mul_d with an activation is refused: %s", e.msg);
+    bad.act = CLF_GEMM_ACT_NONE;
+    bad.d = (clf_ptr){NULL, 0};
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "needs D") != NULL,
+             "mul_d without D is refused: %s", e.msg);
+    tu_free(x);
+}
+
 /* Epilogues (bias, bias + activation into D, a residual D added, an
  * activation's derivative at D multiplied in; the last two with or without
  * bias) at shapes that take every native path (row blocks with edges, the
@@ -973,6 +1118,7 @@ static void test_configs(clf_runtime *rt, tu_rng *r)
         printf("configuration %s%s\n", names[c], c < n_search ? " (searched)" : "");
         test_engine(rt, names[c], light, r);
         test_epilogue(rt, names[c], light, r);
+        test_stored_derivative(rt, names[c], light, r);
     }
     test_engine(rt, "native", 1, r);
     gcase g = {.m = 3, .n = 3, .k = 3, .batch = 1, .alpha = 1.0f};
@@ -1141,6 +1287,7 @@ int main(void)
     if (!tu_simulator()) {
         test_engine(rt, "clblast", 0, &r);
         test_epilogue(rt, "clblast", 0, &r);
+        test_stored_derivative(rt, "clblast", 0, &r);
     }
     printf("engine auto (clf_gemm with the runtime's options)\n");
     const int sim = tu_simulator();

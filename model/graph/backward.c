@@ -46,7 +46,9 @@ static clf_status norm_bwd(clf_model *m, int type, const mi_norm_a *a, const mi_
 
 /* For y [R, out] = x [R, in] W^T + b: dW += dy^T x, db += colsum(dy),
  * dx = beta * dx + dy W, then (act not NONE) times act'(act_in) in the
- * same pass: the gradient of the input of the activation that made x.
+ * same pass, or times act_in itself where that is the derivative the
+ * forward stored (mi_ffn_keeps_dact): the gradient of the input of the
+ * activation that made x.
  * x and act_in are stored as t, dy as dy_t and dx as dx_t
  * (train.precision), everything else in float32. */
 static clf_status linear_bwd_typed(clf_model *m, clf_ptr dx, clf_dtype dx_t, float beta, clf_ptr dy,
@@ -88,8 +90,9 @@ static clf_status linear_bwd_typed(clf_model *m, clf_ptr dx, clf_dtype dx_t, flo
                                     .beta = beta,
                                     .c = dx,
                                     .ldc = in,
-                                    .act = act,
-                                    .act_grad = act != CLF_GEMM_ACT_NONE,
+                                    .act = mi_ffn_keeps_dact(m) ? CLF_GEMM_ACT_NONE : act,
+                                    .act_grad = act != CLF_GEMM_ACT_NONE && !mi_ffn_keeps_dact(m),
+                                    .mul_d = act != CLF_GEMM_ACT_NONE && mi_ffn_keeps_dact(m),
                                     .d = act != CLF_GEMM_ACT_NONE ? act_in : mi_nullptr(),
                                     .ldd = in,
                                     .a_type = dy_t,
@@ -223,7 +226,8 @@ static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dty
             return st;
     }
     if (mi_ffn_fused_dact(s)) {
-        /* dfch = (d W) act'(fch) in one pass, stored as m->dH2_t */
+        /* dfch = (d W) act'(pre-activation) in one pass, stored as m->dH2_t
+         * (fch holds act' itself where mi_ffn_keeps_dact) */
         if ((st = linear_bwd_typed(m, dfch, m->dH2_t, 0.0f, d, CLF_DT_F32, a->fch_act, a->fch_t,
                                    p->proj_w, p->proj_b, BT, H, C, mi_gemm_act(s->act), fch,
                                    err)) != CLF_OK)

@@ -339,8 +339,12 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_p
     clf_ptr fch = a->fch, act = a->fch_act;
     clf_status st;
 
-    /* fc, its bias and (not SwiGLU) its activation in one pass: fch keeps
-     * the pre-activation for backward, act gets the activation */
+    /* fc, its bias and (not SwiGLU) its activation in one pass: act gets
+     * the activation; fch keeps what backward needs of the pre-activation:
+     * where backward fuses the activation's derivative into a GEMM
+     * (mi_ffn_fused_dact) and the model trains, the derivative itself
+     * (computed here once from the value the activation sees, instead of
+     * again in backward: the same bits in float32), else the pre-activation */
     clf_gemm_desc fc = {.trans_b = 1,
                         .m = BT,
                         .n = F,
@@ -361,6 +365,7 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_p
         fc.d = act;
         fc.ldd = H;
         fc.d_type = a->fch_t;
+        fc.c_act_grad = mi_ffn_keeps_dact(m);
     }
     if ((st = mi_gemm(m, &fc, err)) != CLF_OK)
         return st;

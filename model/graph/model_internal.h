@@ -167,7 +167,8 @@ typedef struct mi_block_a {
     clf_ptr lse;        /* [B, NH, T] attention rows' log-sum-exp (fused attention) */
     clf_ptr atty;       /* [rows, C] attention output, heads merged */
     clf_ptr res1;       /* [rows, C] */
-    clf_ptr fch;        /* [rows, fc_rows] fc output + bias (pre-activation) */
+    clf_ptr fch;        /* [rows, fc_rows] fc output + bias (pre-activation), or its
+                         * activation's derivative (mi_ffn_keeps_dact) */
     clf_ptr fch_act;    /* [rows, H] activation (after ffn dropout) */
     clf_dtype fch_t;    /* both stored as: s.act16 where only GEMMs touch them
                          * (mi_ffn_fused_dact), else CLF_DT_F32 */
@@ -409,6 +410,18 @@ clf_gemm_act mi_gemm_act(int act);
  * dropout on the hidden activation): then no separate buffer holds the
  * gradient of the activation's output (m->dH1). */
 static inline int mi_ffn_fused_dact(const mi_spec *s) { return !s->swiglu && !(s->p_ffn > 0); }
+/* The FFN's fch holds the activation's derivative (the forward's GEMM
+ * stores it, the backward's multiplies by it): a training model whose
+ * backward fuses the derivative, in float32 (the derivative of the value
+ * fch would hold, so the same bits; 16-bit storage rounds the
+ * pre-activation before the derivative is taken, as the PyTorch recipes
+ * the parity tests follow do, so it keeps the pre-activation). Otherwise
+ * fch holds the pre-activation. */
+static inline int mi_ffn_keeps_dact(const clf_model *m)
+{
+    return mi_ffn_fused_dact(&m->s) && (m->flags & CLF_MODEL_TRAIN) != 0 &&
+           m->s.act16 == CLF_DT_F32;
+}
 
 /* Dynamic loss scaling runs where gradients are stored in IEEE half: a
  * training model with train.precision fp16 (bf16 has float32's range). */

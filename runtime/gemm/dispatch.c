@@ -138,8 +138,9 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
         return s;
     if (d->act < CLF_GEMM_ACT_NONE || d->act > CLF_GEMM_ACT_SILU)
         return clf_error_set(err, CLF_ERR_ARG, "gemm: unknown epilogue activation %d", (int)d->act);
-    const int reads_d = d->residual || d->act_grad; /* else an activation writes D */
-    if ((d->bias.buf != NULL || d->act != CLF_GEMM_ACT_NONE || d->residual) && batch > 1)
+    const int reads_d = d->residual || d->act_grad || d->mul_d; /* else an activation writes D */
+    if ((d->bias.buf != NULL || d->act != CLF_GEMM_ACT_NONE || d->residual || d->mul_d) &&
+        batch > 1)
         return clf_error_set(err, CLF_ERR_ARG,
                              "gemm: an epilogue (bias, activation, residual) needs a single "
                              "matrix, not a batch of %zu",
@@ -154,14 +155,24 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
         return clf_error_set(err, CLF_ERR_ARG,
                              "gemm: an epilogue takes an activation (or its derivative) or a "
                              "residual, not both");
-    if (d->act != CLF_GEMM_ACT_NONE || d->residual) {
+    if (d->c_act_grad && (d->act == CLF_GEMM_ACT_NONE || d->act_grad))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "gemm: c_act_grad (C keeps the activation's derivative) needs an "
+                             "activation written to D (act, without act_grad)");
+    if (d->mul_d && (d->act != CLF_GEMM_ACT_NONE || d->residual))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "gemm: mul_d (C times a stored derivative D) takes no activation "
+                             "and no residual");
+    if (d->act != CLF_GEMM_ACT_NONE || d->residual || d->mul_d) {
         if (d->d.buf == NULL)
             return clf_error_set(err, CLF_ERR_ARG, "gemm: an epilogue %s needs D (%s)",
                                  d->residual   ? "residual"
                                  : d->act_grad ? "activation derivative"
+                                 : d->mul_d    ? "product"
                                                : "activation",
                                  d->residual   ? "the matrix added"
                                  : d->act_grad ? "the activation's input"
+                                 : d->mul_d    ? "the derivative multiplied in"
                                                : "the activated output");
         if (d->ldd < d->n)
             return clf_error_set(err, CLF_ERR_ARG, "gemm: ldd=%zu is smaller than n=%zu", d->ldd,

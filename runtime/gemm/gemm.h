@@ -13,7 +13,11 @@
  * residual, D read and added to C (a residual connection's add); or an
  * activation's derivative at D multiplied into C (act_grad: D holds the
  * activation's input, C becomes the gradient of that input, the backward
- * of an activation). A D that is read must not overlap C. The native
+ * of an activation). With the activation written to D, C may keep the
+ * activation's derivative instead of its input (c_act_grad), and a backward
+ * then multiplies by that D (mul_d) instead of recomputing the derivative:
+ * the same function of the same value, so the same bits as act_grad with
+ * the input in float32. A D that is read must not overlap C. The native
  * engine applies it as it stores C; after CLBlast it is one more pass.
  *
  * A, B, C and D may each be stored in 16 bits (a_type, b_type, c_type,
@@ -61,11 +65,12 @@ typedef struct clf_gemm_desc {
     size_t batch; /* 0 or 1 = one matrix */
     size_t stride_a, stride_b, stride_c;
     /* epilogue (one matrix only): C += bias (buf NULL = none); then with
-     * act, D [m, n] (row stride ldd) = act(C); with residual (act NONE),
-     * C += D; with act_grad (and act), C *= act'(D) */
+     * act, D [m, n] (row stride ldd) = act(C), and with c_act_grad C =
+     * act'(C); with residual (act NONE), C += D; with act_grad (and act),
+     * C *= act'(D); with mul_d (act NONE), C *= D */
     clf_ptr bias;
     clf_gemm_act act;
-    int residual, act_grad;
+    int residual, act_grad, c_act_grad, mul_d;
     clf_ptr d;
     size_t ldd;
     /* storage of A, B, C and D (0 = CLF_DT_F32) */
