@@ -419,7 +419,7 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
 /* The epilogue (epi), applied to o = alpha * product + beta * C in the order
  * of the unfused ops: bit 0 adds bias[j] to column j; bit 1 then adds D
  * (row stride ldd: a residual connection); bit 2 then multiplies by the
- * derivative of the activation named in bits 9.. at D (D holds the
+ * derivative of the activation named in bits 24.. at D (D holds the
  * activation's input: C becomes the gradient of that input, the backward
  * of an activation); bit 8 then multiplies by D itself (D holds that
  * derivative already, stored by bit 7). Without bit 2 an activation writes
@@ -438,11 +438,14 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
 #define GEMM_EPI_MULD 256u  /* o *= D */
 #define GEMM_EPI_CT(epi) (((epi) >> 3) & 3u) /* C's storage (gemm_an / gemm_ap only) */
 #define GEMM_EPI_DT(epi) (((epi) >> 5) & 3u) /* D's storage */
-/* The activation takes the top bits: extracted as (epi >> 3) & 7 below the
+/* The activation takes the top byte: extracted as (epi >> 3) & 7 below the
  * storage bits, the activation's switch saw 0 under Oclgrind whenever a
  * storage bit was set (its printf made it right again: a miscompile of the
- * masked switch), so no mask is needed here. */
-#define GEMM_EPI_ACT(epi) ((epi) >> 9)
+ * masked switch), so no mask is needed here; and a whole byte, because
+ * LLVM narrows what is left of a 32-bit shift to that many bits, and
+ * Oclgrind refused the 23-bit constants of epi >> 9 ("unsupported constant
+ * int size: 3 bytes"). */
+#define GEMM_EPI_ACT(epi) ((epi) >> 24)
 #define GEMM_ACT_V(name) GEMM_CAT(name, GEMM_VW)
 
 static inline floatV gemm_act_v(uint act, floatV x)

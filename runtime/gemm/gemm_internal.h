@@ -96,12 +96,13 @@ static inline size_t clf_gemm_batch_of(const clf_gemm_desc *d)
 /* The epilogue code the kernels take (cl/gemm.cl: bit 0 bias, bit 1
  * residual, bit 2 the activation's derivative, C's storage << 3 (read by
  * gemm_an / gemm_ap only: a 16-bit C reaches no other kernel), D's storage
- * << 5, bit 7 C keeps the derivative, bit 8 times D, act << 9). */
+ * << 5, bit 7 C keeps the derivative, bit 8 times D, act << 24: a whole
+ * byte, see cl/gemm.cl). */
 static inline uint32_t clf_gemm_epi_of(const clf_gemm_desc *d)
 {
     return (d->bias.buf != NULL ? 1u : 0u) | (d->residual ? 2u : 0u) | (d->act_grad ? 4u : 0u) |
            ((uint32_t)d->c_type << 3) | ((uint32_t)d->d_type << 5) | (d->c_act_grad ? 128u : 0u) |
-           (d->mul_d ? 256u : 0u) | ((uint32_t)d->act << 9);
+           (d->mul_d ? 256u : 0u) | ((uint32_t)d->act << 24);
 }
 
 /* The epilogue's six kernel arguments (any valid buffer stands in for an

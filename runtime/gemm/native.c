@@ -553,7 +553,7 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
          * descriptor asks (the auto choice's, which times both ways), else
          * of at most K_SLICE past K_SLICE_FROM */
         const size_t n_slices = p.one_pass         ? 1
-                                : d->k_slice       ? ceil_div(k, d->k_slice)
+                                : d->k_slice       ? (d->k_slice >= k ? 1 : ceil_div(k, d->k_slice))
                                 : k > K_SLICE_FROM ? ceil_div(k, K_SLICE)
                                                    : 1;
         const size_t ks = ceil_div(k, n_slices);
