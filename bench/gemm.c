@@ -4,7 +4,7 @@
  * configuration and what auto picks (the search's choice for the shape).
  *
  *   build/bench/gemm [--device SEL] [--reps N] [--blas-threads N] [--quick]
- *                    [--no-cache] [--shape OP,M,K,N[,BATCH] ...]
+ *                    [--no-cache] [--configs] [--shape OP,M,K,N[,BATCH] ...]
  *
  * Each candidate runs once to warm up (kernel compilation, scratch sizing),
  * then N timed rounds (default 5) in which CLBlast, each native
@@ -17,6 +17,8 @@
  * (input gradients dX = dY W^T, attention scores Q K^T). --shape (any number
  * of times) replaces the table with the shapes given, e.g. --shape
  * NN,2048,1024,256 (a model's own products, from its --profile).
+ * --configs prints, under each shape, every native configuration's GFLOP/s
+ * (what pruning or extending the search's list is decided from).
  *
  * Not here: correctness testing (tests/test_gemm.c does that).
  */
@@ -151,13 +153,13 @@ static double max_rel_diff(const float *x, const float *y, size_t n)
 static void usage(void)
 {
     fprintf(stderr, "usage: gemm [--device SEL] [--reps N] [--blas-threads N] [--quick] "
-                    "[--no-cache] [--shape OP,M,K,N[,BATCH] ...]\n");
+                    "[--no-cache] [--configs] [--shape OP,M,K,N[,BATCH] ...]\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *device = getenv("CLFORMER_DEVICE");
-    int reps = 5, blas_threads = 2, quick = 0, no_cache = 0;
+    int reps = 5, blas_threads = 2, quick = 0, no_cache = 0, all_configs = 0;
     shape given[MAX_SHAPES];
     size_t n_given = 0;
     for (int i = 1; i < argc; i++) {
@@ -169,6 +171,8 @@ int main(int argc, char **argv)
             blas_threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "--quick") == 0)
             quick = 1;
+        else if (strcmp(argv[i], "--configs") == 0)
+            all_configs = 1;
         else if (strcmp(argv[i], "--no-cache") == 0)
             no_cache = 1;
         else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
@@ -343,6 +347,13 @@ int main(int argc, char **argv)
         printf("%-42s %-2s %5zu %5zu %6zu %5zu | %8s %8s %8s | %7s %7s %6s | %-14s %-14s %s\n",
                sh->what, op, sh->m, sh->k, sh->n, sh->batch, g_clb, g_nat, g_ob, r_nat, r_clb,
                p_nat, best > 0 ? names[best] : "-", chosen, check);
+        if (all_configs) {
+            printf("    ");
+            for (size_t c = 1; c < n_cand; c++)
+                if (t_c[c] > 0)
+                    printf(" %s %.1f%s", names[c], flops / t_c[c] * 1e-9, c == best ? "*" : "");
+            printf("\n");
+        }
         fflush(stdout);
         clf_buffer_destroy(da);
         clf_buffer_destroy(db);

@@ -32,6 +32,12 @@
  *   takes a slower loop that gathers the cut vector with zero fill; only the
  *   last panel takes it.
  *
+ *   With GEMM_KB > 0 (a k-blocked variant) a work-item owns GEMM_RB row
+ *   blocks of one panel and walks K in blocks of GEMM_KB, every row block
+ *   per k-block, so the panel's k-block stays in L1 (gemm_body's comment);
+ *   the work-group is one item and dimension 1 of the NDRange counts
+ *   groups of GEMM_RB row blocks.
+ *
  *   gemm_nt_dot serves few rows of C with B stored transposed (decoding
  *   against [out, in] weights): dot products along k over both operands, so
  *   B is streamed once and never copied.
@@ -79,8 +85,21 @@
 #define GEMM_MR 4
 #endif
 #endif
+#ifndef GEMM_KB
+#define GEMM_KB 0 /* > 0: K in blocks of this depth (gemm_body) */
+#endif
+#ifndef GEMM_RB
+#define GEMM_RB 1 /* row blocks per work-item (k-blocked only) */
+#endif
+#if GEMM_KB > 0 && GEMM_RB < 1
+#error "GEMM_RB must be at least 1"
+#endif
 #ifndef GEMM_LY
+#if GEMM_KB > 0
+#define GEMM_LY 1 /* a work-item walks its row blocks itself */
+#else
 #define GEMM_LY 8
+#endif
 #endif
 #ifndef GEMM_PACK_LX
 #define GEMM_PACK_LX 8
@@ -100,8 +119,9 @@
 #define vstoreV GEMM_CAT(vstore, GEMM_VW)
 
 /* The tile configuration the program was compiled with, for the host: one
- * work-item writes it (MR, VW, NV, LY, PACK_KC, PACK_LX, DOT). Launched once
- * when the engine is built, so host and kernels never disagree. (Reading it
+ * work-item writes it (MR, VW, NV, LY, PACK_KC, PACK_LX, DOT, the tiled
+ * sizes, KB, RB). Launched once when the engine is built, so host and
+ * kernels never disagree. (Reading it
  * from reqd_work_group_size attributes instead would declare work-groups of
  * up to MR x VW x NV items, which a device with a smaller limit may refuse
  * to build.) */
@@ -116,6 +136,8 @@ __kernel void gemm_config(__global int *out)
     out[4] = GEMM_PACK_KC;
     out[5] = GEMM_PACK_LX;
     out[6] = GEMM_DOT;
+    out[12] = GEMM_KB;
+    out[13] = GEMM_RB;
 #ifdef GEMM_TM
     out[7] = GEMM_TM;
     out[8] = GEMM_TN;
@@ -589,7 +611,20 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
 
 /* The body of both kernels; a_packed is a compile-time constant after
  * inlining. In place, A's tile rows are clamped to M - 1 (read, never
- * stored); packed, they are zero padding. */
+ * stored); packed, they are zero padding.
+ *
+ * A work-item computes GEMM_RB row blocks of one column panel. Classic
+ * (GEMM_KB 0, GEMM_RB 1) it runs its one row block over the whole of K,
+ * and the GEMM_LY items of a work-group share the panel. K-blocked
+ * (GEMM_KB > 0) it runs every row block over a k-block of GEMM_KB before
+ * the next k-block (the loop order of a BLIS macro-kernel): the panel's
+ * k-block (GEMM_KB x GEMM_NR floats) then stays in the L1 cache while the
+ * row blocks re-read it, where the classic order re-reads the whole K x
+ * GEMM_NR panel for each row block, from L2 once it outgrows L1 (at K = 768
+ * with 64 columns, 192 KiB). Between k-blocks a row block's accumulators
+ * wait in part[]: GEMM_MR x GEMM_NV vectors stored and reloaded once per
+ * GEMM_KB steps. Every element is summed in the same order either way (k
+ * ascending into one accumulator), so both give the same bits. */
 static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, float alpha,
                              const __global float *A, ulong a_off, ulong lda, ulong a_blk,
                              ulong stride_a, const __global float *B, ulong b_off, ulong ldb,
@@ -597,67 +632,103 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
                              ulong c_off, ulong ldc, ulong stride_c, GEMM_EPI_ARGS)
 {
     const ulong jp = get_global_id(0);
-    const ulong ib = get_global_id(1);
+    const ulong ib0 = get_global_id(1) * GEMM_RB;
     const ulong z = get_global_id(2);
-    const ulong i0 = ib * GEMM_MR, j0 = jp * GEMM_NR;
-    if (i0 >= M || j0 >= N)
+    const ulong j0 = jp * GEMM_NR;
+    if (ib0 * GEMM_MR >= M || j0 >= N)
         return;
-    const __global float *a = A + a_off + z * stride_a;
-    const __global float *b;
+    /* row blocks of this item: up to GEMM_RB, fewer at the bottom edge */
+    const ulong nb =
+        GEMM_RB == 1 ? 1 : min((ulong)GEMM_RB, (M - ib0 * GEMM_MR + GEMM_MR - 1) / GEMM_MR);
+    const ulong kb = GEMM_KB > 0 ? GEMM_KB : K;
+    const __global float *a0 = A + a_off + z * stride_a;
+    const __global float *b0;
     ulong bstep;
     if (b_packed) {
-        b = B + b_off + z * stride_b + jp * ldb;
+        b0 = B + b_off + z * stride_b + jp * ldb;
         bstep = GEMM_NR;
     } else {
-        b = B + b_off + z * stride_b + j0;
+        b0 = B + b_off + z * stride_b + j0;
         bstep = ldb;
     }
-    ulong arow[GEMM_MR];
-#pragma unroll
-    for (int r = 0; r < GEMM_MR; r++)
-        arow[r] = min(i0 + (ulong)r, M - 1) * lda;
+    const int b_vec = b_packed || j0 + GEMM_NR <= N;
+    floatV part[GEMM_RB][GEMM_MR][GEMM_NV];
     floatV acc[GEMM_MR][GEMM_NV];
 #pragma unroll
     for (int r = 0; r < GEMM_MR; r++)
 #pragma unroll
         for (int v = 0; v < GEMM_NV; v++)
             acc[r][v] = (floatV)(0.0f);
-
-    const int b_vec = b_packed || j0 + GEMM_NR <= N;
-    if (a_packed) {
-        a += ib * a_blk;
-        if (b_vec) {
-            for (ulong k = 0; k < K; k++) {
-                GEMM_STEP(GEMM_LOAD_B_VEC, GEMM_A_PACKED)
-                b += bstep;
-                a += GEMM_MR;
+    for (ulong k0 = 0; k0 < K; k0 += kb) {
+        const ulong kn = min(kb, K - k0);
+        for (ulong q = 0; q < nb; q++) {
+            const ulong ib = ib0 + q, i0 = ib * GEMM_MR;
+            if (GEMM_KB > 0) {
+#pragma unroll
+                for (int r = 0; r < GEMM_MR; r++)
+#pragma unroll
+                    for (int v = 0; v < GEMM_NV; v++)
+                        acc[r][v] = k0 == 0 ? (floatV)(0.0f) : part[q][r][v];
             }
-        } else {
-            for (ulong k = 0; k < K; k++) {
-                GEMM_STEP(GEMM_LOAD_B_EDGE, GEMM_A_PACKED)
-                b += bstep;
-                a += GEMM_MR;
+            const __global float *b = b0 + k0 * bstep;
+            if (a_packed) {
+                const __global float *a = a0 + ib * a_blk + k0 * GEMM_MR;
+                if (b_vec) {
+                    for (ulong k = 0; k < kn; k++) {
+                        GEMM_STEP(GEMM_LOAD_B_VEC, GEMM_A_PACKED)
+                        b += bstep;
+                        a += GEMM_MR;
+                    }
+                } else {
+                    for (ulong k = 0; k < kn; k++) {
+                        GEMM_STEP(GEMM_LOAD_B_EDGE, GEMM_A_PACKED)
+                        b += bstep;
+                        a += GEMM_MR;
+                    }
+                }
+            } else {
+                const __global float *a = a0 + k0;
+                ulong arow[GEMM_MR];
+#pragma unroll
+                for (int r = 0; r < GEMM_MR; r++)
+                    arow[r] = min(i0 + (ulong)r, M - 1) * lda;
+                if (b_vec) {
+                    for (ulong k = 0; k < kn; k++) {
+                        GEMM_STEP(GEMM_LOAD_B_VEC, GEMM_A_ROWS)
+                        b += bstep;
+                    }
+                } else {
+                    for (ulong k = 0; k < kn; k++) {
+                        GEMM_STEP(GEMM_LOAD_B_EDGE, GEMM_A_ROWS)
+                        b += bstep;
+                    }
+                }
             }
-        }
-    } else {
-        if (b_vec) {
-            for (ulong k = 0; k < K; k++) {
-                GEMM_STEP(GEMM_LOAD_B_VEC, GEMM_A_ROWS)
-                b += bstep;
-            }
-        } else {
-            for (ulong k = 0; k < K; k++) {
-                GEMM_STEP(GEMM_LOAD_B_EDGE, GEMM_A_ROWS)
-                b += bstep;
+            if (GEMM_KB > 0) {
+#pragma unroll
+                for (int r = 0; r < GEMM_MR; r++)
+#pragma unroll
+                    for (int v = 0; v < GEMM_NV; v++)
+                        part[q][r][v] = acc[r][v];
             }
         }
     }
-    gemm_store(acc, C, c_off + z * stride_c, ldc, i0, j0, M, N, alpha, beta, bias + bias_off, epi,
-               D, d_off, ldd);
+    for (ulong q = 0; q < nb; q++) {
+        if (GEMM_KB > 0) {
+#pragma unroll
+            for (int r = 0; r < GEMM_MR; r++)
+#pragma unroll
+                for (int v = 0; v < GEMM_NV; v++)
+                    acc[r][v] = K == 0 ? (floatV)(0.0f) : part[q][r][v];
+        }
+        gemm_store(acc, C, c_off + z * stride_c, ldc, (ib0 + q) * GEMM_MR, j0, M, N, alpha, beta,
+                   bias + bias_off, epi, D, d_off, ldd);
+    }
 }
 
 /* Both kernels take the same arguments. NDRange: (column panels, row
- * blocks, batch), work-group (1, GEMM_LY, 1).
+ * blocks, batch), work-group (1, GEMM_LY, 1); k-blocked, (column panels,
+ * groups of GEMM_RB row blocks, batch), work-group (1, 1, 1).
  *   A: in place (gemm_an: M x K, row stride lda; a_blk unused) or packed
  *      (gemm_ap: row blocks a_blk = K * GEMM_MR apart; lda unused).
  *   B: b_packed = 0: in place, K x N with row stride ldb; 1: panels made by

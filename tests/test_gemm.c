@@ -13,9 +13,9 @@
  *   - Strided batches (gaps between matrices, and a zero stride that shares A
  *     or B across the batch).
  *   - k == 0 gives C = beta * C; m == 0 or n == 0 leaves C alone.
- *   - The auto choice is stable, is written to the cache directory, and a
- *     corrupted cache file is ignored and rewritten; once the search's
- *     budget is spent, a class is timed on CLBlast and one configuration.
+ *   - Every configuration the device lists, by name; each k-blocked one
+ *     bit for bit its classic sibling (same register block) at shapes with
+ *     several k-blocks, row groups and edges.
  *   - Argument errors: lda/ldb/ldc too small, operands past their buffer's
  *     end, overlapping batch outputs, a bad transpose flag, NULL.
  *   - clf_gemm_prepare validates and readies a shape that then runs.
@@ -38,169 +38,17 @@
  * bound sits tens of standard deviations away for every K used here (at most
  * 1500), while any indexing mistake produces errors of order 0.1 to 1.
  */
-#include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "model/ops/ops.h"
 #include "runtime/gemm/gemm.h"
 #include "runtime/util.h"
+#include "tests/gemm_case.h"
 #include "tests/test_util.h"
-
-typedef struct gcase {
-    int ta, tb;
-    size_t m, n, k;
-    size_t batch;
-    size_t pad; /* extra leading-dimension elements */
-    float alpha, beta;
-    int share_a, share_b; /* batch stride 0 */
-    size_t k_slice;       /* the descriptor's k_slice */
-} gcase;
-
-/* Layout of A, B, C inside one buffer, element offsets and sizes. */
-typedef struct glayout {
-    size_t lda, ldb, ldc, sa, sb, sc;
-    size_t oa, ob, oc;
-    size_t na, nb, nc; /* extents from each offset */
-    size_t total;
-} glayout;
-
-static glayout layout_of(const gcase *g)
-{
-    glayout L;
-    const size_t batch = g->batch > 1 ? g->batch : 1;
-    const size_t ar = g->ta ? g->k : g->m, ac = g->ta ? g->m : g->k;
-    const size_t br = g->tb ? g->n : g->k, bc = g->tb ? g->k : g->n;
-    L.lda = ac + g->pad;
-    L.ldb = bc + g->pad + 1;
-    L.ldc = g->n + g->pad;
-    L.sa = g->share_a ? 0 : ar * L.lda + 3;
-    L.sb = g->share_b ? 0 : br * L.ldb + 5;
-    L.sc = g->m * L.ldc + 2;
-    L.na = (batch - 1) * L.sa + ar * L.lda;
-    L.nb = (batch - 1) * L.sb + br * L.ldb;
-    L.nc = (batch - 1) * L.sc + g->m * L.ldc;
-    L.oa = 7;
-    L.ob = L.oa + L.na + 11;
-    L.oc = L.ob + L.nb + 13;
-    L.total = L.oc + L.nc + 17;
-    return L;
-}
-
-static clf_gemm_desc desc_of(const gcase *g, const glayout *L, clf_buffer *buf)
-{
-    clf_gemm_desc d;
-    memset(&d, 0, sizeof d);
-    d.trans_a = g->ta;
-    d.trans_b = g->tb;
-    d.m = g->m;
-    d.n = g->n;
-    d.k = g->k;
-    d.alpha = g->alpha;
-    d.beta = g->beta;
-    d.a = (clf_ptr){buf, L->oa};
-    d.lda = L->lda;
-    d.b = (clf_ptr){buf, L->ob};
-    d.ldb = L->ldb;
-    d.c = (clf_ptr){buf, L->oc};
-    d.ldc = L->ldc;
-    d.batch = g->batch;
-    d.stride_a = L->sa;
-    d.stride_b = L->sb;
-    d.stride_c = L->sc;
-    d.k_slice = g->k_slice;
-    return d;
-}
-
-/* The whole buffer after the GEMM, in float64: everything but the C
- * matrices is unchanged. */
-static void reference(const gcase *g, const glayout *L, const float *in, double *out)
-{
-    const size_t batch = g->batch > 1 ? g->batch : 1;
-    for (size_t i = 0; i < L->total; i++)
-        out[i] = in[i];
-    for (size_t z = 0; z < batch; z++) {
-        const float *A = in + L->oa + z * L->sa;
-        const float *B = in + L->ob + z * L->sb;
-        const float *C = in + L->oc + z * L->sc;
-        double *O = out + L->oc + z * L->sc;
-        for (size_t i = 0; i < g->m; i++)
-            for (size_t j = 0; j < g->n; j++) {
-                double s = 0.0;
-                for (size_t p = 0; p < g->k; p++) {
-                    double a = g->ta ? A[p * L->lda + i] : A[i * L->lda + p];
-                    double b = g->tb ? B[j * L->ldb + p] : B[p * L->ldb + j];
-                    s += a * b;
-                }
-                double c = g->beta != 0.0f ? (double)g->beta * C[i * L->ldc + j] : 0.0;
-                O[i * L->ldc + j] = (double)g->alpha * s + c;
-            }
-    }
-}
-
-/* who: "auto" through clf_gemm (the runtime's engine option), "native" or
- * "clblast" through clf_gemm_with, else a configuration's name through
- * clf_gemm_with_config. */
-static clf_status gemm_by(clf_runtime *rt, const char *who, const clf_gemm_desc *d, clf_error *err)
-{
-    if (strcmp(who, "auto") == 0)
-        return clf_gemm(rt, d, err);
-    if (strcmp(who, "native") == 0)
-        return clf_gemm_with(rt, CLF_GEMM_NATIVE, d, err);
-    if (strcmp(who, "clblast") == 0)
-        return clf_gemm_with(rt, CLF_GEMM_CLBLAST, d, err);
-    return clf_gemm_with_config(rt, who, d, err);
-}
-
-static void run_case(clf_runtime *rt, const char *who, const gcase *g, tu_rng *r)
-{
-    const glayout L = layout_of(g);
-    float *host = malloc(L.total * sizeof(float));
-    float *got = malloc(L.total * sizeof(float));
-    double *ref = malloc(L.total * sizeof(double));
-    if (host == NULL || got == NULL || ref == NULL) {
-        fprintf(stderr, "FATAL: out of memory\n");
-        exit(1);
-    }
-    tu_fill(r, host, L.total, -1.0f, 1.0f);
-    if (g->beta == 0.0f) /* C must not be read: poison it */
-        for (size_t i = L.oc; i < L.oc + L.nc; i++)
-            host[i] = NAN;
-    reference(g, &L, host, ref);
-    clf_ptr p = tu_upload(rt, host, L.total);
-    clf_gemm_desc d = desc_of(g, &L, p.buf);
-    clf_error err;
-    clf_status st = gemm_by(rt, who, &d, &err);
-    char name[160];
-    char slice[48] = "";
-    if (g->k_slice == SIZE_MAX)
-        snprintf(slice, sizeof slice, " K in one pass");
-    else if (g->k_slice > 0)
-        snprintf(slice, sizeof slice, " K slices of %zu", g->k_slice);
-    snprintf(name, sizeof name, "%s %s%s %zux%zux%zu b%zu%s%s pad%zu a%g b%g%s", who,
-             g->ta ? "T" : "N", g->tb ? "T" : "N", g->m, g->n, g->k, g->batch,
-             g->share_a ? " A-shared" : "", g->share_b ? " B-shared" : "", g->pad, (double)g->alpha,
-             (double)g->beta, slice);
-    if (st != CLF_OK) {
-        char buf[CLF_ERROR_MSG_MAX + 256];
-        clf_error_format(&err, buf, sizeof buf);
-        TU_CHECK(0, "%s: clf_gemm failed: %s", name, buf);
-    } else {
-        tu_download(rt, p, got, L.total);
-        const double atol = 1e-5 * sqrt((double)(g->k > 0 ? g->k : 1)) *
-                            (fabs(g->alpha) > 1.0 ? fabs(g->alpha) : 1.0);
-        tu_close(name, got, ref, L.total, atol, 1e-4);
-    }
-    tu_free(p);
-    free(host);
-    free(got);
-    free(ref);
-}
 
 static const size_t
     shapes[][3] =
@@ -390,345 +238,6 @@ static void test_validation(clf_runtime *rt)
     tu_free(p);
 }
 
-/* Path of the one gemm-*.txt choice file in dir, or "" if none. */
-static void find_choice_file(const char *dir, char *out, size_t cap)
-{
-    out[0] = '\0';
-    DIR *dp = opendir(dir);
-    if (dp == NULL)
-        return;
-    struct dirent *de;
-    while ((de = readdir(dp)) != NULL) {
-        size_t n = strlen(de->d_name);
-        if (strncmp(de->d_name, "gemm-", 5) == 0 && n > 4 &&
-            strcmp(de->d_name + n - 4, ".txt") == 0) {
-            snprintf(out, cap, "%s/%s", dir, de->d_name);
-            break;
-        }
-    }
-    closedir(dp);
-}
-
-/* budget: the GEMM search's seconds */
-static clf_runtime *runtime_with_budget(const char *dir, double budget)
-{
-    clf_runtime_options o = clf_runtime_options_default();
-    o.device = getenv("CLFORMER_TEST_DEVICE");
-    o.cache_dir = dir;
-    o.gemm = CLF_GEMM_AUTO;
-    o.gemm_search_budget = budget;
-    clf_runtime *rt = NULL;
-    clf_error err;
-    tu_ok(clf_runtime_create(&rt, &o, &err), &err, "creating a runtime with a cache dir");
-    return rt;
-}
-
-/* The budget unbounded: these checks count the classes saved, and compiling
- * every configuration cold takes most of the default minute on some
- * runtimes (Intel's CPU runtime: 5-8 s each). */
-static clf_runtime *runtime_with_cache(const char *dir) { return runtime_with_budget(dir, 1e6); }
-
-/* Lines after the first two of a choice file; those two into head and
- * cands ("" if missing). -1 if the file cannot be read. */
-static int count_lines(const char *path, char *head, char *cands)
-{
-    head[0] = cands[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    char line[CLF_ERROR_MSG_MAX];
-    int lines = 0;
-    if (fgets(head, CLF_ERROR_MSG_MAX, f) != NULL && fgets(cands, CLF_ERROR_MSG_MAX, f) != NULL)
-        while (fgets(line, sizeof line, f) != NULL)
-            lines++;
-    fclose(f);
-    return lines;
-}
-
-/* Remove path: a file or link, or a directory of files. */
-static void remove_tree_files(const char *path)
-{
-    struct stat sb;
-    if (lstat(path, &sb) != 0)
-        return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *dp = opendir(path);
-        struct dirent *de;
-        char f[2048];
-        while (dp != NULL && (de = readdir(dp)) != NULL)
-            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
-                snprintf(f, sizeof f, "%s/%s", path, de->d_name);
-                remove(f);
-            }
-        if (dp != NULL)
-            closedir(dp);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
-/* Rewrite the choice file's line for the class timed at m x n x k: its
- * winner set to `winner`, its one-pass flag to `whole` (times kept). 0 if
- * no such line. */
-static int rewrite_choice(const char *path, size_t m, size_t n, size_t k, const char *winner,
-                          unsigned whole)
-{
-    enum { MAX_LINES = 64, LINE = 1024 };
-    static char lines[MAX_LINES][LINE];
-    int nl = 0, hit = 0;
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    while (nl < MAX_LINES && fgets(lines[nl], LINE, f) != NULL)
-        nl++;
-    fclose(f);
-    if ((f = fopen(path, "w")) == NULL)
-        return 0;
-    for (int i = 0; i < nl; i++) {
-        unsigned v[6], w;
-        size_t dims[4];
-        char win[64];
-        int used = -1;
-        if (i < 2 ||
-            sscanf(lines[i], "%u %u %u %u %u %u %zu %zu %zu %zu %63s %u%n", &v[0], &v[1], &v[2],
-                   &v[3], &v[4], &v[5], &dims[0], &dims[1], &dims[2], &dims[3], win, &w,
-                   &used) != 12 ||
-            used < 0 || dims[0] != m || dims[1] != n || dims[2] != k) {
-            fputs(lines[i], f);
-            continue;
-        }
-        fprintf(f, "%u %u %u %u %u %u %zu %zu %zu %zu %s %u%s", v[0], v[1], v[2], v[3], v[4], v[5],
-                dims[0], dims[1], dims[2], dims[3], winner, whole, lines[i] + used);
-        hit = 1;
-    }
-    return fclose(f) == 0 && hit;
-}
-
-/* C of g after one GEMM from host's values: by configuration `who` with
- * the descriptor's k_slice set to k_slice, or (who NULL) by clf_gemm. */
-static void gemm_once(clf_runtime *rt, const char *who, size_t k_slice, const gcase *g,
-                      const glayout *L, const float *host, float *out)
-{
-    clf_ptr p = tu_upload(rt, host, L->total);
-    clf_gemm_desc d = desc_of(g, L, p.buf);
-    d.k_slice = k_slice;
-    clf_error err;
-    tu_ok(who != NULL ? clf_gemm_with_config(rt, who, &d, &err) : clf_gemm(rt, &d, &err), &err,
-          "gemm");
-    tu_download(rt, p, out, L->total);
-    tu_free(p);
-}
-
-/* A deep product's K slicing as its class's choice says: the class searched
- * and saved, then its line made to name the first native configuration and
- * one pass (then slices): auto runs bit for bit as that configuration with
- * k_slice SIZE_MAX (then 0), and the table reports the flag. The two
- * slicings must round differently at this shape, or the check would prove
- * nothing. A flag other than 0 or 1 makes the file corrupt. */
-static void test_one_pass_choice(const char *dir, const char *path, tu_rng *r)
-{
-    const gcase g = {.ta = 1, .m = 40, .n = 50, .k = 1500, .batch = 1, .alpha = 1.0f, .beta = 0.5f};
-    const glayout L = layout_of(&g);
-    float *host = malloc(L.total * sizeof(float));
-    float *ref[2] = {malloc(L.total * sizeof(float)), malloc(L.total * sizeof(float))};
-    float *got = malloc(L.total * sizeof(float));
-    if (host == NULL || ref[0] == NULL || ref[1] == NULL || got == NULL) {
-        fprintf(stderr, "FATAL: out of memory\n");
-        exit(1);
-    }
-    tu_fill(r, host, L.total, -1.0f, 1.0f);
-    clf_runtime *rt = runtime_with_cache(dir);
-    const char *const *names = NULL;
-    size_t count = 0;
-    clf_error err;
-    tu_ok(clf_gemm_candidates(rt, &names, &count, NULL, &err), &err, "candidates");
-    char first[64];
-    snprintf(first, sizeof first, "%s", names[1]);
-    gemm_once(rt, NULL, 0, &g, &L, host, got); /* searches and saves the class */
-    gemm_once(rt, first, 0, &g, &L, host, ref[0]);
-    gemm_once(rt, first, SIZE_MAX, &g, &L, host, ref[1]);
-    clf_runtime_destroy(rt);
-    TU_CHECK(memcmp(ref[0], ref[1], L.total * sizeof(float)) != 0,
-             "%s %zux%zux%zu: slices and one pass round differently", first, g.m, g.n, g.k);
-    for (unsigned whole = 0; whole < 2; whole++) {
-        TU_CHECK(rewrite_choice(path, g.m, g.n, g.k, first, 1 - whole),
-                 "the class's line rewritten (one pass %u)", 1 - whole);
-        rt = runtime_with_cache(dir);
-        gemm_once(rt, NULL, 0, &g, &L, host, got);
-        clf_gemm_tuned rows[8];
-        size_t nrows = 0;
-        int flag = -1;
-        tu_ok(clf_gemm_tuning(rt, rows, 8, &nrows, &err), &err, "tuning table");
-        for (size_t i = 0; i < nrows; i++)
-            if (rows[i].k == g.k)
-                flag = rows[i].k_whole;
-        clf_runtime_destroy(rt);
-        TU_CHECK(memcmp(got, ref[1 - whole], L.total * sizeof(float)) == 0 &&
-                     flag == (int)(1 - whole),
-                 "auto runs the saved choice's K slicing: %s, bit for bit (table flag %d)",
-                 whole ? "slices" : "one pass", flag);
-    }
-    char head[CLF_ERROR_MSG_MAX], cands[CLF_ERROR_MSG_MAX];
-    TU_CHECK(rewrite_choice(path, g.m, g.n, g.k, first, 2), "the class's line given flag 2");
-    rt = runtime_with_cache(dir);
-    clf_gemm_tuned rows[8];
-    size_t nrows = 9;
-    tu_ok(clf_gemm_tuning(rt, rows, 8, &nrows, &err), &err, "tuning table");
-    clf_runtime_destroy(rt);
-    TU_CHECK(nrows == 0 && count_lines(path, head, cands) == 0,
-             "a one-pass flag of 2 makes the file corrupt: ignored and rewritten (%zu rows)",
-             nrows);
-    free(host);
-    free(ref[0]);
-    free(ref[1]);
-    free(got);
-}
-
-static void test_auto_cache(tu_rng *r)
-{
-    printf("auto choice and its cache file\n");
-    char dir[] = "/tmp/clf_test_gemm_XXXXXX";
-    if (mkdtemp(dir) == NULL) {
-        TU_CHECK(0, "mkdtemp failed");
-        return;
-    }
-    /* the choices in a directory of their own; the compiled kernels shared
-     * with the other tests (compiling every configuration again costs
-     * minutes on some runtimes) */
-    char kdir[1100] = "", klink[1100];
-    const char *shared = getenv("CLFORMER_CACHE_DIR");
-    snprintf(klink, sizeof klink, "%s/kernels", dir);
-    if (shared != NULL && shared[0] != '\0') {
-        snprintf(kdir, sizeof kdir, "%s/kernels", shared);
-        if (kdir[0] != '/') { /* relative to the working directory */
-            char cwd[512];
-            if (getcwd(cwd, sizeof cwd) != NULL)
-                snprintf(kdir, sizeof kdir, "%s/%s/kernels", cwd, shared);
-        }
-        mkdir(shared, 0755);
-        mkdir(kdir, 0755);
-        if (symlink(kdir, klink) != 0)
-            kdir[0] = '\0';
-    }
-    clf_runtime *rt = runtime_with_cache(dir);
-    gcase g = {.m = 96, .n = 80, .k = 64, .batch = 1, .alpha = 1.0f, .beta = 0.5f};
-    run_case(rt, "auto", &g, r);
-    gcase gt = {
-        .ta = 1, .tb = 1, .m = 40, .n = 72, .k = 33, .batch = 2, .alpha = 1.0f, .beta = 0.0f};
-    run_case(rt, "auto", &gt, r);
-    const glayout L = layout_of(&g);
-    clf_ptr p = tu_alloc(rt, L.total);
-    clf_gemm_desc d = desc_of(&g, &L, p.buf);
-    clf_error err;
-    clf_gemm_engine e1 = CLF_GEMM_AUTO, e2 = CLF_GEMM_AUTO;
-    tu_ok(clf_gemm_choose(rt, &d, &e1, &err), &err, "choosing");
-    tu_ok(clf_gemm_choose(rt, &d, &e2, &err), &err, "choosing again");
-    TU_CHECK(e1 == e2 && (e1 == CLF_GEMM_CLBLAST || e1 == CLF_GEMM_NATIVE),
-             "auto picks an engine and keeps it (%s)", clf_gemm_engine_name(e1));
-    tu_free(p);
-    clf_runtime_destroy(rt);
-
-    char path[1024];
-    find_choice_file(dir, path, sizeof path);
-    TU_CHECK(path[0] != '\0', "the choice is written to the cache directory");
-    if (path[0] != '\0') {
-        char head[CLF_ERROR_MSG_MAX], cands[CLF_ERROR_MSG_MAX];
-        int lines = count_lines(path, head, cands);
-        TU_CHECK(strncmp(head, "clformer-gemm-choices", 21) == 0 &&
-                     strncmp(cands, "candidates clblast ", 19) == 0 && lines == 2,
-                 "the cache file has a header, the candidates and one line per shape class "
-                 "(%d)",
-                 lines);
-        /* a new runtime reads the choices back: its table matches the file */
-        rt = runtime_with_cache(dir);
-        clf_gemm_tuned rows[8];
-        size_t nrows = 0;
-        const char *const *names = NULL;
-        size_t count = 0;
-        clf_error err2;
-        tu_ok(clf_gemm_tuning(rt, rows, 8, &nrows, &err2), &err2, "tuning table");
-        tu_ok(clf_gemm_candidates(rt, &names, &count, NULL, &err2), &err2, "candidates");
-        int sane = nrows == 2;
-        for (size_t i = 0; i < nrows; i++)
-            sane &= rows[i].winner < count && rows[i].seconds[rows[i].winner] >= 0 && rows[i].k > 0;
-        TU_CHECK(sane, "the table read back: 2 classes, each winner timed (%zu rows)", nrows);
-        const char *picked = NULL;
-        clf_ptr p2 = tu_alloc(rt, L.total);
-        clf_gemm_desc d2 = desc_of(&g, &L, p2.buf);
-        tu_ok(clf_gemm_choice(rt, &d2, &picked, &err2), &err2, "choice");
-        TU_CHECK(nrows > 0 && picked != NULL && strcmp(picked, names[rows[0].winner]) == 0,
-                 "clf_gemm_choice names the saved winner (%s)", picked ? picked : "none");
-        tu_free(p2);
-        clf_runtime_destroy(rt);
-        /* corrupt it: a new runtime must ignore it, still work, and rewrite it */
-        FILE *f = fopen(path, "w");
-        if (f != NULL) {
-            fprintf(f, "clformer-gemm-choices 4\n%sgarbage\xff\n", cands);
-            fclose(f);
-        }
-        rt = runtime_with_cache(dir);
-        run_case(rt, "auto", &g, r);
-        clf_runtime_destroy(rt);
-        char head2[CLF_ERROR_MSG_MAX], cands2[CLF_ERROR_MSG_MAX];
-        lines = count_lines(path, head2, cands2);
-        TU_CHECK(strcmp(head2, head) == 0 && strcmp(cands2, cands) == 0 && lines == 1,
-                 "a corrupt cache file is ignored and rewritten (%d lines)", lines);
-        /* stale: made for another candidate list (an older clformer, or
-         * another build's configurations): ignored and rewritten too */
-        f = fopen(path, "w");
-        if (f != NULL) {
-            fprintf(f, "clformer-gemm-choices 4\ncandidates clblast r1v1x1\n"
-                       "0 0 6 6 6 0 96 80 64 1 r1v1x1 0 1e-3 1e-4\n");
-            fclose(f);
-        }
-        rt = runtime_with_cache(dir);
-        run_case(rt, "auto", &g, r);
-        clf_runtime_destroy(rt);
-        lines = count_lines(path, head2, cands2);
-        TU_CHECK(strcmp(cands2, cands) == 0 && lines == 1,
-                 "a stale cache file (other candidates) is ignored and rewritten (%d lines)",
-                 lines);
-        test_one_pass_choice(dir, path, r);
-        /* a budget spent by the first class: the second is timed on CLBlast
-         * and the first native configuration only; both are saved */
-        remove(path);
-        rt = runtime_with_budget(dir, 1e-9);
-        const double w0 = clf_now_seconds();
-        run_case(rt, "auto", &g, r);
-        const double wall = clf_now_seconds() - w0;
-        double timing = -1.0, setup = -1.0;
-        tu_ok(clf_gemm_search_seconds(rt, &timing, &setup, &err2), &err2, "search seconds");
-        /* the budget meters the timed runs; the first runs (building
-         * kernels) are counted apart, and both fit in the call */
-        TU_CHECK(timing > 0.0 && setup > 0.0 && timing + setup <= wall,
-                 "the search's seconds: timing %.4f and first runs %.4f, apart, within the call's "
-                 "%.4f",
-                 timing, setup, wall);
-        run_case(rt, "auto", &gt, r);
-        size_t n_search = 0;
-        tu_ok(clf_gemm_tuning(rt, rows, 8, &nrows, &err2), &err2, "tuning table");
-        tu_ok(clf_gemm_candidates(rt, &names, &count, &n_search, &err2), &err2, "candidates");
-        int first_full = 0, second_partial = 1;
-        for (size_t i = 0; i < nrows; i++)
-            for (size_t j = 2; j < n_search; j++) {
-                if (rows[i].k == g.k)
-                    first_full |= rows[i].seconds[j] >= 0;
-                else
-                    second_partial &= rows[i].seconds[j] < 0;
-            }
-        clf_runtime_destroy(rt);
-        lines = count_lines(path, head2, cands2);
-        TU_CHECK(nrows == 2 && (n_search < 3 || (first_full && second_partial)) && lines == 2,
-                 "a spent search budget: the first class timed on every candidate, the next on "
-                 "CLBlast and the first configuration only, both saved (%zu classes, %d lines)",
-                 nrows, lines);
-        remove(path);
-    }
-    remove_tree_files(klink); /* the link, or a directory the runtime made */
-    rmdir(dir);
-}
-
 /* The activation's derivative stored by the forward (c_act_grad) and
  * multiplied in by the backward (mul_d), as a training model's FFN uses
  * them: for every activation, at a shape with edges and (register-blocked
@@ -871,6 +380,13 @@ static void test_stored_derivative(clf_runtime *rt, const char *engine, int ligh
     bad.d = (clf_ptr){NULL, 0};
     TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "needs D") != NULL,
              "mul_d without D is refused: %s", e.msg);
+    bad.d = clf_ptr_at(x, 32);
+    bad.batch = 2;
+    bad.stride_a = bad.stride_b = 0;
+    bad.stride_c = 16;
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "mul_d") != NULL &&
+                 strstr(e.msg, "batch") != NULL,
+             "mul_d on a batch is refused, by name: %s", e.msg);
     tu_free(x);
 }
 
@@ -1131,6 +647,66 @@ static void test_configs(clf_runtime *rt, tu_rng *r)
     tu_free(p);
 }
 
+/* Each k-blocked configuration (r<mr>v<vw>x<nv>k<kb>b<rb>) against its
+ * classic sibling r<mr>v<vw>x<nv>, which the device lists beside it: bit
+ * for bit (gemm_body_kb sums every element in gemm_body's order, k
+ * ascending into one accumulator, parking it between k-blocks), at every
+ * transpose with a partial last k-block, several row groups and a partial
+ * one, a column edge, alpha, beta and a batch. Both ran against float64 in
+ * test_configs. */
+static void test_kblocked(clf_runtime *rt, tu_rng *r)
+{
+    const char *const *names = NULL;
+    size_t count = 0, n_search = 0;
+    clf_error err;
+    tu_ok(clf_gemm_candidates(rt, &names, &count, &n_search, &err), &err, "candidates");
+    const int sim = tu_simulator();
+    for (size_t c = 1; c < count; c++) {
+        const char *kb = strchr(names[c], 'k');
+        if (names[c][0] != 'r' || kb == NULL)
+            continue;
+        char sib[64];
+        snprintf(sib, sizeof sib, "%.*s", (int)(kb - names[c]), names[c]);
+        int listed = 0;
+        for (size_t j = 1; j < count; j++)
+            listed |= strcmp(names[j], sib) == 0;
+        TU_CHECK(listed, "k-blocked %s: its classic sibling %s is listed", names[c], sib);
+        if (!listed)
+            continue;
+        printf("k-blocked %s against %s, bit for bit\n", names[c], sib);
+        for (int t = 0; t < 4; t++) {
+            gcase g = {.ta = t & 1,
+                       .tb = t >> 1,
+                       .m = sim ? 40 : 400,
+                       .n = sim ? 21 : 70,
+                       .k = sim ? 150 : 300,
+                       .batch = 2,
+                       .pad = 1,
+                       .alpha = 0.75f,
+                       .beta = t == 1 ? 0.0f : 0.5f};
+            const glayout L = layout_of(&g);
+            float *host = malloc(L.total * sizeof(float));
+            float *got = malloc(L.total * sizeof(float));
+            float *want = malloc(L.total * sizeof(float));
+            if (host == NULL || got == NULL || want == NULL) {
+                fprintf(stderr, "FATAL: out of memory\n");
+                exit(1);
+            }
+            tu_fill(r, host, L.total, -1.0f, 1.0f);
+            gemm_once(rt, names[c], 0, &g, &L, host, got);
+            gemm_once(rt, sib, 0, &g, &L, host, want);
+            size_t diff = 0;
+            for (size_t i = 0; i < L.total; i++)
+                diff += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+            TU_CHECK(diff == 0, "%s %c%c %zux%zux%zu b2: %zu elements differ from %s", names[c],
+                     g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', g.m, g.n, g.k, diff, sib);
+            free(host);
+            free(got);
+            free(want);
+        }
+    }
+}
+
 /* One configuration (who) on a runtime with P forced. */
 static void split_case(clf_runtime *rt, const char *who, size_t P, tu_rng *r)
 {
@@ -1282,6 +858,7 @@ int main(void)
     tu_rng r = tu_rng_new(2);
     test_validation(rt);
     test_configs(rt, &r);
+    test_kblocked(rt, &r);
     test_split_k(&r);
     /* CLBlast's kernels are not ours to check under a simulator (and slow there) */
     if (!tu_simulator()) {
@@ -1333,8 +910,5 @@ int main(void)
         run_case(rt, "auto", &g, &r);
     }
     clf_runtime_destroy(rt);
-    /* the choice file times CLBlast too: not a kernel check, skipped under a simulator */
-    if (!sim)
-        test_auto_cache(&r);
     return tu_finish();
 }

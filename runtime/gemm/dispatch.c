@@ -142,7 +142,7 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
     if ((d->bias.buf != NULL || d->act != CLF_GEMM_ACT_NONE || d->residual || d->mul_d) &&
         batch > 1)
         return clf_error_set(err, CLF_ERR_ARG,
-                             "gemm: an epilogue (bias, activation, residual) needs a single "
+                             "gemm: an epilogue (bias, activation, residual, mul_d) needs a single "
                              "matrix, not a batch of %zu",
                              batch);
     if (d->bias.buf != NULL &&

@@ -101,7 +101,8 @@ const char *clf_gemm_engine_name(clf_gemm_engine e);
 #define CLF_GEMM_MAX_CANDIDATES 13
 /* names[0] is "clblast", names[1 .. count-1] the native configurations the
  * device can run ("r8v16x3": register-blocked, 8 rows x 3 vectors of 16;
- * "t64x64k16w4x4": local-memory tiles of 64 x 64, 16 deep, 4 x 4 per
+ * "r6v16x4k64b64": the same blocked over K, 64 deep, 64 row blocks per
+ * work-item; "t64x64k16w4x4": local-memory tiles of 64 x 64, 16 deep, 4 x 4 per
  * work-item). The search times names[0 .. n_search-1]; the rest run on
  * request only. */
 clf_status clf_gemm_candidates(clf_runtime *rt, const char *const **names, size_t *count,

@@ -14,7 +14,9 @@
 
 typedef struct gemm_tile {
     size_t mr, vw, nv, nr; /* C block per work-item: mr x nr, nr = vw * nv */
-    size_t ly;             /* work-items (row blocks) per work-group */
+    size_t ly;             /* work-items per work-group */
+    size_t kb;             /* k-blocked body: k per block (0: whole K per row block) */
+    size_t rb;             /* row blocks per work-item (1 unless k-blocked) */
     size_t pack_lx;        /* work-group size of the pack kernels */
     size_t pack_kc;        /* k per pack work-item */
     size_t dot;            /* gemm_nt_dot: C block per work-item, dot x dot */
@@ -33,6 +35,7 @@ typedef struct gemm_config {
     char name[GEMM_CONFIG_NAME]; /* "r8v16x3", "t64x64k16w4x4" */
     int tiled;
     size_t mr, vw, nv;         /* register-blocked */
+    size_t kb, rb;             /* register-blocked, k-blocked: k per block, row blocks per item */
     size_t tm, tn, tk, wm, wn; /* tiled */
 } gemm_config;
 

@@ -18,7 +18,10 @@
  *   K_SLICE that accumulate into C (beta = 1 after the first), which keeps a
  *   work-group's A blocks and B panel in a smaller cache, at the price of
  *   reading and writing C once per slice: whether that pays is measured
- *   per shape class (choice.c; the descriptor's k_slice). With few rows and B
+ *   per shape class (choice.c; the descriptor's k_slice). A k-blocked
+ *   configuration ("r<mr>v<vw>x<nv>k<kb>b<rb>") blocks K inside the kernel
+ *   instead: one work-item runs rb row blocks of a panel over each k-block
+ *   of kb in turn, so it never slices at launch. With few rows and B
  *   transposed (decoding against [out, in] weights), gemm_nt_dot reads both
  *   operands along k instead, so B is read once and never copied. A bf16 or
  *   f16 A or B is always packed (the packing widens it as it copies), and a
@@ -64,8 +67,19 @@ static void config_add_reg(gemm_state *st, size_t mr, size_t vw, size_t nv)
     if (st->n_natives == GEMM_MAX_CONFIGS)
         return;
     gemm_config *c = &st->natives[st->n_natives++].cfg;
-    *c = (gemm_config){.mr = mr, .vw = vw, .nv = nv};
+    *c = (gemm_config){.mr = mr, .vw = vw, .nv = nv, .rb = 1};
     snprintf(c->name, sizeof c->name, "r%zuv%zux%zu", mr, vw, nv);
+}
+
+/* A k-blocked register configuration: kb k per block, rb row blocks per
+ * work-item (cl/gemm.cl's gemm_body_kb), named "r<mr>v<vw>x<nv>k<kb>b<rb>". */
+static void config_add_kb(gemm_state *st, size_t mr, size_t vw, size_t nv, size_t kb, size_t rb)
+{
+    if (st->n_natives == GEMM_MAX_CONFIGS)
+        return;
+    gemm_config *c = &st->natives[st->n_natives++].cfg;
+    *c = (gemm_config){.mr = mr, .vw = vw, .nv = nv, .kb = kb, .rb = rb};
+    snprintf(c->name, sizeof c->name, "r%zuv%zux%zuk%zub%zu", mr, vw, nv, kb, rb);
 }
 
 /* A tiled configuration, if the device's limits admit its work-group and
@@ -88,13 +102,30 @@ static void config_add_tiled(gemm_state *st, const clf_device_info *dev, size_t 
  * device reports only orders them (its width first): it is a hint, and not
  * a reliable one (Intel's CPU runtime reports 1 and runs the 16-wide
  * tilings twice as fast as the 4-wide ones on an AVX-512 machine), so where
- * work-groups run item by item the search measures them all. */
+ * work-groups run item by item the search measures them all.
+ *
+ * The 16-wide list has two bodies. The classic one (a work-item streams all
+ * of K for one row block) wins shallow products (K <= 512) and transposed
+ * B; the k-blocked ones (cl/gemm.cl's gemm_body_kb: 288-384 rows of C per
+ * work-item, K in blocks whose B panel stays in L1) win deep and wide
+ * ones. Measured on a 2-core Xeon with AVX-512 (bench/gemm --configs,
+ * GFLOP/s, PoCL): the weight gradient TN 768x4096x3072 262 classic, 294-296
+ * k-blocked (Intel's runtime: 148 and 254); logits 512x768x50257 206-210 and
+ * 265-273; K = 256 products 290-333 classic against 247-272 k-blocked. Each
+ * k-blocked (kb, rb) is among the best of ten tried there; a configuration
+ * costs a program build per device (seconds on PoCL, tens of seconds on
+ * Intel's runtime), so the list keeps only winners, and each k-blocked one
+ * has its classic sibling (the same register block) listed, which it
+ * equals bit for bit (tests/test_gemm.c). */
 static void reg_width(gemm_state *st, unsigned vw)
 {
     if (vw == 16) {
-        config_add_reg(st, 8, 16, 3);  /* 24 accumulators + 3 */
+        config_add_reg(st, 6, 16, 4);  /* 24 accumulators + 4 */
         config_add_reg(st, 12, 16, 2); /* 24 + 2 */
-        config_add_reg(st, 6, 16, 4);  /* 24 + 4 */
+        config_add_reg(st, 8, 16, 3);  /* 24 + 3 */
+        config_add_kb(st, 6, 16, 4, 64, 64);
+        config_add_kb(st, 8, 16, 3, 96, 48);
+        config_add_kb(st, 6, 16, 4, 128, 32);
     } else if (vw == 8) {
         config_add_reg(st, 6, 8, 2); /* 12 + 2 */
         config_add_reg(st, 4, 8, 3); /* 12 + 3 */
@@ -107,6 +138,10 @@ static void configs_reg(gemm_state *st, const clf_device_info *dev)
 {
     if (!dev->serial_groups) { /* a fallback beside the tiles */
         reg_width(st, 4);
+        /* and its k-blocked form (small blocks: several per product, more
+         * than one row group), outside the search, so that gemm_body_kb is
+         * checked where items run in lockstep too, Oclgrind included */
+        config_add_kb(st, 4, 4, 2, 16, 4);
         return;
     }
     const unsigned p = dev->pref_vec_float;
@@ -165,7 +200,7 @@ static clf_status read_config(clf_runtime *rt, const char *fam, gemm_tile *t, cl
 {
     clf_kernel *k = NULL;
     clf_buffer *b = NULL;
-    int v[12] = {0};
+    int v[14] = {0};
     clf_status s = clf_kernel_get(rt, fam, "gemm_config", &k, err);
     if (s == CLF_OK)
         s = clf_buffer_create(rt, sizeof v, &b, err);
@@ -190,7 +225,9 @@ static clf_status read_config(clf_runtime *rt, const char *fam, gemm_tile *t, cl
                      .tn = (size_t)v[8],
                      .tk = (size_t)v[9],
                      .wm = (size_t)v[10],
-                     .wn = (size_t)v[11]};
+                     .wn = (size_t)v[11],
+                     .kb = (size_t)v[12],
+                     .rb = (size_t)v[13]};
     t->nr = t->vw * t->nv;
     return CLF_OK;
 }
@@ -205,6 +242,11 @@ static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err
                  "#define GEMM_TM %zu\n#define GEMM_TN %zu\n#define GEMM_TK %zu\n"
                  "#define GEMM_WM %zu\n#define GEMM_WN %zu\n",
                  c->tm, c->tn, c->tk, c->wm, c->wn);
+    else if (c->kb > 0)
+        snprintf(defs, sizeof defs,
+                 "#define GEMM_VW %zu\n#define GEMM_NV %zu\n#define GEMM_MR %zu\n"
+                 "#define GEMM_KB %zu\n#define GEMM_RB %zu\n",
+                 c->vw, c->nv, c->mr, c->kb, c->rb);
     else
         snprintf(defs, sizeof defs,
                  "#define GEMM_VW %zu\n#define GEMM_NV %zu\n#define GEMM_MR %zu\n", c->vw, c->nv,
@@ -232,9 +274,11 @@ static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err
     if (s != CLF_OK || (s = read_config(rt, fam, &t, err)) != CLF_OK)
         return s;
     if (t.mr == 0 || t.nr == 0 || t.ly == 0 || t.pack_lx == 0 || t.pack_kc == 0 || t.dot == 0 ||
+        t.rb == 0 ||
         (c->tiled &&
          (t.tm != c->tm || t.tn != c->tn || t.tk != c->tk || t.wm != c->wm || t.wn != c->wn)) ||
-        (!c->tiled && (t.mr != c->mr || t.vw != c->vw || t.nv != c->nv)))
+        (!c->tiled &&
+         (t.mr != c->mr || t.vw != c->vw || t.nv != c->nv || t.kb != c->kb || t.rb != c->rb)))
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
                              "gemm: configuration %s: the kernels report another tile "
                              "(gemm_config)",
@@ -303,7 +347,8 @@ static clf_status native_scale_c(clf_runtime *rt, gemm_native *nat, const clf_ge
         CLF_ARG_U64(d->c.off),    CLF_ARG_U64(d->ldc),
         CLF_ARG_U64(d->stride_c), CLF_GEMM_EPI_ARGS(d, clf_gemm_epi_of(d)),
     };
-    const size_t global[3] = {ceil_div(d->n, t->nr), ceil_div(d->m, t->mr), clf_gemm_batch_of(d)};
+    const size_t global[3] = {ceil_div(d->n, t->nr), ceil_div(ceil_div(d->m, t->mr), t->rb),
+                              clf_gemm_batch_of(d)};
     const size_t local[3] = {1, t->ly, 1};
     return clf_kernel_launch(rt, nat->k_an, 3, global, local, 25, args, err);
 }
@@ -348,7 +393,7 @@ static size_t split_of(const clf_runtime *rt, const gemm_tile *t, const clf_gemm
             if (!dev->serial_groups)
                 tiles *= (t->tm / t->wm) * (t->tn / t->wn);
         } else {
-            tiles = ceil_div(d->m, t->mr) * ceil_div(d->n, t->nr);
+            tiles = ceil_div(ceil_div(d->m, t->mr), t->rb) * ceil_div(d->n, t->nr);
         }
         if (tiles >= want || d->k < 2 * SPLIT_MIN_K)
             return 1;
@@ -541,7 +586,7 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
                 CLF_ARG_U64(m * n),
                 CLF_GEMM_EPI_ARGS(d, 0u),
             };
-            const size_t global[3] = {np, nbk, P}, local[3] = {1, t->ly, 1};
+            const size_t global[3] = {np, ceil_div(nbk, t->rb), P}, local[3] = {1, t->ly, 1};
             s = clf_kernel_launch(rt, pack_a ? nat->k_ap : nat->k_an, 3, global, local, 25, args,
                                   err);
             if (s != CLF_OK)
@@ -554,6 +599,7 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
          * of at most K_SLICE past K_SLICE_FROM */
         const size_t n_slices = p.one_pass         ? 1
                                 : d->k_slice       ? (d->k_slice >= k ? 1 : ceil_div(k, d->k_slice))
+                                : t->kb > 0        ? 1 /* it blocks K itself */
                                 : k > K_SLICE_FROM ? ceil_div(k, K_SLICE)
                                                    : 1;
         const size_t ks = ceil_div(k, n_slices);
@@ -582,7 +628,7 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
                 /* the epilogue with the last slice only */
                 CLF_GEMM_EPI_ARGS(d, k0 + kn == k ? clf_gemm_epi_of(d) : 0u),
             };
-            const size_t global[3] = {np, nbk, zn}, local[3] = {1, t->ly, 1};
+            const size_t global[3] = {np, ceil_div(nbk, t->rb), zn}, local[3] = {1, t->ly, 1};
             s = clf_kernel_launch(rt, pack_a ? nat->k_ap : nat->k_an, 3, global, local, 25, args,
                                   err);
             if (s != CLF_OK)
@@ -724,7 +770,7 @@ int clf_gemm_native_sliced(clf_runtime *rt, const gemm_native *nat, const clf_ge
 {
     native_plan p;
     clf_error ignored;
-    return !nat->cfg.tiled && d->k > K_SLICE_FROM &&
+    return !nat->cfg.tiled && nat->cfg.kb == 0 && d->k > K_SLICE_FROM &&
            native_plan_make(rt, nat, d, &p, &ignored) == CLF_OK && !p.dot && !p.one_pass &&
            p.split == 1;
 }
