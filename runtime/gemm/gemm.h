@@ -98,7 +98,7 @@ const char *clf_gemm_engine_name(clf_gemm_engine e);
  * batch), CLBlast and the native configurations this device lists, timing
  * each on the caller's operands, and keeps the fastest for the runtime's
  * lifetime and in <cache_dir>/gemm-<device>.txt. */
-#define CLF_GEMM_MAX_CANDIDATES 13
+#define CLF_GEMM_MAX_CANDIDATES 17
 /* names[0] is "clblast", names[1 .. count-1] the native configurations the
  * device can run ("r8v16x3": register-blocked, 8 rows x 3 vectors of 16;
  * "r6v16x4k64b64": the same blocked over K, 64 deep, 64 row blocks per

@@ -30,7 +30,7 @@ typedef struct gemm_tile {
  * (gemm_tiled: tm x tn per work-group staged through local memory, wm x wn
  * per work-item). */
 #define GEMM_CONFIG_NAME 32
-#define GEMM_MAX_CONFIGS 12
+#define GEMM_MAX_CONFIGS 16
 typedef struct gemm_config {
     char name[GEMM_CONFIG_NAME]; /* "r8v16x3", "t64x64k16w4x4" */
     int tiled;
