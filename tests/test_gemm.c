@@ -649,7 +649,7 @@ static void test_configs(clf_runtime *rt, tu_rng *r)
 
 /* Each k-blocked configuration (r<mr>v<vw>x<nv>k<kb>b<rb>) against its
  * classic sibling r<mr>v<vw>x<nv>, which the device lists beside it: bit
- * for bit (gemm_body_kb sums every element in gemm_body's order, k
+ * for bit (the k-blocked order sums every element as the classic one, k
  * ascending into one accumulator, parking it between k-blocks), at every
  * transpose with a partial last k-block, several row groups and a partial
  * one, a column edge, alpha, beta and a batch. Both ran against float64 in

@@ -62,24 +62,24 @@
 
 /* ---- the configurations ------------------------------------------------------- */
 
-static void config_add_reg(gemm_state *st, size_t mr, size_t vw, size_t nv)
-{
-    if (st->n_natives == GEMM_MAX_CONFIGS)
-        return;
-    gemm_config *c = &st->natives[st->n_natives++].cfg;
-    *c = (gemm_config){.mr = mr, .vw = vw, .nv = nv, .rb = 1};
-    snprintf(c->name, sizeof c->name, "r%zuv%zux%zu", mr, vw, nv);
-}
-
-/* A k-blocked register configuration: kb k per block, rb row blocks per
- * work-item (cl/gemm.cl's gemm_body_kb), named "r<mr>v<vw>x<nv>k<kb>b<rb>". */
+/* A register-blocked configuration: mr rows x nv vectors of vw per
+ * work-item, named "r<mr>v<vw>x<nv>"; k-blocked (kb > 0: k per block, rb
+ * row blocks per work-item, cl/gemm.cl's gemm_body), "r<mr>v<vw>x<nv>k<kb>b<rb>". */
 static void config_add_kb(gemm_state *st, size_t mr, size_t vw, size_t nv, size_t kb, size_t rb)
 {
     if (st->n_natives == GEMM_MAX_CONFIGS)
         return;
     gemm_config *c = &st->natives[st->n_natives++].cfg;
     *c = (gemm_config){.mr = mr, .vw = vw, .nv = nv, .kb = kb, .rb = rb};
-    snprintf(c->name, sizeof c->name, "r%zuv%zux%zuk%zub%zu", mr, vw, nv, kb, rb);
+    if (kb > 0)
+        snprintf(c->name, sizeof c->name, "r%zuv%zux%zuk%zub%zu", mr, vw, nv, kb, rb);
+    else
+        snprintf(c->name, sizeof c->name, "r%zuv%zux%zu", mr, vw, nv);
+}
+
+static void config_add_reg(gemm_state *st, size_t mr, size_t vw, size_t nv)
+{
+    config_add_kb(st, mr, vw, nv, 0, 1);
 }
 
 /* A tiled configuration, if the device's limits admit its work-group and
@@ -106,7 +106,7 @@ static void config_add_tiled(gemm_state *st, const clf_device_info *dev, size_t 
  *
  * The 16-wide list has two bodies. The classic one (a work-item streams all
  * of K for one row block) wins shallow products (K <= 512) and transposed
- * B; the k-blocked ones (cl/gemm.cl's gemm_body_kb: 288-384 rows of C per
+ * B; the k-blocked ones (cl/gemm.cl's gemm_body with GEMM_KB: 192-384 rows of C per
  * work-item, K in blocks whose B panel stays in L1) win deep and wide
  * ones. Measured on a 2-core Xeon with AVX-512 (bench/gemm --configs,
  * GFLOP/s, PoCL): the weight gradient TN 768x4096x3072 262 classic, 294-296
@@ -139,7 +139,7 @@ static void configs_reg(gemm_state *st, const clf_device_info *dev)
     if (!dev->serial_groups) { /* a fallback beside the tiles */
         reg_width(st, 4);
         /* and its k-blocked form (small blocks: several per product, more
-         * than one row group), outside the search, so that gemm_body_kb is
+         * than one row group), outside the search, so that the k-blocked order is
          * checked where items run in lockstep too, Oclgrind included */
         config_add_kb(st, 4, 4, 2, 16, 4);
         return;
