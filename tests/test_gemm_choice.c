@@ -285,7 +285,7 @@ static void test_auto_cache(tu_rng *r)
         /* corrupt it: a new runtime must ignore it, still work, and rewrite it */
         FILE *f = fopen(path, "w");
         if (f != NULL) {
-            fprintf(f, "clformer-gemm-choices 4\n%sgarbage\xff\n", cands);
+            fprintf(f, "clformer-gemm-choices 5\n%sgarbage\xff\n", cands);
             fclose(f);
         }
         rt = runtime_with_cache(dir);
@@ -299,7 +299,7 @@ static void test_auto_cache(tu_rng *r)
          * another build's configurations): ignored and rewritten too */
         f = fopen(path, "w");
         if (f != NULL) {
-            fprintf(f, "clformer-gemm-choices 4\ncandidates clblast r1v1x1\n"
+            fprintf(f, "clformer-gemm-choices 5\ncandidates clblast r1v1x1\n"
                        "0 0 6 6 6 0 96 80 64 1 r1v1x1 0 1e-3 1e-4\n");
             fclose(f);
         }

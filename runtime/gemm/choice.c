@@ -62,7 +62,10 @@
 #include "runtime/gemm/gemm_internal.h"
 #include "runtime/runtime_internal.h"
 
-#define CHOICE_MAGIC "clformer-gemm-choices 4"
+/* The format's version, raised also when the kernels' speeds change enough
+ * that saved choices would mislead (5: the k-blocked configurations
+ * prefetch their next k-block), so that every device searches once more */
+#define CHOICE_MAGIC "clformer-gemm-choices 5"
 #define CHOICE_LINE_MAX 1024
 #define TIMING_TINY_FLOPS 65536 /* below 2*m*n*k*batch of this, no timing */
 #define TIMING_ROUNDS 3         /* timed runs of each candidate, interleaved */
