@@ -109,6 +109,7 @@
 #ifndef GEMM_PREFETCH
 #define GEMM_PREFETCH 0
 #endif
+#define GEMM_LINE 16 /* floats per cache line prefetched (64 bytes) */
 #ifndef GEMM_LY
 #if GEMM_KB > 0
 #define GEMM_LY 1 /* a work-item walks its row blocks itself */
@@ -689,16 +690,14 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
 #if GEMM_KB > 0 && GEMM_PREFETCH
             /* the panel's next k-block, a share of its cache lines per row
              * block, so that it is in cache when the first row block of the
-             * next k-block reaches it: without, that row block waits on
-             * memory for the whole k-block (where B outgrows the caches:
-             * NN 512x768x50257 ran at 242 GFLOP/s, 262 with, on a 2-core
-             * Xeon with PoCL) */
+             * next k-block reaches it (without, that row block waits on
+             * memory once B outgrows the caches; figures in native.c) */
             if (b_packed && k0 + kb < K) {
-                const ulong lines = (min(kb, K - k0 - kb) * GEMM_NR + 15) / 16;
+                const ulong lines = (min(kb, K - k0 - kb) * GEMM_NR + GEMM_LINE - 1) / GEMM_LINE;
                 const ulong per = (lines + nb - 1) / nb;
                 const __global float *nx = b0 + (k0 + kb) * GEMM_NR;
                 for (ulong l = q * per; l < min(lines, (q + 1) * per); l++)
-                    __builtin_prefetch(nx + l * 16, 0, 3);
+                    __builtin_prefetch(nx + l * GEMM_LINE, 0, 3);
             }
 #endif
             if (a_packed) {

@@ -186,6 +186,20 @@ static clf_status source_get(clf_runtime *rt, const char *name, char **out, clf_
     return clf_error_set(err, CLF_ERR_ARG, "no kernel family '%s' is built into clformer", fam);
 }
 
+clf_status clf_program_source_hash(clf_runtime *rt, const char *family, uint64_t *out,
+                                   clf_error *err)
+{
+    char *common = NULL, *body = NULL;
+    clf_status st = source_get(rt, "common", &common, err);
+    if (st == CLF_OK)
+        st = source_get(rt, family, &body, err);
+    if (st == CLF_OK)
+        *out = clf_hash64(body, strlen(body), clf_hash64(common, strlen(common), 7));
+    free(common);
+    free(body);
+    return st;
+}
+
 static clf_status assemble(clf_runtime *rt, const family *f, char **out, clf_error *err)
 {
     *out = NULL;

@@ -50,5 +50,10 @@ typedef struct clf_program_set clf_program_set;
 clf_program_set *clf_program_set_create(void);
 void clf_program_set_destroy(clf_program_set *ps);
 clf_program_set *clf_runtime_programs(clf_runtime *rt);
+/* A hash of the family's source as this runtime reads it (embedded or from
+ * kernel_dir), common.cl included: what results measured on its kernels,
+ * such as the GEMM choices, are valid for. */
+clf_status clf_program_source_hash(clf_runtime *rt, const char *family, uint64_t *out,
+                                   clf_error *err);
 
 #endif

@@ -257,9 +257,11 @@ static void test_auto_cache(tu_rng *r)
         char head[CLF_ERROR_MSG_MAX], cands[CLF_ERROR_MSG_MAX];
         int lines = count_lines(path, head, cands);
         TU_CHECK(strncmp(head, "clformer-gemm-choices", 21) == 0 &&
-                     strncmp(cands, "candidates clblast ", 19) == 0 && lines == 2,
-                 "the cache file has a header, the candidates and one line per shape class "
-                 "(%d)",
+                     strncmp(cands, "candidates ", 11) == 0 &&
+                     strspn(cands + 11, "0123456789abcdef") == 16 &&
+                     strncmp(cands + 27, " clblast ", 9) == 0 && lines == 2,
+                 "the cache file has a header, the kernels' hash and the candidates, and one "
+                 "line per shape class (%d)",
                  lines);
         /* a new runtime reads the choices back: its table matches the file */
         rt = runtime_with_cache(dir);
@@ -285,7 +287,7 @@ static void test_auto_cache(tu_rng *r)
         /* corrupt it: a new runtime must ignore it, still work, and rewrite it */
         FILE *f = fopen(path, "w");
         if (f != NULL) {
-            fprintf(f, "clformer-gemm-choices 5\n%sgarbage\xff\n", cands);
+            fprintf(f, "%s%sgarbage\xff\n", head, cands);
             fclose(f);
         }
         rt = runtime_with_cache(dir);
@@ -299,8 +301,10 @@ static void test_auto_cache(tu_rng *r)
          * another build's configurations): ignored and rewritten too */
         f = fopen(path, "w");
         if (f != NULL) {
-            fprintf(f, "clformer-gemm-choices 5\ncandidates clblast r1v1x1\n"
-                       "0 0 6 6 6 0 96 80 64 1 r1v1x1 0 1e-3 1e-4\n");
+            fprintf(f,
+                    "%scandidates %.16s clblast r1v1x1\n"
+                    "0 0 6 6 6 0 96 80 64 1 r1v1x1 0 1e-3 1e-4\n",
+                    head, cands + 11);
             fclose(f);
         }
         rt = runtime_with_cache(dir);
@@ -309,6 +313,24 @@ static void test_auto_cache(tu_rng *r)
         lines = count_lines(path, head2, cands2);
         TU_CHECK(strcmp(cands2, cands) == 0 && lines == 1,
                  "a stale cache file (other candidates) is ignored and rewritten (%d lines)",
+                 lines);
+        /* stale: this candidate list timed on other kernels (another
+         * cl/gemm.cl): its choices are dropped, as the list's own */
+        char other[CLF_ERROR_MSG_MAX];
+        snprintf(other, sizeof other, "%s", cands);
+        other[11] = other[11] == '0' ? '1' : '0';
+        f = fopen(path, "w");
+        if (f != NULL) {
+            fprintf(f, "%s%s0 0 6 6 6 0 96 80 64 1 clblast 0 1e-3 1e-4\n", head, other);
+            fclose(f);
+        }
+        rt = runtime_with_cache(dir);
+        run_case(rt, "auto", &g, r);
+        clf_runtime_destroy(rt);
+        lines = count_lines(path, head2, cands2);
+        TU_CHECK(strcmp(cands2, cands) == 0 && lines == 1,
+                 "a cache file timed on other kernels (another source hash) is ignored and "
+                 "rewritten (%d lines)",
                  lines);
         test_one_pass_choice(dir, path, r);
         /* a budget spent by the first class: the second is timed on CLBlast

@@ -43,11 +43,13 @@
  *   Intel's runtime its L2).
  *
  *   The choices live in the runtime's GEMM state and in
- *   <cache_dir>/gemm-<device key>.txt: a magic line, the candidate list,
+ *   <cache_dir>/gemm-<device key>.txt: a magic line, the candidate list
+ *   after a hash of cl/gemm.cl (with common.cl) as this runtime builds it,
  *   then one line per class with the timed shape, the winner, whether it
- *   runs K in one pass, and every candidate's time. It is written to a temporary name and renamed; a file
- *   that does not parse, or was made for another candidate list (an older
- *   clformer), is ignored entirely and rewritten.
+ *   runs K in one pass, and every candidate's time. It is written to a
+ *   temporary name and renamed; a file that does not parse, or was made
+ *   for another candidate list or other kernels (an older clformer, or a
+ *   kernel_dir with edited sources), is ignored entirely and rewritten.
  *
  * Not here: running the candidates (dispatch.c, native.c, clblast.c).
  */
@@ -62,10 +64,7 @@
 #include "runtime/gemm/gemm_internal.h"
 #include "runtime/runtime_internal.h"
 
-/* The format's version, raised also when the kernels' speeds change enough
- * that saved choices would mislead (5: the k-blocked configurations
- * prefetch their next k-block), so that every device searches once more */
-#define CHOICE_MAGIC "clformer-gemm-choices 5"
+#define CHOICE_MAGIC "clformer-gemm-choices 5" /* 5: the kernels' source hash */
 #define CHOICE_LINE_MAX 1024
 #define TIMING_TINY_FLOPS 65536 /* below 2*m*n*k*batch of this, no timing */
 #define TIMING_ROUNDS 3         /* timed runs of each candidate, interleaved */
@@ -135,10 +134,13 @@ static int choice_path(clf_runtime *rt, char *out, size_t cap)
     return n > 0 && (size_t)n < cap;
 }
 
-/* The candidate list line: "candidates clblast r8v16x3 ...". */
+/* The candidate list line: "candidates <hash> clblast r8v16x3 ...", the
+ * hash that of cl/gemm.cl as built (choices timed on other kernels are
+ * stale, as those timed on another list). */
 static void candidates_line(const gemm_state *st, char *out, size_t cap)
 {
-    size_t used = (size_t)snprintf(out, cap, "candidates");
+    size_t used =
+        (size_t)snprintf(out, cap, "candidates %016llx", (unsigned long long)st->kernels_hash);
     for (size_t c = 0; c <= st->n_natives && used < cap; c++)
         used += (size_t)snprintf(out + used, cap - used, " %s", st->cand_names[c]);
 }
@@ -226,6 +228,9 @@ static int choice_parse(const gemm_state *st, const char *line, gemm_choice *c)
 static void choices_load(clf_runtime *rt, gemm_state *st)
 {
     st->choices_loaded = 1;
+    clf_error ignored; /* unreadable: hash 0, as good as any for a key */
+    if (clf_program_source_hash(rt, "gemm", &st->kernels_hash, &ignored) != CLF_OK)
+        st->kernels_hash = 0;
     char path[4096], cands[CHOICE_LINE_MAX];
     if (!choice_path(rt, path, sizeof path))
         return;

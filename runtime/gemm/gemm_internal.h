@@ -83,8 +83,9 @@ typedef struct gemm_state {
     size_t scratch_floats;
     clf_buffer *conv; /* 16-bit operands widened to float32 (gemm16.c) */
     size_t conv_floats;
-    /* auto choices */
+    /* auto choices, measured on the kernels of source hash kernels_hash */
     int choices_loaded;
+    uint64_t kernels_hash;
     gemm_choice *choices;
     size_t n_choices, cap_choices;
     double search_seconds; /* spent timing so far (the budget's meter) */
