@@ -110,6 +110,24 @@
 #define GEMM_PREFETCH 0
 #endif
 #define GEMM_LINE 16 /* floats per cache line prefetched (64 bytes) */
+/* GEMM_STREAM 1 (a configuration named "...s"): the B packing writes its
+ * full panels with non-temporal stores, past the caches, where items run
+ * one after another and the compiler has the builtin (else the variant
+ * reports 0 in gemm_config and the host drops it). A packed copy larger
+ * than the caches is evicted before the product reads it, and writing it
+ * through them first reads every line it overwrites; one that fits them is
+ * better left there: which holds for a shape is measured (native.c). */
+#ifndef GEMM_STREAM
+#define GEMM_STREAM 0
+#endif
+#if GEMM_STREAM && CLF_SERIAL_GROUPS && defined(__has_builtin)
+#if __has_builtin(__builtin_nontemporal_store)
+#define GEMM_STREAMS 1
+#endif
+#endif
+#ifndef GEMM_STREAMS
+#define GEMM_STREAMS 0
+#endif
 #ifndef GEMM_LY
 #if GEMM_KB > 0
 #define GEMM_LY 1 /* a work-item walks its row blocks itself */
@@ -136,8 +154,8 @@
 
 /* The tile configuration the program was compiled with, for the host: one
  * work-item writes it (MR, VW, NV, LY, PACK_KC, PACK_LX, DOT, the tiled
- * sizes, KB, RB). Launched once when the engine is built, so host and
- * kernels never disagree. (Reading it
+ * sizes, KB, RB, STREAMS). Launched once when the engine is built, so host
+ * and kernels never disagree. (Reading it
  * from reqd_work_group_size attributes instead would declare work-groups of
  * up to MR x VW x NV items, which a device with a smaller limit may refuse
  * to build.) */
@@ -154,6 +172,7 @@ __kernel void gemm_config(__global int *out)
     out[6] = GEMM_DOT;
     out[12] = GEMM_KB;
     out[13] = GEMM_RB;
+    out[14] = GEMM_STREAMS;
 #ifdef GEMM_TM
     out[7] = GEMM_TM;
     out[8] = GEMM_TN;
@@ -215,6 +234,15 @@ static inline void gemm_transpose16(float16 *m)
     }
 }
 
+/* Store vector x (type T, stored by VSTORE) of a full B panel row at p:
+ * in a GEMM_STREAMS variant past the caches, p then aligned to T (the host
+ * aligns the panels). */
+#if GEMM_STREAMS
+#define GEMM_PANEL_STORE(VSTORE, T, x, p) __builtin_nontemporal_store((x), (__global T *)(p))
+#else
+#define GEMM_PANEL_STORE(VSTORE, T, x, p) VSTORE((x), 0, (p))
+#endif
+
 /* The source's storage (s_type: common.cl's CLF_T_*): float32, or bf16 /
  * f16 widened exactly as they are read (common.cl's clf_load<W>_t), so a
  * 16-bit operand is packed straight into float32 panels. Offsets, strides
@@ -260,8 +288,10 @@ gemm_pack_b_n(GEMM_PACK_ARGS)
         for (int kk = 0; kk < GEMM_PACK_KC; kk++)
 #pragma unroll
             for (int v = 0; v < GEMM_NV; v++)
-                vstoreV(gemm_src_V(S, s_type, src + (ulong)kk * lds + (ulong)(v * GEMM_VW)), v,
-                        dst + kk * GEMM_NR);
+                GEMM_PANEL_STORE(
+                    vstoreV, floatV,
+                    gemm_src_V(S, s_type, src + (ulong)kk * lds + (ulong)(v * GEMM_VW)),
+                    dst + kk * GEMM_NR + v * GEMM_VW);
     } else if (j0 + GEMM_NR <= MN) {
         for (ulong kk = 0; kk < kn; kk++)
 #pragma unroll
@@ -302,7 +332,7 @@ gemm_pack_b_t(GEMM_PACK_ARGS)
             gemm_transpose16(m);
 #pragma unroll
             for (int kk = 0; kk < 16; kk++)
-                vstore16(m[kk], 0, dst + kk * GEMM_NR + j);
+                GEMM_PANEL_STORE(vstore16, float16, m[kk], dst + kk * GEMM_NR + j);
         }
 #else
         for (int j = 0; j < GEMM_NR; j++) {

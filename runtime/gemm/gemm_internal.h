@@ -17,6 +17,7 @@ typedef struct gemm_tile {
     size_t ly;             /* work-items per work-group */
     size_t kb;             /* k-blocked body: k per block (0: whole K per row block) */
     size_t rb;             /* row blocks per work-item (1 unless k-blocked) */
+    size_t stream;         /* B panels packed with non-temporal stores */
     size_t pack_lx;        /* work-group size of the pack kernels */
     size_t pack_kc;        /* k per pack work-item */
     size_t dot;            /* gemm_nt_dot: C block per work-item, dot x dot */
@@ -36,6 +37,7 @@ typedef struct gemm_config {
     int tiled;
     size_t mr, vw, nv;         /* register-blocked */
     size_t kb, rb;             /* register-blocked, k-blocked: k per block, row blocks per item */
+    size_t stream;             /* register-blocked: B packed past the caches ("...s") */
     size_t tm, tn, tk, wm, wn; /* tiled */
 } gemm_config;
 

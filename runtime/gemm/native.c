@@ -59,27 +59,31 @@
 #define PACK_B_MIN_M 32   /* pack an untransposed B from this many rows of C */
 #define K_SLICE_FROM 1024 /* deeper products run in slices ... */
 #define K_SLICE 512       /* ... of about this depth */
+#define PANEL_ALIGN 16    /* floats: where packed B panels may start */
 
 /* ---- the configurations ------------------------------------------------------- */
 
 /* A register-blocked configuration: mr rows x nv vectors of vw per
  * work-item, named "r<mr>v<vw>x<nv>"; k-blocked (kb > 0: k per block, rb
- * row blocks per work-item, cl/gemm.cl's gemm_body), "r<mr>v<vw>x<nv>k<kb>b<rb>". */
-static void config_add_kb(gemm_state *st, size_t mr, size_t vw, size_t nv, size_t kb, size_t rb)
+ * row blocks per work-item, cl/gemm.cl's gemm_body), "r<mr>v<vw>x<nv>k<kb>b<rb>";
+ * with B packed past the caches (stream), the name ends in "s". */
+static void config_add_kb(gemm_state *st, size_t mr, size_t vw, size_t nv, size_t kb, size_t rb,
+                          size_t stream)
 {
     if (st->n_natives == GEMM_MAX_CONFIGS)
         return;
     gemm_config *c = &st->natives[st->n_natives++].cfg;
-    *c = (gemm_config){.mr = mr, .vw = vw, .nv = nv, .kb = kb, .rb = rb};
+    *c = (gemm_config){.mr = mr, .vw = vw, .nv = nv, .kb = kb, .rb = rb, .stream = stream};
     if (kb > 0)
-        snprintf(c->name, sizeof c->name, "r%zuv%zux%zuk%zub%zu", mr, vw, nv, kb, rb);
+        snprintf(c->name, sizeof c->name, "r%zuv%zux%zuk%zub%zu%s", mr, vw, nv, kb, rb,
+                 stream ? "s" : "");
     else
-        snprintf(c->name, sizeof c->name, "r%zuv%zux%zu", mr, vw, nv);
+        snprintf(c->name, sizeof c->name, "r%zuv%zux%zu%s", mr, vw, nv, stream ? "s" : "");
 }
 
 static void config_add_reg(gemm_state *st, size_t mr, size_t vw, size_t nv)
 {
-    config_add_kb(st, mr, vw, nv, 0, 1);
+    config_add_kb(st, mr, vw, nv, 0, 1, 0);
 }
 
 /* A tiled configuration, if the device's limits admit its work-group and
@@ -123,16 +127,33 @@ static void config_add_tiled(gemm_state *st, const clf_device_info *dev, size_t 
  * Xeon, the best k-blocked configuration went 252 -> 277 GFLOP/s on the
  * logits, 290 -> 323 on TN 768x4096x3072 and 248 -> 270 on TN
  * 256x4096x1024 (the classic body, prefetching B 16 k ahead, gained
- * nothing: its panel streams in order, which the hardware prefetches). */
+ * nothing: its panel streams in order, which the hardware prefetches).
+ *
+ * One k-blocked configuration is listed twice, the second ("...s") packing
+ * B with non-temporal stores (cl/gemm.cl's GEMM_STREAM). Packing the
+ * logits' B (768 x 50257, 154 MB) through the caches reads every line it
+ * writes and leaves nothing the product finds there: about 10% of the
+ * product's time (perf samples of the pack kernel against the product's),
+ * where streamed the same product ran 5-7% faster (265/252, 264/247,
+ * 264/252 GFLOP/s, three runs on the same Xeon). A packed copy that fits
+ * the caches is better left in them (NN 4096x256x1024, 1 MB packed:
+ * 310 -> 280 streamed), and where the boundary lies the device does not say
+ * reliably (PoCL reports this VM's 480 MiB L3, Intel's runtime the 2 MiB
+ * L2), so the search times both, as it times every configuration. Not
+ * measured worth it: streaming the packed A blocks (few and small), and
+ * staging B into private memory per k-block instead of packing it (+1-4%
+ * on the logits with the next k-block's rows prefetched, -4-15% on NN
+ * 4096x768x3072, whose 12 KiB row stride aliases in L1). */
 static void reg_width(gemm_state *st, unsigned vw)
 {
     if (vw == 16) {
         config_add_reg(st, 6, 16, 4);  /* 24 accumulators + 4 */
         config_add_reg(st, 12, 16, 2); /* 24 + 2 */
         config_add_reg(st, 8, 16, 3);  /* 24 + 3 */
-        config_add_kb(st, 6, 16, 4, 64, 64);
-        config_add_kb(st, 8, 16, 3, 96, 48);
-        config_add_kb(st, 6, 16, 4, 128, 32);
+        config_add_kb(st, 6, 16, 4, 64, 64, 0);
+        config_add_kb(st, 8, 16, 3, 96, 48, 0);
+        config_add_kb(st, 6, 16, 4, 128, 32, 0);
+        config_add_kb(st, 6, 16, 4, 128, 32, 1);
     } else if (vw == 8) {
         config_add_reg(st, 6, 8, 2); /* 12 + 2 */
         config_add_reg(st, 4, 8, 3); /* 12 + 3 */
@@ -148,7 +169,7 @@ static void configs_reg(gemm_state *st, const clf_device_info *dev)
         /* and its k-blocked form (small blocks: several per product, more
          * than one row group), outside the search, so that the k-blocked order is
          * checked where items run in lockstep too, Oclgrind included */
-        config_add_kb(st, 4, 4, 2, 16, 4);
+        config_add_kb(st, 4, 4, 2, 16, 4, 0);
         return;
     }
     const unsigned p = dev->pref_vec_float;
@@ -207,7 +228,7 @@ static clf_status read_config(clf_runtime *rt, const char *fam, gemm_tile *t, cl
 {
     clf_kernel *k = NULL;
     clf_buffer *b = NULL;
-    int v[14] = {0};
+    int v[15] = {0};
     clf_status s = clf_kernel_get(rt, fam, "gemm_config", &k, err);
     if (s == CLF_OK)
         s = clf_buffer_create(rt, sizeof v, &b, err);
@@ -234,7 +255,8 @@ static clf_status read_config(clf_runtime *rt, const char *fam, gemm_tile *t, cl
                      .wm = (size_t)v[10],
                      .wn = (size_t)v[11],
                      .kb = (size_t)v[12],
-                     .rb = (size_t)v[13]};
+                     .rb = (size_t)v[13],
+                     .stream = (size_t)v[14]};
     t->nr = t->vw * t->nv;
     return CLF_OK;
 }
@@ -249,15 +271,11 @@ static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err
                  "#define GEMM_TM %zu\n#define GEMM_TN %zu\n#define GEMM_TK %zu\n"
                  "#define GEMM_WM %zu\n#define GEMM_WN %zu\n",
                  c->tm, c->tn, c->tk, c->wm, c->wn);
-    else if (c->kb > 0)
-        snprintf(defs, sizeof defs,
-                 "#define GEMM_VW %zu\n#define GEMM_NV %zu\n#define GEMM_MR %zu\n"
-                 "#define GEMM_KB %zu\n#define GEMM_RB %zu\n",
-                 c->vw, c->nv, c->mr, c->kb, c->rb);
     else
         snprintf(defs, sizeof defs,
-                 "#define GEMM_VW %zu\n#define GEMM_NV %zu\n#define GEMM_MR %zu\n", c->vw, c->nv,
-                 c->mr);
+                 "#define GEMM_VW %zu\n#define GEMM_NV %zu\n#define GEMM_MR %zu\n"
+                 "#define GEMM_KB %zu\n#define GEMM_RB %zu\n#define GEMM_STREAM %zu\n",
+                 c->vw, c->nv, c->mr, c->kb, c->rb, c->stream);
     clf_status s = clf_program_set_defines(rt, fam, defs, err);
     struct {
         const char *name;
@@ -280,12 +298,17 @@ static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err
     gemm_tile t;
     if (s != CLF_OK || (s = read_config(rt, fam, &t, err)) != CLF_OK)
         return s;
+    if (c->stream && !t.stream)
+        return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                             "gemm: configuration %s: the device's compiler offers no "
+                             "non-temporal store to kernels whose work-items run one by one",
+                             c->name);
     if (t.mr == 0 || t.nr == 0 || t.ly == 0 || t.pack_lx == 0 || t.pack_kc == 0 || t.dot == 0 ||
         t.rb == 0 ||
         (c->tiled &&
          (t.tm != c->tm || t.tn != c->tn || t.tk != c->tk || t.wm != c->wm || t.wn != c->wn)) ||
-        (!c->tiled &&
-         (t.mr != c->mr || t.vw != c->vw || t.nv != c->nv || t.kb != c->kb || t.rb != c->rb)))
+        (!c->tiled && (t.mr != c->mr || t.vw != c->vw || t.nv != c->nv || t.kb != c->kb ||
+                       t.rb != c->rb || t.stream != c->stream)))
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
                              "gemm: configuration %s: the kernels report another tile "
                              "(gemm_config)",
@@ -460,7 +483,9 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_native *nat, cons
     }
     p->pack_a = d->trans_a || a16;
     p->pack_b = d->trans_b || m >= PACK_B_MIN_M || b16;
-    p->pa = p->pack_a ? ceil_div(m, t->mr) * k * t->mr : 0;
+    /* B's panels follow A's blocks, aligned to 16 floats (a streaming
+     * configuration stores whole vectors of up to 16 there) */
+    p->pa = p->pack_a ? ceil_div(ceil_div(m, t->mr) * k * t->mr, PANEL_ALIGN) * PANEL_ALIGN : 0;
     p->pb = p->pack_b ? ceil_div(n, t->nr) * k * t->nr : 0;
     if (p->pa + p->pb > max_floats && p->pack_b && !d->trans_b && !b16) {
         p->pack_b = 0;
