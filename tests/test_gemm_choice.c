@@ -141,6 +141,22 @@ static int rewrite_choice(const char *path, size_t m, size_t n, size_t k, const 
     return fclose(f) == 0 && hit;
 }
 
+/* Write text as the choice file at path, run g on auto in a new runtime
+ * over dir, and return the file's lines after (count_lines). */
+static int lines_after_writing(const char *dir, const char *path, const char *text, const gcase *g,
+                               tu_rng *r, char *head, char *cands)
+{
+    FILE *f = fopen(path, "w");
+    if (f != NULL) {
+        fputs(text, f);
+        fclose(f);
+    }
+    clf_runtime *rt = runtime_with_cache(dir);
+    run_case(rt, "auto", g, r);
+    clf_runtime_destroy(rt);
+    return count_lines(path, head, cands);
+}
+
 /* A deep product's K slicing as its class's choice says: the class searched
  * and saved, then its line made to name the first native configuration and
  * one pass (then slices): auto runs bit for bit as that configuration with
@@ -285,32 +301,18 @@ static void test_auto_cache(tu_rng *r)
         tu_free(p2);
         clf_runtime_destroy(rt);
         /* corrupt it: a new runtime must ignore it, still work, and rewrite it */
-        FILE *f = fopen(path, "w");
-        if (f != NULL) {
-            fprintf(f, "%s%sgarbage\xff\n", head, cands);
-            fclose(f);
-        }
-        rt = runtime_with_cache(dir);
-        run_case(rt, "auto", &g, r);
-        clf_runtime_destroy(rt);
-        char head2[CLF_ERROR_MSG_MAX], cands2[CLF_ERROR_MSG_MAX];
-        lines = count_lines(path, head2, cands2);
+        char text[3 * CLF_ERROR_MSG_MAX], head2[CLF_ERROR_MSG_MAX], cands2[CLF_ERROR_MSG_MAX];
+        snprintf(text, sizeof text, "%s%sgarbage\xff\n", head, cands);
+        lines = lines_after_writing(dir, path, text, &g, r, head2, cands2);
         TU_CHECK(strcmp(head2, head) == 0 && strcmp(cands2, cands) == 0 && lines == 1,
                  "a corrupt cache file is ignored and rewritten (%d lines)", lines);
         /* stale: made for another candidate list (an older clformer, or
          * another build's configurations): ignored and rewritten too */
-        f = fopen(path, "w");
-        if (f != NULL) {
-            fprintf(f,
-                    "%scandidates %.16s clblast r1v1x1\n"
-                    "0 0 6 6 6 0 96 80 64 1 r1v1x1 0 1e-3 1e-4\n",
-                    head, cands + 11);
-            fclose(f);
-        }
-        rt = runtime_with_cache(dir);
-        run_case(rt, "auto", &g, r);
-        clf_runtime_destroy(rt);
-        lines = count_lines(path, head2, cands2);
+        snprintf(text, sizeof text,
+                 "%scandidates %.16s clblast r1v1x1\n"
+                 "0 0 6 6 6 0 96 80 64 1 r1v1x1 0 1e-3 1e-4\n",
+                 head, cands + 11);
+        lines = lines_after_writing(dir, path, text, &g, r, head2, cands2);
         TU_CHECK(strcmp(cands2, cands) == 0 && lines == 1,
                  "a stale cache file (other candidates) is ignored and rewritten (%d lines)",
                  lines);
@@ -319,15 +321,9 @@ static void test_auto_cache(tu_rng *r)
         char other[CLF_ERROR_MSG_MAX];
         snprintf(other, sizeof other, "%s", cands);
         other[11] = other[11] == '0' ? '1' : '0';
-        f = fopen(path, "w");
-        if (f != NULL) {
-            fprintf(f, "%s%s0 0 6 6 6 0 96 80 64 1 clblast 0 1e-3 1e-4\n", head, other);
-            fclose(f);
-        }
-        rt = runtime_with_cache(dir);
-        run_case(rt, "auto", &g, r);
-        clf_runtime_destroy(rt);
-        lines = count_lines(path, head2, cands2);
+        snprintf(text, sizeof text, "%s%s0 0 6 6 6 0 96 80 64 1 clblast 0 1e-3 1e-4\n", head,
+                 other);
+        lines = lines_after_writing(dir, path, text, &g, r, head2, cands2);
         TU_CHECK(strcmp(cands2, cands) == 0 && lines == 1,
                  "a cache file timed on other kernels (another source hash) is ignored and "
                  "rewritten (%d lines)",
