@@ -32,8 +32,9 @@
  *   takes a slower loop that gathers the cut vector with zero fill; only the
  *   last panel takes it.
  *
- *   With GEMM_KB > 0 (a k-blocked variant) a work-item owns GEMM_RB row
- *   blocks of one panel and walks K in blocks of GEMM_KB, every row block
+ *   With GEMM_KB > 0 (a k-blocked variant) a work-item owns up to GEMM_RB
+ *   row blocks of one panel (the row blocks are shared evenly among the
+ *   groups launched) and walks K in blocks of GEMM_KB, every row block
  *   per k-block, so the panel's k-block stays in L1 (gemm_body's comment);
  *   the work-group is one item and dimension 1 of the NDRange counts
  *   groups of GEMM_RB row blocks.
@@ -678,14 +679,29 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
                              ulong c_off, ulong ldc, ulong stride_c, GEMM_EPI_ARGS)
 {
     const ulong jp = get_global_id(0);
-    const ulong ib0 = get_global_id(1) * GEMM_RB;
     const ulong z = get_global_id(2);
     const ulong j0 = jp * GEMM_NR;
+    ulong ib0, nb;
+    if (GEMM_RB == 1) {
+        ib0 = get_global_id(1);
+        nb = 1;
+    } else {
+        /* the row blocks shared evenly among the groups launched (at least
+         * ceil(blocks / GEMM_RB), which the host launches): as many per
+         * group as the fewest groups need, not GEMM_RB each and the rest to
+         * the last. Where the groups are few it is the last that would
+         * hold a core up: TN 256x4096x1024 on r6v16x4k128b32, 43 row blocks
+         * in 2 groups of 32 and 11, ran at 210-229 GFLOP/s; as 22 and 21,
+         * 274-309 (PoCL, a 2-core AVX-512 Xeon). */
+        const ulong nbt = (M + GEMM_MR - 1) / GEMM_MR, ng = get_global_size(1);
+        const ulong per = min((ulong)GEMM_RB, (nbt + ng - 1) / ng);
+        ib0 = get_global_id(1) * per;
+        if (ib0 >= nbt)
+            return;
+        nb = min(per, nbt - ib0);
+    }
     if (ib0 * GEMM_MR >= M || j0 >= N)
         return;
-    /* row blocks of this item: up to GEMM_RB, fewer at the bottom edge */
-    const ulong nb =
-        GEMM_RB == 1 ? 1 : min((ulong)GEMM_RB, (M - ib0 * GEMM_MR + GEMM_MR - 1) / GEMM_MR);
     const ulong kb = GEMM_KB > 0 ? GEMM_KB : K;
     const __global float *a0 = A + a_off + z * stride_a;
     const __global float *b0;

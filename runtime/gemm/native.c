@@ -11,7 +11,7 @@
  *   items one after another): a kernel reading A in place (gemm_an) or from
  *   a packed copy (gemm_ap), and B in place or from packed column panels. A
  *   is packed when it is stored transposed (reading it in place strides
- *   through memory); B is packed when it is stored transposed or when enough
+ *   through memory) and for the k-blocked configurations; B is packed when it is stored transposed or when enough
  *   row blocks re-read it (m >= PACK_B_MIN_M) that making its panels
  *   contiguous pays off (large power-of-two row strides otherwise thrash the
  *   caches). Products deeper than K_SLICE_FROM may run as slices of about
@@ -352,7 +352,9 @@ size_t clf_gemm_workspace_estimate(int trans_a, int trans_b, size_t m, size_t n,
 {
     if (trans_b && !trans_a && m < PACK_B_MIN_M)
         return 0; /* gemm_nt_dot: nothing packed */
-    const size_t pa = trans_a ? m * k : 0;
+    /* A is packed when transposed, and by the k-blocked configurations
+     * always (native_plan_make): the estimate counts it */
+    const size_t pa = m * k;
     const size_t pb = trans_b || m >= PACK_B_MIN_M ? n * k : 0;
     return (pa + pb) * sizeof(float);
 }
@@ -481,15 +483,31 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_native *nat, cons
         p->dot = 1; /* few rows, B transposed: dot products read B once */
         return CLF_OK;
     }
-    p->pack_a = d->trans_a || a16;
+    /* A k-blocked configuration reads A packed however it is stored. In
+     * place, its k loop addresses GEMM_MR clamped rows, and how well the
+     * compiler keeps that loop in registers hangs on the code around it:
+     * once the row groups were split evenly (cl/gemm.cl's gemm_body), PoCL
+     * recomputed the row addresses and spilled accumulators inside the loop
+     * (perf annotate), every k-blocked configuration losing a fifth on the
+     * logits. Packed, the loop walks one pointer: on a 2-core AVX-512 Xeon
+     * the logits 512x768x50257 ran at 240 GFLOP/s in place and 311 packed,
+     * NN 4096x768x3072 at 267 and 328. The copy is M x K floats against
+     * 2 M N K flops. */
+    const int a_optional = !d->trans_a && !a16;
+    p->pack_a = !a_optional || t->kb > 0;
     p->pack_b = d->trans_b || m >= PACK_B_MIN_M || b16;
-    /* B's panels follow A's blocks, aligned to 16 floats (a streaming
-     * configuration stores whole vectors of up to 16 there) */
-    p->pa = p->pack_a ? ceil_div(ceil_div(m, t->mr) * k * t->mr, PANEL_ALIGN) * PANEL_ALIGN : 0;
-    p->pb = p->pack_b ? ceil_div(n, t->nr) * k * t->nr : 0;
-    if (p->pa + p->pb > max_floats && p->pack_b && !d->trans_b && !b16) {
-        p->pack_b = 0;
-        p->pb = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        /* B's panels follow A's blocks, aligned to 16 floats (a streaming
+         * configuration stores whole vectors of up to 16 there) */
+        p->pa = p->pack_a ? ceil_div(ceil_div(m, t->mr) * k * t->mr, PANEL_ALIGN) * PANEL_ALIGN : 0;
+        p->pb = p->pack_b ? ceil_div(n, t->nr) * k * t->nr : 0;
+        if (p->pa + p->pb <= max_floats)
+            break;
+        /* too large for one allocation: read what may be read in place */
+        if (p->pack_a && a_optional)
+            p->pack_a = 0;
+        else if (p->pack_b && !d->trans_b && !b16)
+            p->pack_b = 0;
     }
     if (p->pa + p->pb > max_floats)
         return clf_error_set(err, CLF_ERR_MEMORY,
