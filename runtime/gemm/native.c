@@ -11,17 +11,19 @@
  *   items one after another): a kernel reading A in place (gemm_an) or from
  *   a packed copy (gemm_ap), and B in place or from packed column panels. A
  *   is packed when it is stored transposed (reading it in place strides
- *   through memory) and for the k-blocked configurations; B is packed when it is stored transposed or when enough
- *   row blocks re-read it (m >= PACK_B_MIN_M) that making its panels
- *   contiguous pays off (large power-of-two row strides otherwise thrash the
- *   caches). Products deeper than K_SLICE_FROM may run as slices of about
- *   K_SLICE that accumulate into C (beta = 1 after the first), which keeps a
- *   work-group's A blocks and B panel in a smaller cache, at the price of
- *   reading and writing C once per slice: whether that pays is measured
- *   per shape class (choice.c; the descriptor's k_slice). A k-blocked
- *   configuration ("r<mr>v<vw>x<nv>k<kb>b<rb>") blocks K inside the kernel
- *   instead: one work-item runs rb row blocks of a panel over each k-block
- *   of kb in turn, so it never slices at launch. With few rows and B
+ *   through memory) and for the k-blocked configurations; B is packed when
+ *   it is stored transposed or when enough row blocks re-read it (m >=
+ *   PACK_B_MIN_M) that making its panels contiguous pays off (large
+ *   power-of-two row strides otherwise thrash the caches). Products deeper
+ *   than K_SLICE_FROM may run as slices of about K_SLICE that accumulate
+ *   into C (beta = 1 after the first), which keeps a work-group's A blocks
+ *   and B panel in a smaller cache, at the price of reading and writing C
+ *   once per slice: whether that pays is measured per shape class
+ *   (choice.c; the descriptor's k_slice). A k-blocked configuration
+ *   ("r<mr>v<vw>x<nv>k<kb>b<rb>") blocks K inside the kernel instead: one
+ *   work-item runs up to rb row blocks of a panel (a product's row blocks
+ *   shared evenly among its groups) over each k-block of kb in turn, so it
+ *   never slices at launch. With few rows and B
  *   transposed (decoding against [out, in] weights), gemm_nt_dot reads both
  *   operands along k instead, so B is read once and never copied. A bf16 or
  *   f16 A or B is always packed (the packing widens it as it copies), and a
