@@ -465,6 +465,15 @@ static clf_status splitk_reduce(clf_runtime *rt, const gemm_state *st, const gem
     return clf_kernel_launch(rt, nat->k_splitk, 2, rg, rl, 16, r, err);
 }
 
+/* The scratch floats of p's packed copies: A's blocks, then B's panels,
+ * which start aligned to 16 floats (a streaming configuration stores whole
+ * vectors of up to 16 there). */
+static void plan_packed_sizes(native_plan *p, const gemm_tile *t, size_t m, size_t n, size_t k)
+{
+    p->pa = p->pack_a ? ceil_div(ceil_div(m, t->mr) * k * t->mr, PANEL_ALIGN) * PANEL_ALIGN : 0;
+    p->pb = p->pack_b ? ceil_div(n, t->nr) * k * t->nr : 0;
+}
+
 static clf_status native_plan_make(clf_runtime *rt, const gemm_native *nat, const clf_gemm_desc *d,
                                    native_plan *p, clf_error *err)
 {
@@ -498,18 +507,15 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_native *nat, cons
     const int a_optional = !d->trans_a && !a16;
     p->pack_a = !a_optional || t->kb > 0;
     p->pack_b = d->trans_b || m >= PACK_B_MIN_M || b16;
-    for (int pass = 0; pass < 3; pass++) {
-        /* B's panels follow A's blocks, aligned to 16 floats (a streaming
-         * configuration stores whole vectors of up to 16 there) */
-        p->pa = p->pack_a ? ceil_div(ceil_div(m, t->mr) * k * t->mr, PANEL_ALIGN) * PANEL_ALIGN : 0;
-        p->pb = p->pack_b ? ceil_div(n, t->nr) * k * t->nr : 0;
-        if (p->pa + p->pb <= max_floats)
-            break;
-        /* too large for one allocation: read what may be read in place */
-        if (p->pack_a && a_optional)
-            p->pack_a = 0;
-        else if (p->pack_b && !d->trans_b && !b16)
-            p->pack_b = 0;
+    /* too large for one allocation: read in place what may be, A first */
+    plan_packed_sizes(p, t, m, n, k);
+    if (p->pa + p->pb > max_floats && p->pack_a && a_optional) {
+        p->pack_a = 0;
+        plan_packed_sizes(p, t, m, n, k);
+    }
+    if (p->pa + p->pb > max_floats && p->pack_b && !d->trans_b && !b16) {
+        p->pack_b = 0;
+        plan_packed_sizes(p, t, m, n, k);
     }
     if (p->pa + p->pb > max_floats)
         return clf_error_set(err, CLF_ERR_MEMORY,
