@@ -111,6 +111,11 @@
 #define GEMM_PREFETCH 0
 #endif
 #define GEMM_LINE 16 /* floats per cache line prefetched (64 bytes) */
+/* and C's lines ahead of its stores (gemm_body; -DGEMM_PREFETCH_C=0 in the
+ * build options turns it off alone, for measuring it) */
+#ifndef GEMM_PREFETCH_C
+#define GEMM_PREFETCH_C GEMM_PREFETCH
+#endif
 /* GEMM_STREAM 1 (a configuration named "...s"): the B packing writes its
  * full panels with non-temporal stores, past the caches, where items run
  * one after another and the compiler has the builtin (else the variant
@@ -704,6 +709,7 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
         return;
     const ulong kb = GEMM_KB > 0 ? GEMM_KB : K;
     const __global float *a0 = A + a_off + z * stride_a;
+    const ulong c0 = c_off + z * stride_c;
     const __global float *b0;
     ulong bstep;
     if (b_packed) {
@@ -746,6 +752,24 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
                     __builtin_prefetch(nx + l * GEMM_LINE, 0, 3);
             }
 #endif
+#if GEMM_PREFETCH_C
+            /* in its last k-block (classic: its only one) a row block's
+             * lines of C are asked for, for writing, as its products start,
+             * so that its stores at the end do not wait on memory: each
+             * store otherwise first reads its line, and a row block's rows
+             * lie ldc apart (a float32 C only; figures in native.c) */
+            if (k0 + kn >= K && GEMM_EPI_CT(epi) == CLF_T_F32) {
+                const ulong w = min((ulong)GEMM_NR, N - j0);
+                for (int r = 0; r < GEMM_MR; r++) {
+                    if (i0 + (ulong)r >= M)
+                        break;
+                    const __global float *row = C + c0 + (i0 + (ulong)r) * ldc + j0;
+                    for (ulong l = 0; l < w; l += GEMM_LINE)
+                        __builtin_prefetch(row + l, 1, 3);
+                    __builtin_prefetch(row + w - 1, 1, 3);
+                }
+            }
+#endif
             if (a_packed) {
                 const __global float *a = a0 + ib * a_blk + k0 * GEMM_MR;
                 if (b_vec) {
@@ -780,25 +804,23 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
                 }
             }
             if (GEMM_KB > 0) {
+                if (k0 + kn < K) {
 #pragma unroll
-                for (int r = 0; r < GEMM_MR; r++)
+                    for (int r = 0; r < GEMM_MR; r++)
 #pragma unroll
-                    for (int v = 0; v < GEMM_NV; v++)
-                        part[q][r][v] = acc[r][v];
+                        for (int v = 0; v < GEMM_NV; v++)
+                            part[q][r][v] = acc[r][v];
+                } else { /* its last k-block: stored as it ends */
+                    gemm_store(acc, C, c0, ldc, i0, j0, M, N, alpha, beta, bias + bias_off, epi,
+                               D, d_off, ldd);
+                }
             }
         }
     }
-    for (ulong q = 0; q < nb; q++) {
-        if (GEMM_KB > 0) {
-#pragma unroll
-            for (int r = 0; r < GEMM_MR; r++)
-#pragma unroll
-                for (int v = 0; v < GEMM_NV; v++)
-                    acc[r][v] = K == 0 ? (floatV)(0.0f) : part[q][r][v];
-        }
-        gemm_store(acc, C, c_off + z * stride_c, ldc, (ib0 + q) * GEMM_MR, j0, M, N, alpha, beta,
-                   bias + bias_off, epi, D, d_off, ldd);
-    }
+    if (GEMM_KB == 0 || K == 0) /* the classic row block, or C = beta * C */
+        for (ulong q = 0; q < nb; q++)
+            gemm_store(acc, C, c0, ldc, (ib0 + q) * GEMM_MR, j0, M, N, alpha, beta,
+                       bias + bias_off, epi, D, d_off, ldd);
 }
 
 /* Both kernels take the same arguments. NDRange: (column panels, row
