@@ -729,6 +729,7 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
             acc[r][v] = (floatV)(0.0f);
     for (ulong k0 = 0; k0 < K; k0 += kb) {
         const ulong kn = min(kb, K - k0);
+        const int last = GEMM_KB == 0 || k0 + kn >= K; /* row blocks end in this k-block */
         for (ulong q = 0; q < nb; q++) {
             const ulong ib = ib0 + q, i0 = ib * GEMM_MR;
             if (GEMM_KB > 0) {
@@ -758,7 +759,7 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
              * so that its stores at the end do not wait on memory: each
              * store otherwise first reads its line, and a row block's rows
              * lie ldc apart (a float32 C only; figures in native.c) */
-            if (k0 + kn >= K && GEMM_EPI_CT(epi) == CLF_T_F32) {
+            if (last && GEMM_EPI_CT(epi) == CLF_T_F32) {
                 const ulong w = min((ulong)GEMM_NR, N - j0);
                 for (int r = 0; r < GEMM_MR; r++) {
                     if (i0 + (ulong)r >= M)
@@ -803,21 +804,19 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
                     }
                 }
             }
-            if (GEMM_KB > 0) {
-                if (k0 + kn < K) {
+            if (!last) { /* k-blocked: the sums wait for the next k-block */
 #pragma unroll
-                    for (int r = 0; r < GEMM_MR; r++)
+                for (int r = 0; r < GEMM_MR; r++)
 #pragma unroll
-                        for (int v = 0; v < GEMM_NV; v++)
-                            part[q][r][v] = acc[r][v];
-                } else { /* its last k-block: stored as it ends */
-                    gemm_store(acc, C, c0, ldc, i0, j0, M, N, alpha, beta, bias + bias_off, epi,
-                               D, d_off, ldd);
-                }
+                    for (int v = 0; v < GEMM_NV; v++)
+                        part[q][r][v] = acc[r][v];
+            } else { /* stored as it ends, its lines of C already asked for */
+                gemm_store(acc, C, c0, ldc, i0, j0, M, N, alpha, beta, bias + bias_off, epi, D,
+                           d_off, ldd);
             }
         }
     }
-    if (GEMM_KB == 0 || K == 0) /* the classic row block, or C = beta * C */
+    if (K == 0) /* no k-block ran: C = beta * C */
         for (ulong q = 0; q < nb; q++)
             gemm_store(acc, C, c0, ldc, (ib0 + q) * GEMM_MR, j0, M, N, alpha, beta,
                        bias + bias_off, epi, D, d_off, ldd);

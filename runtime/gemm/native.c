@@ -132,16 +132,16 @@ static void config_add_tiled(gemm_state *st, const clf_device_info *dev, size_t 
  * nothing: its panel streams in order, which the hardware prefetches).
  *
  * Both bodies also ask for a row block's lines of C (for writing) as its
- * last k-block starts, and a k-blocked work-item stores each row block as
- * that k-block ends rather than all of them after the loop. A store to a
- * line not in cache first reads it, and a row block's rows lie ldc apart:
- * on the logits (C 512 x 50257, 103 MB) gemm_store took 6.8% of the perf
- * samples against the product's 79.3% (1.6% with the prefetch), and
- * r6v16x4k128b32s went from a
- * median of 281, 278 and 273 GFLOP/s to 300, 298 and 301 (three interleaved
- * pairs of 15 runs, -DGEMM_PREFETCH_C=0 against the default, idle, the
- * same Xeon, PoCL); the products whose C fits the caches did not move
- * (NN 4096x256x1024 classic 302/313 against 302/312 median).
+ * last k-block starts, and store each row block as that k-block ends (a
+ * k-blocked work-item no longer stores all of them after its loop). A
+ * store to a line not in cache first reads it, and a row block's rows lie
+ * ldc apart: on the logits (C 512 x 50257, 103 MB) gemm_store took 6.8% of
+ * the perf samples against the product's 79.3% (1.6% with the prefetch),
+ * and r6v16x4k128b32s went from a median of 281, 278 and 273 GFLOP/s to
+ * 300, 298 and 301 (three interleaved pairs of 15 runs, -DGEMM_PREFETCH_C=0
+ * against the default, idle, the same Xeon, PoCL); the products whose C
+ * fits the caches did not move (NN 4096x256x1024 classic 302/313 against
+ * 302/312 median).
  *
  * One k-blocked configuration is listed twice, the second ("...s") packing
  * B with non-temporal stores (cl/gemm.cl's GEMM_STREAM). Packing the
