@@ -210,6 +210,7 @@ int main(int argc, char **argv)
     o.device = device;
     o.cache_dir = cache_dir[0] ? cache_dir : NULL;
     o.no_cache = no_cache;
+    o.kernel_dir = getenv("CLFORMER_KERNEL_DIR"); /* as the CLI: kernel development */
     o.gemm = CLF_GEMM_AUTO;
     clf_runtime *rt = NULL;
     clf_error err;

@@ -449,6 +449,7 @@ int main(int argc, char **argv)
     ro.device = o.device;
     ro.cache_dir = cache[0] ? cache : NULL;
     ro.no_cache = o.no_cache;
+    ro.kernel_dir = getenv("CLFORMER_KERNEL_DIR"); /* as the CLI: kernel development */
     ro.profile = o.profile;
     if (o.gemm != NULL && o.gemm[0] != '\0') {
         if (strcmp(o.gemm, "auto") == 0)

@@ -157,6 +157,12 @@
 #define floatV GEMM_CAT(float, GEMM_VW)
 #define vloadV GEMM_CAT(vload, GEMM_VW)
 #define vstoreV GEMM_CAT(vstore, GEMM_VW)
+/* The register-blocked, dot and packing kernels are written in vectors, a
+ * work-item one SIMD stream. vec_type_hint says so: a compiler that
+ * vectorises across work-items (Intel's CPU runtime) then compiles them as
+ * written instead of re-vectorising them, which took it most of a
+ * configuration's build time and gained nothing (docs/devices.md). */
+#define GEMM_HINT(T) __attribute__((vec_type_hint(T)))
 
 /* The tile configuration the program was compiled with, for the host: one
  * work-item writes it (MR, VW, NV, LY, PACK_KC, PACK_LX, DOT, the tiled
@@ -277,7 +283,7 @@ static inline void gemm_pack_row(const __global float *S, uint s_type, ulong i, 
 
 /* B not transposed: stored K x N, row stride lds. Rows of the panel are
  * contiguous in both layouts: a row copy each. */
-__kernel __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
+__kernel GEMM_HINT(float16) __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
 gemm_pack_b_n(GEMM_PACK_ARGS)
 {
     const ulong jp = get_global_id(0);
@@ -314,7 +320,7 @@ gemm_pack_b_n(GEMM_PACK_ARGS)
 
 /* B transposed: stored N x K, row stride lds; op(B)[k][j] = S[j * lds + k].
  * Each of the panel's GEMM_NR source rows gives GEMM_PACK_KC contiguous k. */
-__kernel __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
+__kernel GEMM_HINT(float16) __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
 gemm_pack_b_t(GEMM_PACK_ARGS)
 {
     const ulong k0 = get_global_id(0) * GEMM_PACK_KC;
@@ -364,7 +370,7 @@ gemm_pack_b_t(GEMM_PACK_ARGS)
 
 /* A not transposed: stored M x K, row stride lds. Each of the block's
  * GEMM_MR source rows gives GEMM_PACK_KC contiguous k. */
-__kernel __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
+__kernel GEMM_HINT(float16) __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
 gemm_pack_a_n(GEMM_PACK_ARGS)
 {
     const ulong k0 = get_global_id(0) * GEMM_PACK_KC;
@@ -431,7 +437,7 @@ gemm_pack_a_n(GEMM_PACK_ARGS)
 
 /* A transposed: stored K x M, row stride lds; op(A)[i][k] = S[k * lds + i].
  * Rows of the block are contiguous in both layouts. */
-__kernel __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
+__kernel GEMM_HINT(float16) __attribute__((reqd_work_group_size(GEMM_PACK_LX, 1, 1))) void
 gemm_pack_a_t(GEMM_PACK_ARGS)
 {
     const ulong ib = get_global_id(0);
@@ -601,25 +607,52 @@ static inline void gemm_epi_act_1(uint epi, float o, __global float *D, ulong di
 
 /* Write the tile: rows past M and columns past N are skipped; beta == 0
  * does not read C. Then the epilogue. C (element c0 of C) and D (element
- * d0) are stored as the epilogue code says (GEMM_EPI_CT, GEMM_EPI_DT). */
+ * d0) are stored as the epilogue code says (GEMM_EPI_CT, GEMM_EPI_DT).
+ *
+ * A plain store (no epilogue, beta 0, float32 C, whole vectors) is unrolled
+ * over the whole register block. Anything else goes row by row from a
+ * private copy of the block: the epilogue's code (16-bit loads and stores,
+ * five activations and their derivatives) then appears once per vector of
+ * a row instead of once per register, which keeps the program small enough
+ * to compile quickly everywhere (a whole unrolled block made compilers
+ * spend most of a configuration's build on it), at the cost of one copy
+ * of the block per row block stored. */
 static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, ulong c0, ulong ldc,
                               ulong i0, ulong j0, ulong M, ulong N, float alpha, float beta,
                               __global const float *bias, uint epi, __global float *D, ulong d0,
                               ulong ldd)
 {
-    const uint act = GEMM_EPI_ACT(epi), ct = GEMM_EPI_CT(epi), dt = GEMM_EPI_DT(epi);
     const int full_cols = j0 + GEMM_NR <= N;
+    if (full_cols && epi == 0u && beta == 0.0f) {
 #pragma unroll
+        for (int r = 0; r < GEMM_MR; r++) {
+            if (i0 + (ulong)r >= M)
+                break;
+            __global float *c = C + c0 + (i0 + (ulong)r) * ldc + j0;
+#pragma unroll
+            for (int v = 0; v < GEMM_NV; v++)
+                vstoreV(alpha * acc[r][v], v, c);
+        }
+        return;
+    }
+    const uint act = GEMM_EPI_ACT(epi), ct = GEMM_EPI_CT(epi), dt = GEMM_EPI_DT(epi);
+    floatV t[GEMM_MR][GEMM_NV];
+#pragma unroll
+    for (int r = 0; r < GEMM_MR; r++)
+#pragma unroll
+        for (int v = 0; v < GEMM_NV; v++)
+            t[r][v] = acc[r][v];
+#pragma nounroll
     for (int r = 0; r < GEMM_MR; r++) {
         if (i0 + (ulong)r >= M)
             break;
         const ulong c = c0 + (i0 + (ulong)r) * ldc + j0;
         const ulong dr = d0 + (i0 + (ulong)r) * ldd + j0;
         if (full_cols) {
-#pragma unroll
+#pragma nounroll
             for (int v = 0; v < GEMM_NV; v++) {
                 const ulong cv = c + (ulong)(v * GEMM_VW), dv = dr + (ulong)(v * GEMM_VW);
-                floatV o = alpha * acc[r][v];
+                floatV o = alpha * t[r][v];
                 if (beta != 0.0f)
                     o = fma((floatV)(beta), gemm_src_V(C, ct, cv), o);
                 if (epi & GEMM_EPI_BIAS)
@@ -642,14 +675,16 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
                     gemm_dst_V(gemm_act_v(act, o), D, dt, dv);
             }
         } else {
+#pragma nounroll
             for (int v = 0; v < GEMM_NV; v++) {
-                float t[GEMM_VW];
-                vstoreV(acc[r][v], 0, t);
+                float e_[GEMM_VW];
+                vstoreV(t[r][v], 0, e_);
+#pragma nounroll
                 for (int e = 0; e < GEMM_VW; e++) {
                     const ulong j = (ulong)(v * GEMM_VW + e);
                     if (j0 + j >= N)
                         break;
-                    float o = alpha * t[e];
+                    float o = alpha * e_[e];
                     if (beta != 0.0f)
                         o = fma(beta, clf_load_t(C, ct, c + j), o);
                     o = gemm_epi_1(epi, o, bias + j0 + j, D, dr + j);
@@ -837,13 +872,15 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
         ulong stride_b, uint b_packed, float beta, __global float *C, ulong c_off,           \
         ulong ldc, ulong stride_c, GEMM_EPI_ARGS
 
-__kernel __attribute__((reqd_work_group_size(1, GEMM_LY, 1))) void gemm_an(GEMM_KERNEL_ARGS)
+__kernel GEMM_HINT(floatV) __attribute__((reqd_work_group_size(1, GEMM_LY, 1))) void
+gemm_an(GEMM_KERNEL_ARGS)
 {
     gemm_body(0, M, N, K, alpha, A, a_off, lda, a_blk, stride_a, B, b_off, ldb, stride_b,
               b_packed, beta, C, c_off, ldc, stride_c, bias, bias_off, epi, D, d_off, ldd);
 }
 
-__kernel __attribute__((reqd_work_group_size(1, GEMM_LY, 1))) void gemm_ap(GEMM_KERNEL_ARGS)
+__kernel GEMM_HINT(floatV) __attribute__((reqd_work_group_size(1, GEMM_LY, 1))) void
+gemm_ap(GEMM_KERNEL_ARGS)
 {
     gemm_body(1, M, N, K, alpha, A, a_off, lda, a_blk, stride_a, B, b_off, ldb, stride_b,
               b_packed, beta, C, c_off, ldc, stride_c, bias, bias_off, epi, D, d_off, ldd);
@@ -879,7 +916,8 @@ static inline float gemm_hsum(floatV v)
     return h2.x + h2.y;
 }
 
-__kernel __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void gemm_nt_dot(GEMM_KERNEL_ARGS)
+__kernel GEMM_HINT(floatV) __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void
+gemm_nt_dot(GEMM_KERNEL_ARGS)
 {
     const ulong j0 = get_global_id(0) * GEMM_DOT_N;
     const ulong i0 = get_global_id(1) * GEMM_DOT_M;
