@@ -8,7 +8,9 @@
  * Arguments: a run directory (a `clformer train --out`) or a .safetensors
  * checkpoint, a prompt (default: a newline) and a token count (default 100).
  * The device comes from CLFORMER_DEVICE (default: the first GPU, else the
- * first CPU).
+ * first CPU). Compiled kernels are cached where the clformer command caches
+ * them ($CLFORMER_CACHE_DIR, else $XDG_CACHE_HOME/clformer, else
+ * ~/.cache/clformer), so only a first run on a device compiles them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,8 +42,12 @@ int main(int argc, char **argv)
     clf_checkpoint *ck = NULL;
     clf_tokenizer *tok = NULL;
     clf_model *m = NULL;
+    char cache_dir[1024];
+    clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"), getenv("HOME"),
+                          cache_dir, sizeof cache_dir);
     clf_runtime_options opt = clf_runtime_options_default();
     opt.device = getenv("CLFORMER_DEVICE");
+    opt.cache_dir = cache_dir[0] != '\0' ? cache_dir : NULL;
 
     clf_sampler_options so = clf_sampler_options_default();
     so.temperature = 0.8;

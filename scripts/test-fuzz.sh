@@ -23,9 +23,9 @@ targets=$(for n in $names; do printf 'fuzz_%s ' "$n"; done)
 # shellcheck disable=SC2086
 cmake --build "$BUILD" -j"$jobs" --target $targets >"$BUILD/build.log" 2>&1 ||
   { tail -40 "$BUILD/build.log"; exit 1; }
-failed=0
-for n in $names; do
-  work=$BUILD/fuzz/$n
+# fuzz_one NAME: one harness on a copy of its seed corpus; prints its line
+fuzz_one() {
+  local n=$1 work=$BUILD/fuzz/$1 rc execs cov
   rm -rf "$work"
   mkdir -p "$work/corpus"
   cp tests/fuzz/corpus/"$n"/* "$work/corpus/"
@@ -38,9 +38,13 @@ for n in $names; do
   if [ $rc -eq 0 ]; then
     echo "  ok   fuzz_$n: ${execs:-?} executions in ${SECS}s, ${cov:-?} edges covered, no crash"
   else
-    failed=$((failed + 1))
     echo "  FAIL fuzz_$n (exit $rc): $(grep -m3 -E 'ERROR|SUMMARY|runtime error' "$work/log.txt" | tr '\n' ' ')"
     echo "       reproducer: $(ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* 2>/dev/null | head -1)"
   fi
-done
-[ $failed -eq 0 ]
+}
+export -f fuzz_one
+export BUILD SECS
+# one harness per core at a time (each is a single process)
+# shellcheck disable=SC2086
+printf '%s\n' $names | xargs -P "$jobs" -I{} bash -c 'fuzz_one {}' | tee "$BUILD/fuzz-summary.txt"
+! grep -q '^  FAIL' "$BUILD/fuzz-summary.txt"

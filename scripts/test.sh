@@ -11,8 +11,12 @@
 #   5. the libFuzzer harnesses (tests/fuzz/), 10 s each (scripts/test-fuzz.sh)
 #
 # The implementation is chosen by environment only (OCL_ICD_VENDORS, or
-# Oclgrind's own library): no code path is chosen by a vendor's name. Each
-# leg prints its time; any failure fails the run (the others still run).
+# Oclgrind's own library): no code path is chosen by a vendor's name. Tests
+# run on every core (ctest -j); within a leg they share one cache of
+# compiled kernels, so each program is compiled once per implementation
+# (the sanitizer build reuses the plain build's, compiled for the same
+# device). Each leg prints its time; the summary gives every leg's time and
+# its five slowest tests. Any failure fails the run (the others still run).
 #
 #   scripts/test.sh                        every leg
 #   CLF_TEST_INTEL=0 scripts/test.sh       without leg 2 (likewise
@@ -34,6 +38,7 @@ mkdir -p "$POCL_CACHE_DIR"
 
 failed=()
 times=()
+slow=()
 leg() { # leg NAME COMMAND...: run, time, remember
   local name=$1
   shift
@@ -47,6 +52,23 @@ leg() { # leg NAME COMMAND...: run, time, remember
   fi
 }
 
+# slowest LOG: the five slowest tests of a ctest or simulator log, one line
+slowest() {
+  awk '/ Test +#[0-9]+: / { print $(NF-1), $4 }
+       match($0, /under Oclgrind \([0-9]+s/) { print substr($0, RSTART + 16, RLENGTH - 17), $2 }' "$1" |
+    sort -rn | head -n 5 | awk '{ printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1 } END { print "" }'
+}
+
+# suite BUILD NAME [ctest args]: the build's tests on every core, logged
+suite() {
+  local build=$1 name=$2
+  shift 2
+  ctest --test-dir "$build" -j"$jobs" --output-on-failure "$@" 2>&1 | tee "$build/ctest-$name.log"
+  local rc=${PIPESTATUS[0]}
+  slow+=("$name: $(slowest "$build/ctest-$name.log")")
+  return "$rc"
+}
+
 build_plain() {
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCLF_WERROR=ON && cmake --build build -j"$jobs"
 }
@@ -56,24 +78,34 @@ if [ ${#failed[@]} -ne 0 ]; then
   exit 1
 fi
 
-leg "PoCL" ctest --test-dir build --output-on-failure
+leg "PoCL" suite build pocl
 
 if [ "${CLF_TEST_INTEL:-1}" != "0" ]; then
+  rm -f build/ctest-intel.log
   intel() {
     scripts/install-intel-opencl.sh build/intel-opencl || return 1
     # shellcheck disable=SC1091
-    (. build/intel-opencl/env.sh && build/clformer devices && ctest --test-dir build --output-on-failure)
+    (. build/intel-opencl/env.sh && build/clformer devices && suite build intel)
   }
   leg "Intel CPU OpenCL runtime" intel
+  # the subshell's record of the slowest tests, read back
+  [ -f build/ctest-intel.log ] && slow+=("intel: $(slowest build/ctest-intel.log)")
 fi
 
 if [ "${CLF_TEST_SIMULATOR:-1}" != "0" ]; then
-  leg "Oclgrind simulator (kernel tests)" scripts/test-simulator.sh build
+  simulator() {
+    scripts/test-simulator.sh build
+    local rc=$?
+    slow+=("oclgrind: $(slowest build/simulator/summary.txt)")
+    return $rc
+  }
+  leg "Oclgrind simulator (kernel tests)" simulator
 fi
 
 if [ "${CLF_TEST_SANITIZE:-1}" != "0" ]; then
   sanitized() {
-    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLF_WERROR=ON -DCLF_SANITIZE=ON &&
+    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLF_WERROR=ON -DCLF_SANITIZE=ON \
+      -DCLF_TEST_CACHE_DIR="$ROOT/build/test-cache" &&
       cmake --build build-asan -j"$jobs" || return 1
     # No suppressions: with PoCL's cache warm (above) the suite runs clean
     # under ASan/UBSan with PoCL 3.1 and ocl-icd 2.3. A test that fails here
@@ -83,7 +115,7 @@ if [ "${CLF_TEST_SANITIZE:-1}" != "0" ]; then
     # still fails the run; the retry is printed by ctest.
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      ctest --test-dir build-asan --output-on-failure --repeat until-pass:2
+      suite build-asan asan --repeat until-pass:2
   }
   leg "PoCL, ASan + UBSan build" sanitized
 fi
@@ -94,6 +126,8 @@ fi
 
 echo "== summary =="
 printf '  %s\n' "${times[@]}"
+echo "the five slowest tests of each leg:"
+printf '  %s\n' "${slow[@]}"
 if [ ${#failed[@]} -ne 0 ]; then
   echo "test.sh: failed: ${failed[*]}" >&2
   exit 1

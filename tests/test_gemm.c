@@ -31,6 +31,11 @@
  *     and an epilogue (bias + GELU, bias + residual), bit-identical reruns;
  *     a K no P divides runs unsplit.
  *
+ * Parts: `test_gemm K/N` runs the K-th of N shares of the configurations
+ * (CTest runs 1/2 and 2/2 side by side, so that two cores compile the
+ * configurations' kernels); the checks that are not per configuration run
+ * in the last part. Without an argument, everything.
+ *
  * Tolerance: |got - ref| <= atol + rtol |ref| with rtol = 1e-4 and
  * atol = 1e-5 sqrt(K) max(1, |alpha|). Inputs are uniform in [-1, 1]; a
  * float32 dot product of K such terms accumulates a rounding error with a
@@ -622,7 +627,53 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
  * others: a CPU still checks the GPU-shaped tiled ones, and the reverse),
  * through its name; then "native", the default, through clf_gemm_with. A
  * name the device does not list is refused. */
-static void test_configs(clf_runtime *rt, tu_rng *r)
+/* Which configurations this run tests (index c of clf_gemm_candidates'
+ * list, 1 .. count - 1). A classic register block and its k-blocked forms
+ * (the same "r<mr>v<vw>x<nv>" before a 'k') stay in one part, since
+ * test_kblocked compares them; the blocks are dealt in list order, each to
+ * the part holding the fewest configurations so far. */
+typedef struct parts {
+    size_t part, n; /* this run: part `part` (0-based) of `n` */
+    unsigned char of[CLF_GEMM_MAX_CANDIDATES + 1];
+} parts;
+
+static size_t block_len(const char *name)
+{
+    const char *k = strchr(name, 'k');
+    return k != NULL ? (size_t)(k - name) : strlen(name);
+}
+
+static parts parts_make(clf_runtime *rt, size_t part, size_t n)
+{
+    parts ps = {.part = part, .n = n};
+    const char *const *names = NULL;
+    size_t count = 0, size[64] = {0};
+    clf_error err;
+    tu_ok(clf_gemm_candidates(rt, &names, &count, NULL, &err), &err, "candidates");
+    for (size_t c = 1; c < count && c <= CLF_GEMM_MAX_CANDIDATES; c++) {
+        size_t j = 1;
+        while (j < c && !(block_len(names[j]) == block_len(names[c]) &&
+                          strncmp(names[j], names[c], block_len(names[c])) == 0))
+            j++;
+        if (j < c) { /* a block already dealt */
+            ps.of[c] = ps.of[j];
+        } else {
+            size_t best = 0;
+            for (size_t q = 1; q < n && q < 64; q++)
+                best = size[q] < size[best] ? q : best;
+            ps.of[c] = (unsigned char)best;
+        }
+        size[ps.of[c]]++;
+    }
+    return ps;
+}
+
+static int in_part(const parts *ps, size_t c)
+{
+    return c > CLF_GEMM_MAX_CANDIDATES || ps->of[c] == ps->part;
+}
+
+static void test_configs(clf_runtime *rt, const parts *ps, tu_rng *r)
 {
     const char *const *names = NULL;
     size_t count = 0, n_search = 0;
@@ -633,6 +684,8 @@ static void test_configs(clf_runtime *rt, tu_rng *r)
              "candidates: clblast and %zu native configurations, %zu searched", count - 1,
              n_search - 1);
     for (size_t c = 1; c < count; c++) {
+        if (!in_part(ps, c))
+            continue;
         /* in full: the configurations the search may pick here (under the
          * simulator only the first, the default); the rest lightly (their
          * kernel is a searched configuration's with other tile sizes, and
@@ -643,6 +696,8 @@ static void test_configs(clf_runtime *rt, tu_rng *r)
         test_epilogue(rt, names[c], light, r);
         test_stored_derivative(rt, names[c], light, r);
     }
+    if (ps->part + 1 < ps->n)
+        return;
     test_engine(rt, "native", 1, r);
     gcase g = {.m = 3, .n = 3, .k = 3, .batch = 1, .alpha = 1.0f};
     const glayout L = layout_of(&g);
@@ -661,7 +716,7 @@ static void test_configs(clf_runtime *rt, tu_rng *r)
  * transpose with a partial last k-block, several row groups and a partial
  * one, a column edge, alpha, beta and a batch. Both ran against float64 in
  * test_configs. */
-static void test_kblocked(clf_runtime *rt, tu_rng *r)
+static void test_kblocked(clf_runtime *rt, const parts *ps, tu_rng *r)
 {
     const char *const *names = NULL;
     size_t count = 0, n_search = 0;
@@ -670,7 +725,7 @@ static void test_kblocked(clf_runtime *rt, tu_rng *r)
     const int sim = tu_simulator();
     for (size_t c = 1; c < count; c++) {
         const char *kb = strchr(names[c], 'k');
-        if (names[c][0] != 'r' || kb == NULL)
+        if (names[c][0] != 'r' || kb == NULL || !in_part(ps, c))
             continue;
         char sib[64];
         snprintf(sib, sizeof sib, "%.*s", (int)(kb - names[c]), names[c]);
@@ -834,7 +889,7 @@ static void split_case(clf_runtime *rt, const char *who, size_t P, tu_rng *r)
  * multiple of P (60, 1200), alpha and beta, against float64 (run_case);
  * reruns bit-identical; with an epilogue (bias + GELU, bias + residual); a
  * P that does not divide K falls back to no split. */
-static void test_split_k(tu_rng *r)
+static void test_split_k(const parts *ps, tu_rng *r)
 {
     const size_t Ps[] = {2, 3, 5};
     for (int pi = 0; pi < 3; pi++) {
@@ -854,19 +909,31 @@ static void test_split_k(tu_rng *r)
         size_t n_search = 0;
         tu_ok(clf_gemm_candidates(rt, &names, &count, &n_search, &err), &err, "candidates");
         for (size_t c = 1; c < (tu_simulator() ? 2 : n_search); c++)
-            split_case(rt, names[c], Ps[pi], r);
+            if (in_part(ps, c))
+                split_case(rt, names[c], Ps[pi], r);
         clf_runtime_destroy(rt);
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    unsigned part = 1, n = 1;
+    if (argc > 2 || (argc == 2 && (sscanf(argv[1], "%u/%u", &part, &n) != 2 || n < 1 || n > 64 ||
+                                   part < 1 || part > n))) {
+        fprintf(stderr, "usage: test_gemm [K/N] (the K-th of N parts)\n");
+        return 2;
+    }
     clf_runtime *rt = tu_runtime();
     tu_rng r = tu_rng_new(2);
+    const parts ps = parts_make(rt, part - 1, n);
+    test_configs(rt, &ps, &r);
+    test_kblocked(rt, &ps, &r);
+    test_split_k(&ps, &r);
+    if (part < n) { /* the rest in the last part */
+        clf_runtime_destroy(rt);
+        return tu_finish();
+    }
     test_validation(rt);
-    test_configs(rt, &r);
-    test_kblocked(rt, &r);
-    test_split_k(&r);
     /* CLBlast's kernels are not ours to check under a simulator (and slow there) */
     if (!tu_simulator()) {
         test_engine(rt, "clblast", 0, &r);
