@@ -27,6 +27,20 @@ ROOT=$PWD
 scripts/setup.sh --test || exit 1
 
 jobs=$(nproc 2>/dev/null || echo 2)
+
+# Each leg registers exactly one implementation with the ICD loader, through
+# a vendors directory of its own (OCL_ICD_VENDORS), never the machine's
+# /etc/OpenCL/vendors: the loader loads every registered library into every
+# process, so on a machine that also has Mesa's ICDs (the Mesa leg installs
+# them) PoCL's runs would load rusticl too, and LeakSanitizer reports what
+# rusticl allocates when it is loaded.
+vendors() { # vendors NAME LIBRARY: a directory registering LIBRARY alone
+  local d="$ROOT/build/vendors/$1"
+  mkdir -p "$d" && rm -f "$d"/*.icd && echo "$2" >"$d/$1.icd" && echo "$d"
+}
+[ -s /etc/OpenCL/vendors/pocl.icd ] || { echo "test.sh: /etc/OpenCL/vendors/pocl.icd missing (apt-get install pocl-opencl-icd)" >&2; exit 1; }
+OCL_ICD_VENDORS=$(vendors pocl "$(cat /etc/OpenCL/vendors/pocl.icd)") || exit 1
+export OCL_ICD_VENDORS
 # PoCL keeps its own cache of compiled kernels. Both builds share one, filled
 # by the plain run, so the sanitizer run does not go through PoCL's LLVM
 # compile path, which leaks (PoCL 3.1 / LLVM 15: with an empty POCL_CACHE_DIR
