@@ -240,22 +240,27 @@ static inline float clf_alibi_slope(uint h, uint NH)
  * sum), then Cephes' expf polynomial (relative error about 1 ulp) and 2^k
  * built in the exponent field. x below -87 is raised to -87 (e^-87 = 1.6e-38,
  * the smallest normal range): the result is then within 2e-38 of e^x. Only
- * FMAs, selects and integer operations, so it stays in vector registers. */
+ * products, sums, selects and integer operations, so it stays in vector
+ * registers. The products and sums are written as such, not as fma(): a
+ * compiler may fuse them (clang does for x86 with FMA, so the bits are those
+ * of fma() there), while OpenCL's fma() must be exact, which a device
+ * without a fused multiply-add of its own builds as an exact emulation
+ * (Mesa's llvmpipe: seconds of compilation per vector exp). */
 #define CLF_EXP_NONPOS(T, S, IT)                                                              \
     static inline T clf_exp_nonpos##S(T x)                                                          \
     {                                                                                        \
         x = select(x, (T)(-87.0f), x < -87.0f);                                              \
-        T y = fma(x, (T)(1.44269504088896341f), (T)(12582912.0f));                          \
+        T y = x * 1.44269504088896341f + 12582912.0f;                                        \
         T k = y - 12582912.0f;                                                               \
-        T r = fma(k, (T)(-0.693359375f), x);                                                 \
-        r = fma(k, (T)(2.12194440e-4f), r);                                                  \
+        T r = k * -0.693359375f + x;                                                         \
+        r = k * 2.12194440e-4f + r;                                                          \
         T p = (T)(1.9875691500e-4f);                                                         \
-        p = fma(p, r, (T)(1.3981999507e-3f));                                                \
-        p = fma(p, r, (T)(8.3334519073e-3f));                                                \
-        p = fma(p, r, (T)(4.1665795894e-2f));                                                \
-        p = fma(p, r, (T)(1.6666665459e-1f));                                                \
-        p = fma(p, r, (T)(5.0000001201e-1f));                                                \
-        p = fma(p, r * r, r) + 1.0f;                                                         \
+        p = p * r + 1.3981999507e-3f;                                                        \
+        p = p * r + 8.3334519073e-3f;                                                        \
+        p = p * r + 4.1665795894e-2f;                                                        \
+        p = p * r + 1.6666665459e-1f;                                                        \
+        p = p * r + 5.0000001201e-1f;                                                        \
+        p = p * (r * r) + r + 1.0f;                                                          \
         return p * as_##T((as_##IT(y) - 0x4B400000 + 127) << 23);                             \
     }
 

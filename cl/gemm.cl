@@ -97,18 +97,29 @@
 #endif
 /* Software prefetch of the next k-block (gemm_body), where items run one
  * after another on a core with caches to fill (a GPU's items run in
- * lockstep and hide latency by switching warps) and the compiler has the
- * builtin (clang's; Oclgrind parses it but aborts on the intrinsic, and it
- * runs as a GPU here). */
+ * lockstep and hide latency by switching warps). Compiled for a native
+ * target (PoCL), clang's builtin becomes a prefetch instruction, for
+ * reading or writing. Compiled to SPIR (Intel's CPU runtime, Mesa's
+ * rusticl, Oclgrind: __SPIR__), OpenCL C's own prefetch() is the one that
+ * passes: the SPIR-V translator cannot lower clang's llvm.prefetch, and
+ * Mesa 22's rusticl ends the process when it meets it (exit status 8 from
+ * within clBuildProgram), so no probe program could ask at run time. */
 #ifndef GEMM_PREFETCH
-#if defined(__has_builtin) && CLF_SERIAL_GROUPS
-#if __has_builtin(__builtin_prefetch)
+#if CLF_SERIAL_GROUPS
 #define GEMM_PREFETCH 1
-#endif
-#endif
-#endif
-#ifndef GEMM_PREFETCH
+#else
 #define GEMM_PREFETCH 0
+#endif
+#endif
+#if defined(__SPIR__) || defined(__SPIR64__) || defined(__SPIRV__) || !defined(__has_builtin)
+#define GEMM_PF_READ(p) prefetch((p), 1)
+#define GEMM_PF_WRITE(p) prefetch((p), 1)
+#elif __has_builtin(__builtin_prefetch)
+#define GEMM_PF_READ(p) __builtin_prefetch((p), 0, 3)
+#define GEMM_PF_WRITE(p) __builtin_prefetch((p), 1, 3)
+#else
+#define GEMM_PF_READ(p) prefetch((p), 1)
+#define GEMM_PF_WRITE(p) prefetch((p), 1)
 #endif
 #define GEMM_LINE 16 /* floats per cache line prefetched (64 bytes) */
 /* and C's lines ahead of its stores (gemm_body; -DGEMM_PREFETCH_C=0 in the
@@ -528,76 +539,58 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
 #define GEMM_EPI_ACT(epi) ((epi) >> 24)
 #define GEMM_ACT_V(name) GEMM_CAT(name, GEMM_VW)
 
-static inline floatV gemm_act_v(uint act, floatV x)
-{
-    switch (act) {
-        case 1: return GEMM_ACT_V(clf_relu)(x);
-        case 2: return GEMM_ACT_V(clf_gelu_erf)(x);
-        case 3: return GEMM_ACT_V(clf_gelu_tanh)(x);
-        case 4: return GEMM_ACT_V(clf_silu)(x);
-        default: return x;
+/* The epilogue of one value, or one vector of a row (T, with its
+ * clf_act_and_grad): o (alpha * AB + beta * C) with its bias b and D's
+ * element d (meaningful where the code reads D) -> what C stores; *dv what
+ * D stores, where the code writes D (*wd 1). The additions and products in
+ * the unfused order (bias, residual, the derivative at D, D multiplied in),
+ * then one activation: at D for a derivative, else at o. One call of
+ * clf_act_and_grad serves every code (value and derivative together, the
+ * same bits as clf_<act> and clf_<act>_grad), so the activations' code
+ * appears once per kernel. */
+#define GEMM_EPI_FN(T, NAME, ACT_AND_GRAD)                                                    \
+    static inline T NAME(uint epi, T o, T b, T d, T *dv, int *wd)                             \
+    {                                                                                         \
+        const uint act = GEMM_EPI_ACT(epi);                                                   \
+        if (epi & GEMM_EPI_BIAS)                                                              \
+            o += b;                                                                           \
+        if (epi & GEMM_EPI_RES)                                                               \
+            o += d;                                                                           \
+        T x = o;                                                                              \
+        if (epi & GEMM_EPI_DACT)                                                              \
+            x = d;                                                                            \
+        else if (epi & GEMM_EPI_MULD)                                                         \
+            x = o *= d;                                                                       \
+        T g = (T)(1.0f), a = x;                                                               \
+        if (act != 0u)                                                                        \
+            a = ACT_AND_GRAD(act, x, &g);                                                     \
+        if (epi & GEMM_EPI_DACT) {                                                            \
+            o *= g;                                                                           \
+            if (epi & GEMM_EPI_MULD)                                                          \
+                o *= d;                                                                       \
+        }                                                                                     \
+        *dv = a;                                                                              \
+        *wd = (epi & GEMM_EPI_GRADC) || (act != 0u && !(epi & GEMM_EPI_DACT));                \
+        return (epi & GEMM_EPI_GRADC) ? g : o;                                                \
     }
-}
+GEMM_EPI_FN(float, gemm_epi_s, clf_act_and_grad)
+GEMM_EPI_FN(floatV, gemm_epi_v, GEMM_ACT_V(clf_act_and_grad))
 
-static inline float gemm_act_1(uint act, float x)
-{
-    switch (act) {
-        case 1: return clf_relu(x);
-        case 2: return clf_gelu_erf(x);
-        case 3: return clf_gelu_tanh(x);
-        case 4: return clf_silu(x);
-        default: return x;
-    }
-}
-
-static inline floatV gemm_act_grad_v(uint act, floatV x)
-{
-    switch (act) {
-        case 1: return GEMM_ACT_V(clf_relu_grad)(x);
-        case 2: return GEMM_ACT_V(clf_gelu_erf_grad)(x);
-        case 3: return GEMM_ACT_V(clf_gelu_tanh_grad)(x);
-        case 4: return GEMM_ACT_V(clf_silu_grad)(x);
-        default: return (floatV)(1.0f);
-    }
-}
-
-static inline float gemm_act_grad_1(uint act, float x)
-{
-    switch (act) {
-        case 1: return clf_relu_grad(x);
-        case 2: return clf_gelu_erf_grad(x);
-        case 3: return clf_gelu_tanh_grad(x);
-        case 4: return clf_silu_grad(x);
-        default: return 1.0f;
-    }
-}
-
-/* One element's epilogue: o -> what C stores (*b its bias, element di of
- * D); then an activation alone writes that element (gemm_epi_act_1). */
-static inline float gemm_epi_1(uint epi, float o, __global const float *b, __global const float *D,
+/* One element's epilogue, D's element di read or written as the code says
+ * (bias b its bias element): what C stores. */
+static inline float gemm_epi_1(uint epi, float o, __global const float *b, __global float *D,
                                ulong di)
 {
-    if (epi & GEMM_EPI_BIAS)
-        o += *b;
-    if (epi & GEMM_EPI_RES)
-        o += clf_load_t(D, GEMM_EPI_DT(epi), di);
-    if (epi & GEMM_EPI_DACT)
-        o *= gemm_act_grad_1(GEMM_EPI_ACT(epi), clf_load_t(D, GEMM_EPI_DT(epi), di));
-    if (epi & GEMM_EPI_MULD)
-        o *= clf_load_t(D, GEMM_EPI_DT(epi), di);
+    const uint dt = GEMM_EPI_DT(epi);
+    const float bv = (epi & GEMM_EPI_BIAS) ? *b : 0.0f;
+    const float d = (epi & (GEMM_EPI_RES | GEMM_EPI_DACT | GEMM_EPI_MULD)) ? clf_load_t(D, dt, di)
+                                                                           : 0.0f;
+    float dv;
+    int wd;
+    o = gemm_epi_s(epi, o, bv, d, &dv, &wd);
+    if (wd)
+        clf_store_t(D, dt, di, dv);
     return o;
-}
-
-/* What C stores of an element's o (gemm_epi_1's result). */
-static inline float gemm_epi_c_1(uint epi, float o)
-{
-    return (epi & GEMM_EPI_GRADC) ? gemm_act_grad_1(GEMM_EPI_ACT(epi), o) : o;
-}
-
-static inline void gemm_epi_act_1(uint epi, float o, __global float *D, ulong di)
-{
-    if (GEMM_EPI_ACT(epi) && !(epi & GEMM_EPI_DACT))
-        clf_store_t(D, GEMM_EPI_DT(epi), di, gemm_act_1(GEMM_EPI_ACT(epi), o));
 }
 
 /* The epilogue's extra arguments (every GEMM kernel takes them). */
@@ -635,7 +628,8 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
         }
         return;
     }
-    const uint act = GEMM_EPI_ACT(epi), ct = GEMM_EPI_CT(epi), dt = GEMM_EPI_DT(epi);
+    const uint ct = GEMM_EPI_CT(epi), dt = GEMM_EPI_DT(epi);
+    const int reads_d = (epi & (GEMM_EPI_RES | GEMM_EPI_DACT | GEMM_EPI_MULD)) != 0u;
     floatV t[GEMM_MR][GEMM_NV];
 #pragma unroll
     for (int r = 0; r < GEMM_MR; r++)
@@ -648,48 +642,50 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
             break;
         const ulong c = c0 + (i0 + (ulong)r) * ldc + j0;
         const ulong dr = d0 + (i0 + (ulong)r) * ldd + j0;
-        if (full_cols) {
 #pragma nounroll
-            for (int v = 0; v < GEMM_NV; v++) {
-                const ulong cv = c + (ulong)(v * GEMM_VW), dv = dr + (ulong)(v * GEMM_VW);
-                floatV o = alpha * t[r][v];
+        for (int v = 0; v < GEMM_NV; v++) {
+            const ulong jv = (ulong)(v * GEMM_VW);
+            if (j0 + jv >= N)
+                break;
+            const int whole = j0 + jv + GEMM_VW <= N;
+            floatV cin = (floatV)(0.0f), bin = (floatV)(0.0f), din = (floatV)(0.0f);
+            if (whole) {
                 if (beta != 0.0f)
-                    o = fma((floatV)(beta), gemm_src_V(C, ct, cv), o);
+                    cin = gemm_src_V(C, ct, c + jv);
                 if (epi & GEMM_EPI_BIAS)
-                    o += vloadV(v, bias + j0);
-                if (epi & GEMM_EPI_RES)
-                    o += gemm_src_V(D, dt, dv);
-                if (epi & GEMM_EPI_DACT)
-                    o *= gemm_act_grad_v(act, gemm_src_V(D, dt, dv));
-                if (epi & GEMM_EPI_MULD)
-                    o *= gemm_src_V(D, dt, dv);
-                if (epi & GEMM_EPI_GRADC) { /* C = act'(o), D = act(o), computed together */
-                    floatV g;
-                    const floatV a = GEMM_ACT_V(clf_act_and_grad)(act, o, &g);
-                    gemm_dst_V(g, C, ct, cv);
-                    gemm_dst_V(a, D, dt, dv);
-                    continue;
-                }
-                gemm_dst_V(o, C, ct, cv);
-                if (act && !(epi & GEMM_EPI_DACT))
-                    gemm_dst_V(gemm_act_v(act, o), D, dt, dv);
-            }
-        } else {
-#pragma nounroll
-            for (int v = 0; v < GEMM_NV; v++) {
-                float e_[GEMM_VW];
-                vstoreV(t[r][v], 0, e_);
-#pragma nounroll
+                    bin = vloadV(v, bias + j0);
+                if (reads_d)
+                    din = gemm_src_V(D, dt, dr + jv);
+            } else { /* the last columns: gathered, the same vector epilogue */
+                float cb[GEMM_VW], bb[GEMM_VW], db[GEMM_VW];
                 for (int e = 0; e < GEMM_VW; e++) {
-                    const ulong j = (ulong)(v * GEMM_VW + e);
-                    if (j0 + j >= N)
-                        break;
-                    float o = alpha * e_[e];
-                    if (beta != 0.0f)
-                        o = fma(beta, clf_load_t(C, ct, c + j), o);
-                    o = gemm_epi_1(epi, o, bias + j0 + j, D, dr + j);
-                    clf_store_t(C, ct, c + j, gemm_epi_c_1(epi, o));
-                    gemm_epi_act_1(epi, o, D, dr + j);
+                    const int in = j0 + jv + (ulong)e < N;
+                    cb[e] = in && beta != 0.0f ? clf_load_t(C, ct, c + jv + (ulong)e) : 0.0f;
+                    bb[e] = in && (epi & GEMM_EPI_BIAS) ? bias[j0 + jv + (ulong)e] : 0.0f;
+                    db[e] = in && reads_d ? clf_load_t(D, dt, dr + jv + (ulong)e) : 0.0f;
+                }
+                cin = vloadV(0, cb);
+                bin = vloadV(0, bb);
+                din = vloadV(0, db);
+            }
+            floatV o = alpha * t[r][v];
+            if (beta != 0.0f)
+                o = fma((floatV)(beta), cin, o);
+            floatV dout;
+            int wd;
+            o = gemm_epi_v(epi, o, bin, din, &dout, &wd);
+            if (whole) {
+                gemm_dst_V(o, C, ct, c + jv);
+                if (wd)
+                    gemm_dst_V(dout, D, dt, dr + jv);
+            } else {
+                float cs[GEMM_VW], ds[GEMM_VW];
+                vstoreV(o, 0, cs);
+                vstoreV(dout, 0, ds);
+                for (int e = 0; e < GEMM_VW && j0 + jv + (ulong)e < N; e++) {
+                    clf_store_t(C, ct, c + jv + (ulong)e, cs[e]);
+                    if (wd)
+                        clf_store_t(D, dt, dr + jv + (ulong)e, ds[e]);
                 }
             }
         }
@@ -742,7 +738,9 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
     }
     if (ib0 * GEMM_MR >= M || j0 >= N)
         return;
-    const ulong kb = GEMM_KB > 0 ? GEMM_KB : K;
+    /* K == 0 runs one empty k-block, which stores C = beta * C (and the
+     * epilogue): one store site */
+    const ulong kb = GEMM_KB > 0 ? GEMM_KB : max(K, (ulong)1);
     const __global float *a0 = A + a_off + z * stride_a;
     const ulong c0 = c_off + z * stride_c;
     const __global float *b0;
@@ -762,7 +760,7 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
 #pragma unroll
         for (int v = 0; v < GEMM_NV; v++)
             acc[r][v] = (floatV)(0.0f);
-    for (ulong k0 = 0; k0 < K; k0 += kb) {
+    for (ulong k0 = 0; k0 == 0 || k0 < K; k0 += kb) {
         const ulong kn = min(kb, K - k0);
         const int last = GEMM_KB == 0 || k0 + kn >= K; /* row blocks end in this k-block */
         for (ulong q = 0; q < nb; q++) {
@@ -785,7 +783,7 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
                 const ulong per = (lines + nb - 1) / nb;
                 const __global float *nx = b0 + (k0 + kb) * GEMM_NR;
                 for (ulong l = q * per; l < min(lines, (q + 1) * per); l++)
-                    __builtin_prefetch(nx + l * GEMM_LINE, 0, 3);
+                    GEMM_PF_READ(nx + l * GEMM_LINE);
             }
 #endif
 #if GEMM_PREFETCH_C
@@ -801,8 +799,8 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
                         break;
                     const __global float *row = C + c0 + (i0 + (ulong)r) * ldc + j0;
                     for (ulong l = 0; l < w; l += GEMM_LINE)
-                        __builtin_prefetch(row + l, 1, 3);
-                    __builtin_prefetch(row + w - 1, 1, 3);
+                        GEMM_PF_WRITE(row + l);
+                    GEMM_PF_WRITE(row + w - 1);
                 }
             }
 #endif
@@ -851,10 +849,6 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
             }
         }
     }
-    if (K == 0) /* no k-block ran: C = beta * C */
-        for (ulong q = 0; q < nb; q++)
-            gemm_store(acc, C, c0, ldc, (ib0 + q) * GEMM_MR, j0, M, N, alpha, beta,
-                       bias + bias_off, epi, D, d_off, ldd);
 }
 
 /* Both kernels take the same arguments. NDRange: (column panels, row
@@ -983,9 +977,7 @@ gemm_nt_dot(GEMM_KERNEL_ARGS)
             float o = alpha * s[r][c];
             if (beta != 0.0f)
                 o = fma(beta, cr[c], o);
-            o = gemm_epi_1(epi, o, bias + bias_off + j0 + (ulong)c, D, dr + (ulong)c);
-            cr[c] = gemm_epi_c_1(epi, o);
-            gemm_epi_act_1(epi, o, D, dr + (ulong)c);
+            cr[c] = gemm_epi_1(epi, o, bias + bias_off + j0 + (ulong)c, D, dr + (ulong)c);
         }
     }
 }
@@ -1008,14 +1000,11 @@ __kernel void gemm_splitk_reduce(ulong M, ulong N, ulong P, __global const float
     float o = alpha * s;
     if (beta != 0.0f)
         o = fma(beta, *c, o);
-    const ulong d = d_off + i * ldd + j;
-    o = gemm_epi_1(epi, o, bias + bias_off + j, D, d);
-    *c = gemm_epi_c_1(epi, o);
-    gemm_epi_act_1(epi, o, D, d);
+    *c = gemm_epi_1(epi, o, bias + bias_off + j, D, d_off + i * ldd + j);
 }
 
 /* The epilogue alone, after a GEMM that had none (CLBlast's): C [M, N]
- * (row stride ldc) through gemm_epi_1 and gemm_epi_act_1. One work-item per
+ * (row stride ldc) through gemm_epi_1. One work-item per
  * element, NDRange (N, M). The same functions as the fused store, so both engines give the
  * same bits for the same C. */
 __kernel void gemm_epilogue(ulong M, ulong N, __global float *C, ulong c_off, ulong ldc,
@@ -1025,10 +1014,7 @@ __kernel void gemm_epilogue(ulong M, ulong N, __global float *C, ulong c_off, ul
     if (i >= M || j >= N)
         return;
     __global float *c = C + c_off + i * ldc + j;
-    const ulong d = d_off + i * ldd + j;
-    const float o = gemm_epi_1(epi, *c, bias + bias_off + j, D, d);
-    *c = gemm_epi_c_1(epi, o);
-    gemm_epi_act_1(epi, o, D, d);
+    *c = gemm_epi_1(epi, *c, bias + bias_off + j, D, d_off + i * ldd + j);
 }
 
 /* ---- local-memory tiling (GPU-shaped variants) ---------------------------------
@@ -1135,10 +1121,7 @@ gemm_tiled(ulong M, ulong N, ulong K, float alpha, __global const float *A, ulon
             float o = alpha * acc[r][c];
             if (beta != 0.0f)
                 o = fma(beta, cz[i * ldc + j], o);
-            const ulong d = d_off + i * ldd + j;
-            o = gemm_epi_1(epi, o, bias + bias_off + j, D, d);
-            cz[i * ldc + j] = gemm_epi_c_1(epi, o);
-            gemm_epi_act_1(epi, o, D, d);
+            cz[i * ldc + j] = gemm_epi_1(epi, o, bias + bias_off + j, D, d_off + i * ldd + j);
         }
     }
 }

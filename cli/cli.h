@@ -34,6 +34,7 @@ typedef struct cli_runtime_flags {
     const char *gemm;       /* --gemm auto|clblast|native|CONFIG */
     const char *kernel_dir; /* --kernel-dir, else $CLFORMER_KERNEL_DIR */
     const char *cache_dir;  /* --cache-dir, else the XDG default */
+    const char *shape;      /* --shape auto|item|group, else $CLFORMER_SHAPE */
     int gemm_retune;        /* not a flag: `clformer tune` sets it (without --keep) */
     int gemm_search_all;    /* not a flag: `clformer tune` sets it (no search budget) */
     cli_notice notice;      /* not a flag: the runtime's notices (the flags object
@@ -49,9 +50,14 @@ typedef struct cli_runtime_flags {
     "  --no-cache        neither read nor write the compiled-kernel cache\n"                       \
     "  --cache-dir DIR   kernel cache (default $CLFORMER_CACHE_DIR, $XDG_CACHE_HOME/clformer)\n"   \
     "  --kernel-dir DIR  load cl/*.cl from DIR instead of the embedded copies\n"                   \
+    "  --shape SHAPE     kernel shape: auto (measured once per device), item or group\n"           \
+    "                    (a work-item or a work-group per row); or $CLFORMER_SHAPE\n"              \
     "  --profile         print per-kernel counts and device time at the end\n"
 
 void cli_runtime_flags_init(cli_runtime_flags *f);
+/* --shape's value (NULL: auto) as the library's option; 0, or prints and
+ * returns the usage exit code. */
+int cli_shape_parse(const char *s, clf_shape *out);
 /* Build runtime options from flags; returns 0 or prints and returns exit code. */
 int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt);
 /* Print a library error to stderr as "clformer: <where>: <msg>". */

@@ -1,7 +1,9 @@
 /*
  * cmd_devices.c - `clformer devices [--json] [--device SEL]`: list every
  * OpenCL platform and device; with --device, mark the one SEL selects so a
- * selector can be checked before a long run.
+ * selector can be checked before a long run. Each device is opened to show
+ * the kernels' shape the runtime gives it (measured on a first use, then
+ * read from the cache) and why.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,47 @@ static void json_string(FILE *out, const char *s)
             fputc(*p, out);
     }
     fputc('"', out);
+}
+
+static const char *source_name(clf_shape_source s)
+{
+    switch (s) {
+        case CLF_SHAPE_MEASURED: return "measured";
+        case CLF_SHAPE_CACHED: return "measured earlier";
+        case CLF_SHAPE_FORCED: return "forced";
+        case CLF_SHAPE_BY_TYPE: break;
+    }
+    return "by type";
+}
+
+/* Each device as a runtime sees it: opened with the command line's cache
+ * and shape, its measured (or cached, or forced) shape and vector width
+ * copied in; one that cannot be opened keeps its type's default, and the
+ * reason says why. */
+static void shapes_of(clf_device_info *d, int n, const cli_runtime_flags *fl, clf_shape shape)
+{
+    clf_runtime_options o = clf_runtime_options_default();
+    o.cache_dir = fl->cache_dir;
+    o.kernel_dir = fl->kernel_dir;
+    o.shape = shape;
+    for (int i = 0; i < n; i++) {
+        char sel[16];
+        snprintf(sel, sizeof sel, "%d", d[i].index);
+        o.device = sel;
+        clf_runtime *rt = NULL;
+        clf_error err;
+        if (clf_runtime_create(&rt, &o, &err) == CLF_OK) {
+            const clf_device_info *x = clf_runtime_device(rt);
+            d[i].serial_groups = x->serial_groups;
+            d[i].pref_vec_float = x->pref_vec_float;
+            d[i].shape_source = x->shape_source;
+            snprintf(d[i].shape_reason, sizeof d[i].shape_reason, "%s", x->shape_reason);
+        } else {
+            snprintf(d[i].shape_reason, sizeof d[i].shape_reason,
+                     "by type (the device could not be opened: %.180s)", err.msg);
+        }
+        clf_runtime_destroy(rt);
+    }
 }
 
 static void print_json(const clf_device_info *d, int n, int selected, FILE *out)
@@ -45,10 +88,14 @@ static void print_json(const clf_device_info *d, int n, int selected, FILE *out)
         json_string(out, x->cl_c_version);
         fprintf(out,
                 ", \"fp16\": %s, \"fp64\": %s, \"subgroups\": %s, \"pref_vec_float\": %u, "
-                "\"serial_groups\": %s, \"kernel_shapes\": \"%s\", \"driver\": ",
+                "\"serial_groups\": %s, \"kernel_shapes\": \"%s\", \"shape_source\": \"%s\", "
+                "\"shape_reason\": ",
                 x->fp16 ? "true" : "false", x->fp64 ? "true" : "false",
                 x->subgroups ? "true" : "false", x->pref_vec_float,
-                x->serial_groups ? "true" : "false", x->serial_groups ? "item" : "group");
+                x->serial_groups ? "true" : "false", x->serial_groups ? "item" : "group",
+                source_name(x->shape_source));
+        json_string(out, x->shape_reason);
+        fprintf(out, ", \"driver\": ");
         json_string(out, x->driver_version);
         fprintf(out, ", \"selected\": %s}%s\n", i == selected ? "true" : "false",
                 i + 1 < n ? "," : "");
@@ -93,9 +140,12 @@ static void print_table(const clf_device_info *d, int n, int selected, FILE *out
                 x->pref_vec_float, x->serial_groups ? "item" : "group", x->driver_version);
     }
     fprintf(out, "(local memory marked * is emulated in global memory; sub: subgroups; vec: "
-                 "preferred float vector width;\n shapes: the kernels' shape on the device, "
-                 "item = one work-item per row with vector loops (work-groups\n run item by "
-                 "item: a CPU, or emulated local memory), group = cooperative work-groups)\n");
+                 "float vector width\n (measured for the item shape, else as the device "
+                 "reports it); shapes: the kernels' shape on the\n device, item = one work-item "
+                 "per row with vector loops, group = a work-group per row; why:)\n");
+    for (int i = 0; i < n; i++)
+        fprintf(out, "  %d: %s, %s: %s\n", i, d[i].serial_groups ? "item" : "group",
+                source_name(d[i].shape_source), d[i].shape_reason);
     if (selected >= 0)
         fprintf(out, "* selected: %d (%s)\n", selected, d[selected].name);
 }
@@ -104,9 +154,11 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: clformer devices [--json] [--device SEL] [--peak]\n"
                  "List OpenCL platforms and devices; with --device, mark the device SEL "
-                 "selects\n(without it, the default device is marked). --peak also measures "
-                 "the marked device's\nfp32 multiply-add peak (GFLOP/s; about a second), the "
-                 "denominator of the\nbenchmarks' model FLOP utilisation.\n");
+                 "selects\n(without it, the default device is marked). Each device is "
+                 "opened to show the kernels'\nshape it gets and why (measured on first use, "
+                 "then cached; $CLFORMER_SHAPE forces one).\n--peak also measures "
+                 "the marked device's fp32 multiply-add peak (GFLOP/s; about a\nsecond), the "
+                 "denominator of the benchmarks' model FLOP utilisation.\n");
 }
 
 int cli_cmd_devices(int argc, char **argv)
@@ -137,6 +189,15 @@ int cli_cmd_devices(int argc, char **argv)
         free(d);
         return cli_exit_code(st);
     }
+    cli_runtime_flags fl;
+    cli_runtime_flags_init(&fl);
+    clf_shape shape = CLF_SHAPE_AUTO;
+    int rc = cli_shape_parse(fl.shape, &shape);
+    if (rc != CLI_EXIT_OK) {
+        free(d);
+        return rc;
+    }
+    shapes_of(d, n, &fl, shape);
     if (json)
         print_json(d, n, selected, stdout);
     else
@@ -145,6 +206,7 @@ int cli_cmd_devices(int argc, char **argv)
     if (peak) {
         clf_runtime_options o = clf_runtime_options_default();
         o.device = sel;
+        o.cache_dir = fl.cache_dir;
         clf_runtime *rt = NULL;
         double g = 0.0;
         if ((st = clf_runtime_create(&rt, &o, &err)) != CLF_OK ||

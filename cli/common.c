@@ -16,6 +16,7 @@ void cli_runtime_flags_init(cli_runtime_flags *f)
     f->device = getenv("CLFORMER_DEVICE");
     f->kernel_dir = getenv("CLFORMER_KERNEL_DIR");
     f->gemm = getenv("CLFORMER_GEMM");
+    f->shape = getenv("CLFORMER_SHAPE");
     clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"), getenv("HOME"),
                           f->cache_dir_buf, sizeof f->cache_dir_buf);
     f->cache_dir = f->cache_dir_buf[0] ? f->cache_dir_buf : NULL;
@@ -67,9 +68,26 @@ static int check_gemm_config(clf_runtime *rt, const char *name)
     return CLI_EXIT_USAGE;
 }
 
+int cli_shape_parse(const char *s, clf_shape *out)
+{
+    *out = CLF_SHAPE_AUTO;
+    if (s == NULL || s[0] == '\0' || strcmp(s, "auto") == 0)
+        return CLI_EXIT_OK;
+    if (strcmp(s, "item") == 0 || strcmp(s, "group") == 0) {
+        *out = s[0] == 'i' ? CLF_SHAPE_ITEM : CLF_SHAPE_GROUP;
+        return CLI_EXIT_OK;
+    }
+    fprintf(stderr,
+            "clformer: --shape (or $CLFORMER_SHAPE): expected auto, item or group, got '%s'\n", s);
+    return CLI_EXIT_USAGE;
+}
+
 int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
 {
     clf_runtime_options o = clf_runtime_options_default();
+    int rc = cli_shape_parse(f->shape, &o.shape);
+    if (rc != CLI_EXIT_OK)
+        return rc;
     o.device = f->device;
     o.no_cache = f->no_cache;
     o.cache_dir = f->cache_dir;
@@ -101,7 +119,6 @@ int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
         return cli_exit_code(st);
     }
     snprintf(notice->device, sizeof notice->device, "%s", clf_runtime_device(*rt)->name);
-    int rc;
     if (o.gemm_config != NULL && (rc = check_gemm_config(*rt, o.gemm_config)) != CLI_EXIT_OK) {
         clf_runtime_destroy(*rt);
         *rt = NULL;

@@ -168,6 +168,11 @@ clf_status clf_runtime_create(clf_runtime **out, const clf_runtime_options *opt,
         clf_error_set(err, CLF_ERR_MEMORY, "out of host memory creating the program set");
         goto fail;
     }
+    /* the kernels' shape, before any other program is built (never in a
+     * profile: the measurement is the runtime's, not the caller's) */
+    rt->opt.profile = 0;
+    clf_shape_decide(rt, &rt->info, o.shape);
+    rt->opt.profile = o.profile;
     if (o.profile) {
         rt->pending = calloc(PROFILE_PENDING_MAX, sizeof *rt->pending);
         rt->totals = calloc(PROFILE_NAMES_MAX, sizeof *rt->totals);

@@ -47,6 +47,14 @@ CLF_API_BEGIN
 
 /* ---- devices ------------------------------------------------------------ */
 
+/* How a device's kernel shape was decided (clf_device_info.shape_source). */
+typedef enum clf_shape_source {
+    CLF_SHAPE_BY_TYPE = 0, /* from the device type alone: not measured (yet) */
+    CLF_SHAPE_MEASURED,    /* timed by this runtime (and cached) */
+    CLF_SHAPE_CACHED,      /* timed earlier, read from the cache */
+    CLF_SHAPE_FORCED,      /* the caller's choice (clf_runtime_options.shape) */
+} clf_shape_source;
+
 typedef struct clf_device_info {
     int index;          /* global index over all platforms */
     int platform_index; /* index of the platform */
@@ -71,11 +79,18 @@ typedef struct clf_device_info {
     int fp64;      /* cl_khr_fp64 */
     int subgroups; /* cl_khr_subgroups or cl_intel_subgroups (reported; no kernel uses them yet) */
     /* Derived, the one input of the kernels' shape choices: a work-group runs
-     * its items one after another (a CPU device, or local memory emulated in
-     * global memory), so kernels take one work-item per row with long
-     * vector loops instead of cooperative groups with local-memory trees,
-     * and the native GEMM its register-blocked CPU tile. */
+     * its items one after another, so kernels take one work-item per row
+     * with long vector loops ("item") instead of cooperative groups with
+     * local-memory trees ("group"), and the native GEMM its register-blocked
+     * CPU tile. Enumeration sets it from the device's type (a CPU, or local
+     * memory emulated in global memory); a runtime sets it, and the
+     * preferred vector width for the item shape, from a measurement
+     * (runtime/shape.c), cached with the device's other facts. */
     int serial_groups;
+    /* Where serial_groups (and, for item, pref_vec_float) came from, and
+     * why: */
+    clf_shape_source shape_source;
+    char shape_reason[256];
 } clf_device_info;
 
 /* Enumerate all devices. *out is malloc'ed; free it with free().
@@ -97,6 +112,12 @@ typedef enum clf_gemm_engine {
     CLF_GEMM_NATIVE,
 } clf_gemm_engine;
 
+typedef enum clf_shape {
+    CLF_SHAPE_AUTO = 0, /* measure (runtime/shape.c) */
+    CLF_SHAPE_ITEM,     /* one work-item per row, vector loops */
+    CLF_SHAPE_GROUP,    /* one work-group per row, local-memory trees */
+} clf_shape;
+
 typedef struct clf_runtime_options {
     const char *device;        /* selector, NULL = default */
     const char *cache_dir;     /* NULL = no on-disk cache */
@@ -114,6 +135,8 @@ typedef struct clf_runtime_options {
                                  NULL = the device's first */
     int gemm_retune;           /* 1 = ignore the saved GEMM choices: search every
                                  shape class again (and save the new choices) */
+    clf_shape shape;           /* the kernels' shape: CLF_SHAPE_AUTO (measured once per
+                                  device, cached), or forced: item or group */
     double gemm_search_budget; /* seconds the GEMM search may spend per runtime
                                   before it narrows to CLBlast against the first
                                   native configuration; 0 = the default (60) */

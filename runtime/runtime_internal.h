@@ -56,4 +56,16 @@ clf_program_set *clf_runtime_programs(clf_runtime *rt);
 clf_status clf_program_source_hash(clf_runtime *rt, const char *family, uint64_t *out,
                                    clf_error *err);
 
+/* The kernels' shape (serial_groups) and the item shape's vector width
+ * (pref_vec_float) in d, measured and cached, or forced (shape.c); called
+ * once by clf_runtime_create before any other program is built. Never
+ * fails: without a measurement d keeps its type's default, with the reason. */
+void clf_shape_decide(clf_runtime *rt, clf_device_info *d, clf_shape forced);
+/* The rule itself, for the tests: t[0..2] the item shape's seconds at
+ * vector widths 4, 8, 16, t[3] the group shape's (negative: did not run or
+ * summed wrong); the type's default shape and preferred width. Sets the
+ * shape (1 = item) and width, returns the reason's first words. */
+const char *clf_shape_choose(const double t[4], int type_serial, unsigned type_vec, int *serial,
+                             unsigned *vec);
+
 #endif

@@ -8,9 +8,11 @@
 #   bench: OpenBLAS (the CPU BLAS peer of bench/gemm)
 #   mpi:   Open MPI (data-parallel training under mpirun; without it train
 #          runs as one process)
-#   --test adds what the whole suite uses (scripts/test.sh): clang (the -O0
-#   SPIR check of the kernels; with libclang-rt-dev, libFuzzer for the fuzz
-#   leg), Oclgrind (the simulator leg), unzip and pip
+#   --test adds what the whole suite uses (scripts/test.sh): clang (with
+#   libclang-rt-dev, libFuzzer for the fuzz leg), clang-15 and llvm-spirv-15
+#   (the SPIR-V check of every kernel, test_spirv), Mesa's OpenCL
+#   (mesa-opencl-icd: rusticl, the Mesa leg), Oclgrind (the simulator leg),
+#   unzip and pip
 #   (Intel's CPU runtime from its wheels), clang-format (the format test).
 set -euo pipefail
 
@@ -18,7 +20,8 @@ packages=(cmake make gcc pkg-config opencl-headers ocl-icd-opencl-dev ocl-icd-li
           libclblast-dev libyaml-dev zlib1g-dev pocl-opencl-icd libopenblas-dev
           libopenmpi-dev openmpi-bin)
 if [ "${1:-}" = "--test" ]; then
-  packages+=(clang libclang-rt-dev oclgrind unzip python3-pip clang-format)
+  packages+=(clang libclang-rt-dev clang-15 llvm-spirv-15 mesa-opencl-icd oclgrind unzip python3-pip
+            clang-format)
 fi
 if [ "${CLF_SETUP_EXTRA:-}" != "" ]; then
   read -r -a extra <<<"$CLF_SETUP_EXTRA"

@@ -9,7 +9,8 @@
 #   scripts/test-simulator.sh [BUILD_DIR]     (default: build; built already)
 #
 # A kernel test is a tests/test_*.c that includes the op wrappers
-# (model/ops/ops.h, ops_internal.h) or the GEMM (runtime/gemm/gemm.h), so a
+# (model/ops/ops.h, ops_internal.h), the GEMM (runtime/gemm/gemm.h), the
+# conversions or the runtime's internals (the shape probe), so a
 # new one is checked here without editing this file. They run with
 # CLFORMER_TEST_SIMULATOR=1 (their smaller sizes) and the native GEMM engine
 # (CLBlast's kernels are not ours to check), two at a time. Oclgrind's
@@ -21,10 +22,14 @@ command -v oclgrind >/dev/null 2>&1 || { echo "test-simulator: oclgrind not foun
 OUT=$BUILD/simulator
 rm -rf "$OUT"
 mkdir -p "$OUT"
-tests=$(grep -l -E '"(model/ops/ops|model/ops/ops_internal|runtime/gemm/gemm|runtime/convert)\.h"' "$ROOT"/tests/test_*.c |
+tests=$(grep -l -E '"(model/ops/ops|model/ops/ops_internal|runtime/gemm/gemm|runtime/convert|runtime/runtime_internal)\.h"' "$ROOT"/tests/test_*.c |
         xargs -n1 basename | sed 's/\.c$//' | sort)
 [ -n "$tests" ] || { echo "test-simulator: no kernel tests found" >&2; exit 1; }
 export CLFORMER_TEST_SIMULATOR=1 CLFORMER_GEMM=native
+# The group shape, forced: the kernels written for lockstep work-groups are
+# the ones whose local memory and barriers the simulator checks (measured,
+# Oclgrind runs items one by one and would get the item shape).
+export CLFORMER_SHAPE=group
 export CLFORMER_CACHE_DIR=$OUT/cache
 export OUT BUILD
 run_one() {

@@ -5,10 +5,12 @@
 #   1. PoCL (Debian's CPU runtime), plain Release build
 #   2. Intel's CPU OpenCL runtime (PyPI wheels, scripts/install-intel-opencl.sh),
 #      the same build
-#   3. the Oclgrind simulator: every kernel test with its race and
+#   3. Mesa's rusticl on llvmpipe (Debian's mesa-opencl-icd): the SPIR-V
+#      front end of Mesa's GPU drivers; the tests it runs in bounded time
+#   4. the Oclgrind simulator: every kernel test with its race and
 #      bounds checks (scripts/test-simulator.sh)
-#   4. PoCL again, AddressSanitizer + UndefinedBehaviorSanitizer build
-#   5. the libFuzzer harnesses (tests/fuzz/), 10 s each (scripts/test-fuzz.sh)
+#   5. PoCL again, AddressSanitizer + UndefinedBehaviorSanitizer build
+#   6. the libFuzzer harnesses (tests/fuzz/), 10 s each (scripts/test-fuzz.sh)
 #
 # The implementation is chosen by environment only (OCL_ICD_VENDORS, or
 # Oclgrind's own library): no code path is chosen by a vendor's name. Tests
@@ -20,7 +22,7 @@
 #
 #   scripts/test.sh                        every leg
 #   CLF_TEST_INTEL=0 scripts/test.sh       without leg 2 (likewise
-#   CLF_TEST_SIMULATOR=0, CLF_TEST_SANITIZE=0, CLF_TEST_FUZZ=0)
+#   CLF_TEST_MESA=0, CLF_TEST_SIMULATOR=0, CLF_TEST_SANITIZE=0, CLF_TEST_FUZZ=0)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -92,18 +94,57 @@ if [ ${#failed[@]} -ne 0 ]; then
   exit 1
 fi
 
-leg "PoCL" suite build pocl
+# settle(): the kernels' shape is measured once per device and cached with
+# the tests' kernels, before the tests start, so that every test of a leg
+# (and every process of one) runs the same kernels.
+settle() { CLFORMER_CACHE_DIR="$ROOT/build/test-cache" build/clformer devices; }
+pocl() { settle && suite build pocl; }
+leg "PoCL" pocl
 
 if [ "${CLF_TEST_INTEL:-1}" != "0" ]; then
   rm -f build/ctest-intel.log
   intel() {
     scripts/install-intel-opencl.sh build/intel-opencl || return 1
     # shellcheck disable=SC1091
-    (. build/intel-opencl/env.sh && build/clformer devices && suite build intel)
+    (. build/intel-opencl/env.sh && settle && suite build intel)
   }
   leg "Intel CPU OpenCL runtime" intel
   # the subshell's record of the slowest tests, read back
   [ -f build/ctest-intel.log ] && slow+=("intel: $(slowest build/ctest-intel.log)")
+fi
+
+if [ "${CLF_TEST_MESA:-1}" != "0" ]; then
+  # Mesa's rusticl on its software driver, llvmpipe (Mesa 22.3.6 in Debian
+  # 12): the clang -> SPIR-V -> NIR front end every Mesa GPU driver shares.
+  # Its shader cache lives in the build, so a fresh clone compiles cold and
+  # the leg's tests share what the first one compiled. Kernel tests run at
+  # their smaller sizes (CLFORMER_TEST_SIMULATOR=1), which reach the same
+  # code. Not run here yet, and why (docs/devices.md, "Mesa's rusticl"):
+  #   too slow on llvmpipe, cold (over a minute each at the smaller sizes:
+  #   the item-shaped kernels run one work-item per SIMD lane, and llvmpipe
+  #   compiles each kernel at its first launch, the 16-wide GEMM
+  #   configurations in 20-80 s and up to 1 GB each): test_attn_fused,
+  #   test_attn_fused16, test_beam, test_checkpoint, test_import,
+  #   test_parity_gpt, test_parity_seq2seq, test_gemm_*, test_gemm16,
+  #   test_gemm_choice, test_model_grad, test_trainer*, cli_*, kill_resume,
+  #   mpi_data_parallel, install_and_example;
+  #   group-shaped kernels with a fixed 256-item work-group, above the 32
+  #   llvmpipe allows a kernel: test_elementwise, test_loss, test_norm;
+  #   a wrong result (one decode case, HS=128 over 1000 positions, work-
+  #   groups of one item; Mesa warns "Treating load_kernel_arg in control
+  #   flow as uniform, results may be incorrect"): test_attn_decode.
+  mesa_skip='^(test_attn_fused|test_attn_fused16|test_beam|test_checkpoint|test_import|test_parity_gpt|test_parity_seq2seq|test_gemm_[12]of2|test_gemm16|test_gemm_choice|test_model_grad|test_trainer.*|cli_.*|kill_resume|mpi_data_parallel|install_and_example|test_elementwise|test_loss|test_norm|test_attn_decode)$'
+  mesa() {
+    [ -s /etc/OpenCL/vendors/rusticl.icd ] || { echo "test.sh: /etc/OpenCL/vendors/rusticl.icd missing (apt-get install mesa-opencl-icd)" >&2; return 1; }
+    local v
+    v=$(vendors rusticl "$(cat /etc/OpenCL/vendors/rusticl.icd)") || return 1
+    (export OCL_ICD_VENDORS=$v RUSTICL_ENABLE=llvmpipe MESA_SHADER_CACHE_DIR=$ROOT/build/mesa-cache \
+        CLFORMER_TEST_SIMULATOR=1 CLFORMER_CACHE_DIR=$ROOT/build/test-cache &&
+      settle && build/clformer selftest && suite build mesa -E "$mesa_skip")
+  }
+  rm -f build/ctest-mesa.log
+  leg "Mesa rusticl (llvmpipe)" mesa
+  [ -f build/ctest-mesa.log ] && slow+=("mesa: $(slowest build/ctest-mesa.log)")
 fi
 
 if [ "${CLF_TEST_SIMULATOR:-1}" != "0" ]; then

@@ -90,6 +90,14 @@ section_flags() {
   # ---- devices ---------------------------------------------------------------
   run "$BIN" devices
   expect "devices lists the devices" 0 "selected"
+  expect "devices shows each device's kernel shape and why" 0 \
+    "^  0: (item|group), (measured|measured earlier|forced): .*row sum, item x4 [0-9.]+ / x8"
+  run env CLFORMER_SHAPE=group "$BIN" devices
+  expect "CLFORMER_SHAPE=group forces the group shape" 0 "^  0: group, forced"
+  run env CLFORMER_SHAPE=sideways "$BIN" devices
+  expect "CLFORMER_SHAPE=sideways exits 2 naming what is expected" 2 "CLFORMER_SHAPE.*expected auto, item or group, got 'sideways'"
+  run "$BIN" selftest --shape sideways "${DEV[@]}"
+  expect "--shape sideways exits 2" 2 "--shape.*expected auto, item or group"
   run "$BIN" devices --peak "${DEV[@]}"
   expect "devices --peak measures the device" 0 "measured fp32 peak of .*: [0-9.]+ GFLOP/s"
   run "$BIN" devices --device cpu

@@ -893,8 +893,7 @@ static void test_split_k(const parts *ps, tu_rng *r)
 {
     const size_t Ps[] = {2, 3, 5};
     for (int pi = 0; pi < 3; pi++) {
-        clf_runtime_options o = clf_runtime_options_default();
-        o.device = getenv("CLFORMER_TEST_DEVICE");
+        clf_runtime_options o = tu_options();
         o.cache_dir = getenv("CLFORMER_CACHE_DIR"); /* compiled kernels */
         o.gemm = CLF_GEMM_NATIVE;
         o.gemm_split_k = Ps[pi];

@@ -253,8 +253,7 @@ static void run(clf_runtime *rt, clf_gemm_engine engine, const char *config, con
 static clf_runtime *runtime_on(clf_gemm_engine engine)
 {
     clf_error e;
-    clf_runtime_options o = clf_runtime_options_default();
-    o.device = getenv("CLFORMER_TEST_DEVICE");
+    clf_runtime_options o = tu_options();
     o.cache_dir = getenv("CLFORMER_CACHE_DIR");
     o.gemm = engine;
     clf_runtime *rt = NULL;

@@ -48,8 +48,7 @@ static void find_choice_file(const char *dir, char *out, size_t cap)
 /* budget: the GEMM search's seconds */
 static clf_runtime *runtime_with_budget(const char *dir, double budget)
 {
-    clf_runtime_options o = clf_runtime_options_default();
-    o.device = getenv("CLFORMER_TEST_DEVICE");
+    clf_runtime_options o = tu_options();
     o.cache_dir = dir;
     o.gemm = CLF_GEMM_AUTO;
     o.gemm_search_budget = budget;

@@ -24,10 +24,21 @@ void tu_ok(clf_status st, const clf_error *err, const char *what)
     exit(1);
 }
 
-clf_runtime *tu_runtime(void)
+clf_runtime_options tu_options(void)
 {
     clf_runtime_options o = clf_runtime_options_default();
     o.device = getenv("CLFORMER_TEST_DEVICE");
+    const char *shape = getenv("CLFORMER_SHAPE");
+    if (shape != NULL && strcmp(shape, "item") == 0)
+        o.shape = CLF_SHAPE_ITEM;
+    else if (shape != NULL && strcmp(shape, "group") == 0)
+        o.shape = CLF_SHAPE_GROUP;
+    return o;
+}
+
+clf_runtime *tu_runtime(void)
+{
+    clf_runtime_options o = tu_options();
     o.cache_dir = getenv("CLFORMER_CACHE_DIR");
     o.kernel_dir = getenv("CLFORMER_KERNEL_DIR");
     const char *g = getenv("CLFORMER_GEMM");

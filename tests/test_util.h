@@ -2,7 +2,9 @@
  * test_util.h - shared helpers for clformer's tests.
  *
  * - tu_runtime(): a runtime on CLFORMER_TEST_DEVICE (default selection if
- *   unset), kernel cache under CLFORMER_CACHE_DIR; exits the test on failure.
+ *   unset) with the shape CLFORMER_SHAPE forces, kernel cache under
+ *   CLFORMER_CACHE_DIR; exits the test on failure. tu_options(): those
+ *   options, for a test that sets more of its own.
  * - A seeded generator: CLFORMER_TEST_SEED, else a fresh seed from the clock,
  *   printed so that a failure can be replayed.
  * - tu_close(): compare float results with a float64 reference under
@@ -29,6 +31,9 @@ typedef struct tu_rng {
 
 extern int tu_passed, tu_failed;
 
+/* Default runtime options with the test's device (CLFORMER_TEST_DEVICE)
+ * and kernel shape (CLFORMER_SHAPE: item or group, else measured). */
+clf_runtime_options tu_options(void);
 clf_runtime *tu_runtime(void);
 /* The first max_bytes of tiny Shakespeare ($CLF_SOURCE_DIR/data), its
  * character tokenizer and the data set (90% train); exits on failure. */

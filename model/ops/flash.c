@@ -26,7 +26,8 @@
 /* The program for storage t: "flash", or its variant "flash@bf16" /
  * "flash@f16" (cl/flash.cl's FA_T = t; the variant also has any defines
  * the "flash" family was given, FA_VW say). */
-static clf_status flash_family(clf_runtime *rt, clf_dtype t, char *fam, size_t cap, clf_error *err)
+clf_status clf_ops_flash_program(clf_runtime *rt, clf_dtype t, char *fam, size_t cap,
+                                 clf_error *err)
 {
     if (t == CLF_DT_F32) {
         snprintf(fam, cap, "flash");
@@ -168,7 +169,7 @@ static clf_status flash_launch(clf_runtime *rt, clf_ops_path path, const char *n
 {
     clf_kernel *k = NULL;
     char kname[64], fam[32];
-    clf_status st = flash_family(rt, a->t, fam, sizeof fam, err);
+    clf_status st = clf_ops_flash_program(rt, a->t, fam, sizeof fam, err);
     if (st != CLF_OK)
         return st;
     if (path == CLF_OPS_PATH_GROUP) {

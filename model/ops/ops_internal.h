@@ -104,6 +104,11 @@ clf_status clf_op_mean_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_p
 
 /* Fused attention in a chosen shape (ITEM: the blocked kernels, GROUP: the
  * local-memory tiles; CLF_ERR_UNSUPPORTED when tiles do not fit). */
+/* The fused attention's program for storage t into fam: "flash", or its
+ * 16-bit variant "flash@bf16" / "flash@f16" with its defines set (nothing
+ * built). */
+clf_status clf_ops_flash_program(clf_runtime *rt, clf_dtype t, char *fam, size_t cap,
+                                 clf_error *err);
 clf_status clf_op_attn_fused_forward_ex(clf_runtime *rt, clf_ops_path path, const clf_attn_fused *a,
                                         clf_error *err);
 clf_status clf_op_attn_fused_backward_ex(clf_runtime *rt, clf_ops_path path,

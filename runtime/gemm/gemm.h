@@ -107,6 +107,13 @@ const char *clf_gemm_engine_name(clf_gemm_engine e);
  * request only. */
 clf_status clf_gemm_candidates(clf_runtime *rt, const char *const **names, size_t *count,
                                size_t *n_search, clf_error *err);
+/* The program variant of native configuration `name` ("gemm@<name>") into
+ * fam, its tile sizes set as the variant's defines, nothing built
+ * (clf_program_source then gives its source: the SPIR-V check of the
+ * tests). Any configuration some device lists is named, whether or not
+ * this one lists it. */
+clf_status clf_gemm_config_program(clf_runtime *rt, const char *name, char *fam, size_t cap,
+                                   clf_error *err);
 /* Run d on one candidate by name (tests, benchmarks). */
 clf_status clf_gemm_with_config(clf_runtime *rt, const char *name, const clf_gemm_desc *d,
                                 clf_error *err);

@@ -275,11 +275,13 @@ static clf_status read_config(clf_runtime *rt, const char *fam, gemm_tile *t, cl
     return CLF_OK;
 }
 
-static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err)
+/* Name the configuration's program variant ("gemm@<name>") in fam and give
+ * it the configuration's tile sizes as defines (nothing is built). */
+static clf_status config_program(clf_runtime *rt, const gemm_config *c, char *fam, size_t cap,
+                                 clf_error *err)
 {
-    const gemm_config *c = &nat->cfg;
-    char fam[64], defs[512];
-    snprintf(fam, sizeof fam, "gemm@%s", c->name);
+    char defs[512];
+    snprintf(fam, cap, "gemm@%s", c->name);
     if (c->tiled)
         snprintf(defs, sizeof defs,
                  "#define GEMM_TM %zu\n#define GEMM_TN %zu\n#define GEMM_TK %zu\n"
@@ -290,7 +292,45 @@ static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err
                  "#define GEMM_VW %zu\n#define GEMM_NV %zu\n#define GEMM_MR %zu\n"
                  "#define GEMM_KB %zu\n#define GEMM_RB %zu\n#define GEMM_STREAM %zu\n",
                  c->vw, c->nv, c->mr, c->kb, c->rb, c->stream);
-    clf_status s = clf_program_set_defines(rt, fam, defs, err);
+    return clf_program_set_defines(rt, fam, defs, err);
+}
+
+/* Every configuration any device lists: each width's register tilings,
+ * the lockstep k-blocked one, and the tiled ones under no device limit. */
+static void configs_catalogue(gemm_state *st)
+{
+    const clf_device_info unlimited = {.max_work_group = SIZE_MAX, .local_mem = SIZE_MAX};
+    st->n_natives = 0;
+    reg_width(st, 16);
+    reg_width(st, 8);
+    reg_width(st, 4);
+    config_add_kb(st, 4, 4, 2, 16, 4, 0);
+    configs_tiled(st, &unlimited);
+}
+
+clf_status clf_gemm_config_program(clf_runtime *rt, const char *name, char *fam, size_t cap,
+                                   clf_error *err)
+{
+    gemm_state *all = calloc(1, sizeof *all);
+    if (all == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "gemm: out of host memory");
+    configs_catalogue(all);
+    clf_status s = clf_error_set(err, CLF_ERR_ARG, "gemm: no configuration '%s'", name);
+    for (size_t i = 0; i < all->n_natives; i++)
+        if (strcmp(all->natives[i].cfg.name, name) == 0) {
+            clf_error_clear(err);
+            s = config_program(rt, &all->natives[i].cfg, fam, cap, err);
+            break;
+        }
+    free(all);
+    return s;
+}
+
+static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err)
+{
+    const gemm_config *c = &nat->cfg;
+    char fam[64];
+    clf_status s = config_program(rt, c, fam, sizeof fam, err);
     struct {
         const char *name;
         clf_kernel **k;

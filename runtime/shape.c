@@ -1,0 +1,271 @@
+/*
+ * shape.c - the kernels' shape (item or group) and the item shape's vector
+ * width, measured once per device and cached.
+ *
+ * Design
+ *   The device's type says how it probably runs work-items, not how it
+ *   does: Mesa's llvmpipe reports a CPU and runs a work-group's items in
+ *   SIMD lanes, as a GPU does; Intel's CPU runtime reports a preferred
+ *   float vector width of 1 and runs 16-wide vectors fastest on AVX-512.
+ *   So cl/shape.cl's row sum is timed in both shapes: one work-item per
+ *   row with vector loads of 4, 8 and 16 floats (work-groups of 16 rows,
+ *   as the item-shaped kernels launch), and one work-group per row with a
+ *   local-memory tree. Each candidate runs once to warm up (a first launch
+ *   may compile), then SHAPE_ROUNDS interleaved rounds; the fastest run of
+ *   each counts, and a candidate whose sums are wrong is out. The faster
+ *   shape wins unless the two are within SHAPE_MARGIN of each other, where
+ *   the type's default stands (a tie is no evidence). The item shape's
+ *   width is, among the widths within the same margin of the fastest, the
+ *   one the device reports as preferred, else the widest: a row sum reads
+ *   memory, and widths that tie on it need not tie on arithmetic.
+ *
+ *   The result lives in <cache_dir>/device-<device key>.txt beside the
+ *   kernels and the GEMM choices: a magic line, the hash of shape.cl (with
+ *   common.cl) as this runtime builds it, the shape, the width and the
+ *   reason; a file that does not parse or was made from other kernels is
+ *   measured again and rewritten (temporary file and rename). Forced by the
+ *   caller (clf_runtime_options.shape) nothing is measured. A measurement
+ *   that cannot run (the program does not build, no memory) leaves the
+ *   type's default, with the reason.
+ *
+ * Not here: what the shapes are (each kernel family's two variants), the
+ *   GEMM's configurations (native.c lists them from this result).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/runtime_internal.h"
+
+#define SHAPE_MAGIC "clformer-device-facts 1"
+#define SHAPE_ROWS 512
+#define SHAPE_COLS 1024
+#define SHAPE_ROUNDS 3
+#define SHAPE_MARGIN 1.15 /* the faster shape must be this much faster */
+#define SHAPE_ITEM_LOCAL 16
+#define SHAPE_GROUP_LOCAL 128
+
+static const unsigned widths[3] = {4, 8, 16};
+
+typedef struct shape_facts {
+    int serial; /* item */
+    unsigned vec;
+    char reason[256];
+} shape_facts;
+
+static int facts_path(clf_runtime *rt, char *out, size_t cap)
+{
+    const char *dir = clf_runtime_cache_dir(rt);
+    if (dir == NULL || dir[0] == '\0')
+        return 0;
+    int n = snprintf(out, cap, "%s/device-%s.txt", dir, clf_runtime_device_key(rt));
+    return n > 0 && (size_t)n < cap;
+}
+
+/* The cached facts, if the file is whole and made from these kernels. */
+static int facts_load(clf_runtime *rt, uint64_t hash, shape_facts *f)
+{
+    char path[4096], line[512], want[64];
+    if (!facts_path(rt, path, sizeof path))
+        return 0;
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL)
+        return 0;
+    snprintf(want, sizeof want, "kernels %016llx\n", (unsigned long long)hash);
+    char shape[16] = "";
+    int ok = fgets(line, sizeof line, fp) != NULL && strcmp(line, SHAPE_MAGIC "\n") == 0 &&
+             fgets(line, sizeof line, fp) != NULL && strcmp(line, want) == 0 &&
+             fgets(line, sizeof line, fp) != NULL &&
+             sscanf(line, "shape %15s vec %u", shape, &f->vec) == 2 &&
+             (strcmp(shape, "item") == 0 || strcmp(shape, "group") == 0) &&
+             (f->vec == 4 || f->vec == 8 || f->vec == 16) && fgets(line, sizeof line, fp) != NULL &&
+             strncmp(line, "reason ", 7) == 0 && line[strlen(line) - 1] == '\n';
+    if (ok) {
+        f->serial = strcmp(shape, "item") == 0;
+        line[strlen(line) - 1] = '\0';
+        snprintf(f->reason, sizeof f->reason, "%.*s", (int)sizeof f->reason - 1, line + 7);
+    }
+    fclose(fp);
+    return ok;
+}
+
+/* Best effort: the facts only save a measurement. */
+static void facts_save(clf_runtime *rt, uint64_t hash, const shape_facts *f)
+{
+    char path[4096], tmp[4200];
+    clf_error ignored;
+    if (!facts_path(rt, path, sizeof path) ||
+        clf_mkdir_p(clf_runtime_cache_dir(rt), &ignored) != CLF_OK)
+        return;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *fp = fopen(tmp, "w");
+    if (fp == NULL)
+        return;
+    int ok = fprintf(fp, "%s\nkernels %016llx\nshape %s vec %u\nreason %s\n", SHAPE_MAGIC,
+                     (unsigned long long)hash, f->serial ? "item" : "group", f->vec, f->reason) > 0;
+    if (fclose(fp) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, path) != 0)
+        remove(tmp);
+}
+
+/* One timed launch (after a drained queue); -1 when it failed. */
+static double time_launch(clf_runtime *rt, clf_kernel *k, size_t global, size_t local, int n,
+                          const clf_arg *args)
+{
+    clf_error e;
+    if (clf_runtime_finish(rt, &e) != CLF_OK)
+        return -1.0;
+    const double t0 = clf_now_seconds();
+    if (clf_kernel_launch(rt, k, 1, &global, &local, n, args, &e) != CLF_OK ||
+        clf_runtime_finish(rt, &e) != CLF_OK)
+        return -1.0;
+    return clf_now_seconds() - t0;
+}
+
+/* Every row of out sums SHAPE_COLS ones. */
+static int sums_right(clf_runtime *rt, clf_buffer *out)
+{
+    float got[SHAPE_ROWS];
+    clf_error e;
+    if (clf_buffer_read(rt, out, 0, got, sizeof got, &e) != CLF_OK)
+        return 0;
+    for (int r = 0; r < SHAPE_ROWS; r++)
+        if (got[r] != (float)SHAPE_COLS)
+            return 0;
+    return 1;
+}
+
+/* Time the candidates: t[0..2] the item shape at widths 4, 8, 16, t[3]
+ * the group shape (seconds; -1 for one that failed or summed wrong). */
+static clf_status measure(clf_runtime *rt, double t[4], size_t *group_local, clf_error *err)
+{
+    clf_kernel *k[4] = {NULL};
+    const char *names[4] = {"shape_rows_item4", "shape_rows_item8", "shape_rows_item16",
+                            "shape_rows_group"};
+    clf_status st = CLF_OK;
+    for (int c = 0; c < 4 && st == CLF_OK; c++)
+        st = clf_kernel_get(rt, "shape", names[c], &k[c], err);
+    if (st != CLF_OK)
+        return st;
+    clf_buffer *x = NULL, *out = NULL;
+    const size_t n = (size_t)SHAPE_ROWS * SHAPE_COLS;
+    if ((st = clf_buffer_create(rt, n * sizeof(float), &x, err)) != CLF_OK ||
+        (st = clf_buffer_create(rt, SHAPE_ROWS * sizeof(float), &out, err)) != CLF_OK) {
+        clf_buffer_destroy(x);
+        return st;
+    }
+    const float one = 1.0f;
+    uint32_t bits;
+    memcpy(&bits, &one, sizeof bits);
+    st = clf_buffer_fill(rt, x, 0, n * sizeof(float), bits, err);
+    size_t gl = 1;
+    while (gl * 2 <= SHAPE_GROUP_LOCAL && gl * 2 <= clf_kernel_max_work_group(k[3]))
+        gl *= 2;
+    *group_local = gl;
+    size_t global[4], local[4];
+    for (int c = 0; c < 3; c++) {
+        local[c] = clf_kernel_max_work_group(k[c]) < SHAPE_ITEM_LOCAL
+                       ? clf_kernel_max_work_group(k[c])
+                       : SHAPE_ITEM_LOCAL;
+        global[c] = (SHAPE_ROWS + local[c] - 1) / local[c] * local[c];
+    }
+    local[3] = gl;
+    global[3] = SHAPE_ROWS * gl;
+    /* the item kernels read rows past SHAPE_ROWS when global is rounded up:
+     * SHAPE_ROWS is a multiple of every local size tried (16 or less) */
+    const clf_arg a[4] = {CLF_ARG_BUF(x), CLF_ARG_U64(SHAPE_COLS), CLF_ARG_BUF(out),
+                          CLF_ARG_LOCAL(gl * sizeof(float))};
+    for (int c = 0; c < 4 && st == CLF_OK; c++) {
+        t[c] = time_launch(rt, k[c], global[c], local[c], c < 3 ? 3 : 4, a); /* warm-up */
+        if (t[c] >= 0.0 && !sums_right(rt, out))
+            t[c] = -1.0;
+    }
+    for (int round = 0; round < SHAPE_ROUNDS && st == CLF_OK; round++)
+        for (int c = 0; c < 4; c++) {
+            if (t[c] < 0.0)
+                continue;
+            const double tc = time_launch(rt, k[c], global[c], local[c], c < 3 ? 3 : 4, a);
+            t[c] = tc < 0.0 ? -1.0 : (round == 0 || tc < t[c] ? tc : t[c]);
+        }
+    clf_buffer_destroy(x);
+    clf_buffer_destroy(out);
+    return st;
+}
+
+const char *clf_shape_choose(const double t[4], int type_serial, unsigned type_vec, int *serial,
+                             unsigned *vec)
+{
+    int best = -1;
+    for (int c = 0; c < 3; c++)
+        if (t[c] >= 0.0 && (best < 0 || t[c] < t[best]))
+            best = c;
+    const double ti = best >= 0 ? t[best] : -1.0, tg = t[3];
+    /* the width: among those within the margin of the fastest (a row sum
+     * reads memory; widths that tie on it may not tie on arithmetic), the
+     * one the device prefers, else the widest */
+    int w = best;
+    for (int c = 0; best >= 0 && c < 3; c++)
+        if (t[c] >= 0.0 && t[c] <= t[best] * SHAPE_MARGIN &&
+            (widths[c] == type_vec || (widths[w] != type_vec && widths[c] > widths[w])))
+            w = c;
+    *vec = w >= 0 ? widths[w] : 4;
+    if (ti < 0.0 && tg < 0.0) {
+        *serial = type_serial;
+        return "neither ran; by type";
+    }
+    if (tg < 0.0 || (ti >= 0.0 && ti * SHAPE_MARGIN < tg)) {
+        *serial = 1;
+        return "item faster";
+    }
+    if (ti < 0.0 || tg * SHAPE_MARGIN < ti) {
+        *serial = 0;
+        return "group faster";
+    }
+    *serial = type_serial;
+    return "within 15%, by type";
+}
+
+/* The decision from the timings, with its reason. */
+static void decide(const clf_device_info *d, const double t[4], size_t group_local, shape_facts *f)
+{
+    const char *why = clf_shape_choose(t, d->serial_groups, d->pref_vec_float, &f->serial, &f->vec);
+    snprintf(f->reason, sizeof f->reason,
+             "%s: a %dx%d row sum, item x4 %.3f / x8 %.3f / x16 %.3f ms, group of %zu %.3f ms", why,
+             SHAPE_ROWS, SHAPE_COLS, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, group_local, t[3] * 1e3);
+}
+
+void clf_shape_decide(clf_runtime *rt, clf_device_info *d, clf_shape forced)
+{
+    if (forced == CLF_SHAPE_ITEM || forced == CLF_SHAPE_GROUP) {
+        d->serial_groups = forced == CLF_SHAPE_ITEM;
+        d->shape_source = CLF_SHAPE_FORCED;
+        snprintf(d->shape_reason, sizeof d->shape_reason, "forced");
+        return;
+    }
+    clf_error err;
+    uint64_t hash = 0;
+    shape_facts f;
+    memset(&f, 0, sizeof f);
+    if (clf_program_source_hash(rt, "shape", &hash, &err) == CLF_OK && facts_load(rt, hash, &f)) {
+        d->shape_source = CLF_SHAPE_CACHED;
+    } else {
+        double t[4] = {-1.0, -1.0, -1.0, -1.0};
+        size_t gl = 0;
+        if (measure(rt, t, &gl, &err) != CLF_OK) {
+            d->shape_source = CLF_SHAPE_BY_TYPE;
+            snprintf(d->shape_reason, sizeof d->shape_reason, "by type (not measured: %.200s)",
+                     err.msg);
+            return;
+        }
+        decide(d, t, gl, &f);
+        facts_save(rt, hash, &f);
+        d->shape_source = CLF_SHAPE_MEASURED;
+    }
+    d->serial_groups = f.serial;
+    if (f.serial)
+        d->pref_vec_float = f.vec;
+    snprintf(d->shape_reason, sizeof d->shape_reason, "%s", f.reason);
+}

@@ -1,0 +1,273 @@
+/*
+ * test_shape.c - the kernels' shape, measured (runtime/shape.c,
+ * cl/shape.cl).
+ *
+ * - The probe's row sums (item shape at vector widths 4, 8, 16; group shape
+ *   at several local sizes) against float64 sums on fresh random rows,
+ *   within the float accumulation bound n * 2^-24 * sum |x| per row, and
+ *   exactly on rows of eighths (sums every order computes exactly).
+ * - The rule (clf_shape_choose) on made-up timings: the faster shape wins
+ *   by more than 15%, a tie keeps the type's default, a candidate that did
+ *   not run loses, and the width is the device's preferred one among those
+ *   within 15% of the fastest, else the widest of them.
+ * - The measurement and its cache: a fresh cache directory gets
+ *   device-<key>.txt and the runtime says "measured" with the timings in
+ *   its reason, whose verdict agrees with the shape taken; a second runtime
+ *   reads it ("measured earlier", the same shape, width and reason); a
+ *   corrupt file, or one made from other kernels, is measured again and
+ *   rewritten; a forced shape measures nothing and writes nothing; without
+ *   a cache directory every runtime measures.
+ * Under the simulator only the kernels are checked (a measurement there
+ * would time Oclgrind, slowly).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/runtime_internal.h"
+#include "tests/test_util.h"
+
+/* exact: eighths in [-1, 1], whose sums of up to 2^18 terms every order
+ * computes exactly (so the tolerance is 0 and a skipped or doubled element
+ * shows); else uniform floats in [-1, 1] under the bound. */
+static void row_sums(clf_runtime *rt, tu_rng *g, size_t R, size_t N, int exact)
+{
+    const size_t Rp = (R + 15) / 16 * 16; /* item launches round rows up to 16 */
+    float *x = calloc(Rp * N + 1, sizeof *x), *got = calloc(Rp, sizeof *got);
+    double *ref = calloc(R + 1, sizeof *ref);
+    tu_fill(g, x, R * N, -1.0f, 1.0f);
+    if (exact)
+        for (size_t i = 0; i < R * N; i++)
+            x[i] = (float)((int)(tu_u32(g) % 17) - 8) / 8.0f;
+    double atol = 1e-30;
+    for (size_t r = 0; r < R; r++) {
+        double s = 0.0, a = 0.0;
+        for (size_t j = 0; j < N; j++) {
+            s += x[r * N + j];
+            a += fabs(x[r * N + j]);
+        }
+        ref[r] = s;
+        atol = fmax(atol, (double)N * 0x1p-24 * a);
+    }
+    if (exact)
+        atol = 0.0;
+    clf_ptr dx = tu_upload(rt, x, Rp * N + 1), dout = tu_alloc(rt, Rp);
+    clf_error err;
+    const char *names[4] = {"shape_rows_item4", "shape_rows_item8", "shape_rows_item16",
+                            "shape_rows_group"};
+    for (int c = 0; c < 4; c++) {
+        clf_kernel *k = NULL;
+        tu_ok(clf_kernel_get(rt, "shape", names[c], &k, &err), &err, names[c]);
+        const size_t locals[3] = {1, 4, 64};
+        for (int l = 0; l < (c < 3 ? 1 : 3); l++) {
+            size_t local = c < 3 ? 16 : locals[l];
+            if (local > clf_kernel_max_work_group(k))
+                continue;
+            size_t global = c < 3 ? Rp : R * local;
+            if (global == 0)
+                continue;
+            const clf_arg a[4] = {CLF_ARG_BUF(dx.buf), CLF_ARG_U64(N), CLF_ARG_BUF(dout.buf),
+                                  CLF_ARG_LOCAL(local * sizeof(float))};
+            tu_ok(clf_kernel_launch(rt, k, 1, &global, &local, c < 3 ? 3 : 4, a, &err), &err,
+                  "a row sum");
+            tu_download(rt, dout, got, Rp);
+            char name[96];
+            snprintf(name, sizeof name, "%s %zux%zu%s, local %zu", names[c], R, N,
+                     exact ? " (eighths)" : "", local);
+            tu_close(name, got, ref, R, atol, 0.0);
+        }
+    }
+    tu_free(dx);
+    tu_free(dout);
+    free(x);
+    free(got);
+    free(ref);
+}
+
+static void rule(void)
+{
+    struct {
+        double t[4];
+        int type_serial;
+        unsigned type_vec;
+        int serial;
+        unsigned vec;
+        const char *why;
+    } cases[] = {
+        {{1.0, 1.0, 1.0, 2.0}, 0, 1, 1, 16, "item faster"},        /* the widest of a tie */
+        {{1.0, 1.1, 2.0, 2.5}, 0, 8, 1, 8, "item faster"},         /* the preferred, within */
+        {{1.0, 1.1, 2.0, 2.5}, 0, 1, 1, 8, "item faster"},         /* 16 is out: the widest in */
+        {{1.0, 1.1, 1.2, 2.5}, 0, 4, 1, 4, "item faster"},         /* preferred 4 within */
+        {{2.0, 2.0, 2.0, 1.0}, 1, 16, 0, 16, "group faster"},      /* group by more than 15% */
+        {{1.0, 1.0, 1.0, 1.1}, 0, 4, 0, 4, "within 15%, by type"}, /* a tie: the type's */
+        {{1.0, 1.0, 1.0, 0.9}, 1, 16, 1, 16, "within 15%, by type"},
+        {{-1.0, -1.0, -1.0, 1.0}, 1, 4, 0, 4, "group faster"}, /* the item shape failed */
+        {{3.0, -1.0, -1.0, -1.0}, 0, 16, 1, 4, "item faster"}, /* only x4 ran */
+        {{-1.0, -1.0, -1.0, -1.0}, 1, 8, 1, 4, "neither ran; by type"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int serial = -1;
+        unsigned vec = 0;
+        const char *why =
+            clf_shape_choose(cases[i].t, cases[i].type_serial, cases[i].type_vec, &serial, &vec);
+        TU_CHECK(
+            serial == cases[i].serial && vec == cases[i].vec && strcmp(why, cases[i].why) == 0,
+            "rule: item %.1f/%.1f/%.1f group %.1f, type %s x%u -> %s x%u (%s); got %s x%u (%s)",
+            cases[i].t[0], cases[i].t[1], cases[i].t[2], cases[i].t[3],
+            cases[i].type_serial ? "item" : "group", cases[i].type_vec,
+            cases[i].serial ? "item" : "group", cases[i].vec, cases[i].why,
+            serial ? "item" : "group", vec, why);
+    }
+}
+
+static clf_runtime *open_rt(const char *cache, clf_shape shape)
+{
+    clf_runtime_options o = clf_runtime_options_default();
+    o.device = getenv("CLFORMER_TEST_DEVICE");
+    o.kernel_dir = getenv("CLFORMER_KERNEL_DIR");
+    o.cache_dir = cache;
+    o.shape = shape;
+    clf_runtime *rt = NULL;
+    clf_error err;
+    tu_ok(clf_runtime_create(&rt, &o, &err), &err, "a runtime");
+    return rt;
+}
+
+static int read_file(const char *path, char *out, size_t cap)
+{
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL)
+        return 0;
+    size_t n = fread(out, 1, cap - 1, fp);
+    out[n] = '\0';
+    fclose(fp);
+    return 1;
+}
+
+static void write_file(const char *path, const char *s)
+{
+    FILE *fp = fopen(path, "w");
+    TU_CHECK(fp != NULL && fputs(s, fp) >= 0 && fclose(fp) == 0, "writing %s", path);
+}
+
+/* The verdict in a measured reason agrees with its timings and the shape. */
+static void reason_agrees(const clf_device_info *d)
+{
+    double t[4];
+    int rows = 0, cols = 0;
+    size_t gl = 0;
+    const char *colon = strchr(d->shape_reason, ':');
+    int got = colon == NULL ? 0
+                            : sscanf(colon,
+                                     ": a %dx%d row sum, item x4 %lf / x8 %lf / x16 %lf ms, "
+                                     "group of %zu %lf ms",
+                                     &rows, &cols, &t[0], &t[1], &t[2], &gl, &t[3]);
+    TU_CHECK(got == 7, "the reason gives the timings: '%s'", d->shape_reason);
+    if (got != 7)
+        return;
+    double ti = -1.0;
+    for (int c = 0; c < 3; c++)
+        if (t[c] >= 0.0 && (ti < 0.0 || t[c] < ti))
+            ti = t[c];
+    /* the timings are printed to a microsecond: allow that much */
+    if (strncmp(d->shape_reason, "item faster", 11) == 0)
+        TU_CHECK(d->serial_groups && (t[3] < 0.0 || ti * 1.15 < t[3] + 2e-3),
+                 "'item faster' means the item shape, faster by 15%%: %s", d->shape_reason);
+    else if (strncmp(d->shape_reason, "group faster", 12) == 0)
+        TU_CHECK(!d->serial_groups && (ti < 0.0 || t[3] * 1.15 < ti + 2e-3),
+                 "'group faster' means the group shape, faster by 15%%: %s", d->shape_reason);
+    else
+        TU_CHECK(strncmp(d->shape_reason, "within 15%", 10) == 0 && ti >= 0.0 && t[3] >= 0.0 &&
+                     ti * 1.15 >= t[3] - 2e-3 && t[3] * 1.15 >= ti - 2e-3,
+                 "otherwise the two are within 15%%: %s", d->shape_reason);
+    if (d->serial_groups)
+        TU_CHECK(d->pref_vec_float == 4 || d->pref_vec_float == 8 || d->pref_vec_float == 16,
+                 "the item shape's width is one measured: %u", d->pref_vec_float);
+}
+
+static void cache(void)
+{
+    char dir[] = "/tmp/clf_shape_XXXXXX";
+    TU_CHECK(mkdtemp(dir) != NULL, "a fresh cache directory");
+    clf_runtime *rt = open_rt(dir, CLF_SHAPE_AUTO);
+    clf_device_info a = *clf_runtime_device(rt);
+    char path[512], text[2048];
+    snprintf(path, sizeof path, "%s/device-%s.txt", dir, clf_runtime_device_key(rt));
+    clf_runtime_destroy(rt);
+    printf("  shape: %s x%u (%s)\n", a.serial_groups ? "item" : "group", a.pref_vec_float,
+           a.shape_reason);
+    TU_CHECK(a.shape_source == CLF_SHAPE_MEASURED, "a fresh cache: measured (source %d)",
+             (int)a.shape_source);
+    reason_agrees(&a);
+    TU_CHECK(read_file(path, text, sizeof text) &&
+                 strncmp(text, "clformer-device-facts 1\n", 24) == 0 &&
+                 strstr(text, a.shape_reason) != NULL,
+             "the facts are written to %s", path);
+
+    rt = open_rt(dir, CLF_SHAPE_AUTO);
+    const clf_device_info *b = clf_runtime_device(rt);
+    TU_CHECK(b->shape_source == CLF_SHAPE_CACHED && b->serial_groups == a.serial_groups &&
+                 b->pref_vec_float == a.pref_vec_float &&
+                 strcmp(b->shape_reason, a.shape_reason) == 0,
+             "a second runtime reads them: source %d, %s x%u", (int)b->shape_source,
+             b->serial_groups ? "item" : "group", b->pref_vec_float);
+    clf_runtime_destroy(rt);
+
+    const char *bad[2] = {"clformer-device-facts 1\nkernels 0123456789abcdef\nshape item vec 8\n"
+                          "reason made from other kernels\n",
+                          "clformer-device-facts 1\nshape sideways\n"};
+    for (int i = 0; i < 2; i++) {
+        write_file(path, bad[i]);
+        rt = open_rt(dir, CLF_SHAPE_AUTO);
+        const clf_device_info *c = clf_runtime_device(rt);
+        TU_CHECK(c->shape_source == CLF_SHAPE_MEASURED && strstr(c->shape_reason, "other") == NULL,
+                 "a %s file is measured again (source %d)", i ? "corrupt" : "stale",
+                 (int)c->shape_source);
+        clf_runtime_destroy(rt);
+        TU_CHECK(read_file(path, text, sizeof text) && strstr(text, "kernels 0123456789") == NULL &&
+                     strstr(text, "sideways") == NULL && strstr(text, "\nreason ") != NULL,
+                 "... and rewritten");
+    }
+
+    char fdir[] = "/tmp/clf_shape_XXXXXX";
+    TU_CHECK(mkdtemp(fdir) != NULL, "another fresh cache directory");
+    for (int item = 0; item < 2; item++) {
+        rt = open_rt(fdir, item ? CLF_SHAPE_ITEM : CLF_SHAPE_GROUP);
+        const clf_device_info *f = clf_runtime_device(rt);
+        TU_CHECK(f->shape_source == CLF_SHAPE_FORCED && f->serial_groups == item,
+                 "forced %s: taken (source %d)", item ? "item" : "group", (int)f->shape_source);
+        snprintf(path, sizeof path, "%s/device-%s.txt", fdir, clf_runtime_device_key(rt));
+        clf_runtime_destroy(rt);
+        struct stat sb;
+        TU_CHECK(stat(path, &sb) != 0, "forced: no measurement is written");
+    }
+    rt = open_rt(NULL, CLF_SHAPE_AUTO);
+    TU_CHECK(clf_runtime_device(rt)->shape_source == CLF_SHAPE_MEASURED,
+             "without a cache directory: measured");
+    clf_runtime_destroy(rt);
+
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf %s %s", dir, fdir);
+    TU_CHECK(system(rm) == 0, "removing the test's directories");
+}
+
+int main(void)
+{
+    clf_runtime *rt = tu_runtime();
+    tu_rng g = tu_rng_new(7);
+    const size_t shapes[][2] = {{1, 16}, {16, 1024}, {37, 48}, {5, 0}, {3, 4096}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (!tu_simulator() || shapes[i][0] * shapes[i][1] <= 16 * 1024)
+            for (int exact = 0; exact < 2; exact++)
+                row_sums(rt, &g, shapes[i][0], shapes[i][1], exact);
+    clf_runtime_destroy(rt);
+    rule();
+    if (tu_simulator())
+        printf("  (the measurement and its cache: not under the simulator)\n");
+    else
+        cache();
+    return tu_finish();
+}
