@@ -220,28 +220,46 @@ static char *slurp(const char *path)
     return s;
 }
 
+/* needle within the n characters at s (a line: searching the whole rest
+ * of the module from every line would be quadratic) */
+static const char *find_in(const char *s, size_t n, const char *needle)
+{
+    const size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(s + i, needle, k) == 0)
+            return s + i;
+    return NULL;
+}
+
 /* The functions a module declares but does not define (builtins aside),
  * space-separated into bad, and its largest required work-group. */
 static void scan_ir(const char *ir, char *bad, size_t cap, long *max_wg)
 {
+    /* line by line, each searched within itself: a search of the whole
+     * rest of the module from every line (strchr and sscanf measure their
+     * input under AddressSanitizer's string checks) would be quadratic */
     int reqd[256], n_reqd = 0;
     bad[0] = '\0';
     *max_wg = 0;
-    for (const char *line = ir; line != NULL && *line; line = strchr(line, '\n'), line += !!line) {
-        const char *r = strstr(line, "!reqd_work_group_size !");
-        const char *eol = strchr(line, '\n');
-        if (r != NULL && (eol == NULL || r < eol) && n_reqd < 256)
+    for (const char *line = ir, *eol; *line; line = *eol ? eol + 1 : eol) {
+        eol = line;
+        while (*eol && *eol != '\n')
+            eol++;
+        const size_t len = (size_t)(eol - line);
+        const char *r = find_in(line, len, "!reqd_work_group_size !");
+        if (r != NULL && n_reqd < 256)
             reqd[n_reqd++] = atoi(r + strlen("!reqd_work_group_size !"));
+        char one[256];
+        snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one - 1 ? len : sizeof one - 1), line);
         int id = -1, x = 0, y = 0, z = 0;
-        if (line[0] == '!' && sscanf(line, "!%d = !{i32 %d, i32 %d, i32 %d}", &id, &x, &y, &z) == 4)
+        if (one[0] == '!' && sscanf(one, "!%d = !{i32 %d, i32 %d, i32 %d}", &id, &x, &y, &z) == 4)
             for (int i = 0; i < n_reqd; i++)
                 if (reqd[i] == id && (long)x * y * z > *max_wg)
                     *max_wg = (long)x * y * z;
-        if (strncmp(line, "declare ", 8) != 0)
+        if (strncmp(one, "declare ", 8) != 0)
             continue;
-        const char *at = strchr(line, '@');
-        if (at == NULL || (eol != NULL && at > eol) || strncmp(at, "@_Z", 3) == 0 ||
-            strncmp(at, "@llvm.", 6) == 0)
+        const char *at = strchr(one, '@');
+        if (at == NULL || strncmp(at, "@_Z", 3) == 0 || strncmp(at, "@llvm.", 6) == 0)
             continue;
         size_t k = strcspn(at + 1, "(");
         size_t used = strlen(bad);
