@@ -32,16 +32,7 @@ static void check_rows(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, t
     tu_fill(rng, x, R * N, -3, 5);
     clf_ptr dx = tu_upload(rt, x, R * N), out = tu_guarded(rt, NULL, R);
 
-    double worst_abs = 0.0;
-    for (size_t r = 0; r < R; r++) {
-        double s = 0.0, a = 0.0;
-        for (size_t j = 0; j < N; j++) {
-            s += x[r * N + j];
-            a += fabs(x[r * N + j]);
-        }
-        ref[r] = s;
-        worst_abs = fmax(worst_abs, a);
-    }
+    const double worst_abs = tu_row_sums(x, R, N, ref);
     tu_ok(clf_op_row_sum_ex(rt, path, out, dx, R, N, &err), &err, "row_sum");
     tu_download(rt, out, got, R);
     snprintf(name, sizeof name, "row_sum %s %zux%zu", pn(path), R, N);

@@ -31,26 +31,6 @@ static void write_file(const char *dir, const char *name, const char *text)
     }
 }
 
-static char *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    if (b == NULL || fread(b, 1, (size_t)sz, f) != (size_t)sz) {
-        free(b);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    b[sz] = '\0';
-    *n = (size_t)sz;
-    return b;
-}
-
 static const char *k_test =
     "__kernel void axpb(__global float *y, ulong y_off, __global const float *x, ulong x_off,\n"
     "                   float a, int b, uint n, __local float *scratch)\n"
@@ -256,7 +236,7 @@ int main(void)
     const char *src_dir = getenv("CLF_SOURCE_DIR") ? getenv("CLF_SOURCE_DIR") : ".";
     snprintf(path, sizeof path, "%s/cl/common.cl", src_dir);
     size_t n = 0;
-    char *common = read_all(path, &n);
+    char *common = tu_read_file(path, &n);
     if (common == NULL) {
         fprintf(stderr, "FATAL: cannot read %s\n", path);
         return 1;
@@ -314,7 +294,7 @@ int main(void)
 
     /* Truncate the entry: detected, rebuilt, rewritten. */
     size_t len = 0;
-    char *bytes = read_all(path, &len);
+    char *bytes = tu_read_file(path, &len);
     TU_CHECK(bytes != NULL && len > 64, "cache file readable (%zu bytes)", len);
     if (bytes == NULL)
         return tu_finish();
@@ -327,7 +307,7 @@ int main(void)
              "truncated entry rejected and rebuilt (reject %d, built %d)", s.cache_reject, s.built);
     clf_runtime_destroy(rt);
     size_t len2 = 0;
-    char *again = read_all(path, &len2);
+    char *again = tu_read_file(path, &len2);
     TU_CHECK(again != NULL && len2 == len, "entry rewritten at full size (%zu)", len2);
     free(again);
 

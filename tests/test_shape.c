@@ -42,18 +42,8 @@ static void row_sums(clf_runtime *rt, tu_rng *g, size_t R, size_t N, int exact)
     if (exact)
         for (size_t i = 0; i < R * N; i++)
             x[i] = (float)((int)(tu_u32(g) % 17) - 8) / 8.0f;
-    double atol = 1e-30;
-    for (size_t r = 0; r < R; r++) {
-        double s = 0.0, a = 0.0;
-        for (size_t j = 0; j < N; j++) {
-            s += x[r * N + j];
-            a += fabs(x[r * N + j]);
-        }
-        ref[r] = s;
-        atol = fmax(atol, (double)N * 0x1p-24 * a);
-    }
-    if (exact)
-        atol = 0.0;
+    const double worst_abs = tu_row_sums(x, R, N, ref);
+    const double atol = exact ? 0.0 : fmax(1e-30, (double)N * 0x1p-24 * worst_abs);
     clf_ptr dx = tu_upload(rt, x, Rp * N + 1), dout = tu_alloc(rt, Rp);
     clf_error err;
     const char *names[4] = {"shape_rows_item4", "shape_rows_item8", "shape_rows_item16",
@@ -136,17 +126,6 @@ static clf_runtime *open_rt(const char *cache, clf_shape shape)
     return rt;
 }
 
-static int read_file(const char *path, char *out, size_t cap)
-{
-    FILE *fp = fopen(path, "r");
-    if (fp == NULL)
-        return 0;
-    size_t n = fread(out, 1, cap - 1, fp);
-    out[n] = '\0';
-    fclose(fp);
-    return 1;
-}
-
 static void write_file(const char *path, const char *s)
 {
     FILE *fp = fopen(path, "w");
@@ -194,7 +173,7 @@ static void cache(void)
     TU_CHECK(mkdtemp(dir) != NULL, "a fresh cache directory");
     clf_runtime *rt = open_rt(dir, CLF_SHAPE_AUTO);
     clf_device_info a = *clf_runtime_device(rt);
-    char path[512], text[2048];
+    char path[512];
     snprintf(path, sizeof path, "%s/device-%s.txt", dir, clf_runtime_device_key(rt));
     clf_runtime_destroy(rt);
     printf("  shape: %s x%u (%s)\n", a.serial_groups ? "item" : "group", a.pref_vec_float,
@@ -202,10 +181,11 @@ static void cache(void)
     TU_CHECK(a.shape_source == CLF_SHAPE_MEASURED, "a fresh cache: measured (source %d)",
              (int)a.shape_source);
     reason_agrees(&a);
-    TU_CHECK(read_file(path, text, sizeof text) &&
-                 strncmp(text, "clformer-device-facts 1\n", 24) == 0 &&
+    char *text = tu_read_file(path, NULL);
+    TU_CHECK(text != NULL && strncmp(text, "clformer-device-facts 1\n", 24) == 0 &&
                  strstr(text, a.shape_reason) != NULL,
              "the facts are written to %s", path);
+    free(text);
 
     rt = open_rt(dir, CLF_SHAPE_AUTO);
     const clf_device_info *b = clf_runtime_device(rt);
@@ -227,9 +207,11 @@ static void cache(void)
                  "a %s file is measured again (source %d)", i ? "corrupt" : "stale",
                  (int)c->shape_source);
         clf_runtime_destroy(rt);
-        TU_CHECK(read_file(path, text, sizeof text) && strstr(text, "kernels 0123456789") == NULL &&
-                     strstr(text, "sideways") == NULL && strstr(text, "\nreason ") != NULL,
+        char *now = tu_read_file(path, NULL);
+        TU_CHECK(now != NULL && strstr(now, "kernels 0123456789") == NULL &&
+                     strstr(now, "sideways") == NULL && strstr(now, "\nreason ") != NULL,
                  "... and rewritten");
+        free(now);
     }
 
     char fdir[] = "/tmp/clf_shape_XXXXXX";

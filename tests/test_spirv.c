@@ -201,25 +201,6 @@ static int compile_all(const char *dir, int n, const char *clang, const char *sp
     return system(cmd);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    if (fp == NULL)
-        return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s != NULL && fread(s, 1, (size_t)n, fp) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s != NULL)
-        s[n] = '\0';
-    fclose(fp);
-    return s;
-}
-
 /* needle within the n characters at s (a line: searching the whole rest
  * of the module from every line would be quadratic) */
 static const char *find_in(const char *s, size_t n, const char *needle)
@@ -274,11 +255,11 @@ static void check(const job *j)
         const program *p = &j->progs[i];
         char path[128];
         snprintf(path, sizeof path, "%s/%03d.rc", j->dir, i);
-        char *rc = slurp(path);
+        char *rc = tu_read_file(path, NULL);
         snprintf(path, sizeof path, "%s/%03d.err", j->dir, i);
-        char *msg = slurp(path);
+        char *msg = tu_read_file(path, NULL);
         snprintf(path, sizeof path, "%s/%03d.ll", j->dir, i);
-        char *ir = slurp(path);
+        char *ir = tu_read_file(path, NULL);
         const int ok = rc != NULL && atoi(rc) == 0;
         if (!ok) {
             char first[400] = "";
@@ -340,9 +321,9 @@ int main(void)
     compile_all(j.dir, j.n, clang, spirv);
     char path[128];
     snprintf(path, sizeof path, "%s/000.rc", j.dir);
-    char *rc = slurp(path);
+    char *rc = tu_read_file(path, NULL);
     snprintf(path, sizeof path, "%s/000.err", j.dir);
-    char *msg = slurp(path);
+    char *msg = tu_read_file(path, NULL);
     TU_CHECK(rc != NULL && atoi(rc) != 0 && msg != NULL && strstr(msg, "llvm.prefetch") != NULL,
              "the check can fail: __builtin_prefetch is rejected (%.120s)",
              msg != NULL ? msg : "no message");

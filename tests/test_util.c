@@ -24,6 +24,42 @@ void tu_ok(clf_status st, const clf_error *err, const char *what)
     exit(1);
 }
 
+double tu_row_sums(const float *x, size_t R, size_t N, double *sum)
+{
+    double worst = 0.0;
+    for (size_t r = 0; r < R; r++) {
+        double t = 0.0, a = 0.0;
+        for (size_t j = 0; j < N; j++) {
+            t += x[r * N + j];
+            a += fabs(x[r * N + j]);
+        }
+        sum[r] = t;
+        worst = fmax(worst, a);
+    }
+    return worst;
+}
+
+char *tu_read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    long sz = -1;
+    if (fseek(f, 0, SEEK_END) == 0)
+        sz = ftell(f);
+    char *b = sz >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)sz + 1) : NULL;
+    if (b == NULL || fread(b, 1, (size_t)sz, f) != (size_t)sz) {
+        free(b);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    b[sz] = '\0';
+    if (n != NULL)
+        *n = (size_t)sz;
+    return b;
+}
+
 clf_runtime_options tu_options(void)
 {
     clf_runtime_options o = clf_runtime_options_default();

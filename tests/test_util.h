@@ -38,6 +38,9 @@ clf_runtime *tu_runtime(void);
 /* The first max_bytes of tiny Shakespeare ($CLF_SOURCE_DIR/data), its
  * character tokenizer and the data set (90% train); exits on failure. */
 void tu_char_text(size_t max_bytes, clf_tokenizer **tok, clf_dataset **ds);
+/* A whole file, NUL-terminated (malloc'ed; its length in *n unless n is
+ * NULL); NULL if it cannot be read. */
+char *tu_read_file(const char *path, size_t *n);
 /* Die (exit 1) with the error's message if st != CLF_OK. */
 void tu_ok(clf_status st, const clf_error *err, const char *what);
 uint64_t tu_seed(void); /* the seed of this run (printed once) */
@@ -64,6 +67,9 @@ int tu_simulator(void);
  * against finite differences); head h's ALiBi slope among NH (the paper's
  * get_slopes). */
 double tu_act_ref(int act, double x);
+/* Each of the R rows of x [R, N] summed in float64 into sum[r]; returns the
+ * largest row's sum of |x| (the scale of a summation's rounding). */
+double tu_row_sums(const float *x, size_t R, size_t N, double *sum);
 double tu_act_grad_ref(int act, double x);
 double tu_alibi_slope(size_t h, size_t NH);
 
