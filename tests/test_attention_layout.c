@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "model/ops/ops.h"
+#include "model/ops/ops_internal.h"
 #include "tests/test_util.h"
 
 #define PAD 3
@@ -56,9 +57,8 @@ static void layout(clf_runtime *rt, int elem, int merge, clf_ptr out, clf_ptr in
         a[na++] = CLF_ARG_I32(acc);
     a[na++] = CLF_ARG_U32(1);
     a[na++] = CLF_ARG_U32(HS);
-    /* 64, or less where the kernel allows less (Mesa's llvmpipe: 32) */
-    size_t g = B * T * NH * HS,
-           l = clf_kernel_max_work_group(k) < 64 ? clf_kernel_max_work_group(k) : 64;
+    /* 64, or the largest power of two below the kernel's limit (llvmpipe: 32) */
+    size_t g = B * T * NH * HS, l = clf_ops_group_size(k, 64);
     tu_ok(clf_kernel_launch(rt, k, 1, &g, &l, na, a, &err), &err, name);
 }
 

@@ -37,6 +37,7 @@
 
 #include "model/io/safetensors.h"
 #include "model/ops/ops.h"
+#include "model/ops/ops_internal.h"
 #include "tests/test_util.h"
 
 #define PAD 5 /* leading floats before each device tensor */
@@ -74,8 +75,8 @@ static void launch(clf_runtime *rt, const char *name, size_t global, int na, con
     clf_kernel *k;
     clf_error err;
     tu_ok(clf_kernel_get(rt, "embed", name, &k, &err), &err, name);
-    /* 64, or less where the kernel allows less (Mesa's llvmpipe: 32) */
-    size_t local = clf_kernel_max_work_group(k) < 64 ? clf_kernel_max_work_group(k) : 64;
+    /* 64, or the largest power of two below the kernel's limit (llvmpipe: 32) */
+    size_t local = clf_ops_group_size(k, 64);
     tu_ok(clf_kernel_launch(rt, k, 1, &global, &local, na, a, &err), &err, name);
 }
 
