@@ -246,10 +246,10 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
                 __global const float *kr = kb + (ulong)s * HS;
                 float8 v8 = (float8)(0.0f);
                 for (uint d = 0; d < hv; d += 8)
-                    v8 = fma(vload8(0, qs + d), vload8(0, kr + d), v8);
+                    v8 = CLF_FMA(vload8(0, qs + d), vload8(0, kr + d), v8);
                 a = clf_hsum8(v8);
                 for (uint d = hv; d < HS; d++)
-                    a = fma(qs[d], kr[d], a);
+                    a = CLF_FMA(qs[d], kr[d], a);
                 a -= slope * (float)(L - 1 - s);
                 mc = fmax(mc, a);
             }
@@ -267,9 +267,9 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
             l += e;
             __global const float *vr = vb + (ulong)s * HS;
             for (uint d = 0; d < hv; d += 8)
-                vstore8(fma((float8)(e), vload8(0, vr + d), vload8(0, acc + d)), 0, acc + d);
+                vstore8(CLF_FMA((float8)(e), vload8(0, vr + d), vload8(0, acc + d)), 0, acc + d);
             for (uint d = hv; d < HS; d++)
-                acc[d] = fma(e, vr[d], acc[d]);
+                acc[d] = CLF_FMA(e, vr[d], acc[d]);
         }
         m = mc;
     }

@@ -234,6 +234,19 @@ static inline float clf_alibi_slope(uint h, uint NH)
 #define CLF_SQRT_2_OVER_PI 0.79788456080286536f
 #define CLF_GELU_K 0.044715f
 
+/* ---- CLF_FMA(a, b, c): a * b + c in the inner loops ----------------------------------------------
+ * OpenCL's fma() must round once; a device whose generated code has no fused
+ * multiply-add emulates it exactly in software (Mesa 22's llvmpipe: 1.35
+ * against 79 GFLOP/s for a * b + c). runtime/shape.c times the two and the
+ * preamble says which is fast (CLF_FMA_FAST; a program built before that is
+ * measured gets fma()). Where fma() is fast it is used, so those devices keep
+ * its single rounding; elsewhere the compiler may fuse a * b + c or not. */
+#if !defined(CLF_FMA_FAST) || CLF_FMA_FAST
+#define CLF_FMA(a, b, c) fma(a, b, c)
+#else
+#define CLF_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
 /* ---- e^x for x <= 0, for T = float, float2, float4, float8 and float16 -------------------------------
  * Cody-Waite reduction x = k ln2 + r, |r| <= ln2 / 2, with k rounded to
  * nearest by adding 1.5 * 2^23 (so k is also read back from the bits of the

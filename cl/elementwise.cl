@@ -38,15 +38,17 @@
  *   that train.precision keeps in 16 bits. Two variants, picked by the host per device:
  *     bias_backward_item   one work-item owns 32 adjacent columns and walks
  *                          the rows; for CPUs (no local memory needed).
- *     bias_backward_group  a 2-D work-group of CLF_COLS_X columns x
- *                          CLF_COLS_Y row lanes; lanes sum strided rows, then
- *                          a local-memory tree in fixed order; for GPUs.
+ *     bias_backward_group  a 2-D work-group of CLF_COLS_X columns x a power
+ *                          of two of row lanes up to CLF_COLS_Y (the host
+ *                          keeps within the kernel's work-group limit); lanes
+ *                          sum strided rows, then a local-memory tree in
+ *                          fixed order; for GPUs.
  *
  * Not here: reductions over whole tensors (reduce.cl), anything that needs
  * random numbers (dropout lives with its op family).
  */
 
-/* Columns x row lanes of bias_backward_group's work-group (host matches). */
+/* Columns x most row lanes of bias_backward_group's work-group (host matches). */
 #define CLF_COLS_X 8
 #define CLF_COLS_Y 32
 
@@ -257,8 +259,8 @@ __kernel void bias_backward_item(__global float *dbias, ulong dbias_off, __globa
         dbias[c0 + c] = acc ? dbias[c0 + c] + t[c] : t[c];
 }
 
-/* Work-group CLF_COLS_X x CLF_COLS_Y: lane y sums rows y, y + Y, ...; then the
- * Y partial sums of a column are combined by a fixed tree. */
+/* Work-group CLF_COLS_X x ny (a power of two <= CLF_COLS_Y): lane y sums rows
+ * y, y + ny, ...; then the ny partial sums of a column meet in a fixed tree. */
 __kernel void bias_backward_group(__global float *dbias, ulong dbias_off,
                                   __global const float *d, ulong d_off, uint d_t, ulong R,
                                   ulong N, int acc)
@@ -266,14 +268,14 @@ __kernel void bias_backward_group(__global float *dbias, ulong dbias_off,
     __local float part[CLF_COLS_Y][CLF_COLS_X];
     dbias += dbias_off;
     size_t c = get_global_id(0);
-    uint lx = get_local_id(0), ly = get_local_id(1);
+    uint lx = get_local_id(0), ly = get_local_id(1), ny = get_local_size(1);
     float s = 0.0f;
     if (c < N)
-        for (ulong r = ly; r < R; r += CLF_COLS_Y)
+        for (ulong r = ly; r < R; r += ny)
             s += clf_load_t(d, d_t, d_off + r * N + c);
     part[ly][lx] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = CLF_COLS_Y / 2; h > 0; h >>= 1) {
+    for (uint h = ny / 2; h > 0; h >>= 1) {
         if (ly < h)
             part[ly][lx] += part[ly + h][lx];
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -365,7 +365,7 @@ static void fa_drop_rows(fai *keepw, fal i0, uint thr, uint seed0, uint seed1, u
             {                                                                                     \
                 const faf wr = (faf)(w[j * FA_VW + r0 + r]);                                      \
                 _Pragma("unroll") for (int v = 0; v < (NV); v++) acc[r][v] =                     \
-                    fma(wr, xv[v], acc[r][v]);                                                    \
+                    CLF_FMA(wr, xv[v], acc[r][v]);                                                    \
             }                                                                                     \
         }                                                                                         \
         _Pragma("unroll") for (int r = 0; r < FA_PR; r++)                                        \
@@ -391,7 +391,7 @@ static void fa_chunk_acc(float *out, const faf *wb, __global const fa_st *xb, ul
                 const float o = init == 0 ? 0.0f : out[r * HS + d0];
                 float a = init == 2 ? o * rs[r] : o;
                 for (uint j = 0; j < n; j++)
-                    a = fma(w[j * FA_VW + r], FA_LD(xb + j * xs, d0), a);
+                    a = CLF_FMA(w[j * FA_VW + r], FA_LD(xb + j * xs, d0), a);
                 out[r * HS + d0] = a;
             }
     }

@@ -484,7 +484,7 @@ gemm_pack_a_t(GEMM_PACK_ARGS)
         {                                                                        \
             const floatV av = (floatV)(A_AT(r));                                 \
             _Pragma("unroll") for (int v = 0; v < GEMM_NV; v++) acc[r][v] =      \
-                fma(av, bv[v], acc[r][v]);                                       \
+                CLF_FMA(av, bv[v], acc[r][v]);                                       \
         }                                                                        \
     }
 
@@ -670,7 +670,7 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
             }
             floatV o = alpha * t[r][v];
             if (beta != 0.0f)
-                o = fma((floatV)(beta), cin, o);
+                o = CLF_FMA((floatV)(beta), cin, o);
             floatV dout;
             int wd;
             o = gemm_epi_v(epi, o, bin, din, &dout, &wd);
@@ -949,7 +949,7 @@ gemm_nt_dot(GEMM_KERNEL_ARGS)
         for (int r = 0; r < GEMM_DOT_M; r++)
 #pragma unroll
             for (int c = 0; c < GEMM_DOT_N; c++)
-                acc[r][c] = fma(av[r], bv[c], acc[r][c]);
+                acc[r][c] = CLF_FMA(av[r], bv[c], acc[r][c]);
     }
     float s[GEMM_DOT_M][GEMM_DOT_N];
 #pragma unroll
@@ -962,7 +962,7 @@ gemm_nt_dot(GEMM_KERNEL_ARGS)
         for (int r = 0; r < GEMM_DOT_M; r++)
 #pragma unroll
             for (int c = 0; c < GEMM_DOT_N; c++)
-                s[r][c] = fma(ar[r][k], br[c][k], s[r][c]);
+                s[r][c] = CLF_FMA(ar[r][k], br[c][k], s[r][c]);
     C += c_off + z * stride_c;
 #pragma unroll
     for (int r = 0; r < GEMM_DOT_M; r++) {
@@ -976,7 +976,7 @@ gemm_nt_dot(GEMM_KERNEL_ARGS)
                 break;
             float o = alpha * s[r][c];
             if (beta != 0.0f)
-                o = fma(beta, cr[c], o);
+                o = CLF_FMA(beta, cr[c], o);
             cr[c] = gemm_epi_1(epi, o, bias + bias_off + j0 + (ulong)c, D, dr + (ulong)c);
         }
     }
@@ -999,7 +999,7 @@ __kernel void gemm_splitk_reduce(ulong M, ulong N, ulong P, __global const float
     __global float *c = C + c_off + i * ldc + j;
     float o = alpha * s;
     if (beta != 0.0f)
-        o = fma(beta, *c, o);
+        o = CLF_FMA(beta, *c, o);
     *c = gemm_epi_1(epi, o, bias + bias_off + j, D, d_off + i * ldd + j);
 }
 
@@ -1102,7 +1102,7 @@ gemm_tiled(ulong M, ulong N, ulong K, float alpha, __global const float *A, ulon
             for (int r = 0; r < GEMM_WM; r++)
 #pragma unroll
                 for (int c = 0; c < GEMM_WN; c++)
-                    acc[r][c] = fma(av[r], bv[c], acc[r][c]);
+                    acc[r][c] = CLF_FMA(av[r], bv[c], acc[r][c]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -1120,7 +1120,7 @@ gemm_tiled(ulong M, ulong N, ulong K, float alpha, __global const float *A, ulon
                 break;
             float o = alpha * acc[r][c];
             if (beta != 0.0f)
-                o = fma(beta, cz[i * ldc + j], o);
+                o = CLF_FMA(beta, cz[i * ldc + j], o);
             cz[i * ldc + j] = gemm_epi_1(epi, o, bias + bias_off + j, D, d_off + i * ldd + j);
         }
     }

@@ -17,8 +17,9 @@
  *   lane-strided columns, local-memory tree, for GPUs; never returning
  *   early, see reduce.cl). Column kernels:
  *   *_item (one work-item per 32 adjacent columns walking all rows, blocked
- *   sums) and *_group (a CLF_COLS_X x CLF_COLS_Y work-group: lanes sum
- *   strided rows, then a fixed tree).
+ *   sums) and *_group (a work-group of CLF_COLS_X columns x a power of two
+ *   of row lanes up to CLF_COLS_Y, within the kernel's work-group limit:
+ *   lanes sum strided rows, then a fixed tree).
  *
  * Formulas (xhat = normalised input, dn = dout * w, means over the row):
  *   LayerNorm  xhat = (x - mean) * rstd, rstd = 1 / sqrt(var + eps)
@@ -317,10 +318,10 @@ __kernel void layernorm_dwdb_group(__global float *dw, ulong dw_off, __global fl
     mean += mean_off;
     rstd += rstd_off;
     ulong c = get_global_id(0);
-    uint lx = get_local_id(0), ly = get_local_id(1);
+    uint lx = get_local_id(0), ly = get_local_id(1), ny = get_local_size(1);
     float sw = 0.0f, sb = 0.0f;
     if (c < N)
-        for (ulong r = ly; r < R; r += CLF_COLS_Y) {
+        for (ulong r = ly; r < R; r += ny) {
             float d = dout[r * N + c];
             sw += d * ((x[r * N + c] - mean[r]) * rstd[r]);
             sb += d;
@@ -328,7 +329,7 @@ __kernel void layernorm_dwdb_group(__global float *dw, ulong dw_off, __global fl
     pw[ly][lx] = sw;
     pb[ly][lx] = sb;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = CLF_COLS_Y / 2; h > 0; h >>= 1) {
+    for (uint h = ny / 2; h > 0; h >>= 1) {
         if (ly < h) {
             pw[ly][lx] += pw[ly + h][lx];
             pb[ly][lx] += pb[ly + h][lx];
@@ -529,14 +530,14 @@ __kernel void rmsnorm_dw_group(__global float *dw, ulong dw_off, __global const 
     x += x_off;
     rstd += rstd_off;
     ulong c = get_global_id(0);
-    uint lx = get_local_id(0), ly = get_local_id(1);
+    uint lx = get_local_id(0), ly = get_local_id(1), ny = get_local_size(1);
     float s = 0.0f;
     if (c < N)
-        for (ulong r = ly; r < R; r += CLF_COLS_Y)
+        for (ulong r = ly; r < R; r += ny)
             s += dout[r * N + c] * (x[r * N + c] * rstd[r]);
     part[ly][lx] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = CLF_COLS_Y / 2; h > 0; h >>= 1) {
+    for (uint h = ny / 2; h > 0; h >>= 1) {
         if (ly < h)
             part[ly][lx] += part[ly + h][lx];
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -43,7 +43,7 @@ __kernel void fma_peak(__global float *out, uint iters, float m, float c)
     for (uint it = 0; it < iters; it++) {
 #pragma unroll
         for (int i = 0; i < PROBE_CHAINS; i++)
-            a[i] = fma(a[i], (probe_v)(m), (probe_v)(c));
+            a[i] = CLF_FMA(a[i], (probe_v)(m), (probe_v)(c));
     }
     probe_v s = a[0];
 #pragma unroll

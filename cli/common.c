@@ -42,6 +42,8 @@ static void on_notice(void *user, const char *event, const char *detail)
                     "afterwards; `clformer tune` does it up front):\n",
                     n->device);
         fprintf(stderr, "  timing %s\n", detail);
+    } else if (strcmp(event, "gemm-dropped") == 0) {
+        fprintf(stderr, "clformer: GEMM configuration %s; left out of the search\n", detail);
     }
 }
 
@@ -113,6 +115,16 @@ int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
     cli_notice *notice = (cli_notice *)&f->notice;
     o.notify = on_notice;
     o.notify_user = notice;
+    /* the device's name for notices while the runtime opens it (its shape
+     * probe compiles then); an enumeration that fails here fails in
+     * clf_runtime_create too, with its message */
+    clf_device_info *devs = NULL;
+    int ndev = 0, pick = -1;
+    if (clf_devices_list(&devs, &ndev, &err) == CLF_OK &&
+        clf_devices_select(devs, ndev, o.device, &pick, &err) == CLF_OK)
+        snprintf(notice->device, sizeof notice->device, "%s", devs[pick].name);
+    free(devs);
+    clf_error_clear(&err);
     clf_status st = clf_runtime_create(rt, &o, &err);
     if (st != CLF_OK) {
         cli_print_error(NULL, &err);

@@ -40,6 +40,9 @@ clf_status clf_runtime_peak_gflops(clf_runtime *rt, double *gflops, clf_error *e
         locals[0] = wg;
         n_shapes = 1;
     }
+    /* a device that ends loops early (clf_device_info.loop_limit) would
+     * stop the chains short and be credited for work it did not do */
+    const uint32_t cap = d->loop_limit ? d->loop_limit / 2 : (1u << 26);
     double best = 0.0;
     for (int shape = 0; shape < n_shapes && st == CLF_OK; shape++) {
         size_t local = locals[shape], global = 8 * cus * local;
@@ -55,8 +58,15 @@ clf_status clf_runtime_peak_gflops(clf_runtime *rt, double *gflops, clf_error *e
                 (st = clf_runtime_finish(rt, err)) != CLF_OK)
                 break;
             const double t = clf_now_seconds() - t0;
-            if (t < 0.05 && iters < (1u << 26)) {
+            if (t < 0.05 && iters * 2 <= cap) {
                 iters *= 2; /* too short to time well: longer */
+                continue;
+            }
+            if (t < 0.05 && global < ((size_t)1 << 24)) { /* loops capped: more items */
+                global *= 2;
+                clf_buffer_destroy(out);
+                out = NULL;
+                st = clf_buffer_create(rt, global * sizeof(float), &out, err);
                 continue;
             }
             const double g = flops_per_iter * (double)iters * (double)global / t * 1e-9;

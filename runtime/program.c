@@ -225,10 +225,10 @@ static clf_status assemble(clf_runtime *rt, const family *f, char **out, clf_err
              "#define CLF_HAS_FP64 %d\n#define CLF_HAS_FP16 %d\n"
              "#define CLF_MAX_WG %zu\n#define CLF_PREF_VEC_FLOAT %u\n"
              "#define CLF_LOCAL_MEM_BYTES %llu\n#define CLF_LOCAL_MEM_IS_GLOBAL %d\n"
-             "%s\n%s\n",
+             "#define CLF_FMA_FAST %d\n%s\n%s\n",
              d->name, d->serial_groups, d->fp64, d->fp16, d->max_work_group,
              d->pref_vec_float ? d->pref_vec_float : 1u, (unsigned long long)d->local_mem,
-             d->local_mem_is_global, bf != NULL ? bf->defines : "", f->defines);
+             d->local_mem_is_global, !d->fma_slow, bf != NULL ? bf->defines : "", f->defines);
     size_t n = strlen(pre) + strlen(common) + strlen(body) + 256;
     char *src = malloc(n);
     if (src == NULL) {

@@ -91,6 +91,15 @@ typedef struct clf_device_info {
      * why: */
     clf_shape_source shape_source;
     char shape_reason[256];
+    /* Measured with the shape: the loop iterations after which the device
+     * ends a work-item's loops, silently (0: none seen in 2^18; Mesa 22's
+     * llvmpipe stops at 65535, counted over all of an item's loops). A
+     * kernel launch whose items would run longer gives wrong results. */
+    unsigned loop_limit;
+    /* Measured with the shape: OpenCL's fma() runs many times slower than
+     * a * b + c (emulated in software: Mesa 22's llvmpipe), so the kernels
+     * write a * b + c (the preamble's CLF_FMA_FAST 0). */
+    int fma_slow;
 } clf_device_info;
 
 /* Enumerate all devices. *out is malloc'ed; free it with free().
@@ -142,8 +151,10 @@ typedef struct clf_runtime_options {
                                   native configuration; 0 = the default (60) */
     /* Told of the slow first-use work, for a progress line: "compile" with
      * the kernel family built from source (not from the cache), and
-     * "gemm-search" with the shape being timed ("NT 768x384x128"). NULL:
-     * nothing is told. Called on the caller's thread. */
+     * "gemm-search" with the shape being timed ("NT 768x384x128"), and
+     * "gemm-dropped" with a native configuration the search leaves out
+     * ("t64x64k16w4x4: <why>"). NULL: nothing is told. Called on the
+     * caller's thread. */
     void (*notify)(void *user, const char *event, const char *detail);
     void *notify_user;
 } clf_runtime_options;

@@ -63,9 +63,11 @@ clf_status clf_program_source_hash(clf_runtime *rt, const char *family, uint64_t
 void clf_shape_decide(clf_runtime *rt, clf_device_info *d, clf_shape forced);
 /* The rule itself, for the tests: t[0..2] the item shape's seconds at
  * vector widths 4, 8, 16, t[3] the group shape's (negative: did not run or
- * summed wrong); the type's default shape and preferred width. Sets the
- * shape (1 = item) and width, returns the reason's first words. */
-const char *clf_shape_choose(const double t[4], int type_serial, unsigned type_vec, int *serial,
-                             unsigned *vec);
+ * summed wrong); the iterations after which the device ends a work-item's
+ * loops (0: none seen), which alone means the group shape; the type's
+ * default shape and preferred width. Sets the shape (1 = item) and width,
+ * returns the reason's first words. */
+const char *clf_shape_choose(const double t[4], unsigned loop_limit, int type_serial,
+                             unsigned type_vec, int *serial, unsigned *vec);
 
 #endif

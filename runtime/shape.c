@@ -19,12 +19,26 @@
  *   one the device reports as preferred, else the widest: a row sum reads
  *   memory, and widths that tie on it need not tie on arithmetic.
  *
+ *   One fact overrides the timings: a device that ends a work-item's loops
+ *   early (shape_loop_count runs SHAPE_LOOP_N iterations and counts fewer:
+ *   Mesa 22's llvmpipe stops after 65535 in all, and carries on with wrong
+ *   values) gets the group shape, where an item walks a fraction of a row
+ *   instead of all of it; the limit is kept as clf_device_info.loop_limit
+ *   for the callers that can split their work further.
+ *
+ *   And one more fact for the kernels' arithmetic: chains of multiply-adds
+ *   written as fma() and as a * b + c (shape_fma, shape_muladd) are timed
+ *   alike; fma() more than SHAPE_FMA_SLOW times slower means the device
+ *   emulates it (Mesa 22's llvmpipe: 57x), and the kernels then use a * b + c
+ *   (clf_device_info.fma_slow, common.cl's CLF_FMA).
+ *
  *   The result lives in <cache_dir>/device-<device key>.txt beside the
  *   kernels and the GEMM choices: a magic line, the hash of shape.cl (with
- *   common.cl) as this runtime builds it, the shape, the width and the
- *   reason; a file that does not parse or was made from other kernels is
+ *   common.cl) as this runtime builds it, the shape, the width, the loop
+ *   limit (0: none seen), whether fma() is slow, and the reason; a file that does not parse or was made from other kernels is
  *   measured again and rewritten (temporary file and rename). Forced by the
- *   caller (clf_runtime_options.shape) nothing is measured. A measurement
+ *   caller (clf_runtime_options.shape) nothing is measured, and the loop
+ *   limit and fma() come from the file if it is there. A measurement
  *   that cannot run (the program does not build, no memory) leaves the
  *   type's default, with the reason.
  *
@@ -39,19 +53,25 @@
 
 #include "runtime/runtime_internal.h"
 
-#define SHAPE_MAGIC "clformer-device-facts 1"
+#define SHAPE_MAGIC "clformer-device-facts 2"
 #define SHAPE_ROWS 512
 #define SHAPE_COLS 1024
 #define SHAPE_ROUNDS 3
 #define SHAPE_MARGIN 1.15 /* the faster shape must be this much faster */
 #define SHAPE_ITEM_LOCAL 16
 #define SHAPE_GROUP_LOCAL 128
+#define SHAPE_LOOP_N (1u << 18) /* iterations the loop probe asks for */
+#define SHAPE_FMA_ITEMS 4096
+#define SHAPE_FMA_ITERS 256
+#define SHAPE_FMA_SLOW 3.0 /* fma() this many times a * b + c's time: emulated */
 
 static const unsigned widths[3] = {4, 8, 16};
 
 typedef struct shape_facts {
     int serial; /* item */
     unsigned vec;
+    unsigned loops; /* iterations after which loops end; 0: none seen */
+    int fma_slow;   /* fma() emulated: the kernels write a * b + c */
     char reason[256];
 } shape_facts;
 
@@ -81,6 +101,10 @@ static int facts_load(clf_runtime *rt, uint64_t hash, shape_facts *f)
              sscanf(line, "shape %15s vec %u", shape, &f->vec) == 2 &&
              (strcmp(shape, "item") == 0 || strcmp(shape, "group") == 0) &&
              (f->vec == 4 || f->vec == 8 || f->vec == 16) && fgets(line, sizeof line, fp) != NULL &&
+             sscanf(line, "loops %u", &f->loops) == 1 && f->loops < SHAPE_LOOP_N &&
+             fgets(line, sizeof line, fp) != NULL &&
+             sscanf(line, "fma_slow %d", &f->fma_slow) == 1 &&
+             (f->fma_slow == 0 || f->fma_slow == 1) && fgets(line, sizeof line, fp) != NULL &&
              strncmp(line, "reason ", 7) == 0 && line[strlen(line) - 1] == '\n';
     if (ok) {
         f->serial = strcmp(shape, "item") == 0;
@@ -103,8 +127,9 @@ static void facts_save(clf_runtime *rt, uint64_t hash, const shape_facts *f)
     FILE *fp = fopen(tmp, "w");
     if (fp == NULL)
         return;
-    int ok = fprintf(fp, "%s\nkernels %016llx\nshape %s vec %u\nreason %s\n", SHAPE_MAGIC,
-                     (unsigned long long)hash, f->serial ? "item" : "group", f->vec, f->reason) > 0;
+    int ok = fprintf(fp, "%s\nkernels %016llx\nshape %s vec %u\nloops %u\nfma_slow %d\nreason %s\n",
+                     SHAPE_MAGIC, (unsigned long long)hash, f->serial ? "item" : "group", f->vec,
+                     f->loops, f->fma_slow, f->reason) > 0;
     if (fclose(fp) != 0)
         ok = 0;
     if (!ok || rename(tmp, path) != 0)
@@ -136,6 +161,66 @@ static int sums_right(clf_runtime *rt, clf_buffer *out)
         if (got[r] != (float)SHAPE_COLS)
             return 0;
     return 1;
+}
+
+/* The iterations one work-item's loop runs of SHAPE_LOOP_N asked: *loops
+ * = 0 if all, else the count (a device that ends loops early). */
+static clf_status measure_loops(clf_runtime *rt, unsigned *loops, clf_error *err)
+{
+    clf_kernel *k = NULL;
+    clf_buffer *one = NULL, *out = NULL;
+    clf_status st = clf_kernel_get(rt, "shape", "shape_loop_count", &k, err);
+    if (st == CLF_OK)
+        st = clf_buffer_create(rt, 16 * sizeof(uint32_t), &one, err);
+    if (st == CLF_OK)
+        st = clf_buffer_create(rt, sizeof(uint32_t), &out, err);
+    if (st == CLF_OK)
+        st = clf_buffer_fill(rt, one, 0, 16 * sizeof(uint32_t), 1u, err);
+    uint32_t got = 0;
+    if (st == CLF_OK) {
+        const size_t n1 = 1;
+        const clf_arg a[3] = {CLF_ARG_BUF(one), CLF_ARG_U32(SHAPE_LOOP_N), CLF_ARG_BUF(out)};
+        st = clf_kernel_launch(rt, k, 1, &n1, &n1, 3, a, err);
+    }
+    if (st == CLF_OK)
+        st = clf_buffer_read(rt, out, 0, &got, sizeof got, err);
+    clf_buffer_destroy(one);
+    clf_buffer_destroy(out);
+    if (st == CLF_OK)
+        *loops = got == SHAPE_LOOP_N ? 0u : got;
+    return st;
+}
+
+/* Seconds of the fastest of SHAPE_ROUNDS runs of the multiply-add chains
+ * as fma() (t[0]) and as a * b + c (t[1]), each after a warm-up run. */
+static clf_status measure_fma(clf_runtime *rt, double t[2], clf_error *err)
+{
+    clf_kernel *k[2] = {NULL, NULL};
+    clf_buffer *out = NULL;
+    clf_status st = clf_kernel_get(rt, "shape", "shape_fma", &k[0], err);
+    if (st == CLF_OK)
+        st = clf_kernel_get(rt, "shape", "shape_muladd", &k[1], err);
+    if (st == CLF_OK)
+        st = clf_buffer_create(rt, SHAPE_FMA_ITEMS * sizeof(float), &out, err);
+    if (st != CLF_OK)
+        return st;
+    const clf_arg a[4] = {CLF_ARG_BUF(out), CLF_ARG_U32(SHAPE_FMA_ITERS), CLF_ARG_F32(0.999f),
+                          CLF_ARG_F32(1e-3f)};
+    const size_t global = SHAPE_FMA_ITEMS;
+    for (int round = 0; round <= SHAPE_ROUNDS; round++)
+        for (int c = 0; c < 2; c++) {
+            const size_t local =
+                clf_kernel_max_work_group(k[c]) < 32 ? clf_kernel_max_work_group(k[c]) : 32;
+            const double tc = time_launch(rt, k[c], global, local, 4, a);
+            if (tc < 0.0) {
+                clf_buffer_destroy(out);
+                return clf_error_set(err, CLF_ERR_OPENCL, "the multiply-add probe did not run");
+            }
+            if (round == 1 || (round > 1 && tc < t[c]))
+                t[c] = tc; /* round 0 warms up */
+        }
+    clf_buffer_destroy(out);
+    return CLF_OK;
 }
 
 /* Time the candidates: t[0..2] the item shape at widths 4, 8, 16, t[3]
@@ -195,8 +280,8 @@ static clf_status measure(clf_runtime *rt, double t[4], size_t *group_local, clf
     return st;
 }
 
-const char *clf_shape_choose(const double t[4], int type_serial, unsigned type_vec, int *serial,
-                             unsigned *vec)
+const char *clf_shape_choose(const double t[4], unsigned loop_limit, int type_serial,
+                             unsigned type_vec, int *serial, unsigned *vec)
 {
     int best = -1;
     for (int c = 0; c < 3; c++)
@@ -212,6 +297,10 @@ const char *clf_shape_choose(const double t[4], int type_serial, unsigned type_v
             (widths[c] == type_vec || (widths[w] != type_vec && widths[c] > widths[w])))
             w = c;
     *vec = w >= 0 ? widths[w] : 4;
+    if (loop_limit != 0) { /* an item walking a row may not finish it */
+        *serial = 0;
+        return "loops end early";
+    }
     if (ti < 0.0 && tg < 0.0) {
         *serial = type_serial;
         return "neither ran; by type";
@@ -228,43 +317,63 @@ const char *clf_shape_choose(const double t[4], int type_serial, unsigned type_v
     return "within 15%, by type";
 }
 
-/* The decision from the timings, with its reason. */
-static void decide(const clf_device_info *d, const double t[4], size_t group_local, shape_facts *f)
+/* The decision from the timings and the loop limit, with its reason. */
+static void decide(const clf_device_info *d, const double t[4], size_t group_local,
+                   const double tf[2], shape_facts *f)
 {
-    const char *why = clf_shape_choose(t, d->serial_groups, d->pref_vec_float, &f->serial, &f->vec);
+    const char *why =
+        clf_shape_choose(t, f->loops, d->serial_groups, d->pref_vec_float, &f->serial, &f->vec);
+    char lim[96] = "";
+    if (f->loops)
+        snprintf(lim, sizeof lim, " (after %u iterations a work-item)", f->loops);
+    f->fma_slow = tf[0] > SHAPE_FMA_SLOW * tf[1];
+    const double ratio = tf[1] > 0.0 ? tf[0] / tf[1] : 1.0;
     snprintf(f->reason, sizeof f->reason,
-             "%s: a %dx%d row sum, item x4 %.3f / x8 %.3f / x16 %.3f ms, group of %zu %.3f ms", why,
-             SHAPE_ROWS, SHAPE_COLS, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, group_local, t[3] * 1e3);
+             "%s%s: a %dx%d row sum, item x4 %.3f / x8 %.3f / x16 %.3f ms, group of %zu %.3f ms; "
+             "fma() %.1fx a * b + c's time%s",
+             why, lim, SHAPE_ROWS, SHAPE_COLS, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, group_local,
+             t[3] * 1e3, ratio, f->fma_slow ? ", so a * b + c" : "");
 }
 
 void clf_shape_decide(clf_runtime *rt, clf_device_info *d, clf_shape forced)
 {
-    if (forced == CLF_SHAPE_ITEM || forced == CLF_SHAPE_GROUP) {
-        d->serial_groups = forced == CLF_SHAPE_ITEM;
-        d->shape_source = CLF_SHAPE_FORCED;
-        snprintf(d->shape_reason, sizeof d->shape_reason, "forced");
-        return;
-    }
     clf_error err;
     uint64_t hash = 0;
     shape_facts f;
     memset(&f, 0, sizeof f);
-    if (clf_program_source_hash(rt, "shape", &hash, &err) == CLF_OK && facts_load(rt, hash, &f)) {
+    const int known =
+        clf_program_source_hash(rt, "shape", &hash, &err) == CLF_OK && facts_load(rt, hash, &f);
+    if (forced == CLF_SHAPE_ITEM || forced == CLF_SHAPE_GROUP) {
+        /* the shape as told; the loop limit and fma() from an earlier
+         * measurement if there is one (nothing is measured: a simulator
+         * would take long) */
+        d->serial_groups = forced == CLF_SHAPE_ITEM;
+        d->shape_source = CLF_SHAPE_FORCED;
+        d->loop_limit = known ? f.loops : 0;
+        d->fma_slow = known ? f.fma_slow : 0;
+        snprintf(d->shape_reason, sizeof d->shape_reason, "forced");
+        return;
+    }
+    if (known) {
         d->shape_source = CLF_SHAPE_CACHED;
     } else {
         double t[4] = {-1.0, -1.0, -1.0, -1.0};
+        double tf[2] = {1.0, 1.0};
         size_t gl = 0;
-        if (measure(rt, t, &gl, &err) != CLF_OK) {
+        if (measure_loops(rt, &f.loops, &err) != CLF_OK || measure_fma(rt, tf, &err) != CLF_OK ||
+            measure(rt, t, &gl, &err) != CLF_OK) {
             d->shape_source = CLF_SHAPE_BY_TYPE;
             snprintf(d->shape_reason, sizeof d->shape_reason, "by type (not measured: %.200s)",
                      err.msg);
             return;
         }
-        decide(d, t, gl, &f);
+        decide(d, t, gl, tf, &f);
         facts_save(rt, hash, &f);
         d->shape_source = CLF_SHAPE_MEASURED;
     }
     d->serial_groups = f.serial;
+    d->loop_limit = f.loops;
+    d->fma_slow = f.fma_slow;
     if (f.serial)
         d->pref_vec_float = f.vec;
     snprintf(d->shape_reason, sizeof d->shape_reason, "%s", f.reason);

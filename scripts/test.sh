@@ -6,7 +6,8 @@
 #   2. Intel's CPU OpenCL runtime (PyPI wheels, scripts/install-intel-opencl.sh),
 #      the same build
 #   3. Mesa's rusticl on llvmpipe (Debian's mesa-opencl-icd): the SPIR-V
-#      front end of Mesa's GPU drivers; the tests it runs in bounded time
+#      front end of Mesa's GPU drivers; every test but four that train
+#      for minutes there
 #   4. the Oclgrind simulator: every kernel test with its race and
 #      bounds checks (scripts/test-simulator.sh)
 #   5. PoCL again, AddressSanitizer + UndefinedBehaviorSanitizer build
@@ -119,27 +120,20 @@ if [ "${CLF_TEST_MESA:-1}" != "0" ]; then
   # Its shader cache lives in the build, so a fresh clone compiles cold and
   # the leg's tests share what the first one compiled. Kernel tests run at
   # their smaller sizes (CLFORMER_TEST_SIMULATOR=1), which reach the same
-  # code. Not run here yet, and why (docs/devices.md, "Mesa's rusticl"):
-  #   too slow on llvmpipe, cold (over a minute each at the smaller sizes:
-  #   the item-shaped kernels run one work-item per SIMD lane, and llvmpipe
-  #   compiles each kernel at its first launch, the 16-wide GEMM
-  #   configurations in 20-80 s and up to 1 GB each): test_attn_fused,
-  #   test_attn_fused16, test_beam, test_checkpoint, test_import,
-  #   test_parity_gpt, test_parity_seq2seq, test_gemm_*, test_gemm16,
-  #   test_gemm_choice, test_model_grad, test_trainer*, cli_*, kill_resume,
-  #   mpi_data_parallel, install_and_example;
-  #   group-shaped kernels with a fixed 256-item work-group, above the 32
-  #   llvmpipe allows a kernel: test_elementwise, test_loss, test_norm;
-  #   a wrong result (one decode case, HS=128 over 1000 positions, work-
-  #   groups of one item; Mesa warns "Treating load_kernel_arg in control
-  #   flow as uniform, results may be incorrect"): test_attn_decode.
-  mesa_skip='^(test_attn_fused|test_attn_fused16|test_beam|test_checkpoint|test_import|test_parity_gpt|test_parity_seq2seq|test_gemm_[12]of2|test_gemm16|test_gemm_choice|test_model_grad|test_trainer.*|cli_.*|kill_resume|mpi_data_parallel|install_and_example|test_elementwise|test_loss|test_norm|test_attn_decode)$'
+  # code, and in the device's own shape (CLFORMER_TEST_OWN_SHAPE=1: the
+  # group shape there; llvmpipe compiles the item-shaped fused attention
+  # backward for over 4 minutes, and the CPU legs check that shape). Not run
+  # here, because they train for minutes (llvmpipe runs the CPU recipe's
+  # step in 2.0 s against PoCL's 23 ms; docs/devices.md): cli_decoder
+  # (394 s there), kill_resume (813 s), mpi_data_parallel, and
+  # install_and_example (a second build whose example trains).
+  mesa_skip='^(cli_decoder|kill_resume|mpi_data_parallel|install_and_example)$'
   mesa() {
     [ -s /etc/OpenCL/vendors/rusticl.icd ] || { echo "test.sh: /etc/OpenCL/vendors/rusticl.icd missing (apt-get install mesa-opencl-icd)" >&2; return 1; }
     local v
     v=$(vendors rusticl "$(cat /etc/OpenCL/vendors/rusticl.icd)") || return 1
     (export OCL_ICD_VENDORS=$v RUSTICL_ENABLE=llvmpipe MESA_SHADER_CACHE_DIR=$ROOT/build/mesa-cache \
-        CLFORMER_TEST_SIMULATOR=1 CLFORMER_CACHE_DIR=$ROOT/build/test-cache &&
+        CLFORMER_TEST_SIMULATOR=1 CLFORMER_TEST_OWN_SHAPE=1 CLFORMER_CACHE_DIR=$ROOT/build/test-cache &&
       settle && build/clformer selftest && suite build mesa -E "$mesa_skip")
   }
   rm -f build/ctest-mesa.log

@@ -72,8 +72,10 @@ static size_t gpu_w(clf_runtime *rt)
     tu_ok(clf_kernel_get(rt, "attention", "attn_decode", &k, &err), &err, "attn_decode");
     return clf_ops_group_size(k, 128);
 }
-static void decode(clf_runtime *rt, size_t W, clf_ptr out, clf_ptr q, clf_ptr k, clf_ptr v,
-                   size_t B, size_t NH, size_t HS, size_t Tmax, size_t L, float scale)
+/* 0 when it ran; 1 when the op refused, rightly, a work-group size the
+ * device cannot run that long (a device that ends loops early). */
+static int decode(clf_runtime *rt, size_t W, clf_ptr out, clf_ptr q, clf_ptr k, clf_ptr v, size_t B,
+                  size_t NH, size_t HS, size_t Tmax, size_t L, float scale)
 {
     clf_error err;
     const clf_attn_decode ad = {.out = out,
@@ -88,7 +90,16 @@ static void decode(clf_runtime *rt, size_t W, clf_ptr out, clf_ptr q, clf_ptr k,
                                 .scale = scale,
                                 .group = W == ITEM ? 0 : W,
                                 .item = W == ITEM};
-    tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode");
+    const clf_status st = clf_op_attn_decode(rt, &ad, &err);
+    const unsigned lim = clf_runtime_device(rt)->loop_limit;
+    if (st == CLF_ERR_UNSUPPORTED && lim != 0 && W != 0) {
+        TU_CHECK(strstr(err.msg, "ends a work-item's loops") != NULL,
+                 "W=%zu HS=%zu L=%zu refused for the loop limit: %s", W, HS, L, err.msg);
+        printf("  skip attn_decode W=%zu HS=%zu L=%zu: %s\n", W, HS, L, err.msg);
+        return 1;
+    }
+    tu_ok(st, &err, "attn_decode");
+    return 0;
 }
 
 static void test_decode(clf_runtime *rt, size_t W, size_t B, size_t NH, size_t HS, size_t Tmax,
@@ -115,14 +126,16 @@ static void test_decode(clf_runtime *rt, size_t W, size_t B, size_t NH, size_t H
     memcpy(vp + 3, v, nc * sizeof *v);
     clf_ptr dq = tu_upload(rt, q, nq), dkb = tu_upload(rt, kp, nc + 2);
     clf_ptr dvb = tu_upload(rt, vp, nc + 3), dob = tu_alloc(rt, nq + 1);
-    decode(rt, W, clf_ptr_at(dob, 1), dq, clf_ptr_at(dkb, 2), clf_ptr_at(dvb, 3), B, NH, HS, Tmax,
-           L, scale);
-    tu_download(rt, clf_ptr_at(dob, 1), got, nq);
-    decode_ref(ref, q, k, v, BH, HS, Tmax, L, scale);
-    char name[160];
-    snprintf(name, sizeof name, "attn_decode W=%zu B=%zu NH=%zu HS=%zu Tmax=%zu L=%zu scale=%.3g",
-             W, B, NH, HS, Tmax, L, (double)scale);
-    tu_close(name, got, ref, nq, 1e-5, 1e-4);
+    if (!decode(rt, W, clf_ptr_at(dob, 1), dq, clf_ptr_at(dkb, 2), clf_ptr_at(dvb, 3), B, NH, HS,
+                Tmax, L, scale)) {
+        tu_download(rt, clf_ptr_at(dob, 1), got, nq);
+        decode_ref(ref, q, k, v, BH, HS, Tmax, L, scale);
+        char name[160];
+        snprintf(name, sizeof name,
+                 "attn_decode W=%zu B=%zu NH=%zu HS=%zu Tmax=%zu L=%zu scale=%.3g", W, B, NH, HS,
+                 Tmax, L, (double)scale);
+        tu_close(name, got, ref, nq, 1e-5, 1e-4);
+    }
     tu_free(dq);
     tu_free(dkb);
     tu_free(dvb);
@@ -367,6 +380,11 @@ int main(void)
         test_decode(rt, W, 1, 6, 5, 9, 2, 1.0f, &r);
         test_decode(rt, W, 2, 2, 16, 50, 50, 30.0f, &r);
     }
+    /* small groups over long ranges: right, or refused where the device
+     * would end the items' loops early */
+    for (size_t w = 1; w <= 4; w *= 2)
+        for (size_t hs = 32; hs <= 128; hs *= 2)
+            test_decode(rt, w, 1, 2, hs, 1010, 1000, 0.1f, &r);
     test_splits(rt, &r);
     const size_t windows[] = {0, 1, 16, 61, 200};
     for (int i = 0; i < 5; i++)

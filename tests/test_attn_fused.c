@@ -22,7 +22,8 @@
  * drop exactly what the materialised path dropped. Tolerances: y atol
  * 2e-5, rtol 1e-4; lse atol 1e-4, rtol 1e-5 (float dot products of length
  * HS, exp and sums over S). Reruns are bit-identical; bad arguments are
- * refused.
+ * refused. With CLFORMER_TEST_OWN_SHAPE=1 on a device whose shape is group,
+ * the tiles alone.
  * Backward: dq, dk, dv written into the model's gradient layouts (a fused
  * [B, T, 3C] dqkv; for cross-attention dq [B, T, C] and dkv [B, S, 2C])
  * against the float64 analytic gradient of sum(dy * y), atol 5e-5, rtol
@@ -432,8 +433,9 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
 }
 
 /* Every case on a runtime whose flash program has FA_VW = vw (0: the
- * device's own choice). */
-static size_t run_all(size_t vw, int tiles, tu_rng *r)
+ * device's own choice): in the blocked kernels if items, in the tiles if
+ * tiles. */
+static size_t run_all(size_t vw, int items, int tiles, tu_rng *r)
 {
     clf_runtime *rt = tu_runtime();
     clf_error err;
@@ -478,9 +480,11 @@ static size_t run_all(size_t vw, int tiles, tu_rng *r)
         acase c = cases[i];
         if (sim && c.T * c.S * c.HS > 40000)
             c.T = c.T / 8 > 0 ? c.T / 8 : 1, c.S = c.cross ? c.S / 8 + 1 : c.T;
-        g_path = CLF_OPS_PATH_ITEM;
-        run(rt, &c, r);
-        run_backward(rt, &c, r);
+        if (items) {
+            g_path = CLF_OPS_PATH_ITEM;
+            run(rt, &c, r);
+            run_backward(rt, &c, r);
+        }
         if (tiles) {
             g_path = CLF_OPS_PATH_GROUP;
             run(rt, &c, r);
@@ -530,10 +534,18 @@ int main(void)
      * blocked kernels in every other width cl/flash.cl has (16 rows: AVX-512;
      * 8: AVX2; 4; 1: one row per work-item), each with its own product
      * blocking (cl/flash.cl's FA_PR x FA_PN) */
-    const size_t vw = run_all(0, 1, &r);
+    clf_runtime *probe = tu_runtime();
+    const int serial = clf_runtime_device(probe)->serial_groups;
+    clf_runtime_destroy(probe);
+    if (tu_own_shape() && !serial) { /* the tiles alone */
+        printf("(the blocked kernels: not here, CLFORMER_TEST_OWN_SHAPE=1)\n");
+        run_all(0, 0, 1, &r);
+        return tu_finish();
+    }
+    const size_t vw = run_all(0, 1, 1, &r);
     static const size_t widths[] = {16, 8, 4, 1};
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
         if (widths[i] != vw)
-            run_all(widths[i], 0, &r);
+            run_all(widths[i], 1, 0, &r);
     return tu_finish();
 }

@@ -45,13 +45,15 @@ static void find_choice_file(const char *dir, char *out, size_t cap)
     closedir(dp);
 }
 
-/* budget: the GEMM search's seconds */
-static clf_runtime *runtime_with_budget(const char *dir, double budget)
+/* budget: the GEMM search's seconds; split_k: the runtime's gemm_split_k
+ * (0: the engine's choice; 1: never split) */
+static clf_runtime *runtime_with(const char *dir, double budget, size_t split_k)
 {
     clf_runtime_options o = tu_options();
     o.cache_dir = dir;
     o.gemm = CLF_GEMM_AUTO;
     o.gemm_search_budget = budget;
+    o.gemm_split_k = split_k;
     clf_runtime *rt = NULL;
     clf_error err;
     tu_ok(clf_runtime_create(&rt, &o, &err), &err, "creating a runtime with a cache dir");
@@ -61,6 +63,10 @@ static clf_runtime *runtime_with_budget(const char *dir, double budget)
 /* The budget unbounded: these checks count the classes saved, and compiling
  * every configuration cold takes most of the default minute on some
  * runtimes (Intel's CPU runtime: 5-8 s each). */
+static clf_runtime *runtime_with_budget(const char *dir, double budget)
+{
+    return runtime_with(dir, budget, 0);
+}
 static clf_runtime *runtime_with_cache(const char *dir) { return runtime_with_budget(dir, 1e6); }
 
 /* Lines after the first two of a choice file; those two into head and
@@ -161,7 +167,9 @@ static int lines_after_writing(const char *dir, const char *path, const char *te
  * one pass (then slices): auto runs bit for bit as that configuration with
  * k_slice SIZE_MAX (then 0), and the table reports the flag. The two
  * slicings must round differently at this shape, or the check would prove
- * nothing. A flag other than 0 or 1 makes the file corrupt. */
+ * nothing: split-K is off (gemm_split_k = 1), which a device with many
+ * work-items a group would otherwise pick here instead of slices. A flag
+ * other than 0 or 1 makes the file corrupt. */
 static void test_one_pass_choice(const char *dir, const char *path, tu_rng *r)
 {
     const gcase g = {.ta = 1, .m = 40, .n = 50, .k = 1500, .batch = 1, .alpha = 1.0f, .beta = 0.5f};
@@ -174,7 +182,7 @@ static void test_one_pass_choice(const char *dir, const char *path, tu_rng *r)
         exit(1);
     }
     tu_fill(r, host, L.total, -1.0f, 1.0f);
-    clf_runtime *rt = runtime_with_cache(dir);
+    clf_runtime *rt = runtime_with(dir, 1e6, 1);
     const char *const *names = NULL;
     size_t count = 0;
     clf_error err;
@@ -190,7 +198,7 @@ static void test_one_pass_choice(const char *dir, const char *path, tu_rng *r)
     for (unsigned whole = 0; whole < 2; whole++) {
         TU_CHECK(rewrite_choice(path, g.m, g.n, g.k, first, 1 - whole),
                  "the class's line rewritten (one pass %u)", 1 - whole);
-        rt = runtime_with_cache(dir);
+        rt = runtime_with(dir, 1e6, 1);
         gemm_once(rt, NULL, 0, &g, &L, host, got);
         clf_gemm_tuned rows[8];
         size_t nrows = 0;
@@ -207,7 +215,7 @@ static void test_one_pass_choice(const char *dir, const char *path, tu_rng *r)
     }
     char head[CLF_ERROR_MSG_MAX], cands[CLF_ERROR_MSG_MAX];
     TU_CHECK(rewrite_choice(path, g.m, g.n, g.k, first, 2), "the class's line given flag 2");
-    rt = runtime_with_cache(dir);
+    rt = runtime_with(dir, 1e6, 1);
     clf_gemm_tuned rows[8];
     size_t nrows = 9;
     tu_ok(clf_gemm_tuning(rt, rows, 8, &nrows, &err), &err, "tuning table");

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "model/ops/ops.h"
+#include "model/ops/ops_internal.h"
 #include "tests/test_util.h"
 
 /* float64 loss of one row; grad (if not NULL) gets d loss / d z. */
@@ -46,7 +47,8 @@ static double ce_row(const double *z, int t, size_t V, double eps, double *grad)
 
 /* W = 0: through the op (the device's choice); W = ROWS: the one-row-per-
  * work-item kernel (CPUs); else the work-group-per-row kernel with groups of
- * W (the GPU's 256, or 1), so that every variant is tested on any device. */
+ * W (the GPU's 256, or 1; fewer where the kernel allows fewer), so that
+ * every variant is tested on any device. */
 #define ROWS ((size_t)-1)
 static void ce(clf_runtime *rt, size_t W, clf_ptr losses, clf_ptr dz, clf_ptr z, clf_ptr t,
                size_t R, size_t V, float eps, int ignore, float gs, clf_ptr gmul)
@@ -62,7 +64,7 @@ static void ce(clf_runtime *rt, size_t W, clf_ptr losses, clf_ptr dz, clf_ptr z,
     tu_ok(clf_kernel_get(rt, "loss", rows ? "cross_entropy_rows" : "cross_entropy", &k, &err), &err,
           "kernel");
     clf_ptr d = dz.buf ? dz : z;
-    size_t l = rows ? 16 : W;
+    size_t l = clf_ops_group_size(k, rows ? 16 : W); /* within the kernel's limit */
     clf_arg a[] = {CLF_ARG_BUF(losses.buf),
                    CLF_ARG_U64(losses.off),
                    CLF_ARG_BUF(d.buf),
@@ -81,7 +83,7 @@ static void ce(clf_runtime *rt, size_t W, clf_ptr losses, clf_ptr dz, clf_ptr z,
                    CLF_ARG_U64(gmul.off),
                    CLF_ARG_I32(gmul.buf != NULL),
                    CLF_ARG_LOCAL(2 * l * sizeof(float))};
-    size_t g = rows ? R : R * W;
+    size_t g = rows ? R : R * l; /* one group a row */
     tu_ok(clf_kernel_launch(rt, k, 1, &g, &l, rows ? 17 : 18, a, &err), &err, "cross_entropy W");
 }
 

@@ -41,8 +41,10 @@
  * measured 5.6e-4), the gradient norms within the same 1e-3 (3.4e-4), the
  * losses at every step and after them within 1e-4 relative (8.2e-6), the
  * logits 10 times the float32 bounds, and the parameters by each tensor's
- * update over the 10 steps (final - initial), relative L2 within 2e-2
- * (1.1e-2), leaving out the key bias: its gradient is zero but for
+ * update over the 10 steps (final - initial), relative L2 within 3e-2
+ * (measured 1.1e-2 on PoCL, 2.2e-2 on Mesa's llvmpipe, whose multiply-adds
+ * round twice; the worst tensor is the query and value bias on both, whose
+ * small gradients Adam's normalisation magnifies), leaving out the key bias: its gradient is zero but for
  * rounding (softmax is blind to q.b_k, the same in every score of a row),
  * and Adam turns each side's rounding noise there into whole steps of
  * either sign (measured 0.18 with it). Inference (float32) is compared
@@ -78,7 +80,7 @@ static clf_model *build(clf_runtime *rt, const clf_model_config *cfg, int V, int
 /* A bf16 fixture's gradients: relative L2 per tensor (see the top). */
 #define HALF_GRAD_L2 1e-3
 #define HALF_STEP_LOSS 1e-4
-#define HALF_UPDATE_L2 2e-2
+#define HALF_UPDATE_L2 3e-2
 
 static void parity(clf_runtime *rt, const char *fx)
 {
@@ -164,6 +166,7 @@ static void parity(clf_runtime *rt, const char *fx)
     TU_CHECK(worst_gn <= gn_tol, "%s: gradient norms within %g relative (worst %.3g)", fx, gn_tol,
              worst_gn);
     double worst_step = 0;
+    char worst_name[128] = "";
     for (int i = 0; i < clf_model_param_count(m); i++) {
         const clf_param_info *p = clf_model_param_get(m, i);
         float *w = malloc(p->numel * sizeof *w);
@@ -182,7 +185,11 @@ static void parity(clf_runtime *rt, const char *fx)
             if (n >= 13 && strcmp(p->name + n - 13, "attn.qkv.bias") == 0)
                 for (size_t j = C; j < 2 * C; j++)
                     w[j] = ref[j] = 0.0f;
-            worst_step = fmax(worst_step, pu_rel_l2(w, ref, p->numel));
+            const double step_l2 = pu_rel_l2(w, ref, p->numel);
+            if (step_l2 > worst_step) {
+                worst_step = step_l2;
+                snprintf(worst_name, sizeof worst_name, "%s", p->name);
+            }
             free(w0);
         } else {
             snprintf(name, sizeof name, "%s final.%s", fx, p->name);
@@ -194,8 +201,8 @@ static void parity(clf_runtime *rt, const char *fx)
     if (half)
         TU_CHECK(worst_step <= HALF_UPDATE_L2,
                  "%s: every tensor's update over the %zu steps within relative L2 %g of torch's "
-                 "(worst %.3g)",
-                 fx, nsteps, HALF_UPDATE_L2, worst_step);
+                 "(worst %.3g, %s)",
+                 fx, nsteps, HALF_UPDATE_L2, worst_step, worst_name);
     float *ref_final = pu_read(r, "final_loss", NULL);
     die(clf_model_set_batch(m, clf_batch_decoder(x, y, B, T), &e), &e, "set_batch");
     die(clf_model_forward(m, 0, &e), &e, "forward");

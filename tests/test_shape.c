@@ -6,7 +6,10 @@
  *   at several local sizes) against float64 sums on fresh random rows,
  *   within the float accumulation bound n * 2^-24 * sum |x| per row, and
  *   exactly on rows of eighths (sums every order computes exactly).
- * - The rule (clf_shape_choose) on made-up timings: the faster shape wins
+ * - The loop probe counts what it runs (0 to 2^18 iterations), or on a
+ *   device that ends loops early the limit the runtime measured.
+ * - The rule (clf_shape_choose) on made-up timings: a loop limit means the
+ *   group shape whatever the timings; else the faster shape wins
  *   by more than 15%, a tie keeps the type's default, a candidate that did
  *   not run loses, and the width is the device's preferred one among those
  *   within 15% of the fastest, else the widest of them.
@@ -15,7 +18,8 @@
  *   its reason, whose verdict agrees with the shape taken; a second runtime
  *   reads it ("measured earlier", the same shape, width and reason); a
  *   corrupt file, or one made from other kernels, is measured again and
- *   rewritten; a forced shape measures nothing and writes nothing; without
+ *   rewritten; a forced shape measures nothing and writes nothing, and
+ *   takes the loop limit and fma()'s speed from a facts file; without
  *   a cache directory every runtime measures.
  * Under the simulator only the kernels are checked (a measurement there
  * would time Oclgrind, slowly).
@@ -81,28 +85,31 @@ static void rule(void)
 {
     struct {
         double t[4];
+        unsigned loops;
         int type_serial;
         unsigned type_vec;
         int serial;
         unsigned vec;
         const char *why;
     } cases[] = {
-        {{1.0, 1.0, 1.0, 2.0}, 0, 1, 1, 16, "item faster"},        /* the widest of a tie */
-        {{1.0, 1.1, 2.0, 2.5}, 0, 8, 1, 8, "item faster"},         /* the preferred, within */
-        {{1.0, 1.1, 2.0, 2.5}, 0, 1, 1, 8, "item faster"},         /* 16 is out: the widest in */
-        {{1.0, 1.1, 1.2, 2.5}, 0, 4, 1, 4, "item faster"},         /* preferred 4 within */
-        {{2.0, 2.0, 2.0, 1.0}, 1, 16, 0, 16, "group faster"},      /* group by more than 15% */
-        {{1.0, 1.0, 1.0, 1.1}, 0, 4, 0, 4, "within 15%, by type"}, /* a tie: the type's */
-        {{1.0, 1.0, 1.0, 0.9}, 1, 16, 1, 16, "within 15%, by type"},
-        {{-1.0, -1.0, -1.0, 1.0}, 1, 4, 0, 4, "group faster"}, /* the item shape failed */
-        {{3.0, -1.0, -1.0, -1.0}, 0, 16, 1, 4, "item faster"}, /* only x4 ran */
-        {{-1.0, -1.0, -1.0, -1.0}, 1, 8, 1, 4, "neither ran; by type"},
+        {{1.0, 1.0, 1.0, 2.0}, 0, 0, 1, 1, 16, "item faster"},        /* the widest of a tie */
+        {{1.0, 1.1, 2.0, 2.5}, 0, 0, 8, 1, 8, "item faster"},         /* the preferred, within */
+        {{1.0, 1.1, 2.0, 2.5}, 0, 0, 1, 1, 8, "item faster"},         /* 16 is out: the widest in */
+        {{1.0, 1.1, 1.2, 2.5}, 0, 0, 4, 1, 4, "item faster"},         /* preferred 4 within */
+        {{2.0, 2.0, 2.0, 1.0}, 0, 1, 16, 0, 16, "group faster"},      /* group by more than 15% */
+        {{1.0, 1.0, 1.0, 1.1}, 0, 0, 4, 0, 4, "within 15%, by type"}, /* a tie: the type's */
+        {{1.0, 1.0, 1.0, 0.9}, 0, 1, 16, 1, 16, "within 15%, by type"},
+        {{-1.0, -1.0, -1.0, 1.0}, 0, 1, 4, 0, 4, "group faster"}, /* the item shape failed */
+        {{3.0, -1.0, -1.0, -1.0}, 0, 0, 16, 1, 4, "item faster"}, /* only x4 ran */
+        {{-1.0, -1.0, -1.0, -1.0}, 0, 1, 8, 1, 4, "neither ran; by type"},
+        {{1.0, 1.0, 1.0, 2.0}, 65535, 1, 8, 0, 8, "loops end early"}, /* items must not walk rows */
+        {{-1.0, -1.0, -1.0, -1.0}, 100, 1, 8, 0, 4, "loops end early"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int serial = -1;
         unsigned vec = 0;
-        const char *why =
-            clf_shape_choose(cases[i].t, cases[i].type_serial, cases[i].type_vec, &serial, &vec);
+        const char *why = clf_shape_choose(cases[i].t, cases[i].loops, cases[i].type_serial,
+                                           cases[i].type_vec, &serial, &vec);
         TU_CHECK(
             serial == cases[i].serial && vec == cases[i].vec && strcmp(why, cases[i].why) == 0,
             "rule: item %.1f/%.1f/%.1f group %.1f, type %s x%u -> %s x%u (%s); got %s x%u (%s)",
@@ -111,6 +118,32 @@ static void rule(void)
             cases[i].serial ? "item" : "group", cases[i].vec, cases[i].why,
             serial ? "item" : "group", vec, why);
     }
+}
+
+/* The loop probe counts what it runs: n iterations, or on a device that
+ * ends loops early (clf_device_info.loop_limit), the limit. */
+static void loop_count(clf_runtime *rt, uint32_t n)
+{
+    clf_error err;
+    clf_kernel *k = NULL;
+    tu_ok(clf_kernel_get(rt, "shape", "shape_loop_count", &k, &err), &err, "shape_loop_count");
+    uint32_t ones[16], got = 0xFFFFFFFFu;
+    for (int i = 0; i < 16; i++)
+        ones[i] = 1;
+    clf_buffer *b1 = NULL, *bo = NULL;
+    tu_ok(clf_buffer_create(rt, sizeof ones, &b1, &err), &err, "ones");
+    tu_ok(clf_buffer_create(rt, sizeof got, &bo, &err), &err, "out");
+    tu_ok(clf_buffer_write(rt, b1, 0, ones, sizeof ones, &err), &err, "write");
+    const size_t one = 1;
+    const clf_arg a[3] = {CLF_ARG_BUF(b1), CLF_ARG_U32(n), CLF_ARG_BUF(bo)};
+    tu_ok(clf_kernel_launch(rt, k, 1, &one, &one, 3, a, &err), &err, "launch");
+    tu_ok(clf_buffer_read(rt, bo, 0, &got, sizeof got, &err), &err, "read");
+    const unsigned lim = clf_runtime_device(rt)->loop_limit;
+    const uint32_t want = lim != 0 && n > lim ? lim : n;
+    TU_CHECK(got == want, "loop probe: %u iterations asked, %u counted (want %u; loop limit %u)", n,
+             got, want, lim);
+    clf_buffer_destroy(b1);
+    clf_buffer_destroy(bo);
 }
 
 static clf_runtime *open_rt(const char *cache, clf_shape shape)
@@ -152,7 +185,13 @@ static void reason_agrees(const clf_device_info *d)
         if (t[c] >= 0.0 && (ti < 0.0 || t[c] < ti))
             ti = t[c];
     /* the timings are printed to a microsecond: allow that much */
-    if (strncmp(d->shape_reason, "item faster", 11) == 0)
+    if (strncmp(d->shape_reason, "loops end early", 15) == 0)
+        TU_CHECK(!d->serial_groups && d->loop_limit > 0,
+                 "'loops end early' means the group shape and a loop limit: %s", d->shape_reason);
+    else if (d->loop_limit > 0)
+        TU_CHECK(0, "a loop limit (%u) is the reason's verdict: %s", d->loop_limit,
+                 d->shape_reason);
+    else if (strncmp(d->shape_reason, "item faster", 11) == 0)
         TU_CHECK(d->serial_groups && (t[3] < 0.0 || ti * 1.15 < t[3] + 2e-3),
                  "'item faster' means the item shape, faster by 15%%: %s", d->shape_reason);
     else if (strncmp(d->shape_reason, "group faster", 12) == 0)
@@ -182,7 +221,7 @@ static void cache(void)
              (int)a.shape_source);
     reason_agrees(&a);
     char *text = tu_read_file(path, NULL);
-    TU_CHECK(text != NULL && strncmp(text, "clformer-device-facts 1\n", 24) == 0 &&
+    TU_CHECK(text != NULL && strncmp(text, "clformer-device-facts 2\n", 24) == 0 &&
                  strstr(text, a.shape_reason) != NULL,
              "the facts are written to %s", path);
     free(text);
@@ -196,9 +235,10 @@ static void cache(void)
              b->serial_groups ? "item" : "group", b->pref_vec_float);
     clf_runtime_destroy(rt);
 
-    const char *bad[2] = {"clformer-device-facts 1\nkernels 0123456789abcdef\nshape item vec 8\n"
-                          "reason made from other kernels\n",
-                          "clformer-device-facts 1\nshape sideways\n"};
+    const char *bad[2] = {
+        "clformer-device-facts 2\nkernels 0123456789abcdef\nshape item vec 8\nloops 0\nfma_slow 0\n"
+        "reason made from other kernels\n",
+        "clformer-device-facts 2\nshape sideways\n"};
     for (int i = 0; i < 2; i++) {
         write_file(path, bad[i]);
         rt = open_rt(dir, CLF_SHAPE_AUTO);
@@ -212,6 +252,28 @@ static void cache(void)
                      strstr(now, "sideways") == NULL && strstr(now, "\nreason ") != NULL,
                  "... and rewritten");
         free(now);
+    }
+
+    /* forced, with facts on file: the shape as told, the loop limit and
+     * fma()'s speed from the file */
+    {
+        char *facts = tu_read_file(path, NULL);
+        unsigned loops = 1;
+        int fma_slow = -1;
+        const char *lp = facts ? strstr(facts, "\nloops ") : NULL;
+        const char *fp = facts ? strstr(facts, "\nfma_slow ") : NULL;
+        TU_CHECK(lp != NULL && fp != NULL && sscanf(lp, "\nloops %u", &loops) == 1 &&
+                     sscanf(fp, "\nfma_slow %d", &fma_slow) == 1,
+                 "the facts give the loop limit and fma()'s speed");
+        free(facts);
+        rt = open_rt(dir, a.serial_groups ? CLF_SHAPE_GROUP : CLF_SHAPE_ITEM);
+        const clf_device_info *f = clf_runtime_device(rt);
+        TU_CHECK(f->shape_source == CLF_SHAPE_FORCED && f->serial_groups == !a.serial_groups &&
+                     f->loop_limit == loops && f->fma_slow == fma_slow,
+                 "forced over a facts file: the shape forced, loops %u and fma_slow %d read "
+                 "(got %u, %d)",
+                 loops, fma_slow, f->loop_limit, f->fma_slow);
+        clf_runtime_destroy(rt);
     }
 
     char fdir[] = "/tmp/clf_shape_XXXXXX";
@@ -245,6 +307,10 @@ int main(void)
         if (!tu_simulator() || shapes[i][0] * shapes[i][1] <= 16 * 1024)
             for (int exact = 0; exact < 2; exact++)
                 row_sums(rt, &g, shapes[i][0], shapes[i][1], exact);
+    const uint32_t ns[] = {0, 1, 17, 5000, 65535, 65536, 1u << 18};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        if (!tu_simulator() || ns[i] <= 5000)
+            loop_count(rt, ns[i]);
     clf_runtime_destroy(rt);
     rule();
     if (tu_simulator())

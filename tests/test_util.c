@@ -3,6 +3,7 @@
  */
 #include "tests/test_util.h"
 
+#include "runtime/gemm/gemm.h"
 #include "runtime/util.h"
 
 #include <math.h>
@@ -131,6 +132,12 @@ uint64_t tu_seed(void)
 int tu_simulator(void)
 {
     const char *s = getenv("CLFORMER_TEST_SIMULATOR");
+    return s != NULL && strcmp(s, "1") == 0;
+}
+
+int tu_own_shape(void)
+{
+    const char *s = getenv("CLFORMER_TEST_OWN_SHAPE");
     return s != NULL && strcmp(s, "1") == 0;
 }
 
@@ -346,4 +353,26 @@ double tu_alibi_slope(size_t h, size_t NH)
         n *= 2;
     return h < n ? pow(2.0, -8.0 * (double)(h + 1) / (double)n)
                  : pow(2.0, -4.0 * (double)(2 * (h - n) + 1) / (double)n);
+}
+
+int tu_gemm_config_runs(clf_runtime *rt, const char *name)
+{
+    clf_ptr p = tu_alloc(rt, 27);
+    clf_gemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.m = d.n = d.k = 3;
+    d.lda = d.ldb = d.ldc = 3;
+    d.alpha = 1.0f;
+    d.a = p;
+    d.b = clf_ptr_at(p, 9);
+    d.c = clf_ptr_at(p, 18);
+    d.batch = 1;
+    clf_error err;
+    const clf_status s = clf_gemm_with_config(rt, name, &d, &err);
+    if (s == CLF_ERR_UNSUPPORTED)
+        printf("configuration %s: unavailable here, not tested (%s)\n", name, err.msg);
+    else
+        tu_ok(s, &err, name);
+    tu_free(p);
+    return s == CLF_OK;
 }

@@ -60,6 +60,11 @@ int tu_finish(void);
 /* 1 when the suite runs under a kernel simulator (CLFORMER_TEST_SIMULATOR=1,
  * set by scripts/test.sh for Oclgrind): tests then use their smaller sizes. */
 int tu_simulator(void);
+/* CLFORMER_TEST_OWN_SHAPE=1: tests that check every kernel shape on any
+ * device check only the shape the device runs (scripts/test.sh's Mesa leg:
+ * llvmpipe compiles the item-shaped fused attention for minutes; the item
+ * shape is checked on the CPU runtimes' legs). */
+int tu_own_shape(void);
 
 /* float64 references shared by kernel tests: activation `act` in ops.h's
  * clf_act order (none, relu, gelu_erf, gelu_tanh, silu; runtime/gemm's
@@ -79,6 +84,13 @@ clf_ptr tu_upload_i32(clf_runtime *rt, const int32_t *x, size_t n);
 clf_ptr tu_alloc(clf_runtime *rt, size_t n); /* zero-filled */
 void tu_download(clf_runtime *rt, clf_ptr p, float *x, size_t n);
 void tu_free(clf_ptr p);
+
+/* Whether the native GEMM configuration `name` runs here (a 3x3x3 float32
+ * product by it): 1 if so; 0, with a line saying why, when the runtime
+ * refuses it as unsupported (a tiling that needs more work-items a group
+ * than the device allows the kernel: Mesa's llvmpipe allows 32); any other
+ * error exits. */
+int tu_gemm_config_runs(clf_runtime *rt, const char *name);
 
 /* Guard zones: x (or only sentinels if x is NULL) in a device array with
  * TU_GUARD sentinel floats on each side; the pointer addresses the first

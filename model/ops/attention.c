@@ -104,6 +104,20 @@ size_t clf_op_attn_decode_scratch(const clf_runtime *rt, size_t HS)
     return 2 * SPLIT_FILL * (size_t)(d->compute_units ? d->compute_units : 1) * (HS + 2);
 }
 
+/* About the loop iterations one work-item of the decode kernels runs (a
+ * little over: every loop of cl/attention.cl's attn_decode and
+ * attn_decode_item counted), for devices that end loops early
+ * (clf_device_info.loop_limit). */
+static size_t decode_item_loops(int item, size_t W, size_t HS, size_t chunk)
+{
+    if (item)
+        return chunk * (2 * ((HS + 7) / 8) + 2 * (HS % 8) + 3) + (chunk / 64 + 1) * HS + 3 * HS;
+    const size_t parts = HS >= W ? 1 : W / HS;
+    const size_t values =
+        parts == 1 ? (HS + W - 1) / W * (chunk + 1) : (chunk + parts - 1) / parts + parts;
+    return (HS + W - 1) / W + (chunk + W - 1) / W * (HS + 2) + values + 64;
+}
+
 clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_error *err)
 {
     const clf_ptr out = ad->out, q = ad->q, kcache = ad->kcache, vcache = ad->vcache,
@@ -155,6 +169,20 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
                                chunk, HS, lbytes, di->name, (unsigned long long)di->local_mem);
             goto fail;
         }
+    }
+    /* a quarter of the limit kept back: the estimate counts iterations, the
+     * device may count loop entries and exits too */
+    const unsigned lim = clf_runtime_device(rt)->loop_limit;
+    const size_t loops = decode_item_loops(item, W, HS, chunk);
+    if (lim != 0 && loops > (size_t)lim / 4 * 3) {
+        st = clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                           "a range of %zu positions with head size %zu takes each work-item "
+                           "(%s%zu) about %zu loop iterations; %s ends a work-item's loops "
+                           "after %u (the results would be wrong): use larger work-groups or "
+                           "more ranges (splits)",
+                           chunk, HS, item ? "one a range, " : "work-groups of ", item ? 1 : W,
+                           loops, clf_runtime_device(rt)->name, lim);
+        goto fail;
     }
     size_t global = BH * P * W;
     clf_arg a[] = {

@@ -195,7 +195,8 @@ clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr d
     st = clf_kernel_get(rt, "elementwise", "bias_backward_group", &k, err);
     if (st != CLF_OK)
         return st;
-    size_t global[2] = {N, CLF_OPS_COLS_Y}, local[2] = {CLF_OPS_COLS_X, CLF_OPS_COLS_Y};
+    const size_t lanes = clf_ops_cols_lanes(k);
+    size_t global[2] = {N, lanes}, local[2] = {CLF_OPS_COLS_X, lanes};
     return clf_kernel_launch(rt, k, 2, global, local, CLF_NARGS(args), args, err);
 }
 

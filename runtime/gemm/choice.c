@@ -308,6 +308,25 @@ static clf_status timing_twin(clf_runtime *rt, const clf_gemm_desc *d, clf_gemm_
     return CLF_OK;
 }
 
+/* A native configuration that cannot be built or run on this device leaves
+ * the search with a notice, once per runtime (the search goes on without
+ * it; a forced --gemm NAME reports the error instead). */
+static void notice_dropped(clf_runtime *rt, gemm_state *st, size_t cand)
+{
+    if (cand == GEMM_CAND_CLBLAST || cand > st->n_natives)
+        return;
+    gemm_native *nat = &st->natives[cand - 1];
+    const clf_runtime_options *o = clf_runtime_options_get(rt);
+    if (!nat->tried || nat->status == CLF_OK || nat->dropped)
+        return;
+    nat->dropped = 1;
+    if (o->notify != NULL) {
+        char what[600];
+        snprintf(what, sizeof what, "%s: %.500s", nat->cfg.name, nat->err.msg);
+        o->notify(o->notify_user, "gemm-dropped", what);
+    }
+}
+
 /* Time candidates 0 .. n-1 on dt (timing_twin); t[c] = seconds per call, -1
  * for a candidate that failed or was not timed. *setup = the seconds of
  * each candidate's first run, which builds and specialises its kernels and
@@ -327,9 +346,10 @@ static clf_status time_candidates(clf_runtime *rt, gemm_state *st, const clf_gem
         if (live[c])
             *setup += t[c];
         live[c] = live[c] && time_run(rt, st, (int)c, dt, &t[c], &ignored) == CLF_OK;
-        if (!live[c])
+        if (!live[c]) {
             t[c] = -1.0;
-        else if (t[c] < best_warm)
+            notice_dropped(rt, st, c);
+        } else if (t[c] < best_warm)
             best_warm = t[c];
     }
     for (size_t c = 0; c < n; c++)
@@ -409,13 +429,17 @@ clf_status clf_gemm_auto_choose(clf_runtime *rt, gemm_state *st, const clf_gemm_
         choice_give(found, cand, k_slice);
         return CLF_OK;
     }
-    /* where nothing is timed: the first native configuration (one launch;
-     * CLBlast's extra kernels cost most on small products) */
-    const int fallback = 1;
-    if (st->n_natives == 0 || clf_gemm_native_init(rt, &st->natives[0], NULL) != CLF_OK) {
+    /* where nothing is timed: the first native configuration that builds
+     * and runs here (one launch; CLBlast's extra kernels cost most on small
+     * products); those before it leave the search with a notice */
+    gemm_native *first = NULL;
+    if (st->n_natives == 0 || clf_gemm_native_default(rt, st, &first, NULL) != CLF_OK) {
         *cand = GEMM_CAND_CLBLAST; /* not remembered: the build may work next time */
         return CLF_OK;
     }
+    const int fallback = 1 + (int)(first - st->natives);
+    for (int c = 1; c < fallback; c++)
+        notice_dropped(rt, st, (size_t)c);
     gemm_choice c = {.cls = cls,
                      .m = d->m,
                      .n = d->n,

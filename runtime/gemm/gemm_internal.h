@@ -48,6 +48,7 @@ typedef struct gemm_native {
     int tried;
     clf_status status;
     clf_error err; /* why this configuration is unavailable */
+    int dropped;   /* the search was told it is unavailable (a notice, once) */
     gemm_tile tile;
     clf_kernel *k_an, *k_ap, *k_nt_dot, *k_tiled, *k_pack_a_n, *k_pack_a_t, *k_pack_b_n,
         *k_pack_b_t;
