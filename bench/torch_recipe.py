@@ -18,6 +18,10 @@ non-overlapping windows of the context, every target once (model/dataset.h's
 rule), mean cross-entropy over all targets.
 
     /usr/bin/python3 bench/torch_recipe.py --seed 1337 [--threads 2]
+
+--device cuda runs it on a GPU (scripts/gpu-first-light.sh: the GPU recipe's
+model, bench/models/gpt-gpu.yaml, beside clformer's); train_seconds then
+waits for the device before it is read.
 """
 import argparse
 import json
@@ -54,7 +58,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu | cuda")
     a = ap.parse_args()
+    dev = torch.device(a.device)
     if a.threads > 0:
         torch.set_num_threads(a.threads)
 
@@ -77,7 +83,7 @@ def main():
     lr, min_lr, warmup = s["lr"], float(sched["min_lr"]), int(sched["warmup"])
 
     torch.manual_seed(a.seed)
-    model = torch_gpt.GPT(s)
+    model = torch_gpt.GPT(s).to(dev)
     opt = torch_gpt.make_optimizer(model, s, None)
     B, T = s["B"], s["T"]
     t0 = time.time()
@@ -85,13 +91,15 @@ def main():
         for g in opt.param_groups:
             g["lr"] = get_lr(it, lr, min_lr, warmup, a.steps)
         ix = torch.randint(len(train) - T, (B,))
-        x = torch.stack([train[i:i + T] for i in ix])
-        y = torch.stack([train[i + 1:i + 1 + T] for i in ix])
+        x = torch.stack([train[i:i + T] for i in ix]).to(dev)
+        y = torch.stack([train[i + 1:i + 1 + T] for i in ix]).to(dev)
         _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), s["clip"])
         opt.step()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
     train_s = time.time() - t0
 
     model.eval()
@@ -100,14 +108,16 @@ def main():
         nv = len(val)
         for w in range(0, nv - 1, T):
             ln = min(T, nv - 1 - w)
-            x = val[w:w + ln].view(1, -1)
-            y = val[w + 1:w + 1 + ln].view(1, -1)
+            x = val[w:w + ln].view(1, -1).to(dev)
+            y = val[w + 1:w + 1 + ln].view(1, -1).to(dev)
             logits, _ = model(x)
             total += F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1),
                                      reduction="sum").item()
             count += ln
     print(json.dumps({"seed": a.seed, "val_loss": total / count, "tokens": count,
-                      "train_seconds": round(train_s, 1), "threads": torch.get_num_threads()}))
+                      "steps": a.steps, "train_seconds": round(train_s, 3),
+                      "ms_per_step": round(1e3 * train_s / max(a.steps, 1), 2),
+                      "device": str(dev), "threads": torch.get_num_threads()}))
 
 
 if __name__ == "__main__":

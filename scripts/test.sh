@@ -2,7 +2,8 @@
 # test.sh - install what is missing, build with warnings as errors, and run
 # the whole suite on every OpenCL implementation this machine can have:
 #
-#   1. PoCL (Debian's CPU runtime), plain Release build
+#   1. PoCL (Debian's CPU runtime), plain Release build; then the GPU
+#      visit's script as a dry run there (scripts/gpu-first-light.sh)
 #   2. Intel's CPU OpenCL runtime (PyPI wheels, scripts/install-intel-opencl.sh),
 #      the same build
 #   3. Mesa's rusticl on llvmpipe (Debian's mesa-opencl-icd): the SPIR-V
@@ -101,6 +102,17 @@ fi
 settle() { CLFORMER_CACHE_DIR="$ROOT/build/test-cache" build/clformer devices; }
 pocl() { settle && suite build pocl; }
 leg "PoCL" pocl
+
+if [ "${CLF_TEST_GPU_DRY_RUN:-1}" != "0" ]; then
+  # the GPU visit's script (scripts/gpu-first-light.sh) end to end on PoCL,
+  # so a broken step is found here and not in the machine's 15 minutes;
+  # kernels from the PoCL leg's cache
+  gpu_dry() {
+    CLFORMER_CACHE_DIR=$ROOT/build/test-cache scripts/gpu-first-light.sh --dry-run \
+      --out build/first-light
+  }
+  leg "GPU visit, dry run on PoCL" gpu_dry
+fi
 
 if [ "${CLF_TEST_INTEL:-1}" != "0" ]; then
   rm -f build/ctest-intel.log
