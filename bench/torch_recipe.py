@@ -14,7 +14,7 @@ config/models/gpt-shakespeare-cpu.yaml.
 Data: the first 90% of the characters train, the last 10% validate; batches
 are nanoGPT's `torch.randint(len(data) - block_size, (batch_size,))` windows
 under torch.manual_seed(seed). Score: the whole validation split cut into
-non-overlapping windows of the context, every target once (model/dataset.h's
+non-overlapping windows of the context, every target once (model/data/dataset.h's
 rule), mean cross-entropy over all targets.
 
     /usr/bin/python3 bench/torch_recipe.py --seed 1337 [--threads 2]

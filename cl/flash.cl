@@ -63,8 +63,9 @@
  * float32, so a 16-bit variant's outputs are the float32 kernels' on the
  * same values, rounded once.
  *
- * Not here: a local-memory tile form for GPUs (K/V tiles shared by a
- * work-group), decoding against a KV cache (attention.cl's attn_decode).
+ * The work-group (tile) form for devices that run items in lockstep is at
+ * the end of this file. Not here: decoding against a KV cache
+ * (attention.cl's attn_decode).
  */
 
 #ifndef FA_VW

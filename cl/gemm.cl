@@ -1,7 +1,7 @@
 /*
  * gemm.cl - clformer's own SGEMM: register-blocked, no local memory.
  *
- * C = alpha * op(A) * op(B) + beta * C, row-major, as in runtime/gemm.h.
+ * C = alpha * op(A) * op(B) + beta * C, row-major, as in runtime/gemm/gemm.h.
  *
  * Design
  *   Each work-item computes a GEMM_MR x GEMM_NR block of C (GEMM_NR =
@@ -21,7 +21,7 @@
  *   turns a transposed B into the layout the inner loop wants, removes the
  *   column edge, and avoids the cache-set conflicts that large power-of-two
  *   row strides cause when a panel is re-read by many row blocks. The host
- *   (runtime/gemm.c) decides when to pack.
+ *   (runtime/gemm/native.c) decides when to pack.
  *
  *   A is read in place (gemm_an, A stored M x K: GEMM_MR row streams, rows
  *   past M clamped to M - 1 for reading and never stored) or from a packed

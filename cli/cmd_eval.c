@@ -6,7 +6,7 @@
  * The text is tokenized with the checkpoint's tokenizer and split as in
  * training (first 90% train, last 10% validation). The split is cut into
  * non-overlapping windows of the model's context and every predicted
- * position counts once (model/dataset.h states the exact rule;
+ * position counts once (model/data/dataset.h states the exact rule;
  * clf_trainer_eval_split computes it): loss = sum of per-position
  * cross-entropies / number of targets, perplexity = exp(loss). Deterministic:
  * two runs, or another implementation following the rule, give the same

@@ -6,7 +6,7 @@
  *
  * Reads the model file (with overrides), builds the tokenizer from the text
  * (or, with --resume, takes the checkpoint's), splits the data, creates the
- * model on the device and runs the trainer (model/trainer.h), printing its
+ * model on the device and runs the trainer (model/train/trainer.h), printing its
  * progress: on a terminal one line rewritten in place (\r), otherwise one
  * line per log step; the validation loss at each evaluation; a checkpoint
  * at each evaluation and at the end, DIR/ckpt.safetensors, written

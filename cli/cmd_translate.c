@@ -6,7 +6,7 @@
  *
  * The lines are tokenized with the checkpoint's tokenizer (sources longer
  * than the model's context are cut, and reported on stderr), sorted by
- * length into batches of N sentences, searched with beam K (model/beam.h:
+ * length into batches of N sentences, searched with beam K (model/infer/beam.h:
  * 1 = greedy; length penalty score / len^alpha; at most max_len_a x S +
  * max_len_b tokens for a source of S tokens), detokenized, and printed in
  * input order, one line per input line (an empty line gets a translation

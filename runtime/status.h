@@ -52,7 +52,7 @@ typedef struct clf_error {
     clf_status status;
     int code;                    /* raw OpenCL/CLBlast code, 0 if none */
     char code_name[64];          /* e.g. "CL_OUT_OF_RESOURCES", "" if none */
-    char where[512];             /* "model.yaml:12:5" or "runtime/buffer.c:88" */
+    char where[512];             /* "model.yaml:12:5" or "runtime/program.c:385" */
     char msg[CLF_ERROR_MSG_MAX]; /* what happened and what was expected */
 } clf_error;
 

@@ -1,5 +1,5 @@
 /*
- * test_beam.c - greedy decoding and beam search (model/beam.h).
+ * test_beam.c - greedy decoding and beam search (model/infer/beam.h).
  *
  * On a mock model (no device): logits are a pure function of (sentence,
  * tokens fed so far), computed by the mock from its own per-row "cache"

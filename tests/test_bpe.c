@@ -1,6 +1,6 @@
 /*
- * test_bpe.c - the byte-pair-encoding tokenizer (model/tokenizer.h,
- * model/tokenizer_bpe.c).
+ * test_bpe.c - the byte-pair-encoding tokenizer (model/text/tokenizer.h,
+ * model/text/bpe.c).
  *
  * Checks:
  * - pre-tokenizer: hand-written splits (words with their leading space,

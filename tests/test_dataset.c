@@ -1,5 +1,5 @@
 /*
- * test_dataset.c - the seeded generator and the dataset (model/dataset.h).
+ * test_dataset.c - the seeded generator and the dataset (model/data/dataset.h).
  *
  * Checks:
  * - generator: known-answer vectors for xoshiro256** (state {1,2,3,4},

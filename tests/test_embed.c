@@ -1,6 +1,6 @@
 /*
  * test_embed.c - token embedding, learned and sinusoidal positions, RoPE
- * (cl/embed.cl, model/ops_embed.c) against float64 references.
+ * (cl/embed.cl, model/ops/embed.c) against float64 references.
  *
  * Checks (sizes include 1 and values that are no multiple of a work-group),
  * embedding and RoPE both through the ops (the device's work split) and

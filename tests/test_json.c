@@ -1,5 +1,5 @@
 /*
- * test_json.c - the JSON reader and writer (model/json.h) and the UTF-8
+ * test_json.c - the JSON reader and writer (model/io/json.h) and the UTF-8
  * helpers.
  *
  * Checks: every value type and escape (\uXXXX, surrogate pairs, \u0000),

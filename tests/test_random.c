@@ -1,5 +1,5 @@
 /*
- * test_random.c - Philox4x32-10 and dropout (cl/random.cl, model/ops_random.c).
+ * test_random.c - Philox4x32-10 and dropout (cl/random.cl, model/ops/random.c).
  *
  * Checks:
  * - the host generator and the device generator against Random123's

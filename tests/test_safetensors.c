@@ -1,6 +1,6 @@
 /*
  * test_safetensors.c - the .safetensors reader and writer (model/
- * safetensors.h) and the atomic file writer (model/fileio.h).
+ * safetensors.h) and the atomic file writer (model/io/fileio.h).
  *
  * Checks:
  * - compatibility: our writer's bytes equal, byte for byte, files written by

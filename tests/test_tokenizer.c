@@ -1,5 +1,5 @@
 /*
- * test_tokenizer.c - char and byte tokenizers (model/tokenizer.h).
+ * test_tokenizer.c - char and byte tokenizers (model/text/tokenizer.h).
  *
  * Checks:
  * - tiny Shakespeare (data/tinyshakespeare.txt): 65 characters, nanoGPT's

@@ -1,5 +1,5 @@
 /*
- * ops_internal.h - small helpers shared by the model/ops_*.c wrappers, and
+ * ops_internal.h - small helpers shared by the wrappers in model/ops, and
  * the explicit-variant entry points the tests use.
  *
  * Design

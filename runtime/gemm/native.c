@@ -107,57 +107,25 @@ static void config_add_tiled(gemm_state *st, const clf_device_info *dev, size_t 
  * (AVX-512), 8-float with 16 (AVX2), 4-float. The preferred vector width a
  * device reports only orders them (its width first): it is a hint, and not
  * a reliable one (Intel's CPU runtime reports 1 and runs the 16-wide
- * tilings twice as fast as the 4-wide ones on an AVX-512 machine), so where
- * work-groups run item by item the search measures them all.
+ * tilings fastest on AVX-512), so where work-groups run item by item the
+ * search measures them all.
  *
  * The 16-wide list has two bodies. The classic one (a work-item streams all
- * of K for one row block) wins shallow products (K <= 512) and transposed
- * B; the k-blocked ones (cl/gemm.cl's gemm_body with GEMM_KB: 192-384 rows of C per
- * work-item, K in blocks whose B panel stays in L1) win deep and wide
- * ones. Measured on a 2-core Xeon with AVX-512 (bench/gemm --configs,
- * GFLOP/s, PoCL): the weight gradient TN 768x4096x3072 262 classic, 294-296
- * k-blocked (Intel's runtime: 148 and 254); logits 512x768x50257 206-210 and
- * 265-273; K = 256 products 290-333 classic against 247-272 k-blocked. Each
- * k-blocked (kb, rb) is among the best of ten tried there; a configuration
- * costs a program build per device (seconds on PoCL, tens of seconds on
- * Intel's runtime), so the list keeps only winners, and each k-blocked one
- * has its classic sibling (the same register block) listed, which it
- * equals bit for bit (tests/test_gemm.c). The k-blocked body prefetches
- * its panel's next k-block while it runs the current one (where items run
- * one by one): the first row block of each k-block otherwise waits on
- * memory once B outgrows the caches; with it, interleaved on the same
- * Xeon, the best k-blocked configuration went 252 -> 277 GFLOP/s on the
- * logits, 290 -> 323 on TN 768x4096x3072 and 248 -> 270 on TN
- * 256x4096x1024 (the classic body, prefetching B 16 k ahead, gained
- * nothing: its panel streams in order, which the hardware prefetches).
- *
- * Both bodies also ask for a row block's lines of C (for writing) as its
- * last k-block starts, and store each row block as that k-block ends (a
- * k-blocked work-item no longer stores all of them after its loop). A
- * store to a line not in cache first reads it, and a row block's rows lie
- * ldc apart: on the logits (C 512 x 50257, 103 MB) gemm_store took 6.8% of
- * the perf samples against the product's 79.3% (1.6% with the prefetch),
- * and r6v16x4k128b32s went from a median of 281, 278 and 273 GFLOP/s to
- * 300, 298 and 301 (three interleaved pairs of 15 runs, -DGEMM_PREFETCH_C=0
- * against the default, idle, the same Xeon, PoCL); the products whose C
- * fits the caches did not move (NN 4096x256x1024 classic 302/313 against
- * 302/312 median).
- *
- * One k-blocked configuration is listed twice, the second ("...s") packing
- * B with non-temporal stores (cl/gemm.cl's GEMM_STREAM). Packing the
- * logits' B (768 x 50257, 154 MB) through the caches reads every line it
- * writes and leaves nothing the product finds there: about 10% of the
- * product's time (perf samples of the pack kernel against the product's),
- * where streamed the same product ran 5-7% faster (265/252, 264/247,
- * 264/252 GFLOP/s, three runs on the same Xeon). A packed copy that fits
- * the caches is better left in them (NN 4096x256x1024, 1 MB packed:
- * 310 -> 280 streamed), and where the boundary lies the device does not say
- * reliably (PoCL reports this VM's 480 MiB L3, Intel's runtime the 2 MiB
- * L2), so the search times both, as it times every configuration. Not
- * measured worth it: streaming the packed A blocks (few and small), and
- * staging B into private memory per k-block instead of packing it (+1-4%
- * on the logits with the next k-block's rows prefetched, -4-15% on NN
- * 4096x768x3072, whose 12 KiB row stride aliases in L1). */
+ * of K for one row block) wins shallow products and transposed B; the
+ * k-blocked ones (cl/gemm.cl's gemm_body with GEMM_KB: many row blocks of C
+ * per work-item, K in blocks whose B panel stays in L1) win deep and wide
+ * ones. Each configuration costs a program build per device, so the list
+ * keeps only configurations that won somewhere, and each k-blocked one has
+ * its classic sibling (the same register block) listed, which it equals bit
+ * for bit (tests/test_gemm.c). The k-blocked body prefetches its panel's next
+ * k-block while it runs the current one, and both bodies ask for a row
+ * block's lines of C before storing them (a store to a line not in cache
+ * first reads it). One k-blocked configuration is listed twice, the second
+ * ("...s") packing B with non-temporal stores (GEMM_STREAM): worth it where
+ * the packed copy outgrows the caches, a loss where it fits, and the device
+ * does not say reliably where that boundary is, so the search times both.
+ * The measurements behind each choice: docs/devices.md, "Why the native
+ * GEMM lists what it lists". */
 static void reg_width(gemm_state *st, unsigned vw)
 {
     if (vw == 16) {
