@@ -26,12 +26,13 @@
  *     batches padded by length equal a host computation from the logits of
  *     one unpadded sentence per forward (loss relative 1e-5, accuracy
  *     exact), so padding masks nothing wrong in evaluation;
- *   - early stopping on accuracy (eval every 5 steps, patience 4, 400
+ *   - early stopping on accuracy (eval every 5 steps, patience 8, 400
  *     steps): the separable toy task reaches >= 95% dev accuracy, the run
  *     stops early (res.early_stopped, last step < 400) exactly `patience`
  *     evaluations after its best, reports that best, and best.safetensors
- *     holds the best step (patience 2 stopped on an early plateau below 95%
- *     in about 1 of 30 seeds);
+ *     holds the best step (an early plateau below 95% stopped patience 2 in
+ *     about 1 of 30 seeds, and patience 4 in 1 of 200: seed
+ *     1795807823683442, 0.925 at step 5, then four evaluations no better);
  *   - a decoder-only metric mismatch (metric bleu on a classifier) is
  *     refused with CLF_ERR_CONFIG.
  */
@@ -95,7 +96,7 @@ static const char *CLS_YAML = "model:\n"
                               "  optimizer: {type: adamw, lr: 3.0e-3, weight_decay: 0.0}\n"
                               "  schedule: {type: constant, warmup: 5}\n"
                               "  eval: {every: 5}\n"
-                              "  early_stop: {patience: 4, metric: accuracy}\n"
+                              "  early_stop: {patience: 8, metric: accuracy}\n"
                               "  log_every: 1\n";
 
 typedef struct rec {
@@ -458,9 +459,9 @@ static void test_classifier(clf_runtime *rt, const char *data_dir, const char *t
         if (c.eval_best[i])
             best_i = i;
     TU_CHECK(res.early_stopped && res.last_step < 400 && best_i >= 0 &&
-                 c.n_eval - 1 - best_i == 4 && res.best_step == c.eval_step[best_i] &&
+                 c.n_eval - 1 - best_i == 8 && res.best_step == c.eval_step[best_i] &&
                  res.best_metric >= 0.95,
-             "early stop on accuracy: stopped at step %llu after %d evaluations, 4 after the "
+             "early stop on accuracy: stopped at step %llu after %d evaluations, 8 after the "
              "best (step %llu, accuracy %.3f)",
              (unsigned long long)res.last_step, c.n_eval,
              (unsigned long long)(best_i >= 0 ? c.eval_step[best_i] : 0), res.best_metric);
