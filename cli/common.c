@@ -28,7 +28,9 @@ void cli_runtime_flags_init(cli_runtime_flags *f)
 static void on_notice(void *user, const char *event, const char *detail)
 {
     cli_notice *n = user;
-    if (strcmp(event, "compile") == 0) {
+    if (strcmp(event, "device") == 0) {
+        snprintf(n->device, sizeof n->device, "%s", detail);
+    } else if (strcmp(event, "compile") == 0) {
         if (n->compiled++ == 0)
             fprintf(stderr,
                     "clformer: compiling kernels for %s (first use on this device or after an "
@@ -115,22 +117,11 @@ int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
     cli_notice *notice = (cli_notice *)&f->notice;
     o.notify = on_notice;
     o.notify_user = notice;
-    /* the device's name for notices while the runtime opens it (its shape
-     * probe compiles then); an enumeration that fails here fails in
-     * clf_runtime_create too, with its message */
-    clf_device_info *devs = NULL;
-    int ndev = 0, pick = -1;
-    if (clf_devices_list(&devs, &ndev, &err) == CLF_OK &&
-        clf_devices_select(devs, ndev, o.device, &pick, &err) == CLF_OK)
-        snprintf(notice->device, sizeof notice->device, "%s", devs[pick].name);
-    free(devs);
-    clf_error_clear(&err);
     clf_status st = clf_runtime_create(rt, &o, &err);
     if (st != CLF_OK) {
         cli_print_error(NULL, &err);
         return cli_exit_code(st);
     }
-    snprintf(notice->device, sizeof notice->device, "%s", clf_runtime_device(*rt)->name);
     if (o.gemm_config != NULL && (rc = check_gemm_config(*rt, o.gemm_config)) != CLI_EXIT_OK) {
         clf_runtime_destroy(*rt);
         *rt = NULL;

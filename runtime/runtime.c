@@ -171,6 +171,8 @@ clf_status clf_runtime_create(clf_runtime **out, const clf_runtime_options *opt,
     /* the kernels' shape, before any other program is built (never in a
      * profile: the measurement is the runtime's, not the caller's) */
     rt->opt.profile = 0;
+    if (o.notify != NULL)
+        o.notify(o.notify_user, "device", rt->info.name);
     clf_shape_decide(rt, &rt->info, o.shape);
     rt->opt.profile = o.profile;
     if (o.profile) {

@@ -149,7 +149,9 @@ typedef struct clf_runtime_options {
     double gemm_search_budget; /* seconds the GEMM search may spend per runtime
                                   before it narrows to CLBlast against the first
                                   native configuration; 0 = the default (60) */
-    /* Told of the slow first-use work, for a progress line: "compile" with
+    /* Told of the slow first-use work, for a progress line: "device" with
+     * the device's name once it is chosen (before anything is built),
+     * "compile" with
      * the kernel family built from source (not from the cache), and
      * "gemm-search" with the shape being timed ("NT 768x384x128"), and
      * "gemm-dropped" with a native configuration the search leaves out

@@ -168,6 +168,8 @@ torch_step torch_gemm 30 "$PY bench/torch_gemm.py --device $TORCH_DEVICE --reps 
 
 # ---- the summary ------------------------------------------------------------------------
 S=$REPORT/summary.md
+# a step's JSON lines, else the end of its log
+json_or_tail() { grep -E '^\{' "$REPORT/$1.log" 2>/dev/null || tail -3 "$REPORT/$1.log" 2>/dev/null; }
 {
   echo "# First light: device $SEL ($([ "$DRY" = 1 ] && echo 'dry run, CPU' || echo 'GPU'))"
   echo
@@ -195,7 +197,7 @@ S=$REPORT/summary.md
   grep -E "^step +$RECIPE_STEPS/|val loss|^done|model FLOP" "$REPORT/recipe.log" 2>/dev/null
   echo
   echo "PyTorch ($TORCH_MODEL, no dropout; schedule from $RECIPE):"
-  grep -E '^\{' "$REPORT/torch_recipe.log" 2>/dev/null || tail -3 "$REPORT/torch_recipe.log" 2>/dev/null
+  json_or_tail torch_recipe
   echo
   echo "Profile, top kernels:"
   awk '/^profile/{p=1; next} p && NF {print; if (++n == 11) exit}' "$REPORT/recipe.log" 2>/dev/null
@@ -205,7 +207,7 @@ S=$REPORT/summary.md
   grep -E '^--shape|peak' "$REPORT/gemm.log" 2>/dev/null
   echo
   echo "PyTorch:"
-  grep -E '^\{' "$REPORT/torch_gemm.log" 2>/dev/null || tail -3 "$REPORT/torch_gemm.log" 2>/dev/null
+  json_or_tail torch_gemm
   echo
   echo "## First lines of each failed step"
   awk -F'\t' '$2 != "0" && $2 != "skipped" {print $1}' "$REPORT/steps.tsv" | while read -r n; do

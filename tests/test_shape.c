@@ -148,8 +148,7 @@ static void loop_count(clf_runtime *rt, uint32_t n)
 
 static clf_runtime *open_rt(const char *cache, clf_shape shape)
 {
-    clf_runtime_options o = clf_runtime_options_default();
-    o.device = getenv("CLFORMER_TEST_DEVICE");
+    clf_runtime_options o = tu_options();
     o.kernel_dir = getenv("CLFORMER_KERNEL_DIR");
     o.cache_dir = cache;
     o.shape = shape;

@@ -6,7 +6,8 @@
  * What is compiled: every kernel family, every native GEMM configuration's
  * variant (the union of both shapes' lists) and the fused attention's 16-bit
  * variants, each with the preamble of both shapes (the item shape at the
- * vector widths 4, 8 and 16 the runtime can measure), as
+ * vector widths 4, 8 and 16 the runtime can measure; at 4 with CLF_FMA_FAST
+ * 0, the multiply-adds a device that emulates fma() gets), as
  * clf_program_source assembles them. For each:
  *   - the translator accepts the module (it rejects intrinsics SPIR-V cannot
  *     express, such as clang's llvm.prefetch; Mesa 22's rusticl ends the
@@ -119,7 +120,17 @@ static void add_program(job *j, clf_runtime *rt, const char *fam, int item)
         static const char *const widths[] = {"4", "8", "16"};
         for (int w = 0; w < 3; w++) {
             char *v = with_define(src, "CLF_PREF_VEC_FLOAT", widths[w]);
-            snprintf(label, sizeof label, "%s (item shape, vector width %s)", fam, widths[w]);
+            /* width 4 also with fma() written as a * b + c (CLF_FMA_FAST 0:
+             * a device that emulates fma(), Mesa's llvmpipe) */
+            if (w == 0) {
+                char *u = with_define(v, "CLF_FMA_FAST", "0");
+                free(v);
+                v = u;
+                TU_CHECK(v != NULL && strstr(v, "#define CLF_FMA_FAST 0\n") != NULL,
+                         "%s: the preamble's CLF_FMA_FAST set to 0", fam);
+            }
+            snprintf(label, sizeof label, "%s (item shape, vector width %s%s)", fam, widths[w],
+                     w == 0 ? ", a * b + c for fma()" : "");
             add(j, v, label, defs);
             free(v);
         }
