@@ -32,121 +32,128 @@
 #include "model/ops/ops.h"
 
 /* dx (=|+=) norm backward of dout; dw, db += */
-static clf_status norm_bwd(clf_model *m, int type, const mi_norm_a *a, const mi_norm_p *p,
-                           clf_ptr dx, clf_ptr dout, clf_ptr x, size_t R, int accumulate,
-                           clf_error *err)
+static clf_status norm_bwd(clf_model *m, const mi_norm *nm, clf_ptr dx, clf_ptr dout, clf_ptr x,
+                           size_t R, int accumulate, clf_error *err)
 {
     const size_t C = (size_t)m->s.C;
-    if (type == MI_NORM_RMSNORM)
-        return clf_op_rmsnorm_backward(m->rt, dx, mi_grad(m, p->w), dout, x, a->rstd,
+    const mi_norm_p *p = nm->p;
+    if (nm->type == MI_NORM_RMSNORM)
+        return clf_op_rmsnorm_backward(m->rt, dx, mi_grad(m, p->w), dout, x, nm->a->rstd,
                                        mi_par(m, p->w), R, C, accumulate, err);
     return clf_op_layernorm_backward(m->rt, dx, mi_grad(m, p->w), mi_grad(m, p->b), dout, x,
-                                     a->mean, a->rstd, mi_par(m, p->w), R, C, accumulate, err);
+                                     nm->a->mean, nm->a->rstd, mi_par(m, p->w), R, C, accumulate,
+                                     err);
 }
 
-/* For y [R, out] = x [R, in] W^T + b: dW += dy^T x, db += colsum(dy),
- * dx = beta * dx + dy W, then (act not NONE) times act'(act_in) in the
- * same pass, or times act_in itself where that is the derivative the
- * forward stored (mi_ffn_keeps_dact): the gradient of the input of the
- * activation that made x.
- * x and act_in are stored as t, dy as dy_t and dx as dx_t
- * (train.precision), everything else in float32. */
-static clf_status linear_bwd_typed(clf_model *m, clf_ptr dx, clf_dtype dx_t, float beta, clf_ptr dy,
-                                   clf_dtype dy_t, clf_ptr x, clf_dtype t, size_t w, size_t b,
-                                   size_t R, size_t in, size_t out, clf_gemm_act act,
-                                   clf_ptr act_in, clf_error *err)
+/* What a linear layer's backward writes and reads besides x: dx = beta *
+ * dx + dy W (dx.p.buf NULL: not wanted), then, with act, times
+ * act'(act_in) in the same pass, or times act_in itself where that is the
+ * derivative the forward stored (mi_ffn_keeps_dact): the gradient of the
+ * input of the activation that made x. */
+typedef struct mi_lin_grad {
+    mi_val dx;
+    float beta;
+    mi_val dy;
+    clf_gemm_act act;
+    mi_val act_in;
+} mi_lin_grad;
+
+/* For L's y = x W^T + b: dW += dy^T x, db += colsum(dy), and g's dx. */
+static clf_status linear_bwd(clf_model *m, const mi_lin *L, mi_val x, const mi_lin_grad *g,
+                             clf_error *err)
 {
+    const int act = g->act != CLF_GEMM_ACT_NONE, keeps = mi_ffn_keeps_dact(m);
     clf_status st;
     /* the bias first: dy is still in cache from the op that wrote it */
-    if (b != MI_NONE &&
-        (st = clf_op_bias_backward_t(m->rt, mi_grad(m, b), dy, dy_t, R, out, 1, err)) != CLF_OK)
+    if (L->p.b != MI_NONE && (st = clf_op_bias_backward_t(m->rt, mi_grad(m, L->p.b), g->dy.p,
+                                                          g->dy.t, L->R, L->out, 1, err)) != CLF_OK)
         return st;
     if ((st = mi_gemm(m,
                       &(clf_gemm_desc){.trans_a = 1,
-                                       .m = out,
-                                       .n = in,
-                                       .k = R,
+                                       .m = L->out,
+                                       .n = L->in,
+                                       .k = L->R,
                                        .alpha = 1.0f,
-                                       .a = dy,
-                                       .lda = out,
-                                       .b = x,
-                                       .ldb = in,
+                                       .a = g->dy.p,
+                                       .lda = L->out,
+                                       .b = x.p,
+                                       .ldb = L->in,
                                        .beta = 1.0f,
-                                       .c = mi_grad(m, w),
-                                       .ldc = in,
-                                       .a_type = dy_t,
-                                       .b_type = t},
+                                       .c = mi_grad(m, L->p.w),
+                                       .ldc = L->in,
+                                       .a_type = g->dy.t,
+                                       .b_type = x.t},
                       err)) != CLF_OK)
         return st;
     return mi_gemm(m,
-                   &(clf_gemm_desc){.m = R,
-                                    .n = in,
-                                    .k = out,
+                   &(clf_gemm_desc){.m = L->R,
+                                    .n = L->in,
+                                    .k = L->out,
                                     .alpha = 1.0f,
-                                    .a = dy,
-                                    .lda = out,
-                                    .b = mi_wpar(m, w),
-                                    .ldb = in,
-                                    .beta = beta,
-                                    .c = dx,
-                                    .ldc = in,
-                                    .act = mi_ffn_keeps_dact(m) ? CLF_GEMM_ACT_NONE : act,
-                                    .act_grad = act != CLF_GEMM_ACT_NONE && !mi_ffn_keeps_dact(m),
-                                    .mul_d = act != CLF_GEMM_ACT_NONE && mi_ffn_keeps_dact(m),
-                                    .d = act != CLF_GEMM_ACT_NONE ? act_in : mi_nullptr(),
-                                    .ldd = in,
-                                    .a_type = dy_t,
+                                    .a = g->dy.p,
+                                    .lda = L->out,
+                                    .b = mi_wpar(m, L->p.w),
+                                    .ldb = L->in,
+                                    .beta = g->beta,
+                                    .c = g->dx.p,
+                                    .ldc = L->in,
+                                    .act = keeps ? CLF_GEMM_ACT_NONE : g->act,
+                                    .act_grad = act && !keeps,
+                                    .mul_d = act && keeps,
+                                    .d = act ? g->act_in.p : mi_nullptr(),
+                                    .ldd = L->in,
+                                    .a_type = g->dy.t,
                                     .b_type = m->s.act16,
-                                    .c_type = dx_t,
-                                    .d_type = act != CLF_GEMM_ACT_NONE ? t : CLF_DT_F32},
+                                    .c_type = g->dx.t,
+                                    .d_type = act ? g->act_in.t : CLF_DT_F32},
                    err);
 }
 
-static clf_status linear_bwd(clf_model *m, clf_ptr dx, float beta, clf_ptr dy, clf_ptr x,
-                             clf_dtype x_t, size_t w, size_t b, size_t R, size_t in, size_t out,
-                             clf_error *err)
+/* The gradient of node n's output projection (before the residual add):
+ * d(out) itself, or through the residual dropout of the site into dC2. */
+static clf_status proj_grad(clf_model *m, const mi_node *n, int site, size_t R, mi_val *d,
+                            clf_error *err)
 {
-    return linear_bwd_typed(m, dx, CLF_DT_F32, beta, dy, CLF_DT_F32, x, x_t, w, b, R, in, out,
-                            CLF_GEMM_ACT_NONE, mi_nullptr(), err);
+    const mi_spec *s = &m->s;
+    const clf_ptr dout = m->grad_slot[n->g_out];
+    *d = (mi_val){dout, CLF_DT_F32};
+    if (!(s->p_resid > 0))
+        return CLF_OK;
+    d->p = m->dC2;
+    return clf_op_dropout_backward(m->rt, m->dC2, dout, R * (size_t)s->C, s->p_resid, m->state.seed,
+                                   mi_dropout_stream(m, n->layer, site), err);
 }
 
 /* The output half shared by self- and cross-attention: the residual
- * dropout (site), then the projection (weights proj_w, proj_b; forward
- * input atty), leaving the attention output's gradient [B*T, C] in m->dC3
- * (stored as s.act16: mi_view). */
-static clf_status attn_out_bwd(clf_model *m, int l, int site, clf_ptr dout, clf_ptr atty,
-                               size_t proj_w, size_t proj_b, size_t B, size_t T, clf_error *err)
+ * dropout (site), then the projection L (forward input atty), leaving the
+ * attention output's gradient [R, C] in m->dC3 (stored as s.act16:
+ * mi_view). */
+static clf_status attn_out_bwd(clf_model *m, const mi_node *n, const mi_lin *L, clf_ptr atty,
+                               int site, clf_error *err)
 {
-    const mi_spec *s = &m->s;
-    const size_t C = (size_t)s->C, BT = B * T;
-    clf_ptr d = dout;
-    clf_status st;
-    if (s->p_resid > 0) {
-        d = m->dC2;
-        if ((st = clf_op_dropout_backward(m->rt, d, dout, BT * C, s->p_resid, m->state.seed,
-                                          mi_dropout_stream(m, l, site), err)) != CLF_OK)
-            return st;
-    }
+    const clf_dtype t = m->s.act16;
+    mi_lin_grad g = {.dx = {mi_view(m->dC3, t), t}};
+    clf_status st = proj_grad(m, n, site, L->R, &g.dy, err);
     /* the output's gradient and the output as the attention stores them */
-    const clf_dtype t = s->act16;
-    return linear_bwd_typed(m, mi_view(m->dC3, t), t, 0.0f, d, CLF_DT_F32, atty, t, proj_w, proj_b,
-                            BT, C, C, CLF_GEMM_ACT_NONE, mi_nullptr(), err);
+    return st == CLF_OK ? linear_bwd(m, L, (mi_val){atty, t}, &g, err) : st;
 }
 
-/* Self-attention of block l: dout [BT, C] -> din (beta: 0 overwrite, 1 add),
- * with `in` the forward input (stored as in_t). */
-static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dtype in_t,
-                           clf_ptr din, float beta, size_t B, size_t T, clf_error *err)
+/* Node n's self-attention: d(out) -> d(in) (overwritten, or added where
+ * acc_in says so). */
+static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
 {
     const mi_spec *s = &m->s;
+    const int l = n->layer;
     const mi_attn_p *p = &m->bp[l].attn;
     const mi_block_a *a = &m->ba[l];
+    const mi_val in = m->vals[n->in];
+    const size_t B = (size_t)ps->B, T = (size_t)(n->stk->src ? ps->S : ps->T);
     const size_t C = (size_t)s->C, NH = (size_t)s->NH, HS = (size_t)s->HS, BT = B * T;
+    const mi_lin lq = {p->qkv, BT, C, 3 * C}, lp = {p->proj, BT, C, C};
     clf_ptr dqkv = m->dqkv;
     clf_status st;
 
-    if ((st = attn_out_bwd(m, l, MI_SITE_ATTN_OUT, dout, a->atty, p->proj_w, p->proj_b, B, T,
-                           err)) != CLF_OK)
+    if ((st = attn_out_bwd(m, n, &lp, a->atty, MI_SITE_ATTN_OUT, err)) != CLF_OK)
         return st;
     const clf_attn_fused f = mi_attn_self(m, l, B, T, 1);
     const clf_attn_fused_grad g = {.dy = mi_view(m->dC3, s->act16),
@@ -164,28 +171,30 @@ static clf_status attn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dt
          (st = clf_op_rope_t(m->rt, s->act16, clf_ptr_at(dqkv, C), B, T, NH, HS, 3 * C, 0,
                              s->rope_theta, 1, err)) != CLF_OK))
         return st;
-    return linear_bwd_typed(m, din, CLF_DT_F32, beta, dqkv, s->act16, in, in_t, p->qkv_w, p->qkv_b,
-                            BT, C, 3 * C, CLF_GEMM_ACT_NONE, mi_nullptr(), err);
+    const mi_lin_grad g_in = {.dx = {m->grad_slot[n->g_in], CLF_DT_F32},
+                              .beta = (float)n->acc_in,
+                              .dy = {dqkv, s->act16}};
+    return linear_bwd(m, &lq, in, &g_in, err);
 }
 
-/* Cross-attention of decoder block l: dout [BT, C] -> din (beta) for the
- * queries' input `in`, and the gradient of the encoder's output [BS, C]
- * into denc (beta_enc: 0 overwrite, 1 add). */
-static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dtype in_t,
-                            clf_ptr din, float beta, float beta_enc, size_t B, size_t T, size_t S,
-                            clf_error *err)
+/* Node n's cross-attention: d(out) -> d(in) (acc_in) for the queries'
+ * input, and the gradient of the encoder's output [BS, C] into its slot
+ * (acc_mem: the first node visited overwrites, the others add). */
+static clf_status cross_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
 {
     const mi_spec *s = &m->s;
+    const int l = n->layer;
     const mi_cross_p *p = &m->bp[l].cross;
     const mi_block_a *a = &m->ba[l];
-    const size_t C = (size_t)s->C;
+    const mi_val in = m->vals[n->in], mem = m->vals[n->mem];
+    const size_t C = (size_t)s->C, B = (size_t)ps->B, T = (size_t)ps->T, S = (size_t)ps->S;
     const size_t BT = B * T, BS = B * S;
+    const mi_lin lq = {p->q, BT, C, C}, lkv = {p->kv, BS, C, 2 * C}, lp = {p->proj, BT, C, C};
     /* dq [BT, C] then dkv [BS, 2C] in the dqkv scratch (BT + 2 BS <= 3 max rows) */
     clf_ptr dq = m->dqkv, dkv = clf_ptr_at(m->dqkv, BT * C);
     clf_status st;
 
-    if ((st = attn_out_bwd(m, l, MI_SITE_CROSS_OUT, dout, a->xatty, p->proj_w, p->proj_b, B, T,
-                           err)) != CLF_OK)
+    if ((st = attn_out_bwd(m, n, &lp, a->xatty, MI_SITE_CROSS_OUT, err)) != CLF_OK)
         return st;
     const clf_attn_fused f = mi_attn_cross(m, l, B, T, S, 1);
     const clf_attn_fused_grad g = {.dy = mi_view(m->dC3, s->act16),
@@ -198,155 +207,82 @@ static clf_status cross_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_d
     if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
         return st;
     const clf_dtype t = s->act16; /* dq and dkv's storage */
-    if ((st = linear_bwd_typed(m, m->denc, CLF_DT_F32, beta_enc, dkv, t, mi_stack_out(m, &m->enc),
-                               CLF_DT_F32, p->kv_w, p->kv_b, BS, C, 2 * C, CLF_GEMM_ACT_NONE,
-                               mi_nullptr(), err)) != CLF_OK)
+    const mi_lin_grad g_mem = {
+        .dx = {m->grad_slot[n->g_mem], CLF_DT_F32}, .beta = (float)n->acc_mem, .dy = {dkv, t}};
+    const mi_lin_grad g_in = {
+        .dx = {m->grad_slot[n->g_in], CLF_DT_F32}, .beta = (float)n->acc_in, .dy = {dq, t}};
+    if ((st = linear_bwd(m, &lkv, mem, &g_mem, err)) != CLF_OK)
         return st;
-    return linear_bwd_typed(m, din, CLF_DT_F32, beta, dq, t, in, in_t, p->q_w, p->q_b, BT, C, C,
-                            CLF_GEMM_ACT_NONE, mi_nullptr(), err);
+    return linear_bwd(m, &lq, in, &g_in, err);
 }
 
-/* Feed-forward of block l: dout [BT, C] -> din (beta), `in` the forward
- * input (stored as in_t). */
-static clf_status ffn_bwd(clf_model *m, int l, clf_ptr dout, clf_ptr in, clf_dtype in_t,
-                          clf_ptr din, float beta, size_t BT, clf_error *err)
+/* Node n's feed-forward: d(out) -> d(in) (acc_in). */
+static clf_status ffn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
 {
     const mi_spec *s = &m->s;
+    const int l = n->layer;
     const mi_ffn_p *p = &m->bp[l].ffn;
     const mi_block_a *a = &m->ba[l];
+    const mi_val in = m->vals[n->in];
     const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
-    clf_ptr d = dout, dact = m->dH1, dfch = m->dH2;
-    clf_ptr fch = a->fch;
+    const size_t BT = mi_node_rows(n, (size_t)ps->B, (size_t)ps->T, (size_t)ps->S);
+    const mi_lin lfc = {p->fc, BT, C, F}, lp = {p->proj, BT, H, C};
+    const mi_val act = {a->fch_act, a->fch_t}, dfch = {m->dH2, m->dH2_t};
+    clf_ptr dact = m->dH1, fch = a->fch;
+    mi_lin_grad g = {.dx = dfch}; /* of the projection */
     clf_status st;
 
-    if (s->p_resid > 0) {
-        d = m->dC2;
-        if ((st = clf_op_dropout_backward(m->rt, d, dout, BT * C, s->p_resid, m->state.seed,
-                                          mi_dropout_stream(m, l, MI_SITE_FFN_OUT), err)) != CLF_OK)
-            return st;
-    }
+    if ((st = proj_grad(m, n, MI_SITE_FFN_OUT, BT, &g.dy, err)) != CLF_OK)
+        return st;
     if (mi_ffn_fused_dact(s)) {
         /* dfch = (d W) act'(pre-activation) in one pass, stored as m->dH2_t
          * (fch holds act' itself where mi_ffn_keeps_dact) */
-        if ((st = linear_bwd_typed(m, dfch, m->dH2_t, 0.0f, d, CLF_DT_F32, a->fch_act, a->fch_t,
-                                   p->proj_w, p->proj_b, BT, H, C, mi_gemm_act(s->act), fch,
-                                   err)) != CLF_OK)
+        g.act = mi_gemm_act(s->act);
+        g.act_in = (mi_val){fch, a->fch_t};
+        if ((st = linear_bwd(m, &lp, act, &g, err)) != CLF_OK)
             return st;
     } else {
         /* dact = d W; its dropout; then through the gate or activation */
-        if ((st = linear_bwd(m, dact, 0.0f, d, a->fch_act, a->fch_t, p->proj_w, p->proj_b, BT, H, C,
-                             err)) != CLF_OK)
+        g.dx = (mi_val){dact, CLF_DT_F32};
+        if ((st = linear_bwd(m, &lp, act, &g, err)) != CLF_OK)
             return st;
         if (s->p_ffn > 0 &&
             (st = clf_op_dropout_backward(m->rt, dact, dact, BT * H, s->p_ffn, m->state.seed,
                                           mi_dropout_stream(m, l, MI_SITE_FFN_H), err)) != CLF_OK)
             return st;
         st = s->swiglu
-                 ? clf_op_swiglu_backward(m->rt, dfch, dact, fch, BT, H, err)
-                 : clf_op_act_backward(m->rt, (clf_act)s->act, dfch, dact, fch, BT * H, 0, err);
+                 ? clf_op_swiglu_backward(m->rt, dfch.p, dact, fch, BT, H, err)
+                 : clf_op_act_backward(m->rt, (clf_act)s->act, dfch.p, dact, fch, BT * H, 0, err);
         if (st != CLF_OK)
             return st;
     }
-    return linear_bwd_typed(m, din, CLF_DT_F32, beta, dfch, m->dH2_t, in, in_t, p->fc_w, p->fc_b,
-                            BT, C, F, CLF_GEMM_ACT_NONE, mi_nullptr(), err);
+    const mi_lin_grad g_in = {
+        .dx = {m->grad_slot[n->g_in], CLF_DT_F32}, .beta = (float)n->acc_in, .dy = dfch};
+    return linear_bwd(m, &lfc, in, &g_in, err);
 }
 
-/* dres: gradient of block l's output on entry, of its input on exit. S:
- * the source length of its cross-attention; beta_enc for denc. */
-static clf_status block_bwd(clf_model *m, int l, clf_ptr dres, size_t B, size_t T, size_t S,
-                            float beta_enc, clf_error *err)
+/* A stack's embeddings: d(x0) in the node's g_out slot; through the
+ * dropout (into dC2) and the embeddings' norm (into the other slot) to the
+ * token and position tables. */
+static clf_status embed_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
 {
     const mi_spec *s = &m->s;
-    const mi_block_p *p = &m->bp[l];
-    const mi_block_a *a = &m->ba[l];
-    const size_t BT = B * T, n = BT * (size_t)s->C;
-    clf_ptr x = mi_block_in(m, l), d1 = m->dC1;
-    clf_ptr ln1 = a->ln1.out, ln2 = a->ln2.out, lnx = a->lnx.out;
-    clf_ptr res1 = a->res1, res2 = a->res2, resx = a->resx;
-    clf_status st;
-    if (!s->norm_post) {
-        /* res2 = mid + ffn(ln2(mid)); [resx = res1 + cross(lnx(res1));] res1 = x + attn(ln1(x)) */
-        clf_ptr mid = p->has_cross ? resx : res1;
-        if ((st = ffn_bwd(m, l, dres, ln2, a->ln2.t, d1, 0.0f, BT, err)) != CLF_OK ||
-            (st = norm_bwd(m, s->norm, &a->ln2, &p->ln2, dres, d1, mid, BT, 1, err)) != CLF_OK)
-            return st;
-        if (p->has_cross &&
-            ((st = cross_bwd(m, l, dres, lnx, a->lnx.t, d1, 0.0f, beta_enc, B, T, S, err)) !=
-                 CLF_OK ||
-             (st = norm_bwd(m, s->norm, &a->lnx, &p->lnx, dres, d1, res1, BT, 1, err)) != CLF_OK))
-            return st;
-        if ((st = attn_bwd(m, l, dres, ln1, a->ln1.t, d1, 0.0f, B, T, err)) != CLF_OK ||
-            (st = norm_bwd(m, s->norm, &a->ln1, &p->ln1, dres, d1, x, BT, 1, err)) != CLF_OK)
-            return st;
-        return CLF_OK;
-    }
-    /* out = ln2(res2), res2 = mid + ffn(mid), [mid = lnx(resx), resx = ln1 + cross(ln1),]
-     * ln1 = ln1(res1), res1 = x + attn(x) */
-    clf_ptr mid = p->has_cross ? lnx : ln1;
-    if ((st = norm_bwd(m, s->norm, &a->ln2, &p->ln2, d1, dres, res2, BT, 0, err)) != CLF_OK ||
-        (st = ffn_bwd(m, l, d1, mid, CLF_DT_F32, d1, 1.0f, BT, err)) != CLF_OK)
-        return st; /* d1 = d mid */
-    if (p->has_cross) {
-        if ((st = norm_bwd(m, s->norm, &a->lnx, &p->lnx, dres, d1, resx, BT, 0, err)) !=
-                CLF_OK || /* dres = d resx */
-            (st = cross_bwd(m, l, dres, ln1, CLF_DT_F32, d1, 0.0f, beta_enc, B, T, S, err)) !=
-                CLF_OK ||
-            (st = clf_op_add(m->rt, d1, d1, dres, n, err)) != CLF_OK) /* d1 = d ln1 */
-            return st;
-    }
-    if ((st = norm_bwd(m, s->norm, &a->ln1, &p->ln1, dres, d1, res1, BT, 0, err)) != CLF_OK ||
-        (st = attn_bwd(m, l, dres, x, CLF_DT_F32, dres, 1.0f, B, T, err)) != CLF_OK)
-        return st;
-    return CLF_OK;
-}
-
-/* A stack's backward: dout is the gradient of its output (the final norm's,
- * or the last block's; it may be dres itself when there is no final norm),
- * dres the residual gradient buffer; then the embeddings. S: the source
- * length for the decoder's cross-attention. */
-static clf_status stack_bwd(clf_model *m, const mi_stack *stk, clf_ptr dout, clf_ptr dres, size_t B,
-                            size_t T, size_t S, clf_error *err)
-{
-    const mi_spec *s = &m->s;
+    const mi_stack *stk = n->stk;
+    const size_t B = (size_t)ps->B, T = (size_t)(stk->src ? ps->S : ps->T);
     const size_t C = (size_t)s->C, V = (size_t)s->V, BT = B * T;
+    clf_ptr dx0 = m->grad_slot[n->g_out];
     clf_status st;
-    if (s->final_norm != MI_NORM_NONE) {
-        clf_ptr last = stk->n > 0 ? mi_block_out(m, stk->first + stk->n - 1) : stk->x0;
-        if ((st = norm_bwd(m, s->final_norm, &stk->lnf_a, &stk->lnf, dres, dout, last, BT, 0,
-                           err)) != CLF_OK)
-            return st;
-    } else if (dout.buf != dres.buf || dout.off != dres.off) {
-        if ((st = clf_buffer_copy(m->rt, dout.buf, dout.off * 4, dres.buf, dres.off * 4, BT * C * 4,
-                                  err)) != CLF_OK)
-            return st;
-    }
-    for (int l = stk->first + stk->n - 1; l >= stk->first; l--) {
-        float beta_enc = l == stk->first + stk->n - 1 ? 0.0f : 1.0f;
-        /* recomputation: the shared activations hold the stack's last
-         * block from the forward; every other block is run again first */
-        if (s->recompute == MI_RECOMPUTE_BLOCK && l != stk->first + stk->n - 1 &&
-            (st = mi_block_recompute(m, l, (int)B, (int)T, (int)S, err)) != CLF_OK)
-            return st;
-        /* attention recomputation: the shared q, k, v and output hold the
-         * last block's; every other block's attention runs again */
-        if (s->recompute == MI_RECOMPUTE_ATTN && l != stk->first + stk->n - 1 &&
-            (st = mi_attn_recompute(m, l, (int)B, (int)T, err)) != CLF_OK)
-            return st;
-        if ((st = block_bwd(m, l, dres, B, T, S, beta_enc, err)) != CLF_OK ||
-            (m->grad_hook != NULL && (st = m->grad_hook(m->grad_hook_user, l, err)) != CLF_OK))
-            return st;
-    }
-    clf_ptr dx0 = dres;
     if (s->p_emb > 0) {
-        dx0 = m->dC2;
-        if ((st = clf_op_dropout_backward(m->rt, dx0, dres, BT * C, s->p_emb, m->state.seed,
+        clf_ptr d = m->dC2;
+        if ((st = clf_op_dropout_backward(m->rt, d, dx0, BT * C, s->p_emb, m->state.seed,
                                           mi_dropout_stream(m, stk->drop_layer, 0), err)) != CLF_OK)
             return st;
+        dx0 = d;
     }
-    if (s->emb_norm != MI_NORM_NONE) { /* through the embeddings' norm, into dC1 */
-        clf_ptr dxe = m->dC1;
-        if ((st = norm_bwd(m, s->emb_norm, &stk->lne_a, &stk->lne, dxe, dx0, stk->xe, BT, 0,
-                           err)) != CLF_OK)
+    if (s->emb_norm != MI_NORM_NONE) {
+        clf_ptr dxe = m->grad_slot[n->g_in];
+        if ((st = norm_bwd(m, &(mi_norm){s->emb_norm, &stk->lne, &stk->lne_a}, dxe, dx0, stk->xe,
+                           BT, 0, err)) != CLF_OK)
             return st;
         dx0 = dxe;
     }
@@ -357,11 +293,12 @@ static clf_status stack_bwd(clf_model *m, const mi_stack *stk, clf_ptr dout, clf
 
 /* The classifier's backward into dx [B*S, C] (the gradient of the encoder's
  * output, overwritten). */
-static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, clf_error *err)
+static clf_status classifier_bwd(clf_model *m, clf_ptr dx, clf_ptr xf, size_t B, size_t S,
+                                 clf_error *err)
 {
     const mi_spec *s = &m->s;
     const size_t C = (size_t)s->C, NL = (size_t)s->NL;
-    clf_ptr dlogits = m->logits, xf = mi_stack_out(m, &m->enc);
+    clf_ptr dlogits = m->logits;
     clf_status st;
     clf_ptr X = xf;
     size_t ldx = S * C;
@@ -380,10 +317,10 @@ static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, c
                                        .b = X,
                                        .ldb = ldx,
                                        .beta = 1.0f,
-                                       .c = mi_grad(m, m->cls_w),
+                                       .c = mi_grad(m, m->cls.w),
                                        .ldc = C},
                       err)) != CLF_OK ||
-        (st = clf_op_bias_backward(m->rt, mi_grad(m, m->cls_b), dlogits, B, NL, 1, err)) != CLF_OK)
+        (st = clf_op_bias_backward(m->rt, mi_grad(m, m->cls.b), dlogits, B, NL, 1, err)) != CLF_OK)
         return st;
     if (s->pool == MI_POOL_MEAN) {
         clf_ptr dpool = m->dC3;
@@ -394,7 +331,7 @@ static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, c
                                            .alpha = 1.0f,
                                            .a = dlogits,
                                            .lda = NL,
-                                           .b = mi_wpar(m, m->cls_w),
+                                           .b = mi_wpar(m, m->cls.w),
                                            .ldb = C,
                                            .c = dpool,
                                            .ldc = C,
@@ -413,7 +350,7 @@ static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, c
                                     .alpha = 1.0f,
                                     .a = dlogits,
                                     .lda = NL,
-                                    .b = mi_wpar(m, m->cls_w),
+                                    .b = mi_wpar(m, m->cls.w),
                                     .ldb = C,
                                     .c = dx,
                                     .ldc = S * C,
@@ -421,43 +358,76 @@ static clf_status classifier_bwd(clf_model *m, clf_ptr dx, size_t B, size_t S, c
                    err);
 }
 
-static clf_status backward(clf_model *m, clf_error *err);
-
-clf_status mi_backward(clf_model *m, clf_error *err)
+/* Node n's backward. */
+static clf_status node_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
 {
-    clf_status st = backward(m, err);
-    if (st == CLF_OK && m->grad_hook != NULL) /* the tensors outside blocks */
-        st = m->grad_hook(m->grad_hook_user, -1, err);
+    const size_t B = (size_t)ps->B, T = (size_t)ps->T, S = (size_t)ps->S;
+    const mi_val in = m->vals[n->in];
+    const clf_ptr din = m->grad_slot[n->g_in];
+    switch (n->kind) {
+        case MI_NODE_EMBED: return embed_bwd(m, n, ps, err);
+        case MI_NODE_NORM:
+            return norm_bwd(m, &n->norm, din, m->grad_slot[n->g_out], in.p,
+                            mi_node_rows(n, B, T, S), n->acc_in, err);
+        case MI_NODE_ATTN: return attn_bwd(m, n, ps, err);
+        case MI_NODE_CROSS: return cross_bwd(m, n, ps, err);
+        case MI_NODE_FFN: return ffn_bwd(m, n, ps, err);
+        default:
+            if (m->s.kind == MI_KIND_ENCODER)
+                return classifier_bwd(m, din, in.p, B, S, err);
+            /* LM head: logits = xf Wout^T */
+            return linear_bwd(
+                m, &(mi_lin){{m->lm_head, MI_NONE}, B * T, (size_t)m->s.C, (size_t)m->s.V}, in,
+                &(mi_lin_grad){.dx = {din, CLF_DT_F32}, .dy = {m->logits, CLF_DT_F32}}, err);
+    }
+}
+
+/* Before node i's backward, what recomputation restores: with block
+ * recomputation the blocks of a stack share one set of activations, which
+ * holds the stack's last block from the forward, so every other block is
+ * run forward again on entering it (its last node); with attention
+ * recomputation the blocks share the self-attention's q, k, v, output and
+ * log-sum-exp, so every other block's attention runs again. Dropout masks
+ * come back bit for bit (same step, micro-batch and site). */
+static clf_status recompute(clf_model *m, int i, const mi_pass *ps, clf_error *err)
+{
+    const mi_node *n = &m->nodes[i];
+    const int l = n->layer;
+    if (l < 0 || l == n->stk->first + n->stk->n - 1)
+        return CLF_OK;
+    const mi_block_p *bp = &m->bp[l];
+    mi_pass p = *ps;
+    p.flags = MI_PASS_TRAIN;
+    clf_status st = CLF_OK;
+    if (m->s.recompute == MI_RECOMPUTE_BLOCK && i == bp->node1 - 1)
+        for (int j = bp->node0; j < bp->node1 && st == CLF_OK; j++)
+            st = mi_node_forward(m, &m->nodes[j], &p, err);
+    if (m->s.recompute == MI_RECOMPUTE_ATTN && n->kind == MI_NODE_ATTN) {
+        p.flags |= MI_PASS_ATTN_ONLY; /* backward does not read the projection's output */
+        st = mi_node_forward(m, n, &p, err);
+    }
     return st;
 }
 
-static clf_status backward(clf_model *m, clf_error *err)
+clf_status mi_backward(clf_model *m, clf_error *err)
 {
-    const mi_spec *s = &m->s;
-    const size_t B = (size_t)m->cur_B, T = (size_t)m->cur_T, S = (size_t)m->cur_S;
-    const size_t C = (size_t)s->C, V = (size_t)s->V, BT = B * T;
-    clf_ptr dres = m->dres, d1 = m->dC1;
-    const int fnorm = s->final_norm != MI_NORM_NONE;
-    clf_status st;
-
-    if (s->kind == MI_KIND_ENCODER) {
-        clf_ptr dxf = fnorm ? d1 : dres;
-        if ((st = classifier_bwd(m, dxf, B, S, err)) != CLF_OK)
-            return st;
-        return stack_bwd(m, &m->enc, dxf, dres, B, S, 0, err);
+    const mi_pass ps = {.B = m->cur_B, .T = m->cur_T, .S = m->cur_S};
+    const size_t C = (size_t)m->s.C;
+    clf_status st = CLF_OK;
+    for (int i = m->n_nodes - 1; i >= 0 && st == CLF_OK; i--) {
+        const mi_node *n = &m->nodes[i];
+        if (n->zero_out) /* an encoder output no decoder block reads */
+            st = clf_ptr_zero(m->rt, m->grad_slot[n->g_out],
+                              mi_node_rows(n, (size_t)ps.B, (size_t)ps.T, (size_t)ps.S) * C, err);
+        if (st == CLF_OK)
+            st = recompute(m, i, &ps, err);
+        if (st == CLF_OK)
+            st = node_bwd(m, n, &ps, err);
+        /* a block's gradients are complete when its first node is done */
+        if (st == CLF_OK && m->grad_hook != NULL && n->layer >= 0 && i == m->bp[n->layer].node0)
+            st = m->grad_hook(m->grad_hook_user, n->layer, err);
     }
-    /* LM head: logits = xf Wout^T */
-    clf_ptr dxf = fnorm ? d1 : dres;
-    if ((st = linear_bwd(m, dxf, 0.0f, m->logits, mi_stack_out(m, &m->dec), CLF_DT_F32, m->lm_head,
-                         MI_NONE, BT, C, V, err)) != CLF_OK)
-        return st;
-    if ((st = stack_bwd(m, &m->dec, dxf, dres, B, T, S, err)) != CLF_OK)
-        return st;
-    if (s->kind != MI_KIND_ENCDEC)
-        return CLF_OK;
-    /* the encoder, from the gradient its output got from every cross-attention */
-    clf_ptr denc = m->denc;
-    if (m->dec.n == 0 && (st = clf_ptr_zero(m->rt, denc, B * S * C, err)) != CLF_OK)
-        return st;
-    return stack_bwd(m, &m->enc, denc, fnorm ? dres : denc, B, S, 0, err);
+    if (st == CLF_OK && m->grad_hook != NULL) /* the tensors outside blocks */
+        st = m->grad_hook(m->grad_hook_user, -1, err);
+    return st;
 }

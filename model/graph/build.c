@@ -93,27 +93,32 @@ static clf_status plan_norm(plan *p, const char *prefix, int type, int bias, siz
 
 /* One linear layer "<prefix>.weight" [rows, cols] (+ "<prefix>.bias" [rows]). */
 static clf_status plan_linear(plan *p, const char *prefix, size_t rows, size_t cols, int bias,
-                              int init, size_t *w, size_t *b, clf_error *err)
+                              int init, mi_lin_p *lin, clf_error *err)
 {
     char name[CLF_MODEL_NAME_MAX];
     clf_status st;
-    *w = *b = MI_NONE;
+    lin->w = lin->b = MI_NONE;
     snprintf(name, sizeof name, "%s.weight", prefix);
-    if ((st = plan_add(p, name, 2, rows, cols, init, w, err)) != CLF_OK)
+    if ((st = plan_add(p, name, 2, rows, cols, init, &lin->w, err)) != CLF_OK)
         return st;
     if (bias) {
         snprintf(name, sizeof name, "%s.bias", prefix);
-        if ((st = plan_add(p, name, 1, rows, 1, MI_INIT_ZERO, b, err)) != CLF_OK)
+        if ((st = plan_add(p, name, 1, rows, 1, MI_INIT_ZERO, &lin->b, err)) != CLF_OK)
             return st;
     }
     return CLF_OK;
 }
 
-/* The n blocks of a stack, bp[0..n), named "<prefix>blocks.<l>." (prefix
- * "" for a single stack; "encoder." / "decoder." in an encoder-decoder). */
-static clf_status plan_blocks(plan *p, const char *prefix, const mi_spec *s, mi_block_p *bp, int n,
-                              int first, int is_enc, int has_cross, clf_error *err)
+/* The blocks of a stack, named "<prefix>blocks.<l>." (prefix "" for a
+ * single stack; "encoder." / "decoder." in an encoder-decoder, whose
+ * decoder blocks have cross-attention). */
+static clf_status plan_blocks(plan *p, const char *prefix, clf_model *m, const mi_stack *stk,
+                              clf_error *err)
 {
+    const mi_spec *s = &m->s;
+    mi_block_p *bp = m->bp + stk->first;
+    const int n = stk->n, first = stk->first, is_enc = stk->src;
+    const int has_cross = !stk->src && s->kind == MI_KIND_ENCDEC;
     char base[48], name[80];
     const size_t C = (size_t)s->C;
     clf_status st;
@@ -123,35 +128,35 @@ static clf_status plan_blocks(plan *p, const char *prefix, const mi_spec *s, mi_
         b->is_enc = is_enc;
         b->has_cross = has_cross;
         b->lnx.w = b->lnx.b = MI_NONE;
-        b->cross.q_w = b->cross.q_b = b->cross.kv_w = b->cross.kv_b = MI_NONE;
-        b->cross.proj_w = b->cross.proj_b = MI_NONE;
+        b->cross.q.w = b->cross.q.b = b->cross.kv.w = b->cross.kv.b = MI_NONE;
+        b->cross.proj.w = b->cross.proj.b = MI_NONE;
         snprintf(base, sizeof base, "%sblocks.%d", prefix, l);
         snprintf(name, sizeof name, "%s.ln1", base);
         if ((st = plan_norm(p, name, s->norm, s->norm_bias, C, &b->ln1, err)) != CLF_OK)
             return st;
         snprintf(name, sizeof name, "%s.attn.qkv", base);
-        if ((st = plan_linear(p, name, 3 * C, C, s->attn_bias, MI_INIT_NORMAL, &b->attn.qkv_w,
-                              &b->attn.qkv_b, err)) != CLF_OK)
+        if ((st = plan_linear(p, name, 3 * C, C, s->attn_bias, MI_INIT_NORMAL, &b->attn.qkv,
+                              err)) != CLF_OK)
             return st;
         snprintf(name, sizeof name, "%s.attn.proj", base);
-        if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_RESID, &b->attn.proj_w,
-                              &b->attn.proj_b, err)) != CLF_OK)
+        if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_RESID, &b->attn.proj, err)) !=
+            CLF_OK)
             return st;
         if (has_cross) {
             snprintf(name, sizeof name, "%s.lnx", base);
             if ((st = plan_norm(p, name, s->norm, s->norm_bias, C, &b->lnx, err)) != CLF_OK)
                 return st;
             snprintf(name, sizeof name, "%s.cross.q", base);
-            if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_NORMAL, &b->cross.q_w,
-                                  &b->cross.q_b, err)) != CLF_OK)
+            if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_NORMAL, &b->cross.q, err)) !=
+                CLF_OK)
                 return st;
             snprintf(name, sizeof name, "%s.cross.kv", base);
-            if ((st = plan_linear(p, name, 2 * C, C, s->attn_bias, MI_INIT_NORMAL, &b->cross.kv_w,
-                                  &b->cross.kv_b, err)) != CLF_OK)
+            if ((st = plan_linear(p, name, 2 * C, C, s->attn_bias, MI_INIT_NORMAL, &b->cross.kv,
+                                  err)) != CLF_OK)
                 return st;
             snprintf(name, sizeof name, "%s.cross.proj", base);
-            if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_RESID, &b->cross.proj_w,
-                                  &b->cross.proj_b, err)) != CLF_OK)
+            if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_RESID, &b->cross.proj,
+                                  err)) != CLF_OK)
                 return st;
         }
         snprintf(name, sizeof name, "%s.ln2", base);
@@ -159,11 +164,11 @@ static clf_status plan_blocks(plan *p, const char *prefix, const mi_spec *s, mi_
             return st;
         snprintf(name, sizeof name, "%s.ffn.fc", base);
         if ((st = plan_linear(p, name, (size_t)s->fc_rows, C, s->ffn_bias, MI_INIT_NORMAL,
-                              &b->ffn.fc_w, &b->ffn.fc_b, err)) != CLF_OK)
+                              &b->ffn.fc, err)) != CLF_OK)
             return st;
         snprintf(name, sizeof name, "%s.ffn.proj", base);
-        if ((st = plan_linear(p, name, C, (size_t)s->H, s->ffn_bias, MI_INIT_RESID, &b->ffn.proj_w,
-                              &b->ffn.proj_b, err)) != CLF_OK)
+        if ((st = plan_linear(p, name, C, (size_t)s->H, s->ffn_bias, MI_INIT_RESID, &b->ffn.proj,
+                              err)) != CLF_OK)
             return st;
     }
     p->layer = -1;
@@ -196,7 +201,7 @@ static clf_status plan_params(clf_model *m, clf_error *err)
     plan p = {NULL, 0, 0, -1};
     clf_status st;
     mi_stack *enc = &m->enc, *dec = &m->dec;
-    m->lm_head = m->cls_w = m->cls_b = MI_NONE;
+    m->lm_head = m->cls.w = m->cls.b = MI_NONE;
     plan_stacks(m);
     if (s->kind == MI_KIND_DECODER || s->kind == MI_KIND_ENCODER) {
         /* one stack: wte, wpe, blocks.<l>, ln_f */
@@ -208,8 +213,7 @@ static clf_status plan_params(clf_model *m, clf_error *err)
             goto fail;
         if ((st = plan_norm(&p, "ln_emb", s->emb_norm, s->norm_bias, C, &one->lne, err)) != CLF_OK)
             goto fail;
-        if ((st = plan_blocks(&p, "", s, m->bp, s->L, 0, s->kind == MI_KIND_ENCODER, 0, err)) !=
-            CLF_OK)
+        if ((st = plan_blocks(&p, "", m, one, err)) != CLF_OK)
             goto fail;
         if ((st = plan_norm(&p, "ln_f", s->final_norm, s->norm_bias, C, &one->lnf, err)) != CLF_OK)
             goto fail;
@@ -228,11 +232,10 @@ static clf_status plan_params(clf_model *m, clf_error *err)
             (st = plan_norm(&p, "src_ln_emb", s->emb_norm, s->norm_bias, C, &enc->lne, err)) !=
                 CLF_OK)
             goto fail;
-        if ((st = plan_blocks(&p, "encoder.", s, m->bp, s->Le, 0, 1, 0, err)) != CLF_OK ||
+        if ((st = plan_blocks(&p, "encoder.", m, enc, err)) != CLF_OK ||
             (st = plan_norm(&p, "encoder.ln_f", s->final_norm, s->norm_bias, C, &enc->lnf, err)) !=
                 CLF_OK ||
-            (st = plan_blocks(&p, "decoder.", s, m->bp + s->Le, s->Ld, s->Le, 0, 1, err)) !=
-                CLF_OK ||
+            (st = plan_blocks(&p, "decoder.", m, dec, err)) != CLF_OK ||
             (st = plan_norm(&p, "decoder.ln_f", s->final_norm, s->norm_bias, C, &dec->lnf, err)) !=
                 CLF_OK)
             goto fail;
@@ -240,9 +243,8 @@ static clf_status plan_params(clf_model *m, clf_error *err)
     if (s->head == MI_HEAD_LM && !s->tied &&
         (st = plan_add(&p, "lm_head.weight", 2, V, C, MI_INIT_NORMAL, &m->lm_head, err)) != CLF_OK)
         goto fail;
-    if (s->head == MI_HEAD_CLASSIFIER &&
-        (st = plan_linear(&p, "classifier", (size_t)s->NL, C, 1, MI_INIT_NORMAL, &m->cls_w,
-                          &m->cls_b, err)) != CLF_OK)
+    if (s->head == MI_HEAD_CLASSIFIER && (st = plan_linear(&p, "classifier", (size_t)s->NL, C, 1,
+                                                           MI_INIT_NORMAL, &m->cls, err)) != CLF_OK)
         goto fail;
 
     m->ptab = calloc((size_t)p.n, sizeof *m->ptab);
@@ -592,47 +594,6 @@ static clf_status request_buffers(clf_model *m, clf_error *err)
     return CLF_OK;
 }
 
-/* The largest packing scratch of one linear layer's products: y = x W^T on
- * R rows, and in training dx = dy W and dW += dy^T x (forward.c's
- * linear_fwd, backward.c's linear_bwd). */
-static size_t linear_workspace(size_t R, size_t in, size_t out, int train)
-{
-    size_t w = clf_gemm_workspace_estimate(0, 1, R, out, in);
-    if (train) {
-        w = zmax(w, clf_gemm_workspace_estimate(0, 0, R, in, out));
-        w = zmax(w, clf_gemm_workspace_estimate(1, 0, out, in, R));
-    }
-    return w;
-}
-
-/* The GEMM engine's scratch over a step's products: every linear layer of
- * the stacks, the LM head or the classifier. */
-static size_t plan_workspace(const clf_model *m)
-{
-    const mi_spec *s = &m->s;
-    const int train = (m->flags & CLF_MODEL_TRAIN) != 0;
-    const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
-    size_t w = 0;
-    const size_t rows[2] = {s->kind != MI_KIND_DECODER ? s->rows_src : 0,
-                            s->kind != MI_KIND_ENCODER ? s->rows_tgt : 0};
-    for (int i = 0; i < 2; i++) {
-        const size_t R = rows[i];
-        if (R == 0)
-            continue;
-        w = zmax(w, linear_workspace(R, C, 3 * C, train)); /* qkv */
-        w = zmax(w, linear_workspace(R, C, C, train));     /* attention out */
-        w = zmax(w, linear_workspace(R, C, F, train));     /* ffn fc */
-        w = zmax(w, linear_workspace(R, H, C, train));     /* ffn proj */
-    }
-    if (s->kind == MI_KIND_ENCDEC) /* cross-attention keys and values */
-        w = zmax(w, linear_workspace(s->rows_src, C, 2 * C, train));
-    if (s->head == MI_HEAD_LM)
-        w = zmax(w, linear_workspace(s->rows_tgt, C, (size_t)s->V, train));
-    else if (s->head == MI_HEAD_CLASSIFIER)
-        w = zmax(w, linear_workspace((size_t)s->B, C, (size_t)s->NL, train));
-    return w;
-}
-
 static clf_status alloc_buffers(clf_model *m, clf_error *err)
 {
     clf_status st = request_buffers(m, err);
@@ -683,6 +644,8 @@ void clf_model_destroy(clf_model *m)
         clf_buffer_destroy(m->owned[i]);
     free(m->owned);
     free(m->carves);
+    free(m->vals);
+    free(m->nodes);
     free(m->stage[1]);
     free(m->stage[0]);
     free(m->xrow_new);
@@ -745,7 +708,9 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
         clf_error_prefix(err, "allocating the model (%zu bytes so far)", m->bytes);
         goto fail;
     }
-    m->mem.workspace = plan_workspace(m);
+    if ((st = mi_nodes_build(m, err)) != CLF_OK)
+        goto fail;
+    m->mem.workspace = mi_nodes_workspace(m);
     m->mem.total = m->bytes + m->mem.workspace;
     if (rt == NULL) {
         *plan_only = m->mem;

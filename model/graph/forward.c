@@ -63,68 +63,68 @@ uint64_t mi_dropout_stream(const clf_model *m, int layer, int op)
     return (m->state.step << 32) ^ ((m->state.micro & 0xFFFF) << 16) ^ (site & 0xFFFF);
 }
 
-static clf_status norm_fwd(clf_model *m, int type, const mi_norm_a *a, const mi_norm_p *p,
-                           clf_ptr x, size_t R, clf_error *err)
+static clf_status norm_fwd(clf_model *m, const mi_norm *nm, clf_ptr x, size_t R, clf_error *err)
 {
     const mi_spec *s = &m->s;
-    if (type == MI_NORM_RMSNORM)
-        return clf_op_rmsnorm_forward_t(m->rt, a->t, a->out, a->rstd, x, mi_par(m, p->w), R,
+    const mi_norm_a *a = nm->a;
+    if (nm->type == MI_NORM_RMSNORM)
+        return clf_op_rmsnorm_forward_t(m->rt, a->t, a->out, a->rstd, x, mi_par(m, nm->p->w), R,
                                         (size_t)s->C, s->norm_eps, err);
-    return clf_op_layernorm_forward_t(m->rt, a->t, a->out, a->mean, a->rstd, x, mi_par(m, p->w),
-                                      mi_par(m, p->b), R, (size_t)s->C, s->norm_eps, err);
+    return clf_op_layernorm_forward_t(m->rt, a->t, a->out, a->mean, a->rstd, x, mi_par(m, nm->p->w),
+                                      mi_par(m, nm->p->b), R, (size_t)s->C, s->norm_eps, err);
 }
 
-/* y [R, out] = x [R, in] W^T (+ b) (+ resid [R, out], buf NULL = none),
- * the bias and the residual added as the GEMM stores y; x stored as x_t, y
- * as y_t (16 bits: no residual) */
-static clf_status linear_fwd(clf_model *m, clf_ptr y, clf_dtype y_t, clf_ptr x, clf_dtype x_t,
-                             size_t w, size_t b, size_t R, size_t in, size_t out, clf_ptr resid,
+/* L's product y = x W^T (+ b, added as the GEMM stores y). */
+static clf_gemm_desc linear_desc(const clf_model *m, const mi_lin *L, mi_val y, mi_val x)
+{
+    return (clf_gemm_desc){.trans_b = 1,
+                           .m = L->R,
+                           .n = L->out,
+                           .k = L->in,
+                           .alpha = 1.0f,
+                           .a = x.p,
+                           .lda = L->in,
+                           .b = mi_wpar(m, L->p.w),
+                           .ldb = L->in,
+                           .c = y.p,
+                           .ldc = L->out,
+                           .bias = L->p.b == MI_NONE ? mi_nullptr() : mi_par(m, L->p.b),
+                           .a_type = x.t,
+                           .b_type = m->s.act16,
+                           .c_type = y.t};
+}
+
+/* y = x W^T + b (+ resid [R, out] as y is stored, y then in float32;
+ * resid.buf NULL: none). */
+static clf_status linear_fwd(clf_model *m, const mi_lin *L, mi_val y, mi_val x, clf_ptr resid,
                              clf_error *err)
 {
-    return mi_gemm(m,
-                   &(clf_gemm_desc){.trans_b = 1,
-                                    .m = R,
-                                    .n = out,
-                                    .k = in,
-                                    .alpha = 1.0f,
-                                    .a = x,
-                                    .lda = in,
-                                    .b = mi_wpar(m, w),
-                                    .ldb = in,
-                                    .c = y,
-                                    .ldc = out,
-                                    .bias = b == MI_NONE ? mi_nullptr() : mi_par(m, b),
-                                    .residual = resid.buf != NULL,
-                                    .d = resid,
-                                    .ldd = out,
-                                    .a_type = x_t,
-                                    .b_type = m->s.act16,
-                                    .c_type = y_t},
-                   err);
+    clf_gemm_desc d = linear_desc(m, L, y, x);
+    d.residual = resid.buf != NULL;
+    d.d = resid;
+    d.ldd = L->out;
+    return mi_gemm(m, &d, err);
 }
 
-/* A sublayer's output projection and its residual connection: out [R, C] =
- * resid + dropout(x [R, in] W^T + b). Without dropout (inference, or
- * p_resid = 0) the residual is added as the GEMM stores out, one pass;
- * with it the projection goes through m->proj first. out.buf NULL:
- * nothing (the attention's recomputation needs only the attention's own
- * activations). */
-static clf_status proj_residual(clf_model *m, int l, int site, clf_ptr out, clf_ptr resid,
-                                clf_ptr x, clf_dtype x_t, size_t w, size_t b, size_t R, size_t in,
+/* Node n's output projection L and its residual connection: out = resid +
+ * dropout(x W^T + b). Without dropout (inference, or p_resid = 0) the
+ * residual is added as the GEMM stores out, one pass; with it the
+ * projection goes through m->proj first. */
+static clf_status proj_residual(clf_model *m, const mi_node *n, const mi_lin *L, mi_val x, int site,
                                 int train, clf_error *err)
 {
     const mi_spec *s = &m->s;
-    const size_t C = (size_t)s->C;
-    if (out.buf == NULL)
-        return CLF_OK;
+    const mi_val out = m->vals[n->out];
+    const clf_ptr resid = m->vals[n->resid].p;
+    const size_t RC = L->R * L->out;
     if (!(train && s->p_resid > 0))
-        return linear_fwd(m, out, CLF_DT_F32, x, x_t, w, b, R, in, C, resid, err);
-    clf_status st = linear_fwd(m, m->proj, CLF_DT_F32, x, x_t, w, b, R, in, C, mi_nullptr(), err);
+        return linear_fwd(m, L, out, x, resid, err);
+    clf_status st = linear_fwd(m, L, (mi_val){m->proj, CLF_DT_F32}, x, mi_nullptr(), err);
     if (st == CLF_OK)
-        st = clf_op_dropout_forward(m->rt, m->proj, m->proj, R * C, s->p_resid, m->state.seed,
-                                    mi_dropout_stream(m, l, site), err);
+        st = clf_op_dropout_forward(m->rt, m->proj, m->proj, RC, s->p_resid, m->state.seed,
+                                    mi_dropout_stream(m, n->layer, site), err);
     if (st == CLF_OK)
-        st = clf_op_residual(m->rt, out, m->proj, resid, R * C, err);
+        st = clf_op_residual(m->rt, out.p, m->proj, resid, RC, err);
     return st;
 }
 
@@ -141,26 +141,18 @@ clf_gemm_act mi_gemm_act(int act)
 
 /* ---- sublayers ------------------------------------------------------------ */
 
-/* The fused attention of layer l's site (MI_SITE_ATTN_P or MI_SITE_CROSS_P)
- * for T queries q (rows q_stride apart) over S keys and values, y [B*T, C]
- * merged, lse [B*NH, T]: no score matrix, attention dropout regenerated
- * from the site's Philox stream in training. */
-static clf_attn_fused attn_desc(const clf_model *m, int l, int site, clf_ptr y, clf_ptr lse,
-                                clf_ptr q, size_t q_stride, size_t B, size_t T, size_t S, int train)
+/* The fields the fused attention of layer l's site (MI_SITE_ATTN_P or
+ * MI_SITE_CROSS_P) shares with every attention of the model, on f's y,
+ * lse, q and sizes: storage, heads, scale, and in training the site's
+ * dropout, regenerated from its Philox stream. */
+static clf_attn_fused attn_desc(const clf_model *m, int l, int site, clf_attn_fused f, int train)
 {
     const mi_spec *s = &m->s;
-    clf_attn_fused f = {.y = y,
-                        .lse = lse,
-                        .q = q,
-                        .t = s->act16,
-                        .y_stride = (size_t)s->C,
-                        .q_stride = q_stride,
-                        .B = B,
-                        .NH = (size_t)s->NH,
-                        .T = T,
-                        .S = S,
-                        .HS = (size_t)s->HS,
-                        .scale = 1.0f / sqrtf((float)s->HS)};
+    f.t = s->act16;
+    f.y_stride = (size_t)s->C;
+    f.NH = (size_t)s->NH;
+    f.HS = (size_t)s->HS;
+    f.scale = 1.0f / sqrtf((float)s->HS);
     if (train && s->p_attn > 0) {
         f.p_drop = s->p_attn;
         f.seed = m->state.seed;
@@ -173,8 +165,11 @@ clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int t
 {
     const mi_block_a *a = &m->ba[l];
     const size_t C = (size_t)m->s.C;
-    clf_attn_fused f =
-        attn_desc(m, l, MI_SITE_ATTN_P, a->atty, a->lse, a->qkv, 3 * C, B, T, T, train);
+    clf_attn_fused f = attn_desc(
+        m, l, MI_SITE_ATTN_P,
+        (clf_attn_fused){
+            .y = a->atty, .lse = a->lse, .q = a->qkv, .q_stride = 3 * C, .B = B, .T = T, .S = T},
+        train);
     f.k = clf_ptr_at(a->qkv, C);
     f.v = clf_ptr_at(a->qkv, 2 * C);
     f.kv_stride = 3 * C;
@@ -193,8 +188,11 @@ clf_attn_fused mi_attn_cross(const clf_model *m, int l, size_t B, size_t T, size
 {
     const mi_block_a *a = &m->ba[l];
     const size_t C = (size_t)m->s.C;
-    clf_attn_fused f =
-        attn_desc(m, l, MI_SITE_CROSS_P, a->xatty, a->xlse, a->xq, C, B, T, S, train);
+    clf_attn_fused f = attn_desc(
+        m, l, MI_SITE_CROSS_P,
+        (clf_attn_fused){
+            .y = a->xatty, .lse = a->xlse, .q = a->xq, .q_stride = C, .B = B, .T = T, .S = S},
+        train);
     f.k = a->xkv;
     f.v = clf_ptr_at(a->xkv, C);
     f.kv_stride = 2 * C;
@@ -213,38 +211,40 @@ static void attn_desc_cache(clf_attn_fused *f, clf_buffer *kc, clf_buffer *vc, s
     f->kv_batch_stride = f->NH * Tmax * f->HS;
 }
 
-/* Self-attention of block l: in [B*T, C] (stored as in_t) -> out [B*T, C]
- * = resid + dropout(attention's projection) (proj_residual). Encoder
- * blocks attend in both directions over the kept source positions;
- * decoder blocks causally. */
-static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_ptr out,
-                           clf_ptr resid, int Bi, int Ti, int pos0, int train, int cache,
-                           clf_error *err)
+/* Node n's self-attention: in [B*T, C] -> out [B*T, C] = resid +
+ * dropout(attention's projection) (proj_residual; with MI_PASS_ATTN_ONLY
+ * the attention alone). Encoder blocks attend in both directions over the
+ * kept source positions; decoder blocks causally. */
+static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
 {
     const mi_spec *s = &m->s;
+    const int l = n->layer, train = (ps->flags & MI_PASS_TRAIN) != 0;
+    const int cache = (ps->flags & MI_PASS_CACHE) != 0;
     const mi_attn_p *p = &m->bp[l].attn;
     mi_block_a *a = &m->ba[l];
-    const size_t B = (size_t)Bi, T = (size_t)Ti, C = (size_t)s->C, NH = (size_t)s->NH;
-    const size_t HS = (size_t)s->HS, BT = B * T, Tmax = (size_t)s->Tmax;
+    const mi_val in = m->vals[n->in];
+    const size_t pos0 = n->stk->src ? 0 : (size_t)ps->pos0;
+    const size_t B = (size_t)ps->B, T = (size_t)(n->stk->src ? ps->S : ps->T), C = (size_t)s->C;
+    const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, BT = B * T, Tmax = (size_t)s->Tmax;
     clf_ptr qkv = a->qkv, atty = a->atty;
     clf_status st;
 
-    if ((st = linear_fwd(m, qkv, s->act16, in, in_t, p->qkv_w, p->qkv_b, BT, C, 3 * C, mi_nullptr(),
-                         err)) != CLF_OK)
+    const mi_lin lq = {p->qkv, BT, C, 3 * C}, lp = {p->proj, BT, C, C};
+    if ((st = linear_fwd(m, &lq, (mi_val){qkv, s->act16}, in, mi_nullptr(), err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_ROPE &&
-        ((st = clf_op_rope_t(m->rt, s->act16, qkv, B, T, NH, HS, 3 * C, (size_t)pos0, s->rope_theta,
-                             0, err)) != CLF_OK ||
-         (st = clf_op_rope_t(m->rt, s->act16, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C, (size_t)pos0,
+        ((st = clf_op_rope_t(m->rt, s->act16, qkv, B, T, NH, HS, 3 * C, pos0, s->rope_theta, 0,
+                             err)) != CLF_OK ||
+         (st = clf_op_rope_t(m->rt, s->act16, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C, pos0,
                              s->rope_theta, 0, err)) != CLF_OK))
         return st;
-    const size_t S = cache ? (size_t)pos0 + T : T;
+    const size_t S = cache ? pos0 + T : T;
     if (cache &&
         /* new keys and values go straight from the qkv rows into the caches */
         ((st = clf_op_kv_store(m->rt, mi_at(a->kcache, 0), clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C,
-                               Tmax, (size_t)pos0, err)) != CLF_OK ||
+                               Tmax, pos0, err)) != CLF_OK ||
          (st = clf_op_kv_store(m->rt, mi_at(a->vcache, 0), clf_ptr_at(qkv, 2 * C), B, T, NH, HS,
-                               3 * C, Tmax, (size_t)pos0, err)) != CLF_OK))
+                               3 * C, Tmax, pos0, err)) != CLF_OK))
         return st;
     if (cache && T == 1) {
         /* one new position: flash-decoding over the cache */
@@ -273,32 +273,34 @@ static clf_status attn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_
         if ((st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
             return st;
     }
-    return proj_residual(m, l, MI_SITE_ATTN_OUT, out, resid, atty, s->act16, p->proj_w, p->proj_b,
-                         BT, C, train, err);
+    if (ps->flags & MI_PASS_ATTN_ONLY)
+        return CLF_OK;
+    return proj_residual(m, n, &lp, (mi_val){atty, s->act16}, MI_SITE_ATTN_OUT, train, err);
 }
 
-/* Cross-attention of decoder block l: queries from in [B*T, C], keys and
- * values from the encoder's output [B*S, C] (projected here; with `cache`,
- * the cross caches mi_encode filled, S = m->enc_S), masked by the source
- * keep mask -> out [B*T, C] = resid + dropout(projection). */
-static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_ptr out,
-                            clf_ptr resid, int Bi, int Ti, int Si, int train, int cache,
-                            clf_error *err)
+/* Node n's cross-attention: queries from in [B*T, C], keys and values from
+ * the encoder's output mem [B*S, C] (projected here; with MI_PASS_CACHE,
+ * the cross caches mi_encode filled), masked by the source keep mask ->
+ * out [B*T, C] = resid + dropout(projection). */
+static clf_status cross_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
 {
     const mi_spec *s = &m->s;
+    const int l = n->layer, train = (ps->flags & MI_PASS_TRAIN) != 0;
+    const int cache = (ps->flags & MI_PASS_CACHE) != 0;
     const mi_cross_p *p = &m->bp[l].cross;
     mi_block_a *a = &m->ba[l];
-    const size_t B = (size_t)Bi, T = (size_t)Ti, S = (size_t)Si, C = (size_t)s->C;
+    const mi_val in = m->vals[n->in];
+    const size_t B = (size_t)ps->B, T = (size_t)ps->T, S = (size_t)ps->S, C = (size_t)s->C;
     const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, BT = B * T, BS = B * S;
     clf_ptr q = a->xq, atty = a->xatty;
     clf_ptr keep = mi_at(m->src_keep, 0);
     clf_status st;
 
-    if ((st = linear_fwd(m, q, s->act16, in, in_t, p->q_w, p->q_b, BT, C, C, mi_nullptr(), err)) !=
-        CLF_OK)
+    const mi_lin lq = {p->q, BT, C, C}, lkv = {p->kv, BS, C, 2 * C}, lp = {p->proj, BT, C, C};
+    if ((st = linear_fwd(m, &lq, (mi_val){q, s->act16}, in, mi_nullptr(), err)) != CLF_OK)
         return st;
-    if (!cache && (st = linear_fwd(m, a->xkv, s->act16, mi_stack_out(m, &m->enc), CLF_DT_F32,
-                                   p->kv_w, p->kv_b, BS, C, 2 * C, mi_nullptr(), err)) != CLF_OK)
+    if (!cache && (st = linear_fwd(m, &lkv, (mi_val){a->xkv, s->act16}, m->vals[n->mem],
+                                   mi_nullptr(), err)) != CLF_OK)
         return st;
     if (cache && T == 1) {
         const clf_attn_decode ad = {.out = atty,
@@ -323,19 +325,20 @@ static clf_status cross_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf
         if ((st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
             return st;
     }
-    return proj_residual(m, l, MI_SITE_CROSS_OUT, out, resid, atty, s->act16, p->proj_w, p->proj_b,
-                         BT, C, train, err);
+    return proj_residual(m, n, &lp, (mi_val){atty, s->act16}, MI_SITE_CROSS_OUT, train, err);
 }
 
-/* Feed-forward of block l: in [BT, C] (stored as in_t) -> out [BT, C] =
- * resid + dropout(ffn(in)); the hidden activations stored as a->fch_t. */
-static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_ptr out,
-                          clf_ptr resid, size_t BT, int train, clf_error *err)
+/* Node n's feed-forward: in [BT, C] -> out [BT, C] = resid +
+ * dropout(ffn(in)); the hidden activations stored as a->fch_t. */
+static clf_status ffn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
 {
     const mi_spec *s = &m->s;
+    const int l = n->layer, train = (ps->flags & MI_PASS_TRAIN) != 0;
     const mi_ffn_p *p = &m->bp[l].ffn;
     mi_block_a *a = &m->ba[l];
+    const mi_val in = m->vals[n->in];
     const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
+    const size_t BT = mi_node_rows(n, (size_t)ps->B, (size_t)ps->T, (size_t)ps->S);
     clf_ptr fch = a->fch, act = a->fch_act;
     clf_status st;
 
@@ -345,21 +348,8 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_p
      * (mi_ffn_fused_dact) and the model trains, the derivative itself
      * (computed here once from the value the activation sees, instead of
      * again in backward: the same bits in float32), else the pre-activation */
-    clf_gemm_desc fc = {.trans_b = 1,
-                        .m = BT,
-                        .n = F,
-                        .k = C,
-                        .alpha = 1.0f,
-                        .a = in,
-                        .lda = C,
-                        .b = mi_wpar(m, p->fc_w),
-                        .ldb = C,
-                        .c = fch,
-                        .ldc = F,
-                        .bias = p->fc_b == MI_NONE ? mi_nullptr() : mi_par(m, p->fc_b),
-                        .a_type = in_t,
-                        .b_type = m->s.act16,
-                        .c_type = a->fch_t};
+    const mi_lin lfc = {p->fc, BT, C, F}, lp = {p->proj, BT, H, C};
+    clf_gemm_desc fc = linear_desc(m, &lfc, (mi_val){fch, a->fch_t}, in);
     if (!s->swiglu) {
         fc.act = mi_gemm_act(s->act);
         fc.d = act;
@@ -375,103 +365,20 @@ static clf_status ffn_fwd(clf_model *m, int l, clf_ptr in, clf_dtype in_t, clf_p
         (st = clf_op_dropout_forward(m->rt, act, act, BT * H, s->p_ffn, m->state.seed,
                                      mi_dropout_stream(m, l, MI_SITE_FFN_H), err)) != CLF_OK)
         return st;
-    return proj_residual(m, l, MI_SITE_FFN_OUT, out, resid, act, a->fch_t, p->proj_w, p->proj_b, BT,
-                         H, train, err);
+    return proj_residual(m, n, &lp, (mi_val){act, a->fch_t}, MI_SITE_FFN_OUT, train, err);
 }
 
-/* ---- blocks and stacks ---------------------------------------------------------- */
+/* ---- the embedding node and the stacks' values ------------------------------------ */
 
-clf_ptr mi_block_out(const clf_model *m, int l)
-{
-    return m->s.norm_post ? m->ba[l].ln2.out : m->ba[l].res2;
-}
+clf_ptr mi_stack_out(const clf_model *m, const mi_stack *st) { return m->vals[st->out].p; }
 
-static const mi_stack *stack_of(const clf_model *m, int l)
-{
-    return m->bp[l].is_enc ? &m->enc : &m->dec;
-}
-
-clf_ptr mi_block_in(const clf_model *m, int l)
-{
-    const mi_stack *st = stack_of(m, l);
-    return l == st->first ? st->x0 : mi_block_out(m, l - 1);
-}
-
-clf_ptr mi_stack_out(const clf_model *m, const mi_stack *st)
-{
-    if (m->s.final_norm != MI_NORM_NONE)
-        return st->lnf_a.out;
-    return st->n > 0 ? mi_block_out(m, st->first + st->n - 1) : st->x0;
-}
-
-/* Block l over B x T rows of its stack (an encoder block's T is S); S is
- * the source length its cross-attention reads. */
-static clf_status block_fwd(clf_model *m, int l, int B, int T, int S, int pos0, int train,
-                            int cache, clf_error *err)
+/* A stack's embeddings over B x T rows of its tokens at positions pos0...:
+ * embeddings (+ positions, their norm, dropout) into x0. */
+static clf_status embed_fwd(clf_model *m, const mi_stack *stk, size_t B, size_t T, int pos0,
+                            int train, clf_error *err)
 {
     const mi_spec *s = &m->s;
-    const mi_block_p *p = &m->bp[l];
-    mi_block_a *a = &m->ba[l];
-    const size_t BT = (size_t)B * (size_t)T;
-    clf_ptr x = mi_block_in(m, l);
-    clf_ptr res1 = a->res1, res2 = a->res2;
-    clf_ptr ln1 = a->ln1.out, ln2 = a->ln2.out;
-    clf_ptr resx = a->resx, lnx = a->lnx.out;
-    clf_status st;
-    /* each sublayer adds its residual as its output projection stores */
-    if (!s->norm_post) {
-        /* res1 = x + attn(ln1(x)); [resx = res1 + cross(lnx(res1));] res2 = . + ffn(ln2(.)) */
-        clf_ptr mid = p->has_cross ? resx : res1;
-        if ((st = norm_fwd(m, s->norm, &a->ln1, &p->ln1, x, BT, err)) != CLF_OK ||
-            (st = attn_fwd(m, l, ln1, a->ln1.t, res1, x, B, T, pos0, train, cache, err)) != CLF_OK)
-            return st;
-        if (p->has_cross &&
-            ((st = norm_fwd(m, s->norm, &a->lnx, &p->lnx, res1, BT, err)) != CLF_OK ||
-             (st = cross_fwd(m, l, lnx, a->lnx.t, resx, res1, B, T, S, train, cache, err)) !=
-                 CLF_OK))
-            return st;
-        if ((st = norm_fwd(m, s->norm, &a->ln2, &p->ln2, mid, BT, err)) != CLF_OK ||
-            (st = ffn_fwd(m, l, ln2, a->ln2.t, res2, mid, BT, train, err)) != CLF_OK)
-            return st;
-        return CLF_OK;
-    }
-    /* ln1 = norm(x + attn(x)); [lnx = norm(ln1 + cross(ln1));] ln2 = norm(. + ffn(.)) */
-    clf_ptr mid = p->has_cross ? lnx : ln1;
-    if ((st = attn_fwd(m, l, x, CLF_DT_F32, res1, x, B, T, pos0, train, cache, err)) != CLF_OK ||
-        (st = norm_fwd(m, s->norm, &a->ln1, &p->ln1, res1, BT, err)) != CLF_OK)
-        return st;
-    if (p->has_cross &&
-        ((st = cross_fwd(m, l, ln1, CLF_DT_F32, resx, ln1, B, T, S, train, cache, err)) != CLF_OK ||
-         (st = norm_fwd(m, s->norm, &a->lnx, &p->lnx, resx, BT, err)) != CLF_OK))
-        return st;
-    if ((st = ffn_fwd(m, l, mid, CLF_DT_F32, res2, mid, BT, train, err)) != CLF_OK ||
-        (st = norm_fwd(m, s->norm, &a->ln2, &p->ln2, res2, BT, err)) != CLF_OK)
-        return st;
-    return CLF_OK;
-}
-
-clf_status mi_block_recompute(clf_model *m, int l, int B, int T, int S, clf_error *err)
-{
-    return block_fwd(m, l, B, T, S, 0, 1, 0, err);
-}
-
-clf_status mi_attn_recompute(clf_model *m, int l, int B, int T, clf_error *err)
-{
-    /* the attention's input: ln1's output (pre-norm) or the block's input */
-    const int post = m->s.norm_post;
-    clf_ptr in = post ? mi_block_in(m, l) : m->ba[l].ln1.out;
-    return attn_fwd(m, l, in, post ? CLF_DT_F32 : m->ba[l].ln1.t, mi_nullptr(), mi_nullptr(), B, T,
-                    0, 1, 0, err);
-}
-
-/* A stack over B x T rows of its tokens at positions pos0...: embeddings
- * (+ positions, dropout), blocks, final norm. S: the source length for
- * cross-attention (decoder stack of an encoder-decoder). */
-static clf_status stack_fwd(clf_model *m, const mi_stack *stk, int Bi, int Ti, int S, int pos0,
-                            int train, int cache, clf_error *err)
-{
-    const mi_spec *s = &m->s;
-    const size_t B = (size_t)Bi, T = (size_t)Ti, C = (size_t)s->C, BT = B * T;
+    const size_t C = (size_t)s->C, BT = B * T;
     clf_ptr x0 = stk->x0;
     /* with an embedding norm, embeddings + positions go to xe, normed into x0 */
     clf_ptr xe = s->emb_norm != MI_NORM_NONE ? stk->xe : x0;
@@ -484,20 +391,12 @@ static clf_status stack_fwd(clf_model *m, const mi_stack *stk, int Bi, int Ti, i
         (st = clf_op_sinusoid_add(m->rt, xe, B, T, C, (size_t)pos0, err)) != CLF_OK)
         return st;
     if (s->emb_norm != MI_NORM_NONE &&
-        (st = norm_fwd(m, s->emb_norm, &stk->lne_a, &stk->lne, xe, BT, err)) != CLF_OK)
+        (st = norm_fwd(m, &(mi_norm){s->emb_norm, &stk->lne, &stk->lne_a}, xe, BT, err)) != CLF_OK)
         return st;
     if (train && s->p_emb > 0 &&
         (st = clf_op_dropout_forward(m->rt, x0, x0, BT * C, s->p_emb, m->state.seed,
                                      mi_dropout_stream(m, stk->drop_layer, 0), err)) != CLF_OK)
         return st;
-    for (int l = stk->first; l < stk->first + stk->n; l++)
-        if ((st = block_fwd(m, l, Bi, Ti, S, pos0, train, cache, err)) != CLF_OK)
-            return st;
-    if (s->final_norm != MI_NORM_NONE) {
-        clf_ptr last = stk->n > 0 ? mi_block_out(m, stk->first + stk->n - 1) : x0;
-        if ((st = norm_fwd(m, s->final_norm, &stk->lnf_a, &stk->lnf, last, BT, err)) != CLF_OK)
-            return st;
-    }
     return CLF_OK;
 }
 
@@ -520,14 +419,15 @@ static clf_status loss_fwd(clf_model *m, size_t R, size_t N, int train, clf_erro
     return clf_op_mean(m->rt, m->scalars, m->losses, R, m->red, err);
 }
 
-/* Classifier over the encoder's output [B*S, C]: pool (first position, or
- * mean over kept positions), linear to NL labels, loss. Without a head
+/* Classifier over the encoder's output xf [B*S, C]: pool (first position,
+ * or mean over kept positions), linear to NL labels, loss. Without a head
  * (an embedding model) only the mean pool runs. */
-static clf_status classifier_fwd(clf_model *m, int Bi, int Si, int train, clf_error *err)
+static clf_status classifier_fwd(clf_model *m, clf_ptr xf, size_t B, size_t S, int train,
+                                 clf_error *err)
 {
     const mi_spec *s = &m->s;
-    const size_t B = (size_t)Bi, S = (size_t)Si, C = (size_t)s->C, NL = (size_t)s->NL;
-    clf_ptr xf = mi_stack_out(m, &m->enc), logits = m->logits;
+    const size_t C = (size_t)s->C, NL = (size_t)s->NL;
+    clf_ptr logits = m->logits;
     clf_ptr X = xf;
     size_t ldx = S * C; /* the first row of each sequence */
     clf_status st;
@@ -548,13 +448,13 @@ static clf_status classifier_fwd(clf_model *m, int Bi, int Si, int train, clf_er
                                        .alpha = 1.0f,
                                        .a = X,
                                        .lda = ldx,
-                                       .b = mi_wpar(m, m->cls_w),
+                                       .b = mi_wpar(m, m->cls.w),
                                        .ldb = C,
                                        .c = logits,
                                        .ldc = NL,
                                        .b_type = m->s.act16},
                       err)) != CLF_OK ||
-        (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, logits, mi_par(m, m->cls_b), logits, B,
+        (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, logits, mi_par(m, m->cls.b), logits, B,
                                       NL, err)) != CLF_OK)
         return st;
     if (!m->has_targets)
@@ -562,62 +462,63 @@ static clf_status classifier_fwd(clf_model *m, int Bi, int Si, int train, clf_er
     return loss_fwd(m, B, NL, train, err);
 }
 
+/* The LM head over the decoder's output xf [B*T, C] and the loss; with
+ * `last` the last position of each sequence only (logits [B, V], no loss). */
+static clf_status lm_head_fwd(clf_model *m, clf_ptr xf, size_t B, size_t T, int train, int last,
+                              clf_error *err)
+{
+    const size_t C = (size_t)m->s.C, V = (size_t)m->s.V;
+    /* the last position of each sequence: rows (T-1) + b*T */
+    clf_gemm_desc d = {.trans_b = 1,
+                       .m = last ? B : B * T,
+                       .n = V,
+                       .k = C,
+                       .alpha = 1.0f,
+                       .a = last ? clf_ptr_at(xf, (T - 1) * C) : xf,
+                       .lda = last ? T * C : C,
+                       .b = mi_wpar(m, m->lm_head),
+                       .ldb = C,
+                       .c = m->logits,
+                       .ldc = V,
+                       .b_type = m->s.act16};
+    clf_status st = mi_gemm(m, &d, err);
+    if (st != CLF_OK || last || !m->has_targets)
+        return st;
+    return loss_fwd(m, B * T, V, train, err);
+}
+
+clf_status mi_node_forward(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
+{
+    const int train = (ps->flags & MI_PASS_TRAIN) != 0;
+    const size_t B = (size_t)ps->B, T = (size_t)ps->T, S = (size_t)ps->S;
+    const mi_val *v = m->vals;
+    switch (n->kind) {
+        case MI_NODE_EMBED:
+            /* the source side: S rows per sequence, positions from 0 */
+            return n->stk->src ? embed_fwd(m, n->stk, B, S, 0, train, err)
+                               : embed_fwd(m, n->stk, B, T, ps->pos0, train, err);
+        case MI_NODE_NORM: return norm_fwd(m, &n->norm, v[n->in].p, mi_node_rows(n, B, T, S), err);
+        case MI_NODE_ATTN: return attn_fwd(m, n, ps, err);
+        case MI_NODE_CROSS: return cross_fwd(m, n, ps, err);
+        case MI_NODE_FFN: return ffn_fwd(m, n, ps, err);
+        default:
+            if (m->s.kind == MI_KIND_ENCODER)
+                return classifier_fwd(m, v[n->in].p, B, S, train, err);
+            return lm_head_fwd(m, v[n->in].p, B, T, train, (ps->flags & MI_PASS_LAST) != 0, err);
+    }
+}
+
 clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err)
 {
-    const int Bi = pass->B, Ti = pass->T, pos0 = pass->pos0;
-    const int train = (pass->flags & MI_PASS_TRAIN) != 0;
     const int cache = (pass->flags & MI_PASS_CACHE) != 0;
-    const int last_only = (pass->flags & MI_PASS_LAST) != 0;
-    const mi_spec *s = &m->s;
-    const size_t B = (size_t)Bi, T = (size_t)Ti, C = (size_t)s->C, V = (size_t)s->V;
-    const size_t BT = B * T;
-    clf_ptr logits = m->logits;
-    clf_status st;
-
-    if ((st = mi_weights_sync(m, err)) != CLF_OK)
-        return st;
-    if (s->kind != MI_KIND_DECODER && !cache &&
-        (st = stack_fwd(m, &m->enc, Bi, m->cur_S, 0, 0, train, 0, err)) != CLF_OK)
-        return st;
-    if (s->kind == MI_KIND_ENCODER)
-        return classifier_fwd(m, Bi, m->cur_S, train, err);
-    int S = cache ? m->enc_S : m->cur_S;
-    if ((st = stack_fwd(m, &m->dec, Bi, Ti, S, pos0, train, cache, err)) != CLF_OK)
-        return st;
-    clf_ptr xf = mi_stack_out(m, &m->dec), wout = mi_wpar(m, m->lm_head);
-    if (last_only) /* the last position of each sequence: rows (T-1) + b*T */
-        return mi_gemm(m,
-                       &(clf_gemm_desc){.trans_b = 1,
-                                        .m = B,
-                                        .n = V,
-                                        .k = C,
-                                        .alpha = 1.0f,
-                                        .a = clf_ptr_at(xf, (T - 1) * C),
-                                        .lda = T * C,
-                                        .b = wout,
-                                        .ldb = C,
-                                        .c = logits,
-                                        .ldc = V,
-                                        .b_type = m->s.act16},
-                       err);
-    if ((st = mi_gemm(m,
-                      &(clf_gemm_desc){.trans_b = 1,
-                                       .m = BT,
-                                       .n = V,
-                                       .k = C,
-                                       .alpha = 1.0f,
-                                       .a = xf,
-                                       .lda = C,
-                                       .b = wout,
-                                       .ldb = C,
-                                       .c = logits,
-                                       .ldc = V,
-                                       .b_type = m->s.act16},
-                      err)) != CLF_OK)
-        return st;
-    if (!m->has_targets)
-        return CLF_OK;
-    return loss_fwd(m, BT, V, train, err);
+    mi_pass p = *pass;
+    /* cached decoding attends over the source mi_encode cached */
+    p.S = cache ? m->enc_S : m->cur_S;
+    clf_status st = mi_weights_sync(m, err);
+    for (int i = 0; i < m->n_nodes && st == CLF_OK; i++)
+        if (!(cache && m->nodes[i].stk->src)) /* the encoder ran once, in mi_encode */
+            st = mi_node_forward(m, &m->nodes[i], &p, err);
+    return st;
 }
 
 clf_status mi_encode(clf_model *m, int Bi, int Si, clf_error *err)
@@ -627,13 +528,17 @@ clf_status mi_encode(clf_model *m, int Bi, int Si, clf_error *err)
     const size_t HS = (size_t)s->HS, Smax = (size_t)s->Smax;
     clf_ptr scratch = m->qkv, mem = mi_stack_out(m, &m->enc);
     clf_status st;
-    if ((st = stack_fwd(m, &m->enc, Bi, Si, 0, 0, 0, 0, err)) != CLF_OK)
-        return st;
+    const mi_pass p = {.B = Bi, .S = Si};
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i].stk->src && m->nodes[i].kind != MI_NODE_HEAD &&
+            (st = mi_node_forward(m, &m->nodes[i], &p, err)) != CLF_OK)
+            return st;
     for (int l = m->dec.first; l < m->dec.first + m->dec.n; l++) {
         const mi_cross_p *p = &m->bp[l].cross;
         mi_block_a *a = &m->ba[l];
-        if ((st = linear_fwd(m, scratch, CLF_DT_F32, mem, CLF_DT_F32, p->kv_w, p->kv_b, B * S, C,
-                             2 * C, mi_nullptr(), err)) != CLF_OK ||
+        const mi_lin lkv = {p->kv, B * S, C, 2 * C};
+        if ((st = linear_fwd(m, &lkv, (mi_val){scratch, CLF_DT_F32}, (mi_val){mem, CLF_DT_F32},
+                             mi_nullptr(), err)) != CLF_OK ||
             (st = clf_op_kv_store(m->rt, mi_at(a->xkcache, 0), scratch, B, S, NH, HS, 2 * C, Smax,
                                   0, err)) != CLF_OK ||
             (st = clf_op_kv_store(m->rt, mi_at(a->xvcache, 0), clf_ptr_at(scratch, C), B, S, NH, HS,

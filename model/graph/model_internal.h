@@ -116,31 +116,34 @@ typedef struct mi_norm_p {
     size_t w, b; /* [C], [C] or MI_NONE */
 } mi_norm_p;
 
+/* A linear layer's parameters: weight [out, in] (PyTorch's nn.Linear) and
+ * bias [out] (MI_NONE: none). */
+typedef struct mi_lin_p {
+    size_t w, b;
+} mi_lin_p;
+
 typedef struct mi_attn_p {
-    size_t qkv_w;  /* [3C, C] */
-    size_t qkv_b;  /* [3C] */
-    size_t proj_w; /* [C, C] */
-    size_t proj_b; /* [C] */
+    mi_lin_p qkv;  /* [3C, C] */
+    mi_lin_p proj; /* [C, C] */
 } mi_attn_p;
 
 /* Cross-attention: q from the decoder, k and v from the encoder's output
  * (torch's in_proj_weight split as rows [0, C) and [C, 3C)). */
 typedef struct mi_cross_p {
-    size_t q_w, q_b;       /* [C, C], [C] */
-    size_t kv_w, kv_b;     /* [2C, C] rows k then v, [2C] */
-    size_t proj_w, proj_b; /* [C, C], [C] */
+    mi_lin_p q;    /* [C, C] */
+    mi_lin_p kv;   /* [2C, C] rows k then v */
+    mi_lin_p proj; /* [C, C] */
 } mi_cross_p;
 
 typedef struct mi_ffn_p {
-    size_t fc_w;   /* [fc_rows, C] */
-    size_t fc_b;   /* [fc_rows] */
-    size_t proj_w; /* [C, H] */
-    size_t proj_b; /* [C] */
+    mi_lin_p fc;   /* [fc_rows, C] */
+    mi_lin_p proj; /* [C, H] */
 } mi_ffn_p;
 
 typedef struct mi_block_p {
     int is_enc;              /* encoder block: source rows, keep mask, not causal */
     int has_cross;           /* decoder block of an encoder-decoder */
+    int node0, node1;        /* its sublayer nodes: m->nodes[node0, node1) */
     mi_norm_p ln1, lnx, ln2; /* before/after self-attention, cross-attention, ffn */
     mi_attn_p attn;
     mi_cross_p cross;
@@ -197,7 +200,77 @@ typedef struct mi_stack {
     mi_norm_a lne_a; /* its activations: lne_a.out is x0 */
     clf_ptr xe;      /* [rows, C] embeddings + positions before the norm (emb_norm) */
     clf_ptr x0;      /* [rows, C] embeddings (+ positions, norm, dropout): the blocks' input */
+    int out;         /* the value id of its output (its final norm's, last block's or x0) */
 } mi_stack;
+
+/* ---- the graph as data (nodes.c) -------------------------------------------
+ * A model is a list of nodes, built once at create from the spec: per stack
+ * an embedding node, the blocks' sublayer nodes (norm, self-attention,
+ * cross-attention, feed-forward) and the final norm, then one head node.
+ * Nodes pass values: the residual stream and the norms' outputs, [rows, C]
+ * of their stack. Forward walks the list; backward walks it in reverse, each
+ * node reading the gradient of its output from a gradient slot and writing
+ * (or adding) the gradient of its input to another, as a routing pass over
+ * the list assigned; recomputation re-runs a block's range of nodes.
+ * What a sublayer computes stays in its kind's forward and backward
+ * (forward.c, backward.c); how sublayers are wired into a block (pre- or
+ * post-norm, cross-attention) is written once, in the list's builder. */
+enum {
+    MI_NODE_EMBED = 0, /* tokens -> out: embeddings, positions, their norm, dropout */
+    MI_NODE_NORM,      /* out = norm(in) */
+    MI_NODE_ATTN,      /* out = resid + dropout(proj(self-attention(in))) */
+    MI_NODE_CROSS,     /* out = resid + dropout(proj(attention(in, mem))) */
+    MI_NODE_FFN,       /* out = resid + dropout(proj(act(fc(in)))) */
+    MI_NODE_HEAD,      /* in -> logits (LM head, or pool + classifier) and the loss */
+};
+/* Gradient slots: [rows, C] float32 buffers (dres, dC1, denc) that hold the
+ * gradients of values while backward walks the list. */
+enum { MI_GRAD_A = 0, MI_GRAD_B, MI_GRAD_MEM, MI_GRAD_SLOTS };
+#define MI_NOVAL (-1)
+
+/* A value: [rows, C] of its stack, stored as t. */
+typedef struct mi_val {
+    clf_ptr p;
+    clf_dtype t;
+} mi_val;
+
+/* A norm: its type, parameters and what it keeps for backward. */
+typedef struct mi_norm {
+    int type; /* MI_NORM_* */
+    const mi_norm_p *p;
+    const mi_norm_a *a;
+} mi_norm;
+
+/* One linear layer over R rows: y [R, out] = x [R, in] W^T + b. */
+typedef struct mi_lin {
+    mi_lin_p p;
+    size_t R, in, out;
+} mi_lin;
+
+typedef struct mi_node {
+    int kind;  /* MI_NODE_* */
+    int layer; /* the block, -1 outside blocks */
+    const mi_stack *stk;
+    int in, out, resid; /* value ids, MI_NOVAL where the kind has none */
+    int mem;            /* CROSS: the encoder's output */
+    mi_norm norm;       /* NORM */
+    /* backward: the slots of d(out) and d(in) (EMBED: its norm's scratch);
+     * acc_in: d(in) adds to its slot (a residual shares it), else overwrites;
+     * zero_out: nothing wrote d(out) (an encoder output no decoder block
+     * reads), so its slot is zeroed first */
+    int g_out, g_in, acc_in, zero_out;
+    int g_mem, acc_mem; /* CROSS: d(mem) */
+} mi_node;
+
+/* nodes.c: the node list and its values from the spec and the carved
+ * activations (after allocation), and the backward routing (training). */
+clf_status mi_nodes_build(clf_model *m, clf_error *err);
+/* Rows of a node's values for a batch of B with sources of S and targets of
+ * T tokens: B*S on the source side, B*T on the target side. */
+size_t mi_node_rows(const mi_node *n, size_t B, size_t T, size_t S);
+/* The GEMM engine's packing scratch over every product of a step (the
+ * nodes' linear layers at the planned rows, and their backward). */
+size_t mi_nodes_workspace(const clf_model *m);
 
 struct clf_model {
     clf_runtime *rt;
@@ -213,8 +286,8 @@ struct clf_model {
     clf_param_info *ptab;
     int *pinit; /* [n_ptab] MI_INIT_* */
     int n_ptab;
-    size_t lm_head;      /* = dec.wte if tied; MI_NONE for a classifier */
-    size_t cls_w, cls_b; /* classifier [NL, C], [NL] */
+    size_t lm_head; /* = dec.wte if tied; MI_NONE for a classifier */
+    mi_lin_p cls;   /* classifier [NL, C], [NL] */
     mi_stack enc, dec;
     mi_block_p *bp; /* [L] */
 
@@ -257,6 +330,13 @@ struct clf_model {
     clf_dtype dH2_t;       /* dH2's storage: s.act16 with mi_ffn_fused_dact (the FFN's
                             * hidden gradient, read by GEMMs and the bias gradient only) */
     clf_ptr dsum;          /* [B, NH, T] fused attention backward's dy.y per row */
+
+    /* the graph: nodes in forward order, their values, the gradient slots */
+    mi_node *nodes;
+    int n_nodes;
+    mi_val *vals;
+    int n_vals, cap_vals;
+    clf_ptr grad_slot[MI_GRAD_SLOTS]; /* dres, dC1, denc */
 
     /* inference (CLF_MODEL_INFER) */
     clf_buffer *index;   /* int32 [B] cache_reorder's rows */
@@ -358,15 +438,20 @@ clf_status mi_check_sizes(const clf_model *m, int B, int S, int T, clf_error *er
  * [pos0, pos0 + T) and attends over [0, pos0 + T) of them, with
  * cross-attention over the cross caches (inference; the encoder does not
  * run); MI_PASS_LAST runs the LM head on the last position of each
- * sequence only (logits [B, V]) and no loss. */
+ * sequence only (logits [B, V]) and no loss; MI_PASS_ATTN_ONLY makes a
+ * self-attention node stop before its output projection (recomputing what
+ * its backward reads). */
 #define MI_PASS_TRAIN 1u
 #define MI_PASS_CACHE 2u
 #define MI_PASS_LAST 4u
+#define MI_PASS_ATTN_ONLY 8u
 typedef struct mi_pass {
-    int B, T, pos0;
+    int B, T, S, pos0; /* S: the source length (mi_forward sets it) */
     unsigned flags;
 } mi_pass;
 clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err);
+/* One node's forward over the pass's batch (its stack's rows). */
+clf_status mi_node_forward(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err);
 /* The encoder stack over m->src [B, S] (eval), then every decoder block's
  * cross keys and values of its output into the cross caches. */
 clf_status mi_encode(clf_model *m, int B, int S, clf_error *err);
@@ -379,15 +464,6 @@ clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err);
  * its cross-attention (xq, xkv; the source keep mask), with the site's
  * dropout when train: what forward runs and backward differentiates. */
 clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int train);
-/* Block l's training forward again, from its input (the previous block's
- * kept output), restoring the activations its backward reads: with
- * recomputation the blocks of a stack share them. Dropout masks come back
- * bit for bit (same step, micro-batch and site). */
-clf_status mi_block_recompute(clf_model *m, int l, int B, int T, int S, clf_error *err);
-/* Block l's self-attention forward again (train, dropout regenerated),
- * restoring its qkv, lse and atty (train.recompute attention); the output
- * projection is not rerun (backward does not read its output). */
-clf_status mi_attn_recompute(clf_model *m, int l, int B, int T, clf_error *err);
 clf_attn_fused mi_attn_cross(const clf_model *m, int l, size_t B, size_t T, size_t S, int train);
 /* Dropout stream of a site for the current (step, micro). Sites: 0 the
  * decoder's embedding (layer MI_LAYER_EMB), 0xFFFF the source embedding
@@ -395,11 +471,7 @@ clf_attn_fused mi_attn_cross(const clf_model *m, int l, size_t B, size_t T, size
  * ffn hidden, 3 ffn output} for block l, 0x8000 + 2 l + {0 cross probs, 1
  * cross output}. */
 uint64_t mi_dropout_stream(const clf_model *m, int layer, int op);
-/* The residual stream after block l ([rows, C]), the input of block l (its
- * stack's embeddings for the first), and a stack's output (its final
- * norm's, or its last block's). */
-clf_ptr mi_block_out(const clf_model *m, int l);
-clf_ptr mi_block_in(const clf_model *m, int l);
+/* A stack's output (its final norm's, or its last block's, or x0). */
 clf_ptr mi_stack_out(const clf_model *m, const mi_stack *st);
 
 /* The GEMM epilogue's activation for the model's (ops.h clf_act; the same

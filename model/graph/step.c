@@ -96,14 +96,14 @@ static clf_status check_targets(const int32_t *y, size_t n, int N, const char *w
     return CLF_OK;
 }
 
-/* Stage n int32 from src (NULL: fill with `fill`; keep masks are
- * normalised to 0/1) at *at of the slot and write them to dst. */
+/* Stage n int32 from src at *at of the slot and write them to dst; a keep
+ * mask is normalised to 0/1, and NULL means every position is kept. */
 static clf_status put(clf_model *m, int32_t *slot, size_t *at, clf_buffer *dst, const int32_t *src,
-                      size_t n, int keep, int32_t fill, clf_error *err)
+                      size_t n, int keep, clf_error *err)
 {
     int32_t *p = slot + *at;
     for (size_t i = 0; i < n; i++)
-        p[i] = src == NULL ? fill : keep ? (src[i] != 0) : src[i];
+        p[i] = !keep ? src[i] : src == NULL ? 1 : (src[i] != 0);
     *at += n;
     return clf_buffer_write_async(m->rt, dst, 0, p, n * sizeof *p, err);
 }
@@ -135,9 +135,9 @@ static clf_status set_decoder(clf_model *m, const clf_batch *b, clf_error *err)
         (b->tgt_out != NULL &&
          (st = check_targets(b->tgt_out, n, m->s.V, "target", &count, err)) != CLF_OK) ||
         (st = mi_stage_take(m, &slot, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->tokens, b->tgt_in, n, 0, 0, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->tokens, b->tgt_in, n, 0, err)) != CLF_OK ||
         (b->tgt_out != NULL &&
-         (st = put(m, slot, &at, m->targets, b->tgt_out, n, 0, 0, err)) != CLF_OK))
+         (st = put(m, slot, &at, m->targets, b->tgt_out, n, 0, err)) != CLF_OK))
         return st;
     mi_stage_commit(m);
     batch_set(m, b->B, 0, b->T, b->tgt_out != NULL, count);
@@ -162,11 +162,11 @@ static clf_status set_seq2seq(clf_model *m, const clf_batch *b, clf_error *err)
         (b->tgt_out != NULL &&
          (st = check_targets(b->tgt_out, nt, m->s.V, "target", &count, err)) != CLF_OK) ||
         (st = mi_stage_take(m, &slot, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->src, b->src, ns, 0, 0, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->src_keep, b->src_keep, ns, 1, 1, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->tokens, b->tgt_in, nt, 0, 0, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->src, b->src, ns, 0, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->src_keep, b->src_keep, ns, 1, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->tokens, b->tgt_in, nt, 0, err)) != CLF_OK ||
         (b->tgt_out != NULL &&
-         (st = put(m, slot, &at, m->targets, b->tgt_out, nt, 0, 0, err)) != CLF_OK))
+         (st = put(m, slot, &at, m->targets, b->tgt_out, nt, 0, err)) != CLF_OK))
         return st;
     mi_stage_commit(m);
     batch_set(m, b->B, b->S, b->T, b->tgt_out != NULL, count);
@@ -193,10 +193,10 @@ static clf_status set_classify(clf_model *m, const clf_batch *b, clf_error *err)
         (b->labels != NULL &&
          (st = check_targets(b->labels, (size_t)b->B, m->s.NL, "label", &count, err)) != CLF_OK) ||
         (st = mi_stage_take(m, &slot, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->src, b->src, ns, 0, 0, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->src_keep, b->src_keep, ns, 1, 1, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->src, b->src, ns, 0, err)) != CLF_OK ||
+        (st = put(m, slot, &at, m->src_keep, b->src_keep, ns, 1, err)) != CLF_OK ||
         (b->labels != NULL &&
-         (st = put(m, slot, &at, m->targets, b->labels, (size_t)b->B, 0, 0, err)) != CLF_OK))
+         (st = put(m, slot, &at, m->targets, b->labels, (size_t)b->B, 0, err)) != CLF_OK))
         return st;
     mi_stage_commit(m);
     batch_set(m, b->B, b->S, 0, b->labels != NULL, count);
