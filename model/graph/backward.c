@@ -45,97 +45,42 @@ static clf_status norm_bwd(clf_model *m, const mi_norm *nm, clf_ptr dx, clf_ptr 
                                      err);
 }
 
-/* What a linear layer's backward writes and reads besides x: dx = beta *
- * dx + dy W (dx.p.buf NULL: not wanted), then, with act, times
- * act'(act_in) in the same pass, or times act_in itself where that is the
- * derivative the forward stored (mi_ffn_keeps_dact): the gradient of the
- * input of the activation that made x. */
-typedef struct mi_lin_grad {
-    mi_val dx;
-    float beta;
-    mi_val dy;
-    clf_gemm_act act;
-    mi_val act_in;
-} mi_lin_grad;
-
-/* For L's y = x W^T + b: dW += dy^T x, db += colsum(dy), and g's dx. */
-static clf_status linear_bwd(clf_model *m, const mi_lin *L, mi_val x, const mi_lin_grad *g,
-                             clf_error *err)
+/* L's backward (mi_linear): db, dW, dx. */
+static clf_status linear_bwd(clf_model *m, const mi_linear *L, clf_error *err)
 {
-    const int act = g->act != CLF_GEMM_ACT_NONE, keeps = mi_ffn_keeps_dact(m);
     clf_status st;
     /* the bias first: dy is still in cache from the op that wrote it */
-    if (L->p.b != MI_NONE && (st = clf_op_bias_backward_t(m->rt, mi_grad(m, L->p.b), g->dy.p,
-                                                          g->dy.t, L->R, L->out, 1, err)) != CLF_OK)
+    if (L->p.b != MI_NONE && (st = clf_op_bias_backward_t(m->rt, mi_grad(m, L->p.b), L->dy.p,
+                                                          L->dy.t, L->R, L->out, 1, err)) != CLF_OK)
         return st;
-    if ((st = mi_gemm(m,
-                      &(clf_gemm_desc){.trans_a = 1,
-                                       .m = L->out,
-                                       .n = L->in,
-                                       .k = L->R,
-                                       .alpha = 1.0f,
-                                       .a = g->dy.p,
-                                       .lda = L->out,
-                                       .b = x.p,
-                                       .ldb = L->in,
-                                       .beta = 1.0f,
-                                       .c = mi_grad(m, L->p.w),
-                                       .ldc = L->in,
-                                       .a_type = g->dy.t,
-                                       .b_type = x.t},
-                      err)) != CLF_OK)
+    clf_gemm_desc d = mi_linear_gemm(m, L, MI_GEMM_DW);
+    if ((st = mi_gemm(m, &d, err)) != CLF_OK)
         return st;
-    return mi_gemm(m,
-                   &(clf_gemm_desc){.m = L->R,
-                                    .n = L->in,
-                                    .k = L->out,
-                                    .alpha = 1.0f,
-                                    .a = g->dy.p,
-                                    .lda = L->out,
-                                    .b = mi_wpar(m, L->p.w),
-                                    .ldb = L->in,
-                                    .beta = g->beta,
-                                    .c = g->dx.p,
-                                    .ldc = L->in,
-                                    .act = keeps ? CLF_GEMM_ACT_NONE : g->act,
-                                    .act_grad = act && !keeps,
-                                    .mul_d = act && keeps,
-                                    .d = act ? g->act_in.p : mi_nullptr(),
-                                    .ldd = L->in,
-                                    .a_type = g->dy.t,
-                                    .b_type = m->s.act16,
-                                    .c_type = g->dx.t,
-                                    .d_type = act ? g->act_in.t : CLF_DT_F32},
-                   err);
+    d = mi_linear_gemm(m, L, MI_GEMM_DX);
+    return mi_gemm(m, &d, err);
 }
 
-/* The gradient of node n's output projection (before the residual add):
- * d(out) itself, or through the residual dropout of the site into dC2. */
-static clf_status proj_grad(clf_model *m, const mi_node *n, int site, size_t R, mi_val *d,
-                            clf_error *err)
+/* The residual dropout of node n's output (site) backward: d(out) into dC2,
+ * where the output projection's backward (mi_node_linears) reads it. */
+static clf_status resid_dropout_bwd(clf_model *m, const mi_node *n, int site, size_t R,
+                                    clf_error *err)
 {
     const mi_spec *s = &m->s;
-    const clf_ptr dout = m->grad_slot[n->g_out];
-    *d = (mi_val){dout, CLF_DT_F32};
     if (!(s->p_resid > 0))
         return CLF_OK;
-    d->p = m->dC2;
-    return clf_op_dropout_backward(m->rt, m->dC2, dout, R * (size_t)s->C, s->p_resid, m->state.seed,
-                                   mi_dropout_stream(m, n->layer, site), err);
+    return clf_op_dropout_backward(m->rt, m->dC2, m->grad_slot[n->g_out], R * (size_t)s->C,
+                                   s->p_resid, m->state.seed, mi_dropout_stream(m, n->layer, site),
+                                   err);
 }
 
 /* The output half shared by self- and cross-attention: the residual
- * dropout (site), then the projection L (forward input atty), leaving the
- * attention output's gradient [R, C] in m->dC3 (stored as s.act16:
- * mi_view). */
-static clf_status attn_out_bwd(clf_model *m, const mi_node *n, const mi_lin *L, clf_ptr atty,
-                               int site, clf_error *err)
+ * dropout (site), then the projection L, leaving the attention output's
+ * gradient [R, C] in m->dC3 (stored as s.act16: mi_view). */
+static clf_status attn_out_bwd(clf_model *m, const mi_node *n, const mi_linear *L, int site,
+                               clf_error *err)
 {
-    const clf_dtype t = m->s.act16;
-    mi_lin_grad g = {.dx = {mi_view(m->dC3, t), t}};
-    clf_status st = proj_grad(m, n, site, L->R, &g.dy, err);
-    /* the output's gradient and the output as the attention stores them */
-    return st == CLF_OK ? linear_bwd(m, L, (mi_val){atty, t}, &g, err) : st;
+    clf_status st = resid_dropout_bwd(m, n, site, L->R, err);
+    return st == CLF_OK ? linear_bwd(m, L, err) : st;
 }
 
 /* Node n's self-attention: d(out) -> d(in) (overwritten, or added where
@@ -144,16 +89,14 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
 {
     const mi_spec *s = &m->s;
     const int l = n->layer;
-    const mi_attn_p *p = &m->bp[l].attn;
-    const mi_block_a *a = &m->ba[l];
-    const mi_val in = m->vals[n->in];
     const size_t B = (size_t)ps->B, T = (size_t)(n->stk->src ? ps->S : ps->T);
-    const size_t C = (size_t)s->C, NH = (size_t)s->NH, HS = (size_t)s->HS, BT = B * T;
-    const mi_lin lq = {p->qkv, BT, C, 3 * C}, lp = {p->proj, BT, C, C};
-    clf_ptr dqkv = m->dqkv;
+    const size_t C = (size_t)s->C, NH = (size_t)s->NH, HS = (size_t)s->HS;
+    mi_linear L[MI_NODE_LINEARS]; /* q, k, v; the output projection */
+    mi_node_linears(m, n, ps, L);
+    const clf_ptr dqkv = L[0].dy.p;
     clf_status st;
 
-    if ((st = attn_out_bwd(m, n, &lp, a->atty, MI_SITE_ATTN_OUT, err)) != CLF_OK)
+    if ((st = attn_out_bwd(m, n, &L[1], MI_SITE_ATTN_OUT, err)) != CLF_OK)
         return st;
     const clf_attn_fused f = mi_attn_self(m, l, B, T, 1);
     const clf_attn_fused_grad g = {.dy = mi_view(m->dC3, s->act16),
@@ -171,10 +114,7 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
          (st = clf_op_rope_t(m->rt, s->act16, clf_ptr_at(dqkv, C), B, T, NH, HS, 3 * C, 0,
                              s->rope_theta, 1, err)) != CLF_OK))
         return st;
-    const mi_lin_grad g_in = {.dx = {m->grad_slot[n->g_in], CLF_DT_F32},
-                              .beta = (float)n->acc_in,
-                              .dy = {dqkv, s->act16}};
-    return linear_bwd(m, &lq, in, &g_in, err);
+    return linear_bwd(m, &L[0], err);
 }
 
 /* Node n's cross-attention: d(out) -> d(in) (acc_in) for the queries'
@@ -184,17 +124,14 @@ static clf_status cross_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, c
 {
     const mi_spec *s = &m->s;
     const int l = n->layer;
-    const mi_cross_p *p = &m->bp[l].cross;
-    const mi_block_a *a = &m->ba[l];
-    const mi_val in = m->vals[n->in], mem = m->vals[n->mem];
     const size_t C = (size_t)s->C, B = (size_t)ps->B, T = (size_t)ps->T, S = (size_t)ps->S;
-    const size_t BT = B * T, BS = B * S;
-    const mi_lin lq = {p->q, BT, C, C}, lkv = {p->kv, BS, C, 2 * C}, lp = {p->proj, BT, C, C};
-    /* dq [BT, C] then dkv [BS, 2C] in the dqkv scratch (BT + 2 BS <= 3 max rows) */
-    clf_ptr dq = m->dqkv, dkv = clf_ptr_at(m->dqkv, BT * C);
+    mi_linear L[MI_NODE_LINEARS]; /* q; k and v; the output projection */
+    mi_node_linears(m, n, ps, L);
+    /* dq [BT, C] then dkv [BS, 2C] in the dqkv scratch */
+    const clf_ptr dq = L[0].dy.p, dkv = L[1].dy.p;
     clf_status st;
 
-    if ((st = attn_out_bwd(m, n, &lp, a->xatty, MI_SITE_CROSS_OUT, err)) != CLF_OK)
+    if ((st = attn_out_bwd(m, n, &L[2], MI_SITE_CROSS_OUT, err)) != CLF_OK)
         return st;
     const clf_attn_fused f = mi_attn_cross(m, l, B, T, S, 1);
     const clf_attn_fused_grad g = {.dy = mi_view(m->dC3, s->act16),
@@ -206,14 +143,9 @@ static clf_status cross_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, c
                                    .dkv_stride = 2 * C};
     if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
         return st;
-    const clf_dtype t = s->act16; /* dq and dkv's storage */
-    const mi_lin_grad g_mem = {
-        .dx = {m->grad_slot[n->g_mem], CLF_DT_F32}, .beta = (float)n->acc_mem, .dy = {dkv, t}};
-    const mi_lin_grad g_in = {
-        .dx = {m->grad_slot[n->g_in], CLF_DT_F32}, .beta = (float)n->acc_in, .dy = {dq, t}};
-    if ((st = linear_bwd(m, &lkv, mem, &g_mem, err)) != CLF_OK)
+    if ((st = linear_bwd(m, &L[1], err)) != CLF_OK)
         return st;
-    return linear_bwd(m, &lq, in, &g_in, err);
+    return linear_bwd(m, &L[0], err);
 }
 
 /* Node n's feed-forward: d(out) -> d(in) (acc_in). */
@@ -221,44 +153,32 @@ static clf_status ffn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf
 {
     const mi_spec *s = &m->s;
     const int l = n->layer;
-    const mi_ffn_p *p = &m->bp[l].ffn;
     const mi_block_a *a = &m->ba[l];
-    const mi_val in = m->vals[n->in];
-    const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
+    const size_t H = (size_t)s->H;
     const size_t BT = mi_node_rows(n, (size_t)ps->B, (size_t)ps->T, (size_t)ps->S);
-    const mi_lin lfc = {p->fc, BT, C, F}, lp = {p->proj, BT, H, C};
-    const mi_val act = {a->fch_act, a->fch_t}, dfch = {m->dH2, m->dH2_t};
-    clf_ptr dact = m->dH1, fch = a->fch;
-    mi_lin_grad g = {.dx = dfch}; /* of the projection */
+    mi_linear L[MI_NODE_LINEARS]; /* fc; the output projection */
+    mi_node_linears(m, n, ps, L);
+    const clf_ptr dact = m->dH1, dfch = m->dH2, fch = a->fch;
     clf_status st;
 
-    if ((st = proj_grad(m, n, MI_SITE_FFN_OUT, BT, &g.dy, err)) != CLF_OK)
+    /* fused (mi_ffn_fused_dact): the projection's backward writes dfch =
+     * (d W) act'(pre-activation) in one pass; else d(act) into dH1, then
+     * its dropout and the gate or activation */
+    if ((st = resid_dropout_bwd(m, n, MI_SITE_FFN_OUT, BT, err)) != CLF_OK ||
+        (st = linear_bwd(m, &L[1], err)) != CLF_OK)
         return st;
-    if (mi_ffn_fused_dact(s)) {
-        /* dfch = (d W) act'(pre-activation) in one pass, stored as m->dH2_t
-         * (fch holds act' itself where mi_ffn_keeps_dact) */
-        g.act = mi_gemm_act(s->act);
-        g.act_in = (mi_val){fch, a->fch_t};
-        if ((st = linear_bwd(m, &lp, act, &g, err)) != CLF_OK)
-            return st;
-    } else {
-        /* dact = d W; its dropout; then through the gate or activation */
-        g.dx = (mi_val){dact, CLF_DT_F32};
-        if ((st = linear_bwd(m, &lp, act, &g, err)) != CLF_OK)
-            return st;
+    if (!mi_ffn_fused_dact(s)) {
         if (s->p_ffn > 0 &&
             (st = clf_op_dropout_backward(m->rt, dact, dact, BT * H, s->p_ffn, m->state.seed,
                                           mi_dropout_stream(m, l, MI_SITE_FFN_H), err)) != CLF_OK)
             return st;
         st = s->swiglu
-                 ? clf_op_swiglu_backward(m->rt, dfch.p, dact, fch, BT, H, err)
-                 : clf_op_act_backward(m->rt, (clf_act)s->act, dfch.p, dact, fch, BT * H, 0, err);
+                 ? clf_op_swiglu_backward(m->rt, dfch, dact, fch, BT, H, err)
+                 : clf_op_act_backward(m->rt, (clf_act)s->act, dfch, dact, fch, BT * H, 0, err);
         if (st != CLF_OK)
             return st;
     }
-    const mi_lin_grad g_in = {
-        .dx = {m->grad_slot[n->g_in], CLF_DT_F32}, .beta = (float)n->acc_in, .dy = dfch};
-    return linear_bwd(m, &lfc, in, &g_in, err);
+    return linear_bwd(m, &L[0], err);
 }
 
 /* A stack's embeddings: d(x0) in the node's g_out slot; through the
@@ -291,94 +211,39 @@ static clf_status embed_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, c
                                  T, C, V, s->emb_scale, err);
 }
 
-/* The classifier's backward into dx [B*S, C] (the gradient of the encoder's
- * output, overwritten). */
-static clf_status classifier_bwd(clf_model *m, clf_ptr dx, clf_ptr xf, size_t B, size_t S,
-                                 clf_error *err)
+/* The head node's backward: its product's (mi_node_linears: the LM head's
+ * or the classifier's), then a classifier's pooling: through the mean
+ * pool, or only the first position of each sequence gets a gradient. */
+static clf_status head_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
 {
     const mi_spec *s = &m->s;
-    const size_t C = (size_t)s->C, NL = (size_t)s->NL;
-    clf_ptr dlogits = m->logits;
+    const size_t B = (size_t)ps->B, S = (size_t)ps->S, C = (size_t)s->C;
+    const int cls = s->kind == MI_KIND_ENCODER, mean = s->pool == MI_POOL_MEAN;
+    const clf_ptr dx = m->grad_slot[n->g_in];
+    mi_linear L[MI_NODE_LINEARS];
+    if (mi_node_linears(m, n, ps, L) == 0)
+        return CLF_OK;
     clf_status st;
-    clf_ptr X = xf;
-    size_t ldx = S * C;
-    if (s->pool == MI_POOL_MEAN) {
-        X = m->pooled;
-        ldx = C;
-    }
-    if ((st = mi_gemm(m,
-                      &(clf_gemm_desc){.trans_a = 1,
-                                       .m = NL,
-                                       .n = C,
-                                       .k = B,
-                                       .alpha = 1.0f,
-                                       .a = dlogits,
-                                       .lda = NL,
-                                       .b = X,
-                                       .ldb = ldx,
-                                       .beta = 1.0f,
-                                       .c = mi_grad(m, m->cls.w),
-                                       .ldc = C},
-                      err)) != CLF_OK ||
-        (st = clf_op_bias_backward(m->rt, mi_grad(m, m->cls.b), dlogits, B, NL, 1, err)) != CLF_OK)
+    if (cls && !mean && (st = clf_ptr_zero(m->rt, dx, B * S * C, err)) != CLF_OK)
         return st;
-    if (s->pool == MI_POOL_MEAN) {
-        clf_ptr dpool = m->dC3;
-        if ((st = mi_gemm(m,
-                          &(clf_gemm_desc){.m = B,
-                                           .n = C,
-                                           .k = NL,
-                                           .alpha = 1.0f,
-                                           .a = dlogits,
-                                           .lda = NL,
-                                           .b = mi_wpar(m, m->cls.w),
-                                           .ldb = C,
-                                           .c = dpool,
-                                           .ldc = C,
-                                           .b_type = m->s.act16},
-                          err)) != CLF_OK)
-            return st;
-        return clf_op_mean_pool_backward(m->rt, dx, dpool, mi_at(m->src_keep, 0), B, S, C, err);
-    }
-    /* only the first position of each sequence gets a gradient */
-    if ((st = clf_ptr_zero(m->rt, dx, B * S * C, err)) != CLF_OK)
+    if ((st = linear_bwd(m, &L[0], err)) != CLF_OK || !(cls && mean))
         return st;
-    return mi_gemm(m,
-                   &(clf_gemm_desc){.m = B,
-                                    .n = C,
-                                    .k = NL,
-                                    .alpha = 1.0f,
-                                    .a = dlogits,
-                                    .lda = NL,
-                                    .b = mi_wpar(m, m->cls.w),
-                                    .ldb = C,
-                                    .c = dx,
-                                    .ldc = S * C,
-                                    .b_type = m->s.act16},
-                   err);
+    return clf_op_mean_pool_backward(m->rt, dx, L[0].dx.p, mi_at(m->src_keep, 0), B, S, C, err);
 }
 
 /* Node n's backward. */
 static clf_status node_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
 {
     const size_t B = (size_t)ps->B, T = (size_t)ps->T, S = (size_t)ps->S;
-    const mi_val in = m->vals[n->in];
-    const clf_ptr din = m->grad_slot[n->g_in];
     switch (n->kind) {
         case MI_NODE_EMBED: return embed_bwd(m, n, ps, err);
         case MI_NODE_NORM:
-            return norm_bwd(m, &n->norm, din, m->grad_slot[n->g_out], in.p,
-                            mi_node_rows(n, B, T, S), n->acc_in, err);
+            return norm_bwd(m, &n->norm, m->grad_slot[n->g_in], m->grad_slot[n->g_out],
+                            m->vals[n->in].p, mi_node_rows(n, B, T, S), n->acc_in, err);
         case MI_NODE_ATTN: return attn_bwd(m, n, ps, err);
         case MI_NODE_CROSS: return cross_bwd(m, n, ps, err);
         case MI_NODE_FFN: return ffn_bwd(m, n, ps, err);
-        default:
-            if (m->s.kind == MI_KIND_ENCODER)
-                return classifier_bwd(m, din, in.p, B, S, err);
-            /* LM head: logits = xf Wout^T */
-            return linear_bwd(
-                m, &(mi_lin){{m->lm_head, MI_NONE}, B * T, (size_t)m->s.C, (size_t)m->s.V}, in,
-                &(mi_lin_grad){.dx = {din, CLF_DT_F32}, .dy = {m->logits, CLF_DT_F32}}, err);
+        default: return head_bwd(m, n, ps, err);
     }
 }
 

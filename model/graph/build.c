@@ -392,6 +392,11 @@ static clf_status carve_commit(clf_model *m, clf_error *err)
         clf_buffer *chunk = NULL;
         if ((st = abuf(m, &m->mem.activations, &chunk, used, err)) != CLF_OK)
             break;
+        /* zeros, not whatever the allocation held: planning times the
+         * GEMM engines on these tensors before any step has written them */
+        if (chunk != NULL &&
+            (st = clf_buffer_fill(m->rt, chunk, 0, used * sizeof(float), 0, err)) != CLF_OK)
+            break;
         m->arena_floats += used;
         for (int i = first; i < last; i++) {
             m->carves[i].dst->buf = chunk;

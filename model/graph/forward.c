@@ -34,8 +34,7 @@
 
 clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err)
 {
-    clf_status st = m->planning ? clf_gemm_prepare(m->rt, d, err) : CLF_OK;
-    return st == CLF_OK ? clf_gemm(m->rt, d, err) : st;
+    return clf_gemm(m->rt, d, err);
 }
 
 clf_status mi_weights_sync(clf_model *m, clf_error *err)
@@ -74,57 +73,37 @@ static clf_status norm_fwd(clf_model *m, const mi_norm *nm, clf_ptr x, size_t R,
                                       mi_par(m, nm->p->b), R, (size_t)s->C, s->norm_eps, err);
 }
 
-/* L's product y = x W^T (+ b, added as the GEMM stores y). */
-static clf_gemm_desc linear_desc(const clf_model *m, const mi_lin *L, mi_val y, mi_val x)
-{
-    return (clf_gemm_desc){.trans_b = 1,
-                           .m = L->R,
-                           .n = L->out,
-                           .k = L->in,
-                           .alpha = 1.0f,
-                           .a = x.p,
-                           .lda = L->in,
-                           .b = mi_wpar(m, L->p.w),
-                           .ldb = L->in,
-                           .c = y.p,
-                           .ldc = L->out,
-                           .bias = L->p.b == MI_NONE ? mi_nullptr() : mi_par(m, L->p.b),
-                           .a_type = x.t,
-                           .b_type = m->s.act16,
-                           .c_type = y.t};
-}
-
-/* y = x W^T + b (+ resid [R, out] as y is stored, y then in float32;
+/* L's y = x W^T + b (+ resid [R, out] as y is stored, y then in float32;
  * resid.buf NULL: none). */
-static clf_status linear_fwd(clf_model *m, const mi_lin *L, mi_val y, mi_val x, clf_ptr resid,
-                             clf_error *err)
+static clf_status linear_fwd(clf_model *m, const mi_linear *L, clf_ptr resid, clf_error *err)
 {
-    clf_gemm_desc d = linear_desc(m, L, y, x);
+    clf_gemm_desc d = mi_linear_gemm(m, L, MI_GEMM_FWD);
     d.residual = resid.buf != NULL;
     d.d = resid;
     d.ldd = L->out;
     return mi_gemm(m, &d, err);
 }
 
-/* Node n's output projection L and its residual connection: out = resid +
- * dropout(x W^T + b). Without dropout (inference, or p_resid = 0) the
- * residual is added as the GEMM stores out, one pass; with it the
+/* Node n's output projection L and its residual connection: out (L's y) =
+ * resid + dropout(x W^T + b). Without dropout (inference, or p_resid = 0)
+ * the residual is added as the GEMM stores out, one pass; with it the
  * projection goes through m->proj first. */
-static clf_status proj_residual(clf_model *m, const mi_node *n, const mi_lin *L, mi_val x, int site,
+static clf_status proj_residual(clf_model *m, const mi_node *n, const mi_linear *L, int site,
                                 int train, clf_error *err)
 {
     const mi_spec *s = &m->s;
-    const mi_val out = m->vals[n->out];
     const clf_ptr resid = m->vals[n->resid].p;
     const size_t RC = L->R * L->out;
     if (!(train && s->p_resid > 0))
-        return linear_fwd(m, L, out, x, resid, err);
-    clf_status st = linear_fwd(m, L, (mi_val){m->proj, CLF_DT_F32}, x, mi_nullptr(), err);
+        return linear_fwd(m, L, resid, err);
+    mi_linear P = *L;
+    P.y = (mi_val){m->proj, CLF_DT_F32};
+    clf_status st = linear_fwd(m, &P, mi_nullptr(), err);
     if (st == CLF_OK)
         st = clf_op_dropout_forward(m->rt, m->proj, m->proj, RC, s->p_resid, m->state.seed,
                                     mi_dropout_stream(m, n->layer, site), err);
     if (st == CLF_OK)
-        st = clf_op_residual(m->rt, out.p, m->proj, resid, RC, err);
+        st = clf_op_residual(m->rt, L->y.p, m->proj, resid, RC, err);
     return st;
 }
 
@@ -220,17 +199,16 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
     const mi_spec *s = &m->s;
     const int l = n->layer, train = (ps->flags & MI_PASS_TRAIN) != 0;
     const int cache = (ps->flags & MI_PASS_CACHE) != 0;
-    const mi_attn_p *p = &m->bp[l].attn;
     mi_block_a *a = &m->ba[l];
-    const mi_val in = m->vals[n->in];
     const size_t pos0 = n->stk->src ? 0 : (size_t)ps->pos0;
     const size_t B = (size_t)ps->B, T = (size_t)(n->stk->src ? ps->S : ps->T), C = (size_t)s->C;
-    const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, BT = B * T, Tmax = (size_t)s->Tmax;
+    const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, Tmax = (size_t)s->Tmax;
     clf_ptr qkv = a->qkv, atty = a->atty;
+    mi_linear L[MI_NODE_LINEARS]; /* q, k, v; the output projection */
+    mi_node_linears(m, n, ps, L);
     clf_status st;
 
-    const mi_lin lq = {p->qkv, BT, C, 3 * C}, lp = {p->proj, BT, C, C};
-    if ((st = linear_fwd(m, &lq, (mi_val){qkv, s->act16}, in, mi_nullptr(), err)) != CLF_OK)
+    if ((st = linear_fwd(m, &L[0], mi_nullptr(), err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_ROPE &&
         ((st = clf_op_rope_t(m->rt, s->act16, qkv, B, T, NH, HS, 3 * C, pos0, s->rope_theta, 0,
@@ -275,7 +253,7 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
     }
     if (ps->flags & MI_PASS_ATTN_ONLY)
         return CLF_OK;
-    return proj_residual(m, n, &lp, (mi_val){atty, s->act16}, MI_SITE_ATTN_OUT, train, err);
+    return proj_residual(m, n, &L[1], MI_SITE_ATTN_OUT, train, err);
 }
 
 /* Node n's cross-attention: queries from in [B*T, C], keys and values from
@@ -287,20 +265,18 @@ static clf_status cross_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, c
     const mi_spec *s = &m->s;
     const int l = n->layer, train = (ps->flags & MI_PASS_TRAIN) != 0;
     const int cache = (ps->flags & MI_PASS_CACHE) != 0;
-    const mi_cross_p *p = &m->bp[l].cross;
     mi_block_a *a = &m->ba[l];
-    const mi_val in = m->vals[n->in];
-    const size_t B = (size_t)ps->B, T = (size_t)ps->T, S = (size_t)ps->S, C = (size_t)s->C;
-    const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, BT = B * T, BS = B * S;
+    const size_t B = (size_t)ps->B, T = (size_t)ps->T, S = (size_t)ps->S;
+    const size_t NH = (size_t)s->NH, HS = (size_t)s->HS;
     clf_ptr q = a->xq, atty = a->xatty;
     clf_ptr keep = mi_at(m->src_keep, 0);
+    mi_linear L[MI_NODE_LINEARS]; /* q; k and v; the output projection */
+    mi_node_linears(m, n, ps, L);
     clf_status st;
 
-    const mi_lin lq = {p->q, BT, C, C}, lkv = {p->kv, BS, C, 2 * C}, lp = {p->proj, BT, C, C};
-    if ((st = linear_fwd(m, &lq, (mi_val){q, s->act16}, in, mi_nullptr(), err)) != CLF_OK)
+    if ((st = linear_fwd(m, &L[0], mi_nullptr(), err)) != CLF_OK)
         return st;
-    if (!cache && (st = linear_fwd(m, &lkv, (mi_val){a->xkv, s->act16}, m->vals[n->mem],
-                                   mi_nullptr(), err)) != CLF_OK)
+    if (!cache && (st = linear_fwd(m, &L[1], mi_nullptr(), err)) != CLF_OK)
         return st;
     if (cache && T == 1) {
         const clf_attn_decode ad = {.out = atty,
@@ -325,7 +301,7 @@ static clf_status cross_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, c
         if ((st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
             return st;
     }
-    return proj_residual(m, n, &lp, (mi_val){atty, s->act16}, MI_SITE_CROSS_OUT, train, err);
+    return proj_residual(m, n, &L[2], MI_SITE_CROSS_OUT, train, err);
 }
 
 /* Node n's feed-forward: in [BT, C] -> out [BT, C] = resid +
@@ -334,12 +310,12 @@ static clf_status ffn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf
 {
     const mi_spec *s = &m->s;
     const int l = n->layer, train = (ps->flags & MI_PASS_TRAIN) != 0;
-    const mi_ffn_p *p = &m->bp[l].ffn;
     mi_block_a *a = &m->ba[l];
-    const mi_val in = m->vals[n->in];
-    const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
+    const size_t H = (size_t)s->H;
     const size_t BT = mi_node_rows(n, (size_t)ps->B, (size_t)ps->T, (size_t)ps->S);
     clf_ptr fch = a->fch, act = a->fch_act;
+    mi_linear L[MI_NODE_LINEARS]; /* fc; the output projection */
+    mi_node_linears(m, n, ps, L);
     clf_status st;
 
     /* fc, its bias and (not SwiGLU) its activation in one pass: act gets
@@ -348,8 +324,7 @@ static clf_status ffn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf
      * (mi_ffn_fused_dact) and the model trains, the derivative itself
      * (computed here once from the value the activation sees, instead of
      * again in backward: the same bits in float32), else the pre-activation */
-    const mi_lin lfc = {p->fc, BT, C, F}, lp = {p->proj, BT, H, C};
-    clf_gemm_desc fc = linear_desc(m, &lfc, (mi_val){fch, a->fch_t}, in);
+    clf_gemm_desc fc = mi_linear_gemm(m, &L[0], MI_GEMM_FWD);
     if (!s->swiglu) {
         fc.act = mi_gemm_act(s->act);
         fc.d = act;
@@ -365,7 +340,7 @@ static clf_status ffn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf
         (st = clf_op_dropout_forward(m->rt, act, act, BT * H, s->p_ffn, m->state.seed,
                                      mi_dropout_stream(m, l, MI_SITE_FFN_H), err)) != CLF_OK)
         return st;
-    return proj_residual(m, n, &lp, (mi_val){act, a->fch_t}, MI_SITE_FFN_OUT, train, err);
+    return proj_residual(m, n, &L[1], MI_SITE_FFN_OUT, train, err);
 }
 
 /* ---- the embedding node and the stacks' values ------------------------------------ */
@@ -419,72 +394,28 @@ static clf_status loss_fwd(clf_model *m, size_t R, size_t N, int train, clf_erro
     return clf_op_mean(m->rt, m->scalars, m->losses, R, m->red, err);
 }
 
-/* Classifier over the encoder's output xf [B*S, C]: pool (first position,
- * or mean over kept positions), linear to NL labels, loss. Without a head
- * (an embedding model) only the mean pool runs. */
-static clf_status classifier_fwd(clf_model *m, clf_ptr xf, size_t B, size_t S, int train,
-                                 clf_error *err)
+/* The head node over the last stack's output: the mean pool (an encoder
+ * pooling by mean; an embedding model stops there), the head's product (the
+ * LM head, or the classifier over the pooled vectors or each sequence's
+ * first position), and the loss over the batch's targets. */
+static clf_status head_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
 {
     const mi_spec *s = &m->s;
-    const size_t C = (size_t)s->C, NL = (size_t)s->NL;
-    clf_ptr logits = m->logits;
-    clf_ptr X = xf;
-    size_t ldx = S * C; /* the first row of each sequence */
+    const int train = (ps->flags & MI_PASS_TRAIN) != 0;
+    mi_linear L[MI_NODE_LINEARS];
+    const int k = mi_node_linears(m, n, ps, L);
     clf_status st;
-    if (s->pool == MI_POOL_MEAN) {
-        X = m->pooled;
-        ldx = C;
-        if ((st = clf_op_mean_pool_forward(m->rt, X, xf, mi_at(m->src_keep, 0), B, S, C, err)) !=
-            CLF_OK)
-            return st;
-    }
-    if (s->head == MI_HEAD_NONE)
-        return CLF_OK;
-    if ((st = mi_gemm(m,
-                      &(clf_gemm_desc){.trans_b = 1,
-                                       .m = B,
-                                       .n = NL,
-                                       .k = C,
-                                       .alpha = 1.0f,
-                                       .a = X,
-                                       .lda = ldx,
-                                       .b = mi_wpar(m, m->cls.w),
-                                       .ldb = C,
-                                       .c = logits,
-                                       .ldc = NL,
-                                       .b_type = m->s.act16},
-                      err)) != CLF_OK ||
-        (st = clf_op_bias_act_forward(m->rt, CLF_ACT_NONE, logits, mi_par(m, m->cls.b), logits, B,
-                                      NL, err)) != CLF_OK)
+    if (s->kind == MI_KIND_ENCODER && s->pool == MI_POOL_MEAN &&
+        (st = clf_op_mean_pool_forward(m->rt, m->pooled, m->vals[n->in].p, mi_at(m->src_keep, 0),
+                                       (size_t)ps->B, (size_t)ps->S, (size_t)s->C, err)) != CLF_OK)
         return st;
-    if (!m->has_targets)
+    if (k == 0)
         return CLF_OK;
-    return loss_fwd(m, B, NL, train, err);
-}
-
-/* The LM head over the decoder's output xf [B*T, C] and the loss; with
- * `last` the last position of each sequence only (logits [B, V], no loss). */
-static clf_status lm_head_fwd(clf_model *m, clf_ptr xf, size_t B, size_t T, int train, int last,
-                              clf_error *err)
-{
-    const size_t C = (size_t)m->s.C, V = (size_t)m->s.V;
-    /* the last position of each sequence: rows (T-1) + b*T */
-    clf_gemm_desc d = {.trans_b = 1,
-                       .m = last ? B : B * T,
-                       .n = V,
-                       .k = C,
-                       .alpha = 1.0f,
-                       .a = last ? clf_ptr_at(xf, (T - 1) * C) : xf,
-                       .lda = last ? T * C : C,
-                       .b = mi_wpar(m, m->lm_head),
-                       .ldb = C,
-                       .c = m->logits,
-                       .ldc = V,
-                       .b_type = m->s.act16};
-    clf_status st = mi_gemm(m, &d, err);
-    if (st != CLF_OK || last || !m->has_targets)
+    if ((st = linear_fwd(m, &L[0], mi_nullptr(), err)) != CLF_OK)
         return st;
-    return loss_fwd(m, B * T, V, train, err);
+    if ((ps->flags & MI_PASS_LAST) || !m->has_targets)
+        return CLF_OK;
+    return loss_fwd(m, L[0].R, L[0].out, train, err);
 }
 
 clf_status mi_node_forward(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
@@ -501,10 +432,7 @@ clf_status mi_node_forward(clf_model *m, const mi_node *n, const mi_pass *ps, cl
         case MI_NODE_ATTN: return attn_fwd(m, n, ps, err);
         case MI_NODE_CROSS: return cross_fwd(m, n, ps, err);
         case MI_NODE_FFN: return ffn_fwd(m, n, ps, err);
-        default:
-            if (m->s.kind == MI_KIND_ENCODER)
-                return classifier_fwd(m, v[n->in].p, B, S, train, err);
-            return lm_head_fwd(m, v[n->in].p, B, T, train, (ps->flags & MI_PASS_LAST) != 0, err);
+        default: return head_fwd(m, n, ps, err);
     }
 }
 
@@ -526,19 +454,22 @@ clf_status mi_encode(clf_model *m, int Bi, int Si, clf_error *err)
     const mi_spec *s = &m->s;
     const size_t B = (size_t)Bi, S = (size_t)Si, C = (size_t)s->C, NH = (size_t)s->NH;
     const size_t HS = (size_t)s->HS, Smax = (size_t)s->Smax;
-    clf_ptr scratch = m->qkv, mem = mi_stack_out(m, &m->enc);
+    clf_ptr scratch = m->qkv;
     clf_status st;
     const mi_pass p = {.B = Bi, .S = Si};
     for (int i = 0; i < m->n_nodes; i++)
         if (m->nodes[i].stk->src && m->nodes[i].kind != MI_NODE_HEAD &&
             (st = mi_node_forward(m, &m->nodes[i], &p, err)) != CLF_OK)
             return st;
-    for (int l = m->dec.first; l < m->dec.first + m->dec.n; l++) {
-        const mi_cross_p *p = &m->bp[l].cross;
-        mi_block_a *a = &m->ba[l];
-        const mi_lin lkv = {p->kv, B * S, C, 2 * C};
-        if ((st = linear_fwd(m, &lkv, (mi_val){scratch, CLF_DT_F32}, (mi_val){mem, CLF_DT_F32},
-                             mi_nullptr(), err)) != CLF_OK ||
+    for (int i = 0; i < m->n_nodes; i++) {
+        const mi_node *n = &m->nodes[i];
+        if (n->kind != MI_NODE_CROSS)
+            continue;
+        const mi_block_a *a = &m->ba[n->layer];
+        mi_linear L[MI_NODE_LINEARS]; /* q; k and v, projected here into the scratch */
+        mi_node_linears(m, n, &p, L);
+        L[1].y = (mi_val){scratch, CLF_DT_F32};
+        if ((st = linear_fwd(m, &L[1], mi_nullptr(), err)) != CLF_OK ||
             (st = clf_op_kv_store(m->rt, mi_at(a->xkcache, 0), scratch, B, S, NH, HS, 2 * C, Smax,
                                   0, err)) != CLF_OK ||
             (st = clf_op_kv_store(m->rt, mi_at(a->xvcache, 0), clf_ptr_at(scratch, C), B, S, NH, HS,

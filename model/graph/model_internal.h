@@ -203,6 +203,25 @@ typedef struct mi_stack {
     int out;         /* the value id of its output (its final norm's, last block's or x0) */
 } mi_stack;
 
+/* A pass over the batch in m->tokens/targets (and
+ * m->src/src_keep with m->cur_S): B x T decoder rows at positions pos0...
+ * Flags: MI_PASS_TRAIN turns dropout on and makes the loss write
+ * d(logits); MI_PASS_CACHE (decoder only) writes k and v into the caches at
+ * [pos0, pos0 + T) and attends over [0, pos0 + T) of them, with
+ * cross-attention over the cross caches (inference; the encoder does not
+ * run); MI_PASS_LAST runs the LM head on the last position of each
+ * sequence only (logits [B, V]) and no loss; MI_PASS_ATTN_ONLY makes a
+ * self-attention node stop before its output projection (recomputing what
+ * its backward reads). */
+#define MI_PASS_TRAIN 1u
+#define MI_PASS_CACHE 2u
+#define MI_PASS_LAST 4u
+#define MI_PASS_ATTN_ONLY 8u
+typedef struct mi_pass {
+    int B, T, S, pos0; /* S: the source length (mi_forward sets it) */
+    unsigned flags;
+} mi_pass;
+
 /* ---- the graph as data (nodes.c) -------------------------------------------
  * A model is a list of nodes, built once at create from the spec: per stack
  * an embedding node, the blocks' sublayer nodes (norm, self-attention,
@@ -241,11 +260,22 @@ typedef struct mi_norm {
     const mi_norm_a *a;
 } mi_norm;
 
-/* One linear layer over R rows: y [R, out] = x [R, in] W^T + b. */
-typedef struct mi_lin {
+/* One linear layer of a node over R rows, with the tensors its products
+ * read and write. Forward: y = x W^T + b. Backward: dW += dy^T x, db +=
+ * colsum(dy), dx = beta dx + dy W, then (act not NONE) times act'(act_in)
+ * in the same pass, or times act_in itself where that is the derivative
+ * the forward stored (mi_ffn_keeps_dact). ldx: the row stride of x and dx
+ * (in, unless a head reads one row per sequence). */
+typedef struct mi_linear {
     mi_lin_p p;
-    size_t R, in, out;
-} mi_lin;
+    size_t R, in, out, ldx;
+    mi_val x, y;
+    mi_val dx, dy;
+    float beta;
+    clf_gemm_act act;
+    mi_val act_in;
+} mi_linear;
+#define MI_NODE_LINEARS 3 /* the most a node has (cross-attention: q, kv, output) */
 
 typedef struct mi_node {
     int kind;  /* MI_NODE_* */
@@ -268,9 +298,21 @@ clf_status mi_nodes_build(clf_model *m, clf_error *err);
 /* Rows of a node's values for a batch of B with sources of S and targets of
  * T tokens: B*S on the source side, B*T on the target side. */
 size_t mi_node_rows(const mi_node *n, size_t B, size_t T, size_t S);
+/* The linear layers of node n for the pass's batch, into L (at most
+ * MI_NODE_LINEARS); returns how many. Forward, backward, the workspace and
+ * planning all read a node's products from here. */
+int mi_node_linears(const clf_model *m, const mi_node *n, const mi_pass *ps, mi_linear *L);
+/* A linear layer's products as GEMMs: the forward y = x W^T (+ b as it
+ * stores), the weight gradient dW += dy^T x, the input gradient dx. */
+enum { MI_GEMM_FWD = 0, MI_GEMM_DW, MI_GEMM_DX };
+clf_gemm_desc mi_linear_gemm(const clf_model *m, const mi_linear *L, int which);
 /* The GEMM engine's packing scratch over every product of a step (the
  * nodes' linear layers at the planned rows, and their backward). */
 size_t mi_nodes_workspace(const clf_model *m);
+/* Ready every product of a pass over ps's batch, and of its backward in a
+ * training model (engine chosen, kernels built, packing scratch sized:
+ * clf_gemm_prepare), so that the first step only enqueues. */
+clf_status mi_nodes_prepare(clf_model *m, const mi_pass *ps, clf_error *err);
 
 struct clf_model {
     clf_runtime *rt;
@@ -279,7 +321,6 @@ struct clf_model {
     clf_model_dims dims;
     clf_model_optim optim;
     clf_model_state state;
-    int planning;     /* 1 during mi_plan: GEMMs are prepared, not run */
     float loss_scale; /* > 0: the loss gradient's scale (accumulation), else 1 / count */
 
     /* parameter table, in memory order */
@@ -414,14 +455,11 @@ static inline clf_ptr mi_wpar(const clf_model *m, size_t off)
  * next forward reads them (forward.c; a no-op without them). */
 clf_status mi_weights_sync(clf_model *m, clf_error *err);
 
-/* step.c: plan at create: one forward (and, for a training model, one
- * backward) pass over the largest batch the limits allow, with
- * m->planning set, so that every kernel family the model uses is built,
- * every GEMM shape prepared (engine chosen, scratch sized) and every kernel
- * launched once before the first step, which is then an ordinary step (on
- * PoCL the first launch of a kernel specialises it). Leaves the model as it
- * was: no batch, zero gradients, the same training state and parameters. Inference-only models plan nothing (prompt and beam
- * shapes vary; they are prepared on first use). */
+/* step.c: plan at create: every product of a step over the largest batch
+ * the limits allow is prepared (mi_nodes_prepare) and the ops' kernel
+ * families loaded (clf_ops_load), so that the first step builds no kernels
+ * and times no GEMM engines: an ordinary step. Inference-only models plan
+ * nothing (prompt and beam shapes vary; they are prepared on first use). */
 clf_status mi_plan(clf_model *m, clf_error *err);
 /* step.c: a free staging slot of stage_len int32 (after a finish if
  * both are in flight); mi_stage_commit marks it in flight. */
@@ -431,33 +469,14 @@ void mi_stage_commit(clf_model *m);
  * target side). */
 clf_status mi_check_sizes(const clf_model *m, int B, int S, int T, clf_error *err);
 
-/* forward.c: one forward pass over the batch in m->tokens/targets (and
- * m->src/src_keep with m->cur_S): B x T decoder rows at positions pos0...
- * Flags: MI_PASS_TRAIN turns dropout on and makes the loss write
- * d(logits); MI_PASS_CACHE (decoder only) writes k and v into the caches at
- * [pos0, pos0 + T) and attends over [0, pos0 + T) of them, with
- * cross-attention over the cross caches (inference; the encoder does not
- * run); MI_PASS_LAST runs the LM head on the last position of each
- * sequence only (logits [B, V]) and no loss; MI_PASS_ATTN_ONLY makes a
- * self-attention node stop before its output projection (recomputing what
- * its backward reads). */
-#define MI_PASS_TRAIN 1u
-#define MI_PASS_CACHE 2u
-#define MI_PASS_LAST 4u
-#define MI_PASS_ATTN_ONLY 8u
-typedef struct mi_pass {
-    int B, T, S, pos0; /* S: the source length (mi_forward sets it) */
-    unsigned flags;
-} mi_pass;
+/* forward.c: one forward pass over the batch (mi_pass above). */
 clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err);
 /* One node's forward over the pass's batch (its stack's rows). */
 clf_status mi_node_forward(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err);
 /* The encoder stack over m->src [B, S] (eval), then every decoder block's
  * cross keys and values of its output into the cross caches. */
 clf_status mi_encode(clf_model *m, int B, int S, clf_error *err);
-/* GEMM through the runtime (clf_gemm); while the model plans (m->planning,
- * mi_plan) each shape is prepared first (clf_gemm_prepare: kernels built,
- * engine chosen and remembered, packing scratch sized). */
+/* GEMM through the runtime (clf_gemm). */
 clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err);
 /* The fused attention descriptor of block l's self-attention (q, k, v in
  * its qkv activation, y its atty; causal or the source keep mask) and of

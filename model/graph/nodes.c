@@ -241,52 +241,200 @@ size_t mi_node_rows(const mi_node *n, size_t B, size_t T, size_t S)
     return B * (n->stk->src ? S : T);
 }
 
-/* ---- the GEMM scratch --------------------------------------------------------------- */
+/* ---- the nodes' linear layers ------------------------------------------------------ */
+
+static mi_linear lin(mi_lin_p p, size_t R, size_t in, size_t out, mi_val x, mi_val y)
+{
+    return (mi_linear){.p = p, .R = R, .in = in, .out = out, .ldx = in, .x = x, .y = y};
+}
+
+/* The head's product: the LM head (with MI_PASS_LAST the last position of
+ * each sequence only: rows (T-1) + b*T), or the classifier over the pooled
+ * vectors or the first position of each sequence. */
+static int head_linears(const clf_model *m, const mi_node *n, const mi_pass *ps, mi_linear *L)
+{
+    const mi_spec *s = &m->s;
+    const size_t C = (size_t)s->C, B = (size_t)ps->B, T = (size_t)ps->T, S = (size_t)ps->S;
+    const mi_val in = m->vals[n->in], logits = {m->logits, CLF_DT_F32};
+    if (s->head == MI_HEAD_NONE)
+        return 0;
+    if (s->head == MI_HEAD_LM) {
+        const int last = (ps->flags & MI_PASS_LAST) != 0;
+        mi_val x = in;
+        if (last)
+            x.p = clf_ptr_at(in.p, (T - 1) * C);
+        L[0] = lin((mi_lin_p){m->lm_head, MI_NONE}, last ? B : B * T, C, (size_t)s->V, x, logits);
+        L[0].ldx = last ? T * C : C;
+        L[0].dx = (mi_val){m->grad_slot[n->g_in], CLF_DT_F32};
+        L[0].dy = logits;
+        return 1;
+    }
+    const int mean = s->pool == MI_POOL_MEAN;
+    const mi_val x = mean ? (mi_val){m->pooled, CLF_DT_F32} : in;
+    L[0] = lin(m->cls, B, C, (size_t)s->NL, x, logits);
+    L[0].ldx = mean ? C : S * C;
+    L[0].dx = mean ? (mi_val){m->dC3, CLF_DT_F32} : (mi_val){m->grad_slot[n->g_in], CLF_DT_F32};
+    L[0].dy = logits;
+    return 1;
+}
+
+int mi_node_linears(const clf_model *m, const mi_node *n, const mi_pass *ps, mi_linear *L)
+{
+    const mi_spec *s = &m->s;
+    const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
+    const size_t B = (size_t)ps->B, R = mi_node_rows(n, B, (size_t)ps->T, (size_t)ps->S);
+    const clf_dtype t = s->act16;
+    if (n->kind == MI_NODE_HEAD)
+        return head_linears(m, n, ps, L);
+    if (n->kind == MI_NODE_EMBED || n->kind == MI_NODE_NORM)
+        return 0;
+    const mi_block_a *a = &m->ba[n->layer];
+    const mi_block_p *bp = &m->bp[n->layer];
+    const mi_val in = m->vals[n->in], out = m->vals[n->out];
+    const mi_val din = {m->grad_slot[n->g_in], CLF_DT_F32};
+    /* the output projection's gradient: after the residual dropout, in dC2 */
+    const mi_val dproj = {s->p_resid > 0 ? m->dC2 : m->grad_slot[n->g_out], CLF_DT_F32};
+    /* the attention output's gradient, stored as the attention stores it */
+    const mi_val datt = {mi_view(m->dC3, t), t};
+    const float acc = (float)n->acc_in;
+    switch (n->kind) {
+        case MI_NODE_ATTN:
+            L[0] = lin(bp->attn.qkv, R, C, 3 * C, in, (mi_val){a->qkv, t});
+            L[0].dx = din, L[0].beta = acc, L[0].dy = (mi_val){m->dqkv, t};
+            L[1] = lin(bp->attn.proj, R, C, C, (mi_val){a->atty, t}, out);
+            L[1].dx = datt, L[1].dy = dproj;
+            return 2;
+        case MI_NODE_CROSS: {
+            const size_t BS = B * (size_t)ps->S;
+            /* dq [R, C] then dkv [BS, 2C] in the dqkv scratch (R + 2 BS <= 3 max rows) */
+            L[0] = lin(bp->cross.q, R, C, C, in, (mi_val){a->xq, t});
+            L[0].dx = din, L[0].beta = acc, L[0].dy = (mi_val){m->dqkv, t};
+            L[1] = lin(bp->cross.kv, BS, C, 2 * C, m->vals[n->mem], (mi_val){a->xkv, t});
+            L[1].dx = (mi_val){m->grad_slot[n->g_mem], CLF_DT_F32};
+            L[1].beta = (float)n->acc_mem;
+            L[1].dy = (mi_val){clf_ptr_at(m->dqkv, R * C), t};
+            L[2] = lin(bp->cross.proj, R, C, C, (mi_val){a->xatty, t}, out);
+            L[2].dx = datt, L[2].dy = dproj;
+            return 3;
+        }
+        default: { /* MI_NODE_FFN */
+            const mi_val dfch = {m->dH2, m->dH2_t};
+            L[0] = lin(bp->ffn.fc, R, C, F, in, (mi_val){a->fch, a->fch_t});
+            L[0].dx = din, L[0].beta = acc, L[0].dy = dfch;
+            L[1] = lin(bp->ffn.proj, R, H, C, (mi_val){a->fch_act, a->fch_t}, out);
+            L[1].dy = dproj;
+            /* fused: dfch = (d W) act'(pre-activation) in one pass (fch holds
+             * act' itself where mi_ffn_keeps_dact); else d(act) into dH1 */
+            if (mi_ffn_fused_dact(s)) {
+                L[1].dx = dfch;
+                L[1].act = mi_gemm_act(s->act);
+                L[1].act_in = (mi_val){a->fch, a->fch_t};
+            } else {
+                L[1].dx = (mi_val){m->dH1, CLF_DT_F32};
+            }
+            return 2;
+        }
+    }
+}
+
+clf_gemm_desc mi_linear_gemm(const clf_model *m, const mi_linear *L, int which)
+{
+    if (which == MI_GEMM_FWD)
+        return (clf_gemm_desc){.trans_b = 1,
+                               .m = L->R,
+                               .n = L->out,
+                               .k = L->in,
+                               .alpha = 1.0f,
+                               .a = L->x.p,
+                               .lda = L->ldx,
+                               .b = mi_wpar(m, L->p.w),
+                               .ldb = L->in,
+                               .c = L->y.p,
+                               .ldc = L->out,
+                               .bias = L->p.b == MI_NONE ? mi_nullptr() : mi_par(m, L->p.b),
+                               .a_type = L->x.t,
+                               .b_type = m->s.act16,
+                               .c_type = L->y.t};
+    if (which == MI_GEMM_DW)
+        return (clf_gemm_desc){.trans_a = 1,
+                               .m = L->out,
+                               .n = L->in,
+                               .k = L->R,
+                               .alpha = 1.0f,
+                               .a = L->dy.p,
+                               .lda = L->out,
+                               .b = L->x.p,
+                               .ldb = L->ldx,
+                               .beta = 1.0f,
+                               .c = mi_grad(m, L->p.w),
+                               .ldc = L->in,
+                               .a_type = L->dy.t,
+                               .b_type = L->x.t};
+    const int act = L->act != CLF_GEMM_ACT_NONE, keeps = mi_ffn_keeps_dact(m);
+    return (clf_gemm_desc){.m = L->R,
+                           .n = L->in,
+                           .k = L->out,
+                           .alpha = 1.0f,
+                           .a = L->dy.p,
+                           .lda = L->out,
+                           .b = mi_wpar(m, L->p.w),
+                           .ldb = L->in,
+                           .beta = L->beta,
+                           .c = L->dx.p,
+                           .ldc = L->ldx,
+                           .act = keeps ? CLF_GEMM_ACT_NONE : L->act,
+                           .act_grad = act && !keeps,
+                           .mul_d = act && keeps,
+                           .d = act ? L->act_in.p : mi_nullptr(),
+                           .ldd = L->in,
+                           .a_type = L->dy.t,
+                           .b_type = m->s.act16,
+                           .c_type = L->dx.t,
+                           .d_type = act ? L->act_in.t : CLF_DT_F32};
+}
+
+/* ---- the GEMM scratch and planning -------------------------------------------------- */
 
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
-
-/* The largest packing scratch of one linear layer's products: y = x W^T on
- * R rows, and in training dx = dy W and dW += dy^T x. */
-static size_t linear_workspace(size_t R, size_t in, size_t out, int train)
-{
-    size_t w = clf_gemm_workspace_estimate(0, 1, R, out, in);
-    if (train) {
-        w = zmax(w, clf_gemm_workspace_estimate(0, 0, R, in, out));
-        w = zmax(w, clf_gemm_workspace_estimate(1, 0, out, in, R));
-    }
-    return w;
-}
 
 size_t mi_nodes_workspace(const clf_model *m)
 {
     const mi_spec *s = &m->s;
     const int train = (m->flags & CLF_MODEL_TRAIN) != 0;
-    const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
+    /* the planned tokens as one sequence: every node's rows at their most;
+     * a classifier's rows are sequences, at most B */
+    const mi_pass tokens = {.B = 1, .T = (int)s->rows_tgt, .S = (int)s->rows_src};
+    const mi_pass seqs = {.B = s->B, .T = s->Tmax, .S = s->Smax};
     size_t w = 0;
     for (int i = 0; i < m->n_nodes; i++) {
         const mi_node *n = &m->nodes[i];
-        const size_t R = n->stk->src ? s->rows_src : s->rows_tgt;
-        switch (n->kind) {
-            case MI_NODE_ATTN:
-                w = zmax(w, linear_workspace(R, C, 3 * C, train)); /* q, k, v */
-                w = zmax(w, linear_workspace(R, C, C, train));     /* output */
-                break;
-            case MI_NODE_CROSS:
-                w = zmax(w, linear_workspace(R, C, C, train));               /* q and output */
-                w = zmax(w, linear_workspace(s->rows_src, C, 2 * C, train)); /* k, v */
-                break;
-            case MI_NODE_FFN:
-                w = zmax(w, linear_workspace(R, C, F, train));
-                w = zmax(w, linear_workspace(R, H, C, train));
-                break;
-            case MI_NODE_HEAD:
-                if (s->head == MI_HEAD_LM)
-                    w = zmax(w, linear_workspace(R, C, (size_t)s->V, train));
-                else if (s->head == MI_HEAD_CLASSIFIER)
-                    w = zmax(w, linear_workspace((size_t)s->B, C, (size_t)s->NL, train));
-                break;
-            default: break;
+        const int cls = n->kind == MI_NODE_HEAD && s->head == MI_HEAD_CLASSIFIER;
+        mi_linear L[MI_NODE_LINEARS];
+        const int k = mi_node_linears(m, n, cls ? &seqs : &tokens, L);
+        for (int j = 0; j < k; j++) {
+            w = zmax(w, clf_gemm_workspace_estimate(0, 1, L[j].R, L[j].out, L[j].in));
+            if (train) {
+                w = zmax(w, clf_gemm_workspace_estimate(0, 0, L[j].R, L[j].in, L[j].out));
+                w = zmax(w, clf_gemm_workspace_estimate(1, 0, L[j].out, L[j].in, L[j].R));
+            }
         }
     }
     return w;
+}
+
+clf_status mi_nodes_prepare(clf_model *m, const mi_pass *ps, clf_error *err)
+{
+    const int train = (m->flags & CLF_MODEL_TRAIN) != 0;
+    clf_status st = CLF_OK;
+    for (int i = 0; i < m->n_nodes && st == CLF_OK; i++) {
+        mi_linear L[MI_NODE_LINEARS];
+        const int k = mi_node_linears(m, &m->nodes[i], ps, L);
+        for (int j = 0; j < k && st == CLF_OK; j++)
+            for (int which = MI_GEMM_FWD; which <= (train ? MI_GEMM_DX : MI_GEMM_FWD); which++) {
+                const clf_gemm_desc d = mi_linear_gemm(m, &L[j], which);
+                if ((st = clf_gemm_prepare(m->rt, &d, err)) != CLF_OK)
+                    break;
+            }
+    }
+    return st;
 }

@@ -230,39 +230,14 @@ clf_status mi_plan(clf_model *m, clf_error *err)
     const mi_spec *s = &m->s;
     const int S = s->kind == MI_KIND_DECODER ? 0 : s->Smax;
     const int T = s->kind == MI_KIND_ENCODER ? 0 : s->Tmax;
-    const int B = plan_batch(m, S, T);
-    if (B == 0)
+    const mi_pass ps = {.B = plan_batch(m, S, T), .T = T, .S = S};
+    if (ps.B == 0)
         return CLF_OK;
-    const size_t ns = (size_t)B * (size_t)S, nt = (size_t)B * (size_t)T;
-    /* token 0 everywhere (a valid token, target and label), no padding */
-    int32_t *zeros = calloc((ns > nt ? ns : nt) + (size_t)B + 1, sizeof *zeros);
-    if (zeros == NULL)
-        return clf_error_set(err, CLF_ERR_MEMORY, "planning the model: out of host memory");
-    clf_batch b;
-    if (s->kind == MI_KIND_DECODER)
-        b = clf_batch_decoder(zeros, zeros, B, T);
-    else if (s->kind == MI_KIND_ENCDEC)
-        b = clf_batch_seq2seq(zeros, NULL, zeros, zeros, B, S, T);
-    else
-        b = clf_batch_classify(zeros, NULL, s->head == MI_HEAD_NONE ? NULL : zeros, B, S);
-    const clf_model_state saved = m->state;
-    m->planning = 1;
-    clf_status st = clf_model_set_batch(m, b, err);
+    clf_status st = mi_nodes_prepare(m, &ps, err);
     if (st == CLF_OK)
-        st = clf_model_forward(m, train, err);
-    if (st == CLF_OK && train)
-        st = clf_model_backward(m, err);
-    m->planning = 0;
-    /* what the pass left (gradients of uncomputed products) is discarded */
-    if (st == CLF_OK && train)
-        st = clf_model_zero_grad(m, err);
-    if (st == CLF_OK)
-        st = sync_all(m, err); /* the staging slots are free again */
-    free(zeros);
-    m->state = saved;
-    batch_set(m, 0, 0, 0, 0, 0);
+        st = clf_ops_load(m->rt, s->act16, err);
     if (st != CLF_OK)
-        clf_error_prefix(err, "planning the model (kernels and GEMM shapes)");
+        clf_error_prefix(err, "planning the model (matrix products and kernels)");
     return st;
 }
 

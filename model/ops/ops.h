@@ -27,6 +27,11 @@
 #include "runtime/convert.h"
 #include "runtime/runtime.h"
 
+/* Load (build, or read from the binary cache) every kernel family the ops
+ * launch from, fused attention's for storage t, so that no op's first
+ * launch builds one: a model calls it while it plans (ops/load.c). */
+clf_status clf_ops_load(clf_runtime *rt, clf_dtype t, clf_error *err);
+
 /* ---- elementwise (cl/elementwise.cl) ------------------------------------ */
 
 clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t n,
