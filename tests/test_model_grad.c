@@ -608,6 +608,47 @@ static void check_loss_scaling(clf_runtime *rt, const variant *v, int vi)
         free(g[r]);
 }
 
+/* The activations' lifetimes decide which tensors share memory: an
+ * evaluation model and an inference model share rooms across blocks (and
+ * stacks) that a training model keeps apart for its backward. The same
+ * parameters and batch give the same logits and losses bit for bit on all
+ * three, in no more activation memory than training needs. */
+static void check_shared_eval(clf_runtime *rt, const variant *v, int vi)
+{
+    clf_error e;
+    const int B = v->kind == K_CLS ? 3 : 2, V = 11;
+    const clf_model_limits lim = {B, v->S, v->T, 0, 0, 0, 0};
+    const unsigned flags[3] = {CLF_MODEL_TRAIN, 0u, CLF_MODEL_INFER};
+    clf_model_config cfg;
+    parse_kind(v->kind, &cfg);
+    for (int i = 0; v->sets[i] != NULL; i++)
+        ok(clf_config_set(&cfg, v->sets[i], &e), &e, v->sets[i]);
+    size_t act[3];
+    float out[3][2][256];
+    int rows = 0, cols = v->kind == K_CLS ? 3 : V;
+    for (int k = 0; k < 3; k++) {
+        clf_model *m = NULL;
+        ok(clf_model_create_ex(rt, &cfg, V, &lim, flags[k], &m, &e), &e, "create");
+        tu_rng rng = tu_rng_new(7000 + (uint64_t)vi); /* the same parameters and batch */
+        randomize(m, &rng);
+        rows = set_kind_batch(m, v, &rng, B, V);
+        ok(clf_model_forward(m, 0, &e), &e, "eval forward");
+        ok(clf_model_logits_read(m, out[k][0], &e), &e, "logits");
+        ok(clf_model_losses_read(m, out[k][1], &e), &e, "losses");
+        act[k] = clf_model_memory_get(m).activations;
+        clf_model_destroy(m);
+    }
+    for (int k = 1; k < 3; k++) {
+        TU_CHECK(memcmp(out[k][0], out[0][0], (size_t)(rows * cols) * sizeof(float)) == 0 &&
+                     memcmp(out[k][1], out[0][1], (size_t)rows * sizeof(float)) == 0,
+                 "%s: %s model's logits and losses equal a training model's bit for bit", v->name,
+                 k == 1 ? "an evaluation" : "an inference");
+        TU_CHECK(act[k] <= act[0],
+                 "%s: %s model's activations fit in a training model's (%zu <= %zu bytes)", v->name,
+                 k == 1 ? "an evaluation" : "an inference", act[k], act[0]);
+    }
+}
+
 int main(void)
 {
     clf_runtime *rt = tu_runtime();
@@ -617,6 +658,8 @@ int main(void)
         check_recompute(rt, &variants[i], i);
     for (int i = 0; i < (int)(sizeof variants / sizeof variants[0]); i++)
         check_precision(rt, &variants[i], i);
+    for (int i = 0; i < (int)(sizeof variants / sizeof variants[0]); i++)
+        check_shared_eval(rt, &variants[i], i);
     check_loss_scaling(rt, &variants[2], 2);
     accumulation(rt);
     api(rt);

@@ -292,9 +292,14 @@ typedef struct mi_node {
     int g_mem, acc_mem; /* CROSS: d(mem) */
 } mi_node;
 
-/* nodes.c: the node list and its values from the spec and the carved
- * activations (after allocation), and the backward routing (training). */
+/* nodes.c: the node list and its values from the spec (before the
+ * activations are placed), and the backward routing (training). */
 clf_status mi_nodes_build(clf_model *m, clf_error *err);
+/* arena.c: every device buffer of the model: the flat parameter buffers,
+ * the activations the nodes write (placed by their lifetimes), the batch,
+ * outputs and scratch, the caches; then the values' and gradient slots'
+ * places. With no runtime the bytes are only counted. */
+clf_status mi_alloc(clf_model *m, clf_error *err);
 /* Rows of a node's values for a batch of B with sources of S and targets of
  * T tokens: B*S on the source side, B*T on the target side. */
 size_t mi_node_rows(const mi_node *n, size_t B, size_t T, size_t S);
@@ -376,6 +381,8 @@ struct clf_model {
     mi_node *nodes;
     int n_nodes;
     mi_val *vals;
+    clf_ptr **val_room; /* [n_vals] the field that names each value's place
+                         * (arena.c places it there, then sets vals[].p) */
     int n_vals, cap_vals;
     clf_ptr grad_slot[MI_GRAD_SLOTS]; /* dres, dC1, denc */
 

@@ -34,7 +34,7 @@ typedef struct builder {
     clf_status st; /* the first failure; later calls do nothing */
 } builder;
 
-static int add_val(builder *b, clf_ptr p, clf_dtype t)
+static int add_val(builder *b, clf_ptr *room, clf_dtype t)
 {
     clf_model *m = b->m;
     if (b->st != CLF_OK)
@@ -42,14 +42,18 @@ static int add_val(builder *b, clf_ptr p, clf_dtype t)
     if (m->n_vals == m->cap_vals) {
         int cap = m->cap_vals ? 2 * m->cap_vals : 64;
         mi_val *v = realloc(m->vals, (size_t)cap * sizeof *v);
-        if (v == NULL) {
+        if (v != NULL)
+            m->vals = v;
+        clf_ptr **r = v != NULL ? realloc(m->val_room, (size_t)cap * sizeof *r) : NULL;
+        if (r == NULL) {
             b->st = clf_error_set(b->err, CLF_ERR_MEMORY, "out of host memory for the graph");
             return MI_NOVAL;
         }
-        m->vals = v;
+        m->val_room = r;
         m->cap_vals = cap;
     }
-    m->vals[m->n_vals] = (mi_val){p, t};
+    m->vals[m->n_vals] = (mi_val){*room, t};
+    m->val_room[m->n_vals] = room;
     return m->n_vals++;
 }
 
@@ -88,13 +92,13 @@ static int norm_node(builder *b, int layer, const mi_stack *stk, int type, const
         return MI_NOVAL;
     n->norm = (mi_norm){type, p, a};
     n->in = in;
-    n->out = add_val(b, a->out, a->t);
+    n->out = add_val(b, &a->out, a->t);
     return n->out;
 }
 
 /* out (float32, the room at `out`) = resid + sublayer(in). */
 static int sub_node(builder *b, int kind, int layer, const mi_stack *stk, int in, int resid,
-                    clf_ptr out, int mem)
+                    clf_ptr *out, int mem)
 {
     mi_node *n = add_node(b, kind, layer, stk);
     if (n == NULL)
@@ -117,21 +121,21 @@ static int block_nodes(builder *b, int l, const mi_stack *stk, int x, int mem)
     p->node0 = m->n_nodes;
     if (!s->norm_post) {
         int ln1 = norm_node(b, l, stk, s->norm, &p->ln1, &a->ln1, x);
-        mid = sub_node(b, MI_NODE_ATTN, l, stk, ln1, x, a->res1, MI_NOVAL);
+        mid = sub_node(b, MI_NODE_ATTN, l, stk, ln1, x, &a->res1, MI_NOVAL);
         if (p->has_cross) {
             int lnx = norm_node(b, l, stk, s->norm, &p->lnx, &a->lnx, mid);
-            mid = sub_node(b, MI_NODE_CROSS, l, stk, lnx, mid, a->resx, mem);
+            mid = sub_node(b, MI_NODE_CROSS, l, stk, lnx, mid, &a->resx, mem);
         }
         int ln2 = norm_node(b, l, stk, s->norm, &p->ln2, &a->ln2, mid);
-        x = sub_node(b, MI_NODE_FFN, l, stk, ln2, mid, a->res2, MI_NOVAL);
+        x = sub_node(b, MI_NODE_FFN, l, stk, ln2, mid, &a->res2, MI_NOVAL);
     } else {
-        mid = sub_node(b, MI_NODE_ATTN, l, stk, x, x, a->res1, MI_NOVAL);
+        mid = sub_node(b, MI_NODE_ATTN, l, stk, x, x, &a->res1, MI_NOVAL);
         mid = norm_node(b, l, stk, s->norm, &p->ln1, &a->ln1, mid);
         if (p->has_cross) {
-            mid = sub_node(b, MI_NODE_CROSS, l, stk, mid, mid, a->resx, mem);
+            mid = sub_node(b, MI_NODE_CROSS, l, stk, mid, mid, &a->resx, mem);
             mid = norm_node(b, l, stk, s->norm, &p->lnx, &a->lnx, mid);
         }
-        x = sub_node(b, MI_NODE_FFN, l, stk, mid, mid, a->res2, MI_NOVAL);
+        x = sub_node(b, MI_NODE_FFN, l, stk, mid, mid, &a->res2, MI_NOVAL);
         x = norm_node(b, l, stk, s->norm, &p->ln2, &a->ln2, x);
     }
     p->node1 = m->n_nodes;
@@ -146,7 +150,9 @@ static void stack_nodes(builder *b, mi_stack *stk, int mem)
     mi_node *e = add_node(b, MI_NODE_EMBED, -1, stk);
     if (e == NULL)
         return;
-    int x = e->out = add_val(b, stk->x0, CLF_DT_F32);
+    /* with an embedding norm, the norm writes the blocks' input */
+    clf_ptr *x0 = m->s.emb_norm != MI_NORM_NONE ? &stk->lne_a.out : &stk->x0;
+    int x = e->out = add_val(b, x0, CLF_DT_F32);
     for (int l = stk->first; l < stk->first + stk->n; l++)
         x = block_nodes(b, l, stk, x, mem);
     if (m->s.final_norm != MI_NORM_NONE)
@@ -213,9 +219,28 @@ static clf_status route(clf_model *m, clf_error *err)
     return CLF_OK;
 }
 
+/* How each activation is stored (train.precision): a pre-norm block's norm
+ * outputs feed only the projections after them, post-norm ones are the
+ * residual stream; the FFN's hidden activations and their gradient where
+ * only GEMMs touch them (mi_ffn_fused_dact). */
+static void storage_types(clf_model *m)
+{
+    const mi_spec *s = &m->s;
+    const clf_dtype tn = s->norm_post ? CLF_DT_F32 : s->act16;
+    const clf_dtype th = mi_ffn_fused_dact(s) ? s->act16 : CLF_DT_F32;
+    for (int l = 0; l < s->L; l++) {
+        mi_block_a *a = &m->ba[l];
+        a->ln1.t = a->lnx.t = a->ln2.t = tn;
+        a->fch_t = th;
+    }
+    m->enc.lnf_a.t = m->enc.lne_a.t = m->dec.lnf_a.t = m->dec.lne_a.t = CLF_DT_F32;
+    m->dH2_t = th;
+}
+
 clf_status mi_nodes_build(clf_model *m, clf_error *err)
 {
     const mi_spec *s = &m->s;
+    storage_types(m);
     builder b = {.m = m, .err = err, .st = CLF_OK};
     int mem = MI_NOVAL;
     if (s->kind != MI_KIND_DECODER) {
@@ -230,9 +255,6 @@ clf_status mi_nodes_build(clf_model *m, clf_error *err)
         h->in = last->out;
     if (b.st != CLF_OK)
         return b.st;
-    m->grad_slot[MI_GRAD_A] = m->dres;
-    m->grad_slot[MI_GRAD_B] = m->dC1;
-    m->grad_slot[MI_GRAD_MEM] = m->denc;
     return (m->flags & CLF_MODEL_TRAIN) ? route(m, err) : CLF_OK;
 }
 
