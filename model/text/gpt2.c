@@ -85,6 +85,257 @@ static void index_put(piece_index *ix, const unsigned char *s, size_t n, int32_t
     ix->slots[i] = id;
 }
 
+/* The merges as (left, right) strings, in rank order, pointing into the
+ * JSON document or into txt (a copy of merges.txt, cut into lines). */
+typedef struct merge_list {
+    const char **ls, **rs;
+    size_t *ll, *rl;
+    size_t n;
+    char *txt;
+} merge_list;
+
+static void merges_free(merge_list *ml)
+{
+    free(ml->ls);
+    free(ml->rs);
+    free(ml->ll);
+    free(ml->rl);
+    free(ml->txt);
+}
+
+static void merge_set(merge_list *ml, const char *l, size_t ln, const char *r, size_t rn)
+{
+    ml->ls[ml->n] = l;
+    ml->ll[ml->n] = ln;
+    ml->rs[ml->n] = r;
+    ml->rl[ml->n] = rn;
+    ml->n++;
+}
+
+/* model.merges: strings "left right" or pairs [left, right]. */
+static clf_status merges_from_json(const clf_json *arr, const char *name, merge_list *ml,
+                                   clf_error *err)
+{
+    for (size_t r = 0; r < arr->count; r++) {
+        const clf_json *m = &arr->items[r];
+        if (m->type == CLF_JSON_STRING) {
+            const char *sp = memchr(m->string, ' ', m->string_len);
+            if (sp == NULL || sp == m->string || sp + 1 == m->string + m->string_len)
+                return G2_ERR("model.merges[%zu] \"%s\" is not \"left right\"", r, m->string);
+            const size_t ln = (size_t)(sp - m->string);
+            merge_set(ml, m->string, ln, sp + 1, m->string_len - ln - 1);
+        } else if (m->type == CLF_JSON_ARRAY && m->count == 2 &&
+                   m->items[0].type == CLF_JSON_STRING && m->items[1].type == CLF_JSON_STRING) {
+            merge_set(ml, m->items[0].string, m->items[0].string_len, m->items[1].string,
+                      m->items[1].string_len);
+        } else {
+            return G2_ERR("model.merges[%zu] must be \"left right\" or [left, right]", r);
+        }
+    }
+    return CLF_OK;
+}
+
+/* merges.txt: "left right" per line, after an optional "#version" line. */
+static clf_status merges_from_text(const char *name, merge_list *ml, clf_error *err)
+{
+    char *line = ml->txt;
+    int lineno = 0;
+    while (line != NULL && *line != '\0') {
+        char *nl = strchr(line, '\n');
+        if (nl != NULL)
+            *nl = '\0';
+        lineno++;
+        size_t n = strlen(line);
+        if (n > 0 && line[n - 1] == '\r')
+            line[--n] = '\0';
+        if (n > 0 && !(lineno == 1 && strncmp(line, "#version", 8) == 0)) {
+            char *sp = strchr(line, ' ');
+            if (sp == NULL || sp == line || sp[1] == '\0' || strchr(sp + 1, ' ') != NULL)
+                return G2_ERR("line %d: expected \"left right\"", lineno);
+            const size_t ln = (size_t)(sp - line);
+            merge_set(ml, line, ln, sp + 1, n - ln - 1);
+        }
+        line = nl != NULL ? nl + 1 : NULL;
+    }
+    return CLF_OK;
+}
+
+/* The merges from model.merges (merge_arr) or merges.txt's text. */
+static clf_status merges_read(const clf_json *merge_arr, const char *merge_txt, size_t merge_len,
+                              const char *name, merge_list *ml, clf_error *err)
+{
+    size_t cap = 0;
+    memset(ml, 0, sizeof *ml);
+    if (merge_arr == NULL && merge_txt == NULL)
+        return G2_ERR("no merges: a BPE model needs model.merges (or merges.txt)");
+    if (merge_arr != NULL) {
+        if (merge_arr->type != CLF_JSON_ARRAY)
+            return G2_ERR("model.merges must be an array");
+        cap = merge_arr->count + 1;
+    } else {
+        if ((ml->txt = malloc(merge_len + 1)) == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+        if (merge_len > 0)
+            memcpy(ml->txt, merge_txt, merge_len);
+        ml->txt[merge_len] = '\0';
+        for (size_t i = 0; i < merge_len; i++)
+            cap += ml->txt[i] == '\n';
+        cap += 2;
+    }
+    ml->ls = malloc(cap * sizeof *ml->ls);
+    ml->rs = malloc(cap * sizeof *ml->rs);
+    ml->ll = malloc(cap * sizeof *ml->ll);
+    ml->rl = malloc(cap * sizeof *ml->rl);
+    if (ml->ls == NULL || ml->rs == NULL || ml->ll == NULL || ml->rl == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+    return merge_arr != NULL ? merges_from_json(merge_arr, name, ml, err)
+                             : merges_from_text(name, ml, err);
+}
+
+/* The pieces merges make, in one growing buffer, indexed by their bytes
+ * (single bytes need no index). */
+typedef struct merged {
+    unsigned char *bytes;
+    size_t total, cap;
+    size_t *off, *len; /* [merge] */
+    piece_index ix;
+} merged;
+
+/* The internal id of the piece s[0, n) among the bytes and the pieces of
+ * merges so far; -1 if none. */
+static int32_t merged_find(const merged *mg, const unsigned char *s, size_t n)
+{
+    if (n == 1)
+        return CLF_BPE_BYTE_FIRST + s[0];
+    for (size_t i = (size_t)tok_hash_bytes(s, n) & (mg->ix.cap - 1);;
+         i = (i + 1) & (mg->ix.cap - 1)) {
+        int32_t id = mg->ix.slots[i];
+        if (id < 0)
+            return -1;
+        if (id >= CLF_BPE_MERGE_FIRST) {
+            size_t q = (size_t)(id - CLF_BPE_MERGE_FIRST);
+            if (mg->len[q] == n && memcmp(mg->bytes + mg->off[q], s, n) == 0)
+                return id;
+        }
+    }
+}
+
+/* Merge r makes the piece a + b: stored and indexed. */
+static clf_status merged_add(merged *mg, size_t r, const unsigned char *a, size_t na,
+                             const unsigned char *b, size_t nb, clf_error *err)
+{
+    if (mg->total + na + nb > mg->cap) {
+        unsigned char *np = realloc(mg->bytes, 2 * mg->cap + na + nb);
+        if (np == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+        mg->bytes = np;
+        mg->cap = 2 * mg->cap + na + nb;
+    }
+    memcpy(mg->bytes + mg->total, a, na);
+    memcpy(mg->bytes + mg->total + na, b, nb);
+    mg->off[r] = mg->total;
+    mg->len[r] = na + nb;
+    mg->total += na + nb;
+    /* a piece made twice would be one id for two merges: GPT-2 never does */
+    size_t i = (size_t)tok_hash_bytes(mg->bytes + mg->off[r], mg->len[r]) & (mg->ix.cap - 1);
+    while (mg->ix.slots[i] >= 0)
+        i = (i + 1) & (mg->ix.cap - 1);
+    mg->ix.slots[i] = CLF_BPE_MERGE_FIRST + (int32_t)r;
+    return CLF_OK;
+}
+
+/* The merges as pairs of internal ids (pairs [2 n]), each side found by
+ * its bytes among the pieces before it. */
+static clf_status merge_pairs(const merge_list *ml, const int16_t *byte_of, piece_index *ix,
+                              const char *name, int32_t *pairs, clf_error *err)
+{
+    merged mg = {.cap = 1 << 16, .ix = *ix};
+    mg.bytes = malloc(mg.cap);
+    mg.off = malloc((ml->n + 1) * sizeof *mg.off);
+    mg.len = malloc((ml->n + 1) * sizeof *mg.len);
+    clf_status st = CLF_OK;
+    if (mg.bytes == NULL || mg.off == NULL || mg.len == NULL)
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+    memset(ix->slots, 0xFF, ix->cap * sizeof *ix->slots);
+    for (size_t r = 0; r < ml->n && st == CLF_OK; r++) {
+        unsigned char a[CLF_BPE_MAX_PIECE], b[CLF_BPE_MAX_PIECE];
+        const int na = chars_to_bytes(ml->ls[r], ml->ll[r], byte_of, a, sizeof a);
+        const int nb = chars_to_bytes(ml->rs[r], ml->rl[r], byte_of, b, sizeof b);
+        if (na <= 0 || nb <= 0 || na + nb > CLF_BPE_MAX_PIECE) {
+            st = G2_ERR("merge %zu \"%.*s %.*s\": not byte-level pieces of at most %d bytes", r,
+                        (int)ml->ll[r], ml->ls[r], (int)ml->rl[r], ml->rs[r], CLF_BPE_MAX_PIECE);
+            break;
+        }
+        pairs[2 * r] = merged_find(&mg, a, (size_t)na);
+        pairs[2 * r + 1] = merged_find(&mg, b, (size_t)nb);
+        if (pairs[2 * r] < 0 || pairs[2 * r + 1] < 0) {
+            st = G2_ERR("merge %zu \"%.*s %.*s\": its %s side is no earlier piece", r,
+                        (int)ml->ll[r], ml->ls[r], (int)ml->rl[r], ml->rs[r],
+                        pairs[2 * r] < 0 ? "left" : "right");
+            break;
+        }
+        st = merged_add(&mg, r, a, (size_t)na, b, (size_t)nb, err);
+    }
+    free(mg.bytes);
+    free(mg.off);
+    free(mg.len);
+    return st;
+}
+
+/* The model's id of every internal piece (ext [V], from the vocabulary
+ * object) and the model's vocabulary size *E. */
+static clf_status vocab_ids(const clf_json *vocab, const clf_tokenizer *t, const int16_t *byte_of,
+                            piece_index *ix, const char *name, int32_t *ext, int32_t *E,
+                            clf_error *err)
+{
+    const int32_t V = t->vocab_size;
+    *E = 0;
+    for (size_t i = 0; i < vocab->count; i++) {
+        const clf_json *e = &vocab->items[i];
+        if (!e->is_int || e->integer < 0 || e->integer >= CLF_BPE_MAX_VOCAB)
+            return G2_ERR("vocabulary entry \"%s\": the id must be an integer in [0, %d)", e->key,
+                          CLF_BPE_MAX_VOCAB);
+        if (e->integer + 1 > *E)
+            *E = (int32_t)e->integer + 1;
+    }
+    for (int32_t i = 0; i < V; i++)
+        ext[i] = -1;
+    /* index the internal pieces by bytes once more (the final tokenizer) */
+    memset(ix->slots, 0xFF, ix->cap * sizeof *ix->slots);
+    for (int32_t id = CLF_BPE_BYTE_FIRST; id < V; id++)
+        index_put(ix, (const unsigned char *)t->bytes + t->off[id], t->off[id + 1] - t->off[id],
+                  id);
+    for (size_t i = 0; i < vocab->count; i++) {
+        const clf_json *e = &vocab->items[i];
+        int sp = -1;
+        for (int k = 0; k < CLF_SPECIAL_COUNT; k++)
+            if (strcmp(e->key, special_text[k]) == 0)
+                sp = k;
+        if (sp >= 0) {
+            ext[sp] = (int32_t)e->integer;
+            if (sp == CLF_SPECIAL_EOS && ext[CLF_SPECIAL_BOS] < 0)
+                ext[CLF_SPECIAL_BOS] = (int32_t)e->integer; /* GPT-2: one token for both */
+            continue;
+        }
+        unsigned char buf[CLF_BPE_MAX_PIECE];
+        int n = chars_to_bytes(e->key, e->key_len, byte_of, buf, sizeof buf);
+        int32_t id = n > 0 ? index_find(ix, t, buf, (size_t)n) : -1;
+        if (id < 0)
+            continue; /* a token no merge makes (an added token): never produced */
+        if (ext[id] >= 0)
+            return G2_ERR("vocabulary entries %d and %lld are the same piece", (int)ext[id],
+                          (long long)e->integer);
+        ext[id] = (int32_t)e->integer;
+    }
+    for (int32_t id = CLF_BPE_BYTE_FIRST; id < V; id++)
+        if (ext[id] < 0)
+            return G2_ERR("the piece of %s %d has no entry in the vocabulary",
+                          id < CLF_BPE_MERGE_FIRST ? "byte" : "merge",
+                          id < CLF_BPE_MERGE_FIRST ? id - CLF_BPE_BYTE_FIRST
+                                                   : id - CLF_BPE_MERGE_FIRST);
+    return CLF_OK;
+}
+
 /* The common part: vocabulary entries (token -> id, from an object) and
  * merges as strings "left right" or [left, right] (from an array, or the
  * lines of merges.txt given as text). */
@@ -102,241 +353,31 @@ static clf_status build(const clf_json *vocab, const clf_json *merge_arr, const 
     if (vocab == NULL || vocab->type != CLF_JSON_OBJECT || vocab->count == 0 ||
         vocab->count > CLF_BPE_MAX_VOCAB)
         return G2_ERR("the vocabulary must be a non-empty object of token: id");
-    /* the merges as (left, right) strings */
-    size_t R = 0, cap = 0;
-    const char **ls = NULL, **rs = NULL;
-    size_t *ll = NULL, *rl = NULL;
-    char *txt = NULL;
+    merge_list ml;
     clf_tokenizer *t = NULL;
-    int32_t *pairs = NULL, *ext = NULL;
-    piece_index ix = {NULL, 0};
-    clf_status st = CLF_OK;
-    if (merge_arr == NULL && merge_txt == NULL)
-        return G2_ERR("no merges: a BPE model needs model.merges (or merges.txt)");
-    if (merge_arr != NULL) {
-        if (merge_arr->type != CLF_JSON_ARRAY)
-            return G2_ERR("model.merges must be an array");
-        cap = merge_arr->count + 1;
-    } else {
-        if ((txt = malloc(merge_len + 1)) == NULL)
-            return clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
-        if (merge_len > 0)
-            memcpy(txt, merge_txt, merge_len);
-        txt[merge_len] = '\0';
-        for (size_t i = 0; i < merge_len; i++)
-            cap += txt[i] == '\n';
-        cap += 2;
-    }
-    ls = malloc(cap * sizeof *ls);
-    rs = malloc(cap * sizeof *rs);
-    ll = malloc(cap * sizeof *ll);
-    rl = malloc(cap * sizeof *rl);
-    if (ls == NULL || rs == NULL || ll == NULL || rl == NULL) {
-        st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+    int32_t *pairs = NULL, *ext = NULL, E = 0;
+    piece_index ix = {NULL, 1024};
+    clf_status st = merges_read(merge_arr, merge_txt, merge_len, name, &ml, err);
+    if (st != CLF_OK)
         goto done;
-    }
-    if (merge_arr != NULL) {
-        for (size_t r = 0; r < merge_arr->count; r++) {
-            const clf_json *m = &merge_arr->items[r];
-            if (m->type == CLF_JSON_STRING) {
-                const char *sp = memchr(m->string, ' ', m->string_len);
-                if (sp == NULL || sp == m->string || sp + 1 == m->string + m->string_len) {
-                    st = G2_ERR("model.merges[%zu] \"%s\" is not \"left right\"", r, m->string);
-                    goto done;
-                }
-                ls[R] = m->string;
-                ll[R] = (size_t)(sp - m->string);
-                rs[R] = sp + 1;
-                rl[R] = m->string_len - ll[R] - 1;
-            } else if (m->type == CLF_JSON_ARRAY && m->count == 2 &&
-                       m->items[0].type == CLF_JSON_STRING && m->items[1].type == CLF_JSON_STRING) {
-                ls[R] = m->items[0].string;
-                ll[R] = m->items[0].string_len;
-                rs[R] = m->items[1].string;
-                rl[R] = m->items[1].string_len;
-            } else {
-                st = G2_ERR("model.merges[%zu] must be \"left right\" or [left, right]", r);
-                goto done;
-            }
-            R++;
-        }
-    } else {
-        char *line = txt;
-        int lineno = 0;
-        while (line != NULL && *line != '\0') {
-            char *nl = strchr(line, '\n');
-            if (nl != NULL)
-                *nl = '\0';
-            lineno++;
-            size_t n = strlen(line);
-            if (n > 0 && line[n - 1] == '\r')
-                line[--n] = '\0';
-            if (n > 0 && !(lineno == 1 && strncmp(line, "#version", 8) == 0)) {
-                char *sp = strchr(line, ' ');
-                if (sp == NULL || sp == line || sp[1] == '\0' || strchr(sp + 1, ' ') != NULL) {
-                    st = G2_ERR("line %d: expected \"left right\"", lineno);
-                    goto done;
-                }
-                ls[R] = line;
-                ll[R] = (size_t)(sp - line);
-                rs[R] = sp + 1;
-                rl[R] = n - ll[R] - 1;
-                R++;
-            }
-            line = nl != NULL ? nl + 1 : NULL;
-        }
-    }
-    /* merges as internal ids, each side found by its bytes among the pieces before it */
-    if ((pairs = malloc((R + 1) * 2 * sizeof *pairs)) == NULL) {
-        st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
-        goto done;
-    }
-    ix.cap = 1024;
-    while (ix.cap < 2 * (R + 300))
+    while (ix.cap < 2 * (ml.n + 300))
         ix.cap *= 2;
-    if ((ix.slots = malloc(ix.cap * sizeof *ix.slots)) == NULL) {
+    pairs = malloc((ml.n + 1) * 2 * sizeof *pairs);
+    ix.slots = malloc(ix.cap * sizeof *ix.slots);
+    if (pairs == NULL || ix.slots == NULL) {
         st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
         goto done;
     }
-    /* the merged pieces so far, indexed by their bytes (single bytes need no index) */
-    memset(ix.slots, 0xFF, ix.cap * sizeof *ix.slots);
-    {
-        unsigned char a[CLF_BPE_MAX_PIECE], b[CLF_BPE_MAX_PIECE];
-        /* the pieces of merges, kept in one growing buffer */
-        size_t total = 0, bcap = 1 << 16;
-        unsigned char *pb = malloc(bcap);
-        size_t *po = malloc((R + 1) * sizeof *po), *pl = malloc((R + 1) * sizeof *pl);
-        if (pb == NULL || po == NULL || pl == NULL) {
-            free(pb);
-            free(po);
-            free(pl);
-            st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
-            goto done;
-        }
-        for (size_t r = 0; r < R && st == CLF_OK; r++) {
-            int na = chars_to_bytes(ls[r], ll[r], byte_of, a, sizeof a);
-            int nb = chars_to_bytes(rs[r], rl[r], byte_of, b, sizeof b);
-            if (na <= 0 || nb <= 0 || na + nb > CLF_BPE_MAX_PIECE) {
-                st = G2_ERR("merge %zu \"%.*s %.*s\": not byte-level pieces of at most %d bytes", r,
-                            (int)ll[r], ls[r], (int)rl[r], rs[r], CLF_BPE_MAX_PIECE);
-                break;
-            }
-            int32_t ids[2];
-            for (int k = 0; k < 2; k++) {
-                const unsigned char *s = k ? b : a;
-                size_t n = (size_t)(k ? nb : na);
-                int32_t found = -1;
-                if (n == 1) {
-                    found = CLF_BPE_BYTE_FIRST + s[0];
-                } else {
-                    size_t i = (size_t)tok_hash_bytes(s, n) & (ix.cap - 1);
-                    for (;; i = (i + 1) & (ix.cap - 1)) {
-                        int32_t id = ix.slots[i];
-                        if (id < 0)
-                            break;
-                        if (id >= CLF_BPE_MERGE_FIRST) {
-                            size_t q = (size_t)(id - CLF_BPE_MERGE_FIRST);
-                            if (pl[q] == n && memcmp(pb + po[q], s, n) == 0) {
-                                found = id;
-                                break;
-                            }
-                        }
-                    }
-                }
-                if (found < 0) {
-                    st = G2_ERR("merge %zu \"%.*s %.*s\": its %s side is no earlier piece", r,
-                                (int)ll[r], ls[r], (int)rl[r], rs[r], k ? "right" : "left");
-                    break;
-                }
-                ids[k] = found;
-            }
-            if (st != CLF_OK)
-                break;
-            pairs[2 * r] = ids[0];
-            pairs[2 * r + 1] = ids[1];
-            if (total + (size_t)(na + nb) > bcap) {
-                unsigned char *np = realloc(pb, 2 * bcap + (size_t)(na + nb));
-                if (np == NULL) {
-                    st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
-                    break;
-                }
-                pb = np;
-                bcap = 2 * bcap + (size_t)(na + nb);
-            }
-            memcpy(pb + total, a, (size_t)na);
-            memcpy(pb + total + na, b, (size_t)nb);
-            po[r] = total;
-            pl[r] = (size_t)(na + nb);
-            total += (size_t)(na + nb);
-            /* a piece made twice would be one id for two merges: GPT-2 never does */
-            size_t i = (size_t)tok_hash_bytes(pb + po[r], pl[r]) & (ix.cap - 1);
-            while (ix.slots[i] >= 0)
-                i = (i + 1) & (ix.cap - 1);
-            ix.slots[i] = CLF_BPE_MERGE_FIRST + (int32_t)r;
-        }
-        free(pb);
-        free(po);
-        free(pl);
-        if (st != CLF_OK)
-            goto done;
-    }
-    if ((st = tok_bpe_build(pairs, (int32_t)R, &t, err)) != CLF_OK)
+    if ((st = merge_pairs(&ml, byte_of, &ix, name, pairs, err)) != CLF_OK ||
+        (st = tok_bpe_build(pairs, (int32_t)ml.n, &t, err)) != CLF_OK)
         goto done;
-    /* the model's id of every piece */
-    int32_t V = t->vocab_size, E = 0;
-    for (size_t i = 0; i < vocab->count; i++) {
-        const clf_json *e = &vocab->items[i];
-        if (!e->is_int || e->integer < 0 || e->integer >= CLF_BPE_MAX_VOCAB) {
-            st = G2_ERR("vocabulary entry \"%s\": the id must be an integer in [0, %d)", e->key,
-                        CLF_BPE_MAX_VOCAB);
-            goto done;
-        }
-        if (e->integer + 1 > E)
-            E = (int32_t)e->integer + 1;
-    }
+    const int32_t V = t->vocab_size;
     if ((ext = malloc((size_t)V * sizeof *ext)) == NULL) {
         st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
         goto done;
     }
-    for (int32_t i = 0; i < V; i++)
-        ext[i] = -1;
-    /* index the internal pieces by bytes once more (the final tokenizer) */
-    memset(ix.slots, 0xFF, ix.cap * sizeof *ix.slots);
-    for (int32_t id = CLF_BPE_BYTE_FIRST; id < V; id++)
-        index_put(&ix, (const unsigned char *)t->bytes + t->off[id], t->off[id + 1] - t->off[id],
-                  id);
-    for (size_t i = 0; i < vocab->count; i++) {
-        const clf_json *e = &vocab->items[i];
-        int sp = -1;
-        for (int k = 0; k < CLF_SPECIAL_COUNT; k++)
-            if (strcmp(e->key, special_text[k]) == 0)
-                sp = k;
-        if (sp >= 0) {
-            ext[sp] = (int32_t)e->integer;
-            if (sp == CLF_SPECIAL_EOS && ext[CLF_SPECIAL_BOS] < 0)
-                ext[CLF_SPECIAL_BOS] = (int32_t)e->integer; /* GPT-2: one token for both */
-            continue;
-        }
-        unsigned char buf[CLF_BPE_MAX_PIECE];
-        int n = chars_to_bytes(e->key, e->key_len, byte_of, buf, sizeof buf);
-        int32_t id = n > 0 ? index_find(&ix, t, buf, (size_t)n) : -1;
-        if (id < 0)
-            continue; /* a token no merge makes (an added token): never produced */
-        if (ext[id] >= 0) {
-            st = G2_ERR("vocabulary entries %d and %lld are the same piece", (int)ext[id],
-                        (long long)e->integer);
-            goto done;
-        }
-        ext[id] = (int32_t)e->integer;
-    }
-    for (int32_t id = CLF_BPE_BYTE_FIRST; id < V; id++)
-        if (ext[id] < 0) {
-            st = G2_ERR("the piece of %s %d has no entry in the vocabulary",
-                        id < CLF_BPE_MERGE_FIRST ? "byte" : "merge",
-                        id < CLF_BPE_MERGE_FIRST ? id - CLF_BPE_BYTE_FIRST
-                                                 : id - CLF_BPE_MERGE_FIRST);
-            goto done;
-        }
+    if ((st = vocab_ids(vocab, t, byte_of, &ix, name, ext, &E, err)) != CLF_OK)
+        goto done;
     int identity = E == V;
     for (int32_t i = 0; i < V && identity; i++)
         identity = ext[i] == i;
@@ -349,11 +390,7 @@ done:
     free(ext);
     free(pairs);
     free(ix.slots);
-    free(ls);
-    free(rs);
-    free(ll);
-    free(rl);
-    free(txt);
+    merges_free(&ml);
     return st;
 }
 

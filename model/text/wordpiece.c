@@ -691,158 +691,144 @@ clf_status clf_tokenizer_from_any_json(const char *json, size_t len, const char 
               : clf_tokenizer_from_json(json, len, out, err);
 }
 
-clf_status clf_tokenizer_from_hf(const char *json, size_t len, const char *name,
-                                 clf_tokenizer **out, clf_error *err)
+/* GPT-2's byte-level BPE inside a tokenizer.json (its pre-tokenizer must
+ * be ByteLevel without a prefix space). */
+static clf_status hf_bpe(const clf_json *doc, const clf_json *model, const char *name,
+                         clf_tokenizer **out, clf_error *err)
 {
-    clf_json *doc = NULL;
-    clf_tokenizer *t = NULL;
-    char **pieces = NULL;
-    size_t *plen = NULL;
-    int32_t *added = NULL;
-    int n_added = 0;
-    *out = NULL;
-    clf_json_options jo = {name, 0, 0};
-    clf_status st = clf_json_parse(json, len, &jo, &doc, err);
-    if (st != CLF_OK)
-        return st;
-    const clf_json *model = clf_json_get(doc, "model");
-    const clf_json *mty = model ? clf_json_get(model, "type") : NULL;
-    if (model == NULL || mty == NULL || mty->type != CLF_JSON_STRING) {
-        st = HF_ERR("no \"model\" with a \"type\": not a Hugging Face tokenizer.json");
-        goto done;
-    }
-    if (strcmp(mty->string, "BPE") == 0) { /* GPT-2's byte level */
-        const clf_json *pt = clf_json_get(doc, "pre_tokenizer");
-        const clf_json *ptt = pt ? clf_json_get(pt, "type") : NULL;
-        if (ptt == NULL || ptt->type != CLF_JSON_STRING || strcmp(ptt->string, "ByteLevel") != 0) {
-            st = HF_ERR("a BPE model needs the ByteLevel pre_tokenizer (GPT-2's), found \"%s\"",
-                        ptt && ptt->type == CLF_JSON_STRING ? ptt->string : "?");
-            goto done;
-        }
-        const clf_json *aps = clf_json_get(pt, "add_prefix_space");
-        if (aps != NULL && aps->type == CLF_JSON_BOOL && aps->boolean) {
-            st = HF_ERR("pre_tokenizer.add_prefix_space true is not supported (GPT-2's is false)");
-            goto done;
-        }
-        st = tok_gpt2_from_hf(model, name, out, err);
-        goto done;
-    }
-    if (strcmp(mty->string, "WordPiece") != 0) {
-        st = HF_ERR("model type \"%s\" is not supported (WordPiece, or GPT-2's BPE)", mty->string);
-        goto done;
-    }
+    const clf_json *pt = clf_json_get(doc, "pre_tokenizer");
+    const clf_json *ptt = pt ? clf_json_get(pt, "type") : NULL;
+    if (ptt == NULL || ptt->type != CLF_JSON_STRING || strcmp(ptt->string, "ByteLevel") != 0)
+        return HF_ERR("a BPE model needs the ByteLevel pre_tokenizer (GPT-2's), found \"%s\"",
+                      ptt && ptt->type == CLF_JSON_STRING ? ptt->string : "?");
+    const clf_json *aps = clf_json_get(pt, "add_prefix_space");
+    if (aps != NULL && aps->type == CLF_JSON_BOOL && aps->boolean)
+        return HF_ERR("pre_tokenizer.add_prefix_space true is not supported (GPT-2's is false)");
+    return tok_gpt2_from_hf(model, name, out, err);
+}
+
+/* model.vocab (token: id, ids 0 .. n-1) as a WordPiece tokenizer. */
+static clf_status hf_vocab(const clf_json *model, const char *name, clf_tokenizer **out,
+                           clf_error *err)
+{
     const clf_json *voc = clf_json_get(model, "vocab");
-    if (voc == NULL || voc->type != CLF_JSON_OBJECT || voc->count == 0 || voc->count > (1u << 22)) {
-        st = HF_ERR("model.vocab must be a non-empty object of token: id");
-        goto done;
-    }
-    size_t n = voc->count;
-    pieces = calloc(n, sizeof *pieces);
-    plen = calloc(n, sizeof *plen);
-    if (pieces == NULL || plen == NULL) {
+    if (voc == NULL || voc->type != CLF_JSON_OBJECT || voc->count == 0 || voc->count > (1u << 22))
+        return HF_ERR("model.vocab must be a non-empty object of token: id");
+    const size_t n = voc->count;
+    char **pieces = calloc(n, sizeof *pieces);
+    size_t *plen = calloc(n, sizeof *plen);
+    clf_status st = CLF_OK;
+    if (pieces == NULL || plen == NULL)
         st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && st == CLF_OK; i++) {
         const clf_json *e = &voc->items[i];
-        if (!e->is_int || e->integer < 0 || (size_t)e->integer >= n) {
+        if (!e->is_int || e->integer < 0 || (size_t)e->integer >= n)
             st = HF_ERR("model.vocab[\"%s\"]: the ids must be 0 .. %zu", e->key, n - 1);
-            goto done;
-        }
-        if (pieces[e->integer] != NULL) {
+        else if (pieces[e->integer] != NULL)
             st = HF_ERR("model.vocab: id %lld is given twice", (long long)e->integer);
-            goto done;
-        }
-        if (e->key_len == 0 || e->key_len > 1024) {
+        else if (e->key_len == 0 || e->key_len > 1024)
             st = HF_ERR("model.vocab: entry %lld is empty or longer than 1024 bytes",
                         (long long)e->integer);
-            goto done;
+        else {
+            pieces[e->integer] = e->key;
+            plen[e->integer] = e->key_len;
         }
-        pieces[e->integer] = e->key;
-        plen[e->integer] = e->key_len;
     }
-    if ((st = wp_build(pieces, plen, (int32_t)n, &t, err)) != CLF_OK)
-        goto done;
+    if (st == CLF_OK)
+        st = wp_build(pieces, plen, (int32_t)n, out, err);
+    free(pieces);
+    free(plen);
+    return st;
+}
+
+/* The WordPiece model's options: subword prefix, longest word, unknown token. */
+static clf_status hf_wordpiece_options(const clf_json *model, clf_tokenizer *t, const char *name,
+                                       clf_error *err)
+{
     tok_wordpiece *wp = t->wp;
     const clf_json *pre = clf_json_get(model, "continuing_subword_prefix");
     const clf_json *mw = clf_json_get(model, "max_input_chars_per_word");
     const clf_json *unk = clf_json_get(model, "unk_token");
     if (pre != NULL && pre->type == CLF_JSON_STRING) {
-        if (pre->string_len == 0 || pre->string_len >= sizeof wp->prefix) {
-            st = HF_ERR("model.continuing_subword_prefix must be 1 to %zu bytes",
-                        sizeof wp->prefix - 1);
-            goto done;
-        }
+        if (pre->string_len == 0 || pre->string_len >= sizeof wp->prefix)
+            return HF_ERR("model.continuing_subword_prefix must be 1 to %zu bytes",
+                          sizeof wp->prefix - 1);
         memcpy(wp->prefix, pre->string, pre->string_len + 1);
         wp->prefix_len = pre->string_len;
     }
     if (mw != NULL && mw->is_int) {
-        if (mw->integer < 1 || mw->integer > 1000000) {
-            st = HF_ERR("model.max_input_chars_per_word must be in [1, 1000000]");
-            goto done;
-        }
+        if (mw->integer < 1 || mw->integer > 1000000)
+            return HF_ERR("model.max_input_chars_per_word must be in [1, 1000000]");
         wp->max_word_chars = (int32_t)mw->integer;
     }
     if (unk != NULL && unk->type == CLF_JSON_STRING &&
-        (t->special[CLF_SPECIAL_UNK] = find_piece(t, unk->string)) < 0) {
-        st = HF_ERR("model.unk_token \"%s\" is not in the vocabulary", unk->string);
-        goto done;
-    }
-    /* the normaliser */
+        (t->special[CLF_SPECIAL_UNK] = find_piece(t, unk->string)) < 0)
+        return HF_ERR("model.unk_token \"%s\" is not in the vocabulary", unk->string);
+    return CLF_OK;
+}
+
+/* The normaliser (none, or BertNormalizer) and the pre-tokenizer (BertPreTokenizer). */
+static clf_status hf_normalizer(const clf_json *doc, clf_tokenizer *t, const char *name,
+                                clf_error *err)
+{
+    tok_wordpiece *wp = t->wp;
     const clf_json *nz = clf_json_get(doc, "normalizer");
     if (nz == NULL || nz->type == CLF_JSON_NULL) {
         wp->lowercase = wp->strip_accents = wp->clean_text = wp->chinese_chars = 0;
     } else {
         const clf_json *nt = clf_json_get(nz, "type");
-        if (nt == NULL || nt->type != CLF_JSON_STRING || strcmp(nt->string, "BertNormalizer")) {
-            st = HF_ERR("normalizer type \"%s\" is not supported (BertNormalizer)",
-                        nt && nt->type == CLF_JSON_STRING ? nt->string : "?");
-            goto done;
-        }
+        if (nt == NULL || nt->type != CLF_JSON_STRING || strcmp(nt->string, "BertNormalizer"))
+            return HF_ERR("normalizer type \"%s\" is not supported (BertNormalizer)",
+                          nt && nt->type == CLF_JSON_STRING ? nt->string : "?");
         int strip = -1;
+        clf_status st;
         if ((st = opt_bool(nz, "clean_text", &wp->clean_text, name, err)) != CLF_OK ||
             (st = opt_bool(nz, "handle_chinese_chars", &wp->chinese_chars, name, err)) != CLF_OK ||
             (st = opt_bool(nz, "lowercase", &wp->lowercase, name, err)) != CLF_OK ||
             (st = opt_bool(nz, "strip_accents", &strip, name, err)) != CLF_OK)
-            goto done;
+            return st;
         wp->strip_accents = strip < 0 ? wp->lowercase : strip; /* null: as lowercase */
     }
     const clf_json *pt = clf_json_get(doc, "pre_tokenizer");
     const clf_json *ptt = pt ? clf_json_get(pt, "type") : NULL;
-    if (ptt == NULL || ptt->type != CLF_JSON_STRING || strcmp(ptt->string, "BertPreTokenizer")) {
-        st = HF_ERR("pre_tokenizer type \"%s\" is not supported (BertPreTokenizer)",
-                    ptt && ptt->type == CLF_JSON_STRING ? ptt->string : "?");
-        goto done;
-    }
-    if ((st = hf_post(clf_json_get(doc, "post_processor"), t, name, err)) != CLF_OK)
-        goto done;
-    /* added tokens: the verbatim ones are matched in text; [PAD] is the pad */
+    if (ptt == NULL || ptt->type != CLF_JSON_STRING || strcmp(ptt->string, "BertPreTokenizer"))
+        return HF_ERR("pre_tokenizer type \"%s\" is not supported (BertPreTokenizer)",
+                      ptt && ptt->type == CLF_JSON_STRING ? ptt->string : "?");
+    return CLF_OK;
+}
+
+/* Added tokens (the verbatim ones are matched in text) and the pad: the
+ * padding's pad_token, else [PAD]. */
+static clf_status hf_added(const clf_json *doc, clf_tokenizer *t, const char *name, clf_error *err)
+{
     const clf_json *at = clf_json_get(doc, "added_tokens");
+    clf_status st = CLF_OK;
     if (at != NULL && at->type == CLF_JSON_ARRAY && at->count > 0) {
-        if ((added = malloc(at->count * sizeof *added)) == NULL) {
-            st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
-            goto done;
-        }
-        for (size_t i = 0; i < at->count; i++) {
+        int32_t *added = malloc(at->count * sizeof *added);
+        int n_added = 0;
+        if (added == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+        for (size_t i = 0; i < at->count && st == CLF_OK; i++) {
             const clf_json *id = clf_json_get(&at->items[i], "id");
             const clf_json *ct = clf_json_get(&at->items[i], "content");
             const clf_json *nm = clf_json_get(&at->items[i], "normalized");
             if (id == NULL || !id->is_int || ct == NULL || ct->type != CLF_JSON_STRING) {
                 st = HF_ERR("added_tokens[%zu] needs an integer id and a string content", i);
-                goto done;
+                break;
             }
             int32_t tok = find_piece(t, ct->string);
-            if (tok < 0 || tok != id->integer) {
+            if (tok < 0 || tok != id->integer)
                 st = HF_ERR("added_tokens[%zu] \"%s\" (id %lld) is not that entry of the "
                             "vocabulary",
                             i, ct->string, (long long)id->integer);
-                goto done;
-            }
-            if (nm == NULL || nm->type != CLF_JSON_BOOL || !nm->boolean)
+            else if (nm == NULL || nm->type != CLF_JSON_BOOL || !nm->boolean)
                 added[n_added++] = tok;
         }
-        if ((st = set_added(t, added, n_added, err)) != CLF_OK)
-            goto done;
+        if (st == CLF_OK)
+            st = set_added(t, added, n_added, err);
+        free(added);
+        if (st != CLF_OK)
+            return st;
     }
     const clf_json *pad = clf_json_get(doc, "padding");
     const clf_json *padtok = pad ? clf_json_get(pad, "pad_token") : NULL;
@@ -850,13 +836,36 @@ clf_status clf_tokenizer_from_hf(const char *json, size_t len, const char *name,
         t->special[CLF_SPECIAL_PAD] = find_piece(t, padtok->string);
     if (t->special[CLF_SPECIAL_PAD] < 0)
         t->special[CLF_SPECIAL_PAD] = find_piece(t, "[PAD]");
-    *out = t;
-    t = NULL;
-done:
+    return CLF_OK;
+}
+
+clf_status clf_tokenizer_from_hf(const char *json, size_t len, const char *name,
+                                 clf_tokenizer **out, clf_error *err)
+{
+    clf_json *doc = NULL;
+    clf_tokenizer *t = NULL;
+    *out = NULL;
+    clf_json_options jo = {name, 0, 0};
+    clf_status st = clf_json_parse(json, len, &jo, &doc, err);
+    if (st != CLF_OK)
+        return st;
+    const clf_json *model = clf_json_get(doc, "model");
+    const clf_json *mty = model ? clf_json_get(model, "type") : NULL;
+    if (model == NULL || mty == NULL || mty->type != CLF_JSON_STRING)
+        st = HF_ERR("no \"model\" with a \"type\": not a Hugging Face tokenizer.json");
+    else if (strcmp(mty->string, "BPE") == 0) /* GPT-2's byte level */
+        st = hf_bpe(doc, model, name, out, err);
+    else if (strcmp(mty->string, "WordPiece") != 0)
+        st = HF_ERR("model type \"%s\" is not supported (WordPiece, or GPT-2's BPE)", mty->string);
+    else if ((st = hf_vocab(model, name, &t, err)) == CLF_OK &&
+             (st = hf_wordpiece_options(model, t, name, err)) == CLF_OK &&
+             (st = hf_normalizer(doc, t, name, err)) == CLF_OK &&
+             (st = hf_post(clf_json_get(doc, "post_processor"), t, name, err)) == CLF_OK &&
+             (st = hf_added(doc, t, name, err)) == CLF_OK) {
+        *out = t;
+        t = NULL;
+    }
     clf_tokenizer_destroy(t);
     clf_json_destroy(doc);
-    free(pieces);
-    free(plen);
-    free(added);
     return st;
 }

@@ -700,32 +700,11 @@ static clf_status write_text(const char *path, const char *text, clf_error *err)
     return clf_file_write_atomic(path, text, strlen(text), err);
 }
 
-clf_status clf_export_gpt2(const char *ckpt_path, const char *out_dir, clf_error *err)
+/* config.json of checkpoint c (vocabulary V, tokenizer tok) as GPT-2's. */
+static clf_status gpt2_config_json(const clf_model_config *c, int64_t V, const clf_tokenizer *tok,
+                                   char **out, clf_error *err)
 {
-    clf_checkpoint *ck = NULL;
-    clf_tokenizer *tok = NULL;
-    clf_st_reader *r = NULL;
-    clf_st_writer *w = NULL;
-    char *vocab = NULL, *merges = NULL, *cfg_json = NULL;
-    float **bufs = NULL;
-    int nb = 0;
-    char path[4096];
-    clf_status st = clf_checkpoint_open(ckpt_path, &ck, err);
-    if (st != CLF_OK)
-        return st;
-    const clf_model_config *c = clf_checkpoint_config(ck);
-    const char *why = not_gpt2(c);
-    if (why != NULL) {
-        st = clf_error_set(err, CLF_ERR_UNSUPPORTED, "the GPT-2 layout: %s", why);
-        goto done;
-    }
-    if ((st = clf_checkpoint_tokenizer_create(ck, &tok, err)) != CLF_OK ||
-        (st = clf_tokenizer_to_gpt2(tok, &vocab, &merges, err)) != CLF_OK)
-        goto done;
-    const int64_t C = c->embedding.dim, V = clf_checkpoint_vocab(ck), P = c->context;
-    const int64_t H = c->blocks.ffn.hidden;
-    const int L = c->blocks.repeat;
-    /* config.json */
+    const int64_t C = c->embedding.dim, P = c->context, H = c->blocks.ffn.hidden;
     clf_json_writer jw;
     clf_json_writer_init(&jw);
     clf_json_begin_object(&jw);
@@ -738,8 +717,12 @@ clf_status clf_export_gpt2(const char *ckpt_path, const char *out_dir, clf_error
     const struct {
         const char *key;
         int64_t v;
-    } ints[] = {{"n_embd", C},      {"n_layer", L}, {"n_head", c->blocks.attention.heads},
-                {"n_positions", P}, {"n_ctx", P},   {"n_inner", H},
+    } ints[] = {{"n_embd", C},
+                {"n_layer", c->blocks.repeat},
+                {"n_head", c->blocks.attention.heads},
+                {"n_positions", P},
+                {"n_ctx", P},
+                {"n_inner", H},
                 {"vocab_size", V}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         clf_json_key(&jw, ints[i].key);
@@ -762,55 +745,64 @@ clf_status clf_export_gpt2(const char *ckpt_path, const char *out_dir, clf_error
                                                                        : "relu");
     clf_json_key(&jw, "tie_word_embeddings");
     clf_json_bool(&jw, 1);
-    const int32_t eos = clf_tokenizer_special(tok, CLF_SPECIAL_EOS);
-    const int32_t bos = clf_tokenizer_special(tok, CLF_SPECIAL_BOS);
     clf_json_key(&jw, "bos_token_id");
-    clf_json_int(&jw, bos);
+    clf_json_int(&jw, clf_tokenizer_special(tok, CLF_SPECIAL_BOS));
     clf_json_key(&jw, "eos_token_id");
-    clf_json_int(&jw, eos);
+    clf_json_int(&jw, clf_tokenizer_special(tok, CLF_SPECIAL_EOS));
     clf_json_end_object(&jw);
-    if ((st = clf_json_writer_finish(&jw, &cfg_json, NULL, err)) != CLF_OK)
-        goto done;
-    /* the weights, Conv1D ones transposed to [in, out] */
-    if ((st = clf_st_reader_open(clf_checkpoint_path(ck), &r, err)) != CLF_OK ||
-        (st = clf_st_writer_create(&w, err)) != CLF_OK)
-        goto done;
-    if ((bufs = calloc((size_t)(12 * L + 8), sizeof *bufs)) == NULL) {
-        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory exporting");
-        goto done;
+    return clf_json_writer_finish(&jw, out, NULL, err);
+}
+
+/* One tensor of the export: ours, GPT-2's name, whether it is a Conv1D
+ * weight (stored [in, out]), clformer's shape (cols 0: 1-D). */
+typedef struct gpt2_tensor {
+    char from[96], to[96];
+    int conv;
+    int64_t rows, cols;
+} gpt2_tensor;
+
+/* Tensor i of block k in GPT-2's order (k = -1: the embeddings, k = L:
+ * the final norm). */
+static gpt2_tensor gpt2_tensor_at(const clf_model_config *c, int64_t V, int k, size_t i)
+{
+    const int64_t C = c->embedding.dim, H = c->blocks.ffn.hidden;
+    const int64_t dims[4] = {C, H, 0, 3 * C};
+    gpt2_tensor t = {.conv = 0};
+    if (k == -1) { /* the embeddings */
+        snprintf(t.from, sizeof t.from, "%s", i == 0 ? "wte" : "wpe");
+        snprintf(t.to, sizeof t.to, "%s", i == 0 ? "wte.weight" : "wpe.weight");
+        t.rows = i == 0 ? V : c->context;
+        t.cols = C;
+    } else if (k == c->blocks.repeat) { /* the final norm */
+        snprintf(t.from, sizeof t.from, "ln_f.%s", i == 0 ? "weight" : "bias");
+        snprintf(t.to, sizeof t.to, "ln_f.%s", i == 0 ? "weight" : "bias");
+        t.rows = C;
+    } else {
+        const struct gpt2_name *g = &gpt2_block[i];
+        snprintf(t.from, sizeof t.from, "blocks.%d.%s", k, g->ours);
+        snprintf(t.to, sizeof t.to, "h.%d.%s", k, g->theirs);
+        t.conv = g->conv;
+        t.rows = dims[g->rows];
+        t.cols = g->cols < 0 ? 0 : dims[g->cols];
     }
-    struct {
-        char from[96], to[96];
-        int conv;
-        int64_t rows, cols; /* clformer's shape; cols 0: 1-D */
-    } t;
+    return t;
+}
+
+/* The weights from the checkpoint's reader r into the writer w, Conv1D
+ * ones transposed to [in, out]; the writer holds bufs[0 .. *nb) until it
+ * writes. */
+static clf_status gpt2_weights(const clf_model_config *c, int64_t V, clf_st_reader *r,
+                               clf_st_writer *w, float **bufs, int *nb, clf_error *err)
+{
+    const int L = c->blocks.repeat;
+    clf_status st = CLF_OK;
     for (int k = -1; k <= L && st == CLF_OK; k++) {
-        const int64_t dims[4] = {C, H, 0, 3 * C};
         const size_t nm = k == -1 ? 2 : k == L ? 2 : GPT2_BLOCK_N;
         for (size_t i = 0; i < nm && st == CLF_OK; i++) {
-            if (k == -1) { /* the embeddings */
-                snprintf(t.from, sizeof t.from, "%s", i == 0 ? "wte" : "wpe");
-                snprintf(t.to, sizeof t.to, "%s", i == 0 ? "wte.weight" : "wpe.weight");
-                t.conv = 0;
-                t.rows = i == 0 ? V : P;
-                t.cols = C;
-            } else if (k == L) { /* the final norm */
-                snprintf(t.from, sizeof t.from, "ln_f.%s", i == 0 ? "weight" : "bias");
-                snprintf(t.to, sizeof t.to, "ln_f.%s", i == 0 ? "weight" : "bias");
-                t.conv = 0;
-                t.rows = C;
-                t.cols = 0;
-            } else {
-                const struct gpt2_name *g = &gpt2_block[i];
-                snprintf(t.from, sizeof t.from, "blocks.%d.%s", k, g->ours);
-                snprintf(t.to, sizeof t.to, "h.%d.%s", k, g->theirs);
-                t.conv = g->conv;
-                t.rows = dims[g->rows];
-                t.cols = g->cols < 0 ? 0 : dims[g->cols];
-            }
+            const gpt2_tensor t = gpt2_tensor_at(c, V, k, i);
             const size_t n = (size_t)t.rows * (size_t)(t.cols > 0 ? t.cols : 1);
             float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-            bufs[nb++] = y;
+            bufs[(*nb)++] = y;
             int64_t shape[2] = {t.rows, t.cols};
             if (x == NULL || y == NULL)
                 st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory exporting");
@@ -829,26 +821,65 @@ clf_status clf_export_gpt2(const char *ckpt_path, const char *out_dir, clf_error
             free(x);
         }
     }
-    if (st != CLF_OK)
-        goto done;
-    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
-        st = clf_error_set(err, CLF_ERR_IO, "cannot create %s: %s", out_dir, strerror(errno));
-        goto done;
-    }
+    return st;
+}
+
+/* The export's files in out_dir (created if missing). */
+static clf_status gpt2_write(const char *out_dir, clf_st_writer *w, const char *cfg_json,
+                             const char *vocab, const char *merges, clf_error *err)
+{
+    char path[4096];
+    clf_status st;
+    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)
+        return clf_error_set(err, CLF_ERR_IO, "cannot create %s: %s", out_dir, strerror(errno));
     if ((st = clf_st_writer_add_metadata(w, "format", "pt", err)) != CLF_OK)
-        goto done;
+        return st;
     snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
     if ((st = clf_st_writer_write(w, path, err)) != CLF_OK)
-        goto done;
+        return st;
     snprintf(path, sizeof path, "%s/config.json", out_dir);
     if ((st = write_text(path, cfg_json, err)) != CLF_OK)
-        goto done;
+        return st;
     snprintf(path, sizeof path, "%s/vocab.json", out_dir);
     if ((st = write_text(path, vocab, err)) != CLF_OK)
-        goto done;
+        return st;
     snprintf(path, sizeof path, "%s/merges.txt", out_dir);
-    st = write_text(path, merges, err);
-done:
+    return write_text(path, merges, err);
+}
+
+clf_status clf_export_gpt2(const char *ckpt_path, const char *out_dir, clf_error *err)
+{
+    clf_checkpoint *ck = NULL;
+    clf_tokenizer *tok = NULL;
+    clf_st_reader *r = NULL;
+    clf_st_writer *w = NULL;
+    char *vocab = NULL, *merges = NULL, *cfg_json = NULL;
+    float **bufs = NULL;
+    int nb = 0;
+    clf_status st = clf_checkpoint_open(ckpt_path, &ck, err);
+    if (st != CLF_OK)
+        return st;
+    const clf_model_config *c = clf_checkpoint_config(ck);
+    const int64_t V = clf_checkpoint_vocab(ck);
+    const char *why = not_gpt2(c);
+    if (why != NULL)
+        st = clf_error_set(err, CLF_ERR_UNSUPPORTED, "the GPT-2 layout: %s", why);
+    if (st == CLF_OK && (bufs = calloc((size_t)(12 * c->blocks.repeat + 8), sizeof *bufs)) == NULL)
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory exporting");
+    if (st == CLF_OK)
+        st = clf_checkpoint_tokenizer_create(ck, &tok, err);
+    if (st == CLF_OK)
+        st = clf_tokenizer_to_gpt2(tok, &vocab, &merges, err);
+    if (st == CLF_OK)
+        st = gpt2_config_json(c, V, tok, &cfg_json, err);
+    if (st == CLF_OK)
+        st = clf_st_reader_open(clf_checkpoint_path(ck), &r, err);
+    if (st == CLF_OK)
+        st = clf_st_writer_create(&w, err);
+    if (st == CLF_OK)
+        st = gpt2_weights(c, V, r, w, bufs, &nb, err);
+    if (st == CLF_OK)
+        st = gpt2_write(out_dir, w, cfg_json, vocab, merges, err);
     for (int i = 0; i < nb; i++)
         free(bufs[i]);
     free(bufs);
