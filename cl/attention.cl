@@ -207,8 +207,7 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
  * a running max, sum and weighted value (an online softmax), so one pass
  * reads each key and value row once. Same arguments and outputs as
  * attn_decode (P = 1: the output; P > 1: the range's partial softmax). */
-#define ATTN_ITEM_CHUNK 64
-#define ATTN_ITEM_HS_MAX 256
+#define ATTN_ITEM_CHUNK 64 /* ATTN_ITEM_HS_MAX: runtime/contract.h */
 
 __kernel void attn_decode_item(__global float *out, ulong out_off, __global const float *q,
                                ulong q_off, ulong q_stride, __global const float *kc,

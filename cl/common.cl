@@ -40,9 +40,6 @@
  * infinity, as the rounding carries into the exponent). f16 goes through
  * the core vload_half / vstore_half_rte, which need no cl_khr_fp16. Indices
  * count elements of the tensor's own type. */
-#define CLF_T_F32 0u
-#define CLF_T_BF16 1u
-#define CLF_T_F16 2u
 
 static inline ushort clf_f32_to_bf16(float x)
 {
@@ -348,24 +345,24 @@ CLF_EXP_NONPOS(float16, 16, int16)
     static inline T clf_silu_grad##S(T x) { return clf_silu_grad_sig##S(x, clf_sigmoid##S(x)); }    \
     /* value and derivative together (*g), sharing what both compute: the */                 \
     /* same bits as clf_<act> and clf_<act>_grad; act as the GEMM epilogue's */               \
-    /* code (1 relu, 2 gelu_erf, 3 gelu_tanh, 4 silu) */                                       \
+    /* code (contract.h's CLF_ACTCODE_*) */                                                  \
     static inline T clf_act_and_grad##S(uint act, T x, T *g)                                       \
     {                                                                                        \
-        if (act == 2u) {                                                                     \
+        if (act == CLF_ACTCODE_GELU_ERF) {                                                   \
             const T ph = clf_phi##S(x);                                                      \
             *g = clf_gelu_erf_grad_phi##S(x, ph);                                            \
             return x * ph;                                                                   \
         }                                                                                    \
-        if (act == 4u) {                                                                     \
+        if (act == CLF_ACTCODE_SILU) {                                                       \
             const T sg = clf_sigmoid##S(x);                                                  \
             *g = clf_silu_grad_sig##S(x, sg);                                                \
             return x * sg;                                                                   \
         }                                                                                    \
-        if (act == 3u) {                                                                     \
+        if (act == CLF_ACTCODE_GELU_TANH) {                                                  \
             *g = clf_gelu_tanh_grad##S(x);                                                   \
             return clf_gelu_tanh##S(x);                                                      \
         }                                                                                    \
-        if (act == 1u) {                                                                     \
+        if (act == CLF_ACTCODE_RELU) {                                                       \
             *g = clf_relu_grad##S(x);                                                        \
             return clf_relu##S(x);                                                           \
         }                                                                                    \

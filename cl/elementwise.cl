@@ -48,12 +48,9 @@
  * random numbers (dropout lives with its op family).
  */
 
-/* Columns x most row lanes of bias_backward_group's work-group (host matches). */
-#define CLF_COLS_X 8
-#define CLF_COLS_Y 32
-
-/* Elements per work-item of the activation kernels (the host matches). */
-#define CLF_ACT_W 16
+/* CLF_COLS_X, CLF_COLS_Y (bias_backward_group's work-group), CLF_ACT_W
+ * (elements per work-item of the activation kernels) and CLF_COL_W
+ * (columns per work-item of the *_item column sums): runtime/contract.h. */
 
 
 /* ---- add, zero, scale, axpy: 8 elements per work-item ----------------------- */
@@ -196,8 +193,6 @@ CLF_ACT_KERNELS(silu)
 /* Rows are summed in blocks of CLF_COL_BLOCK into a block sum that is then
  * added to the total: error grows with R/64 + 64 rather than R. */
 #define CLF_COL_BLOCK 64
-/* Columns per work-item of the *_item column kernels (host matches). */
-#define CLF_COL_W 32
 
 /* One work-item per CLF_COL_W adjacent columns, walking all rows: each row
  * contributes 128 contiguous bytes, which CPUs prefetch well (8 columns per

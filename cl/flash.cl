@@ -80,9 +80,10 @@
 #endif
 #endif
 
-#define FA_HS_MAX 256 /* head size limit: the private arrays below */
-#define FA_BC 8       /* keys per tile (query-row passes) */
-#define FA_BQ 4       /* queries per step (dk/dv pass) */
+/* FA_HS_MAX, the head size limit of the private arrays below, and FA_GBC:
+ * runtime/contract.h. */
+#define FA_BC 8 /* keys per tile (query-row passes) */
+#define FA_BQ 4 /* queries per step (dk/dv pass) */
 
 #if FA_VW == 16
 typedef float16 faf;
@@ -753,7 +754,6 @@ __kernel __attribute__((reqd_work_group_size(FA_VW, 1, 1))) void attn_flash_vw(_
  * window band are skipped; per-element masks, ALiBi and dropout as above
  * (dropout draws one Philox word per element). Local memory: 2*BC*HS floats
  * (forward, dq) or 2*BC*(HS + 1) (dk/dv); the host picks BC <= FA_GBC. */
-#define FA_GBC 64
 
 /* Dropout keep decision of element i (random.cl's dropout, one element). */
 static inline int fa_keep1(ulong i, uint thr, uint seed0, uint seed1, uint st0, uint st1)

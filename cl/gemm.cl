@@ -522,13 +522,10 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
  * the host keeps a D it reads apart from C, which deep products accumulate
  * slice by slice. The functions are common.cl's, the ones elementwise.cl's
  * kernels use, so a fused and an unfused layer give the same bits. */
-#define GEMM_EPI_BIAS 1u
-#define GEMM_EPI_RES 2u
-#define GEMM_EPI_DACT 4u
-#define GEMM_EPI_GRADC 128u /* C keeps act'(o) */
-#define GEMM_EPI_MULD 256u  /* o *= D */
-#define GEMM_EPI_CT(epi) (((epi) >> 3) & 3u) /* C's storage (gemm_an / gemm_ap only) */
-#define GEMM_EPI_DT(epi) (((epi) >> 5) & 3u) /* D's storage */
+/* The bits: runtime/contract.h's GEMM_EPI_*. */
+/* C's storage (gemm_an / gemm_ap only) and D's */
+#define GEMM_EPI_CT(epi) (((epi) >> GEMM_EPI_CT_SHIFT) & 3u)
+#define GEMM_EPI_DT(epi) (((epi) >> GEMM_EPI_DT_SHIFT) & 3u)
 /* The activation takes the top byte: extracted as (epi >> 3) & 7 below the
  * storage bits, the activation's switch saw 0 under Oclgrind whenever a
  * storage bit was set (its printf made it right again: a miscompile of the
@@ -536,7 +533,7 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
  * LLVM narrows what is left of a 32-bit shift to that many bits, and
  * Oclgrind refused the 23-bit constants of epi >> 9 ("unsupported constant
  * int size: 3 bytes"). */
-#define GEMM_EPI_ACT(epi) ((epi) >> 24)
+#define GEMM_EPI_ACT(epi) ((epi) >> GEMM_EPI_ACT_SHIFT)
 #define GEMM_ACT_V(name) GEMM_CAT(name, GEMM_VW)
 
 /* The epilogue of one value, or one vector of a row (T, with its

@@ -50,15 +50,7 @@ __kernel void clip_scale(__global float *gscale, ulong gscale_off, __global floa
     gscale[gscale_off] = s;
 }
 
-/* Slots of amp_step's state (the host's clf_amp_slot matches). */
-#define CLF_AMP_SCALE 0
-#define CLF_AMP_GOOD 1
-#define CLF_AMP_SKIPPED 2
-#define CLF_AMP_T 3
-#define CLF_AMP_NEG_STEP 4
-#define CLF_AMP_BC2_SQRT 5
-#define CLF_AMP_RUN 6
-
+/* amp_step's state: runtime/contract.h's CLF_AMP_* slots. */
 __kernel void amp_step(__global float *amp, ulong amp_off, __global float *gscale,
                        ulong gscale_off, __global float *gnorm, ulong gnorm_off,
                        __global const float *sumsq, ulong sumsq_off, float max_norm, float lr,
@@ -151,8 +143,7 @@ __kernel void adamw(ADAMW_PARAMS)
  * PoCL a loop of masked 8-wide operations at 70% of the memory bandwidth
  * on an AMD EPYC); the same operations in the same order, element by
  * element, so both kernels give the same bits. The last item's partial
- * vector goes element by element. */
-#define CLF_ADAMW_W 16
+ * vector goes element by element. CLF_ADAMW_W: runtime/contract.h. */
 __kernel void adamw_vec(ADAMW_PARAMS)
 {
     const ulong i0 = get_global_id(0) * CLF_ADAMW_W;

@@ -452,124 +452,6 @@ static clf_status print_seq_plan(const clf_model_config *cfg, const clf_model *m
     return CLF_OK;
 }
 
-static int train_seq(const char *init, clf_model_config *cfg, const char *data, const char *out,
-                     const char *ckpt_path, int resume, const seq_flags *sf,
-                     const cli_runtime_flags *rf, const clf_trainer_dist *dist, FILE *log)
-{
-    cli_seq_paths paths;
-    clf_tokenizer *tok = NULL;
-    clf_seqdata *tr = NULL, *va = NULL;
-    clf_runtime *rt = NULL;
-    clf_model *m = NULL;
-    char **refs = NULL;
-    size_t n_refs = 0;
-    clf_error err;
-    clf_error_clear(&err);
-    clf_status st = CLF_OK;
-    int rc = cli_seq_paths_train(cfg->kind, data, sf->val, sf->src, sf->tgt, &paths);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    char fp[160], fp_ckpt[160];
-    seq_fingerprint(&paths, fp, sizeof fp);
-    if (resume) {
-        rc = tokenizer_from_checkpoint(ckpt_path, &tok, fp_ckpt, sizeof fp_ckpt);
-        if (rc == CLI_EXIT_OK && fp[0] != '\0' && fp_ckpt[0] != '\0' && strcmp(fp, fp_ckpt) != 0) {
-            fprintf(stderr,
-                    "clformer train: --resume: %s was trained on other data (bytes:crc32 %s); "
-                    "the training files now are %s. Resume with the same data, or train into a "
-                    "new --out\n",
-                    ckpt_path, fp_ckpt, fp);
-            rc = CLI_EXIT_USAGE;
-        }
-    } else if (init != NULL) {
-        rc = tokenizer_from_init(init, cfg, &tok);
-    } else {
-        rc = cli_seq_tokenizer(cfg, &paths, stdout, &tok);
-    }
-    if (rc != CLI_EXIT_OK) /* either has every special token (clf_seq_tokenizer_build) */
-        goto done;
-    const int s2s = cfg->kind == CLF_MODEL_ENCODER_DECODER;
-    if ((rc = cli_seq_load(cfg, tok, paths.train_src, s2s ? paths.train_tgt : NULL, &tr)) !=
-            CLI_EXIT_OK ||
-        (rc = cli_seq_load(cfg, tok, paths.val_src, s2s ? paths.val_tgt : NULL, &va)) !=
-            CLI_EXIT_OK)
-        goto done;
-    cli_seq_report("train", tr, stdout);
-    cli_seq_report("validation", va, stdout);
-    if (s2s && (rc = cli_read_lines(paths.val_tgt, &refs, &n_refs)) != CLI_EXIT_OK)
-        goto done;
-    if (s2s && n_refs != clf_seqdata_size(va)) {
-        fprintf(stderr, "clformer: %s has %zu lines, the validation set %zu sentences\n",
-                paths.val_tgt, n_refs, clf_seqdata_size(va));
-        rc = CLI_EXIT_FAIL;
-        goto done;
-    }
-    if (cfg->kind == CLF_MODEL_ENCODER && cfg->head.labels == 0) {
-        int nl = clf_seqdata_stats_get(tr)->labels;
-        int nv = clf_seqdata_stats_get(va)->labels;
-        char set[64];
-        snprintf(set, sizeof set, "head.labels=%d",
-                 (nl > nv ? nl : nv) < 2 ? 2 : (nl > nv ? nl : nv));
-        if ((st = clf_config_set(cfg, set, &err)) != CLF_OK)
-            goto fail;
-    }
-
-    clf_train_data td;
-    memset(&td, 0, sizeof td);
-    td.train = tr;
-    td.val = va;
-    td.val_refs = s2s ? (const char *const *)refs : NULL;
-    td.batch_tokens = cfg->train.batch_tokens;
-    clf_beam_options_default(&td.decode);
-    td.decode.beam = (int)sf->beam;
-    td.decode.batch = cfg->train.batch > 0 ? cfg->train.batch : 64;
-    clf_checkpoint_extra extra[3];
-    int n_extra = 0;
-    if (fp[0] != '\0')
-        extra[n_extra++] = (clf_checkpoint_extra){"data_fingerprint", fp};
-    if (paths.src_lang[0])
-        extra[n_extra++] = (clf_checkpoint_extra){"src_lang", paths.src_lang};
-    if (paths.tgt_lang[0])
-        extra[n_extra++] = (clf_checkpoint_extra){"tgt_lang", paths.tgt_lang};
-    td.extra = extra;
-    td.n_extra = n_extra;
-
-    clf_model_limits lim;
-    uint64_t total = 0;
-    const int ranks = dist != NULL ? dist->size : 1;
-    const int accumulate = cfg->train.accumulate > 1 ? cfg->train.accumulate : 1;
-    if ((st = clf_trainer_seq_limits(cfg, &td, &lim, &err)) != CLF_OK ||
-        (st = clf_trainer_total_steps(cfg, &td, ranks, &total, &err)) != CLF_OK)
-        goto fail;
-    if ((rc = cli_runtime_open(rf, &rt)) != CLI_EXIT_OK)
-        goto done;
-    if (dist != NULL && cfg->train.shard_optimizer) /* ZeRO-1: this rank's slice of Adam */
-        lim.shard = dist->rank, lim.shards = dist->size;
-    if ((st = clf_model_create_ex(rt, cfg, clf_tokenizer_vocab_size(tok), &lim, CLF_MODEL_TRAIN, &m,
-                                  &err)) != CLF_OK)
-        goto fail;
-
-    if ((st = print_seq_plan(cfg, m, rt, &td, total, ranks * accumulate, &lim, out, &err)) !=
-        CLF_OK)
-        goto fail;
-    if (init != NULL && (rc = apply_init(init, m, cfg)) != CLI_EXIT_OK)
-        goto done;
-    fflush(stdout);
-    rc = run_trainer(m, cfg, &td, tok, out, resume, rf, rt, dist, log);
-    goto done;
-fail:
-    cli_print_error(NULL, &err);
-    rc = cli_exit_code(st);
-done:
-    clf_lines_free(refs, n_refs);
-    clf_model_destroy(m);
-    clf_runtime_destroy(rt);
-    clf_seqdata_destroy(tr);
-    clf_seqdata_destroy(va);
-    clf_tokenizer_destroy(tok);
-    return rc;
-}
-
 /* --out: the directory is created and locked (one run writes it at a time:
  * *lock, released by the caller), temporary files of writes a crash
  * interrupted are removed, and the checkpoint in it must exist with
@@ -615,122 +497,237 @@ static int check_out(const char *out, int resume, char *ckpt_path, size_t cap, c
     return CLI_EXIT_OK;
 }
 
-/* A decoder on one text: the text's tokenizer (or the checkpoint's), its
- * train/val split, the model, the trainer. */
-static int train_text(const char *init, const clf_model_config *cfg, const char *data,
-                      const char *out, const char *ckpt_path, int resume,
-                      const cli_runtime_flags *rf, const clf_trainer_dist *dist, FILE *log)
+/* One run's arguments (cmd_train's flags, resolved). */
+typedef struct train_args {
+    const char *init, *data, *out, *ckpt_path;
+    int resume;
+    const seq_flags *sf;
+    const cli_runtime_flags *rf;
+    const clf_trainer_dist *dist;
+    FILE *log;
+} train_args;
+
+/* What a run trains on: the data's fingerprint (kept in the checkpoint, so
+ * that --resume refuses other data), the tokenizer, what the trainer reads
+ * and the model's limits. A decoder reads one text (its dataset); the
+ * encoder kinds read sentences (their files, the sets, BLEU's references). */
+typedef struct train_inputs {
+    char fp[160];
+    clf_tokenizer *tok;
+    clf_train_data td;
+    clf_model_limits lim;
+    clf_checkpoint_extra extra[3];
+    char *text;
+    size_t len;
+    clf_dataset *ds;
+    cli_seq_paths paths;
+    clf_seqdata *tr, *va;
+    char **refs;
+    size_t n_refs;
+} train_inputs;
+
+static void inputs_free(train_inputs *in)
 {
-    int rc;
+    free(in->text);
+    clf_dataset_destroy(in->ds);
+    clf_seqdata_destroy(in->tr);
+    clf_seqdata_destroy(in->va);
+    clf_lines_free(in->refs, in->n_refs);
+    clf_tokenizer_destroy(in->tok);
+}
+
+static int fail_with(clf_status st, clf_error *err)
+{
+    cli_print_error(NULL, err);
+    return cli_exit_code(st);
+}
+
+/* The data's files and their fingerprint (a decoder's text is read here). */
+static int inputs_open(const train_args *a, const clf_model_config *cfg, train_inputs *in)
+{
     clf_error err;
     clf_error_clear(&err);
-    clf_status st = CLF_OK;
-    char *text = NULL;
-    size_t len = 0;
-    clf_tokenizer *tok = NULL;
-    clf_dataset *ds = NULL;
-    clf_runtime *rt = NULL;
-    clf_model *m = NULL;
-    rc = CLI_EXIT_OK;
+    if (cfg->kind != CLF_MODEL_DECODER) {
+        int rc =
+            cli_seq_paths_train(cfg->kind, a->data, a->sf->val, a->sf->src, a->sf->tgt, &in->paths);
+        if (rc == CLI_EXIT_OK)
+            seq_fingerprint(&in->paths, in->fp, sizeof in->fp);
+        return rc;
+    }
+    clf_status st = clf_dataset_read_text(a->data, &in->text, &in->len, &err);
+    if (st != CLF_OK)
+        return fail_with(st, &err);
+    clf_fingerprint(in->text, in->len, in->fp, sizeof in->fp);
+    return CLI_EXIT_OK;
+}
 
-    if ((st = clf_dataset_read_text(data, &text, &len, &err)) != CLF_OK)
-        goto fail;
-    char fp[64], fp_ckpt[64];
-    clf_fingerprint(text, len, fp, sizeof fp);
-    if (resume) {
-        if ((rc = tokenizer_from_checkpoint(ckpt_path, &tok, fp_ckpt, sizeof fp_ckpt)) !=
-            CLI_EXIT_OK)
-            goto done;
-        if (fp_ckpt[0] != '\0' && strcmp(fp, fp_ckpt) != 0) {
+/* The tokenizer: a resumed run's (on the same data, else refused),
+ * --init's, or the one the config asks for, built from the training data
+ * (the library's policy for each kind). */
+static int inputs_tokenizer(const train_args *a, const clf_model_config *cfg, train_inputs *in)
+{
+    if (a->resume) {
+        char fp_ckpt[160];
+        int rc = tokenizer_from_checkpoint(a->ckpt_path, &in->tok, fp_ckpt, sizeof fp_ckpt);
+        if (rc == CLI_EXIT_OK && in->fp[0] != '\0' && fp_ckpt[0] != '\0' &&
+            strcmp(in->fp, fp_ckpt) != 0) {
             fprintf(stderr,
                     "clformer train: --resume: %s was trained on other data (bytes:crc32 %s); "
-                    "--data %s is %s. Resume with the same data, or train into a new --out\n",
-                    ckpt_path, fp_ckpt, data, fp);
+                    "--data %s is %s now. Resume with the same data, or train into a new "
+                    "--out\n",
+                    a->ckpt_path, fp_ckpt, a->data, in->fp);
             rc = CLI_EXIT_USAGE;
-            goto done;
         }
-    } else if (init != NULL) {
-        if ((rc = tokenizer_from_init(init, cfg, &tok)) != CLI_EXIT_OK)
-            goto done;
-    } else if (cfg->vocab.path[0] != '\0') { /* a tokenizer file (bpe, wordpiece) */
-        char *tj = NULL;
-        size_t tl = 0;
-        if ((st = clf_file_read_text(cfg->vocab.path, (size_t)256 << 20, &tj, &tl, &err)) == CLF_OK)
-            st = clf_tokenizer_from_any_json(tj, tl, cfg->vocab.path, &tok, &err);
-        free(tj);
-        if (st != CLF_OK) {
-            clf_error_prefix(&err, "vocab.path");
-            goto fail;
-        }
-    } else if (cfg->vocab.tokenizer == CLF_TOKENIZER_BPE) { /* trained on the text */
-        clf_bpe_options bo;
-        clf_bpe_options_init(&bo);
-        if (cfg->vocab.size > 0)
-            bo.vocab_size = cfg->vocab.size;
-        if ((st = clf_tokenizer_train_bpe(text, len, &bo, &tok, &err)) != CLF_OK)
-            goto fail;
-    } else {
-        if ((st = clf_tokenizer_create(cfg->vocab.tokenizer, text, len, &tok, &err)) != CLF_OK) {
-            if (strstr(err.msg, data) == NULL)
-                clf_error_prefix(&err, "%s", data); /* which file the text came from */
-            goto fail;
-        }
+        return rc;
     }
-    if ((st = clf_dataset_from_text(text, len, data, tok, &ds, &err)) != CLF_OK)
-        goto fail;
-    free(text);
-    text = NULL;
-    if ((st = clf_trainer_check_text(cfg, ds, &err)) != CLF_OK) /* before opening the device */
-        goto fail;
-    if ((rc = cli_runtime_open(rf, &rt)) != CLI_EXIT_OK)
-        goto done;
-    clf_model_limits lim = {.B = cfg->train.batch};
-    if (dist != NULL && cfg->train.shard_optimizer) /* ZeRO-1: this rank's slice of Adam */
-        lim.shard = dist->rank, lim.shards = dist->size;
-    if ((st = clf_model_create_ex(rt, cfg, clf_tokenizer_vocab_size(tok), &lim, CLF_MODEL_TRAIN, &m,
-                                  &err)) != CLF_OK)
-        goto fail;
+    if (a->init != NULL)
+        return tokenizer_from_init(a->init, cfg, &in->tok);
+    if (cfg->kind != CLF_MODEL_DECODER) /* every special token (clf_seq_tokenizer_build) */
+        return cli_seq_tokenizer(cfg, &in->paths, stdout, &in->tok);
+    clf_error err;
+    clf_error_clear(&err);
+    clf_status st = clf_dataset_tokenizer(cfg, in->text, in->len, a->data, &in->tok, &err);
+    return st == CLF_OK ? CLI_EXIT_OK : fail_with(st, &err);
+}
 
+/* The encoder kinds' sentences: both sets, BLEU's references, the labels a
+ * classifier's head needs when the config leaves them to the data, and the
+ * model's limits for the longest batches. */
+static int inputs_sentences(const train_args *a, clf_model_config *cfg, train_inputs *in)
+{
+    const int s2s = cfg->kind == CLF_MODEL_ENCODER_DECODER;
+    const cli_seq_paths *p = &in->paths;
+    clf_error err;
+    clf_error_clear(&err);
+    int rc;
+    if ((rc = cli_seq_load(cfg, in->tok, p->train_src, s2s ? p->train_tgt : NULL, &in->tr)) !=
+            CLI_EXIT_OK ||
+        (rc = cli_seq_load(cfg, in->tok, p->val_src, s2s ? p->val_tgt : NULL, &in->va)) !=
+            CLI_EXIT_OK)
+        return rc;
+    cli_seq_report("train", in->tr, stdout);
+    cli_seq_report("validation", in->va, stdout);
+    if (s2s && (rc = cli_read_lines(p->val_tgt, &in->refs, &in->n_refs)) != CLI_EXIT_OK)
+        return rc;
+    if (s2s && in->n_refs != clf_seqdata_size(in->va)) {
+        fprintf(stderr, "clformer: %s has %zu lines, the validation set %zu sentences\n",
+                p->val_tgt, in->n_refs, clf_seqdata_size(in->va));
+        return CLI_EXIT_FAIL;
+    }
+    clf_status st = CLF_OK;
+    if (cfg->kind == CLF_MODEL_ENCODER && cfg->head.labels == 0) {
+        const int nl = clf_seqdata_stats_get(in->tr)->labels;
+        const int nv = clf_seqdata_stats_get(in->va)->labels;
+        const int n = nl > nv ? nl : nv;
+        char set[64];
+        snprintf(set, sizeof set, "head.labels=%d", n < 2 ? 2 : n);
+        st = clf_config_set(cfg, set, &err);
+    }
+    clf_train_data *td = &in->td;
+    td->train = in->tr;
+    td->val = in->va;
+    td->val_refs = s2s ? (const char *const *)in->refs : NULL;
+    td->batch_tokens = cfg->train.batch_tokens;
+    clf_beam_options_default(&td->decode);
+    td->decode.beam = (int)a->sf->beam;
+    td->decode.batch = cfg->train.batch > 0 ? cfg->train.batch : 64;
+    if (p->src_lang[0])
+        in->extra[td->n_extra++] = (clf_checkpoint_extra){"src_lang", p->src_lang};
+    if (p->tgt_lang[0])
+        in->extra[td->n_extra++] = (clf_checkpoint_extra){"tgt_lang", p->tgt_lang};
+    if (st == CLF_OK)
+        st = clf_trainer_seq_limits(cfg, td, &in->lim, &err);
+    return st == CLF_OK ? CLI_EXIT_OK : fail_with(st, &err);
+}
+
+/* What the trainer reads and the model's limits. */
+static int inputs_data(const train_args *a, clf_model_config *cfg, train_inputs *in)
+{
+    memset(&in->td, 0, sizeof in->td);
+    in->td.extra = in->extra;
+    if (in->fp[0] != '\0')
+        in->extra[in->td.n_extra++] = (clf_checkpoint_extra){"data_fingerprint", in->fp};
+    if (cfg->kind != CLF_MODEL_DECODER)
+        return inputs_sentences(a, cfg, in);
+    clf_error err;
+    clf_error_clear(&err);
+    clf_status st = clf_dataset_from_text(in->text, in->len, a->data, in->tok, &in->ds, &err);
+    free(in->text);
+    in->text = NULL;
+    if (st == CLF_OK) /* before opening the device */
+        st = clf_trainer_check_text(cfg, in->ds, &err);
+    in->td.text = in->ds;
+    in->lim = (clf_model_limits){.B = cfg->train.batch};
+    return st == CLF_OK ? CLI_EXIT_OK : fail_with(st, &err);
+}
+
+/* What the run is: the device, the model, the data, the steps. */
+static clf_status print_plan(const train_args *a, const clf_model_config *cfg,
+                             const train_inputs *in, const clf_model *m, clf_runtime *rt,
+                             uint64_t total, clf_error *err)
+{
+    const int ranks = a->dist != NULL ? a->dist->size : 1;
+    const int accumulate = cfg->train.accumulate > 1 ? cfg->train.accumulate : 1;
+    if (cfg->kind != CLF_MODEL_DECODER)
+        return print_seq_plan(cfg, m, rt, &in->td, total, ranks * accumulate, &in->lim, a->out,
+                              err);
     clf_model_dims d = clf_model_dims_get(m);
     char np[32], ntr[32], nva[32];
     cli_group_digits(d.n_real, np, sizeof np);
-    cli_group_digits(clf_dataset_size(ds, CLF_SPLIT_TRAIN), ntr, sizeof ntr);
-    cli_group_digits(clf_dataset_size(ds, CLF_SPLIT_VAL), nva, sizeof nva);
+    cli_group_digits(clf_dataset_size(in->ds, CLF_SPLIT_TRAIN), ntr, sizeof ntr);
+    cli_group_digits(clf_dataset_size(in->ds, CLF_SPLIT_VAL), nva, sizeof nva);
     printf("device: %s\n", clf_runtime_device(rt)->name);
     printf("model: %s parameters (%d layers, %d heads, dim %d, context %d, vocabulary %d)\n", np,
            d.L, d.NH, d.C, d.T, d.V);
-    printf("data: %s: %s train tokens, %s validation tokens\n", data, ntr, nva);
-    clf_train_data td;
-    memset(&td, 0, sizeof td);
-    td.text = ds;
-    const clf_checkpoint_extra extra = {"data_fingerprint", fp};
-    td.extra = &extra;
-    td.n_extra = 1;
-    uint64_t total = 0;
-    if ((st = clf_trainer_total_steps(cfg, &td, dist != NULL ? dist->size : 1, &total, &err)) !=
-        CLF_OK)
-        goto fail;
-    if (dist != NULL)
-        printf("data parallel: %d ranks, each %d x %d tokens%s per step\n", dist->size,
-               cfg->train.batch, cfg->context,
-               cfg->train.accumulate > 1 ? " x train.accumulate" : "");
+    printf("data: %s: %s train tokens, %s validation tokens\n", a->data, ntr, nva);
+    if (a->dist != NULL)
+        printf("data parallel: %d ranks, each %d x %d tokens%s per step\n", a->dist->size,
+               cfg->train.batch, cfg->context, accumulate > 1 ? " x train.accumulate" : "");
     printf("training: %llu steps of %d x %d tokens, %s lr %g, checkpoints in %s\n",
            (unsigned long long)total, cfg->train.batch, cfg->context,
-           clf_config_schedule_name(cfg->train.schedule.type), cfg->train.optimizer.lr, out);
-    if (init != NULL && (rc = apply_init(init, m, cfg)) != CLI_EXIT_OK)
+           clf_config_schedule_name(cfg->train.schedule.type), cfg->train.optimizer.lr, a->out);
+    return CLF_OK;
+}
+
+/* One run of any kind: its inputs, the device, the model (with --init's
+ * parameters), the trainer. */
+static int train(const train_args *a, clf_model_config *cfg)
+{
+    train_inputs in;
+    memset(&in, 0, sizeof in);
+    clf_runtime *rt = NULL;
+    clf_model *m = NULL;
+    clf_error err;
+    clf_error_clear(&err);
+    clf_status st = CLF_OK;
+    uint64_t total = 0;
+    int rc;
+    if ((rc = inputs_open(a, cfg, &in)) != CLI_EXIT_OK ||
+        (rc = inputs_tokenizer(a, cfg, &in)) != CLI_EXIT_OK ||
+        (rc = inputs_data(a, cfg, &in)) != CLI_EXIT_OK)
+        goto done;
+    if ((st = clf_trainer_total_steps(cfg, &in.td, a->dist != NULL ? a->dist->size : 1, &total,
+                                      &err)) != CLF_OK)
+        goto fail;
+    if ((rc = cli_runtime_open(a->rf, &rt)) != CLI_EXIT_OK)
+        goto done;
+    if (a->dist != NULL && cfg->train.shard_optimizer) /* ZeRO-1: this rank's slice of Adam */
+        in.lim.shard = a->dist->rank, in.lim.shards = a->dist->size;
+    if ((st = clf_model_create_ex(rt, cfg, clf_tokenizer_vocab_size(in.tok), &in.lim,
+                                  CLF_MODEL_TRAIN, &m, &err)) != CLF_OK ||
+        (st = print_plan(a, cfg, &in, m, rt, total, &err)) != CLF_OK)
+        goto fail;
+    if (a->init != NULL && (rc = apply_init(a->init, m, cfg)) != CLI_EXIT_OK)
         goto done;
     fflush(stdout);
-    rc = run_trainer(m, cfg, &td, tok, out, resume, rf, rt, dist, log);
+    rc = run_trainer(m, cfg, &in.td, in.tok, a->out, a->resume, a->rf, rt, a->dist, a->log);
     goto done;
 fail:
-    cli_print_error(NULL, &err);
-    rc = cli_exit_code(st);
+    rc = fail_with(st, &err);
 done:
-    free(text);
     clf_model_destroy(m);
     clf_runtime_destroy(rt);
-    clf_dataset_destroy(ds);
-    clf_tokenizer_destroy(tok);
+    inputs_free(&in);
     return rc;
 }
 
@@ -843,10 +840,10 @@ static int cmd_train(int argc, char **argv, const cli_mpi *mp)
                  : CLI_EXIT_USAGE;
     else
         rc = check_out(out, resume, ckpt_path, sizeof ckpt_path, &lock);
-    if (rc == CLI_EXIT_OK)
-        rc = cfg.kind != CLF_MODEL_DECODER
-                 ? train_seq(init, &cfg, data, out, ckpt_path, resume, &sf, &rf, dist, log)
-                 : train_text(init, &cfg, data, out, ckpt_path, resume, &rf, dist, log);
+    if (rc == CLI_EXIT_OK) {
+        const train_args a = {init, data, out, ckpt_path, resume, &sf, &rf, dist, log};
+        rc = train(&a, &cfg);
+    }
     if (log != NULL && fclose(log) != 0 && rc == CLI_EXIT_OK) {
         fprintf(stderr, "clformer: --log %s: write failed\n", log_path);
         rc = CLI_EXIT_FAIL;

@@ -2,8 +2,9 @@
  * kernels_embedded.h - the kernel sources of cl/ compiled into the binary.
  *
  * The table is generated at build time by cmake/embed_kernels.cmake and ends
- * with an entry whose family is NULL. "common" is cl/common.cl; every other
- * entry is a kernel family compiled as preamble + common + family.
+ * with an entry whose family is NULL. "common" is cl/common.cl, "contract"
+ * runtime/contract.h; every other entry is a kernel family compiled as
+ * preamble + contract + common + family.
  */
 #ifndef CLF_KERNELS_EMBEDDED_H
 #define CLF_KERNELS_EMBEDDED_H

@@ -35,8 +35,20 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/contract.h"
+#include "runtime/convert.h"
+#include "runtime/gemm/gemm.h"
 #include "runtime/kernels_embedded.h"
 #include "runtime/runtime_internal.h"
+
+/* The public enums the kernels receive as contract.h's codes. */
+_Static_assert(CLF_DT_F32 == CLF_T_F32 && CLF_DT_BF16 == CLF_T_BF16 && CLF_DT_F16 == CLF_T_F16,
+               "clf_dtype must be contract.h's CLF_T_*");
+_Static_assert(CLF_GEMM_ACT_NONE == CLF_ACTCODE_NONE && CLF_GEMM_ACT_RELU == CLF_ACTCODE_RELU &&
+                   CLF_GEMM_ACT_GELU_ERF == CLF_ACTCODE_GELU_ERF &&
+                   CLF_GEMM_ACT_GELU_TANH == CLF_ACTCODE_GELU_TANH &&
+                   CLF_GEMM_ACT_SILU == CLF_ACTCODE_SILU,
+               "clf_gemm_act must be contract.h's CLF_ACTCODE_*");
 
 #define CACHE_MAGIC "CLFBIN\r\n"
 #define CACHE_FORMAT_VERSION 1u
@@ -83,13 +95,15 @@ void clf_program_set_destroy(clf_program_set *ps)
 
 const char *const *clf_program_families(void)
 {
-    /* A const table built once from the embedded list (common excluded). */
+    /* A const table built once from the embedded list (common and the
+     * contract excluded: parts of every program, not programs). */
     static const char *names[MAX_FAMILIES + 1];
     static int ready;
     if (!ready) {
         int n = 0;
         for (int i = 0; clf_embedded_sources[i].family != NULL && n < MAX_FAMILIES; i++)
-            if (strcmp(clf_embedded_sources[i].family, "common") != 0)
+            if (strcmp(clf_embedded_sources[i].family, "common") != 0 &&
+                strcmp(clf_embedded_sources[i].family, "contract") != 0)
                 names[n++] = clf_embedded_sources[i].family;
         names[n] = NULL;
         ready = 1;
@@ -186,15 +200,28 @@ static clf_status source_get(clf_runtime *rt, const char *name, char **out, clf_
     return clf_error_set(err, CLF_ERR_ARG, "no kernel family '%s' is built into clformer", fam);
 }
 
+/* runtime/contract.h's text, as built in (never from the kernel
+ * directory: the host was compiled with it). */
+static const char *contract_text(void)
+{
+    for (int i = 0; clf_embedded_sources[i].family != NULL; i++)
+        if (strcmp(clf_embedded_sources[i].family, "contract") == 0)
+            return clf_embedded_sources[i].text;
+    return "";
+}
+
 clf_status clf_program_source_hash(clf_runtime *rt, const char *family, uint64_t *out,
                                    clf_error *err)
 {
     char *common = NULL, *body = NULL;
+    const char *contract = contract_text();
     clf_status st = source_get(rt, "common", &common, err);
     if (st == CLF_OK)
         st = source_get(rt, family, &body, err);
     if (st == CLF_OK)
-        *out = clf_hash64(body, strlen(body), clf_hash64(common, strlen(common), 7));
+        *out = clf_hash64(
+            body, strlen(body),
+            clf_hash64(common, strlen(common), clf_hash64(contract, strlen(contract), 7)));
     free(common);
     free(body);
     return st;
@@ -229,15 +256,17 @@ static clf_status assemble(clf_runtime *rt, const family *f, char **out, clf_err
              d->name, d->serial_groups, d->fp64, d->fp16, d->max_work_group,
              d->pref_vec_float ? d->pref_vec_float : 1u, (unsigned long long)d->local_mem,
              d->local_mem_is_global, !d->fma_slow, bf != NULL ? bf->defines : "", f->defines);
-    size_t n = strlen(pre) + strlen(common) + strlen(body) + 256;
+    const char *contract = contract_text();
+    size_t n = strlen(pre) + strlen(contract) + strlen(common) + strlen(body) + 256;
     char *src = malloc(n);
     if (src == NULL) {
         free(common);
         free(body);
         return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
     }
-    snprintf(src, n, "%s#line 1 \"common.cl\"\n%s\n#line 1 \"%s.cl\"\n%s\n", pre, common, base,
-             body);
+    snprintf(src, n,
+             "%s#line 1 \"contract.h\"\n%s\n#line 1 \"common.cl\"\n%s\n#line 1 \"%s.cl\"\n%s\n",
+             pre, contract, common, base, body);
     free(common);
     free(body);
     *out = src;

@@ -280,3 +280,31 @@ int clf_dataset_eval_next(clf_eval_iter *it, int32_t *x, int32_t *y, size_t *len
     it->next++;
     return 1;
 }
+
+clf_status clf_dataset_tokenizer(const clf_model_config *cfg, const char *text, size_t len,
+                                 const char *name, clf_tokenizer **tok, clf_error *err)
+{
+    clf_status st;
+    *tok = NULL;
+    if (cfg->vocab.path[0] != '\0') { /* a tokenizer file (bpe, wordpiece) */
+        char *tj = NULL;
+        size_t tl = 0;
+        if ((st = clf_file_read_text(cfg->vocab.path, (size_t)256 << 20, &tj, &tl, err)) == CLF_OK)
+            st = clf_tokenizer_from_any_json(tj, tl, cfg->vocab.path, tok, err);
+        free(tj);
+        if (st != CLF_OK)
+            clf_error_prefix(err, "vocab.path");
+        return st;
+    }
+    if (cfg->vocab.tokenizer == CLF_TOKENIZER_BPE) { /* trained on the text */
+        clf_bpe_options bo;
+        clf_bpe_options_init(&bo);
+        if (cfg->vocab.size > 0)
+            bo.vocab_size = cfg->vocab.size;
+        return clf_tokenizer_train_bpe(text, len, &bo, tok, err);
+    }
+    st = clf_tokenizer_create(cfg->vocab.tokenizer, text, len, tok, err);
+    if (st != CLF_OK && err != NULL && strstr(err->msg, name) == NULL)
+        clf_error_prefix(err, "%s", name); /* which file the text came from */
+    return st;
+}

@@ -43,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config.h"
 #include "model/text/tokenizer.h"
 #include "runtime/status.h"
 
@@ -83,6 +84,13 @@ typedef struct clf_dataset clf_dataset;
  * is CLF_ERR_IO with the path; an empty one or a corrupt gzip stream
  * CLF_ERR_FORMAT. */
 clf_status clf_dataset_read_text(const char *path, char **text, size_t *len, clf_error *err);
+/* The tokenizer a decoder trains with on text[0, len) (the file `name`),
+ * as its config's vocabulary says: read from vocab.path (clformer's
+ * tokenizer JSON, or a Hugging Face tokenizer.json), byte-level BPE trained
+ * on the text (vocab.tokenizer bpe, vocab.size tokens), or char / word
+ * built from the text. */
+clf_status clf_dataset_tokenizer(const clf_model_config *cfg, const char *text, size_t len,
+                                 const char *name, clf_tokenizer **tok, clf_error *err);
 /* Read, tokenize and split path. Errors name the path. */
 clf_status clf_dataset_load(const char *path, const clf_tokenizer *tok, clf_dataset **out,
                             clf_error *err);

@@ -147,6 +147,12 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
         goto fail;
     }
     const int item = ad->item || (group == 0 && clf_ops_serial(rt));
+    if (item && HS > ATTN_ITEM_HS_MAX) {
+        st = clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                           "head size %zu: decoding item by item holds at most %d per head", HS,
+                           ATTN_ITEM_HS_MAX);
+        goto fail;
+    }
     if ((st = clf_kernel_get(rt, "attention", item ? "attn_decode_item" : "attn_decode", &k,
                              err)) != CLF_OK ||
         (P > 1 &&

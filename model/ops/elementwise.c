@@ -31,11 +31,11 @@ static const char *act_name(clf_act act)
 
 static int same_ptr(clf_ptr a, clf_ptr b) { return a.buf == b.buf && a.off == b.off; }
 
-/* One 1-D launch over n elements, 8 per work-item. */
-/* Elements per work-item: add, scale and axpy take 8; the activation kernels
- * CLF_ACT_W = 16 (elementwise.cl). */
-enum { ELEM_W = 8, ACT_W = 16 };
+/* Elements per work-item: add, scale and axpy take 8 (their kernels' vload8);
+ * the activation kernels CLF_ACT_W (runtime/contract.h). */
+enum { ELEM_W = 8 };
 
+/* One 1-D launch over n elements, per_item per work-item. */
 static clf_status launch_1d(clf_runtime *rt, const char *name, size_t n, size_t per_item, int nargs,
                             const clf_arg *args, clf_error *err)
 {
@@ -117,7 +117,7 @@ clf_status clf_op_act_forward(clf_runtime *rt, clf_act act, clf_ptr out, clf_ptr
     char name[64];
     snprintf(name, sizeof name, "act_forward_%s", an);
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_U64(n)};
-    return launch_1d(rt, name, n, ACT_W, CLF_NARGS(args), args, err);
+    return launch_1d(rt, name, n, CLF_ACT_W, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_ptr dout, clf_ptr in,
@@ -145,7 +145,7 @@ clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_pt
     snprintf(name, sizeof name, "act_backward_%s", an);
     clf_arg args[] = {CLF_ARG_PTR(din), CLF_ARG_PTR(dout), CLF_ARG_PTR(in), CLF_ARG_U64(n),
                       CLF_ARG_I32(accumulate ? 1 : 0)};
-    return launch_1d(rt, name, n, ACT_W, CLF_NARGS(args), args, err);
+    return launch_1d(rt, name, n, CLF_ACT_W, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_ptr bias,
@@ -167,8 +167,8 @@ clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_
     clf_ptr b = has_bias ? bias : h; /* any valid buffer when absent */
     clf_arg args[] = {CLF_ARG_PTR(h),   CLF_ARG_PTR(b), CLF_ARG_I32(has_bias),
                       CLF_ARG_PTR(out), CLF_ARG_U64(R), CLF_ARG_U64(N)};
-    return launch_1d(rt, name, R * ((N + ACT_W - 1) / ACT_W) * ACT_W, ACT_W, CLF_NARGS(args), args,
-                     err);
+    return launch_1d(rt, name, R * ((N + CLF_ACT_W - 1) / CLF_ACT_W) * CLF_ACT_W, CLF_ACT_W,
+                     CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dbias, clf_ptr d,
@@ -189,14 +189,14 @@ clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr d
         st = clf_kernel_get(rt, "elementwise", "bias_backward_item", &k, err);
         if (st != CLF_OK)
             return st;
-        size_t global = (N + CLF_OPS_COL_W - 1) / CLF_OPS_COL_W, local = 1;
+        size_t global = (N + CLF_COL_W - 1) / CLF_COL_W, local = 1;
         return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
     }
     st = clf_kernel_get(rt, "elementwise", "bias_backward_group", &k, err);
     if (st != CLF_OK)
         return st;
     const size_t lanes = clf_ops_cols_lanes(k);
-    size_t global[2] = {N, lanes}, local[2] = {CLF_OPS_COLS_X, lanes};
+    size_t global[2] = {N, lanes}, local[2] = {CLF_COLS_X, lanes};
     return clf_kernel_launch(rt, k, 2, global, local, CLF_NARGS(args), args, err);
 }
 

@@ -20,8 +20,10 @@
 #include "model/ops/ops_internal.h"
 
 #define U32_MAX_SZ ((size_t)0xFFFFFFFFu)
-#define FA_HS_MAX 256 /* cl/flash.cl's private arrays */
-#define FA_NMASK 19   /* arguments in FA_MASK_PARAMS */
+/* Room for a pass's arguments: its own, the mask's FA_MASK_ARGS
+ * (mask_args; the compiler checks the count) and the tile shape's three. */
+#define FA_ARGS_MAX 64
+#define FA_MASK_ARGS 19
 
 /* The program for storage t: "flash", or its variant "flash@bf16" /
  * "flash@f16" (cl/flash.cl's FA_T = t; the variant also has any defines
@@ -81,8 +83,9 @@ static clf_status check(const clf_attn_fused *a, const clf_attn_fused_grad *g, c
     return CLF_OK;
 }
 
-/* FA_MASK_PARAMS, in order. */
-static void mask_args(const clf_attn_fused *a, clf_arg *out)
+/* FA_MASK_PARAMS, in order, after the pass's own n arguments; the count
+ * of both. */
+static int mask_args(const clf_attn_fused *a, clf_arg *args, int n)
 {
     const int has_keep = a->keep.buf != NULL;
     const clf_ptr keep = has_keep ? a->keep : a->q; /* any valid buffer when absent */
@@ -90,7 +93,7 @@ static void mask_args(const clf_attn_fused *a, clf_arg *out)
     float dscale = 1.0f;
     if (a->p_drop > 0.0f)
         clf_ops_dropout_params(a->p_drop, &thr, &dscale);
-    const clf_arg m[FA_NMASK] = {
+    const clf_arg m[] = {
         CLF_ARG_PTR(keep),
         CLF_ARG_U64(a->keep_stride),
         CLF_ARG_I32(has_keep),
@@ -110,7 +113,9 @@ static void mask_args(const clf_attn_fused *a, clf_arg *out)
         CLF_ARG_U32((uint32_t)a->stream),
         CLF_ARG_U32((uint32_t)(a->stream >> 32)),
     };
-    memcpy(out, m, sizeof m);
+    _Static_assert(CLF_NARGS(m) == FA_MASK_ARGS, "FA_MASK_ARGS counts FA_MASK_PARAMS");
+    memcpy(args + n, m, sizeof m);
+    return n + CLF_NARGS(m);
 }
 
 /* Work-group size: 1 where groups run item by item (a work-item is a whole
@@ -135,9 +140,8 @@ static size_t kv_hstride(const clf_attn_fused *a)
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 /* The tile shape's tile rows for head size HS: the largest power of two <=
- * FA_GBC (cl/flash.cl) whose two tiles of BC x (HS + 1) floats fit in half
- * the device's local memory; 0 if not even one row fits. */
-#define FA_GBC 64
+ * FA_GBC (runtime/contract.h) whose two tiles of BC x (HS + 1) floats fit in
+ * half the device's local memory; 0 if not even one row fits. */
 static size_t tile_rows(const clf_runtime *rt, size_t HS)
 {
     const clf_device_info *d = clf_runtime_device(rt);
@@ -203,15 +207,18 @@ clf_status clf_op_attn_fused_forward_ex(clf_runtime *rt, clf_ops_path path, cons
         goto fail;
     if (a->B * a->NH * a->T == 0)
         return CLF_OK;
-    clf_arg args[15 + FA_NMASK + 3] = {
+    const clf_arg own[] = {
         CLF_ARG_PTR(a->y),          CLF_ARG_U64(a->y_stride),  CLF_ARG_PTR(a->lse),
         CLF_ARG_PTR(a->q),          CLF_ARG_U64(a->q_stride),  CLF_ARG_PTR(a->k),
         CLF_ARG_PTR(a->v),          CLF_ARG_U64(a->kv_stride), CLF_ARG_U64(kv_bstride(a)),
         CLF_ARG_U64(kv_hstride(a)),
     };
-    mask_args(a, args + 15);
-    if ((st = flash_launch(rt, flash_path(rt, path, a->HS), "attn_flash_fwd", a, a->T, args,
-                           15 + FA_NMASK, err)) != CLF_OK)
+    clf_arg args[FA_ARGS_MAX];
+    _Static_assert(CLF_NARGS(own) + FA_MASK_ARGS + 3 <= FA_ARGS_MAX, "room for the arguments");
+    memcpy(args, own, sizeof own);
+    const int n = mask_args(a, args, CLF_NARGS(own));
+    if ((st = flash_launch(rt, flash_path(rt, path, a->HS), "attn_flash_fwd", a, a->T, args, n,
+                           err)) != CLF_OK)
         goto fail;
     return CLF_OK;
 fail:
@@ -238,7 +245,7 @@ clf_status clf_op_attn_fused_backward_ex(clf_runtime *rt, clf_ops_path path,
         st = clf_error_set(err, CLF_ERR_ARG, "dy, dq, dk, dv and dsum are required");
         goto fail;
     }
-    clf_arg args[27 + FA_NMASK + 3] = {
+    const clf_arg own[] = {
         CLF_ARG_PTR(g->dq),         CLF_ARG_PTR(g->dk),         CLF_ARG_PTR(g->dv),
         CLF_ARG_U64(g->dq_stride),  CLF_ARG_U64(g->dkv_stride), CLF_ARG_PTR(g->dsum),
         CLF_ARG_PTR(g->dy),         CLF_ARG_PTR(a->y),          CLF_ARG_U64(a->y_stride),
@@ -246,13 +253,14 @@ clf_status clf_op_attn_fused_backward_ex(clf_runtime *rt, clf_ops_path path,
         CLF_ARG_PTR(a->k),          CLF_ARG_PTR(a->v),          CLF_ARG_U64(a->kv_stride),
         CLF_ARG_U64(kv_bstride(a)), CLF_ARG_U64(kv_hstride(a)),
     };
-    mask_args(a, args + 27);
+    clf_arg args[FA_ARGS_MAX];
+    _Static_assert(CLF_NARGS(own) + FA_MASK_ARGS + 3 <= FA_ARGS_MAX, "room for the arguments");
+    memcpy(args, own, sizeof own);
+    const int n = mask_args(a, args, CLF_NARGS(own));
     path = flash_path(rt, path, a->HS);
     /* the dq pass over query rows, then the dk/dv pass over keys */
-    if ((st = flash_launch(rt, path, "attn_flash_bwd_dq", a, a->T, args, 27 + FA_NMASK, err)) !=
-            CLF_OK ||
-        (st = flash_launch(rt, path, "attn_flash_bwd_dkv", a, a->S, args, 27 + FA_NMASK, err)) !=
-            CLF_OK)
+    if ((st = flash_launch(rt, path, "attn_flash_bwd_dq", a, a->T, args, n, err)) != CLF_OK ||
+        (st = flash_launch(rt, path, "attn_flash_bwd_dkv", a, a->S, args, n, err)) != CLF_OK)
         goto fail;
     return CLF_OK;
 fail:

@@ -53,11 +53,11 @@ static clf_status launch_cols(clf_runtime *rt, clf_ops_path path, const char *ba
     if (st != CLF_OK)
         return st;
     if (path == CLF_OPS_PATH_ITEM) {
-        size_t global = (N + CLF_OPS_COL_W - 1) / CLF_OPS_COL_W, local = 1;
+        size_t global = (N + CLF_COL_W - 1) / CLF_COL_W, local = 1;
         return clf_kernel_launch(rt, k, 1, &global, &local, nargs, args, err);
     }
     const size_t lanes = clf_ops_cols_lanes(k);
-    size_t global[2] = {N, lanes}, local[2] = {CLF_OPS_COLS_X, lanes};
+    size_t global[2] = {N, lanes}, local[2] = {CLF_COLS_X, lanes};
     return clf_kernel_launch(rt, k, 2, global, local, nargs, args, err);
 }
 

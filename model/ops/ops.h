@@ -24,6 +24,7 @@
 #ifndef CLF_OPS_H
 #define CLF_OPS_H
 
+#include "runtime/contract.h"
 #include "runtime/convert.h"
 #include "runtime/runtime.h"
 
@@ -334,22 +335,12 @@ clf_status clf_op_adamw(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr 
                         clf_error *err);
 
 /* Dynamic loss scaling (cl/optim.cl's amp_step), in place of
- * clf_op_clip_scale: amp holds CLF_AMP_SLOTS floats (clf_amp_slot) and
+ * clf_op_clip_scale: amp holds CLF_AMP_SLOTS floats (runtime/contract.h) and
  * the gradients arrive multiplied by amp[CLF_AMP_SCALE]. A non-finite
  * sumsq skips the step (amp[CLF_AMP_RUN] = 0), counts it and halves the
  * scale (never below 1); otherwise gscale = clip / scale, Adam's t
  * advances, its bias corrections for lr, beta1, beta2 go to amp, and after
  * `interval` clean steps the scale doubles (interval 0: fixed scale). */
-typedef enum clf_amp_slot {
-    CLF_AMP_SCALE,
-    CLF_AMP_GOOD,
-    CLF_AMP_SKIPPED,
-    CLF_AMP_T,
-    CLF_AMP_NEG_STEP,
-    CLF_AMP_BC2_SQRT,
-    CLF_AMP_RUN,
-    CLF_AMP_SLOTS
-} clf_amp_slot;
 clf_status clf_op_amp_step(clf_runtime *rt, clf_ptr amp, clf_ptr gscale, clf_ptr gnorm,
                            clf_ptr sumsq, float max_norm, float lr, float beta1, float beta2,
                            unsigned interval, clf_error *err);

@@ -67,22 +67,18 @@ static inline size_t clf_ops_local_1d(const clf_runtime *rt, const clf_kernel *k
 /* Work-items of a row-per-item kernel grouped into one work-group. */
 static inline size_t clf_ops_rows_local(const clf_kernel *k) { return clf_ops_group_size(k, 16); }
 
-/* Columns per work-item of the *_item column-sum kernels (CLF_COL_W in cl/),
- * and the work-group shape of the *_group ones: CLF_OPS_COLS_X columns x up
- * to CLF_OPS_COLS_Y row lanes (CLF_COLS_X, CLF_COLS_Y in cl/). 8 columns = one
- * 32-byte segment per row; 32 lanes give N/8 groups of 256 items. */
-#define CLF_OPS_COL_W 32
-/* Elements per work-item of adamw_vec (cl/optim.cl's CLF_ADAMW_W). */
-#define CLF_OPS_ADAMW_W 16
-#define CLF_OPS_COLS_X 8
-#define CLF_OPS_COLS_Y 32
+/* The column sums' shapes (CLF_COL_W columns per work-item of the *_item
+ * kernels; CLF_COLS_X columns x up to CLF_COLS_Y row lanes per work-group of
+ * the *_group ones: 8 columns = one 32-byte segment per row; 32 lanes give
+ * N/8 groups of 256 items) and adamw_vec's CLF_ADAMW_W elements per
+ * work-item: runtime/contract.h, which the kernels see too. */
 
 /* Row lanes of a *_group column kernel: the largest power of two up to
- * CLF_OPS_COLS_Y whose work-group of CLF_OPS_COLS_X columns fits the
+ * CLF_COLS_Y whose work-group of CLF_COLS_X columns fits the
  * kernel's limit (llvmpipe allows 32 items a kernel: 4 lanes). */
 static inline size_t clf_ops_cols_lanes(const clf_kernel *k)
 {
-    size_t lanes = clf_ops_group_size(k, CLF_OPS_COLS_X * CLF_OPS_COLS_Y) / CLF_OPS_COLS_X;
+    size_t lanes = clf_ops_group_size(k, CLF_COLS_X * CLF_COLS_Y) / CLF_COLS_X;
     return lanes ? lanes : 1;
 }
 

@@ -92,7 +92,7 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_
         goto fail;
     }
     const int copy = t16 != CLF_DT_F32;
-    /* adamw_vec: CLF_OPS_ADAMW_W elements per work-item (cl/optim.cl) */
+    /* adamw_vec: CLF_ADAMW_W elements per work-item (cl/optim.cl) */
     const int vec = !copy && clf_ops_serial(rt);
     st = clf_kernel_get(rt, "optim", copy ? "adamw_p16" : vec ? "adamw_vec" : "adamw", &k, err);
     if (st != CLF_OK)
@@ -106,7 +106,7 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_
     float w1 = (float)(1.0 - b1), w2 = (float)(1.0 - b2);
     float neg_step = (float)(-(lr / bc1));
     float bc2_sqrt = (float)sqrt(bc2);
-    size_t global = vec ? (n + CLF_OPS_ADAMW_W - 1) / CLF_OPS_ADAMW_W : n;
+    size_t global = vec ? (n + CLF_ADAMW_W - 1) / CLF_ADAMW_W : n;
     size_t local = clf_kernel_max_work_group(k);
     if (local == 0 || local > (vec ? 64 : 256))
         local = vec ? 64 : 256;

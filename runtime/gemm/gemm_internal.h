@@ -10,6 +10,7 @@
 #ifndef CLF_GEMM_INTERNAL_H
 #define CLF_GEMM_INTERNAL_H
 
+#include "runtime/contract.h"
 #include "runtime/gemm/gemm.h"
 
 typedef struct gemm_tile {
@@ -100,16 +101,17 @@ static inline size_t clf_gemm_batch_of(const clf_gemm_desc *d)
     return d->batch > 1 ? d->batch : 1;
 }
 
-/* The epilogue code the kernels take (cl/gemm.cl: bit 0 bias, bit 1
- * residual, bit 2 the activation's derivative, C's storage << 3 (read by
- * gemm_an / gemm_ap only: a 16-bit C reaches no other kernel), D's storage
- * << 5, bit 7 C keeps the derivative, bit 8 times D, act << 24: a whole
+/* The epilogue code the kernels take (runtime/contract.h's GEMM_EPI_*:
+ * bias, residual, the activation's derivative, C's storage (read by
+ * gemm_an / gemm_ap only: a 16-bit C reaches no other kernel), D's
+ * storage, C keeps the derivative, times D, and the activation in the top
  * byte, see cl/gemm.cl). */
 static inline uint32_t clf_gemm_epi_of(const clf_gemm_desc *d)
 {
-    return (d->bias.buf != NULL ? 1u : 0u) | (d->residual ? 2u : 0u) | (d->act_grad ? 4u : 0u) |
-           ((uint32_t)d->c_type << 3) | ((uint32_t)d->d_type << 5) | (d->c_act_grad ? 128u : 0u) |
-           (d->mul_d ? 256u : 0u) | ((uint32_t)d->act << 24);
+    return (d->bias.buf != NULL ? GEMM_EPI_BIAS : 0u) | (d->residual ? GEMM_EPI_RES : 0u) |
+           (d->act_grad ? GEMM_EPI_DACT : 0u) | ((uint32_t)d->c_type << GEMM_EPI_CT_SHIFT) |
+           ((uint32_t)d->d_type << GEMM_EPI_DT_SHIFT) | (d->c_act_grad ? GEMM_EPI_GRADC : 0u) |
+           (d->mul_d ? GEMM_EPI_MULD : 0u) | ((uint32_t)d->act << GEMM_EPI_ACT_SHIFT);
 }
 
 /* The epilogue's six kernel arguments (any valid buffer stands in for an
