@@ -82,22 +82,30 @@ static clf_model *build(clf_runtime *rt, const clf_model_config *cfg, int V, int
 #define HALF_STEP_LOSS 1e-4
 #define HALF_UPDATE_L2 3e-2
 
-static void parity(clf_runtime *rt, const char *fx)
-{
-    clf_error e;
+/* A fixture: its config, batch and sizes; half: 16-bit storage (bf16),
+ * whose bounds are looser (see the top). */
+typedef struct gpt_fx {
+    const char *fx;
+    clf_st_reader *r;
     clf_model_config cfg;
-    clf_st_reader *r = pu_open(fx, &cfg);
-    const int half = cfg.train.precision != CLF_PRECISION_FP32;
-    const double k = half ? 10.0 : 1.0; /* bf16: logits' and final parameters' bounds x 10 */
-    double worst_l2 = 0.0;
-    const clf_st_tensor_info *xi = clf_st_reader_find(r, "x");
-    const clf_st_tensor_info *li = clf_st_reader_find(r, "logits");
-    const int B = (int)xi->shape[0], T = (int)xi->shape[1], V = (int)li->shape[2];
-    const size_t BT = (size_t)B * (size_t)T;
-    int32_t *x = pu_read(r, "x", NULL), *y = pu_read(r, "y", NULL);
-    printf("%s: B=%d T=%d V=%d\n", fx, B, T, V);
+    int half, B, T, V;
+    size_t BT;
+    int32_t *x, *y;
+} gpt_fx;
 
-    /* ---- forward, loss, gradients ---- */
+/* Forward, loss (eval and train) and gradients against PyTorch's. */
+static void gpt_forward(clf_runtime *rt, const gpt_fx *g)
+{
+    const char *fx = g->fx;
+    clf_st_reader *r = g->r;
+    const clf_model_config cfg = g->cfg;
+    const int half = g->half, B = g->B, T = g->T, V = g->V;
+    const size_t BT = g->BT;
+    const int32_t *x = g->x, *y = g->y;
+    clf_error e;
+    char name[160];
+    const double k = half ? 10.0 : 1.0; /* bf16: the logits' bounds x 10 */
+    double worst_l2 = 0.0;
     clf_model *m = build(rt, &cfg, V, B, CLF_MODEL_TRAIN, r);
     pu_check_table(m, r, fx);
     float *logits = malloc(BT * (size_t)V * sizeof *logits);
@@ -107,7 +115,6 @@ static void parity(clf_runtime *rt, const char *fx)
     die(clf_model_forward(m, 0, &e), &e, "forward");
     die(clf_model_logits_read(m, logits, &e), &e, "logits");
     die(clf_model_loss(m, &loss, &e), &e, "loss");
-    char name[160];
     snprintf(name, sizeof name, "%s logits", fx);
     pu_close_f(name, logits, ref_logits, BT * (size_t)V, k * 1e-5, k * 1e-4);
     TU_CHECK(pu_rel(loss, ref_loss[0]) <= 1e-5, "%s: eval loss %.8f vs torch %.8f", fx, loss,
@@ -140,12 +147,28 @@ static void parity(clf_runtime *rt, const char *fx)
                  "%s: every gradient within relative L2 %g of torch's (worst %.3g)", fx,
                  HALF_GRAD_L2, worst_l2);
     clf_model_destroy(m);
+    free(ref_logits);
+    free(ref_loss);
+    free(logits);
+}
 
-    /* ---- 10 AdamW steps from the same initial parameters ---- */
+/* 10 AdamW steps from the same initial parameters: losses, gradient norms,
+ * the final parameters (bf16: each tensor's update) and loss. */
+static void gpt_steps(clf_runtime *rt, const gpt_fx *g)
+{
+    const char *fx = g->fx;
+    clf_st_reader *r = g->r;
+    const clf_model_config cfg = g->cfg;
+    const int half = g->half, B = g->B, T = g->T, V = g->V;
+    const int32_t *x = g->x, *y = g->y;
+    clf_error e;
+    char name[160];
+    const double k = half ? 10.0 : 1.0; /* bf16: the final parameters' bounds x 10 */
+    float loss = 0;
     size_t nsteps = 0;
     float *lrs = pu_read(r, "train.lr", &nsteps), *ref_losses = pu_read(r, "train.loss", NULL);
     float *ref_gn = pu_read(r, "train.gnorm", NULL);
-    m = build(rt, &cfg, V, B, CLF_MODEL_TRAIN, r);
+    clf_model *m = build(rt, &cfg, V, B, CLF_MODEL_TRAIN, r);
     double worst_loss = 0, worst_gn = 0;
     for (size_t it = 0; it < nsteps; it++) {
         float gn = 0;
@@ -210,13 +233,27 @@ static void parity(clf_runtime *rt, const char *fx)
     TU_CHECK(pu_rel(loss, ref_final[0]) <= loss_tol, "%s: loss after %zu steps %.8f vs torch %.8f",
              fx, nsteps, loss, ref_final[0]);
     clf_model_destroy(m);
+    free(ref_final);
+    free(lrs);
+    free(ref_losses);
+    free(ref_gn);
+}
 
-    /* ---- KV-cache inference: prefill 5 positions, then decode one at a time ---- */
-    if (half) { /* inference is float32: against the fixture's float32 logits */
-        free(ref_logits);
-        ref_logits = pu_read(r, "logits_f32", NULL);
-    }
-    m = build(rt, &cfg, V, B, CLF_MODEL_INFER, r);
+/* KV-cache inference: prefill 5 positions, then decode one at a time,
+ * against the batched forward's logits. */
+static void gpt_cached(clf_runtime *rt, const gpt_fx *g)
+{
+    const char *fx = g->fx;
+    clf_st_reader *r = g->r;
+    const clf_model_config cfg = g->cfg;
+    const int half = g->half, B = g->B, T = g->T, V = g->V;
+    const size_t BT = g->BT;
+    const int32_t *x = g->x;
+    clf_error e;
+    char name[160];
+    /* inference is float32: a bf16 fixture's float32 logits */
+    float *ref_logits = pu_read(r, half ? "logits_f32" : "logits", NULL);
+    clf_model *m = build(rt, &cfg, V, B, CLF_MODEL_INFER, r);
     const int P = 5;
     int32_t *prompt = malloc((size_t)B * P * sizeof *prompt), tok[64];
     float *out = malloc((size_t)B * (size_t)V * sizeof *out);
@@ -242,20 +279,30 @@ static void parity(clf_runtime *rt, const char *fx)
     }
     (void)ok;
     clf_model_destroy(m);
-
     free(got);
     free(out);
     free(prompt);
-    free(ref_final);
-    free(lrs);
-    free(ref_losses);
-    free(ref_gn);
     free(ref_logits);
-    free(ref_loss);
-    free(logits);
-    free(x);
-    free(y);
-    clf_st_reader_destroy(r);
+}
+
+static void parity(clf_runtime *rt, const char *fx)
+{
+    gpt_fx g = {.fx = fx};
+    g.r = pu_open(fx, &g.cfg);
+    g.half = g.cfg.train.precision != CLF_PRECISION_FP32;
+    const clf_st_tensor_info *xi = clf_st_reader_find(g.r, "x");
+    const clf_st_tensor_info *li = clf_st_reader_find(g.r, "logits");
+    g.B = (int)xi->shape[0], g.T = (int)xi->shape[1], g.V = (int)li->shape[2];
+    g.BT = (size_t)g.B * (size_t)g.T;
+    g.x = pu_read(g.r, "x", NULL);
+    g.y = pu_read(g.r, "y", NULL);
+    printf("%s: B=%d T=%d V=%d\n", fx, g.B, g.T, g.V);
+    gpt_forward(rt, &g);
+    gpt_steps(rt, &g);
+    gpt_cached(rt, &g);
+    free(g.x);
+    free(g.y);
+    clf_st_reader_destroy(g.r);
 }
 
 /* ---- determinism across a checkpoint ---------------------------------------------- */

@@ -140,22 +140,19 @@ static void close_positions(const char *name, const fixture *f, const float *got
     free(r);
 }
 
-static void parity(clf_runtime *rt, const char *fx)
+/* Forward, loss (eval and train) and gradients against PyTorch's. */
+static void parity_forward(clf_runtime *rt, const fixture *fp, const char *fx,
+                           const float *ref_logits)
 {
-    fixture f;
-    fx_open(&f, fx);
+    const fixture f = *fp;
     clf_error e;
     char name[200];
     const int B = f.B;
-    size_t nlog = f.s2s ? (size_t)B * f.T * f.V : (size_t)B * f.NL;
-    printf("%s: %s B=%d S=%d T=%d V=%d labels=%d\n", fx, f.s2s ? "encoder-decoder" : "encoder", B,
-           f.S, f.T, f.V, f.NL);
-
-    /* ---- forward, loss, gradients ---- */
+    const size_t nlog = f.s2s ? (size_t)B * f.T * f.V : (size_t)B * f.NL;
     clf_model *m = build(rt, &f, B, CLF_MODEL_TRAIN);
     pu_check_table(m, f.r, f.name);
     float *logits = malloc(nlog * sizeof *logits), *probs = malloc(nlog * sizeof *probs);
-    float *ref_logits = pu_read(f.r, "logits", NULL), *ref_loss = pu_read(f.r, "loss", NULL);
+    float *ref_loss = pu_read(f.r, "loss", NULL);
     float loss = 0;
     set_batch(m, &f);
     die(clf_model_forward(m, 0, &e), &e, "forward");
@@ -203,12 +200,24 @@ static void parity(clf_runtime *rt, const char *fx)
         free(g);
     }
     clf_model_destroy(m);
+    free(ref_loss);
+    free(logits);
+    free(probs);
+}
 
-    /* ---- 10 optimizer steps from the same initial parameters ---- */
+/* 10 optimizer steps from the same initial parameters: losses, gradient
+ * norms, the final parameters and loss against PyTorch's. */
+static void parity_steps(clf_runtime *rt, const fixture *fp, const char *fx)
+{
+    const fixture f = *fp;
+    clf_error e;
+    char name[200];
+    const int B = f.B;
+    float loss = 0;
     size_t nsteps = 0;
     float *lrs = pu_read(f.r, "train.lr", &nsteps), *ref_losses = pu_read(f.r, "train.loss", NULL);
     float *ref_gn = pu_read(f.r, "train.gnorm", NULL);
-    m = build(rt, &f, B, CLF_MODEL_TRAIN);
+    clf_model *m = build(rt, &f, B, CLF_MODEL_TRAIN);
     double worst_loss = 0, worst_gn = 0;
     for (size_t it = 0; it < nsteps; it++) {
         float gn = 0;
@@ -276,88 +285,107 @@ static void parity(clf_runtime *rt, const char *fx)
     free(lrs);
     free(ref_losses);
     free(ref_gn);
+}
 
-    if (f.s2s) {
-        /* ---- cached inference: encode, prefill 2 positions, decode the rest ---- */
-        const int T = f.T, V = f.V, P = 2, Bx = 2 * B;
-        m = build(rt, &f, Bx, CLF_MODEL_INFER);
-        float *got = calloc((size_t)B * T * V, sizeof *got);
-        float *out = malloc((size_t)Bx * V * sizeof *out);
-        int32_t *prompt = malloc((size_t)B * P * sizeof *prompt), tok[16];
-        die(clf_model_encode(m, f.src, f.keep, B, f.S, &e), &e, "encode");
+/* An encoder-decoder's cached inference (encode, prefill 2 positions,
+ * decode the rest) and beams (expand, decode, reorder: drop and permute,
+ * decode) against the batched logits. */
+static void parity_decoding(clf_runtime *rt, const fixture *fp, const char *fx,
+                            const float *ref_logits)
+{
+    const fixture f = *fp;
+    clf_error e;
+    char name[200];
+    const int B = f.B;
+    /* ---- cached inference: encode, prefill 2 positions, decode the rest ---- */
+    const int T = f.T, V = f.V, P = 2, Bx = 2 * B;
+    clf_model *m = build(rt, &f, Bx, CLF_MODEL_INFER);
+    float *got = calloc((size_t)B * T * V, sizeof *got);
+    float *out = malloc((size_t)Bx * V * sizeof *out);
+    int32_t *prompt = malloc((size_t)B * P * sizeof *prompt), tok[16];
+    die(clf_model_encode(m, f.src, f.keep, B, f.S, &e), &e, "encode");
+    for (int b = 0; b < B; b++)
+        memcpy(prompt + b * P, f.tgt_in + b * T, P * sizeof *prompt);
+    die(clf_model_prefill(m, prompt, B, P, out, &e), &e, "prefill");
+    for (int b = 0; b < B; b++)
+        memcpy(got + ((size_t)b * T + P - 1) * V, out + (size_t)b * V, V * sizeof *out);
+    for (int t = P; t < T; t++) {
         for (int b = 0; b < B; b++)
-            memcpy(prompt + b * P, f.tgt_in + b * T, P * sizeof *prompt);
-        die(clf_model_prefill(m, prompt, B, P, out, &e), &e, "prefill");
+            tok[b] = f.tgt_in[b * T + t];
+        die(clf_model_decode_step(m, tok, B, t, out, &e), &e, "decode_step");
         for (int b = 0; b < B; b++)
-            memcpy(got + ((size_t)b * T + P - 1) * V, out + (size_t)b * V, V * sizeof *out);
-        for (int t = P; t < T; t++) {
-            for (int b = 0; b < B; b++)
-                tok[b] = f.tgt_in[b * T + t];
-            die(clf_model_decode_step(m, tok, B, t, out, &e), &e, "decode_step");
-            for (int b = 0; b < B; b++)
-                memcpy(got + ((size_t)b * T + t) * V, out + (size_t)b * V, V * sizeof *out);
-        }
-        /* positions before P-1 were not produced: take the reference there */
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < P - 1; t++)
-                memcpy(got + ((size_t)b * T + t) * V, ref_logits + ((size_t)b * T + t) * V,
-                       V * sizeof *got);
-        snprintf(name, sizeof name, "%s cached decoding logits", fx);
-        close_positions(name, &f, got, ref_logits);
-
-        /* ---- beams: expand, decode, reorder (drop + permute), decode ---- */
-        const int32_t expand[6] = {2, 0, 1, 1, 0, 2};
-        const int32_t later[4] = {4, 1, 3, 0}; /* rows of the 6 above */
-        int sent[6], rows = Bx, worst_ok = 1;
-        double worst = 0;
-        die(clf_model_encode(m, f.src, f.keep, B, f.S, &e), &e, "encode again");
-        die(clf_model_cache_reorder(m, expand, Bx, &e), &e, "cache_reorder expand");
-        for (int i = 0; i < Bx; i++)
-            sent[i] = expand[i];
-        for (int t = 0; t < T; t++) {
-            if (t == 3) {
-                int ns[6];
-                for (int i = 0; i < 4; i++)
-                    ns[i] = sent[later[i]];
-                rows = 4;
-                memcpy(sent, ns, sizeof ns);
-                die(clf_model_cache_reorder(m, later, rows, &e), &e, "cache_reorder later");
-            }
-            for (int i = 0; i < rows; i++)
-                tok[i] = f.tgt_in[sent[i] * T + t];
-            die(clf_model_decode_step(m, tok, rows, t, out, &e), &e, "decode_step beams");
-            for (int i = 0; i < rows; i++) {
-                int b = sent[i];
-                if (f.tgt_out[b * T + t] == -1)
-                    continue;
-                const float *ref = ref_logits + ((size_t)b * T + t) * V;
-                for (int j = 0; j < V; j++) {
-                    double err = fabs(out[(size_t)i * V + j] - ref[j]);
-                    double tol = 1e-5 + 1e-4 * fabs(ref[j]);
-                    worst = fmax(worst, err / tol);
-                    worst_ok &= err <= tol;
-                }
-            }
-        }
-        TU_CHECK(worst_ok,
-                 "%s: beam rows after cache_reorder (expand 3 -> 6, then 6 -> 4 "
-                 "reordered) match their sentences' logits (worst error / tolerance %.3f)",
-                 fx, worst);
-        /* refusals */
-        const int32_t bad_idx[2] = {0, 7};
-        TU_CHECK(clf_model_cache_reorder(m, bad_idx, 2, &e) == CLF_ERR_ARG,
-                 "cache_reorder refuses a row index past the cached rows");
-        TU_CHECK(clf_model_decode_step(m, tok, 3, T - 1, out, &e) == CLF_ERR_ARG,
-                 "decode_step refuses a batch other than the cached rows");
-        clf_model_destroy(m);
-        free(got);
-        free(out);
-        free(prompt);
+            memcpy(got + ((size_t)b * T + t) * V, out + (size_t)b * V, V * sizeof *out);
     }
+    /* positions before P-1 were not produced: take the reference there */
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < P - 1; t++)
+            memcpy(got + ((size_t)b * T + t) * V, ref_logits + ((size_t)b * T + t) * V,
+                   V * sizeof *got);
+    snprintf(name, sizeof name, "%s cached decoding logits", fx);
+    close_positions(name, &f, got, ref_logits);
+
+    /* ---- beams: expand, decode, reorder (drop + permute), decode ---- */
+    const int32_t expand[6] = {2, 0, 1, 1, 0, 2};
+    const int32_t later[4] = {4, 1, 3, 0}; /* rows of the 6 above */
+    int sent[6], rows = Bx, worst_ok = 1;
+    double worst = 0;
+    die(clf_model_encode(m, f.src, f.keep, B, f.S, &e), &e, "encode again");
+    die(clf_model_cache_reorder(m, expand, Bx, &e), &e, "cache_reorder expand");
+    for (int i = 0; i < Bx; i++)
+        sent[i] = expand[i];
+    for (int t = 0; t < T; t++) {
+        if (t == 3) {
+            int ns[6];
+            for (int i = 0; i < 4; i++)
+                ns[i] = sent[later[i]];
+            rows = 4;
+            memcpy(sent, ns, sizeof ns);
+            die(clf_model_cache_reorder(m, later, rows, &e), &e, "cache_reorder later");
+        }
+        for (int i = 0; i < rows; i++)
+            tok[i] = f.tgt_in[sent[i] * T + t];
+        die(clf_model_decode_step(m, tok, rows, t, out, &e), &e, "decode_step beams");
+        for (int i = 0; i < rows; i++) {
+            int b = sent[i];
+            if (f.tgt_out[b * T + t] == -1)
+                continue;
+            const float *ref = ref_logits + ((size_t)b * T + t) * V;
+            for (int j = 0; j < V; j++) {
+                double err = fabs(out[(size_t)i * V + j] - ref[j]);
+                double tol = 1e-5 + 1e-4 * fabs(ref[j]);
+                worst = fmax(worst, err / tol);
+                worst_ok &= err <= tol;
+            }
+        }
+    }
+    TU_CHECK(worst_ok,
+             "%s: beam rows after cache_reorder (expand 3 -> 6, then 6 -> 4 "
+             "reordered) match their sentences' logits (worst error / tolerance %.3f)",
+             fx, worst);
+    /* refusals */
+    const int32_t bad_idx[2] = {0, 7};
+    TU_CHECK(clf_model_cache_reorder(m, bad_idx, 2, &e) == CLF_ERR_ARG,
+             "cache_reorder refuses a row index past the cached rows");
+    TU_CHECK(clf_model_decode_step(m, tok, 3, T - 1, out, &e) == CLF_ERR_ARG,
+             "decode_step refuses a batch other than the cached rows");
+    clf_model_destroy(m);
+    free(got);
+    free(out);
+    free(prompt);
+}
+
+static void parity(clf_runtime *rt, const char *fx)
+{
+    fixture f;
+    fx_open(&f, fx);
+    printf("%s: %s B=%d S=%d T=%d V=%d labels=%d\n", fx, f.s2s ? "encoder-decoder" : "encoder", f.B,
+           f.S, f.T, f.V, f.NL);
+    float *ref_logits = pu_read(f.r, "logits", NULL);
+    parity_forward(rt, &f, fx, ref_logits);
+    parity_steps(rt, &f, fx);
+    if (f.s2s)
+        parity_decoding(rt, &f, fx, ref_logits);
     free(ref_logits);
-    free(ref_loss);
-    free(logits);
-    free(probs);
     fx_close(&f);
 }
 

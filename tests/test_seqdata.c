@@ -412,27 +412,12 @@ static size_t run_epoch(const clf_seqdata *ds, clf_seq_loader *L, clf_seq_batch 
     return nb;
 }
 
-static void test_batching(void)
+/* Every batching mode over the pairs and the classifier's sentences: each
+ * batch's contents, padding and limits, every example once an epoch, and
+ * epochs that differ (shuffled orders) or repeat. */
+static void batching_modes(const clf_seqdata *ds, const clf_seqdata *cls_ds, size_t N)
 {
-    clf_tokenizer *tok = byte_tok(1);
-    const size_t N = 1000;
-    char *src = synth(N, 1, 0, 40), *tgt = synth(N, 2, 1, 50);
-    write_file("s.src", src);
-    write_gz("s.tgt.gz", tgt);
-    clf_seq_options o;
-    clf_seq_options_default(&o, CLF_MODEL_ENCODER_DECODER, 48);
-    clf_seqdata *ds, *cls_ds;
     clf_error err;
-    char a[640], bpath[640];
-    snprintf(a, sizeof a, "%s", tmp_path("s.src"));
-    snprintf(bpath, sizeof bpath, "%s", tmp_path("s.tgt.gz"));
-    tu_ok(clf_seqdata_load_pairs(a, bpath, tok, tok, &o, &ds, &err), &err, "synthetic pairs");
-    TU_CHECK(clf_seqdata_stats_get(ds)->tgt.truncated > 0, "some targets exceed 48 and are cut");
-    clf_seq_options oc;
-    clf_seq_options_default(&oc, CLF_MODEL_ENCODER, 30);
-    tu_ok(clf_seqdata_from_text(src, strlen(src), "synthetic", tok, &oc, &cls_ds, &err), &err,
-          "synthetic sentences");
-
     int *seen = calloc(N, sizeof *seen);
     struct {
         int batch, tokens, pm;
@@ -482,165 +467,199 @@ static void test_batching(void)
             clf_seq_loader_destroy(L);
         }
     }
+    free(seen);
+}
 
-    /* SORTED: lengths never decrease; INPUT: indices 0..N-1 in order */
-    {
-        clf_seq_batching bo;
-        clf_seq_batching_default(&bo);
-        bo.order = CLF_SEQ_ORDER_SORTED;
-        clf_seq_loader *L;
-        clf_seq_batch *b;
-        tu_ok(clf_seq_loader_create(ds, &bo, &L, &err), &err, "loader");
-        tu_ok(clf_seq_batch_create(L, &b, &err), &err, "batch");
-        int prev = 0, mono = 1;
-        while (clf_seq_loader_next(L, b)) {
-            for (int r = 0; r < b->B; r++) {
-                int sl, yl;
-                clf_seqdata_example(ds, (size_t)b->index[r], NULL, &sl, NULL, &yl, NULL);
-                int key = sl > yl + 1 ? sl : yl + 1;
-                mono &= key >= prev;
-                prev = key;
-            }
+/* SORTED: lengths never decrease; INPUT: indices 0..N-1 in order */
+static void batching_orders(const clf_seqdata *ds, size_t N)
+{
+    clf_error err;
+    clf_seq_batching bo;
+    clf_seq_batching_default(&bo);
+    bo.order = CLF_SEQ_ORDER_SORTED;
+    clf_seq_loader *L;
+    clf_seq_batch *b;
+    tu_ok(clf_seq_loader_create(ds, &bo, &L, &err), &err, "loader");
+    tu_ok(clf_seq_batch_create(L, &b, &err), &err, "batch");
+    int prev = 0, mono = 1;
+    while (clf_seq_loader_next(L, b)) {
+        for (int r = 0; r < b->B; r++) {
+            int sl, yl;
+            clf_seqdata_example(ds, (size_t)b->index[r], NULL, &sl, NULL, &yl, NULL);
+            int key = sl > yl + 1 ? sl : yl + 1;
+            mono &= key >= prev;
+            prev = key;
         }
-        TU_CHECK(mono, "sorted order: max(S, T) never decreases");
-        clf_seq_batch_destroy(b);
-        clf_seq_loader_destroy(L);
-        bo.order = CLF_SEQ_ORDER_INPUT;
-        tu_ok(clf_seq_loader_create(ds, &bo, &L, &err), &err, "loader");
-        tu_ok(clf_seq_batch_create(L, &b, &err), &err, "batch");
-        int64_t next = 0;
-        int inorder = 1;
-        while (clf_seq_loader_next(L, b))
-            for (int r = 0; r < b->B; r++)
-                inorder &= b->index[r] == next++;
-        TU_CHECK(inorder && next == (int64_t)N, "input order keeps indices 0..N-1");
-        clf_seq_batch_destroy(b);
-        clf_seq_loader_destroy(L);
     }
+    TU_CHECK(mono, "sorted order: max(S, T) never decreases");
+    clf_seq_batch_destroy(b);
+    clf_seq_loader_destroy(L);
+    bo.order = CLF_SEQ_ORDER_INPUT;
+    tu_ok(clf_seq_loader_create(ds, &bo, &L, &err), &err, "loader");
+    tu_ok(clf_seq_batch_create(L, &b, &err), &err, "batch");
+    int64_t next = 0;
+    int inorder = 1;
+    while (clf_seq_loader_next(L, b))
+        for (int r = 0; r < b->B; r++)
+            inorder &= b->index[r] == next++;
+    TU_CHECK(inorder && next == (int64_t)N, "input order keeps indices 0..N-1");
+    clf_seq_batch_destroy(b);
+    clf_seq_loader_destroy(L);
+}
 
-    /* determinism and resume */
-    {
-        clf_seq_batching bo;
-        clf_seq_batching_default(&bo);
-        bo.batch_tokens = 400;
-        bo.batch = 0;
-        bo.seed = 7;
-        clf_seq_loader *A, *B, *C;
-        clf_seq_batch *ba, *bb;
-        tu_ok(clf_seq_loader_create(ds, &bo, &A, &err), &err, "A");
-        tu_ok(clf_seq_loader_create(ds, &bo, &B, &err), &err, "B");
-        bo.seed = 8;
-        tu_ok(clf_seq_loader_create(ds, &bo, &C, &err), &err, "C");
-        tu_ok(clf_seq_batch_create(A, &ba, &err), &err, "batch");
-        tu_ok(clf_seq_batch_create(A, &bb, &err), &err, "batch");
-        /* the same seed: the same stream over 2 epochs; another seed differs */
-        int same = 1, differ = 0;
-        for (int k = 0; k < 2 * (int)clf_seq_loader_batches(A) + 2; k++) {
-            int ga = clf_seq_loader_next(A, ba), gb = clf_seq_loader_next(B, bb);
-            same &=
-                ga == gb && (!ga || (ba->B == bb->B && ba->S == bb->S && ba->T == bb->T &&
+/* determinism and resume */
+static void batching_resume(const clf_seqdata *ds)
+{
+    clf_error err;
+    clf_seq_batching bo;
+    clf_seq_batching_default(&bo);
+    bo.batch_tokens = 400;
+    bo.batch = 0;
+    bo.seed = 7;
+    clf_seq_loader *A, *B, *C;
+    clf_seq_batch *ba, *bb;
+    tu_ok(clf_seq_loader_create(ds, &bo, &A, &err), &err, "A");
+    tu_ok(clf_seq_loader_create(ds, &bo, &B, &err), &err, "B");
+    bo.seed = 8;
+    tu_ok(clf_seq_loader_create(ds, &bo, &C, &err), &err, "C");
+    tu_ok(clf_seq_batch_create(A, &ba, &err), &err, "batch");
+    tu_ok(clf_seq_batch_create(A, &bb, &err), &err, "batch");
+    /* the same seed: the same stream over 2 epochs; another seed differs */
+    int same = 1, differ = 0;
+    for (int k = 0; k < 2 * (int)clf_seq_loader_batches(A) + 2; k++) {
+        int ga = clf_seq_loader_next(A, ba), gb = clf_seq_loader_next(B, bb);
+        same &= ga == gb && (!ga || (ba->B == bb->B && ba->S == bb->S && ba->T == bb->T &&
                                      memcmp(ba->index, bb->index, (size_t)ba->B * 8) == 0 &&
                                      memcmp(ba->src, bb->src, (size_t)(ba->B * ba->S) * 4) == 0));
-            int gc = clf_seq_loader_next(C, bb);
-            if (ga && gc && (ba->B != bb->B || ba->index[0] != bb->index[0]))
-                differ = 1;
-        }
-        TU_CHECK(same, "the same seed gives the same batches");
-        TU_CHECK(differ, "another seed gives other batches");
-        clf_seq_loader_destroy(B);
-        clf_seq_loader_destroy(C);
-        clf_seq_loader_destroy(A);
-
-        /* resume: save after k batches (mid-epoch, at the epoch's end, and
-         * after the end-of-epoch signal), restore into a fresh loader, and
-         * the next 40 results are identical */
-        bo.seed = 7;
-        tu_ok(clf_seq_loader_create(ds, &bo, &A, &err), &err, "A");
-        size_t nb0 = clf_seq_loader_batches(A);
-        size_t cuts[] = {5, nb0, nb0 + 1, nb0 + 9};
-        int resumed = 1;
-        for (size_t c = 0; c < 4; c++) {
-            clf_seq_loader_state st0 = {0, 0};
-            tu_ok(clf_seq_loader_set_state(A, &st0, &err), &err, "rewind");
-            for (size_t k = 0; k < cuts[c]; k++)
-                clf_seq_loader_next(A, ba);
-            char state[CLF_SEQ_STATE_STRING_MAX];
-            clf_seq_loader_state_to_string(A, state);
-            tu_ok(clf_seq_loader_create(ds, &bo, &B, &err), &err, "B");
-            tu_ok(clf_seq_loader_state_from_string(B, state, &err), &err, state);
-            for (int k = 0; k < 40; k++) {
-                int ga = clf_seq_loader_next(A, ba), gb = clf_seq_loader_next(B, bb);
-                resumed &=
-                    ga == gb && (!ga || (ba->B == bb->B && ba->epoch == bb->epoch &&
-                                         ba->position == bb->position &&
-                                         memcmp(ba->index, bb->index, (size_t)ba->B * 8) == 0));
-            }
-            if (c == 1)
-                printf("state at the end of epoch 0: %s\n", state);
-            clf_seq_loader_destroy(B);
-        }
-        TU_CHECK(resumed, "resume from a saved state continues identically");
-        /* refused: other data size, other seed, garbage, a position past the epoch */
-        clf_seq_loader_state_to_string(A, (char[CLF_SEQ_STATE_STRING_MAX]){0});
-        TU_CHECK(clf_seq_loader_state_from_string(A, "seq:epoch=1,position=0,examples=999,seed=7",
-                                                  &err) == CLF_ERR_ARG &&
-                     strstr(err.msg, "999"),
-                 "resume on other data refused: %s", err.msg);
-        TU_CHECK(clf_seq_loader_state_from_string(A, "seq:epoch=1,position=0,examples=1000,seed=9",
-                                                  &err) == CLF_ERR_ARG,
-                 "resume with another seed refused");
-        TU_CHECK(clf_seq_loader_state_from_string(A, "epoch 3", &err) == CLF_ERR_FORMAT,
-                 "malformed state refused");
-        clf_seq_loader_state far = {0, 1000000};
-        clf_seq_loader_state before, after;
-        clf_seq_loader_get_state(A, &before);
-        TU_CHECK(clf_seq_loader_set_state(A, &far, &err) == CLF_ERR_ARG, "position past the end");
-        clf_seq_loader_get_state(A, &after);
-        TU_CHECK(before.epoch == after.epoch && before.position == after.position,
-                 "a refused state leaves the loader as it was");
-        clf_seq_loader_destroy(A);
-        clf_seq_batch_destroy(ba);
-        clf_seq_batch_destroy(bb);
+        int gc = clf_seq_loader_next(C, bb);
+        if (ga && gc && (ba->B != bb->B || ba->index[0] != bb->index[0]))
+            differ = 1;
     }
+    TU_CHECK(same, "the same seed gives the same batches");
+    TU_CHECK(differ, "another seed gives other batches");
+    clf_seq_loader_destroy(B);
+    clf_seq_loader_destroy(C);
+    clf_seq_loader_destroy(A);
 
-    /* bad options */
-    {
+    /* resume: save after k batches (mid-epoch, at the epoch's end, and
+     * after the end-of-epoch signal), restore into a fresh loader, and
+     * the next 40 results are identical */
+    bo.seed = 7;
+    tu_ok(clf_seq_loader_create(ds, &bo, &A, &err), &err, "A");
+    size_t nb0 = clf_seq_loader_batches(A);
+    size_t cuts[] = {5, nb0, nb0 + 1, nb0 + 9};
+    int resumed = 1;
+    for (size_t c = 0; c < 4; c++) {
+        clf_seq_loader_state st0 = {0, 0};
+        tu_ok(clf_seq_loader_set_state(A, &st0, &err), &err, "rewind");
+        for (size_t k = 0; k < cuts[c]; k++)
+            clf_seq_loader_next(A, ba);
+        char state[CLF_SEQ_STATE_STRING_MAX];
+        clf_seq_loader_state_to_string(A, state);
+        tu_ok(clf_seq_loader_create(ds, &bo, &B, &err), &err, "B");
+        tu_ok(clf_seq_loader_state_from_string(B, state, &err), &err, state);
+        for (int k = 0; k < 40; k++) {
+            int ga = clf_seq_loader_next(A, ba), gb = clf_seq_loader_next(B, bb);
+            resumed &= ga == gb && (!ga || (ba->B == bb->B && ba->epoch == bb->epoch &&
+                                            ba->position == bb->position &&
+                                            memcmp(ba->index, bb->index, (size_t)ba->B * 8) == 0));
+        }
+        if (c == 1)
+            printf("state at the end of epoch 0: %s\n", state);
+        clf_seq_loader_destroy(B);
+    }
+    TU_CHECK(resumed, "resume from a saved state continues identically");
+    /* refused: other data size, other seed, garbage, a position past the epoch */
+    clf_seq_loader_state_to_string(A, (char[CLF_SEQ_STATE_STRING_MAX]){0});
+    TU_CHECK(clf_seq_loader_state_from_string(A, "seq:epoch=1,position=0,examples=999,seed=7",
+                                              &err) == CLF_ERR_ARG &&
+                 strstr(err.msg, "999"),
+             "resume on other data refused: %s", err.msg);
+    TU_CHECK(clf_seq_loader_state_from_string(A, "seq:epoch=1,position=0,examples=1000,seed=9",
+                                              &err) == CLF_ERR_ARG,
+             "resume with another seed refused");
+    TU_CHECK(clf_seq_loader_state_from_string(A, "epoch 3", &err) == CLF_ERR_FORMAT,
+             "malformed state refused");
+    clf_seq_loader_state far = {0, 1000000};
+    clf_seq_loader_state before, after;
+    clf_seq_loader_get_state(A, &before);
+    TU_CHECK(clf_seq_loader_set_state(A, &far, &err) == CLF_ERR_ARG, "position past the end");
+    clf_seq_loader_get_state(A, &after);
+    TU_CHECK(before.epoch == after.epoch && before.position == after.position,
+             "a refused state leaves the loader as it was");
+    clf_seq_loader_destroy(A);
+    clf_seq_batch_destroy(ba);
+    clf_seq_batch_destroy(bb);
+}
+
+/* bad options */
+static void batching_bad_options(const clf_seqdata *ds)
+{
+    clf_error err;
+    clf_seq_batching bo;
+    clf_seq_batching_default(&bo);
+    bo.batch = 0;
+    clf_seq_loader *L = NULL;
+    TU_CHECK(clf_seq_loader_create(ds, &bo, &L, &err) == CLF_ERR_ARG && L == NULL,
+             "neither batch nor batch_tokens refused");
+    bo.batch = 4;
+    bo.pad_multiple = 0;
+    TU_CHECK(clf_seq_loader_create(ds, &bo, &L, &err) == CLF_ERR_ARG, "pad_multiple 0 refused");
+}
+
+/* bucketing pads less than random batches */
+static void batching_padding(const clf_seqdata *ds)
+{
+    clf_error err;
+    double eff[2][3];
+    for (int k = 0; k < 2; k++) {
         clf_seq_batching bo;
         clf_seq_batching_default(&bo);
-        bo.batch = 0;
-        clf_seq_loader *L = NULL;
-        TU_CHECK(clf_seq_loader_create(ds, &bo, &L, &err) == CLF_ERR_ARG && L == NULL,
-                 "neither batch nor batch_tokens refused");
-        bo.batch = 4;
-        bo.pad_multiple = 0;
-        TU_CHECK(clf_seq_loader_create(ds, &bo, &L, &err) == CLF_ERR_ARG, "pad_multiple 0 refused");
+        bo.batch = 32;
+        bo.order = k ? CLF_SEQ_ORDER_SHUFFLED : CLF_SEQ_ORDER_BUCKETED;
+        clf_seq_loader *L;
+        tu_ok(clf_seq_loader_create(ds, &bo, &L, &err), &err, "loader");
+        int64_t sr, sp, tr, tp;
+        clf_seq_loader_padding(L, &sr, &sp, &tr, &tp);
+        eff[k][0] = (double)sr / (double)sp;
+        eff[k][1] = (double)tr / (double)tp;
+        eff[k][2] = (double)(sr + tr) / (double)(sp + tp);
+        clf_seq_loader_destroy(L);
     }
+    printf("synthetic (independent uniform lengths, batch 32): real/padded tokens source "
+           "%.3f bucketed vs %.3f random, target %.3f vs %.3f, both %.3f vs %.3f\n",
+           eff[0][0], eff[1][0], eff[0][1], eff[1][1], eff[0][2], eff[1][2]);
+    /* typically 0.77 vs 0.54: a margin of 0.1 holds for any seed */
+    TU_CHECK(eff[0][2] > eff[1][2] + 0.1, "bucketing pads less: %.3f vs %.3f", eff[0][2],
+             eff[1][2]);
+}
 
-    /* bucketing pads less than random batches */
-    {
-        double eff[2][3];
-        for (int k = 0; k < 2; k++) {
-            clf_seq_batching bo;
-            clf_seq_batching_default(&bo);
-            bo.batch = 32;
-            bo.order = k ? CLF_SEQ_ORDER_SHUFFLED : CLF_SEQ_ORDER_BUCKETED;
-            clf_seq_loader *L;
-            tu_ok(clf_seq_loader_create(ds, &bo, &L, &err), &err, "loader");
-            int64_t sr, sp, tr, tp;
-            clf_seq_loader_padding(L, &sr, &sp, &tr, &tp);
-            eff[k][0] = (double)sr / (double)sp;
-            eff[k][1] = (double)tr / (double)tp;
-            eff[k][2] = (double)(sr + tr) / (double)(sp + tp);
-            clf_seq_loader_destroy(L);
-        }
-        printf("synthetic (independent uniform lengths, batch 32): real/padded tokens source "
-               "%.3f bucketed vs %.3f random, target %.3f vs %.3f, both %.3f vs %.3f\n",
-               eff[0][0], eff[1][0], eff[0][1], eff[1][1], eff[0][2], eff[1][2]);
-        /* typically 0.77 vs 0.54: a margin of 0.1 holds for any seed */
-        TU_CHECK(eff[0][2] > eff[1][2] + 0.1, "bucketing pads less: %.3f vs %.3f", eff[0][2],
-                 eff[1][2]);
-    }
-    free(seen);
+static void test_batching(void)
+{
+    clf_tokenizer *tok = byte_tok(1);
+    const size_t N = 1000;
+    char *src = synth(N, 1, 0, 40), *tgt = synth(N, 2, 1, 50);
+    write_file("s.src", src);
+    write_gz("s.tgt.gz", tgt);
+    clf_seq_options o;
+    clf_seq_options_default(&o, CLF_MODEL_ENCODER_DECODER, 48);
+    clf_seqdata *ds, *cls_ds;
+    clf_error err;
+    char a[640], bpath[640];
+    snprintf(a, sizeof a, "%s", tmp_path("s.src"));
+    snprintf(bpath, sizeof bpath, "%s", tmp_path("s.tgt.gz"));
+    tu_ok(clf_seqdata_load_pairs(a, bpath, tok, tok, &o, &ds, &err), &err, "synthetic pairs");
+    TU_CHECK(clf_seqdata_stats_get(ds)->tgt.truncated > 0, "some targets exceed 48 and are cut");
+    clf_seq_options oc;
+    clf_seq_options_default(&oc, CLF_MODEL_ENCODER, 30);
+    tu_ok(clf_seqdata_from_text(src, strlen(src), "synthetic", tok, &oc, &cls_ds, &err), &err,
+          "synthetic sentences");
+
+    batching_modes(ds, cls_ds, N);
+    batching_orders(ds, N);
+    batching_resume(ds);
+    batching_bad_options(ds);
+    batching_padding(ds);
     free(src);
     free(tgt);
     clf_seqdata_destroy(ds);

@@ -1,30 +1,30 @@
 /*
- * backward.c - the backward graph: the forward of forward.c
- * walked in reverse.
+ * backward.c - the backward graph: the node list of forward.c walked in
+ * reverse.
  *
  * Design (llm.c's gpt2_backward): d(logits) is already in the logits
- * buffer (the fused loss wrote it); the gradient of the residual stream
- * lives in one buffer, dres, that every block reads as the gradient of its
- * output and leaves holding the gradient of its input. Parameter gradients
+ * buffer (the fused loss wrote it). Each node reads the gradient of its
+ * output from a gradient slot and writes, or adds, the gradient of its
+ * input to another, as nodes.c's routing pass assigned: the residual
+ * stream's gradient stays in one slot through a pre-norm block, a norm's
+ * input adds into the slot its residual use holds, and every
+ * cross-attention adds the gradient of its keys and values into the
+ * encoder output's slot (the first one visited overwrites), from which the
+ * encoder stack is walked after the decoder's. Parameter gradients
  * accumulate (+=) into the flat grad buffer (GEMMs with beta = 1, bias and
  * norm backward ops in accumulate mode), so micro-batches add up and a tied
  * LM head and token embedding (or shared source and target embeddings)
- * share one gradient. Each sublayer backward takes the gradient of its
- * output, its input, and where to put the gradient of its input (overwrite
- * or add), so pre- and post-norm wiring, encoder, decoder and
- * cross-attention reuse the same functions. An encoder-decoder walks the
- * decoder stack first; every cross-attention adds the gradient of its keys
- * and values into denc (the gradient of the encoder's output: the first
- * one visited overwrites), then the encoder stack is walked from denc, with
- * dres reused as its residual gradient. Dropout masks are regenerated from
- * their keys, never stored. With train.precision bf16 or fp16 the FFN's
- * hidden gradient (dH2, where the activation's derivative is fused into
- * the projection's backward) is stored in 16 bits: the two GEMMs and the
- * bias gradient that read it widen it; with fp16 every gradient arrives
- * multiplied by the loss scale (forward.c's loss), so small ones stay
- * inside half's range.
+ * share one gradient. Recomputation re-runs a block's nodes (or an
+ * attention node) forward just before their backward. Dropout masks are
+ * regenerated from their keys, never stored. With train.precision bf16 or
+ * fp16 the FFN's hidden gradient (dH2, where the activation's derivative is
+ * fused into the projection's backward) is stored in 16 bits: the two GEMMs
+ * and the bias gradient that read it widen it; with fp16 every gradient
+ * arrives multiplied by the loss scale (forward.c's loss), so small ones
+ * stay inside half's range.
  *
- * Not here: the forward (forward.c), the optimizer (step.c).
+ * Not here: the forward (forward.c), the routing (nodes.c), the optimizer
+ * (step.c).
  */
 #include <math.h>
 

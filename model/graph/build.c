@@ -1,26 +1,21 @@
 /*
- * build.c - planning and allocating a model, GPT-2 initialisation, the
- * parameter table and host <-> device copies of parameters and optimizer
- * state.
+ * build.c - building a model: the parameter plan, create and destroy, GPT-2
+ * initialisation.
  *
  * Design (as llm.c's gpt2_build_from_checkpoint, ggml's reserve-then-alloc):
  *   1. the parameter table is planned from mi_spec: every tensor with its
  *      name, shape, decay flag and initialiser; decayed tensors are placed
  *      first, each offset aligned to MI_ALIGN floats; the per-block offset
  *      structs (mi_block_p) and the stacks (mi_stack) are filled in;
- *   2. every device buffer is requested with its size: the four flat buffers
- *      (gradients and Adam state only with CLF_MODEL_TRAIN), the block
- *      activations sized by their stack's rows (without CLF_MODEL_TRAIN one
- *      set is shared by all blocks of a stack, since nothing is kept for a
- *      backward), the shared scratch sized for the largest of the stacks,
- *      the backward scratch and the caches (CLF_MODEL_INFER: self-attention
- *      keys and values per decoder block, cross-attention keys and values,
- *      the gather scratch of cache_reorder);
- *   3. with a runtime the buffers are created (nothing is allocated later);
- *      without one (clf_model_memory_plan) only their bytes are summed.
+ *   2. the node list is built from the spec (nodes.c);
+ *   3. every device buffer is requested and placed (arena.c): with a runtime
+ *      the buffers are created (nothing is allocated later); without one
+ *      (clf_model_memory_plan) only their bytes are summed;
+ *   4. the parameters are initialised and every product of a step prepared
+ *      (step.c's mi_plan).
  *
- * Not here: the graph (forward.c, backward.c), the training and
- * inference entry points (step.c, decode.c).
+ * Not here: the graph (nodes.c, forward.c, backward.c), the accessors
+ * (access.c), the training and inference entry points (step.c, decode.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -109,70 +104,62 @@ static clf_status plan_linear(plan *p, const char *prefix, size_t rows, size_t c
     return CLF_OK;
 }
 
+/* One parameter group of a block: a norm or a linear layer; cross: only
+ * in a block with cross-attention. */
+typedef struct block_part {
+    const char *name;
+    int cross;
+    size_t rows, cols;
+    int bias, init;
+    mi_norm_p *norm;
+    mi_lin_p *lin;
+} block_part;
+
 /* The blocks of a stack, named "<prefix>blocks.<l>." (prefix "" for a
  * single stack; "encoder." / "decoder." in an encoder-decoder, whose
- * decoder blocks have cross-attention). */
+ * decoder blocks have cross-attention), each block's parts in the order
+ * PyTorch's modules list them. */
 static clf_status plan_blocks(plan *p, const char *prefix, clf_model *m, const mi_stack *stk,
                               clf_error *err)
 {
     const mi_spec *s = &m->s;
-    mi_block_p *bp = m->bp + stk->first;
-    const int n = stk->n, first = stk->first, is_enc = stk->src;
     const int has_cross = !stk->src && s->kind == MI_KIND_ENCDEC;
-    char base[48], name[80];
-    const size_t C = (size_t)s->C;
-    clf_status st;
-    for (int l = 0; l < n; l++) {
-        mi_block_p *b = &bp[l];
-        p->layer = first + l;
-        b->is_enc = is_enc;
+    const size_t C = (size_t)s->C, F = (size_t)s->fc_rows, H = (size_t)s->H;
+    const int ab = s->attn_bias, fb = s->ffn_bias, N = MI_INIT_NORMAL, R = MI_INIT_RESID;
+    char name[CLF_MODEL_NAME_MAX - 8]; /* room for ".weight" */
+    clf_status st = CLF_OK;
+    for (int l = 0; l < stk->n && st == CLF_OK; l++) {
+        mi_block_p *b = &m->bp[stk->first + l];
+        const block_part parts[] = {
+            {"ln1", 0, 0, 0, 0, 0, &b->ln1, NULL},
+            {"attn.qkv", 0, 3 * C, C, ab, N, NULL, &b->attn.qkv},
+            {"attn.proj", 0, C, C, ab, R, NULL, &b->attn.proj},
+            {"lnx", 1, 0, 0, 0, 0, &b->lnx, NULL},
+            {"cross.q", 1, C, C, ab, N, NULL, &b->cross.q},
+            {"cross.kv", 1, 2 * C, C, ab, N, NULL, &b->cross.kv},
+            {"cross.proj", 1, C, C, ab, R, NULL, &b->cross.proj},
+            {"ln2", 0, 0, 0, 0, 0, &b->ln2, NULL},
+            {"ffn.fc", 0, F, C, fb, N, NULL, &b->ffn.fc},
+            {"ffn.proj", 0, C, H, fb, R, NULL, &b->ffn.proj},
+        };
+        p->layer = stk->first + l;
+        b->is_enc = stk->src;
         b->has_cross = has_cross;
-        b->lnx.w = b->lnx.b = MI_NONE;
-        b->cross.q.w = b->cross.q.b = b->cross.kv.w = b->cross.kv.b = MI_NONE;
-        b->cross.proj.w = b->cross.proj.b = MI_NONE;
-        snprintf(base, sizeof base, "%sblocks.%d", prefix, l);
-        snprintf(name, sizeof name, "%s.ln1", base);
-        if ((st = plan_norm(p, name, s->norm, s->norm_bias, C, &b->ln1, err)) != CLF_OK)
-            return st;
-        snprintf(name, sizeof name, "%s.attn.qkv", base);
-        if ((st = plan_linear(p, name, 3 * C, C, s->attn_bias, MI_INIT_NORMAL, &b->attn.qkv,
-                              err)) != CLF_OK)
-            return st;
-        snprintf(name, sizeof name, "%s.attn.proj", base);
-        if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_RESID, &b->attn.proj, err)) !=
-            CLF_OK)
-            return st;
-        if (has_cross) {
-            snprintf(name, sizeof name, "%s.lnx", base);
-            if ((st = plan_norm(p, name, s->norm, s->norm_bias, C, &b->lnx, err)) != CLF_OK)
-                return st;
-            snprintf(name, sizeof name, "%s.cross.q", base);
-            if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_NORMAL, &b->cross.q, err)) !=
-                CLF_OK)
-                return st;
-            snprintf(name, sizeof name, "%s.cross.kv", base);
-            if ((st = plan_linear(p, name, 2 * C, C, s->attn_bias, MI_INIT_NORMAL, &b->cross.kv,
-                                  err)) != CLF_OK)
-                return st;
-            snprintf(name, sizeof name, "%s.cross.proj", base);
-            if ((st = plan_linear(p, name, C, C, s->attn_bias, MI_INIT_RESID, &b->cross.proj,
-                                  err)) != CLF_OK)
-                return st;
+        for (size_t k = 0; k < sizeof parts / sizeof parts[0] && st == CLF_OK; k++) {
+            const block_part *q = &parts[k];
+            const int absent = q->cross && !has_cross;
+            snprintf(name, sizeof name, "%sblocks.%d.%s", prefix, l, q->name);
+            if (q->norm != NULL)
+                st = plan_norm(p, name, absent ? MI_NORM_NONE : s->norm, s->norm_bias, C, q->norm,
+                               err);
+            else if (absent)
+                q->lin->w = q->lin->b = MI_NONE;
+            else
+                st = plan_linear(p, name, q->rows, q->cols, q->bias, q->init, q->lin, err);
         }
-        snprintf(name, sizeof name, "%s.ln2", base);
-        if ((st = plan_norm(p, name, s->norm, s->norm_bias, C, &b->ln2, err)) != CLF_OK)
-            return st;
-        snprintf(name, sizeof name, "%s.ffn.fc", base);
-        if ((st = plan_linear(p, name, (size_t)s->fc_rows, C, s->ffn_bias, MI_INIT_NORMAL,
-                              &b->ffn.fc, err)) != CLF_OK)
-            return st;
-        snprintf(name, sizeof name, "%s.ffn.proj", base);
-        if ((st = plan_linear(p, name, C, (size_t)s->H, s->ffn_bias, MI_INIT_RESID, &b->ffn.proj,
-                              err)) != CLF_OK)
-            return st;
     }
     p->layer = -1;
-    return CLF_OK;
+    return st;
 }
 
 /* The stacks of the kind: which blocks, what they read, their dropout site. */
@@ -458,220 +445,3 @@ clf_status clf_model_params_init(clf_model *m, uint64_t seed, clf_error *err)
     }
     return clf_runtime_finish(m->rt, err);
 }
-
-/* ---- accessors ------------------------------------------------------------------------ */
-
-clf_model_dims clf_model_dims_get(const clf_model *m) { return m->dims; }
-clf_runtime *clf_model_runtime(const clf_model *m) { return m->rt; }
-int clf_model_param_count(const clf_model *m) { return m->n_ptab; }
-
-const clf_param_info *clf_model_param_get(const clf_model *m, int i)
-{
-    return i >= 0 && i < m->n_ptab ? &m->ptab[i] : NULL;
-}
-
-int clf_model_param_find(const clf_model *m, const char *name)
-{
-    for (int i = 0; i < m->n_ptab; i++)
-        if (strcmp(m->ptab[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
-static clf_status slot_buffer(const clf_model *m, clf_model_slot slot, clf_buffer **b,
-                              clf_error *err)
-{
-    switch (slot) {
-        case CLF_SLOT_PARAM: *b = m->params; break;
-        case CLF_SLOT_GRAD: *b = m->grads; break;
-        case CLF_SLOT_ADAM_M: *b = m->adam_m; break;
-        case CLF_SLOT_ADAM_V: *b = m->adam_v; break;
-        default: *b = NULL; break;
-    }
-    if (*b == NULL)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "the model has no %s buffer (created without CLF_MODEL_TRAIN?)",
-                             slot == CLF_SLOT_GRAD ? "gradient" : "optimizer state");
-    return CLF_OK;
-}
-
-/* Where tensor t starts in slot's buffer (the ADAM slots hold the
- * optimizer's slice only: a tensor outside it is an error). */
-static clf_status slot_offset(const clf_model *m, clf_model_slot slot, const clf_param_info *t,
-                              size_t *off, clf_error *err)
-{
-    *off = t->offset;
-    if (slot != CLF_SLOT_ADAM_M && slot != CLF_SLOT_ADAM_V)
-        return CLF_OK;
-    if (t->offset < m->opt_lo || t->offset + t->numel > m->opt_hi)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "%s: its optimizer state is on another rank (this model holds "
-                             "[%zu, %zu) of the flat layout)",
-                             t->name, m->opt_lo, m->opt_hi);
-    *off -= m->opt_lo;
-    return CLF_OK;
-}
-
-clf_status clf_model_tensor_read(clf_model *m, clf_model_slot slot, int index, float *dst,
-                                 clf_error *err)
-{
-    clf_buffer *b;
-    size_t off = 0;
-    clf_status st = slot_buffer(m, slot, &b, err);
-    if (st != CLF_OK)
-        return st;
-    const clf_param_info *t = clf_model_param_get(m, index);
-    if (t == NULL)
-        return clf_error_set(err, CLF_ERR_ARG, "parameter index %d out of range", index);
-    if ((st = slot_offset(m, slot, t, &off, err)) != CLF_OK)
-        return st;
-    return clf_buffer_read(m->rt, b, off * sizeof(float), dst, t->numel * sizeof(float), err);
-}
-
-clf_status clf_model_tensor_write(clf_model *m, clf_model_slot slot, int index, const float *src,
-                                  clf_error *err)
-{
-    clf_buffer *b;
-    clf_status st = slot_buffer(m, slot, &b, err);
-    if (st != CLF_OK)
-        return st;
-    const clf_param_info *t = clf_model_param_get(m, index);
-    if (t == NULL)
-        return clf_error_set(err, CLF_ERR_ARG, "parameter index %d out of range", index);
-    size_t off = 0;
-    if ((st = slot_offset(m, slot, t, &off, err)) != CLF_OK)
-        return st;
-    if (slot == CLF_SLOT_PARAM)
-        clf_model_params_changed(m);
-    return clf_buffer_write(m->rt, b, off * sizeof(float), src, t->numel * sizeof(float), err);
-}
-
-/* The part of the flat layout slot's buffer holds: all, or the optimizer's slice. */
-static void slot_range(const clf_model *m, clf_model_slot slot, size_t *lo, size_t *hi)
-{
-    const int adam = slot == CLF_SLOT_ADAM_M || slot == CLF_SLOT_ADAM_V;
-    *lo = adam ? m->opt_lo : 0;
-    *hi = adam ? m->opt_hi : m->dims.n_params;
-}
-
-clf_status clf_model_flat_read(clf_model *m, clf_model_slot slot, float *dst, clf_error *err)
-{
-    clf_buffer *b;
-    size_t lo, hi;
-    clf_status st = slot_buffer(m, slot, &b, err);
-    if (st != CLF_OK)
-        return st;
-    slot_range(m, slot, &lo, &hi);
-    return clf_buffer_read(m->rt, b, 0, dst + lo, (hi - lo) * sizeof(float), err);
-}
-
-clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *src, clf_error *err)
-{
-    clf_buffer *b;
-    size_t lo, hi;
-    clf_status st = slot_buffer(m, slot, &b, err);
-    if (st != CLF_OK)
-        return st;
-    slot_range(m, slot, &lo, &hi);
-    if (slot == CLF_SLOT_PARAM)
-        clf_model_params_changed(m);
-    return clf_buffer_write(m->rt, b, 0, src + lo, (hi - lo) * sizeof(float), err);
-}
-
-void clf_model_params_changed(clf_model *m) { m->w16_stale = 1; }
-
-void clf_model_optim_slice(const clf_model *m, size_t *lo, size_t *hi)
-{
-    *lo = m->opt_lo;
-    *hi = m->opt_hi;
-}
-
-clf_status clf_model_flat_copy(clf_model *dst, const clf_model *src, clf_model_slot slot,
-                               clf_error *err)
-{
-    clf_buffer *from, *to;
-    clf_status st;
-    int same = dst->rt == src->rt && dst->dims.n_params == src->dims.n_params &&
-               dst->n_ptab == src->n_ptab;
-    for (int i = 0; same && i < dst->n_ptab; i++)
-        same =
-            dst->ptab[i].offset == src->ptab[i].offset && dst->ptab[i].numel == src->ptab[i].numel;
-    if (!same)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "flat copy: the models are on different runtimes or their parameter "
-                             "layouts differ (%zu floats in %d tensors vs %zu in %d)",
-                             src->dims.n_params, src->n_ptab, dst->dims.n_params, dst->n_ptab);
-    if ((st = slot_buffer(src, slot, &from, err)) != CLF_OK ||
-        (st = slot_buffer(dst, slot, &to, err)) != CLF_OK)
-        return st;
-    size_t lo, hi, lo2, hi2;
-    slot_range(src, slot, &lo, &hi);
-    slot_range(dst, slot, &lo2, &hi2);
-    if (lo != lo2 || hi != hi2)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "flat copy: the models hold different slices of the optimizer "
-                             "state ([%zu, %zu) and [%zu, %zu))",
-                             lo, hi, lo2, hi2);
-    if (slot == CLF_SLOT_PARAM)
-        clf_model_params_changed(dst);
-    return clf_buffer_copy(dst->rt, from, 0, to, 0, (hi - lo) * sizeof(float), err);
-}
-
-clf_buffer *clf_model_flat_buffer(const clf_model *m, clf_model_slot slot)
-{
-    clf_buffer *b = NULL;
-    return slot_buffer(m, slot, &b, NULL) == CLF_OK ? b : NULL;
-}
-
-void clf_model_set_grad_hook(clf_model *m, clf_model_grad_hook fn, void *user)
-{
-    m->grad_hook = fn;
-    m->grad_hook_user = user;
-}
-
-clf_model_optim clf_model_optim_get(const clf_model *m) { return m->optim; }
-void clf_model_optim_set(clf_model *m, const clf_model_optim *o) { m->optim = *o; }
-clf_model_state clf_model_state_get(const clf_model *m) { return m->state; }
-void clf_model_state_set(clf_model *m, const clf_model_state *s) { m->state = *s; }
-int clf_model_target_count(const clf_model *m) { return m->count; }
-
-void clf_model_set_loss_scale(clf_model *m, float scale) { m->loss_scale = scale > 0 ? scale : 0; }
-
-int clf_model_amp_enabled(const clf_model *m) { return mi_amp(m); }
-
-clf_status clf_model_amp_get(clf_model *m, clf_model_amp *out, clf_error *err)
-{
-    if (!mi_amp(m))
-        return clf_error_set(err, CLF_ERR_ARG, "no loss scaling: not an fp16 training model");
-    float a[CLF_AMP_SLOTS];
-    clf_status st = clf_ptr_read(m->rt, m->amp, a, CLF_AMP_SLOTS, err);
-    if (st != CLF_OK)
-        return st;
-    m->stage_dirty[0] = m->stage_dirty[1] = 0; /* a blocking read drained the queue */
-    out->scale = a[CLF_AMP_SCALE];
-    out->good = (uint64_t)a[CLF_AMP_GOOD];
-    out->skipped = (uint64_t)a[CLF_AMP_SKIPPED];
-    out->adam_t = (uint64_t)a[CLF_AMP_T];
-    return CLF_OK;
-}
-
-clf_status clf_model_amp_set(clf_model *m, const clf_model_amp *in, clf_error *err)
-{
-    if (!mi_amp(m))
-        return clf_error_set(err, CLF_ERR_ARG, "no loss scaling: not an fp16 training model");
-    const double cap = 16777216.0; /* counts are kept in float32: exact below 2^24 */
-    if (!(in->scale >= 1.0f && isfinite(in->scale)) || (double)in->good >= cap ||
-        (double)in->skipped >= cap || (double)in->adam_t >= cap)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "loss scale %g (expected finite and >= 1) or counts past 2^24",
-                             (double)in->scale);
-    float a[CLF_AMP_SLOTS] = {0};
-    a[CLF_AMP_SCALE] = in->scale;
-    a[CLF_AMP_GOOD] = (float)in->good;
-    a[CLF_AMP_SKIPPED] = (float)in->skipped;
-    a[CLF_AMP_T] = (float)in->adam_t;
-    a[CLF_AMP_RUN] = 1.0f;
-    return clf_ptr_write(m->rt, m->amp, a, CLF_AMP_SLOTS, err);
-}
-
-clf_model_memory clf_model_memory_get(const clf_model *m) { return m->mem; }

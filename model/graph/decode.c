@@ -46,11 +46,8 @@ static clf_status stage_tokens(clf_model *m, clf_buffer *dst, const int32_t *tok
 {
     int32_t *slot;
     clf_status st;
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= m->s.V)
-            return clf_error_set(err, CLF_ERR_ARG, "token %d at %zu: expected 0 <= id < %d",
-                                 (int)tokens[i], i, m->s.V);
-    if ((st = mi_stage_take(m, &slot, err)) != CLF_OK)
+    if ((st = mi_check_tokens(m, tokens, n, "token", err)) != CLF_OK ||
+        (st = mi_stage_take(m, &slot, err)) != CLF_OK)
         return st;
     memcpy(slot, tokens, n * sizeof *tokens);
     if ((st = clf_buffer_write_async(m->rt, dst, 0, slot, n * sizeof *slot, err)) != CLF_OK)
@@ -131,11 +128,8 @@ clf_status clf_model_encode(clf_model *m, const int32_t *src, const int32_t *src
     if ((st = mi_check_sizes(m, B, S, 0, err)) != CLF_OK)
         return st;
     size_t n = (size_t)B * (size_t)S;
-    for (size_t i = 0; i < n; i++)
-        if (src[i] < 0 || src[i] >= m->s.V)
-            return clf_error_set(err, CLF_ERR_ARG, "source token %d at %zu: expected 0 <= id < %d",
-                                 (int)src[i], i, m->s.V);
-    if ((st = mi_stage_take(m, &slot, err)) != CLF_OK)
+    if ((st = mi_check_tokens(m, src, n, "source token", err)) != CLF_OK ||
+        (st = mi_stage_take(m, &slot, err)) != CLF_OK)
         return st;
     memcpy(slot, src, n * sizeof *src);
     for (size_t i = 0; i < n; i++)

@@ -5,12 +5,13 @@
  * loss, for all three kinds.
  *
  * Design: like llm.c's gpt2_forward, a straight sequence of op calls over
- * buffers planned at create; each sublayer is a function of (input, output,
- * sizes, mask) so that the encoder stack (bidirectional, source keep mask),
- * the decoder stack (causal) and the decoder's cross-attention (queries
- * from the decoder, keys and values from the encoder's output, source keep
- * mask) share them. An encoder-decoder runs the encoder stack, then the
- * decoder stack; an encoder classifier runs the encoder stack and pools.
+ * buffers planned at create, one function per kind of node (nodes.c); the
+ * list's walk is the forward (mi_forward). Each sublayer node reads its
+ * input, residual and (cross-attention) memory values, so the encoder
+ * stack (bidirectional, source keep mask), the decoder stack (causal) and
+ * the decoder's cross-attention (queries from the decoder, keys and values
+ * from the encoder's output, source keep mask) share the functions; its
+ * products are the node's linear layers (mi_node_linears).
  * Everything is enqueued; nothing is read back. With `cache` (inference)
  * the self-attention stores k and v at positions [pos0, pos0 + T) of the
  * layer's KV cache and attends over [0, pos0 + T) of it, and the
@@ -22,8 +23,8 @@
  * Dropout sites are keyed by mi_dropout_stream (see model.h); backward
  * regenerates the same masks.
  *
- * Not here: backward (backward.c), the training/inference entry
- * points (step.c, decode.c).
+ * Not here: the list and its wiring (nodes.c), backward (backward.c), the
+ * training/inference entry points (step.c, decode.c).
  */
 #include <math.h>
 

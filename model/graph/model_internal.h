@@ -1,8 +1,9 @@
 /*
  * model_internal.h - the model's private structures, shared by
- * create.c (config -> spec), build.c (planning, allocation,
- * initialisation, accessors), forward.c, backward.c,
- * step.c and decode.c.
+ * create.c (config -> spec), build.c (parameter plan, create/destroy,
+ * initialisation), nodes.c (the node list, its backward routing and its
+ * linear layers), arena.c (device memory), forward.c, backward.c,
+ * step.c, decode.c and access.c (the accessors).
  *
  * Design: the config is translated once into mi_spec, a flat struct of the
  * numbers the graph needs, so that the graph files depend on neither
@@ -10,8 +11,8 @@
  * ops.h's clf_act once). Parameter tensors are
  * offsets into the flat buffers (MI_NONE when absent), so the same offset
  * addresses a parameter, its gradient and its Adam moments. Activations are
- * one device buffer each, sized at create for the largest batch the limits
- * allow.
+ * named places in one arena (arena.c), sized at create for the largest batch
+ * the limits allow and shared where their lifetimes do not meet.
  *
  * The three kinds are one graph of up to two stacks of blocks (mi_stack):
  *   decoder (GPT)    dec: blocks [0, L), causal self-attention, LM head;
@@ -21,8 +22,8 @@
  *                    [Le, Le + Ld) over the target, each with causal
  *                    self-attention, cross-attention over the encoder's
  *                    output (source keep mask) and the FFN; LM head.
- * One block array, one set of sublayer functions; a block's flags (is_enc,
- * has_cross) choose the mask and whether the cross sublayer runs.
+ * One block array, one set of sublayer nodes (nodes.c); a block's flags
+ * (is_enc, has_cross) choose the mask and whether the cross sublayer exists.
  *
  * Letters as llm.c: B batch, T target / decoder time, S source time, C
  * channels, V vocabulary, L layers, NH heads, HS head size, H ffn hidden
@@ -475,6 +476,9 @@ void mi_stage_commit(clf_model *m);
 /* Check sizes of a batch against the limits (S = 0: no source, T = 0: no
  * target side). */
 clf_status mi_check_sizes(const clf_model *m, int B, int S, int T, clf_error *err);
+/* Tokens x[0, n) in [0, V) (`what` names them in messages). */
+clf_status mi_check_tokens(const clf_model *m, const int32_t *x, size_t n, const char *what,
+                           clf_error *err);
 
 /* forward.c: one forward pass over the batch (mi_pass above). */
 clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err);

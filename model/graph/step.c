@@ -67,9 +67,8 @@ clf_status mi_check_sizes(const clf_model *m, int B, int S, int T, clf_error *er
     return CLF_OK;
 }
 
-/* Tokens in [0, V) (what names them in messages). */
-static clf_status check_tokens(const clf_model *m, const int32_t *x, size_t n, const char *what,
-                               clf_error *err)
+clf_status mi_check_tokens(const clf_model *m, const int32_t *x, size_t n, const char *what,
+                           clf_error *err)
 {
     for (size_t i = 0; i < n; i++)
         if (x[i] < 0 || x[i] >= m->s.V)
@@ -119,97 +118,76 @@ static void batch_set(clf_model *m, int B, int S, int T, int has_targets, int co
     m->fwd_done = 0;
 }
 
-static clf_status set_decoder(clf_model *m, const clf_batch *b, clf_error *err)
+/* The parts of a batch the model's kind takes, or an error naming what
+ * is missing or extra. */
+static clf_status batch_shape(const clf_model *m, const clf_batch *b, clf_error *err)
 {
-    clf_status st;
-    int32_t *slot;
-    size_t at = 0, n = (size_t)b->B * (size_t)b->T;
-    int count = 0;
-    if (b->tgt_in == NULL || b->src != NULL || b->labels != NULL || b->T < 1)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "a decoder's batch is tgt_in (and tgt_out) [B, T] with T >= 1, no "
-                             "source or labels (got %d x %d%s%s)",
-                             b->B, b->T, b->src ? ", a source" : "", b->labels ? ", labels" : "");
-    if ((st = mi_check_sizes(m, b->B, 0, b->T, err)) != CLF_OK ||
-        (st = check_tokens(m, b->tgt_in, n, "token", err)) != CLF_OK ||
-        (b->tgt_out != NULL &&
-         (st = check_targets(b->tgt_out, n, m->s.V, "target", &count, err)) != CLF_OK) ||
-        (st = mi_stage_take(m, &slot, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->tokens, b->tgt_in, n, 0, err)) != CLF_OK ||
-        (b->tgt_out != NULL &&
-         (st = put(m, slot, &at, m->targets, b->tgt_out, n, 0, err)) != CLF_OK))
-        return st;
-    mi_stage_commit(m);
-    batch_set(m, b->B, 0, b->T, b->tgt_out != NULL, count);
-    return CLF_OK;
-}
-
-static clf_status set_seq2seq(clf_model *m, const clf_batch *b, clf_error *err)
-{
-    clf_status st;
-    int32_t *slot;
-    size_t at = 0, ns = (size_t)b->B * (size_t)b->S, nt = (size_t)b->B * (size_t)b->T;
-    int count = 0;
-    if (b->src == NULL || b->tgt_in == NULL || b->labels != NULL || b->S < 1 || b->T < 1)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "an encoder-decoder's batch is src [B, S] and tgt_in (and "
-                             "tgt_out) [B, T] with S, T >= 1 (got %d x (%d, %d)%s%s)",
-                             b->B, b->S, b->T, b->src ? "" : ", no source",
-                             b->tgt_in ? "" : ", no target input");
-    if ((st = mi_check_sizes(m, b->B, b->S, b->T, err)) != CLF_OK ||
-        (st = check_tokens(m, b->src, ns, "source token", err)) != CLF_OK ||
-        (st = check_tokens(m, b->tgt_in, nt, "target input token", err)) != CLF_OK ||
-        (b->tgt_out != NULL &&
-         (st = check_targets(b->tgt_out, nt, m->s.V, "target", &count, err)) != CLF_OK) ||
-        (st = mi_stage_take(m, &slot, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->src, b->src, ns, 0, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->src_keep, b->src_keep, ns, 1, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->tokens, b->tgt_in, nt, 0, err)) != CLF_OK ||
-        (b->tgt_out != NULL &&
-         (st = put(m, slot, &at, m->targets, b->tgt_out, nt, 0, err)) != CLF_OK))
-        return st;
-    mi_stage_commit(m);
-    batch_set(m, b->B, b->S, b->T, b->tgt_out != NULL, count);
-    return CLF_OK;
-}
-
-static clf_status set_classify(clf_model *m, const clf_batch *b, clf_error *err)
-{
-    clf_status st;
-    int32_t *slot;
-    size_t at = 0, ns = (size_t)b->B * (size_t)b->S;
-    int count = 0;
-    if (b->src == NULL || b->tgt_in != NULL || b->tgt_out != NULL || b->S < 1)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "a classifier's batch is src [B, S] with S >= 1 (and labels [B]), "
-                             "no target tokens (got %d x %d%s%s)",
-                             b->B, b->S, b->src ? "" : ", no source",
-                             b->tgt_in || b->tgt_out ? ", target tokens" : "");
-    if (b->labels != NULL && m->s.head == MI_HEAD_NONE)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "labels given, but the model has no classifier head (head none)");
-    if ((st = mi_check_sizes(m, b->B, b->S, 0, err)) != CLF_OK ||
-        (st = check_tokens(m, b->src, ns, "token", err)) != CLF_OK ||
-        (b->labels != NULL &&
-         (st = check_targets(b->labels, (size_t)b->B, m->s.NL, "label", &count, err)) != CLF_OK) ||
-        (st = mi_stage_take(m, &slot, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->src, b->src, ns, 0, err)) != CLF_OK ||
-        (st = put(m, slot, &at, m->src_keep, b->src_keep, ns, 1, err)) != CLF_OK ||
-        (b->labels != NULL &&
-         (st = put(m, slot, &at, m->targets, b->labels, (size_t)b->B, 0, err)) != CLF_OK))
-        return st;
-    mi_stage_commit(m);
-    batch_set(m, b->B, b->S, 0, b->labels != NULL, count);
-    return CLF_OK;
+    switch (m->s.kind) {
+        case MI_KIND_DECODER:
+            if (b->tgt_in == NULL || b->src != NULL || b->labels != NULL || b->T < 1)
+                return clf_error_set(err, CLF_ERR_ARG,
+                                     "a decoder's batch is tgt_in (and tgt_out) [B, T] with T >= "
+                                     "1, no source or labels (got %d x %d%s%s)",
+                                     b->B, b->T, b->src ? ", a source" : "",
+                                     b->labels ? ", labels" : "");
+            return CLF_OK;
+        case MI_KIND_ENCDEC:
+            if (b->src == NULL || b->tgt_in == NULL || b->labels != NULL || b->S < 1 || b->T < 1)
+                return clf_error_set(err, CLF_ERR_ARG,
+                                     "an encoder-decoder's batch is src [B, S] and tgt_in (and "
+                                     "tgt_out) [B, T] with S, T >= 1 (got %d x (%d, %d)%s%s)",
+                                     b->B, b->S, b->T, b->src ? "" : ", no source",
+                                     b->tgt_in ? "" : ", no target input");
+            return CLF_OK;
+        default:
+            if (b->src == NULL || b->tgt_in != NULL || b->tgt_out != NULL || b->S < 1)
+                return clf_error_set(err, CLF_ERR_ARG,
+                                     "a classifier's batch is src [B, S] with S >= 1 (and labels "
+                                     "[B]), no target tokens (got %d x %d%s%s)",
+                                     b->B, b->S, b->src ? "" : ", no source",
+                                     b->tgt_in || b->tgt_out ? ", target tokens" : "");
+            if (b->labels != NULL && m->s.head == MI_HEAD_NONE)
+                return clf_error_set(
+                    err, CLF_ERR_ARG,
+                    "labels given, but the model has no classifier head (head none)");
+            return CLF_OK;
+    }
 }
 
 clf_status clf_model_set_batch(clf_model *m, clf_batch b, clf_error *err)
 {
-    switch (m->s.kind) {
-        case MI_KIND_DECODER: return set_decoder(m, &b, err);
-        case MI_KIND_ENCDEC: return set_seq2seq(m, &b, err);
-        default: return set_classify(m, &b, err);
-    }
+    clf_status st = batch_shape(m, &b, err);
+    if (st != CLF_OK)
+        return st;
+    const int encdec = m->s.kind == MI_KIND_ENCDEC;
+    const int S = b.src != NULL ? b.S : 0, T = b.tgt_in != NULL ? b.T : 0;
+    const size_t ns = (size_t)b.B * (size_t)S, nt = (size_t)b.B * (size_t)T;
+    /* the targets: the next tokens, or a classifier's labels */
+    const int32_t *y = b.labels != NULL ? b.labels : b.tgt_out;
+    const size_t ny = b.labels != NULL ? (size_t)b.B : nt;
+    int count = 0;
+    if ((st = mi_check_sizes(m, b.B, S, T, err)) != CLF_OK ||
+        (b.src != NULL &&
+         (st = mi_check_tokens(m, b.src, ns, encdec ? "source token" : "token", err)) != CLF_OK) ||
+        (b.tgt_in != NULL &&
+         (st = mi_check_tokens(m, b.tgt_in, nt, encdec ? "target input token" : "token", err)) !=
+             CLF_OK) ||
+        (y != NULL &&
+         (st = check_targets(y, ny, b.labels != NULL ? m->s.NL : m->s.V,
+                             b.labels != NULL ? "label" : "target", &count, err)) != CLF_OK))
+        return st;
+    int32_t *slot;
+    size_t at = 0;
+    if ((st = mi_stage_take(m, &slot, err)) != CLF_OK ||
+        (b.src != NULL &&
+         ((st = put(m, slot, &at, m->src, b.src, ns, 0, err)) != CLF_OK ||
+          (st = put(m, slot, &at, m->src_keep, b.src_keep, ns, 1, err)) != CLF_OK)) ||
+        (b.tgt_in != NULL && (st = put(m, slot, &at, m->tokens, b.tgt_in, nt, 0, err)) != CLF_OK) ||
+        (y != NULL && (st = put(m, slot, &at, m->targets, y, ny, 0, err)) != CLF_OK))
+        return st;
+    mi_stage_commit(m);
+    batch_set(m, b.B, S, T, y != NULL, count);
+    return CLF_OK;
 }
 
 /* The largest batch (at most the planned B) with sources of S and targets
