@@ -167,56 +167,169 @@ static void usage(void)
                     "[--no-cache] [--configs] [--shape OP,M,K,N[,BATCH] ...]\n");
 }
 
-int main(int argc, char **argv)
+/* The run: the device, its candidates, the options. */
+typedef struct bench {
+    clf_runtime *rt;
+    const char *const *names; /* names[0] clblast, then the native configurations searched */
+    size_t n_cand;
+    int reps, quick, all_configs;
+    double peak;
+} bench;
+
+/* Every candidate and OpenBLAS on d (A = a, B = b on the host; OpenBLAS
+ * writes c_ref): a warm-up, then turns so that they see the same load on a
+ * shared machine; the medians into t_c (< 0: did not run) and *t_ob. */
+static void time_all(const bench *bn, const clf_gemm_desc *d, const shape *sh, const float *a,
+                     const float *b, float *c_ref, double *t_c, double *t_ob)
 {
-    const char *device = getenv("CLFORMER_DEVICE");
-    int reps = 5, blas_threads = 2, quick = 0, no_cache = 0, all_configs = 0;
-    shape given[MAX_SHAPES];
-    size_t n_given = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
-            device = argv[++i];
-        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--blas-threads") == 0 && i + 1 < argc)
-            blas_threads = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--quick") == 0)
-            quick = 1;
-        else if (strcmp(argv[i], "--configs") == 0)
-            all_configs = 1;
-        else if (strcmp(argv[i], "--no-cache") == 0)
-            no_cache = 1;
-        else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
-            if (n_given == MAX_SHAPES || !parse_shape(argv[++i], &given[n_given++])) {
-                fprintf(stderr,
-                        "gemm: --shape '%s': expected OP,M,K,N[,BATCH] with OP one of "
-                        "NN NT TN TT and positive sizes (at most %d shapes)\n",
-                        argv[i], MAX_SHAPES);
-                return 2;
-            }
-        } else {
-            usage();
-            return 2;
-        }
+    double tt[CLF_GEMM_MAX_CANDIDATES][64], to[64];
+    for (size_t c = 0; c < bn->n_cand; c++)
+        t_c[c] = time_once(bn->rt, bn->names[c], d, 1);
+    *t_ob = -1.0;
+#ifdef CLF_HAVE_OPENBLAS
+    *t_ob = time_openblas(sh, a, b, c_ref, 1);
+#else
+    (void)sh, (void)a, (void)b, (void)c_ref;
+#endif
+    /* products shorter than INNER_SECONDS run several times back to back
+     * per timed sample (every side the same count): one at a time, a
+     * sub-millisecond product's time is mostly its threads waking */
+    int inner = 1;
+    const double probe =
+        bn->n_cand > 1 && t_c[1] > 0 ? time_once(bn->rt, bn->names[1], d, 1) : -1.0;
+    if (probe > 0 && probe < INNER_SECONDS)
+        inner = probe * INNER_MAX > INNER_SECONDS ? (int)(INNER_SECONDS / probe) + 1 : INNER_MAX;
+    for (int r = 0; r < bn->reps; r++) {
+        for (size_t c = 0; c < bn->n_cand; c++)
+            if (t_c[c] > 0)
+                tt[c][r] = time_once(bn->rt, bn->names[c], d, inner);
+#ifdef CLF_HAVE_OPENBLAS
+        to[r] = time_openblas(sh, a, b, c_ref, inner);
+#else
+        to[r] = -1.0;
+#endif
     }
-    if (reps < 1 || reps > 64 || blas_threads < 1) {
-        usage();
-        return 2;
+    for (size_t c = 0; c < bn->n_cand; c++)
+        if (t_c[c] > 0)
+            t_c[c] = median(tt[c], bn->reps);
+    if (*t_ob > 0)
+        *t_ob = median(to, bn->reps);
+}
+
+/* One row of the table: the shape, GFLOP/s of each side, the ratios, the
+ * best native configuration, auto's choice and the check. */
+static void print_row(const bench *bn, const shape *sh, const double *t_c, size_t best, double t_ob,
+                      const char *chosen, const char *check)
+{
+    const double flops = 2.0 * (double)sh->m * sh->n * sh->k * sh->batch;
+    const double t_clb = t_c[0], t_nat = best > 0 ? t_c[best] : -1.0;
+    char op[3] = {sh->ta ? 'T' : 'N', sh->tb ? 'T' : 'N', 0};
+    char g_clb[16] = "-", g_nat[16] = "-", g_ob[16] = "-", r_nat[16] = "-", r_clb[16] = "-";
+    char p_nat[16] = "-";
+    if (t_nat > 0 && bn->peak > 0)
+        snprintf(p_nat, sizeof p_nat, "%.0f%%", 100.0 * flops / t_nat * 1e-9 / bn->peak);
+    if (t_clb > 0)
+        snprintf(g_clb, sizeof g_clb, "%.1f", flops / t_clb * 1e-9);
+    if (t_nat > 0)
+        snprintf(g_nat, sizeof g_nat, "%.1f", flops / t_nat * 1e-9);
+    if (t_ob > 0)
+        snprintf(g_ob, sizeof g_ob, "%.1f", flops / t_ob * 1e-9);
+    if (t_ob > 0 && t_nat > 0)
+        snprintf(r_nat, sizeof r_nat, "%.0f%%", 100.0 * t_ob / t_nat);
+    if (t_ob > 0 && t_clb > 0)
+        snprintf(r_clb, sizeof r_clb, "%.0f%%", 100.0 * t_ob / t_clb);
+    printf("%-42s %-2s %5zu %5zu %6zu %5zu | %8s %8s %8s | %7s %7s %6s | %-14s %-14s %s\n",
+           sh->what, op, sh->m, sh->k, sh->n, sh->batch, g_clb, g_nat, g_ob, r_nat, r_clb, p_nat,
+           best > 0 ? bn->names[best] : "-", chosen, check);
+    if (bn->all_configs) {
+        printf("    ");
+        for (size_t c = 1; c < bn->n_cand; c++)
+            if (t_c[c] > 0)
+                printf(" %s %.1f%s", bn->names[c], flops / t_c[c] * 1e-9, c == best ? "*" : "");
+        printf("\n");
     }
-    char cache_dir[1024];
-    clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"), getenv("HOME"),
-                          cache_dir, sizeof cache_dir);
-    clf_runtime_options o = clf_runtime_options_default();
-    o.device = device;
-    o.cache_dir = cache_dir[0] ? cache_dir : NULL;
-    o.no_cache = no_cache;
-    o.kernel_dir = getenv("CLFORMER_KERNEL_DIR"); /* as the CLI: kernel development */
-    o.gemm = CLF_GEMM_AUTO;
-    clf_runtime *rt = NULL;
+    fflush(stdout);
+}
+
+/* One shape: random operands on the device, every side timed, the best
+ * native result checked against OpenBLAS (or CLBlast without it). */
+static void bench_shape(const bench *bn, const shape *sh, unsigned *seed)
+{
+    clf_runtime *rt = bn->rt;
     clf_error err;
-    if (clf_runtime_create(&rt, &o, &err) != CLF_OK)
-        die("opening the device", &err);
-    const clf_device_info *dev = clf_runtime_device(rt);
+    const size_t ar = sh->ta ? sh->k : sh->m, ac = sh->ta ? sh->m : sh->k;
+    const size_t br = sh->tb ? sh->n : sh->k, bc = sh->tb ? sh->k : sh->n;
+    const size_t na = ar * ac * sh->batch, nb = br * bc * sh->batch, nc = sh->m * sh->n * sh->batch;
+    float *a = malloc(na * sizeof(float)), *b = malloc(nb * sizeof(float));
+    float *c_nat = malloc(nc * sizeof(float)), *c_ref = malloc(nc * sizeof(float));
+    if (a == NULL || b == NULL || c_nat == NULL || c_ref == NULL) {
+        fprintf(stderr, "bench/gemm: out of host memory\n");
+        exit(1);
+    }
+    fill(a, na, seed);
+    fill(b, nb, seed);
+    clf_buffer *da = NULL, *db = NULL, *dc = NULL;
+    if (clf_buffer_create(rt, na * sizeof(float), &da, &err) != CLF_OK ||
+        clf_buffer_create(rt, nb * sizeof(float), &db, &err) != CLF_OK ||
+        clf_buffer_create(rt, nc * sizeof(float), &dc, &err) != CLF_OK ||
+        clf_buffer_write(rt, da, 0, a, na * sizeof(float), &err) != CLF_OK ||
+        clf_buffer_write(rt, db, 0, b, nb * sizeof(float), &err) != CLF_OK)
+        die("uploading", &err);
+    const clf_gemm_desc d = {.trans_a = sh->ta,
+                             .trans_b = sh->tb,
+                             .m = sh->m,
+                             .n = sh->n,
+                             .k = sh->k,
+                             .alpha = 1.0f,
+                             .beta = 0.0f,
+                             .a = {da, 0},
+                             .lda = ac,
+                             .b = {db, 0},
+                             .ldb = bc,
+                             .c = {dc, 0},
+                             .ldc = sh->n,
+                             .batch = sh->batch,
+                             .stride_a = ar * ac,
+                             .stride_b = br * bc,
+                             .stride_c = sh->m * sh->n};
+    double t_c[CLF_GEMM_MAX_CANDIDATES], t_ob = -1.0;
+    time_all(bn, &d, sh, a, b, c_ref, t_c, &t_ob);
+    size_t best = 0; /* the fastest native configuration (0: none ran) */
+    for (size_t c = 1; c < bn->n_cand; c++)
+        if (t_c[c] > 0 && (best == 0 || t_c[c] < t_c[best]))
+            best = c;
+    const double t_clb = t_c[0], t_nat = best > 0 ? t_c[best] : -1.0;
+    if (t_nat > 0 && (time_once(rt, bn->names[best], &d, 1) < 0 ||
+                      clf_buffer_read(rt, dc, 0, c_nat, nc * sizeof(float), &err) != CLF_OK))
+        die("downloading", &err);
+#ifndef CLF_HAVE_OPENBLAS
+    /* no CPU BLAS: check against CLBlast */
+    if (t_clb > 0 && time_once(rt, "clblast", &d, 1) > 0 &&
+        clf_buffer_read(rt, dc, 0, c_ref, nc * sizeof(float), &err) != CLF_OK)
+        die("downloading", &err);
+#endif
+    const char *chosen = "?";
+    if (clf_gemm_choice(rt, &d, &chosen, &err) != CLF_OK)
+        die("choosing", &err);
+    char check[64] = "-";
+    if (t_nat > 0 && (t_clb > 0 || t_ob > 0))
+        snprintf(check, sizeof check, "%.1e", max_rel_diff(c_nat, c_ref, nc));
+    print_row(bn, sh, t_c, best, t_ob, chosen, check);
+    clf_buffer_destroy(da);
+    clf_buffer_destroy(db);
+    clf_buffer_destroy(dc);
+    free(a);
+    free(b);
+    free(c_nat);
+    free(c_ref);
+}
+
+/* The device and the BLAS beside it, the measured peak, the candidates,
+ * the table's header. */
+static void print_header(bench *bn, int blas_threads)
+{
+    clf_error err;
+    const clf_device_info *dev = clf_runtime_device(bn->rt);
     printf("device: %s (%s, %u compute units, driver %s)\n", dev->name, dev->platform,
            dev->compute_units, dev->driver_version);
 #ifdef CLF_HAVE_OPENBLAS
@@ -233,156 +346,79 @@ int main(int argc, char **argv)
     (void)blas_threads;
     printf("OpenBLAS: not built in (install libopenblas-dev and reconfigure)\n");
 #endif
-    double peak = 0.0;
-    if (clf_runtime_peak_gflops(rt, &peak, &err) != CLF_OK)
+    if (clf_runtime_peak_gflops(bn->rt, &bn->peak, &err) != CLF_OK)
         die("measuring the peak", &err);
     printf("median of %d runs after a warm-up; GFLOP/s = 2*M*N*K*batch / time; the device's "
            "measured fp32 FMA peak %.1f GFLOP/s (peak%%: native's share of it)\n\n",
-           reps, peak);
-    const char *const *names = NULL;
-    size_t n_all = 0, n_cand = 0;
-    if (clf_gemm_candidates(rt, &names, &n_all, &n_cand, &err) != CLF_OK)
+           bn->reps, bn->peak);
+    size_t n_all = 0;
+    if (clf_gemm_candidates(bn->rt, &bn->names, &n_all, &bn->n_cand, &err) != CLF_OK)
         die("listing the GEMM candidates", &err);
     printf("native configurations timed: ");
-    for (size_t c = 1; c < n_cand; c++)
-        printf("%s%s", c > 1 ? ", " : "", names[c]);
+    for (size_t c = 1; c < bn->n_cand; c++)
+        printf("%s%s", c > 1 ? ", " : "", bn->names[c]);
     printf(" (the best per shape is reported as native)\n");
     printf("%-42s %-2s %5s %5s %6s %5s | %8s %8s %8s | %7s %7s %6s | %-14s %-14s %s\n", "shape",
            "op", "M", "K", "N", "batch", "clblast", "native", "openblas", "nat/ob", "clb/ob",
            "peak%", "best native", "auto", "check");
+}
 
+int main(int argc, char **argv)
+{
+    const char *device = getenv("CLFORMER_DEVICE");
+    int blas_threads = 2, no_cache = 0;
+    bench bn = {.reps = 5};
+    shape given[MAX_SHAPES];
+    size_t n_given = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
+            device = argv[++i];
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+            bn.reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--blas-threads") == 0 && i + 1 < argc)
+            blas_threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--quick") == 0)
+            bn.quick = 1;
+        else if (strcmp(argv[i], "--configs") == 0)
+            bn.all_configs = 1;
+        else if (strcmp(argv[i], "--no-cache") == 0)
+            no_cache = 1;
+        else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+            if (n_given == MAX_SHAPES || !parse_shape(argv[++i], &given[n_given++])) {
+                fprintf(stderr,
+                        "gemm: --shape '%s': expected OP,M,K,N[,BATCH] with OP one of "
+                        "NN NT TN TT and positive sizes (at most %d shapes)\n",
+                        argv[i], MAX_SHAPES);
+                return 2;
+            }
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    if (bn.reps < 1 || bn.reps > 64 || blas_threads < 1) {
+        usage();
+        return 2;
+    }
+    char cache_dir[1024];
+    clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"), getenv("HOME"),
+                          cache_dir, sizeof cache_dir);
+    clf_runtime_options o = clf_runtime_options_default();
+    o.device = device;
+    o.cache_dir = cache_dir[0] ? cache_dir : NULL;
+    o.no_cache = no_cache;
+    o.kernel_dir = getenv("CLFORMER_KERNEL_DIR"); /* as the CLI: kernel development */
+    o.gemm = CLF_GEMM_AUTO;
+    clf_error err;
+    if (clf_runtime_create(&bn.rt, &o, &err) != CLF_OK)
+        die("opening the device", &err);
+    print_header(&bn, blas_threads);
     unsigned seed = 12345u;
     const shape *shapes = n_given ? given : table;
     const size_t n_shapes = n_given ? n_given : N_TABLE;
-    for (size_t s = 0; s < n_shapes; s++) {
-        const shape *sh = &shapes[s];
-        if (quick && (double)sh->m * sh->n * sh->k * sh->batch > 4e9)
-            continue;
-        const size_t ar = sh->ta ? sh->k : sh->m, ac = sh->ta ? sh->m : sh->k;
-        const size_t br = sh->tb ? sh->n : sh->k, bc = sh->tb ? sh->k : sh->n;
-        const size_t na = ar * ac * sh->batch, nb = br * bc * sh->batch,
-                     nc = sh->m * sh->n * sh->batch;
-        float *a = malloc(na * sizeof(float)), *b = malloc(nb * sizeof(float));
-        float *c_nat = malloc(nc * sizeof(float)), *c_ref = malloc(nc * sizeof(float));
-        if (a == NULL || b == NULL || c_nat == NULL || c_ref == NULL) {
-            fprintf(stderr, "bench/gemm: out of host memory\n");
-            return 1;
-        }
-        fill(a, na, &seed);
-        fill(b, nb, &seed);
-        clf_buffer *da = NULL, *db = NULL, *dc = NULL;
-        if (clf_buffer_create(rt, na * sizeof(float), &da, &err) != CLF_OK ||
-            clf_buffer_create(rt, nb * sizeof(float), &db, &err) != CLF_OK ||
-            clf_buffer_create(rt, nc * sizeof(float), &dc, &err) != CLF_OK ||
-            clf_buffer_write(rt, da, 0, a, na * sizeof(float), &err) != CLF_OK ||
-            clf_buffer_write(rt, db, 0, b, nb * sizeof(float), &err) != CLF_OK)
-            die("uploading", &err);
-        clf_gemm_desc d = {.trans_a = sh->ta,
-                           .trans_b = sh->tb,
-                           .m = sh->m,
-                           .n = sh->n,
-                           .k = sh->k,
-                           .alpha = 1.0f,
-                           .beta = 0.0f,
-                           .a = {da, 0},
-                           .lda = ac,
-                           .b = {db, 0},
-                           .ldb = bc,
-                           .c = {dc, 0},
-                           .ldc = sh->n,
-                           .batch = sh->batch,
-                           .stride_a = ar * ac,
-                           .stride_b = br * bc,
-                           .stride_c = sh->m * sh->n};
-        const double flops = 2.0 * (double)sh->m * sh->n * sh->k * sh->batch;
-
-        /* warm-up, then the candidates (CLBlast and the native
-         * configurations the search tries) and OpenBLAS take turns so that
-         * they see the same load on a shared machine; medians of each */
-        double tt[CLF_GEMM_MAX_CANDIDATES][64], t_c[CLF_GEMM_MAX_CANDIDATES], to[64];
-        for (size_t c = 0; c < n_cand; c++)
-            t_c[c] = time_once(rt, names[c], &d, 1);
-        double t_ob = -1.0;
-#ifdef CLF_HAVE_OPENBLAS
-        t_ob = time_openblas(sh, a, b, c_ref, 1);
-#endif
-        /* products shorter than INNER_SECONDS run several times back to
-         * back per timed sample (every side the same count): one at a time,
-         * a sub-millisecond product's time is mostly its threads waking */
-        int inner = 1;
-        const double probe = n_cand > 1 && t_c[1] > 0 ? time_once(rt, names[1], &d, 1) : -1.0;
-        if (probe > 0 && probe < INNER_SECONDS)
-            inner =
-                probe * INNER_MAX > INNER_SECONDS ? (int)(INNER_SECONDS / probe) + 1 : INNER_MAX;
-        for (int r = 0; r < reps; r++) {
-            for (size_t c = 0; c < n_cand; c++)
-                if (t_c[c] > 0)
-                    tt[c][r] = time_once(rt, names[c], &d, inner);
-#ifdef CLF_HAVE_OPENBLAS
-            to[r] = time_openblas(sh, a, b, c_ref, inner);
-#else
-            to[r] = -1.0;
-#endif
-        }
-        size_t best = 0; /* the fastest native configuration (0: none ran) */
-        for (size_t c = 0; c < n_cand; c++)
-            if (t_c[c] > 0) {
-                t_c[c] = median(tt[c], reps);
-                if (c > 0 && (best == 0 || t_c[c] < t_c[best]))
-                    best = c;
-            }
-        double t_clb = t_c[0], t_nat = best > 0 ? t_c[best] : -1.0;
-        if (t_nat > 0 && (time_once(rt, names[best], &d, 1) < 0 ||
-                          clf_buffer_read(rt, dc, 0, c_nat, nc * sizeof(float), &err) != CLF_OK))
-            die("downloading", &err);
-        if (t_ob > 0)
-            t_ob = median(to, reps);
-#ifndef CLF_HAVE_OPENBLAS
-        /* no CPU BLAS: check against CLBlast */
-        if (t_clb > 0 && time_once(rt, "clblast", &d, 1) > 0 &&
-            clf_buffer_read(rt, dc, 0, c_ref, nc * sizeof(float), &err) != CLF_OK)
-            die("downloading", &err);
-#endif
-        const char *chosen = "?";
-        if (clf_gemm_choice(rt, &d, &chosen, &err) != CLF_OK)
-            die("choosing", &err);
-        char check[64] = "-";
-        if (t_nat > 0 && (t_clb > 0 || t_ob > 0))
-            snprintf(check, sizeof check, "%.1e", max_rel_diff(c_nat, c_ref, nc));
-        char op[3] = {sh->ta ? 'T' : 'N', sh->tb ? 'T' : 'N', 0};
-        char g_clb[16] = "-", g_nat[16] = "-", g_ob[16] = "-", r_nat[16] = "-", r_clb[16] = "-";
-        char p_nat[16] = "-";
-        if (t_nat > 0 && peak > 0)
-            snprintf(p_nat, sizeof p_nat, "%.0f%%", 100.0 * flops / t_nat * 1e-9 / peak);
-        if (t_clb > 0)
-            snprintf(g_clb, sizeof g_clb, "%.1f", flops / t_clb * 1e-9);
-        if (t_nat > 0)
-            snprintf(g_nat, sizeof g_nat, "%.1f", flops / t_nat * 1e-9);
-        if (t_ob > 0)
-            snprintf(g_ob, sizeof g_ob, "%.1f", flops / t_ob * 1e-9);
-        if (t_ob > 0 && t_nat > 0)
-            snprintf(r_nat, sizeof r_nat, "%.0f%%", 100.0 * t_ob / t_nat);
-        if (t_ob > 0 && t_clb > 0)
-            snprintf(r_clb, sizeof r_clb, "%.0f%%", 100.0 * t_ob / t_clb);
-        printf("%-42s %-2s %5zu %5zu %6zu %5zu | %8s %8s %8s | %7s %7s %6s | %-14s %-14s %s\n",
-               sh->what, op, sh->m, sh->k, sh->n, sh->batch, g_clb, g_nat, g_ob, r_nat, r_clb,
-               p_nat, best > 0 ? names[best] : "-", chosen, check);
-        if (all_configs) {
-            printf("    ");
-            for (size_t c = 1; c < n_cand; c++)
-                if (t_c[c] > 0)
-                    printf(" %s %.1f%s", names[c], flops / t_c[c] * 1e-9, c == best ? "*" : "");
-            printf("\n");
-        }
-        fflush(stdout);
-        clf_buffer_destroy(da);
-        clf_buffer_destroy(db);
-        clf_buffer_destroy(dc);
-        free(a);
-        free(b);
-        free(c_nat);
-        free(c_ref);
-    }
-    clf_runtime_destroy(rt);
+    for (size_t s = 0; s < n_shapes; s++)
+        if (!(bn.quick && (double)shapes[s].m * shapes[s].n * shapes[s].k * shapes[s].batch > 4e9))
+            bench_shape(&bn, &shapes[s], &seed);
+    clf_runtime_destroy(bn.rt);
     return 0;
 }

@@ -70,6 +70,8 @@ typedef struct bench_opts {
 } bench_opts;
 
 typedef struct bench_result {
+    size_t n_params;             /* in the model (n_real) */
+    double flops_tok, peak, mfu; /* training FLOPs per token, the device's peak, their use */
     double train_s, forward_s, sample_tok_s;
     int sample_tokens;
     float train_loss;
@@ -409,13 +411,123 @@ static void json_str(const char *s)
     putchar('"');
 }
 
+/* The runtime on o's device, with o's GEMM engine and profiling; 2 (a
+ * usage error) for an unknown --gemm. */
+static clf_status open_runtime(const bench_opts *o, clf_runtime **rt, clf_error *err)
+{
+    clf_runtime_options ro = clf_runtime_options_default();
+    char cache[1024];
+    clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"), getenv("HOME"),
+                          cache, sizeof cache);
+    ro.device = o->device;
+    ro.cache_dir = cache[0] ? cache : NULL;
+    ro.no_cache = o->no_cache;
+    ro.kernel_dir = getenv("CLFORMER_KERNEL_DIR"); /* as the CLI: kernel development */
+    ro.profile = o->profile;
+    if (o->gemm != NULL && o->gemm[0] != '\0') {
+        if (strcmp(o->gemm, "auto") == 0)
+            ro.gemm = CLF_GEMM_AUTO;
+        else if (strcmp(o->gemm, "clblast") == 0)
+            ro.gemm = CLF_GEMM_CLBLAST;
+        else if (strcmp(o->gemm, "native") == 0)
+            ro.gemm = CLF_GEMM_NATIVE;
+        else
+            return clf_error_set(err, CLF_ERR_ARG, "--gemm: expected auto, clblast or native");
+    }
+    return clf_runtime_create(rt, &ro, err);
+}
+
+/* N_BATCHES batches of B x T random tokens and targets, from the config's seed. */
+static clf_status make_batches(const clf_model_config *cfg, int V, int32_t **xs, int32_t **ys,
+                               clf_error *err)
+{
+    const size_t BT = (size_t)cfg->train.batch * (size_t)cfg->context;
+    uint64_t rng = cfg->train.seed;
+    for (int b = 0; b < N_BATCHES; b++) {
+        xs[b] = malloc(BT * sizeof(int32_t));
+        ys[b] = malloc(BT * sizeof(int32_t));
+        if (xs[b] == NULL || ys[b] == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of memory");
+        for (size_t i = 0; i < BT; i++) {
+            xs[b][i] = (int32_t)(clf_splitmix64_next(&rng) % (uint64_t)V);
+            ys[b][i] = (int32_t)(clf_splitmix64_next(&rng) % (uint64_t)V);
+        }
+    }
+    return CLF_OK;
+}
+
+/* Model FLOP utilisation: nanoGPT's estimate_mfu, 6N + 12 L T C per
+ * training token (N: the parameters in matrix products, so not the position
+ * table, nor the embedding lookup unless it is the tied LM head), over the
+ * device's measured peak: into r. */
+static clf_status measure_mfu(clf_runtime *rt, const clf_model_config *cfg, int V, bench_result *r,
+                              clf_error *err)
+{
+    const double C = cfg->embedding.dim, L = clf_config_decoder_layers(cfg), T = cfg->context;
+    const double wpe = cfg->positional.type == CLF_POS_LEARNED ? T * C : 0.0;
+    const double wte = cfg->head.tie_embedding ? 0.0 : (double)V * C;
+    r->flops_tok = 6.0 * ((double)r->n_params - wpe - wte) + 12.0 * L * T * C;
+    clf_status st = clf_runtime_peak_gflops(rt, &r->peak, err);
+    const double BT = (double)cfg->train.batch * T;
+    r->mfu = st == CLF_OK && r->peak > 0 ? BT / r->train_s * r->flops_tok / (r->peak * 1e9) : 0.0;
+    return st;
+}
+
+/* The results: one JSON object (--json) or lines of text. */
+static void report(const bench_opts *o, const clf_model_config *cfg, const char *path,
+                   const clf_device_info *dev, int V, const bench_result *r)
+{
+    const int B = cfg->train.batch, T = cfg->context;
+    const double BT = (double)B * (double)T;
+    if (o->json) {
+        printf("{\"impl\": \"clformer\", \"model\": ");
+        json_str(o->model);
+        printf(", \"config\": ");
+        json_str(path);
+        printf(", \"device\": ");
+        json_str(dev->name);
+        printf(", \"threads\": %u, \"params\": %zu, \"B\": %d, \"T\": %d, \"V\": %d",
+               dev->compute_units, r->n_params, B, T, V);
+        if (o->do_train)
+            printf(", \"train_step_ms\": %.4f, \"train_tok_s\": %.2f, \"train_loss\": %.6f, "
+                   "\"train_flops_per_token\": %.0f, \"peak_gflops\": %.2f, \"train_mfu\": %.4f, "
+                   "\"train_peak_device_bytes\": %zu",
+                   r->train_s * 1e3, BT / r->train_s, (double)r->train_loss, r->flops_tok, r->peak,
+                   r->mfu, r->train_peak_bytes);
+        if (o->do_forward)
+            printf(", \"forward_ms\": %.4f, \"forward_tok_s\": %.2f", r->forward_s * 1e3,
+                   BT / r->forward_s);
+        if (o->do_sample)
+            printf(", \"sample_tok_s\": %.2f, \"sample_tokens\": %d", r->sample_tok_s,
+                   r->sample_tokens);
+        printf("}\n");
+        return;
+    }
+    if (o->do_sample && !(o->do_train || o->do_forward))
+        printf("clformer, model %s (%s), B=1 T=%d V=%d\ndevice: %s, %u compute units\n", o->model,
+               path, T, V, dev->name, dev->compute_units);
+    printf("\n");
+    if (o->do_train)
+        printf("  %-28s %10.0f tokens/s (%.1f ms/step, loss %.4f)\n"
+               "  %-28s %10.1f%% of the measured %.1f GFLOP/s (%.3g FLOPs per token)\n"
+               "  %-28s %10.1f MiB (the runtime's count)\n",
+               "train (fwd+bwd+clip+AdamW)", BT / r->train_s, r->train_s * 1e3,
+               (double)r->train_loss, "model FLOP utilisation", 100.0 * r->mfu, r->peak,
+               r->flops_tok, "device memory at its peak", (double)r->train_peak_bytes / 1048576.0);
+    if (o->do_forward)
+        printf("  %-28s %10.0f tokens/s (%.1f ms/step)\n", "forward (eval, with loss)",
+               BT / r->forward_s, r->forward_s * 1e3);
+    if (o->do_sample)
+        printf("  %-28s %10.0f tokens/s (%d tokens per round)\n", "sample (KV cache, batch 1)",
+               r->sample_tok_s, r->sample_tokens);
+}
+
 int main(int argc, char **argv)
 {
     bench_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc != 0)
         return rc;
-
     clf_error err;
     clf_error_clear(&err);
     clf_runtime *rt = NULL;
@@ -423,151 +535,47 @@ int main(int argc, char **argv)
     int32_t *xs[N_BATCHES] = {0}, *ys[N_BATCHES] = {0};
     bench_result r;
     memset(&r, 0, sizeof r);
-    rc = 1;
-
+    rc = 2; /* the config's or the flags' fault until the device opens */
     char path[1200];
     model_path(&o, path, sizeof path);
     clf_model_config cfg;
     clf_status st = clf_config_load(path, o.sets, o.n_sets, &cfg, &err);
-    if (st != CLF_OK) {
-        rc = 2;
-        goto fail;
-    }
-    int V = vocab_of(&cfg);
-    if (V <= 0) {
+    const int V = st == CLF_OK ? vocab_of(&cfg) : 0;
+    if (st == CLF_OK && V <= 0)
         st = clf_error_set(&err, CLF_ERR_CONFIG,
                            "%s: the benchmark needs model.vocab.size for tokenizer %s", path,
                            clf_config_tokenizer_name(cfg.vocab.tokenizer));
-        rc = 2;
-        goto fail;
-    }
-
-    clf_runtime_options ro = clf_runtime_options_default();
-    char cache[1024];
-    clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"), getenv("HOME"),
-                          cache, sizeof cache);
-    ro.device = o.device;
-    ro.cache_dir = cache[0] ? cache : NULL;
-    ro.no_cache = o.no_cache;
-    ro.kernel_dir = getenv("CLFORMER_KERNEL_DIR"); /* as the CLI: kernel development */
-    ro.profile = o.profile;
-    if (o.gemm != NULL && o.gemm[0] != '\0') {
-        if (strcmp(o.gemm, "auto") == 0)
-            ro.gemm = CLF_GEMM_AUTO;
-        else if (strcmp(o.gemm, "clblast") == 0)
-            ro.gemm = CLF_GEMM_CLBLAST;
-        else if (strcmp(o.gemm, "native") == 0)
-            ro.gemm = CLF_GEMM_NATIVE;
-        else {
-            fprintf(stderr, "gpt: --gemm: expected auto, clblast or native\n");
-            return 2;
-        }
-    }
-    st = clf_runtime_create(&rt, &ro, &err);
     if (st != CLF_OK)
         goto fail;
-    const clf_device_info *dev = clf_runtime_device(rt);
-
-    int B = cfg.train.batch, T = cfg.context;
-    uint64_t rng = cfg.train.seed;
-    for (int b = 0; b < N_BATCHES; b++) {
-        xs[b] = malloc((size_t)B * (size_t)T * sizeof(int32_t));
-        ys[b] = malloc((size_t)B * (size_t)T * sizeof(int32_t));
-        if (xs[b] == NULL || ys[b] == NULL) {
-            st = clf_error_set(&err, CLF_ERR_MEMORY, "out of memory");
-            goto fail;
-        }
-        for (int i = 0; i < B * T; i++) {
-            xs[b][i] = (int32_t)(clf_splitmix64_next(&rng) % (uint64_t)V);
-            ys[b][i] = (int32_t)(clf_splitmix64_next(&rng) % (uint64_t)V);
-        }
+    if ((st = open_runtime(&o, &rt, &err)) != CLF_OK) {
+        rc = st == CLF_ERR_ARG ? 2 : 1;
+        goto fail;
     }
-
-    size_t n_params = 0;
+    rc = 1;
+    const clf_device_info *dev = clf_runtime_device(rt);
+    const int B = cfg.train.batch, T = cfg.context;
+    if ((st = make_batches(&cfg, V, xs, ys, &err)) != CLF_OK)
+        goto fail;
     if (o.do_train || o.do_forward) {
         st = clf_model_create(rt, &cfg, V, B, o.do_train ? CLF_MODEL_TRAIN : 0, &m, &err);
         if (st != CLF_OK)
             goto fail;
-        n_params = clf_model_dims_get(m).n_real;
+        r.n_params = clf_model_dims_get(m).n_real;
         if (!o.json)
             printf("clformer, model %s (%s): %zu parameters, B=%d T=%d V=%d\n"
                    "device: %s (%s), %u compute units (threads)\n",
-                   o.model, path, n_params, B, T, V, dev->name, dev->platform, dev->compute_units);
-        if (o.do_train) {
-            st = run_train(m, &o, &cfg, xs, ys, B, T, &r, &err);
-            if (st != CLF_OK)
-                goto fail;
-        }
-        if (o.do_forward) {
-            st = run_forward(m, &o, xs, ys, B, T, &r, &err);
-            if (st != CLF_OK)
-                goto fail;
-        }
+                   o.model, path, r.n_params, B, T, V, dev->name, dev->platform,
+                   dev->compute_units);
+        if ((o.do_train && (st = run_train(m, &o, &cfg, xs, ys, B, T, &r, &err)) != CLF_OK) ||
+            (o.do_forward && (st = run_forward(m, &o, xs, ys, B, T, &r, &err)) != CLF_OK))
+            goto fail;
         clf_model_destroy(m);
         m = NULL;
     }
-    if (o.do_sample) {
-        st = run_sample(rt, &o, &cfg, V, &r, &err);
-        if (st != CLF_OK)
-            goto fail;
-    }
-
-    /* model FLOP utilisation: nanoGPT's estimate_mfu, 6N + 12 L T C per
-     * training token (N: the parameters in matrix products, so not the
-     * position table, nor the embedding lookup unless it is the tied LM
-     * head), over the device's measured peak */
-    double peak = 0.0, flops_tok = 0.0;
-    if (o.do_train) {
-        const double C = cfg.embedding.dim, L = clf_config_decoder_layers(&cfg);
-        const double wpe = cfg.positional.type == CLF_POS_LEARNED ? (double)T * C : 0.0;
-        const double wte = cfg.head.tie_embedding ? 0.0 : (double)V * C;
-        flops_tok = 6.0 * ((double)n_params - wpe - wte) + 12.0 * L * (double)T * C;
-        if ((st = clf_runtime_peak_gflops(rt, &peak, &err)) != CLF_OK)
-            goto fail;
-    }
-    double BT = (double)B * (double)T;
-    const double mfu = peak > 0 && o.do_train ? BT / r.train_s * flops_tok / (peak * 1e9) : 0.0;
-    if (o.json) {
-        printf("{\"impl\": \"clformer\", \"model\": ");
-        json_str(o.model);
-        printf(", \"config\": ");
-        json_str(path);
-        printf(", \"device\": ");
-        json_str(dev->name);
-        printf(", \"threads\": %u, \"params\": %zu, \"B\": %d, \"T\": %d, \"V\": %d",
-               dev->compute_units, n_params, B, T, V);
-        if (o.do_train)
-            printf(", \"train_step_ms\": %.4f, \"train_tok_s\": %.2f, \"train_loss\": %.6f, "
-                   "\"train_flops_per_token\": %.0f, \"peak_gflops\": %.2f, \"train_mfu\": %.4f, "
-                   "\"train_peak_device_bytes\": %zu",
-                   r.train_s * 1e3, BT / r.train_s, (double)r.train_loss, flops_tok, peak, mfu,
-                   r.train_peak_bytes);
-        if (o.do_forward)
-            printf(", \"forward_ms\": %.4f, \"forward_tok_s\": %.2f", r.forward_s * 1e3,
-                   BT / r.forward_s);
-        if (o.do_sample)
-            printf(", \"sample_tok_s\": %.2f, \"sample_tokens\": %d", r.sample_tok_s,
-                   r.sample_tokens);
-        printf("}\n");
-    } else {
-        if (o.do_sample && !(o.do_train || o.do_forward))
-            printf("clformer, model %s (%s), B=1 T=%d V=%d\ndevice: %s, %u compute units\n",
-                   o.model, path, T, V, dev->name, dev->compute_units);
-        printf("\n");
-        if (o.do_train)
-            printf("  %-28s %10.0f tokens/s (%.1f ms/step, loss %.4f)\n"
-                   "  %-28s %10.1f%% of the measured %.1f GFLOP/s (%.3g FLOPs per token)\n"
-                   "  %-28s %10.1f MiB (the runtime's count)\n",
-                   "train (fwd+bwd+clip+AdamW)", BT / r.train_s, r.train_s * 1e3,
-                   (double)r.train_loss, "model FLOP utilisation", 100.0 * mfu, peak, flops_tok,
-                   "device memory at its peak", (double)r.train_peak_bytes / 1048576.0);
-        if (o.do_forward)
-            printf("  %-28s %10.0f tokens/s (%.1f ms/step)\n", "forward (eval, with loss)",
-                   BT / r.forward_s, r.forward_s * 1e3);
-        if (o.do_sample)
-            printf("  %-28s %10.0f tokens/s (%d tokens per round)\n", "sample (KV cache, batch 1)",
-                   r.sample_tok_s, r.sample_tokens);
-    }
+    if ((o.do_sample && (st = run_sample(rt, &o, &cfg, V, &r, &err)) != CLF_OK) ||
+        (o.do_train && (st = measure_mfu(rt, &cfg, V, &r, &err)) != CLF_OK))
+        goto fail;
+    report(&o, &cfg, path, dev, V, &r);
     rc = 0;
 fail:
     if (rc != 0) {

@@ -214,23 +214,17 @@ static void other_kinds(clf_runtime *rt, const char *path)
     remove(path);
 }
 
-int main(void)
+/* Save a model trained 3 steps, open, load into a new model: parameters,
+ * Adam state, step, tokenizer, metadata and config come back bit for bit,
+ * and one more step stays identical. Returns the trained model. */
+static clf_model *round_trip(clf_runtime *rt, const clf_model_config *cfg, const char *path)
 {
-    clf_runtime *rt = tu_runtime();
     clf_error e;
-    clf_model_config cfg;
-    ok(clf_config_parse_string(yaml, "test", NULL, 0, &cfg, &e), &e, "config");
-    char path[512], bad[512];
-    clf_status st0;
-    path_in_build("test_checkpoint.safetensors", path, sizeof path);
-    path_in_build("test_checkpoint_bad.safetensors", bad, sizeof bad);
-
-    /* ---- round trip ---- */
     clf_model *a = NULL, *b = NULL;
-    ok(clf_model_create(rt, &cfg, 13, 2, CLF_MODEL_TRAIN, &a, &e), &e, "create a");
+    ok(clf_model_create(rt, cfg, 13, 2, CLF_MODEL_TRAIN, &a, &e), &e, "create a");
     train(a, 3);
     clf_checkpoint_extra ex[] = {{"data_rng", "xoshiro256**:1,2,3,4"}, {"elapsed", "1.5"}};
-    ok(clf_checkpoint_save(path, a, &cfg, "{\"type\":\"char\"}", ex, 2, &e), &e, "save");
+    ok(clf_checkpoint_save(path, a, cfg, "{\"type\":\"char\"}", ex, 2, &e), &e, "save");
     clf_checkpoint *ck = NULL;
     ok(clf_checkpoint_open(path, &ck, &e), &e, "open");
     TU_CHECK(clf_checkpoint_step(ck) == 3 && clf_checkpoint_vocab(ck) == 13 &&
@@ -240,7 +234,7 @@ int main(void)
              "tokenizer JSON round-trips");
     const char *rng = clf_checkpoint_meta(ck, "data_rng");
     TU_CHECK(rng && strcmp(rng, "xoshiro256**:1,2,3,4") == 0, "caller metadata round-trips");
-    TU_CHECK(clf_config_diff(clf_checkpoint_config(ck), &cfg, NULL, 0) == 0, "config round-trips");
+    TU_CHECK(clf_config_diff(clf_checkpoint_config(ck), cfg, NULL, 0) == 0, "config round-trips");
     ok(clf_model_create(rt, clf_checkpoint_config(ck), 13, 2, CLF_MODEL_TRAIN, &b, &e), &e,
        "create b");
     ok(clf_checkpoint_load(ck, b, CLF_CHECKPOINT_ALL, &e), &e, "load");
@@ -253,84 +247,101 @@ int main(void)
     train(b, 1);
     TU_CHECK(flat_equal(a, b, CLF_SLOT_PARAM), "one more step stays bit-identical");
     clf_model_destroy(b);
+    return a;
+}
 
-    /* ---- export: 16-bit parameters, no optimizer state, opened as usual ---- */
+/* Export: 16-bit parameters, no optimizer state, opened as usual. */
+static void export_check(clf_runtime *rt, clf_model *a, const char *path, const char *bad)
+{
+    clf_error e;
+    const clf_st_dtype types[3] = {CLF_ST_F32, CLF_ST_BF16, CLF_ST_F16};
+    const double rel[3] = {0.0, 0x1p-8, 0x1p-11}; /* half an ulp of each format */
+    const size_t np = clf_model_dims_get(a).n_params;
+    float *pa = malloc(np * 4), *pe = malloc(np * 4);
     {
-        const clf_st_dtype types[3] = {CLF_ST_F32, CLF_ST_BF16, CLF_ST_F16};
-        const double rel[3] = {0.0, 0x1p-8, 0x1p-11}; /* half an ulp of each format */
-        const size_t np = clf_model_dims_get(a).n_params;
-        float *pa = malloc(np * 4), *pe = malloc(np * 4);
-        {
-            /* the saved parameters (a has trained on since) */
-            clf_checkpoint *ok_ = NULL;
-            clf_model *orig = NULL;
-            ok(clf_checkpoint_open(path, &ok_, &e), &e, "open");
-            ok(clf_checkpoint_model_create(ok_, rt, NULL, CLF_MODEL_INFER, &orig, &e), &e,
-               "model from the checkpoint");
-            ok(clf_model_flat_read(orig, CLF_SLOT_PARAM, pa, &e), &e, "params");
-            clf_model_destroy(orig);
-            clf_checkpoint_close(ok_);
-        }
-        for (int i = 0; i < 3; i++) {
-            char xp[512];
-            path_in_build("test_checkpoint_export.safetensors", xp, sizeof xp);
-            ok(clf_checkpoint_export(path, xp, types[i], &e), &e, "export");
-            clf_checkpoint *xk = NULL;
-            ok(clf_checkpoint_open(xp, &xk, &e), &e, "open the export");
-            TU_CHECK(!clf_checkpoint_has_optim(xk) && clf_checkpoint_step(xk) == 3 &&
-                         strcmp(clf_checkpoint_tokenizer(xk), "{\"type\":\"char\"}") == 0,
-                     "%s export: no optimizer state, the step and tokenizer kept",
-                     clf_st_dtype_name(types[i]));
-            clf_model *x = NULL;
-            ok(clf_checkpoint_model_create(xk, rt, NULL, CLF_MODEL_INFER, &x, &e), &e,
-               "model from the export");
-            ok(clf_model_flat_read(x, CLF_SLOT_PARAM, pe, &e), &e, "exported params");
-            int close_ = 1;
-            for (int t = 0; t < clf_model_param_count(x); t++) {
-                const clf_param_info *pi = clf_model_param_get(x, t);
-                for (size_t j = pi->offset; j < pi->offset + pi->numel; j++)
-                    close_ &= fabs((double)pe[j] - pa[j]) <= rel[i] * fabs((double)pa[j]) ||
-                              (types[i] == CLF_ST_F16 && fabs((double)pa[j]) < 6.2e-5 &&
-                               fabs((double)pe[j] - pa[j]) <= 0x1p-25);
-            }
-            TU_CHECK(close_, "%s export: every parameter within half an ulp of the format",
-                     clf_st_dtype_name(types[i]));
-            clf_model_destroy(x);
-            clf_checkpoint_close(xk);
-            remove(xp);
-        }
-        TU_CHECK(clf_checkpoint_export(path, bad, CLF_ST_I32, &e) == CLF_ERR_ARG,
-                 "export to I32 is refused: %s", e.msg);
-        free(pa);
-        free(pe);
+        /* the saved parameters (a has trained on since) */
+        clf_checkpoint *ok_ = NULL;
+        clf_model *orig = NULL;
+        ok(clf_checkpoint_open(path, &ok_, &e), &e, "open");
+        ok(clf_checkpoint_model_create(ok_, rt, NULL, CLF_MODEL_INFER, &orig, &e), &e,
+           "model from the checkpoint");
+        ok(clf_model_flat_read(orig, CLF_SLOT_PARAM, pa, &e), &e, "params");
+        clf_model_destroy(orig);
+        clf_checkpoint_close(ok_);
     }
+    for (int i = 0; i < 3; i++) {
+        char xp[512];
+        path_in_build("test_checkpoint_export.safetensors", xp, sizeof xp);
+        ok(clf_checkpoint_export(path, xp, types[i], &e), &e, "export");
+        clf_checkpoint *xk = NULL;
+        ok(clf_checkpoint_open(xp, &xk, &e), &e, "open the export");
+        TU_CHECK(!clf_checkpoint_has_optim(xk) && clf_checkpoint_step(xk) == 3 &&
+                     strcmp(clf_checkpoint_tokenizer(xk), "{\"type\":\"char\"}") == 0,
+                 "%s export: no optimizer state, the step and tokenizer kept",
+                 clf_st_dtype_name(types[i]));
+        clf_model *x = NULL;
+        ok(clf_checkpoint_model_create(xk, rt, NULL, CLF_MODEL_INFER, &x, &e), &e,
+           "model from the export");
+        ok(clf_model_flat_read(x, CLF_SLOT_PARAM, pe, &e), &e, "exported params");
+        int close_ = 1;
+        for (int t = 0; t < clf_model_param_count(x); t++) {
+            const clf_param_info *pi = clf_model_param_get(x, t);
+            for (size_t j = pi->offset; j < pi->offset + pi->numel; j++)
+                close_ &= fabs((double)pe[j] - pa[j]) <= rel[i] * fabs((double)pa[j]) ||
+                          (types[i] == CLF_ST_F16 && fabs((double)pa[j]) < 6.2e-5 &&
+                           fabs((double)pe[j] - pa[j]) <= 0x1p-25);
+        }
+        TU_CHECK(close_, "%s export: every parameter within half an ulp of the format",
+                 clf_st_dtype_name(types[i]));
+        clf_model_destroy(x);
+        clf_checkpoint_close(xk);
+        remove(xp);
+    }
+    TU_CHECK(clf_checkpoint_export(path, bad, CLF_ST_I32, &e) == CLF_ERR_ARG,
+             "export to I32 is refused: %s", e.msg);
+    free(pa);
+    free(pe);
+}
 
-    /* ---- device-side copy into an inference model (BLEU's copy) ---- */
-    ok(clf_model_create(rt, &cfg, 13, 1, CLF_MODEL_INFER, &b, &e), &e, "create infer");
+/* Device-side copy into an inference model (BLEU's copy), and its refusals. */
+static void copy_check(clf_runtime *rt, const clf_model_config *cfg, clf_model *a)
+{
+    clf_error e;
+    clf_model *b = NULL;
+    clf_status st0;
+    ok(clf_model_create(rt, cfg, 13, 1, CLF_MODEL_INFER, &b, &e), &e, "create infer");
     ok(clf_model_flat_copy(b, a, CLF_SLOT_PARAM, &e), &e, "flat copy");
     TU_CHECK(flat_equal(a, b, CLF_SLOT_PARAM), "copied parameters equal bit for bit");
     st0 = clf_model_flat_copy(b, a, CLF_SLOT_ADAM_M, &e);
     TU_CHECK(st0 == CLF_ERR_ARG, "copying into a missing slot is refused: %s", e.msg);
     clf_model_destroy(b);
-    ok(clf_model_create(rt, &cfg, 17, 1, CLF_MODEL_INFER, &b, &e), &e, "create V=17");
+    ok(clf_model_create(rt, cfg, 17, 1, CLF_MODEL_INFER, &b, &e), &e, "create V=17");
     st0 = clf_model_flat_copy(b, a, CLF_SLOT_PARAM, &e);
     TU_CHECK(st0 == CLF_ERR_ARG, "copying between other layouts is refused: %s", e.msg);
     clf_model_destroy(b);
+}
 
-    /* ---- refusals ---- */
+/* Saves and loads that are refused: reserved metadata, between backward
+ * and step, into a missing directory; truncated, corrupt and foreign files;
+ * models of another shape or vocabulary. */
+static void refusals(clf_runtime *rt, const clf_model_config *cfg, clf_model *a, const char *path,
+                     const char *bad)
+{
+    clf_error e;
+    clf_model *b = NULL;
     clf_checkpoint_extra rsv[] = {{"step", "7"}};
-    TU_CHECK(clf_checkpoint_save(bad, a, &cfg, "", rsv, 1, &e) == CLF_ERR_ARG,
+    TU_CHECK(clf_checkpoint_save(bad, a, cfg, "", rsv, 1, &e) == CLF_ERR_ARG,
              "a reserved metadata key is refused");
     {
         int32_t x[16] = {0}, y[16] = {0};
         ok(clf_model_set_batch(a, clf_batch_decoder(x, y, 2, 8), &e), &e, "batch");
         ok(clf_model_forward(a, 1, &e), &e, "forward");
         ok(clf_model_backward(a, &e), &e, "backward");
-        clf_status st = clf_checkpoint_save(bad, a, &cfg, "", NULL, 0, &e);
+        clf_status st = clf_checkpoint_save(bad, a, cfg, "", NULL, 0, &e);
         TU_CHECK(st == CLF_ERR_ARG, "saving between backward and step is refused: %s", e.msg);
         ok(clf_model_step(a, 0.0f, &e), &e, "step");
     }
-    TU_CHECK(clf_checkpoint_save("/nonexistent-dir/x.safetensors", a, &cfg, "", NULL, 0, &e) !=
+    TU_CHECK(clf_checkpoint_save("/nonexistent-dir/x.safetensors", a, cfg, "", NULL, 0, &e) !=
                      CLF_OK &&
                  fopen("/nonexistent-dir/x.safetensors", "rb") == NULL,
              "a failed save leaves no file");
@@ -352,33 +363,56 @@ int main(void)
 
     const char *other[] = {"model.blocks.attention.heads=4", "model.blocks.norm.placement=post"};
     for (int i = 0; i < 2; i++) {
-        clf_model_config c2 = cfg;
+        clf_model_config c2 = *cfg;
         ok(clf_config_set(&c2, other[i], &e), &e, other[i]);
         ok(clf_model_create(rt, &c2, 13, 2, CLF_MODEL_TRAIN, &b, &e), &e, "create other");
         st = try_load(path, b, CLF_CHECKPOINT_ALL, &e);
         TU_CHECK(st == CLF_ERR_FORMAT, "a model with %s is refused: %s", other[i], e.msg);
         clf_model_destroy(b);
     }
-    ok(clf_model_create(rt, &cfg, 17, 2, CLF_MODEL_TRAIN, &b, &e), &e, "create V=17");
+    ok(clf_model_create(rt, cfg, 17, 2, CLF_MODEL_TRAIN, &b, &e), &e, "create V=17");
     st = try_load(path, b, CLF_CHECKPOINT_PARAMS, &e);
     TU_CHECK(st == CLF_ERR_FORMAT, "a model with another vocabulary is refused: %s", e.msg);
     clf_model_destroy(b);
+    free(bytes);
+}
 
-    /* ---- inference model: parameters only ---- */
-    ok(clf_model_create(rt, &cfg, 13, 1, CLF_MODEL_INFER, &b, &e), &e, "create infer");
+/* An inference model: parameters only, and its checkpoint has no
+ * optimizer state. */
+static void infer_params(clf_runtime *rt, const clf_model_config *cfg, const char *path,
+                         const char *bad)
+{
+    clf_error e;
+    clf_model *b = NULL;
+    clf_status st;
+    ok(clf_model_create(rt, cfg, 13, 1, CLF_MODEL_INFER, &b, &e), &e, "create infer");
     ok(try_load(path, b, CLF_CHECKPOINT_PARAMS, &e), &e, "load params into inference model");
-    ok(clf_checkpoint_save(bad, b, &cfg, "", NULL, 0, &e), &e, "save inference model");
+    ok(clf_checkpoint_save(bad, b, cfg, "", NULL, 0, &e), &e, "save inference model");
     clf_model *c = NULL;
-    ok(clf_model_create(rt, &cfg, 13, 2, CLF_MODEL_TRAIN, &c, &e), &e, "create c");
+    ok(clf_model_create(rt, cfg, 13, 2, CLF_MODEL_TRAIN, &c, &e), &e, "create c");
     st = try_load(bad, c, CLF_CHECKPOINT_ALL, &e);
     TU_CHECK(st == CLF_ERR_FORMAT, "optimizer state missing is refused: %s", e.msg);
     ok(try_load(bad, c, CLF_CHECKPOINT_PARAMS, &e), &e, "params of an inference checkpoint");
     TU_CHECK(flat_equal(b, c, CLF_SLOT_PARAM), "inference checkpoint round-trips parameters");
     clf_model_destroy(c);
     clf_model_destroy(b);
+}
 
+int main(void)
+{
+    clf_runtime *rt = tu_runtime();
+    clf_error e;
+    clf_model_config cfg;
+    ok(clf_config_parse_string(yaml, "test", NULL, 0, &cfg, &e), &e, "config");
+    char path[512], bad[512];
+    path_in_build("test_checkpoint.safetensors", path, sizeof path);
+    path_in_build("test_checkpoint_bad.safetensors", bad, sizeof bad);
+    clf_model *a = round_trip(rt, &cfg, path);
+    export_check(rt, a, path, bad);
+    copy_check(rt, &cfg, a);
+    refusals(rt, &cfg, a, path, bad);
+    infer_params(rt, &cfg, path, bad);
     clf_model_destroy(a);
-    free(bytes);
     remove(path);
     remove(bad);
     other_kinds(rt, path);

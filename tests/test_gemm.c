@@ -411,161 +411,172 @@ static void test_stored_derivative(clf_runtime *rt, const char *engine, int ligh
  * is read unchanged; and on the native engine, bit for bit the unfused ops
  * the model used before (GEMM, then clf_op_bias_act_forward, then
  * clf_op_add for a residual or clf_op_act_backward for a derivative). */
-static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng *r)
+/* One epilogue case: the shape, the epilogue (an activation into D, a
+ * residual, or an activation's derivative at D), with or without bias. */
+typedef struct epi_case {
+    size_t m, n, k;
+    int tb, res, dact, with_bias;
+    clf_gemm_act act;
+    clf_act ops_act; /* the same activation among the ops' */
+} epi_case;
+
+/* The case's device tensors and the host copies the checks read: C and D
+ * as the fused GEMM left them, R the D it was given. */
+typedef struct epi_bufs {
+    clf_ptr dbias, dC, dD;
+    const float *C, *D, *R;
+    size_t ld;
+} epi_bufs;
+
+/* On the native engine: the same bits as the unfused ops the model used
+ * before (the product alone, then clf_op_bias_act_forward, then clf_op_add
+ * for a residual or clf_op_act_backward for a derivative). */
+static void epilogue_unfused(clf_runtime *rt, const char *engine, const clf_gemm_desc *d,
+                             const epi_case *c, const epi_bufs *u, const char *name)
 {
-    static const size_t shapes[][4] = {
-        /* m, n, k, trans_b */
-        {1, 1, 1, 0},   {7, 13, 5, 0},     {33, 65, 17, 1}, {3, 70, 64, 1},
-        {100, 1, 3, 0}, {64, 96, 2000, 0}, {5, 9, 0, 0},
-    };
-    const clf_gemm_act acts[] = {CLF_GEMM_ACT_NONE, CLF_GEMM_ACT_RELU, CLF_GEMM_ACT_GELU_ERF,
-                                 CLF_GEMM_ACT_GELU_TANH, CLF_GEMM_ACT_SILU};
-    const clf_act ops_act[] = {CLF_ACT_NONE, CLF_ACT_RELU, CLF_ACT_GELU_ERF, CLF_ACT_GELU_TANH,
-                               CLF_ACT_SILU};
     clf_error e;
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-        /* mode 0-4: activation acts[mode] into D; 5: a residual; 6-9: the
-         * derivative of acts[mode - 5] */
-        for (int mode = 0; mode < 10; mode++)
-            for (int with_bias = 0; with_bias < 2; with_bias++) {
-                const size_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
-                const int tb = (int)shapes[si][3];
-                const int res = mode == 5, dact = mode > 5, ai = dact ? mode - 5 : res ? 0 : mode;
-                const clf_gemm_act act = acts[ai];
-                const int reads_d = res || dact;
-                if (act == CLF_GEMM_ACT_NONE && !with_bias && !res)
-                    continue;
-                if (tu_simulator() && m * n * k > 20000)
-                    continue;
-                if (light && (m * n * k > 2000 || (act != CLF_GEMM_ACT_GELU_ERF && act != 0) ||
-                              (reads_d && !with_bias)))
-                    continue;
-                const size_t ld = n + 3, na = m * (k ? k : 1), nb = n * (k ? k : 1);
-                float *A = malloc(na * 4), *Bm = malloc(nb * 4), *bias = malloc(n * 4);
-                float *C = malloc(m * ld * 4), *D = malloc(m * ld * 4), *Cu = malloc(m * ld * 4);
-                float *Du = malloc(m * ld * 4);
-                tu_fill(r, A, na, -1, 1);
-                tu_fill(r, Bm, nb, -1, 1);
-                tu_fill(r, bias, n, -2, 2);
-                for (size_t i = 0; i < m * ld; i++)
-                    C[i] = D[i] = 7.0f;
-                if (reads_d) /* residual or activation input: fresh values, 7 past n */
-                    for (size_t i = 0; i < m; i++)
-                        tu_fill(r, D + i * ld, n, -3, 3);
-                float *R = malloc(m * ld * 4);
-                memcpy(R, D, m * ld * 4);
-                clf_ptr dA = tu_upload(rt, A, na), dB = tu_upload(rt, Bm, nb);
-                clf_ptr dbias = tu_upload(rt, bias, n), dC = tu_upload(rt, C, m * ld);
-                clf_ptr dD = tu_upload(rt, D, m * ld);
-                const float beta = k == 0 ? 0.5f : 0.0f;
-                clf_gemm_desc d = {.trans_b = tb,
-                                   .m = m,
-                                   .n = n,
-                                   .k = k,
-                                   .alpha = 1.0f,
-                                   .beta = beta,
-                                   .a = dA,
-                                   .lda = k ? k : 1,
-                                   .b = dB,
-                                   .ldb = tb ? (k ? k : 1) : n,
-                                   .c = dC,
-                                   .ldc = ld,
-                                   .bias = with_bias ? dbias : (clf_ptr){NULL, 0},
-                                   .act = act,
-                                   .residual = res,
-                                   .act_grad = dact,
-                                   .d = act || res ? dD : (clf_ptr){NULL, 0},
-                                   .ldd = ld};
-                tu_ok(gemm_by(rt, engine, &d, &e), &e, "gemm with an epilogue");
-                tu_download(rt, dC, C, m * ld);
-                tu_download(rt, dD, D, m * ld);
-                double *rc = malloc(m * n * 8), *rd = malloc(m * n * 8);
-                float *gc = malloc(m * n * 4), *gd = malloc(m * n * 4);
-                int guards = 1;
-                for (size_t i = 0; i < m; i++)
-                    for (size_t j = 0; j < ld; j++) {
-                        if (j >= n) {
-                            guards &= C[i * ld + j] == 7.0f && D[i * ld + j] == 7.0f;
-                            continue;
-                        }
-                        double acc = beta * 7.0;
-                        for (size_t q = 0; q < k; q++)
-                            acc += (double)A[i * k + q] * (tb ? Bm[j * k + q] : Bm[q * n + j]);
-                        acc += with_bias ? bias[j] : 0.0;
-                        acc += res ? R[i * ld + j] : 0.0;
-                        acc *= dact ? tu_act_grad_ref((int)act, R[i * ld + j]) : 1.0;
-                        rc[i * n + j] = acc;
-                        rd[i * n + j] = tu_act_ref((int)act, acc);
-                        gc[i * n + j] = C[i * ld + j];
-                        gd[i * n + j] = D[i * ld + j];
-                    }
-                char name[160];
-                const double atol = 1e-5 * sqrt((double)(k ? k : 1)) + 1e-6;
-                snprintf(name, sizeof name,
-                         "%s epilogue act=%d%s bias=%d residual=%d m=%zu n=%zu k=%zu tb=%d C",
-                         engine, (int)act, dact ? "'" : "", with_bias, res, m, n, k, tb);
-                tu_close(name, gc, rc, m * n, atol, 1e-4);
-                if (reads_d)
-                    TU_CHECK(memcmp(D, R, m * ld * 4) == 0, "%s: D (read) unchanged", name);
-                if (act && !dact) {
-                    name[strlen(name) - 1] = 'D';
-                    tu_close(name, gd, rd, m * n, atol, 1e-4);
-                }
-                TU_CHECK(guards, "%s: columns past n untouched in C and D", name);
-                if (strcmp(engine, "clblast") != 0) {
-                    /* unfused: the product alone, then the ops' bias + activation */
-                    for (size_t i = 0; i < m * ld; i++)
-                        Cu[i] = Du[i] = 7.0f;
-                    tu_ok(clf_ptr_write(rt, dC, Cu, m * ld, &e), &e, "reset C");
-                    tu_ok(clf_ptr_write(rt, dD, reads_d ? R : Du, m * ld, &e), &e, "reset D");
-                    clf_gemm_desc plain = d;
-                    plain.bias = (clf_ptr){NULL, 0};
-                    plain.act = CLF_GEMM_ACT_NONE;
-                    plain.residual = plain.act_grad = 0;
-                    plain.d = (clf_ptr){NULL, 0};
-                    tu_ok(gemm_by(rt, engine, &plain, &e), &e, "gemm");
-                    int same = 1;
-                    for (size_t i = 0; i < m; i++) {
-                        clf_ptr crow = clf_ptr_at(dC, i * ld), drow = clf_ptr_at(dD, i * ld);
-                        tu_ok(clf_op_bias_act_forward(rt, reads_d ? CLF_ACT_NONE : ops_act[ai],
-                                                      crow, with_bias ? dbias : (clf_ptr){NULL, 0},
-                                                      act && !dact ? drow : crow, 1, n, &e),
-                              &e, "bias_act");
-                        if (res)
-                            tu_ok(clf_op_add(rt, crow, crow, drow, n, &e), &e, "add");
-                        if (dact)
-                            tu_ok(clf_op_act_backward(rt, ops_act[ai], crow, crow, drow, n, 0, &e),
-                                  &e, "act_backward");
-                    }
-                    tu_download(rt, dC, Cu, m * ld);
-                    tu_download(rt, dD, Du, m * ld);
-                    for (size_t i = 0; i < m; i++)
-                        for (size_t j = 0; j < n; j++)
-                            same &= (act && !dact ? Du[i * ld + j] == D[i * ld + j]
-                                                  : Cu[i * ld + j] == C[i * ld + j]);
-                    TU_CHECK(same, "%s: the same bits as GEMM + clf_op_bias_act_forward%s", name,
-                             res    ? " + clf_op_add"
-                             : dact ? " + clf_op_act_backward"
-                                    : "");
-                }
-                tu_free(dA);
-                tu_free(dB);
-                tu_free(dbias);
-                tu_free(dC);
-                tu_free(dD);
-                free(A);
-                free(Bm);
-                free(bias);
-                free(C);
-                free(D);
-                free(Cu);
-                free(Du);
-                free(R);
-                free(rc);
-                free(rd);
-                free(gc);
-                free(gd);
+    const size_t m = c->m, n = c->n, ld = u->ld;
+    const int reads_d = c->res || c->dact;
+    float *Cu = malloc(m * ld * 4), *Du = malloc(m * ld * 4);
+    for (size_t i = 0; i < m * ld; i++)
+        Cu[i] = Du[i] = 7.0f;
+    tu_ok(clf_ptr_write(rt, u->dC, Cu, m * ld, &e), &e, "reset C");
+    tu_ok(clf_ptr_write(rt, u->dD, reads_d ? u->R : Du, m * ld, &e), &e, "reset D");
+    clf_gemm_desc plain = *d;
+    plain.bias = (clf_ptr){NULL, 0};
+    plain.act = CLF_GEMM_ACT_NONE;
+    plain.residual = plain.act_grad = 0;
+    plain.d = (clf_ptr){NULL, 0};
+    tu_ok(gemm_by(rt, engine, &plain, &e), &e, "gemm");
+    const int to_d = c->act && !c->dact;
+    for (size_t i = 0; i < m; i++) {
+        clf_ptr crow = clf_ptr_at(u->dC, i * ld), drow = clf_ptr_at(u->dD, i * ld);
+        tu_ok(clf_op_bias_act_forward(rt, reads_d ? CLF_ACT_NONE : c->ops_act, crow,
+                                      c->with_bias ? u->dbias : (clf_ptr){NULL, 0},
+                                      to_d ? drow : crow, 1, n, &e),
+              &e, "bias_act");
+        if (c->res)
+            tu_ok(clf_op_add(rt, crow, crow, drow, n, &e), &e, "add");
+        if (c->dact)
+            tu_ok(clf_op_act_backward(rt, c->ops_act, crow, crow, drow, n, 0, &e), &e,
+                  "act_backward");
+    }
+    tu_download(rt, u->dC, Cu, m * ld);
+    tu_download(rt, u->dD, Du, m * ld);
+    int same = 1;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++)
+            same &= to_d ? Du[i * ld + j] == u->D[i * ld + j] : Cu[i * ld + j] == u->C[i * ld + j];
+    TU_CHECK(same, "%s: the same bits as GEMM + clf_op_bias_act_forward%s", name,
+             c->res    ? " + clf_op_add"
+             : c->dact ? " + clf_op_act_backward"
+                       : "");
+    free(Cu);
+    free(Du);
+}
+
+/* One case on `engine`: C and D against float64, columns past n untouched,
+ * a D that is read unchanged; on the native engine also epilogue_unfused. */
+static void epilogue_case(clf_runtime *rt, const char *engine, tu_rng *r, const epi_case *c)
+{
+    clf_error e;
+    const size_t m = c->m, n = c->n, k = c->k;
+    const int reads_d = c->res || c->dact;
+    const size_t ld = n + 3, na = m * (k ? k : 1), nb = n * (k ? k : 1);
+    float *A = malloc(na * 4), *Bm = malloc(nb * 4), *bias = malloc(n * 4);
+    float *C = malloc(m * ld * 4), *D = malloc(m * ld * 4), *R = malloc(m * ld * 4);
+    tu_fill(r, A, na, -1, 1);
+    tu_fill(r, Bm, nb, -1, 1);
+    tu_fill(r, bias, n, -2, 2);
+    for (size_t i = 0; i < m * ld; i++)
+        C[i] = D[i] = 7.0f;
+    if (reads_d) /* residual or activation input: fresh values, 7 past n */
+        for (size_t i = 0; i < m; i++)
+            tu_fill(r, D + i * ld, n, -3, 3);
+    memcpy(R, D, m * ld * 4);
+    clf_ptr dA = tu_upload(rt, A, na), dB = tu_upload(rt, Bm, nb);
+    clf_ptr dbias = tu_upload(rt, bias, n), dC = tu_upload(rt, C, m * ld);
+    clf_ptr dD = tu_upload(rt, D, m * ld);
+    const float beta = k == 0 ? 0.5f : 0.0f;
+    const clf_gemm_desc d = {.trans_b = c->tb,
+                             .m = m,
+                             .n = n,
+                             .k = k,
+                             .alpha = 1.0f,
+                             .beta = beta,
+                             .a = dA,
+                             .lda = k ? k : 1,
+                             .b = dB,
+                             .ldb = c->tb ? (k ? k : 1) : n,
+                             .c = dC,
+                             .ldc = ld,
+                             .bias = c->with_bias ? dbias : (clf_ptr){NULL, 0},
+                             .act = c->act,
+                             .residual = c->res,
+                             .act_grad = c->dact,
+                             .d = c->act || c->res ? dD : (clf_ptr){NULL, 0},
+                             .ldd = ld};
+    tu_ok(gemm_by(rt, engine, &d, &e), &e, "gemm with an epilogue");
+    tu_download(rt, dC, C, m * ld);
+    tu_download(rt, dD, D, m * ld);
+    double *rc = malloc(m * n * 8), *rd = malloc(m * n * 8);
+    float *gc = malloc(m * n * 4), *gd = malloc(m * n * 4);
+    int guards = 1;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < ld; j++) {
+            if (j >= n) {
+                guards &= C[i * ld + j] == 7.0f && D[i * ld + j] == 7.0f;
+                continue;
             }
+            double acc = beta * 7.0;
+            for (size_t q = 0; q < k; q++)
+                acc += (double)A[i * k + q] * (c->tb ? Bm[j * k + q] : Bm[q * n + j]);
+            acc += c->with_bias ? bias[j] : 0.0;
+            acc += c->res ? R[i * ld + j] : 0.0;
+            acc *= c->dact ? tu_act_grad_ref((int)c->act, R[i * ld + j]) : 1.0;
+            rc[i * n + j] = acc;
+            rd[i * n + j] = tu_act_ref((int)c->act, acc);
+            gc[i * n + j] = C[i * ld + j];
+            gd[i * n + j] = D[i * ld + j];
+        }
+    char name[160];
+    const double atol = 1e-5 * sqrt((double)(k ? k : 1)) + 1e-6;
+    snprintf(name, sizeof name,
+             "%s epilogue act=%d%s bias=%d residual=%d m=%zu n=%zu k=%zu tb=%d C", engine,
+             (int)c->act, c->dact ? "'" : "", c->with_bias, c->res, m, n, k, c->tb);
+    tu_close(name, gc, rc, m * n, atol, 1e-4);
+    if (reads_d)
+        TU_CHECK(memcmp(D, R, m * ld * 4) == 0, "%s: D (read) unchanged", name);
+    if (c->act && !c->dact) {
+        name[strlen(name) - 1] = 'D';
+        tu_close(name, gd, rd, m * n, atol, 1e-4);
+    }
+    TU_CHECK(guards, "%s: columns past n untouched in C and D", name);
+    if (strcmp(engine, "clblast") != 0) {
+        const epi_bufs u = {dbias, dC, dD, C, D, R, ld};
+        epilogue_unfused(rt, engine, &d, c, &u, name);
+    }
+    tu_free(dA);
+    tu_free(dB);
+    tu_free(dbias);
+    tu_free(dC);
+    tu_free(dD);
+    free(A);
+    free(Bm);
+    free(bias);
+    free(C);
+    free(D);
+    free(R);
+    free(rc);
+    free(rd);
+    free(gc);
+    free(gd);
+}
+
+/* Epilogue descriptors the GEMM refuses, and one it takes. */
+static void epilogue_refusals(clf_runtime *rt, const char *engine)
+{
+    clf_error e;
     clf_gemm_desc bad = {0};
     clf_ptr x = tu_alloc(rt, 64);
     bad.m = bad.n = bad.k = 4;
@@ -616,6 +627,46 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
     bad.b = clf_ptr_at(x, 48);
     tu_ok(gemm_by(rt, engine, &bad, &e), &e, "a residual D beside C");
     tu_free(x);
+}
+
+/* Epilogues (bias, bias + activation into D, a residual D added, an
+ * activation's derivative at D multiplied in; the last two with or without
+ * bias) at shapes that take every native path (row blocks with edges, the
+ * deep-K slices, the few-rows dot kernel, k = 0) on `engine` (epilogue_case;
+ * the activations' slopes and derivatives are at most 1.13 in size), and
+ * the descriptors it refuses. */
+static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng *r)
+{
+    static const size_t shapes[][4] = {
+        /* m, n, k, trans_b */
+        {1, 1, 1, 0},   {7, 13, 5, 0},     {33, 65, 17, 1}, {3, 70, 64, 1},
+        {100, 1, 3, 0}, {64, 96, 2000, 0}, {5, 9, 0, 0},
+    };
+    const clf_gemm_act acts[] = {CLF_GEMM_ACT_NONE, CLF_GEMM_ACT_RELU, CLF_GEMM_ACT_GELU_ERF,
+                                 CLF_GEMM_ACT_GELU_TANH, CLF_GEMM_ACT_SILU};
+    const clf_act ops_act[] = {CLF_ACT_NONE, CLF_ACT_RELU, CLF_ACT_GELU_ERF, CLF_ACT_GELU_TANH,
+                               CLF_ACT_SILU};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        /* mode 0-4: activation acts[mode] into D; 5: a residual; 6-9: the
+         * derivative of acts[mode - 5] */
+        for (int mode = 0; mode < 10; mode++)
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                const int res = mode == 5, dact = mode > 5, ai = dact ? mode - 5 : res ? 0 : mode;
+                const epi_case c = {shapes[si][0],      shapes[si][1], shapes[si][2],
+                                    (int)shapes[si][3], res,           dact,
+                                    with_bias,          acts[ai],      ops_act[ai]};
+                const int reads_d = res || dact;
+                if (c.act == CLF_GEMM_ACT_NONE && !with_bias && !res)
+                    continue;
+                if (tu_simulator() && c.m * c.n * c.k > 20000)
+                    continue;
+                if (light &&
+                    (c.m * c.n * c.k > 2000 || (c.act != CLF_GEMM_ACT_GELU_ERF && c.act != 0) ||
+                     (reads_d && !with_bias)))
+                    continue;
+                epilogue_case(rt, engine, r, &c);
+            }
+    epilogue_refusals(rt, engine);
 }
 
 /* Split-K, forced through the runtime option (the device's choice splits

@@ -217,6 +217,144 @@ static void test_peak(void)
     clf_runtime_destroy(rt);
 }
 
+/* A kernel file that does not build, an unknown kernel, a missing file. */
+static void build_failures(const char *kdir)
+{
+    printf("build failures\n");
+    clf_runtime *rt = open_rt(kdir, NULL, 1, 0);
+    clf_error err;
+    clf_kernel *k = NULL;
+    clf_status st = clf_kernel_get(rt, "bad", "broken", &k, &err);
+    TU_CHECK(st == CLF_ERR_BUILD, "a broken kernel file fails with CLF_ERR_BUILD");
+    TU_CHECK(strstr(err.msg, "bad.cl:3") != NULL, "the build log points at bad.cl:3");
+    TU_CHECK(strstr(err.msg, clf_runtime_device(rt)->name) != NULL &&
+                 strstr(err.msg, "-cl-std") != NULL,
+             "the message names the device and the options");
+    st = clf_kernel_get(rt, "t", "no_such_kernel", &k, &err);
+    TU_CHECK(st == CLF_ERR_OPENCL && strstr(err.code_name, "CL_INVALID_KERNEL_NAME") != NULL,
+             "an unknown kernel name reports CL_INVALID_KERNEL_NAME");
+    st = clf_kernel_get(rt, "no_such_family", "x", &k, &err);
+    TU_CHECK(st == CLF_ERR_IO && strstr(err.msg, "no_such_family.cl") != NULL,
+             "a missing kernel file is named");
+    clf_runtime_destroy(rt);
+}
+
+/* The binary cache: a cold start compiles and writes one entry (its path
+ * into path), a warm one loads it. */
+static void cache_warm(const char *kdir, const char *cache, char *path, size_t cap)
+{
+    printf("binary cache\n");
+    clf_runtime *rt = open_rt(kdir, cache, 0, 0);
+    TU_CHECK(run_axpb(rt, 77), "cold run correct");
+    clf_program_stats s = clf_runtime_program_stats(rt);
+    TU_CHECK(s.built == 1 && s.cache_hits == 0, "cold start compiles (built %d, hits %d)", s.built,
+             s.cache_hits);
+    double cold = s.load_seconds;
+    clf_runtime_destroy(rt);
+    TU_CHECK(find_cache_file(cache, "t", path, cap), "one cache file was written");
+
+    rt = open_rt(kdir, cache, 0, 0);
+    TU_CHECK(run_axpb(rt, 77), "warm run correct");
+    s = clf_runtime_program_stats(rt);
+    TU_CHECK(s.built == 0 && s.cache_hits == 1,
+             "warm start loads from the cache (built %d, hits %d)", s.built, s.cache_hits);
+    printf("  program load: cold %.1f ms, warm %.1f ms\n", cold * 1e3, s.load_seconds * 1e3);
+    clf_runtime_destroy(rt);
+}
+
+/* A damaged entry (truncated, corrupted, garbage) is detected, rebuilt and
+ * rewritten. */
+static void cache_damage(const char *kdir, const char *cache, const char *path)
+{
+    clf_runtime *rt;
+    clf_program_stats s;
+    /* Truncate the entry: detected, rebuilt, rewritten. */
+    size_t len = 0;
+    char *bytes = tu_read_file(path, &len);
+    TU_CHECK(bytes != NULL && len > 64, "cache file readable (%zu bytes)", len);
+    if (bytes == NULL)
+        return;
+    if (truncate(path, (off_t)(len / 2)) != 0)
+        perror("truncate");
+    rt = open_rt(kdir, cache, 0, 0);
+    TU_CHECK(run_axpb(rt, 77), "correct after a truncated cache entry");
+    s = clf_runtime_program_stats(rt);
+    TU_CHECK(s.cache_reject == 1 && s.built == 1,
+             "truncated entry rejected and rebuilt (reject %d, built %d)", s.cache_reject, s.built);
+    clf_runtime_destroy(rt);
+    size_t len2 = 0;
+    char *again = tu_read_file(path, &len2);
+    TU_CHECK(again != NULL && len2 == len, "entry rewritten at full size (%zu)", len2);
+    free(again);
+
+    /* Flip bytes in the binary: checksum catches it. */
+    bytes[len - 10] ^= 0x5a;
+    bytes[len / 2] ^= 0xa5;
+    FILE *f = fopen(path, "wb");
+    fwrite(bytes, 1, len, f);
+    fclose(f);
+    rt = open_rt(kdir, cache, 0, 0);
+    TU_CHECK(run_axpb(rt, 77), "correct after a corrupted cache entry");
+    s = clf_runtime_program_stats(rt);
+    TU_CHECK(s.cache_reject == 1 && s.built == 1, "corrupted entry rejected and rebuilt");
+    clf_runtime_destroy(rt);
+
+    /* Garbage of the right name. */
+    f = fopen(path, "wb");
+    fputs("not a cache file", f);
+    fclose(f);
+    rt = open_rt(kdir, cache, 0, 0);
+    TU_CHECK(run_axpb(rt, 77), "correct after a garbage cache entry");
+    TU_CHECK(clf_runtime_program_stats(rt).cache_reject == 1, "garbage entry rejected");
+    clf_runtime_destroy(rt);
+    free(bytes);
+}
+
+/* A changed source gets a new key; no_cache neither reads nor writes. */
+static void cache_keys(const char *kdir, const char *cache)
+{
+    /* A changed source gets a new key. */
+    char *k2 = malloc(strlen(k_test) + 64);
+    sprintf(k2, "/* changed */\n%s", k_test);
+    write_file(kdir, "t.cl", k2);
+    free(k2);
+    clf_runtime *rt = open_rt(kdir, cache, 0, 0);
+    TU_CHECK(run_axpb(rt, 77), "correct after a source change");
+    clf_program_stats s = clf_runtime_program_stats(rt);
+    TU_CHECK(s.built == 1 && s.cache_hits == 0 && s.cache_reject == 0,
+             "a changed source is compiled, not taken from the cache");
+    clf_runtime_destroy(rt);
+
+    /* no_cache neither reads nor writes. */
+    char cache2[320];
+    snprintf(cache2, sizeof cache2, "%s/cache2", tmpdir);
+    rt = open_rt(kdir, cache2, 1, 0);
+    TU_CHECK(run_axpb(rt, 5), "no-cache run correct");
+    clf_runtime_destroy(rt);
+    struct stat stt;
+    TU_CHECK(stat(cache2, &stt) != 0, "no-cache wrote no cache directory");
+}
+
+/* The profile counts launches per kernel. */
+static void profiling(const char *kdir)
+{
+    clf_error err;
+    printf("profiling\n");
+    clf_runtime *rt = open_rt(kdir, NULL, 1, 1);
+    for (int i = 0; i < 3; i++)
+        run_axpb(rt, 100);
+    clf_profile_entry *e = NULL;
+    int ne = 0;
+    tu_ok(clf_profile_report(rt, &e, &ne, &err), &err, "profile report");
+    int found = 0;
+    for (int i = 0; i < ne; i++)
+        if (strcmp(e[i].name, "axpb") == 0 && e[i].count == 3 && e[i].seconds >= 0.0)
+            found = 1;
+    TU_CHECK(found, "profile counts 3 launches of axpb");
+    free(e);
+    clf_runtime_destroy(rt);
+}
+
 int main(void)
 {
     tu_seed();
@@ -256,119 +394,13 @@ int main(void)
     printf("launches\n");
     TU_CHECK(run_axpb(rt, 1000), "a launch with buffer, offset, float, int, uint and local args");
     TU_CHECK(run_axpb(rt, 1), "a launch over 1 element (global rounded up to the group)");
-
-    printf("build failures\n");
-    clf_error err;
-    clf_kernel *k = NULL;
-    clf_status st = clf_kernel_get(rt, "bad", "broken", &k, &err);
-    TU_CHECK(st == CLF_ERR_BUILD, "a broken kernel file fails with CLF_ERR_BUILD");
-    TU_CHECK(strstr(err.msg, "bad.cl:3") != NULL, "the build log points at bad.cl:3");
-    TU_CHECK(strstr(err.msg, clf_runtime_device(rt)->name) != NULL &&
-                 strstr(err.msg, "-cl-std") != NULL,
-             "the message names the device and the options");
-    st = clf_kernel_get(rt, "t", "no_such_kernel", &k, &err);
-    TU_CHECK(st == CLF_ERR_OPENCL && strstr(err.code_name, "CL_INVALID_KERNEL_NAME") != NULL,
-             "an unknown kernel name reports CL_INVALID_KERNEL_NAME");
-    st = clf_kernel_get(rt, "no_such_family", "x", &k, &err);
-    TU_CHECK(st == CLF_ERR_IO && strstr(err.msg, "no_such_family.cl") != NULL,
-             "a missing kernel file is named");
     clf_runtime_destroy(rt);
 
-    printf("binary cache\n");
-    rt = open_rt(kdir, cache, 0, 0);
-    TU_CHECK(run_axpb(rt, 77), "cold run correct");
-    clf_program_stats s = clf_runtime_program_stats(rt);
-    TU_CHECK(s.built == 1 && s.cache_hits == 0, "cold start compiles (built %d, hits %d)", s.built,
-             s.cache_hits);
-    double cold = s.load_seconds;
-    clf_runtime_destroy(rt);
-    TU_CHECK(find_cache_file(cache, "t", path, sizeof path), "one cache file was written");
-
-    rt = open_rt(kdir, cache, 0, 0);
-    TU_CHECK(run_axpb(rt, 77), "warm run correct");
-    s = clf_runtime_program_stats(rt);
-    TU_CHECK(s.built == 0 && s.cache_hits == 1,
-             "warm start loads from the cache (built %d, hits %d)", s.built, s.cache_hits);
-    printf("  program load: cold %.1f ms, warm %.1f ms\n", cold * 1e3, s.load_seconds * 1e3);
-    clf_runtime_destroy(rt);
-
-    /* Truncate the entry: detected, rebuilt, rewritten. */
-    size_t len = 0;
-    char *bytes = tu_read_file(path, &len);
-    TU_CHECK(bytes != NULL && len > 64, "cache file readable (%zu bytes)", len);
-    if (bytes == NULL)
-        return tu_finish();
-    if (truncate(path, (off_t)(len / 2)) != 0)
-        perror("truncate");
-    rt = open_rt(kdir, cache, 0, 0);
-    TU_CHECK(run_axpb(rt, 77), "correct after a truncated cache entry");
-    s = clf_runtime_program_stats(rt);
-    TU_CHECK(s.cache_reject == 1 && s.built == 1,
-             "truncated entry rejected and rebuilt (reject %d, built %d)", s.cache_reject, s.built);
-    clf_runtime_destroy(rt);
-    size_t len2 = 0;
-    char *again = tu_read_file(path, &len2);
-    TU_CHECK(again != NULL && len2 == len, "entry rewritten at full size (%zu)", len2);
-    free(again);
-
-    /* Flip bytes in the binary: checksum catches it. */
-    bytes[len - 10] ^= 0x5a;
-    bytes[len / 2] ^= 0xa5;
-    FILE *f = fopen(path, "wb");
-    fwrite(bytes, 1, len, f);
-    fclose(f);
-    rt = open_rt(kdir, cache, 0, 0);
-    TU_CHECK(run_axpb(rt, 77), "correct after a corrupted cache entry");
-    s = clf_runtime_program_stats(rt);
-    TU_CHECK(s.cache_reject == 1 && s.built == 1, "corrupted entry rejected and rebuilt");
-    clf_runtime_destroy(rt);
-
-    /* Garbage of the right name. */
-    f = fopen(path, "wb");
-    fputs("not a cache file", f);
-    fclose(f);
-    rt = open_rt(kdir, cache, 0, 0);
-    TU_CHECK(run_axpb(rt, 77), "correct after a garbage cache entry");
-    TU_CHECK(clf_runtime_program_stats(rt).cache_reject == 1, "garbage entry rejected");
-    clf_runtime_destroy(rt);
-    free(bytes);
-
-    /* A changed source gets a new key. */
-    char *k2 = malloc(strlen(k_test) + 64);
-    sprintf(k2, "/* changed */\n%s", k_test);
-    write_file(kdir, "t.cl", k2);
-    free(k2);
-    rt = open_rt(kdir, cache, 0, 0);
-    TU_CHECK(run_axpb(rt, 77), "correct after a source change");
-    s = clf_runtime_program_stats(rt);
-    TU_CHECK(s.built == 1 && s.cache_hits == 0 && s.cache_reject == 0,
-             "a changed source is compiled, not taken from the cache");
-    clf_runtime_destroy(rt);
-
-    /* no_cache neither reads nor writes. */
-    char cache2[320];
-    snprintf(cache2, sizeof cache2, "%s/cache2", tmpdir);
-    rt = open_rt(kdir, cache2, 1, 0);
-    TU_CHECK(run_axpb(rt, 5), "no-cache run correct");
-    clf_runtime_destroy(rt);
-    struct stat stt;
-    TU_CHECK(stat(cache2, &stt) != 0, "no-cache wrote no cache directory");
-
-    printf("profiling\n");
-    rt = open_rt(kdir, NULL, 1, 1);
-    for (int i = 0; i < 3; i++)
-        run_axpb(rt, 100);
-    clf_profile_entry *e = NULL;
-    int ne = 0;
-    tu_ok(clf_profile_report(rt, &e, &ne, &err), &err, "profile report");
-    int found = 0;
-    for (int i = 0; i < ne; i++)
-        if (strcmp(e[i].name, "axpb") == 0 && e[i].count == 3 && e[i].seconds >= 0.0)
-            found = 1;
-    TU_CHECK(found, "profile counts 3 launches of axpb");
-    free(e);
-    clf_runtime_destroy(rt);
-
+    build_failures(kdir);
+    cache_warm(kdir, cache, path, sizeof path);
+    cache_damage(kdir, cache, path);
+    cache_keys(kdir, cache);
+    profiling(kdir);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
