@@ -128,7 +128,8 @@ static void rope(clf_runtime *rt, int elem, clf_ptr x, size_t B, size_t T, size_
 {
     clf_error err;
     if (!elem) {
-        tu_ok(clf_op_rope(rt, x, B, T, NH, HS, rs, pos0, theta, inverse, &err), &err, "rope");
+        tu_ok(clf_op_rope_t(rt, CLF_DT_F32, x, B, T, NH, HS, rs, pos0, theta, inverse, &err), &err,
+              "rope");
         return;
     }
     clf_arg a[] = {CLF_ARG_BUF(x.buf),      CLF_ARG_U64(x.off),
@@ -162,8 +163,8 @@ static void test_rope16(clf_runtime *rt, clf_dtype t, size_t B, size_t T, size_t
         tu_ok(clf_buffer_write(rt, b, 0, h, (n + off + guard) * 2, &err), &err, "write");
         clf_ptr d32 = up(rt, x, n);
         for (int part = 0; part < 2; part++) {
-            tu_ok(clf_op_rope(rt, clf_ptr_at(d32, part * C), B, T, NH, HS, rs, pos0, 10000.0f,
-                              inverse, &err),
+            tu_ok(clf_op_rope_t(rt, CLF_DT_F32, clf_ptr_at(d32, part * C), B, T, NH, HS, rs, pos0,
+                                10000.0f, inverse, &err),
                   &err, "rope f32");
             tu_ok(clf_op_rope_t(rt, t, (clf_ptr){b, off + part * C}, B, T, NH, HS, rs, pos0,
                                 10000.0f, inverse, &err),

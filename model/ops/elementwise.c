@@ -200,13 +200,6 @@ clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr d
     return clf_kernel_launch(rt, k, 2, global, local, CLF_NARGS(args), args, err);
 }
 
-clf_status clf_op_bias_backward(clf_runtime *rt, clf_ptr dbias, clf_ptr d, size_t R, size_t N,
-                                int accumulate, clf_error *err)
-{
-    return clf_op_bias_backward_ex(rt, CLF_OPS_PATH_AUTO, dbias, d, CLF_DT_F32, R, N, accumulate,
-                                   err);
-}
-
 clf_status clf_op_bias_backward_t(clf_runtime *rt, clf_ptr dbias, clf_ptr d, clf_dtype d_type,
                                   size_t R, size_t N, int accumulate, clf_error *err)
 {

@@ -151,12 +151,6 @@ clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, s
                      (int)(sizeof a / sizeof a[0]), a, err);
 }
 
-clf_status clf_op_rope(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t NH, size_t HS,
-                       size_t row_stride, size_t pos0, float theta, int inverse, clf_error *err)
-{
-    return clf_op_rope_t(rt, CLF_DT_F32, x, B, T, NH, HS, row_stride, pos0, theta, inverse, err);
-}
-
 clf_status clf_op_rope_t(clf_runtime *rt, clf_dtype t, clf_ptr x, size_t B, size_t T, size_t NH,
                          size_t HS, size_t row_stride, size_t pos0, float theta, int inverse,
                          clf_error *err)

@@ -125,14 +125,6 @@ clf_status clf_op_layernorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_
     return launch_cols(rt, path, "layernorm_dwdb", N, CLF_NARGS(args), args, err);
 }
 
-clf_status clf_op_layernorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr mean, clf_ptr rstd,
-                                    clf_ptr x, clf_ptr w, clf_ptr b, size_t R, size_t N, float eps,
-                                    clf_error *err)
-{
-    return clf_op_layernorm_forward_ex(rt, CLF_OPS_PATH_AUTO, CLF_DT_F32, out, mean, rstd, x, w, b,
-                                       R, N, eps, err);
-}
-
 clf_status clf_op_layernorm_forward_t(clf_runtime *rt, clf_dtype out_type, clf_ptr out,
                                       clf_ptr mean, clf_ptr rstd, clf_ptr x, clf_ptr w, clf_ptr b,
                                       size_t R, size_t N, float eps, clf_error *err)
@@ -198,13 +190,6 @@ clf_status clf_op_rmsnorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_pt
     clf_arg args[] = {CLF_ARG_PTR(dw),   CLF_ARG_PTR(dout), CLF_ARG_PTR(x),
                       CLF_ARG_PTR(rstd), CLF_ARG_U64(R),    CLF_ARG_U64(N)};
     return launch_cols(rt, path, "rmsnorm_dw", N, CLF_NARGS(args), args, err);
-}
-
-clf_status clf_op_rmsnorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr rstd, clf_ptr x, clf_ptr w,
-                                  size_t R, size_t N, float eps, clf_error *err)
-{
-    return clf_op_rmsnorm_forward_ex(rt, CLF_OPS_PATH_AUTO, CLF_DT_F32, out, rstd, x, w, R, N, eps,
-                                     err);
 }
 
 clf_status clf_op_rmsnorm_forward_t(clf_runtime *rt, clf_dtype out_type, clf_ptr out, clf_ptr rstd,

@@ -67,10 +67,8 @@ clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_pt
  * bias add (out may equal h). bias.buf NULL: no bias. */
 clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_ptr bias,
                                    clf_ptr out, size_t R, size_t N, clf_error *err);
-/* dbias[c] (=|+=) sum_r d[r,c]; column sums of [R, N]. The _t form reads
- * d stored as d_type (16 bits: d's offset counts 2-byte elements). */
-clf_status clf_op_bias_backward(clf_runtime *rt, clf_ptr dbias, clf_ptr d, size_t R, size_t N,
-                                int accumulate, clf_error *err);
+/* dbias[c] (=|+=) sum_r d[r,c]; column sums of [R, N], d stored as d_type
+ * (16 bits: d's offset counts 2-byte elements). */
 clf_status clf_op_bias_backward_t(clf_runtime *rt, clf_ptr dbias, clf_ptr d, clf_dtype d_type,
                                   size_t R, size_t N, int accumulate, clf_error *err);
 /* SwiGLU over [R, 2H] -> [R, H]: out = silu(g) * u with g = in[:, :H],
@@ -126,24 +124,20 @@ clf_status clf_op_softmax_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dy, clf_
 
 /* ---- normalisation (cl/norm.cl) ------------------------------------------ */
 
-/* LayerNorm over the last dim of [R, N]: out = (x - mean) * rstd * w + b.
- * Saves mean[R] and rstd[R] for backward. b.buf NULL = no bias. */
-clf_status clf_op_layernorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr mean, clf_ptr rstd,
-                                    clf_ptr x, clf_ptr w, clf_ptr b, size_t R, size_t N, float eps,
-                                    clf_error *err);
 /* dx (=|+=) ...; dw += ..., db += ... (parameter grads always accumulate).
  * A NULL dx, dw or db (buf NULL) skips that gradient. N = 0 is CLF_ERR_ARG. */
 clf_status clf_op_layernorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr db,
                                      clf_ptr dout, clf_ptr x, clf_ptr mean, clf_ptr rstd, clf_ptr w,
                                      size_t R, size_t N, int accumulate, clf_error *err);
-/* The same with out stored as out_type (bf16 or f16: rounded to nearest
- * even; out.off then counts 2-byte elements; mean and rstd stay float32). */
+/* LayerNorm over the last dim of [R, N]: out = (x - mean) * rstd * w + b,
+ * out stored as out_type (bf16 or f16: rounded to nearest even; out.off
+ * then counts 2-byte elements). Saves mean[R] and rstd[R] (float32) for
+ * backward. b.buf NULL = no bias. */
 clf_status clf_op_layernorm_forward_t(clf_runtime *rt, clf_dtype out_type, clf_ptr out,
                                       clf_ptr mean, clf_ptr rstd, clf_ptr x, clf_ptr w, clf_ptr b,
                                       size_t R, size_t N, float eps, clf_error *err);
-/* RMSNorm: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps). */
-clf_status clf_op_rmsnorm_forward(clf_runtime *rt, clf_ptr out, clf_ptr rstd, clf_ptr x, clf_ptr w,
-                                  size_t R, size_t N, float eps, clf_error *err);
+/* RMSNorm: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps), out stored
+ * as out_type. */
 clf_status clf_op_rmsnorm_forward_t(clf_runtime *rt, clf_dtype out_type, clf_ptr out, clf_ptr rstd,
                                     clf_ptr x, clf_ptr w, size_t R, size_t N, float eps,
                                     clf_error *err);
@@ -172,10 +166,8 @@ clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, s
  * qkv buffer can be rotated directly). rotate_half convention (GPT-NeoX / HF
  * Llama): pairs (i, i + HS/2), angle = p * theta^(-2i/HS), p = pos0 + t.
  * inverse = 1 applies the transpose rotation (the backward pass). */
-clf_status clf_op_rope(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t NH, size_t HS,
-                       size_t row_stride, size_t pos0, float theta, int inverse, clf_error *err);
-/* The same on x stored as t (16 bits: widened, rotated in float32, rounded
- * back; offsets and strides count t's elements). */
+/* x is stored as t (16 bits: widened, rotated in float32, rounded back;
+ * offsets and strides count t's elements). */
 clf_status clf_op_rope_t(clf_runtime *rt, clf_dtype t, clf_ptr x, size_t B, size_t T, size_t NH,
                          size_t HS, size_t row_stride, size_t pos0, float theta, int inverse,
                          clf_error *err);
@@ -330,9 +322,6 @@ typedef struct clf_adamw_hparams {
     float lr, beta1, beta2, eps, weight_decay;
     int step;
 } clf_adamw_hparams;
-clf_status clf_op_adamw(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr m, clf_ptr v,
-                        clf_ptr gscale, size_t n, size_t n_decay, const clf_adamw_hparams *h,
-                        clf_error *err);
 
 /* Dynamic loss scaling (cl/optim.cl's amp_step), in place of
  * clf_op_clip_scale: amp holds CLF_AMP_SLOTS floats (runtime/contract.h) and
@@ -344,7 +333,7 @@ clf_status clf_op_adamw(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr 
 clf_status clf_op_amp_step(clf_runtime *rt, clf_ptr amp, clf_ptr gscale, clf_ptr gnorm,
                            clf_ptr sumsq, float max_norm, float lr, float beta1, float beta2,
                            unsigned interval, clf_error *err);
-/* AdamW after clf_op_amp_step (amp.buf NULL: as clf_op_adamw): h->step is
+/* AdamW after clf_op_amp_step (amp.buf NULL: plain AdamW, h->step its t): h->step is
  * unused (Adam's t and the bias corrections come from amp), nothing changes
  * where amp says skip. t16 bf16 or f16: each updated parameter is also
  * stored, rounded, into params16 (n elements of t16 from its offset), the

@@ -63,14 +63,6 @@ fail:
     return st;
 }
 
-clf_status clf_op_adamw(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr m, clf_ptr v,
-                        clf_ptr gscale, size_t n, size_t n_decay, const clf_adamw_hparams *h,
-                        clf_error *err)
-{
-    return clf_op_adamw_amp(rt, params, grads, m, v, gscale, (clf_ptr){NULL, 0}, n, n_decay, h,
-                            (clf_ptr){NULL, 0}, CLF_DT_F32, err);
-}
-
 clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr m, clf_ptr v,
                             clf_ptr gscale, clf_ptr amp, size_t n, size_t n_decay,
                             const clf_adamw_hparams *h, clf_ptr params16, clf_dtype t16,
