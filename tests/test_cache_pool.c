@@ -46,8 +46,9 @@ static void kv_case(clf_runtime *rt, tu_rng *g, size_t B, size_t T, size_t NH, s
                         src[(b * T + t) * stride + C + h * HS + d];
     clf_ptr ds = tu_upload(rt, src, nsrc), dc = tu_upload(rt, cache, ncache);
     clf_error e;
-    tu_ok(clf_op_kv_store(rt, dc, clf_ptr_at(ds, C), B, T, NH, HS, stride, Tmax, pos0, &e), &e,
-          "kv_store");
+    tu_ok(clf_op_kv_store(rt, dc, &(clf_heads){clf_ptr_at(ds, C), CLF_DT_F32, B, T, NH, HS, stride},
+                          Tmax, pos0, &e),
+          &e, "kv_store");
     tu_download(rt, dc, cache, ncache);
     char name[128];
     snprintf(name, sizeof name, "kv_store B=%zu T=%zu NH=%zu HS=%zu Tmax=%zu pos0=%zu", B, T, NH,
@@ -273,7 +274,8 @@ int main(void)
     kv_case(rt, &g, 4, 33, 2, 16, 40, 7);
     clf_error e;
     clf_ptr c = tu_alloc(rt, 64);
-    TU_CHECK(clf_op_kv_store(rt, c, c, 1, 4, 1, 4, 4, 4, 1, &e) == CLF_ERR_ARG,
+    TU_CHECK(clf_op_kv_store(rt, c, &(clf_heads){c, CLF_DT_F32, 1, 4, 1, 4, 4}, 4, 1, &e) ==
+                 CLF_ERR_ARG,
              "positions past the cache are refused");
     tu_free(c);
     clf_runtime_destroy(rt);

@@ -85,8 +85,18 @@ static void embed_fwd(clf_runtime *rt, int elem, clf_ptr out, clf_ptr tok, clf_p
 {
     clf_error err;
     if (!elem) {
-        tu_ok(clf_op_embed_forward(rt, out, tok, wte, wpe, B, T, C, pos0, scale, &err), &err,
-              "embed forward");
+        tu_ok(clf_op_embed_forward(rt,
+                                   &(clf_embed_args){.tokens = tok,
+                                                     .wte = wte,
+                                                     .wpe = wpe,
+                                                     .B = B,
+                                                     .T = T,
+                                                     .C = C,
+                                                     .pos0 = pos0,
+                                                     .scale = scale,
+                                                     .out = out},
+                                   &err),
+              &err, "embed forward");
         return;
     }
     clf_ptr wp = wpe.buf ? wpe : out;
@@ -104,8 +114,18 @@ static void embed_bwd(clf_runtime *rt, int elem, clf_ptr dwte, clf_ptr dwpe, clf
 {
     clf_error err;
     if (!elem) {
-        tu_ok(clf_op_embed_backward(rt, dwte, dwpe, dout, tok, B, T, C, V, scale, &err), &err,
-              "embed backward");
+        tu_ok(clf_op_embed_backward(rt,
+                                    &(clf_embed_args){.tokens = tok,
+                                                      .B = B,
+                                                      .T = T,
+                                                      .C = C,
+                                                      .V = V,
+                                                      .scale = scale,
+                                                      .dout = dout,
+                                                      .dwte = dwte,
+                                                      .dwpe = dwpe},
+                                    &err),
+              &err, "embed backward");
         return;
     }
     clf_arg a[] = {CLF_ARG_BUF(dwte.buf), CLF_ARG_U64(dwte.off), CLF_ARG_BUF(dout.buf),
@@ -128,8 +148,9 @@ static void rope(clf_runtime *rt, int elem, clf_ptr x, size_t B, size_t T, size_
 {
     clf_error err;
     if (!elem) {
-        tu_ok(clf_op_rope_t(rt, CLF_DT_F32, x, B, T, NH, HS, rs, pos0, theta, inverse, &err), &err,
-              "rope");
+        tu_ok(clf_op_rope_t(rt, &(clf_heads){x, CLF_DT_F32, B, T, NH, HS, rs}, pos0, theta, inverse,
+                            &err),
+              &err, "rope");
         return;
     }
     clf_arg a[] = {CLF_ARG_BUF(x.buf),      CLF_ARG_U64(x.off),
@@ -163,12 +184,10 @@ static void test_rope16(clf_runtime *rt, clf_dtype t, size_t B, size_t T, size_t
         tu_ok(clf_buffer_write(rt, b, 0, h, (n + off + guard) * 2, &err), &err, "write");
         clf_ptr d32 = up(rt, x, n);
         for (int part = 0; part < 2; part++) {
-            tu_ok(clf_op_rope_t(rt, CLF_DT_F32, clf_ptr_at(d32, part * C), B, T, NH, HS, rs, pos0,
-                                10000.0f, inverse, &err),
-                  &err, "rope f32");
-            tu_ok(clf_op_rope_t(rt, t, (clf_ptr){b, off + part * C}, B, T, NH, HS, rs, pos0,
-                                10000.0f, inverse, &err),
-                  &err, "rope 16-bit");
+            const clf_heads h32 = {clf_ptr_at(d32, part * C), CLF_DT_F32, B, T, NH, HS, rs};
+            const clf_heads h16 = {(clf_ptr){b, off + part * C}, t, B, T, NH, HS, rs};
+            tu_ok(clf_op_rope_t(rt, &h32, pos0, 10000.0f, inverse, &err), &err, "rope f32");
+            tu_ok(clf_op_rope_t(rt, &h16, pos0, 10000.0f, inverse, &err), &err, "rope 16-bit");
         }
         tu_download(rt, d32, want, n);
         tu_ok(clf_buffer_read(rt, b, 0, got, (n + off + guard) * 2, &err), &err, "read");

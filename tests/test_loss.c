@@ -55,8 +55,9 @@ static void ce(clf_runtime *rt, size_t W, clf_ptr losses, clf_ptr dz, clf_ptr z,
 {
     clf_error err;
     if (W == 0) {
-        tu_ok(clf_op_cross_entropy(rt, losses, dz, z, t, R, V, eps, ignore, gs, gmul, &err), &err,
-              "cross_entropy");
+        tu_ok(clf_op_cross_entropy(
+                  rt, &(clf_xent_args){losses, dz, z, t, gmul, R, V, eps, gs, ignore}, &err),
+              &err, "cross_entropy");
         return;
     }
     clf_kernel *k;
@@ -239,8 +240,8 @@ int main(void)
     }
     clf_error err;
     clf_ptr a = tu_alloc(rt, 4);
-    TU_CHECK(clf_op_cross_entropy(rt, a, a, a, a, 1, 0, 0.0f, -1, 1.0f, (clf_ptr){NULL, 0}, &err) ==
-                 CLF_ERR_ARG,
+    TU_CHECK(clf_op_cross_entropy(rt, &(clf_xent_args){a, a, a, a, {NULL, 0}, 1, 0, 0.0f, 1.0f, -1},
+                                  &err) == CLF_ERR_ARG,
              "cross_entropy refuses V = 0");
     tu_free(a);
     clf_runtime_destroy(rt);

@@ -31,6 +31,75 @@
 #include "model/ops/ops_internal.h"
 #include "tests/test_util.h"
 
+/* The norm ops through clf_norm_args, one path. */
+static clf_status ln_forward(clf_runtime *rt, clf_ops_path path, clf_dtype t, clf_ptr out,
+                             clf_ptr mean, clf_ptr rstd, clf_ptr x, clf_ptr w, clf_ptr b, size_t R,
+                             size_t N, float eps, clf_error *err)
+{
+    const clf_norm_args a = {.x = x,
+                             .w = w,
+                             .b = b,
+                             .mean = mean,
+                             .rstd = rstd,
+                             .R = R,
+                             .N = N,
+                             .eps = eps,
+                             .out = out,
+                             .out_type = t};
+    return clf_op_norm_forward_ex(rt, path, &a, err);
+}
+
+static clf_status ln_backward(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dw,
+                              clf_ptr db, clf_ptr dout, clf_ptr x, clf_ptr mean, clf_ptr rstd,
+                              clf_ptr w, size_t R, size_t N, int accumulate, clf_error *err)
+{
+    const clf_norm_args a = {.x = x,
+                             .w = w,
+                             .mean = mean,
+                             .rstd = rstd,
+                             .R = R,
+                             .N = N,
+                             .dout = dout,
+                             .dx = dx,
+                             .dw = dw,
+                             .db = db,
+                             .accumulate = accumulate};
+    return clf_op_norm_backward_ex(rt, path, &a, err);
+}
+
+static clf_status rms_forward(clf_runtime *rt, clf_ops_path path, clf_dtype t, clf_ptr out,
+                              clf_ptr rstd, clf_ptr x, clf_ptr w, size_t R, size_t N, float eps,
+                              clf_error *err)
+{
+    const clf_norm_args a = {.rms = 1,
+                             .x = x,
+                             .w = w,
+                             .rstd = rstd,
+                             .R = R,
+                             .N = N,
+                             .eps = eps,
+                             .out = out,
+                             .out_type = t};
+    return clf_op_norm_forward_ex(rt, path, &a, err);
+}
+
+static clf_status rms_backward(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dw,
+                               clf_ptr dout, clf_ptr x, clf_ptr rstd, clf_ptr w, size_t R, size_t N,
+                               int accumulate, clf_error *err)
+{
+    const clf_norm_args a = {.rms = 1,
+                             .x = x,
+                             .w = w,
+                             .rstd = rstd,
+                             .R = R,
+                             .N = N,
+                             .dout = dout,
+                             .dx = dx,
+                             .dw = dw,
+                             .accumulate = accumulate};
+    return clf_op_norm_backward_ex(rt, path, &a, err);
+}
+
 #define EPS 1e-5
 
 /* ---- float64 references (llm.c style) ------------------------------------------- */
@@ -317,17 +386,16 @@ static void check_layernorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t
     clf_ptr dx_ = tu_upload(rt, h.x, n), dw_ = tu_upload(rt, h.w, N), db_ = tu_upload(rt, h.b, N);
     clf_ptr dout_ = tu_guarded(rt, NULL, n), dmean = tu_guarded(rt, NULL, R),
             drstd = tu_guarded(rt, NULL, R);
-    tu_ok(clf_op_layernorm_forward_ex(rt, path, CLF_DT_F32, dout_, dmean, drstd, dx_, dw_,
-                                      bias ? db_ : (clf_ptr){NULL, 0}, R, N, (float)EPS, &err),
+    tu_ok(ln_forward(rt, path, CLF_DT_F32, dout_, dmean, drstd, dx_, dw_,
+                     bias ? db_ : (clf_ptr){NULL, 0}, R, N, (float)EPS, &err),
           &err, "layernorm_forward");
     snprintf(name, sizeof name, "layernorm %s bias=%d %zux%zu", pn(path), bias, R, N);
     tu_download(rt, dout_, got, n);
     tu_close(name, got, out, n, 2e-5, 1e-5);
     for (int t = CLF_DT_BF16; t <= CLF_DT_F16; t++) {
         clf_buffer *o16 = out16_make(rt, n);
-        tu_ok(clf_op_layernorm_forward_ex(rt, path, (clf_dtype)t, (clf_ptr){o16, OUT16_OFF}, dmean,
-                                          drstd, dx_, dw_, bias ? db_ : (clf_ptr){NULL, 0}, R, N,
-                                          (float)EPS, &err),
+        tu_ok(ln_forward(rt, path, (clf_dtype)t, (clf_ptr){o16, OUT16_OFF}, dmean, drstd, dx_, dw_,
+                         bias ? db_ : (clf_ptr){NULL, 0}, R, N, (float)EPS, &err),
               &err, "layernorm_forward 16-bit");
         snprintf(name, sizeof name, "layernorm %s bias=%d %zux%zu", pn(path), bias, R, N);
         out16_check(rt, o16, (clf_dtype)t, got, n, name);
@@ -358,9 +426,8 @@ static void check_layernorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t
         for (size_t j = 0; j < N; j++)
             xh[r * N + j] = (h.xd[r * N + j] - mean[r]) * rstd[r];
     layernorm_backward_ref(dx, dw, db, h.doutd, h.xd, mean, rstd, h.wd, R, N, 0);
-    tu_ok(clf_op_layernorm_backward_ex(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R, N,
-                                       0, &err),
-          &err, "layernorm_backward");
+    tu_ok(ln_backward(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R, N, 0, &err), &err,
+          "layernorm_backward");
     tu_download(rt, ddx, got, n);
     snprintf(name, sizeof name, "layernorm backward %s %zux%zu: dx", pn(path), R, N);
     tu_close(name, got, dx, n, 1e-4, 1e-4);
@@ -378,9 +445,8 @@ static void check_layernorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t
     for (size_t i = 0; i < n; i++)
         dx[i] = h.dx_old[i];
     layernorm_backward_ref(dx, dw, db, h.doutd, h.xd, mean, rstd, h.wd, R, N, 1);
-    tu_ok(clf_op_layernorm_backward_ex(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R, N,
-                                       1, &err),
-          &err, "layernorm_backward acc");
+    tu_ok(ln_backward(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R, N, 1, &err), &err,
+          "layernorm_backward acc");
     tu_download(rt, ddx, got, n);
     snprintf(name, sizeof name, "layernorm backward accumulate %s %zux%zu: dx", pn(path), R, N);
     tu_close(name, got, dx, n, 1e-4, 1e-4);
@@ -393,9 +459,8 @@ static void check_layernorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t
 
     /* determinism: the same accumulation from the same start is bit-identical */
     tu_ok(clf_ptr_write(rt, ddw, h.dw_old, N, &err), &err, "dw old");
-    tu_ok(clf_op_layernorm_backward_ex(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R, N,
-                                       0, &err),
-          &err, "layernorm_backward again");
+    tu_ok(ln_backward(rt, path, ddx, ddw, ddb, ddout, dx_, dmean, drstd, dw_, R, N, 0, &err), &err,
+          "layernorm_backward again");
     tu_download(rt, ddw, got, N);
     TU_CHECK(memcmp(got, dw1, N * sizeof *got) == 0,
              "layernorm backward %s %zux%zu: dw bit-identical on rerun", pn(path), R, N);
@@ -446,16 +511,15 @@ static void check_rmsnorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t N
 
     clf_ptr dx_ = tu_upload(rt, h.x, n), dw_ = tu_upload(rt, h.w, N);
     clf_ptr dout_ = tu_guarded(rt, NULL, n), drstd = tu_guarded(rt, NULL, R);
-    tu_ok(clf_op_rmsnorm_forward_ex(rt, path, CLF_DT_F32, dout_, drstd, dx_, dw_, R, N, (float)EPS,
-                                    &err),
-          &err, "rmsnorm_forward");
+    tu_ok(rms_forward(rt, path, CLF_DT_F32, dout_, drstd, dx_, dw_, R, N, (float)EPS, &err), &err,
+          "rmsnorm_forward");
     snprintf(name, sizeof name, "rmsnorm %s %zux%zu", pn(path), R, N);
     tu_download(rt, dout_, got, n);
     tu_close(name, got, out, n, 2e-5, 1e-5);
     for (int t = CLF_DT_BF16; t <= CLF_DT_F16; t++) {
         clf_buffer *o16 = out16_make(rt, n);
-        tu_ok(clf_op_rmsnorm_forward_ex(rt, path, (clf_dtype)t, (clf_ptr){o16, OUT16_OFF}, drstd,
-                                        dx_, dw_, R, N, (float)EPS, &err),
+        tu_ok(rms_forward(rt, path, (clf_dtype)t, (clf_ptr){o16, OUT16_OFF}, drstd, dx_, dw_, R, N,
+                          (float)EPS, &err),
               &err, "rmsnorm_forward 16-bit");
         snprintf(name, sizeof name, "rmsnorm %s %zux%zu", pn(path), R, N);
         out16_check(rt, o16, (clf_dtype)t, got, n, name);
@@ -477,8 +541,8 @@ static void check_rmsnorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t N
         for (size_t j = 0; j < N; j++)
             xh[r * N + j] = h.xd[r * N + j] * rstd[r];
     rmsnorm_backward_ref(dx, dw, h.doutd, h.xd, rstd, h.wd, R, N, 0);
-    tu_ok(clf_op_rmsnorm_backward_ex(rt, path, ddx, ddw, ddout, dx_, drstd, dw_, R, N, 0, &err),
-          &err, "rmsnorm_backward");
+    tu_ok(rms_backward(rt, path, ddx, ddw, ddout, dx_, drstd, dw_, R, N, 0, &err), &err,
+          "rmsnorm_backward");
     tu_download(rt, ddx, got, n);
     snprintf(name, sizeof name, "rmsnorm backward %s %zux%zu: dx", pn(path), R, N);
     tu_close(name, got, dx, n, 1e-4, 1e-4);
@@ -490,8 +554,8 @@ static void check_rmsnorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t N
     for (size_t i = 0; i < n; i++)
         dx[i] = h.dx_old[i];
     rmsnorm_backward_ref(dx, dw, h.doutd, h.xd, rstd, h.wd, R, N, 1);
-    tu_ok(clf_op_rmsnorm_backward_ex(rt, path, ddx, ddw, ddout, dx_, drstd, dw_, R, N, 1, &err),
-          &err, "rmsnorm_backward acc");
+    tu_ok(rms_backward(rt, path, ddx, ddw, ddout, dx_, drstd, dw_, R, N, 1, &err), &err,
+          "rmsnorm_backward acc");
     tu_download(rt, ddx, got, n);
     snprintf(name, sizeof name, "rmsnorm backward accumulate %s %zux%zu: dx", pn(path), R, N);
     tu_close(name, got, dx, n, 1e-4, 1e-4);

@@ -33,12 +33,21 @@
 #include "model/ops/ops.h"
 #include "tests/test_util.h"
 
+/* clf_op_adamw_amp from its operands. */
+static clf_status adamw_amp(clf_runtime *rt, clf_ptr p, clf_ptr g, clf_ptr m, clf_ptr v,
+                            clf_ptr gscale, clf_ptr amp, size_t n, size_t n_decay,
+                            const clf_adamw_hparams *h, clf_ptr p16, clf_dtype t16, clf_error *err)
+{
+    const clf_adamw_args a = {p, g, m, v, gscale, amp, p16, t16, n, n_decay, *h};
+    return clf_op_adamw_amp(rt, &a, err);
+}
+
 /* Plain AdamW: clf_op_adamw_amp without loss scaling or a 16-bit copy. */
 static clf_status adamw(clf_runtime *rt, clf_ptr p, clf_ptr g, clf_ptr m, clf_ptr v, clf_ptr gscale,
                         size_t n, size_t n_decay, const clf_adamw_hparams *h, clf_error *err)
 {
-    return clf_op_adamw_amp(rt, p, g, m, v, gscale, (clf_ptr){NULL, 0}, n, n_decay, h,
-                            (clf_ptr){NULL, 0}, CLF_DT_F32, err);
+    return adamw_amp(rt, p, g, m, v, gscale, (clf_ptr){NULL, 0}, n, n_decay, h, (clf_ptr){NULL, 0},
+                     CLF_DT_F32, err);
 }
 
 static void test_clip(clf_runtime *rt)
@@ -133,11 +142,11 @@ static void amp_script(clf_runtime *rt, const char *script, double scale0, unsig
         tu_ok(clf_ptr_write(rt, sumsq, &ssf, 1, &err), &err, "write");
         for (int b = 0; b < 3; b++)
             tu_download(rt, bufs[b], before[b], n);
-        tu_ok(
-            clf_op_amp_step(rt, amp, gscale, gnorm, sumsq, max_norm, h.lr, b1, b2, interval, &err),
-            &err, "amp_step");
-        tu_ok(clf_op_adamw_amp(rt, dp, dg, dm, dv, gscale, amp, n, n_decay, &h, (clf_ptr){NULL, 0},
-                               CLF_DT_F32, &err),
+        tu_ok(clf_op_amp_step(rt, amp, gscale, gnorm, sumsq,
+                              &(clf_amp_hparams){max_norm, h.lr, b1, b2, interval}, &err),
+              &err, "amp_step");
+        tu_ok(adamw_amp(rt, dp, dg, dm, dv, gscale, amp, n, n_decay, &h, (clf_ptr){NULL, 0},
+                        CLF_DT_F32, &err),
               &err, "adamw_amp");
         if (kind == 'F') {
             const double norm = sqrt((double)ssf) / ref.scale;
@@ -326,8 +335,7 @@ static void test_adamw16(clf_runtime *rt, clf_dtype t, size_t n, tu_rng *r)
             g[i] = (float)tu_normal(r);
         tu_ok(clf_ptr_write(rt, gb, g, n, &err), &err, "write");
         tu_ok(adamw(rt, pa, gb, ma, va, sb, n, n / 2, &h, &err), &err, "adamw");
-        tu_ok(clf_op_adamw_amp(rt, pb, gb, mb, vb, sb, (clf_ptr){NULL, 0}, n, n / 2, &h, p16, t,
-                               &err),
+        tu_ok(adamw_amp(rt, pb, gb, mb, vb, sb, (clf_ptr){NULL, 0}, n, n / 2, &h, p16, t, &err),
               &err, "adamw with a 16-bit copy");
         tu_download(rt, pa, want, n);
         tu_download(rt, pb, got, n);
@@ -359,13 +367,13 @@ static void test_adamw16(clf_runtime *rt, clf_dtype t, size_t n, tu_rng *r)
     tu_ok(clf_ptr_write(rt, amp, skip, CLF_AMP_SLOTS, &err), &err, "write");
     uint16_t *before = malloc((n + off + guard) * sizeof *before);
     memcpy(before, h16, (n + off + guard) * sizeof *before);
-    tu_ok(clf_op_adamw_amp(rt, pb, gb, mb, vb, sb, amp, n, n / 2, &h, p16, t, &err), &err,
+    tu_ok(adamw_amp(rt, pb, gb, mb, vb, sb, amp, n, n / 2, &h, p16, t, &err), &err,
           "adamw skipped");
     tu_ok(clf_buffer_read(rt, b16, 0, h16, (n + off + guard) * 2, &err), &err, "read");
     TU_CHECK(memcmp(before, h16, (n + off + guard) * 2) == 0,
              "adamw %s: a skipped step leaves the copy untouched", clf_dtype_name(t));
-    TU_CHECK(clf_op_adamw_amp(rt, pb, gb, mb, vb, sb, amp, n, n / 2, &h, (clf_ptr){NULL, 0}, t,
-                              &err) == CLF_ERR_ARG,
+    TU_CHECK(adamw_amp(rt, pb, gb, mb, vb, sb, amp, n, n / 2, &h, (clf_ptr){NULL, 0}, t, &err) ==
+                 CLF_ERR_ARG,
              "adamw refuses a %s copy without its buffer", clf_dtype_name(t));
     free(before);
     clf_buffer_destroy(b16);

@@ -35,14 +35,19 @@
 static clf_status norm_bwd(clf_model *m, const mi_norm *nm, clf_ptr dx, clf_ptr dout, clf_ptr x,
                            size_t R, int accumulate, clf_error *err)
 {
-    const size_t C = (size_t)m->s.C;
-    const mi_norm_p *p = nm->p;
-    if (nm->type == MI_NORM_RMSNORM)
-        return clf_op_rmsnorm_backward(m->rt, dx, mi_grad(m, p->w), dout, x, nm->a->rstd,
-                                       mi_par(m, p->w), R, C, accumulate, err);
-    return clf_op_layernorm_backward(m->rt, dx, mi_grad(m, p->w), mi_grad(m, p->b), dout, x,
-                                     nm->a->mean, nm->a->rstd, mi_par(m, p->w), R, C, accumulate,
-                                     err);
+    const clf_norm_args a = {.rms = nm->type == MI_NORM_RMSNORM,
+                             .x = x,
+                             .w = mi_par(m, nm->p->w),
+                             .mean = nm->a->mean,
+                             .rstd = nm->a->rstd,
+                             .R = R,
+                             .N = (size_t)m->s.C,
+                             .dout = dout,
+                             .dx = dx,
+                             .dw = mi_grad(m, nm->p->w),
+                             .db = mi_grad(m, nm->p->b),
+                             .accumulate = accumulate};
+    return clf_op_norm_backward(m->rt, &a, err);
 }
 
 /* L's backward (mi_linear): db, dW, dx. */
@@ -108,11 +113,12 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
                                    .dkv_stride = 3 * C};
     if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
         return st;
+    const clf_heads hq = {dqkv, s->act16, B, T, NH, HS, 3 * C};
+    clf_heads hk = hq;
+    hk.x = clf_ptr_at(dqkv, C);
     if (s->pos == MI_POS_ROPE &&
-        ((st = clf_op_rope_t(m->rt, s->act16, dqkv, B, T, NH, HS, 3 * C, 0, s->rope_theta, 1,
-                             err)) != CLF_OK ||
-         (st = clf_op_rope_t(m->rt, s->act16, clf_ptr_at(dqkv, C), B, T, NH, HS, 3 * C, 0,
-                             s->rope_theta, 1, err)) != CLF_OK))
+        ((st = clf_op_rope_t(m->rt, &hq, 0, s->rope_theta, 1, err)) != CLF_OK ||
+         (st = clf_op_rope_t(m->rt, &hk, 0, s->rope_theta, 1, err)) != CLF_OK))
         return st;
     return linear_bwd(m, &L[0], err);
 }
@@ -207,8 +213,16 @@ static clf_status embed_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, c
         dx0 = dxe;
     }
     clf_ptr tokens = stk->src ? mi_at(m->src, 0) : mi_at(m->tokens, 0);
-    return clf_op_embed_backward(m->rt, mi_grad(m, stk->wte), mi_grad(m, stk->wpe), dx0, tokens, B,
-                                 T, C, V, s->emb_scale, err);
+    const clf_embed_args e = {.tokens = tokens,
+                              .B = B,
+                              .T = T,
+                              .C = C,
+                              .V = V,
+                              .scale = s->emb_scale,
+                              .dout = dx0,
+                              .dwte = mi_grad(m, stk->wte),
+                              .dwpe = mi_grad(m, stk->wpe)};
+    return clf_op_embed_backward(m->rt, &e, err);
 }
 
 /* The head node's backward: its product's (mi_node_linears: the LM head's

@@ -65,13 +65,18 @@ uint64_t mi_dropout_stream(const clf_model *m, int layer, int op)
 
 static clf_status norm_fwd(clf_model *m, const mi_norm *nm, clf_ptr x, size_t R, clf_error *err)
 {
-    const mi_spec *s = &m->s;
-    const mi_norm_a *a = nm->a;
-    if (nm->type == MI_NORM_RMSNORM)
-        return clf_op_rmsnorm_forward_t(m->rt, a->t, a->out, a->rstd, x, mi_par(m, nm->p->w), R,
-                                        (size_t)s->C, s->norm_eps, err);
-    return clf_op_layernorm_forward_t(m->rt, a->t, a->out, a->mean, a->rstd, x, mi_par(m, nm->p->w),
-                                      mi_par(m, nm->p->b), R, (size_t)s->C, s->norm_eps, err);
+    const clf_norm_args a = {.rms = nm->type == MI_NORM_RMSNORM,
+                             .x = x,
+                             .w = mi_par(m, nm->p->w),
+                             .b = mi_par(m, nm->p->b),
+                             .mean = nm->a->mean,
+                             .rstd = nm->a->rstd,
+                             .R = R,
+                             .N = (size_t)m->s.C,
+                             .eps = m->s.norm_eps,
+                             .out = nm->a->out,
+                             .out_type = nm->a->t};
+    return clf_op_norm_forward(m->rt, &a, err);
 }
 
 /* L's y = x W^T + b (+ resid [R, out] as y is stored, y then in float32;
@@ -211,19 +216,20 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
 
     if ((st = linear_fwd(m, &L[0], mi_nullptr(), err)) != CLF_OK)
         return st;
+    /* q, k and v: heads of the qkv rows, read in place */
+    const clf_heads hq = {qkv, s->act16, B, T, NH, HS, 3 * C};
+    clf_heads hk = hq, hv = hq;
+    hk.x = clf_ptr_at(qkv, C);
+    hv.x = clf_ptr_at(qkv, 2 * C);
     if (s->pos == MI_POS_ROPE &&
-        ((st = clf_op_rope_t(m->rt, s->act16, qkv, B, T, NH, HS, 3 * C, pos0, s->rope_theta, 0,
-                             err)) != CLF_OK ||
-         (st = clf_op_rope_t(m->rt, s->act16, clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C, pos0,
-                             s->rope_theta, 0, err)) != CLF_OK))
+        ((st = clf_op_rope_t(m->rt, &hq, pos0, s->rope_theta, 0, err)) != CLF_OK ||
+         (st = clf_op_rope_t(m->rt, &hk, pos0, s->rope_theta, 0, err)) != CLF_OK))
         return st;
     const size_t S = cache ? pos0 + T : T;
     if (cache &&
         /* new keys and values go straight from the qkv rows into the caches */
-        ((st = clf_op_kv_store(m->rt, mi_at(a->kcache, 0), clf_ptr_at(qkv, C), B, T, NH, HS, 3 * C,
-                               Tmax, pos0, err)) != CLF_OK ||
-         (st = clf_op_kv_store(m->rt, mi_at(a->vcache, 0), clf_ptr_at(qkv, 2 * C), B, T, NH, HS,
-                               3 * C, Tmax, pos0, err)) != CLF_OK))
+        ((st = clf_op_kv_store(m->rt, mi_at(a->kcache, 0), &hk, Tmax, pos0, err)) != CLF_OK ||
+         (st = clf_op_kv_store(m->rt, mi_at(a->vcache, 0), &hv, Tmax, pos0, err)) != CLF_OK))
         return st;
     if (cache && T == 1) {
         /* one new position: flash-decoding over the cache */
@@ -360,8 +366,16 @@ static clf_status embed_fwd(clf_model *m, const mi_stack *stk, size_t B, size_t 
     clf_ptr xe = s->emb_norm != MI_NORM_NONE ? stk->xe : x0;
     clf_ptr tokens = stk->src ? mi_at(m->src, 0) : mi_at(m->tokens, 0);
     clf_status st;
-    if ((st = clf_op_embed_forward(m->rt, xe, tokens, mi_par(m, stk->wte), mi_par(m, stk->wpe), B,
-                                   T, C, (size_t)pos0, s->emb_scale, err)) != CLF_OK)
+    const clf_embed_args e = {.tokens = tokens,
+                              .wte = mi_par(m, stk->wte),
+                              .wpe = mi_par(m, stk->wpe),
+                              .B = B,
+                              .T = T,
+                              .C = C,
+                              .pos0 = (size_t)pos0,
+                              .scale = s->emb_scale,
+                              .out = xe};
+    if ((st = clf_op_embed_forward(m->rt, &e, err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_SINUSOIDAL &&
         (st = clf_op_sinusoid_add(m->rt, xe, B, T, C, (size_t)pos0, err)) != CLF_OK)
@@ -388,9 +402,17 @@ static clf_status loss_fwd(clf_model *m, size_t R, size_t N, int train, clf_erro
     clf_status st;
     /* fp16: times the loss scale, which lives on the device */
     clf_ptr gmul = mi_amp(m) ? clf_ptr_at(m->amp, CLF_AMP_SCALE) : mi_nullptr();
-    if ((st = clf_op_cross_entropy(m->rt, m->losses, dlogits, logits, mi_at(m->targets, 0), R, N,
-                                   m->optim.label_smoothing, CLF_MODEL_IGNORE_INDEX, gs, gmul,
-                                   err)) != CLF_OK)
+    const clf_xent_args x = {.losses = m->losses,
+                             .dlogits = dlogits,
+                             .logits = logits,
+                             .targets = mi_at(m->targets, 0),
+                             .grad_mul = gmul,
+                             .R = R,
+                             .V = N,
+                             .label_smoothing = m->optim.label_smoothing,
+                             .grad_scale = gs,
+                             .ignore_index = CLF_MODEL_IGNORE_INDEX};
+    if ((st = clf_op_cross_entropy(m->rt, &x, err)) != CLF_OK)
         return st;
     return clf_op_mean(m->rt, m->scalars, m->losses, R, m->red, err);
 }
@@ -470,11 +492,13 @@ clf_status mi_encode(clf_model *m, int Bi, int Si, clf_error *err)
         mi_linear L[MI_NODE_LINEARS]; /* q; k and v, projected here into the scratch */
         mi_node_linears(m, n, &p, L);
         L[1].y = (mi_val){scratch, CLF_DT_F32};
+        /* keys and values: heads of the scratch's rows */
+        const clf_heads hk = {scratch, CLF_DT_F32, B, S, NH, HS, 2 * C};
+        clf_heads hv = hk;
+        hv.x = clf_ptr_at(scratch, C);
         if ((st = linear_fwd(m, &L[1], mi_nullptr(), err)) != CLF_OK ||
-            (st = clf_op_kv_store(m->rt, mi_at(a->xkcache, 0), scratch, B, S, NH, HS, 2 * C, Smax,
-                                  0, err)) != CLF_OK ||
-            (st = clf_op_kv_store(m->rt, mi_at(a->xvcache, 0), clf_ptr_at(scratch, C), B, S, NH, HS,
-                                  2 * C, Smax, 0, err)) != CLF_OK)
+            (st = clf_op_kv_store(m->rt, mi_at(a->xkcache, 0), &hk, Smax, 0, err)) != CLF_OK ||
+            (st = clf_op_kv_store(m->rt, mi_at(a->xvcache, 0), &hv, Smax, 0, err)) != CLF_OK)
             return st;
     }
     return CLF_OK;

@@ -270,29 +270,31 @@ clf_status clf_model_step(clf_model *m, float lr, clf_error *err)
     clf_ptr gnorm = clf_ptr_at(m->scalars, 3);
     if ((st = clf_op_sumsq(m->rt, sumsq, mi_at(m->grads, 0), n, m->red, err)) != CLF_OK)
         return st;
+    const clf_amp_hparams ap = {m->optim.grad_clip, lr, m->optim.beta1, m->optim.beta2,
+                                (unsigned)m->optim.loss_scale_interval};
     if (mi_amp(m))
-        st = clf_op_amp_step(m->rt, m->amp, gscale, gnorm, sumsq, m->optim.grad_clip, lr,
-                             m->optim.beta1, m->optim.beta2, (unsigned)m->optim.loss_scale_interval,
-                             err);
+        st = clf_op_amp_step(m->rt, m->amp, gscale, gnorm, sumsq, &ap, err);
     else
         st = clf_op_clip_scale(m->rt, gscale, gnorm, sumsq, m->optim.grad_clip, err);
     if (st != CLF_OK)
         return st;
-    clf_adamw_hparams h;
-    h.lr = lr;
-    h.beta1 = m->optim.beta1;
-    h.beta2 = m->optim.beta2;
-    h.eps = m->optim.eps;
-    h.weight_decay = m->optim.weight_decay;
-    h.step = (int)(m->state.step + 1);
     /* the optimizer's slice (all of it unless sharded): decayed up to n_decay */
     const size_t lo = m->opt_lo, hi = m->opt_hi, nd = m->dims.n_decay;
-    const size_t n_decay = nd <= lo ? 0 : nd >= hi ? hi - lo : nd - lo;
-    if (hi > lo && (st = clf_op_adamw_amp(m->rt, mi_at(m->params, lo), mi_at(m->grads, lo),
-                                          mi_at(m->adam_m, 0), mi_at(m->adam_v, 0), gscale,
-                                          mi_amp(m) ? m->amp : mi_nullptr(), hi - lo, n_decay, &h,
-                                          m->params16 ? mi_at(m->params16, lo) : mi_nullptr(),
-                                          m->s.act16, err)) != CLF_OK)
+    const clf_adamw_args a = {.params = mi_at(m->params, lo),
+                              .grads = mi_at(m->grads, lo),
+                              .m = mi_at(m->adam_m, 0),
+                              .v = mi_at(m->adam_v, 0),
+                              .gscale = gscale,
+                              .amp = mi_amp(m) ? m->amp : mi_nullptr(),
+                              .params16 = m->params16 ? mi_at(m->params16, lo) : mi_nullptr(),
+                              .t16 = m->s.act16,
+                              .n = hi - lo,
+                              .n_decay = nd <= lo   ? 0
+                                         : nd >= hi ? hi - lo
+                                                    : nd - lo,
+                              .h = {lr, m->optim.beta1, m->optim.beta2, m->optim.eps,
+                                    m->optim.weight_decay, (int)(m->state.step + 1)}};
+    if (hi > lo && (st = clf_op_adamw_amp(m->rt, &a, err)) != CLF_OK)
         return st;
     if ((st = clf_model_zero_grad(m, err)) != CLF_OK)
         return st;

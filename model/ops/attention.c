@@ -18,10 +18,12 @@
 
 #define U32_MAX_SZ ((size_t)0xFFFFFFFFu)
 
+/* heads_split (accumulate < 0: the kernel takes no such argument) or
+ * heads_merge between out and in, of the shape h describes (its rows). */
 static clf_status layout_launch(clf_runtime *rt, const char *name, clf_ptr out, clf_ptr in,
-                                size_t B, size_t T, size_t NH, size_t HS, size_t row_stride,
-                                int with_acc, int accumulate, clf_error *err)
+                                const clf_heads *h, int accumulate, clf_error *err)
 {
+    const size_t B = h->B, T = h->T, NH = h->NH, HS = h->HS, row_stride = h->row_stride;
     clf_kernel *k = NULL;
     clf_status st;
     if (row_stride < NH * HS || B * T * row_stride > U32_MAX_SZ || B * NH * T * HS > U32_MAX_SZ) {
@@ -52,7 +54,7 @@ static clf_status layout_launch(clf_runtime *rt, const char *name, clf_ptr out, 
     a[na++] = CLF_ARG_U32(NH);
     a[na++] = CLF_ARG_U32(HS);
     a[na++] = CLF_ARG_U32(row_stride);
-    if (with_acc)
+    if (accumulate >= 0)
         a[na++] = CLF_ARG_I32(accumulate ? 1 : 0);
     a[na++] = CLF_ARG_U32(span);
     a[na++] = CLF_ARG_U32(nspan);
@@ -68,14 +70,16 @@ fail:
 clf_status clf_op_heads_split(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B, size_t T,
                               size_t NH, size_t HS, size_t row_stride, clf_error *err)
 {
-    return layout_launch(rt, "heads_split", out, in, B, T, NH, HS, row_stride, 0, 0, err);
+    const clf_heads h = {in, CLF_DT_F32, B, T, NH, HS, row_stride};
+    return layout_launch(rt, "heads_split", out, in, &h, -1, err);
 }
 
 clf_status clf_op_heads_merge(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B, size_t T,
                               size_t NH, size_t HS, size_t row_stride, int accumulate,
                               clf_error *err)
 {
-    return layout_launch(rt, "heads_merge", out, in, B, T, NH, HS, row_stride, 1, accumulate, err);
+    const clf_heads h = {out, CLF_DT_F32, B, T, NH, HS, row_stride};
+    return layout_launch(rt, "heads_merge", out, in, &h, accumulate != 0, err);
 }
 
 /* Flash-decoding policy: split a row's cached positions only where groups
@@ -232,18 +236,20 @@ fail:
 
 /* ---- KV cache ---- */
 
-clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, clf_ptr src, size_t B, size_t T,
-                           size_t NH, size_t HS, size_t row_stride, size_t Tmax, size_t pos0,
-                           clf_error *err)
+clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, const clf_heads *h, size_t Tmax,
+                           size_t pos0, clf_error *err)
 {
+    const clf_ptr src = h->x;
+    const size_t B = h->B, T = h->T, NH = h->NH, HS = h->HS, row_stride = h->row_stride;
     clf_kernel *k = NULL;
     clf_status st;
     size_t n = B * NH * T * HS;
-    if (pos0 + T > Tmax || row_stride < NH * HS || B * NH * Tmax * HS > U32_MAX_SZ ||
-        B * T * row_stride > U32_MAX_SZ) {
+    if (h->t != CLF_DT_F32 || pos0 + T > Tmax || row_stride < NH * HS ||
+        B * NH * Tmax * HS > U32_MAX_SZ || B * T * row_stride > U32_MAX_SZ) {
         st = clf_error_set(err, CLF_ERR_ARG,
                            "positions [%zu, %zu) do not fit a cache of %zu, the row stride %zu is "
-                           "below NH*HS = %zu, or the sizes are over 2^32 floats",
+                           "below NH*HS = %zu, the sizes are over 2^32 floats, or the source is "
+                           "not float32",
                            pos0, pos0 + T, Tmax, row_stride, NH * HS);
         goto fail;
     }

@@ -59,10 +59,11 @@ static void pick_span(clf_runtime *rt, size_t n, uint32_t *span, uint32_t *nspan
 
 static size_t row_local(clf_runtime *rt) { return clf_ops_serial(rt) ? 16 : 256; }
 
-clf_status clf_op_embed_forward(clf_runtime *rt, clf_ptr out, clf_ptr tokens, clf_ptr wte,
-                                clf_ptr wpe, size_t B, size_t T, size_t C, size_t pos0, float scale,
-                                clf_error *err)
+clf_status clf_op_embed_forward(clf_runtime *rt, const clf_embed_args *e, clf_error *err)
 {
+    const clf_ptr out = e->out, tokens = e->tokens, wte = e->wte, wpe = e->wpe;
+    const size_t B = e->B, T = e->T, C = e->C, pos0 = e->pos0;
+    const float scale = e->scale;
     size_t BT = B * T;
     if (T == 0 || BT * C > U32_MAX_SZ || pos0 + T > U32_MAX_SZ)
         return clf_error_set(err, CLF_ERR_ARG,
@@ -90,10 +91,11 @@ clf_status clf_op_embed_forward(clf_runtime *rt, clf_ptr out, clf_ptr tokens, cl
                      a, err);
 }
 
-clf_status clf_op_embed_backward(clf_runtime *rt, clf_ptr dwte, clf_ptr dwpe, clf_ptr dout,
-                                 clf_ptr tokens, size_t B, size_t T, size_t C, size_t V,
-                                 float scale, clf_error *err)
+clf_status clf_op_embed_backward(clf_runtime *rt, const clf_embed_args *e, clf_error *err)
 {
+    const clf_ptr dwte = e->dwte, dwpe = e->dwpe, dout = e->dout, tokens = e->tokens;
+    const size_t B = e->B, T = e->T, C = e->C, V = e->V;
+    const float scale = e->scale;
     size_t BT = B * T;
     if (BT * C > U32_MAX_SZ || V * C > U32_MAX_SZ || V > 0x7FFFFFFFu)
         return clf_error_set(err, CLF_ERR_ARG,
@@ -151,10 +153,11 @@ clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, s
                      (int)(sizeof a / sizeof a[0]), a, err);
 }
 
-clf_status clf_op_rope_t(clf_runtime *rt, clf_dtype t, clf_ptr x, size_t B, size_t T, size_t NH,
-                         size_t HS, size_t row_stride, size_t pos0, float theta, int inverse,
+clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, float theta, int inverse,
                          clf_error *err)
 {
+    const clf_ptr x = h->x;
+    const size_t B = h->B, T = h->T, NH = h->NH, HS = h->HS, row_stride = h->row_stride;
     if (HS == 0 || HS % 2 != 0 || row_stride < NH * HS)
         return clf_error_set(err, CLF_ERR_ARG,
                              "rope: head size %zu must be even and positive and the row "
@@ -174,7 +177,7 @@ clf_status clf_op_rope_t(clf_runtime *rt, clf_dtype t, clf_ptr x, size_t B, size
     clf_arg a[] = {
         CLF_ARG_BUF(x.buf),
         CLF_ARG_U64(x.off),
-        CLF_ARG_U32(t),
+        CLF_ARG_U32(h->t),
         CLF_ARG_U32(B),
         CLF_ARG_U32(T),
         CLF_ARG_U32(NH),

@@ -24,11 +24,13 @@ static size_t wg_pow2(const clf_kernel *k, size_t want)
     return p;
 }
 
-clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits, clf_ptr logits,
-                                clf_ptr targets, size_t R, size_t V, float label_smoothing,
-                                int ignore_index, float grad_scale, clf_ptr grad_mul,
-                                clf_error *err)
+clf_status clf_op_cross_entropy(clf_runtime *rt, const clf_xent_args *x, clf_error *err)
 {
+    const clf_ptr losses = x->losses, dlogits = x->dlogits, logits = x->logits;
+    const clf_ptr targets = x->targets, grad_mul = x->grad_mul;
+    const size_t R = x->R, V = x->V;
+    const float label_smoothing = x->label_smoothing, grad_scale = x->grad_scale;
+    const int ignore_index = x->ignore_index;
     clf_kernel *k = NULL;
     clf_status st;
     if (V == 0 || V > 0x7FFFFFFFu || R > 0xFFFFFFFFu ||

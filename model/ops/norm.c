@@ -61,149 +61,104 @@ static clf_status launch_cols(clf_runtime *rt, clf_ops_path path, const char *ba
     return clf_kernel_launch(rt, k, 2, global, local, nargs, args, err);
 }
 
-/* ---- LayerNorm ---------------------------------------------------------------- */
+/* ---- forward ---------------------------------------------------------------- */
 
-clf_status clf_op_layernorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_dtype out_type,
-                                       clf_ptr out, clf_ptr mean, clf_ptr rstd, clf_ptr x,
-                                       clf_ptr w, clf_ptr b, size_t R, size_t N, float eps,
-                                       clf_error *err)
+clf_status clf_op_norm_forward_ex(clf_runtime *rt, clf_ops_path path, const clf_norm_args *a,
+                                  clf_error *err)
 {
-    const char *op = "layernorm_forward";
-    if (R == 0)
+    const char *op = a->rms ? "rmsnorm_forward" : "layernorm_forward";
+    if (a->R == 0)
         return CLF_OK;
-    if (N == 0)
+    if (a->N == 0)
         return clf_error_set(err, CLF_ERR_ARG, "%s: rows of 0 columns", op);
-    if (clf_ops_need(out, op, "out", err) || clf_ops_need(mean, op, "mean", err) ||
-        clf_ops_need(rstd, op, "rstd", err) || clf_ops_need(x, op, "x", err) ||
-        clf_ops_need(w, op, "w", err))
+    if (clf_ops_need(a->out, op, "out", err) ||
+        (!a->rms && clf_ops_need(a->mean, op, "mean", err)) ||
+        clf_ops_need(a->rstd, op, "rstd", err) || clf_ops_need(a->x, op, "x", err) ||
+        clf_ops_need(a->w, op, "w", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
-    int has_b = b.buf != NULL;
-    clf_ptr bb = has_b ? b : w;
-    clf_arg args[] = {CLF_ARG_PTR(out),  CLF_ARG_U32(out_type), CLF_ARG_PTR(mean),
-                      CLF_ARG_PTR(rstd), CLF_ARG_PTR(x),        CLF_ARG_PTR(w),
-                      CLF_ARG_PTR(bb),   CLF_ARG_I32(has_b),    CLF_ARG_U64(R),
-                      CLF_ARG_U64(N),    CLF_ARG_F32(eps),      CLF_ARG_U64(0) /* local buffer */};
-    return clf_ops_launch_rows(rt, "norm", path, "layernorm_forward", R, CLF_NARGS(args) - 1, args,
-                               err);
-}
-
-clf_status clf_op_layernorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dw,
-                                        clf_ptr db, clf_ptr dout, clf_ptr x, clf_ptr mean,
-                                        clf_ptr rstd, clf_ptr w, size_t R, size_t N, int accumulate,
-                                        clf_error *err)
-{
-    const char *op = "layernorm_backward";
-    if (R == 0 || N == 0)
-        return CLF_OK;
-    if (clf_ops_need(dout, op, "dout", err) || clf_ops_need(x, op, "x", err) ||
-        clf_ops_need(mean, op, "mean", err) || clf_ops_need(rstd, op, "rstd", err) ||
-        clf_ops_need(w, op, "w", err))
-        return CLF_ERR_ARG;
-    path = clf_ops_path_resolve(rt, path);
-    clf_status st;
-    if (dx.buf != NULL) {
-        clf_arg args[] = {CLF_ARG_PTR(dx),   CLF_ARG_PTR(dout), CLF_ARG_PTR(x),
-                          CLF_ARG_PTR(mean), CLF_ARG_PTR(rstd), CLF_ARG_PTR(w),
-                          CLF_ARG_U64(R),    CLF_ARG_U64(N),    CLF_ARG_I32(accumulate ? 1 : 0),
-                          CLF_ARG_U64(0) /* local buffer */};
-        st = clf_ops_launch_rows(rt, "norm", path, "layernorm_backward", R, CLF_NARGS(args) - 1,
-                                 args, err);
-        if (st != CLF_OK)
-            return st;
-    }
-    if (dw.buf == NULL) {
-        if (db.buf == NULL)
-            return CLF_OK;
-        return clf_op_bias_backward_ex(rt, path, db, dout, CLF_DT_F32, R, N, 1, err);
-    }
-    int has_db = db.buf != NULL;
-    clf_ptr dbb = has_db ? db : dw;
-    clf_arg args[] = {CLF_ARG_PTR(dw),   CLF_ARG_PTR(dbb), CLF_ARG_I32(has_db),
-                      CLF_ARG_PTR(dout), CLF_ARG_PTR(x),   CLF_ARG_PTR(mean),
-                      CLF_ARG_PTR(rstd), CLF_ARG_U64(R),   CLF_ARG_U64(N)};
-    return launch_cols(rt, path, "layernorm_dwdb", N, CLF_NARGS(args), args, err);
-}
-
-clf_status clf_op_layernorm_forward_t(clf_runtime *rt, clf_dtype out_type, clf_ptr out,
-                                      clf_ptr mean, clf_ptr rstd, clf_ptr x, clf_ptr w, clf_ptr b,
-                                      size_t R, size_t N, float eps, clf_error *err)
-{
-    return clf_op_layernorm_forward_ex(rt, CLF_OPS_PATH_AUTO, out_type, out, mean, rstd, x, w, b, R,
-                                       N, eps, err);
-}
-
-clf_status clf_op_layernorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr db,
-                                     clf_ptr dout, clf_ptr x, clf_ptr mean, clf_ptr rstd, clf_ptr w,
-                                     size_t R, size_t N, int accumulate, clf_error *err)
-{
-    return clf_op_layernorm_backward_ex(rt, CLF_OPS_PATH_AUTO, dx, dw, db, dout, x, mean, rstd, w,
-                                        R, N, accumulate, err);
-}
-
-/* ---- RMSNorm ------------------------------------------------------------------ */
-
-clf_status clf_op_rmsnorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_dtype out_type,
-                                     clf_ptr out, clf_ptr rstd, clf_ptr x, clf_ptr w, size_t R,
-                                     size_t N, float eps, clf_error *err)
-{
-    const char *op = "rmsnorm_forward";
-    if (R == 0)
-        return CLF_OK;
-    if (N == 0)
-        return clf_error_set(err, CLF_ERR_ARG, "%s: rows of 0 columns", op);
-    if (clf_ops_need(out, op, "out", err) || clf_ops_need(rstd, op, "rstd", err) ||
-        clf_ops_need(x, op, "x", err) || clf_ops_need(w, op, "w", err))
-        return CLF_ERR_ARG;
-    path = clf_ops_path_resolve(rt, path);
-    clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_U32(out_type), CLF_ARG_PTR(rstd),
-                      CLF_ARG_PTR(x),   CLF_ARG_PTR(w),        CLF_ARG_U64(R),
-                      CLF_ARG_U64(N),   CLF_ARG_F32(eps),      CLF_ARG_U64(0) /* local buffer */};
-    return clf_ops_launch_rows(rt, "norm", path, "rmsnorm_forward", R, CLF_NARGS(args) - 1, args,
-                               err);
-}
-
-clf_status clf_op_rmsnorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dw,
-                                      clf_ptr dout, clf_ptr x, clf_ptr rstd, clf_ptr w, size_t R,
-                                      size_t N, int accumulate, clf_error *err)
-{
-    const char *op = "rmsnorm_backward";
-    if (R == 0 || N == 0)
-        return CLF_OK;
-    if (clf_ops_need(dout, op, "dout", err) || clf_ops_need(x, op, "x", err) ||
-        clf_ops_need(rstd, op, "rstd", err) || clf_ops_need(w, op, "w", err))
-        return CLF_ERR_ARG;
-    path = clf_ops_path_resolve(rt, path);
-    clf_status st;
-    if (dx.buf != NULL) {
+    if (a->rms) {
         clf_arg args[] = {
-            CLF_ARG_PTR(dx), CLF_ARG_PTR(dout), CLF_ARG_PTR(x), CLF_ARG_PTR(rstd),
-            CLF_ARG_PTR(w),  CLF_ARG_U64(R),    CLF_ARG_U64(N), CLF_ARG_I32(accumulate ? 1 : 0),
-            CLF_ARG_U64(0) /* local buffer */};
-        st = clf_ops_launch_rows(rt, "norm", path, "rmsnorm_backward", R, CLF_NARGS(args) - 1, args,
-                                 err);
-        if (st != CLF_OK)
-            return st;
+            CLF_ARG_PTR(a->out), CLF_ARG_U32(a->out_type), CLF_ARG_PTR(a->rstd),
+            CLF_ARG_PTR(a->x),   CLF_ARG_PTR(a->w),        CLF_ARG_U64(a->R),
+            CLF_ARG_U64(a->N),   CLF_ARG_F32(a->eps),      CLF_ARG_U64(0) /* local */};
+        return clf_ops_launch_rows(rt, "norm", path, op, a->R, CLF_NARGS(args) - 1, args, err);
     }
-    if (dw.buf == NULL)
-        return CLF_OK;
-    clf_arg args[] = {CLF_ARG_PTR(dw),   CLF_ARG_PTR(dout), CLF_ARG_PTR(x),
-                      CLF_ARG_PTR(rstd), CLF_ARG_U64(R),    CLF_ARG_U64(N)};
-    return launch_cols(rt, path, "rmsnorm_dw", N, CLF_NARGS(args), args, err);
+    const int has_b = a->b.buf != NULL;
+    const clf_ptr bb = has_b ? a->b : a->w;
+    clf_arg args[] = {CLF_ARG_PTR(a->out),  CLF_ARG_U32(a->out_type), CLF_ARG_PTR(a->mean),
+                      CLF_ARG_PTR(a->rstd), CLF_ARG_PTR(a->x),        CLF_ARG_PTR(a->w),
+                      CLF_ARG_PTR(bb),      CLF_ARG_I32(has_b),       CLF_ARG_U64(a->R),
+                      CLF_ARG_U64(a->N),    CLF_ARG_F32(a->eps),      CLF_ARG_U64(0) /* local */};
+    return clf_ops_launch_rows(rt, "norm", path, op, a->R, CLF_NARGS(args) - 1, args, err);
 }
 
-clf_status clf_op_rmsnorm_forward_t(clf_runtime *rt, clf_dtype out_type, clf_ptr out, clf_ptr rstd,
-                                    clf_ptr x, clf_ptr w, size_t R, size_t N, float eps,
-                                    clf_error *err)
+clf_status clf_op_norm_forward(clf_runtime *rt, const clf_norm_args *a, clf_error *err)
 {
-    return clf_op_rmsnorm_forward_ex(rt, CLF_OPS_PATH_AUTO, out_type, out, rstd, x, w, R, N, eps,
-                                     err);
+    return clf_op_norm_forward_ex(rt, CLF_OPS_PATH_AUTO, a, err);
 }
 
-clf_status clf_op_rmsnorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr dout, clf_ptr x,
-                                   clf_ptr rstd, clf_ptr w, size_t R, size_t N, int accumulate,
+/* ---- backward ---------------------------------------------------------------- */
+
+/* dx (=|+=) from dout: the row kernel. */
+static clf_status norm_dx(clf_runtime *rt, clf_ops_path path, const clf_norm_args *a,
+                          clf_error *err)
+{
+    const int acc = a->accumulate ? 1 : 0;
+    if (a->rms) {
+        clf_arg args[] = {CLF_ARG_PTR(a->dx),   CLF_ARG_PTR(a->dout), CLF_ARG_PTR(a->x),
+                          CLF_ARG_PTR(a->rstd), CLF_ARG_PTR(a->w),    CLF_ARG_U64(a->R),
+                          CLF_ARG_U64(a->N),    CLF_ARG_I32(acc),     CLF_ARG_U64(0) /* local */};
+        return clf_ops_launch_rows(rt, "norm", path, "rmsnorm_backward", a->R, CLF_NARGS(args) - 1,
+                                   args, err);
+    }
+    clf_arg args[] = {CLF_ARG_PTR(a->dx),   CLF_ARG_PTR(a->dout), CLF_ARG_PTR(a->x),
+                      CLF_ARG_PTR(a->mean), CLF_ARG_PTR(a->rstd), CLF_ARG_PTR(a->w),
+                      CLF_ARG_U64(a->R),    CLF_ARG_U64(a->N),    CLF_ARG_I32(acc),
+                      CLF_ARG_U64(0) /* local */};
+    return clf_ops_launch_rows(rt, "norm", path, "layernorm_backward", a->R, CLF_NARGS(args) - 1,
+                               args, err);
+}
+
+/* dw (and LayerNorm's db) += : the column kernel. */
+static clf_status norm_dwdb(clf_runtime *rt, clf_ops_path path, const clf_norm_args *a,
+                            clf_error *err)
+{
+    if (a->rms) {
+        clf_arg args[] = {CLF_ARG_PTR(a->dw),   CLF_ARG_PTR(a->dout), CLF_ARG_PTR(a->x),
+                          CLF_ARG_PTR(a->rstd), CLF_ARG_U64(a->R),    CLF_ARG_U64(a->N)};
+        return launch_cols(rt, path, "rmsnorm_dw", a->N, CLF_NARGS(args), args, err);
+    }
+    const int has_db = a->db.buf != NULL;
+    const clf_ptr dbb = has_db ? a->db : a->dw;
+    clf_arg args[] = {CLF_ARG_PTR(a->dw),   CLF_ARG_PTR(dbb),  CLF_ARG_I32(has_db),
+                      CLF_ARG_PTR(a->dout), CLF_ARG_PTR(a->x), CLF_ARG_PTR(a->mean),
+                      CLF_ARG_PTR(a->rstd), CLF_ARG_U64(a->R), CLF_ARG_U64(a->N)};
+    return launch_cols(rt, path, "layernorm_dwdb", a->N, CLF_NARGS(args), args, err);
+}
+
+clf_status clf_op_norm_backward_ex(clf_runtime *rt, clf_ops_path path, const clf_norm_args *a,
                                    clf_error *err)
 {
-    return clf_op_rmsnorm_backward_ex(rt, CLF_OPS_PATH_AUTO, dx, dw, dout, x, rstd, w, R, N,
-                                      accumulate, err);
+    const char *op = a->rms ? "rmsnorm_backward" : "layernorm_backward";
+    if (a->R == 0 || a->N == 0)
+        return CLF_OK;
+    if (clf_ops_need(a->dout, op, "dout", err) || clf_ops_need(a->x, op, "x", err) ||
+        (!a->rms && clf_ops_need(a->mean, op, "mean", err)) ||
+        clf_ops_need(a->rstd, op, "rstd", err) || clf_ops_need(a->w, op, "w", err))
+        return CLF_ERR_ARG;
+    path = clf_ops_path_resolve(rt, path);
+    clf_status st;
+    if (a->dx.buf != NULL && (st = norm_dx(rt, path, a, err)) != CLF_OK)
+        return st;
+    if (a->dw.buf != NULL)
+        return norm_dwdb(rt, path, a, err);
+    if (a->rms || a->db.buf == NULL)
+        return CLF_OK;
+    return clf_op_bias_backward_ex(rt, path, a->db, a->dout, CLF_DT_F32, a->R, a->N, 1, err);
+}
+
+clf_status clf_op_norm_backward(clf_runtime *rt, const clf_norm_args *a, clf_error *err)
+{
+    return clf_op_norm_backward_ex(rt, CLF_OPS_PATH_AUTO, a, err);
 }

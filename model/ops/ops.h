@@ -124,52 +124,66 @@ clf_status clf_op_softmax_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dy, clf_
 
 /* ---- normalisation (cl/norm.cl) ------------------------------------------ */
 
-/* dx (=|+=) ...; dw += ..., db += ... (parameter grads always accumulate).
- * A NULL dx, dw or db (buf NULL) skips that gradient. N = 0 is CLF_ERR_ARG. */
-clf_status clf_op_layernorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr db,
-                                     clf_ptr dout, clf_ptr x, clf_ptr mean, clf_ptr rstd, clf_ptr w,
-                                     size_t R, size_t N, int accumulate, clf_error *err);
-/* LayerNorm over the last dim of [R, N]: out = (x - mean) * rstd * w + b,
- * out stored as out_type (bf16 or f16: rounded to nearest even; out.off
- * then counts 2-byte elements). Saves mean[R] and rstd[R] (float32) for
- * backward. b.buf NULL = no bias. */
-clf_status clf_op_layernorm_forward_t(clf_runtime *rt, clf_dtype out_type, clf_ptr out,
-                                      clf_ptr mean, clf_ptr rstd, clf_ptr x, clf_ptr w, clf_ptr b,
-                                      size_t R, size_t N, float eps, clf_error *err);
-/* RMSNorm: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps), out stored
- * as out_type. */
-clf_status clf_op_rmsnorm_forward_t(clf_runtime *rt, clf_dtype out_type, clf_ptr out, clf_ptr rstd,
-                                    clf_ptr x, clf_ptr w, size_t R, size_t N, float eps,
-                                    clf_error *err);
-clf_status clf_op_rmsnorm_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dw, clf_ptr dout, clf_ptr x,
-                                   clf_ptr rstd, clf_ptr w, size_t R, size_t N, int accumulate,
-                                   clf_error *err);
+/* A norm over the last dim of x [R, N]: LayerNorm, out = (x - mean) * rstd
+ * * w + b (b.buf NULL: no bias), or (rms) RMSNorm, out = x * rstd * w with
+ * rstd = 1/sqrt(mean(x^2) + eps). Forward writes out, stored as out_type
+ * (bf16 or f16: rounded to nearest even; out.off then counts 2-byte
+ * elements), and saves the row statistics the backward reads (LayerNorm's
+ * mean[R], rstd[R], float32). Backward: dx (=, or += with accumulate) from
+ * dout, dw += and db += (parameter gradients always accumulate); a NULL
+ * dx, dw or db skips that gradient. N = 0 with R > 0 is CLF_ERR_ARG in
+ * forward. */
+typedef struct clf_norm_args {
+    int rms;
+    clf_ptr x, w, b;
+    clf_ptr mean, rstd;
+    size_t R, N;
+    float eps;
+    clf_ptr out;
+    clf_dtype out_type;
+    clf_ptr dout, dx, dw, db;
+    int accumulate;
+} clf_norm_args;
+clf_status clf_op_norm_forward(clf_runtime *rt, const clf_norm_args *a, clf_error *err);
+clf_status clf_op_norm_backward(clf_runtime *rt, const clf_norm_args *a, clf_error *err);
 
 /* ---- embeddings and positions (cl/embed.cl) ------------------------------ */
 
-/* out[b,t,:] = scale * wte[tokens[b,t], :] (+ wpe[pos0 + t, :] if wpe.buf).
- * tokens int32 [B, T]. */
-clf_status clf_op_embed_forward(clf_runtime *rt, clf_ptr out, clf_ptr tokens, clf_ptr wte,
-                                clf_ptr wpe, size_t B, size_t T, size_t C, size_t pos0, float scale,
-                                clf_error *err);
-/* dwte[v,:] += scale * sum over (b,t) with tokens[b,t]==v of dout[b,t,:];
- * dwpe[pos0+t,:] += sum_b dout[b,t,:] (if dwpe.buf). Deterministic. */
-clf_status clf_op_embed_backward(clf_runtime *rt, clf_ptr dwte, clf_ptr dwpe, clf_ptr dout,
-                                 clf_ptr tokens, size_t B, size_t T, size_t C, size_t V,
-                                 float scale, clf_error *err);
+/* Rows of heads: B x T rows of NH heads of HS elements, stored as t, rows
+ * row_stride elements apart (head h at columns h*HS..., so q, k or v inside
+ * a fused qkv, row_stride 3C, are read in place); offsets and strides count
+ * t's elements. */
+typedef struct clf_heads {
+    clf_ptr x;
+    clf_dtype t;
+    size_t B, T, NH, HS, row_stride;
+} clf_heads;
+
+/* Token and position embeddings of tokens int32 [B, T] with tables wte
+ * [V, C] and wpe [positions, C] (buf NULL: none). Forward: out[b,t,:] =
+ * scale * wte[tokens[b,t], :] (+ wpe[pos0 + t, :]). Backward, from dout:
+ * dwte[v,:] += scale * sum over (b,t) with tokens[b,t] == v of
+ * dout[b,t,:]; dwpe[t,:] += sum_b dout[b,t,:] (positions from 0, as in
+ * training). Deterministic. */
+typedef struct clf_embed_args {
+    clf_ptr tokens, wte, wpe;
+    size_t B, T, C, V;
+    size_t pos0;
+    float scale;
+    clf_ptr out;
+    clf_ptr dout, dwte, dwpe;
+} clf_embed_args;
+clf_status clf_op_embed_forward(clf_runtime *rt, const clf_embed_args *a, clf_error *err);
+clf_status clf_op_embed_backward(clf_runtime *rt, const clf_embed_args *a, clf_error *err);
 /* x[b,t,:] += PE(pos0 + t) with the sinusoidal table of "Attention Is All You
  * Need": PE[p, 2i] = sin(p / 10000^(2i/C)), PE[p, 2i+1] = cos(same). */
 clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t C,
                                size_t pos0, clf_error *err);
-/* Rotary embedding in place on x laid out [B, T, NH, HS] with row stride
- * `row_stride` floats between consecutive (b,t) (so q and k inside a fused
- * qkv buffer can be rotated directly). rotate_half convention (GPT-NeoX / HF
- * Llama): pairs (i, i + HS/2), angle = p * theta^(-2i/HS), p = pos0 + t.
- * inverse = 1 applies the transpose rotation (the backward pass). */
-/* x is stored as t (16 bits: widened, rotated in float32, rounded back;
- * offsets and strides count t's elements). */
-clf_status clf_op_rope_t(clf_runtime *rt, clf_dtype t, clf_ptr x, size_t B, size_t T, size_t NH,
-                         size_t HS, size_t row_stride, size_t pos0, float theta, int inverse,
+/* Rotary embedding in place on the heads h (16 bits: widened, rotated in
+ * float32, rounded back). rotate_half convention (GPT-NeoX / HF Llama):
+ * pairs (i, i + HS/2), angle = p * theta^(-2i/HS), p = pos0 + t. inverse = 1
+ * applies the transpose rotation (the backward pass). */
+clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, float theta, int inverse,
                          clf_error *err);
 
 /* ---- attention layout (cl/attention.cl) ---------------------------------- */
@@ -213,12 +227,11 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *a, clf_err
 size_t clf_op_attn_decode_splits(const clf_runtime *rt, size_t rows, size_t L);
 size_t clf_op_attn_decode_scratch(const clf_runtime *rt, size_t HS);
 
-/* KV cache (decoding; kernels in cl/attention.cl). Copy new keys (or values) from rows src [B, T, row_stride] (head h at
- * columns h*HS..., e.g. k inside the fused qkv with row_stride 3C) into
+/* KV cache (decoding; kernels in cl/attention.cl). Copy new keys (or
+ * values) from the float32 heads src (e.g. k inside the fused qkv) into
  * positions [pos0, pos0 + T) of a cache [B, NH, Tmax, HS]. */
-clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, clf_ptr src, size_t B, size_t T,
-                           size_t NH, size_t HS, size_t row_stride, size_t Tmax, size_t pos0,
-                           clf_error *err);
+clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, const clf_heads *src, size_t Tmax,
+                           size_t pos0, clf_error *err);
 
 /* Row gather of a cache-shaped tensor: for i < rows, g < G, j < len,
  * dst[(i*G + g)*stride + j] = src[(r*G + g)*stride + j] with r = index[i]
@@ -285,10 +298,13 @@ clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
  * grad_scale first multiplied by grad_mul[0] where grad_mul.buf is set (a
  * factor that lives on the device: fp16 training's loss scale);
  * dlogits may alias logits. dlogits.buf NULL = forward only. */
-clf_status clf_op_cross_entropy(clf_runtime *rt, clf_ptr losses, clf_ptr dlogits, clf_ptr logits,
-                                clf_ptr targets, size_t R, size_t V, float label_smoothing,
-                                int ignore_index, float grad_scale, clf_ptr grad_mul,
-                                clf_error *err);
+typedef struct clf_xent_args {
+    clf_ptr losses, dlogits, logits, targets, grad_mul;
+    size_t R, V;
+    float label_smoothing, grad_scale;
+    int ignore_index;
+} clf_xent_args;
+clf_status clf_op_cross_entropy(clf_runtime *rt, const clf_xent_args *a, clf_error *err);
 
 /* ---- random numbers and dropout (cl/random.cl) ------------------------------ */
 
@@ -330,17 +346,26 @@ typedef struct clf_adamw_hparams {
  * scale (never below 1); otherwise gscale = clip / scale, Adam's t
  * advances, its bias corrections for lr, beta1, beta2 go to amp, and after
  * `interval` clean steps the scale doubles (interval 0: fixed scale). */
+typedef struct clf_amp_hparams {
+    float max_norm, lr, beta1, beta2;
+    unsigned interval;
+} clf_amp_hparams;
 clf_status clf_op_amp_step(clf_runtime *rt, clf_ptr amp, clf_ptr gscale, clf_ptr gnorm,
-                           clf_ptr sumsq, float max_norm, float lr, float beta1, float beta2,
-                           unsigned interval, clf_error *err);
-/* AdamW after clf_op_amp_step (amp.buf NULL: plain AdamW, h->step its t): h->step is
- * unused (Adam's t and the bias corrections come from amp), nothing changes
- * where amp says skip. t16 bf16 or f16: each updated parameter is also
- * stored, rounded, into params16 (n elements of t16 from its offset), the
- * 16-bit weights the products read; CLF_DT_F32: no such copy. */
-clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr m, clf_ptr v,
-                            clf_ptr gscale, clf_ptr amp, size_t n, size_t n_decay,
-                            const clf_adamw_hparams *h, clf_ptr params16, clf_dtype t16,
-                            clf_error *err);
+                           clf_ptr sumsq, const clf_amp_hparams *p, clf_error *err);
+/* AdamW over n floats of params, grads and the moments m, v, elements
+ * [0, n_decay) decayed; gradients multiplied by gscale[0] (the clip
+ * factor). After clf_op_amp_step (amp.buf set) h.step is unused (Adam's t
+ * and the bias corrections come from amp) and nothing changes where amp
+ * says skip; amp.buf NULL: plain AdamW, h.step its t. t16 bf16 or f16:
+ * each updated parameter is also stored, rounded, into params16 (n
+ * elements of t16 from its offset), the 16-bit weights the products read;
+ * CLF_DT_F32: no such copy. */
+typedef struct clf_adamw_args {
+    clf_ptr params, grads, m, v, gscale, amp, params16;
+    clf_dtype t16;
+    size_t n, n_decay;
+    clf_adamw_hparams h;
+} clf_adamw_args;
+clf_status clf_op_adamw_amp(clf_runtime *rt, const clf_adamw_args *a, clf_error *err);
 
 #endif

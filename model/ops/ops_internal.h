@@ -126,20 +126,10 @@ clf_status clf_op_softmax_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr
 clf_status clf_op_softmax_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dy,
                                       clf_ptr y, size_t R, size_t N, float scale, clf_error *err);
 
-clf_status clf_op_layernorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_dtype out_type,
-                                       clf_ptr out, clf_ptr mean, clf_ptr rstd, clf_ptr x,
-                                       clf_ptr w, clf_ptr b, size_t R, size_t N, float eps,
-                                       clf_error *err);
-clf_status clf_op_layernorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dw,
-                                        clf_ptr db, clf_ptr dout, clf_ptr x, clf_ptr mean,
-                                        clf_ptr rstd, clf_ptr w, size_t R, size_t N, int accumulate,
-                                        clf_error *err);
-clf_status clf_op_rmsnorm_forward_ex(clf_runtime *rt, clf_ops_path path, clf_dtype out_type,
-                                     clf_ptr out, clf_ptr rstd, clf_ptr x, clf_ptr w, size_t R,
-                                     size_t N, float eps, clf_error *err);
-clf_status clf_op_rmsnorm_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dw,
-                                      clf_ptr dout, clf_ptr x, clf_ptr rstd, clf_ptr w, size_t R,
-                                      size_t N, int accumulate, clf_error *err);
+clf_status clf_op_norm_forward_ex(clf_runtime *rt, clf_ops_path path, const clf_norm_args *a,
+                                  clf_error *err);
+clf_status clf_op_norm_backward_ex(clf_runtime *rt, clf_ops_path path, const clf_norm_args *a,
+                                   clf_error *err);
 
 /* The NULL-buffer check of every op: CLF_ERR_ARG "op: what is a NULL buffer". */
 static inline clf_status clf_ops_need(clf_ptr p, const char *op, const char *what, clf_error *err)

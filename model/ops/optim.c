@@ -39,9 +39,10 @@ fail:
 }
 
 clf_status clf_op_amp_step(clf_runtime *rt, clf_ptr amp, clf_ptr gscale, clf_ptr gnorm,
-                           clf_ptr sumsq, float max_norm, float lr, float beta1, float beta2,
-                           unsigned interval, clf_error *err)
+                           clf_ptr sumsq, const clf_amp_hparams *p, clf_error *err)
 {
+    const float max_norm = p->max_norm, lr = p->lr, beta1 = p->beta1, beta2 = p->beta2;
+    const unsigned interval = p->interval;
     clf_kernel *k = NULL;
     clf_status st = clf_kernel_get(rt, "optim", "amp_step", &k, err);
     if (st != CLF_OK)
@@ -63,14 +64,16 @@ fail:
     return st;
 }
 
-clf_status clf_op_adamw_amp(clf_runtime *rt, clf_ptr params, clf_ptr grads, clf_ptr m, clf_ptr v,
-                            clf_ptr gscale, clf_ptr amp, size_t n, size_t n_decay,
-                            const clf_adamw_hparams *h, clf_ptr params16, clf_dtype t16,
-                            clf_error *err)
+clf_status clf_op_adamw_amp(clf_runtime *rt, const clf_adamw_args *x, clf_error *err)
 {
+    const clf_ptr params = x->params, grads = x->grads, m = x->m, v = x->v, gscale = x->gscale;
+    const clf_ptr amp = x->amp, params16 = x->params16;
+    const clf_adamw_hparams *h = &x->h;
+    const size_t n = x->n, n_decay = x->n_decay;
+    const clf_dtype t16 = x->t16;
     clf_kernel *k = NULL;
     clf_status st;
-    if (h == NULL || h->step < 1 || n_decay > n || !(h->beta1 >= 0.0f && h->beta1 < 1.0f) ||
+    if (h->step < 1 || n_decay > n || !(h->beta1 >= 0.0f && h->beta1 < 1.0f) ||
         !(h->beta2 >= 0.0f && h->beta2 < 1.0f) || !(h->eps >= 0.0f)) {
         st = clf_error_set(err, CLF_ERR_ARG,
                            "need step >= 1, betas in [0, 1), eps >= 0 and n_decay (%zu) <= n "

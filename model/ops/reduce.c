@@ -79,10 +79,19 @@ size_t clf_op_sumsq_scratch(clf_runtime *rt, size_t n)
     return clf_op_sumsq_scratch_ex(rt, CLF_OPS_PATH_AUTO, n);
 }
 
-static clf_status total_sum(clf_runtime *rt, clf_ops_path path, const char *op, clf_ptr out,
-                            clf_ptr in, size_t n, clf_ptr scratch, int sq, float div,
-                            clf_error *err)
+/* What a whole-tensor sum computes: its name, squares or not, the divisor. */
+typedef struct sum_kind {
+    const char *op;
+    int sq;
+    float div;
+} sum_kind;
+
+static clf_status total_sum(clf_runtime *rt, clf_ops_path path, const sum_kind *kind, clf_ptr out,
+                            clf_ptr in, size_t n, clf_ptr scratch, clf_error *err)
 {
+    const char *op = kind->op;
+    const int sq = kind->sq;
+    const float div = kind->div;
     if (clf_ops_need(out, op, "out", err) || clf_ops_need(scratch, op, "scratch", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
@@ -134,7 +143,7 @@ static clf_status total_sum(clf_runtime *rt, clf_ops_path path, const char *op, 
 clf_status clf_op_sumsq_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t n,
                            clf_ptr scratch, clf_error *err)
 {
-    return total_sum(rt, path, "sumsq", out, in, n, scratch, 1, 1.0f, err);
+    return total_sum(rt, path, &(sum_kind){"sumsq", 1, 1.0f}, out, in, n, scratch, err);
 }
 
 clf_status clf_op_mean_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t n,
@@ -142,7 +151,7 @@ clf_status clf_op_mean_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_p
 {
     if (n == 0)
         return clf_error_set(err, CLF_ERR_ARG, "mean: the mean of 0 elements is undefined");
-    return total_sum(rt, path, "mean", out, in, n, scratch, 0, (float)n, err);
+    return total_sum(rt, path, &(sum_kind){"mean", 0, (float)n}, out, in, n, scratch, err);
 }
 
 clf_status clf_op_sumsq(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t n, clf_ptr scratch,
