@@ -243,14 +243,16 @@ static void test_validation(clf_runtime *rt)
     tu_free(p);
 }
 
-/* The activation's derivative stored by the forward (c_act_grad) and
- * multiplied in by the backward (mul_d), as a training model's FFN uses
+/* The activation's derivative stored by the forward (CLF_GEMM_EPI_ACT_DERIV)
+ * and multiplied in by the backward (CLF_GEMM_EPI_TIMES_D), as a training
+ * model's FFN uses
  * them: for every activation, at a shape with edges and (register-blocked
  * engines) a deep one run in K slices, against float64 (C = act'(o), D =
  * act(o); then C = (G W) act'(o)), and bit for bit what the same GEMMs give
- * with the pre-activation kept (act_grad recomputing the derivative): D
- * the same, the backward's C the same. Refusals: c_act_grad without an
- * activation or with act_grad, mul_d with an activation or without D. */
+ * with the pre-activation kept (CLF_GEMM_EPI_TIMES_DERIV recomputing the
+ * derivative): D the same, the backward's C the same. Refusals: an
+ * activation's epilogue without its activation, a product with one or
+ * without D, an unknown kind, a product on a batch. */
 static void test_stored_derivative(clf_runtime *rt, const char *engine, int light, tu_rng *r)
 {
     static const size_t shapes[][3] = {{33, 65, 17}, {64, 96, 2000}};
@@ -293,6 +295,7 @@ static void test_stored_derivative(clf_runtime *rt, const char *engine, int ligh
                                .c = C1,
                                .ldc = n,
                                .bias = db,
+                               .epi = CLF_GEMM_EPI_ACT,
                                .act = act,
                                .d = D,
                                .ldd = n};
@@ -300,7 +303,7 @@ static void test_stored_derivative(clf_runtime *rt, const char *engine, int ligh
             tu_download(rt, C1, c1, m * n);
             tu_download(rt, D, d1, m * n);
             f.c = C2;
-            f.c_act_grad = 1;
+            f.epi = CLF_GEMM_EPI_ACT_DERIV;
             tu_ok(gemm_by(rt, engine, &f, &e), &e, "forward, derivative kept");
             tu_download(rt, C2, c2, m * n);
             tu_download(rt, D, d2, m * n);
@@ -314,15 +317,14 @@ static void test_stored_derivative(clf_runtime *rt, const char *engine, int ligh
                                .ldb = n,
                                .c = B,
                                .ldc = n,
+                               .epi = CLF_GEMM_EPI_TIMES_DERIV,
                                .act = act,
-                               .act_grad = 1,
                                .d = C1,
                                .ldd = n};
             tu_ok(gemm_by(rt, engine, &b, &e), &e, "backward, derivative recomputed");
             tu_download(rt, B, x1, m * n);
+            b.epi = CLF_GEMM_EPI_TIMES_D;
             b.act = CLF_GEMM_ACT_NONE;
-            b.act_grad = 0;
-            b.mul_d = 1;
             b.d = C2;
             tu_ok(gemm_by(rt, engine, &b, &e), &e, "backward, derivative stored");
             tu_download(rt, B, x2, m * n);
@@ -377,28 +379,28 @@ static void test_stored_derivative(clf_runtime *rt, const char *engine, int ligh
                          .ldc = 4,
                          .d = clf_ptr_at(x, 32),
                          .ldd = 4,
-                         .c_act_grad = 1};
-    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "c_act_grad") != NULL,
-             "c_act_grad without an activation is refused: %s", e.msg);
+                         .epi = CLF_GEMM_EPI_ACT_DERIV};
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "missing") != NULL,
+             "an activation epilogue without its activation is refused: %s", e.msg);
     bad.act = CLF_GEMM_ACT_GELU_ERF;
-    bad.act_grad = 1;
-    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "c_act_grad") != NULL,
-             "c_act_grad with act_grad is refused: %s", e.msg);
-    bad.c_act_grad = bad.act_grad = 0;
-    bad.mul_d = 1;
-    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "mul_d") != NULL,
-             "mul_d with an activation is refused: %s", e.msg);
+    bad.epi = CLF_GEMM_EPI_TIMES_D;
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "takes none") != NULL,
+             "a product with D given an activation is refused: %s", e.msg);
+    bad.epi = (clf_gemm_epi)9;
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "kind") != NULL,
+             "an unknown epilogue kind is refused: %s", e.msg);
+    bad.epi = CLF_GEMM_EPI_TIMES_D;
     bad.act = CLF_GEMM_ACT_NONE;
     bad.d = (clf_ptr){NULL, 0};
     TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "needs D") != NULL,
-             "mul_d without D is refused: %s", e.msg);
+             "a product without D is refused: %s", e.msg);
     bad.d = clf_ptr_at(x, 32);
     bad.batch = 2;
     bad.stride_a = bad.stride_b = 0;
     bad.stride_c = 16;
-    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "mul_d") != NULL &&
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "product") != NULL &&
                  strstr(e.msg, "batch") != NULL,
-             "mul_d on a batch is refused, by name: %s", e.msg);
+             "a product on a batch is refused, by name: %s", e.msg);
     tu_free(x);
 }
 
@@ -444,8 +446,8 @@ static void epilogue_unfused(clf_runtime *rt, const char *engine, const clf_gemm
     tu_ok(clf_ptr_write(rt, u->dD, reads_d ? u->R : Du, m * ld, &e), &e, "reset D");
     clf_gemm_desc plain = *d;
     plain.bias = (clf_ptr){NULL, 0};
+    plain.epi = CLF_GEMM_EPI_NONE;
     plain.act = CLF_GEMM_ACT_NONE;
-    plain.residual = plain.act_grad = 0;
     plain.d = (clf_ptr){NULL, 0};
     tu_ok(gemm_by(rt, engine, &plain, &e), &e, "gemm");
     const int to_d = c->act && !c->dact;
@@ -511,9 +513,11 @@ static void epilogue_case(clf_runtime *rt, const char *engine, tu_rng *r, const 
                              .c = dC,
                              .ldc = ld,
                              .bias = c->with_bias ? dbias : (clf_ptr){NULL, 0},
+                             .epi = c->res    ? CLF_GEMM_EPI_RESIDUAL
+                                    : c->dact ? CLF_GEMM_EPI_TIMES_DERIV
+                                    : c->act  ? CLF_GEMM_EPI_ACT
+                                              : CLF_GEMM_EPI_NONE,
                              .act = c->act,
-                             .residual = c->res,
-                             .act_grad = c->dact,
                              .d = c->act || c->res ? dD : (clf_ptr){NULL, 0},
                              .ldd = ld};
     tu_ok(gemm_by(rt, engine, &d, &e), &e, "gemm with an epilogue");
@@ -583,9 +587,11 @@ static void epilogue_refusals(clf_runtime *rt, const char *engine)
     bad.a = bad.b = bad.c = x;
     bad.lda = bad.ldb = bad.ldc = 4;
     bad.alpha = 1.0f;
+    bad.epi = CLF_GEMM_EPI_ACT;
     bad.act = CLF_GEMM_ACT_RELU;
     TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG, "an activation without D is refused: %s",
              e.msg);
+    bad.epi = CLF_GEMM_EPI_NONE;
     bad.act = CLF_GEMM_ACT_NONE;
     bad.bias = x;
     bad.batch = 2;
@@ -594,7 +600,7 @@ static void epilogue_refusals(clf_runtime *rt, const char *engine)
     TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG, "an epilogue on a batch is refused: %s",
              e.msg);
     bad.bias = (clf_ptr){NULL, 0};
-    bad.residual = 1;
+    bad.epi = CLF_GEMM_EPI_RESIDUAL;
     bad.d = clf_ptr_at(x, 32);
     bad.ldd = 4;
     TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG, "a residual on a batch is refused: %s",
@@ -608,21 +614,17 @@ static void epilogue_refusals(clf_runtime *rt, const char *engine)
              "a residual D overlapping C is refused: %s", e.msg);
     bad.d = clf_ptr_at(x, 32);
     bad.act = CLF_GEMM_ACT_RELU;
-    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG,
-             "a residual and an activation together are refused: %s", e.msg);
-    bad.act_grad = 1;
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "takes none") != NULL,
+             "a residual given an activation is refused: %s", e.msg);
+    bad.epi = CLF_GEMM_EPI_TIMES_DERIV;
     bad.d = clf_ptr_at(x, 13);
-    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG,
-             "a residual and an activation's derivative together are refused: %s", e.msg);
-    bad.residual = 0;
     TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "overlaps") != NULL,
              "an activation's derivative at a D overlapping C is refused: %s", e.msg);
     bad.act = CLF_GEMM_ACT_NONE;
     bad.d = clf_ptr_at(x, 32);
-    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "derivative") != NULL,
+    TU_CHECK(gemm_by(rt, engine, &bad, &e) == CLF_ERR_ARG && strstr(e.msg, "missing") != NULL,
              "an activation's derivative without the activation is refused: %s", e.msg);
-    bad.act_grad = 0;
-    bad.residual = 1;
+    bad.epi = CLF_GEMM_EPI_RESIDUAL;
     bad.a = clf_ptr_at(x, 48);
     bad.b = clf_ptr_at(x, 48);
     tu_ok(gemm_by(rt, engine, &bad, &e), &e, "a residual D beside C");
@@ -870,6 +872,7 @@ static void split_case(clf_runtime *rt, const char *who, size_t P, tu_rng *r)
                        .c = dc,
                        .ldc = n,
                        .bias = dbias,
+                       .epi = CLF_GEMM_EPI_ACT,
                        .act = CLF_GEMM_ACT_GELU_ERF,
                        .d = dd_,
                        .ldd = n};
@@ -912,8 +915,8 @@ static void split_case(clf_runtime *rt, const char *who, size_t P, tu_rng *r)
     /* bias + a residual after the reduction: D (fresh values) added */
     tu_fill(r, dd, m * n, -2, 2);
     tu_ok(clf_ptr_write(rt, dd_, dd, m * n, &err), &err, "residual");
+    d.epi = CLF_GEMM_EPI_RESIDUAL;
     d.act = CLF_GEMM_ACT_NONE;
-    d.residual = 1;
     tu_ok(gemm_by(rt, who, &d, &err), &err, "split gemm with a residual");
     tu_download(rt, dc, c1, m * n);
     for (size_t i = 0; i < m * n; i++)

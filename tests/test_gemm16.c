@@ -161,11 +161,11 @@ static void run(clf_runtime *rt, clf_gemm_engine engine, const char *config, con
         d.d_type = g->td;
     }
     if (g->epilogue == EPI_ACT)
-        d.bias = (clf_ptr){bb, 0}, d.act = CLF_GEMM_ACT_GELU_ERF;
+        d.bias = (clf_ptr){bb, 0}, d.epi = CLF_GEMM_EPI_ACT, d.act = CLF_GEMM_ACT_GELU_ERF;
     if (g->epilogue == EPI_RES)
-        d.residual = 1;
+        d.epi = CLF_GEMM_EPI_RESIDUAL;
     if (g->epilogue == EPI_DACT)
-        d.act = CLF_GEMM_ACT_GELU_ERF, d.act_grad = 1;
+        d.epi = CLF_GEMM_EPI_TIMES_DERIV, d.act = CLF_GEMM_ACT_GELU_ERF;
     tu_ok(config != NULL ? clf_gemm_with_config(rt, config, &d, &e)
                          : clf_gemm_with(rt, engine, &d, &e),
           &e, "gemm16");

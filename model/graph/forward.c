@@ -84,7 +84,7 @@ static clf_status norm_fwd(clf_model *m, const mi_norm *nm, clf_ptr x, size_t R,
 static clf_status linear_fwd(clf_model *m, const mi_linear *L, clf_ptr resid, clf_error *err)
 {
     clf_gemm_desc d = mi_linear_gemm(m, L, MI_GEMM_FWD);
-    d.residual = resid.buf != NULL;
+    d.epi = resid.buf != NULL ? CLF_GEMM_EPI_RESIDUAL : CLF_GEMM_EPI_NONE;
     d.d = resid;
     d.ldd = L->out;
     return mi_gemm(m, &d, err);
@@ -332,12 +332,12 @@ static clf_status ffn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf
      * (computed here once from the value the activation sees, instead of
      * again in backward: the same bits in float32), else the pre-activation */
     clf_gemm_desc fc = mi_linear_gemm(m, &L[0], MI_GEMM_FWD);
-    if (!s->swiglu) {
+    if (!s->swiglu && mi_gemm_act(s->act) != CLF_GEMM_ACT_NONE) {
+        fc.epi = mi_ffn_keeps_dact(m) ? CLF_GEMM_EPI_ACT_DERIV : CLF_GEMM_EPI_ACT;
         fc.act = mi_gemm_act(s->act);
         fc.d = act;
         fc.ldd = H;
         fc.d_type = a->fch_t;
-        fc.c_act_grad = mi_ffn_keeps_dact(m);
     }
     if ((st = mi_gemm(m, &fc, err)) != CLF_OK)
         return st;

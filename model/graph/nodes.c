@@ -404,9 +404,10 @@ clf_gemm_desc mi_linear_gemm(const clf_model *m, const mi_linear *L, int which)
                            .beta = L->beta,
                            .c = L->dx.p,
                            .ldc = L->ldx,
+                           .epi = !act    ? CLF_GEMM_EPI_NONE
+                                  : keeps ? CLF_GEMM_EPI_TIMES_D
+                                          : CLF_GEMM_EPI_TIMES_DERIV,
                            .act = keeps ? CLF_GEMM_ACT_NONE : L->act,
-                           .act_grad = act && !keeps,
-                           .mul_d = act && keeps,
                            .d = act ? L->act_in.p : mi_nullptr(),
                            .ldd = L->in,
                            .a_type = L->dy.t,

@@ -300,8 +300,8 @@ static clf_status timing_twin(clf_runtime *rt, const clf_gemm_desc *d, clf_gemm_
     *dt = *d;
     dt->c = (clf_ptr){*tmp, 0};
     dt->bias = (clf_ptr){NULL, 0};
+    dt->epi = CLF_GEMM_EPI_NONE;
     dt->act = CLF_GEMM_ACT_NONE;
-    dt->residual = dt->act_grad = dt->c_act_grad = dt->mul_d = 0;
     dt->d = (clf_ptr){NULL, 0};
     dt->c_type = dt->d_type = CLF_DT_F32;
     dt->k_slice = 0;

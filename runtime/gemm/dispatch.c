@@ -136,44 +136,37 @@ static clf_status validate(const clf_gemm_desc *d, clf_error *err)
     clf_status s = check_extent("C", d->c_type, d->c, d->m, d->n, d->ldc, d->stride_c, batch, err);
     if (s != CLF_OK)
         return s;
+    if (d->epi < CLF_GEMM_EPI_NONE || d->epi > CLF_GEMM_EPI_TIMES_D)
+        return clf_error_set(err, CLF_ERR_ARG, "gemm: unknown epilogue kind %d", (int)d->epi);
     if (d->act < CLF_GEMM_ACT_NONE || d->act > CLF_GEMM_ACT_SILU)
         return clf_error_set(err, CLF_ERR_ARG, "gemm: unknown epilogue activation %d", (int)d->act);
-    const int reads_d = d->residual || d->act_grad || d->mul_d; /* else an activation writes D */
-    if ((d->bias.buf != NULL || d->act != CLF_GEMM_ACT_NONE || d->residual || d->mul_d) &&
-        batch > 1)
+    const int reads_d = clf_gemm_epi_reads_d(d); /* else an activation writes D */
+    const int names_act = d->epi == CLF_GEMM_EPI_ACT || d->epi == CLF_GEMM_EPI_ACT_DERIV ||
+                          d->epi == CLF_GEMM_EPI_TIMES_DERIV;
+    if ((d->bias.buf != NULL || d->epi != CLF_GEMM_EPI_NONE) && batch > 1)
         return clf_error_set(err, CLF_ERR_ARG,
-                             "gemm: an epilogue (bias, activation, residual, mul_d) needs a single "
-                             "matrix, not a batch of %zu",
+                             "gemm: an epilogue (bias, activation, residual, product) needs a "
+                             "single matrix, not a batch of %zu",
                              batch);
     if (d->bias.buf != NULL &&
         (s = check_extent("bias", CLF_DT_F32, d->bias, 1, d->n, d->n, 0, 1, err)) != CLF_OK)
         return s;
-    if (d->act_grad && d->act == CLF_GEMM_ACT_NONE)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "gemm: an activation's derivative needs the activation (act)");
-    if (d->residual && d->act != CLF_GEMM_ACT_NONE)
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "gemm: an epilogue takes an activation (or its derivative) or a "
-                             "residual, not both");
-    if (d->c_act_grad && (d->act == CLF_GEMM_ACT_NONE || d->act_grad))
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "gemm: c_act_grad (C keeps the activation's derivative) needs an "
-                             "activation written to D (act, without act_grad)");
-    if (d->mul_d && (d->act != CLF_GEMM_ACT_NONE || d->residual))
-        return clf_error_set(err, CLF_ERR_ARG,
-                             "gemm: mul_d (C times a stored derivative D) takes no activation "
-                             "and no residual");
-    if (d->act != CLF_GEMM_ACT_NONE || d->residual || d->mul_d) {
+    if (names_act != (d->act != CLF_GEMM_ACT_NONE))
+        return clf_error_set(err, CLF_ERR_ARG, "gemm: %s",
+                             names_act ? "the epilogue's activation (act) is missing"
+                                       : "an activation (act) given to an epilogue "
+                                         "that takes none");
+    if (d->epi != CLF_GEMM_EPI_NONE) {
         if (d->d.buf == NULL)
             return clf_error_set(err, CLF_ERR_ARG, "gemm: an epilogue %s needs D (%s)",
-                                 d->residual   ? "residual"
-                                 : d->act_grad ? "activation derivative"
-                                 : d->mul_d    ? "product"
-                                               : "activation",
-                                 d->residual   ? "the matrix added"
-                                 : d->act_grad ? "the activation's input"
-                                 : d->mul_d    ? "the derivative multiplied in"
-                                               : "the activated output");
+                                 d->epi == CLF_GEMM_EPI_RESIDUAL      ? "residual"
+                                 : d->epi == CLF_GEMM_EPI_TIMES_DERIV ? "activation derivative"
+                                 : d->epi == CLF_GEMM_EPI_TIMES_D     ? "product"
+                                                                      : "activation",
+                                 d->epi == CLF_GEMM_EPI_RESIDUAL      ? "the matrix added"
+                                 : d->epi == CLF_GEMM_EPI_TIMES_DERIV ? "the activation's input"
+                                 : d->epi == CLF_GEMM_EPI_TIMES_D ? "the derivative multiplied in"
+                                                                  : "the activated output");
         if (d->ldd < d->n)
             return clf_error_set(err, CLF_ERR_ARG, "gemm: ldd=%zu is smaller than n=%zu", d->ldd,
                                  d->n);

@@ -8,17 +8,17 @@
  * a.off + i * stride_a (likewise B and C), used for attention heads.
  *
  * An epilogue may follow in the same pass: bias (N floats) added to every
- * row of C, then one of: an activation of the result written to a second
- * matrix D (C keeps the value before it, what a backward pass needs); a
- * residual, D read and added to C (a residual connection's add); or an
- * activation's derivative at D multiplied into C (act_grad: D holds the
- * activation's input, C becomes the gradient of that input, the backward
- * of an activation). With the activation written to D, C may keep the
- * activation's derivative instead of its input (c_act_grad), and a backward
- * then multiplies by that D (mul_d) instead of recomputing the derivative:
- * the same function of the same value, so the same bits as act_grad with
- * the input in float32. A D that is read must not overlap C. The native
- * engine applies it as it stores C; after CLBlast it is one more pass.
+ * row of C, then one of the clf_gemm_epi kinds: an activation of the
+ * result written to a second matrix D (C keeps the value before it, what a
+ * backward pass needs, or the activation's derivative); a residual, D read
+ * and added to C (a residual connection's add); or an activation's
+ * derivative at D multiplied into C (D holds the activation's input, C
+ * becomes the gradient of that input, the backward of an activation), or
+ * D itself multiplied in where D holds that derivative already (the same
+ * function of the same value, so the same bits). One value names the kind,
+ * so no two of them can be asked for at once. A D that is read must not
+ * overlap C. The native engine applies it as it stores C; after CLBlast it
+ * is one more pass.
  *
  * A, B, C and D may each be stored in 16 bits (a_type, b_type, c_type,
  * d_type: bf16 or f16; offsets, leading dimensions and strides then count
@@ -52,6 +52,18 @@ typedef enum clf_gemm_act {
     CLF_GEMM_ACT_SILU,
 } clf_gemm_act;
 
+/* What the GEMM does as it stores C, after the bias; D [m, n] (row stride
+ * ldd, stored as d_type) is read or written as the kind says, and act is
+ * the activation of the kinds that name one (else CLF_GEMM_ACT_NONE). */
+typedef enum clf_gemm_epi {
+    CLF_GEMM_EPI_NONE = 0,    /* C */
+    CLF_GEMM_EPI_ACT,         /* D = act(C); C keeps the pre-activation */
+    CLF_GEMM_EPI_ACT_DERIV,   /* D = act(C); C = act'(C), what a backward multiplies by */
+    CLF_GEMM_EPI_RESIDUAL,    /* C += D */
+    CLF_GEMM_EPI_TIMES_DERIV, /* C *= act'(D) */
+    CLF_GEMM_EPI_TIMES_D,     /* C *= D (a derivative CLF_GEMM_EPI_ACT_DERIV stored) */
+} clf_gemm_epi;
+
 typedef struct clf_gemm_desc {
     int trans_a, trans_b; /* 0 = as stored, 1 = transposed */
     size_t m, n, k;
@@ -64,13 +76,10 @@ typedef struct clf_gemm_desc {
     size_t ldc;
     size_t batch; /* 0 or 1 = one matrix */
     size_t stride_a, stride_b, stride_c;
-    /* epilogue (one matrix only): C += bias (buf NULL = none); then with
-     * act, D [m, n] (row stride ldd) = act(C), and with c_act_grad C =
-     * act'(C); with residual (act NONE), C += D; with act_grad (and act),
-     * C *= act'(D); with mul_d (act NONE), C *= D */
+    /* epilogue (one matrix only): C += bias (buf NULL = none), then epi */
     clf_ptr bias;
+    clf_gemm_epi epi;
     clf_gemm_act act;
-    int residual, act_grad, c_act_grad, mul_d;
     clf_ptr d;
     size_t ldd;
     /* storage of A, B, C and D (0 = CLF_DT_F32) */

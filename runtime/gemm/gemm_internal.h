@@ -108,10 +108,18 @@ static inline size_t clf_gemm_batch_of(const clf_gemm_desc *d)
  * byte, see cl/gemm.cl). */
 static inline uint32_t clf_gemm_epi_of(const clf_gemm_desc *d)
 {
-    return (d->bias.buf != NULL ? GEMM_EPI_BIAS : 0u) | (d->residual ? GEMM_EPI_RES : 0u) |
-           (d->act_grad ? GEMM_EPI_DACT : 0u) | ((uint32_t)d->c_type << GEMM_EPI_CT_SHIFT) |
-           ((uint32_t)d->d_type << GEMM_EPI_DT_SHIFT) | (d->c_act_grad ? GEMM_EPI_GRADC : 0u) |
-           (d->mul_d ? GEMM_EPI_MULD : 0u) | ((uint32_t)d->act << GEMM_EPI_ACT_SHIFT);
+    static const uint32_t kind[] = {0u,           0u, GEMM_EPI_GRADC, GEMM_EPI_RES, GEMM_EPI_DACT,
+                                    GEMM_EPI_MULD};
+    return (d->bias.buf != NULL ? GEMM_EPI_BIAS : 0u) | kind[d->epi] |
+           ((uint32_t)d->c_type << GEMM_EPI_CT_SHIFT) | ((uint32_t)d->d_type << GEMM_EPI_DT_SHIFT) |
+           ((uint32_t)d->act << GEMM_EPI_ACT_SHIFT);
+}
+
+/* Whether d's epilogue reads D (else, with a kind, it writes D). */
+static inline int clf_gemm_epi_reads_d(const clf_gemm_desc *d)
+{
+    return d->epi == CLF_GEMM_EPI_RESIDUAL || d->epi == CLF_GEMM_EPI_TIMES_DERIV ||
+           d->epi == CLF_GEMM_EPI_TIMES_D;
 }
 
 /* The epilogue's six kernel arguments (any valid buffer stands in for an
