@@ -1,5 +1,5 @@
 /*
- * elementwise.cl - pointwise kernels: add, scale, axpy, activations and their
+ * elementwise.cl - pointwise kernels: add, axpy, activations and their
  * derivatives, fused bias + activation, bias gradient, SwiGLU.
  *
  * Design
@@ -53,7 +53,7 @@
  * (columns per work-item of the *_item column sums): runtime/contract.h. */
 
 
-/* ---- add, zero, scale, axpy: 8 elements per work-item ----------------------- */
+/* ---- add, zero, axpy: 8 elements per work-item ----------------------------- */
 
 /* out = a + b; out may alias a or b (same index only). */
 __kernel void add_f32(__global float *out, ulong out_off, __global const float *a, ulong a_off,
@@ -81,20 +81,6 @@ __kernel void zero_f32(__global float *out, ulong out_off, ulong n)
     else
         for (; i < n; i++)
             out[i] = 0.0f;
-}
-
-/* out = s * in */
-__kernel void scale_f32(__global float *out, ulong out_off, __global const float *in, ulong in_off,
-                        float s, ulong n)
-{
-    out += out_off;
-    in += in_off;
-    ulong i = get_global_id(0) * 8;
-    if (i + 8 <= n)
-        vstore8(s * vload8(0, in + i), 0, out + i);
-    else
-        for (; i < n; i++)
-            out[i] = s * in[i];
 }
 
 /* y += a * x */

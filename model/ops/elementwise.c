@@ -1,5 +1,5 @@
 /*
- * ops/elementwise.c - host wrappers of cl/elementwise.cl: add, scale, axpy,
+ * ops/elementwise.c - host wrappers of cl/elementwise.cl: add, axpy,
  * activations forward and backward, fused bias + activation, the bias
  * gradient, SwiGLU.
  *
@@ -31,7 +31,7 @@ static const char *act_name(clf_act act)
 
 static int same_ptr(clf_ptr a, clf_ptr b) { return a.buf == b.buf && a.off == b.off; }
 
-/* Elements per work-item: add, scale and axpy take 8 (their kernels' vload8);
+/* Elements per work-item: add, zero and axpy take 8 (their kernels' vload8);
  * the activation kernels CLF_ACT_W (runtime/contract.h). */
 enum { ELEM_W = 8 };
 
@@ -47,7 +47,7 @@ static clf_status launch_1d(clf_runtime *rt, const char *name, size_t n, size_t 
     return clf_kernel_launch(rt, k, 1, &global, &local, nargs, args, err);
 }
 
-/* ---- add, zero, scale, axpy ---------------------------------------------------- */
+/* ---- add, zero, axpy ---------------------------------------------------------- */
 
 clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t n, clf_error *err)
 {
@@ -74,16 +74,6 @@ clf_status clf_op_zero(clf_runtime *rt, clf_ptr out, size_t n, clf_error *err)
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_U64(n)};
     return launch_1d(rt, "zero_f32", n, ELEM_W, CLF_NARGS(args), args, err);
-}
-
-clf_status clf_op_scale(clf_runtime *rt, clf_ptr out, clf_ptr in, float s, size_t n, clf_error *err)
-{
-    if (n == 0)
-        return CLF_OK;
-    if (clf_ops_need(out, "scale", "out", err) || clf_ops_need(in, "scale", "in", err))
-        return CLF_ERR_ARG;
-    clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_F32(s), CLF_ARG_U64(n)};
-    return launch_1d(rt, "scale_f32", n, ELEM_W, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n, clf_error *err)

@@ -37,8 +37,6 @@ clf_status clf_ops_load(clf_runtime *rt, clf_dtype t, clf_error *err);
 
 clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t n,
                       clf_error *err); /* out = a + b (out may alias a or b) */
-clf_status clf_op_scale(clf_runtime *rt, clf_ptr out, clf_ptr in, float s, size_t n,
-                        clf_error *err); /* out = s * in */
 /* out = 0 (+0.0 everywhere) */
 clf_status clf_op_zero(clf_runtime *rt, clf_ptr out, size_t n, clf_error *err);
 clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n,
