@@ -170,6 +170,13 @@ static int tsv_file(const char *dir, const char *const *splits, int n_splits, ch
     return 0;
 }
 
+/* A folder of pairs: both languages given and kept in p. */
+static int dir_langs(cli_seq_paths *p, const char *data, const char *src_lang, const char *tgt_lang)
+{
+    return langs_needed(data, src_lang, tgt_lang) && set_lang(p->src_lang, src_lang, "--src") &&
+           set_lang(p->tgt_lang, tgt_lang, "--tgt");
+}
+
 static const char *const VAL_SPLITS[] = {"val", "valid", "dev"};
 static const char *const DEV_SPLITS[] = {"dev", "val", "valid"};
 
@@ -180,9 +187,7 @@ int cli_seq_paths_train(clf_model_kind kind, const char *data, const char *val,
     p->kind = kind;
     if (kind == CLF_MODEL_ENCODER_DECODER) {
         if (is_dir(data)) {
-            if (!langs_needed(data, src_lang, tgt_lang) ||
-                !set_lang(p->src_lang, src_lang, "--src") ||
-                !set_lang(p->tgt_lang, tgt_lang, "--tgt"))
+            if (!dir_langs(p, data, src_lang, tgt_lang))
                 return CLI_EXIT_USAGE;
             static const char *const tr[] = {"train"};
             if (!split_files(data, tr, 1, src_lang, tgt_lang, p->train_src, p->train_tgt))
@@ -246,9 +251,7 @@ int cli_seq_paths_eval(clf_model_kind kind, const char *data, const char *split,
     int ns = split ? 1 : 3;
     if (kind == CLF_MODEL_ENCODER_DECODER) {
         if (is_dir(data)) {
-            if (!langs_needed(data, src_lang, tgt_lang) ||
-                !set_lang(p->src_lang, src_lang, "--src") ||
-                !set_lang(p->tgt_lang, tgt_lang, "--tgt"))
+            if (!dir_langs(p, data, src_lang, tgt_lang))
                 return CLI_EXIT_USAGE;
             if (!split_files(data, splits, ns, src_lang, tgt_lang, p->val_src, p->val_tgt))
                 return CLI_EXIT_USAGE;
@@ -465,4 +468,34 @@ void cli_encoder_close(cli_encoder_run *r)
     clf_checkpoint_close(r->ck);
     clf_tokenizer_destroy(r->tok);
     memset(r, 0, sizeof *r);
+}
+
+int cli_encoder_rows_run(const cli_encoder_rows *job, const char *dir, const char *input,
+                         long batch, const cli_runtime_flags *rf)
+{
+    clf_error err;
+    clf_error_clear(&err);
+    cli_encoder_run r;
+    float *out = NULL;
+    int rc = cli_encoder_open(job->cmd, dir, input, batch, job->head_none_ok, rf, &r);
+    if (rc == CLI_EXIT_OK && r.ds != NULL) {
+        const size_t n = clf_seqdata_size(r.ds), cols = job->cols(&r);
+        clf_status st = CLF_OK;
+        if ((out = malloc(n * cols * sizeof *out)) == NULL)
+            st = clf_error_set(&err, CLF_ERR_MEMORY, "%s: out of host memory", job->cmd);
+        if (st == CLF_OK)
+            st = job->compute(&r, out, job->user, &err);
+        if (st != CLF_OK) {
+            cli_print_error(NULL, &err);
+            rc = cli_exit_code(st);
+        } else {
+            for (size_t i = 0; i < n; i++)
+                job->print(out + i * cols, cols, job->user);
+            fflush(stdout);
+            cli_print_profile(r.rt, stderr); /* prints only with --profile */
+        }
+    }
+    free(out);
+    cli_encoder_close(&r);
+    return rc;
 }

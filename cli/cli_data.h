@@ -96,6 +96,23 @@ int cli_encoder_open(const char *cmd, const char *dir, const char *input, long b
                      int head_none_ok, const cli_runtime_flags *rf, cli_encoder_run *r);
 void cli_encoder_close(cli_encoder_run *r);
 
+/* An encoder command that makes one row of floats per input sentence
+ * (classify's probabilities, embed's vectors): how wide a row is, how the
+ * rows are computed, how one is printed. */
+typedef struct cli_encoder_rows {
+    const char *cmd;  /* "classify" */
+    int head_none_ok; /* as cli_encoder_open */
+    size_t (*cols)(const cli_encoder_run *r);
+    clf_status (*compute)(const cli_encoder_run *r, float *out, const void *user, clf_error *err);
+    void (*print)(const float *row, size_t cols, const void *user);
+    const void *user; /* the command's flags */
+} cli_encoder_rows;
+/* Run such a command over --input (or standard input) with DIR's model:
+ * open (cli_encoder_open), compute the rows, print them in input order,
+ * the profile with --profile; an exit code. */
+int cli_encoder_rows_run(const cli_encoder_rows *job, const char *dir, const char *input,
+                         long batch, const cli_runtime_flags *rf);
+
 /* Read all of standard input (or a file with path != NULL) into *text. */
 int cli_read_input(const char *path, char **text, size_t *len);
 

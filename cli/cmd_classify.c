@@ -32,6 +32,29 @@ static void usage(FILE *out)
             "input\n" CLI_RUNTIME_FLAGS_HELP);
 }
 
+static size_t labels(const cli_encoder_run *r) { return (size_t)clf_model_dims_get(r->m).labels; }
+
+static clf_status probs(const cli_encoder_run *r, float *out, const void *user, clf_error *err)
+{
+    (void)user;
+    return clf_seqeval_probs(r->m, r->ds, &r->bo, out, err);
+}
+
+/* "LABEL<TAB>PROBABILITY" (ties: the lower label), then with --all (*user)
+ * every label's probability. */
+static void print_label(const float *p, size_t NL, const void *user)
+{
+    const int all = *(const int *)user;
+    size_t best = 0;
+    for (size_t k = 1; k < NL; k++)
+        if (p[k] > p[best])
+            best = k;
+    printf("%zu\t%.4f", best, (double)p[best]);
+    for (size_t k = 0; all && k < NL; k++)
+        printf("\t%.4f", (double)p[k]);
+    printf("\n");
+}
+
 int cli_cmd_classify(int argc, char **argv)
 {
     const char *dir = NULL, *input = NULL;
@@ -54,43 +77,6 @@ int cli_cmd_classify(int argc, char **argv)
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
-
-    clf_error err;
-    clf_error_clear(&err);
-    cli_encoder_run r;
-    float *out = NULL;
-    clf_status st = CLF_OK;
-    int rc = cli_encoder_open("classify", dir, input, batch, 0, &rf, &r);
-    if (rc != CLI_EXIT_OK || r.ds == NULL)
-        goto done;
-    const size_t n = clf_seqdata_size(r.ds);
-    const int NL = clf_model_dims_get(r.m).labels;
-    if ((out = malloc(n * (size_t)NL * sizeof *out)) == NULL) {
-        st = clf_error_set(&err, CLF_ERR_MEMORY, "classify: out of host memory");
-        goto fail;
-    }
-    if ((st = clf_seqeval_probs(r.m, r.ds, &r.bo, out, &err)) != CLF_OK)
-        goto fail;
-    for (size_t i = 0; i < n; i++) {
-        const float *p = out + i * (size_t)NL;
-        int best = 0;
-        for (int k = 1; k < NL; k++)
-            if (p[k] > p[best])
-                best = k;
-        printf("%d\t%.4f", best, (double)p[best]);
-        for (int k = 0; all && k < NL; k++)
-            printf("\t%.4f", (double)p[k]);
-        printf("\n");
-    }
-    fflush(stdout);
-    cli_print_profile(r.rt, stderr); /* prints only with --profile */
-    rc = CLI_EXIT_OK;
-    goto done;
-fail:
-    cli_print_error(NULL, &err);
-    rc = cli_exit_code(st);
-done:
-    free(out);
-    cli_encoder_close(&r);
-    return rc;
+    const cli_encoder_rows job = {"classify", 0, labels, probs, print_label, &all};
+    return cli_encoder_rows_run(&job, dir, input, batch, &rf);
 }

@@ -34,17 +34,40 @@ static void usage(FILE *out)
                  "input\n" CLI_RUNTIME_FLAGS_HELP);
 }
 
+/* embed's flags the rows need. */
+typedef struct embed_flags {
+    int json, raw;
+} embed_flags;
+
+static size_t width(const cli_encoder_run *r) { return (size_t)clf_model_dims_get(r->m).C; }
+
+static clf_status vectors(const cli_encoder_run *r, float *out, const void *user, clf_error *err)
+{
+    const embed_flags *f = user;
+    return clf_seqeval_embed(r->m, r->ds, &r->bo, !f->raw, out, err);
+}
+
+/* Numbers separated by spaces, or (--json) one JSON array. */
+static void print_vector(const float *v, size_t C, const void *user)
+{
+    const int json = ((const embed_flags *)user)->json;
+    fputs(json ? "[" : "", stdout);
+    for (size_t j = 0; j < C; j++)
+        printf(j == 0 ? "%.9g" : json ? ", %.9g" : " %.9g", (double)v[j]);
+    fputs(json ? "]\n" : "\n", stdout);
+}
+
 int cli_cmd_embed(int argc, char **argv)
 {
     const char *dir = NULL, *input = NULL;
     long batch = 64;
-    int json = 0, raw = 0;
+    embed_flags f = {0, 0};
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
     const cli_opt opts[] = {
         {"--batch", CLI_OPT_INT, &batch, 1, 65536, NULL},
-        {"--json", CLI_OPT_BOOL, &json, 0, 0, NULL},
-        {"--raw", CLI_OPT_BOOL, &raw, 0, 0, NULL},
+        {"--json", CLI_OPT_BOOL, &f.json, 0, 0, NULL},
+        {"--raw", CLI_OPT_BOOL, &f.raw, 0, 0, NULL},
         {"--input", CLI_OPT_STR, &input, 0, 0, NULL},
     };
     const cli_command cmd = {"clformer embed", opts, CLI_COUNT(opts), &rf, &dir, 1,
@@ -57,37 +80,6 @@ int cli_cmd_embed(int argc, char **argv)
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
-    clf_error err;
-    clf_error_clear(&err);
-    cli_encoder_run r;
-    float *out = NULL;
-    clf_status st = CLF_OK;
-    int rc = cli_encoder_open("embed", dir, input, batch, 1, &rf, &r);
-    if (rc != CLI_EXIT_OK || r.ds == NULL)
-        goto done;
-    const size_t n = clf_seqdata_size(r.ds), C = (size_t)clf_model_dims_get(r.m).C;
-    if ((out = malloc(n * C * sizeof *out)) == NULL) {
-        st = clf_error_set(&err, CLF_ERR_MEMORY, "embed: out of host memory");
-        goto fail;
-    }
-    if ((st = clf_seqeval_embed(r.m, r.ds, &r.bo, !raw, out, &err)) != CLF_OK)
-        goto fail;
-    for (size_t i = 0; i < n; i++) {
-        const float *v = out + i * C;
-        fputs(json ? "[" : "", stdout);
-        for (size_t j = 0; j < C; j++)
-            printf(j == 0 ? "%.9g" : json ? ", %.9g" : " %.9g", (double)v[j]);
-        fputs(json ? "]\n" : "\n", stdout);
-    }
-    fflush(stdout);
-    cli_print_profile(r.rt, stderr); /* prints only with --profile */
-    rc = CLI_EXIT_OK;
-    goto done;
-fail:
-    cli_print_error(NULL, &err);
-    rc = cli_exit_code(st);
-done:
-    free(out);
-    cli_encoder_close(&r);
-    return rc;
+    const cli_encoder_rows job = {"embed", 1, width, vectors, print_vector, &f};
+    return cli_encoder_rows_run(&job, dir, input, batch, &rf);
 }
