@@ -1,12 +1,13 @@
 /*
  * bench/attention.c - causal self-attention forward + backward: the fused
- * kernels (cl/flash.cl) against the materialised path (head split, batched
- * GEMMs, a T x T softmax, head merge: what the model ran before issue 10)
- * and against PyTorch's attention on the same machine, in the same run.
+ * kernels (cl/flash.cl) against PyTorch's attention on the same machine, in
+ * the same run. (The materialised path, head split, batched GEMMs, a T x T
+ * softmax and head merge, what the model ran before issue 10, was measured
+ * against them then: docs/design.md; its ops are gone.)
  *
  *   build/bench/attention [--device SEL] [--reps N] [--tokens N] [--heads N]
  *                         [--head-size N] [--T "128 256 ..."] [--no-torch]
- *                         [--no-materialised] [--profile] [--python PY]
+ *                         [--profile] [--python PY]
  *
  * Batch x T is held at --tokens (default 4096) and the layer is NH heads of
  * HS (default 4 x 64, C = 256), so every T does the same projections' work
@@ -40,7 +41,7 @@
 
 typedef struct bench_args {
     const char *device, *python, *ts;
-    int reps, torch, mat, profile;
+    int reps, torch, profile;
     size_t tokens, NH, HS;
 } bench_args;
 
@@ -83,80 +84,11 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static clf_status gemm_heads(clf_runtime *rt, int ta, int tb, size_t M, size_t N, size_t K,
-                             clf_ptr a, size_t sa, clf_ptr b, size_t sb, clf_ptr c, size_t sc,
-                             size_t heads, clf_error *err)
-{
-    const clf_gemm_desc d = {.trans_a = ta,
-                             .trans_b = tb,
-                             .m = M,
-                             .n = N,
-                             .k = K,
-                             .alpha = 1.0f,
-                             .a = a,
-                             .lda = ta ? M : K,
-                             .stride_a = sa,
-                             .b = b,
-                             .ldb = tb ? K : N,
-                             .stride_b = sb,
-                             .c = c,
-                             .ldc = N,
-                             .stride_c = sc,
-                             .batch = heads};
-    return clf_gemm(rt, &d, err);
-}
-
-/* The tensors both paths share: qkv [B, T, 3C], y, dy [B, T, C], dqkv. */
+/* The attention's tensors: qkv [B, T, 3C], y, dy [B, T, C], dqkv. */
 typedef struct io {
     size_t B, T, NH, HS, C;
     clf_ptr qkv, y, dy, dqkv;
 } io;
-
-/* The materialised path's working buffers. */
-typedef struct mat_ws {
-    clf_ptr q, k, v, yh, dyh, dh, pre, att;
-} mat_ws;
-
-static clf_status mat_step(clf_runtime *rt, const io *x, const mat_ws *w, clf_error *err)
-{
-    const size_t B = x->B, T = x->T, NH = x->NH, HS = x->HS, C = x->C, BNH = B * NH;
-    const size_t TT = T * T, THS = T * HS;
-    const float scale = 1.0f / sqrtf((float)HS);
-    clf_softmax_mask mask = {{NULL, 0}, 0, {NULL, 0}, 0, T};
-    clf_status st;
-    if ((st = clf_op_heads_split(rt, w->q, x->qkv, B, T, NH, HS, 3 * C, err)) != CLF_OK ||
-        (st = clf_op_heads_split(rt, w->k, clf_ptr_at(x->qkv, C), B, T, NH, HS, 3 * C, err)) !=
-            CLF_OK ||
-        (st = clf_op_heads_split(rt, w->v, clf_ptr_at(x->qkv, 2 * C), B, T, NH, HS, 3 * C, err)) !=
-            CLF_OK ||
-        (st = gemm_heads(rt, 0, 1, T, T, HS, w->q, THS, w->k, THS, w->pre, TT, BNH, err)) !=
-            CLF_OK ||
-        (st = clf_op_softmax_forward(rt, w->att, w->pre, BNH * T, T, scale, &mask, err)) !=
-            CLF_OK ||
-        (st = gemm_heads(rt, 0, 0, T, HS, T, w->att, TT, w->v, THS, w->yh, THS, BNH, err)) !=
-            CLF_OK ||
-        (st = clf_op_heads_merge(rt, x->y, w->yh, B, T, NH, HS, C, 0, err)) != CLF_OK)
-        return st;
-    /* backward, from dy [B, T, C] */
-    if ((st = clf_op_heads_split(rt, w->dyh, x->dy, B, T, NH, HS, C, err)) != CLF_OK ||
-        (st = gemm_heads(rt, 0, 1, T, T, HS, w->dyh, THS, w->v, THS, w->pre, TT, BNH, err)) !=
-            CLF_OK ||
-        (st = gemm_heads(rt, 1, 0, T, HS, T, w->att, TT, w->dyh, THS, w->dh, THS, BNH, err)) !=
-            CLF_OK ||
-        (st = clf_op_heads_merge(rt, clf_ptr_at(x->dqkv, 2 * C), w->dh, B, T, NH, HS, 3 * C, 0,
-                                 err)) != CLF_OK ||
-        (st = clf_op_softmax_backward(rt, w->pre, w->pre, w->att, BNH * T, T, scale, err)) !=
-            CLF_OK ||
-        (st = gemm_heads(rt, 0, 0, T, HS, T, w->pre, TT, w->k, THS, w->dh, THS, BNH, err)) !=
-            CLF_OK ||
-        (st = clf_op_heads_merge(rt, x->dqkv, w->dh, B, T, NH, HS, 3 * C, 0, err)) != CLF_OK ||
-        (st = gemm_heads(rt, 1, 0, T, HS, T, w->pre, TT, w->q, THS, w->dh, THS, BNH, err)) !=
-            CLF_OK ||
-        (st = clf_op_heads_merge(rt, clf_ptr_at(x->dqkv, C), w->dh, B, T, NH, HS, 3 * C, 0, err)) !=
-            CLF_OK)
-        return st;
-    return clf_runtime_finish(rt, err);
-}
 
 static clf_status fused_step(clf_runtime *rt, const io *x, clf_ptr lse, clf_ptr dsum,
                              clf_error *err)
@@ -238,10 +170,9 @@ static void print_profile(clf_runtime *rt)
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: attention [--device SEL] [--reps N] [--tokens N] [--heads N] "
-            "[--head-size N] [--T \"128 256 ...\"] [--no-torch] [--no-materialised] [--profile] "
-            "[--python PY]\n");
+    fprintf(stderr, "usage: attention [--device SEL] [--reps N] [--tokens N] [--heads N] "
+                    "[--head-size N] [--T \"128 256 ...\"] [--no-torch] [--profile] "
+                    "[--python PY]\n");
     exit(2);
 }
 
@@ -252,7 +183,6 @@ int main(int argc, char **argv)
                     .ts = "128 256 512 1024 2048 4096",
                     .reps = 3,
                     .torch = 1,
-                    .mat = 1,
                     .tokens = 4096,
                     .NH = 4,
                     .HS = 64};
@@ -276,8 +206,6 @@ int main(int argc, char **argv)
             a.torch = 0;
         else if (!strcmp(argv[i], "--profile"))
             a.profile = 1;
-        else if (!strcmp(argv[i], "--no-materialised"))
-            a.mat = 0;
         else
             usage();
     }
@@ -292,8 +220,8 @@ int main(int argc, char **argv)
     printf("device: %s; causal self-attention, %zu tokens per step (B x T), %zu heads of %zu; "
            "forward + backward, median of %d\n",
            clf_runtime_device(rt)->name, a.tokens, a.NH, a.HS, a.reps);
-    printf("%6s %4s | %12s %12s | %12s %12s | %10s %8s\n", "T", "B", "fused ms", "mat. ms",
-           "fused MiB", "mat. MiB", "torch ms", "torch/fused");
+    printf("%6s %4s | %12s %12s | %10s %8s\n", "T", "B", "fused ms", "fused MiB", "torch ms",
+           "torch/fused");
     const char *p = a.ts;
     char *end;
     for (size_t T = strtoul(p, &end, 10); end != p; p = end, T = strtoul(p, &end, 10)) {
@@ -314,9 +242,9 @@ int main(int argc, char **argv)
         CK(clf_ptr_write(rt, x.qkv, h, BT * 3 * C, &err), "upload");
         CK(clf_ptr_write(rt, x.dy, h, BT * C, &err), "upload");
         free(h);
-        double *t = malloc((size_t)a.reps * sizeof *t), fused = NAN, mat = NAN;
+        double *t = malloc((size_t)a.reps * sizeof *t), fused = NAN;
         /* fused */
-        size_t m0 = mem_now(rt);
+        const size_t m0 = mem_now(rt);
         clf_ptr lse = alloc(rt, B * a.NH * T), dsum = alloc(rt, B * a.NH * T);
         const double fused_mib = (double)(mem_now(rt) - m0) / 1048576.0;
         CK(fused_step(rt, &x, lse, dsum, &err), "fused attention");
@@ -328,30 +256,11 @@ int main(int argc, char **argv)
         fused = median(t, a.reps);
         clf_buffer_destroy(lse.buf);
         clf_buffer_destroy(dsum.buf);
-        /* materialised */
-        double mat_mib = (double)(2 * B * a.NH * T * T + 6 * BT * C) * 4.0 / 1048576.0;
-        if (a.mat) {
-            m0 = mem_now(rt);
-            mat_ws w = {alloc(rt, BT * C),           alloc(rt, BT * C),          alloc(rt, BT * C),
-                        alloc(rt, BT * C),           alloc(rt, BT * C),          alloc(rt, BT * C),
-                        alloc(rt, B * a.NH * T * T), alloc(rt, B * a.NH * T * T)};
-            mat_mib = (double)(mem_now(rt) - m0) / 1048576.0;
-            CK(mat_step(rt, &x, &w, &err), "materialised attention");
-            for (int r = 0; r < a.reps; r++) {
-                double t0 = clf_now_seconds();
-                CK(mat_step(rt, &x, &w, &err), "materialised attention");
-                t[r] = (clf_now_seconds() - t0) * 1e3;
-            }
-            mat = median(t, a.reps);
-            clf_ptr *all = &w.q;
-            for (int i = 0; i < 8; i++)
-                clf_buffer_destroy(all[i].buf);
-        }
         if (a.profile)
             print_profile(rt);
         const double tm = a.torch ? torch_ms(&a, B, T) : NAN;
-        printf("%6zu %4zu | %12.2f %12.2f | %12.2f %12.2f | %10.2f %8.2f\n", T, B, fused, mat,
-               fused_mib, mat_mib, tm, tm / fused);
+        printf("%6zu %4zu | %12.2f %12.2f | %10.2f %8.2f\n", T, B, fused, fused_mib, tm,
+               tm / fused);
         fflush(stdout);
         free(t);
         clf_buffer_destroy(x.qkv.buf);

@@ -1,11 +1,6 @@
 /*
- * attention.cl - attention head layout, single-query (decode) attention and
- * the KV cache's writes and row gathers (beam search).
- *
- * heads_split / heads_merge move head rows between [B, T, NH*HS] slabs (rows
- * of row_stride floats, e.g. q, k or v inside a fused [B, T, 3C] qkv) and
- * [B, NH, T, HS]. One work-item owns `span` consecutive floats of one head row
- * (span = HS on CPUs: a vectorisable copy loop; span = 1 on GPUs: coalesced).
+ * attention.cl - single-query (decode) attention and the KV cache's writes
+ * and row gathers (beam search).
  *
  * attn_decode: one work-group per (b, head), or per (b, head, range) when
  * the host splits the cache's positions into P ranges (flash-decoding, for
@@ -24,65 +19,6 @@
  *
  * Not here: the full-sequence attention (flash.cl).
  */
-
-/* Span helpers: float8 vectors (vload8/vstore8 need only float alignment)
- * and a scalar tail; PoCL does not vectorise these loops by itself because
- * the pointers may alias. */
-static void clf_span_copy(__global float *o, __global const float *s, uint n)
-{
-    uint d = 0;
-    for (; d + 8 <= n; d += 8)
-        vstore8(vload8(0, s + d), 0, o + d);
-    for (; d < n; d++)
-        o[d] = s[d];
-}
-
-static void clf_span_add(__global float *o, __global const float *s, uint n)
-{
-    uint d = 0;
-    for (; d + 8 <= n; d += 8)
-        vstore8(vload8(0, o + d) + vload8(0, s + d), 0, o + d);
-    for (; d < n; d++)
-        o[d] += s[d];
-}
-
-/* out[(b*NH + h)*T + t, span] = in[(b*T + t)*row_stride + h*HS + span]. */
-__kernel void heads_split(__global float *out, ulong out_off, __global const float *in,
-                          ulong in_off, uint rows, uint T, uint NH, uint HS, uint row_stride,
-                          uint span, uint nspan)
-{
-    uint gid = get_global_id(0);
-    uint r = gid / nspan, part = gid - r * nspan;
-    if (r >= rows)
-        return;
-    uint d0 = part * span, d1 = min(d0 + span, HS);
-    uint t = r % T, bh = r / T;
-    uint h = bh % NH, b = bh / NH;
-    __global float *o = out + out_off + (ulong)r * HS;
-    __global const float *s = in + in_off + ((ulong)b * T + t) * row_stride + h * HS;
-    clf_span_copy(o + d0, s + d0, d1 - d0);
-}
-
-/* out[(b*T + t)*row_stride + h*HS + span] (=|+=) in[(b*NH + h)*T + t, span];
- * work-items ordered by the output row (b, t, h). */
-__kernel void heads_merge(__global float *out, ulong out_off, __global const float *in,
-                          ulong in_off, uint rows, uint T, uint NH, uint HS, uint row_stride,
-                          int accumulate, uint span, uint nspan)
-{
-    uint gid = get_global_id(0);
-    uint r = gid / nspan, part = gid - r * nspan;
-    if (r >= rows)
-        return;
-    uint d0 = part * span, d1 = min(d0 + span, HS);
-    uint h = r % NH, bt = r / NH;
-    uint t = bt % T, b = bt / T;
-    __global float *o = out + out_off + (ulong)bt * row_stride + h * HS;
-    __global const float *s = in + in_off + (((ulong)b * NH + h) * T + t) * HS;
-    if (accumulate)
-        clf_span_add(o + d0, s + d0, d1 - d0);
-    else
-        clf_span_copy(o + d0, s + d0, d1 - d0);
-}
 
 /* Single-query attention: q [B, q_stride] (head h at column h*HS), k/v
  * [BH, Tmax, HS] (bh = b*NH + h),

@@ -114,7 +114,7 @@ CLF_TYPED_VEC(16)
  * produce NaN (e.g. inf - inf in a fully masked softmax row). */
 #define CLF_NEG_BIG (-3.402823466e+38f)
 
-/* ---- reductions shared by the row kernels (reduce, softmax, norm) ---- */
+/* ---- reductions shared by the row kernels (reduce, norm) ---- */
 
 /* Fixed pairwise combination of eight lanes. */
 static inline float clf_hsum8(float8 a)

@@ -13,11 +13,11 @@
  *   wide load.
  * - Each activation is written once as a value and a derivative function,
  *   instantiated for float and float8 by CLF_ACT_FUNCS (conditionals are
- *   select(), valid for both); CLF_ACT_KERNELS stamps out its forward,
- *   backward and fused bias + activation kernels, so no kernel switches on
- *   the activation at run time. Names: act_forward_<act>,
- *   act_backward_<act>, bias_act_<act>.
- * - The activation kernels (act_forward_*, act_backward_*, bias_act_*) take
+ *   select(), valid for both); CLF_ACT_KERNELS stamps out its backward
+ *   kernel, so no kernel switches on the activation at run time (the
+ *   forward runs in the GEMM's epilogue, cl/gemm.cl). Names:
+ *   act_backward_<act>.
+ * - The activation kernels (act_backward_*) take
  *   CLF_ACT_W = 16 elements per work-item as a float16: one AVX-512 register
  *   on CPUs. PoCL runs each work-item's vector code as written and does not
  *   interleave work-items, so a long dependent chain (GELU's erfc) is bound
@@ -100,18 +100,6 @@ __kernel void axpy_f32(__global float *y, ulong y_off, float a, __global const f
 /* ---- activation kernels -------------------------------------------------- */
 
 #define CLF_ACT_KERNELS(NAME)                                                                 \
-    __kernel void act_forward_##NAME(__global float *out, ulong out_off,                     \
-                                     __global const float *in, ulong in_off, ulong n)        \
-    {                                                                                        \
-        out += out_off;                                                                      \
-        in += in_off;                                                                        \
-        ulong i = get_global_id(0) * CLF_ACT_W;                                                      \
-        if (i + CLF_ACT_W <= n)                                                                      \
-            vstore16(clf_##NAME##16(vload16(0, in + i)), 0, out + i);                           \
-        else                                                                                 \
-            for (; i < n; i++)                                                               \
-                out[i] = clf_##NAME(in[i]);                                                  \
-    }                                                                                        \
     __kernel void act_backward_##NAME(__global float *din, ulong din_off,                    \
                                       __global const float *dout, ulong dout_off,            \
                                       __global const float *in, ulong in_off, ulong n,       \
@@ -133,38 +121,6 @@ __kernel void axpy_f32(__global float *y, ulong y_off, float a, __global const f
             if (acc)                                                                         \
                 g += din[i];                                                                 \
             din[i] = g;                                                                      \
-        }                                                                                    \
-    }                                                                                        \
-    /* h[r,c] += bias[c] (kept as the pre-activation); out[r,c] = act(h[r,c]).              \
-     * 1-D over R x G groups of CLF_ACT_W columns, G = ceil(N / CLF_ACT_W).               \
-     */                                                                                      \
-    __kernel void bias_act_##NAME(__global float *h, ulong h_off, __global const float *bias, \
-                                  ulong bias_off, int has_bias, __global float *out,         \
-                                  ulong out_off, ulong R, ulong N)                           \
-    {                                                                                        \
-        ulong G = (N + CLF_ACT_W - 1) / CLF_ACT_W, g = get_global_id(0);                                         \
-        if (g >= R * G)                                                                      \
-            return;                                                                          \
-        ulong r = g / G, c = (g - r * G) * CLF_ACT_W;                                                \
-        h += h_off + r * N;                                                                  \
-        bias += bias_off;                                                                    \
-        out += out_off + r * N;                                                              \
-        if (c + CLF_ACT_W <= N) {                                                                    \
-            float16 v = vload16(0, h + c);                                                     \
-            if (has_bias) {                                                                  \
-                v += vload16(0, bias + c);                                                    \
-                vstore16(v, 0, h + c);                                                        \
-            }                                                                                \
-            vstore16(clf_##NAME##16(v), 0, out + c);                                           \
-            return;                                                                          \
-        }                                                                                    \
-        for (; c < N; c++) {                                                                 \
-            float v = h[c];                                                                  \
-            if (has_bias) {                                                                  \
-                v += bias[c];                                                                \
-                h[c] = v;                                                                    \
-            }                                                                                \
-            out[c] = clf_##NAME(v);                                                          \
         }                                                                                    \
     }
 

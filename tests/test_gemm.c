@@ -22,10 +22,8 @@
  *   - Epilogues (bias, bias + ReLU / GELU erf / GELU tanh / SiLU into a
  *     second matrix D, a residual D added, an activation's derivative at D
  *     multiplied in) on both engines at shapes taking every native path,
- *     against float64, and on the native engine bit for bit the unfused
- *     GEMM + clf_op_bias_act_forward (+ clf_op_add / clf_op_act_backward);
- *     an activation without D, an epilogue on a batch, a residual without
- *     D, with an activation or into a 16-bit C, a D that is read
+ *     against float64; an activation without D, an epilogue on a batch, a
+ *     residual without D or given an activation, a D that is read
  *     overlapping C, a derivative without its activation are refused.
  *   - Split-K (forced: 2, 3, 5 slices) at every transpose, with alpha, beta
  *     and an epilogue (bias + GELU, bias + residual), bit-identical reruns;
@@ -404,81 +402,16 @@ static void test_stored_derivative(clf_runtime *rt, const char *engine, int ligh
     tu_free(x);
 }
 
-/* Epilogues (bias, bias + activation into D, a residual D added, an
- * activation's derivative at D multiplied in; the last two with or without
- * bias) at shapes that take every native path (row blocks with edges, the
- * deep-K slices, the few-rows dot kernel, k = 0) on `engine`: C and D
- * against float64 (C's tolerance; the activations' slopes and derivatives
- * are at most 1.13 in size); columns of C and D past n untouched, a D that
- * is read unchanged; and on the native engine, bit for bit the unfused ops
- * the model used before (GEMM, then clf_op_bias_act_forward, then
- * clf_op_add for a residual or clf_op_act_backward for a derivative). */
 /* One epilogue case: the shape, the epilogue (an activation into D, a
  * residual, or an activation's derivative at D), with or without bias. */
 typedef struct epi_case {
     size_t m, n, k;
     int tb, res, dact, with_bias;
     clf_gemm_act act;
-    clf_act ops_act; /* the same activation among the ops' */
 } epi_case;
 
-/* The case's device tensors and the host copies the checks read: C and D
- * as the fused GEMM left them, R the D it was given. */
-typedef struct epi_bufs {
-    clf_ptr dbias, dC, dD;
-    const float *C, *D, *R;
-    size_t ld;
-} epi_bufs;
-
-/* On the native engine: the same bits as the unfused ops the model used
- * before (the product alone, then clf_op_bias_act_forward, then clf_op_add
- * for a residual or clf_op_act_backward for a derivative). */
-static void epilogue_unfused(clf_runtime *rt, const char *engine, const clf_gemm_desc *d,
-                             const epi_case *c, const epi_bufs *u, const char *name)
-{
-    clf_error e;
-    const size_t m = c->m, n = c->n, ld = u->ld;
-    const int reads_d = c->res || c->dact;
-    float *Cu = malloc(m * ld * 4), *Du = malloc(m * ld * 4);
-    for (size_t i = 0; i < m * ld; i++)
-        Cu[i] = Du[i] = 7.0f;
-    tu_ok(clf_ptr_write(rt, u->dC, Cu, m * ld, &e), &e, "reset C");
-    tu_ok(clf_ptr_write(rt, u->dD, reads_d ? u->R : Du, m * ld, &e), &e, "reset D");
-    clf_gemm_desc plain = *d;
-    plain.bias = (clf_ptr){NULL, 0};
-    plain.epi = CLF_GEMM_EPI_NONE;
-    plain.act = CLF_GEMM_ACT_NONE;
-    plain.d = (clf_ptr){NULL, 0};
-    tu_ok(gemm_by(rt, engine, &plain, &e), &e, "gemm");
-    const int to_d = c->act && !c->dact;
-    for (size_t i = 0; i < m; i++) {
-        clf_ptr crow = clf_ptr_at(u->dC, i * ld), drow = clf_ptr_at(u->dD, i * ld);
-        tu_ok(clf_op_bias_act_forward(rt, reads_d ? CLF_ACT_NONE : c->ops_act, crow,
-                                      c->with_bias ? u->dbias : (clf_ptr){NULL, 0},
-                                      to_d ? drow : crow, 1, n, &e),
-              &e, "bias_act");
-        if (c->res)
-            tu_ok(clf_op_add(rt, crow, crow, drow, n, &e), &e, "add");
-        if (c->dact)
-            tu_ok(clf_op_act_backward(rt, c->ops_act, crow, crow, drow, n, 0, &e), &e,
-                  "act_backward");
-    }
-    tu_download(rt, u->dC, Cu, m * ld);
-    tu_download(rt, u->dD, Du, m * ld);
-    int same = 1;
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < n; j++)
-            same &= to_d ? Du[i * ld + j] == u->D[i * ld + j] : Cu[i * ld + j] == u->C[i * ld + j];
-    TU_CHECK(same, "%s: the same bits as GEMM + clf_op_bias_act_forward%s", name,
-             c->res    ? " + clf_op_add"
-             : c->dact ? " + clf_op_act_backward"
-                       : "");
-    free(Cu);
-    free(Du);
-}
-
 /* One case on `engine`: C and D against float64, columns past n untouched,
- * a D that is read unchanged; on the native engine also epilogue_unfused. */
+ * a D that is read unchanged. */
 static void epilogue_case(clf_runtime *rt, const char *engine, tu_rng *r, const epi_case *c)
 {
     clf_error e;
@@ -556,10 +489,6 @@ static void epilogue_case(clf_runtime *rt, const char *engine, tu_rng *r, const 
         tu_close(name, gd, rd, m * n, atol, 1e-4);
     }
     TU_CHECK(guards, "%s: columns past n untouched in C and D", name);
-    if (strcmp(engine, "clblast") != 0) {
-        const epi_bufs u = {dbias, dC, dD, C, D, R, ld};
-        epilogue_unfused(rt, engine, &d, c, &u, name);
-    }
     tu_free(dA);
     tu_free(dB);
     tu_free(dbias);
@@ -646,17 +575,14 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
     };
     const clf_gemm_act acts[] = {CLF_GEMM_ACT_NONE, CLF_GEMM_ACT_RELU, CLF_GEMM_ACT_GELU_ERF,
                                  CLF_GEMM_ACT_GELU_TANH, CLF_GEMM_ACT_SILU};
-    const clf_act ops_act[] = {CLF_ACT_NONE, CLF_ACT_RELU, CLF_ACT_GELU_ERF, CLF_ACT_GELU_TANH,
-                               CLF_ACT_SILU};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         /* mode 0-4: activation acts[mode] into D; 5: a residual; 6-9: the
          * derivative of acts[mode - 5] */
         for (int mode = 0; mode < 10; mode++)
             for (int with_bias = 0; with_bias < 2; with_bias++) {
                 const int res = mode == 5, dact = mode > 5, ai = dact ? mode - 5 : res ? 0 : mode;
-                const epi_case c = {shapes[si][0],      shapes[si][1], shapes[si][2],
-                                    (int)shapes[si][3], res,           dact,
-                                    with_bias,          acts[ai],      ops_act[ai]};
+                const epi_case c = {shapes[si][0], shapes[si][1], shapes[si][2], (int)shapes[si][3],
+                                    res,           dact,          with_bias,     acts[ai]};
                 const int reads_d = res || dact;
                 if (c.act == CLF_GEMM_ACT_NONE && !with_bias && !res)
                     continue;

@@ -1,14 +1,13 @@
 /*
- * ops/elementwise.c - host wrappers of cl/elementwise.cl: add, axpy,
- * activations forward and backward, fused bias + activation, the bias
- * gradient, SwiGLU.
+ * ops/elementwise.c - host wrappers of cl/elementwise.cl: add, axpy, the
+ * activations' backward, the bias gradient, SwiGLU.
  *
  * Design: each wrapper checks its arguments, fetches its kernel (the runtime
  * caches kernels by name), and enqueues one launch with a work-group size
- * fixed per kernel and device. Activations map to kernels named
- * act_forward_<act> etc.; no kernel switches on the activation at run time.
- * CLF_ACT_NONE forward/backward become a buffer copy (or nothing when the
- * pointers coincide) or an axpy.
+ * fixed per kernel and device. Activations' derivatives map to kernels
+ * named act_backward_<act>; no kernel switches on the activation at run
+ * time (the forward runs in the GEMM's epilogue). CLF_ACT_NONE's backward is
+ * a buffer copy (or nothing when the pointers coincide) or an axpy.
  *
  * Not here: dropout (random.c), reductions
  * (ops/reduce.c).
@@ -88,28 +87,6 @@ clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n,
 
 /* ---- activations --------------------------------------------------------------- */
 
-clf_status clf_op_act_forward(clf_runtime *rt, clf_act act, clf_ptr out, clf_ptr in, size_t n,
-                              clf_error *err)
-{
-    const char *an = act_name(act);
-    if (an == NULL)
-        return clf_error_set(err, CLF_ERR_ARG, "act_forward: unknown activation %d", (int)act);
-    if (n == 0)
-        return CLF_OK;
-    if (clf_ops_need(out, "act_forward", "out", err) || clf_ops_need(in, "act_forward", "in", err))
-        return CLF_ERR_ARG;
-    if (act == CLF_ACT_NONE) {
-        if (same_ptr(out, in))
-            return CLF_OK;
-        return clf_buffer_copy(rt, in.buf, in.off * sizeof(float), out.buf, out.off * sizeof(float),
-                               n * sizeof(float), err);
-    }
-    char name[64];
-    snprintf(name, sizeof name, "act_forward_%s", an);
-    clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_U64(n)};
-    return launch_1d(rt, name, n, CLF_ACT_W, CLF_NARGS(args), args, err);
-}
-
 clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_ptr dout, clf_ptr in,
                                size_t n, int accumulate, clf_error *err)
 {
@@ -136,29 +113,6 @@ clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_pt
     clf_arg args[] = {CLF_ARG_PTR(din), CLF_ARG_PTR(dout), CLF_ARG_PTR(in), CLF_ARG_U64(n),
                       CLF_ARG_I32(accumulate ? 1 : 0)};
     return launch_1d(rt, name, n, CLF_ACT_W, CLF_NARGS(args), args, err);
-}
-
-clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_ptr bias,
-                                   clf_ptr out, size_t R, size_t N, clf_error *err)
-{
-    const char *an = act_name(act);
-    if (an == NULL)
-        return clf_error_set(err, CLF_ERR_ARG, "bias_act_forward: unknown activation %d", (int)act);
-    if (R == 0 || N == 0)
-        return CLF_OK;
-    if (clf_ops_need(h, "bias_act_forward", "h", err) ||
-        clf_ops_need(out, "bias_act_forward", "out", err))
-        return CLF_ERR_ARG;
-    int has_bias = bias.buf != NULL;
-    if (act == CLF_ACT_NONE && !has_bias && same_ptr(h, out))
-        return CLF_OK;
-    char name[64];
-    snprintf(name, sizeof name, "bias_act_%s", an);
-    clf_ptr b = has_bias ? bias : h; /* any valid buffer when absent */
-    clf_arg args[] = {CLF_ARG_PTR(h),   CLF_ARG_PTR(b), CLF_ARG_I32(has_bias),
-                      CLF_ARG_PTR(out), CLF_ARG_U64(R), CLF_ARG_U64(N)};
-    return launch_1d(rt, name, R * ((N + CLF_ACT_W - 1) / CLF_ACT_W) * CLF_ACT_W, CLF_ACT_W,
-                     CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dbias, clf_ptr d,

@@ -1,7 +1,7 @@
 /*
  * ops.h - host-side wrappers of the device kernels: the contract between the
  * kernels in cl/ and the model graph. One section per kernel family, in the
- * order elementwise, reduce, softmax, norm, embed, attention, loss, random,
+ * order elementwise, reduce, norm, embed, attention, loss, random,
  * optim; each family's wrappers are model/ops/<family>.c and its kernels
  * cl/<family>.cl.
  *
@@ -54,17 +54,9 @@ typedef enum clf_act {
     CLF_ACT_SILU,
 } clf_act;
 
-/* out = act(in) */
-clf_status clf_op_act_forward(clf_runtime *rt, clf_act act, clf_ptr out, clf_ptr in, size_t n,
-                              clf_error *err);
 /* din (=|+=) dout * act'(in) */
 clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_ptr dout, clf_ptr in,
                                size_t n, int accumulate, clf_error *err);
-/* Fused bias + activation over [R, N]: h[r,c] += bias[c] (in place, kept as the
- * pre-activation for backward); out[r,c] = act(h[r,c]). act NONE: only the
- * bias add (out may equal h). bias.buf NULL: no bias. */
-clf_status clf_op_bias_act_forward(clf_runtime *rt, clf_act act, clf_ptr h, clf_ptr bias,
-                                   clf_ptr out, size_t R, size_t N, clf_error *err);
 /* dbias[c] (=|+=) sum_r d[r,c]; column sums of [R, N], d stored as d_type
  * (16 bits: d's offset counts 2-byte elements). */
 clf_status clf_op_bias_backward_t(clf_runtime *rt, clf_ptr dbias, clf_ptr d, clf_dtype d_type,
@@ -94,31 +86,6 @@ clf_status clf_op_mean_pool_forward(clf_runtime *rt, clf_ptr out, clf_ptr x, clf
                                     size_t S, size_t C, clf_error *err);
 clf_status clf_op_mean_pool_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dout, clf_ptr keep,
                                      size_t B, size_t S, size_t C, clf_error *err);
-
-/* ---- softmax (cl/softmax.cl) --------------------------------------------- */
-
-/* Row-wise y = softmax(scale * x + mask) over [R, N], numerically stable.
- * A masked entry gets probability 0; a fully-masked row is all zeros (not NaN).
- * Masks, all optional and combinable:
- *  - additive: float [additive_rows, N]; row r uses row r % additive_rows.
- *  - keep: int32 [G, N], nonzero = attend; row r uses row r / keep_group_rows
- *    (padding masks: group = batch, keep_group_rows = NH * T).
- *  - causal: row r is query q = r % causal_T; columns j > q + (N - causal_T)
- *    are masked (so with a KV cache of N >= T keys the last T queries align).
- * A mask given with additive_rows or keep_group_rows = 0 is CLF_ERR_ARG. */
-typedef struct clf_softmax_mask {
-    clf_ptr additive; /* buf NULL = none */
-    size_t additive_rows;
-    clf_ptr keep; /* buf NULL = none */
-    size_t keep_group_rows;
-    size_t causal_T; /* 0 = not causal */
-} clf_softmax_mask;
-
-clf_status clf_op_softmax_forward(clf_runtime *rt, clf_ptr y, clf_ptr x, size_t R, size_t N,
-                                  float scale, const clf_softmax_mask *mask, clf_error *err);
-/* dx = scale * y * (dy - sum_c dy*y); masked entries (y = 0) get 0. */
-clf_status clf_op_softmax_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dy, clf_ptr y, size_t R,
-                                   size_t N, float scale, clf_error *err);
 
 /* ---- normalisation (cl/norm.cl) ------------------------------------------ */
 
@@ -184,17 +151,8 @@ clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, s
 clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, float theta, int inverse,
                          clf_error *err);
 
-/* ---- attention layout (cl/attention.cl) ---------------------------------- */
+/* ---- attention (cl/attention.cl, cl/flash.cl) ----------------------------- */
 
-/* Split a [B, T, NH*HS] slab (rows of `row_stride` floats, e.g. 3C inside a
- * fused qkv) into heads [B, NH, T, HS]; and the inverse. */
-clf_status clf_op_heads_split(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B, size_t T,
-                              size_t NH, size_t HS, size_t row_stride, clf_error *err);
-/* out [B, T, NH*HS] with rows of `row_stride` floats <- in [B, NH, T, HS].
- * accumulate = 1 adds into out (used to gather q/k/v grads into dqkv). */
-clf_status clf_op_heads_merge(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t B, size_t T,
-                              size_t NH, size_t HS, size_t row_stride, int accumulate,
-                              clf_error *err);
 /* Single-query attention against a KV cache, for generation: q [B, NH, HS]
  * (rows q_stride floats apart, 0 = NH*HS: q inside a fused qkv row, say),
  * kcache/vcache [B, NH, Tmax, HS] with L valid positions, out [B, NH*HS];

@@ -120,12 +120,6 @@ clf_status clf_op_attn_fused_backward_ex(clf_runtime *rt, clf_ops_path path,
                                          const clf_attn_fused *a, const clf_attn_fused_grad *g,
                                          clf_error *err);
 
-clf_status clf_op_softmax_forward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr y, clf_ptr x,
-                                     size_t R, size_t N, float scale, const clf_softmax_mask *mask,
-                                     clf_error *err);
-clf_status clf_op_softmax_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dx, clf_ptr dy,
-                                      clf_ptr y, size_t R, size_t N, float scale, clf_error *err);
-
 clf_status clf_op_norm_forward_ex(clf_runtime *rt, clf_ops_path path, const clf_norm_args *a,
                                   clf_error *err);
 clf_status clf_op_norm_backward_ex(clf_runtime *rt, clf_ops_path path, const clf_norm_args *a,
