@@ -256,9 +256,8 @@ static clf_status collect(clf_model *m, tensor_set *ts, clf_error *err)
         mi_tensor k[8];
         const int nk = node_kept(m, n, k);
         if (n->out >= 0) {
-            const size_t R = n->stk->src ? m->s.rows_src : m->s.rows_tgt;
-            const mi_val *v = &m->vals[n->out];
-            ts->of_val[n->out] = add_tensor(ts, m->val_room[n->out], R * (size_t)m->s.C, v->t,
+            const clf_tensor *v = &m->vals[n->out];
+            ts->of_val[n->out] = add_tensor(ts, m->val_room[n->out], v->rows * v->cols, v->t,
                                             recompute_time(m, i, 0));
         }
         first_kept[i] = ts->n;
@@ -368,8 +367,8 @@ static clf_status assign_rooms(clf_model *m, tensor_set *ts, clf_error *err)
     if (st == CLF_OK)
         st = carve_commit(m, err);
     for (int k = 0; k < ts->n && st == CLF_OK; k++) {
-        const clf_ptr p = at[ts->v[k].room];
-        *ts->v[k].dst = ts->v[k].t != CLF_DT_F32 ? mi_at(p.buf, 2 * p.off) : p;
+        /* a 16-bit tensor's offset counts its own elements */
+        *ts->v[k].dst = clf_tensor_room(at[ts->v[k].room], ts->v[k].t, 0, 0).p;
     }
     free(room);
     free(at);

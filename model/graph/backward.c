@@ -31,17 +31,18 @@
 #include "model/graph/model_internal.h"
 #include "model/ops/ops.h"
 
-/* dx (=|+=) norm backward of dout; dw, db += */
-static clf_status norm_bwd(clf_model *m, const mi_norm *nm, clf_ptr dx, clf_ptr dout, clf_ptr x,
-                           size_t R, int accumulate, clf_error *err)
+/* dx (=|+=) nm's backward of dout at x [R, C]; dw, db +=. dx and dout:
+ * float32 of x's shape. */
+static clf_status norm_bwd(clf_model *m, const mi_norm *nm, clf_tensor x, clf_ptr dx, clf_ptr dout,
+                           int accumulate, clf_error *err)
 {
     const clf_norm_args a = {.rms = nm->type == MI_NORM_RMSNORM,
-                             .x = x,
+                             .x = x.p,
                              .w = mi_par(m, nm->p->w),
                              .mean = nm->a->mean,
                              .rstd = nm->a->rstd,
-                             .R = R,
-                             .N = (size_t)m->s.C,
+                             .R = x.rows,
+                             .N = x.cols,
                              .dout = dout,
                              .dx = dx,
                              .dw = mi_grad(m, nm->p->w),
@@ -55,8 +56,9 @@ static clf_status linear_bwd(clf_model *m, const mi_linear *L, clf_error *err)
 {
     clf_status st;
     /* the bias first: dy is still in cache from the op that wrote it */
-    if (L->p.b != MI_NONE && (st = clf_op_bias_backward_t(m->rt, mi_grad(m, L->p.b), L->dy.p,
-                                                          L->dy.t, L->R, L->out, 1, err)) != CLF_OK)
+    if (L->p.b != MI_NONE &&
+        (st = clf_op_bias_backward_t(m->rt, mi_grad(m, L->p.b), L->dy.p, L->dy.t, L->dy.rows,
+                                     L->dy.cols, 1, err)) != CLF_OK)
         return st;
     clf_gemm_desc d = mi_linear_gemm(m, L, MI_GEMM_DW);
     if ((st = mi_gemm(m, &d, err)) != CLF_OK)
@@ -80,11 +82,11 @@ static clf_status resid_dropout_bwd(clf_model *m, const mi_node *n, int site, si
 
 /* The output half shared by self- and cross-attention: the residual
  * dropout (site), then the projection L, leaving the attention output's
- * gradient [R, C] in m->dC3 (stored as s.act16: mi_view). */
+ * gradient [R, C] in L's dx (m->dC3 stored as s.act16). */
 static clf_status attn_out_bwd(clf_model *m, const mi_node *n, const mi_linear *L, int site,
                                clf_error *err)
 {
-    clf_status st = resid_dropout_bwd(m, n, site, L->R, err);
+    clf_status st = resid_dropout_bwd(m, n, site, L->dy.rows, err);
     return st == CLF_OK ? linear_bwd(m, L, err) : st;
 }
 
@@ -104,7 +106,7 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
     if ((st = attn_out_bwd(m, n, &L[1], MI_SITE_ATTN_OUT, err)) != CLF_OK)
         return st;
     const clf_attn_fused f = mi_attn_self(m, l, B, T, 1);
-    const clf_attn_fused_grad g = {.dy = mi_view(m->dC3, s->act16),
+    const clf_attn_fused_grad g = {.dy = L[1].dx.p, /* the projection's dx */
                                    .dq = dqkv,
                                    .dk = clf_ptr_at(dqkv, C),
                                    .dv = clf_ptr_at(dqkv, 2 * C),
@@ -140,7 +142,7 @@ static clf_status cross_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, c
     if ((st = attn_out_bwd(m, n, &L[2], MI_SITE_CROSS_OUT, err)) != CLF_OK)
         return st;
     const clf_attn_fused f = mi_attn_cross(m, l, B, T, S, 1);
-    const clf_attn_fused_grad g = {.dy = mi_view(m->dC3, s->act16),
+    const clf_attn_fused_grad g = {.dy = L[2].dx.p, /* the projection's dx */
                                    .dq = dq,
                                    .dk = dkv,
                                    .dv = clf_ptr_at(dkv, C),
@@ -207,8 +209,8 @@ static clf_status embed_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, c
     }
     if (s->emb_norm != MI_NORM_NONE) {
         clf_ptr dxe = m->grad_slot[n->g_in];
-        if ((st = norm_bwd(m, &(mi_norm){s->emb_norm, &stk->lne, &stk->lne_a}, dxe, dx0, stk->xe,
-                           BT, 0, err)) != CLF_OK)
+        if ((st = norm_bwd(m, &(mi_norm){s->emb_norm, &stk->lne, &stk->lne_a},
+                           clf_tensor_at(stk->xe, CLF_DT_F32, BT, C), dxe, dx0, 0, err)) != CLF_OK)
             return st;
         dx0 = dxe;
     }
@@ -252,8 +254,8 @@ static clf_status node_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
     switch (n->kind) {
         case MI_NODE_EMBED: return embed_bwd(m, n, ps, err);
         case MI_NODE_NORM:
-            return norm_bwd(m, &n->norm, m->grad_slot[n->g_in], m->grad_slot[n->g_out],
-                            m->vals[n->in].p, mi_node_rows(n, B, T, S), n->acc_in, err);
+            return norm_bwd(m, &n->norm, mi_val(m, n->in, mi_node_rows(n, B, T, S)),
+                            m->grad_slot[n->g_in], m->grad_slot[n->g_out], n->acc_in, err);
         case MI_NODE_ATTN: return attn_bwd(m, n, ps, err);
         case MI_NODE_CROSS: return cross_bwd(m, n, ps, err);
         case MI_NODE_FFN: return ffn_bwd(m, n, ps, err);

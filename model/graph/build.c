@@ -428,7 +428,7 @@ clf_status clf_model_params_init(clf_model *m, uint64_t seed, clf_error *err)
         return st;
     m->w16_stale = 1;
     if (m->flags & CLF_MODEL_TRAIN) {
-        if ((st = clf_buffer_fill(m->rt, m->grads, 0, NP * 4, 0, err)) != CLF_OK ||
+        if ((st = clf_buffer_fill(m->rt, m->grads, 0, NP * sizeof(float), 0, err)) != CLF_OK ||
             (st = clf_buffer_fill(m->rt, m->adam_m, 0, clf_buffer_size(m->adam_m), 0, err)) !=
                 CLF_OK ||
             (st = clf_buffer_fill(m->rt, m->adam_v, 0, clf_buffer_size(m->adam_v), 0, err)) !=

@@ -63,30 +63,35 @@ uint64_t mi_dropout_stream(const clf_model *m, int layer, int op)
     return (m->state.step << 32) ^ ((m->state.micro & 0xFFFF) << 16) ^ (site & 0xFFFF);
 }
 
-static clf_status norm_fwd(clf_model *m, const mi_norm *nm, clf_ptr x, size_t R, clf_error *err)
+/* nm over x [R, C] (float32), into its output (stored as nm->a->t). */
+static clf_status norm_fwd(clf_model *m, const mi_norm *nm, clf_tensor x, clf_error *err)
 {
     const clf_norm_args a = {.rms = nm->type == MI_NORM_RMSNORM,
-                             .x = x,
+                             .x = x.p,
                              .w = mi_par(m, nm->p->w),
                              .b = mi_par(m, nm->p->b),
                              .mean = nm->a->mean,
                              .rstd = nm->a->rstd,
-                             .R = R,
-                             .N = (size_t)m->s.C,
+                             .R = x.rows,
+                             .N = x.cols,
                              .eps = m->s.norm_eps,
                              .out = nm->a->out,
                              .out_type = nm->a->t};
     return clf_op_norm_forward(m->rt, &a, err);
 }
 
-/* L's y = x W^T + b (+ resid [R, out] as y is stored, y then in float32;
- * resid.buf NULL: none). */
-static clf_status linear_fwd(clf_model *m, const mi_linear *L, clf_ptr resid, clf_error *err)
+/* L's y = x W^T + b (+ resid, y's shape, as y is stored, y then in
+ * float32; NULL: none). */
+static clf_status linear_fwd(clf_model *m, const mi_linear *L, const clf_tensor *resid,
+                             clf_error *err)
 {
     clf_gemm_desc d = mi_linear_gemm(m, L, MI_GEMM_FWD);
-    d.epi = resid.buf != NULL ? CLF_GEMM_EPI_RESIDUAL : CLF_GEMM_EPI_NONE;
-    d.d = resid;
-    d.ldd = L->out;
+    if (resid != NULL) {
+        d.epi = CLF_GEMM_EPI_RESIDUAL;
+        d.d = resid->p;
+        d.ldd = resid->ld;
+        d.d_type = resid->t;
+    }
     return mi_gemm(m, &d, err);
 }
 
@@ -98,18 +103,18 @@ static clf_status proj_residual(clf_model *m, const mi_node *n, const mi_linear 
                                 int train, clf_error *err)
 {
     const mi_spec *s = &m->s;
-    const clf_ptr resid = m->vals[n->resid].p;
-    const size_t RC = L->R * L->out;
+    const clf_tensor resid = mi_val(m, n->resid, L->y.rows);
+    const size_t RC = L->y.rows * L->y.cols;
     if (!(train && s->p_resid > 0))
-        return linear_fwd(m, L, resid, err);
+        return linear_fwd(m, L, &resid, err);
     mi_linear P = *L;
-    P.y = (mi_val){m->proj, CLF_DT_F32};
-    clf_status st = linear_fwd(m, &P, mi_nullptr(), err);
+    P.y = clf_tensor_at(m->proj, CLF_DT_F32, L->y.rows, L->y.cols);
+    clf_status st = linear_fwd(m, &P, NULL, err);
     if (st == CLF_OK)
         st = clf_op_dropout_forward(m->rt, m->proj, m->proj, RC, s->p_resid, m->state.seed,
                                     mi_dropout_stream(m, n->layer, site), err);
     if (st == CLF_OK)
-        st = clf_op_residual(m->rt, L->y.p, m->proj, resid, RC, err);
+        st = clf_op_residual(m->rt, L->y.p, m->proj, resid.p, RC, err);
     return st;
 }
 
@@ -214,7 +219,7 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
     mi_node_linears(m, n, ps, L);
     clf_status st;
 
-    if ((st = linear_fwd(m, &L[0], mi_nullptr(), err)) != CLF_OK)
+    if ((st = linear_fwd(m, &L[0], NULL, err)) != CLF_OK)
         return st;
     /* q, k and v: heads of the qkv rows, read in place */
     const clf_heads hq = {qkv, s->act16, B, T, NH, HS, 3 * C};
@@ -281,9 +286,9 @@ static clf_status cross_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, c
     mi_node_linears(m, n, ps, L);
     clf_status st;
 
-    if ((st = linear_fwd(m, &L[0], mi_nullptr(), err)) != CLF_OK)
+    if ((st = linear_fwd(m, &L[0], NULL, err)) != CLF_OK)
         return st;
-    if (!cache && (st = linear_fwd(m, &L[1], mi_nullptr(), err)) != CLF_OK)
+    if (!cache && (st = linear_fwd(m, &L[1], NULL, err)) != CLF_OK)
         return st;
     if (cache && T == 1) {
         const clf_attn_decode ad = {.out = atty,
@@ -381,7 +386,8 @@ static clf_status embed_fwd(clf_model *m, const mi_stack *stk, size_t B, size_t 
         (st = clf_op_sinusoid_add(m->rt, xe, B, T, C, (size_t)pos0, err)) != CLF_OK)
         return st;
     if (s->emb_norm != MI_NORM_NONE &&
-        (st = norm_fwd(m, &(mi_norm){s->emb_norm, &stk->lne, &stk->lne_a}, xe, BT, err)) != CLF_OK)
+        (st = norm_fwd(m, &(mi_norm){s->emb_norm, &stk->lne, &stk->lne_a},
+                       clf_tensor_at(xe, CLF_DT_F32, BT, C), err)) != CLF_OK)
         return st;
     if (train && s->p_emb > 0 &&
         (st = clf_op_dropout_forward(m->rt, x0, x0, BT * C, s->p_emb, m->state.seed,
@@ -434,24 +440,24 @@ static clf_status head_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
         return st;
     if (k == 0)
         return CLF_OK;
-    if ((st = linear_fwd(m, &L[0], mi_nullptr(), err)) != CLF_OK)
+    if ((st = linear_fwd(m, &L[0], NULL, err)) != CLF_OK)
         return st;
     if ((ps->flags & MI_PASS_LAST) || !m->has_targets)
         return CLF_OK;
-    return loss_fwd(m, L[0].R, L[0].out, train, err);
+    return loss_fwd(m, L[0].y.rows, L[0].y.cols, train, err);
 }
 
 clf_status mi_node_forward(clf_model *m, const mi_node *n, const mi_pass *ps, clf_error *err)
 {
     const int train = (ps->flags & MI_PASS_TRAIN) != 0;
     const size_t B = (size_t)ps->B, T = (size_t)ps->T, S = (size_t)ps->S;
-    const mi_val *v = m->vals;
     switch (n->kind) {
         case MI_NODE_EMBED:
             /* the source side: S rows per sequence, positions from 0 */
             return n->stk->src ? embed_fwd(m, n->stk, B, S, 0, train, err)
                                : embed_fwd(m, n->stk, B, T, ps->pos0, train, err);
-        case MI_NODE_NORM: return norm_fwd(m, &n->norm, v[n->in].p, mi_node_rows(n, B, T, S), err);
+        case MI_NODE_NORM:
+            return norm_fwd(m, &n->norm, mi_val(m, n->in, mi_node_rows(n, B, T, S)), err);
         case MI_NODE_ATTN: return attn_fwd(m, n, ps, err);
         case MI_NODE_CROSS: return cross_fwd(m, n, ps, err);
         case MI_NODE_FFN: return ffn_fwd(m, n, ps, err);
@@ -491,12 +497,12 @@ clf_status mi_encode(clf_model *m, int Bi, int Si, clf_error *err)
         const mi_block_a *a = &m->ba[n->layer];
         mi_linear L[MI_NODE_LINEARS]; /* q; k and v, projected here into the scratch */
         mi_node_linears(m, n, &p, L);
-        L[1].y = (mi_val){scratch, CLF_DT_F32};
+        L[1].y = clf_tensor_at(scratch, CLF_DT_F32, B * S, 2 * C);
         /* keys and values: heads of the scratch's rows */
         const clf_heads hk = {scratch, CLF_DT_F32, B, S, NH, HS, 2 * C};
         clf_heads hv = hk;
         hv.x = clf_ptr_at(scratch, C);
-        if ((st = linear_fwd(m, &L[1], mi_nullptr(), err)) != CLF_OK ||
+        if ((st = linear_fwd(m, &L[1], NULL, err)) != CLF_OK ||
             (st = clf_op_kv_store(m->rt, mi_at(a->xkcache, 0), &hk, Smax, 0, err)) != CLF_OK ||
             (st = clf_op_kv_store(m->rt, mi_at(a->xvcache, 0), &hv, Smax, 0, err)) != CLF_OK)
             return st;

@@ -248,12 +248,6 @@ enum {
 enum { MI_GRAD_A = 0, MI_GRAD_B, MI_GRAD_MEM, MI_GRAD_SLOTS };
 #define MI_NOVAL (-1)
 
-/* A value: [rows, C] of its stack, stored as t. */
-typedef struct mi_val {
-    clf_ptr p;
-    clf_dtype t;
-} mi_val;
-
 /* A norm: its type, parameters and what it keeps for backward. */
 typedef struct mi_norm {
     int type; /* MI_NORM_* */
@@ -261,20 +255,20 @@ typedef struct mi_norm {
     const mi_norm_a *a;
 } mi_norm;
 
-/* One linear layer of a node over R rows, with the tensors its products
- * read and write. Forward: y = x W^T + b. Backward: dW += dy^T x, db +=
- * colsum(dy), dx = beta dx + dy W, then (act not NONE) times act'(act_in)
- * in the same pass, or times act_in itself where that is the derivative
- * the forward stored (mi_ffn_keeps_dact). ldx: the row stride of x and dx
- * (in, unless a head reads one row per sequence). */
+/* One linear layer of a node, with the tensors its products read and
+ * write: x [R, in], y [R, out], W [out, in] and b [out] in the parameters.
+ * Forward: y = x W^T + b. Backward: dW += dy^T x, db += colsum(dy), dx =
+ * beta dx + dy W, then (act not NONE) times act'(act_in) in the same pass,
+ * or times act_in itself where that is the derivative the forward stored
+ * (mi_ffn_keeps_dact). The shapes, strides and storage come from the
+ * tensors (mi_linear_gemm); mi_nodes_prepare checks that they agree. */
 typedef struct mi_linear {
     mi_lin_p p;
-    size_t R, in, out, ldx;
-    mi_val x, y;
-    mi_val dx, dy;
+    clf_tensor x, y;
+    clf_tensor dx, dy;
     float beta;
     clf_gemm_act act;
-    mi_val act_in;
+    clf_tensor act_in;
 } mi_linear;
 #define MI_NODE_LINEARS 3 /* the most a node has (cross-attention: q, kv, output) */
 
@@ -371,7 +365,7 @@ struct clf_model {
     clf_ptr dres;          /* [rows, C] gradient of the residual stream */
     clf_ptr denc;          /* [rows_src, C] gradient of the encoder's output (encoder-decoder) */
     clf_ptr dC1, dC2, dC3; /* [rows, C] (dC3 holds the attention output's gradient as
-                            * s.act16: mi_view) */
+                            * s.act16: clf_tensor_room) */
     clf_ptr dqkv;          /* [rows, 3C] */
     clf_ptr dH1, dH2;      /* [rows, fc_rows] (dH1 only without mi_ffn_fused_dact) */
     clf_dtype dH2_t;       /* dH2's storage: s.act16 with mi_ffn_fused_dact (the FFN's
@@ -381,7 +375,7 @@ struct clf_model {
     /* the graph: nodes in forward order, their values, the gradient slots */
     mi_node *nodes;
     int n_nodes;
-    mi_val *vals;
+    clf_tensor *vals;   /* [rows of its stack at most, C] */
     clf_ptr **val_room; /* [n_vals] the field that names each value's place
                          * (arena.c places it there, then sets vals[].p) */
     int n_vals, cap_vals;
@@ -437,12 +431,10 @@ static inline clf_ptr mi_nullptr(void)
     clf_ptr p = {NULL, 0};
     return p;
 }
-/* A float32 tensor's room as a tensor of t: the same bytes, its offset
- * counted in t's elements (a 16-bit view holds as many elements in the
- * first half). */
-static inline clf_ptr mi_view(clf_ptr p, clf_dtype t)
+/* Value id's first R rows. */
+static inline clf_tensor mi_val(const clf_model *m, int id, size_t R)
 {
-    return t == CLF_DT_F32 ? p : mi_at(p.buf, 2 * p.off);
+    return clf_tensor_rows(m->vals[id], 0, R, 1);
 }
 /* params / grads pointer of a parameter offset, {NULL, 0} for MI_NONE. */
 static inline clf_ptr mi_par(const clf_model *m, size_t off)

@@ -34,14 +34,15 @@ typedef struct builder {
     clf_status st; /* the first failure; later calls do nothing */
 } builder;
 
-static int add_val(builder *b, clf_ptr *room, clf_dtype t)
+/* A new value: [rows of stk, C] stored as t, in the room named by room. */
+static int add_val(builder *b, const mi_stack *stk, clf_ptr *room, clf_dtype t)
 {
     clf_model *m = b->m;
     if (b->st != CLF_OK)
         return MI_NOVAL;
     if (m->n_vals == m->cap_vals) {
         int cap = m->cap_vals ? 2 * m->cap_vals : 64;
-        mi_val *v = realloc(m->vals, (size_t)cap * sizeof *v);
+        clf_tensor *v = realloc(m->vals, (size_t)cap * sizeof *v);
         if (v != NULL)
             m->vals = v;
         clf_ptr **r = v != NULL ? realloc(m->val_room, (size_t)cap * sizeof *r) : NULL;
@@ -52,7 +53,8 @@ static int add_val(builder *b, clf_ptr *room, clf_dtype t)
         m->val_room = r;
         m->cap_vals = cap;
     }
-    m->vals[m->n_vals] = (mi_val){*room, t};
+    const size_t rows = stk->src ? m->s.rows_src : m->s.rows_tgt;
+    m->vals[m->n_vals] = clf_tensor_at(*room, t, rows, (size_t)m->s.C);
     m->val_room[m->n_vals] = room;
     return m->n_vals++;
 }
@@ -92,7 +94,7 @@ static int norm_node(builder *b, int layer, const mi_stack *stk, int type, const
         return MI_NOVAL;
     n->norm = (mi_norm){type, p, a};
     n->in = in;
-    n->out = add_val(b, &a->out, a->t);
+    n->out = add_val(b, stk, &a->out, a->t);
     return n->out;
 }
 
@@ -106,7 +108,7 @@ static int sub_node(builder *b, int kind, int layer, const mi_stack *stk, int in
     n->in = in;
     n->resid = resid;
     n->mem = mem;
-    n->out = add_val(b, out, CLF_DT_F32);
+    n->out = add_val(b, stk, out, CLF_DT_F32);
     return n->out;
 }
 
@@ -152,7 +154,7 @@ static void stack_nodes(builder *b, mi_stack *stk, int mem)
         return;
     /* with an embedding norm, the norm writes the blocks' input */
     clf_ptr *x0 = m->s.emb_norm != MI_NORM_NONE ? &stk->lne_a.out : &stk->x0;
-    int x = e->out = add_val(b, x0, CLF_DT_F32);
+    int x = e->out = add_val(b, stk, x0, CLF_DT_F32);
     for (int l = stk->first; l < stk->first + stk->n; l++)
         x = block_nodes(b, l, stk, x, mem);
     if (m->s.final_norm != MI_NORM_NONE)
@@ -265,37 +267,42 @@ size_t mi_node_rows(const mi_node *n, size_t B, size_t T, size_t S)
 
 /* ---- the nodes' linear layers ------------------------------------------------------ */
 
-static mi_linear lin(mi_lin_p p, size_t R, size_t in, size_t out, mi_val x, mi_val y)
+static mi_linear lin(mi_lin_p p, clf_tensor x, clf_tensor y)
 {
-    return (mi_linear){.p = p, .R = R, .in = in, .out = out, .ldx = in, .x = x, .y = y};
+    return (mi_linear){.p = p, .x = x, .y = y};
 }
 
 /* The head's product: the LM head (with MI_PASS_LAST the last position of
- * each sequence only: rows (T-1) + b*T), or the classifier over the pooled
- * vectors or the first position of each sequence. */
+ * each sequence only), or the classifier over the pooled vectors or the
+ * first position of each sequence. */
 static int head_linears(const clf_model *m, const mi_node *n, const mi_pass *ps, mi_linear *L)
 {
     const mi_spec *s = &m->s;
     const size_t C = (size_t)s->C, B = (size_t)ps->B, T = (size_t)ps->T, S = (size_t)ps->S;
-    const mi_val in = m->vals[n->in], logits = {m->logits, CLF_DT_F32};
+    const size_t V = (size_t)s->V, NL = (size_t)s->NL;
     if (s->head == MI_HEAD_NONE)
         return 0;
     if (s->head == MI_HEAD_LM) {
         const int last = (ps->flags & MI_PASS_LAST) != 0;
-        mi_val x = in;
-        if (last)
-            x.p = clf_ptr_at(in.p, (T - 1) * C);
-        L[0] = lin((mi_lin_p){m->lm_head, MI_NONE}, last ? B : B * T, C, (size_t)s->V, x, logits);
-        L[0].ldx = last ? T * C : C;
-        L[0].dx = (mi_val){m->grad_slot[n->g_in], CLF_DT_F32};
+        const clf_tensor in = mi_val(m, n->in, B * T);
+        const clf_tensor din = clf_tensor_at(m->grad_slot[n->g_in], CLF_DT_F32, B * T, C);
+        const clf_tensor logits = clf_tensor_at(m->logits, CLF_DT_F32, last ? B : B * T, V);
+        L[0] = lin((mi_lin_p){m->lm_head, MI_NONE}, last ? clf_tensor_rows(in, T - 1, B, T) : in,
+                   logits);
+        L[0].dx = din;
         L[0].dy = logits;
         return 1;
     }
     const int mean = s->pool == MI_POOL_MEAN;
-    const mi_val x = mean ? (mi_val){m->pooled, CLF_DT_F32} : in;
-    L[0] = lin(m->cls, B, C, (size_t)s->NL, x, logits);
-    L[0].ldx = mean ? C : S * C;
-    L[0].dx = mean ? (mi_val){m->dC3, CLF_DT_F32} : (mi_val){m->grad_slot[n->g_in], CLF_DT_F32};
+    const clf_tensor logits = clf_tensor_at(m->logits, CLF_DT_F32, B, NL);
+    if (mean) {
+        L[0] = lin(m->cls, clf_tensor_at(m->pooled, CLF_DT_F32, B, C), logits);
+        L[0].dx = clf_tensor_at(m->dC3, CLF_DT_F32, B, C);
+    } else { /* each sequence's first position */
+        const clf_tensor din = clf_tensor_at(m->grad_slot[n->g_in], CLF_DT_F32, B * S, C);
+        L[0] = lin(m->cls, clf_tensor_rows(mi_val(m, n->in, B * S), 0, B, S), logits);
+        L[0].dx = clf_tensor_rows(din, 0, B, S);
+    }
     L[0].dy = logits;
     return 1;
 }
@@ -305,54 +312,56 @@ int mi_node_linears(const clf_model *m, const mi_node *n, const mi_pass *ps, mi_
     const mi_spec *s = &m->s;
     const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
     const size_t B = (size_t)ps->B, R = mi_node_rows(n, B, (size_t)ps->T, (size_t)ps->S);
-    const clf_dtype t = s->act16;
+    const clf_dtype t = s->act16, f32 = CLF_DT_F32;
     if (n->kind == MI_NODE_HEAD)
         return head_linears(m, n, ps, L);
     if (n->kind == MI_NODE_EMBED || n->kind == MI_NODE_NORM)
         return 0;
     const mi_block_a *a = &m->ba[n->layer];
     const mi_block_p *bp = &m->bp[n->layer];
-    const mi_val in = m->vals[n->in], out = m->vals[n->out];
-    const mi_val din = {m->grad_slot[n->g_in], CLF_DT_F32};
+    const clf_tensor in = mi_val(m, n->in, R), out = mi_val(m, n->out, R);
+    const clf_tensor din = clf_tensor_at(m->grad_slot[n->g_in], f32, R, C);
     /* the output projection's gradient: after the residual dropout, in dC2 */
-    const mi_val dproj = {s->p_resid > 0 ? m->dC2 : m->grad_slot[n->g_out], CLF_DT_F32};
+    const clf_tensor dproj =
+        clf_tensor_at(s->p_resid > 0 ? m->dC2 : m->grad_slot[n->g_out], f32, R, C);
     /* the attention output's gradient, stored as the attention stores it */
-    const mi_val datt = {mi_view(m->dC3, t), t};
+    const clf_tensor datt = clf_tensor_room(m->dC3, t, R, C);
     const float acc = (float)n->acc_in;
     switch (n->kind) {
         case MI_NODE_ATTN:
-            L[0] = lin(bp->attn.qkv, R, C, 3 * C, in, (mi_val){a->qkv, t});
-            L[0].dx = din, L[0].beta = acc, L[0].dy = (mi_val){m->dqkv, t};
-            L[1] = lin(bp->attn.proj, R, C, C, (mi_val){a->atty, t}, out);
+            L[0] = lin(bp->attn.qkv, in, clf_tensor_at(a->qkv, t, R, 3 * C));
+            L[0].dx = din, L[0].beta = acc, L[0].dy = clf_tensor_at(m->dqkv, t, R, 3 * C);
+            L[1] = lin(bp->attn.proj, clf_tensor_at(a->atty, t, R, C), out);
             L[1].dx = datt, L[1].dy = dproj;
             return 2;
         case MI_NODE_CROSS: {
             const size_t BS = B * (size_t)ps->S;
             /* dq [R, C] then dkv [BS, 2C] in the dqkv scratch (R + 2 BS <= 3 max rows) */
-            L[0] = lin(bp->cross.q, R, C, C, in, (mi_val){a->xq, t});
-            L[0].dx = din, L[0].beta = acc, L[0].dy = (mi_val){m->dqkv, t};
-            L[1] = lin(bp->cross.kv, BS, C, 2 * C, m->vals[n->mem], (mi_val){a->xkv, t});
-            L[1].dx = (mi_val){m->grad_slot[n->g_mem], CLF_DT_F32};
+            L[0] = lin(bp->cross.q, in, clf_tensor_at(a->xq, t, R, C));
+            L[0].dx = din, L[0].beta = acc, L[0].dy = clf_tensor_at(m->dqkv, t, R, C);
+            L[1] = lin(bp->cross.kv, mi_val(m, n->mem, BS), clf_tensor_at(a->xkv, t, BS, 2 * C));
+            L[1].dx = clf_tensor_at(m->grad_slot[n->g_mem], f32, BS, C);
             L[1].beta = (float)n->acc_mem;
-            L[1].dy = (mi_val){clf_ptr_at(m->dqkv, R * C), t};
-            L[2] = lin(bp->cross.proj, R, C, C, (mi_val){a->xatty, t}, out);
+            L[1].dy = clf_tensor_at(clf_ptr_at(m->dqkv, R * C), t, BS, 2 * C);
+            L[2] = lin(bp->cross.proj, clf_tensor_at(a->xatty, t, R, C), out);
             L[2].dx = datt, L[2].dy = dproj;
             return 3;
         }
         default: { /* MI_NODE_FFN */
-            const mi_val dfch = {m->dH2, m->dH2_t};
-            L[0] = lin(bp->ffn.fc, R, C, F, in, (mi_val){a->fch, a->fch_t});
+            const clf_tensor fch = clf_tensor_at(a->fch, a->fch_t, R, F);
+            const clf_tensor dfch = clf_tensor_at(m->dH2, m->dH2_t, R, F);
+            L[0] = lin(bp->ffn.fc, in, fch);
             L[0].dx = din, L[0].beta = acc, L[0].dy = dfch;
-            L[1] = lin(bp->ffn.proj, R, H, C, (mi_val){a->fch_act, a->fch_t}, out);
+            L[1] = lin(bp->ffn.proj, clf_tensor_at(a->fch_act, a->fch_t, R, H), out);
             L[1].dy = dproj;
             /* fused: dfch = (d W) act'(pre-activation) in one pass (fch holds
              * act' itself where mi_ffn_keeps_dact); else d(act) into dH1 */
             if (mi_ffn_fused_dact(s)) {
                 L[1].dx = dfch;
                 L[1].act = mi_gemm_act(s->act);
-                L[1].act_in = (mi_val){a->fch, a->fch_t};
+                L[1].act_in = fch;
             } else {
-                L[1].dx = (mi_val){m->dH1, CLF_DT_F32};
+                L[1].dx = clf_tensor_at(m->dH1, f32, R, H);
             }
             return 2;
         }
@@ -361,57 +370,59 @@ int mi_node_linears(const clf_model *m, const mi_node *n, const mi_pass *ps, mi_
 
 clf_gemm_desc mi_linear_gemm(const clf_model *m, const mi_linear *L, int which)
 {
+    /* W [out, in] as the products read it (mi_wpar) */
+    const clf_tensor W = clf_tensor_at(mi_wpar(m, L->p.w), m->s.act16, L->y.cols, L->x.cols);
     if (which == MI_GEMM_FWD)
         return (clf_gemm_desc){.trans_b = 1,
-                               .m = L->R,
-                               .n = L->out,
-                               .k = L->in,
+                               .m = L->x.rows,
+                               .n = W.rows,
+                               .k = W.cols,
                                .alpha = 1.0f,
                                .a = L->x.p,
-                               .lda = L->ldx,
-                               .b = mi_wpar(m, L->p.w),
-                               .ldb = L->in,
+                               .lda = L->x.ld,
+                               .b = W.p,
+                               .ldb = W.ld,
                                .c = L->y.p,
-                               .ldc = L->out,
+                               .ldc = L->y.ld,
                                .bias = L->p.b == MI_NONE ? mi_nullptr() : mi_par(m, L->p.b),
                                .a_type = L->x.t,
-                               .b_type = m->s.act16,
+                               .b_type = W.t,
                                .c_type = L->y.t};
     if (which == MI_GEMM_DW)
         return (clf_gemm_desc){.trans_a = 1,
-                               .m = L->out,
-                               .n = L->in,
-                               .k = L->R,
+                               .m = W.rows,
+                               .n = W.cols,
+                               .k = L->dy.rows,
                                .alpha = 1.0f,
                                .a = L->dy.p,
-                               .lda = L->out,
+                               .lda = L->dy.ld,
                                .b = L->x.p,
-                               .ldb = L->ldx,
+                               .ldb = L->x.ld,
                                .beta = 1.0f,
                                .c = mi_grad(m, L->p.w),
-                               .ldc = L->in,
+                               .ldc = W.cols,
                                .a_type = L->dy.t,
                                .b_type = L->x.t};
     const int act = L->act != CLF_GEMM_ACT_NONE, keeps = mi_ffn_keeps_dact(m);
-    return (clf_gemm_desc){.m = L->R,
-                           .n = L->in,
-                           .k = L->out,
+    return (clf_gemm_desc){.m = L->dy.rows,
+                           .n = W.cols,
+                           .k = W.rows,
                            .alpha = 1.0f,
                            .a = L->dy.p,
-                           .lda = L->out,
-                           .b = mi_wpar(m, L->p.w),
-                           .ldb = L->in,
+                           .lda = L->dy.ld,
+                           .b = W.p,
+                           .ldb = W.ld,
                            .beta = L->beta,
                            .c = L->dx.p,
-                           .ldc = L->ldx,
+                           .ldc = L->dx.ld,
                            .epi = !act    ? CLF_GEMM_EPI_NONE
                                   : keeps ? CLF_GEMM_EPI_TIMES_D
                                           : CLF_GEMM_EPI_TIMES_DERIV,
                            .act = keeps ? CLF_GEMM_ACT_NONE : L->act,
                            .d = act ? L->act_in.p : mi_nullptr(),
-                           .ldd = L->in,
+                           .ldd = act ? L->act_in.ld : 0,
                            .a_type = L->dy.t,
-                           .b_type = m->s.act16,
+                           .b_type = W.t,
                            .c_type = L->dx.t,
                            .d_type = act ? L->act_in.t : CLF_DT_F32};
 }
@@ -434,15 +445,27 @@ size_t mi_nodes_workspace(const clf_model *m)
         const int cls = n->kind == MI_NODE_HEAD && s->head == MI_HEAD_CLASSIFIER;
         mi_linear L[MI_NODE_LINEARS];
         const int k = mi_node_linears(m, n, cls ? &seqs : &tokens, L);
-        for (int j = 0; j < k; j++) {
-            w = zmax(w, clf_gemm_workspace_estimate(0, 1, L[j].R, L[j].out, L[j].in));
-            if (train) {
-                w = zmax(w, clf_gemm_workspace_estimate(0, 0, L[j].R, L[j].in, L[j].out));
-                w = zmax(w, clf_gemm_workspace_estimate(1, 0, L[j].out, L[j].in, L[j].R));
+        for (int j = 0; j < k; j++)
+            for (int which = MI_GEMM_FWD; which <= (train ? MI_GEMM_DX : MI_GEMM_FWD); which++) {
+                const clf_gemm_desc d = mi_linear_gemm(m, &L[j], which);
+                w = zmax(w, clf_gemm_workspace_estimate(d.trans_a, d.trans_b, d.m, d.n, d.k));
             }
-        }
     }
     return w;
+}
+
+static int same_shape(clf_tensor a, clf_tensor b) { return a.rows == b.rows && a.cols == b.cols; }
+
+/* Whether L's tensors agree: y has x's rows; in training dx and dy have
+ * x's and y's shapes, and act_in dx's. */
+static int linear_agrees(const mi_linear *L, int train)
+{
+    if (L->x.rows != L->y.rows)
+        return 0;
+    if (!train)
+        return 1;
+    return same_shape(L->dx, L->x) && same_shape(L->dy, L->y) &&
+           (L->act == CLF_GEMM_ACT_NONE || same_shape(L->act_in, L->dx));
 }
 
 clf_status mi_nodes_prepare(clf_model *m, const mi_pass *ps, clf_error *err)
@@ -452,6 +475,12 @@ clf_status mi_nodes_prepare(clf_model *m, const mi_pass *ps, clf_error *err)
     for (int i = 0; i < m->n_nodes && st == CLF_OK; i++) {
         mi_linear L[MI_NODE_LINEARS];
         const int k = mi_node_linears(m, &m->nodes[i], ps, L);
+        for (int j = 0; j < k; j++)
+            if (!linear_agrees(&L[j], train))
+                return clf_error_set(err, CLF_ERR_ARG,
+                                     "model graph: node %d's linear layer %d has tensors of "
+                                     "different shapes (an error in the graph's builder)",
+                                     i, j);
         for (int j = 0; j < k && st == CLF_OK; j++)
             for (int which = MI_GEMM_FWD; which <= (train ? MI_GEMM_DX : MI_GEMM_FWD); which++) {
                 const clf_gemm_desc d = mi_linear_gemm(m, &L[j], which);
