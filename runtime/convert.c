@@ -3,6 +3,7 @@
  * kernels in cl/convert.cl).
  */
 #include "runtime/convert.h"
+#include "runtime/kernel_ids.h"
 #include "runtime/util.h"
 
 size_t clf_dtype_size(clf_dtype t) { return t == CLF_DT_F32 ? 4 : 2; }
@@ -51,12 +52,12 @@ clf_status clf_convert_matrix(clf_runtime *rt, clf_dtype to, clf_ptr dst, size_t
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
                              "convert: a strided f32 copy (use the GEMM or a copy per row)");
     }
-    const char *name = from == CLF_DT_BF16  ? "widen_bf16"
-                       : from == CLF_DT_F16 ? "widen_f16"
-                       : to == CLF_DT_BF16  ? "narrow_bf16"
-                                            : "narrow_f16";
+    const clf_kernel_id id = from == CLF_DT_BF16  ? CLF_K_WIDEN_BF16
+                             : from == CLF_DT_F16 ? CLF_K_WIDEN_F16
+                             : to == CLF_DT_BF16  ? CLF_K_NARROW_BF16
+                                                  : CLF_K_NARROW_F16;
     clf_kernel *k;
-    clf_status st = clf_kernel_get(rt, "convert", name, &k, err);
+    clf_status st = clf_kernel_of(rt, id, &k, err);
     if (st != CLF_OK)
         return st;
     const clf_arg args[] = {

@@ -15,6 +15,7 @@
  */
 #include <stdlib.h>
 
+#include "runtime/kernel_ids.h"
 #include "runtime/runtime.h"
 #include "runtime/util.h"
 
@@ -24,8 +25,8 @@ clf_status clf_runtime_peak_gflops(clf_runtime *rt, double *gflops, clf_error *e
     clf_buffer *out = NULL;
     clf_status st;
     *gflops = 0.0;
-    if ((st = clf_kernel_get(rt, "probe", "probe_fma_flops_per_iter", &kw, err)) != CLF_OK ||
-        (st = clf_kernel_get(rt, "probe", "fma_peak", &k, err)) != CLF_OK)
+    if ((st = clf_kernel_of(rt, CLF_K_PROBE_FLOPS_PER_ITER, &kw, err)) != CLF_OK ||
+        (st = clf_kernel_of(rt, CLF_K_FMA_PEAK, &k, err)) != CLF_OK)
         return st;
     const double flops_per_iter = 2.0 * (double)clf_kernel_required_group(kw);
     const clf_device_info *d = clf_runtime_device(rt);

@@ -38,6 +38,7 @@
 #include "runtime/contract.h"
 #include "runtime/convert.h"
 #include "runtime/gemm/gemm.h"
+#include "runtime/kernel_ids.h"
 #include "runtime/kernels_embedded.h"
 #include "runtime/runtime_internal.h"
 
@@ -61,17 +62,28 @@ static const char *build_options(clf_runtime *rt)
     return clf_runtime_options_get(rt)->build_options;
 }
 
+/* runtime/kernel_ids.h's rows: each id's family and kernel name. */
+#define KERNEL_ROW_(id, family, name) {family, name},
+static const struct {
+    const char *family, *name;
+} kernel_rows[CLF_K_COUNT] = {CLF_KERNEL_TABLE(KERNEL_ROW_)};
+#undef KERNEL_ROW_
+
 typedef struct family {
     char name[64];
     char defines[2048];
     cl_program program; /* NULL until loaded */
     clf_kernel *kernels[MAX_KERNELS_PER_FAMILY];
     int n_kernels;
+    /* the table's kernels of this family (or of the family this is a
+     * variant of), created when the program is loaded; NULL for the rest */
+    clf_kernel *by_id[CLF_K_COUNT];
 } family;
 
 struct clf_program_set {
     family fams[MAX_FAMILIES];
     int n_fams;
+    family *of_id[CLF_K_COUNT]; /* each id's family, once loaded (clf_kernel_of) */
     clf_program_stats stats;
 };
 
@@ -437,6 +449,8 @@ static clf_status build_from_source(clf_runtime *rt, const family *f, const char
     return CLF_OK;
 }
 
+static clf_status resolve_ids(clf_runtime *rt, family *f, clf_error *err);
+
 static clf_status family_load(clf_runtime *rt, family *f, clf_error *err)
 {
     if (f->program != NULL)
@@ -475,7 +489,7 @@ static clf_status family_load(clf_runtime *rt, family *f, clf_error *err)
 done:
     free(src);
     ps->stats.load_seconds += clf_now_seconds() - t0;
-    return CLF_OK;
+    return resolve_ids(rt, f, err);
 }
 
 clf_status clf_program_source(clf_runtime *rt, const char *fam, char **out, clf_error *err)
@@ -495,30 +509,24 @@ clf_status clf_program_load(clf_runtime *rt, const char *fam, clf_error *err)
     return family_load(rt, f, err);
 }
 
-clf_status clf_kernel_get(clf_runtime *rt, const char *fam, const char *name, clf_kernel **out,
-                          clf_error *err)
+/* Kernel `name` of f's program (loaded), created once: f keeps it. */
+static clf_status kernel_create(clf_runtime *rt, family *f, const char *name, clf_kernel **out,
+                                clf_error *err)
 {
-    *out = NULL;
-    family *f = find_family(clf_runtime_programs(rt), fam, 1);
-    if (f == NULL)
-        return clf_error_set(err, CLF_ERR_ARG, "too many kernel families (adding '%s')", fam);
     for (int i = 0; i < f->n_kernels; i++)
         if (strcmp(f->kernels[i]->name, name) == 0) {
             *out = f->kernels[i];
             return CLF_OK;
         }
-    clf_status st = family_load(rt, f, err);
-    if (st != CLF_OK)
-        return st;
     if (f->n_kernels == MAX_KERNELS_PER_FAMILY)
-        return clf_error_set(err, CLF_ERR_ARG, "too many kernels in family '%s'", fam);
+        return clf_error_set(err, CLF_ERR_ARG, "too many kernels in family '%s'", f->name);
     if (strlen(name) >= sizeof f->kernels[0]->name)
         return clf_error_set(err, CLF_ERR_ARG, "kernel name '%s' is too long", name);
     cl_int rc;
     cl_kernel k = clCreateKernel(f->program, name, &rc);
     if (rc != CL_SUCCESS) {
         char what[256];
-        snprintf(what, sizeof what, "clCreateKernel('%s' in %s.cl)", name, fam);
+        snprintf(what, sizeof what, "clCreateKernel('%s' in %s.cl)", name, f->name);
         return clf_cl_check(rc, err, what);
     }
     clf_kernel *kk = calloc(1, sizeof *kk);
@@ -541,4 +549,74 @@ clf_status clf_kernel_get(clf_runtime *rt, const char *fam, const char *name, cl
     f->kernels[f->n_kernels++] = kk;
     *out = kk;
     return CLF_OK;
+}
+
+/* The table's kernels of f's family (the part of its name before any '@'),
+ * created now that its program is loaded. */
+static clf_status resolve_ids(clf_runtime *rt, family *f, clf_error *err)
+{
+    const size_t base = strcspn(f->name, "@");
+    for (int id = 0; id < CLF_K_COUNT; id++) {
+        if (strlen(kernel_rows[id].family) != base ||
+            strncmp(kernel_rows[id].family, f->name, base) != 0)
+            continue;
+        clf_status st = kernel_create(rt, f, kernel_rows[id].name, &f->by_id[id], err);
+        if (st != CLF_OK)
+            return st;
+    }
+    return CLF_OK;
+}
+
+clf_status clf_kernel_get(clf_runtime *rt, const char *fam, const char *name, clf_kernel **out,
+                          clf_error *err)
+{
+    *out = NULL;
+    family *f = find_family(clf_runtime_programs(rt), fam, 1);
+    if (f == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "too many kernel families (adding '%s')", fam);
+    clf_status st = family_load(rt, f, err);
+    return st == CLF_OK ? kernel_create(rt, f, name, out, err) : st;
+}
+
+clf_status clf_kernel_variant_of(clf_runtime *rt, const char *fam, clf_kernel_id id,
+                                 clf_kernel **out, clf_error *err)
+{
+    *out = NULL;
+    if ((unsigned)id >= CLF_K_COUNT)
+        return clf_error_set(err, CLF_ERR_ARG, "kernel id %d is not in the table", (int)id);
+    const char *of = fam != NULL ? fam : kernel_rows[id].family;
+    family *f = find_family(clf_runtime_programs(rt), of, 1);
+    if (f == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "too many kernel families (adding '%s')", of);
+    clf_status st = family_load(rt, f, err);
+    if (st != CLF_OK)
+        return st;
+    if (f->by_id[id] == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "kernel '%s' (of %s.cl) is not in family '%s'",
+                             kernel_rows[id].name, kernel_rows[id].family, of);
+    *out = f->by_id[id];
+    return CLF_OK;
+}
+
+const char *clf_kernel_id_name(clf_kernel_id id)
+{
+    return (unsigned)id < CLF_K_COUNT ? kernel_rows[id].name : "?";
+}
+
+const char *clf_kernel_id_family(clf_kernel_id id)
+{
+    return (unsigned)id < CLF_K_COUNT ? kernel_rows[id].family : "?";
+}
+
+clf_status clf_kernel_of(clf_runtime *rt, clf_kernel_id id, clf_kernel **out, clf_error *err)
+{
+    clf_program_set *ps = clf_runtime_programs(rt);
+    if ((unsigned)id < CLF_K_COUNT && ps->of_id[id] != NULL) {
+        *out = ps->of_id[id]->by_id[id];
+        return CLF_OK;
+    }
+    clf_status st = clf_kernel_variant_of(rt, NULL, id, out, err);
+    if (st == CLF_OK)
+        ps->of_id[id] = find_family(ps, kernel_rows[id].family, 0);
+    return st;
 }

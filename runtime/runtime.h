@@ -26,10 +26,10 @@
  *   clf_runtime *rt; clf_error e;
  *   if (clf_runtime_create(&rt, &o, &e) != CLF_OK) { ...report e... }
  *   clf_buffer *b; clf_buffer_create(rt, 1024 * sizeof(float), &b, &e);
- *   clf_kernel *k; clf_kernel_get(rt, "elementwise", "scale_f32", &k, &e);
- *   clf_arg a[] = { CLF_ARG_BUF(b), CLF_ARG_U64(0), CLF_ARG_F32(2.0f), CLF_ARG_U64(1024) };
- *   size_t g = 1024;
- *   clf_kernel_launch(rt, k, 1, &g, NULL, 4, a, &e);
+ *   clf_kernel *k; clf_kernel_get(rt, "elementwise", "zero_f32", &k, &e);
+ *   clf_arg a[] = { CLF_ARG_BUF(b), CLF_ARG_U64(0), CLF_ARG_U64(1024) };
+ *   size_t g = 1024 / 8; (zero_f32 clears 8 floats per work-item)
+ *   clf_kernel_launch(rt, k, 1, &g, NULL, 3, a, &e);
  *   clf_buffer_destroy(b); clf_runtime_destroy(rt);
  *
  * Not here: tensors with shapes (model/), the GEMM interface (gemm.h).
@@ -235,8 +235,10 @@ clf_status clf_ptr_zero(clf_runtime *rt, clf_ptr p, size_t n, clf_error *err);
 
 typedef struct clf_kernel clf_kernel;
 
-/* Get (building or loading from cache on first use) kernel `name` of the
- * program `family` (cl/<family>.cl). Kernels are owned by the runtime. */
+/* Kernel `name` of the program `family` (cl/<family>.cl), building (or
+ * loading from the cache) the program on first use. Kernels are owned by
+ * the runtime. The library's own launches use runtime/kernel_ids.h's
+ * table instead (a handle by index). */
 clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *name, clf_kernel **out,
                           clf_error *err);
 /* Build the program of a family now (used for warm-up and load-time reports). */

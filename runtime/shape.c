@@ -51,6 +51,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/kernel_ids.h"
 #include "runtime/runtime_internal.h"
 
 #define SHAPE_MAGIC "clformer-device-facts 2"
@@ -169,7 +170,7 @@ static clf_status measure_loops(clf_runtime *rt, unsigned *loops, clf_error *err
 {
     clf_kernel *k = NULL;
     clf_buffer *one = NULL, *out = NULL;
-    clf_status st = clf_kernel_get(rt, "shape", "shape_loop_count", &k, err);
+    clf_status st = clf_kernel_of(rt, CLF_K_SHAPE_LOOP_COUNT, &k, err);
     if (st == CLF_OK)
         st = clf_buffer_create(rt, 16 * sizeof(uint32_t), &one, err);
     if (st == CLF_OK)
@@ -197,9 +198,9 @@ static clf_status measure_fma(clf_runtime *rt, double t[2], clf_error *err)
 {
     clf_kernel *k[2] = {NULL, NULL};
     clf_buffer *out = NULL;
-    clf_status st = clf_kernel_get(rt, "shape", "shape_fma", &k[0], err);
+    clf_status st = clf_kernel_of(rt, CLF_K_SHAPE_FMA, &k[0], err);
     if (st == CLF_OK)
-        st = clf_kernel_get(rt, "shape", "shape_muladd", &k[1], err);
+        st = clf_kernel_of(rt, CLF_K_SHAPE_MULADD, &k[1], err);
     if (st == CLF_OK)
         st = clf_buffer_create(rt, SHAPE_FMA_ITEMS * sizeof(float), &out, err);
     if (st != CLF_OK)
@@ -228,11 +229,11 @@ static clf_status measure_fma(clf_runtime *rt, double t[2], clf_error *err)
 static clf_status measure(clf_runtime *rt, double t[4], size_t *group_local, clf_error *err)
 {
     clf_kernel *k[4] = {NULL};
-    const char *names[4] = {"shape_rows_item4", "shape_rows_item8", "shape_rows_item16",
-                            "shape_rows_group"};
+    const clf_kernel_id ids[4] = {CLF_K_SHAPE_ROWS_ITEM4, CLF_K_SHAPE_ROWS_ITEM8,
+                                  CLF_K_SHAPE_ROWS_ITEM16, CLF_K_SHAPE_ROWS_GROUP};
     clf_status st = CLF_OK;
     for (int c = 0; c < 4 && st == CLF_OK; c++)
-        st = clf_kernel_get(rt, "shape", names[c], &k[c], err);
+        st = clf_kernel_of(rt, ids[c], &k[c], err);
     if (st != CLF_OK)
         return st;
     clf_buffer *x = NULL, *out = NULL;

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/kernel_ids.h"
 #include "tests/test_util.h"
 
 static char tmpdir[256];
@@ -239,6 +240,62 @@ static void build_failures(const char *kdir)
     clf_runtime_destroy(rt);
 }
 
+/* The kernel table (runtime/kernel_ids.h) against the real sources: every
+ * row's kernel exists, its handle is the one found by name, a second
+ * lookup is the same handle, and ids or families that do not match fail. */
+static void kernel_table(void)
+{
+    printf("kernel table\n");
+    clf_runtime *rt = tu_runtime();
+    clf_error err;
+    int found = 0;
+    for (int id = 0; id < CLF_K_COUNT; id++) {
+        clf_kernel *k = NULL, *again = NULL, *named = NULL;
+        if (clf_kernel_of(rt, (clf_kernel_id)id, &k, &err) != CLF_OK ||
+            clf_kernel_of(rt, (clf_kernel_id)id, &again, &err) != CLF_OK ||
+            clf_kernel_get(rt, clf_kernel_id_family((clf_kernel_id)id),
+                           clf_kernel_id_name((clf_kernel_id)id), &named, &err) != CLF_OK) {
+            TU_CHECK(0, "kernel %s of %s: %s", clf_kernel_id_name((clf_kernel_id)id),
+                     clf_kernel_id_family((clf_kernel_id)id), err.msg);
+            continue;
+        }
+        found += k != NULL && k == again && k == named;
+    }
+    TU_CHECK(found == CLF_K_COUNT,
+             "every row's kernel is created once, the handle its name finds "
+             "(%d of %d)",
+             found, (int)CLF_K_COUNT);
+    clf_kernel *k = NULL, *k16 = NULL;
+    TU_CHECK(clf_kernel_variant_of(rt, "norm", CLF_K_FLASH_FWD, &k, &err) == CLF_ERR_ARG &&
+                 strstr(err.msg, "attn_flash_fwd") != NULL && k == NULL,
+             "a kernel asked of another family's program is refused, named");
+    TU_CHECK(clf_kernel_of(rt, CLF_K_COUNT, &k, &err) == CLF_ERR_ARG,
+             "an id outside the table is refused");
+    tu_ok(clf_program_set_defines(rt, "flash@bf16", "#define FA_T 1\n", &err), &err, "variant");
+    tu_ok(clf_kernel_variant_of(rt, "flash@bf16", CLF_K_FLASH_FWD, &k16, &err), &err,
+          "a variant's kernel");
+    tu_ok(clf_kernel_of(rt, CLF_K_FLASH_FWD, &k, &err), &err, "the family's kernel");
+    TU_CHECK(k16 != NULL && k16 != k, "a variant's kernel is its own program's");
+    clf_runtime_destroy(rt);
+}
+
+/* A kernel file that lacks a kernel its table rows name fails when its
+ * program is loaded, naming the kernel (not at that kernel's first launch). */
+static void kernel_table_missing(const char *kdir)
+{
+    printf("kernel table: a missing kernel\n");
+    write_file(kdir, "convert.cl",
+               "__kernel void widen_bf16(__global float *x) { x[0] = 1.0f; }\n");
+    clf_runtime *rt = open_rt(kdir, NULL, 1, 0);
+    clf_error err;
+    clf_kernel *k = NULL;
+    clf_status st = clf_kernel_of(rt, CLF_K_WIDEN_BF16, &k, &err);
+    TU_CHECK(st == CLF_ERR_OPENCL && strstr(err.code_name, "CL_INVALID_KERNEL_NAME") != NULL &&
+                 strstr(err.msg, "narrow_bf16") != NULL,
+             "loading convert.cl without narrow_bf16 fails naming it (%s)", err.msg);
+    clf_runtime_destroy(rt);
+}
+
 /* The binary cache: a cold start compiles and writes one entry (its path
  * into path), a warm one loads it. */
 static void cache_warm(const char *kdir, const char *cache, char *path, size_t cap)
@@ -397,6 +454,8 @@ int main(void)
     clf_runtime_destroy(rt);
 
     build_failures(kdir);
+    kernel_table();
+    kernel_table_missing(kdir);
     cache_warm(kdir, cache, path, sizeof path);
     cache_damage(kdir, cache, path);
     cache_keys(kdir, cache);

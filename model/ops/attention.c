@@ -93,10 +93,9 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
                            ATTN_ITEM_HS_MAX);
         goto fail;
     }
-    if ((st = clf_kernel_get(rt, "attention", item ? "attn_decode_item" : "attn_decode", &k,
-                             err)) != CLF_OK ||
-        (P > 1 &&
-         (st = clf_kernel_get(rt, "attention", "attn_decode_combine", &kc, err)) != CLF_OK))
+    if ((st = clf_kernel_of(rt, item ? CLF_K_ATTN_DECODE_ITEM : CLF_K_ATTN_DECODE, &k, err)) !=
+            CLF_OK ||
+        (P > 1 && (st = clf_kernel_of(rt, CLF_K_ATTN_DECODE_COMBINE, &kc, err)) != CLF_OK))
         goto fail;
     if (B == 0)
         return CLF_OK;
@@ -191,7 +190,7 @@ clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, const clf_heads *h, s
     }
     if (n == 0)
         return CLF_OK;
-    if ((st = clf_kernel_get(rt, "attention", "kv_store", &k, err)) != CLF_OK)
+    if ((st = clf_kernel_of(rt, CLF_K_KV_STORE, &k, err)) != CLF_OK)
         goto fail;
     size_t local = clf_ops_local_1d(rt, k);
     clf_arg a[] = {CLF_ARG_PTR(cache),      CLF_ARG_PTR(src),  CLF_ARG_U32(n),
@@ -220,7 +219,7 @@ clf_status clf_op_cache_gather(clf_runtime *rt, clf_ptr dst, clf_ptr src, clf_pt
     }
     if (n == 0)
         return CLF_OK;
-    if ((st = clf_kernel_get(rt, "attention", "cache_gather", &k, err)) != CLF_OK)
+    if ((st = clf_kernel_of(rt, CLF_K_CACHE_GATHER, &k, err)) != CLF_OK)
         goto fail;
     size_t local = clf_ops_local_1d(rt, k);
     int use_index = index.buf != NULL;

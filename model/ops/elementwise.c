@@ -16,16 +16,18 @@
 
 #include "model/ops/ops_internal.h"
 
-static const char *act_name(clf_act act)
+/* The backward kernel of an activation; CLF_K_COUNT for none (NONE is a
+ * copy or an axpy) or an unknown value. */
+static clf_kernel_id act_backward_kernel(clf_act act)
 {
     switch (act) {
-        case CLF_ACT_NONE: return "none";
-        case CLF_ACT_RELU: return "relu";
-        case CLF_ACT_GELU_ERF: return "gelu_erf";
-        case CLF_ACT_GELU_TANH: return "gelu_tanh";
-        case CLF_ACT_SILU: return "silu";
+        case CLF_ACT_NONE: return CLF_K_COUNT;
+        case CLF_ACT_RELU: return CLF_K_ACT_BACKWARD_RELU;
+        case CLF_ACT_GELU_ERF: return CLF_K_ACT_BACKWARD_GELU_ERF;
+        case CLF_ACT_GELU_TANH: return CLF_K_ACT_BACKWARD_GELU_TANH;
+        case CLF_ACT_SILU: return CLF_K_ACT_BACKWARD_SILU;
     }
-    return NULL;
+    return CLF_K_COUNT;
 }
 
 static int same_ptr(clf_ptr a, clf_ptr b) { return a.buf == b.buf && a.off == b.off; }
@@ -35,11 +37,11 @@ static int same_ptr(clf_ptr a, clf_ptr b) { return a.buf == b.buf && a.off == b.
 enum { ELEM_W = 8 };
 
 /* One 1-D launch over n elements, per_item per work-item. */
-static clf_status launch_1d(clf_runtime *rt, const char *name, size_t n, size_t per_item, int nargs,
+static clf_status launch_1d(clf_runtime *rt, clf_kernel_id id, size_t n, size_t per_item, int nargs,
                             const clf_arg *args, clf_error *err)
 {
     clf_kernel *k;
-    clf_status st = clf_kernel_get(rt, "elementwise", name, &k, err);
+    clf_status st = clf_kernel_of(rt, id, &k, err);
     if (st != CLF_OK)
         return st;
     size_t global = (n + per_item - 1) / per_item, local = clf_ops_local_1d(rt, k);
@@ -56,7 +58,7 @@ clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t
         clf_ops_need(b, "add", "b", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(a), CLF_ARG_PTR(b), CLF_ARG_U64(n)};
-    return launch_1d(rt, "add_f32", n, ELEM_W, CLF_NARGS(args), args, err);
+    return launch_1d(rt, CLF_K_ADD_F32, n, ELEM_W, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_residual(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr residual, size_t n,
@@ -72,7 +74,7 @@ clf_status clf_op_zero(clf_runtime *rt, clf_ptr out, size_t n, clf_error *err)
     if (clf_ops_need(out, "zero", "out", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_U64(n)};
-    return launch_1d(rt, "zero_f32", n, ELEM_W, CLF_NARGS(args), args, err);
+    return launch_1d(rt, CLF_K_ZERO_F32, n, ELEM_W, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n, clf_error *err)
@@ -82,7 +84,7 @@ clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n,
     if (clf_ops_need(y, "axpy", "y", err) || clf_ops_need(x, "axpy", "x", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(y), CLF_ARG_F32(a), CLF_ARG_PTR(x), CLF_ARG_U64(n)};
-    return launch_1d(rt, "axpy_f32", n, ELEM_W, CLF_NARGS(args), args, err);
+    return launch_1d(rt, CLF_K_AXPY_F32, n, ELEM_W, CLF_NARGS(args), args, err);
 }
 
 /* ---- activations --------------------------------------------------------------- */
@@ -90,8 +92,8 @@ clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n,
 clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_ptr dout, clf_ptr in,
                                size_t n, int accumulate, clf_error *err)
 {
-    const char *an = act_name(act);
-    if (an == NULL)
+    const clf_kernel_id id = act_backward_kernel(act);
+    if (id == CLF_K_COUNT && act != CLF_ACT_NONE)
         return clf_error_set(err, CLF_ERR_ARG, "act_backward: unknown activation %d", (int)act);
     if (n == 0)
         return CLF_OK;
@@ -108,11 +110,9 @@ clf_status clf_op_act_backward(clf_runtime *rt, clf_act act, clf_ptr din, clf_pt
     }
     if (clf_ops_need(in, "act_backward", "in", err))
         return CLF_ERR_ARG;
-    char name[64];
-    snprintf(name, sizeof name, "act_backward_%s", an);
     clf_arg args[] = {CLF_ARG_PTR(din), CLF_ARG_PTR(dout), CLF_ARG_PTR(in), CLF_ARG_U64(n),
                       CLF_ARG_I32(accumulate ? 1 : 0)};
-    return launch_1d(rt, name, n, CLF_ACT_W, CLF_NARGS(args), args, err);
+    return launch_1d(rt, id, n, CLF_ACT_W, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr dbias, clf_ptr d,
@@ -130,13 +130,13 @@ clf_status clf_op_bias_backward_ex(clf_runtime *rt, clf_ops_path path, clf_ptr d
     clf_kernel *k;
     clf_status st;
     if (path == CLF_OPS_PATH_ITEM) {
-        st = clf_kernel_get(rt, "elementwise", "bias_backward_item", &k, err);
+        st = clf_kernel_of(rt, CLF_K_BIAS_BACKWARD_ITEM, &k, err);
         if (st != CLF_OK)
             return st;
         size_t global = (N + CLF_COL_W - 1) / CLF_COL_W, local = 1;
         return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
     }
-    st = clf_kernel_get(rt, "elementwise", "bias_backward_group", &k, err);
+    st = clf_kernel_of(rt, CLF_K_BIAS_BACKWARD_GROUP, &k, err);
     if (st != CLF_OK)
         return st;
     const size_t lanes = clf_ops_cols_lanes(k);
@@ -161,7 +161,8 @@ clf_status clf_op_swiglu_forward(clf_runtime *rt, clf_ptr out, clf_ptr in, size_
         clf_ops_need(in, "swiglu_forward", "in", err))
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_U64(R), CLF_ARG_U64(H)};
-    return launch_1d(rt, "swiglu_forward", R * ((H + 7) / 8) * 8, 8, CLF_NARGS(args), args, err);
+    return launch_1d(rt, CLF_K_SWIGLU_FORWARD, R * ((H + 7) / 8) * 8, 8, CLF_NARGS(args), args,
+                     err);
 }
 
 clf_status clf_op_swiglu_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, clf_ptr in, size_t R,
@@ -175,5 +176,6 @@ clf_status clf_op_swiglu_backward(clf_runtime *rt, clf_ptr din, clf_ptr dout, cl
         return CLF_ERR_ARG;
     clf_arg args[] = {CLF_ARG_PTR(din), CLF_ARG_PTR(dout), CLF_ARG_PTR(in), CLF_ARG_U64(R),
                       CLF_ARG_U64(H)};
-    return launch_1d(rt, "swiglu_backward", R * ((H + 7) / 8) * 8, 8, CLF_NARGS(args), args, err);
+    return launch_1d(rt, CLF_K_SWIGLU_BACKWARD, R * ((H + 7) / 8) * 8, 8, CLF_NARGS(args), args,
+                     err);
 }

@@ -26,11 +26,11 @@ static size_t wg_size(const clf_kernel *k, size_t want)
     return (m != 0 && m < want) ? m : want;
 }
 
-static clf_status launch_1d(clf_runtime *rt, const char *name, size_t global, size_t want_local,
+static clf_status launch_1d(clf_runtime *rt, clf_kernel_id id, size_t global, size_t want_local,
                             int nargs, const clf_arg *args, clf_error *err)
 {
     clf_kernel *k = NULL;
-    clf_status st = clf_kernel_get(rt, "embed", name, &k, err);
+    clf_status st = clf_kernel_of(rt, id, &k, err);
     if (st != CLF_OK)
         goto fail;
     if (global == 0)
@@ -41,7 +41,7 @@ static clf_status launch_1d(clf_runtime *rt, const char *name, size_t global, si
         goto fail;
     return CLF_OK;
 fail:
-    clf_error_prefix(err, "%s", name);
+    clf_error_prefix(err, "%s", clf_kernel_id_name(id));
     return st;
 }
 
@@ -87,8 +87,8 @@ clf_status clf_op_embed_forward(clf_runtime *rt, const clf_embed_args *e, clf_er
         CLF_ARG_U32(V),          CLF_ARG_U32(pos0),    CLF_ARG_F32(scale),
         CLF_ARG_U32(span),       CLF_ARG_U32(nspan),
     };
-    return launch_1d(rt, "embed_forward", BT * nspan, row_local(rt), (int)(sizeof a / sizeof a[0]),
-                     a, err);
+    return launch_1d(rt, CLF_K_EMBED_FORWARD, BT * nspan, row_local(rt),
+                     (int)(sizeof a / sizeof a[0]), a, err);
 }
 
 clf_status clf_op_embed_backward(clf_runtime *rt, const clf_embed_args *e, clf_error *err)
@@ -114,7 +114,7 @@ clf_status clf_op_embed_backward(clf_runtime *rt, const clf_embed_args *e, clf_e
             CLF_ARG_U32(BT),       CLF_ARG_U32(C),          CLF_ARG_U32(V),
             CLF_ARG_F32(scale),    CLF_ARG_U32(span),       CLF_ARG_U32(nspan),
         };
-        st = launch_1d(rt, "embed_backward_wte", V * nspan, row_local(rt),
+        st = launch_1d(rt, CLF_K_EMBED_BACKWARD_WTE, V * nspan, row_local(rt),
                        (int)(sizeof a / sizeof a[0]), a, err);
         if (st != CLF_OK)
             return st;
@@ -128,7 +128,7 @@ clf_status clf_op_embed_backward(clf_runtime *rt, const clf_embed_args *e, clf_e
             CLF_ARG_U32(C),        CLF_ARG_U32(0),        CLF_ARG_U32(span),
             CLF_ARG_U32(nspan),
         };
-        st = launch_1d(rt, "embed_backward_wpe", T * nspan, row_local(rt),
+        st = launch_1d(rt, CLF_K_EMBED_BACKWARD_WPE, T * nspan, row_local(rt),
                        (int)(sizeof a / sizeof a[0]), a, err);
     }
     return st;
@@ -149,7 +149,7 @@ clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, s
         CLF_ARG_BUF(x.buf), CLF_ARG_U64(x.off), CLF_ARG_U32(B), CLF_ARG_U32(T),
         CLF_ARG_U32(C),     CLF_ARG_U32(pos0),  CLF_ARG_F32(k),
     };
-    return launch_1d(rt, "sinusoid_add", T * ((C + 1) / 2), clf_ops_serial(rt) ? 64 : 256,
+    return launch_1d(rt, CLF_K_SINUSOID_ADD, T * ((C + 1) / 2), clf_ops_serial(rt) ? 64 : 256,
                      (int)(sizeof a / sizeof a[0]), a, err);
 }
 
@@ -188,6 +188,6 @@ clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, float
         CLF_ARG_I32(inverse ? 1 : 0),
         CLF_ARG_U32(bspan),
     };
-    return launch_1d(rt, "rope", nb * T * (HS / 2), clf_ops_serial(rt) ? 64 : 256,
+    return launch_1d(rt, CLF_K_ROPE, nb * T * (HS / 2), clf_ops_serial(rt) ? 64 : 256,
                      (int)(sizeof a / sizeof a[0]), a, err);
 }

@@ -46,7 +46,7 @@ clf_status clf_ops_flash_program(clf_runtime *rt, clf_dtype t, char *fam, size_t
 static clf_status flash_vw(clf_runtime *rt, const char *fam, size_t *vw, clf_error *err)
 {
     clf_kernel *k = NULL;
-    clf_status st = clf_kernel_get(rt, fam, "attn_flash_vw", &k, err);
+    clf_status st = clf_kernel_variant_of(rt, fam, CLF_K_FLASH_VW, &k, err);
     if (st != CLF_OK)
         return st;
     *vw = clf_kernel_required_group(k);
@@ -167,12 +167,12 @@ static clf_ops_path flash_path(const clf_runtime *rt, clf_ops_path p, size_t HS)
 /* Launch one pass over `rows` rows (T queries or S keys) per (b, h) in the
  * path's shape; args has room for the tile shape's three extra arguments
  * after its first n. */
-static clf_status flash_launch(clf_runtime *rt, clf_ops_path path, const char *name,
+static clf_status flash_launch(clf_runtime *rt, clf_ops_path path, clf_ops_pair kernels,
                                const clf_attn_fused *a, size_t rows, clf_arg *args, int n,
                                clf_error *err)
 {
     clf_kernel *k = NULL;
-    char kname[64], fam[32];
+    char fam[32];
     clf_status st = clf_ops_flash_program(rt, a->t, fam, sizeof fam, err);
     if (st != CLF_OK)
         return st;
@@ -181,8 +181,7 @@ static clf_status flash_launch(clf_runtime *rt, clf_ops_path path, const char *n
         if (bc == 0)
             return clf_error_set(err, CLF_ERR_UNSUPPORTED,
                                  "no room in local memory for tiles of head size %zu", a->HS);
-        snprintf(kname, sizeof kname, "%s_group", name);
-        if ((st = clf_kernel_get(rt, fam, kname, &k, err)) != CLF_OK)
+        if ((st = clf_kernel_variant_of(rt, fam, kernels.group, &k, err)) != CLF_OK)
             return st;
         size_t local = clf_ops_group_size(k, 64);
         size_t global = a->B * a->NH * ceil_div(rows, local) * local;
@@ -193,7 +192,7 @@ static clf_status flash_launch(clf_runtime *rt, clf_ops_path path, const char *n
     }
     size_t vw = 1;
     if ((st = flash_vw(rt, fam, &vw, err)) != CLF_OK ||
-        (st = clf_kernel_get(rt, fam, name, &k, err)) != CLF_OK)
+        (st = clf_kernel_variant_of(rt, fam, kernels.item, &k, err)) != CLF_OK)
         return st;
     size_t global = a->B * a->NH * ceil_div(rows, vw), local = flash_local(rt, k);
     return clf_kernel_launch(rt, k, 1, &global, &local, n, args, err);
@@ -217,7 +216,8 @@ clf_status clf_op_attn_fused_forward_ex(clf_runtime *rt, clf_ops_path path, cons
     _Static_assert(CLF_NARGS(own) + FA_MASK_ARGS + 3 <= FA_ARGS_MAX, "room for the arguments");
     memcpy(args, own, sizeof own);
     const int n = mask_args(a, args, CLF_NARGS(own));
-    if ((st = flash_launch(rt, flash_path(rt, path, a->HS), "attn_flash_fwd", a, a->T, args, n,
+    if ((st = flash_launch(rt, flash_path(rt, path, a->HS),
+                           (clf_ops_pair){CLF_K_FLASH_FWD, CLF_K_FLASH_FWD_GROUP}, a, a->T, args, n,
                            err)) != CLF_OK)
         goto fail;
     return CLF_OK;
@@ -259,8 +259,10 @@ clf_status clf_op_attn_fused_backward_ex(clf_runtime *rt, clf_ops_path path,
     const int n = mask_args(a, args, CLF_NARGS(own));
     path = flash_path(rt, path, a->HS);
     /* the dq pass over query rows, then the dk/dv pass over keys */
-    if ((st = flash_launch(rt, path, "attn_flash_bwd_dq", a, a->T, args, n, err)) != CLF_OK ||
-        (st = flash_launch(rt, path, "attn_flash_bwd_dkv", a, a->S, args, n, err)) != CLF_OK)
+    if ((st = flash_launch(rt, path, (clf_ops_pair){CLF_K_FLASH_BWD_DQ, CLF_K_FLASH_BWD_DQ_GROUP},
+                           a, a->T, args, n, err)) != CLF_OK ||
+        (st = flash_launch(rt, path, (clf_ops_pair){CLF_K_FLASH_BWD_DKV, CLF_K_FLASH_BWD_DKV_GROUP},
+                           a, a->S, args, n, err)) != CLF_OK)
         goto fail;
     return CLF_OK;
 fail:

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "model/ops/ops.h"
+#include "runtime/kernel_ids.h"
 
 static size_t wg_pow2(const clf_kernel *k, size_t want)
 {
@@ -42,7 +43,7 @@ clf_status clf_op_cross_entropy(clf_runtime *rt, const clf_xent_args *x, clf_err
         goto fail;
     }
     const int rows = clf_runtime_device(rt)->serial_groups;
-    st = clf_kernel_get(rt, "loss", rows ? "cross_entropy_rows" : "cross_entropy", &k, err);
+    st = clf_kernel_of(rt, rows ? CLF_K_CROSS_ENTROPY_ROWS : CLF_K_CROSS_ENTROPY, &k, err);
     if (st != CLF_OK)
         goto fail;
     if (R == 0)

@@ -18,21 +18,11 @@
 
 #include "model/ops/ops_internal.h"
 
-static clf_status get(clf_runtime *rt, const char *base, clf_ops_path path, clf_kernel **k,
-                      clf_error *err)
+clf_status clf_ops_launch_rows(clf_runtime *rt, clf_ops_pair kernels, clf_ops_path path, size_t R,
+                               int nargs, clf_arg *args, clf_error *err)
 {
-    char name[64];
-    snprintf(name, sizeof name, "%s_%s", base, path == CLF_OPS_PATH_ITEM ? "item" : "group");
-    return clf_kernel_get(rt, "norm", name, k, err);
-}
-
-clf_status clf_ops_launch_rows(clf_runtime *rt, const char *family, clf_ops_path path,
-                               const char *base, size_t R, int nargs, clf_arg *args, clf_error *err)
-{
-    char name[64];
-    snprintf(name, sizeof name, "%s_%s", base, path == CLF_OPS_PATH_ITEM ? "item" : "group");
     clf_kernel *k;
-    clf_status st = clf_kernel_get(rt, family, name, &k, err);
+    clf_status st = clf_kernel_of(rt, clf_ops_pick(kernels, path), &k, err);
     if (st != CLF_OK)
         return st;
     if (path == CLF_OPS_PATH_ITEM) {
@@ -45,11 +35,11 @@ clf_status clf_ops_launch_rows(clf_runtime *rt, const char *family, clf_ops_path
 }
 
 /* A column kernel over N columns. */
-static clf_status launch_cols(clf_runtime *rt, clf_ops_path path, const char *base, size_t N,
+static clf_status launch_cols(clf_runtime *rt, clf_ops_path path, clf_ops_pair kernels, size_t N,
                               int nargs, const clf_arg *args, clf_error *err)
 {
     clf_kernel *k;
-    clf_status st = get(rt, base, path, &k, err);
+    clf_status st = clf_kernel_of(rt, clf_ops_pick(kernels, path), &k, err);
     if (st != CLF_OK)
         return st;
     if (path == CLF_OPS_PATH_ITEM) {
@@ -67,6 +57,9 @@ clf_status clf_op_norm_forward_ex(clf_runtime *rt, clf_ops_path path, const clf_
                                   clf_error *err)
 {
     const char *op = a->rms ? "rmsnorm_forward" : "layernorm_forward";
+    const clf_ops_pair kernels =
+        a->rms ? (clf_ops_pair){CLF_K_RMSNORM_FORWARD_ITEM, CLF_K_RMSNORM_FORWARD_GROUP}
+               : (clf_ops_pair){CLF_K_LAYERNORM_FORWARD_ITEM, CLF_K_LAYERNORM_FORWARD_GROUP};
     if (a->R == 0)
         return CLF_OK;
     if (a->N == 0)
@@ -82,7 +75,7 @@ clf_status clf_op_norm_forward_ex(clf_runtime *rt, clf_ops_path path, const clf_
             CLF_ARG_PTR(a->out), CLF_ARG_U32(a->out_type), CLF_ARG_PTR(a->rstd),
             CLF_ARG_PTR(a->x),   CLF_ARG_PTR(a->w),        CLF_ARG_U64(a->R),
             CLF_ARG_U64(a->N),   CLF_ARG_F32(a->eps),      CLF_ARG_U64(0) /* local */};
-        return clf_ops_launch_rows(rt, "norm", path, op, a->R, CLF_NARGS(args) - 1, args, err);
+        return clf_ops_launch_rows(rt, kernels, path, a->R, CLF_NARGS(args) - 1, args, err);
     }
     const int has_b = a->b.buf != NULL;
     const clf_ptr bb = has_b ? a->b : a->w;
@@ -90,7 +83,7 @@ clf_status clf_op_norm_forward_ex(clf_runtime *rt, clf_ops_path path, const clf_
                       CLF_ARG_PTR(a->rstd), CLF_ARG_PTR(a->x),        CLF_ARG_PTR(a->w),
                       CLF_ARG_PTR(bb),      CLF_ARG_I32(has_b),       CLF_ARG_U64(a->R),
                       CLF_ARG_U64(a->N),    CLF_ARG_F32(a->eps),      CLF_ARG_U64(0) /* local */};
-    return clf_ops_launch_rows(rt, "norm", path, op, a->R, CLF_NARGS(args) - 1, args, err);
+    return clf_ops_launch_rows(rt, kernels, path, a->R, CLF_NARGS(args) - 1, args, err);
 }
 
 clf_status clf_op_norm_forward(clf_runtime *rt, const clf_norm_args *a, clf_error *err)
@@ -109,15 +102,17 @@ static clf_status norm_dx(clf_runtime *rt, clf_ops_path path, const clf_norm_arg
         clf_arg args[] = {CLF_ARG_PTR(a->dx),   CLF_ARG_PTR(a->dout), CLF_ARG_PTR(a->x),
                           CLF_ARG_PTR(a->rstd), CLF_ARG_PTR(a->w),    CLF_ARG_U64(a->R),
                           CLF_ARG_U64(a->N),    CLF_ARG_I32(acc),     CLF_ARG_U64(0) /* local */};
-        return clf_ops_launch_rows(rt, "norm", path, "rmsnorm_backward", a->R, CLF_NARGS(args) - 1,
-                                   args, err);
+        return clf_ops_launch_rows(
+            rt, (clf_ops_pair){CLF_K_RMSNORM_BACKWARD_ITEM, CLF_K_RMSNORM_BACKWARD_GROUP}, path,
+            a->R, CLF_NARGS(args) - 1, args, err);
     }
     clf_arg args[] = {CLF_ARG_PTR(a->dx),   CLF_ARG_PTR(a->dout), CLF_ARG_PTR(a->x),
                       CLF_ARG_PTR(a->mean), CLF_ARG_PTR(a->rstd), CLF_ARG_PTR(a->w),
                       CLF_ARG_U64(a->R),    CLF_ARG_U64(a->N),    CLF_ARG_I32(acc),
                       CLF_ARG_U64(0) /* local */};
-    return clf_ops_launch_rows(rt, "norm", path, "layernorm_backward", a->R, CLF_NARGS(args) - 1,
-                               args, err);
+    return clf_ops_launch_rows(
+        rt, (clf_ops_pair){CLF_K_LAYERNORM_BACKWARD_ITEM, CLF_K_LAYERNORM_BACKWARD_GROUP}, path,
+        a->R, CLF_NARGS(args) - 1, args, err);
 }
 
 /* dw (and LayerNorm's db) += : the column kernel. */
@@ -127,14 +122,17 @@ static clf_status norm_dwdb(clf_runtime *rt, clf_ops_path path, const clf_norm_a
     if (a->rms) {
         clf_arg args[] = {CLF_ARG_PTR(a->dw),   CLF_ARG_PTR(a->dout), CLF_ARG_PTR(a->x),
                           CLF_ARG_PTR(a->rstd), CLF_ARG_U64(a->R),    CLF_ARG_U64(a->N)};
-        return launch_cols(rt, path, "rmsnorm_dw", a->N, CLF_NARGS(args), args, err);
+        return launch_cols(rt, path, (clf_ops_pair){CLF_K_RMSNORM_DW_ITEM, CLF_K_RMSNORM_DW_GROUP},
+                           a->N, CLF_NARGS(args), args, err);
     }
     const int has_db = a->db.buf != NULL;
     const clf_ptr dbb = has_db ? a->db : a->dw;
     clf_arg args[] = {CLF_ARG_PTR(a->dw),   CLF_ARG_PTR(dbb),  CLF_ARG_I32(has_db),
                       CLF_ARG_PTR(a->dout), CLF_ARG_PTR(a->x), CLF_ARG_PTR(a->mean),
                       CLF_ARG_PTR(a->rstd), CLF_ARG_U64(a->R), CLF_ARG_U64(a->N)};
-    return launch_cols(rt, path, "layernorm_dwdb", a->N, CLF_NARGS(args), args, err);
+    return launch_cols(rt, path,
+                       (clf_ops_pair){CLF_K_LAYERNORM_DWDB_ITEM, CLF_K_LAYERNORM_DWDB_GROUP}, a->N,
+                       CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_norm_backward_ex(clf_runtime *rt, clf_ops_path path, const clf_norm_args *a,

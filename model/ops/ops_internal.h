@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "model/ops/ops.h"
+#include "runtime/kernel_ids.h"
 
 typedef enum clf_ops_path {
     CLF_OPS_PATH_AUTO = 0,
@@ -133,13 +134,22 @@ static inline clf_status clf_ops_need(clf_ptr p, const char *op, const char *wha
     return CLF_OK;
 }
 
+/* A kernel written in both shapes: one work-item per row (or column
+ * span), or one work-group. */
+typedef struct clf_ops_pair {
+    clf_kernel_id item, group;
+} clf_ops_pair;
+static inline clf_kernel_id clf_ops_pick(clf_ops_pair p, clf_ops_path path)
+{
+    return path == CLF_OPS_PATH_ITEM ? p.item : p.group;
+}
+
 /* Launch the row kernel <base>_item or <base>_group of `family` over R rows
  * (path resolved): one work-item a row, or one work-group of up to
  * CLF_OPS_ROW_GROUP a row with a local float buffer appended as the last
  * argument (args has room for it). Defined in norm.c. */
 #define CLF_OPS_ROW_GROUP 256
-clf_status clf_ops_launch_rows(clf_runtime *rt, const char *family, clf_ops_path path,
-                               const char *base, size_t R, int nargs, clf_arg *args,
-                               clf_error *err);
+clf_status clf_ops_launch_rows(clf_runtime *rt, clf_ops_pair kernels, clf_ops_path path, size_t R,
+                               int nargs, clf_arg *args, clf_error *err);
 
 #endif

@@ -20,7 +20,7 @@ clf_status clf_op_clip_scale(clf_runtime *rt, clf_ptr gscale, clf_ptr gnorm, clf
                              float max_norm, clf_error *err)
 {
     clf_kernel *k = NULL;
-    clf_status st = clf_kernel_get(rt, "optim", "clip_scale", &k, err);
+    clf_status st = clf_kernel_of(rt, CLF_K_CLIP_SCALE, &k, err);
     if (st != CLF_OK)
         goto fail;
     size_t global = 1, local = 1;
@@ -44,7 +44,7 @@ clf_status clf_op_amp_step(clf_runtime *rt, clf_ptr amp, clf_ptr gscale, clf_ptr
     const float max_norm = p->max_norm, lr = p->lr, beta1 = p->beta1, beta2 = p->beta2;
     const unsigned interval = p->interval;
     clf_kernel *k = NULL;
-    clf_status st = clf_kernel_get(rt, "optim", "amp_step", &k, err);
+    clf_status st = clf_kernel_of(rt, CLF_K_AMP_STEP, &k, err);
     if (st != CLF_OK)
         goto fail;
     size_t global = 1, local = 1;
@@ -89,7 +89,7 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, const clf_adamw_args *x, clf_error 
     const int copy = t16 != CLF_DT_F32;
     /* adamw_vec: CLF_ADAMW_W elements per work-item (cl/optim.cl) */
     const int vec = !copy && clf_ops_serial(rt);
-    st = clf_kernel_get(rt, "optim", copy ? "adamw_p16" : vec ? "adamw_vec" : "adamw", &k, err);
+    st = clf_kernel_of(rt, copy ? CLF_K_ADAMW_P16 : vec ? CLF_K_ADAMW_VEC : CLF_K_ADAMW, &k, err);
     if (st != CLF_OK)
         goto fail;
     if (n == 0)

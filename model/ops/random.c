@@ -96,7 +96,7 @@ static clf_status dropout_apply(clf_runtime *rt, const char *what, clf_ptr out, 
             goto fail;
         return CLF_OK;
     }
-    st = clf_kernel_get(rt, "random", "dropout", &k, err);
+    st = clf_kernel_of(rt, CLF_K_DROPOUT, &k, err);
     if (st != CLF_OK)
         goto fail;
     uint32_t thr;

@@ -24,18 +24,23 @@
 #define GPU_PARTS_MAX 1024
 #define GPU_PART_MIN 8192
 
-static clf_status row_reduce(clf_runtime *rt, clf_ops_path path, const char *op, clf_ptr out,
+/* A row reduction: its name (for messages) and its kernels. */
+typedef struct row_op {
+    const char *op;
+    clf_ops_pair kernels;
+} row_op;
+
+static clf_status row_reduce(clf_runtime *rt, clf_ops_path path, const row_op *ro, clf_ptr out,
                              clf_ptr in, size_t R, size_t N, clf_error *err)
 {
+    const char *op = ro->op;
     if (R == 0)
         return CLF_OK;
     if (clf_ops_need(out, op, "out", err) || clf_ops_need(in, op, "in", err))
         return CLF_ERR_ARG;
     path = clf_ops_path_resolve(rt, path);
-    char name[64];
-    snprintf(name, sizeof name, "%s_%s", op, path == CLF_OPS_PATH_ITEM ? "item" : "group");
     clf_kernel *k;
-    clf_status st = clf_kernel_get(rt, "reduce", name, &k, err);
+    clf_status st = clf_kernel_of(rt, clf_ops_pick(ro->kernels, path), &k, err);
     if (st != CLF_OK)
         return st;
     if (path == CLF_OPS_PATH_ITEM) {
@@ -52,13 +57,15 @@ static clf_status row_reduce(clf_runtime *rt, clf_ops_path path, const char *op,
 clf_status clf_op_row_sum_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t R,
                              size_t N, clf_error *err)
 {
-    return row_reduce(rt, path, "row_sum", out, in, R, N, err);
+    static const row_op sum = {"row_sum", {CLF_K_ROW_SUM_ITEM, CLF_K_ROW_SUM_GROUP}};
+    return row_reduce(rt, path, &sum, out, in, R, N, err);
 }
 
 clf_status clf_op_row_max_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t R,
                              size_t N, clf_error *err)
 {
-    return row_reduce(rt, path, "row_max", out, in, R, N, err);
+    static const row_op max = {"row_max", {CLF_K_ROW_MAX_ITEM, CLF_K_ROW_MAX_GROUP}};
+    return row_reduce(rt, path, &max, out, in, R, N, err);
 }
 
 /* ---- whole-tensor sums ----------------------------------------------------------- */
@@ -104,7 +111,7 @@ static clf_status total_sum(clf_runtime *rt, clf_ops_path path, const sum_kind *
         if (clf_ops_need(in, op, "in", err))
             return CLF_ERR_ARG;
         if (path == CLF_OPS_PATH_ITEM) {
-            st = clf_kernel_get(rt, "reduce", "sum_parts_item", &k, err);
+            st = clf_kernel_of(rt, CLF_K_SUM_PARTS_ITEM, &k, err);
             if (st != CLF_OK)
                 return st;
             clf_arg args[] = {CLF_ARG_PTR(scratch), CLF_ARG_PTR(in), CLF_ARG_U64(n),
@@ -112,7 +119,7 @@ static clf_status total_sum(clf_runtime *rt, clf_ops_path path, const sum_kind *
             size_t global = P, local = 1;
             st = clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
         } else {
-            st = clf_kernel_get(rt, "reduce", "sum_parts_group", &k, err);
+            st = clf_kernel_of(rt, CLF_K_SUM_PARTS_GROUP, &k, err);
             if (st != CLF_OK)
                 return st;
             size_t local = clf_ops_group_size(k, CLF_OPS_ROW_GROUP), global = P * local;
@@ -132,7 +139,7 @@ static clf_status total_sum(clf_runtime *rt, clf_ops_path path, const sum_kind *
         if (st != CLF_OK)
             return st;
     }
-    st = clf_kernel_get(rt, "reduce", "sum_finish", &k, err);
+    st = clf_kernel_of(rt, CLF_K_SUM_FINISH, &k, err);
     if (st != CLF_OK)
         return st;
     clf_arg args[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(scratch), CLF_ARG_U32(P), CLF_ARG_F32(div)};
@@ -170,7 +177,7 @@ clf_status clf_op_mean(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t n, clf_p
 
 #define U32_MAX_SZ ((size_t)0xFFFFFFFFu)
 
-static clf_status pool_launch(clf_runtime *rt, const char *name, clf_ptr out, clf_ptr in,
+static clf_status pool_launch(clf_runtime *rt, clf_kernel_id id, clf_ptr out, clf_ptr in,
                               clf_ptr keep, size_t B, size_t S, size_t C, clf_error *err)
 {
     clf_kernel *k = NULL;
@@ -182,7 +189,7 @@ static clf_status pool_launch(clf_runtime *rt, const char *name, clf_ptr out, cl
     }
     if (n == 0)
         return CLF_OK;
-    if ((st = clf_kernel_get(rt, "reduce", name, &k, err)) != CLF_OK)
+    if ((st = clf_kernel_of(rt, id, &k, err)) != CLF_OK)
         goto fail;
     size_t local = clf_ops_local_1d(rt, k);
     clf_arg a[] = {CLF_ARG_PTR(out), CLF_ARG_PTR(in), CLF_ARG_PTR(keep),
@@ -191,18 +198,18 @@ static clf_status pool_launch(clf_runtime *rt, const char *name, clf_ptr out, cl
         goto fail;
     return CLF_OK;
 fail:
-    clf_error_prefix(err, "%s", name);
+    clf_error_prefix(err, "%s", clf_kernel_id_name(id));
     return st;
 }
 
 clf_status clf_op_mean_pool_forward(clf_runtime *rt, clf_ptr out, clf_ptr x, clf_ptr keep, size_t B,
                                     size_t S, size_t C, clf_error *err)
 {
-    return pool_launch(rt, "mean_pool_forward", out, x, keep, B, S, C, err);
+    return pool_launch(rt, CLF_K_MEAN_POOL_FORWARD, out, x, keep, B, S, C, err);
 }
 
 clf_status clf_op_mean_pool_backward(clf_runtime *rt, clf_ptr dx, clf_ptr dout, clf_ptr keep,
                                      size_t B, size_t S, size_t C, clf_error *err)
 {
-    return pool_launch(rt, "mean_pool_backward", dx, dout, keep, B, S, C, err);
+    return pool_launch(rt, CLF_K_MEAN_POOL_BACKWARD, dx, dout, keep, B, S, C, err);
 }
