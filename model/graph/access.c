@@ -111,14 +111,23 @@ static void slot_range(const clf_model *m, clf_model_slot slot, size_t *lo, size
     *hi = adam ? m->opt_hi : m->dims.n_params;
 }
 
+/* slot's buffer and the part of the flat layout it holds. */
+static clf_status slot_span(const clf_model *m, clf_model_slot slot, clf_buffer **b, size_t *lo,
+                            size_t *hi, clf_error *err)
+{
+    clf_status st = slot_buffer(m, slot, b, err);
+    if (st == CLF_OK)
+        slot_range(m, slot, lo, hi);
+    return st;
+}
+
 clf_status clf_model_flat_read(clf_model *m, clf_model_slot slot, float *dst, clf_error *err)
 {
     clf_buffer *b;
     size_t lo, hi;
-    clf_status st = slot_buffer(m, slot, &b, err);
+    clf_status st = slot_span(m, slot, &b, &lo, &hi, err);
     if (st != CLF_OK)
         return st;
-    slot_range(m, slot, &lo, &hi);
     return clf_buffer_read(m->rt, b, 0, dst + lo, (hi - lo) * sizeof(float), err);
 }
 
@@ -126,10 +135,9 @@ clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *
 {
     clf_buffer *b;
     size_t lo, hi;
-    clf_status st = slot_buffer(m, slot, &b, err);
+    clf_status st = slot_span(m, slot, &b, &lo, &hi, err);
     if (st != CLF_OK)
         return st;
-    slot_range(m, slot, &lo, &hi);
     if (slot == CLF_SLOT_PARAM)
         clf_model_params_changed(m);
     return clf_buffer_write(m->rt, b, 0, src + lo, (hi - lo) * sizeof(float), err);
@@ -158,12 +166,10 @@ clf_status clf_model_flat_copy(clf_model *dst, const clf_model *src, clf_model_s
                              "flat copy: the models are on different runtimes or their parameter "
                              "layouts differ (%zu floats in %d tensors vs %zu in %d)",
                              src->dims.n_params, src->n_ptab, dst->dims.n_params, dst->n_ptab);
-    if ((st = slot_buffer(src, slot, &from, err)) != CLF_OK ||
-        (st = slot_buffer(dst, slot, &to, err)) != CLF_OK)
-        return st;
     size_t lo, hi, lo2, hi2;
-    slot_range(src, slot, &lo, &hi);
-    slot_range(dst, slot, &lo2, &hi2);
+    if ((st = slot_span(src, slot, &from, &lo, &hi, err)) != CLF_OK ||
+        (st = slot_span(dst, slot, &to, &lo2, &hi2, err)) != CLF_OK)
+        return st;
     if (lo != lo2 || hi != hi2)
         return clf_error_set(err, CLF_ERR_ARG,
                              "flat copy: the models hold different slices of the optimizer "
