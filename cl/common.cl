@@ -233,8 +233,8 @@ static inline float clf_alibi_slope(uint h, uint NH)
 
 /* ---- CLF_FMA(a, b, c): a * b + c in the inner loops ----------------------------------------------
  * OpenCL's fma() must round once; a device whose generated code has no fused
- * multiply-add emulates it exactly in software (Mesa 22's llvmpipe: 1.35
- * against 79 GFLOP/s for a * b + c). runtime/shape.c times the two and the
+ * multiply-add emulates it exactly in software, many times slower than
+ * a * b + c (docs/devices.md). runtime/shape.c times the two and the
  * preamble says which is fast (CLF_FMA_FAST; a program built before that is
  * measured gets fma()). Where fma() is fast it is used, so those devices keep
  * its single rounding; elsewhere the compiler may fuse a * b + c or not. */

@@ -722,10 +722,8 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
         /* the row blocks shared evenly among the groups launched (at least
          * ceil(blocks / GEMM_RB), which the host launches): as many per
          * group as the fewest groups need, not GEMM_RB each and the rest to
-         * the last. Where the groups are few it is the last that would
-         * hold a core up: TN 256x4096x1024 on r6v16x4k128b32, 43 row blocks
-         * in 2 groups of 32 and 11, ran at 210-229 GFLOP/s; as 22 and 21,
-         * 274-309 (PoCL, a 2-core AVX-512 Xeon). */
+         * the last, which would hold a core up where the groups are few
+         * (measured: docs/design.md, GEMM). */
         const ulong nbt = (M + GEMM_MR - 1) / GEMM_MR, ng = get_global_size(1);
         const ulong per = min((ulong)GEMM_RB, (nbt + ng - 1) / ng);
         ib0 = get_global_id(1) * per;

@@ -12,9 +12,8 @@
 /* The default bucket: 1 MiB where the device computes apart from the host
  * (a GPU: its backward runs on while the host reduces); one bucket after
  * the whole backward where the device is the host's own CPU, whose cores
- * the host's reduction (MPI polls) would take from the backward: measured
- * on 2 cores with 2 ranks, the cpu bench model trained 7% faster without
- * the overlap (docs/distributed.md). */
+ * the host's reduction (MPI polls) would take from the backward (measured:
+ * docs/distributed.md). */
 #define DEFAULT_BUCKET_BYTES ((size_t)1 << 20)
 
 typedef struct grange {

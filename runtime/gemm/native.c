@@ -514,16 +514,11 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_native *nat, cons
         p->dot = 1; /* few rows, B transposed: dot products read B once */
         return CLF_OK;
     }
-    /* A k-blocked configuration reads A packed however it is stored. In
-     * place, its k loop addresses GEMM_MR clamped rows, and how well the
-     * compiler keeps that loop in registers hangs on the code around it:
-     * once the row groups were split evenly (cl/gemm.cl's gemm_body), PoCL
-     * recomputed the row addresses and spilled accumulators inside the loop
-     * (perf annotate), every k-blocked configuration losing a fifth on the
-     * logits. Packed, the loop walks one pointer: on a 2-core AVX-512 Xeon
-     * the logits 512x768x50257 ran at 240 GFLOP/s in place and 311 packed,
-     * NN 4096x768x3072 at 267 and 328. The copy is M x K floats against
-     * 2 M N K flops. */
+    /* A k-blocked configuration reads A packed however it is stored: in
+     * place, its k loop addresses GEMM_MR clamped rows, which a compiler
+     * may recompute and spill inside the loop; packed, the loop walks one
+     * pointer, for a copy of M x K floats against 2 M N K flops (measured:
+     * docs/design.md, GEMM). */
     const int a_optional = !d->trans_a && !a16;
     p->pack_a = !a_optional || t->kb > 0;
     p->pack_b = d->trans_b || m >= PACK_B_MIN_M || b16;
