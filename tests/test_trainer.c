@@ -226,23 +226,29 @@ static void remove_runs(const char *const *dirs, int n)
     }
 }
 
-/* fp16 storage with dynamic loss scaling from a first scale of 2^40: the
+/* fp16 storage with dynamic loss scaling from a first scale of 2^32: the
  * FFN's half-precision hidden gradient overflows, so the first steps are
  * skipped and the scale halves each time until it fits; then, 4 clean
- * steps in a row double it. The progress reports it (at step s the scale
+ * steps in a row double it. Near where it fits some steps still overflow
+ * and others not (the gradients change as the model learns), so the run is
+ * long enough for the skips to take the scale below that band: over 24
+ * steps from 2^40, 1 seed in 30 never saw 4 clean steps in a row
+ * (CLFORMER_TEST_SEED=1795815213259188: 15 skips, then clean runs of 1, 2
+ * and 3 between skips). The progress reports it (at step s the scale
  * and skip count left by steps 1 .. s-1: read with the loss, before the
  * step's own decision); a run stopped after
  * step 10 (inside the skipping or just past it) and resumed from its
  * checkpoint matches the uninterrupted run bit for bit, scale and skip
  * count included (the checkpoint's "loss_scale"). */
+enum { LS_STEPS = 40 };
 static void test_loss_scaling(clf_runtime *rt, const clf_model_config *base, int V,
                               const clf_dataset *ds, const clf_tokenizer *tok)
 {
     clf_error e;
     clf_model_config cfg = *base;
-    cfg.train.steps = 24;
+    cfg.train.steps = LS_STEPS;
     cfg.train.precision = CLF_PRECISION_FP16;
-    cfg.train.loss_scale.init = 0x1p40;
+    cfg.train.loss_scale.init = 0x1p32;
     cfg.train.loss_scale.interval = 4;
     char da[] = "/tmp/clf_trainer_f_XXXXXX", db[] = "/tmp/clf_trainer_g_XXXXXX";
     if (mkdtemp(da) == NULL || mkdtemp(db) == NULL) {
@@ -259,18 +265,18 @@ static void test_loss_scaling(clf_runtime *rt, const clf_model_config *base, int
     clf_model_destroy(m);
     /* step s was skipped iff the count logged at s + 1 is one more than at s */
     int first_clean = 0;
-    for (int s = 1; s < 24 && !first_clean; s++)
+    for (int s = 1; s < LS_STEPS && !first_clean; s++)
         if (a.skipped[s + 1] == a.skipped[s])
             first_clean = s;
     const int k = first_clean - 1; /* skipped in a row from the start */
-    TU_CHECK(a.scale[1] == 0x1p40 && a.skipped[1] == 0 && k >= 3 && k + 5 <= 24 &&
-                 a.skipped[k + 1] == (uint64_t)k && a.scale[k + 1] == 0x1p40 / (double)(1u << k),
-             "fp16 from scale 2^40: steps 1-%d skipped (halving to %g), step %d the first "
+    TU_CHECK(a.scale[1] == 0x1p32 && a.skipped[1] == 0 && k >= 3 && k + 5 <= LS_STEPS &&
+                 a.skipped[k + 1] == (uint64_t)k && a.scale[k + 1] == 0x1p32 / (double)(1u << k),
+             "fp16 from scale 2^32: steps 1-%d skipped (halving to %g), step %d the first "
              "clean one",
              k, k >= 0 ? a.scale[k + 1] : 0.0, first_clean);
     /* every logged step follows the rules: a skip halves, the 4th clean step in a row doubles */
     int rules = 1, run_len = 0, doublings = 0;
-    for (int s = 2; s <= 24; s++) {
+    for (int s = 2; s <= LS_STEPS; s++) {
         const int skip = a.skipped[s] == a.skipped[s - 1] + 1;
         run_len = skip ? 0 : run_len + 1;
         const int dbl = run_len == 4;
@@ -282,12 +288,12 @@ static void test_loss_scaling(clf_runtime *rt, const clf_model_config *base, int
                                 : dbl ? 2 * a.scale[s - 1]
                                       : a.scale[s - 1]);
     }
-    TU_CHECK(rules && doublings > 0 && isfinite(a.loss[24]) && a.loss[24] < a.loss[1],
+    TU_CHECK(rules && doublings > 0 && isfinite(a.loss[LS_STEPS]) && a.loss[LS_STEPS] < a.loss[1],
              "then a skip halves the scale and 4 clean steps in a row double it at every step "
-             "(%d doublings, %llu skipped by step 24, scale %g), and the loss falls (%.4f -> "
+             "(%d doublings, %llu skipped by step %d, scale %g), and the loss falls (%.4f -> "
              "%.4f)",
-             doublings, (unsigned long long)a.skipped[24], a.scale[24], (double)a.loss[1],
-             (double)a.loss[24]);
+             doublings, (unsigned long long)a.skipped[LS_STEPS], LS_STEPS, a.scale[LS_STEPS],
+             (double)a.loss[1], (double)a.loss[LS_STEPS]);
     b.stop_at = 10;
     m = new_model(rt, &cfg, V, CLF_MODEL_TRAIN, cfg.train.batch);
     clf_status st = run(m, &cfg, ds, tok, db, 0, &b, &r, &e);
@@ -297,12 +303,12 @@ static void test_loss_scaling(clf_runtime *rt, const clf_model_config *base, int
     tu_ok(run(m, &cfg, ds, tok, db, 1, &b2, &r, &e), &e, "fp16, resumed");
     clf_model_destroy(m);
     int same = 1;
-    for (int s = 1; s <= 24; s++) {
+    for (int s = 1; s <= LS_STEPS; s++) {
         const rec *x = s <= 10 ? &b : &b2;
         same &= x->seen[s] && x->loss[s] == a.loss[s] && x->scale[s] == a.scale[s] &&
                 x->skipped[s] == a.skipped[s];
     }
-    TU_CHECK(same, "fp16: stopped at 10 and resumed, steps 1-24 bit-identical (losses, scale, "
+    TU_CHECK(same, "fp16: stopped at 10 and resumed, every step bit-identical (losses, scale, "
                    "skipped)");
     const char *dirs[2] = {da, db};
     remove_runs(dirs, 2);
