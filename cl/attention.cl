@@ -21,8 +21,9 @@
  */
 
 /* Single-query attention: q [B, q_stride] (head h at column h*HS), k/v
- * [BH, Tmax, HS] (bh = b*NH + h),
- * out [BH, HS]. With has_keep, keep (int32, row b at b * keep_stride) masks
+ * [B, NH / grp, Tmax, HS] (grouped-query attention: grp query heads share
+ * K/V head h / grp; grp = 1 for multi-head attention), out [BH, HS]
+ * (bh = b*NH + h). With has_keep, keep (int32, row b at b * keep_stride) masks
  * positions out (nonzero = attend) and a row with nothing kept gives zeros;
  * without it, keep is not read.
  *
@@ -37,8 +38,8 @@
 __kernel void attn_decode(__global float *out, ulong out_off, __global const float *q,
                           ulong q_off, ulong q_stride, __global const float *kc, ulong k_off,
                           __global const float *vc, ulong v_off, __global const int *keep,
-                          ulong keep_off, uint keep_stride, int has_keep, uint NH, uint HS,
-                          uint Tmax, uint lo, uint L, float scale, int alibi, uint P,
+                          ulong keep_off, uint keep_stride, int has_keep, uint NH, uint grp,
+                          uint HS, uint Tmax, uint lo, uint L, float scale, int alibi, uint P,
                           __global float *part,
                           ulong part_off, __local float *qs, __local float *sc,
                           __local float *red)
@@ -52,8 +53,9 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
     uint s0 = lo + min(n_all, p * chunk), s1 = min(L, s0 + chunk), n = s1 - s0;
     const float slope = alibi ? clf_alibi_slope(bh % NH, NH) : 0.0f;
     q += q_off + (ulong)(bh / NH) * q_stride + (ulong)(bh % NH) * HS;
-    kc += k_off + ((ulong)bh * Tmax + s0) * HS;
-    vc += v_off + ((ulong)bh * Tmax + s0) * HS;
+    const ulong kvh = (ulong)(bh / NH) * (NH / grp) + (bh % NH) / grp; /* its K/V head */
+    kc += k_off + (kvh * Tmax + s0) * HS;
+    vc += v_off + (kvh * Tmax + s0) * HS;
     out += out_off + (ulong)bh * HS;
     keep += keep_off + (ulong)(bh / NH) * keep_stride + s0;
     for (uint d = lid; d < HS; d += W)
@@ -149,7 +151,8 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
                                ulong q_off, ulong q_stride, __global const float *kc,
                                ulong k_off, __global const float *vc, ulong v_off,
                                __global const int *keep, ulong keep_off, uint keep_stride,
-                               int has_keep, uint NH, uint HS, uint Tmax, uint lo, uint L,
+                               int has_keep, uint NH, uint grp, uint HS, uint Tmax, uint lo,
+                               uint L,
                                float scale, int alibi, uint P, __global float *part,
                                ulong part_off)
 {
@@ -161,8 +164,9 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
     const uint s0 = lo + min(n_all, p * chunk), s1 = min(L, s0 + chunk);
     const float slope = alibi ? clf_alibi_slope(bh % NH, NH) : 0.0f;
     __global const float *qr = q + q_off + (ulong)(bh / NH) * q_stride + (ulong)(bh % NH) * HS;
-    __global const float *kb = kc + k_off + (ulong)bh * Tmax * HS;
-    __global const float *vb = vc + v_off + (ulong)bh * Tmax * HS;
+    const ulong kvh = (ulong)(bh / NH) * (NH / grp) + (bh % NH) / grp; /* its K/V head */
+    __global const float *kb = kc + k_off + kvh * Tmax * HS;
+    __global const float *vb = vc + v_off + kvh * Tmax * HS;
     __global const int *kp = keep + keep_off + (ulong)(bh / NH) * keep_stride;
     const uint hv = HS / 8 * 8;
     float qs[ATTN_ITEM_HS_MAX], acc[ATTN_ITEM_HS_MAX], sc[ATTN_ITEM_CHUNK];

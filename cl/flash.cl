@@ -5,9 +5,11 @@
  * Layouts: q, k and v are read in place from their projections' outputs
  * (rows of q_stride / kv_stride floats, head h at column h*HS: q, k or v
  * inside a fused [B, T, 3C] qkv, or a cross-attention's [B, S, 2C]); key
- * and value row s of (b, h) is at b*kv_bstride + h*kv_hstride +
- * s*kv_stride (kv_bstride = S*kv_stride and kv_hstride = HS for those
- * layouts; a KV cache [B, NH, Tmax, HS] has HS, NH*Tmax*HS, Tmax*HS); y is
+ * and value row s of (b, h) is at b*kv_bstride + (h / kv_group)*kv_hstride
+ * + s*kv_stride (kv_group query heads share a K/V head: grouped-query
+ * attention; 1 for multi-head), kv_bstride = S*kv_stride and kv_hstride =
+ * HS for those layouts; a KV cache [B, NH / kv_group, Tmax, HS] has HS,
+ * (NH / kv_group)*Tmax*HS, Tmax*HS; y is
  * written merged, [B, T, y_stride]; lse [B*NH, T] holds each row's log-sum-
  * exp (m + log l), from which the backward recomputes the probabilities.
  *
@@ -222,8 +224,8 @@ static inline fau fa_pick4(fau w0, fau w1, fau w2, fau w3, fai o)
 /* The mask arguments every pass takes, after its tensors. */
 #define FA_MASK_PARAMS                                                                            \
     __global const int *keep, ulong keep_off, ulong keep_stride, int has_keep, uint B, uint NH,   \
-        uint T, uint S, uint HS, int causal, uint window, int alibi, float scale, uint drop_thr,   \
-        float drop_scale, uint seed0, uint seed1, uint stream0, uint stream1
+        uint kv_group, uint T, uint S, uint HS, int causal, uint window, int alibi, float scale,   \
+        uint drop_thr, float drop_scale, uint seed0, uint seed1, uint stream0, uint stream1
 
 /* Transpose FA_VW vectors of FA_VW lanes in place (m[i] lane j <-> m[j]
  * lane i): log2(FA_VW) stages, stage s swapping the off-diagonal s x s
@@ -433,8 +435,8 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
     const uint bh = (uint)(gid / nblk), h = bh % NH, b = bh / NH;
     const uint t0 = (uint)(gid - (ulong)bh * nblk) * FA_VW, nt = min((uint)FA_VW, T - t0);
     const int off = (int)S - (int)T;
-    __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
-    __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride;
+    __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride;
     __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
 
     faf qt[FA_HS_MAX], sb[FA_CH]; /* vector-typed: aligned */
@@ -539,8 +541,8 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
     const uint bh = (uint)(gid / nblk), h = bh % NH, b = bh / NH;
     const uint t0 = (uint)(gid - (ulong)bh * nblk) * FA_VW, nt = min((uint)FA_VW, T - t0);
     const int off = (int)S - (int)T;
-    __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
-    __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride;
+    __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride;
     __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
     const ulong row0 = ((ulong)b * T + t0) * y_stride + (ulong)h * HS;
 
@@ -644,7 +646,7 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
 
     faf kt[FA_HS_MAX], vt[FA_HS_MAX], pb[FA_CH], sb[FA_CH]; /* vector-typed: aligned */
     float ka[FA_VW * FA_HS_MAX], va[FA_VW * FA_HS_MAX];   /* dk's, dv's rows */
-    const ulong kv0 = (ulong)b * kv_bstride + (ulong)h * kv_hstride + (ulong)s0 * kv_stride;
+    const ulong kv0 = (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride + (ulong)s0 * kv_stride;
     fa_load_t(kt, k + k_off + kv0, kv_stride, ns, HS, scale);
     fa_load_t(vt, v + v_off + kv0, kv_stride, ns, HS, 1.0f);
     /* lanes: keys s0 + lane; visible to some query at all? */
@@ -780,8 +782,8 @@ __kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_strid
     const uint bh = grp / nblk, h = bh % NH, b = bh / NH;
     const uint t0 = (grp - bh * nblk) * G, nt = min(G, T - t0), t = t0 + min(lid, nt - 1);
     const int valid = lid < nt, tq = (int)t + (int)S - (int)T;
-    __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
-    __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride;
+    __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride;
     __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
     __global const fa_st *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
@@ -851,8 +853,8 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
     const uint bh = grp / nblk, h = bh % NH, b = bh / NH;
     const uint t0 = (grp - bh * nblk) * G, nt = min(G, T - t0), t = t0 + min(lid, nt - 1);
     const int valid = lid < nt, tq = (int)t + (int)S - (int)T;
-    __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
-    __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride;
+    __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride;
     __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
     const ulong row = ((ulong)b * T + t) * y_stride + (ulong)h * HS;
     __global const fa_st *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
@@ -915,7 +917,7 @@ __kernel void attn_flash_bwd_dkv_group(FA_BWD_PARAMS, uint BC, __local float *qs
     const uint s0 = (grp - bh * nblk) * G, ns = min(G, S - s0), s = s0 + min(lid, ns - 1);
     const int valid = lid < ns, off = (int)S - (int)T;
     __local float *Ls = qs + BC * HS, *Ds = gs + BC * HS; /* after the tiles' rows */
-    const ulong kv0 = (ulong)b * kv_bstride + (ulong)h * kv_hstride + (ulong)s * kv_stride;
+    const ulong kv0 = (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride + (ulong)s * kv_stride;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     float kv[FA_HS_MAX], vv[FA_HS_MAX], ak[FA_HS_MAX], av[FA_HS_MAX];
     for (uint d = 0; d < HS; d++) {
@@ -979,4 +981,29 @@ __kernel void attn_flash_bwd_dkv_group(FA_BWD_PARAMS, uint BC, __local float *qs
             FA_SV(dv, dv_off + r + d, av[d]);
         }
     }
+}
+
+/* Grouped-query attention's dk and dv: K/V head g's gradient is the sum,
+ * in head order, of its kv_group query heads' (the dk/dv pass wrote those
+ * per query head into full: rows of 2 * NH * HS, dk's heads then dv's).
+ * One work-item per element of dk (and of dv). */
+__kernel void attn_flash_kv_sum(__global fa_st *dk, ulong dk_off, __global fa_st *dv, ulong dv_off,
+                                ulong dkv_stride, __global const fa_st *full, ulong full_off,
+                                ulong rows, uint NH, uint kv_group, uint HS)
+{
+    const uint KVH = NH / kv_group;
+    const ulong i = get_global_id(0);
+    if (i >= rows * KVH * HS)
+        return;
+    const ulong r = i / ((ulong)KVH * HS);
+    const uint e = (uint)(i - r * KVH * HS), g = e / HS, d = e - g * HS;
+    const ulong src = full_off + r * 2 * NH * HS + (ulong)g * kv_group * HS + d;
+    float sk = 0.0f, sv = 0.0f;
+    for (uint j = 0; j < kv_group; j++) {
+        sk += FA_LD(full, src + (ulong)j * HS);
+        sv += FA_LD(full, src + (ulong)NH * HS + (ulong)j * HS);
+    }
+    const ulong dst = r * dkv_stride + (ulong)g * HS + d;
+    FA_SV(dk, dk_off + dst, sk);
+    FA_SV(dv, dv_off + dst, sv);
 }

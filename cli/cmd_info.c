@@ -83,7 +83,9 @@ static void count(const clf_model_config *cfg, long vocab, breakdown *d)
     const int ab = cfg->blocks.attention.bias, fb = cfg->blocks.ffn.bias;
     d->wte = d->V * C;
     d->wpe = cfg->positional.type == CLF_POS_LEARNED ? d->T * C : 0;
-    d->attn = 3 * C * C + (ab ? 3 * C : 0) + C * C + (ab ? C : 0);
+    /* q [C], k and v [kv_heads * head size] each, then the output projection */
+    const u64 qkv = C + 2 * (u64)clf_config_kv_heads(cfg) * (u64)clf_config_head_size(cfg);
+    d->attn = qkv * C + (ab ? qkv : 0) + C * C + (ab ? C : 0);
     d->ffn = F * C + (fb ? F : 0) + C * d->H + (fb ? C : 0);
     d->norms = 2 * norm_params(cfg, cfg->blocks.norm.type);
     d->block = d->attn + d->ffn + d->norms;
@@ -229,10 +231,15 @@ static void print_text(const char *path, const clf_model_config *cfg, const brea
                        const char *vocab_note, long batch, long ranks, const memory_report *mr)
 {
     char b[64];
-    printf("%s: %s, %llu layers, %d heads x %d, dim %llu, ffn %llu (%s), context %llu,\n"
+    char kv[64] = "";
+    const int kvh = clf_config_kv_heads(cfg);
+    if (kvh < cfg->blocks.attention.heads)
+        snprintf(kv, sizeof kv, " (keys and values: %d head%s, %s)", kvh, kvh == 1 ? "" : "s",
+                 kvh == 1 ? "multi-query" : "grouped-query");
+    printf("%s: %s, %llu layers, %d heads x %d%s, dim %llu, ffn %llu (%s), context %llu,\n"
            "  %s positions, %s-norm %s\n",
            path, clf_config_kind_name(cfg->kind), d->L, cfg->blocks.attention.heads,
-           clf_config_head_size(cfg), d->C, d->H,
+           clf_config_head_size(cfg), kv, d->C, d->H,
            clf_config_activation_name(cfg->blocks.ffn.activation), d->T,
            clf_config_positional_name(cfg->positional.type),
            clf_config_placement_name(cfg->blocks.norm.placement),

@@ -187,6 +187,8 @@ typedef struct clf_positional_config {
 
 typedef struct clf_attention_config {
     int heads;      /* NH; HS = dim / heads */
+    int kv_heads;   /* key/value heads of self-attention, dividing heads (grouped-query
+                       attention; 1 = multi-query); 0 in a file = heads (resolved on load) */
     int causal;     /* bool: decoder self-attention masks the future */
     double dropout; /* on attention probabilities, [0, 1) */
     int bias;       /* bool: q/k/v and output projections have biases */
@@ -350,6 +352,12 @@ int clf_config_diff(const clf_model_config *a, const clf_model_config *b, char *
 static inline int clf_config_head_size(const clf_model_config *c)
 {
     return c->blocks.attention.heads > 0 ? c->embedding.dim / c->blocks.attention.heads : 0;
+}
+/* Self-attention's key/value heads (kv_heads, 0 meaning heads). */
+static inline int clf_config_kv_heads(const clf_model_config *c)
+{
+    return c->blocks.attention.kv_heads > 0 ? c->blocks.attention.kv_heads
+                                            : c->blocks.attention.heads;
 }
 /* Layers of the encoder stack (0 for a decoder-only model). */
 static inline int clf_config_encoder_layers(const clf_model_config *c)

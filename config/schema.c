@@ -140,6 +140,7 @@ static const clf_cfg_field positional_t[] = {
 };
 static const clf_cfg_field attention_t[] = {
     T_INT("heads", blocks.attention.heads, 1, 4096),
+    T_INT("kv_heads", blocks.attention.kv_heads, 0, 4096),
     T_BOOL("causal", blocks.attention.causal),
     T_DBL("dropout", blocks.attention.dropout, 0, 1, HI_OPEN),
     T_BOOL("bias", blocks.attention.bias),
@@ -269,6 +270,7 @@ void clf_config_defaults(clf_model_config *c)
     c->positional.rope_theta = 10000.0;
     c->blocks.repeat = 4;
     c->blocks.attention.heads = 4;
+    c->blocks.attention.kv_heads = 0; /* heads */
     c->blocks.attention.causal = 1;
     c->blocks.attention.dropout = 0.0;
     c->blocks.attention.bias = 1;

@@ -26,6 +26,8 @@ void clf_config_resolve(clf_model_config *c)
 {
     if (c->head.tie_embedding < 0)
         c->head.tie_embedding = c->head.type == CLF_HEAD_LM;
+    if (c->blocks.attention.kv_heads == 0)
+        c->blocks.attention.kv_heads = c->blocks.attention.heads;
     if (c->blocks.ffn.hidden == 0 && c->embedding.dim > 0 && c->embedding.dim <= 262144)
         c->blocks.ffn.hidden = 4 * c->embedding.dim;
     if (c->kind == CLF_MODEL_ENCODER_DECODER) {
@@ -131,6 +133,12 @@ static clf_status check_model(const clf_model_config *c, const vstate *v)
                    "blocks.attention.heads: %d heads do not divide embedding.dim %d "
                    "(the head size must be dim / heads)",
                    NH, C);
+    const int KVH = clf_config_kv_heads(c);
+    if (KVH < 1 || KVH > NH || NH % KVH != 0)
+        return bad(v, OFF(blocks.attention.kv_heads), OFF(blocks.attention.heads),
+                   "blocks.attention.kv_heads: expected a number of key/value heads that divides "
+                   "blocks.attention.heads %d (1 = multi-query, %d = multi-head), got %d",
+                   NH, NH, KVH);
     if (c->positional.type == CLF_POS_ROPE && (C / NH) % 2 != 0)
         return bad(v, OFF(positional.type), OFF(blocks.attention.heads),
                    "positional.type: rope needs an even head size, but embedding.dim %d / "

@@ -48,6 +48,7 @@
     K(FLASH_FWD_GROUP, "flash", "attn_flash_fwd_group")                                            \
     K(FLASH_BWD_DQ_GROUP, "flash", "attn_flash_bwd_dq_group")                                      \
     K(FLASH_BWD_DKV_GROUP, "flash", "attn_flash_bwd_dkv_group")                                    \
+    K(FLASH_KV_SUM, "flash", "attn_flash_kv_sum")                                                  \
     K(CROSS_ENTROPY, "loss", "cross_entropy")                                                      \
     K(CROSS_ENTROPY_ROWS, "loss", "cross_entropy_rows")                                            \
     K(LAYERNORM_FORWARD_ITEM, "norm", "layernorm_forward_item")                                    \

@@ -19,6 +19,10 @@
  * work-item per row: attn_decode_item, the CPUs' choice); reruns
  * bit-identical; the device's choice
  * of P and its scratch bound agree; too many splits or no scratch refused.
+ * Grouped-query attention: caches of 2 or 1 K/V heads under 4 or 8 query
+ * heads, in the same split cases, against the reference over caches with
+ * each K/V head copied to its query heads; K/V heads that do not divide
+ * the query heads refused.
  * Sliding windows (1, 16, all and more than all of 61 positions) and ALiBi
  * biases, with q read inside fused qkv rows, at 1 and 3 ranges, against
  * float64 (atol 1e-5, rtol 1e-4).
@@ -181,31 +185,47 @@ static void decode_ref_keep(double *out, const float *q, const float *k, const f
     }
 }
 
-/* P splits, W work-items a group (0: the device's); masked: a keep mask
- * with whole ranges and (for B > 1) the last row empty. */
-static void test_split(clf_runtime *rt, size_t W, size_t B, size_t NH, size_t HS, size_t Tmax,
-                       size_t L, size_t P, int masked, tu_rng *r)
+/* One decode case: W work-items a group (0: the device's; ITEM), B rows,
+ * NH query heads on KVH K/V heads (0: NH; fewer: grouped-query attention,
+ * query head h reading K/V head h / (NH / KVH)), head size, cache length,
+ * positions, P splits; masked: a keep mask with whole ranges and (for
+ * B > 1) the last row empty. */
+typedef struct dcase {
+    size_t W, B, NH, KVH, HS, Tmax, L, P;
+    int masked;
+} dcase;
+
+static void test_split(clf_runtime *rt, const dcase *c, tu_rng *r)
 {
-    size_t BH = B * NH, nq = BH * HS, nc = BH * Tmax * HS;
+    const size_t B = c->B, NH = c->NH, HS = c->HS, Tmax = c->Tmax, L = c->L, P = c->P;
+    const size_t KVH = c->KVH ? c->KVH : NH, grp = NH / KVH;
+    const size_t BH = B * NH, nq = BH * HS, nc = B * KVH * Tmax * HS, ne = BH * Tmax * HS;
     float *q = malloc(nq * sizeof *q), *k = malloc(nc * sizeof *k), *v = malloc(nc * sizeof *v);
+    float *ke = malloc(ne * sizeof *ke), *ve = malloc(ne * sizeof *ve);
     float *got = malloc(nq * sizeof *got), *again = malloc(nq * sizeof *again);
     double *ref = malloc(nq * sizeof *ref);
     int32_t *keep = malloc(B * L * sizeof *keep);
     tu_fill(r, q, nq, -1, 1);
     tu_fill(r, k, nc, -1, 1);
     tu_fill(r, v, nc, -1, 1);
+    /* the reference's caches: each query head's own copy of its K/V head */
+    for (size_t bh = 0; bh < BH; bh++) {
+        const size_t src = ((bh / NH) * KVH + (bh % NH) / grp) * Tmax * HS;
+        memcpy(ke + bh * Tmax * HS, k + src, Tmax * HS * sizeof *k);
+        memcpy(ve + bh * Tmax * HS, v + src, Tmax * HS * sizeof *v);
+    }
     const size_t chunk = (L + P - 1) / P;
     for (size_t b = 0; b < B; b++)
         for (size_t j = 0; j < L; j++)
             keep[b * L + j] =
-                !masked || ((j / chunk) % 2 == 0 && (B == 1 || b + 1 < B) && (j % 3 != 1));
+                !c->masked || ((j / chunk) % 2 == 0 && (B == 1 || b + 1 < B) && (j % 3 != 1));
     const float scale = (float)(1 / sqrt((double)HS));
     clf_ptr dq = tu_upload(rt, q, nq), dk = tu_upload(rt, k, nc), dv = tu_upload(rt, v, nc);
     clf_ptr dkeep = tu_alloc(rt, B * L), dout = tu_alloc(rt, nq);
     clf_ptr part = tu_alloc(rt, BH * P * (HS + 2));
     clf_error err;
     tu_ok(clf_buffer_write(rt, dkeep.buf, dkeep.off * 4, keep, B * L * 4, &err), &err, "keep");
-    clf_ptr kp = masked ? dkeep : (clf_ptr){NULL, 0};
+    clf_ptr kp = c->masked ? dkeep : (clf_ptr){NULL, 0};
     const clf_attn_decode ad = {.out = dout,
                                 .q = dq,
                                 .kcache = dk,
@@ -218,23 +238,31 @@ static void test_split(clf_runtime *rt, size_t W, size_t B, size_t NH, size_t HS
                                 .HS = HS,
                                 .Tmax = Tmax,
                                 .L = L,
+                                .kv_heads = c->KVH,
                                 .scale = scale,
                                 .splits = P,
-                                .group = W == ITEM ? 0 : W,
-                                .item = W == ITEM};
+                                .group = c->W == ITEM ? 0 : c->W,
+                                .item = c->W == ITEM};
     tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode split");
     tu_download(rt, dout, got, nq);
     tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode split again");
     tu_download(rt, dout, again, nq);
-    if (masked)
-        decode_ref_keep(ref, q, k, v, keep, B, NH, HS, Tmax, L, scale);
+    if (c->masked)
+        decode_ref_keep(ref, q, ke, ve, keep, B, NH, HS, Tmax, L, scale);
     else
-        decode_ref(ref, q, k, v, BH, HS, Tmax, L, scale);
-    char name[160];
-    snprintf(name, sizeof name, "attn_decode split P=%zu W=%zu B=%zu NH=%zu HS=%zu L=%zu%s", P, W,
-             B, NH, HS, L, masked ? " masked" : "");
+        decode_ref(ref, q, ke, ve, BH, HS, Tmax, L, scale);
+    char name[160], shape[24];
+    snprintf(shape, sizeof shape, c->W == ITEM ? "item" : "W=%zu", c->W);
+    snprintf(name, sizeof name, "attn_decode split P=%zu %s B=%zu NH=%zu KV=%zu HS=%zu L=%zu%s", P,
+             shape, B, NH, KVH, HS, L, c->masked ? " masked" : "");
     tu_close(name, got, ref, nq, 1e-5, 1e-4);
     TU_CHECK(memcmp(got, again, nq * sizeof *got) == 0, "%s: reruns are bit-identical", name);
+    if (KVH > 1) {
+        clf_attn_decode bad = ad;
+        bad.kv_heads = NH + 1;
+        TU_CHECK(clf_op_attn_decode(rt, &bad, &err) == CLF_ERR_ARG,
+                 "%s: K/V heads that do not divide the query heads are refused", name);
+    }
     tu_free(dq);
     tu_free(dk);
     tu_free(dv);
@@ -244,6 +272,8 @@ static void test_split(clf_runtime *rt, size_t W, size_t B, size_t NH, size_t HS
     free(q);
     free(k);
     free(v);
+    free(ke);
+    free(ve);
     free(got);
     free(again);
     free(ref);
@@ -255,13 +285,19 @@ static void test_splits(clf_runtime *rt, tu_rng *r)
     const size_t Ps[] = {1, 2, 3, 7};
     for (int i = 0; i < 4; i++)
         for (int masked = 0; masked < 2; masked++) {
-            test_split(rt, 0, 2, 3, 16, 40, 37, Ps[i], masked, r);
-            test_split(rt, gpu_w(rt), 1, 2, 64, 300, 257, Ps[i], masked, r);
-            test_split(rt, ITEM, 2, 2, 20, 300, 257, Ps[i], masked, r); /* HS % 8 != 0 */
+            const size_t P = Ps[i];
+            test_split(rt, &(dcase){0, 2, 3, 0, 16, 40, 37, P, masked}, r);
+            test_split(rt, &(dcase){gpu_w(rt), 1, 2, 0, 64, 300, 257, P, masked}, r);
+            /* HS % 8 != 0 */
+            test_split(rt, &(dcase){ITEM, 2, 2, 0, 20, 300, 257, P, masked}, r);
+            /* grouped-query attention: 2 query heads a K/V head; multi-query */
+            test_split(rt, &(dcase){0, 2, 4, 2, 16, 40, 37, P, masked}, r);
+            test_split(rt, &(dcase){ITEM, 2, 4, 1, 16, 40, 37, P, masked}, r);
+            test_split(rt, &(dcase){gpu_w(rt), 1, 8, 2, 32, 100, 97, P, masked}, r);
         }
-    test_split(rt, 0, 1, 2, 8, 9, 9, 9, 1, r); /* ranges of one position */
+    test_split(rt, &(dcase){0, 1, 2, 0, 8, 9, 9, 9, 1}, r); /* ranges of one position */
     if (!tu_simulator())
-        test_split(rt, 0, 1, 4, 64, 4096, 4096, 16, 0, r); /* a long context */
+        test_split(rt, &(dcase){0, 1, 4, 0, 64, 4096, 4096, 16, 0}, r); /* a long context */
     clf_error err;
     const size_t P = clf_op_attn_decode_splits(rt, 2, 4096);
     const size_t need = 2 * P * (64 + 2), have = clf_op_attn_decode_scratch(rt, 64);
@@ -386,6 +422,7 @@ int main(void)
         for (size_t hs = 32; hs <= 128; hs *= 2)
             test_decode(rt, w, 1, 2, hs, 1010, 1000, 0.1f, &r);
     test_splits(rt, &r);
+
     const size_t windows[] = {0, 1, 16, 61, 200};
     for (int i = 0; i < 5; i++)
         for (int alibi = 0; alibi < 2; alibi++)

@@ -24,6 +24,9 @@
  * HS, exp and sums over S). Reruns are bit-identical; bad arguments are
  * refused. With CLFORMER_TEST_OWN_SHAPE=1 on a device whose shape is group,
  * the tiles alone.
+ * Grouped-query attention (2, 3 and 4 query heads to a K/V head; 1 K/V
+ * head: multi-query): the reference reads K/V head h / group, and its
+ * dk, dv sum over the group's query heads.
  * Backward: dq, dk, dv written into the model's gradient layouts (a fused
  * [B, T, 3C] dqkv; for cross-attention dq [B, T, C] and dkv [B, S, 2C])
  * against the float64 analytic gradient of sum(dy * y), atol 5e-5, rtol
@@ -51,6 +54,9 @@ static clf_ops_path g_path = CLF_OPS_PATH_ITEM;
 #define DROP_SEED 0x5EEDull
 #define DROP_STREAM 0xA77E0001ull
 
+/* The K/V head query head h reads (grouped-query attention). */
+static size_t kv_head(const acase *c, size_t h) { return h / (c->NH / acase_kvh(c)); }
+
 /* Row (b, h, t)'s probabilities p[s] (0 where hidden) and its log-sum-exp
  * (-inf when it sees nothing); the dropout factor of (t, s) in drop[s]
  * (0 or 1/(1-p); 1 without dropout). */
@@ -75,7 +81,7 @@ static double row_probs(const acase *c, const float *q, size_t qs, const float *
                                 : 1.0;
         if (!seen)
             continue;
-        const float *kr = k + (b * c->S + s) * kvs + h * c->HS;
+        const float *kr = k + (b * c->S + s) * kvs + kv_head(c, h) * c->HS;
         double a = 0;
         for (size_t d = 0; d < c->HS; d++)
             a += (double)qr[d] * kr[d];
@@ -108,7 +114,7 @@ static void reference(const acase *c, const float *q, size_t qs, const float *k,
                 for (size_t d = 0; d < c->HS; d++) {
                     double a = 0;
                     for (size_t s = 0; s < c->S; s++)
-                        a += p[s] * drop[s] * v[(b * c->S + s) * kvs + h * c->HS + d];
+                        a += p[s] * drop[s] * v[(b * c->S + s) * kvs + kv_head(c, h) * c->HS + d];
                     yr[d] = a;
                 }
             }
@@ -123,8 +129,8 @@ static void case_name(const acase *c, const char *what, char *out, size_t n)
         snprintf(shape, sizeof shape, "tiles");
     else
         snprintf(shape, sizeof shape, "VW %zu", g_vw);
-    snprintf(out, n, "%s (%s) B=%zu NH=%zu T=%zu S=%zu HS=%zu%s%s%s%s window=%zu p_drop=%g", what,
-             shape, c->B, c->NH, c->T, c->S, c->HS, c->causal ? " causal" : "",
+    snprintf(out, n, "%s (%s) B=%zu NH=%zu KV=%zu T=%zu S=%zu HS=%zu%s%s%s%s window=%zu p_drop=%g",
+             what, shape, c->B, c->NH, acase_kvh(c), c->T, c->S, c->HS, c->causal ? " causal" : "",
              c->cross ? " cross" : "", c->masked ? " masked" : "", c->alibi ? " alibi" : "",
              c->window, (double)c->p_drop);
 }
@@ -152,15 +158,16 @@ static clf_attn_fused case_desc(const acase *c, clf_ptr y, clf_ptr lse, clf_ptr 
 
 static void run(clf_runtime *rt, const acase *c, tu_rng *r)
 {
-    const size_t C = c->NH * c->HS, ys = C + 3;
-    /* self: one [B, T, 3C] qkv (S = T); cross: q [B, T, C], kv [B, S, 2C] */
-    const size_t qs = c->cross ? C : 3 * C, kvs = c->cross ? 2 * C : 3 * C;
+    const size_t C = c->NH * c->HS, ys = C + 3, KVH = acase_kvh(c);
+    /* self: one [B, T, C + 2 KC] qkv (S = T); cross: q [B, T, C], kv [B, S, 2 KC] */
+    const size_t qs = acase_qs(c), kvs = acase_kvs(c);
     const size_t nq = c->B * c->T * qs, nkv = c->cross ? c->B * c->S * kvs : 0;
     float *qh = malloc(nq * sizeof *qh), *kvh = malloc((nkv ? nkv : 1) * sizeof *kvh);
     tu_fill(r, qh, nq, -1.5f, 1.5f);
     if (nkv)
         tu_fill(r, kvh, nkv, -1.5f, 1.5f);
-    const float *kh = c->cross ? kvh : qh + C, *vh = c->cross ? kvh + C : qh + 2 * C;
+    const float *kvb = c->cross ? kvh : qh;
+    const float *kh = kvb + acase_kcol(c), *vh = kvb + acase_vcol(c);
     int32_t *keep = case_keep(c);
     const size_t ny = c->B * c->T * ys, nl = c->B * c->NH * c->T;
     float *yh = malloc(ny * sizeof *yh), *y2 = malloc(ny * sizeof *y2), *lh = malloc(nl * 4);
@@ -210,15 +217,15 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
     TU_CHECK(memcmp(yh, y2, ny * sizeof *yh) == 0 && memcmp(lh, l2, nl * 4) == 0,
              "%s: reruns are bit-identical", name);
     if (c->cross) {
-        /* the same keys and values in KV caches [B, NH, Tmax, HS] */
-        const size_t Tmax = c->S + 3, nc = c->B * c->NH * Tmax * c->HS;
+        /* the same keys and values in KV caches [B, KVH, Tmax, HS] */
+        const size_t Tmax = c->S + 3, nc = c->B * KVH * Tmax * c->HS;
         float *kc = calloc(nc, sizeof *kc), *vc = calloc(nc, sizeof *vc);
         for (size_t b = 0; b < c->B; b++)
-            for (size_t h = 0; h < c->NH; h++)
+            for (size_t h = 0; h < KVH; h++)
                 for (size_t t = 0; t < c->S; t++)
                     for (size_t d = 0; d < c->HS; d++) {
                         size_t src = (b * c->S + t) * kvs + h * c->HS + d;
-                        size_t dst = ((b * c->NH + h) * Tmax + t) * c->HS + d;
+                        size_t dst = ((b * KVH + h) * Tmax + t) * c->HS + d;
                         kc[dst] = kh[src];
                         vc[dst] = vh[src];
                     }
@@ -228,7 +235,7 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
         ac.v = dvc;
         ac.kv_stride = c->HS;
         ac.kv_head_stride = Tmax * c->HS;
-        ac.kv_batch_stride = c->NH * Tmax * c->HS;
+        ac.kv_batch_stride = KVH * Tmax * c->HS;
         tu_ok(clf_op_attn_fused_forward_ex(rt, g_path, &ac, &err), &err,
               "attn_fused_forward (cache)");
         tu_download(rt, dy, y2, ny);
@@ -260,30 +267,31 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
 }
 
 /* float64 analytic gradient of sum(dy * y) (dy [B, T, C]) into dq [B, T, C],
- * dk, dv [B, S, C]. */
+ * dk, dv [B, S, KC] (a K/V head's gradient sums its query heads'). */
 static void reference_grad(const acase *c, const float *q, size_t qs, const float *k,
                            const float *v, size_t kvs, const int32_t *keep, const float *dy,
                            double *dq, double *dk, double *dv)
 {
-    const size_t C = c->NH * c->HS, HS = c->HS;
+    const size_t C = c->NH * c->HS, HS = c->HS, KC = acase_kc(c);
     const double scale = 1.0 / sqrt((double)HS);
     double *p = malloc(c->S * sizeof *p), *dp = malloc(c->S * sizeof *dp);
     double *drop = malloc(c->S * sizeof *drop);
     memset(dq, 0, c->B * c->T * C * sizeof *dq);
-    memset(dk, 0, c->B * c->S * C * sizeof *dk);
-    memset(dv, 0, c->B * c->S * C * sizeof *dv);
+    memset(dk, 0, c->B * c->S * KC * sizeof *dk);
+    memset(dv, 0, c->B * c->S * KC * sizeof *dv);
     for (size_t b = 0; b < c->B; b++)
         for (size_t h = 0; h < c->NH; h++)
             for (size_t t = 0; t < c->T; t++) {
                 const float *qr = q + (b * c->T + t) * qs + h * HS;
                 const float *g = dy + (b * c->T + t) * C + h * HS;
+                const size_t kh = kv_head(c, h);
                 if (row_probs(c, q, qs, k, kvs, keep, b, h, t, p, drop) == -INFINITY)
                     continue;
                 double D = 0;
                 for (size_t s = 0; s < c->S; s++) {
                     dp[s] = 0;
                     for (size_t d = 0; d < HS; d++)
-                        dp[s] += (double)g[d] * v[(b * c->S + s) * kvs + h * HS + d];
+                        dp[s] += (double)g[d] * v[(b * c->S + s) * kvs + kh * HS + d];
                     dp[s] *= drop[s];
                     D += p[s] * dp[s];
                 }
@@ -291,9 +299,9 @@ static void reference_grad(const acase *c, const float *q, size_t qs, const floa
                     double ds = p[s] * (dp[s] - D);
                     for (size_t d = 0; d < HS; d++) {
                         dq[(b * c->T + t) * C + h * HS + d] +=
-                            scale * ds * k[(b * c->S + s) * kvs + h * HS + d];
-                        dk[(b * c->S + s) * C + h * HS + d] += scale * ds * qr[d];
-                        dv[(b * c->S + s) * C + h * HS + d] += p[s] * drop[s] * g[d];
+                            scale * ds * k[(b * c->S + s) * kvs + kh * HS + d];
+                        dk[(b * c->S + s) * KC + kh * HS + d] += scale * ds * qr[d];
+                        dv[(b * c->S + s) * KC + kh * HS + d] += p[s] * drop[s] * g[d];
                     }
                 }
             }
@@ -318,14 +326,15 @@ static double objective(const acase *c, const float *q, size_t qs, const float *
 
 static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
 {
-    const size_t C = c->NH * c->HS, ys = C;
-    const size_t qs = c->cross ? C : 3 * C, kvs = c->cross ? 2 * C : 3 * C;
+    const size_t C = c->NH * c->HS, ys = C, KC = acase_kc(c);
+    const size_t qs = acase_qs(c), kvs = acase_kvs(c);
     const size_t nq = c->B * c->T * qs, nkv = c->cross ? c->B * c->S * kvs : 0;
     float *qh = malloc(nq * sizeof *qh), *kvh = malloc((nkv ? nkv : 1) * sizeof *kvh);
     tu_fill(r, qh, nq, -1.5f, 1.5f);
     if (nkv)
         tu_fill(r, kvh, nkv, -1.5f, 1.5f);
-    float *kh = c->cross ? kvh : qh + C, *vh = c->cross ? kvh + C : qh + 2 * C;
+    float *kvb = c->cross ? kvh : qh;
+    float *kh = kvb + acase_kcol(c), *vh = kvb + acase_vcol(c);
     int32_t *keep = case_keep(c);
     const size_t ny = c->B * c->T * C, nl = c->B * c->NH * c->T;
     float *dyh = malloc(ny * sizeof *dyh);
@@ -342,6 +351,10 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
               "keep");
     clf_attn_fused a = case_desc(c, y, lse, dq, dkv, dkeep, ys);
     clf_attn_fused_grad g = acase_grad(c, dy, gq, gkv, dsum);
+    /* grouped: the per-query-head shares before the group sums */
+    clf_ptr full = tu_alloc(rt, c->B * c->S * 2 * C);
+    if (KC < C)
+        g.dkv_full = full;
     tu_ok(clf_op_attn_fused_forward_ex(rt, g_path, &a, &err), &err, "forward");
     tu_ok(clf_op_attn_fused_backward_ex(rt, g_path, &a, &g, &err), &err, "backward");
     float *gqh = malloc(ngq * sizeof *gqh), *gkvh = malloc((ngkv ? ngkv : 1) * sizeof *gkvh);
@@ -351,17 +364,18 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
         tu_download(rt, gkv, gkvh, ngkv);
     tu_ok(clf_op_attn_fused_backward_ex(rt, g_path, &a, &g, &err), &err, "backward again");
     tu_download(rt, gq, again, ngq);
-    const size_t nk = c->B * c->S * C;
+    const size_t nk = c->B * c->S * KC;
     double *rq = malloc(ny * sizeof *rq), *rk = malloc(nk * sizeof *rk), *rv = malloc(nk * 8);
     reference_grad(c, qh, qs, kh, vh, kvs, keep, dyh, rq, rk, rv);
     /* gather the device gradients out of their layouts */
     float *oq = malloc(ny * 4), *ok_ = malloc(nk * 4), *ov = malloc(nk * 4);
-    const float *gk = c->cross ? gkvh : gqh + C, *gv = c->cross ? gkvh + C : gqh + 2 * C;
+    const float *gkb = c->cross ? gkvh : gqh;
+    const float *gk = gkb + acase_kcol(c), *gv = gkb + acase_vcol(c);
     for (size_t row = 0; row < c->B * c->T; row++)
         memcpy(oq + row * C, gqh + row * qs, C * 4);
     for (size_t row = 0; row < c->B * c->S; row++) {
-        memcpy(ok_ + row * C, gk + row * kvs, C * 4);
-        memcpy(ov + row * C, gv + row * kvs, C * 4);
+        memcpy(ok_ + row * KC, gk + row * kvs, KC * 4);
+        memcpy(ov + row * KC, gv + row * kvs, KC * 4);
     }
     char name[200];
     case_name(c, "fused attention backward", name, sizeof name);
@@ -391,7 +405,8 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
     int fd_ok = 1;
     for (int which = 0; which < 3; which++)
         for (int sample = 0; sample < 3; sample++) {
-            size_t row = (size_t)tu_u32(r) % rows[which], col = (size_t)tu_u32(r) % C;
+            const size_t width = which == 0 ? C : KC;
+            size_t row = (size_t)tu_u32(r) % rows[which], col = (size_t)tu_u32(r) % width;
             float *x = arrays[which] + row * strides[which] + col, x0 = *x;
             const float e = 1e-2f;
             *x = x0 + e;
@@ -399,7 +414,7 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
             *x = x0 - e;
             double fm = objective(c, qh, qs, kh, vh, kvs, keep, dyh);
             *x = x0;
-            double num = (fp - fm) / (2.0 * (double)e), an = grads[which][row * C + col];
+            double num = (fp - fm) / (2.0 * (double)e), an = grads[which][row * width + col];
             double err_ = fabs(num - an);
             worst = fmax(worst, err_);
             fd_ok &= err_ <= 2e-3 + 2e-3 * fabs(an);
@@ -414,6 +429,7 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
     tu_free(lse);
     tu_free(dsum);
     tu_free(dkeep);
+    tu_free(full);
     tu_free(gq);
     if (ngkv)
         tu_free(gkv);
@@ -451,30 +467,38 @@ static size_t run_all(size_t vw, int items, int tiles, tu_rng *r)
     const int sim = tu_simulator();
     const acase cases[] = {
         /* B NH T S HS causal cross masked window alibi p_drop */
-        {1, 1, 1, 1, 16, 1, 0, 0, 0, 0, 0},
-        {2, 2, 2, 2, 16, 1, 0, 0, 0, 0, 0},
-        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0},
-        {1, 2, 37, 37, 96, 0, 0, 1, 0, 0, 0},
-        {2, 2, 37, 53, 64, 0, 1, 1, 0, 0, 0},
-        {1, 2, 5, 29, 16, 1, 1, 0, 0, 0, 0},
-        {2, 1, 64, 64, 128, 1, 0, 0, 0, 0, 0},
-        {3, 2, 11, 13, 24, 0, 1, 1, 0, 0, 0},
-        {1, 2, 257, 257, 32, 1, 0, 0, 0, 0, 0},
-        {1, 1, 1000, 1000, 16, 1, 0, 0, 0, 0, 0},
+        {1, 1, 1, 1, 16, 1, 0, 0, 0, 0, 0, 0},
+        {2, 2, 2, 2, 16, 1, 0, 0, 0, 0, 0, 0},
+        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0},
+        {1, 2, 37, 37, 96, 0, 0, 1, 0, 0, 0, 0},
+        {2, 2, 37, 53, 64, 0, 1, 1, 0, 0, 0, 0},
+        {1, 2, 5, 29, 16, 1, 1, 0, 0, 0, 0, 0},
+        {2, 1, 64, 64, 128, 1, 0, 0, 0, 0, 0, 0},
+        {3, 2, 11, 13, 24, 0, 1, 1, 0, 0, 0, 0},
+        {1, 2, 257, 257, 32, 1, 0, 0, 0, 0, 0, 0},
+        {1, 1, 1000, 1000, 16, 1, 0, 0, 0, 0, 0, 0},
         /* sliding windows (in and out of tile alignment), ALiBi, dropout */
-        {2, 2, 64, 64, 32, 1, 0, 0, 16, 0, 0},
-        {1, 2, 37, 45, 16, 1, 1, 0, 5, 0, 0},
-        {2, 3, 37, 37, 32, 1, 0, 0, 0, 1, 0},
-        {1, 3, 29, 29, 16, 0, 0, 1, 0, 1, 0},
-        {2, 2, 37, 37, 32, 1, 0, 0, 0, 0, 0.2f},
-        {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f},
-        {1, 4, 45, 45, 32, 1, 0, 1, 9, 1, 0.1f},
-        {1, 1, 30, 30, 256, 1, 0, 0, 0, 0, 0},
+        {2, 2, 64, 64, 32, 1, 0, 0, 16, 0, 0, 0},
+        {1, 2, 37, 45, 16, 1, 1, 0, 5, 0, 0, 0},
+        {2, 3, 37, 37, 32, 1, 0, 0, 0, 1, 0, 0},
+        {1, 3, 29, 29, 16, 0, 0, 1, 0, 1, 0, 0},
+        {2, 2, 37, 37, 32, 1, 0, 0, 0, 0, 0.2f, 0},
+        {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f, 0},
+        {1, 4, 45, 45, 32, 1, 0, 1, 9, 1, 0.1f, 0},
+        {1, 1, 30, 30, 256, 1, 0, 0, 0, 0, 0, 0},
         /* past one chunk of 128 keys / queries (cl/flash.cl's FA_CH): dropout,
          * a keep mask, a window spanning two chunks with ALiBi */
-        {1, 2, 150, 150, 32, 1, 0, 0, 0, 0, 0.2f},
-        {2, 2, 140, 300, 16, 0, 1, 1, 0, 0, 0},
-        {1, 2, 300, 300, 16, 1, 0, 0, 140, 1, 0},
+        {1, 2, 150, 150, 32, 1, 0, 0, 0, 0, 0.2f, 0},
+        {2, 2, 140, 300, 16, 0, 1, 1, 0, 0, 0, 0},
+        {1, 2, 300, 300, 16, 1, 0, 0, 140, 1, 0, 0},
+        /* grouped-query attention: 2 and 4 query heads to a K/V head (1 K/V
+         * head: multi-query), self and cross, with a mask, a window, ALiBi
+         * and dropout, past one chunk */
+        {2, 4, 37, 37, 32, 1, 0, 0, 0, 0, 0, 2},
+        {1, 4, 29, 29, 16, 0, 0, 1, 0, 1, 0.2f, 1},
+        {2, 6, 21, 33, 16, 0, 1, 1, 0, 0, 0, 3},
+        {1, 4, 45, 45, 32, 1, 0, 0, 9, 0, 0.1f, 2},
+        {1, 4, 150, 150, 16, 1, 0, 0, 0, 0, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         acase c = cases[i];

@@ -120,7 +120,7 @@ static void close16(const char *what, clf_dtype t, const uint16_t *got, const fl
 static void run(clf_runtime *rt, const acase *c, clf_dtype t, clf_ops_path path, tu_rng *r)
 {
     const size_t C = c->NH * c->HS, ys = C + 3;
-    const size_t qs = c->cross ? C : 3 * C, kvs = c->cross ? 2 * C : 3 * C;
+    const size_t qs = acase_qs(c), kvs = acase_kvs(c);
     const size_t nq = c->B * c->T * qs, nkv = c->cross ? c->B * c->S * kvs : 1;
     const size_t ny = c->B * c->T * ys, nl = c->B * c->NH * c->T;
     const size_t ngq = nq, ngkv = nkv;
@@ -250,11 +250,11 @@ int main(void)
     const int sim = tu_simulator();
     const acase cases[] = {
         /* B NH T S HS causal cross masked window alibi p_drop */
-        {2, 2, 8, 8, 8, 1, 0, 0, 0, 0, 0},       {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0},
-        {1, 2, 37, 37, 96, 0, 0, 1, 0, 0, 0},    {2, 2, 37, 53, 64, 0, 1, 1, 0, 0, 0},
-        {1, 2, 5, 29, 16, 1, 1, 0, 0, 0, 0},     {2, 2, 64, 64, 32, 1, 0, 0, 16, 0, 0},
-        {2, 3, 29, 29, 32, 1, 0, 0, 0, 1, 0},    {2, 2, 37, 37, 32, 1, 0, 0, 0, 0, 0.2f},
-        {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f},
+        {2, 2, 8, 8, 8, 1, 0, 0, 0, 0, 0, 0},       {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0},
+        {1, 2, 37, 37, 96, 0, 0, 1, 0, 0, 0, 0},    {2, 2, 37, 53, 64, 0, 1, 1, 0, 0, 0, 0},
+        {1, 2, 5, 29, 16, 1, 1, 0, 0, 0, 0, 0},     {2, 2, 64, 64, 32, 1, 0, 0, 16, 0, 0, 0},
+        {2, 3, 29, 29, 32, 1, 0, 0, 0, 1, 0, 0},    {2, 2, 37, 37, 32, 1, 0, 0, 0, 0, 0.2f, 0},
+        {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f, 0},
     };
     const clf_dtype ts[] = {CLF_DT_BF16, CLF_DT_F16};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -268,7 +268,7 @@ int main(void)
     }
     clf_ptr a = tu_alloc(rt, 64);
     clf_attn_fused bad =
-        desc(&(acase){1, 1, 2, 2, 4, 0, 0, 0, 0, 0, 0}, (clf_dtype)7, a, a, a, a, a, 4);
+        desc(&(acase){1, 1, 2, 2, 4, 0, 0, 0, 0, 0, 0, 0}, (clf_dtype)7, a, a, a, a, a, 4);
     clf_error err;
     TU_CHECK(clf_op_attn_fused_forward(rt, &bad, &err) == CLF_ERR_ARG,
              "an unknown storage type is refused: %s", err.msg);

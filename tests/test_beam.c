@@ -36,7 +36,9 @@
  *     equals minus the sum of the model's teacher-forced per-position
  *     losses (clf_model_losses_read after an eval forward) within 1e-3
  *     + 1e-4 |value|;
- *   - a GPT (V 20), and one with ALiBi and a sliding window of 3 keys (so
+ *   (the encoder-decoder again with multi-query self-attention: 1 K/V head)
+ *   - a GPT (V 20), one with grouped-query attention (4 heads on 2 K/V
+ *     heads, RoPE), and one with ALiBi and a sliding window of 3 keys (so
  *     decoding must ignore the cache's older positions): clf_beam_generate
  *     with beam 1 and no eos equals a greedy loop over clf_model_prefill /
  *     clf_model_decode_step, and beam 3 batched equals beam 3 one prompt at
@@ -494,6 +496,17 @@ static const char *GPT_ALIBI_YAML = "model:\n"
                                     "  blocks: {repeat: 2, attention: {heads: 3, window: 3}, ffn: "
                                     "{hidden: 32}}\n";
 
+/* Grouped-query attention (4 query heads on 2 K/V heads) with RoPE: the
+ * caches hold 2 heads, which the search's reorders gather */
+static const char *GPT_GQA_YAML = "model:\n"
+                                  "  kind: decoder\n"
+                                  "  vocab: {tokenizer: char}\n"
+                                  "  context: 16\n"
+                                  "  embedding: {dim: 16}\n"
+                                  "  positional: {type: rope}\n"
+                                  "  blocks: {repeat: 2, attention: {heads: 4, kv_heads: 2}, ffn: "
+                                  "{hidden: 32}}\n";
+
 static int argmax(const float *x, int V)
 {
     int b = 0;
@@ -503,13 +516,14 @@ static int argmax(const float *x, int V)
     return b;
 }
 
-static void test_translator(clf_runtime *rt, uint64_t seed)
+static void test_translator(clf_runtime *rt, uint64_t seed, const char *const *sets, int n_sets)
 {
     enum { N = 5, S = 9, V = 20, K = 3, T = 12 };
     const int32_t PAD = 0, BOSID = 1, EOSID = 2;
     clf_model_config cfg;
     clf_error e;
-    tu_ok(clf_config_parse_string(S2S_YAML, "test_beam.yaml", NULL, 0, &cfg, &e), &e, "config");
+    tu_ok(clf_config_parse_string(S2S_YAML, "test_beam.yaml", sets, n_sets, &cfg, &e), &e,
+          "config");
     cfg.train.seed = seed;
     clf_model_limits lim = {N * K, S, T, 0, 0, 0, 0};
     clf_model *m;
@@ -668,9 +682,16 @@ int main(void)
         TU_CHECK(clf_beam_options_check(&o, &e) == CLF_ERR_ARG, "beam 0 is refused");
     }
     clf_runtime *rt = tu_runtime();
-    test_translator(rt, seed);
+    printf("translator, multi-head attention\n");
+    test_translator(rt, seed, NULL, 0);
+    /* multi-query self-attention: the self-attention caches hold 1 head, the
+     * cross-attention caches 2 */
+    const char *mqa[] = {"model.blocks.attention.kv_heads=1"};
+    printf("translator, multi-query self-attention\n");
+    test_translator(rt, seed, mqa, 1);
     test_gpt(rt, seed, GPT_YAML, "GPT");
     test_gpt(rt, seed, GPT_ALIBI_YAML, "GPT with ALiBi and a window of 3");
+    test_gpt(rt, seed, GPT_GQA_YAML, "GPT with grouped-query attention (4 heads on 2 K/V heads)");
     clf_runtime_destroy(rt);
     return tu_finish();
 }

@@ -180,8 +180,8 @@ typedef struct bad_case {
 
 static const bad_case bad_cases[] = {
     {"model:\n  blocks:\n    attention:\n      hedas: 4\n", "t.yaml:4:7",
-     "unknown key 'hedas' in blocks.attention; expected one of: heads, causal, dropout, bias, "
-     "window"},
+     "unknown key 'hedas' in blocks.attention; expected one of: heads, kv_heads, causal, "
+     "dropout, bias, window"},
     {"model:\n  context: four\n", "t.yaml:2:12", "context: expected an integer"},
     {"model:\n  embedding: {dim: \"128\"}\n", "t.yaml:2:20",
      "embedding.dim: expected an integer in [1, 65536], got the quoted string \"128\""},
@@ -382,6 +382,10 @@ static void test_overrides(void)
                             "'abc'"},
         {"blocks.attention.heads=5", "--set blocks.attention.heads=5: blocks.attention.heads: 5 "
                                      "heads do not divide embedding.dim 128"},
+        {"blocks.attention.kv_heads=3",
+         "--set blocks.attention.kv_heads=3: blocks.attention.kv_heads: expected a number of "
+         "key/value heads that divides blocks.attention.heads 4 (1 = multi-query, 4 = "
+         "multi-head), got 3"},
         /* heads comes from the file, dim from the flag: the flag is blamed */
         {"embedding.dim=130", "--set embedding.dim=130: blocks.attention.heads: 4 heads do not "
                               "divide embedding.dim 130"},
@@ -489,6 +493,7 @@ static void test_round_trip(void)
     c.blocks.encoder_repeat = 5;
     c.blocks.decoder_repeat = 7;
     c.blocks.attention.heads = 8;
+    c.blocks.attention.kv_heads = 2;
     c.blocks.attention.dropout = 1.0 / 3.0;
     c.blocks.attention.bias = 0;
     c.blocks.ffn.hidden = 2048;

@@ -6,8 +6,9 @@
  * label smoothing with ignored targets), the encoder-decoder (padded
  * sources and targets, S != T, cross-attention with dropout, pre- and
  * post-norm, shared / separate embeddings, rope, learned positions) and the
- * encoder classifier (cls and mean pooling, padding, ignored labels), plus
- * gradient accumulation.
+ * encoder classifier (cls and mean pooling, padding, ignored labels),
+ * grouped-query and multi-query self-attention, plus gradient
+ * accumulation.
  *
  * Method: parameters are set to random values of a useful scale (weights
  * normal(0, 0.25), norm weights 1 + normal(0, 0.1), biases normal(0, 0.1))
@@ -109,6 +110,13 @@ static const variant variants[] = {
      8,
      {"model.blocks.norm.bias=false", "model.positional.type=sinusoidal",
       "model.embedding.scale=true", "model.blocks.ffn.bias=false", NULL}},
+    {"grouped-query attention (4 heads, 2 K/V heads), rope, swiglu, attention dropout",
+     K_DEC,
+     0,
+     8,
+     {"model.blocks.attention.heads=4", "model.blocks.attention.kv_heads=2",
+      "model.positional.type=rope", "model.blocks.ffn.activation=swiglu",
+      "model.blocks.attention.dropout=0.2", NULL}},
     {"encoder-decoder pre-LN, S 7 != T 5, padding, learned positions, separate embeddings, "
      "untied, label smoothing, dropout everywhere (cross-attention too)",
      K_S2S,
@@ -126,6 +134,13 @@ static const variant variants[] = {
       "model.blocks.ffn.activation=swiglu", "model.positional.type=rope",
       "model.share_embeddings=true", "model.final_norm.type=none", "model.blocks.encoder_repeat=1",
       "model.blocks.attention.dropout=0.2", NULL}},
+    {"encoder-decoder with multi-query self-attention (2 heads, 1 K/V head; cross-attention "
+     "multi-head), S 6 != T 7, post-LN, dropout",
+     K_S2S,
+     6,
+     7,
+     {"model.blocks.attention.kv_heads=1", "model.blocks.norm.placement=post",
+      "model.blocks.dropout=0.1", "model.blocks.attention.dropout=0.2", NULL}},
     {"encoder classifier, mean pooling, pre-LN, sinusoidal, scaled embeddings, dropout, "
      "label smoothing",
      K_CLS,

@@ -3,7 +3,8 @@
  *
  * For each fixture in tests/data/parity/ (written by
  * tests/parity/gen_gpt_fixture.py with torch 1.13; see that script for the
- * variants: three block layouts, a sliding window, ALiBi, bf16 storage), the model is built from the YAML in the fixture's
+ * variants: three block layouts, a sliding window, ALiBi, grouped-query
+ * attention, bf16 storage), the model is built from the YAML in the fixture's
  * metadata, loaded with the fixture's initial parameters by name, and
  * compared with PyTorch:
  *   - the parameter table: every tensor of the model is in the fixture with
@@ -49,7 +50,8 @@
  * and Adam turns each side's rounding noise there into whole steps of
  * either sign (measured 0.18 with it). Inference (float32) is compared
  * with the fixture's float32 logits.
- * Determinism (with checkpoint.h): train 10 steps with dropout 0.1,
+ * Determinism (with checkpoint.h; gpt_a, and gpt_g's grouped-query
+ * attention): train 10 steps with dropout 0.1,
  * checkpoint, 10 more; reload the checkpoint into a fresh model and train
  * the same 10 more: the losses are identical bit for bit.
  */
@@ -330,14 +332,17 @@ static void train_steps(clf_model *m, const int32_t *data, size_t n, int B, int 
     free(y);
 }
 
-static void determinism(clf_runtime *rt)
+static void determinism(clf_runtime *rt, const char *name)
 {
     clf_error e;
     clf_st_reader *r = NULL;
-    die(clf_st_reader_open("tests/data/parity/gpt_a.safetensors", &r, &e), &e, "fixture");
+    char fixture[256];
+    snprintf(fixture, sizeof fixture, "tests/data/parity/%s.safetensors", name);
+    die(clf_st_reader_open(fixture, &r, &e), &e, "fixture");
     clf_model_config cfg;
-    die(clf_config_parse_string(clf_st_reader_metadata(r, "config"), "gpt_a", NULL, 0, &cfg, &e),
-        &e, "config");
+    die(clf_config_parse_string(clf_st_reader_metadata(r, "config"), name, NULL, 0, &cfg, &e), &e,
+        "config");
+    printf("determinism: %s\n", name);
     clf_st_reader_destroy(r);
     /* exercise every dropout site */
     const char *sets[] = {"model.embedding.dropout=0.1", "model.blocks.dropout=0.1",
@@ -380,7 +385,7 @@ static void determinism(clf_runtime *rt)
     int same = memcmp(a + 10, b, sizeof b) == 0;
     for (int i = 0; i < 10; i++)
         printf("  step %2d: %.9g  resumed %.9g\n", 10 + i, a[10 + i], b[i]);
-    TU_CHECK(same, "10 steps after reloading a checkpoint are bit-identical");
+    TU_CHECK(same, "%s: 10 steps after reloading a checkpoint are bit-identical", name);
     TU_CHECK(a[19] < a[0], "the loss falls while training with dropout (%.4f -> %.4f)", a[0],
              a[19]);
     clf_model_destroy(m);
@@ -397,8 +402,10 @@ int main(void)
     parity(rt, "gpt_c");
     parity(rt, "gpt_w"); /* sliding-window attention (window 5 of context 16) */
     parity(rt, "gpt_l"); /* ALiBi */
+    parity(rt, "gpt_g"); /* grouped-query attention (1 K/V head for 2 query heads) */
     parity(rt, "gpt_h"); /* bf16 storage */
-    determinism(rt);
+    determinism(rt, "gpt_a");
+    determinism(rt, "gpt_g");
     clf_runtime_destroy(rt);
     return tu_finish();
 }

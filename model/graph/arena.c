@@ -207,7 +207,7 @@ static int node_kept(clf_model *m, const mi_node *n, mi_tensor *k)
     if (n->kind == MI_NODE_ATTN || n->kind == MI_NODE_CROSS || n->kind == MI_NODE_FFN) {
         mi_block_a *a = &m->ba[n->layer];
         if (n->kind == MI_NODE_ATTN) {
-            KEEP(&a->qkv, R * 3 * C, s->act16);
+            KEEP(&a->qkv, R * mi_qkv_cols(s), s->act16);
             KEEP(&a->lse, R * NH, CLF_DT_F32);
             KEEP(&a->atty, R * C, s->act16);
         } else if (n->kind == MI_NODE_CROSS) {
@@ -440,7 +440,7 @@ static clf_status alloc_caches(clf_model *m, clf_error *err)
 {
     const mi_spec *s = &m->s;
     const size_t B = (size_t)s->B, C = (size_t)s->C;
-    const size_t self = B * (size_t)s->Tmax * C, cross = B * (size_t)s->Smax * C;
+    const size_t self = B * (size_t)s->Tmax * mi_kv_cols(s), cross = B * (size_t)s->Smax * C;
     clf_status st;
     for (int l = 0; l < s->L; l++) {
         mi_block_a *a = &m->ba[l];
@@ -484,6 +484,8 @@ static clf_status alloc_grads(clf_model *m, clf_error *err)
         (st = carve_t(m, &m->dqkv, R * 3 * C, s->act16, err)) != CLF_OK ||
         (st = carve_t(m, &m->dH2, R * F, m->dH2_t, err)) != CLF_OK ||
         (st = carve(m, &m->dsum, R * NH, err)) != CLF_OK)
+        return st;
+    if (s->NKV < s->NH && (st = carve_t(m, &m->dkv_full, R * 2 * C, s->act16, err)) != CLF_OK)
         return st;
     if (!mi_ffn_fused_dact(s) && (st = carve(m, &m->dH1, R * F, err)) != CLF_OK)
         return st;

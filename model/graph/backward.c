@@ -98,6 +98,7 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
     const int l = n->layer;
     const size_t B = (size_t)ps->B, T = (size_t)(n->stk->src ? ps->S : ps->T);
     const size_t C = (size_t)s->C, NH = (size_t)s->NH, HS = (size_t)s->HS;
+    const size_t QKV = mi_qkv_cols(s), NKV = (size_t)s->NKV;
     mi_linear L[MI_NODE_LINEARS]; /* q, k, v; the output projection */
     mi_node_linears(m, n, ps, L);
     const clf_ptr dqkv = L[0].dy.p;
@@ -109,15 +110,15 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
     const clf_attn_fused_grad g = {.dy = L[1].dx.p, /* the projection's dx */
                                    .dq = dqkv,
                                    .dk = clf_ptr_at(dqkv, C),
-                                   .dv = clf_ptr_at(dqkv, 2 * C),
+                                   .dv = clf_ptr_at(dqkv, C + NKV * HS),
                                    .dsum = m->dsum,
-                                   .dq_stride = 3 * C,
-                                   .dkv_stride = 3 * C};
+                                   .dq_stride = QKV,
+                                   .dkv_stride = QKV,
+                                   .dkv_full = m->dkv_full};
     if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
         return st;
-    const clf_heads hq = {dqkv, s->act16, B, T, NH, HS, 3 * C};
-    clf_heads hk = hq;
-    hk.x = clf_ptr_at(dqkv, C);
+    const clf_heads hq = {dqkv, s->act16, B, T, NH, HS, QKV};
+    const clf_heads hk = {clf_ptr_at(dqkv, C), s->act16, B, T, NKV, HS, QKV};
     if (s->pos == MI_POS_ROPE &&
         ((st = clf_op_rope_t(m->rt, &hq, 0, s->rope_theta, 1, err)) != CLF_OK ||
          (st = clf_op_rope_t(m->rt, &hk, 0, s->rope_theta, 1, err)) != CLF_OK))

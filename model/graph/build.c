@@ -132,7 +132,7 @@ static clf_status plan_blocks(plan *p, const char *prefix, clf_model *m, const m
         mi_block_p *b = &m->bp[stk->first + l];
         const block_part parts[] = {
             {"ln1", 0, 0, 0, 0, 0, &b->ln1, NULL},
-            {"attn.qkv", 0, 3 * C, C, ab, N, NULL, &b->attn.qkv},
+            {"attn.qkv", 0, mi_qkv_cols(s), C, ab, N, NULL, &b->attn.qkv},
             {"attn.proj", 0, C, C, ab, R, NULL, &b->attn.proj},
             {"lnx", 1, 0, 0, 0, 0, &b->lnx, NULL},
             {"cross.q", 1, C, C, ab, N, NULL, &b->cross.q},

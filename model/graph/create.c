@@ -104,9 +104,11 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     s->Ld = clf_config_decoder_layers(cfg);
     s->L = s->Le + s->Ld;
     s->NH = bk->attention.heads;
+    s->NKV = clf_config_kv_heads(cfg);
     s->HS = clf_config_head_size(cfg);
     s->H = bk->ffn.hidden > 0 ? bk->ffn.hidden : 4 * s->C;
-    if (s->T <= 0 || s->C <= 0 || s->Le < 0 || s->Ld < 0 || s->NH <= 0 || s->HS * s->NH != s->C)
+    if (s->T <= 0 || s->C <= 0 || s->Le < 0 || s->Ld < 0 || s->NH <= 0 || s->HS * s->NH != s->C ||
+        s->NKV > s->NH || s->NH % s->NKV != 0)
         return clf_error_set(err, CLF_ERR_CONFIG,
                              "model sizes: context %d, dim %d, heads %d, layers %d are not a "
                              "valid model (validate the config first)",
@@ -279,6 +281,7 @@ clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cf
         {"encoder layers", a->Le, s.Le},
         {"decoder layers", a->Ld, s.Ld},
         {"blocks.attention.heads", a->NH, s.NH},
+        {"blocks.attention.kv_heads", a->NKV, s.NKV},
         {"blocks.ffn.hidden", a->H, s.H},
         {"blocks.ffn.activation (index)", a->act, s.act},
         {"positional.type (index)", a->pos, s.pos},

@@ -209,13 +209,13 @@ clf_status clf_model_cache_reorder(clf_model *m, const int32_t *index, int Bn, c
             return st;
         mi_stage_commit(m);
     }
-    const size_t NH = (size_t)s->NH, HS = (size_t)s->HS, B = (size_t)Bn;
+    const size_t NH = (size_t)s->NH, NKV = (size_t)s->NKV, HS = (size_t)s->HS, B = (size_t)Bn;
     const size_t Tst = (size_t)s->Tmax * HS, Sst = (size_t)s->Smax * HS;
     const size_t tl = (size_t)m->dec_len * HS, sl = (size_t)m->enc_S * HS;
     for (int l = m->dec.first; l < m->dec.first + m->dec.n; l++) {
         mi_block_a *a = &m->ba[l];
-        if (self && ((st = gather_inplace(m, a->kcache, B, NH, tl, Tst, err)) != CLF_OK ||
-                     (st = gather_inplace(m, a->vcache, B, NH, tl, Tst, err)) != CLF_OK))
+        if (self && ((st = gather_inplace(m, a->kcache, B, NKV, tl, Tst, err)) != CLF_OK ||
+                     (st = gather_inplace(m, a->vcache, B, NKV, tl, Tst, err)) != CLF_OK))
             return st;
         if (cross && ((st = gather_inplace(m, a->xkcache, B, NH, sl, Sst, err)) != CLF_OK ||
                       (st = gather_inplace(m, a->xvcache, B, NH, sl, Sst, err)) != CLF_OK))

@@ -154,15 +154,17 @@ static clf_attn_fused attn_desc(const clf_model *m, int l, int site, clf_attn_fu
 clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int train)
 {
     const mi_block_a *a = &m->ba[l];
-    const size_t C = (size_t)m->s.C;
+    const size_t C = (size_t)m->s.C, QKV = mi_qkv_cols(&m->s);
     clf_attn_fused f = attn_desc(
         m, l, MI_SITE_ATTN_P,
         (clf_attn_fused){
-            .y = a->atty, .lse = a->lse, .q = a->qkv, .q_stride = 3 * C, .B = B, .T = T, .S = T},
+            .y = a->atty, .lse = a->lse, .q = a->qkv, .q_stride = QKV, .B = B, .T = T, .S = T},
         train);
+    /* k and v after q, with NKV heads each */
     f.k = clf_ptr_at(a->qkv, C);
-    f.v = clf_ptr_at(a->qkv, 2 * C);
-    f.kv_stride = 3 * C;
+    f.v = clf_ptr_at(a->qkv, C + mi_kv_cols(&m->s));
+    f.kv_stride = QKV;
+    f.kv_heads = (size_t)m->s.NKV;
     f.alibi = m->s.pos == MI_POS_ALIBI;
     if (m->bp[l].is_enc) {
         f.keep = mi_at(m->src_keep, 0);
@@ -198,7 +200,7 @@ static void attn_desc_cache(clf_attn_fused *f, clf_buffer *kc, clf_buffer *vc, s
     f->v = mi_at(vc, 0);
     f->kv_stride = f->HS;
     f->kv_head_stride = Tmax * f->HS;
-    f->kv_batch_stride = f->NH * Tmax * f->HS;
+    f->kv_batch_stride = (f->kv_heads ? f->kv_heads : f->NH) * Tmax * f->HS;
 }
 
 /* Node n's self-attention: in [B*T, C] -> out [B*T, C] = resid +
@@ -222,10 +224,10 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
     if ((st = linear_fwd(m, &L[0], NULL, err)) != CLF_OK)
         return st;
     /* q, k and v: heads of the qkv rows, read in place */
-    const clf_heads hq = {qkv, s->act16, B, T, NH, HS, 3 * C};
-    clf_heads hk = hq, hv = hq;
-    hk.x = clf_ptr_at(qkv, C);
-    hv.x = clf_ptr_at(qkv, 2 * C);
+    const size_t QKV = mi_qkv_cols(s), NKV = (size_t)s->NKV;
+    const clf_heads hq = {qkv, s->act16, B, T, NH, HS, QKV};
+    const clf_heads hk = {clf_ptr_at(qkv, C), s->act16, B, T, NKV, HS, QKV};
+    const clf_heads hv = {clf_ptr_at(qkv, C + NKV * HS), s->act16, B, T, NKV, HS, QKV};
     if (s->pos == MI_POS_ROPE &&
         ((st = clf_op_rope_t(m->rt, &hq, pos0, s->rope_theta, 0, err)) != CLF_OK ||
          (st = clf_op_rope_t(m->rt, &hk, pos0, s->rope_theta, 0, err)) != CLF_OK))
@@ -240,9 +242,10 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
         /* one new position: flash-decoding over the cache */
         const clf_attn_decode ad = {.out = atty,
                                     .q = qkv,
-                                    .q_stride = 3 * C,
+                                    .q_stride = QKV,
                                     .kcache = mi_at(a->kcache, 0),
                                     .vcache = mi_at(a->vcache, 0),
+                                    .kv_heads = NKV,
                                     .scratch = m->decode_part, /* splits: the device's choice */
                                     .B = B,
                                     .NH = NH,

@@ -79,6 +79,8 @@ typedef struct mi_spec {
     size_t rows_src; /* largest B*S of a batch (0 without an encoder) */
     size_t rows_tgt; /* largest B*T (0 without a decoder) */
     int C, V, NH, HS, H;
+    int NKV;           /* self-attention's key/value heads, dividing NH (grouped-query
+                        * attention; NH = multi-head) */
     int L;             /* all blocks, Le + Ld */
     int Le, Ld;        /* encoder / decoder blocks */
     int fc_rows;       /* H, or 2H for swiglu */
@@ -177,7 +179,7 @@ typedef struct mi_block_a {
     clf_dtype fch_t;    /* both stored as: s.act16 where only GEMMs touch them
                          * (mi_ffn_fused_dact), else CLF_DT_F32 */
     clf_ptr res2;       /* [rows, C] */
-    clf_buffer *kcache; /* [Bmax, NH, Tmax, HS] inference only (decoder blocks) */
+    clf_buffer *kcache; /* [Bmax, NKV, Tmax, HS] inference only (decoder blocks) */
     clf_buffer *vcache;
     /* cross-attention (has_cross) */
     clf_ptr xq;          /* [rows, C] query projection */
@@ -371,6 +373,8 @@ struct clf_model {
     clf_dtype dH2_t;       /* dH2's storage: s.act16 with mi_ffn_fused_dact (the FFN's
                             * hidden gradient, read by GEMMs and the bias gradient only) */
     clf_ptr dsum;          /* [B, NH, T] fused attention backward's dy.y per row */
+    clf_ptr dkv_full;      /* [rows, 2C] grouped-query attention's per-query-head dk, dv
+                            * before the group sums (NKV < NH only), as s.act16 */
 
     /* the graph: nodes in forward order, their values, the gradient slots */
     mi_node *nodes;
@@ -431,6 +435,10 @@ static inline clf_ptr mi_nullptr(void)
     clf_ptr p = {NULL, 0};
     return p;
 }
+/* Self-attention's fused projection: q [C], then k and v [NKV * HS] each. */
+static inline size_t mi_kv_cols(const mi_spec *s) { return (size_t)s->NKV * (size_t)s->HS; }
+static inline size_t mi_qkv_cols(const mi_spec *s) { return (size_t)s->C + 2 * mi_kv_cols(s); }
+
 /* Value id's first R rows. */
 static inline clf_tensor mi_val(const clf_model *m, int id, size_t R)
 {

@@ -310,7 +310,7 @@ static int head_linears(const clf_model *m, const mi_node *n, const mi_pass *ps,
 int mi_node_linears(const clf_model *m, const mi_node *n, const mi_pass *ps, mi_linear *L)
 {
     const mi_spec *s = &m->s;
-    const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows;
+    const size_t C = (size_t)s->C, H = (size_t)s->H, F = (size_t)s->fc_rows, QKV = mi_qkv_cols(s);
     const size_t B = (size_t)ps->B, R = mi_node_rows(n, B, (size_t)ps->T, (size_t)ps->S);
     const clf_dtype t = s->act16, f32 = CLF_DT_F32;
     if (n->kind == MI_NODE_HEAD)
@@ -329,8 +329,8 @@ int mi_node_linears(const clf_model *m, const mi_node *n, const mi_pass *ps, mi_
     const float acc = (float)n->acc_in;
     switch (n->kind) {
         case MI_NODE_ATTN:
-            L[0] = lin(bp->attn.qkv, in, clf_tensor_at(a->qkv, t, R, 3 * C));
-            L[0].dx = din, L[0].beta = acc, L[0].dy = clf_tensor_at(m->dqkv, t, R, 3 * C);
+            L[0] = lin(bp->attn.qkv, in, clf_tensor_at(a->qkv, t, R, QKV));
+            L[0].dx = din, L[0].beta = acc, L[0].dy = clf_tensor_at(m->dqkv, t, R, QKV);
             L[1] = lin(bp->attn.proj, clf_tensor_at(a->atty, t, R, C), out);
             L[1].dx = datt, L[1].dy = dproj;
             return 2;

@@ -69,21 +69,21 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
     const char *what = has_keep ? "attn_decode_keep" : "attn_decode";
     clf_kernel *k = NULL, *kc = NULL;
     clf_status st;
-    const size_t BH = B * NH;
+    const size_t BH = B * NH, KVH = ad->kv_heads ? ad->kv_heads : NH;
     const size_t lo = ad->window > 0 && L > ad->window ? L - ad->window : 0, seen = L - lo;
     const size_t P = ad->splits > 0                  ? ad->splits
                      : scratch.buf == NULL || L == 0 ? 1
                                                      : clf_op_attn_decode_splits(rt, BH, seen);
-    if (L == 0 || L > Tmax || HS == 0 || NH == 0 || B * NH * Tmax * HS > U32_MAX_SZ ||
-        (ad->q_stride != 0 && ad->q_stride < NH * HS) ||
+    if (L == 0 || L > Tmax || HS == 0 || NH == 0 || KVH > NH || NH % KVH != 0 ||
+        B * KVH * Tmax * HS > U32_MAX_SZ || (ad->q_stride != 0 && ad->q_stride < NH * HS) ||
         (has_keep && (keep_stride < L || B * keep_stride > U32_MAX_SZ)) || P > seen ||
         (P > 1 && (scratch.buf == NULL || BH * P * (HS + 2) > U32_MAX_SZ))) {
         st = clf_error_set(err, CLF_ERR_ARG,
-                           "need 1 <= L (%zu) <= Tmax (%zu), HS (%zu) and NH (%zu) >= 1, a q "
-                           "stride of 0 or >= NH*HS, the cache under 2^32 floats, a keep stride "
-                           "(%zu) >= L, and 1 <= splits "
+                           "need 1 <= L (%zu) <= Tmax (%zu), HS (%zu) and NH (%zu) >= 1, K/V "
+                           "heads (%zu) dividing NH, a q stride of 0 or >= NH*HS, the cache "
+                           "under 2^32 floats, a keep stride (%zu) >= L, and 1 <= splits "
                            "(%zu) <= the positions seen, with scratch for more than one",
-                           L, Tmax, HS, NH, keep_stride, P);
+                           L, Tmax, HS, NH, KVH, keep_stride, P);
         goto fail;
     }
     const int item = ad->item || (group == 0 && clf_ops_serial(rt));
@@ -140,6 +140,7 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
         CLF_ARG_U32(keep_stride),
         CLF_ARG_I32(has_keep),
         CLF_ARG_U32(NH),
+        CLF_ARG_U32(NH / KVH),
         CLF_ARG_U32(HS),
         CLF_ARG_U32(Tmax),
         CLF_ARG_U32(lo),

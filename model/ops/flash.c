@@ -23,7 +23,7 @@
 /* Room for a pass's arguments: its own, the mask's FA_MASK_ARGS
  * (mask_args; the compiler checks the count) and the tile shape's three. */
 #define FA_ARGS_MAX 64
-#define FA_MASK_ARGS 19
+#define FA_MASK_ARGS 20
 
 /* The program for storage t: "flash", or its variant "flash@bf16" /
  * "flash@f16" (cl/flash.cl's FA_T = t; the variant also has any defines
@@ -55,18 +55,27 @@ static clf_status flash_vw(clf_runtime *rt, const char *fam, size_t *vw, clf_err
     return CLF_OK;
 }
 
+static size_t kv_heads(const clf_attn_fused *a) { return a->kv_heads ? a->kv_heads : a->NH; }
+
 static clf_status check(const clf_attn_fused *a, const clf_attn_fused_grad *g, clf_error *err)
 {
-    const size_t row = a->NH * a->HS;
+    const size_t row = a->NH * a->HS, kvrow = kv_heads(a) * a->HS;
+    if (kv_heads(a) > a->NH || a->NH % kv_heads(a) != 0)
+        return clf_error_set(err, CLF_ERR_ARG, "%zu K/V heads do not divide %zu query heads",
+                             kv_heads(a), a->NH);
+    if (g != NULL && kv_heads(a) < a->NH && g->dkv_full.buf == NULL)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "the backward of grouped-query attention needs dkv_full scratch");
     if (a->HS == 0 || a->HS > FA_HS_MAX || a->NH == 0 || a->S == 0 || a->q_stride < row ||
-        (a->kv_stride < row && a->kv_head_stride == 0) || a->kv_stride < a->HS ||
+        (a->kv_stride < kvrow && a->kv_head_stride == 0) || a->kv_stride < a->HS ||
         a->y_stride < row || (a->causal && a->T > a->S) ||
-        (g != NULL && (g->dq_stride < row || g->dkv_stride < row)) ||
+        (g != NULL && (g->dq_stride < row || g->dkv_stride < kvrow)) ||
         (a->keep.buf != NULL && a->keep_stride < a->S) || a->T > 0x7FFFFFFF || a->S > 0x7FFFFFFF ||
         a->B * a->NH * a->T > U32_MAX_SZ || a->B * a->NH * a->S > U32_MAX_SZ)
         return clf_error_set(err, CLF_ERR_ARG,
                              "need 1 <= HS (%zu) <= %d, NH >= 1, S >= 1 (and T <= S when causal), "
-                             "row strides of at least NH*HS and a keep stride of at least S",
+                             "row strides of at least NH*HS (K/V heads*HS for k, v and their "
+                             "gradients) and a keep stride of at least S",
                              a->HS, FA_HS_MAX);
     if (a->t != CLF_DT_F32 && a->t != CLF_DT_BF16 && a->t != CLF_DT_F16)
         return clf_error_set(err, CLF_ERR_ARG, "unknown storage type %d", (int)a->t);
@@ -99,6 +108,7 @@ static int mask_args(const clf_attn_fused *a, clf_arg *args, int n)
         CLF_ARG_I32(has_keep),
         CLF_ARG_U32(a->B),
         CLF_ARG_U32(a->NH),
+        CLF_ARG_U32(a->NH / kv_heads(a)),
         CLF_ARG_U32(a->T),
         CLF_ARG_U32(a->S),
         CLF_ARG_U32(a->HS),
@@ -231,6 +241,27 @@ clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, c
     return clf_op_attn_fused_forward_ex(rt, CLF_OPS_PATH_AUTO, a, err);
 }
 
+/* Grouped-query attention: dk, dv = the sums of each group's query-head
+ * shares in g->dkv_full (attn_flash_kv_sum). */
+static clf_status kv_sum(clf_runtime *rt, const clf_attn_fused *a, const clf_attn_fused_grad *g,
+                         clf_error *err)
+{
+    char fam[32];
+    clf_kernel *k = NULL;
+    clf_status st = clf_ops_flash_program(rt, a->t, fam, sizeof fam, err);
+    if (st == CLF_OK)
+        st = clf_kernel_variant_of(rt, fam, CLF_K_FLASH_KV_SUM, &k, err);
+    if (st != CLF_OK)
+        return st;
+    const size_t rows = a->B * a->S, KVH = kv_heads(a);
+    const clf_arg args[] = {CLF_ARG_PTR(g->dk),         CLF_ARG_PTR(g->dv),
+                            CLF_ARG_U64(g->dkv_stride), CLF_ARG_PTR(g->dkv_full),
+                            CLF_ARG_U64(rows),          CLF_ARG_U32(a->NH),
+                            CLF_ARG_U32(a->NH / KVH),   CLF_ARG_U32(a->HS)};
+    size_t global = rows * KVH * a->HS, local = clf_ops_local_1d(rt, k);
+    return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
+}
+
 clf_status clf_op_attn_fused_backward_ex(clf_runtime *rt, clf_ops_path path,
                                          const clf_attn_fused *a, const clf_attn_fused_grad *g,
                                          clf_error *err)
@@ -245,13 +276,29 @@ clf_status clf_op_attn_fused_backward_ex(clf_runtime *rt, clf_ops_path path,
         st = clf_error_set(err, CLF_ERR_ARG, "dy, dq, dk, dv and dsum are required");
         goto fail;
     }
+    /* grouped: the dk/dv pass writes every query head's share into dkv_full */
+    const int grouped = kv_heads(a) < a->NH;
+    const size_t full_stride = 2 * a->NH * a->HS;
+    const clf_ptr dk = grouped ? g->dkv_full : g->dk;
+    const clf_ptr dv = grouped ? clf_ptr_at(g->dkv_full, a->NH * a->HS) : g->dv;
     const clf_arg own[] = {
-        CLF_ARG_PTR(g->dq),         CLF_ARG_PTR(g->dk),         CLF_ARG_PTR(g->dv),
-        CLF_ARG_U64(g->dq_stride),  CLF_ARG_U64(g->dkv_stride), CLF_ARG_PTR(g->dsum),
-        CLF_ARG_PTR(g->dy),         CLF_ARG_PTR(a->y),          CLF_ARG_U64(a->y_stride),
-        CLF_ARG_PTR(a->lse),        CLF_ARG_PTR(a->q),          CLF_ARG_U64(a->q_stride),
-        CLF_ARG_PTR(a->k),          CLF_ARG_PTR(a->v),          CLF_ARG_U64(a->kv_stride),
-        CLF_ARG_U64(kv_bstride(a)), CLF_ARG_U64(kv_hstride(a)),
+        CLF_ARG_PTR(g->dq),
+        CLF_ARG_PTR(dk),
+        CLF_ARG_PTR(dv),
+        CLF_ARG_U64(g->dq_stride),
+        CLF_ARG_U64(grouped ? full_stride : g->dkv_stride),
+        CLF_ARG_PTR(g->dsum),
+        CLF_ARG_PTR(g->dy),
+        CLF_ARG_PTR(a->y),
+        CLF_ARG_U64(a->y_stride),
+        CLF_ARG_PTR(a->lse),
+        CLF_ARG_PTR(a->q),
+        CLF_ARG_U64(a->q_stride),
+        CLF_ARG_PTR(a->k),
+        CLF_ARG_PTR(a->v),
+        CLF_ARG_U64(a->kv_stride),
+        CLF_ARG_U64(kv_bstride(a)),
+        CLF_ARG_U64(kv_hstride(a)),
     };
     clf_arg args[FA_ARGS_MAX];
     _Static_assert(CLF_NARGS(own) + FA_MASK_ARGS + 3 <= FA_ARGS_MAX, "room for the arguments");
@@ -262,7 +309,8 @@ clf_status clf_op_attn_fused_backward_ex(clf_runtime *rt, clf_ops_path path,
     if ((st = flash_launch(rt, path, (clf_ops_pair){CLF_K_FLASH_BWD_DQ, CLF_K_FLASH_BWD_DQ_GROUP},
                            a, a->T, args, n, err)) != CLF_OK ||
         (st = flash_launch(rt, path, (clf_ops_pair){CLF_K_FLASH_BWD_DKV, CLF_K_FLASH_BWD_DKV_GROUP},
-                           a, a->S, args, n, err)) != CLF_OK)
+                           a, a->S, args, n, err)) != CLF_OK ||
+        (grouped && (st = kv_sum(rt, a, g, err)) != CLF_OK))
         goto fail;
     return CLF_OK;
 fail:

@@ -172,6 +172,8 @@ typedef struct clf_attn_decode {
     clf_ptr out, q, kcache, vcache, keep, scratch;
     size_t q_stride, keep_stride;
     size_t B, NH, HS, Tmax, L;
+    size_t kv_heads; /* heads in the caches [B, kv_heads, Tmax, HS], dividing NH (query
+                        head h reads K/V head h / (NH / kv_heads)); 0: NH */
     float scale;
     size_t window; /* > 0: only the last `window` positions are seen */
     int alibi;     /* ALiBi biases -slope_h (L - 1 - s) (clf_attn_fused's) */
@@ -223,6 +225,8 @@ typedef struct clf_attn_fused {
     size_t y_stride, q_stride, kv_stride, keep_stride;
     size_t kv_batch_stride, kv_head_stride;
     size_t B, NH, T, S, HS;
+    size_t kv_heads; /* K/V heads, dividing NH: query head h reads K/V head h / (NH /
+                        kv_heads) (grouped-query attention; 1: multi-query); 0: NH */
     int causal, alibi;
     size_t window;
     float scale;
@@ -239,6 +243,10 @@ clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, c
 typedef struct clf_attn_fused_grad {
     clf_ptr dy, dq, dk, dv, dsum;
     size_t dq_stride, dkv_stride;
+    /* with fewer K/V heads than query heads: scratch of B*S rows of 2*NH*HS
+     * elements of t, where the dk/dv pass writes each query head's share
+     * before the shares of a group are summed (in head order) into dk, dv */
+    clf_ptr dkv_full;
 } clf_attn_fused_grad;
 clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
                                       const clf_attn_fused_grad *g, clf_error *err);

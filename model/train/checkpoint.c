@@ -434,6 +434,7 @@ static const char *body_differs(const clf_model_config *a, const clf_model_confi
         {"blocks.encoder_repeat", x->encoder_repeat, y->encoder_repeat},
         {"blocks.decoder_repeat", x->decoder_repeat, y->decoder_repeat},
         {"blocks.attention.heads", x->attention.heads, y->attention.heads},
+        {"blocks.attention.kv_heads", x->attention.kv_heads, y->attention.kv_heads},
         {"blocks.attention.causal", x->attention.causal, y->attention.causal},
         {"blocks.attention.bias", x->attention.bias, y->attention.bias},
         {"blocks.attention.window", x->attention.window, y->attention.window},

@@ -690,6 +690,9 @@ static const char *not_gpt2(const clf_model_config *c)
         return "blocks.ffn.activation swiglu has no GPT-2 form";
     if (c->blocks.attention.window != 0)
         return "blocks.attention.window must be 0";
+    if (clf_config_kv_heads(c) != c->blocks.attention.heads)
+        return "blocks.attention.kv_heads must equal blocks.attention.heads (GPT-2 has no "
+               "grouped-query attention)";
     if (!c->head.tie_embedding)
         return "head.tie_embedding must be true";
     return NULL;

@@ -22,6 +22,11 @@ Variants (2 layers, 2 heads, 32 dims, context 16, vocabulary 65, batch 4):
   gpt_l  ALiBi (no position embedding; for 2 heads the paper's slopes
          2^-4 and 2^-8, bias -slope |i - j| added to the scaled scores),
          RMSNorm, GELU, untied head
+  gpt_g  grouped-query attention, as Llama and Qwen2 lay it out: 1 key/value
+         head shared by the 2 query heads (kv_heads 1: multi-query; qkv rows
+         [q (C); k (HS); v (HS)], k and v repeated per query head as
+         repeat_interleave does), RMSNorm, SwiGLU, RoPE on q and k, biases
+         on q, k and v (Qwen2) and the output projection, untied head
   gpt_h  as gpt_a with train.precision bf16: clformer's 16-bit storage
          reproduced by hand at the same points (torch.autocast rounds
          elsewhere): the pre-norm blocks' norm outputs, the FFN's
@@ -94,6 +99,10 @@ VARIANTS = {
                   pos="alibi", emb_scale=False, attn_bias=True, ffn_bias=False,
                   final_norm="rmsnorm", tied=False, label_smoothing=0.0, grad_clip=1.0,
                   ignore=[], seed=5),
+    "gpt_g": dict(norm="rmsnorm", placement="pre", norm_bias=False, act="swiglu", hidden=48,
+                  pos="rope", emb_scale=False, attn_bias=True, ffn_bias=False,
+                  final_norm="rmsnorm", tied=False, label_smoothing=0.0, grad_clip=1.0,
+                  ignore=[(1, 2)], seed=7, kv_heads=1),
     "gpt_h": dict(norm="layernorm", placement="pre", norm_bias=True, act="gelu", hidden=4 * C,
                   pos="learned", emb_scale=False, attn_bias=True, ffn_bias=True,
                   final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
@@ -106,6 +115,7 @@ def config_yaml(v):
     """The clformer model description of a variant."""
     b = lambda x: "true" if x else "false"
     window = f", window: {v['window']}" if v.get("window") else ""
+    window += f", kv_heads: {v['kv_heads']}" if v.get("kv_heads") else ""
     return f"""model:
   kind: decoder
   vocab: {{tokenizer: char, size: {V}}}
@@ -160,9 +170,10 @@ def make_params(v, g):
     for l in range(L):
         pre = f"blocks.{l}."
         norm(pre + "ln1")
-        p[pre + "attn.qkv.weight"] = n(3 * C, C)
+        qkv_rows = C + 2 * kv_heads(v) * HS
+        p[pre + "attn.qkv.weight"] = n(qkv_rows, C)
         if v["attn_bias"]:
-            p[pre + "attn.qkv.bias"] = n(3 * C, sd=0.05)
+            p[pre + "attn.qkv.bias"] = n(qkv_rows, sd=0.05)
         p[pre + "attn.proj.weight"] = n(C, C, sd=resid)
         if v["attn_bias"]:
             p[pre + "attn.proj.bias"] = n(C, sd=0.05)
@@ -180,6 +191,10 @@ def make_params(v, g):
     if not v["tied"]:
         p["lm_head.weight"] = n(V, C)
     return {k: t.float().requires_grad_(True) for k, t in p.items()}
+
+
+def kv_heads(v):
+    return v.get("kv_heads", NH)
 
 
 def norm_fwd(v, kind, x, p, name):
@@ -224,12 +239,16 @@ def alibi_slopes(n_heads):
 def attention(v, x, p, pre):
     Bn, Tn, _ = x.shape
     qkv = st16(v, F.linear(x, wq(v, p[pre + "attn.qkv.weight"]), p.get(pre + "attn.qkv.bias")))
-    q, k, val = qkv.split(C, dim=2)
+    KVH = kv_heads(v)
+    q, k, val = qkv.split([C, KVH * HS, KVH * HS], dim=2)
     q = q.view(Bn, Tn, NH, HS).transpose(1, 2)
-    k = k.view(Bn, Tn, NH, HS).transpose(1, 2)
-    val = val.view(Bn, Tn, NH, HS).transpose(1, 2)
+    k = k.view(Bn, Tn, KVH, HS).transpose(1, 2)
+    val = val.view(Bn, Tn, KVH, HS).transpose(1, 2)
     if v["pos"] == "rope":
         q, k = rope(q), rope(k)
+    # grouped-query attention: query head h reads K/V head h // (NH // KVH)
+    k = k.repeat_interleave(NH // KVH, dim=1)
+    val = val.repeat_interleave(NH // KVH, dim=1)
     att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(HS))
     i = torch.arange(Tn).view(Tn, 1)
     j = torch.arange(Tn).view(1, Tn)
