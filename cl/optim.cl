@@ -93,8 +93,8 @@ __kernel void amp_step(__global float *amp, ulong amp_off, __global float *gscal
     __global float *p, ulong p_off, __global const float *g, ulong g_off, __global float *m,      \
         ulong m_off, __global float *v, ulong v_off, __global const float *gscale,               \
         ulong gscale_off, ulong n, ulong n_decay, float decay, float w1, float beta2, float w2,  \
-        float neg_step_size, float bc2_sqrt, float eps, __global const float *amp, ulong amp_off, \
-        int dev
+        float neg_step_size, float lr_mult, float bc2_sqrt, float eps, __global const float *amp, \
+        ulong amp_off, int dev
 
 /* One element's update; returns 0 where it did nothing (past n, or a
  * skipped step), else 1 with the new parameter in *out. Inlined into both
@@ -108,7 +108,7 @@ static inline int adamw_1(ADAMW_PARAMS, ulong i, float *out)
         amp += amp_off;
         if (amp[CLF_AMP_RUN] == 0.0f)
             return 0;
-        neg_step_size = amp[CLF_AMP_NEG_STEP];
+        neg_step_size = amp[CLF_AMP_NEG_STEP] * lr_mult;
         bc2_sqrt = amp[CLF_AMP_BC2_SQRT];
     }
     float gi = g[g_off + i] * gscale[gscale_off];
@@ -130,7 +130,7 @@ static inline int adamw_1(ADAMW_PARAMS, ulong i, float *out)
 
 #define ADAMW_ARGS                                                                                 \
     p, p_off, g, g_off, m, m_off, v, v_off, gscale, gscale_off, n, n_decay, decay, w1, beta2, w2, \
-        neg_step_size, bc2_sqrt, eps, amp, amp_off, dev
+        neg_step_size, lr_mult, bc2_sqrt, eps, amp, amp_off, dev
 
 __kernel void adamw(ADAMW_PARAMS)
 {
@@ -153,7 +153,7 @@ __kernel void adamw_vec(ADAMW_PARAMS)
         __global const float *a = amp + amp_off;
         if (a[CLF_AMP_RUN] == 0.0f)
             return;
-        neg_step_size = a[CLF_AMP_NEG_STEP];
+        neg_step_size = a[CLF_AMP_NEG_STEP] * lr_mult;
         bc2_sqrt = a[CLF_AMP_BC2_SQRT];
         dev = 0;
     }

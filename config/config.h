@@ -240,6 +240,9 @@ typedef struct clf_optimizer_config {
     double betas[2];     /* [0, 1) each */
     double eps;          /* > 0 */
     double weight_decay; /* >= 0; never applied to biases, norms */
+    double layer_decay;  /* (0, 1]: block k of L (from 0) learns at lr * layer_decay^(L - k),
+                            the embeddings at lr * layer_decay^(L + 1), the final norm and
+                            the head at lr; 1 = off */
 } clf_optimizer_config;
 
 typedef struct clf_schedule_config {

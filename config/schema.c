@@ -202,6 +202,7 @@ static const clf_cfg_field optimizer_t[] = {
     T_PAIR("betas", train.optimizer.betas, 0, 1, HI_OPEN),
     T_DBL("eps", train.optimizer.eps, 0, NOHI, LO_OPEN),
     T_DBL("weight_decay", train.optimizer.weight_decay, 0, NOHI, 0),
+    T_DBL("layer_decay", train.optimizer.layer_decay, 0, 1, LO_OPEN),
     T_END,
 };
 static const clf_cfg_field schedule_t[] = {
@@ -302,6 +303,7 @@ void clf_config_defaults(clf_model_config *c)
     c->train.optimizer.betas[1] = 0.99;
     c->train.optimizer.eps = 1e-8;
     c->train.optimizer.weight_decay = 0.1;
+    c->train.optimizer.layer_decay = 1.0;
     c->train.schedule.type = CLF_SCHED_COSINE;
     c->train.schedule.warmup = 100;
     c->train.schedule.min_lr = 1e-4;

@@ -155,6 +155,11 @@ static clf_status check_model(const clf_model_config *c, const vstate *v)
                    "blocks.attention.window: a sliding window needs causal self-attention "
                    "(kind decoder with causal: true), not kind %s%s",
                    kind, c->kind == CLF_MODEL_DECODER ? " with causal: false" : "");
+    if (c->train.optimizer.layer_decay != 1.0 && c->kind == CLF_MODEL_ENCODER_DECODER)
+        return bad(v, OFF(train.optimizer.layer_decay), OFF(kind),
+                   "train.optimizer.layer_decay: layer-wise learning rates are for one stack of "
+                   "blocks (kind decoder or encoder), not kind %s",
+                   kind);
     if (c->blocks.ffn.hidden <= 0)
         return bad(v, OFF(blocks.ffn.hidden), NONE,
                    "blocks.ffn.hidden: expected an integer >= 1, got %d", c->blocks.ffn.hidden);

@@ -8,7 +8,7 @@
  * post-norm, shared / separate embeddings, rope, learned positions) and the
  * encoder classifier (cls and mean pooling, padding, ignored labels),
  * grouped-query and multi-query self-attention, plus gradient
- * accumulation.
+ * accumulation and layer-wise learning-rate decay (check_layer_decay).
  *
  * Method: parameters are set to random values of a useful scale (weights
  * normal(0, 0.25), norm weights 1 + normal(0, 0.1), biases normal(0, 0.1))
@@ -462,6 +462,100 @@ static void check_precision(clf_runtime *rt, const variant *v, int vi)
 }
 
 /* Gradients of two micro-batches add up (no dropout, so the masks don't move). */
+/* One training step of the variant's model from the same parameters and
+ * batch: the parameters before and after (n floats each), the eval loss
+ * after, and that loss again after the parameters are written back (so a
+ * 16-bit weight copy out of step with the float32 parameters would show). */
+/* The variant's config with sets[0 .. n_sets) applied after its own. */
+static void variant_config(const variant *v, const char *const *sets, int n_sets,
+                           clf_model_config *cfg)
+{
+    clf_error e;
+    parse_kind(v->kind, cfg);
+    for (int i = 0; v->sets[i] != NULL; i++)
+        ok(clf_config_set(cfg, v->sets[i], &e), &e, v->sets[i]);
+    for (int i = 0; i < n_sets; i++)
+        ok(clf_config_set(cfg, sets[i], &e), &e, sets[i]);
+}
+
+static void one_step(clf_runtime *rt, const variant *v, const char *const *sets, int n_sets,
+                     float *before, float *after, double loss[2])
+{
+    clf_error e;
+    clf_model_config cfg;
+    variant_config(v, sets, n_sets, &cfg);
+    const int B = cfg.train.batch, V = 11;
+    clf_model *m = NULL;
+    ok(clf_model_create(rt, &cfg, V, B, CLF_MODEL_TRAIN, &m, &e), &e, "create");
+    tu_rng g = tu_rng_new(4242);
+    randomize(m, &g);
+    ok(clf_model_flat_read(m, CLF_SLOT_PARAM, before, &e), &e, "params");
+    const int R = set_kind_batch(m, v, &g, B, V);
+    ok(clf_model_zero_grad(m, &e), &e, "zero");
+    ok(clf_model_forward(m, 1, &e), &e, "forward");
+    ok(clf_model_backward(m, &e), &e, "backward");
+    ok(clf_model_step(m, 1e-2f, &e), &e, "step");
+    ok(clf_model_flat_read(m, CLF_SLOT_PARAM, after, &e), &e, "params");
+    float rows[64];
+    loss[0] = loss_of(m, R, rows);
+    ok(clf_model_flat_write(m, CLF_SLOT_PARAM, after, &e), &e, "params");
+    loss[1] = loss_of(m, R, rows);
+    clf_model_destroy(m);
+}
+
+/* Layer-wise learning-rate decay d (train.optimizer.layer_decay): from the
+ * same parameters, gradients and Adam state, each tensor's first-step
+ * update is d^(L - k) times the update without decay in block k of L,
+ * d^(L + 1) for the embeddings, 1 for the final norm and the head (Adam's
+ * first step and its weight decay are both linear in the rate: relative
+ * 1e-3 on the norms of the updates, their float32 rounding ~1e-5), in float32
+ * and with bf16 weight copies that must follow the parameters. */
+static void check_layer_decay(clf_runtime *rt, const variant *v, const char *precision)
+{
+    clf_error e;
+    char prec[64];
+    snprintf(prec, sizeof prec, "train.precision=%s", precision);
+    const char *off[] = {prec}, *on[] = {prec, "train.optimizer.layer_decay=0.5"};
+    clf_model_config cfg;
+    variant_config(v, off, 1, &cfg);
+    clf_model *m = NULL;
+    ok(clf_model_create(rt, &cfg, 11, cfg.train.batch, CLF_MODEL_TRAIN, &m, &e), &e, "create");
+    const size_t n = clf_model_dims_get(m).n_params;
+    const int L = (int)clf_config_decoder_layers(&cfg) + clf_config_encoder_layers(&cfg);
+    float *p0 = malloc(n * 4), *pa = malloc(n * 4), *pb = malloc(n * 4), *q0 = malloc(n * 4);
+    double la[2], lb[2];
+    one_step(rt, v, off, 1, p0, pa, la);
+    one_step(rt, v, on, 2, q0, pb, lb);
+    int good = 0, count = clf_model_param_count(m);
+    double worst = 0;
+    for (int i = 0; i < count; i++) {
+        const clf_param_info *t = clf_model_param_get(m, i);
+        const int emb = strcmp(t->name, "wte") == 0 || strcmp(t->name, "wpe") == 0;
+        const double want = t->layer >= 0 ? pow(0.5, L - t->layer) : emb ? pow(0.5, L + 1) : 1.0;
+        double da = 0, db = 0;
+        for (size_t j = t->offset; j < t->offset + t->numel; j++) {
+            da += ((double)pa[j] - p0[j]) * ((double)pa[j] - p0[j]);
+            db += ((double)pb[j] - q0[j]) * ((double)pb[j] - q0[j]);
+        }
+        const double ratio = da > 0 ? sqrt(db / da) : -1;
+        worst = fmax(worst, fabs(ratio / want - 1));
+        good += da > 0 && fabs(ratio / want - 1) <= 1e-3;
+    }
+    TU_CHECK(good == count && memcmp(p0, q0, n * 4) == 0,
+             "%s, %s, layer_decay 0.5: every tensor's update is its layer's factor times the "
+             "undecayed one (%d of %d tensors; worst relative error %.1e)",
+             v->name, precision, good, count, worst);
+    TU_CHECK(la[0] == la[1] && lb[0] == lb[1],
+             "%s, %s: the weights the products read follow the updated parameters (loss %.9g "
+             "and %.9g after rewriting them)",
+             v->name, precision, lb[0], lb[1]);
+    clf_model_destroy(m);
+    free(p0);
+    free(pa);
+    free(pb);
+    free(q0);
+}
+
 static void accumulation(clf_runtime *rt)
 {
     clf_error e;
@@ -676,6 +770,9 @@ int main(void)
     for (int i = 0; i < (int)(sizeof variants / sizeof variants[0]); i++)
         check_shared_eval(rt, &variants[i], i);
     check_loss_scaling(rt, &variants[2], 2);
+    check_layer_decay(rt, &variants[0], "fp32");
+    check_layer_decay(rt, &variants[0], "bf16");
+    check_layer_decay(rt, &variants[7], "fp32"); /* an encoder classifier */
     accumulation(rt);
     api(rt);
     clf_runtime_destroy(rt);

@@ -15,7 +15,11 @@
  *   absolute), v atol 1e-12 rtol 1e-5;
  * - the decay boundary exactly: with zero gradients and zero moments an
  *   element < n_decay becomes p * (float)(1 - lr*wd), the rest stay bit-equal;
- * - Adam (weight_decay = 0) and invalid hyper-parameters (step 0) refused;
+ * - a step at lr_mult 0.25 (layer-wise decay's factor), and in the
+ *   loss-scaling script every other step at 0.5, against the reference at
+ *   lr * lr_mult (its weight decay too);
+ * - Adam (weight_decay = 0) and invalid hyper-parameters (step 0, lr_mult
+ *   0) refused;
  * - dynamic loss scaling (amp_step + AdamW reading its bias corrections
  *   from the device): a script of clean, inf and NaN steps with the state
  *   (scale, clean run, skipped, Adam's t) exactly as GradScaler's rules
@@ -78,7 +82,8 @@ static void test_clip(clf_runtime *rt)
 static void adamw_ref(double *p, double *m, double *v, const double *g, size_t n, size_t n_decay,
                       const clf_adamw_hparams *h)
 {
-    double lr = h->lr, b1 = h->beta1, b2 = h->beta2, eps = h->eps, wd = h->weight_decay;
+    double lr = (double)h->lr * (double)h->lr_mult, b1 = h->beta1, b2 = h->beta2, eps = h->eps,
+           wd = h->weight_decay;
     double bc1 = 1.0 - pow(b1, h->step), bc2 = 1.0 - pow(b2, h->step);
     double step_size = lr / bc1, bc2_sqrt = sqrt(bc2);
     for (size_t i = 0; i < n; i++) {
@@ -123,11 +128,13 @@ static void amp_script(clf_runtime *rt, const char *script, double scale0, unsig
     a0[CLF_AMP_SCALE] = (float)scale0;
     tu_ok(clf_ptr_write(rt, amp, a0, CLF_AMP_SLOTS, &err), &err, "write");
     amp_ref ref = {scale0, 0, 0, 0};
-    clf_adamw_hparams h = {.beta1 = b1, .beta2 = b2, .eps = 1e-8f, .weight_decay = 0.1f};
+    clf_adamw_hparams h = {
+        .beta1 = b1, .beta2 = b2, .eps = 1e-8f, .weight_decay = 0.1f, .lr_mult = 1.0f};
     int bad_state = 0, bad_skip = 0;
     for (int s = 0; script[s] != '\0'; s++) {
         const char kind = script[s];
         h.lr = 1e-3f * (float)(1 + s % 3); /* a schedule that moves on skipped steps too */
+        h.lr_mult = s % 2 ? 0.5f : 1.0f;   /* layer-wise decay's factor on amp's step size */
         h.step = s + 1;                    /* the host's step: unused with amp */
         double ss = 0.0;
         for (size_t i = 0; i < n; i++) {
@@ -233,12 +240,18 @@ static void test_adamw(clf_runtime *rt, size_t n, size_t n_decay, float wd, tu_r
     clf_ptr dv = clf_ptr_at(vb, off), ds = clf_ptr_at(sb, 1);
     clf_error err;
     tu_ok(clf_ptr_write(rt, dp, p, n, &err), &err, "write");
-    clf_adamw_hparams h = {
-        .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = wd, .step = 0};
+    clf_adamw_hparams h = {.lr = 1e-3f,
+                           .beta1 = 0.9f,
+                           .beta2 = 0.99f,
+                           .eps = 1e-8f,
+                           .weight_decay = wd,
+                           .step = 0,
+                           .lr_mult = 1.0f};
     const float lrs[] = {1e-3f, 3e-3f, 2e-3f, 1e-3f, 5e-4f, 1e-4f};
     for (int s = 0; s < 6; s++) {
         h.step = s + 1;
         h.lr = lrs[s];
+        h.lr_mult = s == 4 ? 0.25f : 1.0f; /* a slice at a quarter of the rate */
         float gscale = (s % 2) ? 0.37f : 1.0f;
         for (size_t i = 0; i < n; i++) {
             double u = tu_normal(r);
@@ -325,8 +338,12 @@ static void test_adamw16(clf_runtime *rt, clf_dtype t, size_t n, tu_rng *r)
     tu_ok(clf_ptr_write(rt, pb, p, n, &err), &err, "write");
     const float one = 1.0f;
     tu_ok(clf_ptr_write(rt, sb, &one, 1, &err), &err, "write");
-    clf_adamw_hparams h = {
-        .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.1f};
+    clf_adamw_hparams h = {.lr = 3e-3f,
+                           .beta1 = 0.9f,
+                           .beta2 = 0.99f,
+                           .eps = 1e-8f,
+                           .weight_decay = 0.1f,
+                           .lr_mult = 1.0f};
     const clf_ptr p16 = {b16, off};
     size_t bad = 0, badf = 0, first = n;
     for (int step = 1; step <= 3; step++) {
@@ -402,10 +419,18 @@ int main(void)
     amp_script(rt, "FFFFIFFFF", 256.0, 0, &r); /* interval 0: a fixed scale */
     clf_error err;
     clf_ptr a = tu_alloc(rt, 4);
-    clf_adamw_hparams h = {
-        .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 0};
+    clf_adamw_hparams h = {.lr = 1e-3f,
+                           .beta1 = 0.9f,
+                           .beta2 = 0.99f,
+                           .eps = 1e-8f,
+                           .weight_decay = 0.1f,
+                           .step = 0,
+                           .lr_mult = 1.0f};
     TU_CHECK(adamw(rt, a, a, a, a, a, 1, 1, &h, &err) == CLF_ERR_ARG, "adamw refuses step 0");
     h.step = 1;
+    h.lr_mult = 0.0f;
+    TU_CHECK(adamw(rt, a, a, a, a, a, 1, 1, &h, &err) == CLF_ERR_ARG, "adamw refuses lr_mult 0");
+    h.lr_mult = 1.0f;
     TU_CHECK(adamw(rt, a, a, a, a, a, 1, 2, &h, &err) == CLF_ERR_ARG, "adamw refuses n_decay > n");
     tu_free(a);
     clf_runtime_destroy(rt);

@@ -51,7 +51,8 @@
  * either sign (measured 0.18 with it). Inference (float32) is compared
  * with the fixture's float32 logits.
  * Determinism (with checkpoint.h; gpt_a, and gpt_g's grouped-query
- * attention): train 10 steps with dropout 0.1,
+ * attention with and without layer-wise learning-rate decay): train 10
+ * steps with dropout 0.1,
  * checkpoint, 10 more; reload the checkpoint into a fresh model and train
  * the same 10 more: the losses are identical bit for bit.
  */
@@ -332,7 +333,7 @@ static void train_steps(clf_model *m, const int32_t *data, size_t n, int B, int 
     free(y);
 }
 
-static void determinism(clf_runtime *rt, const char *name)
+static void determinism(clf_runtime *rt, const char *name, const char *extra)
 {
     clf_error e;
     clf_st_reader *r = NULL;
@@ -342,7 +343,9 @@ static void determinism(clf_runtime *rt, const char *name)
     clf_model_config cfg;
     die(clf_config_parse_string(clf_st_reader_metadata(r, "config"), name, NULL, 0, &cfg, &e), &e,
         "config");
-    printf("determinism: %s\n", name);
+    printf("determinism: %s%s%s\n", name, extra ? ", " : "", extra ? extra : "");
+    if (extra != NULL)
+        die(clf_config_set(&cfg, extra, &e), &e, extra);
     clf_st_reader_destroy(r);
     /* exercise every dropout site */
     const char *sets[] = {"model.embedding.dropout=0.1", "model.blocks.dropout=0.1",
@@ -404,8 +407,9 @@ int main(void)
     parity(rt, "gpt_l"); /* ALiBi */
     parity(rt, "gpt_g"); /* grouped-query attention (1 K/V head for 2 query heads) */
     parity(rt, "gpt_h"); /* bf16 storage */
-    determinism(rt, "gpt_a");
-    determinism(rt, "gpt_g");
+    determinism(rt, "gpt_a", NULL);
+    determinism(rt, "gpt_g", NULL);
+    determinism(rt, "gpt_g", "train.optimizer.layer_decay=0.7");
     clf_runtime_destroy(rt);
     return tu_finish();
 }

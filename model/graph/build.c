@@ -286,6 +286,45 @@ fail:
     return st;
 }
 
+/* A tensor's learning-rate factor under layer-wise decay d over L blocks:
+ * d^(L - k) in block k, d^(L + 1) for the embeddings (and their norm), 1
+ * for the final norm and the head. A tied LM head is the embedding. */
+static float lr_factor(const clf_model *m, const clf_param_info *t)
+{
+    const float d = m->optim.layer_decay;
+    const int L = m->s.L;
+    if (d == 1.0f)
+        return 1.0f;
+    if (t->layer >= 0)
+        return powf(d, (float)(L - t->layer));
+    const int embedding = strcmp(t->name, "wte") == 0 || strcmp(t->name, "wpe") == 0 ||
+                          strncmp(t->name, "ln_emb.", 7) == 0;
+    return embedding ? powf(d, (float)(L + 1)) : 1.0f;
+}
+
+/* The flat layout's runs of one learning-rate factor (each tensor's run
+ * reaching to the next tensor's offset: the alignment padding between
+ * them has no gradient). */
+static clf_status plan_lr_runs(clf_model *m, clf_error *err)
+{
+    m->lr_runs = calloc((size_t)m->n_ptab + 1, sizeof *m->lr_runs);
+    if (m->lr_runs == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory for the learning rates");
+    int n = 0;
+    for (int i = 0; i < m->n_ptab; i++) {
+        const float f = lr_factor(m, &m->ptab[i]);
+        const size_t hi = i + 1 < m->n_ptab ? m->ptab[i + 1].offset : m->dims.n_params;
+        if (n > 0 && m->lr_runs[n - 1].mult == f)
+            m->lr_runs[n - 1].hi = hi;
+        else
+            m->lr_runs[n++] = (struct mi_lr_run){m->ptab[i].offset, hi, f};
+    }
+    if (n == 0)
+        m->lr_runs[n++] = (struct mi_lr_run){0, m->dims.n_params, 1.0f};
+    m->n_lr_runs = n;
+    return CLF_OK;
+}
+
 /* ---- create / destroy ------------------------------------------------------------- */
 
 void clf_model_destroy(clf_model *m)
@@ -298,6 +337,7 @@ void clf_model_destroy(clf_model *m)
         clf_runtime_finish(m->rt, NULL);
     for (int i = m->n_owned - 1; i >= 0; i--)
         clf_buffer_destroy(m->owned[i]);
+    free(m->lr_runs);
     free(m->owned);
     free(m->carves);
     free(m->val_room);
@@ -359,7 +399,7 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
         st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
         goto fail;
     }
-    if ((st = plan_params(m, err)) != CLF_OK)
+    if ((st = plan_params(m, err)) != CLF_OK || (st = plan_lr_runs(m, err)) != CLF_OK)
         goto fail;
     if ((st = mi_nodes_build(m, err)) != CLF_OK)
         goto fail;

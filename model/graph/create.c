@@ -172,6 +172,7 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     o->beta2 = (float)oc->betas[1];
     o->eps = (float)oc->eps;
     o->weight_decay = (float)oc->weight_decay;
+    o->layer_decay = oc->layer_decay > 0 ? (float)oc->layer_decay : 1.0f;
     o->grad_clip = (float)cfg->train.grad_clip;
     o->label_smoothing = (float)cfg->train.label_smoothing;
     o->loss_scale_init = (float)cfg->train.loss_scale.init;

@@ -199,7 +199,8 @@ typedef struct clf_model_limits {
 /* Optimizer settings, from cfg->train at create; may be changed between steps. */
 typedef struct clf_model_optim {
     float beta1, beta2, eps, weight_decay;
-    float grad_clip; /* 0 = off */
+    float layer_decay; /* per-block learning-rates (train.optimizer.layer_decay; 1 = off) */
+    float grad_clip;   /* 0 = off */
     float label_smoothing;
     float loss_scale_init;   /* fp16 training's first loss scale (train.loss_scale) */
     int loss_scale_interval; /* clean steps before it doubles; 0 = fixed */

@@ -329,6 +329,13 @@ struct clf_model {
     clf_param_info *ptab;
     int *pinit; /* [n_ptab] MI_INIT_* */
     int n_ptab;
+    /* the flat layout in runs of one learning-rate factor (layer-wise
+     * decay; one run of 1 without it), covering [0, n_params) in order */
+    struct mi_lr_run {
+        size_t lo, hi;
+        float mult;
+    } * lr_runs;
+    int n_lr_runs;
     size_t lm_head; /* = dec.wte if tied; MI_NONE for a classifier */
     mi_lin_p cls;   /* classifier [NL, C], [NL] */
     mi_stack enc, dec;

@@ -259,6 +259,38 @@ clf_status clf_model_zero_grad(clf_model *m, clf_error *err)
     return clf_op_zero(m->rt, (clf_ptr){m->grads, 0}, m->dims.n_params, err);
 }
 
+/* AdamW over the optimizer's slice (all of it unless sharded), decayed up
+ * to n_decay, one launch per run of one learning-rate factor inside it
+ * (one launch without layer-wise decay). */
+static clf_status adamw_runs(clf_model *m, float lr, clf_ptr gscale, clf_error *err)
+{
+    const size_t lo = m->opt_lo, hi = m->opt_hi, nd = m->dims.n_decay;
+    clf_status st = CLF_OK;
+    for (int r = 0; r < m->n_lr_runs && st == CLF_OK; r++) {
+        const size_t a0 = m->lr_runs[r].lo > lo ? m->lr_runs[r].lo : lo;
+        const size_t a1 = m->lr_runs[r].hi < hi ? m->lr_runs[r].hi : hi;
+        if (a1 <= a0)
+            continue;
+        const clf_adamw_args a = {.params = mi_at(m->params, a0),
+                                  .grads = mi_at(m->grads, a0),
+                                  .m = mi_at(m->adam_m, a0 - lo),
+                                  .v = mi_at(m->adam_v, a0 - lo),
+                                  .gscale = gscale,
+                                  .amp = mi_amp(m) ? m->amp : mi_nullptr(),
+                                  .params16 = m->params16 ? mi_at(m->params16, a0) : mi_nullptr(),
+                                  .t16 = m->s.act16,
+                                  .n = a1 - a0,
+                                  .n_decay = nd <= a0   ? 0
+                                             : nd >= a1 ? a1 - a0
+                                                        : nd - a0,
+                                  .h = {lr, m->optim.beta1, m->optim.beta2, m->optim.eps,
+                                        m->optim.weight_decay, (int)(m->state.step + 1),
+                                        m->lr_runs[r].mult}};
+        st = clf_op_adamw_amp(m->rt, &a, err);
+    }
+    return st;
+}
+
 clf_status clf_model_step(clf_model *m, float lr, clf_error *err)
 {
     clf_status st;
@@ -278,23 +310,7 @@ clf_status clf_model_step(clf_model *m, float lr, clf_error *err)
         st = clf_op_clip_scale(m->rt, gscale, gnorm, sumsq, m->optim.grad_clip, err);
     if (st != CLF_OK)
         return st;
-    /* the optimizer's slice (all of it unless sharded): decayed up to n_decay */
-    const size_t lo = m->opt_lo, hi = m->opt_hi, nd = m->dims.n_decay;
-    const clf_adamw_args a = {.params = mi_at(m->params, lo),
-                              .grads = mi_at(m->grads, lo),
-                              .m = mi_at(m->adam_m, 0),
-                              .v = mi_at(m->adam_v, 0),
-                              .gscale = gscale,
-                              .amp = mi_amp(m) ? m->amp : mi_nullptr(),
-                              .params16 = m->params16 ? mi_at(m->params16, lo) : mi_nullptr(),
-                              .t16 = m->s.act16,
-                              .n = hi - lo,
-                              .n_decay = nd <= lo   ? 0
-                                         : nd >= hi ? hi - lo
-                                                    : nd - lo,
-                              .h = {lr, m->optim.beta1, m->optim.beta2, m->optim.eps,
-                                    m->optim.weight_decay, (int)(m->state.step + 1)}};
-    if (hi > lo && (st = clf_op_adamw_amp(m->rt, &a, err)) != CLF_OK)
+    if ((st = adamw_runs(m, lr, gscale, err)) != CLF_OK)
         return st;
     if ((st = clf_model_zero_grad(m, err)) != CLF_OK)
         return st;

@@ -301,6 +301,9 @@ clf_status clf_op_clip_scale(clf_runtime *rt, clf_ptr gscale, clf_ptr gnorm, clf
 typedef struct clf_adamw_hparams {
     float lr, beta1, beta2, eps, weight_decay;
     int step;
+    float lr_mult; /* > 0: this slice learns at lr * lr_mult (layer-wise decay's factor;
+                      1 without), its weight decay too; with amp, amp's step size is
+                      multiplied by it */
 } clf_adamw_hparams;
 
 /* Dynamic loss scaling (cl/optim.cl's amp_step), in place of

@@ -74,10 +74,10 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, const clf_adamw_args *x, clf_error 
     clf_kernel *k = NULL;
     clf_status st;
     if (h->step < 1 || n_decay > n || !(h->beta1 >= 0.0f && h->beta1 < 1.0f) ||
-        !(h->beta2 >= 0.0f && h->beta2 < 1.0f) || !(h->eps >= 0.0f)) {
+        !(h->beta2 >= 0.0f && h->beta2 < 1.0f) || !(h->eps >= 0.0f) || !(h->lr_mult > 0.0f)) {
         st = clf_error_set(err, CLF_ERR_ARG,
-                           "need step >= 1, betas in [0, 1), eps >= 0 and n_decay (%zu) <= n "
-                           "(%zu)",
+                           "need step >= 1, betas in [0, 1), eps >= 0, lr_mult > 0 and n_decay "
+                           "(%zu) <= n (%zu)",
                            n_decay, n);
         goto fail;
     }
@@ -94,7 +94,7 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, const clf_adamw_args *x, clf_error 
         goto fail;
     if (n == 0)
         return CLF_OK;
-    double lr = h->lr, b1 = h->beta1, b2 = h->beta2;
+    double lr = (double)h->lr * (double)h->lr_mult, b1 = h->beta1, b2 = h->beta2;
     double bc1 = 1.0 - pow(b1, (double)h->step);
     double bc2 = 1.0 - pow(b2, (double)h->step);
     float decay = (float)(1.0 - lr * (double)h->weight_decay);
@@ -109,18 +109,31 @@ clf_status clf_op_adamw_amp(clf_runtime *rt, const clf_adamw_args *x, clf_error 
         global = (global + local - 1) / local * local;
     clf_buffer *p16 = params16.buf; /* adamw_p16's last three arguments */
     clf_arg a[] = {
-        CLF_ARG_BUF(params.buf), CLF_ARG_U64(params.off),
-        CLF_ARG_BUF(grads.buf),  CLF_ARG_U64(grads.off),
-        CLF_ARG_BUF(m.buf),      CLF_ARG_U64(m.off),
-        CLF_ARG_BUF(v.buf),      CLF_ARG_U64(v.off),
-        CLF_ARG_BUF(gscale.buf), CLF_ARG_U64(gscale.off),
-        CLF_ARG_U64(n),          CLF_ARG_U64(n_decay),
-        CLF_ARG_F32(decay),      CLF_ARG_F32(w1),
-        CLF_ARG_F32(h->beta2),   CLF_ARG_F32(w2),
-        CLF_ARG_F32(neg_step),   CLF_ARG_F32(bc2_sqrt),
-        CLF_ARG_F32(h->eps),     CLF_ARG_BUF(amp.buf ? amp.buf : gscale.buf),
-        CLF_ARG_U64(amp.off),    CLF_ARG_I32(amp.buf != NULL),
-        CLF_ARG_BUF(p16),        CLF_ARG_U64(params16.off),
+        CLF_ARG_BUF(params.buf),
+        CLF_ARG_U64(params.off),
+        CLF_ARG_BUF(grads.buf),
+        CLF_ARG_U64(grads.off),
+        CLF_ARG_BUF(m.buf),
+        CLF_ARG_U64(m.off),
+        CLF_ARG_BUF(v.buf),
+        CLF_ARG_U64(v.off),
+        CLF_ARG_BUF(gscale.buf),
+        CLF_ARG_U64(gscale.off),
+        CLF_ARG_U64(n),
+        CLF_ARG_U64(n_decay),
+        CLF_ARG_F32(decay),
+        CLF_ARG_F32(w1),
+        CLF_ARG_F32(h->beta2),
+        CLF_ARG_F32(w2),
+        CLF_ARG_F32(neg_step),
+        CLF_ARG_F32(h->lr_mult),
+        CLF_ARG_F32(bc2_sqrt),
+        CLF_ARG_F32(h->eps),
+        CLF_ARG_BUF(amp.buf ? amp.buf : gscale.buf),
+        CLF_ARG_U64(amp.off),
+        CLF_ARG_I32(amp.buf != NULL),
+        CLF_ARG_BUF(p16),
+        CLF_ARG_U64(params16.off),
         CLF_ARG_U32(t16),
     };
     const int nargs = (int)(sizeof a / sizeof a[0]) - (copy ? 0 : 3); /* adamw: no p16 */
