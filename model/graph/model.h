@@ -20,7 +20,9 @@
  *   16 floats. The table (clf_model_param_info) names every tensor the way
  *   checkpoints and the PyTorch parity fixtures do. A block <p>blocks.<l>:
  *     .ln1.weight [C] (.bias [C] for layernorm with bias)
- *     .attn.qkv.weight [3C, C]   rows: q, then k, then v;  .attn.qkv.bias [3C]
+ *     .attn.qkv.weight [C + 2KC, C]  rows: q [C], then k, then v [KC each:
+ *                                kv_heads x head size, C unless grouped];
+ *     .attn.qkv.bias [C + 2KC]
  *     .attn.proj.weight [C, C], .bias [C]
  *     .lnx.weight [C] (.bias)             } decoder blocks of an
  *     .cross.q.weight [C, C], .bias [C]   } encoder-decoder only:
