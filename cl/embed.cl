@@ -167,11 +167,14 @@ __kernel void sinusoid_add(__global float *x, ulong x_off, uint B, uint T, uint 
  * angle's sincos is computed once and applied to every head of `bspan`
  * batch rows (bspan = B on CPUs, 1 on GPUs). Row (b, t) starts at
  * (b*T + t) * row_stride. log2_theta = log2(theta), from the host in double:
- * inv_freq = 2^(-(2i/HS) * log2(theta)) = theta^(-2i/HS). x is stored as
+ * inv_freq = 2^(-(2i/HS) * log2(theta)) = theta^(-2i/HS); with a factor
+ * other than 1 it is blended with inv_freq / factor by the ramp over i
+ * (clf_rope in model/ops/ops.h); mscale multiplies cos and sin. x is stored as
  * x_t (float32, or 16 bits: widened, rotated in float32, rounded back;
  * offsets and strides count its elements). */
 __kernel void rope(__global float *x, ulong x_off, uint x_t, uint B, uint T, uint NH, uint HS,
-                   uint row_stride, uint pos0, float log2_theta, int inverse, uint bspan)
+                   uint row_stride, uint pos0, float log2_theta, float factor, float ramp_lo,
+                   float ramp_hi, float mscale, int inverse, uint bspan)
 {
     uint hs2 = HS / 2;
     uint gid = get_global_id(0);
@@ -182,9 +185,17 @@ __kernel void rope(__global float *x, ulong x_off, uint x_t, uint B, uint T, uin
         return;
     uint b1 = min(b0 + bspan, B);
     float inv_freq = exp2(-((float)(2 * i) / (float)HS) * log2_theta);
+    if (factor != 1.0f) {
+        float e = 1.0f - clamp(((float)i - ramp_lo) / (ramp_hi - ramp_lo), 0.0f, 1.0f);
+        inv_freq = inv_freq / factor * (1.0f - e) + inv_freq * e;
+    }
     float a = (float)(pos0 + t) * inv_freq;
     float cs;
     float sn = sincos(a, &cs);
+    if (mscale != 1.0f) {
+        cs *= mscale;
+        sn *= mscale;
+    }
     if (inverse)
         sn = -sn;
     for (uint b = b0; b < b1; b++) {

@@ -74,6 +74,45 @@ int cli_checkpoint_model(clf_runtime *rt, clf_checkpoint *ck, const clf_model_li
     return st == CLF_OK ? CLI_EXIT_OK : checkpoint_fail(&err, st);
 }
 
+int cli_checkpoint_context(const char *cmd, clf_checkpoint *ck, clf_model_config *cfg, long context,
+                           const char *rope_scaling)
+{
+    static const char *const names[] = {"none", "linear", "ntk", "yarn"};
+    int scaling = -1;
+    if (rope_scaling != NULL) {
+        for (int i = 0; i < 4; i++)
+            if (strcmp(rope_scaling, names[i]) == 0)
+                scaling = i;
+        if (scaling < 0) {
+            fprintf(stderr, "%s: --rope-scaling: expected none, linear, ntk or yarn, got '%s'\n",
+                    cmd, rope_scaling);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (context == 0) {
+        if (rope_scaling == NULL)
+            return CLI_EXIT_OK;
+        fprintf(stderr, "%s: --rope-scaling needs --context past the trained context (%d)\n", cmd,
+                cfg->context);
+        return CLI_EXIT_USAGE;
+    }
+    const int T0 = cfg->context, had = cfg->positional.rope_scaling.type;
+    clf_error err;
+    clf_error_clear(&err);
+    if (clf_checkpoint_set_context(ck, (int)context, scaling, &err) != CLF_OK) {
+        fprintf(stderr, "%s: --context %ld: %s\n", cmd, context, err.msg);
+        return CLI_EXIT_USAGE;
+    }
+    *cfg = *clf_checkpoint_config(ck);
+    if (scaling < 0 && had == CLF_ROPE_SCALE_NONE &&
+        cfg->positional.rope_scaling.type != CLF_ROPE_SCALE_NONE)
+        fprintf(stderr,
+                "%s: context %ld is past the trained %d: rotary positions scaled by yarn, "
+                "factor %.4g (--rope-scaling to choose)\n",
+                cmd, context, T0, cfg->positional.rope_scaling.factor);
+    return CLI_EXIT_OK;
+}
+
 void cli_group_digits(unsigned long long v, char *out, size_t cap)
 {
     char tmp[32];

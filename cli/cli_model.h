@@ -25,6 +25,18 @@ int cli_checkpoint_open(const char *dir, clf_checkpoint **ck, clf_model_config *
 int cli_checkpoint_model(clf_runtime *rt, clf_checkpoint *ck, const clf_model_limits *lim,
                          unsigned flags, clf_model **m);
 
+/* --context N and --rope-scaling TYPE (NULL: not given) of sample and eval:
+ * the checkpoint's decoder run at N positions (clf_checkpoint_set_context);
+ * a scaling the library chose by itself is said on stderr. *cfg becomes the
+ * checkpoint's new config. Prints its errors, naming the flag. */
+int cli_checkpoint_context(const char *cmd, clf_checkpoint *ck, clf_model_config *cfg, long context,
+                           const char *rope_scaling);
+#define CLI_CONTEXT_FLAGS_HELP                                                                     \
+    "  --context N       run at N positions (a decoder; default: the trained context);\n"          \
+    "                    past it rotary positions are scaled (yarn unless the model\n"             \
+    "                    names a rope_scaling)\n"                                                  \
+    "  --rope-scaling S  none, linear, ntk or yarn past the trained context\n"
+
 /* The vocabulary a model file implies without a run's data: *vocab if
  * nonzero (--vocab), else 256 for byte, the distinct characters of data for
  * char (65, tiny Shakespeare's, with a note saying so when data is NULL),

@@ -34,24 +34,24 @@
 
 static void usage(FILE *out)
 {
-    fprintf(
-        out,
-        "usage: clformer eval DIR --data FILE [--split val|train] [--batch B] [--json]\n"
-        "                     [runtime flags]\n"
-        "Loss and perplexity of the checkpoint in DIR over a whole split of FILE, in\n"
-        "non-overlapping windows of the model's context (every position counts once).\n"
-        "  --data FILE       the text (split 90/10 as in training)\n"
-        "  --split S         val (default) or train\n"
-        "  --batch B         windows per forward (default: the model's train.batch)\n"
-        "  --json            print {\"val_loss\": ..., \"perplexity\": ..., \"tokens\": ...}\n"
-        "Encoder kinds: --data DIR (its validation split: val/valid/dev, or --split NAME)\n"
-        "or --data SRC,REF (translation) or --data FILE.tsv (classification); prints the\n"
-        "accuracy or corpus BLEU ({\"accuracy\": ...} / {\"bleu\": ...} with --json).\n"
-        "  --beam K          translation: beam size (default 1: greedy)\n"
-        "  --alpha A         translation: length penalty logprob / len^A (default 1)\n"
-        "  --src L, --tgt L  translation: languages of DIR's files (default: the\n"
-        "                    checkpoint's)\n"
-        "  --hyps FILE       translation: write the translations to FILE\n" CLI_RUNTIME_FLAGS_HELP);
+    fprintf(out,
+            "usage: clformer eval DIR --data FILE [--split val|train] [--batch B] [--json]\n"
+            "                     [--context N [--rope-scaling S]] [runtime flags]\n"
+            "Loss and perplexity of the checkpoint in DIR over a whole split of FILE, in\n"
+            "non-overlapping windows of the model's context (every position counts once).\n"
+            "  --data FILE       the text (split 90/10 as in training)\n"
+            "  --split S         val (default) or train\n"
+            "  --batch B         windows per forward (default: the model's train.batch)\n"
+            "  --json            print {\"val_loss\": ..., \"perplexity\": ..., \"tokens\": ...}\n"
+            "Encoder kinds: --data DIR (its validation split: val/valid/dev, or --split NAME)\n"
+            "or --data SRC,REF (translation) or --data FILE.tsv (classification); prints the\n"
+            "accuracy or corpus BLEU ({\"accuracy\": ...} / {\"bleu\": ...} with --json).\n"
+            "  --beam K          translation: beam size (default 1: greedy)\n"
+            "  --alpha A         translation: length penalty logprob / len^A (default 1)\n"
+            "  --src L, --tgt L  translation: languages of DIR's files (default: the\n"
+            "                    checkpoint's)\n"
+            "  --hyps FILE       translation: write the translations to FILE\n"
+            "Decoders:\n" CLI_CONTEXT_FLAGS_HELP CLI_RUNTIME_FLAGS_HELP);
 }
 
 /* limits covering both (a 0 cap means "B x longest": the larger) */
@@ -238,7 +238,8 @@ int cli_cmd_eval(int argc, char **argv)
     int json = 0;
     long batch = 0;
     clf_split split = CLF_SPLIT_VAL;
-    const char *split_name = NULL;
+    const char *split_name = NULL, *rope_scaling = NULL;
+    long context = 0;
     seq_eval_flags sf = {NULL, NULL, NULL, NULL, 1, 0, 1.0};
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
@@ -252,6 +253,8 @@ int cli_cmd_eval(int argc, char **argv)
         {"--src", CLI_OPT_STR, &sf.src, 0, 0, NULL},
         {"--tgt", CLI_OPT_STR, &sf.tgt, 0, 0, NULL},
         {"--hyps", CLI_OPT_STR, &sf.hyps, 0, 0, NULL},
+        {"--context", CLI_OPT_INT, &context, 1, 1048576, NULL},
+        {"--rope-scaling", CLI_OPT_STR, &rope_scaling, 0, 0, NULL},
     };
     const cli_command cmd = {"clformer eval", opts, CLI_COUNT(opts), &rf, &dir, 1,
                              "one DIR",       usage};
@@ -279,6 +282,13 @@ int cli_cmd_eval(int argc, char **argv)
                     "clformer eval: %s is an embedding model (no head, nothing to score): "
                     "fine-tune it with a classifier head (train --init) first\n",
                     dir);
+            return CLI_EXIT_USAGE;
+        }
+        if (ccfg.kind != CLF_MODEL_DECODER && (context > 0 || rope_scaling != NULL)) {
+            fprintf(stderr,
+                    "clformer eval: --context and --rope-scaling are for decoders; %s "
+                    "holds a model of kind %s\n",
+                    dir, clf_config_kind_name(ccfg.kind));
             return CLI_EXIT_USAGE;
         }
         if (ccfg.kind != CLF_MODEL_DECODER) {
@@ -315,8 +325,12 @@ int cli_cmd_eval(int argc, char **argv)
     if (rc != CLI_EXIT_OK)
         return rc;
     clf_checkpoint *ck = NULL;
-    if ((rc = cli_checkpoint_open(dir, &ck, &cfg, &tok)) != CLI_EXIT_OK)
+    if ((rc = cli_checkpoint_open(dir, &ck, &cfg, &tok)) != CLI_EXIT_OK ||
+        (rc = cli_checkpoint_context("clformer eval", ck, &cfg, context, rope_scaling)) !=
+            CLI_EXIT_OK) {
+        clf_checkpoint_close(ck);
         goto done;
+    }
     const clf_model_limits lim = {.B = (int)batch};
     rc = cli_checkpoint_model(rt, ck, batch > 0 ? &lim : NULL, 0, &m);
     clf_checkpoint_close(ck);

@@ -236,12 +236,20 @@ static void print_text(const char *path, const clf_model_config *cfg, const brea
     if (kvh < cfg->blocks.attention.heads)
         snprintf(kv, sizeof kv, " (keys and values: %d head%s, %s)", kvh, kvh == 1 ? "" : "s",
                  kvh == 1 ? "multi-query" : "grouped-query");
+    char pos[160] = "";
+    const clf_positional_config *pc = &cfg->positional;
+    if (pc->type == CLF_POS_ROPE && pc->rope_scaling.type == CLF_ROPE_SCALE_NONE)
+        snprintf(pos, sizeof pos, " (theta %g)", pc->rope_theta);
+    else if (pc->type == CLF_POS_ROPE)
+        snprintf(pos, sizeof pos, " (theta %g, %s scaling x%g over a trained context of %d)",
+                 pc->rope_theta, clf_config_rope_scaling_name(pc->rope_scaling.type),
+                 pc->rope_scaling.factor, pc->rope_scaling.original_context);
     printf("%s: %s, %llu layers, %d heads x %d%s, dim %llu, ffn %llu (%s), context %llu,\n"
-           "  %s positions, %s-norm %s\n",
+           "  %s positions%s, %s-norm %s\n",
            path, clf_config_kind_name(cfg->kind), d->L, cfg->blocks.attention.heads,
            clf_config_head_size(cfg), kv, d->C, d->H,
            clf_config_activation_name(cfg->blocks.ffn.activation), d->T,
-           clf_config_positional_name(cfg->positional.type),
+           clf_config_positional_name(cfg->positional.type), pos,
            clf_config_placement_name(cfg->blocks.norm.placement),
            clf_config_norm_name(cfg->blocks.norm.type));
     printf("vocabulary: %llu (%s)%s\n\n", d->V, clf_config_tokenizer_name(cfg->vocab.tokenizer),

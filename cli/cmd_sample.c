@@ -1,7 +1,9 @@
 /*
  * cmd_sample.c - `clformer sample DIR [--prompt TEXT] [--tokens N]
- * [--temperature T] [--top-k K] [--top-p P] [--seed S]`: generate text from
- * a trained model, streaming each token to stdout as it is produced.
+ * [--temperature T] [--top-k K] [--top-p P] [--seed S] [--context N
+ * [--rope-scaling S]]`: generate text from a trained model, streaming each
+ * token to stdout as it is produced; --context runs it at another context
+ * (past the trained one with rotary positions scaled: clf_config_set_context).
  *
  * The generation loop (KV cache, sliding context window) is the library's
  * clf_generate (model/infer/generate.h); this file parses flags, streams
@@ -26,7 +28,8 @@ static void usage(FILE *out)
             "  --top-k K         sample among the K most likely tokens (0 = off, default)\n"
             "  --top-p P         nucleus: the smallest set with probability >= P (1 = off)\n"
             "  --seed S          random seed (default 1337)\n"
-            "  --quiet           do not echo the prompt, no timing line\n" CLI_RUNTIME_FLAGS_HELP);
+            "  --quiet           do not echo the prompt, no timing line\n" CLI_CONTEXT_FLAGS_HELP
+                CLI_RUNTIME_FLAGS_HELP);
 }
 
 /* Streams each token's text as it is produced; the prompt (unless NULL)
@@ -48,8 +51,8 @@ static int print_piece(void *user, int32_t token, const char *piece, size_t len)
 
 int cli_cmd_sample(int argc, char **argv)
 {
-    const char *dir = NULL, *prompt = "";
-    long n_tokens = 200, top_k = 0;
+    const char *dir = NULL, *prompt = "", *rope_scaling = NULL;
+    long n_tokens = 200, top_k = 0, context = 0;
     double temperature = 0.8, top_p = 1.0;
     int quiet = 0;
     uint64_t seed = 1337;
@@ -63,6 +66,8 @@ int cli_cmd_sample(int argc, char **argv)
         {"--top-p", CLI_OPT_FLOAT, &top_p, 1e-9, 1.0, NULL},
         {"--seed", CLI_OPT_U64, &seed, 0, 0, NULL},
         {"--quiet", CLI_OPT_BOOL, &quiet, 0, 0, NULL},
+        {"--context", CLI_OPT_INT, &context, 1, 1048576, NULL},
+        {"--rope-scaling", CLI_OPT_STR, &rope_scaling, 0, 0, NULL},
     };
     const cli_command cmd = {"clformer sample", opts, CLI_COUNT(opts), &rf, &dir, 1,
                              "one DIR",         usage};
@@ -101,6 +106,9 @@ int cli_cmd_sample(int argc, char **argv)
         rc = CLI_EXIT_USAGE;
         goto done;
     }
+    if ((rc = cli_checkpoint_context("clformer sample", ck, &cfg, context, rope_scaling)) !=
+        CLI_EXIT_OK)
+        goto done;
     if ((rc = cli_checkpoint_model(rt, ck, &(clf_model_limits){.B = 1}, CLF_MODEL_INFER, &m)) !=
         CLI_EXIT_OK)
         goto done;

@@ -87,6 +87,19 @@ typedef enum clf_positional_type {
     CLF_POS_ALIBI,       /* linear per-head biases on the attention scores (ALiBi) */
 } clf_positional_type;
 
+/* RoPE's frequencies for running past the trained context (HF's names):
+ * linear divides every frequency by the factor (position interpolation);
+ * ntk raises the base to theta * factor^(d / (d - 2)) (static NTK-aware);
+ * yarn interpolates the low frequencies only, with a ramp between the
+ * dimensions that turn beta_slow and beta_fast times over the original
+ * context, and scales q and k by 0.1 ln(factor) + 1. */
+typedef enum clf_rope_scaling_type {
+    CLF_ROPE_SCALE_NONE = 0,
+    CLF_ROPE_SCALE_LINEAR,
+    CLF_ROPE_SCALE_NTK,
+    CLF_ROPE_SCALE_YARN,
+} clf_rope_scaling_type;
+
 typedef enum clf_activation {
     CLF_FFN_RELU = 0,
     CLF_FFN_GELU,      /* exact (erf) GELU, PyTorch's default */
@@ -151,6 +164,7 @@ typedef enum clf_metric_type {
 const char *clf_config_kind_name(clf_model_kind v);
 const char *clf_config_tokenizer_name(clf_tokenizer_type v);
 const char *clf_config_positional_name(clf_positional_type v);
+const char *clf_config_rope_scaling_name(clf_rope_scaling_type v);
 const char *clf_config_activation_name(clf_activation v);
 const char *clf_config_norm_name(clf_norm_type v);
 const char *clf_config_placement_name(clf_norm_placement v);
@@ -183,6 +197,13 @@ typedef struct clf_embedding_config {
 typedef struct clf_positional_config {
     clf_positional_type type;
     double rope_theta; /* rope base, default 10000 */
+    struct {
+        clf_rope_scaling_type type;
+        double factor;               /* >= 1; 1 = no change */
+        int original_context;        /* the context trained without scaling (yarn's ramp);
+                                 0 in a file = model.context (resolved on load) */
+        double beta_fast, beta_slow; /* yarn's ramp ends, in turns (32 and 1) */
+    } rope_scaling;
 } clf_positional_config;
 
 typedef struct clf_attention_config {
@@ -334,6 +355,17 @@ clf_status clf_config_set(clf_model_config *cfg, const char *override, clf_error
  * encoder/decoder_repeat = repeat when 0 (encoder-decoder only), vocab.size
  * = 8000 for bpe when 0. Idempotent. */
 void clf_config_resolve(clf_model_config *cfg);
+
+/* Run a decoder at `context` positions instead of the trained model.context
+ * (`sample --context`, `eval --context`). Learned positions keep their
+ * context (their table has that many rows); past the trained context,
+ * rotary positions take positional.rope_scaling: `scaling` (a
+ * clf_rope_scaling_type) at factor context / trained with original_context
+ * the trained one, or with -1 the config's own scaling, or yarn at that
+ * factor where the config has none; ALiBi and sinusoidal positions run as
+ * they are. scaling >= 0 only past the trained context. Errors say what was
+ * expected (CLF_ERR_ARG). */
+clf_status clf_config_set_context(clf_model_config *cfg, int context, int scaling, clf_error *err);
 
 /* Cross-field checks on a resolved config (load and parse run it already).
  * The error names the offending key ("blocks.attention.heads: 5 does not

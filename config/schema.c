@@ -30,6 +30,7 @@
 static const char *const kind_names[] = {"decoder", "encoder", "encoder-decoder", NULL};
 static const char *const tokenizer_names[] = {"char", "byte", "bpe", "wordpiece", NULL};
 static const char *const positional_names[] = {"learned", "sinusoidal", "rope", "alibi", NULL};
+static const char *const rope_scaling_names[] = {"none", "linear", "ntk", "yarn", NULL};
 static const char *const activation_names[] = {"relu", "gelu", "gelu_tanh", "swiglu", NULL};
 static const char *const norm_names[] = {"none", "layernorm", "rmsnorm", NULL};
 static const char *const placement_names[] = {"pre", "post", NULL};
@@ -57,6 +58,10 @@ const char *clf_config_tokenizer_name(clf_tokenizer_type v)
 const char *clf_config_positional_name(clf_positional_type v)
 {
     return name_of(positional_names, (int)v);
+}
+const char *clf_config_rope_scaling_name(clf_rope_scaling_type v)
+{
+    return name_of(rope_scaling_names, (int)v);
 }
 const char *clf_config_activation_name(clf_activation v)
 {
@@ -133,9 +138,18 @@ static const clf_cfg_field embedding_t[] = {
     T_ENUM("norm", embedding.norm, norm_names, 0),
     T_END,
 };
+static const clf_cfg_field rope_scaling_t[] = {
+    T_ENUM("type", positional.rope_scaling.type, rope_scaling_names, 0),
+    T_DBL("factor", positional.rope_scaling.factor, 1, 65536, 0),
+    T_INT("original_context", positional.rope_scaling.original_context, 0, 1048576),
+    T_DBL("beta_fast", positional.rope_scaling.beta_fast, 0, NOHI, LO_OPEN),
+    T_DBL("beta_slow", positional.rope_scaling.beta_slow, 0, NOHI, LO_OPEN),
+    T_END,
+};
 static const clf_cfg_field positional_t[] = {
     T_ENUM("type", positional.type, positional_names, 0),
     T_DBL("rope_theta", positional.rope_theta, 0, NOHI, LO_OPEN),
+    T_MAP("rope_scaling", positional.rope_scaling, rope_scaling_t),
     T_END,
 };
 static const clf_cfg_field attention_t[] = {
@@ -269,6 +283,10 @@ void clf_config_defaults(clf_model_config *c)
     c->embedding.norm = CLF_NORM_NONE;
     c->positional.type = CLF_POS_LEARNED;
     c->positional.rope_theta = 10000.0;
+    c->positional.rope_scaling.type = CLF_ROPE_SCALE_NONE;
+    c->positional.rope_scaling.factor = 1.0;
+    c->positional.rope_scaling.beta_fast = 32.0;
+    c->positional.rope_scaling.beta_slow = 1.0;
     c->blocks.repeat = 4;
     c->blocks.attention.heads = 4;
     c->blocks.attention.kv_heads = 0; /* heads */

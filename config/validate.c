@@ -28,6 +28,9 @@ void clf_config_resolve(clf_model_config *c)
         c->head.tie_embedding = c->head.type == CLF_HEAD_LM;
     if (c->blocks.attention.kv_heads == 0)
         c->blocks.attention.kv_heads = c->blocks.attention.heads;
+    if (c->positional.rope_scaling.type != CLF_ROPE_SCALE_NONE &&
+        c->positional.rope_scaling.original_context == 0)
+        c->positional.rope_scaling.original_context = c->context;
     if (c->blocks.ffn.hidden == 0 && c->embedding.dim > 0 && c->embedding.dim <= 262144)
         c->blocks.ffn.hidden = 4 * c->embedding.dim;
     if (c->kind == CLF_MODEL_ENCODER_DECODER) {
@@ -144,6 +147,19 @@ static clf_status check_model(const clf_model_config *c, const vstate *v)
                    "positional.type: rope needs an even head size, but embedding.dim %d / "
                    "blocks.attention.heads %d = %d",
                    C, NH, C / NH);
+    const clf_rope_scaling_type rs = c->positional.rope_scaling.type;
+    if (rs != CLF_ROPE_SCALE_NONE && c->positional.type != CLF_POS_ROPE)
+        return bad(v, OFF(positional.rope_scaling.type), OFF(positional.type),
+                   "positional.rope_scaling.type: %s scaling is for rotary positions "
+                   "(positional.type: rope), not %s",
+                   clf_config_rope_scaling_name(rs),
+                   clf_config_positional_name(c->positional.type));
+    if (rs == CLF_ROPE_SCALE_YARN &&
+        !(c->positional.rope_scaling.beta_fast > c->positional.rope_scaling.beta_slow))
+        return bad(v, OFF(positional.rope_scaling.beta_fast),
+                   OFF(positional.rope_scaling.beta_slow),
+                   "positional.rope_scaling.beta_fast: expected above beta_slow %g, got %g",
+                   c->positional.rope_scaling.beta_slow, c->positional.rope_scaling.beta_fast);
     if (C / NH > 256)
         return bad(v, OFF(blocks.attention.heads), OFF(embedding.dim),
                    "blocks.attention.heads: a head size of %d (embedding.dim %d / %d heads) is "
@@ -282,4 +298,36 @@ clf_status clf_cfg_validate_with(const clf_model_config *cfg, clf_cfg_report_fn 
 clf_status clf_config_validate(const clf_model_config *cfg, clf_error *err)
 {
     return clf_cfg_validate_with(cfg, NULL, NULL, err);
+}
+
+clf_status clf_config_set_context(clf_model_config *cfg, int context, int scaling, clf_error *err)
+{
+    const int T0 = cfg->context;
+    const clf_positional_type pos = cfg->positional.type;
+    if (context < 1 || context > 1048576)
+        return clf_error_set(err, CLF_ERR_ARG, "expected a context in [1, 1048576], got %d",
+                             context);
+    if (pos == CLF_POS_LEARNED && context != T0)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "the model learned a table of %d positions (positional.type: "
+                             "learned): its context stays %d",
+                             T0, T0);
+    if (scaling >= 0 && (context <= T0 || pos != CLF_POS_ROPE))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "rope scaling applies to rotary positions past the trained context "
+                             "(positional.type: rope, context above %d); this model has %s "
+                             "positions and the context asked is %d",
+                             T0, clf_config_positional_name(pos), context);
+    if (scaling > CLF_ROPE_SCALE_YARN)
+        return clf_error_set(err, CLF_ERR_ARG, "rope scaling %d: unknown", scaling);
+    if (context > T0 && pos == CLF_POS_ROPE &&
+        (scaling >= 0 || cfg->positional.rope_scaling.type == CLF_ROPE_SCALE_NONE)) {
+        cfg->positional.rope_scaling.type =
+            scaling >= 0 ? (clf_rope_scaling_type)scaling : CLF_ROPE_SCALE_YARN;
+        const int none = cfg->positional.rope_scaling.type == CLF_ROPE_SCALE_NONE;
+        cfg->positional.rope_scaling.factor = none ? 1.0 : (double)context / (double)T0;
+        cfg->positional.rope_scaling.original_context = none ? 0 : T0;
+    }
+    cfg->context = context;
+    return clf_config_validate(cfg, err);
 }

@@ -408,6 +408,33 @@ PY
   run "$BIN" sample "$RUN" --prompt "$(printf 'a\xff')" "${DEV[@]}"
   expect "a prompt that is not UTF-8 is refused with the same status (2)" 2 "prompt: invalid UTF-8"
 
+  # ---- another context: --context, --rope-scaling --------------------------------------------
+  run "$BIN" sample "$RUN" --context 32 --tokens 5 "${DEV[@]}"
+  expect "sample --context refuses learned positions past their table" 2 "--context 32: the model learned a table of 16 positions"
+  ROPE=$TMP/rope
+  run "$BIN" train "$TINY" --data "$DATA" --out "$ROPE" --set train.steps=20 --set model.positional.type=rope "${DEV[@]}"
+  expect "train a tiny rope model" 0 "step 20: val loss"
+  run "$BIN" sample "$ROPE" --prompt "ROMEO:" --tokens 40 --context 48 --seed 3 "${DEV[@]}"
+  expect "sample --context 48 past the trained 16 scales rotary positions by yarn, with a note" 0 "context 48 is past the trained 16: rotary positions scaled by yarn, factor 3"
+  if grep -q "context 48, 0 slides" "$ERR"; then ok "46 positions fit the context of 48 without a slide"; else bad "46 positions fit the context of 48 without a slide"; fi
+  run "$BIN" eval "$ROPE" --data "$DATA" --context 48 --json "${DEV[@]}"
+  expect "eval --context 48 (yarn)" 0 '^\{"val_loss": [0-9.]+'
+  YARN_LOSS=$(sed -n 's/.*"val_loss": \([0-9.]*\).*/\1/p' "$OUT")
+  run "$BIN" eval "$ROPE" --data "$DATA" --context 48 --rope-scaling none --json "${DEV[@]}"
+  expect "eval --context 48 --rope-scaling none" 0 '^\{"val_loss": [0-9.]+'
+  NONE_LOSS=$(sed -n 's/.*"val_loss": \([0-9.]*\).*/\1/p' "$OUT")
+  if [ -n "$YARN_LOSS" ] && [ "$YARN_LOSS" != "$NONE_LOSS" ]; then
+    ok "--rope-scaling takes effect (yarn $YARN_LOSS, none $NONE_LOSS)"
+  else
+    bad "--rope-scaling takes effect (yarn $YARN_LOSS, none $NONE_LOSS)"
+  fi
+  run "$BIN" sample "$ROPE" --rope-scaling yarn --tokens 5 "${DEV[@]}"
+  expect "--rope-scaling without --context is refused" 2 "--rope-scaling needs --context past the trained context \(16\)"
+  run "$BIN" sample "$ROPE" --context 48 --rope-scaling dynamic --tokens 5 "${DEV[@]}"
+  expect "an unknown --rope-scaling is refused" 2 "expected none, linear, ntk or yarn, got 'dynamic'"
+  run "$BIN" eval "$ROPE" --data "$DATA" --context 8 --rope-scaling linear "${DEV[@]}"
+  expect "rope scaling inside the trained context is refused" 2 "past the trained context"
+
   # ---- export: 16-bit parameters, opened by the inference commands -----------------------------
   run "$BIN" export "$RUN" --dtype bf16 --out "$TMP/run.bf16.safetensors"
   expect "export --dtype bf16" 0 "as bf16"

@@ -389,6 +389,15 @@ static void test_overrides(void)
         /* heads comes from the file, dim from the flag: the flag is blamed */
         {"embedding.dim=130", "--set embedding.dim=130: blocks.attention.heads: 4 heads do not "
                               "divide embedding.dim 130"},
+        {"positional.rope_scaling.type=yarn",
+         "--set positional.rope_scaling.type=yarn: positional.rope_scaling.type: yarn scaling is "
+         "for rotary positions (positional.type: rope), not learned"},
+        {"positional.rope_scaling={type: linear, factor: 0.5}",
+         "positional.rope_scaling.factor: expected a number in [1, 65536], got '0.5'"},
+        {"positional={type: rope, rope_scaling: {type: yarn, beta_fast: 1, beta_slow: 2}}",
+         "positional.rope_scaling.beta_fast: expected above beta_slow 2, got 1"},
+        {"positional.rope_scaling.type=dynamic",
+         "positional.rope_scaling.type: expected one of: none, linear, ntk, yarn; got 'dynamic'"},
         {"train.steps.x=1", "train.steps is a value, not a section"},
         {"train.steps=", "--set train.steps=: train.steps: expected an integer >= 0, got "
                          "nothing"},
@@ -487,8 +496,13 @@ static void test_round_trip(void)
     c.embedding.dim = 512;
     c.embedding.scale = 1;
     c.embedding.dropout = 0.1 + 0.2; /* 0.30000000000000004 */
-    c.positional.type = CLF_POS_SINUSOIDAL;
+    c.positional.type = CLF_POS_ROPE;
     c.positional.rope_theta = 500000.0;
+    c.positional.rope_scaling.type = CLF_ROPE_SCALE_YARN;
+    c.positional.rope_scaling.factor = 2.5;
+    c.positional.rope_scaling.original_context = 77;
+    c.positional.rope_scaling.beta_fast = 16.5;
+    c.positional.rope_scaling.beta_slow = 0.1 + 0.2;
     c.blocks.repeat = 6;
     c.blocks.encoder_repeat = 5;
     c.blocks.decoder_repeat = 7;
@@ -614,6 +628,50 @@ static void test_validate_direct(void)
     st = clf_config_validate(&c, &e);
     TU_CHECK(st == CLF_ERR_CONFIG && strstr(e.msg, "train.optimizer.lr"),
              "validate: a NaN learning rate refused");
+
+    /* another context (sample/eval --context): clf_config_set_context */
+    clf_config_defaults(&c);
+    clf_config_resolve(&c);
+    st = clf_config_set_context(&c, 128, -1, &e);
+    TU_CHECK(st == CLF_ERR_ARG && c.context == 64 &&
+                 strstr(e.msg, "learned a table of 64 positions (positional.type: learned): its "
+                               "context stays 64"),
+             "set_context: learned positions keep their context (%s)", e.msg);
+    st = clf_config_set_context(&c, 64, -1, &e);
+    TU_CHECK(st == CLF_OK && c.context == 64, "set_context: the same context is fine");
+    c.positional.type = CLF_POS_ROPE;
+    st = clf_config_set_context(&c, 32, -1, &e);
+    TU_CHECK(st == CLF_OK && c.context == 32 &&
+                 c.positional.rope_scaling.type == CLF_ROPE_SCALE_NONE,
+             "set_context: rope inside the trained context is unscaled");
+    st = clf_config_set_context(&c, 80, -1, &e);
+    TU_CHECK(st == CLF_OK && c.context == 80 &&
+                 c.positional.rope_scaling.type == CLF_ROPE_SCALE_YARN &&
+                 c.positional.rope_scaling.factor == 2.5 &&
+                 c.positional.rope_scaling.original_context == 32,
+             "set_context: rope past the trained context takes yarn at context / trained");
+    st = clf_config_set_context(&c, 160, -1, &e);
+    TU_CHECK(st == CLF_OK && c.context == 160 && c.positional.rope_scaling.factor == 2.5 &&
+                 c.positional.rope_scaling.original_context == 32,
+             "set_context: a model with its own rope_scaling keeps it");
+    st = clf_config_set_context(&c, 320, CLF_ROPE_SCALE_NTK, &e);
+    TU_CHECK(st == CLF_OK && c.positional.rope_scaling.type == CLF_ROPE_SCALE_NTK &&
+                 c.positional.rope_scaling.factor == 2.0 &&
+                 c.positional.rope_scaling.original_context == 160,
+             "set_context: a scaling asked for replaces it, over the context it replaces");
+    st = clf_config_set_context(&c, 100, CLF_ROPE_SCALE_LINEAR, &e);
+    TU_CHECK(st == CLF_ERR_ARG && c.context == 320 && strstr(e.msg, "past the trained context"),
+             "set_context: a scaling inside the trained context is refused (%s)", e.msg);
+    clf_config_defaults(&c);
+    c.positional.type = CLF_POS_ALIBI;
+    clf_config_resolve(&c);
+    st = clf_config_set_context(&c, 1000, -1, &e);
+    TU_CHECK(st == CLF_OK && c.context == 1000 &&
+                 c.positional.rope_scaling.type == CLF_ROPE_SCALE_NONE,
+             "set_context: ALiBi runs past its context as it is");
+    st = clf_config_set_context(&c, 0, -1, &e);
+    TU_CHECK(st == CLF_ERR_ARG && strstr(e.msg, "expected a context in [1, 1048576], got 0"),
+             "set_context: context 0 refused");
 
     TU_CHECK(!strcmp(clf_config_kind_name(CLF_MODEL_ENCODER_DECODER), "encoder-decoder") &&
                  !strcmp(clf_config_activation_name(CLF_FFN_GELU_TANH), "gelu_tanh") &&

@@ -22,7 +22,11 @@
  *   the row padding untouched (bit-exact); atol 1e-5 + 2e-6 * max position
  *   (OpenCL pow/sin/cos are not correctly rounded); inverse(forward(x)) = x
  *   (atol 1e-5); backward (the inverse applied to G) against central finite
- *   differences in float64 of L = sum(G * rope(x)) (same tolerance).
+ *   differences in float64 of L = sum(G * rope(x)) (same tolerance). The
+ *   same with rope_scaling's frequencies (linear: all pairs divided by the
+ *   factor; a ramp between them over the middle pairs with YaRN's scale of
+ *   cos and sin; fractional ramp ends) past a short trained context, the
+ *   tolerance times mscale^2 and inverse(forward(x)) = mscale^2 x.
  * - rope on 16-bit storage (bf16, f16; train.precision's attention): on
  *   values the format holds, every element equals the float32 kernel's
  *   result on the same values rounded once by the host's reference
@@ -144,28 +148,30 @@ static void embed_bwd(clf_runtime *rt, int elem, clf_ptr dwte, clf_ptr dwpe, clf
 
 /* rope with bspan = 1 (the GPU split) when elem, else through the op. */
 static void rope(clf_runtime *rt, int elem, clf_ptr x, size_t B, size_t T, size_t NH, size_t HS,
-                 size_t rs, size_t pos0, float theta, int inverse)
+                 size_t rs, size_t pos0, const clf_rope *rp, int inverse)
 {
     clf_error err;
     if (!elem) {
-        tu_ok(clf_op_rope_t(rt, &(clf_heads){x, CLF_DT_F32, B, T, NH, HS, rs}, pos0, theta, inverse,
+        tu_ok(clf_op_rope_t(rt, &(clf_heads){x, CLF_DT_F32, B, T, NH, HS, rs}, pos0, rp, inverse,
                             &err),
               &err, "rope");
         return;
     }
-    clf_arg a[] = {CLF_ARG_BUF(x.buf),      CLF_ARG_U64(x.off),
-                   CLF_ARG_U32(CLF_DT_F32), CLF_ARG_U32(B),
-                   CLF_ARG_U32(T),          CLF_ARG_U32(NH),
-                   CLF_ARG_U32(HS),         CLF_ARG_U32(rs),
-                   CLF_ARG_U32(pos0),       CLF_ARG_F32((float)log2(theta)),
-                   CLF_ARG_I32(inverse),    CLF_ARG_U32(1)};
-    launch(rt, "rope", B * T * (HS / 2), 12, a);
+    clf_arg a[] = {CLF_ARG_BUF(x.buf),       CLF_ARG_U64(x.off),
+                   CLF_ARG_U32(CLF_DT_F32),  CLF_ARG_U32(B),
+                   CLF_ARG_U32(T),           CLF_ARG_U32(NH),
+                   CLF_ARG_U32(HS),          CLF_ARG_U32(rs),
+                   CLF_ARG_U32(pos0),        CLF_ARG_F32((float)log2(rp->theta)),
+                   CLF_ARG_F32(rp->factor),  CLF_ARG_F32(rp->ramp_lo),
+                   CLF_ARG_F32(rp->ramp_hi), CLF_ARG_F32(rp->mscale),
+                   CLF_ARG_I32(inverse),     CLF_ARG_U32(1)};
+    launch(rt, "rope", B * T * (HS / 2), 16, a);
 }
 
 /* rope on x stored as t (bf16 / f16) against the float32 kernel on the same
  * values, rounded once on the host. */
 static void test_rope16(clf_runtime *rt, clf_dtype t, size_t B, size_t T, size_t NH, size_t HS,
-                        size_t pos0, tu_rng *r)
+                        size_t pos0, const clf_rope *rp, tu_rng *r)
 {
     const size_t C = NH * HS, rs = 3 * C + 3, n = B * T * rs, off = 5, guard = 3;
     float *x = malloc(n * sizeof *x), *want = malloc(n * sizeof *want);
@@ -186,8 +192,8 @@ static void test_rope16(clf_runtime *rt, clf_dtype t, size_t B, size_t T, size_t
         for (int part = 0; part < 2; part++) {
             const clf_heads h32 = {clf_ptr_at(d32, part * C), CLF_DT_F32, B, T, NH, HS, rs};
             const clf_heads h16 = {(clf_ptr){b, off + part * C}, t, B, T, NH, HS, rs};
-            tu_ok(clf_op_rope_t(rt, &h32, pos0, 10000.0f, inverse, &err), &err, "rope f32");
-            tu_ok(clf_op_rope_t(rt, &h16, pos0, 10000.0f, inverse, &err), &err, "rope 16-bit");
+            tu_ok(clf_op_rope_t(rt, &h32, pos0, rp, inverse, &err), &err, "rope f32");
+            tu_ok(clf_op_rope_t(rt, &h16, pos0, rp, inverse, &err), &err, "rope 16-bit");
         }
         tu_download(rt, d32, want, n);
         tu_ok(clf_buffer_read(rt, b, 0, got, (n + off + guard) * 2, &err), &err, "read");
@@ -374,16 +380,22 @@ static void test_sinusoid(clf_runtime *rt, size_t B, size_t T, size_t C, size_t 
 
 /* ---- rotary embedding --------------------------------------------------------------- */
 
-/* x rows of `rs` floats, heads at column `col0`; sign -1 = inverse. */
+/* x rows of `rs` floats, heads at column `col0`; sign -1 = inverse. Pair
+ * i's frequency: theta^(-2i/HS), blended with itself / factor by the ramp
+ * r = clamp((i - lo) / (hi - lo), 0, 1): f / factor * r + f * (1 - r). */
 static void rope_ref(double *y, const double *x, size_t BT, size_t T, size_t NH, size_t HS,
-                     size_t rs, size_t col0, size_t pos0, double theta, int sign)
+                     size_t rs, size_t col0, size_t pos0, const clf_rope *rp, int sign)
 {
     size_t half = HS / 2;
     for (size_t bt = 0; bt < BT; bt++)
         for (size_t h = 0; h < NH; h++)
             for (size_t i = 0; i < half; i++) {
-                double a = (double)(pos0 + bt % T) * pow(theta, -(double)(2 * i) / (double)HS);
-                double c = cos(a), s = sign * sin(a);
+                double f = pow(rp->theta, -(double)(2 * i) / (double)HS);
+                double ramp = ((double)i - rp->ramp_lo) / ((double)rp->ramp_hi - rp->ramp_lo);
+                ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+                f = f / rp->factor * ramp + f * (1 - ramp);
+                double a = (double)(pos0 + bt % T) * f;
+                double c = rp->mscale * cos(a), s = sign * rp->mscale * sin(a);
                 size_t o = bt * rs + col0 + h * HS + i;
                 double x1 = x[o], x2 = x[o + half];
                 y[o] = x1 * c - x2 * s;
@@ -392,7 +404,7 @@ static void rope_ref(double *y, const double *x, size_t BT, size_t T, size_t NH,
 }
 
 static void test_rope(clf_runtime *rt, int elem, size_t B, size_t T, size_t NH, size_t HS,
-                      size_t pos0, float theta, tu_rng *r)
+                      size_t pos0, const clf_rope *rp, tu_rng *r)
 {
     /* fused qkv rows plus 3 floats of padding: q at 0, k at NH*HS, v untouched */
     size_t C = NH * HS, rs = 3 * C + 3, BT = B * T, n = BT * rs;
@@ -402,19 +414,23 @@ static void test_rope(clf_runtime *rt, int elem, size_t B, size_t T, size_t NH, 
     tu_fill(r, G, n, -1, 1);
     for (size_t i = 0; i < n; i++)
         xd[i] = x[i];
-    double atol = 1e-5 + 2e-6 * (double)(pos0 + T);
+    const double m2 = (double)rp->mscale * rp->mscale;
+    double atol = (1e-5 + 2e-6 * (double)(pos0 + T)) * m2;
     char name[160];
     for (int inverse = 0; inverse < 2; inverse++) {
         clf_ptr dx = up(rt, x, n);
         for (int part = 0; part < 2; part++)
-            rope(rt, elem, clf_ptr_at(dx, part * C), B, T, NH, HS, rs, pos0, theta, inverse);
+            rope(rt, elem, clf_ptr_at(dx, part * C), B, T, NH, HS, rs, pos0, rp, inverse);
         tu_download(rt, dx, got, n);
         memcpy(ref, xd, n * sizeof *ref);
         for (int part = 0; part < 2; part++)
-            rope_ref(ref, xd, BT, T, NH, HS, rs, part * C, pos0, theta, inverse ? -1 : 1);
-        snprintf(name, sizeof name, "rope%s%s B=%zu T=%zu NH=%zu HS=%zu pos0=%zu theta=%g",
+            rope_ref(ref, xd, BT, T, NH, HS, rs, part * C, pos0, rp, inverse ? -1 : 1);
+        snprintf(name, sizeof name,
+                 "rope%s%s B=%zu T=%zu NH=%zu HS=%zu pos0=%zu theta=%g factor=%g ramp=[%g,%g] "
+                 "mscale=%g",
                  inverse ? " inverse" : "", elem ? " (bspan 1)" : "", B, T, NH, HS, pos0,
-                 (double)theta);
+                 (double)rp->theta, (double)rp->factor, (double)rp->ramp_lo, (double)rp->ramp_hi,
+                 (double)rp->mscale);
         tu_close(name, got, ref, n, atol, 0.0);
         size_t bad = 0;
         for (size_t bt = 0; bt < BT; bt++)
@@ -422,12 +438,16 @@ static void test_rope(clf_runtime *rt, int elem, size_t B, size_t T, size_t NH, 
         TU_CHECK(bad == 0, "rope%s HS=%zu: v part and row padding untouched (%zu rows differ)",
                  inverse ? " inverse" : "", HS, bad);
         if (inverse == 0) {
-            /* inverse(forward(x)) == x */
+            /* inverse(forward(x)) == mscale^2 x on q and k */
             for (int part = 0; part < 2; part++)
-                rope(rt, elem, clf_ptr_at(dx, part * C), B, T, NH, HS, rs, pos0, theta, 1);
+                rope(rt, elem, clf_ptr_at(dx, part * C), B, T, NH, HS, rs, pos0, rp, 1);
             tu_download(rt, dx, got, n);
-            snprintf(name, sizeof name, "rope inverse(forward(x)) == x HS=%zu", HS);
-            tu_close(name, got, xd, n, 1e-5, 0.0);
+            memcpy(ref, xd, n * sizeof *ref);
+            for (size_t bt = 0; bt < BT; bt++)
+                for (size_t c = 0; c < 2 * C; c++)
+                    ref[bt * rs + c] *= m2;
+            snprintf(name, sizeof name, "rope inverse(forward(x)) == mscale^2 x HS=%zu", HS);
+            tu_close(name, got, ref, n, 1e-5 * m2, 0.0);
         }
         tu_free(dx);
     }
@@ -435,7 +455,7 @@ static void test_rope(clf_runtime *rt, int elem, size_t B, size_t T, size_t NH, 
     /* backward: the inverse rotation of G against central differences of
      * L = sum G * rope(x) over the q part, in float64 */
     clf_ptr dg = up(rt, G, n);
-    rope(rt, elem, dg, B, T, NH, HS, rs, pos0, theta, 1);
+    rope(rt, elem, dg, B, T, NH, HS, rs, pos0, rp, 1);
     tu_download(rt, dg, got, n);
     enum { NS = 32 };
     float gs[NS];
@@ -448,7 +468,7 @@ static void test_rope(clf_runtime *rt, int elem, size_t B, size_t T, size_t NH, 
             memcpy(xp, xd, n * sizeof *xp);
             xp[i] += k ? -h : h;
             memcpy(ref, xp, n * sizeof *ref);
-            rope_ref(ref, xp, BT, T, NH, HS, rs, 0, pos0, theta, 1);
+            rope_ref(ref, xp, BT, T, NH, HS, rs, 0, pos0, rp, 1);
             double acc = 0;
             for (size_t j = 0; j < BT; j++)
                 for (size_t cc = 0; cc < C; cc++)
@@ -481,13 +501,25 @@ int main(void)
         test_embed(rt, elem, 2, 33, 257, 17, 0, 0, (float)sqrt(257.0), &r);
         test_embed(rt, elem, 4, 64, 128, 257, 0, 1, 1.0f, &r);
 
-        test_rope(rt, elem, 1, 1, 1, 2, 0, 10000.0f, &r);
-        test_rope(rt, elem, 2, 7, 3, 8, 0, 10000.0f, &r);
-        test_rope(rt, elem, 2, 33, 4, 16, 5, 10000.0f, &r);
-        test_rope(rt, elem, 3, 17, 2, 64, 30, 500000.0f, &r);
+        const clf_rope plain = {10000.0f, 1, 0, 1, 1}, big = {500000.0f, 1, 0, 1, 1};
+        test_rope(rt, elem, 1, 1, 1, 2, 0, &plain, &r);
+        test_rope(rt, elem, 2, 7, 3, 8, 0, &plain, &r);
+        test_rope(rt, elem, 2, 33, 4, 16, 5, &plain, &r);
+        test_rope(rt, elem, 3, 17, 2, 64, 30, &big, &r);
+        /* rope_scaling: linear (every pair interpolated), a ramp over the
+         * middle pairs with YaRN's temperature, a ramp at fractional ends,
+         * positions past a short "trained" context */
+        const clf_rope linear = {10000.0f, 4.0f, -2.0f, -1.0f, 1.0f},
+                       yarn = {10000.0f, 8.0f, 2.0f, 9.0f, 1.2079442f},
+                       frac = {500000.0f, 2.5f, 0.5f, 3.25f, 1.0916291f};
+        test_rope(rt, elem, 2, 33, 4, 16, 100, &linear, &r);
+        test_rope(rt, elem, 2, 40, 2, 32, 200, &yarn, &r);
+        test_rope(rt, elem, 1, 17, 3, 8, 7, &frac, &r);
     }
-    test_rope16(rt, CLF_DT_BF16, 2, 33, 4, 16, 5, &r);
-    test_rope16(rt, CLF_DT_F16, 3, 17, 2, 64, 30, &r);
+    const clf_rope plain = {10000.0f, 1, 0, 1, 1}, yarn = {10000.0f, 4.0f, 1.0f, 5.0f, 1.1386294f};
+    test_rope16(rt, CLF_DT_BF16, 2, 33, 4, 16, 5, &plain, &r);
+    test_rope16(rt, CLF_DT_F16, 3, 17, 2, 64, 30, &plain, &r);
+    test_rope16(rt, CLF_DT_BF16, 2, 33, 4, 16, 50, &yarn, &r);
     test_sinusoid(rt, 1, 1, 2, 0, 2e-6, &r);
     test_sinusoid(rt, 2, 7, 32, 0, 2e-6 + 1e-6 * 7, &r);
     test_sinusoid(rt, 3, 33, 33, 5, 2e-6 + 1e-6 * 38, &r);

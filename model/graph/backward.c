@@ -119,9 +119,8 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
         return st;
     const clf_heads hq = {dqkv, s->act16, B, T, NH, HS, QKV};
     const clf_heads hk = {clf_ptr_at(dqkv, C), s->act16, B, T, NKV, HS, QKV};
-    if (s->pos == MI_POS_ROPE &&
-        ((st = clf_op_rope_t(m->rt, &hq, 0, s->rope_theta, 1, err)) != CLF_OK ||
-         (st = clf_op_rope_t(m->rt, &hk, 0, s->rope_theta, 1, err)) != CLF_OK))
+    if (s->pos == MI_POS_ROPE && ((st = clf_op_rope_t(m->rt, &hq, 0, &s->rope, 1, err)) != CLF_OK ||
+                                  (st = clf_op_rope_t(m->rt, &hk, 0, &s->rope, 1, err)) != CLF_OK))
         return st;
     return linear_bwd(m, &L[0], err);
 }

@@ -57,6 +57,44 @@ static clf_status spec_limits(mi_spec *s, const clf_model_limits *lim, clf_error
     return CLF_OK;
 }
 
+/* RoPE's frequencies from positional (HF transformers' rope_scaling
+ * formulas, in double, as its Llama computes them). */
+static clf_status rope_of_config(const clf_positional_config *p, int T, int HS, clf_rope *r,
+                                 clf_error *err)
+{
+    const double theta = p->rope_theta > 0 ? p->rope_theta : 10000.0, F = p->rope_scaling.factor;
+    *r = (clf_rope){(float)theta, 1.0f, 0.0f, 1.0f, 1.0f};
+    switch (p->rope_scaling.type) {
+        case CLF_ROPE_SCALE_NONE: return CLF_OK;
+        case CLF_ROPE_SCALE_LINEAR: /* every pair interpolated */
+            *r = (clf_rope){(float)theta, (float)F, -2.0f, -1.0f, 1.0f};
+            return CLF_OK;
+        case CLF_ROPE_SCALE_NTK:
+            if (HS < 4)
+                return clf_error_set(err, CLF_ERR_CONFIG,
+                                     "positional.rope_scaling.type: ntk needs a head size of at "
+                                     "least 4, not %d",
+                                     HS);
+            r->theta = (float)(theta * pow(F, (double)HS / (double)(HS - 2)));
+            return CLF_OK;
+        case CLF_ROPE_SCALE_YARN: {
+            const double T0 =
+                p->rope_scaling.original_context > 0 ? p->rope_scaling.original_context : T;
+            /* the pair index that turns `turns` times over T0 positions */
+            const double
+                lo = floor(HS * log(T0 / (p->rope_scaling.beta_fast * 2 * 3.14159265358979323846)) /
+                           (2 * log(theta))),
+                hi = ceil(HS * log(T0 / (p->rope_scaling.beta_slow * 2 * 3.14159265358979323846)) /
+                          (2 * log(theta)));
+            const double l = lo > 0 ? lo : 0, h = hi < HS - 1 ? hi : HS - 1;
+            *r = (clf_rope){(float)theta, (float)F, (float)l, (float)(h > l ? h : l + 0.001),
+                            (float)(F > 1 ? 0.1 * log(F) + 1.0 : 1.0)};
+            return CLF_OK;
+        }
+    }
+    return clf_error_set(err, CLF_ERR_CONFIG, "positional.rope_scaling.type: unknown value");
+}
+
 static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
                                    const clf_model_limits *lim, mi_spec *s, clf_model_optim *o,
                                    clf_error *err)
@@ -134,7 +172,10 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     }
     if (s->pos == MI_POS_ROPE && (s->HS % 2) != 0)
         return clf_error_set(err, CLF_ERR_CONFIG, "rope needs an even head size, not %d", s->HS);
-    s->rope_theta = (float)(cfg->positional.rope_theta > 0 ? cfg->positional.rope_theta : 10000.0);
+    clf_status st;
+    if (s->pos == MI_POS_ROPE &&
+        (st = rope_of_config(&cfg->positional, s->T, s->HS, &s->rope, err)) != CLF_OK)
+        return st;
     s->emb_scale = cfg->embedding.scale ? sqrtf((float)s->C) : 1.0f;
     s->p_emb = (float)cfg->embedding.dropout;
     s->emb_norm = cfg->embedding.norm == CLF_NORM_NONE      ? MI_NORM_NONE
@@ -286,8 +327,11 @@ clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cf
         {"blocks.ffn.hidden", a->H, s.H},
         {"blocks.ffn.activation (index)", a->act, s.act},
         {"positional.type (index)", a->pos, s.pos},
-        {"positional.rope_theta", a->pos == MI_POS_ROPE ? a->rope_theta : 0,
-         s.pos == MI_POS_ROPE ? s.rope_theta : 0},
+        {"positional.rope_theta", a->rope.theta, s.rope.theta},
+        {"positional.rope_scaling.factor", a->rope.factor, s.rope.factor},
+        {"positional.rope_scaling (ramp start)", a->rope.ramp_lo, s.rope.ramp_lo},
+        {"positional.rope_scaling (ramp end)", a->rope.ramp_hi, s.rope.ramp_hi},
+        {"positional.rope_scaling (attention factor)", a->rope.mscale, s.rope.mscale},
         {"embedding.scale (factor)", a->emb_scale, s.emb_scale},
         {"blocks.attention.bias", a->attn_bias, s.attn_bias},
         {"blocks.ffn.bias", a->ffn_bias, s.ffn_bias},

@@ -229,8 +229,8 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
     const clf_heads hk = {clf_ptr_at(qkv, C), s->act16, B, T, NKV, HS, QKV};
     const clf_heads hv = {clf_ptr_at(qkv, C + NKV * HS), s->act16, B, T, NKV, HS, QKV};
     if (s->pos == MI_POS_ROPE &&
-        ((st = clf_op_rope_t(m->rt, &hq, pos0, s->rope_theta, 0, err)) != CLF_OK ||
-         (st = clf_op_rope_t(m->rt, &hk, pos0, s->rope_theta, 0, err)) != CLF_OK))
+        ((st = clf_op_rope_t(m->rt, &hq, pos0, &s->rope, 0, err)) != CLF_OK ||
+         (st = clf_op_rope_t(m->rt, &hk, pos0, &s->rope, 0, err)) != CLF_OK))
         return st;
     const size_t S = cache ? pos0 + T : T;
     if (cache &&

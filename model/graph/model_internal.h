@@ -94,13 +94,13 @@ typedef struct mi_spec {
                         * in dC3, RoPE rotating q and k in place) and of the weights the
                         * GEMMs read (params16) */
     int shard, shards; /* ZeRO-1: this model's slice of the optimizer state */
-    float rope_theta;
-    float emb_scale; /* 1 or sqrt(C) */
-    float p_emb;     /* dropout on embeddings (+ positions) */
-    int emb_norm;    /* MI_NORM_*: a norm of embeddings + positions, before the dropout */
-    float p_attn;    /* on attention probabilities */
-    float p_resid;   /* on each sublayer output before the residual add */
-    float p_ffn;     /* on the ffn hidden activation */
+    clf_rope rope;     /* RoPE's frequencies (zeros unless positional.type is rope) */
+    float emb_scale;   /* 1 or sqrt(C) */
+    float p_emb;       /* dropout on embeddings (+ positions) */
+    int emb_norm;      /* MI_NORM_*: a norm of embeddings + positions, before the dropout */
+    float p_attn;      /* on attention probabilities */
+    float p_resid;     /* on each sublayer output before the residual add */
+    float p_ffn;       /* on the ffn hidden activation */
     int attn_bias, ffn_bias;
     int act;       /* ops.h clf_act of the ffn (CLF_ACT_SILU: the SwiGLU gate) */
     int swiglu;    /* 1: fc holds gate and value rows, silu(gate) * value */

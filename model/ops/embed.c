@@ -153,9 +153,10 @@ clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, s
                      (int)(sizeof a / sizeof a[0]), a, err);
 }
 
-clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, float theta, int inverse,
-                         clf_error *err)
+clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, const clf_rope *rope,
+                         int inverse, clf_error *err)
 {
+    const float theta = rope->theta;
     const clf_ptr x = h->x;
     const size_t B = h->B, T = h->T, NH = h->NH, HS = h->HS, row_stride = h->row_stride;
     if (HS == 0 || HS % 2 != 0 || row_stride < NH * HS)
@@ -169,6 +170,12 @@ clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, float
                              row_stride, pos0);
     if (!(theta > 1.0f))
         return clf_error_set(err, CLF_ERR_ARG, "rope: theta %g must be above 1", (double)theta);
+    if (!(rope->factor >= 1.0f && rope->mscale > 0.0f && rope->ramp_hi > rope->ramp_lo))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "rope: factor %g must be at least 1, mscale %g positive and the ramp "
+                             "[%g, %g] increasing",
+                             (double)rope->factor, (double)rope->mscale, (double)rope->ramp_lo,
+                             (double)rope->ramp_hi);
     if (B == 0 || T == 0 || NH == 0)
         return CLF_OK;
     uint32_t bspan = clf_ops_serial(rt) ? (uint32_t)B : 1u;
@@ -185,6 +192,10 @@ clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, float
         CLF_ARG_U32(row_stride),
         CLF_ARG_U32(pos0),
         CLF_ARG_F32(log2_theta),
+        CLF_ARG_F32(rope->factor),
+        CLF_ARG_F32(rope->ramp_lo),
+        CLF_ARG_F32(rope->ramp_hi),
+        CLF_ARG_F32(rope->mscale),
         CLF_ARG_I32(inverse ? 1 : 0),
         CLF_ARG_U32(bspan),
     };

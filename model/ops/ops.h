@@ -144,12 +144,20 @@ clf_status clf_op_embed_backward(clf_runtime *rt, const clf_embed_args *a, clf_e
  * Need": PE[p, 2i] = sin(p / 10000^(2i/C)), PE[p, 2i+1] = cos(same). */
 clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t C,
                                size_t pos0, clf_error *err);
+/* RoPE's frequencies: pair i turns at f_i = theta^(-2i/HS) (extrapolated)
+ * or f_i / factor (interpolated), blended by r_i = clamp((i - ramp_lo) /
+ * (ramp_hi - ramp_lo), 0, 1) as HF computes it: e = 1 - r, f_i / factor *
+ * (1 - e) + f_i * e. factor 1 is plain RoPE; cos and sin are multiplied by
+ * mscale (YaRN's attention temperature; 1 otherwise). */
+typedef struct clf_rope {
+    float theta, factor, ramp_lo, ramp_hi, mscale;
+} clf_rope;
 /* Rotary embedding in place on the heads h (16 bits: widened, rotated in
  * float32, rounded back). rotate_half convention (GPT-NeoX / HF Llama):
- * pairs (i, i + HS/2), angle = p * theta^(-2i/HS), p = pos0 + t. inverse = 1
- * applies the transpose rotation (the backward pass). */
-clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, float theta, int inverse,
-                         clf_error *err);
+ * pairs (i, i + HS/2), angle = p * f_i, p = pos0 + t. inverse = 1 applies
+ * the transpose (times mscale: the backward pass). */
+clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, const clf_rope *rope,
+                         int inverse, clf_error *err);
 
 /* ---- attention (cl/attention.cl, cl/flash.cl) ----------------------------- */
 

@@ -399,6 +399,15 @@ clf_status clf_checkpoint_tokenizer_create(const clf_checkpoint *c, clf_tokenize
     return st;
 }
 
+clf_status clf_checkpoint_set_context(clf_checkpoint *c, int context, int scaling, clf_error *err)
+{
+    clf_model_config cfg = c->cfg;
+    clf_status st = clf_config_set_context(&cfg, context, scaling, err);
+    if (st == CLF_OK)
+        c->cfg = cfg;
+    return st;
+}
+
 clf_status clf_checkpoint_model_create(clf_checkpoint *c, clf_runtime *rt,
                                        const clf_model_limits *lim, unsigned flags, clf_model **out,
                                        clf_error *err)

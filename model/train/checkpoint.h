@@ -163,6 +163,11 @@ clf_status clf_checkpoint_init_from(clf_checkpoint *c, clf_model *m, const clf_m
 clf_status clf_checkpoint_tokenizer_create(const clf_checkpoint *c, clf_tokenizer **out,
                                            clf_error *err);
 
+/* Run the checkpoint's model at another context: clf_config_set_context on
+ * its config (what clf_checkpoint_config returns afterwards), before
+ * clf_checkpoint_model_create. */
+clf_status clf_checkpoint_set_context(clf_checkpoint *c, int context, int scaling, clf_error *err);
+
 /* A model on rt for the checkpoint's config and vocabulary, planned for lim
  * (NULL: the config's training batch) and created with flags, with the
  * checkpoint's parameters loaded. */

@@ -27,6 +27,12 @@ Variants (2 layers, 2 heads, 32 dims, context 16, vocabulary 65, batch 4):
          [q (C); k (HS); v (HS)], k and v repeated per query head as
          repeat_interleave does), RMSNorm, SwiGLU, RoPE on q and k, biases
          on q, k and v (Qwen2) and the output projection, untied head
+  gpt_y  as gpt_b (RoPE, RMSNorm, SwiGLU, no biases) with 1 key/value
+         head (kv_heads 1) and YaRN rope scaling (factor 4 over
+         an original context of 8, beta_fast 32, beta_slow 0.05 so that the
+         ramp spans pairs 0..3 of 8): the frequencies and the attention
+         factor 0.1 ln 4 + 1 on cos and sin as HF transformers'
+         _compute_yarn_parameters (truncated correction range), in float64
   gpt_h  as gpt_a with train.precision bf16: clformer's 16-bit storage
          reproduced by hand at the same points (torch.autocast rounds
          elsewhere): the pre-norm blocks' norm outputs, the FFN's
@@ -103,6 +109,12 @@ VARIANTS = {
                   pos="rope", emb_scale=False, attn_bias=True, ffn_bias=False,
                   final_norm="rmsnorm", tied=False, label_smoothing=0.0, grad_clip=1.0,
                   ignore=[(1, 2)], seed=7, kv_heads=1),
+    "gpt_y": dict(norm="rmsnorm", placement="pre", norm_bias=False, act="swiglu", hidden=48,
+                  pos="rope", emb_scale=False, attn_bias=False, ffn_bias=False,
+                  final_norm="rmsnorm", tied=False, label_smoothing=0.0, grad_clip=1.0,
+                  ignore=[], seed=8, kv_heads=1,
+                  rope_scaling=dict(type="yarn", factor=4.0, original_context=8,
+                                    beta_fast=32.0, beta_slow=0.05)),
     "gpt_h": dict(norm="layernorm", placement="pre", norm_bias=True, act="gelu", hidden=4 * C,
                   pos="learned", emb_scale=False, attn_bias=True, ffn_bias=True,
                   final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
@@ -121,7 +133,7 @@ def config_yaml(v):
   vocab: {{tokenizer: char, size: {V}}}
   context: {T}
   embedding: {{dim: {C}, scale: {b(v['emb_scale'])}, dropout: 0.0}}
-  positional: {{type: {v['pos']}, rope_theta: 10000.0}}
+  positional: {{type: {v['pos']}, rope_theta: 10000.0{rope_scaling_yaml(v)}}}
   blocks:
     repeat: {L}
     attention: {{heads: {NH}, causal: true, dropout: 0.0, bias: {b(v['attn_bias'])}{window}}}
@@ -140,6 +152,15 @@ train:
   precision: {v.get('precision', 'fp32')}
   seed: 1337
 """
+
+
+def rope_scaling_yaml(v):
+    rs = v.get("rope_scaling")
+    if not rs:
+        return ""
+    return (f", rope_scaling: {{type: {rs['type']}, factor: {rs['factor']}, "
+            f"original_context: {rs['original_context']}, beta_fast: {rs['beta_fast']}, "
+            f"beta_slow: {rs['beta_slow']}}}")
 
 
 def get_lr(it):
@@ -209,12 +230,38 @@ def rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
-def rope(x):  # x [B, NH, T, HS]
-    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, HS, 2, dtype=torch.float64) / HS))
+def rope_inv_freq(v):
+    """inv_freq and the attention factor, as HF transformers computes them
+    (modeling_rope_utils: default, and _compute_yarn_parameters)."""
+    base, dim = 10000.0, HS
+    pos_freqs = base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    rs = v.get("rope_scaling")
+    if not rs:
+        return 1.0 / pos_freqs, 1.0
+    assert rs["type"] == "yarn"
+    factor = rs["factor"]
+
+    def correction_dim(num_rotations):
+        return (dim * math.log(rs["original_context"] / (num_rotations * 2 * math.pi))) / (
+            2 * math.log(base))
+
+    low = max(math.floor(correction_dim(rs["beta_fast"])), 0)
+    high = min(math.ceil(correction_dim(rs["beta_slow"])), dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low), 0, 1)
+    extrapolation_factor = 1 - ramp
+    inv_freq = (1.0 / (factor * pos_freqs)) * (1 - extrapolation_factor) + (
+        1.0 / pos_freqs) * extrapolation_factor
+    return inv_freq, 0.1 * math.log(factor) + 1.0
+
+
+def rope(v, x):  # x [B, NH, T, HS]
+    inv_freq, attention_factor = rope_inv_freq(v)
     t = torch.arange(x.shape[2], dtype=torch.float64)
     freqs = torch.outer(t, inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos().float(), emb.sin().float()
+    cos, sin = (emb.cos() * attention_factor).float(), (emb.sin() * attention_factor).float()
     return x * cos + rotate_half(x) * sin
 
 
@@ -245,7 +292,7 @@ def attention(v, x, p, pre):
     k = k.view(Bn, Tn, KVH, HS).transpose(1, 2)
     val = val.view(Bn, Tn, KVH, HS).transpose(1, 2)
     if v["pos"] == "rope":
-        q, k = rope(q), rope(k)
+        q, k = rope(v, q), rope(v, k)
     # grouped-query attention: query head h reads K/V head h // (NH // KVH)
     k = k.repeat_interleave(NH // KVH, dim=1)
     val = val.repeat_interleave(NH // KVH, dim=1)
