@@ -4,7 +4,9 @@
  * the size) or 32, with its config and tokenizer, for the inference
  * commands (sample, eval, translate, classify take the FILE where they take
  * a run DIR); `--format gpt2 --out FOLDER`: a GPT as a Hugging Face GPT-2
- * folder (clf_export_gpt2), which `clformer import` reads back bit for bit.
+ * folder (clf_export_gpt2), `--format llama --out FOLDER`: a Llama-layout
+ * decoder as a Hugging Face Llama (or Mistral) folder (clf_export_llama);
+ * `clformer import` reads either back bit for bit.
  *
  *   clformer export runs/cpu --dtype bf16 --out gpt-cpu.bf16.safetensors
  *   clformer sample gpt-cpu.bf16.safetensors --prompt "ROMEO:"
@@ -22,7 +24,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: clformer export DIR --out FILE [--dtype bf16|f16|f32]\n"
-            "       clformer export DIR --format gpt2 --out FOLDER\n"
+            "       clformer export DIR --format gpt2|llama --out FOLDER\n"
             "Write the parameters of DIR's checkpoint (a run directory or a .safetensors\n"
             "file) to FILE as bfloat16 (default), float16 or float32, with the model's config\n"
             "and tokenizer and without the optimizer state: bf16 and f16 are half the size.\n"
@@ -34,7 +36,9 @@ static void usage(FILE *out)
             "  --dtype T         bf16 (default), f16 or f32\n"
             "  --format F        clformer (default: a checkpoint FILE) or gpt2: a Hugging Face\n"
             "                    GPT-2 folder (config.json, model.safetensors, vocab.json,\n"
-            "                    merges.txt) of a GPT with a bpe tokenizer and GPT-2's shape\n");
+            "                    merges.txt) of a GPT with a bpe tokenizer and GPT-2's shape,\n"
+            "                    or llama: a Hugging Face Llama folder (Mistral's with a\n"
+            "                    sliding window) of a decoder with RMSNorm, SwiGLU and RoPE\n");
 }
 
 int cli_cmd_export(int argc, char **argv)
@@ -57,20 +61,22 @@ int cli_cmd_export(int argc, char **argv)
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
-    if (strcmp(format, "gpt2") == 0) {
+    const int gpt2 = strcmp(format, "gpt2") == 0, llama = strcmp(format, "llama") == 0;
+    if (gpt2 || llama) {
         clf_error err;
-        clf_status st = clf_export_gpt2(dir, out, &err);
+        clf_status st = gpt2 ? clf_export_gpt2(dir, out, &err) : clf_export_llama(dir, out, &err);
         if (st != CLF_OK) {
             cli_print_error(NULL, &err);
             return st == CLF_ERR_UNSUPPORTED ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
         }
-        printf("%s: %s as a Hugging Face GPT-2 folder (config.json, model.safetensors, "
+        printf("%s: %s as a Hugging Face %s folder (config.json, model.safetensors, "
                "vocab.json, merges.txt)\n",
-               out, dir);
+               out, dir, gpt2 ? "GPT-2" : "Llama");
         return CLI_EXIT_OK;
     }
     if (strcmp(format, "clformer") != 0) {
-        fprintf(stderr, "clformer export: --format: expected clformer or gpt2, got '%s'\n", format);
+        fprintf(stderr, "clformer export: --format: expected clformer, gpt2 or llama, got '%s'\n",
+                format);
         return CLI_EXIT_USAGE;
     }
     clf_st_dtype t;

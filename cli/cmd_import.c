@@ -1,8 +1,9 @@
 /*
  * cmd_import.c - `clformer import DIR --out FILE`: a Hugging Face model
  * folder (config.json, model.safetensors, tokenizer.json or vocab.json +
- * merges.txt) of a BERT-family encoder or a GPT-2 as a clformer checkpoint
- * that embed, classify, sample, eval and `train --init` open.
+ * merges.txt) of a BERT-family encoder, a GPT-2 or a Llama-layout decoder
+ * (llama, mistral, qwen2) as a clformer checkpoint that embed, classify,
+ * sample, eval and `train --init` open.
  *
  *   clformer import all-MiniLM-L6-v2 --out minilm.safetensors
  *   echo "A man is eating food." | clformer embed minilm.safetensors
@@ -28,6 +29,8 @@ static void usage(FILE *out)
                  "        that `embed` runs and `train --init` fine-tunes with a classifier head\n"
                  "  gpt2  GPT-2 decoders with their byte-level BPE: `sample`, `eval`, `train\n"
                  "        --init`\n"
+                 "  llama, mistral, qwen2  the Llama layout (RMSNorm, SwiGLU, RoPE with its\n"
+                 "        scaling, grouped-query attention) with a byte-level BPE\n"
                  "  --out FILE        the checkpoint (.safetensors), written atomically\n");
 }
 
@@ -56,7 +59,7 @@ int cli_cmd_import(int argc, char **argv)
         cli_print_error(NULL, &err);
         return st == CLF_ERR_MEMORY ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
     }
-    const int gpt2 = strcmp(rep.model_type, "gpt2") == 0;
+    const int gpt2 = strcmp(rep.model_type, "bert") != 0; /* a decoder: no pooling */
     printf(
         "%s: %s, %d layers, %d heads x %d, dim %d, ffn %d, context %d, vocabulary %d (%s)%s%s%s; "
         "%lld parameters in %d tensors\n",

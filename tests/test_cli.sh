@@ -706,6 +706,20 @@ YAML
   expect "export a GPT as a Hugging Face GPT-2 folder" 0 "GPT-2 folder"
   run "$BIN" import "$TMP/bpegpt-hf" --out "$TMP/bpegpt-back.safetensors"
   expect "import the export back" 0 "gpt2, 2 layers"
+  run "$BIN" export "$TMP/bpegpt" --format llama --out "$TMP/bpegpt-llama"
+  expect "export refuses a GPT-2 shape as a Llama, naming why" 2 "the Llama layout: positional.type must be rope"
+
+  # the Llama layout: import (Mistral's sliding window, multi-query), sample, export and back
+  run "$BIN" import "$SRC/tests/data/hf/tiny-mistral" --out "$TMP/mistral.safetensors"
+  expect "import a Hugging Face Mistral folder" 0 "mistral, 2 layers, 4 heads x 8, dim 32.*vocabulary 350 \(byte-level bpe\)"
+  run "$BIN" sample "$TMP/mistral.safetensors" --prompt "ROMEO:" --tokens 20 --seed 3 "${DEV[@]}"
+  expect "sample from the imported Mistral (past its window of 8)" 0 "^ROMEO:"
+  run "$BIN" export "$TMP/mistral.safetensors" --format llama --out "$TMP/mistral-hf"
+  expect "export it as a Hugging Face folder" 0 "Llama folder"
+  run "$BIN" import "$TMP/mistral-hf" --out "$TMP/mistral-back.safetensors"
+  expect "import the export back" 0 "mistral, 2 layers"
+  run python3 "$SRC/tests/ckpt_tensors.py" "$TMP/mistral.safetensors" "$TMP/mistral-back.safetensors"
+  expect "the same tensors come back, bit for bit" 0
 }
 
 for section in $SECTIONS; do

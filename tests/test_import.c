@@ -20,6 +20,12 @@
  *     matter) and embedded on the device; each vector must have cosine >=
  *     0.9999 with the reference and no component off by more than 1e-4
  *     (float32 through 2 layers: the observed error is ~1e-6).
+ *   - tiny-llama/, tiny-mistral/, tiny-qwen2/: random Llama-layout decoders
+ *     (grouped-query and multi-query attention, YaRN and linear rope
+ *     scaling, a sliding window, q/k/v biases, tied and untied heads) and
+ *     tiny-llama-logits.safetensors, the logits of a float64 PyTorch
+ *     forward at every position of tiny-gpt2's two texts: within 1e-4;
+ *     exported as a Llama folder and imported again, bit for bit.
  * Import errors are provoked in a temporary copy of the folder: another
  * model_type, a missing tensor, a tensor of another shape, a truncated
  * safetensors file, a missing tokenizer.json; each must fail with its
@@ -235,22 +241,27 @@ static void copy_file(const char *from, const char *to, size_t keep)
     free(data);
 }
 
-/* A copy of tiny-bert in tmpdir/name (config.json mutated by replacing
- * cfg_from with cfg_to when given). */
-static void make_copy(const char *name, const char *cfg_from, const char *cfg_to)
+/* A copy of tests/data/hf/<src> (config.json and files[0 .. n)) in
+ * tmpdir/name, config.json mutated by replacing cfg_from with cfg_to when
+ * given. */
+static void copy_folder(const char *src, const char *const *files, int n, const char *name,
+                        const char *cfg_from, const char *cfg_to)
 {
-    char d[512], p[640];
+    char d[512], p[640], q[640];
     snprintf(d, sizeof d, "%s/%s", tmpdir, name);
     TU_CHECK(mkdir(d, 0755) == 0, "mkdir %s", d);
-    snprintf(p, sizeof p, "%s/tokenizer.json", d);
-    copy_file(HF "/tiny-bert/tokenizer.json", p, (size_t)-1);
-    snprintf(p, sizeof p, "%s/model.safetensors", d);
-    copy_file(HF "/tiny-bert/model.safetensors", p, (size_t)-1);
+    for (int i = 0; i < n; i++) {
+        snprintf(p, sizeof p, "%s/%s/%s", HF, src, files[i]);
+        snprintf(q, sizeof q, "%s/%s", d, files[i]);
+        copy_file(p, q, (size_t)-1);
+    }
     size_t len;
-    char *cfg = slurp(HF "/tiny-bert/config.json", &len);
+    snprintf(p, sizeof p, "%s/%s/config.json", HF, src);
+    char *cfg = slurp(p, &len);
     snprintf(p, sizeof p, "%s/config.json", d);
     FILE *f = fopen(p, "wb");
     char *at = cfg_from ? strstr(cfg, cfg_from) : NULL;
+    TU_CHECK(cfg_from == NULL || at != NULL, "%s: the text to replace is in the config", name);
     if (at != NULL) {
         fwrite(cfg, 1, (size_t)(at - cfg), f);
         fputs(cfg_to, f);
@@ -260,6 +271,13 @@ static void make_copy(const char *name, const char *cfg_from, const char *cfg_to
     }
     fclose(f);
     free(cfg);
+}
+
+/* A copy of tiny-bert in tmpdir/name. */
+static void make_copy(const char *name, const char *cfg_from, const char *cfg_to)
+{
+    static const char *const files[] = {"tokenizer.json", "model.safetensors"};
+    copy_folder("tiny-bert", files, 2, name, cfg_from, cfg_to);
 }
 
 /* Rewrite name/model.safetensors without `drop`, or with `reshape` one row
@@ -592,6 +610,49 @@ static void test_gpt2_logits(clf_runtime *rt)
     unlink(out);
 }
 
+/* Two checkpoints with the same tokenizer, model config (the training
+ * settings aside: a Hugging Face config.json has none) and tensors, bit for
+ * bit. */
+static void same_checkpoints(const char *ck1, const char *ck2, const char *what)
+{
+    clf_error err;
+    clf_checkpoint *a = NULL, *b = NULL;
+    tu_ok(clf_checkpoint_open(ck1, &a, &err), &err, "open 1");
+    tu_ok(clf_checkpoint_open(ck2, &b, &err), &err, "open 2");
+    if (a != NULL && b != NULL) {
+        TU_CHECK(strcmp(clf_checkpoint_tokenizer(a), clf_checkpoint_tokenizer(b)) == 0,
+                 "%s: the tokenizer comes back identical", what);
+        char key[128];
+        clf_model_config ca = *clf_checkpoint_config(a), cb = *clf_checkpoint_config(b);
+        cb.train = ca.train;
+        TU_CHECK(!clf_config_diff(&ca, &cb, key, sizeof key),
+                 "%s: the model's config comes back identical (differs in %s)", what, key);
+        clf_st_reader *ra = NULL, *rb = NULL;
+        tu_ok(clf_st_reader_open(ck1, &ra, &err), &err, "reader 1");
+        tu_ok(clf_st_reader_open(ck2, &rb, &err), &err, "reader 2");
+        size_t n = clf_st_reader_count(ra), same = 0;
+        for (size_t i = 0; i < n; i++) {
+            const clf_st_tensor_info *x = clf_st_reader_tensor(ra, i);
+            const clf_st_tensor_info *y = clf_st_reader_find(rb, x->name);
+            size_t bytes = (size_t)(x->end - x->begin);
+            if (y == NULL || (size_t)(y->end - y->begin) != bytes)
+                continue;
+            unsigned char *p = malloc(bytes), *q = malloc(bytes);
+            tu_ok(clf_st_reader_read_raw(ra, x, p, bytes, &err), &err, "raw 1");
+            tu_ok(clf_st_reader_read_raw(rb, y, q, bytes, &err), &err, "raw 2");
+            same += memcmp(p, q, bytes) == 0;
+            free(p);
+            free(q);
+        }
+        TU_CHECK(same == n && n == clf_st_reader_count(rb) && n > 0,
+                 "%s: every tensor comes back bit for bit (%zu of %zu)", what, same, n);
+        clf_st_reader_destroy(ra);
+        clf_st_reader_destroy(rb);
+    }
+    clf_checkpoint_close(a);
+    clf_checkpoint_close(b);
+}
+
 /* A clformer GPT with a BPE vocabulary out to GPT-2's layout and back: the
  * same bits, the same tokenizer. */
 static void test_gpt2_round_trip(clf_runtime *rt)
@@ -630,40 +691,7 @@ static void test_gpt2_round_trip(clf_runtime *rt)
     tu_ok(clf_checkpoint_save(ck1, m, &cfg, tj, NULL, 0, &err), &err, "save");
     tu_ok(clf_export_gpt2(ck1, dir, &err), &err, "export gpt2");
     tu_ok(clf_import_hf(dir, ck2, NULL, &err), &err, "import it back");
-    clf_checkpoint *a = NULL, *b = NULL;
-    tu_ok(clf_checkpoint_open(ck1, &a, &err), &err, "open 1");
-    tu_ok(clf_checkpoint_open(ck2, &b, &err), &err, "open 2");
-    if (a != NULL && b != NULL) {
-        TU_CHECK(strcmp(clf_checkpoint_tokenizer(a), clf_checkpoint_tokenizer(b)) == 0,
-                 "the tokenizer comes back identical");
-        char key[128];
-        /* the model part: GPT-2's config.json has no training settings */
-        clf_model_config ca = *clf_checkpoint_config(a), cb = *clf_checkpoint_config(b);
-        cb.train = ca.train;
-        TU_CHECK(!clf_config_diff(&ca, &cb, key, sizeof key),
-                 "the model's config comes back identical (differs in %s)", key);
-        clf_st_reader *ra = NULL, *rb = NULL;
-        tu_ok(clf_st_reader_open(ck1, &ra, &err), &err, "reader 1");
-        tu_ok(clf_st_reader_open(ck2, &rb, &err), &err, "reader 2");
-        size_t n = clf_st_reader_count(ra), same = 0;
-        for (size_t i = 0; i < n; i++) {
-            const clf_st_tensor_info *x = clf_st_reader_tensor(ra, i);
-            const clf_st_tensor_info *y = clf_st_reader_find(rb, x->name);
-            size_t bytes = (size_t)(x->end - x->begin);
-            if (y == NULL || (size_t)(y->end - y->begin) != bytes)
-                continue;
-            unsigned char *p = malloc(bytes), *q = malloc(bytes);
-            tu_ok(clf_st_reader_read_raw(ra, x, p, bytes, &err), &err, "raw 1");
-            tu_ok(clf_st_reader_read_raw(rb, y, q, bytes, &err), &err, "raw 2");
-            same += memcmp(p, q, bytes) == 0;
-            free(p);
-            free(q);
-        }
-        TU_CHECK(same == n && n == clf_st_reader_count(rb),
-                 "every tensor comes back bit for bit (%zu of %zu)", same, n);
-        clf_st_reader_destroy(ra);
-        clf_st_reader_destroy(rb);
-    }
+    same_checkpoints(ck1, ck2, "gpt2");
     /* a model GPT-2 cannot hold is refused, naming why */
     clf_model_config c2 = cfg;
     c2.blocks.norm.placement = CLF_NORM_POST;
@@ -677,11 +705,114 @@ static void test_gpt2_round_trip(clf_runtime *rt)
                  strstr(err.msg, "pre-norm") != NULL,
              "a post-norm GPT is refused: %s", err.msg);
     clf_model_destroy(m2);
-    clf_checkpoint_close(a);
-    clf_checkpoint_close(b);
     free(tj);
     clf_model_destroy(m);
     clf_tokenizer_destroy(tok);
+}
+
+/* A copy of tiny-<src>, a Llama-layout folder, in tmpdir/name. */
+static void llama_copy(const char *src, const char *name, const char *cfg_from, const char *cfg_to)
+{
+    static const char *const files[] = {"vocab.json", "merges.txt", "model.safetensors"};
+    char from[64];
+    snprintf(from, sizeof from, "tiny-%s", src);
+    copy_folder(from, files, 3, name, cfg_from, cfg_to);
+}
+
+/* The Llama layout: tiny random llama (GQA, YaRN), mistral (multi-query,
+ * a sliding window) and qwen2 (q/k/v biases, tied, linear scaling)
+ * imported; their logits at every position of tiny-gpt2's texts against a
+ * float64 PyTorch forward (tiny-llama-logits.safetensors) within 1e-4;
+ * export --format llama and import again: the same checkpoint, bit for
+ * bit. */
+static void test_llama(clf_runtime *rt)
+{
+    static const struct {
+        const char *name, *type;
+        int kv, window;
+    } M[] = {{"llama", "llama", 2, 0}, {"mistral", "mistral", 1, 8}, {"qwen2", "qwen2", 2, 0}};
+    gpt2_ref g = gpt2_ref_open();
+    clf_st_reader *ref = NULL;
+    clf_error err;
+    tu_ok(clf_st_reader_open(HF "/tiny-llama-logits.safetensors", &ref, &err), &err, "reference");
+    for (size_t k = 0; k < sizeof M / sizeof M[0] && ref != NULL; k++) {
+        char dir[640], out[640], hf[640], back[640];
+        snprintf(dir, sizeof dir, "%s/tiny-%s", HF, M[k].name);
+        snprintf(out, sizeof out, "%s/%s.safetensors", tmpdir, M[k].name);
+        snprintf(hf, sizeof hf, "%s/%s-hf", tmpdir, M[k].name);
+        snprintf(back, sizeof back, "%s/%s-back.safetensors", tmpdir, M[k].name);
+        clf_import_report rep;
+        tu_ok(clf_import_hf(dir, out, &rep, &err), &err, M[k].name);
+        TU_CHECK(strcmp(rep.model_type, M[k].type) == 0 && rep.layers == 2 && rep.vocab == 350 &&
+                     rep.ignored == 0,
+                 "%s report: %s, %d layers, %d ignored (%s)", M[k].name, rep.model_type, rep.layers,
+                 rep.ignored, rep.ignored_names);
+        clf_checkpoint *ck = NULL;
+        clf_model *m = NULL;
+        tu_ok(clf_checkpoint_open(out, &ck, &err), &err, "open");
+        const clf_model_config *c = ck ? clf_checkpoint_config(ck) : NULL;
+        TU_CHECK(c != NULL && clf_config_kv_heads(c) == M[k].kv &&
+                     c->blocks.attention.window == M[k].window,
+                 "%s: %d key/value heads, window %d", M[k].name, M[k].kv, M[k].window);
+        const clf_model_limits lim = {.B = 1};
+        tu_ok(clf_checkpoint_model_create(ck, rt, &lim, 0, &m, &err), &err, "model");
+        const size_t V = 350;
+        for (int i = 0; i < g.count && m != NULL; i++) {
+            int T;
+            int32_t *ids = ref_ids(&g, i, &T);
+            float *got = calloc((size_t)T * V, sizeof *got), *want = calloc((size_t)T * V, 4);
+            char name[48];
+            snprintf(name, sizeof name, "logits.%s.%d", M[k].name, i);
+            int64_t shape[2] = {T, (int64_t)V};
+            tu_ok(clf_st_reader_read_f32(ref, name, 2, shape, want, (size_t)T * V, &err), &err,
+                  name);
+            tu_ok(clf_model_set_batch(m, clf_batch_decoder(ids, NULL, 1, T), &err), &err, "batch");
+            tu_ok(clf_model_forward(m, 0, &err), &err, "forward");
+            tu_ok(clf_model_logits_read(m, got, &err), &err, "logits");
+            double md = 0;
+            for (size_t j = 0; j < (size_t)T * V; j++)
+                md = fmax(md, fabs((double)got[j] - (double)want[j]));
+            TU_CHECK(md <= 1e-4, "%s text %d: logits of %d positions within 1e-4 of PyTorch (%.3g)",
+                     M[k].name, i, T, md);
+            free(got);
+            free(want);
+            free(ids);
+        }
+        clf_model_destroy(m);
+        clf_checkpoint_close(ck);
+        tu_ok(clf_export_llama(out, hf, &err), &err, "export llama");
+        tu_ok(clf_import_hf(hf, back, &rep, &err), &err, "import it back");
+        same_checkpoints(out, back, M[k].name);
+        TU_CHECK(strcmp(rep.model_type, M[k].window ? "mistral" : "llama") == 0,
+                 "%s goes out as model_type %s", M[k].name, rep.model_type);
+    }
+    clf_st_reader_destroy(ref);
+    clf_st_reader_destroy(g.r);
+
+    /* what the layout cannot hold is refused, naming the field */
+    llama_copy("llama", "l-dynamic", "\"yarn\"", "\"dynamic\"");
+    import_refused("l-dynamic", CLF_ERR_FORMAT, "rope_scaling type \"dynamic\" is not supported");
+    llama_copy("llama", "l-gelu", "\"silu\"", "\"gelu\"");
+    import_refused("l-gelu", CLF_ERR_FORMAT, "hidden_act \"gelu\" is not supported");
+    llama_copy("llama", "l-headdim", "\"head_dim\": 8", "\"head_dim\": 16");
+    import_refused("l-headdim", CLF_ERR_FORMAT, "head_dim 16 is not hidden_size 32");
+    llama_copy("llama", "l-kv", "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3");
+    import_refused("l-kv", CLF_ERR_CONFIG, "blocks.attention.kv_heads");
+    llama_copy("llama", "l-tied", "\"tie_word_embeddings\": false",
+               "\"tie_word_embeddings\": true");
+    import_refused("l-tied", CLF_ERR_FORMAT, "lm_head.weight differs from embed_tokens.weight");
+    llama_copy("llama", "l-bias", "\"attention_bias\": false", "\"attention_bias\": true");
+    import_refused("l-bias", CLF_ERR_FORMAT, "self_attn.q_proj.bias");
+    llama_copy("qwen2", "q-window", "\"use_sliding_window\": false",
+               "\"use_sliding_window\": true");
+    import_refused("q-window", CLF_ERR_FORMAT, "use_sliding_window");
+    /* and the export refuses what has no Llama form */
+    char ck[640], dir[640];
+    snprintf(ck, sizeof ck, "%s/gpt.safetensors", tmpdir); /* test_gpt2_round_trip's GPT-2 */
+    snprintf(dir, sizeof dir, "%s/gpt-llama", tmpdir);
+    TU_CHECK(clf_export_llama(ck, dir, &err) == CLF_ERR_UNSUPPORTED &&
+                 strstr(err.msg, "positional.type must be rope") != NULL,
+             "a GPT-2 is refused by the Llama export: %s", err.msg);
 }
 
 static void rm_tree(const char *dir)
@@ -710,6 +841,7 @@ int main(void)
         test_import_embed(rt);
         test_gpt2_logits(rt);
         test_gpt2_round_trip(rt);
+        test_llama(rt);
     }
     clf_runtime_destroy(rt);
     rm_tree(tmpdir);

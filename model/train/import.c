@@ -23,20 +23,9 @@
 #include "model/io/safetensors.h"
 #include "model/text/tokenizer.h"
 #include "model/train/checkpoint.h"
+#include "model/train/import_internal.h"
 
-#define MAX_JSON ((size_t)64 << 20)
-
-typedef struct imp {
-    char path[4096]; /* the safetensors file, for messages */
-    char prefix[16]; /* "", "bert." or "transformer." */
-    clf_st_reader *r;
-    unsigned char *used; /* [tensors of r] */
-    clf_checkpoint_tensor *t;
-    float **bufs;
-    int n, cap;
-} imp;
-
-static void imp_free(imp *s)
+void imp_free(imp *s)
 {
     for (int i = 0; i < s->n; i++) {
         free(s->bufs[i]);
@@ -49,7 +38,7 @@ static void imp_free(imp *s)
 }
 
 /* A new output tensor of rows x cols (cols 0: 1-D), zeroed. */
-static float *out_tensor(imp *s, const char *name, int64_t rows, int64_t cols, clf_error *err)
+float *imp_out_tensor(imp *s, const char *name, int64_t rows, int64_t cols, clf_error *err)
 {
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 64;
@@ -86,8 +75,8 @@ static float *out_tensor(imp *s, const char *name, int64_t rows, int64_t cols, c
 
 /* Read the file's tensor <prefix><name> (or <prefix><alt>) of shape rows x
  * cols (cols 0: 1-D) into dst; mark it used. */
-static clf_status read_in(imp *s, const char *name, const char *alt, int64_t rows, int64_t cols,
-                          float *dst, clf_error *err)
+clf_status imp_read_in(imp *s, const char *name, const char *alt, int64_t rows, int64_t cols,
+                       float *dst, clf_error *err)
 {
     char full[256];
     snprintf(full, sizeof full, "%s%s", s->prefix, name);
@@ -115,16 +104,16 @@ static clf_status read_in(imp *s, const char *name, const char *alt, int64_t row
 }
 
 /* One clformer tensor straight from one file tensor. */
-static clf_status copy1(imp *s, const char *to, const char *from, const char *alt, int64_t rows,
-                        int64_t cols, clf_error *err)
+clf_status imp_copy1(imp *s, const char *to, const char *from, const char *alt, int64_t rows,
+                     int64_t cols, clf_error *err)
 {
-    float *d = out_tensor(s, to, rows, cols, err);
-    return d == NULL ? CLF_ERR_MEMORY : read_in(s, from, alt, rows, cols, d, err);
+    float *d = imp_out_tensor(s, to, rows, cols, err);
+    return d == NULL ? CLF_ERR_MEMORY : imp_read_in(s, from, alt, rows, cols, d, err);
 }
 
 /* ---- config.json ------------------------------------------------------------- */
 
-static clf_status read_json(const char *path, clf_json **doc, clf_error *err)
+clf_status imp_read_json(const char *path, clf_json **doc, clf_error *err)
 {
     char *text = NULL;
     size_t len = 0;
@@ -137,8 +126,8 @@ static clf_status read_json(const char *path, clf_json **doc, clf_error *err)
     return st;
 }
 
-static clf_status get_int(const clf_json *doc, const char *path, const char *key, int lo, int hi,
-                          int *out, clf_error *err)
+clf_status imp_get_int(const clf_json *doc, const char *path, const char *key, int lo, int hi,
+                       int *out, clf_error *err)
 {
     const clf_json *v = clf_json_get(doc, key);
     if (v == NULL || !v->is_int || v->integer < lo || v->integer > hi)
@@ -148,13 +137,13 @@ static clf_status get_int(const clf_json *doc, const char *path, const char *key
     return CLF_OK;
 }
 
-static double get_num(const clf_json *doc, const char *key, double dflt)
+double imp_get_num(const clf_json *doc, const char *key, double dflt)
 {
     const clf_json *v = clf_json_get(doc, key);
     return v != NULL && v->type == CLF_JSON_NUMBER ? v->number : dflt;
 }
 
-static const char *get_str(const clf_json *doc, const char *key)
+const char *imp_get_str(const clf_json *doc, const char *key)
 {
     const clf_json *v = clf_json_get(doc, key);
     return v != NULL && v->type == CLF_JSON_STRING ? v->string : NULL;
@@ -172,7 +161,7 @@ static clf_status read_pool(const char *dir, int *mean, clf_error *err)
         return CLF_OK;
     fclose(f);
     clf_json *doc = NULL;
-    clf_status st = read_json(path, &doc, err);
+    clf_status st = imp_read_json(path, &doc, err);
     if (st != CLF_OK)
         return st;
     const clf_json *cls = clf_json_get(doc, "pooling_mode_cls_token");
@@ -193,14 +182,14 @@ static clf_status bert_config(const clf_json *doc, const char *path, clf_model_c
 {
     int L = 0, C = 0, NH = 0, H = 0, P = 0, V = 0;
     clf_status st;
-    const char *pos = get_str(doc, "position_embedding_type");
-    const char *act = get_str(doc, "hidden_act");
-    if ((st = get_int(doc, path, "num_hidden_layers", 1, 1024, &L, err)) != CLF_OK ||
-        (st = get_int(doc, path, "hidden_size", 1, 65536, &C, err)) != CLF_OK ||
-        (st = get_int(doc, path, "num_attention_heads", 1, 4096, &NH, err)) != CLF_OK ||
-        (st = get_int(doc, path, "intermediate_size", 1, 1048576, &H, err)) != CLF_OK ||
-        (st = get_int(doc, path, "max_position_embeddings", 1, 1048576, &P, err)) != CLF_OK ||
-        (st = get_int(doc, path, "vocab_size", 1, 16777216, &V, err)) != CLF_OK)
+    const char *pos = imp_get_str(doc, "position_embedding_type");
+    const char *act = imp_get_str(doc, "hidden_act");
+    if ((st = imp_get_int(doc, path, "num_hidden_layers", 1, 1024, &L, err)) != CLF_OK ||
+        (st = imp_get_int(doc, path, "hidden_size", 1, 65536, &C, err)) != CLF_OK ||
+        (st = imp_get_int(doc, path, "num_attention_heads", 1, 4096, &NH, err)) != CLF_OK ||
+        (st = imp_get_int(doc, path, "intermediate_size", 1, 1048576, &H, err)) != CLF_OK ||
+        (st = imp_get_int(doc, path, "max_position_embeddings", 1, 1048576, &P, err)) != CLF_OK ||
+        (st = imp_get_int(doc, path, "vocab_size", 1, 16777216, &V, err)) != CLF_OK)
         return st;
     if (pos != NULL && strcmp(pos, "absolute") != 0)
         return clf_error_set(err, CLF_ERR_FORMAT,
@@ -224,22 +213,22 @@ static clf_status bert_config(const clf_json *doc, const char *path, clf_model_c
     cfg->context = P;
     cfg->embedding.dim = C;
     cfg->embedding.scale = 0;
-    cfg->embedding.dropout = get_num(doc, "hidden_dropout_prob", 0.1);
+    cfg->embedding.dropout = imp_get_num(doc, "hidden_dropout_prob", 0.1);
     cfg->embedding.norm = CLF_NORM_LAYERNORM;
     cfg->positional.type = CLF_POS_LEARNED;
     cfg->blocks.repeat = L;
     cfg->blocks.attention.heads = NH;
     cfg->blocks.attention.causal = 0;
-    cfg->blocks.attention.dropout = get_num(doc, "attention_probs_dropout_prob", 0.1);
+    cfg->blocks.attention.dropout = imp_get_num(doc, "attention_probs_dropout_prob", 0.1);
     cfg->blocks.attention.bias = 1;
     cfg->blocks.ffn.hidden = H;
     cfg->blocks.ffn.activation = a;
     cfg->blocks.ffn.bias = 1;
     cfg->blocks.ffn.dropout = 0;
-    cfg->blocks.dropout = get_num(doc, "hidden_dropout_prob", 0.1);
+    cfg->blocks.dropout = imp_get_num(doc, "hidden_dropout_prob", 0.1);
     cfg->blocks.norm.type = CLF_NORM_LAYERNORM;
     cfg->blocks.norm.placement = CLF_NORM_POST;
-    cfg->blocks.norm.eps = get_num(doc, "layer_norm_eps", 1e-12);
+    cfg->blocks.norm.eps = imp_get_num(doc, "layer_norm_eps", 1e-12);
     cfg->blocks.norm.bias = 1;
     cfg->final_norm.type = CLF_NORM_NONE;
     cfg->head.type = CLF_HEAD_NONE;
@@ -264,13 +253,14 @@ static clf_status bert_tensors(imp *s, const clf_model_config *cfg, clf_error *e
     if (clf_st_reader_find(s->r, "embeddings.word_embeddings.weight") == NULL &&
         clf_st_reader_find(s->r, "bert.embeddings.word_embeddings.weight") != NULL)
         snprintf(s->prefix, sizeof s->prefix, "bert.");
-    if ((st = copy1(s, "wte", "embeddings.word_embeddings.weight", NULL, V, C, err)) != CLF_OK)
+    if ((st = imp_copy1(s, "wte", "embeddings.word_embeddings.weight", NULL, V, C, err)) != CLF_OK)
         return st;
     /* positions + token type 0 */
-    float *wpe = out_tensor(s, "wpe", P, C, err);
+    float *wpe = imp_out_tensor(s, "wpe", P, C, err);
     if (wpe == NULL)
         return CLF_ERR_MEMORY;
-    if ((st = read_in(s, "embeddings.position_embeddings.weight", NULL, P, C, wpe, err)) != CLF_OK)
+    if ((st = imp_read_in(s, "embeddings.position_embeddings.weight", NULL, P, C, wpe, err)) !=
+        CLF_OK)
         return st;
     char tt[128];
     snprintf(tt, sizeof tt, "%sembeddings.token_type_embeddings.weight", s->prefix);
@@ -283,8 +273,8 @@ static clf_status bert_tensors(imp *s, const clf_model_config *cfg, clf_error *e
         float *types = malloc((size_t)(ti->shape[0] * C) * sizeof *types);
         if (types == NULL)
             return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory importing");
-        st = read_in(s, "embeddings.token_type_embeddings.weight", NULL, ti->shape[0], C, types,
-                     err);
+        st = imp_read_in(s, "embeddings.token_type_embeddings.weight", NULL, ti->shape[0], C, types,
+                         err);
         for (int64_t p = 0; p < P && st == CLF_OK; p++)
             for (int64_t j = 0; j < C; j++)
                 wpe[p * C + j] += types[j];
@@ -292,29 +282,30 @@ static clf_status bert_tensors(imp *s, const clf_model_config *cfg, clf_error *e
         if (st != CLF_OK)
             return st;
     }
-    if ((st = copy1(s, "ln_emb.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.gamma",
-                    C, 0, err)) != CLF_OK ||
-        (st = copy1(s, "ln_emb.bias", "embeddings.LayerNorm.bias", "embeddings.LayerNorm.beta", C,
-                    0, err)) != CLF_OK)
+    if ((st = imp_copy1(s, "ln_emb.weight", "embeddings.LayerNorm.weight",
+                        "embeddings.LayerNorm.gamma", C, 0, err)) != CLF_OK ||
+        (st = imp_copy1(s, "ln_emb.bias", "embeddings.LayerNorm.bias", "embeddings.LayerNorm.beta",
+                        C, 0, err)) != CLF_OK)
         return st;
     for (int l = 0; l < cfg->blocks.repeat; l++) {
         static const char *const qkv[3] = {"query", "key", "value"};
         snprintf(to, sizeof to, "blocks.%d.attn.qkv.weight", l);
-        float *w = out_tensor(s, to, 3 * C, C, err);
+        float *w = imp_out_tensor(s, to, 3 * C, C, err);
         if (w == NULL)
             return CLF_ERR_MEMORY;
         for (int i = 0; i < 3; i++) {
             snprintf(a, sizeof a, "encoder.layer.%d.attention.self.%s.weight", l, qkv[i]);
-            if ((st = read_in(s, a, NULL, C, C, w + (size_t)i * (size_t)(C * C), err)) != CLF_OK)
+            if ((st = imp_read_in(s, a, NULL, C, C, w + (size_t)i * (size_t)(C * C), err)) !=
+                CLF_OK)
                 return st;
         }
         snprintf(to, sizeof to, "blocks.%d.attn.qkv.bias", l);
-        float *bq = out_tensor(s, to, 3 * C, 0, err);
+        float *bq = imp_out_tensor(s, to, 3 * C, 0, err);
         if (bq == NULL)
             return CLF_ERR_MEMORY;
         for (int i = 0; i < 3; i++) {
             snprintf(a, sizeof a, "encoder.layer.%d.attention.self.%s.bias", l, qkv[i]);
-            if ((st = read_in(s, a, NULL, C, 0, bq + (size_t)i * (size_t)C, err)) != CLF_OK)
+            if ((st = imp_read_in(s, a, NULL, C, 0, bq + (size_t)i * (size_t)C, err)) != CLF_OK)
                 return st;
         }
         static const struct {
@@ -344,7 +335,7 @@ static clf_status bert_tensors(imp *s, const clf_model_config *cfg, clf_error *e
                          strcmp(dot + 1, "weight") == 0 ? "gamma" : "beta");
             int64_t rows = map[k].out_c ? H : C;
             int64_t cols = map[k].in_c < 0 ? 0 : map[k].in_c ? H : C;
-            if ((st = copy1(s, to, a, b, rows, cols, err)) != CLF_OK)
+            if ((st = imp_copy1(s, to, a, b, rows, cols, err)) != CLF_OK)
                 return st;
         }
     }
@@ -381,17 +372,17 @@ static clf_status gpt2_config(const clf_json *doc, const char *path, clf_model_c
 {
     int L = 0, C = 0, NH = 0, P = 0, V = 0, H = 0;
     clf_status st;
-    const char *act = get_str(doc, "activation_function");
+    const char *act = imp_get_str(doc, "activation_function");
     const clf_json *inner = clf_json_get(doc, "n_inner");
     const char *pos_key = clf_json_get(doc, "n_positions") != NULL ? "n_positions" : "n_ctx";
-    if ((st = get_int(doc, path, "n_layer", 1, 1024, &L, err)) != CLF_OK ||
-        (st = get_int(doc, path, "n_embd", 1, 65536, &C, err)) != CLF_OK ||
-        (st = get_int(doc, path, "n_head", 1, 4096, &NH, err)) != CLF_OK ||
-        (st = get_int(doc, path, pos_key, 1, 1048576, &P, err)) != CLF_OK ||
-        (st = get_int(doc, path, "vocab_size", 1, 16777216, &V, err)) != CLF_OK)
+    if ((st = imp_get_int(doc, path, "n_layer", 1, 1024, &L, err)) != CLF_OK ||
+        (st = imp_get_int(doc, path, "n_embd", 1, 65536, &C, err)) != CLF_OK ||
+        (st = imp_get_int(doc, path, "n_head", 1, 4096, &NH, err)) != CLF_OK ||
+        (st = imp_get_int(doc, path, pos_key, 1, 1048576, &P, err)) != CLF_OK ||
+        (st = imp_get_int(doc, path, "vocab_size", 1, 16777216, &V, err)) != CLF_OK)
         return st;
     if (inner != NULL && inner->type != CLF_JSON_NULL) {
-        if ((st = get_int(doc, path, "n_inner", 1, 1048576, &H, err)) != CLF_OK)
+        if ((st = imp_get_int(doc, path, "n_inner", 1, 1048576, &H, err)) != CLF_OK)
             return st;
     } else {
         H = 4 * C;
@@ -427,22 +418,22 @@ static clf_status gpt2_config(const clf_json *doc, const char *path, clf_model_c
     cfg->context = P;
     cfg->embedding.dim = C;
     cfg->embedding.scale = 0;
-    cfg->embedding.dropout = get_num(doc, "embd_pdrop", 0.1);
+    cfg->embedding.dropout = imp_get_num(doc, "embd_pdrop", 0.1);
     cfg->embedding.norm = CLF_NORM_NONE;
     cfg->positional.type = CLF_POS_LEARNED;
     cfg->blocks.repeat = L;
     cfg->blocks.attention.heads = NH;
     cfg->blocks.attention.causal = 1;
-    cfg->blocks.attention.dropout = get_num(doc, "attn_pdrop", 0.1);
+    cfg->blocks.attention.dropout = imp_get_num(doc, "attn_pdrop", 0.1);
     cfg->blocks.attention.bias = 1;
     cfg->blocks.ffn.hidden = H;
     cfg->blocks.ffn.activation = a;
     cfg->blocks.ffn.bias = 1;
     cfg->blocks.ffn.dropout = 0;
-    cfg->blocks.dropout = get_num(doc, "resid_pdrop", 0.1);
+    cfg->blocks.dropout = imp_get_num(doc, "resid_pdrop", 0.1);
     cfg->blocks.norm.type = CLF_NORM_LAYERNORM;
     cfg->blocks.norm.placement = CLF_NORM_PRE;
-    cfg->blocks.norm.eps = get_num(doc, "layer_norm_epsilon", 1e-5);
+    cfg->blocks.norm.eps = imp_get_num(doc, "layer_norm_epsilon", 1e-5);
     cfg->blocks.norm.bias = 1;
     cfg->final_norm.type = CLF_NORM_LAYERNORM;
     cfg->head.type = CLF_HEAD_LM;
@@ -457,12 +448,12 @@ static clf_status gpt2_config(const clf_json *doc, const char *path, clf_model_c
 static clf_status read_t(imp *s, const char *to, const char *from, int64_t in, int64_t out,
                          clf_error *err)
 {
-    float *d = out_tensor(s, to, out, in, err);
+    float *d = imp_out_tensor(s, to, out, in, err);
     float *tmp = d != NULL ? malloc((size_t)(in * out) * sizeof *tmp) : NULL;
     if (tmp == NULL)
         return d == NULL ? CLF_ERR_MEMORY
                          : clf_error_set(err, CLF_ERR_MEMORY, "out of host memory importing");
-    clf_status st = read_in(s, from, NULL, in, out, tmp, err);
+    clf_status st = imp_read_in(s, from, NULL, in, out, tmp, err);
     for (int64_t i = 0; st == CLF_OK && i < in; i++)
         for (int64_t o = 0; o < out; o++)
             d[o * in + i] = tmp[i * out + o];
@@ -480,8 +471,8 @@ static clf_status gpt2_tensors(imp *s, const clf_model_config *cfg, clf_error *e
     if (clf_st_reader_find(s->r, "wte.weight") == NULL &&
         clf_st_reader_find(s->r, "transformer.wte.weight") != NULL)
         snprintf(s->prefix, sizeof s->prefix, "transformer.");
-    if ((st = copy1(s, "wte", "wte.weight", NULL, V, C, err)) != CLF_OK ||
-        (st = copy1(s, "wpe", "wpe.weight", NULL, P, C, err)) != CLF_OK)
+    if ((st = imp_copy1(s, "wte", "wte.weight", NULL, V, C, err)) != CLF_OK ||
+        (st = imp_copy1(s, "wpe", "wpe.weight", NULL, P, C, err)) != CLF_OK)
         return st;
     for (int l = 0; l < cfg->blocks.repeat; l++) {
         for (size_t k = 0; k < GPT2_BLOCK_N; k++) {
@@ -492,38 +483,42 @@ static clf_status gpt2_tensors(imp *s, const clf_model_config *cfg, clf_error *e
             snprintf(to, sizeof to, "blocks.%d.%s", l, g->ours);
             snprintf(a, sizeof a, "h.%d.%s", l, g->theirs);
             st = g->conv ? read_t(s, to, a, cols, rows, err)
-                         : copy1(s, to, a, NULL, rows, cols, err);
+                         : imp_copy1(s, to, a, NULL, rows, cols, err);
             if (st != CLF_OK)
                 return st;
         }
     }
-    if ((st = copy1(s, "ln_f.weight", "ln_f.weight", NULL, C, 0, err)) != CLF_OK ||
-        (st = copy1(s, "ln_f.bias", "ln_f.bias", NULL, C, 0, err)) != CLF_OK)
+    if ((st = imp_copy1(s, "ln_f.weight", "ln_f.weight", NULL, C, 0, err)) != CLF_OK ||
+        (st = imp_copy1(s, "ln_f.bias", "ln_f.bias", NULL, C, 0, err)) != CLF_OK)
         return st;
-    /* an untied lm_head must be the token embedding (GPT-2 ties them) */
+    /* an lm_head must be the token embedding (GPT-2 ties them) */
+    return imp_tied_head(s, V, C, "wte.weight", err);
+}
+
+clf_status imp_tied_head(imp *s, int64_t V, int64_t C, const char *wte, clf_error *err)
+{
     const clf_st_tensor_info *lm = clf_st_reader_find(s->r, "lm_head.weight");
-    if (lm != NULL) {
-        size_t n = (size_t)(V * C);
-        float *x = malloc(n * sizeof *x);
-        if (x == NULL)
-            return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory importing");
-        int64_t shape[2] = {V, C};
-        st = clf_st_reader_read_f32(s->r, "lm_head.weight", 2, shape, x, n, err);
-        if (st == CLF_OK && memcmp(x, s->t[0].data, n * sizeof *x) != 0)
-            st = clf_error_set(err, CLF_ERR_FORMAT,
-                               "%s: lm_head.weight differs from wte.weight: clformer's GPT ties "
-                               "them",
-                               s->path);
-        for (size_t i = 0; st == CLF_OK && i < clf_st_reader_count(s->r); i++)
-            if (clf_st_reader_tensor(s->r, i) == lm)
-                s->used[i] = 1;
-        free(x);
-    }
+    if (lm == NULL)
+        return CLF_OK;
+    size_t n = (size_t)(V * C);
+    float *x = malloc(n * sizeof *x);
+    if (x == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory importing");
+    int64_t shape[2] = {V, C};
+    clf_status st = clf_st_reader_read_f32(s->r, "lm_head.weight", 2, shape, x, n, err);
+    if (st == CLF_OK && memcmp(x, s->t[0].data, n * sizeof *x) != 0)
+        st = clf_error_set(err, CLF_ERR_FORMAT,
+                           "%s: lm_head.weight differs from %s, but the model ties them", s->path,
+                           wte);
+    for (size_t i = 0; st == CLF_OK && i < clf_st_reader_count(s->r); i++)
+        if (clf_st_reader_tensor(s->r, i) == lm)
+            s->used[i] = 1;
+    free(x);
     return st;
 }
 
 /* The tokenizer of a GPT-2 folder: tokenizer.json, else vocab.json + merges.txt. */
-static clf_status gpt2_tokenizer(const char *dir, clf_tokenizer **tok, clf_error *err)
+clf_status imp_bpe_tokenizer(const char *dir, clf_tokenizer **tok, clf_error *err)
 {
     char path[4096], mpath[4096];
     char *a = NULL, *b = NULL;
@@ -563,21 +558,25 @@ clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_repor
     memset(&r, 0, sizeof r);
     int mean = 1;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    clf_status st = read_json(path, &doc, err);
+    clf_status st = imp_read_json(path, &doc, err);
     if (st != CLF_OK)
         goto done;
-    const char *mt = get_str(doc, "model_type");
-    const int gpt2 = mt != NULL && strcmp(mt, "gpt2") == 0;
-    if (mt == NULL || (strcmp(mt, "bert") != 0 && !gpt2)) {
+    const char *mt = imp_get_str(doc, "model_type");
+    const int llama = mt != NULL && (strcmp(mt, "llama") == 0 || strcmp(mt, "mistral") == 0 ||
+                                     strcmp(mt, "qwen2") == 0);
+    const int gpt2 = mt != NULL && strcmp(mt, "gpt2") == 0, bpe = gpt2 || llama;
+    if (mt == NULL || (strcmp(mt, "bert") != 0 && !bpe)) {
         st = clf_error_set(err, CLF_ERR_FORMAT,
                            "%s: model_type \"%s\" is not supported (clformer imports \"bert\": "
-                           "BERT, MiniLM and the sentence-transformers models on them, and "
-                           "\"gpt2\")",
+                           "BERT, MiniLM and the sentence-transformers models on them, "
+                           "\"gpt2\", and the Llama layout: \"llama\", \"mistral\", \"qwen2\")",
                            path, mt ? mt : "(none)");
         goto done;
     }
-    if (gpt2) {
-        if ((st = gpt2_config(doc, path, &cfg, err)) != CLF_OK)
+    snprintf(r.model_type, sizeof r.model_type, "%s", mt);
+    if (gpt2 || llama) {
+        if ((st = (gpt2 ? gpt2_config(doc, path, &cfg, err)
+                        : imp_llama_config(doc, path, &cfg, err))) != CLF_OK)
             goto done;
     } else {
         if ((st = bert_config(doc, path, &cfg, err)) != CLF_OK ||
@@ -587,24 +586,24 @@ clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_repor
     }
     /* the tokenizer */
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    if (gpt2) {
-        if ((st = gpt2_tokenizer(dir, &tok, err)) != CLF_OK)
+    if (bpe) {
+        if ((st = imp_bpe_tokenizer(dir, &tok, err)) != CLF_OK)
             goto done;
     } else if ((st = clf_file_read_all(path, MAX_JSON, &tok_text, &tok_len, err)) != CLF_OK ||
                (st = clf_tokenizer_from_hf(tok_text, tok_len, path, &tok, err)) != CLF_OK) {
         goto done;
     }
     /* a GPT's embedding may have rows past the tokenizer's (clformer pads) */
-    if (gpt2 ? clf_tokenizer_vocab_size(tok) > cfg.vocab.size
-             : clf_tokenizer_vocab_size(tok) != cfg.vocab.size) {
+    if (bpe ? clf_tokenizer_vocab_size(tok) > cfg.vocab.size
+            : clf_tokenizer_vocab_size(tok) != cfg.vocab.size) {
         st = clf_error_set(err, CLF_ERR_FORMAT,
                            "%s: the tokenizer has %d tokens, but config.json's vocab_size is %d",
                            dir, (int)clf_tokenizer_vocab_size(tok), cfg.vocab.size);
         goto done;
     }
-    if (!gpt2 && (clf_tokenizer_special(tok, CLF_SPECIAL_CLS) < 0 ||
-                  clf_tokenizer_special(tok, CLF_SPECIAL_SEP) < 0 ||
-                  clf_tokenizer_special(tok, CLF_SPECIAL_PAD) < 0)) {
+    if (!bpe && (clf_tokenizer_special(tok, CLF_SPECIAL_CLS) < 0 ||
+                 clf_tokenizer_special(tok, CLF_SPECIAL_SEP) < 0 ||
+                 clf_tokenizer_special(tok, CLF_SPECIAL_PAD) < 0)) {
         st = clf_error_set(err, CLF_ERR_FORMAT,
                            "%s: a BERT tokenizer needs [CLS], [SEP] and [PAD] tokens", path);
         goto done;
@@ -622,7 +621,9 @@ clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_repor
         st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory importing");
         goto done;
     }
-    if ((st = gpt2 ? gpt2_tensors(&s, &cfg, err) : bert_tensors(&s, &cfg, err)) != CLF_OK)
+    if ((st = gpt2    ? gpt2_tensors(&s, &cfg, err)
+              : llama ? imp_llama_tensors(&s, &cfg, strcmp(mt, "qwen2") == 0, err)
+                      : bert_tensors(&s, &cfg, err)) != CLF_OK)
         goto done;
     for (size_t i = 0; i < clf_st_reader_count(s.r); i++) {
         if (s.used[i])
@@ -637,12 +638,10 @@ clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_repor
         r.ignored++;
     }
     snprintf(path, sizeof path, "%s", dir);
-    const clf_checkpoint_extra extra[] = {{"imported_from", path},
-                                          {"imported_type", gpt2 ? "gpt2" : "bert"}};
+    const clf_checkpoint_extra extra[] = {{"imported_from", path}, {"imported_type", r.model_type}};
     if ((st = clf_checkpoint_write_params(out_path, &cfg, tok_json, cfg.vocab.size, s.t, s.n, extra,
                                           2, err)) != CLF_OK)
         goto done;
-    snprintf(r.model_type, sizeof r.model_type, "%s", gpt2 ? "gpt2" : "bert");
     r.layers = cfg.blocks.repeat;
     r.dim = cfg.embedding.dim;
     r.heads = cfg.blocks.attention.heads;
@@ -652,7 +651,7 @@ clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_repor
     r.tensors = s.n;
     for (int i = 0; i < s.n; i++)
         r.params += s.t[i].shape[0] * s.t[i].shape[1];
-    snprintf(r.pool, sizeof r.pool, "%s", gpt2 ? "-" : mean ? "mean" : "cls");
+    snprintf(r.pool, sizeof r.pool, "%s", bpe ? "-" : mean ? "mean" : "cls");
     if (rep != NULL)
         *rep = r;
 done:
@@ -669,16 +668,26 @@ done:
 /* ---- export to the GPT-2 layout ------------------------------------------------------- */
 
 /* Why cfg cannot be written as a GPT-2, NULL if it can. */
-static const char *not_gpt2(const clf_model_config *c)
+const char *imp_not_plain_decoder(const clf_model_config *c)
 {
     if (c->kind != CLF_MODEL_DECODER)
         return "model.kind must be decoder";
     if (c->vocab.tokenizer != CLF_TOKENIZER_BPE)
-        return "vocab.tokenizer must be bpe (GPT-2's byte-level BPE)";
-    if (c->positional.type != CLF_POS_LEARNED)
-        return "positional.type must be learned";
+        return "vocab.tokenizer must be bpe (a byte-level BPE)";
     if (c->embedding.scale || c->embedding.norm != CLF_NORM_NONE)
         return "embedding.scale and embedding.norm must be off";
+    if (!c->blocks.attention.causal)
+        return "blocks.attention.causal must be true";
+    return NULL;
+}
+
+static const char *not_gpt2(const clf_model_config *c)
+{
+    const char *why = imp_not_plain_decoder(c);
+    if (why != NULL)
+        return why;
+    if (c->positional.type != CLF_POS_LEARNED)
+        return "positional.type must be learned";
     if (c->blocks.norm.type != CLF_NORM_LAYERNORM || !c->blocks.norm.bias ||
         c->blocks.norm.placement != CLF_NORM_PRE)
         return "blocks.norm must be a pre-norm layernorm with bias";
@@ -698,7 +707,7 @@ static const char *not_gpt2(const clf_model_config *c)
     return NULL;
 }
 
-static clf_status write_text(const char *path, const char *text, clf_error *err)
+clf_status imp_write_text(const char *path, const char *text, clf_error *err)
 {
     return clf_file_write_atomic(path, text, strlen(text), err);
 }
@@ -792,10 +801,9 @@ static gpt2_tensor gpt2_tensor_at(const clf_model_config *c, int64_t V, int k, s
 }
 
 /* The weights from the checkpoint's reader r into the writer w, Conv1D
- * ones transposed to [in, out]; the writer holds bufs[0 .. *nb) until it
- * writes. */
+ * ones transposed to [in, out]. */
 static clf_status gpt2_weights(const clf_model_config *c, int64_t V, clf_st_reader *r,
-                               clf_st_writer *w, float **bufs, int *nb, clf_error *err)
+                               clf_st_writer *w, imp_held *h, clf_error *err)
 {
     const int L = c->blocks.repeat;
     clf_status st = CLF_OK;
@@ -804,8 +812,7 @@ static clf_status gpt2_weights(const clf_model_config *c, int64_t V, clf_st_read
         for (size_t i = 0; i < nm && st == CLF_OK; i++) {
             const gpt2_tensor t = gpt2_tensor_at(c, V, k, i);
             const size_t n = (size_t)t.rows * (size_t)(t.cols > 0 ? t.cols : 1);
-            float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-            bufs[(*nb)++] = y;
+            float *x = malloc(n * sizeof *x), *y = imp_hold(h, n);
             int64_t shape[2] = {t.rows, t.cols};
             if (x == NULL || y == NULL)
                 st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory exporting");
@@ -828,8 +835,8 @@ static clf_status gpt2_weights(const clf_model_config *c, int64_t V, clf_st_read
 }
 
 /* The export's files in out_dir (created if missing). */
-static clf_status gpt2_write(const char *out_dir, clf_st_writer *w, const char *cfg_json,
-                             const char *vocab, const char *merges, clf_error *err)
+clf_status imp_write_folder(const char *out_dir, clf_st_writer *w, const char *cfg_json,
+                            const char *vocab, const char *merges, clf_error *err)
 {
     char path[4096];
     clf_status st;
@@ -841,51 +848,65 @@ static clf_status gpt2_write(const char *out_dir, clf_st_writer *w, const char *
     if ((st = clf_st_writer_write(w, path, err)) != CLF_OK)
         return st;
     snprintf(path, sizeof path, "%s/config.json", out_dir);
-    if ((st = write_text(path, cfg_json, err)) != CLF_OK)
+    if ((st = imp_write_text(path, cfg_json, err)) != CLF_OK)
         return st;
     snprintf(path, sizeof path, "%s/vocab.json", out_dir);
-    if ((st = write_text(path, vocab, err)) != CLF_OK)
+    if ((st = imp_write_text(path, vocab, err)) != CLF_OK)
         return st;
     snprintf(path, sizeof path, "%s/merges.txt", out_dir);
-    return write_text(path, merges, err);
+    return imp_write_text(path, merges, err);
 }
 
-clf_status clf_export_gpt2(const char *ckpt_path, const char *out_dir, clf_error *err)
+float *imp_hold(imp_held *h, size_t n)
+{
+    if (h->n == h->cap) {
+        int cap = h->cap ? 2 * h->cap : 64;
+        float **p = realloc(h->p, (size_t)cap * sizeof *p);
+        if (p == NULL)
+            return NULL;
+        h->p = p;
+        h->cap = cap;
+    }
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    if (x != NULL)
+        h->p[h->n++] = x;
+    return x;
+}
+
+clf_status imp_export(const char *ckpt_path, const char *out_dir, const imp_layout *L,
+                      clf_error *err)
 {
     clf_checkpoint *ck = NULL;
     clf_tokenizer *tok = NULL;
     clf_st_reader *r = NULL;
     clf_st_writer *w = NULL;
     char *vocab = NULL, *merges = NULL, *cfg_json = NULL;
-    float **bufs = NULL;
-    int nb = 0;
+    imp_held h = {NULL, 0, 0};
     clf_status st = clf_checkpoint_open(ckpt_path, &ck, err);
     if (st != CLF_OK)
         return st;
     const clf_model_config *c = clf_checkpoint_config(ck);
     const int64_t V = clf_checkpoint_vocab(ck);
-    const char *why = not_gpt2(c);
+    const char *why = L->why_not(c);
     if (why != NULL)
-        st = clf_error_set(err, CLF_ERR_UNSUPPORTED, "the GPT-2 layout: %s", why);
-    if (st == CLF_OK && (bufs = calloc((size_t)(12 * c->blocks.repeat + 8), sizeof *bufs)) == NULL)
-        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory exporting");
+        st = clf_error_set(err, CLF_ERR_UNSUPPORTED, "the %s layout: %s", L->name, why);
     if (st == CLF_OK)
         st = clf_checkpoint_tokenizer_create(ck, &tok, err);
     if (st == CLF_OK)
         st = clf_tokenizer_to_gpt2(tok, &vocab, &merges, err);
     if (st == CLF_OK)
-        st = gpt2_config_json(c, V, tok, &cfg_json, err);
+        st = L->config_json(c, V, tok, &cfg_json, err);
     if (st == CLF_OK)
         st = clf_st_reader_open(clf_checkpoint_path(ck), &r, err);
     if (st == CLF_OK)
         st = clf_st_writer_create(&w, err);
     if (st == CLF_OK)
-        st = gpt2_weights(c, V, r, w, bufs, &nb, err);
+        st = L->weights(c, V, r, w, &h, err);
     if (st == CLF_OK)
-        st = gpt2_write(out_dir, w, cfg_json, vocab, merges, err);
-    for (int i = 0; i < nb; i++)
-        free(bufs[i]);
-    free(bufs);
+        st = imp_write_folder(out_dir, w, cfg_json, vocab, merges, err);
+    for (int i = 0; i < h.n; i++)
+        free(h.p[i]);
+    free(h.p);
     clf_st_writer_destroy(w);
     clf_st_reader_destroy(r);
     free(cfg_json);
@@ -896,4 +917,10 @@ clf_status clf_export_gpt2(const char *ckpt_path, const char *out_dir, clf_error
     if (st != CLF_OK)
         clf_error_prefix(err, "export %s", ckpt_path);
     return st;
+}
+
+clf_status clf_export_gpt2(const char *ckpt_path, const char *out_dir, clf_error *err)
+{
+    static const imp_layout gpt2 = {"GPT-2", not_gpt2, gpt2_config_json, gpt2_weights};
+    return imp_export(ckpt_path, out_dir, &gpt2, err);
 }

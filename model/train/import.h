@@ -50,7 +50,14 @@
  *   (h.<l>.attn.bias / masked_bias buffers ignored; an lm_head.weight must
  *   equal wte).
  *
- * Not here: other architectures, sentence pairs, downloading.
+ * The Llama layout (config.json "model_type": "llama", "mistral" or
+ * "qwen2"): RMSNorm, SwiGLU, RoPE with rope_theta and rope_scaling (linear,
+ * yarn), grouped-query attention, tied or untied head, the folder's
+ * byte-level BPE; import_llama.c lists the names and what is refused.
+ *
+ * Not here: other architectures, SentencePiece tokenizers (Llama 2,
+ * Mistral) and pre-tokenizers other than GPT-2's (Llama 3, Qwen2),
+ * sharded weights, sentence pairs, downloading.
  */
 #ifndef CLF_IMPORT_H
 #define CLF_IMPORT_H
@@ -84,6 +91,15 @@ clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_repor
  * the embedding (else CLF_ERR_UNSUPPORTED naming the key). clf_import_hf
  * reads it back to the same parameters, bit for bit. */
 clf_status clf_export_gpt2(const char *ckpt_path, const char *out_dir, clf_error *err);
+
+/* Write the checkpoint as a Hugging Face Llama folder (config.json of
+ * model_type llama, or mistral with a sliding window; model.safetensors
+ * in LlamaForCausalLM's names, float32; vocab.json and merges.txt). The
+ * model must have the layout (a decoder with a bpe tokenizer, rope without
+ * ntk scaling, pre-norm RMSNorm without biases, SwiGLU, a final RMSNorm;
+ * else CLF_ERR_UNSUPPORTED naming the key); clf_import_hf reads it back to
+ * the same parameters, bit for bit. */
+clf_status clf_export_llama(const char *ckpt_path, const char *out_dir, clf_error *err);
 
 CLF_API_END
 

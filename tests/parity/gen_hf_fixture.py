@@ -44,6 +44,29 @@ Face `tokenizers` package, e.g. in a venv with --system-site-packages):
                                   position (logits.<i> [T, V], float32) of a
                                   float64 GPT-2 forward written here in PyTorch
 
+Llama-layout fixtures (needs PyTorch only; reuses tiny-gpt2's byte-level
+BPE and the ids of tiny-gpt2-logits.safetensors):
+
+    python3 tests/parity/gen_hf_fixture.py llama
+
+  tests/data/hf/tiny-llama/      model_type llama: 2 layers, 32 dims, 4 query
+                                 heads and 2 key/value heads, SwiGLU of 48,
+                                 RMSNorm eps 1e-6, rope_theta 500000, YaRN
+                                 rope_scaling (factor 4 over 16 positions),
+                                 untied lm_head
+  tests/data/hf/tiny-mistral/    model_type mistral: 1 key/value head,
+                                 sliding_window 8, rope_theta 1e6, untied
+  tests/data/hf/tiny-qwen2/      model_type qwen2: 2 key/value heads, biases
+                                 on q, k and v, tied embeddings (no lm_head
+                                 tensor), linear rope_scaling factor 2
+    each: config.json, model.safetensors (LlamaForCausalLM's names,
+    "model." prefix, float32), vocab.json and merges.txt (tiny-gpt2's)
+  tests/data/hf/tiny-llama-logits.safetensors  for each model M and text i:
+                                 logits.M.<i> [T, V] of a float64 forward
+                                 written here from transformers'
+                                 modeling_llama / modeling_rope_utils
+                                 formulas (ids: tiny-gpt2-logits' ids.<i>)
+
 Check a real model against clformer (prints the cosine of every sentence):
 
     python3 tests/parity/gen_hf_fixture.py check MODEL_DIR SENTENCES CLFORMER_OUT
@@ -152,7 +175,7 @@ def read_safetensors(path):
     for name, v in h.items():
         if name == "__metadata__":
             continue
-        dt = {"F32": np.float32, "F16": np.float16, "I64": np.int64}[v["dtype"]]
+        dt = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32}[v["dtype"]]
         a, b = v["data_offsets"]
         out[name] = np.frombuffer(data[a:b], dtype=dt).reshape(v["shape"])
     return out
@@ -262,6 +285,152 @@ def make_gpt2(rng):
     return V
 
 
+LLAMAS = {
+    "llama": dict(model_type="llama", kv=2, theta=500000.0, tied=False, qkv_bias=False,
+                  window=None, scaling={"rope_type": "yarn", "factor": 4.0,
+                                        "original_max_position_embeddings": 16}),
+    "mistral": dict(model_type="mistral", kv=1, theta=1e6, tied=False, qkv_bias=False, window=8,
+                    scaling=None),
+    "qwen2": dict(model_type="qwen2", kv=2, theta=10000.0, tied=True, qkv_bias=True, window=None,
+                  scaling={"type": "linear", "factor": 2.0}),
+}
+
+
+def rope_parameters(cfg, dim):
+    """inv_freq (float64) and the attention factor, as transformers'
+    modeling_rope_utils computes them for default, linear and yarn."""
+    base = cfg["rope_theta"]
+    pos_freqs = base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    inv_freq = 1.0 / pos_freqs
+    rs = cfg.get("rope_scaling")
+    if not rs:
+        return inv_freq, 1.0
+    kind, factor = rs.get("rope_type", rs.get("type")), rs["factor"]
+    if kind == "linear":
+        return inv_freq / factor, 1.0
+    assert kind == "yarn"
+    orig = rs["original_max_position_embeddings"]
+    beta_fast, beta_slow = rs.get("beta_fast", 32), rs.get("beta_slow", 1)
+
+    def correction_dim(rot):
+        return (dim * math.log(orig / (rot * 2 * math.pi))) / (2 * math.log(base))
+
+    low = max(math.floor(correction_dim(beta_fast)), 0)
+    high = min(math.ceil(correction_dim(beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low), 0, 1)
+    extra = 1 - ramp
+    return (inv_freq / factor) * (1 - extra) + inv_freq * extra, 0.1 * math.log(factor) + 1.0
+
+
+def llama_logits(cfg, w, ids):
+    """transformers' LlamaForCausalLM (and Mistral's, Qwen2's) forward in
+    float64: logits [T, V]."""
+    def t(name):
+        return torch.tensor(w[name].astype(np.float64))
+    C, NH, KV = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    HS, T, eps = C // NH, len(ids), cfg["rms_norm_eps"]
+
+    def rms(x, name):
+        return t(name) * (x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps))
+
+    def rot(x):
+        return torch.cat((-x[..., HS // 2:], x[..., : HS // 2]), dim=-1)
+
+    inv_freq, af = rope_parameters(cfg, HS)
+    ang = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
+    emb = torch.cat((ang, ang), dim=-1)
+    cos, sin = emb.cos() * af, emb.sin() * af
+    i = torch.arange(T).view(T, 1)
+    j = torch.arange(T).view(1, T)
+    mask = j <= i
+    if cfg.get("sliding_window"):
+        mask = mask & (i - j < cfg["sliding_window"])
+    x = t("model.embed_tokens.weight")[ids]
+    for l in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+
+        def lin(v, n):
+            y = v @ t(p + n + ".weight").T
+            return y + t(p + n + ".bias") if (p + n + ".bias") in w else y
+        h = rms(x, p + "input_layernorm.weight")
+        q = lin(h, "self_attn.q_proj").view(T, NH, HS).transpose(0, 1)
+        k = lin(h, "self_attn.k_proj").view(T, KV, HS).transpose(0, 1)
+        v = lin(h, "self_attn.v_proj").view(T, KV, HS).transpose(0, 1)
+        q, k = q * cos + rot(q) * sin, k * cos + rot(k) * sin
+        k, v = k.repeat_interleave(NH // KV, dim=0), v.repeat_interleave(NH // KV, dim=0)
+        s = (q @ k.transpose(1, 2) / math.sqrt(HS)).masked_fill(~mask, float("-inf"))
+        a = (torch.softmax(s, dim=-1) @ v).transpose(0, 1).reshape(T, C)
+        x = x + lin(a, "self_attn.o_proj")
+        h = rms(x, p + "post_attention_layernorm.weight")
+        x = x + lin(torch.nn.functional.silu(lin(h, "mlp.gate_proj")) * lin(h, "mlp.up_proj"),
+                    "mlp.down_proj")
+    x = rms(x, "model.norm.weight")
+    head = "model.embed_tokens.weight" if cfg["tie_word_embeddings"] else "lm_head.weight"
+    return (x @ t(head).T).tolist()
+
+
+def make_llamas():
+    import shutil
+    rng = np.random.default_rng(37)
+    ref = read_safetensors(os.path.join(OUT, "tiny-gpt2-logits.safetensors"))
+    texts = sorted(k for k in ref if k.startswith("ids."))
+    V, C, L, NH, H, P = 350, 32, 2, 4, 48, 64
+    out = {}
+
+    def r(*shape, s=0.2):
+        return (rng.standard_normal(shape) * s).astype(np.float32)
+    for name, m in LLAMAS.items():
+        d = os.path.join(OUT, "tiny-" + name)
+        os.makedirs(d, exist_ok=True)
+        for f in ("vocab.json", "merges.txt"):
+            shutil.copy(os.path.join(OUT, "tiny-gpt2", f), os.path.join(d, f))
+        KV, HS = m["kv"], C // NH
+        cfg = {"architectures": [{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+                                  "qwen2": "Qwen2ForCausalLM"}[name]],
+               "model_type": m["model_type"], "hidden_size": C, "intermediate_size": H,
+               "num_hidden_layers": L, "num_attention_heads": NH, "num_key_value_heads": KV,
+               "max_position_embeddings": P, "rms_norm_eps": 1e-6, "rope_theta": m["theta"],
+               "rope_scaling": m["scaling"], "vocab_size": V, "hidden_act": "silu",
+               "tie_word_embeddings": m["tied"], "bos_token_id": 0, "eos_token_id": 0,
+               "torch_dtype": "float32"}
+        if name == "llama":
+            cfg.update(attention_bias=False, mlp_bias=False, head_dim=HS)
+        if name == "mistral":
+            cfg["sliding_window"] = m["window"]
+        if name == "qwen2":
+            cfg.update(use_sliding_window=False, sliding_window=None, max_window_layers=L)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=2)
+        w = {"model.embed_tokens.weight": r(V, C, s=0.5)}
+        for l in range(L):
+            p = "model.layers.%d." % l
+            w[p + "input_layernorm.weight"] = 1 + r(C, s=0.1)
+            w[p + "self_attn.q_proj.weight"] = r(NH * HS, C)
+            w[p + "self_attn.k_proj.weight"] = r(KV * HS, C)
+            w[p + "self_attn.v_proj.weight"] = r(KV * HS, C)
+            if m["qkv_bias"]:
+                for n, rows in (("q", NH * HS), ("k", KV * HS), ("v", KV * HS)):
+                    w[p + "self_attn.%s_proj.bias" % n] = r(rows, s=0.05)
+            w[p + "self_attn.o_proj.weight"] = r(C, NH * HS)
+            w[p + "post_attention_layernorm.weight"] = 1 + r(C, s=0.1)
+            w[p + "mlp.gate_proj.weight"] = r(H, C)
+            w[p + "mlp.up_proj.weight"] = r(H, C)
+            w[p + "mlp.down_proj.weight"] = r(C, H)
+        w["model.norm.weight"] = 1 + r(C, s=0.1)
+        if not m["tied"]:
+            w["lm_head.weight"] = r(V, C, s=0.5)
+        write_safetensors(os.path.join(d, "model.safetensors"), w)
+        for k in texts:
+            ids = [int(x) for x in ref[k]]
+            out["logits.%s.%s" % (name, k[4:])] = np.array(llama_logits(cfg, w, ids),
+                                                            dtype=np.float32)
+    write_safetensors(os.path.join(OUT, "tiny-llama-logits.safetensors"), out,
+                      {"format": "clformer-llama-reference", "count": str(len(texts))})
+    print("wrote %s: %s" % (OUT, ", ".join("tiny-" + n for n in LLAMAS)))
+
+
 def make():
     torch.manual_seed(2026)
     rng = np.random.default_rng(2026)
@@ -352,6 +521,8 @@ def check(model_dir, sent_path, clf_out):
 if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1] == "make":
         make()
+    elif len(sys.argv) == 2 and sys.argv[1] == "llama":
+        make_llamas()
     elif len(sys.argv) == 5 and sys.argv[1] == "check":
         check(*sys.argv[2:])
     else:
