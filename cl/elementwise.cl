@@ -83,6 +83,50 @@ __kernel void zero_f32(__global float *out, ulong out_off, ulong n)
             out[i] = 0.0f;
 }
 
+/* The exponential moving average of the parameters (train.ema): e += w *
+ * (p - e) with w = 1 - decay (torch's lerp form, as AveragedModel's EMA);
+ * w = 1 copies p exactly (the first update). */
+__kernel void ema_f32(__global float *e, ulong e_off, __global const float *p, ulong p_off,
+                      float w, ulong n)
+{
+    e += e_off;
+    p += p_off;
+    ulong i = get_global_id(0) * 8;
+    if (w == 1.0f) {
+        if (i + 8 <= n)
+            vstore8(vload8(0, p + i), 0, e + i);
+        else
+            for (; i < n; i++)
+                e[i] = p[i];
+    } else if (i + 8 <= n) {
+        const float8 ei = vload8(0, e + i);
+        vstore8(ei + w * (vload8(0, p + i) - ei), 0, e + i);
+    } else {
+        for (; i < n; i++)
+            e[i] = e[i] + w * (p[i] - e[i]);
+    }
+}
+
+/* a and b exchanged, bit for bit (the parameters and their EMA around an
+ * evaluation). */
+__kernel void swap_f32(__global float *a, ulong a_off, __global float *b, ulong b_off, ulong n)
+{
+    a += a_off;
+    b += b_off;
+    ulong i = get_global_id(0) * 8;
+    if (i + 8 <= n) {
+        const float8 x = vload8(0, a + i);
+        vstore8(vload8(0, b + i), 0, a + i);
+        vstore8(x, 0, b + i);
+    } else {
+        for (; i < n; i++) {
+            const float x = a[i];
+            a[i] = b[i];
+            b[i] = x;
+        }
+    }
+}
+
 /* y += a * x */
 __kernel void axpy_f32(__global float *y, ulong y_off, float a, __global const float *x,
                        ulong x_off, ulong n)

@@ -140,6 +140,7 @@ int cli_cmd_tokenizer(int argc, char **argv);
 int cli_cmd_translate(int argc, char **argv);
 int cli_cmd_classify(int argc, char **argv);
 int cli_cmd_export(int argc, char **argv);
+int cli_cmd_average(int argc, char **argv);
 int cli_cmd_tune(int argc, char **argv);
 int cli_cmd_import(int argc, char **argv);
 int cli_cmd_embed(int argc, char **argv);

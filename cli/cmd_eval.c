@@ -51,6 +51,8 @@ static void usage(FILE *out)
             "  --src L, --tgt L  translation: languages of DIR's files (default: the\n"
             "                    checkpoint's)\n"
             "  --hyps FILE       translation: write the translations to FILE\n"
+            "  --no-ema          the trained parameters, not the moving average (train.ema) a\n"
+            "                    checkpoint may hold and that is otherwise evaluated\n"
             "Decoders:\n" CLI_CONTEXT_FLAGS_HELP CLI_RUNTIME_FLAGS_HELP);
 }
 
@@ -73,6 +75,7 @@ typedef struct seq_eval_flags {
     const char *split_name, *src, *tgt, *hyps;
     long beam, batch;
     double alpha;
+    int no_ema;
 } seq_eval_flags;
 
 /* The encoder kinds: accuracy or BLEU over a validation set. */
@@ -137,6 +140,8 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
     int rc = cli_checkpoint_open(dir, &ck, &cfg, &tok);
     if (rc != CLI_EXIT_OK)
         return rc;
+    if (f->no_ema)
+        clf_checkpoint_use_raw(ck);
     const int s2s = cfg.kind == CLF_MODEL_ENCODER_DECODER;
     const char *src = f->src ? f->src : clf_checkpoint_meta(ck, "src_lang");
     const char *tgt = f->tgt ? f->tgt : clf_checkpoint_meta(ck, "tgt_lang");
@@ -240,7 +245,7 @@ int cli_cmd_eval(int argc, char **argv)
     clf_split split = CLF_SPLIT_VAL;
     const char *split_name = NULL, *rope_scaling = NULL;
     long context = 0;
-    seq_eval_flags sf = {NULL, NULL, NULL, NULL, 1, 0, 1.0};
+    seq_eval_flags sf = {NULL, NULL, NULL, NULL, 1, 0, 1.0, 0};
     cli_runtime_flags rf;
     cli_runtime_flags_init(&rf);
     const cli_opt opts[] = {
@@ -254,6 +259,7 @@ int cli_cmd_eval(int argc, char **argv)
         {"--tgt", CLI_OPT_STR, &sf.tgt, 0, 0, NULL},
         {"--hyps", CLI_OPT_STR, &sf.hyps, 0, 0, NULL},
         {"--context", CLI_OPT_INT, &context, 1, 1048576, NULL},
+        {"--no-ema", CLI_OPT_BOOL, &sf.no_ema, 0, 0, NULL},
         {"--rope-scaling", CLI_OPT_STR, &rope_scaling, 0, 0, NULL},
     };
     const cli_command cmd = {"clformer eval", opts, CLI_COUNT(opts), &rf, &dir, 1,
@@ -331,6 +337,8 @@ int cli_cmd_eval(int argc, char **argv)
         clf_checkpoint_close(ck);
         goto done;
     }
+    if (sf.no_ema)
+        clf_checkpoint_use_raw(ck);
     const clf_model_limits lim = {.B = (int)batch};
     rc = cli_checkpoint_model(rt, ck, batch > 0 ? &lim : NULL, 0, &m);
     clf_checkpoint_close(ck);

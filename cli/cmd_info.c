@@ -203,6 +203,8 @@ static void print_memory(const memory_report *r, long batch, long ranks, int sha
     printf("  %-24s %14s\n", "parameters", size_str(t->params, a, sizeof a));
     printf("  %-24s %14s\n", "gradients", size_str(t->grads, a, sizeof a));
     printf("  %-24s %14s\n", "Adam moments", size_str(t->optim, a, sizeof a));
+    if (t->ema > 0)
+        printf("  %-24s %14s  (train.ema)\n", "moving average", size_str(t->ema, a, sizeof a));
     printf("  %-24s %14s\n", "activations and scratch", size_str(t->activations, a, sizeof a));
     printf("  %-24s %14s\n", "batch inputs", size_str(t->batch, a, sizeof a));
     printf("  %-24s %14s  (native engine's packing, estimated)\n", "GEMM workspace",

@@ -26,7 +26,8 @@ static const command commands[] = {
     {"classify", cli_cmd_classify, "label sentences (stdin -> stdout) with an encoder classifier"},
     {"tune", cli_cmd_tune, "time the GEMM candidates on a model's shapes; keep the fastest"},
     {"export", cli_cmd_export, "a checkpoint's parameters in bf16 / f16 (half the size) or f32"},
-    {"import", cli_cmd_import, "a Hugging Face model folder (BERT family) as a checkpoint"},
+    {"average", cli_cmd_average, "the mean of several checkpoints' parameters (one model)"},
+    {"import", cli_cmd_import, "a Hugging Face folder (BERT, GPT-2, Llama layout) as a checkpoint"},
     {"embed", cli_cmd_embed, "sentence embeddings (stdin -> stdout) with an encoder"},
 };
 

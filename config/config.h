@@ -302,6 +302,11 @@ typedef struct clf_train_config {
     int shard_optimizer; /* data parallel: each rank keeps and updates its slice of Adam's
                                 moments and the ranks gather the updated parameters (ZeRO-1);
                                 default 0 */
+    double ema;          /* [0, 1): an exponential moving average of the parameters with this
+                      decay, kept on the device and updated after every step; evaluation,
+                      best selection, checkpoints' inference use and export use it; 0 = off */
+    int keep_last;       /* keep the checkpoints of the last N evaluations beside the run's
+                      (DIR/ckpt-<step>.safetensors, for `clformer average`); 0 = off */
     int steps;           /* optimizer steps; 0 = until `epochs` (then epochs must be > 0) */
     int epochs;          /* 0 = off; else stop after this many passes (or `steps`, if first) */
     clf_optimizer_config optimizer;

@@ -258,6 +258,8 @@ static const clf_cfg_field train_t[] = {
     T_ENUM("precision", train.precision, precision_names, 0),
     T_MAP("loss_scale", train.loss_scale, loss_scale_t),
     T_BOOL("shard_optimizer", train.shard_optimizer),
+    T_DBL("ema", train.ema, 0, 1, HI_OPEN),
+    T_INT("keep_last", train.keep_last, 0, 1000000),
     T_END,
 };
 

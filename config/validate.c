@@ -176,6 +176,10 @@ static clf_status check_model(const clf_model_config *c, const vstate *v)
                    "train.optimizer.layer_decay: layer-wise learning rates are for one stack of "
                    "blocks (kind decoder or encoder), not kind %s",
                    kind);
+    if (c->train.ema > 0 && c->train.shard_optimizer)
+        return bad(v, OFF(train.ema), OFF(train.shard_optimizer),
+                   "train.ema: the moving average is kept whole on every rank, which "
+                   "train.shard_optimizer (each rank updating its slice) does not allow");
     if (c->blocks.ffn.hidden <= 0)
         return bad(v, OFF(blocks.ffn.hidden), NONE,
                    "blocks.ffn.hidden: expected an integer >= 1, got %d", c->blocks.ffn.hidden);

@@ -27,6 +27,8 @@
     K(NARROW_F16, "convert", "narrow_f16")                                                         \
     K(ADD_F32, "elementwise", "add_f32")                                                           \
     K(ZERO_F32, "elementwise", "zero_f32")                                                         \
+    K(EMA_F32, "elementwise", "ema_f32")                                                           \
+    K(SWAP_F32, "elementwise", "swap_f32")                                                         \
     K(AXPY_F32, "elementwise", "axpy_f32")                                                         \
     K(ACT_BACKWARD_RELU, "elementwise", "act_backward_relu")                                       \
     K(ACT_BACKWARD_GELU_ERF, "elementwise", "act_backward_gelu_erf")                               \

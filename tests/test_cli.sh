@@ -408,12 +408,44 @@ PY
   run "$BIN" sample "$RUN" --prompt "$(printf 'a\xff')" "${DEV[@]}"
   expect "a prompt that is not UTF-8 is refused with the same status (2)" 2 "prompt: invalid UTF-8"
 
+  # ---- train.ema, train.keep_last, average ----------------------------------------------------
+  EMA=$TMP/ema
+  run "$BIN" train "$TINY" --data "$DATA" --out "$EMA" --set train.steps=30 --set train.eval.every=10 --set train.ema=0.9 --set train.keep_last=2 "${DEV[@]}"
+  expect "train with a moving average, keeping the last 2 checkpoints" 0 "step 30: val loss"
+  if [ -s "$EMA/ckpt-20.safetensors" ] && [ -s "$EMA/ckpt-30.safetensors" ] && [ ! -e "$EMA/ckpt-10.safetensors" ]; then
+    ok "keep_last 2: ckpt-20 and ckpt-30 kept, ckpt-10 removed"
+  else
+    bad "keep_last 2: ckpt-20 and ckpt-30 kept, ckpt-10 removed ($(ls "$EMA" | tr '\n' ' '))"
+  fi
+  run "$BIN" eval "$EMA" --data "$DATA" --json "${DEV[@]}"
+  EMA_LOSS=$(sed -n 's/.*"val_loss": \([0-9.]*\).*/\1/p' "$OUT")
+  run "$BIN" eval "$EMA" --data "$DATA" --json --no-ema "${DEV[@]}"
+  RAW_LOSS=$(sed -n 's/.*"val_loss": \([0-9.]*\).*/\1/p' "$OUT")
+  if [ -n "$EMA_LOSS" ] && [ -n "$RAW_LOSS" ] && [ "$EMA_LOSS" != "$RAW_LOSS" ]; then
+    ok "eval takes the moving average, --no-ema the parameters ($EMA_LOSS, $RAW_LOSS)"
+  else
+    bad "eval takes the moving average, --no-ema the parameters ($EMA_LOSS, $RAW_LOSS)"
+  fi
+  run "$BIN" average "$EMA/ckpt-30.safetensors" "$EMA" --out "$TMP/avg-same.safetensors"
+  expect "average a checkpoint with itself" 0 "the mean of 2 checkpoints"
+  run "$BIN" export "$EMA" --dtype f32 --out "$TMP/ema-f32.safetensors"
+  expect "export writes the moving average" 0 "as f32"
+  run python3 "$SRC/tests/ckpt_tensors.py" "$TMP/avg-same.safetensors" "$TMP/ema-f32.safetensors"
+  expect "the mean of one average twice is that average, bit for bit, as export writes it" 0
+  run "$BIN" average "$EMA/ckpt-20.safetensors" "$EMA/ckpt-30.safetensors" --out "$TMP/avg.safetensors"
+  expect "average the last 2 checkpoints" 0 "the mean of 2 checkpoints"
+  run "$BIN" eval "$TMP/avg.safetensors" --data "$DATA" --json "${DEV[@]}"
+  expect "eval the average" 0 '^\{"val_loss": [0-9.]+'
+
   # ---- another context: --context, --rope-scaling --------------------------------------------
   run "$BIN" sample "$RUN" --context 32 --tokens 5 "${DEV[@]}"
   expect "sample --context refuses learned positions past their table" 2 "--context 32: the model learned a table of 16 positions"
   ROPE=$TMP/rope
   run "$BIN" train "$TINY" --data "$DATA" --out "$ROPE" --set train.steps=20 --set model.positional.type=rope "${DEV[@]}"
   expect "train a tiny rope model" 0 "step 20: val loss"
+  run "$BIN" average "$EMA" "$ROPE" --out "$TMP/avg-bad.safetensors"
+  expect "average refuses another model, naming what differs" 2 "is another model than .* \(positional.type differs\)"
+  if [ ! -e "$TMP/avg-bad.safetensors" ]; then ok "no file left by the refused average"; else bad "no file left by the refused average"; fi
   run "$BIN" sample "$ROPE" --prompt "ROMEO:" --tokens 40 --context 48 --seed 3 "${DEV[@]}"
   expect "sample --context 48 past the trained 16 scales rotary positions by yarn, with a note" 0 "context 48 is past the trained 16: rotary positions scaled by yarn, factor 3"
   if grep -q "context 48, 0 slides" "$ERR"; then ok "46 positions fit the context of 48 without a slide"; else bad "46 positions fit the context of 48 without a slide"; fi

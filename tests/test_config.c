@@ -398,6 +398,11 @@ static void test_overrides(void)
          "positional.rope_scaling.beta_fast: expected above beta_slow 2, got 1"},
         {"positional.rope_scaling.type=dynamic",
          "positional.rope_scaling.type: expected one of: none, linear, ntk, yarn; got 'dynamic'"},
+        {"train.ema=1", "train.ema: expected a number in [0, 1), got '1'"},
+        {"train={ema: 0.99, shard_optimizer: true}",
+         "train.ema: the moving average is kept whole on every rank, which "
+         "train.shard_optimizer"},
+        {"train.keep_last=-1", "train.keep_last: expected an integer in [0, 1000000], got '-1'"},
         {"train.steps.x=1", "train.steps is a value, not a section"},
         {"train.steps=", "--set train.steps=: train.steps: expected an integer >= 0, got "
                          "nothing"},
@@ -542,6 +547,8 @@ static void test_round_trip(void)
     c.train.early_stop.patience = 5;
     c.train.early_stop.metric = CLF_METRIC_BLEU;
     c.train.seed = UINT64_MAX;
+    c.train.ema = 0.9990000000000001;
+    c.train.keep_last = 7;
     c.train.log_every = 1;
     clf_status st = clf_config_validate(&c, &e);
     TU_CHECK(st == CLF_OK, "the all-non-default config is valid%s%s", st ? ": " : "",

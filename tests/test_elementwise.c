@@ -3,6 +3,8 @@
  * forward and backward, against float64 references.
  *
  * What is checked (tolerances |got - ref| <= atol + rtol |ref|)
+ * - ema (decay 0.9 against float64 with atol 1e-6, rtol 4e-7; decay 0 a
+ *   bit-exact copy) and swap (bit-exact both ways), same sizes and guards.
  * - add / residual / axpy at n = 1, 7, 33, 257, 1000, 100003, at
  *   nonzero element offsets, and add with out aliasing an input:
  *   atol 1e-7, rtol 2e-7 (one float rounding); zero from offset 1 exactly
@@ -82,9 +84,38 @@ static void check_basic(clf_runtime *rt, size_t n, tu_rng *rng)
         ref[i] = 2.0 * a[i];
     snprintf(name, sizeof name, "add in place n=%zu", n);
     tu_close(name, got, ref, n, 0.0, 0.0);
+
+    /* the moving average: e = b + 0.1 (a - b) with decay 0.9 (e = b), then
+     * decay 0 copies a exactly; swap exchanges a and e bit for bit */
+    const float *cur = a;
+    float *e0 = malloc(n * sizeof *e0);
+    tu_download(rt, db, e0, n);
+    tu_download(rt, da, got, n);
+    memcpy(a, got, n * sizeof *a); /* da holds 2a now */
+    tu_ok(clf_op_ema(rt, db, da, 0.9f, n, &err), &err, "ema");
+    tu_download(rt, db, got, n);
+    for (size_t i = 0; i < n; i++)
+        ref[i] = (double)e0[i] + (double)(1.0f - 0.9f) * ((double)cur[i] - e0[i]);
+    snprintf(name, sizeof name, "ema decay 0.9 n=%zu", n);
+    tu_close(name, got, ref, n, 1e-6, 4e-7);
+    tu_ok(clf_op_ema(rt, db, da, 0.0f, n, &err), &err, "ema copy");
+    tu_download(rt, db, got, n);
+    TU_CHECK(memcmp(got, cur, n * sizeof *got) == 0, "ema decay 0 n=%zu: a copy, bit for bit", n);
+    tu_ok(clf_op_ema(rt, db, da, 0.5f, n, &err), &err, "ema at a = e"); /* e = a: stays */
+    tu_ok(clf_op_add(rt, dout, da, da, n, &err), &err, "add for swap");
+    tu_ok(clf_op_swap(rt, da, dout, n, &err), &err, "swap");
+    tu_download(rt, da, got, n);
+    int swapped = 1;
+    for (size_t i = 0; i < n; i++)
+        swapped &= got[i] == 2.0f * cur[i];
+    tu_download(rt, dout, got, n);
+    swapped &= memcmp(got, cur, n * sizeof *got) == 0;
+    TU_CHECK(swapped, "swap n=%zu: both sides exchanged bit for bit", n);
+    TU_CHECK(clf_op_ema(rt, db, da, 1.0f, n, &err) == CLF_ERR_ARG, "ema: decay 1 refused");
+    free(e0);
     TU_CHECK(tu_guard_intact(rt, dout, n) && tu_guard_intact(rt, da, n) &&
                  tu_guard_intact(rt, db, n),
-             "add/zero/axpy n=%zu: guard zones intact", n);
+             "add/zero/axpy/ema/swap n=%zu: guard zones intact", n);
 
     tu_free(da);
     tu_free(db);

@@ -369,6 +369,12 @@ static void determinism(clf_runtime *rt, const char *name, const char *extra)
     clf_checkpoint_extra ex[] = {{"test", "determinism"}};
     die(clf_checkpoint_save(path, m, &cfg, "{}", ex, 1, &e), &e, "checkpoint save");
     train_steps(m, data, n, B, T, 10, 10, a + 10);
+    /* train.ema: the moving average goes on from the checkpoint's too */
+    const size_t np = clf_model_dims_get(m).n_params;
+    float *ema_a = clf_model_has_ema(m) ? malloc(np * sizeof *ema_a) : NULL;
+    float *ema_b = ema_a ? malloc(np * sizeof *ema_b) : NULL;
+    if (ema_a != NULL)
+        die(clf_model_flat_read(m, CLF_SLOT_EMA, ema_a, &e), &e, "ema");
     clf_model_destroy(m);
 
     clf_checkpoint *ck = NULL;
@@ -385,6 +391,13 @@ static void determinism(clf_runtime *rt, const char *name, const char *extra)
     TU_CHECK(clf_model_state_get(m).step == 10, "resumed at step %llu (expected 10)",
              (unsigned long long)clf_model_state_get(m).step);
     train_steps(m, data, n, B, T, 10, 10, b);
+    if (ema_a != NULL) {
+        die(clf_model_flat_read(m, CLF_SLOT_EMA, ema_b, &e), &e, "ema 2");
+        TU_CHECK(memcmp(ema_a, ema_b, np * sizeof *ema_a) == 0,
+                 "%s: the moving average after the resumed steps is bit-identical", name);
+    }
+    free(ema_a);
+    free(ema_b);
     int same = memcmp(a + 10, b, sizeof b) == 0;
     for (int i = 0; i < 10; i++)
         printf("  step %2d: %.9g  resumed %.9g\n", 10 + i, a[10 + i], b[i]);
@@ -395,6 +408,88 @@ static void determinism(clf_runtime *rt, const char *name, const char *extra)
     clf_checkpoint_close(ck);
     remove(path);
     free(data);
+}
+
+/* train.ema 0.9 on gpt_a: after each of 6 steps the device's average is the
+ * float64 average of the parameters read back after every step (the first
+ * step copies them), within 1e-6; an evaluation of it (clf_model_ema_swap)
+ * exchanges the two bit for bit and a second swap restores them; a
+ * checkpoint's inference load takes the average, a resume both. */
+static void check_ema(clf_runtime *rt)
+{
+    clf_error e;
+    clf_st_reader *r = NULL;
+    die(clf_st_reader_open("tests/data/parity/gpt_a.safetensors", &r, &e), &e, "fixture");
+    clf_model_config cfg;
+    die(clf_config_parse_string(clf_st_reader_metadata(r, "config"), "gpt_a", NULL, 0, &cfg, &e),
+        &e, "config");
+    clf_st_reader_destroy(r);
+    die(clf_config_set(&cfg, "train.ema=0.9", &e), &e, "ema");
+    const int B = 4, T = 16, V = 65;
+    size_t n = 4096;
+    int32_t *data = malloc(n * sizeof *data);
+    for (size_t i = 0; i < n; i++)
+        data[i] = (int32_t)((i * 7 + i / 13) % V);
+    clf_model *m = NULL;
+    die(clf_model_create(rt, &cfg, V, B, CLF_MODEL_TRAIN, &m, &e), &e, "create");
+    const size_t np = clf_model_dims_get(m).n_params;
+    float *p = malloc(np * sizeof *p), *q = malloc(np * sizeof *q), *g = malloc(np * sizeof *g);
+    double *ref = malloc(np * sizeof *ref), worst = 0;
+    float loss;
+    for (int s = 0; s < 6; s++) {
+        train_steps(m, data, n, B, T, s, 1, &loss);
+        die(clf_model_flat_read(m, CLF_SLOT_PARAM, p, &e), &e, "params");
+        for (size_t i = 0; i < np; i++)
+            ref[i] = s == 0 ? p[i] : ref[i] + 0.1 * ((double)p[i] - ref[i]);
+    }
+    die(clf_model_flat_read(m, CLF_SLOT_EMA, g, &e), &e, "ema");
+    size_t moved = 0;
+    for (size_t i = 0; i < np; i++) {
+        worst = fmax(worst, fabs(g[i] - ref[i]));
+        moved += g[i] != p[i];
+    }
+    TU_CHECK(worst <= 1e-6 && moved > np / 2,
+             "ema: the device's average of 6 steps within 1e-6 of float64 (%.3g), apart from the "
+             "parameters (%zu of %zu differ)",
+             worst, moved, np);
+    die(clf_model_ema_swap(m, &e), &e, "swap");
+    die(clf_model_flat_read(m, CLF_SLOT_PARAM, q, &e), &e, "params 2");
+    int ok = memcmp(q, g, np * sizeof *q) == 0;
+    die(clf_model_flat_read(m, CLF_SLOT_EMA, q, &e), &e, "ema 2");
+    ok = ok && memcmp(q, p, np * sizeof *q) == 0;
+    die(clf_model_ema_swap(m, &e), &e, "swap back");
+    die(clf_model_flat_read(m, CLF_SLOT_PARAM, q, &e), &e, "params 3");
+    ok = ok && memcmp(q, p, np * sizeof *q) == 0;
+    TU_CHECK(ok, "ema: a swap exchanges parameters and average bit for bit, a second restores "
+                 "them");
+    /* a checkpoint: inference loads the average, --no-ema-style loads the parameters */
+    char path[256];
+    const char *bd = getenv("CLF_BUILD_DIR");
+    snprintf(path, sizeof path, "%s/test_parity_ema.safetensors", bd ? bd : ".");
+    die(clf_checkpoint_save(path, m, &cfg, "{}", NULL, 0, &e), &e, "save");
+    clf_checkpoint *ck = NULL;
+    clf_model *mi = NULL;
+    die(clf_checkpoint_open(path, &ck, &e), &e, "open");
+    TU_CHECK(clf_checkpoint_has_ema(ck), "ema: the checkpoint holds the average");
+    const clf_model_limits lim = {.B = 1};
+    die(clf_checkpoint_model_create(ck, rt, &lim, 0, &mi, &e), &e, "inference model");
+    die(clf_model_flat_read(mi, CLF_SLOT_PARAM, q, &e), &e, "inference params");
+    ok = memcmp(q, g, np * sizeof *q) == 0;
+    clf_model_destroy(mi);
+    clf_checkpoint_use_raw(ck);
+    die(clf_checkpoint_model_create(ck, rt, &lim, 0, &mi, &e), &e, "raw model");
+    die(clf_model_flat_read(mi, CLF_SLOT_PARAM, q, &e), &e, "raw params");
+    ok = ok && memcmp(q, p, np * sizeof *q) == 0;
+    TU_CHECK(ok, "ema: a checkpoint's inference model takes the average, use_raw the parameters");
+    clf_model_destroy(mi);
+    clf_checkpoint_close(ck);
+    remove(path);
+    clf_model_destroy(m);
+    free(data);
+    free(p);
+    free(q);
+    free(g);
+    free(ref);
 }
 
 int main(void)
@@ -412,6 +507,8 @@ int main(void)
     determinism(rt, "gpt_g", NULL);
     determinism(rt, "gpt_g", "train.optimizer.layer_decay=0.7");
     determinism(rt, "gpt_y", NULL);
+    determinism(rt, "gpt_a", "train.ema=0.99");
+    check_ema(rt);
     clf_runtime_destroy(rt);
     return tu_finish();
 }

@@ -38,12 +38,15 @@ static clf_status slot_buffer(const clf_model *m, clf_model_slot slot, clf_buffe
         case CLF_SLOT_GRAD: *b = m->grads; break;
         case CLF_SLOT_ADAM_M: *b = m->adam_m; break;
         case CLF_SLOT_ADAM_V: *b = m->adam_v; break;
+        case CLF_SLOT_EMA: *b = m->ema; break;
         default: *b = NULL; break;
     }
     if (*b == NULL)
         return clf_error_set(err, CLF_ERR_ARG,
                              "the model has no %s buffer (created without CLF_MODEL_TRAIN?)",
-                             slot == CLF_SLOT_GRAD ? "gradient" : "optimizer state");
+                             slot == CLF_SLOT_GRAD  ? "gradient"
+                             : slot == CLF_SLOT_EMA ? "moving-average (train.ema)"
+                                                    : "optimizer state");
     return CLF_OK;
 }
 
@@ -81,6 +84,18 @@ static clf_status tensor_place(const clf_model *m, clf_model_slot slot, int inde
     return CLF_OK;
 }
 
+/* After a host write to slot: 16-bit weights to rebuild; new parameters
+ * restart the moving average from them, a written average is taken as is. */
+static void written(clf_model *m, clf_model_slot slot)
+{
+    if (slot == CLF_SLOT_PARAM) {
+        m->w16_stale = 1;
+        m->ema_primed = 0;
+    } else if (slot == CLF_SLOT_EMA) {
+        m->ema_primed = 1;
+    }
+}
+
 clf_status clf_model_tensor_read(clf_model *m, clf_model_slot slot, int index, float *dst,
                                  clf_error *err)
 {
@@ -98,8 +113,7 @@ clf_status clf_model_tensor_write(clf_model *m, clf_model_slot slot, int index, 
     clf_status st = tensor_place(m, slot, index, &b, &off, &bytes, err);
     if (st != CLF_OK)
         return st;
-    if (slot == CLF_SLOT_PARAM)
-        clf_model_params_changed(m);
+    written(m, slot);
     return clf_buffer_write(m->rt, b, off, src, bytes, err);
 }
 
@@ -138,12 +152,21 @@ clf_status clf_model_flat_write(clf_model *m, clf_model_slot slot, const float *
     clf_status st = slot_span(m, slot, &b, &lo, &hi, err);
     if (st != CLF_OK)
         return st;
-    if (slot == CLF_SLOT_PARAM)
-        clf_model_params_changed(m);
+    written(m, slot);
     return clf_buffer_write(m->rt, b, 0, src + lo, (hi - lo) * sizeof(float), err);
 }
 
 void clf_model_params_changed(clf_model *m) { m->w16_stale = 1; }
+
+int clf_model_has_ema(const clf_model *m) { return m->ema != NULL; }
+
+clf_status clf_model_ema_swap(clf_model *m, clf_error *err)
+{
+    if (m->ema == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "the model keeps no moving average (train.ema)");
+    m->w16_stale = 1;
+    return clf_op_swap(m->rt, (clf_ptr){m->params, 0}, (clf_ptr){m->ema, 0}, m->dims.n_params, err);
+}
 
 void clf_model_optim_slice(const clf_model *m, size_t *lo, size_t *hi)
 {

@@ -381,7 +381,7 @@ static clf_status assign_rooms(clf_model *m, tensor_set *ts, clf_error *err)
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
 /* The flat buffers: parameters (and their 16-bit copy), gradients, the
- * optimizer's slice of the Adam moments. */
+ * optimizer's slice of the Adam moments, the parameters' moving average. */
 static clf_status alloc_params(clf_model *m, clf_error *err)
 {
     const size_t NP = m->dims.n_params;
@@ -396,6 +396,8 @@ static clf_status alloc_params(clf_model *m, clf_error *err)
         return CLF_OK;
     if ((st = abuf(m, &m->mem.grads, &m->grads, NP, err)) != CLF_OK ||
         (st = abuf(m, &m->mem.optim, &m->adam_m, m->opt_hi - m->opt_lo, err)) != CLF_OK)
+        return st;
+    if (m->optim.ema > 0 && (st = abuf(m, &m->mem.ema, &m->ema, NP, err)) != CLF_OK)
         return st;
     return abuf(m, &m->mem.optim, &m->adam_v, m->opt_hi - m->opt_lo, err);
 }

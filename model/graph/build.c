@@ -478,6 +478,7 @@ clf_status clf_model_params_init(clf_model *m, uint64_t seed, clf_error *err)
     m->state.step = 0;
     m->state.micro = 0;
     m->step_done = 0;
+    m->ema_primed = 0;
     if (mi_amp(m)) {
         const clf_model_amp a = {.scale = m->optim.loss_scale_init};
         if ((st = clf_model_amp_set(m, &a, err)) != CLF_OK)

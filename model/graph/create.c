@@ -218,6 +218,7 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     o->label_smoothing = (float)cfg->train.label_smoothing;
     o->loss_scale_init = (float)cfg->train.loss_scale.init;
     o->loss_scale_interval = cfg->train.loss_scale.interval;
+    o->ema = (float)cfg->train.ema;
     return spec_limits(s, lim, err);
 }
 

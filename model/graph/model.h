@@ -206,6 +206,8 @@ typedef struct clf_model_optim {
     float label_smoothing;
     float loss_scale_init;   /* fp16 training's first loss scale (train.loss_scale) */
     int loss_scale_interval; /* clean steps before it doubles; 0 = fixed */
+    float ema; /* train.ema: the decay of the parameters' moving average, [0, 1); its buffer
+                  exists only if it was above 0 at create */
 } clf_model_optim;
 
 /* The training position the dropout keys and the optimizer depend on. */
@@ -251,6 +253,7 @@ typedef struct clf_model_memory {
                            bf16 | fp16, its 16-bit copy the products read) */
     size_t grads;       /* its gradient (CLF_MODEL_TRAIN) */
     size_t optim;       /* Adam's two moments (CLF_MODEL_TRAIN) */
+    size_t ema;         /* train.ema's moving average of the parameters (CLF_MODEL_TRAIN) */
     size_t activations; /* the activation arena: forward activations kept for backward,
                            backward and sublayer scratch, logits (grows with B, T and, while
                            attention materialises its scores, with T^2) */
@@ -299,6 +302,7 @@ typedef enum clf_model_slot {
     CLF_SLOT_GRAD,
     CLF_SLOT_ADAM_M,
     CLF_SLOT_ADAM_V,
+    CLF_SLOT_EMA, /* the parameters' exponential moving average (train.ema) */
 } clf_model_slot;
 
 /* Blocking copies of one tensor (numel floats) between the host and a flat
@@ -333,6 +337,16 @@ clf_buffer *clf_model_flat_buffer(const clf_model *m, clf_model_slot slot);
  * forward. The writes above and clf_model_step keep them current by
  * themselves. */
 void clf_model_params_changed(clf_model *m);
+
+/* train.ema: a training model created with optim.ema > 0 keeps a moving
+ * average of its parameters (CLF_SLOT_EMA, all of the flat layout);
+ * clf_model_step updates it after the parameters, e += (1 - ema) (p - e),
+ * the first update (after create, init or a load of the parameters
+ * without one of the EMA) copying them. clf_model_ema_swap exchanges the
+ * parameters and the EMA bit for bit on the device (an evaluation of the
+ * EMA between two swaps). */
+int clf_model_has_ema(const clf_model *m);
+clf_status clf_model_ema_swap(clf_model *m, clf_error *err);
 
 /* ---- training ------------------------------------------------------------------ */
 

@@ -343,6 +343,8 @@ struct clf_model {
 
     /* flat buffers of n_params floats */
     clf_buffer *params, *grads, *adam_m, *adam_v;
+    clf_buffer *ema; /* train.ema's moving average (NULL when off) */
+    int ema_primed;  /* 0: the next step copies the parameters into ema */
     /* The weights the matrix products read, in 16 bits (stored as s.act16;
      * NULL when that is float32): a copy of params in the same layout,
      * written by the optimizer beside the float32 masters and rebuilt from

@@ -312,6 +312,10 @@ clf_status clf_model_step(clf_model *m, float lr, clf_error *err)
         return st;
     if ((st = adamw_runs(m, lr, gscale, err)) != CLF_OK)
         return st;
+    if (m->ema != NULL && (st = clf_op_ema(m->rt, (clf_ptr){m->ema, 0}, (clf_ptr){m->params, 0},
+                                           m->ema_primed ? m->optim.ema : 0.0f, n, err)) != CLF_OK)
+        return st;
+    m->ema_primed = 1;
     if ((st = clf_model_zero_grad(m, err)) != CLF_OK)
         return st;
     m->state.step++;

@@ -77,6 +77,28 @@ clf_status clf_op_zero(clf_runtime *rt, clf_ptr out, size_t n, clf_error *err)
     return launch_1d(rt, CLF_K_ZERO_F32, n, ELEM_W, CLF_NARGS(args), args, err);
 }
 
+clf_status clf_op_ema(clf_runtime *rt, clf_ptr e, clf_ptr p, float decay, size_t n, clf_error *err)
+{
+    if (n == 0)
+        return CLF_OK;
+    if (clf_ops_need(e, "ema", "e", err) || clf_ops_need(p, "ema", "p", err))
+        return CLF_ERR_ARG;
+    if (!(decay >= 0.0f && decay < 1.0f))
+        return clf_error_set(err, CLF_ERR_ARG, "ema: decay %g outside [0, 1)", (double)decay);
+    clf_arg args[] = {CLF_ARG_PTR(e), CLF_ARG_PTR(p), CLF_ARG_F32(1.0f - decay), CLF_ARG_U64(n)};
+    return launch_1d(rt, CLF_K_EMA_F32, n, ELEM_W, CLF_NARGS(args), args, err);
+}
+
+clf_status clf_op_swap(clf_runtime *rt, clf_ptr a, clf_ptr b, size_t n, clf_error *err)
+{
+    if (n == 0)
+        return CLF_OK;
+    if (clf_ops_need(a, "swap", "a", err) || clf_ops_need(b, "swap", "b", err))
+        return CLF_ERR_ARG;
+    clf_arg args[] = {CLF_ARG_PTR(a), CLF_ARG_PTR(b), CLF_ARG_U64(n)};
+    return launch_1d(rt, CLF_K_SWAP_F32, n, ELEM_W, CLF_NARGS(args), args, err);
+}
+
 clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n, clf_error *err)
 {
     if (n == 0)

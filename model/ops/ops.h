@@ -39,6 +39,11 @@ clf_status clf_op_add(clf_runtime *rt, clf_ptr out, clf_ptr a, clf_ptr b, size_t
                       clf_error *err); /* out = a + b (out may alias a or b) */
 /* out = 0 (+0.0 everywhere) */
 clf_status clf_op_zero(clf_runtime *rt, clf_ptr out, size_t n, clf_error *err);
+/* e = e + (1 - decay) (p - e) (an exponential moving average of p; decay 0
+ * copies p exactly), decay in [0, 1). */
+clf_status clf_op_ema(clf_runtime *rt, clf_ptr e, clf_ptr p, float decay, size_t n, clf_error *err);
+/* a and b exchanged, bit for bit. */
+clf_status clf_op_swap(clf_runtime *rt, clf_ptr a, clf_ptr b, size_t n, clf_error *err);
 clf_status clf_op_axpy(clf_runtime *rt, clf_ptr y, float a, clf_ptr x, size_t n,
                        clf_error *err); /* y += a * x */
 /* out = a + b, elementwise, for the residual stream (alias of add kept for

@@ -29,10 +29,13 @@ struct clf_checkpoint {
     int vocab;
     uint64_t step, seed;
     int has_optim;
+    int has_ema; /* "ema.<name>" tensors: train.ema's moving average */
+    int raw;     /* clf_checkpoint_model_create loads the parameters, not the average */
 };
 
-static const char *const reserved[] = {"format", "version", "config", "tokenizer",  "vocab",
-                                       "step",   "seed",    "optim",  "loss_scale", NULL};
+static const char *const reserved[] = {"format",     "version", "config", "tokenizer",
+                                       "vocab",      "step",    "seed",   "optim",
+                                       "loss_scale", "ema",     NULL};
 
 static int is_reserved(const char *key)
 {
@@ -102,7 +105,7 @@ clf_status clf_checkpoint_save_ex(const char *path, clf_model *m, const clf_mode
 {
     clf_status st;
     clf_st_writer *w = NULL;
-    float *par = NULL, *am = NULL, *av = NULL;
+    float *par = NULL, *am = NULL, *av = NULL, *ema = NULL;
     char *yaml = NULL;
     char num[32];
     clf_model_dims d = clf_model_dims_get(m);
@@ -135,6 +138,12 @@ clf_status clf_checkpoint_save_ex(const char *path, clf_model *m, const clf_mode
     }
     if ((st = clf_model_flat_read(m, CLF_SLOT_PARAM, par, err)) != CLF_OK)
         goto fail;
+    if (clf_model_has_ema(m) && ((ema = malloc(n * sizeof *ema)) == NULL ||
+                                 (st = clf_model_flat_read(m, CLF_SLOT_EMA, ema, err)) != CLF_OK)) {
+        if (ema == NULL)
+            st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory for a checkpoint");
+        goto fail;
+    }
     /* Adam state: the caller's (gathered), or the model's when it has one
      * (CLF_MODEL_TRAIN) and holds all of it */
     const float *wm = adam_m, *wv = adam_v;
@@ -187,7 +196,8 @@ clf_status clf_checkpoint_save_ex(const char *path, clf_model *m, const clf_mode
         goto fail;
     snprintf(num, sizeof num, "%" PRIu64, s.seed);
     if ((st = clf_st_writer_add_metadata(w, "seed", num, err)) != CLF_OK ||
-        (st = clf_st_writer_add_metadata(w, "optim", optim ? "1" : "0", err)) != CLF_OK)
+        (st = clf_st_writer_add_metadata(w, "optim", optim ? "1" : "0", err)) != CLF_OK ||
+        (st = clf_st_writer_add_metadata(w, "ema", ema ? "1" : "0", err)) != CLF_OK)
         goto fail;
     if (optim && clf_model_amp_enabled(m)) { /* fp16's loss scaling: "scale good skipped t" */
         clf_model_amp a;
@@ -207,21 +217,21 @@ clf_status clf_checkpoint_save_ex(const char *path, clf_model *m, const clf_mode
     if (optim && ((st = add_all(w, m, "optim.m.", wm, err)) != CLF_OK ||
                   (st = add_all(w, m, "optim.v.", wv, err)) != CLF_OK))
         goto fail;
+    if (ema != NULL && (st = add_all(w, m, "ema.", ema, err)) != CLF_OK)
+        goto fail;
     if ((st = clf_st_writer_add_checksums(w, err)) != CLF_OK ||
         (st = clf_st_writer_write(w, path, err)) != CLF_OK)
         goto fail;
-    clf_st_writer_destroy(w);
-    free(yaml);
-    free(av);
-    free(am);
-    free(par);
-    return CLF_OK;
+    st = CLF_OK;
+    goto done;
 fail:
     clf_error_prefix(err, "saving checkpoint %s", path);
+done:
     clf_st_writer_destroy(w);
     free(yaml);
     free(av);
     free(am);
+    free(ema);
     free(par);
     return st;
 }
@@ -348,6 +358,8 @@ clf_status clf_checkpoint_open(const char *path, clf_checkpoint **out, clf_error
     }
     c->vocab = (int)v;
     c->has_optim = (int)opt;
+    const char *ema = clf_st_reader_metadata(c->r, "ema");
+    c->has_ema = ema != NULL && strcmp(ema, "1") == 0;
     *out = c;
     return CLF_OK;
 fail:
@@ -370,6 +382,8 @@ const clf_model_config *clf_checkpoint_config(const clf_checkpoint *c) { return 
 int clf_checkpoint_vocab(const clf_checkpoint *c) { return c->vocab; }
 uint64_t clf_checkpoint_step(const clf_checkpoint *c) { return c->step; }
 int clf_checkpoint_has_optim(const clf_checkpoint *c) { return c->has_optim; }
+int clf_checkpoint_has_ema(const clf_checkpoint *c) { return c->has_ema; }
+void clf_checkpoint_use_raw(clf_checkpoint *c) { c->raw = 1; }
 
 const char *clf_checkpoint_tokenizer(const clf_checkpoint *c)
 {
@@ -416,7 +430,8 @@ clf_status clf_checkpoint_model_create(clf_checkpoint *c, clf_runtime *rt,
     clf_model_limits dflt = {.B = c->cfg.train.batch};
     clf_status st =
         clf_model_create_ex(rt, &c->cfg, c->vocab, lim != NULL ? lim : &dflt, flags, out, err);
-    if (st == CLF_OK && (st = clf_checkpoint_load(c, *out, CLF_CHECKPOINT_PARAMS, err)) != CLF_OK) {
+    const unsigned what = CLF_CHECKPOINT_PARAMS | (c->raw ? 0u : CLF_CHECKPOINT_AVERAGE);
+    if (st == CLF_OK && (st = clf_checkpoint_load(c, *out, what, err)) != CLF_OK) {
         clf_model_destroy(*out);
         *out = NULL;
     }
@@ -495,7 +510,10 @@ clf_status clf_checkpoint_init_from(clf_checkpoint *c, clf_model *m, const clf_m
         used != NULL ? CLF_OK : clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
     for (int i = 0; i < clf_model_param_count(m) && st == CLF_OK; i++) {
         const clf_param_info *p = clf_model_param_get(m, i);
-        const clf_st_tensor_info *t = clf_st_reader_find(c->r, p->name);
+        /* the moving average where the file has one: what it was evaluated with */
+        char nm[CLF_MODEL_NAME_MAX + 8];
+        snprintf(nm, sizeof nm, "%s%s", c->has_ema ? "ema." : "", p->name);
+        const clf_st_tensor_info *t = clf_st_reader_find(c->r, nm);
         if (t == NULL) {
             note_name(r.fresh_names, sizeof r.fresh_names, r.fresh, p->name);
             r.fresh++;
@@ -520,7 +538,7 @@ clf_status clf_checkpoint_init_from(clf_checkpoint *c, clf_model *m, const clf_m
             cap = numel;
         }
         int64_t shape[2] = {rows, (int64_t)p->shape[1]};
-        if ((st = clf_st_reader_read_f32(c->r, p->name, p->ndim, shape, buf, numel, err)) != CLF_OK)
+        if ((st = clf_st_reader_read_f32(c->r, nm, p->ndim, shape, buf, numel, err)) != CLF_OK)
             break;
         if ((st = clf_model_tensor_write(m, CLF_SLOT_PARAM, i, buf, err)) != CLF_OK)
             break;
@@ -529,7 +547,7 @@ clf_status clf_checkpoint_init_from(clf_checkpoint *c, clf_model *m, const clf_m
     }
     for (size_t k = 0; k < nt && st == CLF_OK; k++) {
         const char *nm = clf_st_reader_tensor(c->r, k)->name;
-        if (used[k] || strncmp(nm, "optim.", 6) == 0)
+        if (used[k] || strncmp(nm, "optim.", 6) == 0 || (c->has_ema && strncmp(nm, "ema.", 4)))
             continue;
         note_name(r.unused_names, sizeof r.unused_names, r.unused, nm);
         r.unused++;
@@ -570,7 +588,7 @@ clf_status clf_checkpoint_load(clf_checkpoint *c, clf_model *m, unsigned what, c
     float *flat = NULL;
     clf_model_dims d = clf_model_dims_get(m);
     int n_model = clf_model_param_count(m);
-    size_t expect = (size_t)n_model * (c->has_optim ? 3u : 1u);
+    size_t expect = (size_t)n_model * (1u + (c->has_optim ? 2u : 0u) + (c->has_ema ? 1u : 0u));
 
     if ((st = clf_model_check_config(m, &c->cfg, c->vocab, err)) != CLF_OK)
         goto fail;
@@ -591,7 +609,8 @@ clf_status clf_checkpoint_load(clf_checkpoint *c, clf_model *m, unsigned what, c
         goto fail;
     }
     if (what & CLF_CHECKPOINT_PARAMS) {
-        if ((st = read_all(c, m, "", flat, err)) != CLF_OK ||
+        const char *which = (what & CLF_CHECKPOINT_AVERAGE) && c->has_ema ? "ema." : "";
+        if ((st = read_all(c, m, which, flat, err)) != CLF_OK ||
             (st = clf_model_flat_write(m, CLF_SLOT_PARAM, flat, err)) != CLF_OK)
             goto fail;
     }
@@ -601,6 +620,12 @@ clf_status clf_checkpoint_load(clf_checkpoint *c, clf_model *m, unsigned what, c
             (st = read_all(c, m, "optim.v.", flat, err)) != CLF_OK ||
             (st = clf_model_flat_write(m, CLF_SLOT_ADAM_V, flat, err)) != CLF_OK ||
             (st = clf_model_zero_grad(m, err)) != CLF_OK)
+            goto fail;
+        /* the moving average goes on from the file's (a file without one: it
+         * starts again from the parameters at the next step) */
+        if (c->has_ema && clf_model_has_ema(m) &&
+            ((st = read_all(c, m, "ema.", flat, err)) != CLF_OK ||
+             (st = clf_model_flat_write(m, CLF_SLOT_EMA, flat, err)) != CLF_OK))
             goto fail;
         clf_model_state s = clf_model_state_get(m);
         s.step = c->step;
@@ -620,6 +645,15 @@ fail:
 
 /* ---- export ------------------------------------------------------------------- */
 
+/* A tensor the export writes: a parameter, or with a moving average in the
+ * file, the average ("ema.<name>", written as <name>). */
+static int exported(const clf_checkpoint *c, const char *name)
+{
+    if (strncmp(name, "optim.", 6) == 0)
+        return 0;
+    return c->has_ema ? strncmp(name, "ema.", 4) == 0 : 1;
+}
+
 clf_status clf_checkpoint_export(const char *path, const char *out_path, clf_st_dtype dtype,
                                  clf_error *err)
 {
@@ -631,12 +665,13 @@ clf_status clf_checkpoint_export(const char *path, const char *out_path, clf_st_
         return clf_error_set(err, CLF_ERR_ARG, "export: the dtype must be F32, F16 or BF16");
     if ((st = clf_checkpoint_open(path, &c, err)) != CLF_OK)
         return st;
-    /* the parameters: every tensor but the optimizer's moments */
+    /* the parameters: every tensor but the optimizer's moments; the moving
+     * average under the parameters' names where the file has one */
     const size_t n = clf_st_reader_count(c->r), esz = clf_st_dtype_size(dtype);
     size_t total = 0, biggest = 0;
     for (size_t i = 0; i < n; i++) {
         const clf_st_tensor_info *t = clf_st_reader_tensor(c->r, i);
-        if (strncmp(t->name, "optim.", 6) == 0)
+        if (!exported(c, t->name))
             continue;
         size_t numel = 1;
         for (int d = 0; d < t->ndim; d++)
@@ -658,7 +693,7 @@ clf_status clf_checkpoint_export(const char *path, const char *out_path, clf_st_
     size_t at = 0;
     for (size_t i = 0; i < n && st == CLF_OK; i++) {
         const clf_st_tensor_info *t = clf_st_reader_tensor(c->r, i);
-        if (strncmp(t->name, "optim.", 6) == 0)
+        if (!exported(c, t->name))
             continue;
         size_t numel = 1;
         for (int d = 0; d < t->ndim; d++)
@@ -676,7 +711,8 @@ clf_status clf_checkpoint_export(const char *path, const char *out_path, clf_st_
                 memcpy(dst + 2 * j, &h, 2);
             }
         }
-        st = clf_st_writer_add(w, t->name, dtype, t->ndim, t->shape, dst, err);
+        st = clf_st_writer_add(w, t->name + (c->has_ema ? 4 : 0), dtype, t->ndim, t->shape, dst,
+                               err);
         at += numel;
     }
     free(tmp);
@@ -685,7 +721,8 @@ clf_status clf_checkpoint_export(const char *path, const char *out_path, clf_st_
         const char *k, *v;
         clf_st_reader_metadata_at(c->r, i, &k, &v);
         if (strncmp(k, CLF_ST_CRC_PREFIX, sizeof CLF_ST_CRC_PREFIX - 1) != 0) /* made anew */
-            st = clf_st_writer_add_metadata(w, k, strcmp(k, "optim") == 0 ? "0" : v, err);
+            st = clf_st_writer_add_metadata(
+                w, k, strcmp(k, "optim") == 0 || strcmp(k, "ema") == 0 ? "0" : v, err);
     }
     if (st == CLF_OK)
         st = clf_st_writer_add_checksums(w, err);
@@ -697,5 +734,91 @@ done:
     clf_checkpoint_close(c);
     if (st != CLF_OK)
         clf_error_prefix(err, "export %s", path);
+    return st;
+}
+
+/* ---- averaging ---------------------------------------------------------------- */
+
+clf_status clf_checkpoint_average(const char *const *paths, int n, const char *out_path,
+                                  clf_error *err)
+{
+    if (n < 1)
+        return clf_error_set(err, CLF_ERR_ARG, "average: no checkpoints");
+    clf_checkpoint **c = calloc((size_t)n, sizeof *c);
+    clf_checkpoint_tensor *t = NULL;
+    double *acc = NULL;
+    int nt = 0;
+    clf_status st = c != NULL ? CLF_OK : clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    for (int i = 0; i < n && st == CLF_OK; i++) {
+        if ((st = clf_checkpoint_open(paths[i], &c[i], err)) != CLF_OK)
+            break;
+        char key[128] = "";
+        clf_model_config a = c[0]->cfg, b = c[i]->cfg;
+        b.train = a.train;
+        const int other_cfg = clf_config_diff(&a, &b, key, sizeof key) != 0;
+        if (other_cfg || c[i]->vocab != c[0]->vocab ||
+            strcmp(clf_checkpoint_tokenizer(c[i]), clf_checkpoint_tokenizer(c[0])) != 0)
+            st = clf_error_set(err, CLF_ERR_ARG,
+                               "average: %s is another model than %s (%s differs): only "
+                               "checkpoints of one model average",
+                               paths[i], paths[0],
+                               other_cfg                    ? key
+                               : c[i]->vocab != c[0]->vocab ? "the vocabulary"
+                                                            : "the tokenizer");
+    }
+    const size_t nr = st == CLF_OK ? clf_st_reader_count(c[0]->r) : 0;
+    if (st == CLF_OK && (t = calloc(nr + 1, sizeof *t)) == NULL)
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    /* every parameter (each file's moving average where it has one): the mean
+     * of the files' values, summed in double in the order given */
+    for (size_t k = 0; k < nr && st == CLF_OK; k++) {
+        const clf_st_tensor_info *ti = clf_st_reader_tensor(c[0]->r, k);
+        if (!exported(c[0], ti->name))
+            continue;
+        const char *name = ti->name + (c[0]->has_ema ? 4 : 0);
+        size_t numel = 1;
+        for (int d = 0; d < ti->ndim; d++)
+            numel *= (size_t)ti->shape[d];
+        free(acc);
+        acc = calloc(numel ? numel : 1, sizeof *acc);
+        float *mean = malloc((numel ? numel : 1) * sizeof *mean);
+        float *x = malloc((numel ? numel : 1) * sizeof *x);
+        t[nt] = (clf_checkpoint_tensor){
+            strdup(name), ti->ndim, {ti->shape[0], ti->ndim > 1 ? ti->shape[1] : 1}, mean};
+        nt++;
+        if (acc == NULL || mean == NULL || x == NULL || t[nt - 1].name == NULL) {
+            free(x);
+            st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+            break;
+        }
+        for (int i = 0; i < n && st == CLF_OK; i++) {
+            char nm[CLF_MODEL_NAME_MAX + 8];
+            snprintf(nm, sizeof nm, "%s%s", c[i]->has_ema ? "ema." : "", name);
+            st = clf_st_reader_read_f32(c[i]->r, nm, ti->ndim, ti->shape, x, numel, err);
+            if (st != CLF_OK)
+                clf_error_prefix(err, "%s", paths[i]);
+            for (size_t j = 0; st == CLF_OK && j < numel; j++)
+                acc[j] += x[j];
+        }
+        for (size_t j = 0; j < numel; j++)
+            mean[j] = (float)(acc[j] / n);
+        free(x);
+    }
+    if (st == CLF_OK) {
+        char from[32];
+        snprintf(from, sizeof from, "%d", n);
+        const clf_checkpoint_extra extra[] = {{"averaged_from", from}};
+        st = clf_checkpoint_write_params(out_path, &c[0]->cfg, clf_checkpoint_tokenizer(c[0]),
+                                         c[0]->vocab, t, nt, extra, 1, err);
+    }
+    for (int i = 0; i < nt; i++) {
+        free((char *)t[i].name);
+        free((float *)t[i].data);
+    }
+    free(t);
+    free(acc);
+    for (int i = 0; c != NULL && i < n; i++)
+        clf_checkpoint_close(c[i]);
+    free(c);
     return st;
 }

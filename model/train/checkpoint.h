@@ -58,7 +58,12 @@ CLF_API_BEGIN
 
 /* What clf_checkpoint_load restores. */
 #define CLF_CHECKPOINT_PARAMS 1u /* parameters only (sampling, evaluation) */
-#define CLF_CHECKPOINT_OPTIM 2u  /* Adam moments and the step (resume) */
+#define CLF_CHECKPOINT_OPTIM                                                                       \
+    2u /* Adam moments and the step (resume), and train.ema's
+                                    moving average when both have one */
+/* with PARAMS: the file's moving average (train.ema) as the parameters,
+ * when it has one (what evaluation, inference and export use) */
+#define CLF_CHECKPOINT_AVERAGE 4u
 #define CLF_CHECKPOINT_ALL 3u
 
 /* A caller's metadata pair. */
@@ -127,6 +132,11 @@ const char *clf_checkpoint_tokenizer(const clf_checkpoint *c); /* "" if none */
 int clf_checkpoint_vocab(const clf_checkpoint *c);
 uint64_t clf_checkpoint_step(const clf_checkpoint *c);
 int clf_checkpoint_has_optim(const clf_checkpoint *c);
+/* 1 if the file holds train.ema's moving average ("ema.<name>" tensors). */
+int clf_checkpoint_has_ema(const clf_checkpoint *c);
+/* clf_checkpoint_model_create loads the trained parameters, not the
+ * moving average it otherwise prefers (eval --no-ema). */
+void clf_checkpoint_use_raw(clf_checkpoint *c);
 /* Any metadata value by key (the caller's pairs included); NULL if absent. */
 const char *clf_checkpoint_meta(const clf_checkpoint *c, const char *key);
 
@@ -167,6 +177,16 @@ clf_status clf_checkpoint_tokenizer_create(const clf_checkpoint *c, clf_tokenize
  * its config (what clf_checkpoint_config returns afterwards), before
  * clf_checkpoint_model_create. */
 clf_status clf_checkpoint_set_context(clf_checkpoint *c, int context, int scaling, clf_error *err);
+
+/* The mean of the parameters of n checkpoints of one model (each one's
+ * moving average where it has one: what each was evaluated with), summed
+ * in double in the order given, written to out_path as a parameters-only
+ * checkpoint with the first's config and tokenizer ("averaged_from": n):
+ * the Transformer paper's average of the last checkpoints. Checkpoints of
+ * another model (config, vocabulary or tokenizer) are CLF_ERR_ARG naming
+ * the first that differs. */
+clf_status clf_checkpoint_average(const char *const *paths, int n, const char *out_path,
+                                  clf_error *err);
 
 /* A model on rt for the checkpoint's config and vocabulary, planned for lim
  * (NULL: the config's training batch) and created with flags, with the

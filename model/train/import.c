@@ -817,7 +817,7 @@ static clf_status gpt2_weights(const clf_model_config *c, int64_t V, clf_st_read
             if (x == NULL || y == NULL)
                 st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory exporting");
             else
-                st = clf_st_reader_read_f32(r, t.from, t.cols > 0 ? 2 : 1, shape, x, n, err);
+                st = imp_read_param(r, h, t.from, t.cols > 0 ? 2 : 1, shape, x, n, err);
             if (st == CLF_OK && t.conv) {
                 for (int64_t o = 0; o < t.rows; o++)
                     for (int64_t j = 0; j < t.cols; j++)
@@ -857,6 +857,14 @@ clf_status imp_write_folder(const char *out_dir, clf_st_writer *w, const char *c
     return imp_write_text(path, merges, err);
 }
 
+clf_status imp_read_param(clf_st_reader *r, const imp_held *h, const char *name, int ndim,
+                          const int64_t *shape, float *x, size_t n, clf_error *err)
+{
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", h->from, name);
+    return clf_st_reader_read_f32(r, full, ndim, shape, x, n, err);
+}
+
 float *imp_hold(imp_held *h, size_t n)
 {
     if (h->n == h->cap) {
@@ -881,12 +889,13 @@ clf_status imp_export(const char *ckpt_path, const char *out_dir, const imp_layo
     clf_st_reader *r = NULL;
     clf_st_writer *w = NULL;
     char *vocab = NULL, *merges = NULL, *cfg_json = NULL;
-    imp_held h = {NULL, 0, 0};
+    imp_held h = {NULL, 0, 0, ""};
     clf_status st = clf_checkpoint_open(ckpt_path, &ck, err);
     if (st != CLF_OK)
         return st;
     const clf_model_config *c = clf_checkpoint_config(ck);
     const int64_t V = clf_checkpoint_vocab(ck);
+    h.from = clf_checkpoint_has_ema(ck) ? "ema." : ""; /* what evaluation used */
     const char *why = L->why_not(c);
     if (why != NULL)
         st = clf_error_set(err, CLF_ERR_UNSUPPORTED, "the %s layout: %s", L->name, why);

@@ -69,8 +69,12 @@ clf_status imp_write_folder(const char *out_dir, clf_st_writer *w, const char *c
 typedef struct imp_held {
     float **p;
     int n, cap;
+    const char *from; /* the checkpoint's names read: "" or "ema." (its moving average) */
 } imp_held;
 float *imp_hold(imp_held *h, size_t n);
+/* The checkpoint's tensor h->from + name, read as float32. */
+clf_status imp_read_param(clf_st_reader *r, const imp_held *h, const char *name, int ndim,
+                          const int64_t *shape, float *x, size_t n, clf_error *err);
 
 /* A Hugging Face layout to export to: why a config cannot be written in it
  * (NULL: it can), its config.json, its weights from the checkpoint's

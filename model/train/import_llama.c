@@ -383,7 +383,7 @@ static clf_status put_rows(clf_st_reader *r, clf_st_writer *w, imp_held *h, cons
                         : CLF_OK;
     int64_t shape[2] = {total, cols};
     if (st == CLF_OK)
-        st = clf_st_reader_read_f32(r, from, cols > 0 ? 2 : 1, shape, x, n, err);
+        st = imp_read_param(r, h, from, cols > 0 ? 2 : 1, shape, x, n, err);
     if (st == CLF_OK) {
         memcpy(y, x + (size_t)r0 * width, (size_t)rows * width * sizeof *y);
         int64_t out[2] = {rows, cols};

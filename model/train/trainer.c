@@ -403,6 +403,8 @@ static clf_status eval_step(run *r, train_clock *c, uint64_t done, uint64_t tota
     st = tr_evaluate(r, done, res, err);
     if (st == CLF_OK)
         st = tr_save(r, err);
+    if (st == CLF_OK && cfg->train.keep_last > 0)
+        st = tr_keep(r, done, err);
     if (st != CLF_OK)
         return st;
     c->t_mark = clf_now_seconds();

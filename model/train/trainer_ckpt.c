@@ -6,10 +6,13 @@
  *
  * Not here: the loop (trainer.c), evaluations (trainer_eval.c).
  */
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model/eval/seqeval.h"
 #include "model/train/checkpoint.h"
@@ -246,5 +249,58 @@ fail:
     if (st != CLF_OK)
         clf_error_prefix(err, "resuming from %s", r->path);
     clf_checkpoint_close(ck);
+    return st;
+}
+
+static int cmp_u64_desc(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+clf_status tr_keep(run *r, uint64_t step, clf_error *err)
+{
+    if (r->rank != 0)
+        return CLF_OK;
+    const char *dir = r->o->out_dir;
+    char keep[4200];
+    snprintf(keep, sizeof keep, "%s/ckpt-%llu.safetensors", dir, (unsigned long long)step);
+    unlink(keep); /* a resumed run evaluating the same step again */
+    if (link(r->path, keep) != 0) {
+        clf_status st = tr_save_to(r, keep, err);
+        if (st != CLF_OK)
+            return st;
+    }
+    /* the newest keep_last of DIR/ckpt-<step>.safetensors stay */
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return clf_error_set(err, CLF_ERR_IO, "cannot list %s: %s", dir, strerror(errno));
+    uint64_t *steps = NULL;
+    size_t n = 0, cap = 0;
+    clf_status st = CLF_OK;
+    for (struct dirent *e; (e = readdir(d)) != NULL && st == CLF_OK;) {
+        unsigned long long s;
+        char tail[32];
+        if (sscanf(e->d_name, "ckpt-%llu.safetenso%31s", &s, tail) != 2 || strcmp(tail, "rs") != 0)
+            continue;
+        if (n == cap) {
+            uint64_t *g = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *g);
+            if (g == NULL) {
+                st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+                break;
+            }
+            steps = g;
+        }
+        steps[n++] = s;
+    }
+    closedir(d);
+    if (st == CLF_OK && n > 0)
+        qsort(steps, n, sizeof *steps, cmp_u64_desc);
+    for (size_t i = (size_t)r->cfg->train.keep_last; st == CLF_OK && i < n; i++) {
+        snprintf(keep, sizeof keep, "%s/ckpt-%llu.safetensors", dir, (unsigned long long)steps[i]);
+        if (unlink(keep) != 0 && errno != ENOENT)
+            st = clf_error_set(err, CLF_ERR_IO, "cannot remove %s: %s", keep, strerror(errno));
+    }
+    free(steps);
     return st;
 }

@@ -258,12 +258,19 @@ clf_status tr_evaluate(run *r, uint64_t step, clf_train_result *res, clf_error *
     e.bleu_bp = NAN;
     e.bleu_ratio = NAN;
     e.epoch = -1;
-    clf_status st;
-    if (r->seq) {
+    /* train.ema: the moving average is what is evaluated (swapped in on the
+     * device, and back) */
+    const int ema = clf_model_has_ema(r->m);
+    clf_status st = ema ? clf_model_ema_swap(r->m, err) : CLF_OK;
+    if (st == CLF_OK && r->seq) {
         e.epoch = r->last.epoch + (r->last.epoch_end ? 1 : 0); /* epochs completed */
         st = eval_seq(r, &e, err);
-    } else {
+    } else if (st == CLF_OK) {
         st = eval_text(r, &e, err);
+    }
+    if (ema) {
+        clf_status back = clf_model_ema_swap(r->m, err);
+        st = st == CLF_OK ? back : st;
     }
     if (st == CLF_OK && r->nranks > 1)
         st = agree_eval(r, &e, err);

@@ -56,6 +56,11 @@ typedef struct run {
     clf_model_amp amp;    /* fp16's loss scaling, read beside a logged step's loss */
 } run;
 
+/* train.keep_last: the checkpoint just written kept as
+ * DIR/ckpt-<step>.safetensors (a hard link, else a copy), and those of
+ * earlier steps beyond the newest keep_last removed (rank 0). */
+clf_status tr_keep(run *r, uint64_t step, clf_error *err);
+
 /* Training time so far, earlier sessions included. */
 static inline double run_elapsed(const run *r)
 {
