@@ -17,12 +17,12 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: clformer average CKPT... --out FILE\n"
-            "Average the parameters of the checkpoints CKPT (run directories or .safetensors\n"
-            "files of one model; each one's moving average where train.ema kept one) into\n"
-            "FILE, a checkpoint that sample, eval, translate, classify and export open.\n"
-            "  --out FILE        the averaged checkpoint (.safetensors), written atomically\n");
+    fprintf(out, "usage: clformer average CKPT... --out FILE [--no-ema]\n"
+                 "Average the parameters of the checkpoints CKPT (run directories or .safetensors\n"
+                 "files of one model; each one's moving average where train.ema kept one) into\n"
+                 "FILE, a checkpoint that sample, eval, translate, classify and export open.\n"
+                 "  --out FILE        the averaged checkpoint (.safetensors), written atomically\n"
+                 "  --no-ema          average the trained parameters, not the moving averages\n");
 }
 
 enum { MAX_CKPT = 256 };
@@ -30,6 +30,7 @@ enum { MAX_CKPT = 256 };
 int cli_cmd_average(int argc, char **argv)
 {
     const char *out = NULL;
+    int raw = 0;
     const char *paths[MAX_CKPT];
     int n = 0;
     for (int i = 0; i < argc; i++) { /* argv: the arguments after `average` */
@@ -37,7 +38,9 @@ int cli_cmd_average(int argc, char **argv)
             usage(stdout);
             return CLI_EXIT_OK;
         }
-        if (strcmp(argv[i], "--out") == 0) {
+        if (strcmp(argv[i], "--no-ema") == 0) {
+            raw = 1;
+        } else if (strcmp(argv[i], "--out") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "clformer average: --out needs a FILE\n");
                 return CLI_EXIT_USAGE;
@@ -66,7 +69,7 @@ int cli_cmd_average(int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
     clf_error err;
-    clf_status st = clf_checkpoint_average(paths, n, out, &err);
+    clf_status st = clf_checkpoint_average(paths, n, raw, out, &err);
     if (st != CLF_OK) {
         cli_print_error(NULL, &err);
         return st == CLF_ERR_MEMORY ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;

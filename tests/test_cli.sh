@@ -436,6 +436,15 @@ PY
   expect "average the last 2 checkpoints" 0 "the mean of 2 checkpoints"
   run "$BIN" eval "$TMP/avg.safetensors" --data "$DATA" --json "${DEV[@]}"
   expect "eval the average" 0 '^\{"val_loss": [0-9.]+'
+  run "$BIN" average "$EMA" "$EMA/ckpt-30.safetensors" --no-ema --out "$TMP/avg-raw.safetensors"
+  expect "average the trained parameters (--no-ema)" 0 "the mean of 2 checkpoints"
+  run "$BIN" eval "$TMP/avg-raw.safetensors" --data "$DATA" --json "${DEV[@]}"
+  AVG_RAW=$(sed -n 's/.*"val_loss": \([0-9.]*\).*/\1/p' "$OUT")
+  if [ -n "$AVG_RAW" ] && [ "$AVG_RAW" = "$RAW_LOSS" ]; then
+    ok "the mean of the parameters twice is eval --no-ema's model ($AVG_RAW)"
+  else
+    bad "the mean of the parameters twice is eval --no-ema's model ($AVG_RAW, $RAW_LOSS)"
+  fi
 
   # ---- another context: --context, --rope-scaling --------------------------------------------
   run "$BIN" sample "$RUN" --context 32 --tokens 5 "${DEV[@]}"

@@ -651,7 +651,7 @@ static int exported(const clf_checkpoint *c, const char *name)
 {
     if (strncmp(name, "optim.", 6) == 0)
         return 0;
-    return c->has_ema ? strncmp(name, "ema.", 4) == 0 : 1;
+    return (strncmp(name, "ema.", 4) == 0) == (c->has_ema != 0);
 }
 
 clf_status clf_checkpoint_export(const char *path, const char *out_path, clf_st_dtype dtype,
@@ -739,7 +739,7 @@ done:
 
 /* ---- averaging ---------------------------------------------------------------- */
 
-clf_status clf_checkpoint_average(const char *const *paths, int n, const char *out_path,
+clf_status clf_checkpoint_average(const char *const *paths, int n, int raw, const char *out_path,
                                   clf_error *err)
 {
     if (n < 1)
@@ -752,6 +752,8 @@ clf_status clf_checkpoint_average(const char *const *paths, int n, const char *o
     for (int i = 0; i < n && st == CLF_OK; i++) {
         if ((st = clf_checkpoint_open(paths[i], &c[i], err)) != CLF_OK)
             break;
+        if (raw)
+            c[i]->has_ema = 0; /* read as a file without one: its parameters */
         char key[128] = "";
         clf_model_config a = c[0]->cfg, b = c[i]->cfg;
         b.train = a.train;

@@ -179,13 +179,14 @@ clf_status clf_checkpoint_tokenizer_create(const clf_checkpoint *c, clf_tokenize
 clf_status clf_checkpoint_set_context(clf_checkpoint *c, int context, int scaling, clf_error *err);
 
 /* The mean of the parameters of n checkpoints of one model (each one's
- * moving average where it has one: what each was evaluated with), summed
+ * moving average where it has one, what each was evaluated with, unless
+ * raw: then the trained parameters), summed
  * in double in the order given, written to out_path as a parameters-only
  * checkpoint with the first's config and tokenizer ("averaged_from": n):
  * the Transformer paper's average of the last checkpoints. Checkpoints of
  * another model (config, vocabulary or tokenizer) are CLF_ERR_ARG naming
  * the first that differs. */
-clf_status clf_checkpoint_average(const char *const *paths, int n, const char *out_path,
+clf_status clf_checkpoint_average(const char *const *paths, int n, int raw, const char *out_path,
                                   clf_error *err);
 
 /* A model on rt for the checkpoint's config and vocabulary, planned for lim
