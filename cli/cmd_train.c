@@ -442,6 +442,20 @@ static clf_status print_seq_plan(const clf_model_config *cfg, const clf_model *m
         if (st != CLF_OK)
             return st;
     }
+    if (cfg->kind != CLF_MODEL_DECODER) {
+        clf_train_padding pd;
+        clf_status st = clf_trainer_seq_padding(cfg, td, &pd, err);
+        if (st != CLF_OK)
+            return st;
+        if (cfg->kind == CLF_MODEL_ENCODER_DECODER)
+            printf("padding: %.1f%% of source and %.1f%% of target slots in length-bucketed "
+                   "batches (%.1f%% and %.1f%% shuffled)\n",
+                   100 * pd.src_bucketed, 100 * pd.tgt_bucketed, 100 * pd.src_shuffled,
+                   100 * pd.tgt_shuffled);
+        else
+            printf("padding: %.1f%% of the slots in length-bucketed batches (%.1f%% shuffled)\n",
+                   100 * pd.src_bucketed, 100 * pd.src_shuffled);
+    }
     const double per_step = (double)draws; /* batches a step takes */
     printf("training: %llu steps (%.1f epochs of %llu batches, %d a step) of %s%d sentences "
            "(largest batch %d x %d/%d), %s lr %g, checkpoints in %s\n",

@@ -586,6 +586,11 @@ section_encoders() {
   MTRUN=$TMP/mtrun
   run "$BIN" train "$TMP/s2s.yaml" --data "$MT" --src de --tgt en --out "$MTRUN" "${DEV[@]}"
   expect "train a translator from a folder (train.L.gz, val.L)" 0 "step 8 \(epoch 2\): val loss [0-9.]+, BLEU [0-9.]+"
+  if grep -Eq "^padding: [0-9.]+% of source and [0-9.]+% of target slots in length-bucketed batches \([0-9.]+% and [0-9.]+% shuffled\)" "$OUT"; then
+    ok "translator: the padding share, bucketed and shuffled"
+  else
+    bad "translator: the padding share, bucketed and shuffled"
+  fi
   if grep -q "tokenizer: bpe, " "$OUT" && grep -Eq "^epoch 2 \| step +8/8 \| loss" "$OUT" &&
      [ -s "$MTRUN/ckpt.safetensors" ] && [ -s "$MTRUN/best.safetensors" ]; then
     ok "translator: BPE trained, epochs in the progress, ckpt and best checkpoints"
@@ -634,6 +639,11 @@ section_encoders() {
   CLRUN=$TMP/clrun
   run "$BIN" train "$TMP/cls.yaml" --data "$MT" --out "$CLRUN" "${DEV[@]}"
   expect "train a classifier on a TSV folder (train.tsv.gz, dev.tsv)" 0 "step 60 \(epoch [0-9]+\): val loss [0-9.]+, accuracy [0-9.]+%"
+  if grep -Eq "^padding: [0-9.]+% of the slots in length-bucketed batches \([0-9.]+% shuffled\)" "$OUT"; then
+    ok "classifier: the padding share, bucketed and shuffled"
+  else
+    bad "classifier: the padding share, bucketed and shuffled"
+  fi
   run "$BIN" eval "$CLRUN" --data "$MT" --json "${DEV[@]}"
   expect "eval --json of a classifier" 0 '^\{"accuracy": [0-9.]+, "val_loss": [0-9.]+, "correct": [0-9]+, "sentences": 40\}$'
   ACC=$(sed -n 's/^{"accuracy": \([0-9.]*\),.*/\1/p' "$OUT")

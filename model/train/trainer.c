@@ -59,6 +59,37 @@ clf_status clf_trainer_seq_limits(const clf_model_config *cfg, const clf_train_d
     return CLF_OK;
 }
 
+/* The padding of one order's first epoch: 1 - real / slots per side. */
+static clf_status padding_of(const clf_seqdata *ds, const clf_seq_batching *bo, double *src,
+                             double *tgt, clf_error *err)
+{
+    clf_seq_loader *L = NULL;
+    clf_status st = clf_seq_loader_create(ds, bo, &L, err);
+    if (st != CLF_OK)
+        return st;
+    int64_t sr, sp, tr, tp;
+    clf_seq_loader_padding(L, &sr, &sp, &tr, &tp);
+    clf_seq_loader_destroy(L);
+    *src = sp > 0 ? 1.0 - (double)sr / (double)sp : 0.0;
+    *tgt = tp > 0 ? 1.0 - (double)tr / (double)tp : 0.0;
+    return CLF_OK;
+}
+
+clf_status clf_trainer_seq_padding(const clf_model_config *cfg, const clf_train_data *data,
+                                   clf_train_padding *p, clf_error *err)
+{
+    memset(p, 0, sizeof *p);
+    if (data->train == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "trainer: no training sentences");
+    clf_seq_batching bo;
+    clf_trainer_seq_batching(cfg, data, &bo);
+    clf_status st = padding_of(data->train, &bo, &p->src_bucketed, &p->tgt_bucketed, err);
+    bo.order = CLF_SEQ_ORDER_SHUFFLED;
+    if (st == CLF_OK)
+        st = padding_of(data->train, &bo, &p->src_shuffled, &p->tgt_shuffled, err);
+    return st;
+}
+
 /* The training batches of a run: text windows for a decoder, the sentence
  * loader for the encoder kinds (bo filled for them). */
 static clf_status source_create(const clf_model_config *cfg, const clf_train_data *data,

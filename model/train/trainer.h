@@ -218,6 +218,16 @@ typedef struct clf_train_data {
 /* The sentence loader's options for a run (bucketed, seeded by train.seed). */
 void clf_trainer_seq_batching(const clf_model_config *cfg, const clf_train_data *data,
                               clf_seq_batching *bo);
+/* The share of padded slots in the first epoch's training batches, source
+ * and target (0 for a classifier's), length-bucketed as the run batches
+ * them and shuffled without sorting (the baseline bucketing is measured
+ * against): 1 - real tokens / (B x row length) summed over the batches. */
+typedef struct clf_train_padding {
+    double src_bucketed, tgt_bucketed, src_shuffled, tgt_shuffled;
+} clf_train_padding;
+clf_status clf_trainer_seq_padding(const clf_model_config *cfg, const clf_train_data *data,
+                                   clf_train_padding *p, clf_error *err);
+
 /* The limits to create an encoder kind's model with (clf_model_create_ex),
  * covering the training batches of every epoch and the evaluation batches. */
 clf_status clf_trainer_seq_limits(const clf_model_config *cfg, const clf_train_data *data,
