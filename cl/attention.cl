@@ -28,7 +28,9 @@
  * without it, keep is not read.
  *
  * The query (position L - 1) sees positions [lo, L) (lo > 0: a sliding
- * window), with ALiBi biases -slope_h (L - 1 - s) when alibi is set.
+ * window), with ALiBi biases -slope_h (L - 1 - s) when alibi is set, and
+ * a relative bias rb[h * 2 rb_w + L - 1 - s] when rb_w is not 0
+ * (attn_relbias_table's, for T = 1 and S = L).
  * Flash-decoding: group g = bh * P + p takes the positions [lo + p*chunk,
  * min(L, lo + (p+1)*chunk)), chunk = ceil((L - lo) / P). With P = 1 it writes the
  * normalised output; with P > 1 its partial softmax, part[g * (HS + 2) ..]
@@ -39,7 +41,8 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
                           ulong q_off, ulong q_stride, __global const float *kc, ulong k_off,
                           __global const float *vc, ulong v_off, __global const int *keep,
                           ulong keep_off, uint keep_stride, int has_keep, uint NH, uint grp,
-                          uint HS, uint Tmax, uint lo, uint L, float scale, int alibi, uint P,
+                          uint HS, uint Tmax, uint lo, uint L, float scale, int alibi,
+                          __global const float *rb, ulong rb_off, uint rb_w, uint P,
                           __global float *part,
                           ulong part_off, __local float *qs, __local float *sc,
                           __local float *red)
@@ -52,6 +55,7 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
     uint n_all = L - lo, chunk = (n_all + P - 1) / P;
     uint s0 = lo + min(n_all, p * chunk), s1 = min(L, s0 + chunk), n = s1 - s0;
     const float slope = alibi ? clf_alibi_slope(bh % NH, NH) : 0.0f;
+    __global const float *rbh = rb + rb_off + (ulong)(bh % NH) * 2 * rb_w; /* by L - 1 - s */
     q += q_off + (ulong)(bh / NH) * q_stride + (ulong)(bh % NH) * HS;
     const ulong kvh = (ulong)(bh / NH) * (NH / grp) + (bh % NH) / grp; /* its K/V head */
     kc += k_off + (kvh * Tmax + s0) * HS;
@@ -72,6 +76,8 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
             for (uint d = 0; d < HS; d++)
                 a += qs[d] * kr[d];
             a = a * scale - slope * (float)(L - 1 - (s0 + s));
+            if (rb_w)
+                a += rbh[L - 1 - (s0 + s)];
         }
         sc[s] = a;
         mx = fmax(mx, a);
@@ -152,8 +158,8 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
                                ulong k_off, __global const float *vc, ulong v_off,
                                __global const int *keep, ulong keep_off, uint keep_stride,
                                int has_keep, uint NH, uint grp, uint HS, uint Tmax, uint lo,
-                               uint L,
-                               float scale, int alibi, uint P, __global float *part,
+                               uint L, float scale, int alibi, __global const float *rb,
+                               ulong rb_off, uint rb_w, uint P, __global float *part,
                                ulong part_off)
 {
     const uint g = get_global_id(0);
@@ -163,6 +169,7 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
     const uint n_all = L - lo, chunk = (n_all + P - 1) / P;
     const uint s0 = lo + min(n_all, p * chunk), s1 = min(L, s0 + chunk);
     const float slope = alibi ? clf_alibi_slope(bh % NH, NH) : 0.0f;
+    __global const float *rbh = rb + rb_off + (ulong)(bh % NH) * 2 * rb_w;
     __global const float *qr = q + q_off + (ulong)(bh / NH) * q_stride + (ulong)(bh % NH) * HS;
     const ulong kvh = (ulong)(bh / NH) * (NH / grp) + (bh % NH) / grp; /* its K/V head */
     __global const float *kb = kc + k_off + kvh * Tmax * HS;
@@ -190,6 +197,8 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
                 for (uint d = hv; d < HS; d++)
                     a = CLF_FMA(qs[d], kr[d], a);
                 a -= slope * (float)(L - 1 - s);
+                if (rb_w)
+                    a += rbh[L - 1 - s];
                 mc = fmax(mc, a);
             }
             sc[c] = a;
@@ -296,4 +305,32 @@ __kernel void cache_gather(__global uint *dst, ulong dst_off, __global const uin
     uint g = ig % G, i = ig / G;
     uint r = use_index ? (uint)index[index_off + i] : i;
     dst[dst_off + ((ulong)i * G + g) * stride + j] = src[src_off + ((ulong)r * G + g) * stride + j];
+}
+
+/* The relative position bias of one attention call of T queries (the last
+ * T of S positions) and S keys, per head, from the learned table w [NH,
+ * NB] and the buckets bk[R0 + rel] of rel = key - query in [-R0, R0]
+ * (positional.type t5: the host computes T5's buckets): rb [NH, 2 rb_w],
+ * row h = the bias by t - s + S - 1 (t the query's row, 0..T-1), then by
+ * s - t + T - 1 (read forward by lanes of keys); rbk [rb_w] the bucket by
+ * t - s + S - 1 (the backward sums ds by it). Entries past T + S - 1 are
+ * 0 (padding that lanes past the rows may read). One work-item per entry
+ * of rb; those of head 0 also write rbk. */
+__kernel void attn_relbias_table(__global float *rb, ulong rb_off, __global int *rbk,
+                                 ulong rbk_off, __global const float *w, ulong w_off,
+                                 __global const int *bk, ulong bk_off, uint R0, uint NH, uint NB,
+                                 uint T, uint S, uint rb_w)
+{
+    const uint i = get_global_id(0);
+    if (i >= NH * 2 * rb_w)
+        return;
+    const uint h = i / (2 * rb_w), j = i - h * 2 * rb_w;
+    const int rev = j >= rb_w, idx = (int)(rev ? j - rb_w : j);
+    const int valid = idx <= (int)(T + S) - 2;
+    /* key - query: T - 1 - idx for t - s + S - 1 = idx; idx + 1 - S for the reverse */
+    const int rel = rev ? idx + 1 - (int)S : (int)T - 1 - idx;
+    const int bucket = valid ? bk[bk_off + (ulong)((int)R0 + rel)] : 0;
+    rb[rb_off + i] = valid ? w[w_off + (ulong)h * NB + (uint)bucket] : 0.0f;
+    if (h == 0 && !rev)
+        rbk[rbk_off + (ulong)idx] = bucket;
 }

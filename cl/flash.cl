@@ -225,7 +225,8 @@ static inline fau fa_pick4(fau w0, fau w1, fau w2, fau w3, fai o)
 #define FA_MASK_PARAMS                                                                            \
     __global const int *keep, ulong keep_off, ulong keep_stride, int has_keep, uint B, uint NH,   \
         uint kv_group, uint T, uint S, uint HS, int causal, uint window, int alibi, float scale,   \
-        uint drop_thr, float drop_scale, uint seed0, uint seed1, uint stream0, uint stream1
+        uint drop_thr, float drop_scale, uint seed0, uint seed1, uint stream0, uint stream1,      \
+        __global const float *rb, ulong rb_off, uint rb_w
 
 /* Transpose FA_VW vectors of FA_VW lanes in place (m[i] lane j <-> m[j]
  * lane i): log2(FA_VW) stages, stage s swapping the off-diagonal s x s
@@ -445,6 +446,7 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
               scale);
     const fai tq = (fai)((int)t0 + off) + FA_IOTA; /* the lanes' absolute positions */
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
+    __global const float *rbf = rb + rb_off + (ulong)h * 2 * rb_w; /* relative bias by t - s */
     const fal irow = ((fal)((ulong)bh * T + t0) + FA_UL(FA_IOTA)) * (ulong)S;
     int lo, hi;
     fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
@@ -475,6 +477,8 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
                 const fai vis = fa_visible_rows(tq, s0 + c, c < nc, kp, has_keep, causal, window);
                 if (alibi)
                     sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
+                if (rb_w && c < nc)
+                    sc[c] += FA_LOAD(0, rbf + ((int)t0 - (s0 + c) + (int)S - 1));
                 sc[c] = select((faf)(-INFINITY), sc[c], vis);
                 mt = fmax(mt, sc[c]);
                 sb[s0 - c0 + c] = sc[c];
@@ -530,7 +534,8 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
         ulong y_stride, __global const float *lse, ulong lse_off, __global const fa_st *q,       \
         ulong q_off, ulong q_stride, __global const fa_st *k, ulong k_off,                       \
         __global const fa_st *v, ulong v_off, ulong kv_stride, ulong kv_bstride,                 \
-        ulong kv_hstride, FA_MASK_PARAMS
+        ulong kv_hstride, __global const int *rbk, ulong rbk_off, __global float *drb,           \
+        ulong drb_off, uint nbk, FA_MASK_PARAMS
 
 __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
 {
@@ -570,6 +575,11 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
     const faf L = select((faf)(0.0f), Lraw, seen);
     const fai tq = (fai)((int)t0 + off) + FA_IOTA;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
+    __global const float *rbf = rb + rb_off + (ulong)h * 2 * rb_w;
+    /* the relative bias's gradient: each row's ds summed by bucket */
+    float bacc[FA_VW * FA_NBK_MAX];
+    for (uint i = 0; i < FA_VW * nbk; i++)
+        bacc[i] = 0.0f;
     const fal irow = ((fal)((ulong)bh * T + t0) + FA_UL(FA_IOTA)) * (ulong)S;
     int lo, hi;
     fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
@@ -613,10 +623,19 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
                     fa_visible_rows(tq, s0 + c, c < nc, kp, has_keep, causal, window) & seen;
                 if (alibi)
                     sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
+                const int bi = (int)t0 - (s0 + c) + (int)S - 1; /* t - s + S - 1 of lane 0 */
+                if (rb_w && c < nc)
+                    sc[c] += FA_LOAD(0, rbf + bi);
                 const faf pc = select((faf)(0.0f), FA_EXP(sc[c] - L), vis);
                 if (FA_DROPOUT)
                     dp[c] = select((faf)(0.0f), dp[c] * drop_scale, kw[c]);
                 sb[s0 - c0 + c] = pc * (dp[c] - Dr); /* ds */
+                if (nbk && c < nc) {
+                    float dsv[FA_VW];
+                    FA_STORE(sb[s0 - c0 + c], 0, dsv);
+                    for (uint r = 0; r < nt; r++)
+                        bacc[r * nbk + (uint)rbk[rbk_off + (ulong)(bi + (int)r)]] += dsv[r];
+                }
             }
         }
         /* dq += ds k over the chunk */
@@ -632,6 +651,10 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
                   HS, NULL, scale);
     for (uint r = 0; r < nt; r++)
         dsum[dsum_off + (ulong)bh * T + t0 + r] = Dv[r];
+    /* drb [B*T, NH*nbk]: row (b, t), this head's buckets */
+    for (uint r = 0; r < nt; r++)
+        for (uint i = 0; i < nbk; i++)
+            drb[drb_off + (((ulong)b * T + t0 + r) * NH + h) * nbk + i] = bacc[r * nbk + i];
 }
 
 __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
@@ -657,6 +680,8 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
     const fai kvis = FA_LOAD(0, kl);
     const fai sv = (fai)((int)s0) + FA_IOTA;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
+    /* the relative bias by s - t + T - 1: the lanes' keys read forward */
+    __global const float *rbr = rb + rb_off + (ulong)h * 2 * rb_w + rb_w;
     /* the queries that may see keys [s0, s0 + ns) */
     int tlo = 0, thi = (int)T;
     if (causal) {
@@ -702,6 +727,8 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
                     vis &= sv + (fai)((int)window) > (fai)(tqj);
                 if (alibi)
                     sc[j] -= slope * FA_F(abs((fai)(tqj)-sv));
+                if (rb_w)
+                    sc[j] += FA_LOAD(0, rbr + ((int)s0 - (t + min(j, nq - 1)) + (int)T - 1));
                 faf pj =
                     select((faf)(0.0f), FA_EXP(sc[j] - (L[j] > CLF_NEG_BIG ? L[j] : 0.0f)), vis);
                 if (FA_DROPOUT) {
@@ -787,6 +814,7 @@ __kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_strid
     __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
     __global const fa_st *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
+    __global const float *rbf = rb + rb_off + (ulong)h * 2 * rb_w;
     const ulong irow = ((ulong)bh * T + t) * S;
     float qv[FA_HS_MAX], acc[FA_HS_MAX], sc[FA_GBC];
     for (uint d = 0; d < HS; d++) {
@@ -814,6 +842,8 @@ __kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_strid
                 for (uint d = 0; d < HS; d++)
                     a += qv[d] * ks[c * HS + d];
                 a -= slope * (float)abs(tq - s);
+                if (rb_w)
+                    a += rbf[(int)t - s + (int)S - 1];
                 mt = fmax(mt, a);
             }
             sc[c] = a;
@@ -859,8 +889,11 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
     const ulong row = ((ulong)b * T + t) * y_stride + (ulong)h * HS;
     __global const fa_st *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
+    __global const float *rbf = rb + rb_off + (ulong)h * 2 * rb_w;
     const ulong irow = ((ulong)bh * T + t) * S;
-    float qv[FA_HS_MAX], gv[FA_HS_MAX], acc[FA_HS_MAX];
+    float qv[FA_HS_MAX], gv[FA_HS_MAX], acc[FA_HS_MAX], bacc[FA_NBK_MAX];
+    for (uint i = 0; i < nbk; i++)
+        bacc[i] = 0.0f;
     float D = 0.0f;
     for (uint d = 0; d < HS; d++) {
         qv[d] = FA_LD(qr, d) * scale;
@@ -891,11 +924,16 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
                 dp += gv[d] * vs[c * HS + d];
             }
             a -= slope * (float)abs(tq - s);
+            const int bi = (int)t - s + (int)S - 1;
+            if (rb_w)
+                a += rbf[bi];
             if (FA_DROPOUT)
                 dp = fa_keep1(irow + (ulong)s, drop_thr, seed0, seed1, stream0, stream1)
                          ? dp * drop_scale
                          : 0.0f;
             const float ds = clf_exp_nonpos(a - L) * (dp - D);
+            if (nbk)
+                bacc[rbk[rbk_off + (ulong)bi]] += ds;
             for (uint d = 0; d < HS; d++)
                 acc[d] += ds * ks[c * HS + d];
         }
@@ -905,6 +943,8 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
         for (uint d = 0; d < HS; d++)
             FA_SV(dqr, d, scale * acc[d]);
         dsum[dsum_off + (ulong)bh * T + t] = D;
+        for (uint i = 0; i < nbk; i++)
+            drb[drb_off + (((ulong)b * T + t) * NH + h) * nbk + i] = bacc[i];
     }
 }
 
@@ -919,6 +959,7 @@ __kernel void attn_flash_bwd_dkv_group(FA_BWD_PARAMS, uint BC, __local float *qs
     __local float *Ls = qs + BC * HS, *Ds = gs + BC * HS; /* after the tiles' rows */
     const ulong kv0 = (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride + (ulong)s * kv_stride;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
+    __global const float *rbr = rb + rb_off + (ulong)h * 2 * rb_w + rb_w;
     float kv[FA_HS_MAX], vv[FA_HS_MAX], ak[FA_HS_MAX], av[FA_HS_MAX];
     for (uint d = 0; d < HS; d++) {
         kv[d] = FA_LD(k, k_off + kv0 + d) * scale;
@@ -960,6 +1001,8 @@ __kernel void attn_flash_bwd_dkv_group(FA_BWD_PARAMS, uint BC, __local float *qs
                 dp += gs[c * HS + d] * vv[d];
             }
             a -= slope * (float)abs(tq - (int)s);
+            if (rb_w)
+                a += rbr[(int)s - (t0 + c) + (int)T - 1];
             float p = clf_exp_nonpos(a - L), pm = p;
             if (FA_DROPOUT) {
                 const int kw = fa_keep1(((ulong)bh * T + (ulong)(t0 + c)) * S + s, drop_thr, seed0,

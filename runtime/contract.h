@@ -56,6 +56,7 @@
 /* ---- attention (model/ops/flash.c, attention.c; cl/flash.cl, attention.cl) ---- */
 #define FA_HS_MAX 256        /* fused attention's head size limit: its private arrays */
 #define FA_GBC 64            /* tile rows of its tile shape, at most */
+#define FA_NBK_MAX 64        /* relative-bias buckets its backward sums per row, at most */
 #define ATTN_ITEM_HS_MAX 256 /* item-shaped decoding's head size limit */
 
 #endif

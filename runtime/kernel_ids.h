@@ -20,6 +20,7 @@
     K(ATTN_DECODE_ITEM, "attention", "attn_decode_item")                                           \
     K(ATTN_DECODE_COMBINE, "attention", "attn_decode_combine")                                     \
     K(KV_STORE, "attention", "kv_store")                                                           \
+    K(RELBIAS_TABLE, "attention", "attn_relbias_table")                                            \
     K(CACHE_GATHER, "attention", "cache_gather")                                                   \
     K(WIDEN_BF16, "convert", "widen_bf16")                                                         \
     K(NARROW_BF16, "convert", "narrow_bf16")                                                       \

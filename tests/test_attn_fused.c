@@ -54,6 +54,17 @@ static clf_ops_path g_path = CLF_OPS_PATH_ITEM;
 #define DROP_SEED 0x5EEDull
 #define DROP_STREAM 0xA77E0001ull
 
+/* A case's relative position bias (acase.nb buckets): the table w [NH, nb]
+ * and a random bucket of every key - query in [-R0, R0] (the kernels take
+ * any bucket map; T5's is the model's business). */
+static float *g_relw;
+static int32_t *g_relbk;
+static size_t g_R0;
+static double rel_bias(const acase *c, size_t h, long rel)
+{
+    return c->nb ? g_relw[h * c->nb + (size_t)g_relbk[(long)g_R0 + rel]] : 0.0;
+}
+
 /* The K/V head query head h reads (grouped-query attention). */
 static size_t kv_head(const acase *c, size_t h) { return h / (c->NH / acase_kvh(c)); }
 
@@ -88,6 +99,7 @@ static double row_probs(const acase *c, const float *q, size_t qs, const float *
         p[s] = a * scale;
         if (c->alibi)
             p[s] -= tu_alibi_slope(h, c->NH) * fabs((double)(tq - (long)s));
+        p[s] += rel_bias(c, h, (long)s - tq);
         mx = fmax(mx, p[s]);
     }
     for (size_t s = 0; s < c->S; s++) {
@@ -129,10 +141,12 @@ static void case_name(const acase *c, const char *what, char *out, size_t n)
         snprintf(shape, sizeof shape, "tiles");
     else
         snprintf(shape, sizeof shape, "VW %zu", g_vw);
-    snprintf(out, n, "%s (%s) B=%zu NH=%zu KV=%zu T=%zu S=%zu HS=%zu%s%s%s%s window=%zu p_drop=%g",
+    snprintf(out, n,
+             "%s (%s) B=%zu NH=%zu KV=%zu T=%zu S=%zu HS=%zu%s%s%s%s window=%zu p_drop=%g "
+             "rel_buckets=%zu",
              what, shape, c->B, c->NH, acase_kvh(c), c->T, c->S, c->HS, c->causal ? " causal" : "",
              c->cross ? " cross" : "", c->masked ? " masked" : "", c->alibi ? " alibi" : "",
-             c->window, (double)c->p_drop);
+             c->window, (double)c->p_drop, c->nb);
 }
 
 /* The case's key mask (NULL when unmasked): every fourth key from the
@@ -147,6 +161,47 @@ static int32_t *case_keep(const acase *c)
         for (size_t s = 0; s < c->S; s++)
             keep[b * c->S + s] = b + 1 < c->B || c->B == 1 ? (s % 4 != 1) : 0;
     return keep;
+}
+
+/* The case's relative bias on the host (g_relw, g_relbk) and its tables on
+ * the device for a (clf_op_relbias_table); rb, rbk and dw returned for the
+ * caller to free. */
+static void rel_setup(clf_runtime *rt, const acase *c, clf_attn_fused *a, tu_rng *r, clf_ptr *rb,
+                      clf_ptr *rbk, clf_ptr *dw, clf_ptr *dbk)
+{
+    clf_error err;
+    *rb = *rbk = *dw = *dbk = (clf_ptr){NULL, 0};
+    if (!c->nb)
+        return;
+    g_R0 = (c->T > c->S ? c->T : c->S) + 2;
+    free(g_relw);
+    free(g_relbk);
+    g_relw = malloc(c->NH * c->nb * sizeof *g_relw);
+    g_relbk = malloc((2 * g_R0 + 1) * sizeof *g_relbk);
+    tu_fill(r, g_relw, c->NH * c->nb, -2.0f, 2.0f);
+    for (size_t i = 0; i < 2 * g_R0 + 1; i++)
+        g_relbk[i] = (int32_t)(tu_u32(r) % c->nb);
+    const size_t w = clf_op_relbias_width(c->T, c->S);
+    *rb = tu_alloc(rt, c->NH * 2 * w);
+    *rbk = tu_alloc(rt, w);
+    *dw = tu_upload(rt, g_relw, c->NH * c->nb);
+    *dbk = tu_alloc(rt, 2 * g_R0 + 1);
+    tu_ok(clf_buffer_write(rt, dbk->buf, dbk->off * 4, g_relbk, (2 * g_R0 + 1) * 4, &err), &err,
+          "buckets");
+    tu_ok(clf_op_relbias_table(rt, *rb, *rbk, *dw, *dbk, g_R0, c->NH, c->nb, c->T, c->S, &err),
+          &err, "relbias_table");
+    a->rb = *rb;
+    a->rb_w = w;
+}
+
+static void rel_free(clf_ptr rb, clf_ptr rbk, clf_ptr dw, clf_ptr dbk)
+{
+    if (rb.buf != NULL) {
+        tu_free(rb);
+        tu_free(rbk);
+        tu_free(dw);
+        tu_free(dbk);
+    }
 }
 
 /* The op's descriptor for the case, float32 (tests/attn_case.h). */
@@ -181,6 +236,8 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
     if (c->masked)
         tu_ok(clf_buffer_write(rt, dk.buf, dk.off * 4, keep, c->B * c->S * 4, &err), &err, "keep");
     clf_attn_fused a = case_desc(c, dy, dl, dq, dkv, dk, ys);
+    clf_ptr rb, rbk, rw, rbkt;
+    rel_setup(rt, c, &a, r, &rb, &rbk, &rw, &rbkt);
     tu_ok(clf_op_attn_fused_forward_ex(rt, g_path, &a, &err), &err, "attn_fused_forward");
     tu_download(rt, dy, yh, ny);
     tu_download(rt, dl, lh, nl);
@@ -247,6 +304,7 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
         free(kc);
         free(vc);
     }
+    rel_free(rb, rbk, rw, rbkt);
     tu_free(dq);
     if (nkv)
         tu_free(dkv);
@@ -270,8 +328,10 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
  * dk, dv [B, S, KC] (a K/V head's gradient sums its query heads'). */
 static void reference_grad(const acase *c, const float *q, size_t qs, const float *k,
                            const float *v, size_t kvs, const int32_t *keep, const float *dy,
-                           double *dq, double *dk, double *dv)
+                           double *dq, double *dk, double *dv, double *dw)
 {
+    if (c->nb)
+        memset(dw, 0, c->NH * c->nb * sizeof *dw);
     const size_t C = c->NH * c->HS, HS = c->HS, KC = acase_kc(c);
     const double scale = 1.0 / sqrt((double)HS);
     double *p = malloc(c->S * sizeof *p), *dp = malloc(c->S * sizeof *dp);
@@ -295,8 +355,11 @@ static void reference_grad(const acase *c, const float *q, size_t qs, const floa
                     dp[s] *= drop[s];
                     D += p[s] * dp[s];
                 }
+                const long tq = (long)t + (long)c->S - (long)c->T;
                 for (size_t s = 0; s < c->S; s++) {
                     double ds = p[s] * (dp[s] - D);
+                    if (c->nb)
+                        dw[h * c->nb + (size_t)g_relbk[(long)g_R0 + (long)s - tq]] += ds;
                     for (size_t d = 0; d < HS; d++) {
                         dq[(b * c->T + t) * C + h * HS + d] +=
                             scale * ds * k[(b * c->S + s) * kvs + kh * HS + d];
@@ -351,6 +414,14 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
               "keep");
     clf_attn_fused a = case_desc(c, y, lse, dq, dkv, dkeep, ys);
     clf_attn_fused_grad g = acase_grad(c, dy, gq, gkv, dsum);
+    clf_ptr rb, rbk, rw, rbkt, drb = {NULL, 0};
+    rel_setup(rt, c, &a, r, &rb, &rbk, &rw, &rbkt);
+    if (c->nb) {
+        drb = tu_alloc(rt, c->B * c->T * c->NH * c->nb);
+        g.rbk = rbk;
+        g.drb = drb;
+        g.nbk = c->nb;
+    }
     /* grouped: the per-query-head shares before the group sums */
     clf_ptr full = tu_alloc(rt, c->B * c->S * 2 * C);
     if (KC < C)
@@ -366,7 +437,9 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
     tu_download(rt, gq, again, ngq);
     const size_t nk = c->B * c->S * KC;
     double *rq = malloc(ny * sizeof *rq), *rk = malloc(nk * sizeof *rk), *rv = malloc(nk * 8);
-    reference_grad(c, qh, qs, kh, vh, kvs, keep, dyh, rq, rk, rv);
+    const size_t nw = c->NH * (c->nb ? c->nb : 1);
+    double *rw_ = malloc(nw * sizeof *rw_);
+    reference_grad(c, qh, qs, kh, vh, kvs, keep, dyh, rq, rk, rv, rw_);
     /* gather the device gradients out of their layouts */
     float *oq = malloc(ny * 4), *ok_ = malloc(nk * 4), *ov = malloc(nk * 4);
     const float *gkb = c->cross ? gkvh : gqh;
@@ -387,6 +460,19 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
     snprintf(nm, sizeof nm, "%s dv", name);
     tu_close(nm, ov, rv, nk, 5e-5, 5e-4);
     TU_CHECK(memcmp(gqh, again, ngq * 4) == 0, "%s: reruns are bit-identical", name);
+    if (c->nb) {
+        /* the bias table's gradient: the column sums of drb [B*T, NH*nb] */
+        const size_t rows_ = c->B * c->T, cols = c->NH * c->nb;
+        float *dh = malloc(rows_ * cols * sizeof *dh), *gw = calloc(cols, sizeof *gw);
+        tu_download(rt, drb, dh, rows_ * cols);
+        for (size_t i = 0; i < rows_; i++)
+            for (size_t j = 0; j < cols; j++)
+                gw[j] += dh[i * cols + j];
+        snprintf(nm, sizeof nm, "%s d(relative bias)", name);
+        tu_close(nm, gw, rw_, cols, 1e-4, 5e-4);
+        free(dh);
+        free(gw);
+    }
     if (c->causal && c->S == c->T && !c->masked && c->p_drop == 0) {
         /* query 0 sees key 0 alone: p = 1, y = v, so dp - D and its dq are 0
          * exactly when D = dy.y is summed as dp = dy.v is (the kernels' own
@@ -398,14 +484,15 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
         TU_CHECK(zero, "%s: dq of the first query (one key in sight) is exactly 0", name);
     }
     /* the float64 gradient against central differences, at sampled coordinates */
-    float *arrays[3] = {qh, kh, vh};
-    const size_t strides[3] = {qs, kvs, kvs}, rows[3] = {c->B * c->T, c->B * c->S, c->B * c->S};
-    const double *grads[3] = {rq, rk, rv};
+    float *arrays[4] = {qh, kh, vh, g_relw};
+    const size_t strides[4] = {qs, kvs, kvs, c->nb},
+                 rows[4] = {c->B * c->T, c->B * c->S, c->B * c->S, c->NH};
+    const double *grads[4] = {rq, rk, rv, rw_};
     double worst = 0;
     int fd_ok = 1;
-    for (int which = 0; which < 3; which++)
+    for (int which = 0; which < (c->nb ? 4 : 3); which++)
         for (int sample = 0; sample < 3; sample++) {
-            const size_t width = which == 0 ? C : KC;
+            const size_t width = which == 0 ? C : which == 3 ? c->nb : KC;
             size_t row = (size_t)tu_u32(r) % rows[which], col = (size_t)tu_u32(r) % width;
             float *x = arrays[which] + row * strides[which] + col, x0 = *x;
             const float e = 1e-2f;
@@ -421,6 +508,10 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
         }
     TU_CHECK(fd_ok, "%s: the float64 gradient matches central differences (worst %.2e)", name,
              worst);
+    rel_free(rb, rbk, rw, rbkt);
+    if (drb.buf != NULL)
+        tu_free(drb);
+    free(rw_);
     tu_free(dq);
     if (nkv)
         tu_free(dkv);
@@ -467,38 +558,46 @@ static size_t run_all(size_t vw, int items, int tiles, tu_rng *r)
     const int sim = tu_simulator();
     const acase cases[] = {
         /* B NH T S HS causal cross masked window alibi p_drop */
-        {1, 1, 1, 1, 16, 1, 0, 0, 0, 0, 0, 0},
-        {2, 2, 2, 2, 16, 1, 0, 0, 0, 0, 0, 0},
-        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0},
-        {1, 2, 37, 37, 96, 0, 0, 1, 0, 0, 0, 0},
-        {2, 2, 37, 53, 64, 0, 1, 1, 0, 0, 0, 0},
-        {1, 2, 5, 29, 16, 1, 1, 0, 0, 0, 0, 0},
-        {2, 1, 64, 64, 128, 1, 0, 0, 0, 0, 0, 0},
-        {3, 2, 11, 13, 24, 0, 1, 1, 0, 0, 0, 0},
-        {1, 2, 257, 257, 32, 1, 0, 0, 0, 0, 0, 0},
-        {1, 1, 1000, 1000, 16, 1, 0, 0, 0, 0, 0, 0},
+        {1, 1, 1, 1, 16, 1, 0, 0, 0, 0, 0, 0, 0},
+        {2, 2, 2, 2, 16, 1, 0, 0, 0, 0, 0, 0, 0},
+        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 0},
+        {1, 2, 37, 37, 96, 0, 0, 1, 0, 0, 0, 0, 0},
+        {2, 2, 37, 53, 64, 0, 1, 1, 0, 0, 0, 0, 0},
+        {1, 2, 5, 29, 16, 1, 1, 0, 0, 0, 0, 0, 0},
+        {2, 1, 64, 64, 128, 1, 0, 0, 0, 0, 0, 0, 0},
+        {3, 2, 11, 13, 24, 0, 1, 1, 0, 0, 0, 0, 0},
+        {1, 2, 257, 257, 32, 1, 0, 0, 0, 0, 0, 0, 0},
+        {1, 1, 1000, 1000, 16, 1, 0, 0, 0, 0, 0, 0, 0},
         /* sliding windows (in and out of tile alignment), ALiBi, dropout */
-        {2, 2, 64, 64, 32, 1, 0, 0, 16, 0, 0, 0},
-        {1, 2, 37, 45, 16, 1, 1, 0, 5, 0, 0, 0},
-        {2, 3, 37, 37, 32, 1, 0, 0, 0, 1, 0, 0},
-        {1, 3, 29, 29, 16, 0, 0, 1, 0, 1, 0, 0},
-        {2, 2, 37, 37, 32, 1, 0, 0, 0, 0, 0.2f, 0},
-        {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f, 0},
-        {1, 4, 45, 45, 32, 1, 0, 1, 9, 1, 0.1f, 0},
-        {1, 1, 30, 30, 256, 1, 0, 0, 0, 0, 0, 0},
+        {2, 2, 64, 64, 32, 1, 0, 0, 16, 0, 0, 0, 0},
+        {1, 2, 37, 45, 16, 1, 1, 0, 5, 0, 0, 0, 0},
+        {2, 3, 37, 37, 32, 1, 0, 0, 0, 1, 0, 0, 0},
+        {1, 3, 29, 29, 16, 0, 0, 1, 0, 1, 0, 0, 0},
+        {2, 2, 37, 37, 32, 1, 0, 0, 0, 0, 0.2f, 0, 0},
+        {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f, 0, 0},
+        {1, 4, 45, 45, 32, 1, 0, 1, 9, 1, 0.1f, 0, 0},
+        {1, 1, 30, 30, 256, 1, 0, 0, 0, 0, 0, 0, 0},
         /* past one chunk of 128 keys / queries (cl/flash.cl's FA_CH): dropout,
          * a keep mask, a window spanning two chunks with ALiBi */
-        {1, 2, 150, 150, 32, 1, 0, 0, 0, 0, 0.2f, 0},
-        {2, 2, 140, 300, 16, 0, 1, 1, 0, 0, 0, 0},
-        {1, 2, 300, 300, 16, 1, 0, 0, 140, 1, 0, 0},
+        {1, 2, 150, 150, 32, 1, 0, 0, 0, 0, 0.2f, 0, 0},
+        {2, 2, 140, 300, 16, 0, 1, 1, 0, 0, 0, 0, 0},
+        {1, 2, 300, 300, 16, 1, 0, 0, 140, 1, 0, 0, 0},
         /* grouped-query attention: 2 and 4 query heads to a K/V head (1 K/V
          * head: multi-query), self and cross, with a mask, a window, ALiBi
          * and dropout, past one chunk */
-        {2, 4, 37, 37, 32, 1, 0, 0, 0, 0, 0, 2},
-        {1, 4, 29, 29, 16, 0, 0, 1, 0, 1, 0.2f, 1},
-        {2, 6, 21, 33, 16, 0, 1, 1, 0, 0, 0, 3},
-        {1, 4, 45, 45, 32, 1, 0, 0, 9, 0, 0.1f, 2},
-        {1, 4, 150, 150, 16, 1, 0, 0, 0, 0, 0, 1},
+        {2, 4, 37, 37, 32, 1, 0, 0, 0, 0, 0, 2, 0},
+        {1, 4, 29, 29, 16, 0, 0, 1, 0, 1, 0.2f, 1, 0},
+        {2, 6, 21, 33, 16, 0, 1, 1, 0, 0, 0, 3, 0},
+        {1, 4, 45, 45, 32, 1, 0, 0, 9, 0, 0.1f, 2, 0},
+        {1, 4, 150, 150, 16, 1, 0, 0, 0, 0, 0, 1, 0},
+        /* a relative position bias (positional.type t5): causal and both
+         * ways with a keep mask, a window with grouped heads, dropout past
+         * one chunk, the most buckets the backward sums */
+        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 8},
+        {1, 2, 29, 29, 16, 0, 0, 1, 0, 0, 0, 0, 6},
+        {1, 4, 45, 45, 32, 1, 0, 0, 9, 0, 0, 2, 5},
+        {1, 2, 150, 150, 16, 1, 0, 0, 0, 0, 0.2f, 0, 32},
+        {2, 2, 21, 21, 16, 0, 0, 1, 0, 0, 0, 0, 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         acase c = cases[i];

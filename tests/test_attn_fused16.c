@@ -250,11 +250,11 @@ int main(void)
     const int sim = tu_simulator();
     const acase cases[] = {
         /* B NH T S HS causal cross masked window alibi p_drop */
-        {2, 2, 8, 8, 8, 1, 0, 0, 0, 0, 0, 0},       {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0},
-        {1, 2, 37, 37, 96, 0, 0, 1, 0, 0, 0, 0},    {2, 2, 37, 53, 64, 0, 1, 1, 0, 0, 0, 0},
-        {1, 2, 5, 29, 16, 1, 1, 0, 0, 0, 0, 0},     {2, 2, 64, 64, 32, 1, 0, 0, 16, 0, 0, 0},
-        {2, 3, 29, 29, 32, 1, 0, 0, 0, 1, 0, 0},    {2, 2, 37, 37, 32, 1, 0, 0, 0, 0, 0.2f, 0},
-        {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f, 0},
+        {2, 2, 8, 8, 8, 1, 0, 0, 0, 0, 0, 0, 0},       {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 0},
+        {1, 2, 37, 37, 96, 0, 0, 1, 0, 0, 0, 0, 0},    {2, 2, 37, 53, 64, 0, 1, 1, 0, 0, 0, 0, 0},
+        {1, 2, 5, 29, 16, 1, 1, 0, 0, 0, 0, 0, 0},     {2, 2, 64, 64, 32, 1, 0, 0, 16, 0, 0, 0, 0},
+        {2, 3, 29, 29, 32, 1, 0, 0, 0, 1, 0, 0, 0},    {2, 2, 37, 37, 32, 1, 0, 0, 0, 0, 0.2f, 0, 0},
+        {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f, 0, 0},
     };
     const clf_dtype ts[] = {CLF_DT_BF16, CLF_DT_F16};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -268,7 +268,7 @@ int main(void)
     }
     clf_ptr a = tu_alloc(rt, 64);
     clf_attn_fused bad =
-        desc(&(acase){1, 1, 2, 2, 4, 0, 0, 0, 0, 0, 0, 0}, (clf_dtype)7, a, a, a, a, a, 4);
+        desc(&(acase){1, 1, 2, 2, 4, 0, 0, 0, 0, 0, 0, 0, 0}, (clf_dtype)7, a, a, a, a, a, 4);
     clf_error err;
     TU_CHECK(clf_op_attn_fused_forward(rt, &bad, &err) == CLF_ERR_ARG,
              "an unknown storage type is refused: %s", err.msg);

@@ -147,6 +147,8 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
         CLF_ARG_U32(L),
         CLF_ARG_F32(scale),
         CLF_ARG_I32(ad->alibi != 0),
+        CLF_ARG_PTR(ad->rb_w ? ad->rb : q), /* any valid buffer when absent */
+        CLF_ARG_U32(ad->rb_w),
         CLF_ARG_U32(P),
         CLF_ARG_PTR(part),
         /* the group kernel's local memory: qs[HS], sc[chunk], red[W] */
@@ -233,4 +235,33 @@ clf_status clf_op_cache_gather(clf_runtime *rt, clf_ptr dst, clf_ptr src, clf_pt
 fail:
     clf_error_prefix(err, "cache_gather");
     return st;
+}
+
+size_t clf_op_relbias_width(size_t T, size_t S) { return T + S - 1 + 16; }
+
+clf_status clf_op_relbias_table(clf_runtime *rt, clf_ptr rb, clf_ptr rbk, clf_ptr w, clf_ptr bk,
+                                size_t R0, size_t NH, size_t NB, size_t T, size_t S,
+                                clf_error *err)
+{
+    if (T == 0 || S == 0 || NH == 0 || NB == 0 || R0 + 1 < T || R0 + 1 < S ||
+        NH * 2 * clf_op_relbias_width(T, S) > 0xFFFFFFFFu)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "relbias_table: T %zu, S %zu, NH %zu, NB %zu need buckets for key - "
+                             "query in [-R0, R0] with R0 (%zu) >= T - 1, S - 1",
+                             T, S, NH, NB, R0);
+    if (clf_ops_need(rb, "relbias_table", "rb", err) ||
+        clf_ops_need(rbk, "relbias_table", "rbk", err) ||
+        clf_ops_need(w, "relbias_table", "w", err) || clf_ops_need(bk, "relbias_table", "bk", err))
+        return CLF_ERR_ARG;
+    clf_kernel *k = NULL;
+    clf_status st = clf_kernel_of(rt, CLF_K_RELBIAS_TABLE, &k, err);
+    if (st != CLF_OK)
+        return st;
+    const size_t width = clf_op_relbias_width(T, S);
+    clf_arg a[] = {CLF_ARG_PTR(rb), CLF_ARG_PTR(rbk), CLF_ARG_PTR(w),    CLF_ARG_PTR(bk),
+                   CLF_ARG_U32(R0), CLF_ARG_U32(NH),  CLF_ARG_U32(NB),   CLF_ARG_U32(T),
+                   CLF_ARG_U32(S),  CLF_ARG_U32(width)};
+    size_t local = clf_ops_local_1d(rt, k);
+    size_t global = (NH * 2 * width + local - 1) / local * local;
+    return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(a), a, err);
 }

@@ -23,7 +23,7 @@
 /* Room for a pass's arguments: its own, the mask's FA_MASK_ARGS
  * (mask_args; the compiler checks the count) and the tile shape's three. */
 #define FA_ARGS_MAX 64
-#define FA_MASK_ARGS 20
+#define FA_MASK_ARGS 23
 
 /* The program for storage t: "flash", or its variant "flash@bf16" /
  * "flash@f16" (cl/flash.cl's FA_T = t; the variant also has any defines
@@ -89,6 +89,17 @@ static clf_status check(const clf_attn_fused *a, const clf_attn_fused_grad *g, c
     if (a->q.buf == NULL || a->k.buf == NULL || a->v.buf == NULL || a->y.buf == NULL ||
         a->lse.buf == NULL)
         return clf_error_set(err, CLF_ERR_ARG, "y, lse, q, k and v are required");
+    if (a->rb_w != 0 && (a->rb.buf == NULL || a->rb_w != clf_op_relbias_width(a->T, a->S)))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "a relative bias needs its table (clf_op_relbias_table's, width %zu "
+                             "for T %zu, S %zu)",
+                             clf_op_relbias_width(a->T, a->S), a->T, a->S);
+    if (g != NULL && g->nbk != 0 &&
+        (a->rb_w == 0 || g->nbk > FA_NBK_MAX || g->rbk.buf == NULL || g->drb.buf == NULL))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "a relative bias's gradient needs the table, its buckets and drb, "
+                             "and at most %d buckets (%zu)",
+                             FA_NBK_MAX, g->nbk);
     return CLF_OK;
 }
 
@@ -122,6 +133,8 @@ static int mask_args(const clf_attn_fused *a, clf_arg *args, int n)
         CLF_ARG_U32((uint32_t)(a->seed >> 32)),
         CLF_ARG_U32((uint32_t)a->stream),
         CLF_ARG_U32((uint32_t)(a->stream >> 32)),
+        CLF_ARG_PTR(a->rb_w ? a->rb : a->q),
+        CLF_ARG_U32(a->rb_w),
     };
     _Static_assert(CLF_NARGS(m) == FA_MASK_ARGS, "FA_MASK_ARGS counts FA_MASK_PARAMS");
     memcpy(args + n, m, sizeof m);
@@ -299,6 +312,9 @@ clf_status clf_op_attn_fused_backward_ex(clf_runtime *rt, clf_ops_path path,
         CLF_ARG_U64(a->kv_stride),
         CLF_ARG_U64(kv_bstride(a)),
         CLF_ARG_U64(kv_hstride(a)),
+        CLF_ARG_PTR(g->nbk ? g->rbk : a->q), /* any valid buffer when absent */
+        CLF_ARG_PTR(g->nbk ? g->drb : a->lse),
+        CLF_ARG_U32(g->nbk),
     };
     clf_arg args[FA_ARGS_MAX];
     _Static_assert(CLF_NARGS(own) + FA_MASK_ARGS + 3 <= FA_ARGS_MAX, "room for the arguments");

@@ -190,6 +190,9 @@ typedef struct clf_attn_decode {
     float scale;
     size_t window; /* > 0: only the last `window` positions are seen */
     int alibi;     /* ALiBi biases -slope_h (L - 1 - s) (clf_attn_fused's) */
+    clf_ptr rb;    /* a relative bias rb[h * 2 rb_w + L - 1 - s] (clf_op_relbias_table's for
+                      T = 1, S = L); rb_w 0: none */
+    size_t rb_w;
     size_t splits, group;
     int item; /* 1: the one-work-item-per-row kernel (for devices whose work-groups
                  run item by item: the device's choice there when group is 0) */
@@ -245,6 +248,11 @@ typedef struct clf_attn_fused {
     float scale;
     float p_drop;
     uint64_t seed, stream;
+    /* a relative position bias added to the scaled scores (positional.type
+     * t5): rb [NH, 2 rb_w] from clf_op_relbias_table for this T and S; rb_w
+     * 0: none */
+    clf_ptr rb;
+    size_t rb_w;
 } clf_attn_fused;
 clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, clf_error *err);
 /* Its backward from y, lse and dy (dy in y's layout): dq, dk, dv written
@@ -260,7 +268,22 @@ typedef struct clf_attn_fused_grad {
      * elements of t, where the dk/dv pass writes each query head's share
      * before the shares of a group are summed (in head order) into dk, dv */
     clf_ptr dkv_full;
+    /* with a relative bias: rbk (clf_op_relbias_table's buckets) and drb
+     * [B*T, NH*nbk] written with each query row's ds summed by bucket (a
+     * column sum gives the table's gradient); nbk 0: none */
+    clf_ptr rbk, drb;
+    size_t nbk;
 } clf_attn_fused_grad;
+/* The table width clf_op_relbias_table and the kernels use for T queries
+ * and S keys: T + S - 1 and room for the widest lanes. */
+size_t clf_op_relbias_width(size_t T, size_t S);
+/* The relative bias of a call of T queries (the last T of S positions):
+ * rb [NH, 2 width] floats and rbk [width] int32 from the table w [NH, NB]
+ * and bk [2 R0 + 1] int32, the bucket of key - query + R0 (R0 >= T - 1,
+ * S - 1; cl/attention.cl's attn_relbias_table). */
+clf_status clf_op_relbias_table(clf_runtime *rt, clf_ptr rb, clf_ptr rbk, clf_ptr w, clf_ptr bk,
+                                size_t R0, size_t NH, size_t NB, size_t T, size_t S,
+                                clf_error *err);
 clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
                                       const clf_attn_fused_grad *g, clf_error *err);
 
