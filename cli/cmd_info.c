@@ -5,7 +5,7 @@
  * device memory clf_model_create would allocate.
  *
  * Parameter counts follow model.h's tensor table (same shapes): wte [V, C],
- * wpe [T, C] (learned positions), per block ln1/ln2 ([C] weight, + [C] bias
+ * wpe [T, C] (learned positions) or rel_bias [NH, buckets] (t5), per block ln1/ln2 ([C] weight, + [C] bias
  * for layernorm with bias), attn.qkv [3C, C] (+ [3C]), attn.proj [C, C]
  * (+ [C]), ffn.fc [F, C] (+ [F]; F = H, or 2H for swiglu), ffn.proj [C, H]
  * (+ [C]), ln_f, and lm_head [V, C] unless tied. test_cli.sh checks the total
@@ -82,7 +82,10 @@ static void count(const clf_model_config *cfg, long vocab, breakdown *d)
     const u64 C = d->C, F = cfg->blocks.ffn.activation == CLF_FFN_SWIGLU ? 2 * d->H : d->H;
     const int ab = cfg->blocks.attention.bias, fb = cfg->blocks.ffn.bias;
     d->wte = d->V * C;
-    d->wpe = cfg->positional.type == CLF_POS_LEARNED ? d->T * C : 0;
+    d->wpe = cfg->positional.type == CLF_POS_LEARNED ? d->T * C
+             : cfg->positional.type == CLF_POS_T5
+                 ? (u64)cfg->blocks.attention.heads * (u64)cfg->positional.num_buckets
+                 : 0;
     /* q [C], k and v [kv_heads * head size] each, then the output projection */
     const u64 qkv = C + 2 * (u64)clf_config_kv_heads(cfg) * (u64)clf_config_head_size(cfg);
     d->attn = qkv * C + (ab ? qkv : 0) + C * C + (ab ? C : 0);
@@ -259,7 +262,7 @@ static void print_text(const char *path, const clf_model_config *cfg, const brea
     printf("parameters:\n");
     const part parts[] = {
         {"token embedding (wte)", d->wte},
-        {"positions (wpe)", d->wpe},
+        {cfg->positional.type == CLF_POS_T5 ? "positions (rel_bias)" : "positions (wpe)", d->wpe},
         {"blocks", d->L * d->block},
         {"  attention, per block", d->attn},
         {"  feed-forward, per block", d->ffn},

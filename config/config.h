@@ -9,7 +9,7 @@
  *       vocab: {tokenizer: char}   # char | byte | bpe (size: 8000)
  *       context: 64
  *       embedding: {dim: 128, scale: false, dropout: 0.0}
- *       positional: {type: learned}            # learned | sinusoidal | rope | alibi
+ *       positional: {type: learned}            # learned | sinusoidal | rope | alibi | t5
  *       blocks:
  *         repeat: 4
  *         attention: {heads: 4, causal: true, dropout: 0.0, bias: true}
@@ -85,6 +85,8 @@ typedef enum clf_positional_type {
     CLF_POS_SINUSOIDAL,  /* fixed sin/cos table added to the embeddings */
     CLF_POS_ROPE,        /* rotary embedding of q and k inside attention */
     CLF_POS_ALIBI,       /* linear per-head biases on the attention scores (ALiBi) */
+    CLF_POS_T5,          /* a learned per-head bias of bucketed key - query distances on the
+                            self-attention scores (T5): num_buckets, max_distance */
 } clf_positional_type;
 
 /* RoPE's frequencies for running past the trained context (HF's names):
@@ -197,6 +199,9 @@ typedef struct clf_embedding_config {
 typedef struct clf_positional_config {
     clf_positional_type type;
     double rope_theta; /* rope base, default 10000 */
+    int num_buckets;   /* t5: buckets of key - query distance, [4, 64] (default 32; an
+                          encoder's are half for each direction) */
+    int max_distance;  /* t5: distances from this on share the last bucket (default 128) */
     struct {
         clf_rope_scaling_type type;
         double factor;               /* >= 1; 1 = no change */

@@ -147,6 +147,22 @@ static clf_status check_model(const clf_model_config *c, const vstate *v)
                    "positional.type: rope needs an even head size, but embedding.dim %d / "
                    "blocks.attention.heads %d = %d",
                    C, NH, C / NH);
+    if (c->positional.type == CLF_POS_T5) {
+        /* T5's buckets: half exact, half logarithmic up to max_distance (an
+         * encoder's in each direction) */
+        const int bidir = c->kind != CLF_MODEL_DECODER, nb = c->positional.num_buckets;
+        const int exact = c->kind == CLF_MODEL_ENCODER ? nb / 4 : nb / 2; /* the fewest */
+        if (bidir && nb % 2 != 0)
+            return bad(v, OFF(positional.num_buckets), OFF(kind),
+                       "positional.num_buckets: an encoder's buckets split between the two "
+                       "directions: expected an even number, got %d",
+                       nb);
+        if (c->positional.max_distance <= exact)
+            return bad(v, OFF(positional.max_distance), OFF(positional.num_buckets),
+                       "positional.max_distance: expected above the %d exact distances of %d "
+                       "buckets, got %d",
+                       exact, nb, c->positional.max_distance);
+    }
     const clf_rope_scaling_type rs = c->positional.rope_scaling.type;
     if (rs != CLF_ROPE_SCALE_NONE && c->positional.type != CLF_POS_ROPE)
         return bad(v, OFF(positional.rope_scaling.type), OFF(positional.type),

@@ -213,7 +213,7 @@ static const bad_case bad_cases[] = {
     {"model:\n  embedding: {dim: 1024}\n  blocks: {attention: {heads: 2}}\n", "t.yaml:3:31",
      "a head size of 512 (embedding.dim 1024 / 2 heads) is over the fused attention's 256"},
     {"model:\n  positional: {type: alibl}\n", "t.yaml:2:22",
-     "expected one of: learned, sinusoidal, rope, alibi; got 'alibl' (did you mean 'alibi'?)"},
+     "expected one of: learned, sinusoidal, rope, alibi, t5; got 'alibl' (did you mean 'alibi'?)"},
     {"model:\n  blocks:\n    ffn: {activation: gleu}\n", "t.yaml:3:23",
      "expected one of: relu, gelu, gelu_tanh, swiglu; got 'gleu' (did you mean 'gelu'?)"},
     {"model:\n  blocks:\n    norm: {type: none}\n", "t.yaml:3:18",
@@ -399,6 +399,9 @@ static void test_overrides(void)
         {"positional.rope_scaling.type=dynamic",
          "positional.rope_scaling.type: expected one of: none, linear, ntk, yarn; got 'dynamic'"},
         {"train.ema=1", "train.ema: expected a number in [0, 1), got '1'"},
+        {"positional={type: t5, num_buckets: 8, max_distance: 4}",
+         "positional.max_distance: expected above the 4 exact distances of 8 buckets, got 4"},
+        {"positional.num_buckets=65", "positional.num_buckets: expected an integer in [4, 64]"},
         {"train={ema: 0.99, shard_optimizer: true}",
          "train.ema: the moving average is kept whole on every rank, which "
          "train.shard_optimizer"},

@@ -432,6 +432,16 @@ static clf_status alloc_io(clf_model *m, clf_error *err)
     if (s->head != MI_HEAD_LM && s->pool == MI_POOL_MEAN &&
         (st = carve(m, &m->pooled, B * C, err)) != CLF_OK)
         return st;
+    if (s->pos == MI_POS_T5) { /* the relative bias's bucket maps and one call's tables */
+        const size_t M = (size_t)(s->Tmax > s->Smax ? s->Tmax : s->Smax);
+        const size_t w = clf_op_relbias_width(M, M);
+        m->rel_R0 = M;
+        if ((st = carve(m, &m->rel_rb, (size_t)s->NH * 2 * w, err)) != CLF_OK ||
+            (st = carve(m, &m->rel_rbk, w, err)) != CLF_OK ||
+            (m->enc.n > 0 && (st = carve(m, &m->enc.relbk, 2 * M + 1, err)) != CLF_OK) ||
+            (m->dec.n > 0 && (st = carve(m, &m->dec.relbk, 2 * M + 1, err)) != CLF_OK))
+            return st;
+    }
     return CLF_OK;
 }
 
@@ -488,6 +498,8 @@ static clf_status alloc_grads(clf_model *m, clf_error *err)
         (st = carve(m, &m->dsum, R * NH, err)) != CLF_OK)
         return st;
     if (s->NKV < s->NH && (st = carve_t(m, &m->dkv_full, R * 2 * C, s->act16, err)) != CLF_OK)
+        return st;
+    if (s->pos == MI_POS_T5 && (st = carve(m, &m->rel_drb, R * NH * (size_t)s->nbk, err)) != CLF_OK)
         return st;
     if (!mi_ffn_fused_dact(s) && (st = carve(m, &m->dH1, R * F, err)) != CLF_OK)
         return st;

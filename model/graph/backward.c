@@ -106,7 +106,11 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
 
     if ((st = attn_out_bwd(m, n, &L[1], MI_SITE_ATTN_OUT, err)) != CLF_OK)
         return st;
-    const clf_attn_fused f = mi_attn_self(m, l, B, T, 1);
+    clf_attn_fused f = mi_attn_self(m, l, B, T, 1);
+    f.rb = m->rel_rb;
+    if ((st = mi_rel_table(m, n->stk, T, T, &f.rb_w, err)) != CLF_OK)
+        return st;
+    const size_t nbk = f.rb_w ? (size_t)s->nbk : 0;
     const clf_attn_fused_grad g = {.dy = L[1].dx.p, /* the projection's dx */
                                    .dq = dqkv,
                                    .dk = clf_ptr_at(dqkv, C),
@@ -114,8 +118,16 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
                                    .dsum = m->dsum,
                                    .dq_stride = QKV,
                                    .dkv_stride = QKV,
-                                   .dkv_full = m->dkv_full};
+                                   .dkv_full = m->dkv_full,
+                                   .rbk = m->rel_rbk,
+                                   .drb = m->rel_drb,
+                                   .nbk = nbk};
     if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
+        return st;
+    /* t5: the table's gradient, the rows' bucket sums added up (every block
+     * of the stack adds to it) */
+    if (nbk && (st = clf_op_bias_backward_t(m->rt, mi_grad(m, n->stk->rel), m->rel_drb, CLF_DT_F32,
+                                            B * T, NH * nbk, 1, err)) != CLF_OK)
         return st;
     const clf_heads hq = {dqkv, s->act16, B, T, NH, HS, QKV};
     const clf_heads hk = {clf_ptr_at(dqkv, C), s->act16, B, T, NKV, HS, QKV};

@@ -169,6 +169,7 @@ static void plan_stacks(clf_model *m)
     memset(&m->enc, 0, sizeof m->enc);
     memset(&m->dec, 0, sizeof m->dec);
     m->enc.wte = m->enc.wpe = m->dec.wte = m->dec.wpe = MI_NONE;
+    m->enc.rel = m->dec.rel = MI_NONE;
     m->enc.lnf.w = m->enc.lnf.b = m->dec.lnf.w = m->dec.lnf.b = MI_NONE;
     m->enc.lne.w = m->enc.lne.b = m->dec.lne.w = m->dec.lne.b = MI_NONE;
     m->enc.src = 1;
@@ -179,6 +180,56 @@ static void plan_stacks(clf_model *m)
     m->dec.first = s->Le;
     m->dec.n = s->Ld;
     m->dec.drop_layer = MI_LAYER_EMB;
+}
+
+/* T5's bucket of a key - query distance (transformers' T5Attention.
+ * _relative_position_bucket, in float32 as PyTorch computes it): an
+ * encoder's (bidirectional) half the buckets for each direction; a
+ * decoder's the past only; max_exact exact distances, then logarithmic
+ * ones up to max_distance, beyond which the last bucket. */
+int clf_model_t5_bucket(int rel, int bidirectional, int nb, int maxd)
+{
+    int ret = 0;
+    if (bidirectional) {
+        nb /= 2;
+        ret += rel > 0 ? nb : 0;
+        rel = rel < 0 ? -rel : rel;
+    } else {
+        rel = rel < 0 ? -rel : 0;
+    }
+    const int exact = nb / 2;
+    if (rel < exact)
+        return ret + rel;
+    const float v = logf((float)rel / (float)exact) / (float)log((double)maxd / (double)exact) *
+                    (float)(nb - exact);
+    const int large = exact + (int)v;
+    return ret + (large < nb - 1 ? large : nb - 1);
+}
+
+/* t5: each stack's bucket map, once (an encoder's both ways, a decoder's
+ * causal). */
+static clf_status upload_buckets(clf_model *m, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    if (s->pos != MI_POS_T5)
+        return CLF_OK;
+    const size_t n = 2 * m->rel_R0 + 1;
+    int32_t *b = malloc(n * sizeof *b);
+    if (b == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    clf_status st = CLF_OK;
+    const mi_stack *stk[2] = {&m->enc, &m->dec};
+    for (int k = 0; k < 2 && st == CLF_OK; k++) {
+        if (stk[k]->n == 0)
+            continue;
+        for (size_t i = 0; i < n; i++)
+            b[i] = clf_model_t5_bucket((int)i - (int)m->rel_R0,
+                                       stk[k]->src || s->kind == MI_KIND_ENCODER, s->nbk, s->maxd);
+        st = clf_buffer_write(m->rt, stk[k]->relbk.buf, stk[k]->relbk.off * sizeof(float), b,
+                              n * sizeof *b, err);
+    }
+    free(b);
+    return st;
 }
 
 static clf_status plan_params(clf_model *m, clf_error *err)
@@ -200,6 +251,9 @@ static clf_status plan_params(clf_model *m, clf_error *err)
             goto fail;
         if ((st = plan_norm(&p, "ln_emb", s->emb_norm, s->norm_bias, C, &one->lne, err)) != CLF_OK)
             goto fail;
+        if (s->pos == MI_POS_T5 && (st = plan_add(&p, "rel_bias", 2, (size_t)s->NH, (size_t)s->nbk,
+                                                  MI_INIT_NORMAL, &one->rel, err)) != CLF_OK)
+            goto fail;
         if ((st = plan_blocks(&p, "", m, one, err)) != CLF_OK)
             goto fail;
         if ((st = plan_norm(&p, "ln_f", s->final_norm, s->norm_bias, C, &one->lnf, err)) != CLF_OK)
@@ -218,6 +272,12 @@ static clf_status plan_params(clf_model *m, clf_error *err)
                 CLF_OK ||
             (st = plan_norm(&p, "src_ln_emb", s->emb_norm, s->norm_bias, C, &enc->lne, err)) !=
                 CLF_OK)
+            goto fail;
+        if (s->pos == MI_POS_T5 &&
+            ((st = plan_add(&p, "encoder.rel_bias", 2, (size_t)s->NH, (size_t)s->nbk,
+                            MI_INIT_NORMAL, &enc->rel, err)) != CLF_OK ||
+             (st = plan_add(&p, "decoder.rel_bias", 2, (size_t)s->NH, (size_t)s->nbk,
+                            MI_INIT_NORMAL, &dec->rel, err)) != CLF_OK))
             goto fail;
         if ((st = plan_blocks(&p, "encoder.", m, enc, err)) != CLF_OK ||
             (st = plan_norm(&p, "encoder.ln_f", s->final_norm, s->norm_bias, C, &enc->lnf, err)) !=
@@ -414,7 +474,8 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
         clf_model_destroy(m);
         return CLF_OK;
     }
-    if ((st = clf_model_params_init(m, s->seed, err)) != CLF_OK || (st = mi_plan(m, err)) != CLF_OK)
+    if ((st = clf_model_params_init(m, s->seed, err)) != CLF_OK ||
+        (st = mi_plan(m, err)) != CLF_OK || (st = upload_buckets(m, err)) != CLF_OK)
         goto fail;
     *out = m;
     return CLF_OK;

@@ -203,6 +203,17 @@ static void attn_desc_cache(clf_attn_fused *f, clf_buffer *kc, clf_buffer *vc, s
     f->kv_batch_stride = (f->kv_heads ? f->kv_heads : f->NH) * Tmax * f->HS;
 }
 
+clf_status mi_rel_table(clf_model *m, const mi_stack *stk, size_t T, size_t S, size_t *width,
+                        clf_error *err)
+{
+    *width = 0;
+    if (m->s.pos != MI_POS_T5)
+        return CLF_OK;
+    *width = clf_op_relbias_width(T, S);
+    return clf_op_relbias_table(m->rt, m->rel_rb, m->rel_rbk, mi_par(m, stk->rel), stk->relbk,
+                                m->rel_R0, (size_t)m->s.NH, (size_t)m->s.nbk, T, S, err);
+}
+
 /* Node n's self-attention: in [B*T, C] -> out [B*T, C] = resid +
  * dropout(attention's projection) (proj_residual; with MI_PASS_ATTN_ONLY
  * the attention alone). Encoder blocks attend in both directions over the
@@ -240,22 +251,24 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
         return st;
     if (cache && T == 1) {
         /* one new position: flash-decoding over the cache */
-        const clf_attn_decode ad = {.out = atty,
-                                    .q = qkv,
-                                    .q_stride = QKV,
-                                    .kcache = mi_at(a->kcache, 0),
-                                    .vcache = mi_at(a->vcache, 0),
-                                    .kv_heads = NKV,
-                                    .scratch = m->decode_part, /* splits: the device's choice */
-                                    .B = B,
-                                    .NH = NH,
-                                    .HS = HS,
-                                    .Tmax = Tmax,
-                                    .L = S,
-                                    .scale = 1.0f / sqrtf((float)HS),
-                                    .window = (size_t)s->window,
-                                    .alibi = s->pos == MI_POS_ALIBI};
-        if ((st = clf_op_attn_decode(m->rt, &ad, err)) != CLF_OK)
+        clf_attn_decode ad = {.out = atty,
+                              .q = qkv,
+                              .q_stride = QKV,
+                              .kcache = mi_at(a->kcache, 0),
+                              .vcache = mi_at(a->vcache, 0),
+                              .kv_heads = NKV,
+                              .scratch = m->decode_part, /* splits: the device's choice */
+                              .B = B,
+                              .NH = NH,
+                              .HS = HS,
+                              .Tmax = Tmax,
+                              .L = S,
+                              .scale = 1.0f / sqrtf((float)HS),
+                              .window = (size_t)s->window,
+                              .alibi = s->pos == MI_POS_ALIBI,
+                              .rb = m->rel_rb};
+        if ((st = mi_rel_table(m, n->stk, 1, S, &ad.rb_w, err)) != CLF_OK ||
+            (st = clf_op_attn_decode(m->rt, &ad, err)) != CLF_OK)
             return st;
     } else {
         clf_attn_fused f = mi_attn_self(m, l, B, T, train);
@@ -263,7 +276,9 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
             f.S = S;
             attn_desc_cache(&f, a->kcache, a->vcache, Tmax);
         }
-        if ((st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
+        f.rb = m->rel_rb;
+        if ((st = mi_rel_table(m, n->stk, T, f.S, &f.rb_w, err)) != CLF_OK ||
+            (st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
             return st;
     }
     if (ps->flags & MI_PASS_ATTN_ONLY)
@@ -294,19 +309,19 @@ static clf_status cross_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, c
     if (!cache && (st = linear_fwd(m, &L[1], NULL, err)) != CLF_OK)
         return st;
     if (cache && T == 1) {
-        const clf_attn_decode ad = {.out = atty,
-                                    .q = q,
-                                    .kcache = mi_at(a->xkcache, 0),
-                                    .vcache = mi_at(a->xvcache, 0),
-                                    .keep = keep,
-                                    .scratch = m->decode_part,
-                                    .keep_stride = S,
-                                    .B = B,
-                                    .NH = NH,
-                                    .HS = HS,
-                                    .Tmax = (size_t)s->Smax,
-                                    .L = S,
-                                    .scale = 1.0f / sqrtf((float)HS)};
+        clf_attn_decode ad = {.out = atty,
+                              .q = q,
+                              .kcache = mi_at(a->xkcache, 0),
+                              .vcache = mi_at(a->xvcache, 0),
+                              .keep = keep,
+                              .scratch = m->decode_part,
+                              .keep_stride = S,
+                              .B = B,
+                              .NH = NH,
+                              .HS = HS,
+                              .Tmax = (size_t)s->Smax,
+                              .L = S,
+                              .scale = 1.0f / sqrtf((float)HS)};
         if ((st = clf_op_attn_decode(m->rt, &ad, err)) != CLF_OK)
             return st;
     } else {

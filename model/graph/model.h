@@ -331,6 +331,14 @@ void clf_model_optim_slice(const clf_model *m, size_t *lo, size_t *hi);
 /* The device buffer of one slot's flat parameter layout (NULL for a slot
  * the model lacks), for copies the caller enqueues itself. */
 clf_buffer *clf_model_flat_buffer(const clf_model *m, clf_model_slot slot);
+/* positional.type t5: the bucket of a key - query distance rel, as
+ * transformers' T5Attention._relative_position_bucket gives it (in float32
+ * like PyTorch): bidirectional (an encoder's) half of num_buckets each way,
+ * else the past only; num_buckets / 2 (of each direction) exact
+ * distances, then logarithmic ones up to max_distance, beyond which the
+ * last bucket. */
+int clf_model_t5_bucket(int rel, int bidirectional, int num_buckets, int max_distance);
+
 /* Say that the parameters were written through clf_model_flat_buffer:
  * a model whose products read 16-bit weights (train.precision bf16 |
  * fp16) rebuilds them from the float32 parameters before its next

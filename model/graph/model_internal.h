@@ -44,7 +44,7 @@
 enum { MI_KIND_DECODER = 0, MI_KIND_ENCODER, MI_KIND_ENCDEC };
 enum { MI_HEAD_LM = 0, MI_HEAD_CLASSIFIER, MI_HEAD_NONE };
 enum { MI_POOL_CLS = 0, MI_POOL_MEAN };
-enum { MI_POS_LEARNED = 0, MI_POS_SINUSOIDAL, MI_POS_ROPE, MI_POS_ALIBI };
+enum { MI_POS_LEARNED = 0, MI_POS_SINUSOIDAL, MI_POS_ROPE, MI_POS_ALIBI, MI_POS_T5 };
 enum { MI_NORM_NONE = 0, MI_NORM_LAYERNORM, MI_NORM_RMSNORM };
 /* Recomputation: none; block (the blocks of a stack share one set of
  * activations, each keeps its output; backward reruns the block); attn (they
@@ -95,6 +95,7 @@ typedef struct mi_spec {
                         * GEMMs read (params16) */
     int shard, shards; /* ZeRO-1: this model's slice of the optimizer state */
     clf_rope rope;     /* RoPE's frequencies (zeros unless positional.type is rope) */
+    int nbk, maxd;     /* t5: buckets and max_distance of the relative bias (0: none) */
     float emb_scale;   /* 1 or sqrt(C) */
     float p_emb;       /* dropout on embeddings (+ positions) */
     int emb_norm;      /* MI_NORM_*: a norm of embeddings + positions, before the dropout */
@@ -197,6 +198,8 @@ typedef struct mi_stack {
     int src;         /* 1: reads the source (m->src, keep mask, S), 0: m->tokens, T */
     int drop_layer;  /* MI_LAYER_EMB or MI_LAYER_SRC_EMB */
     size_t wte, wpe; /* parameter offsets (wpe MI_NONE unless learned) */
+    size_t rel;      /* t5: its self-attention's relative bias [NH, nbk] (else MI_NONE) */
+    clf_ptr relbk;   /* t5: int32 [2 rel_R0 + 1], the bucket of key - query + rel_R0 */
     mi_norm_p lnf;   /* final norm (MI_NONE when final_norm is none) */
     mi_norm_a lnf_a;
     mi_norm_p lne;   /* the embeddings' norm (emb_norm; MI_NONE otherwise) */
@@ -384,6 +387,10 @@ struct clf_model {
     clf_ptr dsum;          /* [B, NH, T] fused attention backward's dy.y per row */
     clf_ptr dkv_full;      /* [rows, 2C] grouped-query attention's per-query-head dk, dv
                             * before the group sums (NKV < NH only), as s.act16 */
+    /* t5: one attention call's bias tables (clf_op_relbias_table, rebuilt
+     * before each call) and, training, its rows' ds by bucket */
+    clf_ptr rel_rb, rel_rbk, rel_drb;
+    size_t rel_R0; /* the bucket maps cover key - query in [-rel_R0, rel_R0] */
 
     /* the graph: nodes in forward order, their values, the gradient slots */
     mi_node *nodes;
@@ -503,6 +510,11 @@ clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err);
  * its cross-attention (xq, xkv; the source keep mask), with the site's
  * dropout when train: what forward runs and backward differentiates. */
 clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int train);
+/* t5: the relative bias tables of stack stk's self-attention for T queries
+ * and S keys in m->rel_rb, m->rel_rbk (rebuilt before each call); *width
+ * the kernels' rb_w, 0 without a relative bias. */
+clf_status mi_rel_table(clf_model *m, const mi_stack *stk, size_t T, size_t S, size_t *width,
+                        clf_error *err);
 clf_attn_fused mi_attn_cross(const clf_model *m, int l, size_t B, size_t T, size_t S, int train);
 /* Dropout stream of a site for the current (step, micro). Sites: 0 the
  * decoder's embedding (layer MI_LAYER_EMB), 0xFFFF the source embedding

@@ -33,6 +33,11 @@ Variants (2 layers, 2 heads, 32 dims, context 16, vocabulary 65, batch 4):
          ramp spans pairs 0..3 of 8): the frequencies and the attention
          factor 0.1 ln 4 + 1 on cos and sin as HF transformers'
          _compute_yarn_parameters (truncated correction range), in float64
+  gpt_t  T5's relative position bias (positional.type t5): a learned
+         rel_bias [heads, 8 buckets] added to the scaled scores by the
+         bucket of key - query (transformers' _relative_position_bucket,
+         causal: 4 exact distances, then logarithmic up to max_distance 12),
+         no position table, LayerNorm, GELU, tied head, dropout-free
   gpt_h  as gpt_a with train.precision bf16: clformer's 16-bit storage
          reproduced by hand at the same points (torch.autocast rounds
          elsewhere): the pre-norm blocks' norm outputs, the FFN's
@@ -115,6 +120,10 @@ VARIANTS = {
                   ignore=[], seed=8, kv_heads=1,
                   rope_scaling=dict(type="yarn", factor=4.0, original_context=8,
                                     beta_fast=32.0, beta_slow=0.05)),
+    "gpt_t": dict(norm="layernorm", placement="pre", norm_bias=True, act="gelu", hidden=4 * C,
+                  pos="t5", emb_scale=False, attn_bias=True, ffn_bias=True,
+                  final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
+                  ignore=[(2, 7)], seed=9, t5=(8, 12)),
     "gpt_h": dict(norm="layernorm", placement="pre", norm_bias=True, act="gelu", hidden=4 * C,
                   pos="learned", emb_scale=False, attn_bias=True, ffn_bias=True,
                   final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
@@ -128,12 +137,13 @@ def config_yaml(v):
     b = lambda x: "true" if x else "false"
     window = f", window: {v['window']}" if v.get("window") else ""
     window += f", kv_heads: {v['kv_heads']}" if v.get("kv_heads") else ""
+    t5 = (f", num_buckets: {v['t5'][0]}, max_distance: {v['t5'][1]}" if v.get("t5") else "")
     return f"""model:
   kind: decoder
   vocab: {{tokenizer: char, size: {V}}}
   context: {T}
   embedding: {{dim: {C}, scale: {b(v['emb_scale'])}, dropout: 0.0}}
-  positional: {{type: {v['pos']}, rope_theta: 10000.0{rope_scaling_yaml(v)}}}
+  positional: {{type: {v['pos']}, rope_theta: 10000.0{rope_scaling_yaml(v)}{t5}}}
   blocks:
     repeat: {L}
     attention: {{heads: {NH}, causal: true, dropout: 0.0, bias: {b(v['attn_bias'])}{window}}}
@@ -182,6 +192,8 @@ def make_params(v, g):
     p["wte"] = n(V, C)
     if v["pos"] == "learned":
         p["wpe"] = n(T, C)
+    if v["pos"] == "t5":
+        p["rel_bias"] = n(NH, v["t5"][0], sd=0.5)
 
     def norm(name):
         p[name + ".weight"] = n(C, mean=1.0, sd=0.1)
@@ -283,6 +295,24 @@ def alibi_slopes(n_heads):
     return torch.tensor(s, dtype=torch.float32)
 
 
+def t5_bucket(relative_position, bidirectional, num_buckets, max_distance):
+    """transformers' T5Attention._relative_position_bucket (key - query)."""
+    relative_buckets = 0
+    if bidirectional:
+        num_buckets //= 2
+        relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
+        relative_position = torch.abs(relative_position)
+    else:
+        relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
+    max_exact = num_buckets // 2
+    is_small = relative_position < max_exact
+    large = max_exact + (torch.log(relative_position.float() / max_exact)
+                         / math.log(max_distance / max_exact)
+                         * (num_buckets - max_exact)).to(torch.long)
+    large = torch.min(large, torch.full_like(large, num_buckets - 1))
+    return relative_buckets + torch.where(is_small, relative_position, large)
+
+
 def attention(v, x, p, pre):
     Bn, Tn, _ = x.shape
     qkv = st16(v, F.linear(x, wq(v, p[pre + "attn.qkv.weight"]), p.get(pre + "attn.qkv.bias")))
@@ -301,6 +331,9 @@ def attention(v, x, p, pre):
     j = torch.arange(Tn).view(1, Tn)
     if v["pos"] == "alibi":
         att = att - alibi_slopes(NH).view(1, NH, 1, 1) * (i - j).abs().float()
+    if v["pos"] == "t5":
+        bucket = t5_bucket(j - i, False, v["t5"][0], v["t5"][1])  # [T, T]
+        att = att + p["rel_bias"][:, bucket].unsqueeze(0)
     mask = j <= i
     if v.get("window"):
         mask = mask & (j > i - v["window"])  # the band: the `window` most recent keys
