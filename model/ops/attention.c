@@ -240,8 +240,7 @@ fail:
 size_t clf_op_relbias_width(size_t T, size_t S) { return T + S - 1 + 16; }
 
 clf_status clf_op_relbias_table(clf_runtime *rt, clf_ptr rb, clf_ptr rbk, clf_ptr w, clf_ptr bk,
-                                size_t R0, size_t NH, size_t NB, size_t T, size_t S,
-                                clf_error *err)
+                                size_t R0, size_t NH, size_t NB, size_t T, size_t S, clf_error *err)
 {
     if (T == 0 || S == 0 || NH == 0 || NB == 0 || R0 + 1 < T || R0 + 1 < S ||
         NH * 2 * clf_op_relbias_width(T, S) > 0xFFFFFFFFu)
@@ -258,8 +257,8 @@ clf_status clf_op_relbias_table(clf_runtime *rt, clf_ptr rb, clf_ptr rbk, clf_pt
     if (st != CLF_OK)
         return st;
     const size_t width = clf_op_relbias_width(T, S);
-    clf_arg a[] = {CLF_ARG_PTR(rb), CLF_ARG_PTR(rbk), CLF_ARG_PTR(w),    CLF_ARG_PTR(bk),
-                   CLF_ARG_U32(R0), CLF_ARG_U32(NH),  CLF_ARG_U32(NB),   CLF_ARG_U32(T),
+    clf_arg a[] = {CLF_ARG_PTR(rb), CLF_ARG_PTR(rbk),  CLF_ARG_PTR(w),  CLF_ARG_PTR(bk),
+                   CLF_ARG_U32(R0), CLF_ARG_U32(NH),   CLF_ARG_U32(NB), CLF_ARG_U32(T),
                    CLF_ARG_U32(S),  CLF_ARG_U32(width)};
     size_t local = clf_ops_local_1d(rt, k);
     size_t global = (NH * 2 * width + local - 1) / local * local;
