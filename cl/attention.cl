@@ -42,8 +42,9 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
                           __global const float *vc, ulong v_off, __global const int *keep,
                           ulong keep_off, uint keep_stride, int has_keep, uint NH, uint grp,
                           uint HS, uint Tmax, uint lo, uint L, float scale, int alibi,
-                          __global const float *rb, ulong rb_off, uint rb_w, uint P,
-                          __global float *part,
+                          __global const float *rb, ulong rb_off, uint rb_w,
+                          __global const float *rqr, ulong rqr_off, uint rqr_w, uint rel_k,
+                          uint P, __global float *part,
                           ulong part_off, __local float *qs, __local float *sc,
                           __local float *red)
 {
@@ -56,6 +57,7 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
     uint s0 = lo + min(n_all, p * chunk), s1 = min(L, s0 + chunk), n = s1 - s0;
     const float slope = alibi ? clf_alibi_slope(bh % NH, NH) : 0.0f;
     __global const float *rbh = rb + rb_off + (ulong)(bh % NH) * 2 * rb_w; /* by L - 1 - s */
+    __global const float *qrh = rqr + rqr_off + (ulong)bh * rqr_w; /* Shaw's: the row's q.r */
     q += q_off + (ulong)(bh / NH) * q_stride + (ulong)(bh % NH) * HS;
     const ulong kvh = (ulong)(bh / NH) * (NH / grp) + (bh % NH) / grp; /* its K/V head */
     kc += k_off + (kvh * Tmax + s0) * HS;
@@ -78,6 +80,8 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
             a = a * scale - slope * (float)(L - 1 - (s0 + s));
             if (rb_w)
                 a += rbh[L - 1 - (s0 + s)];
+            if (rqr_w)
+                a += qrh[clamp((int)(s0 + s) - (int)(L - 1), -(int)rel_k, (int)rel_k) + (int)rel_k];
         }
         sc[s] = a;
         mx = fmax(mx, a);
@@ -159,8 +163,9 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
                                __global const int *keep, ulong keep_off, uint keep_stride,
                                int has_keep, uint NH, uint grp, uint HS, uint Tmax, uint lo,
                                uint L, float scale, int alibi, __global const float *rb,
-                               ulong rb_off, uint rb_w, uint P, __global float *part,
-                               ulong part_off)
+                               ulong rb_off, uint rb_w, __global const float *rqr,
+                               ulong rqr_off, uint rqr_w, uint rel_k, uint P,
+                               __global float *part, ulong part_off)
 {
     const uint g = get_global_id(0);
     const uint bh = g / P, p = g - bh * P;
@@ -170,6 +175,7 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
     const uint s0 = lo + min(n_all, p * chunk), s1 = min(L, s0 + chunk);
     const float slope = alibi ? clf_alibi_slope(bh % NH, NH) : 0.0f;
     __global const float *rbh = rb + rb_off + (ulong)(bh % NH) * 2 * rb_w;
+    __global const float *qrh = rqr + rqr_off + (ulong)bh * rqr_w;
     __global const float *qr = q + q_off + (ulong)(bh / NH) * q_stride + (ulong)(bh % NH) * HS;
     const ulong kvh = (ulong)(bh / NH) * (NH / grp) + (bh % NH) / grp; /* its K/V head */
     __global const float *kb = kc + k_off + kvh * Tmax * HS;
@@ -199,6 +205,8 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
                 a -= slope * (float)(L - 1 - s);
                 if (rb_w)
                     a += rbh[L - 1 - s];
+                if (rqr_w)
+                    a += qrh[clamp((int)s - (int)(L - 1), -(int)rel_k, (int)rel_k) + (int)rel_k];
                 mc = fmax(mc, a);
             }
             sc[c] = a;
@@ -333,4 +341,68 @@ __kernel void attn_relbias_table(__global float *rb, ulong rb_off, __global int 
     rb[rb_off + i] = valid ? w[w_off + (ulong)h * NB + (uint)bucket] : 0.0f;
     if (h == 0 && !rev)
         rbk[rbk_off + (ulong)idx] = bucket;
+}
+
+/* Shaw's relative positions (positional.type relative): the scores' q.r
+ * terms and their gradients, around the fused attention. q: heads of rows
+ * of q_stride elements stored as q_t (row (b, t), head h at column h*HS);
+ * r [W, HS] float32; qr and dqr [B*NH*T, W], row (b*NH + h)*T + t. */
+
+/* qr[row, c] = scale q_(b,t,h) . r_c: one work-item per entry. */
+__kernel void attn_rel_qr(__global float *qr, ulong qr_off, __global const float *q, ulong q_off,
+                          uint q_t, ulong q_stride, __global const float *r, ulong r_off, uint B,
+                          uint NH, uint T, uint HS, uint W, float scale)
+{
+    const ulong i = get_global_id(0);
+    if (i >= (ulong)B * NH * T * W)
+        return;
+    const ulong row = i / W;
+    const uint c = (uint)(i - row * W), t = (uint)(row % T), bh = (uint)(row / T);
+    const uint h = bh % NH, b = bh / NH;
+    const ulong q0 = q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
+    float a = 0.0f;
+    for (uint d = 0; d < HS; d++)
+        a += clf_load_t(q, q_t, q0 + d) * r[r_off + (ulong)c * HS + d];
+    qr[qr_off + i] = scale * a;
+}
+
+/* dq_(b,t,h,d) += scale sum_c dqr[row, c] r_c[d]: one work-item per element
+ * of dq's heads (stored as dq_t: widened, added, rounded back). */
+__kernel void attn_rel_dq(__global float *dq, ulong dq_off, uint dq_t, ulong dq_stride,
+                          __global const float *dqr, ulong dqr_off, __global const float *r,
+                          ulong r_off, uint B, uint NH, uint T, uint HS, uint W, float scale)
+{
+    const ulong i = get_global_id(0);
+    if (i >= (ulong)B * T * NH * HS)
+        return;
+    const ulong bt = i / ((ulong)NH * HS);
+    const uint e = (uint)(i - bt * NH * HS), h = e / HS, d = e - h * HS;
+    const uint b = (uint)(bt / T), t = (uint)(bt % T);
+    const ulong row = ((ulong)b * NH + h) * T + t;
+    float a = 0.0f;
+    for (uint c = 0; c < W; c++)
+        a += dqr[dqr_off + row * W + c] * r[r_off + (ulong)c * HS + d];
+    const ulong at = dq_off + bt * dq_stride + (ulong)h * HS + d;
+    clf_store_t(dq, dq_t, at, clf_load_t(dq, dq_t, at) + scale * a);
+}
+
+/* dr[c, d] += scale sum over rows (b, h, t), in order, of dqr[row, c]
+ * q_(b,t,h)[d]: one work-item per element of dr. */
+__kernel void attn_rel_dr(__global float *dr, ulong dr_off, __global const float *dqr,
+                          ulong dqr_off, __global const float *q, ulong q_off, uint q_t,
+                          ulong q_stride, uint B, uint NH, uint T, uint HS, uint W, float scale)
+{
+    const uint i = get_global_id(0);
+    if (i >= W * HS)
+        return;
+    const uint c = i / HS, d = i - c * HS;
+    float a = 0.0f;
+    for (uint b = 0; b < B; b++)
+        for (uint h = 0; h < NH; h++)
+            for (uint t = 0; t < T; t++) {
+                const ulong row = ((ulong)b * NH + h) * T + t;
+                a += dqr[dqr_off + row * W + c] *
+                     clf_load_t(q, q_t, q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS + d);
+            }
+    dr[dr_off + i] += scale * a;
 }

@@ -226,7 +226,8 @@ static inline fau fa_pick4(fau w0, fau w1, fau w2, fau w3, fai o)
     __global const int *keep, ulong keep_off, ulong keep_stride, int has_keep, uint B, uint NH,   \
         uint kv_group, uint T, uint S, uint HS, int causal, uint window, int alibi, float scale,   \
         uint drop_thr, float drop_scale, uint seed0, uint seed1, uint stream0, uint stream1,      \
-        __global const float *rb, ulong rb_off, uint rb_w
+        __global const float *rb, ulong rb_off, uint rb_w, __global const float *rqr,      \
+        ulong rqr_off, uint rqr_w, uint rel_k
 
 /* Transpose FA_VW vectors of FA_VW lanes in place (m[i] lane j <-> m[j]
  * lane i): log2(FA_VW) stages, stage s swapping the off-diagonal s x s
@@ -280,6 +281,19 @@ static void fa_load_t(faf *outv, __global const fa_st *base, ulong stride, uint 
         for (uint d = d0; d < HS; d++)
             out[d * FA_VW + r] = FA_LD(p, d) * mul;
     }
+}
+
+/* Shaw's relative positions: lane l (query row t0 + l, at absolute tq0 +
+ * l) reads its row of qr (rqr_w = 2 rel_k + 1 entries: scale q.r_c) at c =
+ * clamp(s - tq0 - l, -rel_k, rel_k) + rel_k; rows past nt repeat the last. */
+static inline faf fa_qr_rows(__global const float *qrb, uint rqr_w, uint rel_k, int d0, uint nt)
+{
+    float v[FA_VW];
+    for (uint l = 0; l < FA_VW; l++) {
+        const uint r = min(l, nt - 1);
+        v[l] = qrb[(ulong)r * rqr_w + (ulong)(clamp(d0 - (int)r, -(int)rel_k, (int)rel_k) + (int)rel_k)];
+    }
+    return FA_LOAD(0, v);
 }
 
 /* The key range [lo, hi) that query rows [t0, t0 + nt) may see. */
@@ -447,6 +461,7 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
     const fai tq = (fai)((int)t0 + off) + FA_IOTA; /* the lanes' absolute positions */
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     __global const float *rbf = rb + rb_off + (ulong)h * 2 * rb_w; /* relative bias by t - s */
+    __global const float *qrb = rqr + rqr_off + ((ulong)bh * T + t0) * rqr_w; /* the rows' q.r */
     const fal irow = ((fal)((ulong)bh * T + t0) + FA_UL(FA_IOTA)) * (ulong)S;
     int lo, hi;
     fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
@@ -479,6 +494,8 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
                     sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
                 if (rb_w && c < nc)
                     sc[c] += FA_LOAD(0, rbf + ((int)t0 - (s0 + c) + (int)S - 1));
+                if (rqr_w)
+                    sc[c] += fa_qr_rows(qrb, rqr_w, rel_k, s0 + c - ((int)t0 + off), nt);
                 sc[c] = select((faf)(-INFINITY), sc[c], vis);
                 mt = fmax(mt, sc[c]);
                 sb[s0 - c0 + c] = sc[c];
@@ -535,7 +552,7 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
         ulong q_off, ulong q_stride, __global const fa_st *k, ulong k_off,                       \
         __global const fa_st *v, ulong v_off, ulong kv_stride, ulong kv_bstride,                 \
         ulong kv_hstride, __global const int *rbk, ulong rbk_off, __global float *drb,           \
-        ulong drb_off, uint nbk, FA_MASK_PARAMS
+        ulong drb_off, uint nbk, __global float *dqr, ulong dqr_off, FA_MASK_PARAMS
 
 __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
 {
@@ -580,6 +597,11 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
     float bacc[FA_VW * FA_NBK_MAX];
     for (uint i = 0; i < FA_VW * nbk; i++)
         bacc[i] = 0.0f;
+    __global const float *qrb = rqr + rqr_off + ((ulong)bh * T + t0) * rqr_w;
+    /* Shaw's relative positions: each row's ds by clamped distance */
+    float racc[FA_VW * FA_QRW_MAX];
+    for (uint i = 0; i < FA_VW * rqr_w; i++)
+        racc[i] = 0.0f;
     const fal irow = ((fal)((ulong)bh * T + t0) + FA_UL(FA_IOTA)) * (ulong)S;
     int lo, hi;
     fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
@@ -626,6 +648,9 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
                 const int bi = (int)t0 - (s0 + c) + (int)S - 1; /* t - s + S - 1 of lane 0 */
                 if (rb_w && c < nc)
                     sc[c] += FA_LOAD(0, rbf + bi);
+                const int d0 = s0 + c - ((int)t0 + off); /* s - tq of lane 0 */
+                if (rqr_w)
+                    sc[c] += fa_qr_rows(qrb, rqr_w, rel_k, d0, nt);
                 const faf pc = select((faf)(0.0f), FA_EXP(sc[c] - L), vis);
                 if (FA_DROPOUT)
                     dp[c] = select((faf)(0.0f), dp[c] * drop_scale, kw[c]);
@@ -635,6 +660,13 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
                     FA_STORE(sb[s0 - c0 + c], 0, dsv);
                     for (uint r = 0; r < nt; r++)
                         bacc[r * nbk + (uint)rbk[rbk_off + (ulong)(bi + (int)r)]] += dsv[r];
+                }
+                if (rqr_w && c < nc) {
+                    float dsv[FA_VW];
+                    FA_STORE(sb[s0 - c0 + c], 0, dsv);
+                    for (uint r = 0; r < nt; r++)
+                        racc[r * rqr_w +
+                             (uint)(clamp(d0 - (int)r, -(int)rel_k, (int)rel_k) + (int)rel_k)] += dsv[r];
                 }
             }
         }
@@ -655,6 +687,10 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
     for (uint r = 0; r < nt; r++)
         for (uint i = 0; i < nbk; i++)
             drb[drb_off + (((ulong)b * T + t0 + r) * NH + h) * nbk + i] = bacc[r * nbk + i];
+    /* dqr [B*NH*T, rqr_w]: the rows' ds by clamped distance */
+    for (uint r = 0; r < nt; r++)
+        for (uint i = 0; i < rqr_w; i++)
+            dqr[dqr_off + ((ulong)bh * T + t0 + r) * rqr_w + i] = racc[r * rqr_w + i];
 }
 
 __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
@@ -729,6 +765,20 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
                     sc[j] -= slope * FA_F(abs((fai)(tqj)-sv));
                 if (rb_w)
                     sc[j] += FA_LOAD(0, rbr + ((int)s0 - (t + min(j, nq - 1)) + (int)T - 1));
+                if (rqr_w) {
+                    /* one query row, lanes of keys: clamp(s - tq) along the lanes */
+                    __global const float *qrow =
+                        rqr + rqr_off + ((ulong)bh * T + (ulong)(t + min(j, nq - 1))) * rqr_w;
+                    const fai cv = clamp(sv - (fai)(t + min(j, nq - 1) + off), (fai)(-(int)rel_k),
+                                         (fai)((int)rel_k)) +
+                                   (fai)((int)rel_k);
+                    int ci[FA_VW];
+                    float gv[FA_VW];
+                    FA_STORE(cv, 0, ci);
+                    for (uint l = 0; l < FA_VW; l++)
+                        gv[l] = qrow[ci[l]];
+                    sc[j] += FA_LOAD(0, gv);
+                }
                 faf pj =
                     select((faf)(0.0f), FA_EXP(sc[j] - (L[j] > CLF_NEG_BIG ? L[j] : 0.0f)), vis);
                 if (FA_DROPOUT) {
@@ -815,6 +865,7 @@ __kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_strid
     __global const fa_st *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     __global const float *rbf = rb + rb_off + (ulong)h * 2 * rb_w;
+    __global const float *qrr = rqr + rqr_off + ((ulong)bh * T + t) * rqr_w;
     const ulong irow = ((ulong)bh * T + t) * S;
     float qv[FA_HS_MAX], acc[FA_HS_MAX], sc[FA_GBC];
     for (uint d = 0; d < HS; d++) {
@@ -844,6 +895,8 @@ __kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_strid
                 a -= slope * (float)abs(tq - s);
                 if (rb_w)
                     a += rbf[(int)t - s + (int)S - 1];
+                if (rqr_w)
+                    a += qrr[clamp(s - tq, -(int)rel_k, (int)rel_k) + (int)rel_k];
                 mt = fmax(mt, a);
             }
             sc[c] = a;
@@ -891,9 +944,12 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     __global const float *rbf = rb + rb_off + (ulong)h * 2 * rb_w;
     const ulong irow = ((ulong)bh * T + t) * S;
-    float qv[FA_HS_MAX], gv[FA_HS_MAX], acc[FA_HS_MAX], bacc[FA_NBK_MAX];
+    float qv[FA_HS_MAX], gv[FA_HS_MAX], acc[FA_HS_MAX], bacc[FA_NBK_MAX], racc[FA_QRW_MAX];
     for (uint i = 0; i < nbk; i++)
         bacc[i] = 0.0f;
+    for (uint i = 0; i < rqr_w; i++)
+        racc[i] = 0.0f;
+    __global const float *qrr = rqr + rqr_off + ((ulong)bh * T + t) * rqr_w;
     float D = 0.0f;
     for (uint d = 0; d < HS; d++) {
         qv[d] = FA_LD(qr, d) * scale;
@@ -927,6 +983,9 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
             const int bi = (int)t - s + (int)S - 1;
             if (rb_w)
                 a += rbf[bi];
+            const int ci = clamp(s - tq, -(int)rel_k, (int)rel_k) + (int)rel_k;
+            if (rqr_w)
+                a += qrr[ci];
             if (FA_DROPOUT)
                 dp = fa_keep1(irow + (ulong)s, drop_thr, seed0, seed1, stream0, stream1)
                          ? dp * drop_scale
@@ -934,17 +993,21 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
             const float ds = clf_exp_nonpos(a - L) * (dp - D);
             if (nbk)
                 bacc[rbk[rbk_off + (ulong)bi]] += ds;
+            if (rqr_w)
+                racc[ci] += ds;
             for (uint d = 0; d < HS; d++)
                 acc[d] += ds * ks[c * HS + d];
         }
     }
     if (valid) {
-        __global fa_st *dqr = dq + dq_off + ((ulong)b * T + t) * dq_stride + (ulong)h * HS;
+        __global fa_st *dqrow = dq + dq_off + ((ulong)b * T + t) * dq_stride + (ulong)h * HS;
         for (uint d = 0; d < HS; d++)
-            FA_SV(dqr, d, scale * acc[d]);
+            FA_SV(dqrow, d, scale * acc[d]);
         dsum[dsum_off + (ulong)bh * T + t] = D;
         for (uint i = 0; i < nbk; i++)
             drb[drb_off + (((ulong)b * T + t) * NH + h) * nbk + i] = bacc[i];
+        for (uint i = 0; i < rqr_w; i++)
+            dqr[dqr_off + ((ulong)bh * T + t) * rqr_w + i] = racc[i];
     }
 }
 
@@ -1003,6 +1066,9 @@ __kernel void attn_flash_bwd_dkv_group(FA_BWD_PARAMS, uint BC, __local float *qs
             a -= slope * (float)abs(tq - (int)s);
             if (rb_w)
                 a += rbr[(int)s - (t0 + c) + (int)T - 1];
+            if (rqr_w)
+                a += rqr[rqr_off + ((ulong)bh * T + (ulong)(t0 + c)) * rqr_w +
+                        (ulong)(clamp((int)s - tq, -(int)rel_k, (int)rel_k) + (int)rel_k)];
             float p = clf_exp_nonpos(a - L), pm = p;
             if (FA_DROPOUT) {
                 const int kw = fa_keep1(((ulong)bh * T + (ulong)(t0 + c)) * S + s, drop_thr, seed0,

@@ -89,6 +89,8 @@ static void count(const clf_model_config *cfg, long vocab, breakdown *d)
     /* q [C], k and v [kv_heads * head size] each, then the output projection */
     const u64 qkv = C + 2 * (u64)clf_config_kv_heads(cfg) * (u64)clf_config_head_size(cfg);
     d->attn = qkv * C + (ab ? qkv : 0) + C * C + (ab ? C : 0);
+    if (cfg->positional.type == CLF_POS_RELATIVE) /* Shaw's r_c: [2 k + 1, head size] */
+        d->attn += (2 * (u64)clf_config_max_distance(cfg) + 1) * (u64)clf_config_head_size(cfg);
     d->ffn = F * C + (fb ? F : 0) + C * d->H + (fb ? C : 0);
     d->norms = 2 * norm_params(cfg, cfg->blocks.norm.type);
     d->block = d->attn + d->ffn + d->norms;
@@ -245,6 +247,11 @@ static void print_text(const char *path, const clf_model_config *cfg, const brea
     const clf_positional_config *pc = &cfg->positional;
     if (pc->type == CLF_POS_ROPE && pc->rope_scaling.type == CLF_ROPE_SCALE_NONE)
         snprintf(pos, sizeof pos, " (theta %g)", pc->rope_theta);
+    else if (pc->type == CLF_POS_T5)
+        snprintf(pos, sizeof pos, " (%d buckets, max_distance %d)", pc->num_buckets,
+                 clf_config_max_distance(cfg));
+    else if (pc->type == CLF_POS_RELATIVE)
+        snprintf(pos, sizeof pos, " (clipped at %d)", clf_config_max_distance(cfg));
     else if (pc->type == CLF_POS_ROPE)
         snprintf(pos, sizeof pos, " (theta %g, %s scaling x%g over a trained context of %d)",
                  pc->rope_theta, clf_config_rope_scaling_name(pc->rope_scaling.type),

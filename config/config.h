@@ -87,6 +87,8 @@ typedef enum clf_positional_type {
     CLF_POS_ALIBI,       /* linear per-head biases on the attention scores (ALiBi) */
     CLF_POS_T5,          /* a learned per-head bias of bucketed key - query distances on the
                             self-attention scores (T5): num_buckets, max_distance */
+    CLF_POS_RELATIVE,    /* Shaw et al.'s relative positions: learned r_c per block added to
+                            the keys inside the score, c = clip(key - query, +-max_distance) */
 } clf_positional_type;
 
 /* RoPE's frequencies for running past the trained context (HF's names):
@@ -201,7 +203,9 @@ typedef struct clf_positional_config {
     double rope_theta; /* rope base, default 10000 */
     int num_buckets;   /* t5: buckets of key - query distance, [4, 64] (default 32; an
                           encoder's are half for each direction) */
-    int max_distance;  /* t5: distances from this on share the last bucket (default 128) */
+    int max_distance;  /* t5: distances from this on share the last bucket; relative: the
+                          clip k, at most 64; 0 = the type's default (t5 128, relative 16:
+                          clf_config_max_distance) */
     struct {
         clf_rope_scaling_type type;
         double factor;               /* >= 1; 1 = no change */
@@ -397,6 +401,13 @@ int clf_config_diff(const clf_model_config *a, const clf_model_config *b, char *
 static inline int clf_config_head_size(const clf_model_config *c)
 {
     return c->blocks.attention.heads > 0 ? c->embedding.dim / c->blocks.attention.heads : 0;
+}
+/* positional.max_distance, 0 meaning the type's default. */
+static inline int clf_config_max_distance(const clf_model_config *c)
+{
+    return c->positional.max_distance > 0           ? c->positional.max_distance
+           : c->positional.type == CLF_POS_RELATIVE ? 16
+                                                    : 128;
 }
 /* Self-attention's key/value heads (kv_heads, 0 meaning heads). */
 static inline int clf_config_kv_heads(const clf_model_config *c)

@@ -29,8 +29,8 @@
 
 static const char *const kind_names[] = {"decoder", "encoder", "encoder-decoder", NULL};
 static const char *const tokenizer_names[] = {"char", "byte", "bpe", "wordpiece", NULL};
-static const char *const positional_names[] = {"learned", "sinusoidal", "rope",
-                                               "alibi",   "t5",         NULL};
+static const char *const positional_names[] = {"learned", "sinusoidal", "rope", "alibi",
+                                               "t5",      "relative",   NULL};
 static const char *const rope_scaling_names[] = {"none", "linear", "ntk", "yarn", NULL};
 static const char *const activation_names[] = {"relu", "gelu", "gelu_tanh", "swiglu", NULL};
 static const char *const norm_names[] = {"none", "layernorm", "rmsnorm", NULL};
@@ -152,7 +152,7 @@ static const clf_cfg_field positional_t[] = {
     T_DBL("rope_theta", positional.rope_theta, 0, NOHI, LO_OPEN),
     T_MAP("rope_scaling", positional.rope_scaling, rope_scaling_t),
     T_INT("num_buckets", positional.num_buckets, 4, 64),
-    T_INT("max_distance", positional.max_distance, 1, 1048576),
+    T_INT("max_distance", positional.max_distance, 0, 1048576),
     T_END,
 };
 static const clf_cfg_field attention_t[] = {
@@ -289,7 +289,7 @@ void clf_config_defaults(clf_model_config *c)
     c->positional.type = CLF_POS_LEARNED;
     c->positional.rope_theta = 10000.0;
     c->positional.num_buckets = 32;
-    c->positional.max_distance = 128;
+    c->positional.max_distance = 0; /* the type's */
     c->positional.rope_scaling.type = CLF_ROPE_SCALE_NONE;
     c->positional.rope_scaling.factor = 1.0;
     c->positional.rope_scaling.beta_fast = 32.0;

@@ -157,12 +157,17 @@ static clf_status check_model(const clf_model_config *c, const vstate *v)
                        "positional.num_buckets: an encoder's buckets split between the two "
                        "directions: expected an even number, got %d",
                        nb);
-        if (c->positional.max_distance <= exact)
+        if (clf_config_max_distance(c) <= exact)
             return bad(v, OFF(positional.max_distance), OFF(positional.num_buckets),
                        "positional.max_distance: expected above the %d exact distances of %d "
                        "buckets, got %d",
-                       exact, nb, c->positional.max_distance);
+                       exact, nb, clf_config_max_distance(c));
     }
+    if (c->positional.type == CLF_POS_RELATIVE && clf_config_max_distance(c) > 64)
+        return bad(v, OFF(positional.max_distance), OFF(positional.type),
+                   "positional.max_distance: relative positions clip distances at most at 64 "
+                   "(2 k + 1 learned vectors per block), got %d",
+                   c->positional.max_distance);
     const clf_rope_scaling_type rs = c->positional.rope_scaling.type;
     if (rs != CLF_ROPE_SCALE_NONE && c->positional.type != CLF_POS_ROPE)
         return bad(v, OFF(positional.rope_scaling.type), OFF(positional.type),

@@ -57,6 +57,7 @@
 #define FA_HS_MAX 256        /* fused attention's head size limit: its private arrays */
 #define FA_GBC 64            /* tile rows of its tile shape, at most */
 #define FA_NBK_MAX 64        /* relative-bias buckets its backward sums per row, at most */
+#define FA_QRW_MAX 129       /* Shaw relative positions: 2 max_distance + 1, at most */
 #define ATTN_ITEM_HS_MAX 256 /* item-shaped decoding's head size limit */
 
 #endif

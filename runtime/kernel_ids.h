@@ -21,6 +21,9 @@
     K(ATTN_DECODE_COMBINE, "attention", "attn_decode_combine")                                     \
     K(KV_STORE, "attention", "kv_store")                                                           \
     K(RELBIAS_TABLE, "attention", "attn_relbias_table")                                            \
+    K(REL_QR, "attention", "attn_rel_qr")                                                          \
+    K(REL_DQ, "attention", "attn_rel_dq")                                                          \
+    K(REL_DR, "attention", "attn_rel_dr")                                                          \
     K(CACHE_GATHER, "attention", "cache_gather")                                                   \
     K(WIDEN_BF16, "convert", "widen_bf16")                                                         \
     K(NARROW_BF16, "convert", "narrow_bf16")                                                       \

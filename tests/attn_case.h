@@ -27,6 +27,7 @@ typedef struct acase {
     float p_drop;
     size_t kv_heads; /* K/V heads (grouped-query attention); 0: NH */
     size_t nb;       /* a relative position bias of nb buckets (test_attn_fused); 0: none */
+    size_t rel_k;    /* Shaw's relative positions clipped at rel_k (test_attn_fused); 0: none */
 } acase;
 
 /* K/V heads, their width KC, the row strides of q and of k/v, and the

@@ -64,6 +64,18 @@ static double rel_bias(const acase *c, size_t h, long rel)
 {
     return c->nb ? g_relw[h * c->nb + (size_t)g_relbk[(long)g_R0 + rel]] : 0.0;
 }
+/* Shaw's relative positions (acase.rel_k): the rows' q.r table [B*NH*T, W]
+ * (random here: the fused kernels read it as given), W = 2 rel_k + 1. */
+static float *g_qr;
+static size_t rel_c(const acase *c, long rel)
+{
+    const long k = (long)c->rel_k;
+    return (size_t)((rel < -k ? -k : rel > k ? k : rel) + k);
+}
+static double shaw_bias(const acase *c, size_t b, size_t h, size_t t, long rel)
+{
+    return c->rel_k ? g_qr[((b * c->NH + h) * c->T + t) * (2 * c->rel_k + 1) + rel_c(c, rel)] : 0.0;
+}
 
 /* The K/V head query head h reads (grouped-query attention). */
 static size_t kv_head(const acase *c, size_t h) { return h / (c->NH / acase_kvh(c)); }
@@ -100,6 +112,7 @@ static double row_probs(const acase *c, const float *q, size_t qs, const float *
         if (c->alibi)
             p[s] -= tu_alibi_slope(h, c->NH) * fabs((double)(tq - (long)s));
         p[s] += rel_bias(c, h, (long)s - tq);
+        p[s] += shaw_bias(c, b, h, t, (long)s - tq);
         mx = fmax(mx, p[s]);
     }
     for (size_t s = 0; s < c->S; s++) {
@@ -143,10 +156,10 @@ static void case_name(const acase *c, const char *what, char *out, size_t n)
         snprintf(shape, sizeof shape, "VW %zu", g_vw);
     snprintf(out, n,
              "%s (%s) B=%zu NH=%zu KV=%zu T=%zu S=%zu HS=%zu%s%s%s%s window=%zu p_drop=%g "
-             "rel_buckets=%zu",
+             "rel_buckets=%zu rel_k=%zu",
              what, shape, c->B, c->NH, acase_kvh(c), c->T, c->S, c->HS, c->causal ? " causal" : "",
              c->cross ? " cross" : "", c->masked ? " masked" : "", c->alibi ? " alibi" : "",
-             c->window, (double)c->p_drop, c->nb);
+             c->window, (double)c->p_drop, c->nb, c->rel_k);
 }
 
 /* The case's key mask (NULL when unmasked): every fourth key from the
@@ -194,6 +207,21 @@ static void rel_setup(clf_runtime *rt, const acase *c, clf_attn_fused *a, tu_rng
     a->rb_w = w;
 }
 
+/* Shaw's: a random q.r table for the case, on the device for a. */
+static clf_ptr shaw_setup(clf_runtime *rt, const acase *c, clf_attn_fused *a, tu_rng *r)
+{
+    if (!c->rel_k)
+        return (clf_ptr){NULL, 0};
+    const size_t n = c->B * c->NH * c->T * (2 * c->rel_k + 1);
+    free(g_qr);
+    g_qr = malloc(n * sizeof *g_qr);
+    tu_fill(r, g_qr, n, -1.5f, 1.5f);
+    a->qr = tu_upload(rt, g_qr, n);
+    a->qr_w = 2 * c->rel_k + 1;
+    a->rel_k = c->rel_k;
+    return a->qr;
+}
+
 static void rel_free(clf_ptr rb, clf_ptr rbk, clf_ptr dw, clf_ptr dbk)
 {
     if (rb.buf != NULL) {
@@ -238,6 +266,7 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
     clf_attn_fused a = case_desc(c, dy, dl, dq, dkv, dk, ys);
     clf_ptr rb, rbk, rw, rbkt;
     rel_setup(rt, c, &a, r, &rb, &rbk, &rw, &rbkt);
+    const clf_ptr sq = shaw_setup(rt, c, &a, r);
     tu_ok(clf_op_attn_fused_forward_ex(rt, g_path, &a, &err), &err, "attn_fused_forward");
     tu_download(rt, dy, yh, ny);
     tu_download(rt, dl, lh, nl);
@@ -305,6 +334,8 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
         free(vc);
     }
     rel_free(rb, rbk, rw, rbkt);
+    if (sq.buf != NULL)
+        tu_free(sq);
     tu_free(dq);
     if (nkv)
         tu_free(dkv);
@@ -328,8 +359,11 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
  * dk, dv [B, S, KC] (a K/V head's gradient sums its query heads'). */
 static void reference_grad(const acase *c, const float *q, size_t qs, const float *k,
                            const float *v, size_t kvs, const int32_t *keep, const float *dy,
-                           double *dq, double *dk, double *dv, double *dw)
+                           double *dq, double *dk, double *dv, double *dw, double *dqr)
 {
+    const size_t W = 2 * c->rel_k + 1;
+    if (c->rel_k)
+        memset(dqr, 0, c->B * c->NH * c->T * W * sizeof *dqr);
     if (c->nb)
         memset(dw, 0, c->NH * c->nb * sizeof *dw);
     const size_t C = c->NH * c->HS, HS = c->HS, KC = acase_kc(c);
@@ -360,6 +394,8 @@ static void reference_grad(const acase *c, const float *q, size_t qs, const floa
                     double ds = p[s] * (dp[s] - D);
                     if (c->nb)
                         dw[h * c->nb + (size_t)g_relbk[(long)g_R0 + (long)s - tq]] += ds;
+                    if (c->rel_k)
+                        dqr[((b * c->NH + h) * c->T + t) * W + rel_c(c, (long)s - tq)] += ds;
                     for (size_t d = 0; d < HS; d++) {
                         dq[(b * c->T + t) * C + h * HS + d] +=
                             scale * ds * k[(b * c->S + s) * kvs + kh * HS + d];
@@ -414,8 +450,14 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
               "keep");
     clf_attn_fused a = case_desc(c, y, lse, dq, dkv, dkeep, ys);
     clf_attn_fused_grad g = acase_grad(c, dy, gq, gkv, dsum);
-    clf_ptr rb, rbk, rw, rbkt, drb = {NULL, 0};
+    clf_ptr rb, rbk, rw, rbkt, drb = {NULL, 0}, dqrd = {NULL, 0};
     rel_setup(rt, c, &a, r, &rb, &rbk, &rw, &rbkt);
+    const clf_ptr sq = shaw_setup(rt, c, &a, r);
+    const size_t nqr = c->B * c->NH * c->T * (2 * c->rel_k + 1);
+    if (c->rel_k) {
+        dqrd = tu_alloc(rt, nqr);
+        g.dqr = dqrd;
+    }
     if (c->nb) {
         drb = tu_alloc(rt, c->B * c->T * c->NH * c->nb);
         g.rbk = rbk;
@@ -438,8 +480,8 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
     const size_t nk = c->B * c->S * KC;
     double *rq = malloc(ny * sizeof *rq), *rk = malloc(nk * sizeof *rk), *rv = malloc(nk * 8);
     const size_t nw = c->NH * (c->nb ? c->nb : 1);
-    double *rw_ = malloc(nw * sizeof *rw_);
-    reference_grad(c, qh, qs, kh, vh, kvs, keep, dyh, rq, rk, rv, rw_);
+    double *rw_ = malloc(nw * sizeof *rw_), *rqr = malloc((nqr ? nqr : 1) * sizeof *rqr);
+    reference_grad(c, qh, qs, kh, vh, kvs, keep, dyh, rq, rk, rv, rw_, rqr);
     /* gather the device gradients out of their layouts */
     float *oq = malloc(ny * 4), *ok_ = malloc(nk * 4), *ov = malloc(nk * 4);
     const float *gkb = c->cross ? gkvh : gqh;
@@ -473,6 +515,13 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
         free(dh);
         free(gw);
     }
+    if (c->rel_k) {
+        float *gqr = malloc(nqr * sizeof *gqr);
+        tu_download(rt, dqrd, gqr, nqr);
+        snprintf(nm, sizeof nm, "%s d(q.r rows)", name);
+        tu_close(nm, gqr, rqr, nqr, 5e-5, 5e-4);
+        free(gqr);
+    }
     if (c->causal && c->S == c->T && !c->masked && c->p_drop == 0) {
         /* query 0 sees key 0 alone: p = 1, y = v, so dp - D and its dq are 0
          * exactly when D = dy.y is summed as dp = dy.v is (the kernels' own
@@ -484,15 +533,18 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
         TU_CHECK(zero, "%s: dq of the first query (one key in sight) is exactly 0", name);
     }
     /* the float64 gradient against central differences, at sampled coordinates */
-    float *arrays[4] = {qh, kh, vh, g_relw};
-    const size_t strides[4] = {qs, kvs, kvs, c->nb},
-                 rows[4] = {c->B * c->T, c->B * c->S, c->B * c->S, c->NH};
-    const double *grads[4] = {rq, rk, rv, rw_};
+    float *arrays[5] = {qh, kh, vh, g_relw, g_qr};
+    const size_t W = 2 * c->rel_k + 1;
+    const size_t strides[5] = {qs, kvs, kvs, c->nb, W},
+                 rows[5] = {c->B * c->T, c->B * c->S, c->B * c->S, c->NH, c->B * c->NH * c->T};
+    const double *grads[5] = {rq, rk, rv, rw_, rqr};
     double worst = 0;
     int fd_ok = 1;
-    for (int which = 0; which < (c->nb ? 4 : 3); which++)
+    for (int which = 0; which < 5; which++)
         for (int sample = 0; sample < 3; sample++) {
-            const size_t width = which == 0 ? C : which == 3 ? c->nb : KC;
+            if ((which == 3 && !c->nb) || (which == 4 && !c->rel_k))
+                continue;
+            const size_t width = which == 0 ? C : which == 3 ? c->nb : which == 4 ? W : KC;
             size_t row = (size_t)tu_u32(r) % rows[which], col = (size_t)tu_u32(r) % width;
             float *x = arrays[which] + row * strides[which] + col, x0 = *x;
             const float e = 1e-2f;
@@ -511,7 +563,12 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
     rel_free(rb, rbk, rw, rbkt);
     if (drb.buf != NULL)
         tu_free(drb);
+    if (sq.buf != NULL) {
+        tu_free(sq);
+        tu_free(dqrd);
+    }
     free(rw_);
+    free(rqr);
     tu_free(dq);
     if (nkv)
         tu_free(dkv);
@@ -539,6 +596,93 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
     free(ov);
 }
 
+/* Shaw's q.r rows and their backward (clf_op_rel_qr, clf_op_rel_qr_backward)
+ * against float64: q as heads inside rows of a fused qkv, dq the same
+ * layout starting from random values (the op adds), dr accumulated onto
+ * random values. atol 2e-5, rtol 1e-4 (dot products of HS, sums of B NH T). */
+static void check_rel_qr(clf_runtime *rt, size_t B, size_t NH, size_t T, size_t HS, size_t k,
+                         tu_rng *r)
+{
+    const size_t W = 2 * k + 1, rs = 3 * NH * HS + 5, nq = B * T * rs, nqr = B * NH * T * W;
+    const float scale = (float)(1.0 / sqrt((double)HS));
+    float *q = malloc(nq * 4), *dq = malloc(nq * 4), *rr = malloc(W * HS * 4);
+    float *dr = malloc(W * HS * 4), *dqr = malloc(nqr * 4);
+    float *got = malloc((nq > W * HS ? nq : W * HS) * 4);
+    tu_fill(r, q, nq, -1, 1);
+    tu_fill(r, dq, nq, -1, 1);
+    tu_fill(r, rr, W * HS, -1, 1);
+    tu_fill(r, dr, W * HS, -1, 1);
+    tu_fill(r, dqr, nqr, -1, 1);
+    clf_ptr dq_q = tu_upload(rt, q, nq), dq_dq = tu_upload(rt, dq, nq),
+            dr_ = tu_upload(rt, rr, W * HS);
+    clf_ptr d_dr = tu_upload(rt, dr, W * HS), d_dqr = tu_upload(rt, dqr, nqr),
+            d_qr = tu_alloc(rt, nqr);
+    const clf_heads hq = {dq_q, CLF_DT_F32, B, T, NH, HS, rs},
+                    hd = {dq_dq, CLF_DT_F32, B, T, NH, HS, rs};
+    clf_error err;
+    tu_ok(clf_op_rel_qr(rt, d_qr, &hq, dr_, W, scale, &err), &err, "rel_qr");
+    tu_ok(clf_op_rel_qr_backward(rt, &hd, d_dr, &hq, dr_, d_dqr, W, scale, &err), &err,
+          "rel_qr_backward");
+    const size_t nref = nq > nqr ? (nq > W * HS ? nq : W * HS) : (nqr > W * HS ? nqr : W * HS);
+    double *ref = malloc(nref * sizeof *ref);
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < NH; h++)
+            for (size_t t = 0; t < T; t++)
+                for (size_t c = 0; c < W; c++) {
+                    double a = 0;
+                    for (size_t d = 0; d < HS; d++)
+                        a += (double)q[(b * T + t) * rs + h * HS + d] * rr[c * HS + d];
+                    ref[((b * NH + h) * T + t) * W + c] = scale * a;
+                }
+    float *g = malloc(nqr * 4);
+    tu_download(rt, d_qr, g, nqr);
+    char name[96];
+    snprintf(name, sizeof name, "rel_qr B=%zu NH=%zu T=%zu HS=%zu k=%zu", B, NH, T, HS, k);
+    tu_close(name, g, ref, nqr, 2e-5, 1e-4);
+    for (size_t i = 0; i < nq; i++)
+        ref[i] = dq[i];
+    for (size_t b = 0; b < B; b++)
+        for (size_t t = 0; t < T; t++)
+            for (size_t h = 0; h < NH; h++)
+                for (size_t d = 0; d < HS; d++) {
+                    double a = 0;
+                    for (size_t c = 0; c < W; c++)
+                        a += (double)dqr[((b * NH + h) * T + t) * W + c] * rr[c * HS + d];
+                    ref[(b * T + t) * rs + h * HS + d] += scale * a;
+                }
+    tu_download(rt, dq_dq, got, nq);
+    snprintf(name, sizeof name, "rel_qr backward dq (added; the rest of the rows untouched) T=%zu",
+             T);
+    tu_close(name, got, ref, nq, 2e-5, 1e-4);
+    for (size_t c = 0; c < W; c++)
+        for (size_t d = 0; d < HS; d++) {
+            double a = 0;
+            for (size_t b = 0; b < B; b++)
+                for (size_t h = 0; h < NH; h++)
+                    for (size_t t = 0; t < T; t++)
+                        a += (double)dqr[((b * NH + h) * T + t) * W + c] *
+                             q[(b * T + t) * rs + h * HS + d];
+            ref[c * HS + d] = dr[c * HS + d] + scale * a;
+        }
+    tu_download(rt, d_dr, got, W * HS);
+    snprintf(name, sizeof name, "rel_qr backward dr (accumulated) T=%zu", T);
+    tu_close(name, got, ref, W * HS, 2e-5, 1e-4);
+    tu_free(dq_q);
+    tu_free(dq_dq);
+    tu_free(dr_);
+    tu_free(d_dr);
+    tu_free(d_dqr);
+    tu_free(d_qr);
+    free(q);
+    free(dq);
+    free(rr);
+    free(dr);
+    free(dqr);
+    free(got);
+    free(g);
+    free(ref);
+}
+
 /* Every case on a runtime whose flash program has FA_VW = vw (0: the
  * device's own choice): in the blocked kernels if items, in the tiles if
  * tiles. */
@@ -558,46 +702,53 @@ static size_t run_all(size_t vw, int items, int tiles, tu_rng *r)
     const int sim = tu_simulator();
     const acase cases[] = {
         /* B NH T S HS causal cross masked window alibi p_drop */
-        {1, 1, 1, 1, 16, 1, 0, 0, 0, 0, 0, 0, 0},
-        {2, 2, 2, 2, 16, 1, 0, 0, 0, 0, 0, 0, 0},
-        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 0},
-        {1, 2, 37, 37, 96, 0, 0, 1, 0, 0, 0, 0, 0},
-        {2, 2, 37, 53, 64, 0, 1, 1, 0, 0, 0, 0, 0},
-        {1, 2, 5, 29, 16, 1, 1, 0, 0, 0, 0, 0, 0},
-        {2, 1, 64, 64, 128, 1, 0, 0, 0, 0, 0, 0, 0},
-        {3, 2, 11, 13, 24, 0, 1, 1, 0, 0, 0, 0, 0},
-        {1, 2, 257, 257, 32, 1, 0, 0, 0, 0, 0, 0, 0},
-        {1, 1, 1000, 1000, 16, 1, 0, 0, 0, 0, 0, 0, 0},
+        {1, 1, 1, 1, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 2, 2, 2, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 2, 37, 37, 96, 0, 0, 1, 0, 0, 0, 0, 0, 0},
+        {2, 2, 37, 53, 64, 0, 1, 1, 0, 0, 0, 0, 0, 0},
+        {1, 2, 5, 29, 16, 1, 1, 0, 0, 0, 0, 0, 0, 0},
+        {2, 1, 64, 64, 128, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {3, 2, 11, 13, 24, 0, 1, 1, 0, 0, 0, 0, 0, 0},
+        {1, 2, 257, 257, 32, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 1, 1000, 1000, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0},
         /* sliding windows (in and out of tile alignment), ALiBi, dropout */
-        {2, 2, 64, 64, 32, 1, 0, 0, 16, 0, 0, 0, 0},
-        {1, 2, 37, 45, 16, 1, 1, 0, 5, 0, 0, 0, 0},
-        {2, 3, 37, 37, 32, 1, 0, 0, 0, 1, 0, 0, 0},
-        {1, 3, 29, 29, 16, 0, 0, 1, 0, 1, 0, 0, 0},
-        {2, 2, 37, 37, 32, 1, 0, 0, 0, 0, 0.2f, 0, 0},
-        {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f, 0, 0},
-        {1, 4, 45, 45, 32, 1, 0, 1, 9, 1, 0.1f, 0, 0},
-        {1, 1, 30, 30, 256, 1, 0, 0, 0, 0, 0, 0, 0},
+        {2, 2, 64, 64, 32, 1, 0, 0, 16, 0, 0, 0, 0, 0},
+        {1, 2, 37, 45, 16, 1, 1, 0, 5, 0, 0, 0, 0, 0},
+        {2, 3, 37, 37, 32, 1, 0, 0, 0, 1, 0, 0, 0, 0},
+        {1, 3, 29, 29, 16, 0, 0, 1, 0, 1, 0, 0, 0, 0},
+        {2, 2, 37, 37, 32, 1, 0, 0, 0, 0, 0.2f, 0, 0, 0},
+        {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f, 0, 0, 0},
+        {1, 4, 45, 45, 32, 1, 0, 1, 9, 1, 0.1f, 0, 0, 0},
+        {1, 1, 30, 30, 256, 1, 0, 0, 0, 0, 0, 0, 0, 0},
         /* past one chunk of 128 keys / queries (cl/flash.cl's FA_CH): dropout,
          * a keep mask, a window spanning two chunks with ALiBi */
-        {1, 2, 150, 150, 32, 1, 0, 0, 0, 0, 0.2f, 0, 0},
-        {2, 2, 140, 300, 16, 0, 1, 1, 0, 0, 0, 0, 0},
-        {1, 2, 300, 300, 16, 1, 0, 0, 140, 1, 0, 0, 0},
+        {1, 2, 150, 150, 32, 1, 0, 0, 0, 0, 0.2f, 0, 0, 0},
+        {2, 2, 140, 300, 16, 0, 1, 1, 0, 0, 0, 0, 0, 0},
+        {1, 2, 300, 300, 16, 1, 0, 0, 140, 1, 0, 0, 0, 0},
         /* grouped-query attention: 2 and 4 query heads to a K/V head (1 K/V
          * head: multi-query), self and cross, with a mask, a window, ALiBi
          * and dropout, past one chunk */
-        {2, 4, 37, 37, 32, 1, 0, 0, 0, 0, 0, 2, 0},
-        {1, 4, 29, 29, 16, 0, 0, 1, 0, 1, 0.2f, 1, 0},
-        {2, 6, 21, 33, 16, 0, 1, 1, 0, 0, 0, 3, 0},
-        {1, 4, 45, 45, 32, 1, 0, 0, 9, 0, 0.1f, 2, 0},
-        {1, 4, 150, 150, 16, 1, 0, 0, 0, 0, 0, 1, 0},
+        {2, 4, 37, 37, 32, 1, 0, 0, 0, 0, 0, 2, 0, 0},
+        {1, 4, 29, 29, 16, 0, 0, 1, 0, 1, 0.2f, 1, 0, 0},
+        {2, 6, 21, 33, 16, 0, 1, 1, 0, 0, 0, 3, 0, 0},
+        {1, 4, 45, 45, 32, 1, 0, 0, 9, 0, 0.1f, 2, 0, 0},
+        {1, 4, 150, 150, 16, 1, 0, 0, 0, 0, 0, 1, 0, 0},
         /* a relative position bias (positional.type t5): causal and both
          * ways with a keep mask, a window with grouped heads, dropout past
          * one chunk, the most buckets the backward sums */
-        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 8},
-        {1, 2, 29, 29, 16, 0, 0, 1, 0, 0, 0, 0, 6},
-        {1, 4, 45, 45, 32, 1, 0, 0, 9, 0, 0, 2, 5},
-        {1, 2, 150, 150, 16, 1, 0, 0, 0, 0, 0.2f, 0, 32},
-        {2, 2, 21, 21, 16, 0, 0, 1, 0, 0, 0, 0, 64},
+        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 8, 0},
+        {1, 2, 29, 29, 16, 0, 0, 1, 0, 0, 0, 0, 6, 0},
+        {1, 4, 45, 45, 32, 1, 0, 0, 9, 0, 0, 2, 5, 0},
+        {1, 2, 150, 150, 16, 1, 0, 0, 0, 0, 0.2f, 0, 32, 0},
+        {2, 2, 21, 21, 16, 0, 0, 1, 0, 0, 0, 0, 64, 0},
+        /* Shaw's relative positions: clipped distances past and within the
+         * rows, both ways with a keep mask, grouped heads with dropout past
+         * one chunk, the widest clip */
+        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 0, 4},
+        {1, 2, 29, 29, 16, 0, 0, 1, 0, 0, 0, 0, 0, 3},
+        {1, 4, 150, 150, 16, 1, 0, 0, 0, 0, 0.2f, 2, 0, 16},
+        {1, 2, 21, 21, 16, 0, 0, 0, 0, 0, 0, 0, 0, 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         acase c = cases[i];
@@ -664,6 +815,12 @@ int main(void)
         printf("(the blocked kernels: not here, CLFORMER_TEST_OWN_SHAPE=1)\n");
         run_all(0, 0, 1, &r);
         return tu_finish();
+    }
+    {
+        clf_runtime *rt = tu_runtime();
+        check_rel_qr(rt, 2, 3, 17, 16, 4, &r);
+        check_rel_qr(rt, 1, 2, 5, 32, 64, &r);
+        clf_runtime_destroy(rt);
     }
     const size_t vw = run_all(0, 1, 1, &r);
     static const size_t widths[] = {16, 8, 4, 1};

@@ -213,7 +213,8 @@ static const bad_case bad_cases[] = {
     {"model:\n  embedding: {dim: 1024}\n  blocks: {attention: {heads: 2}}\n", "t.yaml:3:31",
      "a head size of 512 (embedding.dim 1024 / 2 heads) is over the fused attention's 256"},
     {"model:\n  positional: {type: alibl}\n", "t.yaml:2:22",
-     "expected one of: learned, sinusoidal, rope, alibi, t5; got 'alibl' (did you mean 'alibi'?)"},
+     "expected one of: learned, sinusoidal, rope, alibi, t5, relative; got 'alibl' (did you mean "
+     "'alibi'?)"},
     {"model:\n  blocks:\n    ffn: {activation: gleu}\n", "t.yaml:3:23",
      "expected one of: relu, gelu, gelu_tanh, swiglu; got 'gleu' (did you mean 'gelu'?)"},
     {"model:\n  blocks:\n    norm: {type: none}\n", "t.yaml:3:18",
@@ -402,6 +403,8 @@ static void test_overrides(void)
         {"positional={type: t5, num_buckets: 8, max_distance: 4}",
          "positional.max_distance: expected above the 4 exact distances of 8 buckets, got 4"},
         {"positional.num_buckets=65", "positional.num_buckets: expected an integer in [4, 64]"},
+        {"positional={type: relative, max_distance: 65}",
+         "positional.max_distance: relative positions clip distances at most at 64"},
         {"train={ema: 0.99, shard_optimizer: true}",
          "train.ema: the moving average is kept whole on every rank, which "
          "train.shard_optimizer"},
@@ -506,6 +509,8 @@ static void test_round_trip(void)
     c.embedding.dropout = 0.1 + 0.2; /* 0.30000000000000004 */
     c.positional.type = CLF_POS_ROPE;
     c.positional.rope_theta = 500000.0;
+    c.positional.num_buckets = 24;
+    c.positional.max_distance = 77;
     c.positional.rope_scaling.type = CLF_ROPE_SCALE_YARN;
     c.positional.rope_scaling.factor = 2.5;
     c.positional.rope_scaling.original_context = 77;

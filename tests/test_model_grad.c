@@ -170,6 +170,19 @@ static const variant variants[] = {
      {"model.positional.type=t5", "model.positional.num_buckets=6",
       "model.positional.max_distance=5", "model.head.pool=mean", "model.blocks.norm.placement=post",
       NULL}},
+    {"encoder-decoder with Shaw's relative positions (clip 2: both ways in the encoder, the "
+     "past in the decoder), S 7 != T 5, padding, multi-query self-attention, dropout",
+     K_S2S,
+     7,
+     5,
+     {"model.positional.type=relative", "model.positional.max_distance=2",
+      "model.blocks.attention.kv_heads=1", "model.blocks.attention.dropout=0.2", NULL}},
+    {"encoder classifier with Shaw's relative positions (clip 3), [CLS] pooling",
+     K_CLS,
+     6,
+     0,
+     {"model.positional.type=relative", "model.positional.max_distance=3", "model.head.pool=cls",
+      NULL}},
 };
 
 static void ok(clf_status st, const clf_error *e, const char *what) { tu_ok(st, e, what); }

@@ -503,6 +503,7 @@ int main(void)
     parity(rt, "gpt_g"); /* grouped-query attention (1 K/V head for 2 query heads) */
     parity(rt, "gpt_y"); /* multi-query attention with YaRN rope scaling */
     parity(rt, "gpt_t"); /* T5's relative position bias */
+    parity(rt, "gpt_r"); /* Shaw's relative positions */
     parity(rt, "gpt_h"); /* bf16 storage */
     determinism(rt, "gpt_a", NULL);
     determinism(rt, "gpt_g", NULL);
@@ -510,6 +511,7 @@ int main(void)
     determinism(rt, "gpt_y", NULL);
     determinism(rt, "gpt_a", "train.ema=0.99");
     determinism(rt, "gpt_t", NULL);
+    determinism(rt, "gpt_r", NULL);
     check_ema(rt);
     clf_runtime_destroy(rt);
     return tu_finish();

@@ -432,6 +432,9 @@ static clf_status alloc_io(clf_model *m, clf_error *err)
     if (s->head != MI_HEAD_LM && s->pool == MI_POOL_MEAN &&
         (st = carve(m, &m->pooled, B * C, err)) != CLF_OK)
         return st;
+    if (s->pos == MI_POS_REL &&
+        (st = carve(m, &m->rel_qr, R * (size_t)s->NH * (size_t)(2 * s->relk + 1), err)) != CLF_OK)
+        return st;
     if (s->pos == MI_POS_T5) { /* the relative bias's bucket maps and one call's tables */
         const size_t M = (size_t)(s->Tmax > s->Smax ? s->Tmax : s->Smax);
         const size_t w = clf_op_relbias_width(M, M);
@@ -500,6 +503,9 @@ static clf_status alloc_grads(clf_model *m, clf_error *err)
     if (s->NKV < s->NH && (st = carve_t(m, &m->dkv_full, R * 2 * C, s->act16, err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_T5 && (st = carve(m, &m->rel_drb, R * NH * (size_t)s->nbk, err)) != CLF_OK)
+        return st;
+    if (s->pos == MI_POS_REL &&
+        (st = carve(m, &m->rel_dqr, R * NH * (size_t)(2 * s->relk + 1), err)) != CLF_OK)
         return st;
     if (!mi_ffn_fused_dact(s) && (st = carve(m, &m->dH1, R * F, err)) != CLF_OK)
         return st;

@@ -108,7 +108,12 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
         return st;
     clf_attn_fused f = mi_attn_self(m, l, B, T, 1);
     f.rb = m->rel_rb;
-    if ((st = mi_rel_table(m, n->stk, T, T, &f.rb_w, err)) != CLF_OK)
+    f.qr = m->rel_qr;
+    f.rel_k = (size_t)s->relk;
+    /* relative (Shaw): the q.r rows again, from the q the forward kept */
+    const clf_heads hq_in = {m->ba[l].qkv, s->act16, B, T, NH, HS, QKV};
+    if ((st = mi_rel_table(m, n->stk, T, T, &f.rb_w, err)) != CLF_OK ||
+        (st = mi_rel_qr(m, l, &hq_in, &f.qr_w, err)) != CLF_OK)
         return st;
     const size_t nbk = f.rb_w ? (size_t)s->nbk : 0;
     const clf_attn_fused_grad g = {.dy = L[1].dx.p, /* the projection's dx */
@@ -121,7 +126,8 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
                                    .dkv_full = m->dkv_full,
                                    .rbk = m->rel_rbk,
                                    .drb = m->rel_drb,
-                                   .nbk = nbk};
+                                   .nbk = nbk,
+                                   .dqr = m->rel_dqr};
     if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
         return st;
     /* t5: the table's gradient, the rows' bucket sums added up (every block
@@ -131,6 +137,11 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
         return st;
     const clf_heads hq = {dqkv, s->act16, B, T, NH, HS, QKV};
     const clf_heads hk = {clf_ptr_at(dqkv, C), s->act16, B, T, NKV, HS, QKV};
+    /* relative: dq += scale dqr r, d(r) += scale dqr^T q */
+    if (f.qr_w && (st = clf_op_rel_qr_backward(m->rt, &hq, mi_grad(m, m->bp[l].attn.relk), &hq_in,
+                                               mi_par(m, m->bp[l].attn.relk), m->rel_dqr, f.qr_w,
+                                               f.scale, err)) != CLF_OK)
+        return st;
     if (s->pos == MI_POS_ROPE && ((st = clf_op_rope_t(m->rt, &hq, 0, &s->rope, 1, err)) != CLF_OK ||
                                   (st = clf_op_rope_t(m->rt, &hk, 0, &s->rope, 1, err)) != CLF_OK))
         return st;

@@ -145,6 +145,12 @@ static clf_status plan_blocks(plan *p, const char *prefix, clf_model *m, const m
         p->layer = stk->first + l;
         b->is_enc = stk->src;
         b->has_cross = has_cross;
+        b->attn.relk = MI_NONE;
+        if (s->pos == MI_POS_REL) { /* Shaw's r_c of clipped key - query distances */
+            snprintf(name, sizeof name, "%sblocks.%d.attn.rel_k", prefix, l);
+            st = plan_add(p, name, 2, (size_t)(2 * s->relk + 1), (size_t)s->HS, N, &b->attn.relk,
+                          err);
+        }
         for (size_t k = 0; k < sizeof parts / sizeof parts[0] && st == CLF_OK; k++) {
             const block_part *q = &parts[k];
             const int absent = q->cross && !has_cross;

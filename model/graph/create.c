@@ -168,10 +168,19 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
         case CLF_POS_SINUSOIDAL: s->pos = MI_POS_SINUSOIDAL; break;
         case CLF_POS_ROPE: s->pos = MI_POS_ROPE; break;
         case CLF_POS_ALIBI: s->pos = MI_POS_ALIBI; break;
+        case CLF_POS_RELATIVE:
+            s->pos = MI_POS_REL;
+            s->relk = clf_config_max_distance(cfg);
+            if (2 * s->relk + 1 > FA_QRW_MAX)
+                return clf_error_set(err, CLF_ERR_CONFIG,
+                                     "positional: relative clips at most at %d (validate the "
+                                     "config first)",
+                                     (FA_QRW_MAX - 1) / 2);
+            break;
         case CLF_POS_T5:
             s->pos = MI_POS_T5;
             s->nbk = cfg->positional.num_buckets;
-            s->maxd = cfg->positional.max_distance;
+            s->maxd = clf_config_max_distance(cfg);
             if (s->nbk < 4 || s->nbk > FA_NBK_MAX || s->maxd < 1)
                 return clf_error_set(err, CLF_ERR_CONFIG,
                                      "positional: t5 needs 4 to %d buckets and a max_distance "
@@ -341,6 +350,7 @@ clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cf
         {"positional.rope_theta", a->rope.theta, s.rope.theta},
         {"positional.num_buckets", a->nbk, s.nbk},
         {"positional.max_distance", a->maxd, s.maxd},
+        {"positional.max_distance (relative)", a->relk, s.relk},
         {"positional.rope_scaling.factor", a->rope.factor, s.rope.factor},
         {"positional.rope_scaling (ramp start)", a->rope.ramp_lo, s.rope.ramp_lo},
         {"positional.rope_scaling (ramp end)", a->rope.ramp_hi, s.rope.ramp_hi},

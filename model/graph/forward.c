@@ -214,6 +214,16 @@ clf_status mi_rel_table(clf_model *m, const mi_stack *stk, size_t T, size_t S, s
                                 m->rel_R0, (size_t)m->s.NH, (size_t)m->s.nbk, T, S, err);
 }
 
+clf_status mi_rel_qr(clf_model *m, int l, const clf_heads *hq, size_t *W, clf_error *err)
+{
+    *W = 0;
+    if (m->s.pos != MI_POS_REL)
+        return CLF_OK;
+    *W = (size_t)(2 * m->s.relk + 1);
+    return clf_op_rel_qr(m->rt, m->rel_qr, hq, mi_par(m, m->bp[l].attn.relk), *W,
+                         1.0f / sqrtf((float)m->s.HS), err);
+}
+
 /* Node n's self-attention: in [B*T, C] -> out [B*T, C] = resid +
  * dropout(attention's projection) (proj_residual; with MI_PASS_ATTN_ONLY
  * the attention alone). Encoder blocks attend in both directions over the
@@ -266,8 +276,11 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
                               .scale = 1.0f / sqrtf((float)HS),
                               .window = (size_t)s->window,
                               .alibi = s->pos == MI_POS_ALIBI,
-                              .rb = m->rel_rb};
+                              .rb = m->rel_rb,
+                              .qr = m->rel_qr,
+                              .rel_k = (size_t)s->relk};
         if ((st = mi_rel_table(m, n->stk, 1, S, &ad.rb_w, err)) != CLF_OK ||
+            (st = mi_rel_qr(m, l, &hq, &ad.qr_w, err)) != CLF_OK ||
             (st = clf_op_attn_decode(m->rt, &ad, err)) != CLF_OK)
             return st;
     } else {
@@ -277,7 +290,10 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
             attn_desc_cache(&f, a->kcache, a->vcache, Tmax);
         }
         f.rb = m->rel_rb;
+        f.qr = m->rel_qr;
+        f.rel_k = (size_t)s->relk;
         if ((st = mi_rel_table(m, n->stk, T, f.S, &f.rb_w, err)) != CLF_OK ||
+            (st = mi_rel_qr(m, l, &hq, &f.qr_w, err)) != CLF_OK ||
             (st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
             return st;
     }

@@ -44,7 +44,7 @@
 enum { MI_KIND_DECODER = 0, MI_KIND_ENCODER, MI_KIND_ENCDEC };
 enum { MI_HEAD_LM = 0, MI_HEAD_CLASSIFIER, MI_HEAD_NONE };
 enum { MI_POOL_CLS = 0, MI_POOL_MEAN };
-enum { MI_POS_LEARNED = 0, MI_POS_SINUSOIDAL, MI_POS_ROPE, MI_POS_ALIBI, MI_POS_T5 };
+enum { MI_POS_LEARNED = 0, MI_POS_SINUSOIDAL, MI_POS_ROPE, MI_POS_ALIBI, MI_POS_T5, MI_POS_REL };
 enum { MI_NORM_NONE = 0, MI_NORM_LAYERNORM, MI_NORM_RMSNORM };
 /* Recomputation: none; block (the blocks of a stack share one set of
  * activations, each keeps its output; backward reruns the block); attn (they
@@ -96,6 +96,7 @@ typedef struct mi_spec {
     int shard, shards; /* ZeRO-1: this model's slice of the optimizer state */
     clf_rope rope;     /* RoPE's frequencies (zeros unless positional.type is rope) */
     int nbk, maxd;     /* t5: buckets and max_distance of the relative bias (0: none) */
+    int relk;          /* relative (Shaw): the clip k of key - query (0: none) */
     float emb_scale;   /* 1 or sqrt(C) */
     float p_emb;       /* dropout on embeddings (+ positions) */
     int emb_norm;      /* MI_NORM_*: a norm of embeddings + positions, before the dropout */
@@ -129,6 +130,7 @@ typedef struct mi_lin_p {
 typedef struct mi_attn_p {
     mi_lin_p qkv;  /* [3C, C] */
     mi_lin_p proj; /* [C, C] */
+    size_t relk;   /* relative (Shaw): r [2k + 1, HS] (MI_NONE otherwise) */
 } mi_attn_p;
 
 /* Cross-attention: q from the decoder, k and v from the encoder's output
@@ -390,6 +392,9 @@ struct clf_model {
     /* t5: one attention call's bias tables (clf_op_relbias_table, rebuilt
      * before each call) and, training, its rows' ds by bucket */
     clf_ptr rel_rb, rel_rbk, rel_drb;
+    /* relative (Shaw): one call's q.r rows [rows * NH, 2k + 1] and their
+     * gradient (training) */
+    clf_ptr rel_qr, rel_dqr;
     size_t rel_R0; /* the bucket maps cover key - query in [-rel_R0, rel_R0] */
 
     /* the graph: nodes in forward order, their values, the gradient slots */
@@ -515,6 +520,9 @@ clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int t
  * the kernels' rb_w, 0 without a relative bias. */
 clf_status mi_rel_table(clf_model *m, const mi_stack *stk, size_t T, size_t S, size_t *width,
                         clf_error *err);
+/* relative (Shaw): block l's q.r rows of the queries hq in m->rel_qr; *W
+ * their width (2k + 1), 0 without. */
+clf_status mi_rel_qr(clf_model *m, int l, const clf_heads *hq, size_t *W, clf_error *err);
 clf_attn_fused mi_attn_cross(const clf_model *m, int l, size_t B, size_t T, size_t S, int train);
 /* Dropout stream of a site for the current (step, micro). Sites: 0 the
  * decoder's embedding (layer MI_LAYER_EMB), 0xFFFF the source embedding

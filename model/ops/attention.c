@@ -149,6 +149,9 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
         CLF_ARG_I32(ad->alibi != 0),
         CLF_ARG_PTR(ad->rb_w ? ad->rb : q), /* any valid buffer when absent */
         CLF_ARG_U32(ad->rb_w),
+        CLF_ARG_PTR(ad->qr_w ? ad->qr : q),
+        CLF_ARG_U32(ad->qr_w),
+        CLF_ARG_U32(ad->rel_k),
         CLF_ARG_U32(P),
         CLF_ARG_PTR(part),
         /* the group kernel's local memory: qs[HS], sc[chunk], red[W] */
@@ -263,4 +266,63 @@ clf_status clf_op_relbias_table(clf_runtime *rt, clf_ptr rb, clf_ptr rbk, clf_pt
     size_t local = clf_ops_local_1d(rt, k);
     size_t global = (NH * 2 * width + local - 1) / local * local;
     return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(a), a, err);
+}
+
+static clf_status rel_heads_ok(const clf_heads *h, size_t W, const char *what, clf_error *err)
+{
+    if (h->HS == 0 || h->NH == 0 || W == 0 || W > FA_QRW_MAX || h->row_stride < h->NH * h->HS ||
+        h->B * h->T * h->NH * h->HS > 0xFFFFFFFFu || h->B * h->NH * h->T * W > 0xFFFFFFFFu)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "%s: heads of %zu x %zu in rows of %zu, %zu relative distances (at "
+                             "most %d)",
+                             what, h->NH, h->HS, h->row_stride, W, FA_QRW_MAX);
+    return CLF_OK;
+}
+
+clf_status clf_op_rel_qr(clf_runtime *rt, clf_ptr qr, const clf_heads *q, clf_ptr r, size_t W,
+                         float scale, clf_error *err)
+{
+    clf_status st = rel_heads_ok(q, W, "rel_qr", err);
+    if (st != CLF_OK || q->B * q->T == 0)
+        return st;
+    clf_kernel *k = NULL;
+    if ((st = clf_kernel_of(rt, CLF_K_REL_QR, &k, err)) != CLF_OK)
+        return st;
+    clf_arg a[] = {
+        CLF_ARG_PTR(qr),    CLF_ARG_PTR(q->x), CLF_ARG_U32(q->t),  CLF_ARG_U64(q->row_stride),
+        CLF_ARG_PTR(r),     CLF_ARG_U32(q->B), CLF_ARG_U32(q->NH), CLF_ARG_U32(q->T),
+        CLF_ARG_U32(q->HS), CLF_ARG_U32(W),    CLF_ARG_F32(scale)};
+    size_t local = clf_ops_local_1d(rt, k), n = q->B * q->NH * q->T * W;
+    size_t global = (n + local - 1) / local * local;
+    return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(a), a, err);
+}
+
+clf_status clf_op_rel_qr_backward(clf_runtime *rt, const clf_heads *dq, clf_ptr dr,
+                                  const clf_heads *q, clf_ptr r, clf_ptr dqr, size_t W, float scale,
+                                  clf_error *err)
+{
+    clf_status st = rel_heads_ok(q, W, "rel_qr_backward", err);
+    if (st == CLF_OK)
+        st = rel_heads_ok(dq, W, "rel_qr_backward", err);
+    if (st != CLF_OK || q->B * q->T == 0)
+        return st;
+    clf_kernel *kq = NULL, *kr = NULL;
+    if ((st = clf_kernel_of(rt, CLF_K_REL_DQ, &kq, err)) != CLF_OK ||
+        (st = clf_kernel_of(rt, CLF_K_REL_DR, &kr, err)) != CLF_OK)
+        return st;
+    clf_arg a[] = {CLF_ARG_PTR(dq->x), CLF_ARG_U32(dq->t), CLF_ARG_U64(dq->row_stride),
+                   CLF_ARG_PTR(dqr),   CLF_ARG_PTR(r),     CLF_ARG_U32(q->B),
+                   CLF_ARG_U32(q->NH), CLF_ARG_U32(q->T),  CLF_ARG_U32(q->HS),
+                   CLF_ARG_U32(W),     CLF_ARG_F32(scale)};
+    size_t local = clf_ops_local_1d(rt, kq), n = q->B * q->T * q->NH * q->HS;
+    size_t global = (n + local - 1) / local * local;
+    if ((st = clf_kernel_launch(rt, kq, 1, &global, &local, CLF_NARGS(a), a, err)) != CLF_OK)
+        return st;
+    clf_arg b[] = {CLF_ARG_PTR(dr),    CLF_ARG_PTR(dqr),           CLF_ARG_PTR(q->x),
+                   CLF_ARG_U32(q->t),  CLF_ARG_U64(q->row_stride), CLF_ARG_U32(q->B),
+                   CLF_ARG_U32(q->NH), CLF_ARG_U32(q->T),          CLF_ARG_U32(q->HS),
+                   CLF_ARG_U32(W),     CLF_ARG_F32(scale)};
+    local = clf_ops_local_1d(rt, kr);
+    global = (W * q->HS + local - 1) / local * local;
+    return clf_kernel_launch(rt, kr, 1, &global, &local, CLF_NARGS(b), b, err);
 }

@@ -23,7 +23,7 @@
 /* Room for a pass's arguments: its own, the mask's FA_MASK_ARGS
  * (mask_args; the compiler checks the count) and the tile shape's three. */
 #define FA_ARGS_MAX 64
-#define FA_MASK_ARGS 23
+#define FA_MASK_ARGS 27
 
 /* The program for storage t: "flash", or its variant "flash@bf16" /
  * "flash@f16" (cl/flash.cl's FA_T = t; the variant also has any defines
@@ -94,6 +94,12 @@ static clf_status check(const clf_attn_fused *a, const clf_attn_fused_grad *g, c
                              "a relative bias needs its table (clf_op_relbias_table's, width %zu "
                              "for T %zu, S %zu)",
                              clf_op_relbias_width(a->T, a->S), a->T, a->S);
+    if (a->qr_w != 0 && (a->qr.buf == NULL || a->qr_w != 2 * a->rel_k + 1 || a->qr_w > FA_QRW_MAX ||
+                         (g != NULL && g->dqr.buf == NULL)))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "relative positions need their q.r rows of 2 rel_k + 1 <= %d "
+                             "entries (%zu, rel_k %zu) and, backward, dqr",
+                             FA_QRW_MAX, a->qr_w, a->rel_k);
     if (g != NULL && g->nbk != 0 &&
         (a->rb_w == 0 || g->nbk > FA_NBK_MAX || g->rbk.buf == NULL || g->drb.buf == NULL))
         return clf_error_set(err, CLF_ERR_ARG,
@@ -135,6 +141,9 @@ static int mask_args(const clf_attn_fused *a, clf_arg *args, int n)
         CLF_ARG_U32((uint32_t)(a->stream >> 32)),
         CLF_ARG_PTR(a->rb_w ? a->rb : a->q),
         CLF_ARG_U32(a->rb_w),
+        CLF_ARG_PTR(a->qr_w ? a->qr : a->q),
+        CLF_ARG_U32(a->qr_w),
+        CLF_ARG_U32(a->rel_k),
     };
     _Static_assert(CLF_NARGS(m) == FA_MASK_ARGS, "FA_MASK_ARGS counts FA_MASK_PARAMS");
     memcpy(args + n, m, sizeof m);
@@ -315,6 +324,7 @@ clf_status clf_op_attn_fused_backward_ex(clf_runtime *rt, clf_ops_path path,
         CLF_ARG_PTR(g->nbk ? g->rbk : a->q), /* any valid buffer when absent */
         CLF_ARG_PTR(g->nbk ? g->drb : a->lse),
         CLF_ARG_U32(g->nbk),
+        CLF_ARG_PTR(a->qr_w ? g->dqr : a->lse),
     };
     clf_arg args[FA_ARGS_MAX];
     _Static_assert(CLF_NARGS(own) + FA_MASK_ARGS + 3 <= FA_ARGS_MAX, "room for the arguments");

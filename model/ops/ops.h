@@ -193,6 +193,9 @@ typedef struct clf_attn_decode {
     clf_ptr rb;    /* a relative bias rb[h * 2 rb_w + L - 1 - s] (clf_op_relbias_table's for
                       T = 1, S = L); rb_w 0: none */
     size_t rb_w;
+    clf_ptr qr; /* Shaw's relative positions: row b*NH + h of clf_op_rel_qr's (T = 1), read
+                   at clamp(s - (L - 1), -rel_k, rel_k) + rel_k; qr_w 0: none */
+    size_t qr_w, rel_k;
     size_t splits, group;
     int item; /* 1: the one-work-item-per-row kernel (for devices whose work-groups
                  run item by item: the device's choice there when group is 0) */
@@ -253,6 +256,12 @@ typedef struct clf_attn_fused {
      * 0: none */
     clf_ptr rb;
     size_t rb_w;
+    /* Shaw's relative positions (positional.type relative): qr [B*NH*T,
+     * 2 rel_k + 1], row (b, h, t) = scale q.r_c (clf_op_rel_qr), added to
+     * the score of key s at c = clamp(s - tq, -rel_k, rel_k) + rel_k; qr_w
+     * (2 rel_k + 1) 0: none */
+    clf_ptr qr;
+    size_t qr_w, rel_k;
 } clf_attn_fused;
 clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, clf_error *err);
 /* Its backward from y, lse and dy (dy in y's layout): dq, dk, dv written
@@ -273,7 +282,20 @@ typedef struct clf_attn_fused_grad {
      * column sum gives the table's gradient); nbk 0: none */
     clf_ptr rbk, drb;
     size_t nbk;
+    /* with Shaw's relative positions: dqr [B*NH*T, qr_w] written with each
+     * row's ds by clamped distance (clf_op_rel_qr_backward takes it) */
+    clf_ptr dqr;
 } clf_attn_fused_grad;
+/* Shaw's relative positions around the fused attention: qr [B*NH*T, W]
+ * (W = 2 rel_k + 1) = scale q_(b,t,h) . r_c from q (heads of h->x, stored
+ * as h->t) and r [W, HS]; the backward adds scale sum_c dqr r_c into dq
+ * (the heads of dq, stored as dq->t) and scale sum over (b, t, h) of dqr q
+ * into dr (accumulated), deterministically. */
+clf_status clf_op_rel_qr(clf_runtime *rt, clf_ptr qr, const clf_heads *q, clf_ptr r, size_t W,
+                         float scale, clf_error *err);
+clf_status clf_op_rel_qr_backward(clf_runtime *rt, const clf_heads *dq, clf_ptr dr,
+                                  const clf_heads *q, clf_ptr r, clf_ptr dqr, size_t W, float scale,
+                                  clf_error *err);
 /* The table width clf_op_relbias_table and the kernels use for T queries
  * and S keys: T + S - 1 and room for the widest lanes. */
 size_t clf_op_relbias_width(size_t T, size_t S);

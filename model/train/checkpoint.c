@@ -807,11 +807,22 @@ clf_status clf_checkpoint_average(const char *const *paths, int n, int raw, cons
         free(x);
     }
     if (st == CLF_OK) {
+        /* the first's metadata of its own (languages, where it was imported
+         * from, ...), and how many were averaged */
+        clf_checkpoint_extra extra[64];
+        int ne = 0;
         char from[32];
         snprintf(from, sizeof from, "%d", n);
-        const clf_checkpoint_extra extra[] = {{"averaged_from", from}};
+        for (size_t i = 0; i < clf_st_reader_metadata_count(c[0]->r) && ne < 63; i++) {
+            const char *k, *v;
+            clf_st_reader_metadata_at(c[0]->r, i, &k, &v);
+            if (!is_reserved(k) && strcmp(k, "averaged_from") != 0 &&
+                strncmp(k, CLF_ST_CRC_PREFIX, sizeof CLF_ST_CRC_PREFIX - 1) != 0)
+                extra[ne++] = (clf_checkpoint_extra){k, v};
+        }
+        extra[ne++] = (clf_checkpoint_extra){"averaged_from", from};
         st = clf_checkpoint_write_params(out_path, &c[0]->cfg, clf_checkpoint_tokenizer(c[0]),
-                                         c[0]->vocab, t, nt, extra, 1, err);
+                                         c[0]->vocab, t, nt, extra, ne, err);
     }
     for (int i = 0; i < nt; i++) {
         free((char *)t[i].name);

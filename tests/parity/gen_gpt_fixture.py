@@ -38,6 +38,11 @@ Variants (2 layers, 2 heads, 32 dims, context 16, vocabulary 65, batch 4):
          bucket of key - query (transformers' _relative_position_bucket,
          causal: 4 exact distances, then logarithmic up to max_distance 12),
          no position table, LayerNorm, GELU, tied head, dropout-free
+  gpt_r  Shaw et al.'s relative positions (positional.type relative,
+         max_distance 3): each block's attn.rel_k [7, head size] r_c added to
+         the keys inside the score, e_ts = q_t (k_s + r_c) / sqrt(HS) with
+         c = clamp(s - t, -3, 3) + 3, no position table; RMSNorm, SwiGLU,
+         2 key/value heads of 2 (multi-head), untied head
   gpt_h  as gpt_a with train.precision bf16: clformer's 16-bit storage
          reproduced by hand at the same points (torch.autocast rounds
          elsewhere): the pre-norm blocks' norm outputs, the FFN's
@@ -124,6 +129,10 @@ VARIANTS = {
                   pos="t5", emb_scale=False, attn_bias=True, ffn_bias=True,
                   final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
                   ignore=[(2, 7)], seed=9, t5=(8, 12)),
+    "gpt_r": dict(norm="rmsnorm", placement="pre", norm_bias=False, act="swiglu", hidden=48,
+                  pos="relative", emb_scale=False, attn_bias=True, ffn_bias=False,
+                  final_norm="rmsnorm", tied=False, label_smoothing=0.0, grad_clip=1.0,
+                  ignore=[(0, 3)], seed=10, rel_k=3),
     "gpt_h": dict(norm="layernorm", placement="pre", norm_bias=True, act="gelu", hidden=4 * C,
                   pos="learned", emb_scale=False, attn_bias=True, ffn_bias=True,
                   final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
@@ -138,6 +147,7 @@ def config_yaml(v):
     window = f", window: {v['window']}" if v.get("window") else ""
     window += f", kv_heads: {v['kv_heads']}" if v.get("kv_heads") else ""
     t5 = (f", num_buckets: {v['t5'][0]}, max_distance: {v['t5'][1]}" if v.get("t5") else "")
+    t5 += f", max_distance: {v['rel_k']}" if v.get("rel_k") else ""
     return f"""model:
   kind: decoder
   vocab: {{tokenizer: char, size: {V}}}
@@ -207,6 +217,8 @@ def make_params(v, g):
         p[pre + "attn.qkv.weight"] = n(qkv_rows, C)
         if v["attn_bias"]:
             p[pre + "attn.qkv.bias"] = n(qkv_rows, sd=0.05)
+        if v["pos"] == "relative":
+            p[pre + "attn.rel_k"] = n(2 * v["rel_k"] + 1, HS, sd=0.5)
         p[pre + "attn.proj.weight"] = n(C, C, sd=resid)
         if v["attn_bias"]:
             p[pre + "attn.proj.bias"] = n(C, sd=0.05)
@@ -327,6 +339,12 @@ def attention(v, x, p, pre):
     k = k.repeat_interleave(NH // KVH, dim=1)
     val = val.repeat_interleave(NH // KVH, dim=1)
     att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(HS))
+    if v["pos"] == "relative":  # Shaw: q_t . r_clamp(s - t) inside the score
+        kk = v["rel_k"]
+        ti = torch.arange(Tn).view(Tn, 1)
+        si = torch.arange(Tn).view(1, Tn)
+        rg = p[pre + "attn.rel_k"][(si - ti).clamp(-kk, kk) + kk]  # [T, T, HS]
+        att = att + torch.einsum("bhtd,tsd->bhts", q, rg) * (1.0 / math.sqrt(HS))
     i = torch.arange(Tn).view(Tn, 1)
     j = torch.arange(Tn).view(1, Tn)
     if v["pos"] == "alibi":
