@@ -77,11 +77,10 @@ int cli_checkpoint_model(clf_runtime *rt, clf_checkpoint *ck, const clf_model_li
 int cli_checkpoint_context(const char *cmd, clf_checkpoint *ck, clf_model_config *cfg, long context,
                            const char *rope_scaling)
 {
-    static const char *const names[] = {"none", "linear", "ntk", "yarn"};
     int scaling = -1;
     if (rope_scaling != NULL) {
-        for (int i = 0; i < 4; i++)
-            if (strcmp(rope_scaling, names[i]) == 0)
+        for (int i = CLF_ROPE_SCALE_NONE; i <= CLF_ROPE_SCALE_YARN; i++)
+            if (strcmp(rope_scaling, clf_config_rope_scaling_name((clf_rope_scaling_type)i)) == 0)
                 scaling = i;
         if (scaling < 0) {
             fprintf(stderr, "%s: --rope-scaling: expected none, linear, ntk or yarn, got '%s'\n",

@@ -43,44 +43,6 @@ static const char *const metric_names[] = {"loss", "accuracy", "bleu", NULL};
 static const char *const recompute_names[] = {"none", "block", "attention", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 
-static const char *name_of(const char *const *names, int v)
-{
-    for (int i = 0; names[i]; i++)
-        if (i == v)
-            return names[i];
-    return "?";
-}
-
-const char *clf_config_kind_name(clf_model_kind v) { return name_of(kind_names, (int)v); }
-const char *clf_config_tokenizer_name(clf_tokenizer_type v)
-{
-    return name_of(tokenizer_names, (int)v);
-}
-const char *clf_config_positional_name(clf_positional_type v)
-{
-    return name_of(positional_names, (int)v);
-}
-const char *clf_config_rope_scaling_name(clf_rope_scaling_type v)
-{
-    return name_of(rope_scaling_names, (int)v);
-}
-const char *clf_config_activation_name(clf_activation v)
-{
-    return name_of(activation_names, (int)v);
-}
-const char *clf_config_norm_name(clf_norm_type v) { return name_of(norm_names, (int)v); }
-const char *clf_config_placement_name(clf_norm_placement v)
-{
-    return name_of(placement_names, (int)v);
-}
-const char *clf_config_head_name(clf_head_type v) { return name_of(head_names, (int)v); }
-const char *clf_config_pool_name(clf_pool_type v) { return name_of(pool_names, (int)v); }
-const char *clf_config_schedule_name(clf_schedule_type v)
-{
-    return name_of(schedule_names, (int)v);
-}
-const char *clf_config_metric_name(clf_metric_type v) { return name_of(metric_names, (int)v); }
-
 /* ---- tables ------------------------------------------------------------------------ */
 
 #define T_MAP(k, m, t)                                                                             \
@@ -272,6 +234,46 @@ const clf_cfg_field clf_cfg_root[] = {
     {.key = "train", .type = CLF_CFG_MAP, .offset = OFF(train), .sub = train_t},
     T_END,
 };
+
+/* ---- enum names by value ------------------------------------------------------------ */
+
+static const char *name_of(const char *const *names, int v)
+{
+    for (int i = 0; names[i]; i++)
+        if (i == v)
+            return names[i];
+    return "?";
+}
+
+const char *clf_config_kind_name(clf_model_kind v) { return name_of(kind_names, (int)v); }
+const char *clf_config_tokenizer_name(clf_tokenizer_type v)
+{
+    return name_of(tokenizer_names, (int)v);
+}
+const char *clf_config_positional_name(clf_positional_type v)
+{
+    return name_of(positional_names, (int)v);
+}
+const char *clf_config_rope_scaling_name(clf_rope_scaling_type v)
+{
+    return name_of(rope_scaling_names, (int)v);
+}
+const char *clf_config_activation_name(clf_activation v)
+{
+    return name_of(activation_names, (int)v);
+}
+const char *clf_config_norm_name(clf_norm_type v) { return name_of(norm_names, (int)v); }
+const char *clf_config_placement_name(clf_norm_placement v)
+{
+    return name_of(placement_names, (int)v);
+}
+const char *clf_config_head_name(clf_head_type v) { return name_of(head_names, (int)v); }
+const char *clf_config_pool_name(clf_pool_type v) { return name_of(pool_names, (int)v); }
+const char *clf_config_schedule_name(clf_schedule_type v)
+{
+    return name_of(schedule_names, (int)v);
+}
+const char *clf_config_metric_name(clf_metric_type v) { return name_of(metric_names, (int)v); }
 
 /* ---- defaults ------------------------------------------------------------------------ */
 

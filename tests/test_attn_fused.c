@@ -423,6 +423,43 @@ static double objective(const acase *c, const float *q, size_t qs, const float *
     return f;
 }
 
+/* The float64 gradients grads (of q, k, v, the T5 table and the Shaw rows,
+ * as reference_grad gives them) against central differences of
+ * objective() at 3 sampled coordinates each (step 1e-2, |error| <= 2e-3
+ * (1 + |g|)). q, k, v in the case's layouts (k, v inside q for
+ * self-attention). */
+static void check_fd(const acase *c, float *qh, float *kh, float *vh, const int32_t *keep,
+                     const float *dyh, const double *const *grads, const char *name, tu_rng *r)
+{
+    const size_t C = c->NH * c->HS, KC = acase_kc(c), qs = acase_qs(c), kvs = acase_kvs(c);
+    float *arrays[5] = {qh, kh, vh, g_relw, g_qr};
+    const size_t W = 2 * c->rel_k + 1;
+    const size_t strides[5] = {qs, kvs, kvs, c->nb, W},
+                 rows[5] = {c->B * c->T, c->B * c->S, c->B * c->S, c->NH, c->B * c->NH * c->T};
+    double worst = 0;
+    int fd_ok = 1;
+    for (int which = 0; which < 5; which++)
+        for (int sample = 0; sample < 3; sample++) {
+            if ((which == 3 && !c->nb) || (which == 4 && !c->rel_k))
+                continue;
+            const size_t width = which == 0 ? C : which == 3 ? c->nb : which == 4 ? W : KC;
+            size_t row = (size_t)tu_u32(r) % rows[which], col = (size_t)tu_u32(r) % width;
+            float *x = arrays[which] + row * strides[which] + col, x0 = *x;
+            const float e = 1e-2f;
+            *x = x0 + e;
+            double fp = objective(c, qh, qs, kh, vh, kvs, keep, dyh);
+            *x = x0 - e;
+            double fm = objective(c, qh, qs, kh, vh, kvs, keep, dyh);
+            *x = x0;
+            double num = (fp - fm) / (2.0 * (double)e), an = grads[which][row * width + col];
+            double err_ = fabs(num - an);
+            worst = fmax(worst, err_);
+            fd_ok &= err_ <= 2e-3 + 2e-3 * fabs(an);
+        }
+    TU_CHECK(fd_ok, "%s: the float64 gradient matches central differences (worst %.2e)", name,
+             worst);
+}
+
 static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
 {
     const size_t C = c->NH * c->HS, ys = C, KC = acase_kc(c);
@@ -533,33 +570,8 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
         TU_CHECK(zero, "%s: dq of the first query (one key in sight) is exactly 0", name);
     }
     /* the float64 gradient against central differences, at sampled coordinates */
-    float *arrays[5] = {qh, kh, vh, g_relw, g_qr};
-    const size_t W = 2 * c->rel_k + 1;
-    const size_t strides[5] = {qs, kvs, kvs, c->nb, W},
-                 rows[5] = {c->B * c->T, c->B * c->S, c->B * c->S, c->NH, c->B * c->NH * c->T};
     const double *grads[5] = {rq, rk, rv, rw_, rqr};
-    double worst = 0;
-    int fd_ok = 1;
-    for (int which = 0; which < 5; which++)
-        for (int sample = 0; sample < 3; sample++) {
-            if ((which == 3 && !c->nb) || (which == 4 && !c->rel_k))
-                continue;
-            const size_t width = which == 0 ? C : which == 3 ? c->nb : which == 4 ? W : KC;
-            size_t row = (size_t)tu_u32(r) % rows[which], col = (size_t)tu_u32(r) % width;
-            float *x = arrays[which] + row * strides[which] + col, x0 = *x;
-            const float e = 1e-2f;
-            *x = x0 + e;
-            double fp = objective(c, qh, qs, kh, vh, kvs, keep, dyh);
-            *x = x0 - e;
-            double fm = objective(c, qh, qs, kh, vh, kvs, keep, dyh);
-            *x = x0;
-            double num = (fp - fm) / (2.0 * (double)e), an = grads[which][row * width + col];
-            double err_ = fabs(num - an);
-            worst = fmax(worst, err_);
-            fd_ok &= err_ <= 2e-3 + 2e-3 * fabs(an);
-        }
-    TU_CHECK(fd_ok, "%s: the float64 gradient matches central differences (worst %.2e)", name,
-             worst);
+    check_fd(c, qh, kh, vh, keep, dyh, grads, name, r);
     rel_free(rb, rbk, rw, rbkt);
     if (drb.buf != NULL)
         tu_free(drb);

@@ -245,6 +245,39 @@ static void rm_dir(const char *dir)
 
 /* ---- the translator ----------------------------------------------------------------------- */
 
+/* The padding share (clf_trainer_seq_padding) against a host count of the
+ * shuffled order's batches, and bucketing below it on both sides. */
+static void check_padding(const clf_model_config *cfg, const clf_train_data *data,
+                          const clf_seqdata *tr)
+{
+    clf_error e;
+    clf_train_padding pd;
+    tu_ok(clf_trainer_seq_padding(cfg, data, &pd, &e), &e, "padding");
+    {
+        clf_seq_batching sb;
+        clf_trainer_seq_batching(cfg, data, &sb);
+        sb.order = CLF_SEQ_ORDER_SHUFFLED;
+        clf_seq_loader *L = NULL;
+        clf_seq_batch *bt = NULL;
+        tu_ok(clf_seq_loader_create(tr, &sb, &L, &e), &e, "loader");
+        tu_ok(clf_seq_batch_create(L, &bt, &e), &e, "batch");
+        double real = 0, slots = 0;
+        for (size_t i = 0; i < clf_seq_loader_batches(L) && clf_seq_loader_next(L, bt); i++) {
+            for (int k = 0; k < bt->B * bt->S; k++)
+                real += bt->src_keep[k] != 0;
+            slots += (double)bt->B * bt->S;
+        }
+        clf_seq_batch_destroy(bt);
+        clf_seq_loader_destroy(L);
+        TU_CHECK(fabs(pd.src_shuffled - (1.0 - real / slots)) < 1e-12 &&
+                     pd.src_bucketed < pd.src_shuffled && pd.tgt_bucketed < pd.tgt_shuffled &&
+                     pd.src_bucketed >= 0 && pd.tgt_bucketed >= 0,
+                 "padding: bucketed %.3f / %.3f, shuffled %.3f / %.3f (source counted %.3f)",
+                 pd.src_bucketed, pd.tgt_bucketed, pd.src_shuffled, pd.tgt_shuffled,
+                 1.0 - real / slots);
+    }
+}
+
 static void test_translator(clf_runtime *rt, const char *data_dir, const char *text)
 {
     clf_error e;
@@ -287,32 +320,7 @@ static void test_translator(clf_runtime *rt, const char *data_dir, const char *t
     tu_ok(clf_trainer_total_steps(&cfg, &data, 1, &total, &e), &e, "total");
     TU_CHECK(total == 12, "3 epochs of 64 sentences in batches of 16: %llu steps (12)",
              (unsigned long long)total);
-    /* the padding share against a host count of the shuffled order's batches */
-    clf_train_padding pd;
-    tu_ok(clf_trainer_seq_padding(&cfg, &data, &pd, &e), &e, "padding");
-    {
-        clf_seq_batching sb;
-        clf_trainer_seq_batching(&cfg, &data, &sb);
-        sb.order = CLF_SEQ_ORDER_SHUFFLED;
-        clf_seq_loader *L = NULL;
-        clf_seq_batch *bt = NULL;
-        tu_ok(clf_seq_loader_create(tr, &sb, &L, &e), &e, "loader");
-        tu_ok(clf_seq_batch_create(L, &bt, &e), &e, "batch");
-        double real = 0, slots = 0;
-        for (size_t i = 0; i < clf_seq_loader_batches(L) && clf_seq_loader_next(L, bt); i++) {
-            for (int k = 0; k < bt->B * bt->S; k++)
-                real += bt->src_keep[k] != 0;
-            slots += (double)bt->B * bt->S;
-        }
-        clf_seq_batch_destroy(bt);
-        clf_seq_loader_destroy(L);
-        TU_CHECK(fabs(pd.src_shuffled - (1.0 - real / slots)) < 1e-12 &&
-                     pd.src_bucketed < pd.src_shuffled && pd.tgt_bucketed < pd.tgt_shuffled &&
-                     pd.src_bucketed >= 0 && pd.tgt_bucketed >= 0,
-                 "padding: bucketed %.3f / %.3f, shuffled %.3f / %.3f (source counted %.3f)",
-                 pd.src_bucketed, pd.tgt_bucketed, pd.src_shuffled, pd.tgt_shuffled,
-                 1.0 - real / slots);
-    }
+    check_padding(&cfg, &data, tr);
 
     /* A: uninterrupted */
     static rec a, b, b2;
