@@ -58,11 +58,13 @@ static void clf_span_axpy(__global float *o, float a, __global const float *s, u
         o[d] += a * s[d];
 }
 
-/* out[bt, :] = scale * wte[tok[bt], :] (+ wpe[pos0 + t, :]); out-of-range ids give 0. */
+/* out[bt, :] = scale * wte[tok[bt], :] (+ wpe[p, :]), p = pos[bt] with has_pos (packed
+ * documents: positions restart at each one), else pos0 + t; out-of-range ids give 0. */
 __kernel void embed_forward(__global float *out, ulong out_off, __global const int *tok,
                             ulong tok_off, __global const float *wte, ulong wte_off,
                             __global const float *wpe, ulong wpe_off, int has_wpe, uint BT, uint T,
-                            uint C, uint V, uint pos0, float scale, uint span, uint nspan)
+                            uint C, uint V, uint pos0, float scale, uint span, uint nspan,
+                            __global const int *pos, ulong pos_off, int has_pos)
 {
     uint gid = get_global_id(0);
     uint row = gid / nspan, part = gid - row * nspan;
@@ -79,7 +81,8 @@ __kernel void embed_forward(__global float *out, ulong out_off, __global const i
     __global const float *w = wte + wte_off + (ulong)id * C;
     __global const float *p = 0;
     if (has_wpe)
-        p = wpe + wpe_off + (ulong)(pos0 + row % T) * C + c0;
+        p = wpe + wpe_off +
+            (ulong)(has_pos ? (uint)pos[pos_off + row] : pos0 + row % T) * C + c0;
     clf_span_scale_add(out + c0, scale, w + c0, p, c1 - c0);
 }
 
@@ -111,16 +114,35 @@ __kernel void embed_backward_wte(__global float *dwte, ulong dwte_off, __global 
     }
 }
 
-/* dwpe[pos0 + t, span] += sum_b dout[b, t, span]. */
+/* dwpe[pos0 + t, span] += sum_b dout[b, t, span]; with has_pos, dwpe[p, span] += the sum
+ * of the rows bt (in order) with pos[bt] = p, for p < T. */
 __kernel void embed_backward_wpe(__global float *dwpe, ulong dwpe_off, __global const float *dout,
                                  ulong dout_off, uint B, uint T, uint C, uint pos0, uint span,
-                                 uint nspan)
+                                 uint nspan, __global const int *pos, ulong pos_off, int has_pos)
 {
     uint gid = get_global_id(0);
     uint t = gid / nspan, part = gid - t * nspan;
     if (t >= T)
         return;
     uint c0 = part * span, c1 = min(c0 + span, C);
+    if (has_pos) { /* the rows at position t, wherever they are */
+        dwpe += dwpe_off + (ulong)t * C;
+        dout += dout_off;
+        pos += pos_off;
+        const uint BT = B * T;
+        if (span == 1) {
+            float acc = 0.0f;
+            for (uint bt = 0; bt < BT; bt++)
+                if (pos[bt] == (int)t)
+                    acc += dout[(ulong)bt * C + c0];
+            dwpe[c0] += acc;
+            return;
+        }
+        for (uint bt = 0; bt < BT; bt++)
+            if (pos[bt] == (int)t)
+                clf_span_axpy(dwpe + c0, 1.0f, dout + (ulong)bt * C + c0, c1 - c0);
+        return;
+    }
     dwpe += dwpe_off + (ulong)(pos0 + t) * C;
     dout += dout_off + (ulong)t * C;
     ulong bstride = (ulong)T * C;
@@ -136,10 +158,11 @@ __kernel void embed_backward_wpe(__global float *dwpe, ulong dwpe_off, __global 
 }
 
 /* x[b, t, 2j] += sin(p * div_j), x[b, t, 2j+1] += cos(p * div_j) for every b, with
- * p = pos0 + t, div_j = exp((float)(2j) * k), k = (float)(-ln(10000)/C). One
- * work-item per (t, j): one sincos for two channels and all of the batch. */
+ * p = pos0 + t (or pos[b*T + t] with has_pos), div_j = exp((float)(2j) * k), k =
+ * (float)(-ln(10000)/C). One work-item per (t, j): one sincos for two channels and all
+ * of the batch (with has_pos, one per row). */
 __kernel void sinusoid_add(__global float *x, ulong x_off, uint B, uint T, uint C, uint pos0,
-                           float k)
+                           float k, __global const int *pos, ulong pos_off, int has_pos)
 {
     uint npair = (C + 1) / 2;
     uint gid = get_global_id(0);
@@ -147,11 +170,22 @@ __kernel void sinusoid_add(__global float *x, ulong x_off, uint B, uint T, uint 
     if (t >= T)
         return;
     uint c = 2 * j;
-    float a = (float)(pos0 + t) * exp((float)c * k);
+    const float div = exp((float)c * k);
+    float a = (float)(pos0 + t) * div;
     float cs;
     float sn = sincos(a, &cs);
     x += x_off + (ulong)t * C + c;
     ulong bstride = (ulong)T * C;
+    if (has_pos) {
+        for (uint b = 0; b < B; b++) {
+            float pc;
+            const float ps = sincos((float)pos[pos_off + (ulong)b * T + t] * div, &pc);
+            x[b * bstride] += ps;
+            if (c + 1 < C)
+                x[b * bstride + 1] += pc;
+        }
+        return;
+    }
     if (c + 1 < C) {
         for (uint b = 0; b < B; b++) {
             x[b * bstride] += sn;
@@ -163,9 +197,24 @@ __kernel void sinusoid_add(__global float *x, ulong x_off, uint B, uint T, uint 
     }
 }
 
+/* cos and sin of RoPE's angle p * inv_freq, times mscale; sin negated for
+ * the inverse rotation. */
+static inline float2 rope_cs(float p, float inv_freq, float mscale, int inverse)
+{
+    float cs;
+    float sn = sincos(p * inv_freq, &cs);
+    if (mscale != 1.0f) {
+        cs *= mscale;
+        sn *= mscale;
+    }
+    return (float2)(cs, inverse ? -sn : sn);
+}
+
 /* Rotary embedding in place. One work-item per (batch chunk, t, i < HS/2): the
  * angle's sincos is computed once and applied to every head of `bspan`
- * batch rows (bspan = B on CPUs, 1 on GPUs). Row (b, t) starts at
+ * batch rows (bspan = B on CPUs, 1 on GPUs); the position is pos0 + t, or
+ * pos[b*T + t] with has_pos (packed documents: one sincos per row). Row
+ * (b, t) starts at
  * (b*T + t) * row_stride. log2_theta = log2(theta), from the host in double:
  * inv_freq = 2^(-(2i/HS) * log2(theta)) = theta^(-2i/HS); with a factor
  * other than 1 it is blended with inv_freq / factor by the ramp over i
@@ -174,7 +223,8 @@ __kernel void sinusoid_add(__global float *x, ulong x_off, uint B, uint T, uint 
  * offsets and strides count its elements). */
 __kernel void rope(__global float *x, ulong x_off, uint x_t, uint B, uint T, uint NH, uint HS,
                    uint row_stride, uint pos0, float log2_theta, float factor, float ramp_lo,
-                   float ramp_hi, float mscale, int inverse, uint bspan)
+                   float ramp_hi, float mscale, int inverse, uint bspan,
+                   __global const int *pos, ulong pos_off, int has_pos)
 {
     uint hs2 = HS / 2;
     uint gid = get_global_id(0);
@@ -189,16 +239,14 @@ __kernel void rope(__global float *x, ulong x_off, uint x_t, uint B, uint T, uin
         float e = 1.0f - clamp(((float)i - ramp_lo) / (ramp_hi - ramp_lo), 0.0f, 1.0f);
         inv_freq = inv_freq / factor * (1.0f - e) + inv_freq * e;
     }
-    float a = (float)(pos0 + t) * inv_freq;
-    float cs;
-    float sn = sincos(a, &cs);
-    if (mscale != 1.0f) {
-        cs *= mscale;
-        sn *= mscale;
-    }
-    if (inverse)
-        sn = -sn;
+    const float2 e0 = rope_cs((float)(pos0 + t), inv_freq, mscale, inverse);
     for (uint b = b0; b < b1; b++) {
+        /* packed documents: this row's own position (no state carried
+         * between rows: Intel's CPU compiler got a cached sincos wrong) */
+        const float2 e = has_pos ? rope_cs((float)pos[pos_off + (ulong)b * T + t], inv_freq, mscale,
+                                           inverse)
+                                 : e0;
+        const float cs = e.x, sn = e.y;
         const ulong xr = x_off + ((ulong)b * T + t) * row_stride + i;
         for (uint h = 0; h < NH; h++) {
             const ulong r = xr + h * HS;

@@ -17,7 +17,9 @@
  * position t + S - T, sees keys s <= t + S - T: the queries are the last T
  * of S positions, as in a prefill); a sliding window (window W > 0 with
  * causal: also s > t + S - T - W, the W most recent keys); a padding keep
- * mask (int32, row b at b*keep_stride, nonzero = attend); ALiBi (bias
+ * mask (int32, row b at b*keep_stride, nonzero = attend), or with has_keep
+ * 2 the rows' document segments (packing, T == S: query t sees key s only
+ * where keep[s] == keep[t]); ALiBi (bias
  * -slope_h |t + S - T - s|, clf_alibi_slope). A row that sees nothing gives
  * y = 0 and lse = -inf. Attention dropout (drop_thr != 0) keeps element
  * (bh, t, s) iff word i % 4 of Philox(i / 4, stream; seed) >= drop_thr with
@@ -310,12 +312,25 @@ static void fa_key_range(int *lo, int *hi, uint t0, uint nt, uint T, uint S, int
     }
 }
 
-/* Which lanes (absolute query positions tq) see key s; the same key for all
- * lanes. in_tile: the key is inside the tile (not a clamped repeat). */
-static inline fai fa_visible_rows(fai tq, int s, int in_tile, __global const int *kp, int has_keep,
-                                  int causal, uint window)
+/* Packed documents (has_keep 2): the segments of n rows from absolute
+ * position p0, one per lane (rows past n repeat the last); 0 otherwise. */
+static inline fai fa_segs(__global const int *kp, int has_keep, int p0, uint n)
+{
+    int v[FA_VW];
+    for (uint l = 0; l < FA_VW; l++)
+        v[l] = has_keep == 2 ? kp[p0 + (int)min(l, n - 1)] : 0;
+    return FA_LOAD(0, v);
+}
+
+/* Which lanes (absolute query positions tq, in segments qseg) see key s;
+ * the same key for all lanes. in_tile: the key is inside the tile (not a
+ * clamped repeat). */
+static inline fai fa_visible_rows(fai tq, fai qseg, int s, int in_tile, __global const int *kp,
+                                  int has_keep, int causal, uint window)
 {
     fai ok = FA_ALL(in_tile && (!has_keep || kp[s] != 0));
+    if (has_keep == 2 && in_tile)
+        ok &= (fai)(kp[s]) == qseg;
     if (causal)
         ok &= (fai)(s) <= tq;
     if (window)
@@ -459,6 +474,7 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
     fa_load_t(qt, q + q_off + ((ulong)b * T + t0) * q_stride + (ulong)h * HS, q_stride, nt, HS,
               scale);
     const fai tq = (fai)((int)t0 + off) + FA_IOTA; /* the lanes' absolute positions */
+    const fai qseg = fa_segs(kp, has_keep, (int)t0 + off, nt);
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     __global const float *rbf = rb + rb_off + (ulong)h * 2 * rb_w; /* relative bias by t - s */
     __global const float *qrb = rqr + rqr_off + ((ulong)bh * T + t0) * rqr_w; /* the rows' q.r */
@@ -489,7 +505,8 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
             }
             #pragma unroll
             for (int c = 0; c < FA_BC; c++) {
-                const fai vis = fa_visible_rows(tq, s0 + c, c < nc, kp, has_keep, causal, window);
+                const fai vis =
+                    fa_visible_rows(tq, qseg, s0 + c, c < nc, kp, has_keep, causal, window);
                 if (alibi)
                     sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
                 if (rb_w && c < nc)
@@ -591,6 +608,7 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
     const fai seen = Lraw > (faf)(CLF_NEG_BIG); /* rows that see some key */
     const faf L = select((faf)(0.0f), Lraw, seen);
     const fai tq = (fai)((int)t0 + off) + FA_IOTA;
+    const fai qseg = fa_segs(kp, has_keep, (int)t0 + off, nt);
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     __global const float *rbf = rb + rb_off + (ulong)h * 2 * rb_w;
     /* the relative bias's gradient: each row's ds summed by bucket */
@@ -642,7 +660,8 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
             #pragma unroll
             for (int c = 0; c < FA_BC; c++) {
                 const fai vis =
-                    fa_visible_rows(tq, s0 + c, c < nc, kp, has_keep, causal, window) & seen;
+                    fa_visible_rows(tq, qseg, s0 + c, c < nc, kp, has_keep, causal, window) &
+                    seen;
                 if (alibi)
                     sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
                 const int bi = (int)t0 - (s0 + c) + (int)S - 1; /* t - s + S - 1 of lane 0 */
@@ -714,6 +733,8 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
         kl[r] = r < ns && (!has_keep || keep[keep_off + (ulong)b * keep_stride + s0 + r] != 0) ? -1
                                                                                                : 0;
     const fai kvis = FA_LOAD(0, kl);
+    __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
+    const fai kseg = fa_segs(kp, has_keep, (int)s0, ns); /* the lanes' keys' segments */
     const fai sv = (fai)((int)s0) + FA_IOTA;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     /* the relative bias by s - t + T - 1: the lanes' keys read forward */
@@ -757,6 +778,8 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
             for (int j = 0; j < FA_BQ; j++) {
                 const int tqj = t + j + off;
                 fai vis = kvis & FA_ALL(j < nq && L[j] > CLF_NEG_BIG);
+                if (has_keep == 2)
+                    vis &= kseg == (fai)(kp[t + min(j, nq - 1) + off]);
                 if (causal)
                     vis &= sv <= (fai)(tqj);
                 if (window)
@@ -840,11 +863,12 @@ static inline int fa_keep1(ulong i, uint thr, uint seed0, uint seed1, uint st0, 
     return fa_philox_word(i, st0, st1, seed0, seed1) >= thr;
 }
 
-/* Whether query row t (absolute position tq) sees key s. */
-static inline int fa_sees(int tq, int s, __global const int *kp, int has_keep, int causal,
-                          uint window)
+/* Whether query row t (absolute position tq, in segment qseg) sees key s. */
+static inline int fa_sees(int tq, int qseg, int s, __global const int *kp, int has_keep,
+                          int causal, uint window)
 {
-    return (!has_keep || kp[s] != 0) && (!causal || s <= tq) && (!window || s + (int)window > tq);
+    return (!has_keep || (has_keep == 2 ? kp[s] == qseg : kp[s] != 0)) && (!causal || s <= tq) &&
+           (!window || s + (int)window > tq);
 }
 
 __kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_stride,
@@ -859,9 +883,10 @@ __kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_strid
     const uint bh = grp / nblk, h = bh % NH, b = bh / NH;
     const uint t0 = (grp - bh * nblk) * G, nt = min(G, T - t0), t = t0 + min(lid, nt - 1);
     const int valid = lid < nt, tq = (int)t + (int)S - (int)T;
+    __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
+    const int qseg = has_keep == 2 ? kp[tq] : 0;
     __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride;
     __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride;
-    __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
     __global const fa_st *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
     __global const float *rbf = rb + rb_off + (ulong)h * 2 * rb_w;
@@ -888,7 +913,7 @@ __kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_strid
         for (int c = 0; c < nc; c++) {
             const int s = s0 + c;
             float a = CLF_NEG_BIG;
-            if (fa_sees(tq, s, kp, has_keep, causal, window)) {
+            if (fa_sees(tq, qseg, s, kp, has_keep, causal, window)) {
                 a = 0.0f;
                 for (uint d = 0; d < HS; d++)
                     a += qv[d] * ks[c * HS + d];
@@ -907,7 +932,7 @@ __kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_strid
             acc[d] *= corr;
         for (int c = 0; c < nc; c++) {
             const int s = s0 + c;
-            float p = fa_sees(tq, s, kp, has_keep, causal, window) ? clf_exp_nonpos(sc[c] - mt) : 0.0f;
+            float p = fa_sees(tq, qseg, s, kp, has_keep, causal, window) ? clf_exp_nonpos(sc[c] - mt) : 0.0f;
             l += p;
             if (FA_DROPOUT && p != 0.0f)
                 p = fa_keep1(irow + (ulong)s, drop_thr, seed0, seed1, stream0, stream1)
@@ -936,9 +961,10 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
     const uint bh = grp / nblk, h = bh % NH, b = bh / NH;
     const uint t0 = (grp - bh * nblk) * G, nt = min(G, T - t0), t = t0 + min(lid, nt - 1);
     const int valid = lid < nt, tq = (int)t + (int)S - (int)T;
+    __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
+    const int qseg = has_keep == 2 ? kp[tq] : 0;
     __global const fa_st *kb = k + k_off + (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride;
     __global const fa_st *vb = v + v_off + (ulong)b * kv_bstride + (ulong)(h / kv_group) * kv_hstride;
-    __global const int *kp = keep + keep_off + (ulong)b * keep_stride;
     const ulong row = ((ulong)b * T + t) * y_stride + (ulong)h * HS;
     __global const fa_st *qr = q + q_off + ((ulong)b * T + t) * q_stride + (ulong)h * HS;
     const float slope = alibi ? clf_alibi_slope(h, NH) : 0.0f;
@@ -972,7 +998,7 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int c = 0; c < nc && seen; c++) {
             const int s = s0 + c;
-            if (!fa_sees(tq, s, kp, has_keep, causal, window))
+            if (!fa_sees(tq, qseg, s, kp, has_keep, causal, window))
                 continue;
             float a = 0.0f, dp = 0.0f;
             for (uint d = 0; d < HS; d++) {
@@ -1056,7 +1082,9 @@ __kernel void attn_flash_bwd_dkv_group(FA_BWD_PARAMS, uint BC, __local float *qs
             const int tq = t0 + c + off;
             const float L = Ls[c];
             if (!(L > CLF_NEG_BIG) || (causal && (int)s > tq) ||
-                (window && (int)s + (int)window <= tq))
+                (window && (int)s + (int)window <= tq) ||
+                (has_keep == 2 && keep[keep_off + (ulong)b * keep_stride + (ulong)tq] !=
+                                      keep[keep_off + (ulong)b * keep_stride + s]))
                 continue;
             float a = 0.0f, dp = 0.0f;
             for (uint d = 0; d < HS; d++) {

@@ -344,7 +344,7 @@ int cli_cmd_eval(int argc, char **argv)
     clf_checkpoint_close(ck);
     if (rc != CLI_EXIT_OK)
         goto done;
-    if ((st = clf_dataset_load(data, tok, &ds, &err)) != CLF_OK)
+    if ((st = clf_dataset_load_opts(data, tok, cfg.train.packing, &ds, &err)) != CLF_OK)
         goto fail;
     const double t0 = clf_now_seconds();
     double loss = 0.0;

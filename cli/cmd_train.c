@@ -665,7 +665,10 @@ static int inputs_data(const train_args *a, clf_model_config *cfg, train_inputs 
         return inputs_sentences(a, cfg, in);
     clf_error err;
     clf_error_clear(&err);
-    clf_status st = clf_dataset_from_text(in->text, in->len, a->data, in->tok, &in->ds, &err);
+    clf_status st =
+        cfg->train.packing
+            ? clf_dataset_from_documents(in->text, in->len, a->data, in->tok, &in->ds, &err)
+            : clf_dataset_from_text(in->text, in->len, a->data, in->tok, &in->ds, &err);
     free(in->text);
     in->text = NULL;
     if (st == CLF_OK) /* before opening the device */
@@ -694,6 +697,12 @@ static clf_status print_plan(const train_args *a, const clf_model_config *cfg,
     printf("model: %s parameters (%d layers, %d heads, dim %d, context %d, vocabulary %d)\n", np,
            d.L, d.NH, d.C, d.T, d.V);
     printf("data: %s: %s train tokens, %s validation tokens\n", a->data, ntr, nva);
+    if (cfg->train.packing) {
+        const size_t nd = clf_dataset_document_count(in->ds, CLF_SPLIT_TRAIN);
+        printf("packing: %zu documents in the training split, %.1f tokens each on average "
+               "(attention and positions restart at each; targets into the next are ignored)\n",
+               nd, nd ? (double)clf_dataset_size(in->ds, CLF_SPLIT_TRAIN) / (double)nd : 0.0);
+    }
     if (a->dist != NULL)
         printf("data parallel: %d ranks, each %d x %d tokens%s per step\n", a->dist->size,
                cfg->train.batch, cfg->context, accumulate > 1 ? " x train.accumulate" : "");

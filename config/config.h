@@ -314,6 +314,9 @@ typedef struct clf_train_config {
     double ema;          /* [0, 1): an exponential moving average of the parameters with this
                       decay, kept on the device and updated after every step; evaluation,
                       best selection, checkpoints' inference use and export use it; 0 = off */
+    int packing;         /* decoders: the corpus is documents (split at blank lines); a
+                            window's documents attend only inside themselves, positions restart
+                            at each, and no target crosses into the next; default 0 */
     int keep_last;       /* keep the checkpoints of the last N evaluations beside the run's
                       (DIR/ckpt-<step>.safetensors, for `clformer average`); 0 = off */
     int steps;           /* optimizer steps; 0 = until `epochs` (then epochs must be > 0) */

@@ -225,6 +225,7 @@ static const clf_cfg_field train_t[] = {
     T_BOOL("shard_optimizer", train.shard_optimizer),
     T_DBL("ema", train.ema, 0, 1, HI_OPEN),
     T_INT("keep_last", train.keep_last, 0, 1000000),
+    T_BOOL("packing", train.packing),
     T_END,
 };
 

@@ -197,6 +197,11 @@ static clf_status check_model(const clf_model_config *c, const vstate *v)
                    "train.optimizer.layer_decay: layer-wise learning rates are for one stack of "
                    "blocks (kind decoder or encoder), not kind %s",
                    kind);
+    if (c->train.packing && c->kind != CLF_MODEL_DECODER)
+        return bad(v, OFF(train.packing), OFF(kind),
+                   "train.packing: packing documents into windows is for kind decoder (the "
+                   "sentence kinds batch by length instead), not kind %s",
+                   kind);
     if (c->train.ema > 0 && c->train.shard_optimizer)
         return bad(v, OFF(train.ema), OFF(train.shard_optimizer),
                    "train.ema: the moving average is kept whole on every rank, which "

@@ -21,7 +21,8 @@
 
 typedef struct acase {
     size_t B, NH, T, S, HS;
-    int causal, cross, masked;
+    int causal, cross;
+    int masked; /* 1: a padding keep mask; 2: document segments (packing, T == S) */
     size_t window;
     int alibi;
     float p_drop;
@@ -67,6 +68,7 @@ static inline clf_attn_fused acase_desc(const acase *c, clf_dtype t, clf_ptr y, 
                             .S = c->S,
                             .HS = c->HS,
                             .causal = c->causal,
+                            .segments = c->masked == 2,
                             .alibi = c->alibi,
                             .window = c->window,
                             .scale = (float)(1.0 / sqrt((double)c->HS)),

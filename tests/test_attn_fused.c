@@ -24,6 +24,8 @@
  * HS, exp and sums over S). Reruns are bit-identical; bad arguments are
  * refused. With CLFORMER_TEST_OWN_SHAPE=1 on a device whose shape is group,
  * the tiles alone.
+ * Packed documents (segments: query t sees key s only in its own
+ * document): the reference masks by the case's segment ids.
  * Grouped-query attention (2, 3 and 4 query heads to a K/V head; 1 K/V
  * head: multi-query): the reference reads K/V head h / group, and its
  * dk, dv sum over the group's query heads.
@@ -92,7 +94,8 @@ static double row_probs(const acase *c, const float *q, size_t qs, const float *
     double mx = -INFINITY, sum = 0;
     for (size_t s = 0; s < c->S; s++) {
         p[s] = -INFINITY;
-        int seen = !(keep && keep[b * c->S + s] == 0);
+        int seen = c->masked == 2 ? keep[b * c->S + s] == keep[b * c->S + (size_t)tq]
+                                  : !(keep && keep[b * c->S + s] == 0);
         if (c->causal)
             seen &= (long)s <= tq;
         if (c->window)
@@ -158,18 +161,35 @@ static void case_name(const acase *c, const char *what, char *out, size_t n)
              "%s (%s) B=%zu NH=%zu KV=%zu T=%zu S=%zu HS=%zu%s%s%s%s window=%zu p_drop=%g "
              "rel_buckets=%zu rel_k=%zu",
              what, shape, c->B, c->NH, acase_kvh(c), c->T, c->S, c->HS, c->causal ? " causal" : "",
-             c->cross ? " cross" : "", c->masked ? " masked" : "", c->alibi ? " alibi" : "",
-             c->window, (double)c->p_drop, c->nb, c->rel_k);
+             c->cross ? " cross" : "",
+             c->masked == 2 ? " segments"
+             : c->masked    ? " masked"
+                            : "",
+             c->alibi ? " alibi" : "", c->window, (double)c->p_drop, c->nb, c->rel_k);
 }
 
 /* The case's key mask (NULL when unmasked): every fourth key from the
- * second hidden, and the last sequence (of several) sees nothing. */
+ * second hidden, and the last sequence (of several) sees nothing; with
+ * segments (masked 2), each row's documents: ids 1, 2, ... with a new one
+ * at about one position in six, the first at a row-dependent place. */
 static int32_t *case_keep(const acase *c)
 {
     if (!c->masked)
         return NULL;
     int32_t *keep = malloc(c->B * c->S * sizeof *keep);
     TU_CHECK(keep != NULL, "keep mask allocated");
+    if (c->masked == 2) {
+        for (size_t b = 0; b < c->B; b++) {
+            uint32_t x = 0x9E3779B9u * (uint32_t)(b + 1), seg = 1;
+            for (size_t s = 0; s < c->S; s++) {
+                x = x * 1664525u + 1013904223u;
+                if (s > 0 && (x >> 16) % 6 == 0)
+                    seg++;
+                keep[b * c->S + s] = (int32_t)seg;
+            }
+        }
+        return keep;
+    }
     for (size_t b = 0; b < c->B; b++)
         for (size_t s = 0; s < c->S; s++)
             keep[b * c->S + s] = b + 1 < c->B || c->B == 1 ? (s % 4 != 1) : 0;
@@ -761,6 +781,14 @@ static size_t run_all(size_t vw, int items, int tiles, tu_rng *r)
         {1, 2, 29, 29, 16, 0, 0, 1, 0, 0, 0, 0, 0, 3},
         {1, 4, 150, 150, 16, 1, 0, 0, 0, 0, 0.2f, 2, 0, 16},
         {1, 2, 21, 21, 16, 0, 0, 0, 0, 0, 0, 0, 0, 64},
+        /* packed documents (segments): causal and both ways, a window with
+         * ALiBi, dropout and grouped heads past one chunk, with either kind
+         * of relative position */
+        {2, 3, 37, 37, 32, 1, 0, 2, 0, 0, 0, 0, 0, 0},
+        {1, 2, 29, 29, 16, 0, 0, 2, 0, 0, 0, 0, 0, 0},
+        {1, 4, 150, 150, 16, 1, 0, 2, 9, 1, 0.2f, 2, 0, 0},
+        {2, 2, 45, 45, 16, 1, 0, 2, 0, 0, 0, 0, 8, 0},
+        {2, 2, 45, 45, 16, 1, 0, 2, 0, 0, 0, 0, 0, 3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         acase c = cases[i];

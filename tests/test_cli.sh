@@ -240,6 +240,12 @@ section_decoder() {
   TRAIN_PARAMS=$(sed -n 's/^model: \([0-9,]*\) parameters.*/\1/p' "$OUT" | tr -d ,)
   run "$BIN" train "$TINY" --data "$DATA" --out "$RUN" --set train.steps=30 "${DEV[@]}"
   expect "a fresh run refuses to overwrite a checkpoint" 2 "already holds a checkpoint"
+  # train.packing: the text as documents (blank lines), trained, evaluated
+  run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/packed" --set train.steps=4 --set train.eval.every=4 --set train.packing=true "${DEV[@]}"
+  expect "train.packing: the training split's documents counted" 0 "^packing: [0-9]+ documents in the training split, [0-9.]+ tokens each"
+  expect "train.packing: trained and evaluated" 0 "step 4: val loss [0-9.]+"
+  run "$BIN" eval "$TMP/packed" --data "$DATA" --json "${DEV[@]}"
+  expect "eval of a packing run reads the text as documents" 0 '"val_loss": [0-9.]+'
   # ---- checksums: one flipped byte in a tensor is caught, naming it -----------------
   # flip FILE TENSOR: xor one byte in the middle of TENSOR's data
   flip() {

@@ -92,6 +92,17 @@ static void test_examples(void)
                      clf_config_head_size(&c) == 32,
                  "cpu recipe: helpers give 4 decoder layers, 0 encoder layers, head size 32");
     }
+    /* train.packing: decoders take it, the sentence kinds refuse it by name */
+    const char *pack[1] = {"train.packing=true"};
+    st = clf_config_load(path, pack, 1, &c, &e);
+    TU_CHECK(st == CLF_OK && c.train.packing == 1, "a decoder takes train.packing: true");
+    char tpath[1024], full[2048];
+    path_in_src(tpath, sizeof tpath, "config/models/transformer-multi30k.yaml");
+    st = clf_config_load(tpath, pack, 1, &c, &e);
+    clf_error_format(&e, full, sizeof full);
+    TU_CHECK(st == CLF_ERR_CONFIG && strstr(full, "train.packing: packing documents into windows "
+                                                  "is for kind decoder") != NULL,
+             "an encoder-decoder refuses train.packing: %s", full);
     /* nanoGPT's GPU recipe */
     path_in_src(path, sizeof path, "config/models/gpt-shakespeare.yaml");
     st = clf_config_load(path, NULL, 0, &c, &e);

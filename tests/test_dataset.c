@@ -165,7 +165,7 @@ static void test_split_and_batches(void)
     ok = 1;
     for (int it = 0; it < 3000; it++) {
         clf_split sp = it % 2 ? CLF_SPLIT_VAL : CLF_SPLIT_TRAIN;
-        tu_ok(clf_dataset_sample_batch(ds, sp, B, T, &r, x, y, &err), &err, "sample");
+        tu_ok(clf_dataset_sample_batch(ds, sp, B, T, &r, x, y, NULL, &err), &err, "sample");
         int32_t lo = sp == CLF_SPLIT_TRAIN ? 0 : 180, n = sp == CLF_SPLIT_TRAIN ? 180 : 20;
         for (int b = 0; b < B; b++) {
             int32_t s = x[b * T] - lo;
@@ -189,26 +189,27 @@ static void test_split_and_batches(void)
     for (int k = 0; k < 5; k++) {
         if (k == 2)
             clf_rng_to_string(&r, saved);
-        tu_ok(clf_dataset_sample_batch(ds, CLF_SPLIT_TRAIN, B, T, &r, all[k], y, &err), &err,
+        tu_ok(clf_dataset_sample_batch(ds, CLF_SPLIT_TRAIN, B, T, &r, all[k], y, NULL, &err), &err,
               "sample");
     }
     clf_rng q;
     tu_ok(clf_rng_from_string(saved, &q, &err), &err, "restore");
     ok = 1;
     for (int k = 2; k < 5; k++) {
-        tu_ok(clf_dataset_sample_batch(ds, CLF_SPLIT_TRAIN, B, T, &q, again, ya, &err), &err,
+        tu_ok(clf_dataset_sample_batch(ds, CLF_SPLIT_TRAIN, B, T, &q, again, ya, NULL, &err), &err,
               "sample");
         ok &= memcmp(again, all[k], sizeof again) == 0;
     }
     TU_CHECK(ok, "generator saved after batch 2 and restored: batches 3-5 bit-identical");
     clf_rng_seed(&r, 1337);
-    tu_ok(clf_dataset_sample_batch(ds, CLF_SPLIT_TRAIN, B, T, &r, again, ya, &err), &err, "s");
+    tu_ok(clf_dataset_sample_batch(ds, CLF_SPLIT_TRAIN, B, T, &r, again, ya, NULL, &err), &err,
+          "s");
     TU_CHECK(memcmp(again, all[0], sizeof again) == 0, "same seed, same first batch");
 
-    clf_status st = clf_dataset_sample_batch(ds, CLF_SPLIT_VAL, 1, 20, &r, x, y, &err);
+    clf_status st = clf_dataset_sample_batch(ds, CLF_SPLIT_VAL, 1, 20, &r, x, y, NULL, &err);
     TU_CHECK(st == CLF_ERR_ARG && strstr(err.msg, "val split holds 20 tokens"),
              "T = 20 on a 20-token split refused: %s", err.msg);
-    st = clf_dataset_sample_batch(ds, CLF_SPLIT_VAL, 1, 19, &r, x, y, &err);
+    st = clf_dataset_sample_batch(ds, CLF_SPLIT_VAL, 1, 19, &r, x, y, NULL, &err);
     TU_CHECK(st == CLF_OK && x[0] == 180 && y[18] == 199, "T = 19 on 20 tokens: the one window");
     clf_dataset_destroy(ds);
     clf_dataset *none = NULL;
@@ -234,7 +235,7 @@ static void check_windows(size_t nval, int T, size_t want_count, size_t want_las
     clf_eval_iter it;
     clf_dataset_eval_begin(ds, CLF_SPLIT_VAL, T, &it);
     for (size_t w = 0; w < count && ok; w++) {
-        ok = clf_dataset_eval_window(ds, CLF_SPLIT_VAL, T, w, x, y, &len, &err) == CLF_OK &&
+        ok = clf_dataset_eval_window(ds, CLF_SPLIT_VAL, T, w, x, y, NULL, &len, &err) == CLF_OK &&
              len >= 1 && len <= (size_t)T && (len == (size_t)T || w == count - 1);
         for (size_t t = 0; ok && t < (size_t)T; t++) {
             if (t < len) {
@@ -254,8 +255,8 @@ static void check_windows(size_t nval, int T, size_t want_count, size_t want_las
     ok = ok && total == n - 1 && last == want_last_len && targets[0] == 0;
     for (size_t i = 1; ok && i < n; i++)
         ok = targets[i] == 1;
-    ok =
-        ok && clf_dataset_eval_window(ds, CLF_SPLIT_VAL, T, count, x, y, &len, &err) == CLF_ERR_ARG;
+    ok = ok && clf_dataset_eval_window(ds, CLF_SPLIT_VAL, T, count, x, y, NULL, &len, &err) ==
+                   CLF_ERR_ARG;
     TU_CHECK(ok,
              "val of %zu tokens, T = %d: %zu windows, last has %zu targets, every token but "
              "the first a target once, padding x = 0 / y = -1, iterator agrees",
@@ -390,6 +391,86 @@ static void test_loading(void)
     clf_tokenizer_destroy(byte);
 }
 
+/* Documents (train.packing): the cut after blank lines (runs of line breaks
+ * with two newlines or more, "\r\n" included), each document's tokens, the
+ * ids in windows, and targets into the next document ignored. */
+static void test_documents(void)
+{
+    printf("documents\n");
+    clf_error err;
+    const char *text = "ab\n\ncd\r\n\r\n\nef\ng\n\nh\nij\n\n\nklmnopqrstuvwxyz0123456789";
+    const size_t len = strlen(text);
+    clf_tokenizer *ch = NULL;
+    clf_dataset *ds = NULL, *flat = NULL;
+    tu_ok(clf_tokenizer_create(CLF_TOKENIZER_CHAR, text, len, &ch, &err), &err, "char");
+    tu_ok(clf_dataset_from_documents(text, len, "docs", ch, &ds, &err), &err, "documents");
+    tu_ok(clf_dataset_from_text(text, len, "flat", ch, &flat, &err), &err, "flat");
+    /* the documents' first bytes: "ab", "cd", "ef\ng", "h\nij", "klm..." */
+    const size_t starts[] = {0, 4, 11, 17, 24};
+    size_t n = 0, nf = 0, bad = 0;
+    const int32_t *ids = clf_dataset_tokens(ds, CLF_SPLIT_TRAIN, &n);
+    const int32_t *fids = clf_dataset_tokens(flat, CLF_SPLIT_TRAIN, &nf);
+    const int32_t *dd = clf_dataset_documents(ds, CLF_SPLIT_TRAIN);
+    TU_CHECK(dd != NULL && clf_dataset_documents(flat, CLF_SPLIT_TRAIN) == NULL && n == nf &&
+                 clf_dataset_size(ds, CLF_SPLIT_VAL) == clf_dataset_size(flat, CLF_SPLIT_VAL),
+             "documents: the same tokens and split as one stream (%zu and %zu train tokens)", n,
+             nf);
+    for (size_t i = 0; i < n && dd != NULL; i++) {
+        int32_t want = 0;
+        for (size_t k = 1; k < sizeof starts / sizeof starts[0]; k++)
+            want += i >= starts[k];
+        bad += dd[i] != want || ids[i] != fids[i];
+    }
+    const int32_t *vd = clf_dataset_documents(ds, CLF_SPLIT_VAL);
+    TU_CHECK(bad == 0 && vd != NULL && vd[0] == 4 &&
+                 clf_dataset_document_count(ds, CLF_SPLIT_TRAIN) == 5,
+             "documents: cut after each blank line, the line breaks with the document before "
+             "(%zu tokens wrong)",
+             bad);
+
+    /* windows: the same draws as one stream, the target leaving each
+     * document ignored, the ids given */
+    enum { B = 6, T = 9 };
+    int32_t x[B * T], y[B * T], doc[B * T], fx[B * T], fy[B * T];
+    clf_rng r, q;
+    clf_rng_seed(&r, 5);
+    clf_rng_seed(&q, 5);
+    tu_ok(clf_dataset_sample_batch(ds, CLF_SPLIT_TRAIN, B, T, &r, x, y, doc, &err), &err, "s");
+    tu_ok(clf_dataset_sample_batch(flat, CLF_SPLIT_TRAIN, B, T, &q, fx, fy, NULL, &err), &err, "s");
+    size_t wrong = 0, ignored = 0;
+    for (int b = 0; b < B; b++) {
+        size_t i0 = 0; /* the window's start: where its tokens and ids line up */
+        for (; i0 + T < n; i0++)
+            if (memcmp(ids + i0, fx + b * T, T * sizeof *x) == 0 &&
+                memcmp(dd + i0, doc + b * T, T * sizeof *doc) == 0)
+                break;
+        for (int t = 0; t < T; t++) {
+            const int cross = dd[i0 + (size_t)t + 1] != dd[i0 + (size_t)t];
+            wrong += x[b * T + t] != fx[b * T + t] ||
+                     y[b * T + t] != (cross ? CLF_DATASET_IGNORE : fy[b * T + t]) ||
+                     doc[b * T + t] != dd[i0 + (size_t)t];
+            ignored += cross;
+        }
+    }
+    TU_CHECK(wrong == 0 && ignored > 0,
+             "document windows: the stream's draws, %zu targets into the next document ignored, "
+             "the ids given (%zu wrong)",
+             ignored, wrong);
+    /* an evaluation window's padding is a document of its own */
+    size_t W = clf_dataset_eval_windows(ds, CLF_SPLIT_TRAIN, T), l = 0;
+    tu_ok(clf_dataset_eval_window(ds, CLF_SPLIT_TRAIN, T, W - 1, x, y, doc, &l, &err), &err, "w");
+    int pad_ok = l < T;
+    for (size_t t = l; t < T; t++)
+        pad_ok &= doc[t] == doc[l - 1] + 1 && y[t] == CLF_DATASET_IGNORE;
+    TU_CHECK(pad_ok,
+             "the last evaluation window's %zu padding positions: a document past the "
+             "last, ignored",
+             T - l);
+    clf_dataset_destroy(ds);
+    clf_dataset_destroy(flat);
+    clf_tokenizer_destroy(ch);
+}
+
 int main(void)
 {
     tu_seed();
@@ -397,5 +478,6 @@ int main(void)
     test_split_and_batches();
     test_eval_windows();
     test_loading();
+    test_documents();
     return tu_finish();
 }

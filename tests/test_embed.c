@@ -27,6 +27,10 @@
  *   factor; a ramp between them over the middle pairs with YaRN's scale of
  *   cos and sin; fractional ramp ends) past a short trained context, the
  *   tolerance times mscale^2 and inverse(forward(x)) = mscale^2 x.
+ * - packed documents (train.packing): embedding with learned positions
+ *   (forward and the table's gradient), sinusoidal positions and RoPE
+ *   (forward and inverse) at per-token positions that restart at random
+ *   cuts, against float64 references indexed by them, same tolerances.
  * - rope on 16-bit storage (bf16, f16; train.precision's attention): on
  *   values the format holds, every element equals the float32 kernel's
  *   result on the same values rounded once by the host's reference
@@ -45,6 +49,8 @@
 #include "tests/test_util.h"
 
 #define PAD 5 /* leading floats before each device tensor */
+
+static const clf_ptr NOPOS = {NULL, 0}; /* positions pos0 + t */
 
 static clf_ptr up(clf_runtime *rt, const float *x, size_t n)
 {
@@ -85,7 +91,7 @@ static void launch(clf_runtime *rt, const char *name, size_t global, int na, con
 }
 
 static void embed_fwd(clf_runtime *rt, int elem, clf_ptr out, clf_ptr tok, clf_ptr wte, clf_ptr wpe,
-                      size_t B, size_t T, size_t C, size_t pos0, float scale)
+                      size_t B, size_t T, size_t C, size_t pos0, clf_ptr pos, float scale)
 {
     clf_error err;
     if (!elem) {
@@ -97,24 +103,39 @@ static void embed_fwd(clf_runtime *rt, int elem, clf_ptr out, clf_ptr tok, clf_p
                                                      .T = T,
                                                      .C = C,
                                                      .pos0 = pos0,
+                                                     .pos = pos,
                                                      .scale = scale,
                                                      .out = out},
                                    &err),
               &err, "embed forward");
         return;
     }
-    clf_ptr wp = wpe.buf ? wpe : out;
-    clf_arg a[] = {CLF_ARG_BUF(out.buf),    CLF_ARG_U64(out.off), CLF_ARG_BUF(tok.buf),
-                   CLF_ARG_U64(tok.off),    CLF_ARG_BUF(wte.buf), CLF_ARG_U64(wte.off),
-                   CLF_ARG_BUF(wp.buf),     CLF_ARG_U64(wp.off),  CLF_ARG_I32(wpe.buf != NULL),
-                   CLF_ARG_U32(B * T),      CLF_ARG_U32(T),       CLF_ARG_U32(C),
-                   CLF_ARG_U32(0x7FFFFFFF), CLF_ARG_U32(pos0),    CLF_ARG_F32(scale),
-                   CLF_ARG_U32(1),          CLF_ARG_U32(C)};
-    launch(rt, "embed_forward", B * T * C, 17, a);
+    clf_ptr wp = wpe.buf ? wpe : out, pp = pos.buf ? pos : tok;
+    clf_arg a[] = {CLF_ARG_BUF(out.buf),
+                   CLF_ARG_U64(out.off),
+                   CLF_ARG_BUF(tok.buf),
+                   CLF_ARG_U64(tok.off),
+                   CLF_ARG_BUF(wte.buf),
+                   CLF_ARG_U64(wte.off),
+                   CLF_ARG_BUF(wp.buf),
+                   CLF_ARG_U64(wp.off),
+                   CLF_ARG_I32(wpe.buf != NULL),
+                   CLF_ARG_U32(B * T),
+                   CLF_ARG_U32(T),
+                   CLF_ARG_U32(C),
+                   CLF_ARG_U32(0x7FFFFFFF),
+                   CLF_ARG_U32(pos0),
+                   CLF_ARG_F32(scale),
+                   CLF_ARG_U32(1),
+                   CLF_ARG_U32(C),
+                   CLF_ARG_BUF(pp.buf),
+                   CLF_ARG_U64(pp.off),
+                   CLF_ARG_I32(pos.buf != NULL)};
+    launch(rt, "embed_forward", B * T * C, 20, a);
 }
 
 static void embed_bwd(clf_runtime *rt, int elem, clf_ptr dwte, clf_ptr dwpe, clf_ptr dout,
-                      clf_ptr tok, size_t B, size_t T, size_t C, size_t V, float scale)
+                      clf_ptr tok, clf_ptr pos, size_t B, size_t T, size_t C, size_t V, float scale)
 {
     clf_error err;
     if (!elem) {
@@ -125,6 +146,7 @@ static void embed_bwd(clf_runtime *rt, int elem, clf_ptr dwte, clf_ptr dwpe, clf
                                                       .C = C,
                                                       .V = V,
                                                       .scale = scale,
+                                                      .pos = pos,
                                                       .dout = dout,
                                                       .dwte = dwte,
                                                       .dwpe = dwpe},
@@ -138,34 +160,62 @@ static void embed_bwd(clf_runtime *rt, int elem, clf_ptr dwte, clf_ptr dwpe, clf
                    CLF_ARG_F32(scale),    CLF_ARG_U32(1),        CLF_ARG_U32(C)};
     launch(rt, "embed_backward_wte", V * C, 12, a);
     if (dwpe.buf) {
-        clf_arg b[] = {CLF_ARG_BUF(dwpe.buf), CLF_ARG_U64(dwpe.off), CLF_ARG_BUF(dout.buf),
-                       CLF_ARG_U64(dout.off), CLF_ARG_U32(B),        CLF_ARG_U32(T),
-                       CLF_ARG_U32(C),        CLF_ARG_U32(0),        CLF_ARG_U32(1),
-                       CLF_ARG_U32(C)};
-        launch(rt, "embed_backward_wpe", T * C, 10, b);
+        clf_ptr pp = pos.buf ? pos : tok;
+        clf_arg b[] = {CLF_ARG_BUF(dwpe.buf),
+                       CLF_ARG_U64(dwpe.off),
+                       CLF_ARG_BUF(dout.buf),
+                       CLF_ARG_U64(dout.off),
+                       CLF_ARG_U32(B),
+                       CLF_ARG_U32(T),
+                       CLF_ARG_U32(C),
+                       CLF_ARG_U32(0),
+                       CLF_ARG_U32(1),
+                       CLF_ARG_U32(C),
+                       CLF_ARG_BUF(pp.buf),
+                       CLF_ARG_U64(pp.off),
+                       CLF_ARG_I32(pos.buf != NULL)};
+        launch(rt, "embed_backward_wpe", T * C, 13, b);
     }
 }
 
 /* rope with bspan = 1 (the GPU split) when elem, else through the op. */
-static void rope(clf_runtime *rt, int elem, clf_ptr x, size_t B, size_t T, size_t NH, size_t HS,
-                 size_t rs, size_t pos0, const clf_rope *rp, int inverse)
+static void rope_p(clf_runtime *rt, int elem, clf_ptr x, size_t B, size_t T, size_t NH, size_t HS,
+                   size_t rs, size_t pos0, clf_ptr pos, const clf_rope *rp, int inverse)
 {
     clf_error err;
     if (!elem) {
-        tu_ok(clf_op_rope_t(rt, &(clf_heads){x, CLF_DT_F32, B, T, NH, HS, rs}, pos0, rp, inverse,
-                            &err),
+        tu_ok(clf_op_rope_t(rt, &(clf_heads){x, CLF_DT_F32, B, T, NH, HS, rs}, pos0, pos, rp,
+                            inverse, &err),
               &err, "rope");
         return;
     }
-    clf_arg a[] = {CLF_ARG_BUF(x.buf),       CLF_ARG_U64(x.off),
-                   CLF_ARG_U32(CLF_DT_F32),  CLF_ARG_U32(B),
-                   CLF_ARG_U32(T),           CLF_ARG_U32(NH),
-                   CLF_ARG_U32(HS),          CLF_ARG_U32(rs),
-                   CLF_ARG_U32(pos0),        CLF_ARG_F32((float)log2(rp->theta)),
-                   CLF_ARG_F32(rp->factor),  CLF_ARG_F32(rp->ramp_lo),
-                   CLF_ARG_F32(rp->ramp_hi), CLF_ARG_F32(rp->mscale),
-                   CLF_ARG_I32(inverse),     CLF_ARG_U32(1)};
-    launch(rt, "rope", B * T * (HS / 2), 16, a);
+    const clf_ptr pp = pos.buf ? pos : x;
+    clf_arg a[] = {CLF_ARG_BUF(x.buf),
+                   CLF_ARG_U64(x.off),
+                   CLF_ARG_U32(CLF_DT_F32),
+                   CLF_ARG_U32(B),
+                   CLF_ARG_U32(T),
+                   CLF_ARG_U32(NH),
+                   CLF_ARG_U32(HS),
+                   CLF_ARG_U32(rs),
+                   CLF_ARG_U32(pos0),
+                   CLF_ARG_F32((float)log2(rp->theta)),
+                   CLF_ARG_F32(rp->factor),
+                   CLF_ARG_F32(rp->ramp_lo),
+                   CLF_ARG_F32(rp->ramp_hi),
+                   CLF_ARG_F32(rp->mscale),
+                   CLF_ARG_I32(inverse),
+                   CLF_ARG_U32(1),
+                   CLF_ARG_BUF(pp.buf),
+                   CLF_ARG_U64(pp.off),
+                   CLF_ARG_I32(pos.buf != NULL)};
+    launch(rt, "rope", B * T * (HS / 2), 19, a);
+}
+
+static void rope(clf_runtime *rt, int elem, clf_ptr x, size_t B, size_t T, size_t NH, size_t HS,
+                 size_t rs, size_t pos0, const clf_rope *rp, int inverse)
+{
+    rope_p(rt, elem, x, B, T, NH, HS, rs, pos0, NOPOS, rp, inverse);
 }
 
 /* rope on x stored as t (bf16 / f16) against the float32 kernel on the same
@@ -192,8 +242,8 @@ static void test_rope16(clf_runtime *rt, clf_dtype t, size_t B, size_t T, size_t
         for (int part = 0; part < 2; part++) {
             const clf_heads h32 = {clf_ptr_at(d32, part * C), CLF_DT_F32, B, T, NH, HS, rs};
             const clf_heads h16 = {(clf_ptr){b, off + part * C}, t, B, T, NH, HS, rs};
-            tu_ok(clf_op_rope_t(rt, &h32, pos0, rp, inverse, &err), &err, "rope f32");
-            tu_ok(clf_op_rope_t(rt, &h16, pos0, rp, inverse, &err), &err, "rope 16-bit");
+            tu_ok(clf_op_rope_t(rt, &h32, pos0, NOPOS, rp, inverse, &err), &err, "rope f32");
+            tu_ok(clf_op_rope_t(rt, &h16, pos0, NOPOS, rp, inverse, &err), &err, "rope 16-bit");
         }
         tu_download(rt, d32, want, n);
         tu_ok(clf_buffer_read(rt, b, 0, got, (n + off + guard) * 2, &err), &err, "read");
@@ -255,14 +305,14 @@ static void test_embed(clf_runtime *rt, int elem, size_t B, size_t T, size_t C, 
     clf_ptr dout = up(rt, G, BT * C); /* overwritten by forward */
     clf_ptr none = {NULL, 0};
     clf_error err;
-    embed_fwd(rt, elem, dout, dtok, dwte, with_wpe ? dwpe : none, B, T, C, pos0, scale);
+    embed_fwd(rt, elem, dout, dtok, dwte, with_wpe ? dwpe : none, B, T, C, pos0, NOPOS, scale);
     tu_download(rt, dout, got, BT * C);
     embed_ref(ref, tok, wte, with_wpe ? wpe : NULL, B, T, C, pos0, scale);
     tu_close(name, got, ref, BT * C, 1e-6, 1e-6);
 
     /* backward (the table is indexed from position 0: pos0 = 0 here) */
     clf_ptr gd = up(rt, G, BT * C), gdte = up(rt, dwte0, V * C), gdpe = up(rt, dwpe0, P * C);
-    embed_bwd(rt, elem, gdte, with_wpe ? gdpe : none, gd, dtok, B, T, C, V, scale);
+    embed_bwd(rt, elem, gdte, with_wpe ? gdpe : none, gd, dtok, NOPOS, B, T, C, V, scale);
     tu_download(rt, gdte, gte, V * C);
     tu_download(rt, gdpe, gpe, P * C);
     for (size_t i = 0; i < V * C; i++)
@@ -284,7 +334,7 @@ static void test_embed(clf_runtime *rt, int elem, size_t B, size_t T, size_t C, 
     /* finite differences of L = sum G * forward (pos0 = 0) against a fresh gradient */
     tu_ok(clf_ptr_zero(rt, gdte, V * C, &err), &err, "zero");
     tu_ok(clf_ptr_zero(rt, gdpe, P * C, &err), &err, "zero");
-    embed_bwd(rt, elem, gdte, with_wpe ? gdpe : none, gd, dtok, B, T, C, V, scale);
+    embed_bwd(rt, elem, gdte, with_wpe ? gdpe : none, gd, dtok, NOPOS, B, T, C, V, scale);
     tu_download(rt, gdte, gte, V * C);
     tu_download(rt, gdpe, gpe, P * C);
     enum { NS = 24 };
@@ -359,7 +409,7 @@ static void test_sinusoid(clf_runtime *rt, size_t B, size_t T, size_t C, size_t 
     tu_fill(r, x, n, -1, 1);
     clf_ptr dx = up(rt, x, n);
     clf_error err;
-    tu_ok(clf_op_sinusoid_add(rt, dx, B, T, C, pos0, &err), &err, "sinusoid_add");
+    tu_ok(clf_op_sinusoid_add(rt, dx, B, T, C, pos0, NOPOS, &err), &err, "sinusoid_add");
     tu_download(rt, dx, got, n);
     for (size_t b = 0; b < B; b++)
         for (size_t t = 0; t < T; t++)
@@ -383,8 +433,9 @@ static void test_sinusoid(clf_runtime *rt, size_t B, size_t T, size_t C, size_t 
 /* x rows of `rs` floats, heads at column `col0`; sign -1 = inverse. Pair
  * i's frequency: theta^(-2i/HS), blended with itself / factor by the ramp
  * r = clamp((i - lo) / (hi - lo), 0, 1): f / factor * r + f * (1 - r). */
-static void rope_ref(double *y, const double *x, size_t BT, size_t T, size_t NH, size_t HS,
-                     size_t rs, size_t col0, size_t pos0, const clf_rope *rp, int sign)
+static void rope_ref_p(double *y, const double *x, size_t BT, size_t T, size_t NH, size_t HS,
+                       size_t rs, size_t col0, size_t pos0, const int32_t *pos, const clf_rope *rp,
+                       int sign)
 {
     size_t half = HS / 2;
     for (size_t bt = 0; bt < BT; bt++)
@@ -394,13 +445,19 @@ static void rope_ref(double *y, const double *x, size_t BT, size_t T, size_t NH,
                 double ramp = ((double)i - rp->ramp_lo) / ((double)rp->ramp_hi - rp->ramp_lo);
                 ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
                 f = f / rp->factor * ramp + f * (1 - ramp);
-                double a = (double)(pos0 + bt % T) * f;
+                double a = (double)(pos ? (size_t)pos[bt] : pos0 + bt % T) * f;
                 double c = rp->mscale * cos(a), s = sign * rp->mscale * sin(a);
                 size_t o = bt * rs + col0 + h * HS + i;
                 double x1 = x[o], x2 = x[o + half];
                 y[o] = x1 * c - x2 * s;
                 y[o + half] = x2 * c + x1 * s;
             }
+}
+
+static void rope_ref(double *y, const double *x, size_t BT, size_t T, size_t NH, size_t HS,
+                     size_t rs, size_t col0, size_t pos0, const clf_rope *rp, int sign)
+{
+    rope_ref_p(y, x, BT, T, NH, HS, rs, col0, pos0, NULL, rp, sign);
 }
 
 static void test_rope(clf_runtime *rt, int elem, size_t B, size_t T, size_t NH, size_t HS,
@@ -489,6 +546,119 @@ static void test_rope(clf_runtime *rt, int elem, size_t B, size_t T, size_t NH, 
     free(ref);
 }
 
+/* ---- packed documents: per-token positions ---------------------------------------- */
+
+/* Positions of B rows of T tokens cut into documents at random (each row
+ * restarts at 0 at every cut; about one cut in `every` positions). */
+static void doc_positions(int32_t *pos, size_t B, size_t T, unsigned every, tu_rng *r)
+{
+    for (size_t b = 0; b < B; b++) {
+        int32_t p = (int32_t)(tu_u32(r) % 3); /* rows may start inside a document */
+        for (size_t t = 0; t < T; t++, p++) {
+            if (t > 0 && tu_u32(r) % every == 0)
+                p = 0;
+            pos[b * T + t] = t == 0 ? 0 : p;
+        }
+    }
+}
+
+/* Embedding, learned positions (forward and the table's gradient),
+ * sinusoidal positions and RoPE (forward and inverse) with per-token
+ * positions, against float64 references that index by them: the same
+ * tolerances as the plain tests. */
+static void test_packed(clf_runtime *rt, int elem, size_t B, size_t T, size_t C, size_t NH,
+                        tu_rng *r)
+{
+    const size_t BT = B * T, V = 11, HS = C / NH, rs = 3 * C + 3;
+    int32_t *tok = malloc(BT * sizeof *tok), *pos = malloc(BT * sizeof *pos);
+    float *wte = malloc(V * C * sizeof *wte), *wpe = malloc(T * C * sizeof *wpe);
+    float *G = malloc(BT * C * sizeof *G), *got = malloc(BT * rs * sizeof *got);
+    float *x = malloc(BT * rs * sizeof *x), *dpe0 = malloc(T * C * sizeof *dpe0);
+    double *ref = malloc(BT * rs * sizeof *ref), *xd = malloc(BT * rs * sizeof *xd);
+    doc_positions(pos, B, T, 5, r);
+    for (size_t i = 0; i < BT; i++)
+        tok[i] = (int32_t)(tu_u32(r) % V);
+    tu_fill(r, wte, V * C, -1, 1);
+    tu_fill(r, wpe, T * C, -1, 1);
+    tu_fill(r, G, BT * C, -1, 1);
+    tu_fill(r, dpe0, T * C, -1, 1);
+    tu_fill(r, x, BT * rs, -1, 1);
+    char name[160];
+    clf_ptr dtok = up_i32(rt, tok, BT), dpos = up_i32(rt, pos, BT), dwte = up(rt, wte, V * C);
+    clf_ptr dwpe = up(rt, wpe, T * C), dout = up(rt, G, BT * C), gd = up(rt, G, BT * C);
+    clf_ptr gdpe = up(rt, dpe0, T * C), gdte = up(rt, wte, V * C);
+    clf_error err;
+
+    embed_fwd(rt, elem, dout, dtok, dwte, dwpe, B, T, C, 0, dpos, 1.0f);
+    tu_download(rt, dout, got, BT * C);
+    for (size_t bt = 0; bt < BT; bt++)
+        for (size_t c = 0; c < C; c++)
+            ref[bt * C + c] = (double)wte[(size_t)tok[bt] * C + c] + wpe[(size_t)pos[bt] * C + c];
+    snprintf(name, sizeof name, "packed embed fwd%s B=%zu T=%zu C=%zu",
+             elem ? " (per element)" : "", B, T, C);
+    tu_close(name, got, ref, BT * C, 1e-6, 1e-6);
+
+    embed_bwd(rt, elem, gdte, gdpe, gd, dtok, dpos, B, T, C, V, 1.0f);
+    tu_download(rt, gdpe, got, T * C);
+    for (size_t i = 0; i < T * C; i++)
+        ref[i] = dpe0[i];
+    for (size_t bt = 0; bt < BT; bt++)
+        for (size_t c = 0; c < C; c++)
+            ref[(size_t)pos[bt] * C + c] += G[bt * C + c];
+    snprintf(name, sizeof name, "packed embed bwd dwpe%s B=%zu T=%zu C=%zu",
+             elem ? " (per element)" : "", B, T, C);
+    tu_close(name, got, ref, T * C, 1e-5, 1e-5);
+
+    if (!elem) { /* sinusoid_add has one split */
+        clf_ptr dx = up(rt, G, BT * C);
+        tu_ok(clf_op_sinusoid_add(rt, dx, B, T, C, 0, dpos, &err), &err, "sinusoid_add");
+        tu_download(rt, dx, got, BT * C);
+        for (size_t bt = 0; bt < BT; bt++)
+            for (size_t c = 0; c < C; c++) {
+                double a = pos[bt] / pow(10000.0, (double)(c - c % 2) / (double)C);
+                ref[bt * C + c] = G[bt * C + c] + (c % 2 ? cos(a) : sin(a));
+            }
+        snprintf(name, sizeof name, "packed sinusoid_add B=%zu T=%zu C=%zu", B, T, C);
+        tu_close(name, got, ref, BT * C, 2e-6 + 1e-6 * (double)T, 0.0);
+        tu_free(dx);
+    }
+
+    const clf_rope rp = {10000.0f, 1, 0, 1, 1};
+    for (size_t i = 0; i < BT * rs; i++)
+        xd[i] = x[i];
+    for (int inverse = 0; inverse < 2; inverse++) {
+        clf_ptr dx = up(rt, x, BT * rs);
+        for (int part = 0; part < 2; part++)
+            rope_p(rt, elem, clf_ptr_at(dx, part * C), B, T, NH, HS, rs, 0, dpos, &rp, inverse);
+        tu_download(rt, dx, got, BT * rs);
+        memcpy(ref, xd, BT * rs * sizeof *ref);
+        for (int part = 0; part < 2; part++)
+            rope_ref_p(ref, xd, BT, T, NH, HS, rs, part * C, 0, pos, &rp, inverse ? -1 : 1);
+        snprintf(name, sizeof name, "packed rope%s%s B=%zu T=%zu NH=%zu HS=%zu",
+                 inverse ? " inverse" : "", elem ? " (bspan 1)" : "", B, T, NH, HS);
+        tu_close(name, got, ref, BT * rs, 1e-5 + 2e-6 * (double)T, 0.0);
+        tu_free(dx);
+    }
+    tu_free(dtok);
+    tu_free(dpos);
+    tu_free(dwte);
+    tu_free(dwpe);
+    tu_free(dout);
+    tu_free(gd);
+    tu_free(gdpe);
+    tu_free(gdte);
+    free(tok);
+    free(pos);
+    free(wte);
+    free(wpe);
+    free(G);
+    free(got);
+    free(x);
+    free(dpe0);
+    free(ref);
+    free(xd);
+}
+
 int main(void)
 {
     clf_runtime *rt = tu_runtime();
@@ -515,6 +685,9 @@ int main(void)
         test_rope(rt, elem, 2, 33, 4, 16, 100, &linear, &r);
         test_rope(rt, elem, 2, 40, 2, 32, 200, &yarn, &r);
         test_rope(rt, elem, 1, 17, 3, 8, 7, &frac, &r);
+        test_packed(rt, elem, 1, 1, 4, 1, &r);
+        test_packed(rt, elem, 3, 37, 48, 3, &r);
+        test_packed(rt, elem, 4, 64, 64, 2, &r);
     }
     const clf_rope plain = {10000.0f, 1, 0, 1, 1}, yarn = {10000.0f, 4.0f, 1.0f, 5.0f, 1.1386294f};
     test_rope16(rt, CLF_DT_BF16, 2, 33, 4, 16, 5, &plain, &r);

@@ -50,6 +50,10 @@
  * and Adam turns each side's rounding noise there into whole steps of
  * either sign (measured 0.18 with it). Inference (float32) is compared
  * with the fixture's float32 logits.
+ * gpt_p and gpt_q pack documents (train.packing; the fixture's doc ids):
+ * the same checks, KV-cache decoding on their rows of one document, and
+ * isolation: with each row's first document's tokens changed, the logits
+ * of every other document are bit-identical.
  * Determinism (with checkpoint.h; gpt_a, and gpt_g's grouped-query
  * attention with and without layer-wise learning-rate decay): train 10
  * steps with dropout 0.1,
@@ -94,6 +98,7 @@ typedef struct gpt_fx {
     int half, B, T, V;
     size_t BT;
     int32_t *x, *y;
+    int32_t *doc; /* packed documents (gpt_p, gpt_q), or NULL */
 } gpt_fx;
 
 /* Forward, loss (eval and train) and gradients against PyTorch's. */
@@ -114,7 +119,7 @@ static void gpt_forward(clf_runtime *rt, const gpt_fx *g)
     float *logits = malloc(BT * (size_t)V * sizeof *logits);
     float *ref_logits = pu_read(r, "logits", NULL), *ref_loss = pu_read(r, "loss", NULL);
     float loss = 0;
-    die(clf_model_set_batch(m, clf_batch_decoder(x, y, B, T), &e), &e, "set_batch");
+    die(clf_model_set_batch(m, clf_batch_packed(x, y, g->doc, B, T), &e), &e, "set_batch");
     die(clf_model_forward(m, 0, &e), &e, "forward");
     die(clf_model_logits_read(m, logits, &e), &e, "logits");
     die(clf_model_loss(m, &loss, &e), &e, "loss");
@@ -175,7 +180,7 @@ static void gpt_steps(clf_runtime *rt, const gpt_fx *g)
     double worst_loss = 0, worst_gn = 0;
     for (size_t it = 0; it < nsteps; it++) {
         float gn = 0;
-        die(clf_model_set_batch(m, clf_batch_decoder(x, y, B, T), &e), &e, "set_batch");
+        die(clf_model_set_batch(m, clf_batch_packed(x, y, g->doc, B, T), &e), &e, "set_batch");
         die(clf_model_forward(m, 1, &e), &e, "forward");
         die(clf_model_loss(m, &loss, &e), &e, "loss");
         die(clf_model_backward(m, &e), &e, "backward");
@@ -230,7 +235,7 @@ static void gpt_steps(clf_runtime *rt, const gpt_fx *g)
                  "(worst %.3g, %s)",
                  fx, nsteps, HALF_UPDATE_L2, worst_step, worst_name);
     float *ref_final = pu_read(r, "final_loss", NULL);
-    die(clf_model_set_batch(m, clf_batch_decoder(x, y, B, T), &e), &e, "set_batch");
+    die(clf_model_set_batch(m, clf_batch_packed(x, y, g->doc, B, T), &e), &e, "set_batch");
     die(clf_model_forward(m, 0, &e), &e, "forward");
     die(clf_model_loss(m, &loss, &e), &e, "loss");
     TU_CHECK(pu_rel(loss, ref_final[0]) <= loss_tol, "%s: loss after %zu steps %.8f vs torch %.8f",
@@ -273,9 +278,12 @@ static void gpt_cached(clf_runtime *rt, const gpt_fx *g)
         for (int b = 0; b < B; b++)
             memcpy(got + ((size_t)b * T + t) * V, out + (size_t)b * V, V * sizeof *out);
     }
-    /* compare positions P-1 .. T-1 */
+    /* compare positions P-1 .. T-1 (of the rows that are one document:
+     * decoding runs one document per row) */
     int ok = 1;
     for (int b = 0; b < B; b++) {
+        if (g->doc != NULL && g->doc[(size_t)b * T] != g->doc[(size_t)b * T + T - 1])
+            continue;
         size_t o = ((size_t)b * T + P - 1) * V, n = (size_t)(T - P + 1) * V;
         snprintf(name, sizeof name, "%s KV-cache logits, sequence %d", fx, b);
         ok &= pu_close_f(name, got + o, ref_logits + o, n, 1e-5, 1e-4);
@@ -286,6 +294,44 @@ static void gpt_cached(clf_runtime *rt, const gpt_fx *g)
     free(out);
     free(prompt);
     free(ref_logits);
+}
+
+/* Packed documents do not see each other: with every token of each row's
+ * first document replaced, the logits of the row's other documents are
+ * bit-identical (and the replaced document's differ). */
+static void gpt_isolated(clf_runtime *rt, const gpt_fx *g)
+{
+    const int B = g->B, T = g->T, V = g->V;
+    clf_error e;
+    clf_model *m = build(rt, &g->cfg, V, B, CLF_MODEL_INFER, g->r);
+    float *a = malloc(g->BT * (size_t)V * sizeof *a), *b = malloc(g->BT * (size_t)V * sizeof *b);
+    int32_t *x2 = malloc(g->BT * sizeof *x2);
+    die(clf_model_set_batch(m, clf_batch_packed(g->x, NULL, g->doc, B, T), &e), &e, "set_batch");
+    die(clf_model_forward(m, 0, &e), &e, "forward");
+    die(clf_model_logits_read(m, a, &e), &e, "logits");
+    for (size_t i = 0; i < g->BT; i++) /* a different token in each first document */
+        x2[i] = g->doc[i] == g->doc[i - i % (size_t)T] ? (g->x[i] + 1) % V : g->x[i];
+    die(clf_model_set_batch(m, clf_batch_packed(x2, NULL, g->doc, B, T), &e), &e, "set_batch");
+    die(clf_model_forward(m, 0, &e), &e, "forward");
+    die(clf_model_logits_read(m, b, &e), &e, "logits");
+    size_t same_rest = 0, rest = 0, changed = 0, first = 0;
+    for (size_t i = 0; i < g->BT; i++) {
+        const int in_first = g->doc[i] == g->doc[i - i % (size_t)T];
+        const int eq = memcmp(a + i * V, b + i * V, (size_t)V * sizeof *a) == 0;
+        rest += !in_first;
+        same_rest += !in_first && eq;
+        first += in_first;
+        changed += in_first && !eq;
+    }
+    TU_CHECK(rest > 0 && same_rest == rest && changed == first,
+             "%s: with each row's first document changed, the %zu positions of the other "
+             "documents give bit-identical logits (%zu do) and the first documents' %zu all "
+             "change (%zu do)",
+             g->fx, rest, same_rest, first, changed);
+    clf_model_destroy(m);
+    free(a);
+    free(b);
+    free(x2);
 }
 
 static void parity(clf_runtime *rt, const char *fx)
@@ -299,31 +345,40 @@ static void parity(clf_runtime *rt, const char *fx)
     g.BT = (size_t)g.B * (size_t)g.T;
     g.x = pu_read(g.r, "x", NULL);
     g.y = pu_read(g.r, "y", NULL);
-    printf("%s: B=%d T=%d V=%d\n", fx, g.B, g.T, g.V);
+    g.doc = clf_st_reader_find(g.r, "doc") != NULL ? pu_read(g.r, "doc", NULL) : NULL;
+    TU_CHECK((g.doc != NULL) == (g.cfg.train.packing != 0),
+             "%s: document ids exactly where train.packing is on", fx);
+    printf("%s: B=%d T=%d V=%d%s\n", fx, g.B, g.T, g.V, g.doc ? " (packed documents)" : "");
     gpt_forward(rt, &g);
     gpt_steps(rt, &g);
     gpt_cached(rt, &g);
+    if (g.doc != NULL)
+        gpt_isolated(rt, &g);
     free(g.x);
     free(g.y);
+    free(g.doc);
     clf_st_reader_destroy(g.r);
 }
 
 /* ---- determinism across a checkpoint ---------------------------------------------- */
 
 static void train_steps(clf_model *m, const int32_t *data, size_t n, int B, int T, int from,
-                        int count, float *losses)
+                        int count, int packed, float *losses)
 {
     clf_error e;
     int32_t *x = malloc((size_t)B * T * sizeof *x), *y = malloc((size_t)B * T * sizeof *y);
+    int32_t *doc = malloc((size_t)B * T * sizeof *doc);
     for (int s = from; s < from + count; s++) {
         for (int b = 0; b < B; b++) { /* a fixed, step-dependent window per row */
             size_t i0 = ((size_t)s * 131 + (size_t)b * 977) % (n - (size_t)T - 1);
             for (int t = 0; t < T; t++) {
                 x[b * T + t] = data[i0 + t];
                 y[b * T + t] = data[i0 + t + 1];
+                doc[b * T + t] = (int32_t)((i0 + (size_t)t) / 5); /* documents of 5 tokens */
             }
         }
-        die(clf_model_set_batch(m, clf_batch_decoder(x, y, B, T), &e), &e, "set_batch");
+        die(clf_model_set_batch(m, clf_batch_packed(x, y, packed ? doc : NULL, B, T), &e), &e,
+            "set_batch");
         die(clf_model_forward(m, 1, &e), &e, "forward");
         die(clf_model_backward(m, &e), &e, "backward");
         die(clf_model_step(m, 1e-3f, &e), &e, "step");
@@ -331,6 +386,7 @@ static void train_steps(clf_model *m, const int32_t *data, size_t n, int B, int 
     }
     free(x);
     free(y);
+    free(doc);
 }
 
 static void determinism(clf_runtime *rt, const char *name, const char *extra)
@@ -365,10 +421,10 @@ static void determinism(clf_runtime *rt, const char *name, const char *extra)
     float a[20], b[10];
     clf_model *m = NULL;
     die(clf_model_create(rt, &cfg, V, B, CLF_MODEL_TRAIN, &m, &e), &e, "create");
-    train_steps(m, data, n, B, T, 0, 10, a);
+    train_steps(m, data, n, B, T, 0, 10, cfg.train.packing, a);
     clf_checkpoint_extra ex[] = {{"test", "determinism"}};
     die(clf_checkpoint_save(path, m, &cfg, "{}", ex, 1, &e), &e, "checkpoint save");
-    train_steps(m, data, n, B, T, 10, 10, a + 10);
+    train_steps(m, data, n, B, T, 10, 10, cfg.train.packing, a + 10);
     /* train.ema: the moving average goes on from the checkpoint's too */
     const size_t np = clf_model_dims_get(m).n_params;
     float *ema_a = clf_model_has_ema(m) ? malloc(np * sizeof *ema_a) : NULL;
@@ -390,7 +446,7 @@ static void determinism(clf_runtime *rt, const char *name, const char *extra)
     die(clf_checkpoint_load(ck, m, CLF_CHECKPOINT_ALL, &e), &e, "checkpoint load");
     TU_CHECK(clf_model_state_get(m).step == 10, "resumed at step %llu (expected 10)",
              (unsigned long long)clf_model_state_get(m).step);
-    train_steps(m, data, n, B, T, 10, 10, b);
+    train_steps(m, data, n, B, T, 10, 10, cfg.train.packing, b);
     if (ema_a != NULL) {
         die(clf_model_flat_read(m, CLF_SLOT_EMA, ema_b, &e), &e, "ema 2");
         TU_CHECK(memcmp(ema_a, ema_b, np * sizeof *ema_a) == 0,
@@ -437,7 +493,7 @@ static void check_ema(clf_runtime *rt)
     double *ref = malloc(np * sizeof *ref), worst = 0;
     float loss;
     for (int s = 0; s < 6; s++) {
-        train_steps(m, data, n, B, T, s, 1, &loss);
+        train_steps(m, data, n, B, T, s, 1, 0, &loss);
         die(clf_model_flat_read(m, CLF_SLOT_PARAM, p, &e), &e, "params");
         for (size_t i = 0; i < np; i++)
             ref[i] = s == 0 ? p[i] : ref[i] + 0.1 * ((double)p[i] - ref[i]);
@@ -505,6 +561,8 @@ int main(void)
     parity(rt, "gpt_t"); /* T5's relative position bias */
     parity(rt, "gpt_r"); /* Shaw's relative positions */
     parity(rt, "gpt_h"); /* bf16 storage */
+    parity(rt, "gpt_p"); /* packed documents, learned positions */
+    parity(rt, "gpt_q"); /* packed documents, RoPE, multi-query */
     determinism(rt, "gpt_a", NULL);
     determinism(rt, "gpt_g", NULL);
     determinism(rt, "gpt_g", "train.optimizer.layer_decay=0.7");
@@ -512,6 +570,8 @@ int main(void)
     determinism(rt, "gpt_a", "train.ema=0.99");
     determinism(rt, "gpt_t", NULL);
     determinism(rt, "gpt_r", NULL);
+    determinism(rt, "gpt_p", NULL);
+    determinism(rt, "gpt_q", NULL);
     check_ema(rt);
     clf_runtime_destroy(rt);
     return tu_finish();

@@ -150,7 +150,8 @@ static void test_eval_split(clf_model *m, const clf_dataset *ds)
     uint64_t cnt = 0;
     for (size_t w = 0; w < W; w++) {
         size_t len = 0;
-        tu_ok(clf_dataset_eval_window(ds, CLF_SPLIT_VAL, d.T, w, x, y, &len, &e), &e, "window");
+        tu_ok(clf_dataset_eval_window(ds, CLF_SPLIT_VAL, d.T, w, x, y, NULL, &len, &e), &e,
+              "window");
         tu_ok(clf_model_set_batch(m, clf_batch_decoder(x, y, 1, d.T), &e), &e, "set_batch");
         tu_ok(clf_model_forward(m, 0, &e), &e, "forward");
         tu_ok(clf_model_logits_read(m, z, &e), &e, "logits");

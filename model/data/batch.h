@@ -5,7 +5,8 @@
  * clf_model_set_batch copies them.
  *
  * Which fields a kind reads:
- *   decoder (GPT)      tgt_in [B, T] tokens, tgt_out [B, T] next-token targets
+ *   decoder (GPT)      tgt_in [B, T] tokens, tgt_out [B, T] next-token targets,
+ *                      and with packed documents tgt_doc [B, T]
  *   encoder-decoder    src [B, S], src_keep [B, S], tgt_in [B, T], tgt_out [B, T]
  *   encoder classifier src [B, S], src_keep [B, S], labels [B]
  * Targets and labels equal to -1 (CLF_MODEL_IGNORE_INDEX) contribute no loss;
@@ -29,6 +30,11 @@ typedef struct clf_batch {
     const int32_t *tgt_in;   /* [B, T] decoder input tokens (a GPT's x) */
     const int32_t *tgt_out;  /* [B, T] next-token targets (a GPT's y); NULL = none */
     const int32_t *labels;   /* [B] classifier labels; NULL = none */
+    /* [B, T] a decoder's packed documents (train.packing): the document each
+     * position belongs to, non-decreasing along a row; attention stays
+     * inside a document and positions restart at its first token. NULL =
+     * one document per row */
+    const int32_t *tgt_doc;
     /* set by batch sources, for the trainer */
     double tokens; /* the tokens the batch counts for throughput */
     int64_t epoch; /* the epoch it came from; -1 for random text windows */
@@ -39,6 +45,14 @@ typedef struct clf_batch {
 static inline clf_batch clf_batch_decoder(const int32_t *x, const int32_t *y, int B, int T)
 {
     clf_batch b = {.B = B, .T = T, .tgt_in = x, .tgt_out = y, .epoch = -1};
+    return b;
+}
+
+/* A decoder's batch of packed documents: doc [B, T] as tgt_doc above. */
+static inline clf_batch clf_batch_packed(const int32_t *x, const int32_t *y, const int32_t *doc,
+                                         int B, int T)
+{
+    clf_batch b = {.B = B, .T = T, .tgt_in = x, .tgt_out = y, .tgt_doc = doc, .epoch = -1};
     return b;
 }
 

@@ -104,6 +104,7 @@ bad:
 
 struct clf_dataset {
     int32_t *ids;   /* all tokens */
+    int32_t *doc;   /* the document of each token (increasing ids), or NULL: one stream */
     size_t n;       /* all */
     size_t n_train; /* ids[0, n_train) train, ids[n_train, n) validation */
     int32_t vocab;
@@ -182,11 +183,119 @@ clf_status clf_dataset_load(const char *path, const clf_tokenizer *tok, clf_data
     return st;
 }
 
+/* The end of the document that starts at i: just past the first run of
+ * line breaks ('\n', '\r') holding two '\n' or more, or len. */
+static size_t doc_end(const char *text, size_t len, size_t i)
+{
+    while (i < len) {
+        if (text[i] != '\n' && text[i] != '\r') {
+            i++;
+            continue;
+        }
+        size_t j = i, nl = 0;
+        for (; j < len && (text[j] == '\n' || text[j] == '\r'); j++)
+            nl += text[j] == '\n';
+        if (nl >= 2)
+            return j;
+        i = j;
+    }
+    return len;
+}
+
+clf_status clf_dataset_from_documents(const char *text, size_t len, const char *name,
+                                      const clf_tokenizer *tok, clf_dataset **out, clf_error *err)
+{
+    *out = NULL;
+    if (len == 0)
+        return clf_error_set(err, CLF_ERR_FORMAT, "%s is empty: a text corpus is needed", name);
+    int32_t *ids = NULL, *doc = NULL;
+    size_t n = 0, cap = 0;
+    int32_t ndoc = 0;
+    clf_status st = CLF_OK;
+    for (size_t a = 0; a < len && st == CLF_OK;) {
+        const size_t e = doc_end(text, len, a);
+        int32_t *d = NULL;
+        size_t dn = 0;
+        if ((st = clf_tokenizer_encode(tok, text + a, e - a, &d, &dn, err)) != CLF_OK) {
+            clf_error_prefix(err, "tokenizing %s (the document at byte %zu)", name, a);
+            break;
+        }
+        if (n + dn > cap) {
+            size_t nc = cap ? cap : 4096;
+            while (nc < n + dn)
+                nc *= 2;
+            int32_t *ni = realloc(ids, nc * sizeof *ni),
+                    *nd = ni ? realloc(doc, nc * sizeof *nd) : NULL;
+            if (ni != NULL)
+                ids = ni;
+            if (nd == NULL) {
+                free(d);
+                st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory reading the documents of %s",
+                                   name);
+                break;
+            }
+            doc = nd;
+            cap = nc;
+        }
+        for (size_t i = 0; i < dn; i++) {
+            ids[n + i] = d[i];
+            doc[n + i] = ndoc;
+        }
+        ndoc += dn > 0 && ndoc < INT32_MAX;
+        n += dn;
+        free(d);
+        a = e;
+    }
+    if (st == CLF_OK &&
+        (st = clf_dataset_from_tokens(ids, n, clf_tokenizer_vocab_size(tok), out, err)) != CLF_OK)
+        clf_error_prefix(err, "%s", name);
+    if (st == CLF_OK) {
+        (*out)->doc = doc;
+        doc = NULL;
+    }
+    free(ids);
+    free(doc);
+    return st;
+}
+
+clf_status clf_dataset_load_opts(const char *path, const clf_tokenizer *tok, int documents,
+                                 clf_dataset **out, clf_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    *out = NULL;
+    clf_status st = clf_dataset_read_text(path, &text, &len, err);
+    if (st != CLF_OK)
+        return st;
+    st = documents ? clf_dataset_from_documents(text, len, path, tok, out, err)
+                   : clf_dataset_from_text(text, len, path, tok, out, err);
+    free(text);
+    return st;
+}
+
+const int32_t *clf_dataset_documents(const clf_dataset *ds, clf_split split)
+{
+    if (ds->doc == NULL)
+        return NULL;
+    return split == CLF_SPLIT_TRAIN ? ds->doc : ds->doc + ds->n_train;
+}
+
+size_t clf_dataset_document_count(const clf_dataset *ds, clf_split split)
+{
+    size_t n;
+    const int32_t *d = clf_dataset_documents(ds, split);
+    if (d == NULL)
+        return 0;
+    n = clf_dataset_size(ds, split);
+    return n == 0 ? 0 : (size_t)(d[n - 1] - d[0]) + 1;
+}
+
 void clf_dataset_destroy(clf_dataset *ds)
 {
     if (ds == NULL)
         return;
     free(ds->ids);
+    free(ds->doc);
     free(ds);
 }
 
@@ -209,11 +318,26 @@ int32_t clf_dataset_vocab(const clf_dataset *ds) { return ds->vocab; }
 
 static const char *split_name(clf_split s) { return s == CLF_SPLIT_TRAIN ? "train" : "val"; }
 
+/* Documents: targets that would cross into the next document are ignored,
+ * and doc (unless NULL) gets the window's document ids. */
+static void window_docs(const int32_t *dd, size_t i, size_t l, int32_t *y, int32_t *doc)
+{
+    if (dd == NULL)
+        return;
+    for (size_t t = 0; t < l; t++) {
+        if (dd[i + t + 1] != dd[i + t])
+            y[t] = CLF_DATASET_IGNORE;
+        if (doc != NULL)
+            doc[t] = dd[i + t];
+    }
+}
+
 clf_status clf_dataset_sample_batch(const clf_dataset *ds, clf_split split, int B, int T,
-                                    clf_rng *rng, int32_t *x, int32_t *y, clf_error *err)
+                                    clf_rng *rng, int32_t *x, int32_t *y, int32_t *doc,
+                                    clf_error *err)
 {
     size_t n;
-    const int32_t *tok = clf_dataset_tokens(ds, split, &n);
+    const int32_t *tok = clf_dataset_tokens(ds, split, &n), *dd = clf_dataset_documents(ds, split);
     if (B < 1 || T < 1)
         return clf_error_set(err, CLF_ERR_ARG, "batch %d x context %d: both must be >= 1", B, T);
     if (n < (size_t)T + 1)
@@ -226,6 +350,8 @@ clf_status clf_dataset_sample_batch(const clf_dataset *ds, clf_split split, int 
         size_t i = (size_t)clf_rng_below(rng, (uint64_t)(n - (size_t)T));
         memcpy(x + (size_t)b * (size_t)T, tok + i, (size_t)T * sizeof *x);
         memcpy(y + (size_t)b * (size_t)T, tok + i + 1, (size_t)T * sizeof *y);
+        window_docs(dd, i, (size_t)T, y + (size_t)b * (size_t)T,
+                    doc ? doc + (size_t)b * (size_t)T : NULL);
     }
     return CLF_OK;
 }
@@ -239,10 +365,11 @@ size_t clf_dataset_eval_windows(const clf_dataset *ds, clf_split split, int T)
 }
 
 clf_status clf_dataset_eval_window(const clf_dataset *ds, clf_split split, int T, size_t w,
-                                   int32_t *x, int32_t *y, size_t *len, clf_error *err)
+                                   int32_t *x, int32_t *y, int32_t *doc, size_t *len,
+                                   clf_error *err)
 {
     size_t n;
-    const int32_t *tok = clf_dataset_tokens(ds, split, &n);
+    const int32_t *tok = clf_dataset_tokens(ds, split, &n), *dd = clf_dataset_documents(ds, split);
     size_t count = clf_dataset_eval_windows(ds, split, T);
     *len = 0;
     if (w >= count)
@@ -254,9 +381,12 @@ clf_status clf_dataset_eval_window(const clf_dataset *ds, clf_split split, int T
     size_t l = n - 1 - s < (size_t)T ? n - 1 - s : (size_t)T;
     memcpy(x, tok + s, l * sizeof *x);
     memcpy(y, tok + s + 1, l * sizeof *y);
+    window_docs(dd, s, l, y, doc);
     for (size_t t = l; t < (size_t)T; t++) {
         x[t] = 0;
         y[t] = -1;
+        if (doc != NULL && dd != NULL) /* the padding: a document of its own */
+            doc[t] = dd[s + l - 1] + 1;
     }
     *len = l;
     return CLF_OK;
@@ -275,7 +405,8 @@ int clf_dataset_eval_next(clf_eval_iter *it, int32_t *x, int32_t *y, size_t *len
 {
     if (it->next >= it->count)
         return 0;
-    if (clf_dataset_eval_window(it->ds, it->split, it->T, it->next, x, y, len, NULL) != CLF_OK)
+    if (clf_dataset_eval_window(it->ds, it->split, it->T, it->next, x, y, NULL, len, NULL) !=
+        CLF_OK)
         return 0;
     it->next++;
     return 1;

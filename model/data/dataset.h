@@ -27,6 +27,17 @@
  * validation loss is the sum of the per-position losses over all windows
  * divided by n - 1 (not the mean of window means).
  *
+ * Documents (train.packing): the text is cut into documents after every
+ * run of line breaks holding two newlines or more (a blank line; the run
+ * stays with the document before it), each tokenized on its own and the
+ * tokens concatenated, every token knowing its document (ids increasing
+ * through the text). Windows are drawn and cut exactly as above; besides,
+ * a target that belongs to the next document (y[t] where x[t] is the last
+ * token of its document) is ignored (-1), and the window's document ids
+ * come with it, for the model to keep attention inside each document and
+ * restart positions at its first token. An evaluation window's padding
+ * positions get a document id of their own (one past the last).
+ *
  * The generator: xoshiro256** 1.0 (Blackman & Vigna), state seeded by
  * running splitmix64 from the 64-bit seed (s[0..3] = four successive
  * splitmix64 outputs). clf_rng_below(n) is unbiased by rejection: draw
@@ -71,6 +82,7 @@ clf_status clf_rng_from_string(const char *s, clf_rng *r, clf_error *err);
 /* ---- the dataset ----------------------------------------------------------- */
 
 #define CLF_DATASET_MAX_BYTES ((size_t)1 << 30) /* largest text file read */
+#define CLF_DATASET_IGNORE (-1)                 /* a target that counts for nothing */
 
 typedef enum clf_split {
     CLF_SPLIT_TRAIN = 0,
@@ -94,6 +106,12 @@ clf_status clf_dataset_tokenizer(const clf_model_config *cfg, const char *text, 
 /* Read, tokenize and split path. Errors name the path. */
 clf_status clf_dataset_load(const char *path, const clf_tokenizer *tok, clf_dataset **out,
                             clf_error *err);
+/* As clf_dataset_load, as documents (see above) where documents is nonzero. */
+clf_status clf_dataset_load_opts(const char *path, const clf_tokenizer *tok, int documents,
+                                 clf_dataset **out, clf_error *err);
+/* Text in memory as documents (see above). */
+clf_status clf_dataset_from_documents(const char *text, size_t len, const char *name,
+                                      const clf_tokenizer *tok, clf_dataset **out, clf_error *err);
 /* Tokenize and split text already in memory; name is used in messages. */
 clf_status clf_dataset_from_text(const char *text, size_t len, const char *name,
                                  const clf_tokenizer *tok, clf_dataset **out, clf_error *err);
@@ -106,17 +124,26 @@ void clf_dataset_destroy(clf_dataset *ds);
 const int32_t *clf_dataset_tokens(const clf_dataset *ds, clf_split split, size_t *n);
 size_t clf_dataset_size(const clf_dataset *ds, clf_split split);
 int32_t clf_dataset_vocab(const clf_dataset *ds);
+/* The document id of each token of a split (pointer into the dataset), or
+ * NULL for a dataset read as one stream; the documents a split touches. */
+const int32_t *clf_dataset_documents(const clf_dataset *ds, clf_split split);
+size_t clf_dataset_document_count(const clf_dataset *ds, clf_split split);
 
 /* B random windows of T tokens (see above) into x and y, each [B, T]
- * row-major. The split must hold at least T + 1 tokens, else CLF_ERR_ARG. */
+ * row-major, and (unless NULL) their document ids into doc [B, T]. The
+ * split must hold at least T + 1 tokens, else CLF_ERR_ARG. */
 clf_status clf_dataset_sample_batch(const clf_dataset *ds, clf_split split, int B, int T,
-                                    clf_rng *rng, int32_t *x, int32_t *y, clf_error *err);
+                                    clf_rng *rng, int32_t *x, int32_t *y, int32_t *doc,
+                                    clf_error *err);
 
 /* Evaluation windows (see above): how many for context T (0 if the split has
- * fewer than 2 tokens), and window w into x[T], y[T] with *len targets. */
+ * fewer than 2 tokens), and window w into x[T], y[T] (doc[T] unless NULL)
+ * with *len predicted positions (with documents, those ending one are
+ * ignored among them). */
 size_t clf_dataset_eval_windows(const clf_dataset *ds, clf_split split, int T);
 clf_status clf_dataset_eval_window(const clf_dataset *ds, clf_split split, int T, size_t w,
-                                   int32_t *x, int32_t *y, size_t *len, clf_error *err);
+                                   int32_t *x, int32_t *y, int32_t *doc, size_t *len,
+                                   clf_error *err);
 
 /* The same as an iterator:
  *   clf_eval_iter it; clf_dataset_eval_begin(ds, CLF_SPLIT_VAL, T, &it);

@@ -24,7 +24,7 @@ struct clf_batch_source {
     const clf_dataset *ds;
     int B, T;
     clf_rng rng;
-    int32_t *x, *y;
+    int32_t *x, *y, *doc; /* doc: a dataset of documents' ids (NULL otherwise) */
     /* sentences */
     clf_model_kind kind;
     clf_seq_loader *L;
@@ -35,11 +35,11 @@ struct clf_batch_source {
 
 static clf_status text_next(clf_batch_source *s, clf_batch *b, clf_error *err)
 {
-    clf_status st =
-        clf_dataset_sample_batch(s->ds, CLF_SPLIT_TRAIN, s->B, s->T, &s->rng, s->x, s->y, err);
+    clf_status st = clf_dataset_sample_batch(s->ds, CLF_SPLIT_TRAIN, s->B, s->T, &s->rng, s->x,
+                                             s->y, s->doc, err);
     if (st != CLF_OK)
         return st;
-    *b = clf_batch_decoder(s->x, s->y, s->B, s->T);
+    *b = clf_batch_packed(s->x, s->y, s->doc, s->B, s->T);
     b->tokens = (double)s->B * (double)s->T;
     return CLF_OK;
 }
@@ -75,6 +75,7 @@ static void text_destroy(clf_batch_source *s)
 {
     free(s->x);
     free(s->y);
+    free(s->doc);
 }
 
 static const source_ops TEXT_OPS = {text_next,  text_total,   text_epoch,  "data_rng",
@@ -90,8 +91,11 @@ clf_status clf_batch_source_text(const clf_dataset *ds, int B, int T, uint64_t s
     if (s != NULL) {
         s->x = malloc((size_t)B * (size_t)T * sizeof *s->x);
         s->y = malloc((size_t)B * (size_t)T * sizeof *s->y);
+        if (clf_dataset_documents(ds, CLF_SPLIT_TRAIN) != NULL)
+            s->doc = malloc((size_t)B * (size_t)T * sizeof *s->doc);
     }
-    if (s == NULL || s->x == NULL || s->y == NULL) {
+    if (s == NULL || s->x == NULL || s->y == NULL ||
+        (s->doc == NULL && clf_dataset_documents(ds, CLF_SPLIT_TRAIN) != NULL)) {
         if (s != NULL)
             text_destroy(s);
         free(s);

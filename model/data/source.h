@@ -5,7 +5,8 @@
  *
  * Two sources today:
  *   text windows   a decoder's stream: B random windows of T + 1 tokens of
- *                  the training split per batch, drawn from a xoshiro256**
+ *                  the training split per batch (with their document ids
+ *                  where the dataset holds documents), drawn from a xoshiro256**
  *                  generator seeded with the run's seed (dataset.h); no
  *                  epochs; the position is the generator state ("data_rng").
  *   sentences      the encoder kinds' stream: the sentence loader's batches

@@ -419,6 +419,9 @@ static clf_status alloc_io(clf_model *m, clf_error *err)
         (st = abuf(m, &m->mem.batch, &m->targets, nlab, err)) != CLF_OK ||
         (st = abuf(m, &m->mem.batch, &m->src, Rs, err)) != CLF_OK ||
         (st = abuf(m, &m->mem.batch, &m->src_keep, Rs, err)) != CLF_OK ||
+        (s->kind == MI_KIND_DECODER &&
+         ((st = abuf(m, &m->mem.batch, &m->doc_seg, Rt, err)) != CLF_OK ||
+          (st = abuf(m, &m->mem.batch, &m->doc_pos, Rt, err)) != CLF_OK)) ||
         (st = carve(m, &m->logits, nlogits, err)) != CLF_OK ||
         (st = carve(m, &m->losses, nlab, err)) != CLF_OK ||
         (st = carve(m, &m->scalars, 4, err)) != CLF_OK ||

@@ -142,8 +142,10 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
                                                mi_par(m, m->bp[l].attn.relk), m->rel_dqr, f.qr_w,
                                                f.scale, err)) != CLF_OK)
         return st;
-    if (s->pos == MI_POS_ROPE && ((st = clf_op_rope_t(m->rt, &hq, 0, &s->rope, 1, err)) != CLF_OK ||
-                                  (st = clf_op_rope_t(m->rt, &hk, 0, &s->rope, 1, err)) != CLF_OK))
+    const clf_ptr pos = mi_doc_pos(m, n->stk->src);
+    if (s->pos == MI_POS_ROPE &&
+        ((st = clf_op_rope_t(m->rt, &hq, 0, pos, &s->rope, 1, err)) != CLF_OK ||
+         (st = clf_op_rope_t(m->rt, &hk, 0, pos, &s->rope, 1, err)) != CLF_OK))
         return st;
     return linear_bwd(m, &L[0], err);
 }
@@ -244,6 +246,7 @@ static clf_status embed_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, c
                               .C = C,
                               .V = V,
                               .scale = s->emb_scale,
+                              .pos = mi_doc_pos(m, stk->src),
                               .dout = dx0,
                               .dwte = mi_grad(m, stk->wte),
                               .dwpe = mi_grad(m, stk->wpe)};

@@ -454,8 +454,9 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
     size_t nl = s->L > 0 ? (size_t)s->L : 1;
     m->bp = calloc(nl, sizeof *m->bp);
     m->ba = calloc(nl, sizeof *m->ba);
-    /* a slot: src, src_keep, tgt_in, tgt_out (or labels), cache_reorder's index */
-    m->stage_len = 2 * s->rows_src + 2 * s->rows_tgt + 2 * (size_t)s->B + 2;
+    /* a slot: src, src_keep, tgt_in, tgt_out (or labels), a packed batch's
+     * segments and positions, cache_reorder's index */
+    m->stage_len = 2 * s->rows_src + 4 * s->rows_tgt + 2 * (size_t)s->B + 2;
     m->stage[0] = malloc(m->stage_len * sizeof(int32_t));
     m->stage[1] = malloc(m->stage_len * sizeof(int32_t));
     m->xrow = calloc((size_t)s->B, sizeof *m->xrow);

@@ -83,6 +83,7 @@ static clf_status run_cached(clf_model *m, const int32_t *tokens, int B, int T, 
     m->cur_T = T;
     m->cur_S = m->enc_S;
     m->has_targets = 0;
+    m->packed = 0;
     m->count = 0;
     m->fwd_train = 0;
     m->fwd_done = 0; /* the logits buffer holds [B, V], not a batch's */
@@ -142,6 +143,7 @@ clf_status clf_model_encode(clf_model *m, const int32_t *src, const int32_t *src
     m->cur_S = S;
     m->cur_T = 0;
     m->has_targets = 0;
+    m->packed = 0;
     m->fwd_train = 0;
     m->fwd_done = 0;
     m->cache_B = 0;

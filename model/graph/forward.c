@@ -172,6 +172,11 @@ clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int t
     } else {
         f.causal = m->s.causal;
         f.window = (size_t)m->s.window;
+        if (m->packed) { /* attention stays inside each document */
+            f.keep = mi_at(m->doc_seg, 0);
+            f.keep_stride = T;
+            f.segments = 1;
+        }
     }
     return f;
 }
@@ -250,8 +255,10 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
     const clf_heads hk = {clf_ptr_at(qkv, C), s->act16, B, T, NKV, HS, QKV};
     const clf_heads hv = {clf_ptr_at(qkv, C + NKV * HS), s->act16, B, T, NKV, HS, QKV};
     if (s->pos == MI_POS_ROPE &&
-        ((st = clf_op_rope_t(m->rt, &hq, pos0, &s->rope, 0, err)) != CLF_OK ||
-         (st = clf_op_rope_t(m->rt, &hk, pos0, &s->rope, 0, err)) != CLF_OK))
+        ((st = clf_op_rope_t(m->rt, &hq, pos0, mi_doc_pos(m, n->stk->src), &s->rope, 0, err)) !=
+             CLF_OK ||
+         (st = clf_op_rope_t(m->rt, &hk, pos0, mi_doc_pos(m, n->stk->src), &s->rope, 0, err)) !=
+             CLF_OK))
         return st;
     const size_t S = cache ? pos0 + T : T;
     if (cache &&
@@ -412,12 +419,14 @@ static clf_status embed_fwd(clf_model *m, const mi_stack *stk, size_t B, size_t 
                               .T = T,
                               .C = C,
                               .pos0 = (size_t)pos0,
+                              .pos = mi_doc_pos(m, stk->src),
                               .scale = s->emb_scale,
                               .out = xe};
     if ((st = clf_op_embed_forward(m->rt, &e, err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_SINUSOIDAL &&
-        (st = clf_op_sinusoid_add(m->rt, xe, B, T, C, (size_t)pos0, err)) != CLF_OK)
+        (st = clf_op_sinusoid_add(m->rt, xe, B, T, C, (size_t)pos0, mi_doc_pos(m, stk->src),
+                                  err)) != CLF_OK)
         return st;
     if (s->emb_norm != MI_NORM_NONE &&
         (st = norm_fwd(m, &(mi_norm){s->emb_norm, &stk->lne, &stk->lne_a},

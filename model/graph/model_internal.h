@@ -367,6 +367,10 @@ struct clf_model {
     clf_buffer *targets;  /* int32 [max(rows_tgt, B)] decoder targets or labels */
     clf_buffer *src;      /* int32 [rows_src] source tokens */
     clf_buffer *src_keep; /* int32 [rows_src] 1 = token, 0 = pad */
+    clf_buffer *doc_seg;  /* decoders: int32 [rows_tgt] a packed batch's segments (1, 2, ...
+                           * along each row, one per document) */
+    clf_buffer *doc_pos;  /* decoders: int32 [rows_tgt] positions restarting at each
+                           * document */
     clf_ptr pooled;       /* [B, C] mean pool (classifier or embedding model) */
     clf_ptr logits;       /* [rows_tgt, V] or [B, NL]; d(logits) after a train forward */
     clf_ptr losses;       /* [max(rows_tgt, B)] */
@@ -436,6 +440,7 @@ struct clf_model {
     /* the current batch and what has run */
     int cur_B, cur_T, cur_S;
     int has_targets;
+    int packed;    /* the batch packs documents (doc_seg, doc_pos hold them) */
     int count;     /* non-ignored targets (labels) */
     int fwd_train; /* last forward was a train forward (dlogits ready) */
     int fwd_done;  /* a forward ran since set_batch */
@@ -455,6 +460,12 @@ static inline clf_ptr mi_nullptr(void)
 {
     clf_ptr p = {NULL, 0};
     return p;
+}
+/* A packed batch's per-token positions for the decoder's stack (restarting
+ * at each document), {NULL, 0} otherwise: positions are pos0 + t. */
+static inline clf_ptr mi_doc_pos(const clf_model *m, int src)
+{
+    return m->packed && !src ? mi_at(m->doc_pos, 0) : mi_nullptr();
 }
 /* Self-attention's fused projection: q [C], then k and v [NKV * HS] each. */
 static inline size_t mi_kv_cols(const mi_spec *s) { return (size_t)s->NKV * (size_t)s->HS; }

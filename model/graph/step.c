@@ -107,6 +107,46 @@ static clf_status put(clf_model *m, int32_t *slot, size_t *at, clf_buffer *dst, 
     return clf_buffer_write_async(m->rt, dst, 0, p, n * sizeof *p, err);
 }
 
+/* A packed batch's documents doc [B, T]: non-decreasing along each row. */
+static clf_status check_docs(const int32_t *doc, int B, int T, clf_error *err)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 1; t < T; t++)
+            if (doc[(size_t)b * T + t] < doc[(size_t)b * T + t - 1])
+                return clf_error_set(err, CLF_ERR_ARG,
+                                     "packed documents: row %d goes back from document %d to %d "
+                                     "at position %d (expected non-decreasing ids)",
+                                     b, (int)doc[(size_t)b * T + t - 1],
+                                     (int)doc[(size_t)b * T + t], t);
+    return CLF_OK;
+}
+
+/* A packed batch's documents as segments (1, 2, ... along the row) and
+ * positions restarting at each document, staged at *at of the slot and
+ * written to doc_seg, doc_pos. */
+static clf_status put_docs(clf_model *m, int32_t *slot, size_t *at, const int32_t *doc, int B,
+                           int T, clf_error *err)
+{
+    const size_t n = (size_t)B * (size_t)T;
+    int32_t *seg = slot + *at, *pos = seg + n;
+    for (int b = 0; b < B; b++) {
+        const int32_t *d = doc + (size_t)b * T;
+        int32_t sg = 1, p0 = 0;
+        for (int t = 0; t < T; t++) {
+            if (t > 0 && d[t] != d[t - 1]) {
+                sg++;
+                p0 = t;
+            }
+            seg[(size_t)b * T + t] = sg;
+            pos[(size_t)b * T + t] = t - p0;
+        }
+    }
+    *at += 2 * n;
+    clf_status st = clf_buffer_write_async(m->rt, m->doc_seg, 0, seg, n * sizeof *seg, err);
+    return st != CLF_OK ? st
+                        : clf_buffer_write_async(m->rt, m->doc_pos, 0, pos, n * sizeof *pos, err);
+}
+
 static void batch_set(clf_model *m, int B, int S, int T, int has_targets, int count)
 {
     m->cur_B = B;
@@ -159,6 +199,10 @@ clf_status clf_model_set_batch(clf_model *m, clf_batch b, clf_error *err)
     clf_status st = batch_shape(m, &b, err);
     if (st != CLF_OK)
         return st;
+    if (b.tgt_doc != NULL && m->s.kind != MI_KIND_DECODER)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "packed documents (tgt_doc) are for decoders only; this model is an "
+                             "encoder kind");
     const int encdec = m->s.kind == MI_KIND_ENCDEC;
     const int S = b.src != NULL ? b.S : 0, T = b.tgt_in != NULL ? b.T : 0;
     const size_t ns = (size_t)b.B * (size_t)S, nt = (size_t)b.B * (size_t)T;
@@ -174,7 +218,8 @@ clf_status clf_model_set_batch(clf_model *m, clf_batch b, clf_error *err)
              CLF_OK) ||
         (y != NULL &&
          (st = check_targets(y, ny, b.labels != NULL ? m->s.NL : m->s.V,
-                             b.labels != NULL ? "label" : "target", &count, err)) != CLF_OK))
+                             b.labels != NULL ? "label" : "target", &count, err)) != CLF_OK) ||
+        (b.tgt_doc != NULL && (st = check_docs(b.tgt_doc, b.B, T, err)) != CLF_OK))
         return st;
     int32_t *slot;
     size_t at = 0;
@@ -183,10 +228,12 @@ clf_status clf_model_set_batch(clf_model *m, clf_batch b, clf_error *err)
          ((st = put(m, slot, &at, m->src, b.src, ns, 0, err)) != CLF_OK ||
           (st = put(m, slot, &at, m->src_keep, b.src_keep, ns, 1, err)) != CLF_OK)) ||
         (b.tgt_in != NULL && (st = put(m, slot, &at, m->tokens, b.tgt_in, nt, 0, err)) != CLF_OK) ||
-        (y != NULL && (st = put(m, slot, &at, m->targets, y, ny, 0, err)) != CLF_OK))
+        (y != NULL && (st = put(m, slot, &at, m->targets, y, ny, 0, err)) != CLF_OK) ||
+        (b.tgt_doc != NULL && (st = put_docs(m, slot, &at, b.tgt_doc, b.B, T, err)) != CLF_OK))
         return st;
     mi_stage_commit(m);
     batch_set(m, b.B, S, T, y != NULL, count);
+    m->packed = b.tgt_doc != NULL;
     return CLF_OK;
 }
 

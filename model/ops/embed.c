@@ -77,15 +77,16 @@ clf_status clf_op_embed_forward(clf_runtime *rt, const clf_embed_args *e, clf_er
     /* The vocabulary size is not an argument of this op: out-of-range ids are
      * only guarded against negative values and ids past 2^31 here. */
     uint32_t V = 0x7FFFFFFFu;
-    int has_wpe = wpe.buf != NULL;
-    clf_ptr wp = has_wpe ? wpe : out;
+    int has_wpe = wpe.buf != NULL, has_pos = e->pos.buf != NULL;
+    clf_ptr wp = has_wpe ? wpe : out, pp = has_pos ? e->pos : tokens;
     clf_arg a[] = {
         CLF_ARG_BUF(out.buf),    CLF_ARG_U64(out.off), CLF_ARG_BUF(tokens.buf),
         CLF_ARG_U64(tokens.off), CLF_ARG_BUF(wte.buf), CLF_ARG_U64(wte.off),
         CLF_ARG_BUF(wp.buf),     CLF_ARG_U64(wp.off),  CLF_ARG_I32(has_wpe),
         CLF_ARG_U32(BT),         CLF_ARG_U32(T),       CLF_ARG_U32(C),
         CLF_ARG_U32(V),          CLF_ARG_U32(pos0),    CLF_ARG_F32(scale),
-        CLF_ARG_U32(span),       CLF_ARG_U32(nspan),
+        CLF_ARG_U32(span),       CLF_ARG_U32(nspan),   CLF_ARG_BUF(pp.buf),
+        CLF_ARG_U64(pp.off),     CLF_ARG_I32(has_pos),
     };
     return launch_1d(rt, CLF_K_EMBED_FORWARD, BT * nspan, row_local(rt),
                      (int)(sizeof a / sizeof a[0]), a, err);
@@ -122,11 +123,14 @@ clf_status clf_op_embed_backward(clf_runtime *rt, const clf_embed_args *e, clf_e
     if (dwpe.buf != NULL) {
         /* The learned table is indexed from position 0 in training; pos0 is
          * not an argument of this op. */
+        const int has_pos = e->pos.buf != NULL;
+        const clf_ptr pp = has_pos ? e->pos : tokens;
         clf_arg a[] = {
             CLF_ARG_BUF(dwpe.buf), CLF_ARG_U64(dwpe.off), CLF_ARG_BUF(dout.buf),
             CLF_ARG_U64(dout.off), CLF_ARG_U32(B),        CLF_ARG_U32(T),
             CLF_ARG_U32(C),        CLF_ARG_U32(0),        CLF_ARG_U32(span),
-            CLF_ARG_U32(nspan),
+            CLF_ARG_U32(nspan),    CLF_ARG_BUF(pp.buf),   CLF_ARG_U64(pp.off),
+            CLF_ARG_I32(has_pos),
         };
         st = launch_1d(rt, CLF_K_EMBED_BACKWARD_WPE, T * nspan, row_local(rt),
                        (int)(sizeof a / sizeof a[0]), a, err);
@@ -135,7 +139,7 @@ clf_status clf_op_embed_backward(clf_runtime *rt, const clf_embed_args *e, clf_e
 }
 
 clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t C,
-                               size_t pos0, clf_error *err)
+                               size_t pos0, clf_ptr pos, clf_error *err)
 {
     if (B * T * C > U32_MAX_SZ || pos0 + T > (size_t)1 << 24)
         return clf_error_set(err, CLF_ERR_ARG,
@@ -145,16 +149,19 @@ clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, s
     if (B == 0 || T == 0 || C == 0)
         return CLF_OK;
     float k = (float)(-log(10000.0) / (double)C);
+    const int has_pos = pos.buf != NULL;
+    const clf_ptr pp = has_pos ? pos : x;
     clf_arg a[] = {
-        CLF_ARG_BUF(x.buf), CLF_ARG_U64(x.off), CLF_ARG_U32(B), CLF_ARG_U32(T),
-        CLF_ARG_U32(C),     CLF_ARG_U32(pos0),  CLF_ARG_F32(k),
+        CLF_ARG_BUF(x.buf),  CLF_ARG_U64(x.off),   CLF_ARG_U32(B), CLF_ARG_U32(T),
+        CLF_ARG_U32(C),      CLF_ARG_U32(pos0),    CLF_ARG_F32(k), CLF_ARG_BUF(pp.buf),
+        CLF_ARG_U64(pp.off), CLF_ARG_I32(has_pos),
     };
     return launch_1d(rt, CLF_K_SINUSOID_ADD, T * ((C + 1) / 2), clf_ops_serial(rt) ? 64 : 256,
                      (int)(sizeof a / sizeof a[0]), a, err);
 }
 
-clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, const clf_rope *rope,
-                         int inverse, clf_error *err)
+clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, clf_ptr pos,
+                         const clf_rope *rope, int inverse, clf_error *err)
 {
     const float theta = rope->theta;
     const clf_ptr x = h->x;
@@ -181,6 +188,8 @@ clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, const
     uint32_t bspan = clf_ops_serial(rt) ? (uint32_t)B : 1u;
     size_t nb = (B + bspan - 1) / bspan;
     float log2_theta = (float)log2((double)theta);
+    const int has_pos = pos.buf != NULL;
+    const clf_ptr pp = has_pos ? pos : x;
     clf_arg a[] = {
         CLF_ARG_BUF(x.buf),
         CLF_ARG_U64(x.off),
@@ -198,6 +207,9 @@ clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, const
         CLF_ARG_F32(rope->mscale),
         CLF_ARG_I32(inverse ? 1 : 0),
         CLF_ARG_U32(bspan),
+        CLF_ARG_BUF(pp.buf),
+        CLF_ARG_U64(pp.off),
+        CLF_ARG_I32(has_pos),
     };
     return launch_1d(rt, CLF_K_ROPE, nb * T * (HS / 2), clf_ops_serial(rt) ? 64 : 256,
                      (int)(sizeof a / sizeof a[0]), a, err);

@@ -79,6 +79,11 @@ static clf_status check(const clf_attn_fused *a, const clf_attn_fused_grad *g, c
                              a->HS, FA_HS_MAX);
     if (a->t != CLF_DT_F32 && a->t != CLF_DT_BF16 && a->t != CLF_DT_F16)
         return clf_error_set(err, CLF_ERR_ARG, "unknown storage type %d", (int)a->t);
+    if (a->segments && (a->keep.buf == NULL || a->T != a->S))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "document segments need their ids (keep) and as many queries as "
+                             "keys (T %zu, S %zu)",
+                             a->T, a->S);
     if (a->window > 0 && !a->causal)
         return clf_error_set(err, CLF_ERR_ARG, "a sliding window needs causal attention");
     if (a->window > 0x7FFFFFFF)
@@ -113,7 +118,8 @@ static clf_status check(const clf_attn_fused *a, const clf_attn_fused_grad *g, c
  * of both. */
 static int mask_args(const clf_attn_fused *a, clf_arg *args, int n)
 {
-    const int has_keep = a->keep.buf != NULL;
+    /* 1: a padding mask, 2: document segments */
+    const int has_keep = a->keep.buf == NULL ? 0 : a->segments ? 2 : 1;
     const clf_ptr keep = has_keep ? a->keep : a->q; /* any valid buffer when absent */
     uint32_t thr = 0;
     float dscale = 1.0f;

@@ -131,24 +131,28 @@ typedef struct clf_heads {
 
 /* Token and position embeddings of tokens int32 [B, T] with tables wte
  * [V, C] and wpe [positions, C] (buf NULL: none). Forward: out[b,t,:] =
- * scale * wte[tokens[b,t], :] (+ wpe[pos0 + t, :]). Backward, from dout:
- * dwte[v,:] += scale * sum over (b,t) with tokens[b,t] == v of
- * dout[b,t,:]; dwpe[t,:] += sum_b dout[b,t,:] (positions from 0, as in
- * training). Deterministic. */
+ * scale * wte[tokens[b,t], :] (+ wpe[pos0 + t, :], or wpe[pos[b,t], :]
+ * where pos.buf is set: int32 [B, T] positions in [0, T), packed documents
+ * restarting at each). Backward, from dout: dwte[v,:] += scale * sum over
+ * (b,t) with tokens[b,t] == v of dout[b,t,:]; dwpe[t,:] += sum_b
+ * dout[b,t,:] (positions from 0, as in training), or the sum over the
+ * (b,t) at position t. Deterministic. */
 typedef struct clf_embed_args {
     clf_ptr tokens, wte, wpe;
     size_t B, T, C, V;
     size_t pos0;
+    clf_ptr pos;
     float scale;
     clf_ptr out;
     clf_ptr dout, dwte, dwpe;
 } clf_embed_args;
 clf_status clf_op_embed_forward(clf_runtime *rt, const clf_embed_args *a, clf_error *err);
 clf_status clf_op_embed_backward(clf_runtime *rt, const clf_embed_args *a, clf_error *err);
-/* x[b,t,:] += PE(pos0 + t) with the sinusoidal table of "Attention Is All You
+/* x[b,t,:] += PE(pos0 + t) (PE(pos[b,t]) where pos.buf is set: int32 [B, T]
+ * positions below 2^24) with the sinusoidal table of "Attention Is All You
  * Need": PE[p, 2i] = sin(p / 10000^(2i/C)), PE[p, 2i+1] = cos(same). */
 clf_status clf_op_sinusoid_add(clf_runtime *rt, clf_ptr x, size_t B, size_t T, size_t C,
-                               size_t pos0, clf_error *err);
+                               size_t pos0, clf_ptr pos, clf_error *err);
 /* RoPE's frequencies: pair i turns at f_i = theta^(-2i/HS) (extrapolated)
  * or f_i / factor (interpolated), blended by r_i = clamp((i - ramp_lo) /
  * (ramp_hi - ramp_lo), 0, 1) as HF computes it: e = 1 - r, f_i / factor *
@@ -159,10 +163,11 @@ typedef struct clf_rope {
 } clf_rope;
 /* Rotary embedding in place on the heads h (16 bits: widened, rotated in
  * float32, rounded back). rotate_half convention (GPT-NeoX / HF Llama):
- * pairs (i, i + HS/2), angle = p * f_i, p = pos0 + t. inverse = 1 applies
+ * pairs (i, i + HS/2), angle = p * f_i, p = pos0 + t (or pos[b,t] where
+ * pos.buf is set: int32 [B, T] positions below 2^24). inverse = 1 applies
  * the transpose (times mscale: the backward pass). */
-clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, const clf_rope *rope,
-                         int inverse, clf_error *err);
+clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, clf_ptr pos,
+                         const clf_rope *rope, int inverse, clf_error *err);
 
 /* ---- attention (cl/attention.cl, cl/flash.cl) ----------------------------- */
 
@@ -247,6 +252,9 @@ typedef struct clf_attn_fused {
     size_t kv_heads; /* K/V heads, dividing NH: query head h reads K/V head h / (NH /
                         kv_heads) (grouped-query attention; 1: multi-query); 0: NH */
     int causal, alibi;
+    /* keep holds segment ids instead (packed documents, T == S): query t
+     * sees key s only where keep[s] == keep[t] */
+    int segments;
     size_t window;
     float scale;
     float p_drop;

@@ -379,7 +379,8 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
         const size_t BT = (size_t)cfg->train.batch * (size_t)cfg->context;
         r->x = malloc(BT * sizeof *r->x);
         r->y = malloc(BT * sizeof *r->y);
-        if (r->x == NULL || r->y == NULL)
+        r->doc = malloc(BT * sizeof *r->doc);
+        if (r->x == NULL || r->y == NULL || r->doc == NULL)
             return clf_error_set(err, CLF_ERR_MEMORY, "trainer: out of host memory");
     }
     return o->resume ? tr_resume(r, err) : CLF_OK;
@@ -450,6 +451,7 @@ static void run_close(run *r)
     free(r->tok_json);
     free(r->x);
     free(r->y);
+    free(r->doc);
     clf_model_destroy(r->infer);
     clf_batch_source_destroy(r->src);
     for (int i = 0; r->micro_data != NULL && i < r->n_micro; i++)

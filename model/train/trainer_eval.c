@@ -33,7 +33,7 @@ static clf_model_optim eval_begin(clf_model *m)
  * process would evaluate). *sum: the sum of its batches' mean losses. */
 static clf_status eval_batches_into(clf_model *m, const clf_dataset *ds, clf_split split, int n,
                                     int B, int shares, int share, clf_rng *rng, int32_t *x,
-                                    int32_t *y, double *sum, clf_error *err)
+                                    int32_t *y, int32_t *doc, double *sum, clf_error *err)
 {
     clf_model_dims d = clf_model_dims_get(m);
     clf_model_optim saved = eval_begin(m);
@@ -41,11 +41,12 @@ static clf_status eval_batches_into(clf_model *m, const clf_dataset *ds, clf_spl
     *sum = 0.0;
     for (int i = 0; i < n; i++) {
         float l = 0.0f;
-        if ((st = clf_dataset_sample_batch(ds, split, B, d.T, rng, x, y, err)) != CLF_OK)
+        const int32_t *dd = clf_dataset_documents(ds, split) != NULL ? doc : NULL;
+        if ((st = clf_dataset_sample_batch(ds, split, B, d.T, rng, x, y, doc, err)) != CLF_OK)
             goto fail;
         if (i % shares != share)
             continue; /* another rank's: drawn all the same, to keep the sequence */
-        if ((st = clf_model_set_batch(m, clf_batch_decoder(x, y, B, d.T), err)) != CLF_OK)
+        if ((st = clf_model_set_batch(m, clf_batch_packed(x, y, dd, B, d.T), err)) != CLF_OK)
             goto fail;
         if ((st = clf_model_forward(m, 0, err)) != CLF_OK)
             goto fail;
@@ -64,12 +65,14 @@ clf_status clf_trainer_eval_split(clf_model *m, const clf_dataset *ds, clf_split
     clf_model_dims d = clf_model_dims_get(m);
     size_t cells = (size_t)d.B * (size_t)d.T;
     int32_t *x = malloc(cells * sizeof *x), *y = malloc(cells * sizeof *y);
+    int32_t *doc = malloc(cells * sizeof *doc);
+    const int32_t *dd = clf_dataset_documents(ds, split) != NULL ? doc : NULL;
     float *l = malloc(cells * sizeof *l);
     clf_model_optim saved = eval_begin(m);
     clf_status st = CLF_OK;
     double sum = 0.0;
     uint64_t count = 0;
-    if (x == NULL || y == NULL || l == NULL) {
+    if (x == NULL || y == NULL || doc == NULL || l == NULL) {
         st = clf_error_set(err, CLF_ERR_MEMORY, "evaluation: out of host memory");
         goto fail;
     }
@@ -84,20 +87,21 @@ clf_status clf_trainer_eval_split(clf_model *m, const clf_dataset *ds, clf_split
         for (int b = 0; b < nb; b++) {
             size_t len = 0;
             st = clf_dataset_eval_window(ds, split, d.T, w0 + (size_t)b, x + (size_t)b * d.T,
-                                         y + (size_t)b * d.T, &len, err);
+                                         y + (size_t)b * d.T, doc + (size_t)b * d.T, &len, err);
             if (st != CLF_OK)
                 goto fail;
-            count += len;
         }
-        if ((st = clf_model_set_batch(m, clf_batch_decoder(x, y, nb, d.T), err)) != CLF_OK)
+        if ((st = clf_model_set_batch(m, clf_batch_packed(x, y, dd, nb, d.T), err)) != CLF_OK)
             goto fail;
         if ((st = clf_model_forward(m, 0, err)) != CLF_OK)
             goto fail;
         if ((st = clf_model_losses_read(m, l, err)) != CLF_OK)
             goto fail;
         for (size_t i = 0; i < (size_t)nb * (size_t)d.T; i++)
-            if (y[i] != CLF_MODEL_IGNORE_INDEX)
+            if (y[i] != CLF_MODEL_IGNORE_INDEX) {
                 sum += (double)l[i];
+                count++;
+            }
     }
     *loss = sum / (double)count;
     *targets = count;
@@ -105,6 +109,7 @@ fail:
     clf_model_optim_set(m, &saved);
     free(x);
     free(y);
+    free(doc);
     free(l);
     return st;
 }
@@ -136,10 +141,10 @@ static clf_status eval_text(run *r, clf_train_eval *e, clf_error *err)
          * its share, the means averaged */
         double s[2] = {0.0, 0.0};
         st = eval_batches_into(r->m, r->ds, CLF_SPLIT_VAL, n, cfg->train.batch, r->nranks, r->rank,
-                               &vr, r->x, r->y, &s[0], err);
+                               &vr, r->x, r->y, r->doc, &s[0], err);
         if (st == CLF_OK)
             st = eval_batches_into(r->m, r->ds, CLF_SPLIT_TRAIN, n, cfg->train.batch, r->nranks,
-                                   r->rank, &tr, r->x, r->y, &s[1], err);
+                                   r->rank, &tr, r->x, r->y, r->doc, &s[1], err);
         if (st == CLF_OK && r->nranks > 1)
             st = r->o->dist->allreduce_f64(r->o->dist->user, s, 2, err);
         e->val_loss = s[0] / (double)n;

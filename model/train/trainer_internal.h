@@ -27,6 +27,7 @@ typedef struct run {
     char best_path[4096];
     char *tok_json;
     int32_t *x, *y; /* [B, T] host windows for evaluations (decoder) */
+    int32_t *doc;   /* [B, T] their document ids (train.packing) */
     /* encoder kinds */
     int seq;
     clf_batch_source *src; /* the training batches, every kind */

@@ -57,11 +57,20 @@ Variants (2 layers, 2 heads, 32 dims, context 16, vocabulary 65, batch 4):
          all arithmetic is float32 and a rounding passes gradients through
          unchanged. "logits" are the bf16 training model's, "logits_f32"
          the float32 ones inference uses.
+  gpt_p  as gpt_a with packed documents (train.packing): each row holds
+         documents cut at fixed places (row 0 one document, row 3 two of
+         one token), attention masked to each document (causal inside it),
+         learned positions restarting at each document's first token, and
+         the target of each document's last token ignored (it belongs to
+         the next document), as clformer's windows of documents have it
+  gpt_q  packed documents with RoPE (positions restarting), 1 key/value
+         head, RMSNorm, SwiGLU, untied head
 
 Fixture contents (all float32 unless noted):
   metadata  "format": "clformer-parity", "version": "1", "variant",
             "config": the model YAML (config/ schema) the C test builds
   x, y            int32 [B, T] inputs and targets (y = -1: ignored)
+  doc             int32 [B, T] document ids (gpt_p, gpt_q: packing)
   param.<name>    initial parameters under clformer's names
   logits          [B, T, V] of the initial parameters on (x, y)
   logits_f32      [B, T, V] the same in float32 (gpt_h only)
@@ -133,6 +142,14 @@ VARIANTS = {
                   pos="relative", emb_scale=False, attn_bias=True, ffn_bias=False,
                   final_norm="rmsnorm", tied=False, label_smoothing=0.0, grad_clip=1.0,
                   ignore=[(0, 3)], seed=10, rel_k=3),
+    "gpt_p": dict(norm="layernorm", placement="pre", norm_bias=True, act="gelu", hidden=4 * C,
+                  pos="learned", emb_scale=False, attn_bias=True, ffn_bias=True,
+                  final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
+                  ignore=[(1, 9)], seed=11, docs=[[], [5], [3, 9], [1, 2, 7]]),
+    "gpt_q": dict(norm="rmsnorm", placement="pre", norm_bias=False, act="swiglu", hidden=48,
+                  pos="rope", emb_scale=False, attn_bias=False, ffn_bias=False,
+                  final_norm="rmsnorm", tied=False, label_smoothing=0.0, grad_clip=1.0,
+                  ignore=[], seed=12, kv_heads=1, docs=[[], [6], [2, 10], [1, 2, 12]]),
     "gpt_h": dict(norm="layernorm", placement="pre", norm_bias=True, act="gelu", hidden=4 * C,
                   pos="learned", emb_scale=False, attn_bias=True, ffn_bias=True,
                   final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
@@ -170,6 +187,7 @@ train:
   grad_clip: {v['grad_clip']}
   label_smoothing: {v['label_smoothing']}
   precision: {v.get('precision', 'fp32')}
+  packing: {b(bool(v.get('docs')))}
   seed: 1337
 """
 
@@ -280,11 +298,32 @@ def rope_inv_freq(v):
     return inv_freq, 0.1 * math.log(factor) + 1.0
 
 
+def doc_ids(v):
+    """[B, T] document ids from the cut positions of each row."""
+    d = torch.zeros(B, T, dtype=torch.int64)
+    for b, cuts in enumerate(v["docs"]):
+        for c in cuts:
+            d[b, c:] += 1
+    return d + 10 * torch.arange(B).view(B, 1)  # ids only have to rise along a row
+
+
+def positions(v, Tn):
+    """[B, T] positions: t, or restarting at each packed document's first token."""
+    if not v.get("docs"):
+        return torch.arange(Tn).view(1, Tn).expand(B, Tn)
+    d = doc_ids(v)
+    pos = torch.zeros(B, Tn, dtype=torch.int64)
+    for b in range(B):
+        for t in range(1, Tn):
+            pos[b, t] = 0 if d[b, t] != d[b, t - 1] else pos[b, t - 1] + 1
+    return pos
+
+
 def rope(v, x):  # x [B, NH, T, HS]
     inv_freq, attention_factor = rope_inv_freq(v)
-    t = torch.arange(x.shape[2], dtype=torch.float64)
-    freqs = torch.outer(t, inv_freq)
-    emb = torch.cat((freqs, freqs), dim=-1)
+    t = positions(v, x.shape[2]).double()  # [B, T]
+    freqs = t.unsqueeze(-1) * inv_freq  # [B, T, HS/2]
+    emb = torch.cat((freqs, freqs), dim=-1).unsqueeze(1)  # [B, 1, T, HS]
     cos, sin = (emb.cos() * attention_factor).float(), (emb.sin() * attention_factor).float()
     return x * cos + rotate_half(x) * sin
 
@@ -355,6 +394,9 @@ def attention(v, x, p, pre):
     mask = j <= i
     if v.get("window"):
         mask = mask & (j > i - v["window"])  # the band: the `window` most recent keys
+    if v.get("docs"):  # packed documents: each sees only its own
+        d = doc_ids(v)
+        mask = mask.view(1, 1, Tn, Tn) & (d.view(Bn, 1, Tn, 1) == d.view(Bn, 1, 1, Tn))
     att = att.masked_fill(~mask, float("-inf"))
     if v.get("half"):  # clformer's fused attention over 16-bit storage
         y = Bf16Both.apply(FusedAttention.apply(att, val).transpose(1, 2).contiguous().view(Bn, Tn, C))
@@ -452,7 +494,7 @@ def forward(v, p, x, y):
     Bn, Tn = x.shape
     h = p["wte"][x] * (math.sqrt(C) if v["emb_scale"] else 1.0)
     if v["pos"] == "learned":
-        h = h + p["wpe"][:Tn]
+        h = h + p["wpe"][positions(v, Tn)]
     elif v["pos"] == "sinusoidal":
         h = h + sinusoid(Tn)
     for l in range(L):
@@ -478,6 +520,9 @@ def batch(v, g):
     y = torch.randint(0, V, (B, T), generator=g)
     for (bi, ti) in v["ignore"]:
         y[bi, ti] = -1
+    if v.get("docs"):  # a document's last target is the next document's: ignored
+        d = doc_ids(v)
+        y[:, :-1][d[:, 1:] != d[:, :-1]] = -1
     return x, y
 
 
@@ -509,6 +554,8 @@ def make_fixture(name, v):
     p = make_params(v, g)
     x, y = batch(v, g)
     out = {"x": x.numpy().astype(np.int32), "y": y.numpy().astype(np.int32)}
+    if v.get("docs"):
+        out["doc"] = doc_ids(v).numpy().astype(np.int32)
     for k, t in p.items():
         out["param." + k] = t.detach().numpy().copy()
 
