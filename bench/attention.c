@@ -7,7 +7,7 @@
  *
  *   build/bench/attention [--device SEL] [--reps N] [--tokens N] [--heads N]
  *                         [--head-size N] [--T "128 256 ..."] [--no-torch]
- *                         [--profile] [--python PY]
+ *                         [--profile] [--python PY] [--sparse "W G S R BS"]
  *
  * Batch x T is held at --tokens (default 4096) and the layer is NH heads of
  * HS (default 4 x 64, C = 256), so every T does the same projections' work
@@ -21,6 +21,12 @@
  * attention) with the same thread count, OpenBLAS's core type named for the
  * CPU and the better of its two OpenMP wait policies; the ratio column is
  * PyTorch time / fused time (above 1 = clformer faster).
+ *
+ * --sparse adds, at each T, the same tensors through a sparse pattern (a
+ * window of W keys beside the first G keys, every S-th key back and R
+ * random key blocks of BS positions per query block; 0 turns a part off)
+ * and prints its time, the dense fused time over it, and the share of
+ * block pairs the pattern visits.
  *
  * Not here: correctness (tests/test_attn_fused.c), the model's use of it
  * (bench/gpt.c).
@@ -43,6 +49,7 @@ typedef struct bench_args {
     const char *device, *python, *ts;
     int reps, torch, profile;
     size_t tokens, NH, HS;
+    size_t sp[5]; /* --sparse: window, global, stride, random blocks, block; sp[4] 0: off */
 } bench_args;
 
 static void die(const clf_error *err, const char *what)
@@ -91,24 +98,33 @@ typedef struct io {
 } io;
 
 static clf_status fused_step(clf_runtime *rt, const io *x, clf_ptr lse, clf_ptr dsum,
-                             clf_error *err)
+                             const bench_args *ba, clf_ptr rnd, clf_error *err)
 {
     const size_t C = x->C;
-    const clf_attn_fused a = {.y = x->y,
-                              .lse = lse,
-                              .q = x->qkv,
-                              .k = clf_ptr_at(x->qkv, C),
-                              .v = clf_ptr_at(x->qkv, 2 * C),
-                              .y_stride = C,
-                              .q_stride = 3 * C,
-                              .kv_stride = 3 * C,
-                              .B = x->B,
-                              .NH = x->NH,
-                              .T = x->T,
-                              .S = x->T,
-                              .HS = x->HS,
-                              .causal = 1,
-                              .scale = 1.0f / sqrtf((float)x->HS)};
+    clf_attn_fused a = {.y = x->y,
+                        .lse = lse,
+                        .q = x->qkv,
+                        .k = clf_ptr_at(x->qkv, C),
+                        .v = clf_ptr_at(x->qkv, 2 * C),
+                        .y_stride = C,
+                        .q_stride = 3 * C,
+                        .kv_stride = 3 * C,
+                        .B = x->B,
+                        .NH = x->NH,
+                        .T = x->T,
+                        .S = x->T,
+                        .HS = x->HS,
+                        .causal = 1,
+                        .scale = 1.0f / sqrtf((float)x->HS)};
+    if (ba != NULL) { /* the sparse pattern */
+        a.window = ba->sp[0];
+        a.glob = ba->sp[1];
+        a.stride = ba->sp[2];
+        a.sp_R = ba->sp[3];
+        a.sp_bs = ba->sp[4];
+        a.sp_nb = (x->T + a.sp_bs - 1) / a.sp_bs;
+        a.sp = rnd;
+    }
     const clf_attn_fused_grad g = {.dy = x->dy,
                                    .dq = x->dqkv,
                                    .dk = clf_ptr_at(x->dqkv, C),
@@ -172,7 +188,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: attention [--device SEL] [--reps N] [--tokens N] [--heads N] "
                     "[--head-size N] [--T \"128 256 ...\"] [--no-torch] [--profile] "
-                    "[--python PY]\n");
+                    "[--python PY] [--sparse \"W G S R BS\"]\n");
     exit(2);
 }
 
@@ -206,7 +222,12 @@ int main(int argc, char **argv)
             a.torch = 0;
         else if (!strcmp(argv[i], "--profile"))
             a.profile = 1;
-        else
+        else if (!strcmp(argv[i], "--sparse") && v) {
+            if (sscanf(argv[++i], "%zu %zu %zu %zu %zu", &a.sp[0], &a.sp[1], &a.sp[2], &a.sp[3],
+                       &a.sp[4]) != 5 ||
+                a.sp[0] == 0 || a.sp[4] < 16 || a.sp[4] > 128 || a.sp[4] % 16 || a.sp[3] > 64)
+                usage();
+        } else
             usage();
     }
     if (a.reps < 1 || a.NH == 0 || a.HS == 0 || a.tokens == 0)
@@ -220,8 +241,14 @@ int main(int argc, char **argv)
     printf("device: %s; causal self-attention, %zu tokens per step (B x T), %zu heads of %zu; "
            "forward + backward, median of %d\n",
            clf_runtime_device(rt)->name, a.tokens, a.NH, a.HS, a.reps);
-    printf("%6s %4s | %12s %12s | %10s %8s\n", "T", "B", "fused ms", "fused MiB", "torch ms",
+    if (a.sp[4])
+        printf("sparse: window %zu, global %zu, stride %zu, %zu random blocks of %zu\n", a.sp[0],
+               a.sp[1], a.sp[2], a.sp[3], a.sp[4]);
+    printf("%6s %4s | %12s %12s | %10s %8s", "T", "B", "fused ms", "fused MiB", "torch ms",
            "torch/fused");
+    if (a.sp[4])
+        printf(" | %10s %8s %10s", "sparse ms", "dense/sp", "pairs");
+    printf("\n");
     const char *p = a.ts;
     char *end;
     for (size_t T = strtoul(p, &end, 10); end != p; p = end, T = strtoul(p, &end, 10)) {
@@ -247,20 +274,54 @@ int main(int argc, char **argv)
         const size_t m0 = mem_now(rt);
         clf_ptr lse = alloc(rt, B * a.NH * T), dsum = alloc(rt, B * a.NH * T);
         const double fused_mib = (double)(mem_now(rt) - m0) / 1048576.0;
-        CK(fused_step(rt, &x, lse, dsum, &err), "fused attention");
+        CK(fused_step(rt, &x, lse, dsum, NULL, lse, &err), "fused attention");
         for (int r = 0; r < a.reps; r++) {
             double t0 = clf_now_seconds();
-            CK(fused_step(rt, &x, lse, dsum, &err), "fused attention");
+            CK(fused_step(rt, &x, lse, dsum, NULL, lse, &err), "fused attention");
             t[r] = (clf_now_seconds() - t0) * 1e3;
         }
         fused = median(t, a.reps);
-        clf_buffer_destroy(lse.buf);
-        clf_buffer_destroy(dsum.buf);
         if (a.profile)
             print_profile(rt);
+        double sparse = NAN, visited = NAN;
+        if (a.sp[4]) { /* the same through the sparse pattern */
+            const size_t nb = (T + a.sp[4] - 1) / a.sp[4], R = a.sp[3];
+            int32_t *rh = malloc((nb * R + 1) * sizeof *rh);
+            clf_attn_sparse_draw(rh, nb, R, 1);
+            clf_ptr rnd = alloc(rt, nb * R + 1);
+            CK(clf_buffer_write(rt, rnd.buf, 0, rh, (nb * R + 1) * sizeof *rh, &err), "upload");
+            size_t v = 0;
+            for (size_t qb = 0; qb < nb; qb++)
+                for (size_t kb = 0; kb <= qb; kb++) {
+                    /* the pair has a visible key: the kernels' rule */
+                    const size_t bs = a.sp[4], dmin = qb > kb ? (qb - kb - 1) * bs + 1 : 0;
+                    const size_t dmax = (qb - kb + 1) * bs - 1;
+                    int in = dmin < a.sp[0] || kb * bs < a.sp[1] ||
+                             (a.sp[2] && dmax / a.sp[2] * a.sp[2] >= dmin);
+                    for (size_t r = 0; r < R; r++)
+                        in |= rh[qb * R + r] == (int32_t)kb;
+                    v += (size_t)in;
+                }
+            visited = 100.0 * (double)v / (double)(nb * (nb + 1) / 2);
+            CK(fused_step(rt, &x, lse, dsum, &a, rnd, &err), "sparse attention");
+            for (int r = 0; r < a.reps; r++) {
+                double t0 = clf_now_seconds();
+                CK(fused_step(rt, &x, lse, dsum, &a, rnd, &err), "sparse attention");
+                t[r] = (clf_now_seconds() - t0) * 1e3;
+            }
+            sparse = median(t, a.reps);
+            clf_buffer_destroy(rnd.buf);
+            free(rh);
+            if (a.profile)
+                print_profile(rt);
+        }
+        clf_buffer_destroy(lse.buf);
+        clf_buffer_destroy(dsum.buf);
         const double tm = a.torch ? torch_ms(&a, B, T) : NAN;
-        printf("%6zu %4zu | %12.2f %12.2f | %10.2f %8.2f\n", T, B, fused, fused_mib, tm,
-               tm / fused);
+        printf("%6zu %4zu | %12.2f %12.2f | %10.2f %8.2f", T, B, fused, fused_mib, tm, tm / fused);
+        if (a.sp[4])
+            printf(" | %10.2f %8.2f %9.1f%%", sparse, fused / sparse, visited);
+        printf("\n");
         fflush(stdout);
         free(t);
         clf_buffer_destroy(x.qkv.buf);

@@ -343,6 +343,24 @@ __kernel void attn_relbias_table(__global float *rb, ulong rb_off, __global int 
         rbk[rbk_off + (ulong)idx] = bucket;
 }
 
+/* Sparse patterns while decoding: keep [B, keep_stride], row b = which of
+ * positions [0, L) the query at L - 1 sees (1) under the window, glob,
+ * stride and the random blocks sp [blocks, R] of bs positions (flash.cl's
+ * fa_sparse1), for attn_decode's keep mask. One work-item per entry. */
+__kernel void attn_sparse_keep(__global int *keep, ulong keep_off, uint keep_stride, uint B,
+                               uint L, uint window, uint glob, uint stride,
+                               __global const int *sp, ulong sp_off, uint bs, uint R)
+{
+    const uint i = get_global_id(0);
+    if (i >= B * L)
+        return;
+    const uint b = i / L, s = i - b * L, tq = L - 1;
+    int in = s + window > tq || s < glob || (stride && (tq - s) % stride == 0);
+    for (uint r = 0; r < R; r++)
+        in |= sp[sp_off + (ulong)(tq / bs) * R + r] == (int)(s / bs);
+    keep[keep_off + (ulong)b * keep_stride + s] = in;
+}
+
 /* Shaw's relative positions (positional.type relative): the scores' q.r
  * terms and their gradients, around the fused attention. q: heads of rows
  * of q_stride elements stored as q_t (row (b, t), head h at column h*HS);

@@ -229,7 +229,8 @@ static inline fau fa_pick4(fau w0, fau w1, fau w2, fau w3, fai o)
         uint kv_group, uint T, uint S, uint HS, int causal, uint window, int alibi, float scale,   \
         uint drop_thr, float drop_scale, uint seed0, uint seed1, uint stream0, uint stream1,      \
         __global const float *rb, ulong rb_off, uint rb_w, __global const float *rqr,      \
-        ulong rqr_off, uint rqr_w, uint rel_k
+        ulong rqr_off, uint rqr_w, uint rel_k, uint glob, uint stride, __global const int *sp,    \
+        ulong sp_off, uint sp_bs, uint sp_R
 
 /* Transpose FA_VW vectors of FA_VW lanes in place (m[i] lane j <-> m[j]
  * lane i): log2(FA_VW) stages, stage s swapping the off-diagonal s x s
@@ -322,18 +323,99 @@ static inline fai fa_segs(__global const int *kp, int has_keep, int p0, uint n)
     return FA_LOAD(0, v);
 }
 
+/* Sparse patterns (sp_bs != 0): beyond the window band, query tq also
+ * sees key s < glob, s with (tq - s) % stride == 0, and the keys of its
+ * block's random blocks (blocks of sp_bs positions; spt = sp + sp_off,
+ * [blocks, sp_R] int32: row qb lists its random key blocks, -1 = none).
+ * Whether key block kb is one of query block qb's random blocks: */
+static inline int fa_rnd(__global const int *spt, uint R, int qb, int kb)
+{
+    int in = 0;
+    for (uint r = 0; r < R; r++)
+        in |= spt[qb * (int)R + (int)r] == kb;
+    return in;
+}
+
+/* Whether some query of block qb sees some key of block kb (causal): the
+ * block pairs the kernels visit, all others skipped. Distances tq - s of
+ * the pair run over [dmin, dmax]. */
+static inline int fa_sp_visit(int qb, int kb, uint bs, uint window, uint glob, uint stride,
+                              __global const int *spt, uint R)
+{
+    if (kb > qb)
+        return 0;
+    const int klo = kb * (int)bs, dmin = max(0, (qb - kb - 1) * (int)bs + 1);
+    const int dmax = (qb - kb + 1) * (int)bs - 1;
+    return dmin < (int)window || klo < (int)glob ||
+           (stride && dmax / (int)stride * (int)stride >= dmin) || fa_rnd(spt, R, qb, kb);
+}
+
+/* A query-row pass's chunk of keys from c0 (one key block where sp_bs != 0)
+ * against rows in query blocks qb0..qb1: 0 if it is skipped, else 1 with
+ * *r0, *r1 whether it is a random block of qb0's, qb1's; dense: 1, 0, 0. */
+static inline int fa_sp_chunk(int c0, uint sp_bs, int qb0, int qb1, uint window, uint glob,
+                              uint stride, __global const int *spt, uint R, int *r0, int *r1)
+{
+    *r0 = *r1 = 0;
+    if (!sp_bs)
+        return 1;
+    const int kb = c0 / (int)sp_bs;
+    if (!fa_sp_visit(qb0, kb, sp_bs, window, glob, stride, spt, R) &&
+        !fa_sp_visit(qb1, kb, sp_bs, window, glob, stride, spt, R))
+        return 0;
+    *r0 = fa_rnd(spt, R, qb0, kb);
+    *r1 = fa_rnd(spt, R, qb1, kb);
+    return 1;
+}
+
+/* One query, one key. */
+static inline int fa_sparse1(int tq, int s, uint glob, uint stride, __global const int *spt,
+                             uint bs, uint R)
+{
+    return s < (int)glob || (stride && (tq - s) % (int)stride == 0) ||
+           fa_rnd(spt, R, tq / (int)bs, s / (int)bs);
+}
+
+/* A tile of keys [s0, s1] against query rows [tq0, tq1] (r: the keys'
+ * block is a random block of some row's): whether some row may see some
+ * key (0: the tile is skipped), and in *st whether the stride can hit one
+ * (the distances tq - s of the tile, [dmin, dmax], hold a multiple). */
+static inline int fa_sp_tile(int tq0, int tq1, int s0, int s1, uint window, uint glob,
+                             uint stride, int r, int *st)
+{
+    const int dmin = max(0, tq0 - s1), dmax = tq1 - s0;
+    *st = stride && dmax >= 0 && dmax / (int)stride * (int)stride >= dmin;
+    return dmax >= 0 && (dmin < (int)window || s0 < (int)glob || r || *st);
+}
+
+/* Lanes of queries tq and one key s whose block is a random block of the
+ * lanes below qsplit where r0, of those from qsplit where r1; st: the
+ * stride may hit (fa_sp_tile). */
+static inline fai fa_sparse_rows(fai tq, int s, uint glob, uint stride, int st, int r0, int r1,
+                                 int qsplit)
+{
+    fai ok = FA_ALL(s < (int)glob);
+    if (st)
+        ok |= ((tq - (fai)(s)) % (fai)((int)stride)) == (fai)(0);
+    return ok | select(FA_ALL(r0), FA_ALL(r1), tq >= (fai)(qsplit));
+}
+
 /* Which lanes (absolute query positions tq, in segments qseg) see key s;
  * the same key for all lanes. in_tile: the key is inside the tile (not a
- * clamped repeat). */
+ * clamped repeat). With sparse patterns (sp_bs), the window band or them. */
 static inline fai fa_visible_rows(fai tq, fai qseg, int s, int in_tile, __global const int *kp,
-                                  int has_keep, int causal, uint window)
+                                  int has_keep, int causal, uint window, uint glob, uint stride,
+                                  uint sp_bs, int st, int r0, int r1, int qsplit)
 {
     fai ok = FA_ALL(in_tile && (!has_keep || kp[s] != 0));
     if (has_keep == 2 && in_tile)
         ok &= (fai)(kp[s]) == qseg;
     if (causal)
         ok &= (fai)(s) <= tq;
-    if (window)
+    if (window && sp_bs && in_tile)
+        ok &= ((fai)(s + (int)window) > tq) |
+              fa_sparse_rows(tq, s, glob, stride, st, r0, r1, qsplit);
+    else if (window)
         ok &= (fai)(s + (int)window) > tq;
     return ok;
 }
@@ -480,16 +562,33 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
     __global const float *qrb = rqr + rqr_off + ((ulong)bh * T + t0) * rqr_w; /* the rows' q.r */
     const fal irow = ((fal)((ulong)bh * T + t0) + FA_UL(FA_IOTA)) * (ulong)S;
     int lo, hi;
-    fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
+    fa_key_range(&lo, &hi, t0, nt, T, S, causal, sp_bs ? 0u : window);
+    /* sparse patterns: chunks of one key block, the blocks none of the rows
+     * sees skipped */
+    __global const int *spt = sp + sp_off;
+    const int step = sp_bs ? (int)sp_bs : FA_CH;
+    const int qb0 = sp_bs ? ((int)t0 + off) / (int)sp_bs : 0;
+    const int qb1 = sp_bs ? ((int)(t0 + nt - 1) + off) / (int)sp_bs : 0;
+    const int qsplit = qb1 * (int)sp_bs, tq0 = (int)t0 + off, tq1 = (int)(t0 + nt - 1) + off;
 
     faf m = (faf)(CLF_NEG_BIG), l = (faf)(0.0f);
     int init = 0;
-    for (int c0 = lo; c0 < hi; c0 += FA_CH) {
-        const int ce = min(hi, c0 + FA_CH);
+    for (int c0 = lo; c0 < hi; c0 += step) {
+        const int ce = min(hi, c0 + step);
+        int r0, r1;
+        if (!fa_sp_chunk(c0, sp_bs, qb0, qb1, window, glob, stride, spt, sp_R, &r0, &r1))
+            continue;
         /* the chunk's scores (-inf where not seen) and their maximum */
         faf mt = m;
         for (int s0 = c0; s0 < ce; s0 += FA_BC) {
             const int nc = min(FA_BC, ce - s0);
+            int st = 0;
+            if (sp_bs && !fa_sp_tile(tq0, tq1, s0, s0 + nc - 1, window, glob, stride, r0 | r1,
+                                     &st)) { /* no row sees a key of the tile */
+                for (int c = 0; c < FA_BC; c++)
+                    sb[s0 - c0 + c] = (faf)(-INFINITY);
+                continue;
+            }
             __global const fa_st *kr[FA_BC];
             faf sc[FA_BC];
             #pragma unroll
@@ -505,8 +604,8 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
             }
             #pragma unroll
             for (int c = 0; c < FA_BC; c++) {
-                const fai vis =
-                    fa_visible_rows(tq, qseg, s0 + c, c < nc, kp, has_keep, causal, window);
+                const fai vis = fa_visible_rows(tq, qseg, s0 + c, c < nc, kp, has_keep, causal,
+                                                window, glob, stride, sp_bs, st, r0, r1, qsplit);
                 if (alibi)
                     sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
                 if (rb_w && c < nc)
@@ -622,14 +721,29 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
         racc[i] = 0.0f;
     const fal irow = ((fal)((ulong)bh * T + t0) + FA_UL(FA_IOTA)) * (ulong)S;
     int lo, hi;
-    fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
+    fa_key_range(&lo, &hi, t0, nt, T, S, causal, sp_bs ? 0u : window);
+    __global const int *spt = sp + sp_off;
+    const int step = sp_bs ? (int)sp_bs : FA_CH;
+    const int qb0 = sp_bs ? ((int)t0 + off) / (int)sp_bs : 0;
+    const int qb1 = sp_bs ? ((int)(t0 + nt - 1) + off) / (int)sp_bs : 0;
+    const int qsplit = qb1 * (int)sp_bs, tq0 = (int)t0 + off, tq1 = (int)(t0 + nt - 1) + off;
 
     int init = 0;
-    for (int c0 = lo; c0 < hi; c0 += FA_CH) {
-        const int ce = min(hi, c0 + FA_CH);
+    for (int c0 = lo; c0 < hi; c0 += step) {
+        const int ce = min(hi, c0 + step);
+        int r0, r1;
+        if (!fa_sp_chunk(c0, sp_bs, qb0, qb1, window, glob, stride, spt, sp_R, &r0, &r1))
+            continue;
         /* ds = p (dp - D) for the chunk's keys */
         for (int s0 = c0; s0 < ce; s0 += FA_BC) {
             const int nc = min(FA_BC, ce - s0);
+            int st = 0;
+            if (sp_bs && !fa_sp_tile(tq0, tq1, s0, s0 + nc - 1, window, glob, stride, r0 | r1,
+                                     &st)) { /* no row sees a key of the tile: ds = 0 */
+                for (int c = 0; c < FA_BC; c++)
+                    sb[s0 - c0 + c] = (faf)(0.0f);
+                continue;
+            }
             __global const fa_st *kr[FA_BC], *vr[FA_BC];
             faf sc[FA_BC], dp[FA_BC];
             #pragma unroll
@@ -659,9 +773,9 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
                 fa_drop_rows(kw, irow + (ulong)s0, drop_thr, seed0, seed1, stream0, stream1);
             #pragma unroll
             for (int c = 0; c < FA_BC; c++) {
-                const fai vis =
-                    fa_visible_rows(tq, qseg, s0 + c, c < nc, kp, has_keep, causal, window) &
-                    seen;
+                const fai vis = fa_visible_rows(tq, qseg, s0 + c, c < nc, kp, has_keep, causal,
+                                                window, glob, stride, sp_bs, st, r0, r1, qsplit) &
+                                seen;
                 if (alibi)
                     sc[c] -= slope * FA_F(abs(tq - (fai)(s0 + c)));
                 const int bi = (int)t0 - (s0 + c) + (int)S - 1; /* t - s + S - 1 of lane 0 */
@@ -743,13 +857,23 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
     int tlo = 0, thi = (int)T;
     if (causal) {
         tlo = max(0, (int)s0 - off);
-        if (window)
+        if (window && !sp_bs)
             thi = min((int)T, (int)(s0 + ns - 1) + (int)window - off);
     }
+    /* sparse patterns: chunks of one query block (by absolute position),
+     * those that see none of these keys skipped (the lanes' keys are in one
+     * block: sp_bs is a multiple of 16) */
+    __global const int *spt = sp + sp_off;
+    const int kblk = sp_bs ? (int)s0 / (int)sp_bs : 0;
 
     int init = 0;
-    for (int c0 = tlo; c0 < thi; c0 += FA_CH) {
-        const int ce = min(thi, c0 + FA_CH);
+    for (int c0 = tlo, ce; c0 < thi; c0 = ce) {
+        ce = sp_bs ? min(thi, (((c0 + off) / (int)sp_bs) + 1) * (int)sp_bs - off)
+                   : min(thi, c0 + FA_CH);
+        const int qb = sp_bs ? (c0 + off) / (int)sp_bs : 0;
+        if (sp_bs && !fa_sp_visit(qb, kblk, sp_bs, window, glob, stride, spt, sp_R))
+            continue;
+        const int rq = sp_bs ? fa_rnd(spt, sp_R, qb, kblk) : 0; /* a random block of qb */
         /* p (as kept) and ds for the chunk's queries, lanes across the keys */
         for (int t = c0; t < ce; t += FA_BQ) {
             const int nq = min(FA_BQ, ce - t);
@@ -782,7 +906,14 @@ __kernel void attn_flash_bwd_dkv(FA_BWD_PARAMS)
                     vis &= kseg == (fai)(kp[t + min(j, nq - 1) + off]);
                 if (causal)
                     vis &= sv <= (fai)(tqj);
-                if (window)
+                if (window && sp_bs) {
+                    /* one query, lanes of keys in block kblk */
+                    fai ext = (sv + (fai)((int)window) > (fai)(tqj)) | (sv < (fai)((int)glob));
+                    if (stride)
+                        ext |= (((fai)(tqj)-sv) % (fai)((int)stride)) == (fai)(0);
+                    ext |= FA_ALL(rq);
+                    vis &= ext;
+                } else if (window)
                     vis &= sv + (fai)((int)window) > (fai)(tqj);
                 if (alibi)
                     sc[j] -= slope * FA_F(abs((fai)(tqj)-sv));
@@ -865,10 +996,12 @@ static inline int fa_keep1(ulong i, uint thr, uint seed0, uint seed1, uint st0, 
 
 /* Whether query row t (absolute position tq, in segment qseg) sees key s. */
 static inline int fa_sees(int tq, int qseg, int s, __global const int *kp, int has_keep,
-                          int causal, uint window)
+                          int causal, uint window, uint glob, uint stride, __global const int *spt,
+                          uint sp_bs, uint sp_R)
 {
     return (!has_keep || (has_keep == 2 ? kp[s] == qseg : kp[s] != 0)) && (!causal || s <= tq) &&
-           (!window || s + (int)window > tq);
+           (!window || s + (int)window > tq ||
+            (sp_bs && fa_sparse1(tq, s, glob, stride, spt, sp_bs, sp_R)));
 }
 
 __kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_stride,
@@ -898,7 +1031,7 @@ __kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_strid
         acc[d] = 0.0f;
     }
     int lo, hi;
-    fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
+    fa_key_range(&lo, &hi, t0, nt, T, S, causal, sp_bs ? 0u : window);
     float m = CLF_NEG_BIG, l = 0.0f;
     for (int s0 = lo; s0 < hi; s0 += (int)BC) {
         const int nc = min((int)BC, hi - s0);
@@ -913,7 +1046,7 @@ __kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_strid
         for (int c = 0; c < nc; c++) {
             const int s = s0 + c;
             float a = CLF_NEG_BIG;
-            if (fa_sees(tq, qseg, s, kp, has_keep, causal, window)) {
+            if (fa_sees(tq, qseg, s, kp, has_keep, causal, window, glob, stride, sp + sp_off, sp_bs, sp_R)) {
                 a = 0.0f;
                 for (uint d = 0; d < HS; d++)
                     a += qv[d] * ks[c * HS + d];
@@ -932,7 +1065,7 @@ __kernel void attn_flash_fwd_group(__global fa_st *y, ulong y_off, ulong y_strid
             acc[d] *= corr;
         for (int c = 0; c < nc; c++) {
             const int s = s0 + c;
-            float p = fa_sees(tq, qseg, s, kp, has_keep, causal, window) ? clf_exp_nonpos(sc[c] - mt) : 0.0f;
+            float p = fa_sees(tq, qseg, s, kp, has_keep, causal, window, glob, stride, sp + sp_off, sp_bs, sp_R) ? clf_exp_nonpos(sc[c] - mt) : 0.0f;
             l += p;
             if (FA_DROPOUT && p != 0.0f)
                 p = fa_keep1(irow + (ulong)s, drop_thr, seed0, seed1, stream0, stream1)
@@ -986,7 +1119,7 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
     const float L = lse[lse_off + (ulong)bh * T + t];
     const int seen = L > CLF_NEG_BIG;
     int lo, hi;
-    fa_key_range(&lo, &hi, t0, nt, T, S, causal, window);
+    fa_key_range(&lo, &hi, t0, nt, T, S, causal, sp_bs ? 0u : window);
     for (int s0 = lo; s0 < hi; s0 += (int)BC) {
         const int nc = min((int)BC, hi - s0);
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -998,7 +1131,7 @@ __kernel void attn_flash_bwd_dq_group(FA_BWD_PARAMS, uint BC, __local float *ks,
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int c = 0; c < nc && seen; c++) {
             const int s = s0 + c;
-            if (!fa_sees(tq, qseg, s, kp, has_keep, causal, window))
+            if (!fa_sees(tq, qseg, s, kp, has_keep, causal, window, glob, stride, sp + sp_off, sp_bs, sp_R))
                 continue;
             float a = 0.0f, dp = 0.0f;
             for (uint d = 0; d < HS; d++) {
@@ -1061,7 +1194,7 @@ __kernel void attn_flash_bwd_dkv_group(FA_BWD_PARAMS, uint BC, __local float *qs
     int tlo = 0, thi = (int)T;
     if (causal) {
         tlo = max(0, (int)s0 - off);
-        if (window)
+        if (window && !sp_bs)
             thi = min((int)T, (int)(s0 + ns - 1) + (int)window - off);
     }
     for (int t0 = tlo; t0 < thi; t0 += (int)BC) {
@@ -1082,7 +1215,8 @@ __kernel void attn_flash_bwd_dkv_group(FA_BWD_PARAMS, uint BC, __local float *qs
             const int tq = t0 + c + off;
             const float L = Ls[c];
             if (!(L > CLF_NEG_BIG) || (causal && (int)s > tq) ||
-                (window && (int)s + (int)window <= tq) ||
+                (window && (int)s + (int)window <= tq &&
+                 !(sp_bs && fa_sparse1(tq, (int)s, glob, stride, sp + sp_off, sp_bs, sp_R))) ||
                 (has_keep == 2 && keep[keep_off + (ulong)b * keep_stride + (ulong)tq] !=
                                       keep[keep_off + (ulong)b * keep_stride + s]))
                 continue;

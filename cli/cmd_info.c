@@ -234,6 +234,36 @@ static void print_memory(const memory_report *r, long batch, long ranks, int sha
                    (double)r->activations[i] / 1024.0 / ((double)batch * r->contexts[i]));
 }
 
+/* A window and sparse patterns: what a query sees, and the share of the
+ * causal block pairs the fused kernels visit at the full context (the
+ * random blocks drawn from train.seed, as the model draws them). */
+static void print_sparse(const clf_model_config *cfg)
+{
+    const clf_attention_config *a = &cfg->blocks.attention;
+    if (a->window <= 0)
+        return;
+    if (a->global <= 0 && a->stride <= 0 && a->random_blocks <= 0) {
+        printf("attention: each query sees its %d most recent keys (sliding window)\n", a->window);
+        return;
+    }
+    const size_t bs = (size_t)a->block;
+    size_t v = 0, pairs = 0;
+    clf_model_sparse_share(cfg, &v, &pairs);
+    char parts[160] = "";
+    size_t n = 0;
+    if (a->global > 0)
+        n += (size_t)snprintf(parts + n, sizeof parts - n, ", the first %d", a->global);
+    if (a->stride > 0 && n < sizeof parts)
+        n += (size_t)snprintf(parts + n, sizeof parts - n, ", every %d-th key back", a->stride);
+    if (a->random_blocks > 0 && n < sizeof parts)
+        snprintf(parts + n, sizeof parts - n, ", %d random block%s of %zu", a->random_blocks,
+                 a->random_blocks == 1 ? "" : "s", bs);
+    printf("attention: sparse, each query sees its %d most recent keys%s;\n  the fused kernels "
+           "visit %zu of the %zu causal block pairs of %zu at context %d (%.1f%%)\n",
+           a->window, parts, v, pairs, bs, cfg->context,
+           100.0 * (double)v / (double)(pairs ? pairs : 1));
+}
+
 static void print_text(const char *path, const clf_model_config *cfg, const breakdown *d,
                        const char *vocab_note, long batch, long ranks, const memory_report *mr)
 {
@@ -264,8 +294,10 @@ static void print_text(const char *path, const clf_model_config *cfg, const brea
            clf_config_positional_name(cfg->positional.type), pos,
            clf_config_placement_name(cfg->blocks.norm.placement),
            clf_config_norm_name(cfg->blocks.norm.type));
-    printf("vocabulary: %llu (%s)%s\n\n", d->V, clf_config_tokenizer_name(cfg->vocab.tokenizer),
+    printf("vocabulary: %llu (%s)%s\n", d->V, clf_config_tokenizer_name(cfg->vocab.tokenizer),
            vocab_note);
+    print_sparse(cfg);
+    printf("\n");
     printf("parameters:\n");
     const part parts[] = {
         {"token embedding (wte)", d->wte},

@@ -224,6 +224,15 @@ typedef struct clf_attention_config {
     int bias;       /* bool: q/k/v and output projections have biases */
     int window;     /* > 0: each query sees only the `window` most recent keys
                        (sliding-window attention; decoder only); 0 = all */
+    /* Sparse patterns beside the window (its local part; decoders): a query
+     * also sees */
+    int global;        /* the first `global` positions (Longformer's global tokens) */
+    int stride;        /* every `stride`-th key back from itself (the Sparse
+                          Transformer's strided pattern) */
+    int random_blocks; /* R random key blocks of its query block (BigBird), drawn from
+                          train.seed once per model and kept in its checkpoints */
+    int block;         /* positions per block (random blocks, and the blocks the fused
+                          kernels skip); a multiple of 16 in [16, 128], default 64 */
 } clf_attention_config;
 
 typedef struct clf_ffn_config {

@@ -124,6 +124,10 @@ static const clf_cfg_field attention_t[] = {
     T_DBL("dropout", blocks.attention.dropout, 0, 1, HI_OPEN),
     T_BOOL("bias", blocks.attention.bias),
     T_INT("window", blocks.attention.window, 0, 1 << 30),
+    T_INT("global", blocks.attention.global, 0, 1 << 30),
+    T_INT("stride", blocks.attention.stride, 0, 1 << 30),
+    T_INT("random_blocks", blocks.attention.random_blocks, 0, 64),
+    T_INT("block", blocks.attention.block, 16, 128),
     T_END,
 };
 static const clf_cfg_field ffn_t[] = {
@@ -303,6 +307,7 @@ void clf_config_defaults(clf_model_config *c)
     c->blocks.attention.causal = 1;
     c->blocks.attention.dropout = 0.0;
     c->blocks.attention.bias = 1;
+    c->blocks.attention.block = 64;
     c->blocks.ffn.hidden = 0; /* 4 * dim */
     c->blocks.ffn.activation = CLF_FFN_GELU;
     c->blocks.ffn.bias = 1;

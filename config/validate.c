@@ -126,6 +126,34 @@ static clf_status check_values(const clf_model_config *c, const clf_cfg_field *t
     return CLF_OK;
 }
 
+/* Sparse attention beside the window, and packing: which kinds take them. */
+static clf_status check_sparse_packing(const clf_model_config *c, const vstate *v, const char *kind)
+{
+    const clf_attention_config *at = &c->blocks.attention;
+    if (at->global > 0 || at->stride > 0 || at->random_blocks > 0) {
+        const size_t key = at->global > 0   ? OFF(blocks.attention.global)
+                           : at->stride > 0 ? OFF(blocks.attention.stride)
+                                            : OFF(blocks.attention.random_blocks);
+        const char *name = at->global > 0 ? "global" : at->stride > 0 ? "stride" : "random_blocks";
+        if (c->kind != CLF_MODEL_DECODER || !at->causal || at->window <= 0)
+            return bad(v, key, OFF(blocks.attention.window),
+                       "blocks.attention.%s: sparse patterns add to the sliding window of causal "
+                       "self-attention (kind decoder, causal: true, window > 0: their local part); "
+                       "got kind %s, window %d",
+                       name, kind, at->window);
+    }
+    if (at->block % 16 != 0)
+        return bad(v, OFF(blocks.attention.block), NONE,
+                   "blocks.attention.block: expected a multiple of 16 in [16, 128], got %d",
+                   at->block);
+    if (c->train.packing && c->kind != CLF_MODEL_DECODER)
+        return bad(v, OFF(train.packing), OFF(kind),
+                   "train.packing: packing documents into windows is for kind decoder (the "
+                   "sentence kinds batch by length instead), not kind %s",
+                   kind);
+    return CLF_OK;
+}
+
 static clf_status check_model(const clf_model_config *c, const vstate *v)
 {
     const int C = c->embedding.dim, NH = c->blocks.attention.heads;
@@ -197,11 +225,9 @@ static clf_status check_model(const clf_model_config *c, const vstate *v)
                    "train.optimizer.layer_decay: layer-wise learning rates are for one stack of "
                    "blocks (kind decoder or encoder), not kind %s",
                    kind);
-    if (c->train.packing && c->kind != CLF_MODEL_DECODER)
-        return bad(v, OFF(train.packing), OFF(kind),
-                   "train.packing: packing documents into windows is for kind decoder (the "
-                   "sentence kinds batch by length instead), not kind %s",
-                   kind);
+    clf_status st = check_sparse_packing(c, v, kind);
+    if (st != CLF_OK)
+        return st;
     if (c->train.ema > 0 && c->train.shard_optimizer)
         return bad(v, OFF(train.ema), OFF(train.shard_optimizer),
                    "train.ema: the moving average is kept whole on every rank, which "

@@ -21,6 +21,7 @@
     K(ATTN_DECODE_COMBINE, "attention", "attn_decode_combine")                                     \
     K(KV_STORE, "attention", "kv_store")                                                           \
     K(RELBIAS_TABLE, "attention", "attn_relbias_table")                                            \
+    K(SPARSE_KEEP, "attention", "attn_sparse_keep")                                                \
     K(REL_QR, "attention", "attn_rel_qr")                                                          \
     K(REL_DQ, "attention", "attn_rel_dq")                                                          \
     K(REL_DR, "attention", "attn_rel_dr")                                                          \

@@ -29,6 +29,9 @@ typedef struct acase {
     size_t kv_heads; /* K/V heads (grouped-query attention); 0: NH */
     size_t nb;       /* a relative position bias of nb buckets (test_attn_fused); 0: none */
     size_t rel_k;    /* Shaw's relative positions clipped at rel_k (test_attn_fused); 0: none */
+    /* sparse patterns beside the window (test_attn_fused): global keys,
+     * stride, random blocks per query block and the block size; bs 0: none */
+    size_t glob, stride, rnd, bs;
 } acase;
 
 /* K/V heads, their width KC, the row strides of q and of k/v, and the

@@ -24,6 +24,11 @@
  * HS, exp and sums over S). Reruns are bit-identical; bad arguments are
  * refused. With CLFORMER_TEST_OWN_SHAPE=1 on a device whose shape is group,
  * the tiles alone.
+ * Sparse patterns beside the window (global keys, a stride, random blocks
+ * per query block of 16 to 64 positions; clf_attn_sparse_draw's blocks
+ * from a fresh seed): the reference applies the definition key by key, the
+ * kernels skip the block pairs they judge empty, which must hold no
+ * visible key for the results to agree.
  * Packed documents (segments: query t sees key s only in its own
  * document): the reference masks by the case's segment ids.
  * Grouped-query attention (2, 3 and 4 query heads to a K/V head; 1 K/V
@@ -79,6 +84,20 @@ static double shaw_bias(const acase *c, size_t b, size_t h, size_t t, long rel)
     return c->rel_k ? g_qr[((b * c->NH + h) * c->T + t) * (2 * c->rel_k + 1) + rel_c(c, rel)] : 0.0;
 }
 
+/* Sparse patterns (acase.bs): the random key blocks of each query block
+ * (clf_attn_sparse_draw's, from a fresh seed), and whether query tq sees
+ * key s past the window band, by the definition (not the kernels' table). */
+static int32_t *g_rnd;
+static int sparse_sees(const acase *c, long tq, long s)
+{
+    if (s < (long)c->glob || (c->stride && (tq - s) % (long)c->stride == 0))
+        return 1;
+    for (size_t r = 0; r < c->rnd; r++)
+        if (g_rnd[(size_t)tq / c->bs * c->rnd + r] == (int32_t)((size_t)s / c->bs))
+            return 1;
+    return 0;
+}
+
 /* The K/V head query head h reads (grouped-query attention). */
 static size_t kv_head(const acase *c, size_t h) { return h / (c->NH / acase_kvh(c)); }
 
@@ -99,7 +118,7 @@ static double row_probs(const acase *c, const float *q, size_t qs, const float *
         if (c->causal)
             seen &= (long)s <= tq;
         if (c->window)
-            seen &= (long)s > tq - (long)c->window;
+            seen &= (long)s > tq - (long)c->window || (c->bs && sparse_sees(c, tq, (long)s));
         const size_t i = ((b * c->NH + h) * c->T + t) * c->S + s;
         drop[s] = c->p_drop > 0 ? (clf_random_dropout_keep(i, c->p_drop, DROP_SEED, DROP_STREAM)
                                        ? 1.0 / (1.0 - (double)c->p_drop)
@@ -150,6 +169,8 @@ static void reference(const acase *c, const float *q, size_t qs, const float *k,
     free(drop);
 }
 
+static char g_spname[96]; /* the case's sparse pattern, for the messages */
+
 static void case_name(const acase *c, const char *what, char *out, size_t n)
 {
     char shape[32];
@@ -159,13 +180,13 @@ static void case_name(const acase *c, const char *what, char *out, size_t n)
         snprintf(shape, sizeof shape, "VW %zu", g_vw);
     snprintf(out, n,
              "%s (%s) B=%zu NH=%zu KV=%zu T=%zu S=%zu HS=%zu%s%s%s%s window=%zu p_drop=%g "
-             "rel_buckets=%zu rel_k=%zu",
+             "rel_buckets=%zu rel_k=%zu%s",
              what, shape, c->B, c->NH, acase_kvh(c), c->T, c->S, c->HS, c->causal ? " causal" : "",
              c->cross ? " cross" : "",
              c->masked == 2 ? " segments"
              : c->masked    ? " masked"
                             : "",
-             c->alibi ? " alibi" : "", c->window, (double)c->p_drop, c->nb, c->rel_k);
+             c->alibi ? " alibi" : "", c->window, (double)c->p_drop, c->nb, c->rel_k, g_spname);
 }
 
 /* The case's key mask (NULL when unmasked): every fourth key from the
@@ -225,6 +246,39 @@ static void rel_setup(clf_runtime *rt, const acase *c, clf_attn_fused *a, tu_rng
           &err, "relbias_table");
     a->rb = *rb;
     a->rb_w = w;
+}
+
+/* Sparse patterns: fresh random blocks (g_rnd) and the block table on the
+ * device for a (freed by the caller). */
+static clf_ptr sparse_setup(clf_runtime *rt, const acase *c, clf_attn_fused *a, tu_rng *r)
+{
+    g_spname[0] = '\0';
+    if (!c->bs)
+        return (clf_ptr){NULL, 0};
+    const size_t nb = (c->S + c->bs - 1) / c->bs;
+    free(g_rnd);
+    g_rnd = malloc((nb * c->rnd + 1) * sizeof *g_rnd);
+    clf_attn_sparse_draw(g_rnd, nb, c->rnd, ((uint64_t)tu_u32(r) << 32) | tu_u32(r));
+    a->sp = tu_upload_i32(rt, g_rnd, nb * c->rnd + 1);
+    a->sp_bs = c->bs;
+    a->sp_nb = nb;
+    a->sp_R = c->rnd;
+    a->glob = c->glob;
+    a->stride = c->stride;
+    /* the block pairs where some query sees some key, by the definition */
+    size_t visited = 0;
+    for (size_t qb = 0; qb < nb; qb++)
+        for (size_t kb = 0; kb <= qb; kb++) {
+            int any = 0;
+            for (size_t t = qb * c->bs; t < (qb + 1) * c->bs && t < c->S && !any; t++)
+                for (size_t s = kb * c->bs; s < (kb + 1) * c->bs && s <= t && !any; s++)
+                    any = (long)s > (long)t - (long)c->window || sparse_sees(c, (long)t, (long)s);
+            visited += any;
+        }
+    snprintf(g_spname, sizeof g_spname,
+             " sparse(global %zu, stride %zu, random %zu of %zu; %zu of %zu block pairs)", c->glob,
+             c->stride, c->rnd, c->bs, visited, nb * nb);
+    return a->sp;
 }
 
 /* Shaw's: a random q.r table for the case, on the device for a. */
@@ -287,6 +341,7 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
     clf_ptr rb, rbk, rw, rbkt;
     rel_setup(rt, c, &a, r, &rb, &rbk, &rw, &rbkt);
     const clf_ptr sq = shaw_setup(rt, c, &a, r);
+    const clf_ptr spd = sparse_setup(rt, c, &a, r);
     tu_ok(clf_op_attn_fused_forward_ex(rt, g_path, &a, &err), &err, "attn_fused_forward");
     tu_download(rt, dy, yh, ny);
     tu_download(rt, dl, lh, nl);
@@ -303,7 +358,7 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
         for (size_t j = C; j < ys; j++)
             guards &= yh[row * ys + j] == GUARD;
     }
-    char name[200];
+    char name[320];
     case_name(c, "fused attention", name, sizeof name);
     tu_close(name, yc, yr, c->B * c->T * C, 2e-5, 1e-4);
     /* lse: finite ones close, empty rows -inf exactly */
@@ -356,6 +411,8 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
     rel_free(rb, rbk, rw, rbkt);
     if (sq.buf != NULL)
         tu_free(sq);
+    if (spd.buf != NULL)
+        tu_free(spd);
     tu_free(dq);
     if (nkv)
         tu_free(dkv);
@@ -510,6 +567,7 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
     clf_ptr rb, rbk, rw, rbkt, drb = {NULL, 0}, dqrd = {NULL, 0};
     rel_setup(rt, c, &a, r, &rb, &rbk, &rw, &rbkt);
     const clf_ptr sq = shaw_setup(rt, c, &a, r);
+    const clf_ptr spd = sparse_setup(rt, c, &a, r);
     const size_t nqr = c->B * c->NH * c->T * (2 * c->rel_k + 1);
     if (c->rel_k) {
         dqrd = tu_alloc(rt, nqr);
@@ -549,9 +607,9 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
         memcpy(ok_ + row * KC, gk + row * kvs, KC * 4);
         memcpy(ov + row * KC, gv + row * kvs, KC * 4);
     }
-    char name[200];
+    char name[320];
     case_name(c, "fused attention backward", name, sizeof name);
-    char nm[240];
+    char nm[340];
     snprintf(nm, sizeof nm, "%s dq", name);
     tu_close(nm, oq, rq, ny, 5e-5, 5e-4);
     snprintf(nm, sizeof nm, "%s dk", name);
@@ -599,6 +657,8 @@ static void run_backward(clf_runtime *rt, const acase *c, tu_rng *r)
         tu_free(sq);
         tu_free(dqrd);
     }
+    if (spd.buf != NULL)
+        tu_free(spd);
     free(rw_);
     free(rqr);
     tu_free(dq);
@@ -734,61 +794,69 @@ static size_t run_all(size_t vw, int items, int tiles, tu_rng *r)
     const int sim = tu_simulator();
     const acase cases[] = {
         /* B NH T S HS causal cross masked window alibi p_drop */
-        {1, 1, 1, 1, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-        {2, 2, 2, 2, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-        {1, 2, 37, 37, 96, 0, 0, 1, 0, 0, 0, 0, 0, 0},
-        {2, 2, 37, 53, 64, 0, 1, 1, 0, 0, 0, 0, 0, 0},
-        {1, 2, 5, 29, 16, 1, 1, 0, 0, 0, 0, 0, 0, 0},
-        {2, 1, 64, 64, 128, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-        {3, 2, 11, 13, 24, 0, 1, 1, 0, 0, 0, 0, 0, 0},
-        {1, 2, 257, 257, 32, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-        {1, 1, 1000, 1000, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 1, 1, 1, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 2, 2, 2, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 2, 37, 37, 96, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 2, 37, 53, 64, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 2, 5, 29, 16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 1, 64, 64, 128, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {3, 2, 11, 13, 24, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 2, 257, 257, 32, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 1, 1000, 1000, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
         /* sliding windows (in and out of tile alignment), ALiBi, dropout */
-        {2, 2, 64, 64, 32, 1, 0, 0, 16, 0, 0, 0, 0, 0},
-        {1, 2, 37, 45, 16, 1, 1, 0, 5, 0, 0, 0, 0, 0},
-        {2, 3, 37, 37, 32, 1, 0, 0, 0, 1, 0, 0, 0, 0},
-        {1, 3, 29, 29, 16, 0, 0, 1, 0, 1, 0, 0, 0, 0},
-        {2, 2, 37, 37, 32, 1, 0, 0, 0, 0, 0.2f, 0, 0, 0},
-        {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f, 0, 0, 0},
-        {1, 4, 45, 45, 32, 1, 0, 1, 9, 1, 0.1f, 0, 0, 0},
-        {1, 1, 30, 30, 256, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 2, 64, 64, 32, 1, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 2, 37, 45, 16, 1, 1, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 3, 37, 37, 32, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 3, 29, 29, 16, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 2, 37, 37, 32, 1, 0, 0, 0, 0, 0.2f, 0, 0, 0, 0, 0, 0, 0},
+        {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f, 0, 0, 0, 0, 0, 0, 0},
+        {1, 4, 45, 45, 32, 1, 0, 1, 9, 1, 0.1f, 0, 0, 0, 0, 0, 0, 0},
+        {1, 1, 30, 30, 256, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
         /* past one chunk of 128 keys / queries (cl/flash.cl's FA_CH): dropout,
          * a keep mask, a window spanning two chunks with ALiBi */
-        {1, 2, 150, 150, 32, 1, 0, 0, 0, 0, 0.2f, 0, 0, 0},
-        {2, 2, 140, 300, 16, 0, 1, 1, 0, 0, 0, 0, 0, 0},
-        {1, 2, 300, 300, 16, 1, 0, 0, 140, 1, 0, 0, 0, 0},
+        {1, 2, 150, 150, 32, 1, 0, 0, 0, 0, 0.2f, 0, 0, 0, 0, 0, 0, 0},
+        {2, 2, 140, 300, 16, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 2, 300, 300, 16, 1, 0, 0, 140, 1, 0, 0, 0, 0, 0, 0, 0, 0},
         /* grouped-query attention: 2 and 4 query heads to a K/V head (1 K/V
          * head: multi-query), self and cross, with a mask, a window, ALiBi
          * and dropout, past one chunk */
-        {2, 4, 37, 37, 32, 1, 0, 0, 0, 0, 0, 2, 0, 0},
-        {1, 4, 29, 29, 16, 0, 0, 1, 0, 1, 0.2f, 1, 0, 0},
-        {2, 6, 21, 33, 16, 0, 1, 1, 0, 0, 0, 3, 0, 0},
-        {1, 4, 45, 45, 32, 1, 0, 0, 9, 0, 0.1f, 2, 0, 0},
-        {1, 4, 150, 150, 16, 1, 0, 0, 0, 0, 0, 1, 0, 0},
+        {2, 4, 37, 37, 32, 1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0},
+        {1, 4, 29, 29, 16, 0, 0, 1, 0, 1, 0.2f, 1, 0, 0, 0, 0, 0, 0},
+        {2, 6, 21, 33, 16, 0, 1, 1, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0},
+        {1, 4, 45, 45, 32, 1, 0, 0, 9, 0, 0.1f, 2, 0, 0, 0, 0, 0, 0},
+        {1, 4, 150, 150, 16, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},
         /* a relative position bias (positional.type t5): causal and both
          * ways with a keep mask, a window with grouped heads, dropout past
          * one chunk, the most buckets the backward sums */
-        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 8, 0},
-        {1, 2, 29, 29, 16, 0, 0, 1, 0, 0, 0, 0, 6, 0},
-        {1, 4, 45, 45, 32, 1, 0, 0, 9, 0, 0, 2, 5, 0},
-        {1, 2, 150, 150, 16, 1, 0, 0, 0, 0, 0.2f, 0, 32, 0},
-        {2, 2, 21, 21, 16, 0, 0, 1, 0, 0, 0, 0, 64, 0},
+        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0},
+        {1, 2, 29, 29, 16, 0, 0, 1, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0},
+        {1, 4, 45, 45, 32, 1, 0, 0, 9, 0, 0, 2, 5, 0, 0, 0, 0, 0},
+        {1, 2, 150, 150, 16, 1, 0, 0, 0, 0, 0.2f, 0, 32, 0, 0, 0, 0, 0},
+        {2, 2, 21, 21, 16, 0, 0, 1, 0, 0, 0, 0, 64, 0, 0, 0, 0, 0},
         /* Shaw's relative positions: clipped distances past and within the
          * rows, both ways with a keep mask, grouped heads with dropout past
          * one chunk, the widest clip */
-        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 0, 4},
-        {1, 2, 29, 29, 16, 0, 0, 1, 0, 0, 0, 0, 0, 3},
-        {1, 4, 150, 150, 16, 1, 0, 0, 0, 0, 0.2f, 2, 0, 16},
-        {1, 2, 21, 21, 16, 0, 0, 0, 0, 0, 0, 0, 0, 64},
+        {2, 3, 37, 37, 32, 1, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0},
+        {1, 2, 29, 29, 16, 0, 0, 1, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0},
+        {1, 4, 150, 150, 16, 1, 0, 0, 0, 0, 0.2f, 2, 0, 16, 0, 0, 0, 0},
+        {1, 2, 21, 21, 16, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0, 0, 0},
         /* packed documents (segments): causal and both ways, a window with
          * ALiBi, dropout and grouped heads past one chunk, with either kind
          * of relative position */
-        {2, 3, 37, 37, 32, 1, 0, 2, 0, 0, 0, 0, 0, 0},
-        {1, 2, 29, 29, 16, 0, 0, 2, 0, 0, 0, 0, 0, 0},
-        {1, 4, 150, 150, 16, 1, 0, 2, 9, 1, 0.2f, 2, 0, 0},
-        {2, 2, 45, 45, 16, 1, 0, 2, 0, 0, 0, 0, 8, 0},
-        {2, 2, 45, 45, 16, 1, 0, 2, 0, 0, 0, 0, 0, 3},
+        {2, 3, 37, 37, 32, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 2, 29, 29, 16, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 4, 150, 150, 16, 1, 0, 2, 9, 1, 0.2f, 2, 0, 0, 0, 0, 0, 0},
+        {2, 2, 45, 45, 16, 1, 0, 2, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0},
+        {2, 2, 45, 45, 16, 1, 0, 2, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0},
+        /* sparse patterns beside a window: global keys, a stride, random
+         * blocks, each alone and together, blocks of 16 and 32, with a
+         * keep mask, ALiBi, dropout and grouped heads, past one chunk */
+        {1, 2, 100, 100, 16, 1, 0, 0, 5, 0, 0, 0, 0, 0, 3, 0, 0, 16},
+        {2, 2, 70, 70, 16, 1, 0, 0, 4, 0, 0, 0, 0, 0, 0, 7, 0, 16},
+        {1, 2, 130, 130, 16, 1, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 2, 16},
+        {1, 4, 300, 300, 16, 1, 0, 1, 9, 1, 0.2f, 2, 0, 0, 2, 11, 2, 32},
+        {2, 3, 150, 150, 32, 1, 0, 0, 16, 0, 0, 0, 0, 0, 4, 32, 1, 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         acase c = cases[i];

@@ -246,6 +246,14 @@ section_decoder() {
   expect "train.packing: trained and evaluated" 0 "step 4: val loss [0-9.]+"
   run "$BIN" eval "$TMP/packed" --data "$DATA" --json "${DEV[@]}"
   expect "eval of a packing run reads the text as documents" 0 '"val_loss": [0-9.]+'
+  # sparse attention: a window with global keys, a stride and random blocks
+  SP=(--set blocks.attention.window=4 --set blocks.attention.global=2 --set blocks.attention.stride=5 --set blocks.attention.random_blocks=1 --set blocks.attention.block=16 --set context=48)
+  run "$BIN" info "$TINY" --vocab 65 "${SP[@]}"
+  expect "info: the sparse pattern and the share of block pairs the kernels visit" 0 "the fused kernels visit [0-9]+ of the 6 causal block pairs of 16 at context 48"
+  run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/sparse" --set train.steps=4 --set train.eval.every=4 "${SP[@]}" "${DEV[@]}"
+  expect "sparse attention trains and evaluates" 0 "step 4: val loss [0-9.]+"
+  run "$BIN" sample "$TMP/sparse" --prompt "ROMEO:" --tokens 60 --seed 3 "${DEV[@]}"
+  expect "sparse attention samples past its first blocks (the cache's keep rows)" 0 "^ROMEO:"
   # ---- checksums: one flipped byte in a tensor is caught, naming it -----------------
   # flip FILE TENSOR: xor one byte in the middle of TENSOR's data
   flip() {

@@ -420,6 +420,14 @@ static void test_overrides(void)
          "train.ema: the moving average is kept whole on every rank, which "
          "train.shard_optimizer"},
         {"train.keep_last=-1", "train.keep_last: expected an integer in [0, 1000000], got '-1'"},
+        {"blocks.attention.global=4",
+         "blocks.attention.global: sparse patterns add to the sliding window of causal "
+         "self-attention (kind decoder, causal: true, window > 0: their local part); got kind "
+         "decoder, window 0"},
+        {"blocks.attention={window: 8, stride: 4, block: 24}",
+         "blocks.attention.block: expected a multiple of 16 in [16, 128], got 24"},
+        {"blocks.attention.random_blocks=65",
+         "blocks.attention.random_blocks: expected an integer in [0, 64]"},
         {"train.steps.x=1", "train.steps is a value, not a section"},
         {"train.steps=", "--set train.steps=: train.steps: expected an integer >= 0, got "
                          "nothing"},

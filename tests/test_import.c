@@ -778,6 +778,22 @@ static void test_llama(clf_runtime *rt)
             free(want);
             free(ids);
         }
+        if (M[k].window) { /* with a sparse pattern beside the window, no HF form */
+            char sp[660], sphf[660];
+            snprintf(sp, sizeof sp, "%s/%s-sparse.safetensors", tmpdir, M[k].name);
+            snprintf(sphf, sizeof sphf, "%s/%s-sparse-hf", tmpdir, M[k].name);
+            clf_model_config scfg = *c;
+            tu_ok(clf_config_set(&scfg, "blocks.attention.global=2", &err), &err, "sparse");
+            clf_model *ms = NULL;
+            tu_ok(clf_model_create(rt, &scfg, (int)V, 1, CLF_MODEL_INFER, &ms, &err), &err,
+                  "sparse model");
+            tu_ok(clf_checkpoint_save(sp, ms, &scfg, clf_checkpoint_tokenizer(ck), NULL, 0, &err),
+                  &err, "save sparse");
+            clf_model_destroy(ms);
+            TU_CHECK(clf_export_llama(sp, sphf, &err) == CLF_ERR_UNSUPPORTED &&
+                         strstr(err.msg, "sparse attention") != NULL,
+                     "%s with global keys is refused by the Llama export: %s", M[k].name, err.msg);
+        }
         clf_model_destroy(m);
         clf_checkpoint_close(ck);
         tu_ok(clf_export_llama(out, hf, &err), &err, "export llama");

@@ -74,6 +74,18 @@
 
 static void die(clf_status st, const clf_error *e, const char *what) { tu_ok(st, e, what); }
 
+/* A fixture's sparse attention blocks (random_blocks) into m. */
+static void set_blocks(clf_model *m, clf_st_reader *r)
+{
+    clf_error e;
+    size_t n = 0;
+    if (clf_st_reader_find(r, "random_blocks") == NULL)
+        return;
+    int32_t *rb = pu_read(r, "random_blocks", &n);
+    die(clf_model_set_sparse_blocks(m, rb, n, &e), &e, "random blocks");
+    free(rb);
+}
+
 static clf_model *build(clf_runtime *rt, const clf_model_config *cfg, int V, int B, unsigned flags,
                         clf_st_reader *r)
 {
@@ -81,6 +93,7 @@ static clf_model *build(clf_runtime *rt, const clf_model_config *cfg, int V, int
     clf_error e;
     die(clf_model_create(rt, cfg, V, B, flags, &m, &e), &e, "clf_model_create");
     pu_load_params(m, r);
+    set_blocks(m, r);
     return m;
 }
 
@@ -402,13 +415,12 @@ static void determinism(clf_runtime *rt, const char *name, const char *extra)
     printf("determinism: %s%s%s\n", name, extra ? ", " : "", extra ? extra : "");
     if (extra != NULL)
         die(clf_config_set(&cfg, extra, &e), &e, extra);
-    clf_st_reader_destroy(r);
     /* exercise every dropout site */
     const char *sets[] = {"model.embedding.dropout=0.1", "model.blocks.dropout=0.1",
                           "model.blocks.attention.dropout=0.1", "model.blocks.ffn.dropout=0.1"};
     for (int i = 0; i < 4; i++)
         die(clf_config_set(&cfg, sets[i], &e), &e, sets[i]);
-    const int B = 4, T = 16, V = 65;
+    const int B = 4, T = cfg.context, V = 65; /* gpt_s: 48 */
     size_t n = 4096;
     int32_t *data = malloc(n * sizeof *data);
     tu_rng g = tu_rng_new(7);
@@ -421,6 +433,14 @@ static void determinism(clf_runtime *rt, const char *name, const char *extra)
     float a[20], b[10];
     clf_model *m = NULL;
     die(clf_model_create(rt, &cfg, V, B, CLF_MODEL_TRAIN, &m, &e), &e, "create");
+    set_blocks(m, r); /* the fixture's, not those drawn from the seed: the checkpoint keeps them */
+    clf_st_reader_destroy(r);
+    const int32_t *rb0 = NULL;
+    size_t nrb = 0;
+    clf_model_sparse_blocks(m, &rb0, &nrb);
+    int32_t *rb = nrb ? malloc(nrb * sizeof *rb) : NULL;
+    if (nrb)
+        memcpy(rb, rb0, nrb * sizeof *rb);
     train_steps(m, data, n, B, T, 0, 10, cfg.train.packing, a);
     clf_checkpoint_extra ex[] = {{"test", "determinism"}};
     die(clf_checkpoint_save(path, m, &cfg, "{}", ex, 1, &e), &e, "checkpoint save");
@@ -446,6 +466,15 @@ static void determinism(clf_runtime *rt, const char *name, const char *extra)
     die(clf_checkpoint_load(ck, m, CLF_CHECKPOINT_ALL, &e), &e, "checkpoint load");
     TU_CHECK(clf_model_state_get(m).step == 10, "resumed at step %llu (expected 10)",
              (unsigned long long)clf_model_state_get(m).step);
+    if (nrb) {
+        const int32_t *rb1 = NULL;
+        size_t n1 = 0;
+        clf_model_sparse_blocks(m, &rb1, &n1);
+        TU_CHECK(n1 == nrb && memcmp(rb, rb1, nrb * sizeof *rb) == 0,
+                 "%s: the checkpoint brings back the %zu random blocks it was trained with", name,
+                 nrb);
+    }
+    free(rb);
     train_steps(m, data, n, B, T, 10, 10, cfg.train.packing, b);
     if (ema_a != NULL) {
         die(clf_model_flat_read(m, CLF_SLOT_EMA, ema_b, &e), &e, "ema 2");
@@ -563,6 +592,7 @@ int main(void)
     parity(rt, "gpt_h"); /* bf16 storage */
     parity(rt, "gpt_p"); /* packed documents, learned positions */
     parity(rt, "gpt_q"); /* packed documents, RoPE, multi-query */
+    parity(rt, "gpt_s"); /* sparse attention: window, global keys, stride, random blocks */
     determinism(rt, "gpt_a", NULL);
     determinism(rt, "gpt_g", NULL);
     determinism(rt, "gpt_g", "train.optimizer.layer_decay=0.7");
@@ -572,6 +602,7 @@ int main(void)
     determinism(rt, "gpt_r", NULL);
     determinism(rt, "gpt_p", NULL);
     determinism(rt, "gpt_q", NULL);
+    determinism(rt, "gpt_s", NULL);
     check_ema(rt);
     clf_runtime_destroy(rt);
     return tu_finish();

@@ -438,6 +438,13 @@ static clf_status alloc_io(clf_model *m, clf_error *err)
     if (s->pos == MI_POS_REL &&
         (st = carve(m, &m->rel_qr, R * (size_t)s->NH * (size_t)(2 * s->relk + 1), err)) != CLF_OK)
         return st;
+    if (s->sp_bs > 0) { /* sparse patterns' block table; decoding's keep rows */
+        m->sp_nb = ((size_t)s->Tmax + (size_t)s->sp_bs - 1) / (size_t)s->sp_bs;
+        if ((st = carve(m, &m->sp_table, m->sp_nb * (size_t)s->rnd + 1, err)) != CLF_OK ||
+            ((m->flags & CLF_MODEL_INFER) &&
+             (st = carve(m, &m->sp_keep, B * (size_t)s->Tmax, err)) != CLF_OK))
+            return st;
+    }
     if (s->pos == MI_POS_T5) { /* the relative bias's bucket maps and one call's tables */
         const size_t M = (size_t)(s->Tmax > s->Smax ? s->Tmax : s->Smax);
         const size_t w = clf_op_relbias_width(M, M);

@@ -238,6 +238,50 @@ static clf_status upload_buckets(clf_model *m, clf_error *err)
     return st;
 }
 
+/* Sparse patterns: the random blocks, drawn from the run's seed when the
+ * model is built, onto the device. */
+static clf_status upload_sparse(clf_model *m, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    if (s->sp_bs == 0)
+        return CLF_OK;
+    const size_t nb = m->sp_nb, R = (size_t)s->rnd;
+    if (m->sp_rnd == NULL) {
+        m->sp_rnd = malloc((nb * R + 1) * sizeof *m->sp_rnd);
+        if (m->sp_rnd == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+        clf_attn_sparse_draw(m->sp_rnd, nb, R, s->seed);
+    }
+    if (m->rt == NULL || R == 0)
+        return CLF_OK;
+    return clf_buffer_write(m->rt, m->sp_table.buf, m->sp_table.off * sizeof(float), m->sp_rnd,
+                            nb * R * sizeof *m->sp_rnd, err);
+}
+
+clf_status clf_model_sparse_blocks(const clf_model *m, const int32_t **rnd, size_t *n)
+{
+    *rnd = m->sp_rnd;
+    *n = m->s.sp_bs ? m->sp_nb * (size_t)m->s.rnd : 0;
+    return CLF_OK;
+}
+
+clf_status clf_model_set_sparse_blocks(clf_model *m, const int32_t *rnd, size_t n, clf_error *err)
+{
+    const size_t nb = m->sp_nb, R = (size_t)m->s.rnd;
+    if (m->s.sp_bs == 0 || n != nb * R)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "random blocks: the model takes %zu (%zu query blocks x %zu), got %zu",
+                             m->s.sp_bs ? nb * R : 0, nb, R, n);
+    for (size_t i = 0; i < n; i++)
+        if (rnd[i] < -1 || rnd[i] > (int32_t)(i / R))
+            return clf_error_set(err, CLF_ERR_ARG,
+                                 "random blocks: entry %zu (query block %zu) is %d: expected a "
+                                 "key block in [0, %zu] or -1",
+                                 i, i / R, (int)rnd[i], i / R);
+    memcpy(m->sp_rnd, rnd, n * sizeof *rnd);
+    return upload_sparse(m, err);
+}
+
 static clf_status plan_params(clf_model *m, clf_error *err)
 {
     const mi_spec *s = &m->s;
@@ -413,6 +457,7 @@ void clf_model_destroy(clf_model *m)
     free(m->stage[0]);
     free(m->xrow_new);
     free(m->xrow);
+    free(m->sp_rnd);
     free(m->ba);
     free(m->bp);
     free(m->pinit);
@@ -482,7 +527,8 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
         return CLF_OK;
     }
     if ((st = clf_model_params_init(m, s->seed, err)) != CLF_OK ||
-        (st = mi_plan(m, err)) != CLF_OK || (st = upload_buckets(m, err)) != CLF_OK)
+        (st = mi_plan(m, err)) != CLF_OK || (st = upload_buckets(m, err)) != CLF_OK ||
+        (st = upload_sparse(m, err)) != CLF_OK)
         goto fail;
     *out = m;
     return CLF_OK;

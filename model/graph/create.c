@@ -216,6 +216,10 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     s->shared_emb = s->kind == MI_KIND_ENCDEC && cfg->share_embeddings != 0;
     s->causal = s->kind != MI_KIND_ENCODER && bk->attention.causal != 0;
     s->window = bk->attention.window;
+    s->glob = bk->attention.global;
+    s->stride = bk->attention.stride;
+    s->rnd = bk->attention.random_blocks;
+    s->sp_bs = s->glob > 0 || s->stride > 0 || s->rnd > 0 ? bk->attention.block : 0;
     s->recompute = cfg->train.recompute == CLF_RECOMPUTE_BLOCK       ? MI_RECOMPUTE_BLOCK
                    : cfg->train.recompute == CLF_RECOMPUTE_ATTENTION ? MI_RECOMPUTE_ATTN
                                                                      : MI_RECOMPUTE_NONE;
@@ -360,6 +364,10 @@ clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cf
         {"blocks.ffn.bias", a->ffn_bias, s.ffn_bias},
         {"blocks.attention.causal", a->causal, s.causal},
         {"blocks.attention.window", a->window, s.window},
+        {"blocks.attention.global", a->glob, s.glob},
+        {"blocks.attention.stride", a->stride, s.stride},
+        {"blocks.attention.random_blocks", a->rnd, s.rnd},
+        {"blocks.attention.block (when sparse)", a->sp_bs, s.sp_bs},
         {"blocks.norm.type (index)", a->norm, s.norm},
         {"blocks.norm.bias", a->norm_bias, s.norm_bias},
         {"blocks.norm.placement (1 = post)", a->norm_post, s.norm_post},
@@ -379,4 +387,29 @@ clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cf
                                  "there",
                                  f[i].key, f[i].model, f[i].config);
     return CLF_OK;
+}
+
+void clf_model_sparse_share(const clf_model_config *cfg, size_t *visited, size_t *pairs)
+{
+    const clf_attention_config *a = &cfg->blocks.attention;
+    *visited = *pairs = 0;
+    if (a->global <= 0 && a->stride <= 0 && a->random_blocks <= 0)
+        return;
+    const size_t bs = (size_t)a->block, nb = ((size_t)cfg->context + bs - 1) / bs;
+    const size_t R = (size_t)a->random_blocks, W = (size_t)a->window, S = (size_t)a->stride;
+    int32_t *rnd = malloc((nb * R + 1) * sizeof *rnd);
+    if (rnd == NULL)
+        return;
+    clf_attn_sparse_draw(rnd, nb, R, cfg->train.seed);
+    for (size_t qb = 0; qb < nb; qb++)
+        for (size_t kb = 0; kb <= qb; kb++) {
+            /* the distances tq - s the pair spans (cl/flash.cl's fa_sp_visit) */
+            const size_t dmin = qb > kb ? (qb - kb - 1) * bs + 1 : 0, dmax = (qb - kb + 1) * bs - 1;
+            int in = dmin < W || kb * bs < (size_t)a->global || (S > 0 && dmax / S * S >= dmin);
+            for (size_t r = 0; r < R; r++)
+                in |= rnd[qb * R + r] == (int32_t)kb;
+            *visited += (size_t)in;
+        }
+    *pairs = nb * (nb + 1) / 2;
+    free(rnd);
 }

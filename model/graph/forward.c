@@ -172,6 +172,14 @@ clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int t
     } else {
         f.causal = m->s.causal;
         f.window = (size_t)m->s.window;
+        if (m->s.sp_bs) { /* sparse patterns beside the window */
+            f.glob = (size_t)m->s.glob;
+            f.stride = (size_t)m->s.stride;
+            f.sp = m->sp_table;
+            f.sp_bs = (size_t)m->s.sp_bs;
+            f.sp_nb = m->sp_nb;
+            f.sp_R = (size_t)m->s.rnd;
+        }
         if (m->packed) { /* attention stays inside each document */
             f.keep = mi_at(m->doc_seg, 0);
             f.keep_stride = T;
@@ -286,6 +294,14 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
                               .rb = m->rel_rb,
                               .qr = m->rel_qr,
                               .rel_k = (size_t)s->relk};
+        if (s->sp_bs) { /* sparse patterns: this position's keys as a keep mask */
+            const clf_attn_fused sf = mi_attn_self(m, l, B, 1, 0);
+            ad.keep = m->sp_keep;
+            ad.keep_stride = Tmax;
+            ad.window = 0;
+            if ((st = clf_op_sparse_keep(m->rt, m->sp_keep, Tmax, B, S, &sf, err)) != CLF_OK)
+                return st;
+        }
         if ((st = mi_rel_table(m, n->stk, 1, S, &ad.rb_w, err)) != CLF_OK ||
             (st = mi_rel_qr(m, l, &hq, &ad.qr_w, err)) != CLF_OK ||
             (st = clf_op_attn_decode(m->rt, &ad, err)) != CLF_OK)

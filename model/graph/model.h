@@ -356,6 +356,18 @@ void clf_model_params_changed(clf_model *m);
 int clf_model_has_ema(const clf_model *m);
 clf_status clf_model_ema_swap(clf_model *m, clf_error *err);
 
+/* Sparse attention's random key blocks (blocks.attention.random_blocks):
+ * [query blocks, R] (-1 = none), drawn from train.seed when the model is
+ * built; checkpoints keep them and set them back (set: each entry a key
+ * block at or before its query block, or -1; the block table is rebuilt). */
+clf_status clf_model_sparse_blocks(const clf_model *m, const int32_t **rnd, size_t *n);
+clf_status clf_model_set_sparse_blocks(clf_model *m, const int32_t *rnd, size_t n, clf_error *err);
+/* A config's sparse pattern at its full context, with the random blocks
+ * the model would draw: *visited of the *pairs causal block pairs have a
+ * key some query sees (the pairs the fused kernels visit; 0 and 0 without
+ * sparse patterns). */
+void clf_model_sparse_share(const clf_model_config *cfg, size_t *visited, size_t *pairs);
+
 /* ---- training ------------------------------------------------------------------ */
 
 /* Called by clf_model_backward as soon as the kernels that finish a group

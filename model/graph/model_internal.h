@@ -86,6 +86,9 @@ typedef struct mi_spec {
     int fc_rows;       /* H, or 2H for swiglu */
     int pos;           /* MI_POS_* */
     int window;        /* sliding-window attention: keys per query (0 = all) */
+    int glob, stride;  /* sparse patterns beside the window: global keys, stride */
+    int rnd;           /* random key blocks per query block */
+    int sp_bs;         /* block size of the sparse patterns; 0: none */
     int recompute;     /* MI_RECOMPUTE_*: what blocks share and backward recomputes */
     clf_dtype act16;   /* train.precision's storage (a training model only, else
                         * CLF_DT_F32) of the activations only GEMMs and the attention read
@@ -400,6 +403,12 @@ struct clf_model {
      * gradient (training) */
     clf_ptr rel_qr, rel_dqr;
     size_t rel_R0; /* the bucket maps cover key - query in [-rel_R0, rel_R0] */
+    /* sparse patterns (s.sp_bs): the random key blocks [sp_nb, s.rnd] of
+     * the sp_nb query blocks over Tmax, on the device and (sp_rnd) the host
+     * (checkpoints keep them), and decoding's keep rows [B, Tmax] */
+    clf_ptr sp_table, sp_keep;
+    int32_t *sp_rnd;
+    size_t sp_nb;
 
     /* the graph: nodes in forward order, their values, the gradient slots */
     mi_node *nodes;

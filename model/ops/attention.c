@@ -268,6 +268,29 @@ clf_status clf_op_relbias_table(clf_runtime *rt, clf_ptr rb, clf_ptr rbk, clf_pt
     return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(a), a, err);
 }
 
+clf_status clf_op_sparse_keep(clf_runtime *rt, clf_ptr keep, size_t keep_stride, size_t B, size_t L,
+                              const clf_attn_fused *a, clf_error *err)
+{
+    if (a->sp_bs == 0 || (a->sp_R > 0 && a->sp.buf == NULL) || keep_stride < L || L == 0 ||
+        B * keep_stride > 0xFFFFFFFFu || (L - 1) / a->sp_bs >= a->sp_nb)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "sparse_keep: %zu rows of %zu positions (stride %zu) need random "
+                             "blocks covering them (%zu blocks of %zu)",
+                             B, L, keep_stride, a->sp_nb, a->sp_bs);
+    clf_kernel *k = NULL;
+    clf_status st = clf_kernel_of(rt, CLF_K_SPARSE_KEEP, &k, err);
+    if (st != CLF_OK)
+        return st;
+    clf_arg args[] = {CLF_ARG_PTR(keep),      CLF_ARG_U32(keep_stride),
+                      CLF_ARG_U32(B),         CLF_ARG_U32(L),
+                      CLF_ARG_U32(a->window), CLF_ARG_U32(a->glob),
+                      CLF_ARG_U32(a->stride), CLF_ARG_PTR(a->sp_R ? a->sp : keep),
+                      CLF_ARG_U32(a->sp_bs),  CLF_ARG_U32(a->sp_R)};
+    size_t local = clf_ops_local_1d(rt, k);
+    size_t global = (B * L + local - 1) / local * local;
+    return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
+}
+
 static clf_status rel_heads_ok(const clf_heads *h, size_t W, const char *what, clf_error *err)
 {
     if (h->HS == 0 || h->NH == 0 || W == 0 || W > FA_QRW_MAX || h->row_stride < h->NH * h->HS ||

@@ -22,8 +22,8 @@
 #define U32_MAX_SZ ((size_t)0xFFFFFFFFu)
 /* Room for a pass's arguments: its own, the mask's FA_MASK_ARGS
  * (mask_args; the compiler checks the count) and the tile shape's three. */
-#define FA_ARGS_MAX 64
-#define FA_MASK_ARGS 27
+#define FA_ARGS_MAX 80
+#define FA_MASK_ARGS 33
 
 /* The program for storage t: "flash", or its variant "flash@bf16" /
  * "flash@f16" (cl/flash.cl's FA_T = t; the variant also has any defines
@@ -84,6 +84,14 @@ static clf_status check(const clf_attn_fused *a, const clf_attn_fused_grad *g, c
                              "document segments need their ids (keep) and as many queries as "
                              "keys (T %zu, S %zu)",
                              a->T, a->S);
+    if (a->sp_bs != 0 && ((a->sp_R > 0 && a->sp.buf == NULL) || !a->causal || a->window == 0 ||
+                          a->sp_bs % 16 != 0 || a->sp_bs > 128 || a->sp_nb * a->sp_bs < a->S ||
+                          a->sp_R > 64 || a->glob > 0x7FFFFFFF || a->stride > 0x7FFFFFFF))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "sparse patterns need causal attention with a window, blocks of a "
+                             "multiple of 16 positions up to 128 (%zu), at most 64 random blocks "
+                             "(%zu) and rows of them covering S (%zu blocks for S %zu)",
+                             a->sp_bs, a->sp_R, a->sp_nb, a->S);
     if (a->window > 0 && !a->causal)
         return clf_error_set(err, CLF_ERR_ARG, "a sliding window needs causal attention");
     if (a->window > 0x7FFFFFFF)
@@ -150,6 +158,11 @@ static int mask_args(const clf_attn_fused *a, clf_arg *args, int n)
         CLF_ARG_PTR(a->qr_w ? a->qr : a->q),
         CLF_ARG_U32(a->qr_w),
         CLF_ARG_U32(a->rel_k),
+        CLF_ARG_U32(a->glob),
+        CLF_ARG_U32(a->stride),
+        CLF_ARG_PTR(a->sp_bs && a->sp_R ? a->sp : a->q),
+        CLF_ARG_U32(a->sp_bs),
+        CLF_ARG_U32(a->sp_R),
     };
     _Static_assert(CLF_NARGS(m) == FA_MASK_ARGS, "FA_MASK_ARGS counts FA_MASK_PARAMS");
     memcpy(args + n, m, sizeof m);
@@ -354,4 +367,42 @@ clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
                                       const clf_attn_fused_grad *g, clf_error *err)
 {
     return clf_op_attn_fused_backward_ex(rt, CLF_OPS_PATH_AUTO, a, g, err);
+}
+
+/* ---- sparse patterns' random blocks ---- */
+
+void clf_attn_sparse_draw(int32_t *rnd, size_t nb, size_t R, uint64_t seed)
+{
+    uint64_t x = seed ^ 0x5BA55E0D5EEDull; /* splitmix64 */
+    for (size_t qb = 0; qb < nb; qb++) {
+        const size_t n = qb + 1, k = R < n ? (R < 64 ? R : 64) : n;
+        int32_t pick[64]; /* R <= 64 (the schema's bound) */
+        size_t m = 0;
+        for (size_t i = 0; i < k; i++) {
+            /* the i-th draw: uniform over the n - i blocks not drawn yet */
+            x += 0x9E3779B97F4A7C15ull;
+            uint64_t z = x;
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            z ^= z >> 31;
+            size_t j = (size_t)(z % (uint64_t)(n - i)), c = 0;
+            for (size_t b = 0; b < n; b++) { /* the j-th block not yet drawn */
+                int taken = 0;
+                for (size_t t = 0; t < m; t++)
+                    taken |= pick[t] == (int32_t)b;
+                if (!taken && c++ == j) {
+                    pick[m++] = (int32_t)b;
+                    break;
+                }
+            }
+        }
+        for (size_t i = 1; i < m; i++) /* ascending */
+            for (size_t t = i; t > 0 && pick[t - 1] > pick[t]; t--) {
+                const int32_t tmp = pick[t];
+                pick[t] = pick[t - 1];
+                pick[t - 1] = tmp;
+            }
+        for (size_t r = 0; r < R; r++)
+            rnd[qb * R + r] = r < m ? pick[r] : -1;
+    }
 }

@@ -270,7 +270,24 @@ typedef struct clf_attn_fused {
      * (2 rel_k + 1) 0: none */
     clf_ptr qr;
     size_t qr_w, rel_k;
+    /* sparse patterns beside the window (causal, window > 0): a query also
+     * sees the keys below glob, every stride-th key back, and the keys of
+     * its block's random blocks (blocks of sp_bs positions; sp [sp_nb,
+     * sp_R] int32, row qb its random key blocks, -1 = none:
+     * clf_attn_sparse_draw's). Block pairs where no query sees a key are
+     * skipped. sp_bs 0: none */
+    size_t glob, stride, sp_bs, sp_nb, sp_R;
+    clf_ptr sp;
 } clf_attn_fused;
+/* R distinct random key blocks at or before each of nb query blocks (all of
+ * them where there are at most R), ascending, from seed: rnd [nb, R], -1
+ * past the drawn ones. */
+void clf_attn_sparse_draw(int32_t *rnd, size_t nb, size_t R, uint64_t seed);
+/* Sparse patterns while decoding: keep [B, keep_stride] (row b, positions
+ * [0, L)) = which keys the query at L - 1 sees under a's window, glob,
+ * stride and block table (a decoding step's keep mask, with no window). */
+clf_status clf_op_sparse_keep(clf_runtime *rt, clf_ptr keep, size_t keep_stride, size_t B, size_t L,
+                              const clf_attn_fused *a, clf_error *err);
 clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, clf_error *err);
 /* Its backward from y, lse and dy (dy in y's layout): dq, dk, dv written
  * (not accumulated) in their projections' gradient layouts (row strides

@@ -33,9 +33,9 @@ struct clf_checkpoint {
     int raw;     /* clf_checkpoint_model_create loads the parameters, not the average */
 };
 
-static const char *const reserved[] = {"format",     "version", "config", "tokenizer",
-                                       "vocab",      "step",    "seed",   "optim",
-                                       "loss_scale", "ema",     NULL};
+static const char *const reserved[] = {"format",     "version", "config",        "tokenizer",
+                                       "vocab",      "step",    "seed",          "optim",
+                                       "loss_scale", "ema",     "random_blocks", NULL};
 
 static int is_reserved(const char *key)
 {
@@ -89,6 +89,27 @@ static clf_status add_all(clf_st_writer *w, clf_model *m, const char *prefix, co
             return st;
     }
     return CLF_OK;
+}
+
+/* Sparse attention's random blocks as metadata "random_blocks": the
+ * entries ([query blocks, R], -1 = none) as decimal numbers separated by
+ * spaces. */
+static clf_status save_sparse(clf_st_writer *w, const clf_model *m, clf_error *err)
+{
+    const int32_t *rnd = NULL;
+    size_t n = 0;
+    clf_model_sparse_blocks(m, &rnd, &n);
+    if (n == 0)
+        return CLF_OK;
+    char *text = malloc(n * 12 + 1);
+    if (text == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++)
+        at += (size_t)snprintf(text + at, 13, "%s%d", i ? " " : "", (int)rnd[i]);
+    clf_status st = clf_st_writer_add_metadata(w, "random_blocks", text, err);
+    free(text);
+    return st;
 }
 
 clf_status clf_checkpoint_save(const char *path, clf_model *m, const clf_model_config *cfg,
@@ -198,6 +219,8 @@ clf_status clf_checkpoint_save_ex(const char *path, clf_model *m, const clf_mode
     if ((st = clf_st_writer_add_metadata(w, "seed", num, err)) != CLF_OK ||
         (st = clf_st_writer_add_metadata(w, "optim", optim ? "1" : "0", err)) != CLF_OK ||
         (st = clf_st_writer_add_metadata(w, "ema", ema ? "1" : "0", err)) != CLF_OK)
+        goto fail;
+    if ((st = save_sparse(w, m, err)) != CLF_OK)
         goto fail;
     if (optim && clf_model_amp_enabled(m)) { /* fp16's loss scaling: "scale good skipped t" */
         clf_model_amp a;
@@ -582,6 +605,43 @@ static clf_status read_all(clf_checkpoint *c, clf_model *m, const char *prefix, 
     return CLF_OK;
 }
 
+/* The file's random blocks into m (a file without them, as `average`
+ * writes: the model keeps those drawn from the same seed). */
+static clf_status load_sparse(const clf_checkpoint *c, clf_model *m, clf_error *err)
+{
+    const char *v = clf_st_reader_metadata(c->r, "random_blocks");
+    const int32_t *cur = NULL;
+    size_t n = 0;
+    clf_model_sparse_blocks(m, &cur, &n);
+    if (v == NULL || n == 0)
+        return CLF_OK;
+    int32_t *rnd = malloc(n * sizeof *rnd);
+    if (rnd == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    size_t k = 0;
+    const char *p = v;
+    while (*p != '\0' && k <= n) {
+        char *end = NULL;
+        const long x = strtol(p, &end, 10);
+        if (end == p || x < -1 || x > INT32_MAX)
+            break;
+        if (k < n)
+            rnd[k] = (int32_t)x;
+        k++;
+        p = end;
+        while (*p == ' ')
+            p++;
+    }
+    clf_status st = *p != '\0' || k != n
+                        ? clf_error_set(err, CLF_ERR_FORMAT,
+                                        "metadata random_blocks: expected %zu block numbers "
+                                        "separated by spaces, got '%.40s'",
+                                        n, v)
+                        : clf_model_set_sparse_blocks(m, rnd, n, err);
+    free(rnd);
+    return st;
+}
+
 clf_status clf_checkpoint_load(clf_checkpoint *c, clf_model *m, unsigned what, clf_error *err)
 {
     clf_status st;
@@ -608,6 +668,8 @@ clf_status clf_checkpoint_load(clf_checkpoint *c, clf_model *m, unsigned what, c
         st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
         goto fail;
     }
+    if ((st = load_sparse(c, m, err)) != CLF_OK)
+        goto fail;
     if (what & CLF_CHECKPOINT_PARAMS) {
         const char *which = (what & CLF_CHECKPOINT_AVERAGE) && c->has_ema ? "ema." : "";
         if ((st = read_all(c, m, which, flat, err)) != CLF_OK ||

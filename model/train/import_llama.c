@@ -292,6 +292,10 @@ static const char *not_llama(const clf_model_config *c)
         return "blocks.ffn.activation must be swiglu";
     if (c->blocks.attention.window > 0 && (c->blocks.attention.bias || c->blocks.ffn.bias))
         return "a sliding window is Mistral's layout, which has no biases";
+    if (c->blocks.attention.global > 0 || c->blocks.attention.stride > 0 ||
+        c->blocks.attention.random_blocks > 0)
+        return "sparse attention (blocks.attention.global, stride, random_blocks) has no "
+               "Hugging Face form";
     return NULL;
 }
 

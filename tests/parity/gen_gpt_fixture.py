@@ -65,12 +65,17 @@ Variants (2 layers, 2 heads, 32 dims, context 16, vocabulary 65, batch 4):
          the next document), as clformer's windows of documents have it
   gpt_q  packed documents with RoPE (positions restarting), 1 key/value
          head, RMSNorm, SwiGLU, untied head
+  gpt_s  sparse attention at context 48: a window of 4 beside global keys
+         (the first 2), every 7th key back, and 1 random key block of 16
+         positions per query block (drawn here, stored as random_blocks);
+         learned positions, as gpt_a otherwise
 
 Fixture contents (all float32 unless noted):
   metadata  "format": "clformer-parity", "version": "1", "variant",
             "config": the model YAML (config/ schema) the C test builds
   x, y            int32 [B, T] inputs and targets (y = -1: ignored)
   doc             int32 [B, T] document ids (gpt_p, gpt_q: packing)
+  random_blocks   int32 [blocks, R] sparse attention's random key blocks (gpt_s)
   param.<name>    initial parameters under clformer's names
   logits          [B, T, V] of the initial parameters on (x, y)
   logits_f32      [B, T, V] the same in float32 (gpt_h only)
@@ -150,6 +155,11 @@ VARIANTS = {
                   pos="rope", emb_scale=False, attn_bias=False, ffn_bias=False,
                   final_norm="rmsnorm", tied=False, label_smoothing=0.0, grad_clip=1.0,
                   ignore=[], seed=12, kv_heads=1, docs=[[], [6], [2, 10], [1, 2, 12]]),
+    "gpt_s": dict(norm="layernorm", placement="pre", norm_bias=True, act="gelu", hidden=4 * C,
+                  pos="learned", emb_scale=False, attn_bias=True, ffn_bias=True,
+                  final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
+                  ignore=[(1, 30)], seed=13, T=48, window=4,
+                  sparse=dict(block=16, random=1, stride=7, **{"global": 2})),
     "gpt_h": dict(norm="layernorm", placement="pre", norm_bias=True, act="gelu", hidden=4 * C,
                   pos="learned", emb_scale=False, attn_bias=True, ffn_bias=True,
                   final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
@@ -162,13 +172,16 @@ def config_yaml(v):
     """The clformer model description of a variant."""
     b = lambda x: "true" if x else "false"
     window = f", window: {v['window']}" if v.get("window") else ""
+    sp = v.get("sparse")
+    window += (f", global: {sp['global']}, stride: {sp['stride']}, random_blocks: "
+               f"{sp['random']}, block: {sp['block']}" if sp else "")
     window += f", kv_heads: {v['kv_heads']}" if v.get("kv_heads") else ""
     t5 = (f", num_buckets: {v['t5'][0]}, max_distance: {v['t5'][1]}" if v.get("t5") else "")
     t5 += f", max_distance: {v['rel_k']}" if v.get("rel_k") else ""
     return f"""model:
   kind: decoder
   vocab: {{tokenizer: char, size: {V}}}
-  context: {T}
+  context: {v.get('T', T)}
   embedding: {{dim: {C}, scale: {b(v['emb_scale'])}, dropout: 0.0}}
   positional: {{type: {v['pos']}, rope_theta: 10000.0{rope_scaling_yaml(v)}{t5}}}
   blocks:
@@ -219,7 +232,7 @@ def make_params(v, g):
     F_rows = 2 * v["hidden"] if v["act"] == "swiglu" else v["hidden"]
     p["wte"] = n(V, C)
     if v["pos"] == "learned":
-        p["wpe"] = n(T, C)
+        p["wpe"] = n(v.get("T", T), C)
     if v["pos"] == "t5":
         p["rel_bias"] = n(NH, v["t5"][0], sd=0.5)
 
@@ -296,6 +309,20 @@ def rope_inv_freq(v):
     inv_freq = (1.0 / (factor * pos_freqs)) * (1 - extrapolation_factor) + (
         1.0 / pos_freqs) * extrapolation_factor
     return inv_freq, 0.1 * math.log(factor) + 1.0
+
+
+def sp_blocks(v):
+    """Random key blocks per query block ([nb][R], -1 = none): drawn here from
+    the variant's seed with numpy (any draw will do; the fixture stores it
+    and the test gives it to the model)."""
+    sp, Tn = v["sparse"], v.get("T", T)
+    nb, R = (Tn + sp["block"] - 1) // sp["block"], sp["random"]
+    rs = np.random.RandomState(v["seed"])
+    out = []
+    for qb in range(nb):
+        c = sorted(rs.choice(qb + 1, size=min(R, qb + 1), replace=False).tolist())
+        out.append(c + [-1] * (R - len(c)))
+    return out
 
 
 def doc_ids(v):
@@ -393,7 +420,17 @@ def attention(v, x, p, pre):
         att = att + p["rel_bias"][:, bucket].unsqueeze(0)
     mask = j <= i
     if v.get("window"):
-        mask = mask & (j > i - v["window"])  # the band: the `window` most recent keys
+        band = j > i - v["window"]  # the band: the `window` most recent keys
+        sp = v.get("sparse")
+        if sp:  # beside the band: global keys, every stride-th key back, random blocks
+            bs = sp["block"]
+            rnd = torch.zeros(Tn, Tn, dtype=torch.bool)
+            for t in range(Tn):
+                for kb in sp_blocks(v)[t // bs]:
+                    if kb >= 0:
+                        rnd[t, kb * bs:(kb + 1) * bs] = True
+            band = band | (j < sp["global"]) | ((i - j) % sp["stride"] == 0) | rnd
+        mask = mask & band
     if v.get("docs"):  # packed documents: each sees only its own
         d = doc_ids(v)
         mask = mask.view(1, 1, Tn, Tn) & (d.view(Bn, 1, Tn, 1) == d.view(Bn, 1, 1, Tn))
@@ -516,8 +553,8 @@ def forward(v, p, x, y):
 
 
 def batch(v, g):
-    x = torch.randint(0, V, (B, T), generator=g)
-    y = torch.randint(0, V, (B, T), generator=g)
+    x = torch.randint(0, V, (B, v.get("T", T)), generator=g)
+    y = torch.randint(0, V, (B, v.get("T", T)), generator=g)
     for (bi, ti) in v["ignore"]:
         y[bi, ti] = -1
     if v.get("docs"):  # a document's last target is the next document's: ignored
@@ -556,6 +593,8 @@ def make_fixture(name, v):
     out = {"x": x.numpy().astype(np.int32), "y": y.numpy().astype(np.int32)}
     if v.get("docs"):
         out["doc"] = doc_ids(v).numpy().astype(np.int32)
+    if v.get("sparse"):
+        out["random_blocks"] = np.array(sp_blocks(v), dtype=np.int32)
     for k, t in p.items():
         out["param." + k] = t.detach().numpy().copy()
 
