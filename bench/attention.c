@@ -8,6 +8,7 @@
  *   build/bench/attention [--device SEL] [--reps N] [--tokens N] [--heads N]
  *                         [--head-size N] [--T "128 256 ..."] [--no-torch]
  *                         [--profile] [--python PY] [--sparse "W G S R BS"]
+ *                         [--linformer K]
  *
  * Batch x T is held at --tokens (default 4096) and the layer is NH heads of
  * HS (default 4 x 64, C = 256), so every T does the same projections' work
@@ -21,6 +22,12 @@
  * attention) with the same thread count, OpenBLAS's core type named for the
  * CPU and the better of its two OpenMP wait policies; the ratio column is
  * PyTorch time / fused time (above 1 = clformer faster).
+ *
+ * --linformer K adds, at each T, attention in both directions three ways:
+ * dense softmax over every key, and Linformer (keys and values projected
+ * along the sequence to K rows by two [K, T] matrices, attention over
+ * those, and the backward's products and projection gradients, as the
+ * model runs it), each forward + backward; the ratio is dense / linformer.
  *
  * --sparse adds, at each T, the same tensors through a sparse pattern (a
  * window of W keys beside the first G keys, every S-th key back and R
@@ -50,6 +57,7 @@ typedef struct bench_args {
     int reps, torch, profile;
     size_t tokens, NH, HS;
     size_t sp[5]; /* --sparse: window, global, stride, random blocks, block; sp[4] 0: off */
+    size_t lin;   /* --linformer: projected rows; 0: off */
 } bench_args;
 
 static void die(const clf_error *err, const char *what)
@@ -139,6 +147,101 @@ static clf_status fused_step(clf_runtime *rt, const io *x, clf_ptr lse, clf_ptr 
     return clf_runtime_finish(rt, err);
 }
 
+/* Attention in both directions, forward + backward: dense over every key
+ * (lin 0), or Linformer's: kv [B, K, 2C] = E or F [K, T] x the keys or
+ * values, attention over them, then the backward's dk, dv into dkv, E's
+ * and F's gradients sequence by sequence and the keys' and values'
+ * gradients, as model/graph/forward.c runs them. */
+static clf_status bidir_step(clf_runtime *rt, const io *x, clf_ptr lse, clf_ptr dsum, size_t K,
+                             clf_ptr ef, clf_ptr def, clf_ptr kv, clf_ptr dkv, clf_error *err)
+{
+    const size_t C = x->C, T = x->T, B = x->B;
+    clf_attn_fused a = {.y = x->y,
+                        .lse = lse,
+                        .q = x->qkv,
+                        .k = clf_ptr_at(x->qkv, C),
+                        .v = clf_ptr_at(x->qkv, 2 * C),
+                        .y_stride = C,
+                        .q_stride = 3 * C,
+                        .kv_stride = 3 * C,
+                        .B = B,
+                        .NH = x->NH,
+                        .T = T,
+                        .S = T,
+                        .HS = x->HS,
+                        .scale = 1.0f / sqrtf((float)x->HS)};
+    clf_attn_fused_grad g = {.dy = x->dy,
+                             .dq = x->dqkv,
+                             .dk = clf_ptr_at(x->dqkv, C),
+                             .dv = clf_ptr_at(x->dqkv, 2 * C),
+                             .dsum = dsum,
+                             .dq_stride = 3 * C,
+                             .dkv_stride = 3 * C};
+    clf_status st = CLF_OK;
+    if (K > 0) {
+        for (size_t part = 0; part < 2 && st == CLF_OK; part++) {
+            const clf_gemm_desc d = {.m = K,
+                                     .n = C,
+                                     .k = T,
+                                     .alpha = 1.0f,
+                                     .a = clf_ptr_at(ef, part * K * T),
+                                     .lda = T,
+                                     .b = clf_ptr_at(x->qkv, C + part * C),
+                                     .ldb = 3 * C,
+                                     .c = clf_ptr_at(kv, part * C),
+                                     .ldc = 2 * C,
+                                     .batch = B,
+                                     .stride_b = T * 3 * C,
+                                     .stride_c = K * 2 * C};
+            st = clf_gemm(rt, &d, err);
+        }
+        a.k = kv;
+        a.v = clf_ptr_at(kv, C);
+        a.kv_stride = 2 * C;
+        a.S = K;
+        g.dk = dkv;
+        g.dv = clf_ptr_at(dkv, C);
+        g.dkv_stride = 2 * C;
+    }
+    if (st != CLF_OK || (st = clf_op_attn_fused_forward(rt, &a, err)) != CLF_OK ||
+        (st = clf_op_attn_fused_backward(rt, &a, &g, err)) != CLF_OK)
+        return st;
+    for (size_t part = 0; part < 2 && K > 0 && st == CLF_OK; part++) {
+        for (size_t b = 0; b < B && st == CLF_OK; b++) {
+            const clf_gemm_desc dw = {.trans_b = 1,
+                                      .m = K,
+                                      .n = T,
+                                      .k = C,
+                                      .alpha = 1.0f,
+                                      .beta = 1.0f,
+                                      .a = clf_ptr_at(dkv, b * K * 2 * C + part * C),
+                                      .lda = 2 * C,
+                                      .b = clf_ptr_at(x->qkv, b * T * 3 * C + C + part * C),
+                                      .ldb = 3 * C,
+                                      .c = clf_ptr_at(def, part * K * T),
+                                      .ldc = T};
+            st = clf_gemm(rt, &dw, err);
+        }
+        const clf_gemm_desc dx = {.trans_a = 1,
+                                  .m = T,
+                                  .n = C,
+                                  .k = K,
+                                  .alpha = 1.0f,
+                                  .a = clf_ptr_at(ef, part * K * T),
+                                  .lda = T,
+                                  .b = clf_ptr_at(dkv, part * C),
+                                  .ldb = 2 * C,
+                                  .c = clf_ptr_at(x->dqkv, C + part * C),
+                                  .ldc = 3 * C,
+                                  .batch = B,
+                                  .stride_b = K * 2 * C,
+                                  .stride_c = T * 3 * C};
+        if (st == CLF_OK)
+            st = clf_gemm(rt, &dx, err);
+    }
+    return st != CLF_OK ? st : clf_runtime_finish(rt, err);
+}
+
 /* PyTorch's forward + backward median in ms for (B, T), or NAN: the better
  * of its OpenMP threads spinning and sleeping between calls (which one
  * wins depends on the machine and the shape; bench/run_all.sh does the
@@ -188,8 +291,120 @@ static void usage(void)
 {
     fprintf(stderr, "usage: attention [--device SEL] [--reps N] [--tokens N] [--heads N] "
                     "[--head-size N] [--T \"128 256 ...\"] [--no-torch] [--profile] "
-                    "[--python PY] [--sparse \"W G S R BS\"]\n");
+                    "[--python PY] [--sparse \"W G S R BS\"] [--linformer K]\n");
     exit(2);
+}
+
+/* One row of the table: the fused paths (and PyTorch's) at T. */
+static void bench_T(clf_runtime *rt, const bench_args *ap, size_t T)
+{
+    const bench_args a = *ap;
+    clf_error err;
+    const size_t B = a.tokens / T ? a.tokens / T : 1, C = a.NH * a.HS, BT = B * T;
+    io x = {B,
+            T,
+            a.NH,
+            a.HS,
+            C,
+            alloc(rt, BT * 3 * C),
+            alloc(rt, BT * C),
+            alloc(rt, BT * C),
+            alloc(rt, BT * 3 * C)};
+    float *h = malloc(BT * 3 * C * sizeof *h);
+    uint64_t s = 42;
+    for (size_t i = 0; i < BT * 3 * C; i++)
+        h[i] = (float)((double)(clf_splitmix64_next(&s) >> 11) / 9007199254740992.0 - 0.5);
+    CK(clf_ptr_write(rt, x.qkv, h, BT * 3 * C, &err), "upload");
+    CK(clf_ptr_write(rt, x.dy, h, BT * C, &err), "upload");
+    free(h);
+    double *t = malloc((size_t)a.reps * sizeof *t), fused = NAN;
+    /* fused */
+    const size_t m0 = mem_now(rt);
+    clf_ptr lse = alloc(rt, B * a.NH * T), dsum = alloc(rt, B * a.NH * T);
+    const double fused_mib = (double)(mem_now(rt) - m0) / 1048576.0;
+    CK(fused_step(rt, &x, lse, dsum, NULL, lse, &err), "fused attention");
+    for (int r = 0; r < a.reps; r++) {
+        double t0 = clf_now_seconds();
+        CK(fused_step(rt, &x, lse, dsum, NULL, lse, &err), "fused attention");
+        t[r] = (clf_now_seconds() - t0) * 1e3;
+    }
+    fused = median(t, a.reps);
+    if (a.profile)
+        print_profile(rt);
+    double sparse = NAN, visited = NAN;
+    if (a.sp[4]) { /* the same through the sparse pattern */
+        const size_t nb = (T + a.sp[4] - 1) / a.sp[4], R = a.sp[3];
+        int32_t *rh = malloc((nb * R + 1) * sizeof *rh);
+        clf_attn_sparse_draw(rh, nb, R, 1);
+        clf_ptr rnd = alloc(rt, nb * R + 1);
+        CK(clf_buffer_write(rt, rnd.buf, 0, rh, (nb * R + 1) * sizeof *rh, &err), "upload");
+        size_t v = 0;
+        for (size_t qb = 0; qb < nb; qb++)
+            for (size_t kb = 0; kb <= qb; kb++) {
+                /* the pair has a visible key: the kernels' rule */
+                const size_t bs = a.sp[4], dmin = qb > kb ? (qb - kb - 1) * bs + 1 : 0;
+                const size_t dmax = (qb - kb + 1) * bs - 1;
+                int in = dmin < a.sp[0] || kb * bs < a.sp[1] ||
+                         (a.sp[2] && dmax / a.sp[2] * a.sp[2] >= dmin);
+                for (size_t r = 0; r < R; r++)
+                    in |= rh[qb * R + r] == (int32_t)kb;
+                v += (size_t)in;
+            }
+        visited = 100.0 * (double)v / (double)(nb * (nb + 1) / 2);
+        CK(fused_step(rt, &x, lse, dsum, &a, rnd, &err), "sparse attention");
+        for (int r = 0; r < a.reps; r++) {
+            double t0 = clf_now_seconds();
+            CK(fused_step(rt, &x, lse, dsum, &a, rnd, &err), "sparse attention");
+            t[r] = (clf_now_seconds() - t0) * 1e3;
+        }
+        sparse = median(t, a.reps);
+        clf_buffer_destroy(rnd.buf);
+        free(rh);
+        if (a.profile)
+            print_profile(rt);
+    }
+    double bidir = NAN, linf = NAN;
+    if (a.lin) { /* both directions: dense, then Linformer's */
+        const size_t K = a.lin;
+        clf_ptr ef = alloc(rt, 2 * K * T), def = alloc(rt, 2 * K * T);
+        clf_ptr kv = alloc(rt, B * K * 2 * C), dkv = alloc(rt, B * K * 2 * C);
+        float *eh = malloc(2 * K * T * sizeof *eh);
+        uint64_t s2 = 7;
+        for (size_t i = 0; i < 2 * K * T; i++) /* Xavier-normal scale, uniform */
+            eh[i] = (float)(((double)(clf_splitmix64_next(&s2) >> 11) / 9007199254740992.0 - 0.5) *
+                            sqrt(24.0 / (double)(K + T)));
+        CK(clf_ptr_write(rt, ef, eh, 2 * K * T, &err), "upload");
+        free(eh);
+        for (int pass = 0; pass < 2; pass++) {
+            const size_t k = pass ? K : 0;
+            CK(bidir_step(rt, &x, lse, dsum, k, ef, def, kv, dkv, &err), "attention");
+            for (int r = 0; r < a.reps; r++) {
+                double t0 = clf_now_seconds();
+                CK(bidir_step(rt, &x, lse, dsum, k, ef, def, kv, dkv, &err), "attention");
+                t[r] = (clf_now_seconds() - t0) * 1e3;
+            }
+            *(pass ? &linf : &bidir) = median(t, a.reps);
+        }
+        clf_buffer_destroy(ef.buf);
+        clf_buffer_destroy(def.buf);
+        clf_buffer_destroy(kv.buf);
+        clf_buffer_destroy(dkv.buf);
+    }
+    clf_buffer_destroy(lse.buf);
+    clf_buffer_destroy(dsum.buf);
+    const double tm = a.torch ? torch_ms(&a, B, T) : NAN;
+    printf("%6zu %4zu | %12.2f %12.2f | %10.2f %8.2f", T, B, fused, fused_mib, tm, tm / fused);
+    if (a.sp[4])
+        printf(" | %10.2f %8.2f %9.1f%%", sparse, fused / sparse, visited);
+    if (a.lin)
+        printf(" | %10.2f %10.2f %8.2f", bidir, linf, bidir / linf);
+    printf("\n");
+    fflush(stdout);
+    free(t);
+    clf_buffer_destroy(x.qkv.buf);
+    clf_buffer_destroy(x.y.buf);
+    clf_buffer_destroy(x.dy.buf);
+    clf_buffer_destroy(x.dqkv.buf);
 }
 
 int main(int argc, char **argv)
@@ -222,6 +437,8 @@ int main(int argc, char **argv)
             a.torch = 0;
         else if (!strcmp(argv[i], "--profile"))
             a.profile = 1;
+        else if (!strcmp(argv[i], "--linformer") && v)
+            a.lin = (size_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--sparse") && v) {
             if (sscanf(argv[++i], "%zu %zu %zu %zu %zu", &a.sp[0], &a.sp[1], &a.sp[2], &a.sp[3],
                        &a.sp[4]) != 5 ||
@@ -248,87 +465,13 @@ int main(int argc, char **argv)
            "torch/fused");
     if (a.sp[4])
         printf(" | %10s %8s %10s", "sparse ms", "dense/sp", "pairs");
+    if (a.lin)
+        printf(" | %10s %10s %8s", "bidir ms", "linf ms", "bidir/lin");
     printf("\n");
     const char *p = a.ts;
     char *end;
-    for (size_t T = strtoul(p, &end, 10); end != p; p = end, T = strtoul(p, &end, 10)) {
-        const size_t B = a.tokens / T ? a.tokens / T : 1, C = a.NH * a.HS, BT = B * T;
-        io x = {B,
-                T,
-                a.NH,
-                a.HS,
-                C,
-                alloc(rt, BT * 3 * C),
-                alloc(rt, BT * C),
-                alloc(rt, BT * C),
-                alloc(rt, BT * 3 * C)};
-        float *h = malloc(BT * 3 * C * sizeof *h);
-        uint64_t s = 42;
-        for (size_t i = 0; i < BT * 3 * C; i++)
-            h[i] = (float)((double)(clf_splitmix64_next(&s) >> 11) / 9007199254740992.0 - 0.5);
-        CK(clf_ptr_write(rt, x.qkv, h, BT * 3 * C, &err), "upload");
-        CK(clf_ptr_write(rt, x.dy, h, BT * C, &err), "upload");
-        free(h);
-        double *t = malloc((size_t)a.reps * sizeof *t), fused = NAN;
-        /* fused */
-        const size_t m0 = mem_now(rt);
-        clf_ptr lse = alloc(rt, B * a.NH * T), dsum = alloc(rt, B * a.NH * T);
-        const double fused_mib = (double)(mem_now(rt) - m0) / 1048576.0;
-        CK(fused_step(rt, &x, lse, dsum, NULL, lse, &err), "fused attention");
-        for (int r = 0; r < a.reps; r++) {
-            double t0 = clf_now_seconds();
-            CK(fused_step(rt, &x, lse, dsum, NULL, lse, &err), "fused attention");
-            t[r] = (clf_now_seconds() - t0) * 1e3;
-        }
-        fused = median(t, a.reps);
-        if (a.profile)
-            print_profile(rt);
-        double sparse = NAN, visited = NAN;
-        if (a.sp[4]) { /* the same through the sparse pattern */
-            const size_t nb = (T + a.sp[4] - 1) / a.sp[4], R = a.sp[3];
-            int32_t *rh = malloc((nb * R + 1) * sizeof *rh);
-            clf_attn_sparse_draw(rh, nb, R, 1);
-            clf_ptr rnd = alloc(rt, nb * R + 1);
-            CK(clf_buffer_write(rt, rnd.buf, 0, rh, (nb * R + 1) * sizeof *rh, &err), "upload");
-            size_t v = 0;
-            for (size_t qb = 0; qb < nb; qb++)
-                for (size_t kb = 0; kb <= qb; kb++) {
-                    /* the pair has a visible key: the kernels' rule */
-                    const size_t bs = a.sp[4], dmin = qb > kb ? (qb - kb - 1) * bs + 1 : 0;
-                    const size_t dmax = (qb - kb + 1) * bs - 1;
-                    int in = dmin < a.sp[0] || kb * bs < a.sp[1] ||
-                             (a.sp[2] && dmax / a.sp[2] * a.sp[2] >= dmin);
-                    for (size_t r = 0; r < R; r++)
-                        in |= rh[qb * R + r] == (int32_t)kb;
-                    v += (size_t)in;
-                }
-            visited = 100.0 * (double)v / (double)(nb * (nb + 1) / 2);
-            CK(fused_step(rt, &x, lse, dsum, &a, rnd, &err), "sparse attention");
-            for (int r = 0; r < a.reps; r++) {
-                double t0 = clf_now_seconds();
-                CK(fused_step(rt, &x, lse, dsum, &a, rnd, &err), "sparse attention");
-                t[r] = (clf_now_seconds() - t0) * 1e3;
-            }
-            sparse = median(t, a.reps);
-            clf_buffer_destroy(rnd.buf);
-            free(rh);
-            if (a.profile)
-                print_profile(rt);
-        }
-        clf_buffer_destroy(lse.buf);
-        clf_buffer_destroy(dsum.buf);
-        const double tm = a.torch ? torch_ms(&a, B, T) : NAN;
-        printf("%6zu %4zu | %12.2f %12.2f | %10.2f %8.2f", T, B, fused, fused_mib, tm, tm / fused);
-        if (a.sp[4])
-            printf(" | %10.2f %8.2f %9.1f%%", sparse, fused / sparse, visited);
-        printf("\n");
-        fflush(stdout);
-        free(t);
-        clf_buffer_destroy(x.qkv.buf);
-        clf_buffer_destroy(x.y.buf);
-        clf_buffer_destroy(x.dy.buf);
-        clf_buffer_destroy(x.dqkv.buf);
-    }
+    for (size_t T = strtoul(p, &end, 10); end != p; p = end, T = strtoul(p, &end, 10))
+        bench_T(rt, &a, T);
     clf_runtime_destroy(rt);
     return 0;
 }

@@ -361,6 +361,21 @@ __kernel void attn_sparse_keep(__global int *keep, ulong keep_off, uint keep_str
     keep[keep_off + (ulong)b * keep_stride + s] = in;
 }
 
+/* Linformer: the columns [col0, col0 + ncols) of the rows of x (row r at
+ * r * stride) whose keep entry is 0 set to 0 (padding's keys and values
+ * before they are projected along the sequence, and their gradients). One
+ * work-item per element of those columns. */
+__kernel void attn_rows_mask(__global float *x, ulong x_off, uint stride, uint col0, uint ncols,
+                             __global const int *keep, ulong keep_off, uint rows)
+{
+    const uint i = get_global_id(0);
+    if (i >= rows * ncols)
+        return;
+    const uint r = i / ncols, c = i - r * ncols;
+    if (keep[keep_off + r] == 0)
+        x[x_off + (ulong)r * stride + col0 + c] = 0.0f;
+}
+
 /* Shaw's relative positions (positional.type relative): the scores' q.r
  * terms and their gradients, around the fused attention. q: heads of rows
  * of q_stride elements stored as q_t (row (b, t), head h at column h*HS);

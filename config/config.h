@@ -91,6 +91,14 @@ typedef enum clf_positional_type {
                             the keys inside the score, c = clip(key - query, +-max_distance) */
 } clf_positional_type;
 
+/* What self-attention computes. */
+typedef enum clf_attention_type {
+    CLF_ATTN_SOFTMAX = 0, /* softmax(q k^T / sqrt(d)) v over every key */
+    CLF_ATTN_LINFORMER,   /* Linformer: keys and values projected along the sequence to
+                             attention.proj rows by learned [proj, context] matrices, then
+                             softmax attention over those (encoders) */
+} clf_attention_type;
+
 /* RoPE's frequencies for running past the trained context (HF's names):
  * linear divides every frequency by the factor (position interpolation);
  * ntk raises the base to theta * factor^(d / (d - 2)) (static NTK-aware);
@@ -168,6 +176,7 @@ typedef enum clf_metric_type {
 const char *clf_config_kind_name(clf_model_kind v);
 const char *clf_config_tokenizer_name(clf_tokenizer_type v);
 const char *clf_config_positional_name(clf_positional_type v);
+const char *clf_config_attention_name(clf_attention_type v);
 const char *clf_config_rope_scaling_name(clf_rope_scaling_type v);
 const char *clf_config_activation_name(clf_activation v);
 const char *clf_config_norm_name(clf_norm_type v);
@@ -226,13 +235,16 @@ typedef struct clf_attention_config {
                        (sliding-window attention; decoder only); 0 = all */
     /* Sparse patterns beside the window (its local part; decoders): a query
      * also sees */
-    int global;        /* the first `global` positions (Longformer's global tokens) */
-    int stride;        /* every `stride`-th key back from itself (the Sparse
+    int global;              /* the first `global` positions (Longformer's global tokens) */
+    int stride;              /* every `stride`-th key back from itself (the Sparse
                           Transformer's strided pattern) */
-    int random_blocks; /* R random key blocks of its query block (BigBird), drawn from
+    int random_blocks;       /* R random key blocks of its query block (BigBird), drawn from
                           train.seed once per model and kept in its checkpoints */
-    int block;         /* positions per block (random blocks, and the blocks the fused
+    int block;               /* positions per block (random blocks, and the blocks the fused
                           kernels skip); a multiple of 16 in [16, 128], default 64 */
+    clf_attention_type type; /* softmax (default) | linformer */
+    int proj;                /* linformer: keys and values projected to this many rows
+                                (at most the context); 0 (default) = context / 4 */
 } clf_attention_config;
 
 typedef struct clf_ffn_config {
@@ -420,6 +432,16 @@ static inline int clf_config_max_distance(const clf_model_config *c)
     return c->positional.max_distance > 0           ? c->positional.max_distance
            : c->positional.type == CLF_POS_RELATIVE ? 16
                                                     : 128;
+}
+/* Linformer's projected rows (proj, 0 meaning context / 4, at least 1);
+ * 0 for softmax attention. */
+static inline int clf_config_linformer_rows(const clf_model_config *c)
+{
+    if (c->blocks.attention.type != CLF_ATTN_LINFORMER)
+        return 0;
+    return c->blocks.attention.proj > 0 ? c->blocks.attention.proj
+           : c->context / 4 > 0         ? c->context / 4
+                                        : 1;
 }
 /* Self-attention's key/value heads (kv_heads, 0 meaning heads). */
 static inline int clf_config_kv_heads(const clf_model_config *c)

@@ -32,6 +32,7 @@ static const char *const tokenizer_names[] = {"char", "byte", "bpe", "wordpiece"
 static const char *const positional_names[] = {"learned", "sinusoidal", "rope", "alibi",
                                                "t5",      "relative",   NULL};
 static const char *const rope_scaling_names[] = {"none", "linear", "ntk", "yarn", NULL};
+static const char *const attention_names[] = {"softmax", "linformer", NULL};
 static const char *const activation_names[] = {"relu", "gelu", "gelu_tanh", "swiglu", NULL};
 static const char *const norm_names[] = {"none", "layernorm", "rmsnorm", NULL};
 static const char *const placement_names[] = {"pre", "post", NULL};
@@ -128,6 +129,8 @@ static const clf_cfg_field attention_t[] = {
     T_INT("stride", blocks.attention.stride, 0, 1 << 30),
     T_INT("random_blocks", blocks.attention.random_blocks, 0, 64),
     T_INT("block", blocks.attention.block, 16, 128),
+    T_ENUM("type", blocks.attention.type, attention_names, 0),
+    T_INT("proj", blocks.attention.proj, 0, 1 << 20),
     T_END,
 };
 static const clf_cfg_field ffn_t[] = {
@@ -251,6 +254,10 @@ static const char *name_of(const char *const *names, int v)
 }
 
 const char *clf_config_kind_name(clf_model_kind v) { return name_of(kind_names, (int)v); }
+const char *clf_config_attention_name(clf_attention_type v)
+{
+    return name_of(attention_names, (int)v);
+}
 const char *clf_config_tokenizer_name(clf_tokenizer_type v)
 {
     return name_of(tokenizer_names, (int)v);

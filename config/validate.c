@@ -142,6 +142,27 @@ static clf_status check_sparse_packing(const clf_model_config *c, const vstate *
                        "got kind %s, window %d",
                        name, kind, at->window);
     }
+    if (at->type == CLF_ATTN_LINFORMER) {
+        const clf_positional_type pt = c->positional.type;
+        if (c->kind != CLF_MODEL_ENCODER)
+            return bad(v, OFF(blocks.attention.type), OFF(kind),
+                       "blocks.attention.type: linformer projects an encoder's keys and values "
+                       "along the sequence (kind encoder), not kind %s",
+                       kind);
+        if (pt != CLF_POS_LEARNED && pt != CLF_POS_SINUSOIDAL)
+            return bad(v, OFF(blocks.attention.type), OFF(positional.type),
+                       "blocks.attention.type: linformer's projected keys keep no positions of "
+                       "their own: positional.type learned or sinusoidal, not %s",
+                       clf_config_positional_name(pt));
+        if (at->proj > c->context)
+            return bad(v, OFF(blocks.attention.proj), OFF(context),
+                       "blocks.attention.proj: expected at most the context %d, got %d", c->context,
+                       at->proj);
+        if (c->train.precision != CLF_PRECISION_FP32)
+            return bad(v, OFF(blocks.attention.type), OFF(train.precision),
+                       "blocks.attention.type: linformer trains in train.precision fp32, not %s",
+                       c->train.precision == CLF_PRECISION_BF16 ? "bf16" : "fp16");
+    }
     if (at->block % 16 != 0)
         return bad(v, OFF(blocks.attention.block), NONE,
                    "blocks.attention.block: expected a multiple of 16 in [16, 128], got %d",

@@ -22,6 +22,7 @@
     K(KV_STORE, "attention", "kv_store")                                                           \
     K(RELBIAS_TABLE, "attention", "attn_relbias_table")                                            \
     K(SPARSE_KEEP, "attention", "attn_sparse_keep")                                                \
+    K(ROWS_MASK, "attention", "attn_rows_mask")                                                    \
     K(REL_QR, "attention", "attn_rel_qr")                                                          \
     K(REL_DQ, "attention", "attn_rel_dq")                                                          \
     K(REL_DR, "attention", "attn_rel_dr")                                                          \

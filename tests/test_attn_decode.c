@@ -401,10 +401,71 @@ static void test_window_alibi(clf_runtime *rt, size_t W, int alibi, size_t P, tu
     free(ref);
 }
 
+/* Sparse attention's decoding keep rows (attn_sparse_keep) against the
+ * definition, for every position L of a context; and linformer's row mask
+ * (attn_rows_mask): exactly the masked rows' columns become 0, everything
+ * else keeps its bits. */
+static void test_mask_kernels(clf_runtime *rt, tu_rng *r)
+{
+    clf_error err;
+    const size_t B = 3, Tm = 70, bs = 16, nb = (Tm + bs - 1) / bs, R = 2;
+    int32_t rnd[(70 + 15) / 16 * 2];
+    clf_attn_sparse_draw(rnd, nb, R, 99);
+    clf_attn_fused a = {.window = 5, .glob = 3, .stride = 7, .sp_bs = bs, .sp_nb = nb, .sp_R = R};
+    a.sp = tu_upload_i32(rt, rnd, nb * R);
+    clf_ptr keep = tu_alloc(rt, B * Tm);
+    float *got = malloc(B * Tm * sizeof *got);
+    size_t bad = 0;
+    for (size_t L = 1; L <= Tm; L += 3) {
+        tu_ok(clf_op_sparse_keep(rt, keep, Tm, B, L, &a, &err), &err, "sparse_keep");
+        tu_download(rt, keep, got, B * Tm);
+        for (size_t b = 0; b < B; b++)
+            for (size_t s = 0; s < L; s++) {
+                const size_t tq = L - 1;
+                int in = s + a.window > tq || s < a.glob || (tq - s) % a.stride == 0;
+                for (size_t k = 0; k < R; k++)
+                    in |= rnd[tq / bs * R + k] == (int32_t)(s / bs);
+                int32_t v;
+                memcpy(&v, &got[b * Tm + s], sizeof v);
+                bad += v != in;
+            }
+    }
+    TU_CHECK(bad == 0, "sparse_keep: every position's keep row as the pattern says (%zu wrong)",
+             bad);
+    /* rows_mask: columns [4, 9) of rows of 11 */
+    const size_t rows = 13, stride = 11;
+    float *x = malloc(rows * stride * sizeof *x), *y = malloc(rows * stride * sizeof *y);
+    int32_t km[13];
+    tu_fill(r, x, rows * stride, -1, 1);
+    for (size_t i = 0; i < rows; i++)
+        km[i] = (int32_t)(tu_u32(r) % 2);
+    clf_ptr dx = tu_upload(rt, x, rows * stride), dk = tu_upload_i32(rt, km, rows);
+    tu_ok(clf_op_rows_mask(rt, dx, stride, 4, 5, dk, rows, &err), &err, "rows_mask");
+    tu_download(rt, dx, y, rows * stride);
+    bad = 0;
+    for (size_t i = 0; i < rows; i++)
+        for (size_t c = 0; c < stride; c++) {
+            const float want = !km[i] && c >= 4 && c < 9 ? 0.0f : x[i * stride + c];
+            bad += memcmp(&y[i * stride + c], &want, sizeof want) != 0;
+        }
+    TU_CHECK(bad == 0,
+             "rows_mask: the masked rows' columns zeroed, every other bit kept (%zu "
+             "wrong)",
+             bad);
+    tu_free(a.sp);
+    tu_free(keep);
+    tu_free(dx);
+    tu_free(dk);
+    free(got);
+    free(x);
+    free(y);
+}
+
 int main(void)
 {
     clf_runtime *rt = tu_runtime();
     tu_rng r = tu_rng_new(4);
+    test_mask_kernels(rt, &r);
     const size_t Ws[] = {0, gpu_w(rt), 1, ITEM};
     for (int i = 0; i < 4; i++) {
         size_t W = Ws[i];

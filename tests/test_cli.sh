@@ -671,6 +671,12 @@ section_encoders() {
   fi
   run "$BIN" translate "$CLRUN" "${DEV[@]}" <"$TMP/sent"
   expect "translate refuses a classifier" 2 "encoder-decoder"
+  # the same classifier with linformer attention (keys and values projected to 4 rows)
+  run "$BIN" train "$TMP/cls.yaml" --data "$MT" --out "$TMP/clrun-lin" --set blocks.attention.type=linformer --set blocks.attention.proj=4 "${DEV[@]}"
+  expect "train a linformer classifier" 0 "step 60 \(epoch [0-9]+\): val loss [0-9.]+, accuracy [0-9.]+%"
+  run "$BIN" eval "$TMP/clrun-lin" --data "$MT" --json "${DEV[@]}"
+  ACC=$(sed -n 's/^{"accuracy": \([0-9.]*\),.*/\1/p' "$OUT")
+  if awk -v a="${ACC:-0}" 'BEGIN{exit !(a >= 0.9)}'; then ok "the linformer classifier learns the toy task (accuracy $ACC >= 0.9)"; else bad "the linformer classifier learns the toy task (accuracy ${ACC:-?} >= 0.9)"; fi
 }
 
 section_pretrained() {

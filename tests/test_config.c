@@ -103,6 +103,23 @@ static void test_examples(void)
     TU_CHECK(st == CLF_ERR_CONFIG && strstr(full, "train.packing: packing documents into windows "
                                                   "is for kind decoder") != NULL,
              "an encoder-decoder refuses train.packing: %s", full);
+    /* linformer: an encoder with positions of its own, at most the context */
+    path_in_src(tpath, sizeof tpath, "config/models/encoder-sst2.yaml");
+    const char *lin[2] = {"blocks.attention.type=linformer", "blocks.attention.proj=3"};
+    st = clf_config_load(tpath, lin, 2, &c, &e);
+    TU_CHECK(st == CLF_OK && clf_config_linformer_rows(&c) == 3, "an encoder takes linformer");
+    const char *lin_rope[2] = {"positional.type=rope", "blocks.attention.type=linformer"};
+    st = clf_config_load(tpath, lin_rope, 2, &c, &e);
+    clf_error_format(&e, full, sizeof full);
+    TU_CHECK(st == CLF_ERR_CONFIG && strstr(full, "linformer's projected keys keep no positions "
+                                                  "of their own") != NULL,
+             "linformer refuses rotary positions: %s", full);
+    const char *lin_big[2] = {"blocks.attention.type=linformer", "blocks.attention.proj=100000"};
+    st = clf_config_load(tpath, lin_big, 2, &c, &e);
+    clf_error_format(&e, full, sizeof full);
+    TU_CHECK(st == CLF_ERR_CONFIG && strstr(full, "blocks.attention.proj: expected at most the "
+                                                  "context") != NULL,
+             "linformer refuses a projection past the context: %s", full);
     /* nanoGPT's GPU recipe */
     path_in_src(path, sizeof path, "config/models/gpt-shakespeare.yaml");
     st = clf_config_load(path, NULL, 0, &c, &e);
@@ -426,6 +443,11 @@ static void test_overrides(void)
          "decoder, window 0"},
         {"blocks.attention={window: 8, stride: 4, block: 24}",
          "blocks.attention.block: expected a multiple of 16 in [16, 128], got 24"},
+        {"blocks.attention.type=linformer",
+         "blocks.attention.type: linformer projects an encoder's keys and values along the "
+         "sequence (kind encoder), not kind decoder"},
+        {"blocks.attention.type=performer",
+         "blocks.attention.type: expected one of: softmax, linformer; got 'performer'"},
         {"blocks.attention.random_blocks=65",
          "blocks.attention.random_blocks: expected an integer in [0, 64]"},
         {"train.steps.x=1", "train.steps is a value, not a section"},

@@ -183,6 +183,21 @@ static const variant variants[] = {
      0,
      {"model.positional.type=relative", "model.positional.max_distance=3", "model.head.pool=cls",
       NULL}},
+    {"encoder classifier with linformer (keys and values projected from 7 to 4 rows), padding, "
+     "mean pooling, attention dropout, 2 K/V heads of 4",
+     K_CLS,
+     7,
+     0,
+     {"model.blocks.attention.type=linformer", "model.blocks.attention.proj=4",
+      "model.head.pool=mean", "model.blocks.attention.dropout=0.2",
+      "model.blocks.attention.heads=4", "model.blocks.attention.kv_heads=2", NULL}},
+    {"encoder classifier with linformer (proj 3), [CLS] pooling, post-LN, sinusoidal",
+     K_CLS,
+     6,
+     0,
+     {"model.blocks.attention.type=linformer", "model.blocks.attention.proj=3",
+      "model.head.pool=cls", "model.blocks.norm.placement=post", "model.positional.type=sinusoidal",
+      NULL}},
 };
 
 static void ok(clf_status st, const clf_error *e, const char *what) { tu_ok(st, e, what); }
@@ -446,8 +461,29 @@ static double rel_l2(const float *g, const float *ref, size_t n)
  * the plan's activation memory falls wherever something is stored in 16
  * bits (variants with post-norm and SwiGLU or hidden dropout store
  * nothing: equal). */
+static int uses_linformer(const variant *v)
+{
+    for (int i = 0; v->sets[i] != NULL; i++)
+        if (strstr(v->sets[i], "linformer") != NULL)
+            return 1;
+    return 0;
+}
+
 static void check_precision(clf_runtime *rt, const variant *v, int vi)
 {
+    if (uses_linformer(v)) { /* fp32 only: 16-bit storage is refused (test_config) */
+        clf_model_config cfg;
+        clf_error e;
+        clf_model *m = NULL;
+        parse_kind(v->kind, &cfg);
+        for (int i = 0; v->sets[i] != NULL; i++)
+            ok(clf_config_set(&cfg, v->sets[i], &e), &e, v->sets[i]);
+        cfg.train.precision = CLF_PRECISION_BF16;
+        TU_CHECK(clf_model_create(rt, &cfg, 11, 2, CLF_MODEL_TRAIN, &m, &e) == CLF_ERR_CONFIG,
+                 "%s: a model in bf16 storage is refused: %s", v->name, e.msg);
+        clf_model_destroy(m);
+        return;
+    }
     /* fp32, bf16, fp16, then bf16 recomputing blocks */
     static const clf_precision prec[4] = {CLF_PRECISION_FP32, CLF_PRECISION_BF16,
                                           CLF_PRECISION_FP16, CLF_PRECISION_BF16};

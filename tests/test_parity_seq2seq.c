@@ -9,7 +9,8 @@
  * source and target padding, S = 7 != T = 6, label smoothing 0.1, Adam
  * 0.9/0.98/1e-9 with the Noam schedule; cls_pre: pre-LN, GELU, learned
  * positions, [CLS] pooling, AdamW with clipping; cls_mean: post-LN, ReLU,
- * sinusoidal, mean pooling, label smoothing, an ignored label), the model
+ * sinusoidal, mean pooling, label smoothing, an ignored label; cls_lin:
+ * Linformer self-attention, keys and values projected to 3 rows), the model
  * is built from the fixture's YAML with limits equal to the fixture's batch,
  * loaded with its initial parameters by name, and compared:
  *   - the parameter table: every model tensor is in the fixture with the
@@ -451,8 +452,10 @@ int main(void)
     parity(rt, "s2s_pre");
     parity(rt, "cls_pre");
     parity(rt, "cls_mean");
+    parity(rt, "cls_lin"); /* linformer self-attention */
     determinism(rt, "s2s_pre");
     determinism(rt, "cls_mean");
+    determinism(rt, "cls_lin");
     clf_runtime_destroy(rt);
     return tu_finish();
 }

@@ -210,6 +210,8 @@ static int node_kept(clf_model *m, const mi_node *n, mi_tensor *k)
             KEEP(&a->qkv, R * mi_qkv_cols(s), s->act16);
             KEEP(&a->lse, R * NH, CLF_DT_F32);
             KEEP(&a->atty, R * C, s->act16);
+            if (s->lin_k > 0)
+                KEEP(&a->lkv, (size_t)s->B * (size_t)s->lin_k * 2 * mi_kv_cols(s), s->act16);
         } else if (n->kind == MI_NODE_CROSS) {
             KEEP(&a->xq, R * C, s->act16);
             KEEP(&a->xkv, s->rows_src * 2 * C, s->act16);
@@ -511,6 +513,10 @@ static clf_status alloc_grads(clf_model *m, clf_error *err)
         (st = carve(m, &m->dsum, R * NH, err)) != CLF_OK)
         return st;
     if (s->NKV < s->NH && (st = carve_t(m, &m->dkv_full, R * 2 * C, s->act16, err)) != CLF_OK)
+        return st;
+    if (s->lin_k > 0 &&
+        (st = carve_t(m, &m->lin_dkv, (size_t)s->B * (size_t)s->lin_k * 2 * mi_kv_cols(s), s->act16,
+                      err)) != CLF_OK)
         return st;
     if (s->pos == MI_POS_T5 && (st = carve(m, &m->rel_drb, R * NH * (size_t)s->nbk, err)) != CLF_OK)
         return st;

@@ -116,19 +116,23 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
         (st = mi_rel_qr(m, l, &hq_in, &f.qr_w, err)) != CLF_OK)
         return st;
     const size_t nbk = f.rb_w ? (size_t)s->nbk : 0;
+    /* linformer: the projected keys' and values' gradients first */
+    const int lin = s->lin_k > 0 && m->bp[l].is_enc;
     const clf_attn_fused_grad g = {.dy = L[1].dx.p, /* the projection's dx */
                                    .dq = dqkv,
-                                   .dk = clf_ptr_at(dqkv, C),
-                                   .dv = clf_ptr_at(dqkv, C + NKV * HS),
+                                   .dk = lin ? m->lin_dkv : clf_ptr_at(dqkv, C),
+                                   .dv = lin ? clf_ptr_at(m->lin_dkv, NKV * HS)
+                                             : clf_ptr_at(dqkv, C + NKV * HS),
                                    .dsum = m->dsum,
                                    .dq_stride = QKV,
-                                   .dkv_stride = QKV,
+                                   .dkv_stride = lin ? 2 * NKV * HS : QKV,
                                    .dkv_full = m->dkv_full,
                                    .rbk = m->rel_rbk,
                                    .drb = m->rel_drb,
                                    .nbk = nbk,
                                    .dqr = m->rel_dqr};
-    if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK)
+    if ((st = clf_op_attn_fused_backward(m->rt, &f, &g, err)) != CLF_OK ||
+        (lin && (st = mi_lin_backward(m, l, B, T, dqkv, err)) != CLF_OK))
         return st;
     /* t5: the table's gradient, the rows' bucket sums added up (every block
      * of the stack adds to it) */

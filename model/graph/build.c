@@ -145,7 +145,16 @@ static clf_status plan_blocks(plan *p, const char *prefix, clf_model *m, const m
         p->layer = stk->first + l;
         b->is_enc = stk->src;
         b->has_cross = has_cross;
-        b->attn.relk = MI_NONE;
+        b->attn.relk = b->attn.line = b->attn.linf = MI_NONE;
+        if (s->lin_k > 0) { /* linformer's projections along the sequence */
+            snprintf(name, sizeof name, "%sblocks.%d.attn.lin_e", prefix, l);
+            st = plan_add(p, name, 2, (size_t)s->lin_k, (size_t)s->T, MI_INIT_SEQ, &b->attn.line,
+                          err);
+            snprintf(name, sizeof name, "%sblocks.%d.attn.lin_f", prefix, l);
+            if (st == CLF_OK)
+                st = plan_add(p, name, 2, (size_t)s->lin_k, (size_t)s->T, MI_INIT_SEQ,
+                              &b->attn.linf, err);
+        }
         if (s->pos == MI_POS_REL) { /* Shaw's r_c of clipped key - query distances */
             snprintf(name, sizeof name, "%sblocks.%d.attn.rel_k", prefix, l);
             st = plan_add(p, name, 2, (size_t)(2 * s->relk + 1), (size_t)s->HS, N, &b->attn.relk,
@@ -572,6 +581,9 @@ clf_status clf_model_params_init(clf_model *m, uint64_t seed, clf_error *err)
                 case MI_INIT_NORMAL: p[j] = (float)(sd * normal01(&x)); break;
                 case MI_INIT_RESID: p[j] = (float)(sd_resid * normal01(&x)); break;
                 case MI_INIT_ONE: p[j] = 1.0f; break;
+                case MI_INIT_SEQ:
+                    p[j] = (float)(sqrt(2.0 / (double)(t->shape[0] + t->shape[1])) * normal01(&x));
+                    break;
                 default: p[j] = 0.0f; break;
             }
         }

@@ -220,6 +220,7 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     s->stride = bk->attention.stride;
     s->rnd = bk->attention.random_blocks;
     s->sp_bs = s->glob > 0 || s->stride > 0 || s->rnd > 0 ? bk->attention.block : 0;
+    s->lin_k = clf_config_linformer_rows(cfg);
     s->recompute = cfg->train.recompute == CLF_RECOMPUTE_BLOCK       ? MI_RECOMPUTE_BLOCK
                    : cfg->train.recompute == CLF_RECOMPUTE_ATTENTION ? MI_RECOMPUTE_ATTN
                                                                      : MI_RECOMPUTE_NONE;
@@ -230,6 +231,9 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
                : cfg->train.precision == CLF_PRECISION_FP16 ? CLF_DT_F16
                                                             : CLF_DT_F32;
     s->seed = cfg->train.seed;
+    if (s->lin_k > 0 && (s->act16 != CLF_DT_F32 || s->kind != MI_KIND_ENCODER))
+        return clf_error_set(err, CLF_ERR_CONFIG,
+                             "blocks.attention.type linformer: an encoder in train.precision fp32");
 
     const clf_optimizer_config *oc = &cfg->train.optimizer;
     o->beta1 = (float)oc->betas[0];
@@ -368,6 +372,7 @@ clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cf
         {"blocks.attention.stride", a->stride, s.stride},
         {"blocks.attention.random_blocks", a->rnd, s.rnd},
         {"blocks.attention.block (when sparse)", a->sp_bs, s.sp_bs},
+        {"blocks.attention.proj (linformer)", a->lin_k, s.lin_k},
         {"blocks.norm.type (index)", a->norm, s.norm},
         {"blocks.norm.bias", a->norm_bias, s.norm_bias},
         {"blocks.norm.placement (1 = post)", a->norm_post, s.norm_post},

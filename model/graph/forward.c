@@ -166,7 +166,14 @@ clf_attn_fused mi_attn_self(const clf_model *m, int l, size_t B, size_t T, int t
     f.kv_stride = QKV;
     f.kv_heads = (size_t)m->s.NKV;
     f.alibi = m->s.pos == MI_POS_ALIBI;
-    if (m->bp[l].is_enc) {
+    if (m->bp[l].is_enc && m->s.lin_k > 0) {
+        /* linformer: the keys and values projected along the sequence
+         * (mi_lin_project), every one of them seen */
+        f.k = a->lkv;
+        f.v = clf_ptr_at(a->lkv, mi_kv_cols(&m->s));
+        f.kv_stride = 2 * mi_kv_cols(&m->s);
+        f.S = (size_t)m->s.lin_k;
+    } else if (m->bp[l].is_enc) {
         f.keep = mi_at(m->src_keep, 0);
         f.keep_stride = T;
     } else {
@@ -214,6 +221,130 @@ static void attn_desc_cache(clf_attn_fused *f, clf_buffer *kc, clf_buffer *vc, s
     f->kv_stride = f->HS;
     f->kv_head_stride = Tmax * f->HS;
     f->kv_batch_stride = (f->kv_heads ? f->kv_heads : f->NH) * Tmax * f->HS;
+}
+
+/* Linformer's product along the sequence for part (0 keys, 1 values) of
+ * block l's B sequences of T rows: lkv's part [B, lin_k, KC] = E[:, :T] x
+ * qkv's part (E: lin_e or lin_f [lin_k, context], one for every sequence). */
+static clf_gemm_desc lin_gemm(const clf_model *m, int l, int part, size_t B, size_t T)
+{
+    const mi_spec *s = &m->s;
+    const mi_block_a *a = &m->ba[l];
+    const size_t KC = mi_kv_cols(s), QKV = mi_qkv_cols(s), K = (size_t)s->lin_k;
+    const mi_attn_p *ap = &m->bp[l].attn;
+    return (clf_gemm_desc){.m = K,
+                           .n = KC,
+                           .k = T,
+                           .alpha = 1.0f,
+                           .a = mi_par(m, part ? ap->linf : ap->line),
+                           .lda = (size_t)s->T,
+                           .b = clf_ptr_at(a->qkv, (size_t)s->C + (size_t)part * KC),
+                           .ldb = QKV,
+                           .c = clf_ptr_at(a->lkv, (size_t)part * KC),
+                           .ldc = 2 * KC,
+                           .batch = B,
+                           .stride_a = 0,
+                           .stride_b = T * QKV,
+                           .stride_c = K * 2 * KC};
+}
+
+clf_status mi_lin_project(clf_model *m, int l, size_t B, size_t T, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const size_t KC = mi_kv_cols(s);
+    clf_status st;
+    /* the padding's keys and values out of the sums */
+    if ((st = clf_op_rows_mask(m->rt, clf_ptr_at(m->ba[l].qkv, (size_t)s->C), mi_qkv_cols(s), 0,
+                               2 * KC, mi_at(m->src_keep, 0), B * T, err)) != CLF_OK)
+        return st;
+    for (int part = 0; part < 2; part++) {
+        const clf_gemm_desc d = lin_gemm(m, l, part, B, T);
+        if ((st = mi_gemm(m, &d, err)) != CLF_OK)
+            return st;
+    }
+    return CLF_OK;
+}
+
+/* Linformer's backward products for part (0 keys, 1 values): dw, d(E) +=
+ * d(lkv part)_b x (qkv part)_b^T for sequence b; dx, d(qkv part) =
+ * E[:, :T]^T x d(lkv part) for every sequence. */
+static clf_gemm_desc lin_gemm_dw(const clf_model *m, int l, int part, size_t b, size_t T)
+{
+    const mi_spec *s = &m->s;
+    const size_t KC = mi_kv_cols(s), QKV = mi_qkv_cols(s), K = (size_t)s->lin_k;
+    const mi_attn_p *ap = &m->bp[l].attn;
+    const clf_gemm_desc f = lin_gemm(m, l, part, 1, T);
+    return (clf_gemm_desc){.trans_b = 1,
+                           .m = K,
+                           .n = T,
+                           .k = KC,
+                           .alpha = 1.0f,
+                           .beta = 1.0f,
+                           .a = clf_ptr_at(m->lin_dkv, b * K * 2 * KC + (size_t)part * KC),
+                           .lda = 2 * KC,
+                           .b = clf_ptr_at(f.b, b * T * QKV),
+                           .ldb = QKV,
+                           .c = mi_grad(m, part ? ap->linf : ap->line),
+                           .ldc = (size_t)s->T};
+}
+
+static clf_gemm_desc lin_gemm_dx(const clf_model *m, int l, int part, size_t B, size_t T,
+                                 clf_ptr dqkv)
+{
+    const mi_spec *s = &m->s;
+    const size_t KC = mi_kv_cols(s), QKV = mi_qkv_cols(s), K = (size_t)s->lin_k;
+    return (clf_gemm_desc){.trans_a = 1,
+                           .m = T,
+                           .n = KC,
+                           .k = K,
+                           .alpha = 1.0f,
+                           .a = lin_gemm(m, l, part, B, T).a,
+                           .lda = (size_t)s->T,
+                           .b = clf_ptr_at(m->lin_dkv, (size_t)part * KC),
+                           .ldb = 2 * KC,
+                           .c = clf_ptr_at(dqkv, (size_t)s->C + (size_t)part * KC),
+                           .ldc = QKV,
+                           .batch = B,
+                           .stride_a = 0,
+                           .stride_b = K * 2 * KC,
+                           .stride_c = T * QKV};
+}
+
+clf_status mi_lin_backward(clf_model *m, int l, size_t B, size_t T, clf_ptr dqkv, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    clf_status st = CLF_OK;
+    for (int part = 0; part < 2 && st == CLF_OK; part++) {
+        for (size_t b = 0; b < B && st == CLF_OK; b++) { /* in order: deterministic */
+            const clf_gemm_desc dw = lin_gemm_dw(m, l, part, b, T);
+            st = mi_gemm(m, &dw, err);
+        }
+        const clf_gemm_desc dx = lin_gemm_dx(m, l, part, B, T, dqkv);
+        if (st == CLF_OK)
+            st = mi_gemm(m, &dx, err);
+    }
+    /* the padding's keys and values were zeros */
+    if (st == CLF_OK)
+        st = clf_op_rows_mask(m->rt, clf_ptr_at(dqkv, (size_t)s->C), mi_qkv_cols(s), 0,
+                              2 * mi_kv_cols(s), mi_at(m->src_keep, 0), B * T, err);
+    return st;
+}
+
+clf_status mi_lin_prepare(clf_model *m, size_t B, size_t T, int train, clf_error *err)
+{
+    clf_status st = CLF_OK;
+    for (int l = 0; l < m->s.L && st == CLF_OK; l++) {
+        if (m->s.lin_k <= 0 || !m->bp[l].is_enc)
+            continue;
+        const clf_gemm_desc f = lin_gemm(m, l, 0, B, T);
+        if ((st = clf_gemm_prepare(m->rt, &f, err)) != CLF_OK || !train)
+            continue;
+        const clf_gemm_desc dw = lin_gemm_dw(m, l, 0, 0, T),
+                            dx = lin_gemm_dx(m, l, 0, B, T, m->dqkv);
+        if ((st = clf_gemm_prepare(m->rt, &dw, err)) == CLF_OK)
+            st = clf_gemm_prepare(m->rt, &dx, err);
+    }
+    return st;
 }
 
 clf_status mi_rel_table(clf_model *m, const mi_stack *stk, size_t T, size_t S, size_t *width,
@@ -315,6 +446,8 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
         f.rb = m->rel_rb;
         f.qr = m->rel_qr;
         f.rel_k = (size_t)s->relk;
+        if (s->lin_k > 0 && m->bp[l].is_enc && (st = mi_lin_project(m, l, B, T, err)) != CLF_OK)
+            return st;
         if ((st = mi_rel_table(m, n->stk, T, f.S, &f.rb_w, err)) != CLF_OK ||
             (st = mi_rel_qr(m, l, &hq, &f.qr_w, err)) != CLF_OK ||
             (st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)

@@ -52,7 +52,8 @@ enum { MI_NORM_NONE = 0, MI_NORM_LAYERNORM, MI_NORM_RMSNORM };
  * the attention from the kept norm or input). */
 enum { MI_RECOMPUTE_NONE = 0, MI_RECOMPUTE_BLOCK, MI_RECOMPUTE_ATTN };
 /* Initialisation of a parameter tensor. */
-enum { MI_INIT_NORMAL = 0, MI_INIT_RESID, MI_INIT_ZERO, MI_INIT_ONE };
+/* MI_INIT_SEQ: Xavier normal, sd sqrt(2 / (rows + cols)) (Linformer's projections) */
+enum { MI_INIT_NORMAL = 0, MI_INIT_RESID, MI_INIT_ZERO, MI_INIT_ONE, MI_INIT_SEQ };
 /* Dropout sites (mi_dropout_stream's op). */
 enum {
     MI_SITE_ATTN_P = 0, /* self-attention probabilities */
@@ -89,6 +90,7 @@ typedef struct mi_spec {
     int glob, stride;  /* sparse patterns beside the window: global keys, stride */
     int rnd;           /* random key blocks per query block */
     int sp_bs;         /* block size of the sparse patterns; 0: none */
+    int lin_k;         /* linformer: keys and values projected to lin_k rows; 0: softmax */
     int recompute;     /* MI_RECOMPUTE_*: what blocks share and backward recomputes */
     clf_dtype act16;   /* train.precision's storage (a training model only, else
                         * CLF_DT_F32) of the activations only GEMMs and the attention read
@@ -131,9 +133,11 @@ typedef struct mi_lin_p {
 } mi_lin_p;
 
 typedef struct mi_attn_p {
-    mi_lin_p qkv;  /* [3C, C] */
-    mi_lin_p proj; /* [C, C] */
-    size_t relk;   /* relative (Shaw): r [2k + 1, HS] (MI_NONE otherwise) */
+    mi_lin_p qkv;      /* [3C, C] */
+    mi_lin_p proj;     /* [C, C] */
+    size_t relk;       /* relative (Shaw): r [2k + 1, HS] (MI_NONE otherwise) */
+    size_t line, linf; /* linformer: E, F [lin_k, context] projecting keys, values along the
+                          sequence (MI_NONE otherwise) */
 } mi_attn_p;
 
 /* Cross-attention: q from the decoder, k and v from the encoder's output
@@ -195,6 +199,7 @@ typedef struct mi_block_a {
     clf_ptr resx;        /* [rows, C] */
     clf_buffer *xkcache; /* [Bmax, NH, Smax, HS] inference only: the projected memory */
     clf_buffer *xvcache;
+    clf_ptr lkv; /* linformer: [B, lin_k, 2 KC] the projected keys, then values */
 } mi_block_a;
 
 /* A stack of blocks with its embedding and its final norm. */
@@ -407,6 +412,8 @@ struct clf_model {
      * the sp_nb query blocks over Tmax, on the device and (sp_rnd) the host
      * (checkpoints keep them), and decoding's keep rows [B, Tmax] */
     clf_ptr sp_table, sp_keep;
+    clf_ptr lin_dkv; /* linformer's backward: [B, lin_k, 2 KC] the projected keys' and
+                        values' gradients */
     int32_t *sp_rnd;
     size_t sp_nb;
 
@@ -530,6 +537,15 @@ clf_status mi_node_forward(clf_model *m, const mi_node *n, const mi_pass *ps, cl
 clf_status mi_encode(clf_model *m, int B, int S, clf_error *err);
 /* GEMM through the runtime (clf_gemm). */
 clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err);
+/* Linformer (s.lin_k, encoder blocks): block l's keys and values of B
+ * sequences of T rows, the padding's zeroed in qkv, projected along the
+ * sequence into lkv; and backward from lin_dkv: E's and F's gradients
+ * accumulated, the keys' and values' gradients written into dqkv (the
+ * padding's zeroed). */
+clf_status mi_lin_project(clf_model *m, int l, size_t B, size_t T, clf_error *err);
+clf_status mi_lin_backward(clf_model *m, int l, size_t B, size_t T, clf_ptr dqkv, clf_error *err);
+/* Its products chosen (clf_gemm_prepare) for B sequences of T rows. */
+clf_status mi_lin_prepare(clf_model *m, size_t B, size_t T, int train, clf_error *err);
 /* The fused attention descriptor of block l's self-attention (q, k, v in
  * its qkv activation, y its atty; causal or the source keep mask) and of
  * its cross-attention (xq, xkv; the source keep mask), with the site's

@@ -259,6 +259,8 @@ clf_status mi_plan(clf_model *m, clf_error *err)
     if (ps.B == 0)
         return CLF_OK;
     clf_status st = mi_nodes_prepare(m, &ps, err);
+    if (st == CLF_OK && s->lin_k > 0)
+        st = mi_lin_prepare(m, (size_t)ps.B, (size_t)S, train, err);
     if (st == CLF_OK)
         st = clf_ops_load(m->rt, s->act16, err);
     if (st != CLF_OK)

@@ -268,6 +268,27 @@ clf_status clf_op_relbias_table(clf_runtime *rt, clf_ptr rb, clf_ptr rbk, clf_pt
     return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(a), a, err);
 }
 
+clf_status clf_op_rows_mask(clf_runtime *rt, clf_ptr x, size_t stride, size_t col0, size_t ncols,
+                            clf_ptr keep, size_t rows, clf_error *err)
+{
+    if (col0 + ncols > stride || rows * stride > 0xFFFFFFFFu || keep.buf == NULL)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "rows_mask: columns [%zu, %zu) of rows of %zu, %zu rows, and a keep "
+                             "mask",
+                             col0, col0 + ncols, stride, rows);
+    if (rows == 0 || ncols == 0)
+        return CLF_OK;
+    clf_kernel *k = NULL;
+    clf_status st = clf_kernel_of(rt, CLF_K_ROWS_MASK, &k, err);
+    if (st != CLF_OK)
+        return st;
+    clf_arg args[] = {CLF_ARG_PTR(x),     CLF_ARG_U32(stride), CLF_ARG_U32(col0),
+                      CLF_ARG_U32(ncols), CLF_ARG_PTR(keep),   CLF_ARG_U32(rows)};
+    size_t local = clf_ops_local_1d(rt, k);
+    size_t global = (rows * ncols + local - 1) / local * local;
+    return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
+}
+
 clf_status clf_op_sparse_keep(clf_runtime *rt, clf_ptr keep, size_t keep_stride, size_t B, size_t L,
                               const clf_attn_fused *a, clf_error *err)
 {

@@ -279,6 +279,10 @@ typedef struct clf_attn_fused {
     size_t glob, stride, sp_bs, sp_nb, sp_R;
     clf_ptr sp;
 } clf_attn_fused;
+/* Columns [col0, col0 + ncols) of the float32 rows x (row stride stride)
+ * whose keep entry (int32 [rows]) is 0 set to 0. */
+clf_status clf_op_rows_mask(clf_runtime *rt, clf_ptr x, size_t stride, size_t col0, size_t ncols,
+                            clf_ptr keep, size_t rows, clf_error *err);
 /* R distinct random key blocks at or before each of nb query blocks (all of
  * them where there are at most R), ascending, from seed: rnd [nb, R], -1
  * past the drawn ones. */

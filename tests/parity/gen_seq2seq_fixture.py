@@ -34,6 +34,11 @@ batch 4 rows of S = 7 with pads, 3 labels):
   cls_mean  norm_first=False, ReLU, sinusoidal positions with scaled
             embeddings, no final norm, mean pooling over non-pad positions,
             Adam + Noam as above, label smoothing 0.1, one label ignored (-1)
+  cls_lin   as cls_pre with Linformer self-attention (blocks.attention.type
+            linformer, proj 3): the padding's keys and values zeroed, then
+            projected along the sequence by each layer's E and F [3, context]
+            (attn.lin_e, attn.lin_f; their first S columns), softmax attention
+            over the 3 projected rows
 
 Parameter names (clformer's; torch's in brackets):
   wte [tgt embedding, or the shared one], src_wte [src embedding],
@@ -66,6 +71,7 @@ import json
 import math
 import os
 import struct
+import sys
 
 import numpy as np
 import torch
@@ -92,6 +98,9 @@ CLS = {
     "cls_mean": dict(norm_first=False, act="relu", pos="sinusoidal", scale=True,
                      final_norm=False, pool="mean", labels=3, opt="adam", ls=0.1, clip=0.0,
                      seed=22, lens=[3, 7, 5, 1], ignore=[2]),
+    "cls_lin": dict(norm_first=True, act="gelu", pos="learned", scale=False, final_norm=True,
+                    pool="mean", labels=3, opt="adamw", ls=0.0, clip=0.5, seed=23,
+                    lens=[7, 4, 6, 2], ignore=[], proj=3),
 }
 
 
@@ -133,6 +142,7 @@ train:
 
 
 def cls_yaml(v):
+    lin = f", type: linformer, proj: {v['proj']}" if v.get("proj") else ""
     if v["opt"] == "adamw":
         opt = "{type: adamw, lr: 0.002, betas: [0.9, 0.999], eps: 1.0e-8, weight_decay: 0.05}"
         sched = "{type: constant, warmup: 0}"
@@ -147,7 +157,7 @@ def cls_yaml(v):
   positional: {{type: {v['pos']}}}
   blocks:
     repeat: 2
-    attention: {{heads: {NH}, causal: false, dropout: 0.0, bias: true}}
+    attention: {{heads: {NH}, causal: false, dropout: 0.0, bias: true{lin}}}
     ffn: {{hidden: {H}, activation: {v['act']}, bias: true, dropout: 0.0}}
     norm: {{type: layernorm, placement: {'pre' if v['norm_first'] else 'post'}, eps: {NORM_EPS}, bias: true}}
     dropout: 0.0
@@ -280,6 +290,31 @@ class Seq2Seq(nn.Module):
         return out
 
 
+class LinformerLayer(nn.TransformerEncoderLayer):
+    """nn.TransformerEncoderLayer with Linformer self-attention: the padding's
+    keys and values zeroed, projected along the sequence by E and F."""
+
+    def __init__(self, *args, proj, **kw):
+        super().__init__(*args, **kw)
+        self.lin_e = nn.Parameter(torch.zeros(proj, CTX))
+        self.lin_f = nn.Parameter(torch.zeros(proj, CTX))
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, *args, **kw):
+        Bn, S, _ = x.shape
+        HS, P = C // NH, self.lin_e.shape[0]
+        q, k, v = F.linear(x, self.self_attn.in_proj_weight, self.self_attn.in_proj_bias).split(
+            C, dim=-1)
+        keep = (~key_padding_mask).float()[:, :, None]
+        kp = torch.einsum("ps,bsc->bpc", self.lin_e[:, :S], k * keep)
+        vp = torch.einsum("ps,bsc->bpc", self.lin_f[:, :S], v * keep)
+        q = q.view(Bn, S, NH, HS).transpose(1, 2)
+        kp = kp.view(Bn, P, NH, HS).transpose(1, 2)
+        vp = vp.view(Bn, P, NH, HS).transpose(1, 2)
+        att = F.softmax((q @ kp.transpose(-2, -1)) / math.sqrt(HS), dim=-1)
+        y = (att @ vp).transpose(1, 2).reshape(Bn, S, C)
+        return self.dropout1(self.self_attn.out_proj(y))
+
+
 class Classifier(nn.Module):
     def __init__(self, v):
         super().__init__()
@@ -287,8 +322,12 @@ class Classifier(nn.Module):
         self.emb = nn.Embedding(V, C)
         self.wpe = nn.Parameter(torch.zeros(CTX, C)) if v["pos"] == "learned" else None
         act = F.gelu if v["act"] == "gelu" else F.relu
-        layer = nn.TransformerEncoderLayer(C, NH, H, 0.0, act, NORM_EPS, batch_first=True,
-                                           norm_first=v["norm_first"])
+        if v.get("proj"):
+            layer = LinformerLayer(C, NH, H, 0.0, act, NORM_EPS, batch_first=True,
+                                   norm_first=v["norm_first"], proj=v["proj"])
+        else:
+            layer = nn.TransformerEncoderLayer(C, NH, H, 0.0, act, NORM_EPS, batch_first=True,
+                                               norm_first=v["norm_first"])
         norm = nn.LayerNorm(C, eps=NORM_EPS) if v["final_norm"] else None
         self.enc = nn.TransformerEncoder(layer, 2, norm=norm, enable_nested_tensor=False)
         self.head = nn.Linear(C, v["labels"])
@@ -311,6 +350,9 @@ class Classifier(nn.Module):
             out["wpe"] = (self.wpe, None)
         for l, layer in enumerate(self.enc.layers):
             map_enc_layer(out, f"blocks.{l}.", layer)
+            if self.v.get("proj"):
+                out[f"blocks.{l}.attn.lin_e"] = (layer.lin_e, None)
+                out[f"blocks.{l}.attn.lin_f"] = (layer.lin_f, None)
         if self.enc.norm is not None:
             map_norm(out, "ln_f", self.enc.norm)
         map_linear(out, "classifier", self.head)
@@ -468,7 +510,10 @@ def make_fixture(name, kind, v):
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
+    only = sys.argv[1:]  # optional fixture names: only those
     for name, v in S2S.items():
-        make_fixture(name, "s2s", v)
+        if not only or name in only:
+            make_fixture(name, "s2s", v)
     for name, v in CLS.items():
-        make_fixture(name, "cls", v)
+        if not only or name in only:
+            make_fixture(name, "cls", v)
