@@ -8,7 +8,7 @@
  *   build/bench/attention [--device SEL] [--reps N] [--tokens N] [--heads N]
  *                         [--head-size N] [--T "128 256 ..."] [--no-torch]
  *                         [--profile] [--python PY] [--sparse "W G S R BS"]
- *                         [--linformer K]
+ *                         [--linformer K] [--performer M]
  *
  * Batch x T is held at --tokens (default 4096) and the layer is NH heads of
  * HS (default 4 x 64, C = 256), so every T does the same projections' work
@@ -28,6 +28,10 @@
  * along the sequence to K rows by two [K, T] matrices, attention over
  * those, and the backward's products and projection gradients, as the
  * model runs it), each forward + backward; the ratio is dense / linformer.
+ *
+ * --performer M adds, at each T, causal Performer attention with M random
+ * features (forward + backward through cl/attention.cl's perf_* kernels)
+ * and the dense fused time over it.
  *
  * --sparse adds, at each T, the same tensors through a sparse pattern (a
  * window of W keys beside the first G keys, every S-th key back and R
@@ -58,6 +62,7 @@ typedef struct bench_args {
     size_t tokens, NH, HS;
     size_t sp[5]; /* --sparse: window, global, stride, random blocks, block; sp[4] 0: off */
     size_t lin;   /* --linformer: projected rows; 0: off */
+    size_t perf;  /* --performer: random features; 0: off */
 } bench_args;
 
 static void die(const clf_error *err, const char *what)
@@ -242,6 +247,63 @@ static clf_status bidir_step(clf_runtime *rt, const io *x, clf_ptr lse, clf_ptr 
     return st != CLF_OK ? st : clf_runtime_finish(rt, err);
 }
 
+/* Causal Performer attention with M features, forward + backward, median
+ * of reps rounds in ms (t: scratch for the rounds). */
+static double performer_ms(clf_runtime *rt, const io *x, size_t M, int reps, double *t)
+{
+    clf_error err;
+    const size_t C = x->C, BH = x->B * x->NH, T = x->T, HS = x->HS;
+    float *oh = malloc(M * HS * sizeof *oh);
+    uint64_t s = 11;
+    for (size_t i = 0; i < M * HS; i++) /* uniform of unit variance */
+        oh[i] = (float)(((double)(clf_splitmix64_next(&s) >> 11) / 9007199254740992.0 - 0.5) *
+                        sqrt(12.0));
+    clf_ptr om = alloc(rt, M * HS);
+    CK(clf_ptr_write(rt, om, oh, M * HS, &err), "upload");
+    free(oh);
+    const clf_performer p = {.y = x->y,
+                             .q = x->qkv,
+                             .k = clf_ptr_at(x->qkv, C),
+                             .v = clf_ptr_at(x->qkv, 2 * C),
+                             .om = om,
+                             .fq = alloc(rt, BH * T * M),
+                             .fk = alloc(rt, BH * T * M),
+                             .nd = alloc(rt, BH * T * (HS + 1)),
+                             .cmax = alloc(rt, BH),
+                             .rmax = alloc(rt, BH * T),
+                             .y_stride = C,
+                             .q_stride = 3 * C,
+                             .kv_stride = 3 * C,
+                             .B = x->B,
+                             .NH = x->NH,
+                             .T = T,
+                             .S = T,
+                             .HS = HS,
+                             .m = M,
+                             .causal = 1};
+    const clf_performer_grad g = {.dy = x->dy,
+                                  .dq = x->dqkv,
+                                  .dk = clf_ptr_at(x->dqkv, C),
+                                  .dv = clf_ptr_at(x->dqkv, 2 * C),
+                                  .u = alloc(rt, BH * T * (HS + 1)),
+                                  .dfq = alloc(rt, BH * T * M),
+                                  .dfk = alloc(rt, BH * T * M),
+                                  .dq_stride = 3 * C,
+                                  .dkv_stride = 3 * C};
+    for (int r = -1; r < reps; r++) { /* one round to warm up */
+        const double t0 = clf_now_seconds();
+        CK(clf_op_performer_forward(rt, &p, &err), "performer");
+        CK(clf_op_performer_backward(rt, &p, &g, &err), "performer backward");
+        CK(clf_runtime_finish(rt, &err), "finish");
+        if (r >= 0)
+            t[r] = (clf_now_seconds() - t0) * 1e3;
+    }
+    const clf_ptr all[] = {om, p.fq, p.fk, p.nd, p.cmax, p.rmax, g.u, g.dfq, g.dfk};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        clf_buffer_destroy(all[i].buf);
+    return median(t, reps);
+}
+
 /* PyTorch's forward + backward median in ms for (B, T), or NAN: the better
  * of its OpenMP threads spinning and sleeping between calls (which one
  * wins depends on the machine and the shape; bench/run_all.sh does the
@@ -291,7 +353,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: attention [--device SEL] [--reps N] [--tokens N] [--heads N] "
                     "[--head-size N] [--T \"128 256 ...\"] [--no-torch] [--profile] "
-                    "[--python PY] [--sparse \"W G S R BS\"] [--linformer K]\n");
+                    "[--python PY] [--sparse \"W G S R BS\"] [--linformer K] [--performer M]\n");
     exit(2);
 }
 
@@ -398,6 +460,14 @@ static void bench_T(clf_runtime *rt, const bench_args *ap, size_t T)
         printf(" | %10.2f %8.2f %9.1f%%", sparse, fused / sparse, visited);
     if (a.lin)
         printf(" | %10.2f %10.2f %8.2f", bidir, linf, bidir / linf);
+    if (a.perf) {
+        const double pm = performer_ms(rt, &x, a.perf, a.reps, t);
+        printf(" | %10.2f %8.2f", pm, fused / pm);
+        if (a.profile) {
+            printf("\n");
+            print_profile(rt);
+        }
+    }
     printf("\n");
     fflush(stdout);
     free(t);
@@ -437,6 +507,8 @@ int main(int argc, char **argv)
             a.torch = 0;
         else if (!strcmp(argv[i], "--profile"))
             a.profile = 1;
+        else if (!strcmp(argv[i], "--performer") && v)
+            a.perf = (size_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--linformer") && v)
             a.lin = (size_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--sparse") && v) {
@@ -467,6 +539,8 @@ int main(int argc, char **argv)
         printf(" | %10s %8s %10s", "sparse ms", "dense/sp", "pairs");
     if (a.lin)
         printf(" | %10s %10s %8s", "bidir ms", "linf ms", "bidir/lin");
+    if (a.perf)
+        printf(" | %10s %8s", "perf ms", "fused/perf");
     printf("\n");
     const char *p = a.ts;
     char *end;

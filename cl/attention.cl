@@ -439,3 +439,298 @@ __kernel void attn_rel_dr(__global float *dr, ulong dr_off, __global const float
             }
     dr[dr_off + i] += scale * a;
 }
+
+/* ---- Performer (FAVOR+): softmax attention through positive random features ----
+ * Per head, phi(x)_i = exp(w_i . x' - |x'|^2 / 2 - c) / sqrt(m), x' = x
+ * HS^(-1/4), w_i the rows of the layer's om [m, HS] (i < m). The stabiliser c
+ * is a query row's own max over i (queries) or one max over every key of
+ * (b, h) (keys: cmax): each is a common factor of a row's numerator and
+ * denominator, so it cancels exactly and the gradients treat it as a
+ * constant. y_t = sum_s phi(q_t).phi(k_s) v_s / sum_s phi(q_t).phi(k_s) over
+ * the keys s the query sees: all (both ways; masked keys have phi = 0) or s
+ * <= t + off (causal; the queries are the last T of S positions, off = S -
+ * T), by prefix sums: no T x S matrix. Layouts: q row (b, t), head h at q +
+ * (b*T + t)*q_stride + h*HS; k, v row s of (b, h) at b*kv_bstride + h*
+ * kv_hstride + s*kv_stride (the projections, or a KV cache); fq [BH, T, m],
+ * fk [BH, S, m], nd [BH, T, HS + 1] (numerators, then the denominator), bh
+ * = b*NH + h. Work: one item per row (features), per (bh, column) or (bh,
+ * feature) (the sums, in sequence order: deterministic). */
+
+/* e_i = w_i . x' - |x'|^2 / 2 for i < m into e; returns max_i e_i (x'
+ * = x s4: the row read once into xs). */
+static float perf_e(__global const float *x, __global const float *om, uint m, uint HS, float s4,
+                    float *e)
+{
+    float xs[PERF_HS1_MAX];
+    float sq = 0.0f;
+    for (uint d = 0; d < HS; d++) {
+        xs[d] = x[d] * s4;
+        sq += xs[d] * xs[d];
+    }
+    const uint h8 = HS / 8 * 8;
+    float mx = -INFINITY;
+    for (uint i = 0; i < m; i++) {
+        __global const float *w = om + (ulong)i * HS;
+        float8 p8 = (float8)(0.0f);
+        for (uint d = 0; d < h8; d += 8)
+            p8 = fma(vload8(0, w + d), vload8(0, xs + d), p8);
+        float p = clf_hsum8(p8);
+        for (uint d = h8; d < HS; d++)
+            p = fma(w[d], xs[d], p);
+        e[i] = p - 0.5f * sq;
+        mx = fmax(mx, e[i]);
+    }
+    return mx;
+}
+
+/* Features of R rows per (b, h): mode 0 queries (c = the row's max), 2
+ * keys' exponents e into f and their row maxima into rmax[bh*R + r] (-inf
+ * for a masked key), 1 keys from those (c = cmax[bh]; a masked key's are
+ * 0). x row r of (b, h) at x_off + b*x_bstride + h / grp * x_hstride +
+ * r*x_stride. One work-item per row. */
+__kernel void perf_phi(__global float *f, ulong f_off, __global const float *x, ulong x_off,
+                       ulong x_stride, ulong x_bstride, ulong x_hstride, uint B, uint NH,
+                       uint grp, uint R, uint HS, uint m, __global const float *om, ulong om_off,
+                       __global const int *keep, ulong keep_off, ulong keep_stride,
+                       int has_keep, __global float *cmax, ulong cmax_off, int mode)
+{
+    const ulong g = get_global_id(0);
+    if (g >= (ulong)B * NH * R || m > PERF_M_MAX || HS + 1 > PERF_HS1_MAX)
+        return;
+    const uint bh = (uint)(g / R), r = (uint)(g - (ulong)bh * R), b = bh / NH, h = bh % NH;
+    const int masked = mode != 0 && has_keep && keep[keep_off + (ulong)b * keep_stride + r] == 0;
+    const float inv = rsqrt((float)m);
+    __global float *fr = f + f_off + g * m;
+    if (mode == 1) { /* the keys' exponents, stabilised by the sequence's max */
+        const float c = cmax[cmax_off + bh];
+        for (uint i = 0; i < m; i++)
+            fr[i] = masked ? 0.0f : exp(fr[i] - c) * inv;
+        return;
+    }
+    __global const float *xr =
+        x + x_off + (ulong)b * x_bstride + (ulong)(h / grp) * x_hstride + (ulong)r * x_stride;
+    float e[PERF_M_MAX];
+    const float mx = perf_e(xr, om + om_off, m, HS, rsqrt(sqrt((float)HS)), e);
+    if (mode == 2) {
+        for (uint i = 0; i < m; i++)
+            fr[i] = e[i];
+        cmax[cmax_off + g] = masked ? -INFINITY : mx;
+        return;
+    }
+    for (uint i = 0; i < m; i++)
+        fr[i] = exp(e[i] - mx) * inv;
+}
+
+/* cmax[bh] = the max over the R row maxima rmax[bh*R ..] (0 if every key is
+ * masked). One work-item per (b, h). */
+__kernel void perf_bhmax(__global float *cmax, ulong cmax_off, __global const float *rmax,
+                         ulong rmax_off, uint BH, uint R)
+{
+    const uint bh = get_global_id(0);
+    if (bh >= BH)
+        return;
+    float mx = -INFINITY;
+    for (uint r = 0; r < R; r++)
+        mx = fmax(mx, rmax[rmax_off + (ulong)bh * R + r]);
+    cmax[cmax_off + bh] = isinf(mx) ? 0.0f : mx;
+}
+
+/* acc[k] += a x[k] and sum_k acc[k] x[k] for k < n, eight at a time. */
+static inline void perf_axpy(float *acc, float a, __global const float *x, uint n)
+{
+    uint k = 0;
+    for (; k + 8 <= n; k += 8)
+        vstore8(fma((float8)(a), vload8(0, x + k), vload8(0, acc + k)), 0, acc + k);
+    for (; k < n; k++)
+        acc[k] = fma(a, x[k], acc[k]);
+}
+
+static inline float perf_dot(const float *acc, __global const float *x, uint n)
+{
+    float8 s8 = (float8)(0.0f);
+    uint k = 0;
+    for (; k + 8 <= n; k += 8)
+        s8 = fma(vload8(0, acc + k), vload8(0, x + k), s8);
+    float s = clf_hsum8(s8);
+    for (; k < n; k++)
+        s = fma(acc[k], x[k], s);
+    return s;
+}
+
+/* v_j of key row vr (j == HS: 1, the denominator's column). */
+#define PERF_V(vr, j, HS) ((j) < (HS) ? (vr)[j] : 1.0f)
+
+/* nd[bh, t, j] = sum_i fq_t[i] S_t[i][j], S_t[i][j] = sum over the keys s
+ * the query sees of fk_s[i] v_j(s). One work-item per (bh, j <= HS), with
+ * its column of S in private memory. */
+__kernel void perf_fwd(__global float *nd, ulong nd_off, __global const float *fq, ulong fq_off,
+                       __global const float *fk, ulong fk_off, __global const float *v,
+                       ulong v_off, ulong kv_stride, ulong kv_bstride, ulong kv_hstride, uint B,
+                       uint NH, uint grp, uint T, uint S, uint HS, uint m, int causal)
+{
+    const ulong g = get_global_id(0);
+    if (g >= (ulong)B * NH * (HS + 1) || m > PERF_M_MAX)
+        return;
+    const uint bh = (uint)(g / (HS + 1)), j = (uint)(g - (ulong)bh * (HS + 1));
+    const uint b = bh / NH, h = bh % NH, off = S - T;
+    __global const float *vb = v + v_off + (ulong)b * kv_bstride + (ulong)(h / grp) * kv_hstride;
+    __global const float *fkb = fk + fk_off + (ulong)bh * S * m;
+    float acc[PERF_M_MAX];
+    for (uint i = 0; i < m; i++)
+        acc[i] = 0.0f;
+    uint s = 0;
+    for (uint t = 0; t < T; t++) {
+        const uint last = causal ? t + off : S - 1; /* the last key the query sees */
+        for (; s <= last; s++) {
+            const float vj = PERF_V(vb + (ulong)s * kv_stride, j, HS);
+            perf_axpy(acc, vj, fkb + (ulong)s * m, m);
+        }
+        nd[nd_off + ((ulong)bh * T + t) * (HS + 1) + j] =
+            perf_dot(acc, fq + fq_off + ((ulong)bh * T + t) * m, m);
+    }
+}
+
+/* y[b, t, h*HS + j] = nd[bh, t, j] / nd[bh, t, HS] (0 where nothing is
+ * seen). One work-item per element of y's heads. */
+__kernel void perf_out(__global float *y, ulong y_off, ulong y_stride, __global const float *nd,
+                       ulong nd_off, uint B, uint NH, uint T, uint HS)
+{
+    const ulong g = get_global_id(0);
+    if (g >= (ulong)B * T * NH * HS)
+        return;
+    const uint j = (uint)(g % HS), h = (uint)(g / HS % NH), t = (uint)(g / HS / NH % T);
+    const uint b = (uint)(g / HS / NH / T), bh = b * NH + h;
+    __global const float *r = nd + nd_off + ((ulong)bh * T + t) * (HS + 1);
+    y[y_off + ((ulong)b * T + t) * y_stride + (ulong)h * HS + j] = r[HS] > 0.0f ? r[j] / r[HS] : 0.0f;
+}
+
+/* The backward's row factors: u[bh, t, j] = dy_j / D for j < HS and
+ * u[bh, t, HS] = -(dy . y) / D, D = nd[bh, t, HS] (0 where D is 0). One
+ * work-item per row (bh, t). */
+__kernel void perf_bwd_rows(__global float *u, ulong u_off, __global const float *dy, ulong dy_off,
+                            __global const float *y, ulong y_off, ulong y_stride,
+                            __global const float *nd, ulong nd_off, uint B, uint NH, uint T,
+                            uint HS)
+{
+    const ulong g = get_global_id(0);
+    if (g >= (ulong)B * NH * T)
+        return;
+    const uint bh = (uint)(g / T), t = (uint)(g - (ulong)bh * T), b = bh / NH, h = bh % NH;
+    const ulong row = ((ulong)b * T + t) * y_stride + (ulong)h * HS;
+    const float D = nd[nd_off + g * (HS + 1) + HS], inv = D > 0.0f ? 1.0f / D : 0.0f;
+    float gy = 0.0f;
+    for (uint j = 0; j < HS; j++) {
+        gy += dy[dy_off + row + j] * y[y_off + row + j];
+        u[u_off + g * (HS + 1) + j] = dy[dy_off + row + j] * inv;
+    }
+    u[u_off + g * (HS + 1) + HS] = -gy * inv;
+}
+
+/* dfq[bh, t, i] = sum_j S_t[i][j] u_t[j]: one work-item per (bh, i), its
+ * row of S in private memory, keys added as the queries come to see them. */
+__kernel void perf_dfq(__global float *dfq, ulong dfq_off, __global const float *u, ulong u_off,
+                       __global const float *fk, ulong fk_off, __global const float *v,
+                       ulong v_off, ulong kv_stride, ulong kv_bstride, ulong kv_hstride, uint B,
+                       uint NH, uint grp, uint T, uint S, uint HS, uint m, int causal)
+{
+    const ulong g = get_global_id(0);
+    if (g >= (ulong)B * NH * m || HS + 1 > PERF_HS1_MAX)
+        return;
+    const uint bh = (uint)(g / m), i = (uint)(g - (ulong)bh * m), b = bh / NH, h = bh % NH;
+    const uint off = S - T;
+    __global const float *vb = v + v_off + (ulong)b * kv_bstride + (ulong)(h / grp) * kv_hstride;
+    __global const float *fkb = fk + fk_off + (ulong)bh * S * m;
+    float row[PERF_HS1_MAX];
+    for (uint j = 0; j <= HS; j++)
+        row[j] = 0.0f;
+    uint s = 0;
+    for (uint t = 0; t < T; t++) {
+        const uint last = causal ? t + off : S - 1;
+        for (; s <= last; s++) {
+            const float a = fkb[(ulong)s * m + i];
+            perf_axpy(row, a, vb + (ulong)s * kv_stride, HS);
+            row[HS] += a;
+        }
+        dfq[dfq_off + ((ulong)bh * T + t) * m + i] =
+            perf_dot(row, u + u_off + ((ulong)bh * T + t) * (HS + 1), HS + 1);
+    }
+}
+
+/* The keys' side, from the last key back: G_s[i][j] = the sum of fq_t[i]
+ * u_t[j] over the queries that see key s. dfk[bh, s, i] = sum_j G_s[i][j]
+ * v_j(s) (mode 0: one work-item per (bh, i), G's row i private), dv (mode
+ * 1: one work-item per (bh, j < HS), G's column j private): dv_s[j] =
+ * sum_i G_s[i][j] fk_s[i], into dv row s of (b, h) (dv_stride, dv_bstride,
+ * dv_hstride as the keys). */
+__kernel void perf_dkv(__global float *dfk, ulong dfk_off, __global float *dv, ulong dv_off,
+                       ulong dv_stride, ulong dv_bstride, ulong dv_hstride,
+                       __global const float *u, ulong u_off, __global const float *fq,
+                       ulong fq_off, __global const float *fk, ulong fk_off,
+                       __global const float *v, ulong v_off, ulong kv_stride, ulong kv_bstride,
+                       ulong kv_hstride, uint B, uint NH, uint T, uint S, uint HS, uint m,
+                       int causal, int mode)
+{
+    const ulong g = get_global_id(0);
+    const uint W = mode == 0 ? m : HS;
+    if (g >= (ulong)B * NH * W || HS + 1 > PERF_HS1_MAX || m > PERF_M_MAX)
+        return;
+    const uint bh = (uint)(g / W), c = (uint)(g - (ulong)bh * W), b = bh / NH, h = bh % NH;
+    const uint off = S - T, n = mode == 0 ? HS + 1 : m;
+    __global const float *vb = v + v_off + (ulong)b * kv_bstride + (ulong)h * kv_hstride;
+    __global const float *fkb = fk + fk_off + (ulong)bh * S * m;
+    __global const float *fqb = fq + fq_off + (ulong)bh * T * m;
+    __global const float *ub = u + u_off + (ulong)bh * T * (HS + 1);
+    float acc[PERF_M_MAX > PERF_HS1_MAX ? PERF_M_MAX : PERF_HS1_MAX];
+    for (uint k = 0; k < n; k++)
+        acc[k] = 0.0f;
+    int t = (int)T - 1;
+    for (int s = (int)S - 1; s >= 0; s--) {
+        /* the queries that see key s and were not added yet */
+        for (; t >= 0 && (!causal || t + (int)off >= s); t--) {
+            __global const float *ut = ub + (ulong)t * (HS + 1), *ft = fqb + (ulong)t * m;
+            if (mode == 0)
+                perf_axpy(acc, ft[c], ut, HS + 1);
+            else
+                perf_axpy(acc, ut[c], ft, m);
+        }
+        if (mode == 0)
+            dfk[dfk_off + ((ulong)bh * S + (ulong)s) * m + c] =
+                perf_dot(acc, vb + (ulong)s * kv_stride, HS) + acc[HS];
+        else
+            dv[dv_off + (ulong)b * dv_bstride + (ulong)h * dv_hstride + (ulong)s * dv_stride + c] =
+                perf_dot(acc, fkb + (ulong)s * m, m);
+    }
+}
+
+/* Through the features: dx = HS^(-1/4) (sum_i df_i f_i w_i - x' sum_i df_i
+ * f_i), into dx row r of (b, h) (the layout of x). One work-item per row. */
+__kernel void perf_dphi(__global float *dx, ulong dx_off, ulong dx_stride, ulong dx_bstride,
+                        ulong dx_hstride, __global const float *x, ulong x_off, ulong x_stride,
+                        ulong x_bstride, ulong x_hstride, __global const float *f, ulong f_off,
+                        __global const float *df, ulong df_off, uint B, uint NH, uint R, uint HS,
+                        uint m, __global const float *om, ulong om_off)
+{
+    const ulong g = get_global_id(0);
+    if (g >= (ulong)B * NH * R)
+        return;
+    const uint bh = (uint)(g / R), r = (uint)(g - (ulong)bh * R), b = bh / NH, h = bh % NH;
+    __global const float *xr =
+        x + x_off + (ulong)b * x_bstride + (ulong)h * x_hstride + (ulong)r * x_stride;
+    __global float *dr =
+        dx + dx_off + (ulong)b * dx_bstride + (ulong)h * dx_hstride + (ulong)r * dx_stride;
+    __global const float *fr = f + f_off + g * m, *dfr = df + df_off + g * m;
+    const float s4 = rsqrt(sqrt((float)HS));
+    float acc[PERF_HS1_MAX];
+    for (uint d = 0; d < HS; d++)
+        acc[d] = 0.0f;
+    float w = 0.0f;
+    for (uint i = 0; i < m; i++) { /* sum_i (df_i f_i) w_i, row by row of om */
+        const float c = dfr[i] * fr[i];
+        __global const float *wi = om + om_off + (ulong)i * HS;
+        w += c;
+        for (uint d = 0; d < HS; d++)
+            acc[d] = fma(c, wi[d], acc[d]);
+    }
+    for (uint d = 0; d < HS; d++)
+        dr[d] = s4 * (acc[d] - xr[d] * s4 * w);
+}

@@ -98,7 +98,12 @@ static void count(const clf_model_config *cfg, long vocab, breakdown *d)
     d->head = cfg->head.tie_embedding ? 0 : d->V * C;
     d->total = d->wte + d->wpe + d->L * d->block + d->lnf + d->head;
     d->n_mm = d->total - d->wpe - (cfg->head.tie_embedding ? 0 : d->wte);
-    const double attn_flops = 4.0 * (double)d->L * (double)d->T * (double)C;
+    /* Performer: per token and head, the query's and key's features (2 m
+     * HS each), a key's row into the sums and the query's read of them (2 m
+     * (HS + 1) each): about 8 m C per layer instead of 4 T C */
+    const int pm = clf_config_performer_features(cfg);
+    const double attn_flops = pm ? 8.0 * (double)d->L * (double)pm * (double)C
+                                 : 4.0 * (double)d->L * (double)d->T * (double)C;
     d->infer_flops = 2.0 * (double)d->n_mm + attn_flops;
     d->train_flops = 6.0 * (double)d->n_mm + 3.0 * attn_flops;
 }
@@ -122,6 +127,7 @@ static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
 typedef struct memory_report {
     clf_model_memory train, infer;
     clf_model_memory by_recompute[N_RECOMPUTE]; /* training at the batch, clf_recompute order */
+    int fp32_only;                              /* performer and linformer train in float32 alone */
     clf_model_memory by_precision[N_PRECISION]; /* the same, by clf_precision (bf16 and fp16
                                                    store the same tensors: equal sizes) */
     int contexts[N_CONTEXTS];
@@ -147,11 +153,15 @@ static clf_status plan_memory(const clf_model_config *cfg, long vocab, long batc
         st = clf_model_memory_plan(&c, (int)vocab, &lim_b, CLF_MODEL_TRAIN, &r->by_recompute[i],
                                    err);
     }
+    r->fp32_only = clf_config_performer_features(cfg) > 0 || clf_config_linformer_rows(cfg) > 0;
     for (int i = 0; i < N_PRECISION && st == CLF_OK; i++) {
         clf_model_config c = *cfg;
         c.train.precision = (clf_precision)i;
-        st = clf_model_memory_plan(&c, (int)vocab, &lim_b, CLF_MODEL_TRAIN, &r->by_precision[i],
-                                   err);
+        if (i > 0 && r->fp32_only)
+            r->by_precision[i] = r->by_precision[0];
+        else
+            st = clf_model_memory_plan(&c, (int)vocab, &lim_b, CLF_MODEL_TRAIN, &r->by_precision[i],
+                                       err);
     }
     for (int i = 0; i < N_CONTEXTS && st == CLF_OK; i++) {
         clf_model_config c = *cfg;
@@ -218,8 +228,11 @@ static void print_memory(const memory_report *r, long batch, long ranks, int sha
            size_str(t->total, a, sizeof a), recompute_names[cfg_recompute],
            precision_names[cfg_precision]);
     print_by("train.recompute", recompute_names, r->by_recompute, N_RECOMPUTE);
-    print_by("train.precision (16 bits: what GEMMs and attention read, weights)", precision_names,
-             r->by_precision, N_PRECISION);
+    if (r->fp32_only)
+        printf("by train.precision: fp32 only (blocks.attention.type performer or linformer)\n");
+    else
+        print_by("train.precision (16 bits: what GEMMs and attention read, weights)",
+                 precision_names, r->by_precision, N_PRECISION);
     printf("device memory, inference at batch 1: %s (parameters %s, activations %s, KV caches "
            "%s)\n",
            size_str(r->infer.total, a, sizeof a), size_str(r->infer.params, b, sizeof b),
@@ -240,6 +253,10 @@ static void print_memory(const memory_report *r, long batch, long ranks, int sha
 static void print_sparse(const clf_model_config *cfg)
 {
     const clf_attention_config *a = &cfg->blocks.attention;
+    if (a->type == CLF_ATTN_PERFORMER)
+        printf("attention: performer, %d positive orthogonal random features per head, drawn "
+               "again every %d steps%s; O(T) time and memory\n",
+               clf_config_performer_features(cfg), a->redraw, a->redraw ? "" : " (never)");
     if (a->window <= 0)
         return;
     if (a->global <= 0 && a->stride <= 0 && a->random_blocks <= 0) {

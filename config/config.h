@@ -97,6 +97,9 @@ typedef enum clf_attention_type {
     CLF_ATTN_LINFORMER,   /* Linformer: keys and values projected along the sequence to
                              attention.proj rows by learned [proj, context] matrices, then
                              softmax attention over those (encoders) */
+    CLF_ATTN_PERFORMER,   /* Performer (FAVOR+): softmax attention through attention.features
+                             positive orthogonal random features, redrawn every
+                             attention.redraw steps; causal by prefix sums */
 } clf_attention_type;
 
 /* RoPE's frequencies for running past the trained context (HF's names):
@@ -245,6 +248,10 @@ typedef struct clf_attention_config {
     clf_attention_type type; /* softmax (default) | linformer */
     int proj;                /* linformer: keys and values projected to this many rows
                                 (at most the context); 0 (default) = context / 4 */
+    int features;            /* performer: random features per head, at most 256; 0
+                                (default) = twice the head size, at most 256 */
+    int redraw;              /* performer: steps between redraws of the features; 0 =
+                                never; default 1000 */
 } clf_attention_config;
 
 typedef struct clf_ffn_config {
@@ -442,6 +449,16 @@ static inline int clf_config_linformer_rows(const clf_model_config *c)
     return c->blocks.attention.proj > 0 ? c->blocks.attention.proj
            : c->context / 4 > 0         ? c->context / 4
                                         : 1;
+}
+/* Performer's random features per head (features, 0 meaning twice the head
+ * size, at most 256); 0 for other attention. */
+static inline int clf_config_performer_features(const clf_model_config *c)
+{
+    if (c->blocks.attention.type != CLF_ATTN_PERFORMER)
+        return 0;
+    const int hs2 =
+        2 * (c->embedding.dim / (c->blocks.attention.heads > 0 ? c->blocks.attention.heads : 1));
+    return c->blocks.attention.features > 0 ? c->blocks.attention.features : hs2 < 256 ? hs2 : 256;
 }
 /* Self-attention's key/value heads (kv_heads, 0 meaning heads). */
 static inline int clf_config_kv_heads(const clf_model_config *c)

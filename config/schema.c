@@ -32,7 +32,7 @@ static const char *const tokenizer_names[] = {"char", "byte", "bpe", "wordpiece"
 static const char *const positional_names[] = {"learned", "sinusoidal", "rope", "alibi",
                                                "t5",      "relative",   NULL};
 static const char *const rope_scaling_names[] = {"none", "linear", "ntk", "yarn", NULL};
-static const char *const attention_names[] = {"softmax", "linformer", NULL};
+static const char *const attention_names[] = {"softmax", "linformer", "performer", NULL};
 static const char *const activation_names[] = {"relu", "gelu", "gelu_tanh", "swiglu", NULL};
 static const char *const norm_names[] = {"none", "layernorm", "rmsnorm", NULL};
 static const char *const placement_names[] = {"pre", "post", NULL};
@@ -131,6 +131,8 @@ static const clf_cfg_field attention_t[] = {
     T_INT("block", blocks.attention.block, 16, 128),
     T_ENUM("type", blocks.attention.type, attention_names, 0),
     T_INT("proj", blocks.attention.proj, 0, 1 << 20),
+    T_INT("features", blocks.attention.features, 0, 256),
+    T_INT("redraw", blocks.attention.redraw, 0, 1 << 30),
     T_END,
 };
 static const clf_cfg_field ffn_t[] = {
@@ -315,6 +317,7 @@ void clf_config_defaults(clf_model_config *c)
     c->blocks.attention.dropout = 0.0;
     c->blocks.attention.bias = 1;
     c->blocks.attention.block = 64;
+    c->blocks.attention.redraw = 1000;
     c->blocks.ffn.hidden = 0; /* 4 * dim */
     c->blocks.ffn.activation = CLF_FFN_GELU;
     c->blocks.ffn.bias = 1;

@@ -163,6 +163,26 @@ static clf_status check_sparse_packing(const clf_model_config *c, const vstate *
                        "blocks.attention.type: linformer trains in train.precision fp32, not %s",
                        c->train.precision == CLF_PRECISION_BF16 ? "bf16" : "fp16");
     }
+    if (at->type == CLF_ATTN_PERFORMER) {
+        const clf_positional_type pt = c->positional.type;
+        const char *why =
+            pt == CLF_POS_ALIBI || pt == CLF_POS_T5 || pt == CLF_POS_RELATIVE
+                ? "positional.type: alibi, t5 and relative act on the scores, which "
+                  "random features never form (learned, sinusoidal or rope)"
+            : at->window > 0 || at->global > 0 || at->stride > 0 || at->random_blocks > 0
+                ? "a window or sparse pattern selects scores, which random features "
+                  "never form"
+            : clf_config_kv_heads(c) != at->heads
+                ? "one key/value head per query head (kv_heads = heads)"
+            : at->dropout > 0  ? "no attention dropout (there are no probabilities)"
+            : c->train.packing ? "no train.packing (documents need per-document sums)"
+            : c->train.precision != CLF_PRECISION_FP32 ? "train.precision fp32"
+            : c->embedding.dim / at->heads > 256       ? "a head size of at most 256"
+                                                       : NULL;
+        if (why != NULL)
+            return bad(v, OFF(blocks.attention.type), NONE,
+                       "blocks.attention.type: performer needs %s", why);
+    }
     if (at->block % 16 != 0)
         return bad(v, OFF(blocks.attention.block), NONE,
                    "blocks.attention.block: expected a multiple of 16 in [16, 128], got %d",

@@ -59,5 +59,7 @@
 #define FA_NBK_MAX 64        /* relative-bias buckets its backward sums per row, at most */
 #define FA_QRW_MAX 129       /* Shaw relative positions: 2 max_distance + 1, at most */
 #define ATTN_ITEM_HS_MAX 256 /* item-shaped decoding's head size limit */
+#define PERF_M_MAX 256       /* Performer's random features, at most (private arrays) */
+#define PERF_HS1_MAX 257     /* Performer's head size + 1, at most */
 
 #endif

@@ -23,6 +23,14 @@
     K(RELBIAS_TABLE, "attention", "attn_relbias_table")                                            \
     K(SPARSE_KEEP, "attention", "attn_sparse_keep")                                                \
     K(ROWS_MASK, "attention", "attn_rows_mask")                                                    \
+    K(PERF_PHI, "attention", "perf_phi")                                                           \
+    K(PERF_BHMAX, "attention", "perf_bhmax")                                                       \
+    K(PERF_FWD, "attention", "perf_fwd")                                                           \
+    K(PERF_OUT, "attention", "perf_out")                                                           \
+    K(PERF_BWD_ROWS, "attention", "perf_bwd_rows")                                                 \
+    K(PERF_DFQ, "attention", "perf_dfq")                                                           \
+    K(PERF_DKV, "attention", "perf_dkv")                                                           \
+    K(PERF_DPHI, "attention", "perf_dphi")                                                         \
     K(REL_QR, "attention", "attn_rel_qr")                                                          \
     K(REL_DQ, "attention", "attn_rel_dq")                                                          \
     K(REL_DR, "attention", "attn_rel_dr")                                                          \

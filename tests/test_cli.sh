@@ -254,6 +254,11 @@ section_decoder() {
   expect "sparse attention trains and evaluates" 0 "step 4: val loss [0-9.]+"
   run "$BIN" sample "$TMP/sparse" --prompt "ROMEO:" --tokens 60 --seed 3 "${DEV[@]}"
   expect "sparse attention samples past its first blocks (the cache's keep rows)" 0 "^ROMEO:"
+  # Performer attention: trains, evaluates, samples from the checkpoint's features
+  run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/performer" --set train.steps=4 --set train.eval.every=4 --set blocks.attention.type=performer --set blocks.attention.features=16 --set blocks.attention.redraw=2 "${DEV[@]}"
+  expect "performer attention trains and evaluates" 0 "step 4: val loss [0-9.]+"
+  run "$BIN" sample "$TMP/performer" --prompt "ROMEO:" --tokens 30 --seed 3 "${DEV[@]}"
+  expect "performer attention samples (the saved draw of its features)" 0 "^ROMEO:"
   # ---- checksums: one flipped byte in a tensor is caught, naming it -----------------
   # flip FILE TENSOR: xor one byte in the middle of TENSOR's data
   flip() {

@@ -446,8 +446,13 @@ static void test_overrides(void)
         {"blocks.attention.type=linformer",
          "blocks.attention.type: linformer projects an encoder's keys and values along the "
          "sequence (kind encoder), not kind decoder"},
-        {"blocks.attention.type=performer",
-         "blocks.attention.type: expected one of: softmax, linformer; got 'performer'"},
+        {"blocks.attention={type: performer, window: 8}",
+         "blocks.attention.type: performer needs a window or sparse pattern selects scores, which "
+         "random features never form"},
+        {"blocks.attention={type: performer, dropout: 0.1}",
+         "blocks.attention.type: performer needs no attention dropout"},
+        {"blocks.attention.features=257", "blocks.attention.features: expected an integer in [0, "
+                                          "256]"},
         {"blocks.attention.random_blocks=65",
          "blocks.attention.random_blocks: expected an integer in [0, 64]"},
         {"train.steps.x=1", "train.steps is a value, not a section"},

@@ -191,6 +191,25 @@ static const variant variants[] = {
      {"model.blocks.attention.type=linformer", "model.blocks.attention.proj=4",
       "model.head.pool=mean", "model.blocks.attention.dropout=0.2",
       "model.blocks.attention.heads=4", "model.blocks.attention.kv_heads=2", NULL}},
+    {"encoder classifier with Performer attention (16 random features), padding, mean pooling",
+     K_CLS,
+     7,
+     0,
+     {"model.blocks.attention.type=performer", "model.blocks.attention.features=16",
+      "model.head.pool=mean", NULL}},
+    {"encoder-decoder with Performer self-attention (both ways in the encoder, causal in the "
+     "decoder; 8 features), rope, S 6 != T 5",
+     K_S2S,
+     6,
+     5,
+     {"model.blocks.attention.type=performer", "model.blocks.attention.features=8",
+      "model.positional.type=rope", NULL}},
+    {"decoder with Performer attention (12 features), post-LN, learned positions",
+     K_DEC,
+     0,
+     8,
+     {"model.blocks.attention.type=performer", "model.blocks.attention.features=12",
+      "model.blocks.norm.placement=post", NULL}},
     {"encoder classifier with linformer (proj 3), [CLS] pooling, post-LN, sinusoidal",
      K_CLS,
      6,
@@ -461,17 +480,17 @@ static double rel_l2(const float *g, const float *ref, size_t n)
  * the plan's activation memory falls wherever something is stored in 16
  * bits (variants with post-norm and SwiGLU or hidden dropout store
  * nothing: equal). */
-static int uses_linformer(const variant *v)
+static int fp32_only(const variant *v)
 {
     for (int i = 0; v->sets[i] != NULL; i++)
-        if (strstr(v->sets[i], "linformer") != NULL)
+        if (strstr(v->sets[i], "linformer") != NULL || strstr(v->sets[i], "performer") != NULL)
             return 1;
     return 0;
 }
 
 static void check_precision(clf_runtime *rt, const variant *v, int vi)
 {
-    if (uses_linformer(v)) { /* fp32 only: 16-bit storage is refused (test_config) */
+    if (fp32_only(v)) { /* fp32 only: 16-bit storage is refused (test_config) */
         clf_model_config cfg;
         clf_error e;
         clf_model *m = NULL;

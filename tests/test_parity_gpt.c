@@ -74,11 +74,17 @@
 
 static void die(clf_status st, const clf_error *e, const char *what) { tu_ok(st, e, what); }
 
-/* A fixture's sparse attention blocks (random_blocks) into m. */
-static void set_blocks(clf_model *m, clf_st_reader *r)
+/* A fixture's sparse attention blocks (random_blocks) and Performer
+ * features (performer_om) into m. */
+static void set_blocks(clf_model *m, clf_st_reader *r, int features)
 {
     clf_error e;
     size_t n = 0;
+    if (features && clf_st_reader_find(r, "performer_om") != NULL) {
+        float *om = pu_read(r, "performer_om", &n);
+        die(clf_model_set_performer_features(m, om, n, &e), &e, "performer features");
+        free(om);
+    }
     if (clf_st_reader_find(r, "random_blocks") == NULL)
         return;
     int32_t *rb = pu_read(r, "random_blocks", &n);
@@ -93,7 +99,7 @@ static clf_model *build(clf_runtime *rt, const clf_model_config *cfg, int V, int
     clf_error e;
     die(clf_model_create(rt, cfg, V, B, flags, &m, &e), &e, "clf_model_create");
     pu_load_params(m, r);
-    set_blocks(m, r);
+    set_blocks(m, r, 1);
     return m;
 }
 
@@ -418,8 +424,9 @@ static void determinism(clf_runtime *rt, const char *name, const char *extra)
     /* exercise every dropout site */
     const char *sets[] = {"model.embedding.dropout=0.1", "model.blocks.dropout=0.1",
                           "model.blocks.attention.dropout=0.1", "model.blocks.ffn.dropout=0.1"};
-    for (int i = 0; i < 4; i++)
-        die(clf_config_set(&cfg, sets[i], &e), &e, sets[i]);
+    for (int i = 0; i < 4; i++) /* Performer has no attention probabilities to drop */
+        if (i != 2 || cfg.blocks.attention.type != CLF_ATTN_PERFORMER)
+            die(clf_config_set(&cfg, sets[i], &e), &e, sets[i]);
     const int B = 4, T = cfg.context, V = 65; /* gpt_s: 48 */
     size_t n = 4096;
     int32_t *data = malloc(n * sizeof *data);
@@ -433,7 +440,10 @@ static void determinism(clf_runtime *rt, const char *name, const char *extra)
     float a[20], b[10];
     clf_model *m = NULL;
     die(clf_model_create(rt, &cfg, V, B, CLF_MODEL_TRAIN, &m, &e), &e, "create");
-    set_blocks(m, r); /* the fixture's, not those drawn from the seed: the checkpoint keeps them */
+    /* the fixture's random blocks, not those drawn from the seed: the
+     * checkpoint keeps them; Performer's features its own, redrawn from the
+     * seed on the schedule */
+    set_blocks(m, r, 0);
     clf_st_reader_destroy(r);
     const int32_t *rb0 = NULL;
     size_t nrb = 0;
@@ -487,6 +497,10 @@ static void determinism(clf_runtime *rt, const char *name, const char *extra)
     for (int i = 0; i < 10; i++)
         printf("  step %2d: %.9g  resumed %.9g\n", 10 + i, a[10 + i], b[i]);
     TU_CHECK(same, "%s: 10 steps after reloading a checkpoint are bit-identical", name);
+    if (cfg.blocks.attention.type == CLF_ATTN_PERFORMER && cfg.blocks.attention.redraw > 0)
+        TU_CHECK(clf_model_performer_draw(m) == 19 / cfg.blocks.attention.redraw,
+                 "%s: the features were drawn again every %d steps (draw %lld at step 19)", name,
+                 cfg.blocks.attention.redraw, (long long)clf_model_performer_draw(m));
     TU_CHECK(a[19] < a[0], "the loss falls while training with dropout (%.4f -> %.4f)", a[0],
              a[19]);
     clf_model_destroy(m);
@@ -593,6 +607,7 @@ int main(void)
     parity(rt, "gpt_p"); /* packed documents, learned positions */
     parity(rt, "gpt_q"); /* packed documents, RoPE, multi-query */
     parity(rt, "gpt_s"); /* sparse attention: window, global keys, stride, random blocks */
+    parity(rt, "gpt_f"); /* Performer */
     determinism(rt, "gpt_a", NULL);
     determinism(rt, "gpt_g", NULL);
     determinism(rt, "gpt_g", "train.optimizer.layer_decay=0.7");
@@ -603,6 +618,7 @@ int main(void)
     determinism(rt, "gpt_p", NULL);
     determinism(rt, "gpt_q", NULL);
     determinism(rt, "gpt_s", NULL);
+    determinism(rt, "gpt_f", "model.blocks.attention.redraw=3");
     check_ema(rt);
     clf_runtime_destroy(rt);
     return tu_finish();

@@ -212,6 +212,11 @@ static int node_kept(clf_model *m, const mi_node *n, mi_tensor *k)
             KEEP(&a->atty, R * C, s->act16);
             if (s->lin_k > 0)
                 KEEP(&a->lkv, (size_t)s->B * (size_t)s->lin_k * 2 * mi_kv_cols(s), s->act16);
+            if (s->perf_m > 0) {
+                KEEP(&a->pfq, R * NH * (size_t)s->perf_m, CLF_DT_F32);
+                KEEP(&a->pfk, R * NH * (size_t)s->perf_m, CLF_DT_F32);
+                KEEP(&a->pnd, R * NH * (size_t)(s->HS + 1), CLF_DT_F32);
+            }
         } else if (n->kind == MI_NODE_CROSS) {
             KEEP(&a->xq, R * C, s->act16);
             KEEP(&a->xkv, s->rows_src * 2 * C, s->act16);
@@ -440,6 +445,12 @@ static clf_status alloc_io(clf_model *m, clf_error *err)
     if (s->pos == MI_POS_REL &&
         (st = carve(m, &m->rel_qr, R * (size_t)s->NH * (size_t)(2 * s->relk + 1), err)) != CLF_OK)
         return st;
+    if (s->perf_m > 0 && /* performer's features and forward scratch */
+        ((st = carve(m, &m->perf_om, (size_t)s->L * (size_t)s->perf_m * (size_t)s->HS, err)) !=
+             CLF_OK ||
+         (st = carve(m, &m->perf_cmax, B * (size_t)s->NH, err)) != CLF_OK ||
+         (st = carve(m, &m->perf_rmax, R * (size_t)s->NH, err)) != CLF_OK))
+        return st;
     if (s->sp_bs > 0) { /* sparse patterns' block table; decoding's keep rows */
         m->sp_nb = ((size_t)s->Tmax + (size_t)s->sp_bs - 1) / (size_t)s->sp_bs;
         if ((st = carve(m, &m->sp_table, m->sp_nb * (size_t)s->rnd + 1, err)) != CLF_OK ||
@@ -513,6 +524,11 @@ static clf_status alloc_grads(clf_model *m, clf_error *err)
         (st = carve(m, &m->dsum, R * NH, err)) != CLF_OK)
         return st;
     if (s->NKV < s->NH && (st = carve_t(m, &m->dkv_full, R * 2 * C, s->act16, err)) != CLF_OK)
+        return st;
+    if (s->perf_m > 0 &&
+        ((st = carve(m, &m->perf_u, R * NH * (size_t)(s->HS + 1), err)) != CLF_OK ||
+         (st = carve(m, &m->perf_dfq, R * NH * (size_t)s->perf_m, err)) != CLF_OK ||
+         (st = carve(m, &m->perf_dfk, R * NH * (size_t)s->perf_m, err)) != CLF_OK))
         return st;
     if (s->lin_k > 0 &&
         (st = carve_t(m, &m->lin_dkv, (size_t)s->B * (size_t)s->lin_k * 2 * mi_kv_cols(s), s->act16,

@@ -106,6 +106,27 @@ static clf_status attn_bwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
 
     if ((st = attn_out_bwd(m, n, &L[1], MI_SITE_ATTN_OUT, err)) != CLF_OK)
         return st;
+    if (s->perf_m > 0) { /* performer: through the features kept by the forward */
+        const clf_performer pf = mi_perf_desc(m, l, B, T, T, 0);
+        const clf_performer_grad pg = {.dy = L[1].dx.p,
+                                       .dq = dqkv,
+                                       .dk = clf_ptr_at(dqkv, C),
+                                       .dv = clf_ptr_at(dqkv, 2 * C),
+                                       .u = m->perf_u,
+                                       .dfq = m->perf_dfq,
+                                       .dfk = m->perf_dfk,
+                                       .dq_stride = QKV,
+                                       .dkv_stride = QKV};
+        const clf_heads hq = {dqkv, s->act16, B, T, NH, HS, QKV};
+        const clf_heads hk = {clf_ptr_at(dqkv, C), s->act16, B, T, NKV, HS, QKV};
+        const clf_ptr pos = mi_doc_pos(m, n->stk->src);
+        if ((st = clf_op_performer_backward(m->rt, &pf, &pg, err)) != CLF_OK ||
+            (s->pos == MI_POS_ROPE &&
+             ((st = clf_op_rope_t(m->rt, &hq, 0, pos, &s->rope, 1, err)) != CLF_OK ||
+              (st = clf_op_rope_t(m->rt, &hk, 0, pos, &s->rope, 1, err)) != CLF_OK)))
+            return st;
+        return linear_bwd(m, &L[0], err);
+    }
     clf_attn_fused f = mi_attn_self(m, l, B, T, 1);
     f.rb = m->rel_rb;
     f.qr = m->rel_qr;

@@ -267,6 +267,110 @@ static clf_status upload_sparse(clf_model *m, clf_error *err)
                             nb * R * sizeof *m->sp_rnd, err);
 }
 
+static double normal01(uint64_t *x);
+
+/* Performer: one layer's features [m, HS] from seed: blocks of HS rows,
+ * each the Gram-Schmidt orthonormalisation of Gaussian rows (the last
+ * block cut to what is left), every row then scaled by the norm of a
+ * Gaussian vector of HS entries (FAVOR+'s orthogonal random features:
+ * the rows' lengths as independent Gaussian rows have them). */
+static void perf_draw_layer(float *om, size_t m, size_t HS, uint64_t seed)
+{
+    uint64_t x = seed;
+    double *blk = malloc(HS * HS * sizeof *blk);
+    if (blk == NULL)
+        return;
+    for (size_t r0 = 0; r0 < m; r0 += HS) {
+        for (size_t i = 0; i < HS * HS; i++)
+            blk[i] = normal01(&x);
+        for (size_t i = 0; i < HS; i++) { /* Gram-Schmidt, twice for accuracy */
+            double *ri = blk + i * HS;
+            for (int pass = 0; pass < 2; pass++)
+                for (size_t j = 0; j < i; j++) {
+                    const double *rj = blk + j * HS;
+                    double d = 0;
+                    for (size_t k = 0; k < HS; k++)
+                        d += ri[k] * rj[k];
+                    for (size_t k = 0; k < HS; k++)
+                        ri[k] -= d * rj[k];
+                }
+            double n = 0;
+            for (size_t k = 0; k < HS; k++)
+                n += ri[k] * ri[k];
+            n = sqrt(n);
+            for (size_t k = 0; k < HS; k++)
+                ri[k] /= n > 0 ? n : 1;
+        }
+        for (size_t i = 0; i < HS && r0 + i < m; i++) {
+            double len = 0;
+            for (size_t k = 0; k < HS; k++) {
+                const double g = normal01(&x);
+                len += g * g;
+            }
+            len = sqrt(len);
+            for (size_t k = 0; k < HS; k++)
+                om[(r0 + i) * HS + k] = (float)(blk[i * HS + k] * len);
+        }
+    }
+    free(blk);
+}
+
+clf_status mi_perf_sync(clf_model *m, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    if (s->perf_m == 0 || m->perf_fixed)
+        return CLF_OK;
+    const int64_t want = m->perf_pin >= 0     ? m->perf_pin
+                         : s->perf_redraw > 0 ? (int64_t)(m->state.step / (uint64_t)s->perf_redraw)
+                                              : 0;
+    if (want == m->perf_draw)
+        return CLF_OK;
+    const size_t per = (size_t)s->perf_m * (size_t)s->HS;
+    float *om = malloc((size_t)s->L * per * sizeof *om);
+    if (om == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    for (int l = 0; l < s->L; l++) {
+        uint64_t h = s->seed ^ 0x9E3779B97F4A7C15ull * (uint64_t)(l + 1);
+        h = clf_splitmix64_next(&h) ^ (uint64_t)want * 0xD1B54A32D192ED03ull;
+        perf_draw_layer(om + (size_t)l * per, (size_t)s->perf_m, (size_t)s->HS, h);
+    }
+    clf_status st = m->rt == NULL
+                        ? CLF_OK
+                        : clf_buffer_write(m->rt, m->perf_om.buf, m->perf_om.off * sizeof(float),
+                                           om, (size_t)s->L * per * sizeof *om, err);
+    free(om);
+    if (st == CLF_OK)
+        m->perf_draw = want;
+    return st;
+}
+
+int64_t clf_model_performer_draw(const clf_model *m) { return m->s.perf_m ? m->perf_draw : -1; }
+
+void clf_model_pin_performer_draw(clf_model *m, int64_t draw)
+{
+    if (m->s.perf_m && !(m->flags & CLF_MODEL_TRAIN))
+        m->perf_pin = draw;
+}
+
+clf_status clf_model_set_performer_features(clf_model *m, const float *om, size_t n, clf_error *err)
+{
+    const size_t per = (size_t)m->s.perf_m * (size_t)m->s.HS;
+    if (m->s.perf_m == 0 || n != per)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "performer features: the model takes [%d, %d] per layer, got %zu "
+                             "values",
+                             m->s.perf_m, m->s.HS, n);
+    for (int l = 0; l < m->s.L; l++) {
+        clf_status st = clf_buffer_write(m->rt, m->perf_om.buf,
+                                         (m->perf_om.off + (size_t)l * per) * sizeof(float), om,
+                                         per * sizeof *om, err);
+        if (st != CLF_OK)
+            return st;
+    }
+    m->perf_fixed = 1;
+    return CLF_OK;
+}
+
 clf_status clf_model_sparse_blocks(const clf_model *m, const int32_t **rnd, size_t *n)
 {
     *rnd = m->sp_rnd;
@@ -486,6 +590,7 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
         return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
     m->rt = rt;
     m->s = *s;
+    m->perf_draw = m->perf_pin = -1;
     if (!(flags & CLF_MODEL_TRAIN))
         m->s.act16 = CLF_DT_F32; /* train.precision is a training setting */
     m->flags = flags;

@@ -95,6 +95,21 @@ static clf_status rope_of_config(const clf_positional_config *p, int T, int HS, 
     return clf_error_set(err, CLF_ERR_CONFIG, "positional.rope_scaling.type: unknown value");
 }
 
+/* What self-attention computes: the window, sparse patterns, linformer's
+ * rows, performer's features. */
+static void spec_attention(mi_spec *s, const clf_model_config *cfg)
+{
+    const clf_attention_config *a = &cfg->blocks.attention;
+    s->window = a->window;
+    s->glob = a->global;
+    s->stride = a->stride;
+    s->rnd = a->random_blocks;
+    s->sp_bs = s->glob > 0 || s->stride > 0 || s->rnd > 0 ? a->block : 0;
+    s->lin_k = clf_config_linformer_rows(cfg);
+    s->perf_m = clf_config_performer_features(cfg);
+    s->perf_redraw = a->redraw;
+}
+
 static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
                                    const clf_model_limits *lim, mi_spec *s, clf_model_optim *o,
                                    clf_error *err)
@@ -215,12 +230,7 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     s->tied = s->head == MI_HEAD_LM && cfg->head.tie_embedding != 0;
     s->shared_emb = s->kind == MI_KIND_ENCDEC && cfg->share_embeddings != 0;
     s->causal = s->kind != MI_KIND_ENCODER && bk->attention.causal != 0;
-    s->window = bk->attention.window;
-    s->glob = bk->attention.global;
-    s->stride = bk->attention.stride;
-    s->rnd = bk->attention.random_blocks;
-    s->sp_bs = s->glob > 0 || s->stride > 0 || s->rnd > 0 ? bk->attention.block : 0;
-    s->lin_k = clf_config_linformer_rows(cfg);
+    spec_attention(s, cfg);
     s->recompute = cfg->train.recompute == CLF_RECOMPUTE_BLOCK       ? MI_RECOMPUTE_BLOCK
                    : cfg->train.recompute == CLF_RECOMPUTE_ATTENTION ? MI_RECOMPUTE_ATTN
                                                                      : MI_RECOMPUTE_NONE;
@@ -234,6 +244,9 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     if (s->lin_k > 0 && (s->act16 != CLF_DT_F32 || s->kind != MI_KIND_ENCODER))
         return clf_error_set(err, CLF_ERR_CONFIG,
                              "blocks.attention.type linformer: an encoder in train.precision fp32");
+    if (s->perf_m > 0 && s->act16 != CLF_DT_F32)
+        return clf_error_set(err, CLF_ERR_CONFIG,
+                             "blocks.attention.type performer: train.precision fp32");
 
     const clf_optimizer_config *oc = &cfg->train.optimizer;
     o->beta1 = (float)oc->betas[0];
@@ -373,6 +386,7 @@ clf_status clf_model_check_config(const clf_model *m, const clf_model_config *cf
         {"blocks.attention.random_blocks", a->rnd, s.rnd},
         {"blocks.attention.block (when sparse)", a->sp_bs, s.sp_bs},
         {"blocks.attention.proj (linformer)", a->lin_k, s.lin_k},
+        {"blocks.attention.features (performer)", a->perf_m, s.perf_m},
         {"blocks.norm.type (index)", a->norm, s.norm},
         {"blocks.norm.bias", a->norm_bias, s.norm_bias},
         {"blocks.norm.placement (1 = post)", a->norm_post, s.norm_post},

@@ -368,6 +368,47 @@ clf_status mi_rel_qr(clf_model *m, int l, const clf_heads *hq, size_t *W, clf_er
                          1.0f / sqrtf((float)m->s.HS), err);
 }
 
+clf_performer mi_perf_desc(const clf_model *m, int l, size_t B, size_t T, size_t S, int cache)
+{
+    const mi_spec *s = &m->s;
+    const mi_block_a *a = &m->ba[l];
+    const size_t C = (size_t)s->C, QKV = mi_qkv_cols(s), HS = (size_t)s->HS;
+    const size_t Tmax = (size_t)s->Tmax, NH = (size_t)s->NH;
+    const int enc = m->bp[l].is_enc;
+    clf_performer p = {.y = a->atty,
+                       .q = a->qkv,
+                       .k = clf_ptr_at(a->qkv, C),
+                       .v = clf_ptr_at(a->qkv, 2 * C),
+                       .om = clf_ptr_at(m->perf_om, (size_t)l * (size_t)s->perf_m * HS),
+                       .fq = a->pfq,
+                       .fk = a->pfk,
+                       .nd = a->pnd,
+                       .cmax = m->perf_cmax,
+                       .rmax = m->perf_rmax,
+                       .y_stride = C,
+                       .q_stride = QKV,
+                       .kv_stride = QKV,
+                       .B = B,
+                       .NH = NH,
+                       .T = T,
+                       .S = S,
+                       .HS = HS,
+                       .m = (size_t)s->perf_m,
+                       .causal = !enc && s->causal};
+    if (enc) { /* the source's padding */
+        p.keep = mi_at(m->src_keep, 0);
+        p.keep_stride = T;
+    }
+    if (cache) { /* keys and values from the caches [B, NH, Tmax, HS] */
+        p.k = mi_at(a->kcache, 0);
+        p.v = mi_at(a->vcache, 0);
+        p.kv_stride = HS;
+        p.kv_head_stride = Tmax * HS;
+        p.kv_batch_stride = NH * Tmax * HS;
+    }
+    return p;
+}
+
 /* Node n's self-attention: in [B*T, C] -> out [B*T, C] = resid +
  * dropout(attention's projection) (proj_residual; with MI_PASS_ATTN_ONLY
  * the attention alone). Encoder blocks attend in both directions over the
@@ -405,7 +446,11 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
         ((st = clf_op_kv_store(m->rt, mi_at(a->kcache, 0), &hk, Tmax, pos0, err)) != CLF_OK ||
          (st = clf_op_kv_store(m->rt, mi_at(a->vcache, 0), &hv, Tmax, pos0, err)) != CLF_OK))
         return st;
-    if (cache && T == 1) {
+    if (s->perf_m > 0) { /* performer: through random features, prefix sums */
+        const clf_performer pf = mi_perf_desc(m, l, B, T, S, cache);
+        if ((st = clf_op_performer_forward(m->rt, &pf, err)) != CLF_OK)
+            return st;
+    } else if (cache && T == 1) {
         /* one new position: flash-decoding over the cache */
         clf_attn_decode ad = {.out = atty,
                               .q = qkv,
@@ -664,6 +709,8 @@ clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err)
     /* cached decoding attends over the source mi_encode cached */
     p.S = cache ? m->enc_S : m->cur_S;
     clf_status st = mi_weights_sync(m, err);
+    if (st == CLF_OK)
+        st = mi_perf_sync(m, err);
     for (int i = 0; i < m->n_nodes && st == CLF_OK; i++)
         if (!(cache && m->nodes[i].stk->src)) /* the encoder ran once, in mi_encode */
             st = mi_node_forward(m, &m->nodes[i], &p, err);
@@ -678,6 +725,8 @@ clf_status mi_encode(clf_model *m, int Bi, int Si, clf_error *err)
     clf_ptr scratch = m->qkv;
     clf_status st;
     const mi_pass p = {.B = Bi, .S = Si};
+    if ((st = mi_perf_sync(m, err)) != CLF_OK)
+        return st;
     for (int i = 0; i < m->n_nodes; i++)
         if (m->nodes[i].stk->src && m->nodes[i].kind != MI_NODE_HEAD &&
             (st = mi_node_forward(m, &m->nodes[i], &p, err)) != CLF_OK)

@@ -362,6 +362,15 @@ clf_status clf_model_ema_swap(clf_model *m, clf_error *err);
  * block at or before its query block, or -1; the block table is rebuilt). */
 clf_status clf_model_sparse_blocks(const clf_model *m, const int32_t **rnd, size_t *n);
 clf_status clf_model_set_sparse_blocks(clf_model *m, const int32_t *rnd, size_t n, clf_error *err);
+/* Performer (blocks.attention.type performer): the features' draw the model
+ * holds (-1 none yet, or not a performer), drawn from train.seed, the layer
+ * and draw step / redraw; an inference model pins a checkpoint's draw;
+ * clf_model_set_performer_features gives every layer om [features, head
+ * size] and stops redrawing (tests, fixtures). */
+int64_t clf_model_performer_draw(const clf_model *m);
+void clf_model_pin_performer_draw(clf_model *m, int64_t draw);
+clf_status clf_model_set_performer_features(clf_model *m, const float *om, size_t n,
+                                            clf_error *err);
 /* A config's sparse pattern at its full context, with the random blocks
  * the model would draw: *visited of the *pairs causal block pairs have a
  * key some query sees (the pairs the fused kernels visit; 0 and 0 without

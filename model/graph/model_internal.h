@@ -91,6 +91,8 @@ typedef struct mi_spec {
     int rnd;           /* random key blocks per query block */
     int sp_bs;         /* block size of the sparse patterns; 0: none */
     int lin_k;         /* linformer: keys and values projected to lin_k rows; 0: softmax */
+    int perf_m;        /* performer: random features per head; 0: softmax */
+    int perf_redraw;   /* performer: steps between redraws of the features; 0: never */
     int recompute;     /* MI_RECOMPUTE_*: what blocks share and backward recomputes */
     clf_dtype act16;   /* train.precision's storage (a training model only, else
                         * CLF_DT_F32) of the activations only GEMMs and the attention read
@@ -200,6 +202,9 @@ typedef struct mi_block_a {
     clf_buffer *xkcache; /* [Bmax, NH, Smax, HS] inference only: the projected memory */
     clf_buffer *xvcache;
     clf_ptr lkv; /* linformer: [B, lin_k, 2 KC] the projected keys, then values */
+    /* performer: the queries' and keys' features [B*NH*rows, m] and the rows'
+     * numerators and denominator [B*NH*rows, HS + 1] (clf_performer's) */
+    clf_ptr pfq, pfk, pnd;
 } mi_block_a;
 
 /* A stack of blocks with its embedding and its final norm. */
@@ -414,6 +419,14 @@ struct clf_model {
     clf_ptr sp_table, sp_keep;
     clf_ptr lin_dkv; /* linformer's backward: [B, lin_k, 2 KC] the projected keys' and
                         values' gradients */
+    /* performer: every layer's features om [L, m, HS]; the draw they hold (-1
+     * none yet; the draw a model follows is its step / redraw, or pinned by
+     * a checkpoint for inference, or fixed by clf_model_set_performer_
+     * features); scratch cmax [B*NH], rmax [rows*NH], and the backward's u
+     * [rows*NH, HS + 1], dfq, dfk [rows*NH, m] */
+    clf_ptr perf_om, perf_cmax, perf_rmax, perf_u, perf_dfq, perf_dfk;
+    int64_t perf_draw, perf_pin;
+    int perf_fixed;
     int32_t *sp_rnd;
     size_t sp_nb;
 
@@ -537,6 +550,12 @@ clf_status mi_node_forward(clf_model *m, const mi_node *n, const mi_pass *ps, cl
 clf_status mi_encode(clf_model *m, int B, int S, clf_error *err);
 /* GEMM through the runtime (clf_gemm). */
 clf_status mi_gemm(clf_model *m, const clf_gemm_desc *d, clf_error *err);
+/* Performer: every layer's features made current (drawn again when the
+ * draw the model follows changed; a no-op otherwise). */
+clf_status mi_perf_sync(clf_model *m, clf_error *err);
+/* Block l's performer over B sequences of T queries and S keys (cache: the
+ * keys and values in the KV caches). */
+clf_performer mi_perf_desc(const clf_model *m, int l, size_t B, size_t T, size_t S, int cache);
 /* Linformer (s.lin_k, encoder blocks): block l's keys and values of B
  * sequences of T rows, the padding's zeroed in qkv, projected along the
  * sequence into lkv; and backward from lin_dkv: E's and F's gradients

@@ -268,6 +268,156 @@ clf_status clf_op_relbias_table(clf_runtime *rt, clf_ptr rb, clf_ptr rbk, clf_pt
     return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(a), a, err);
 }
 
+/* One launch of a 1-D Performer kernel over n work-items. */
+static clf_status perf_launch(clf_runtime *rt, clf_kernel_id id, size_t n, int nargs,
+                              const clf_arg *args, clf_error *err)
+{
+    clf_kernel *k = NULL;
+    clf_status st = clf_kernel_of(rt, id, &k, err);
+    if (st != CLF_OK || n == 0)
+        return st;
+    size_t local = clf_ops_local_1d(rt, k);
+    size_t global = (n + local - 1) / local * local;
+    return clf_kernel_launch(rt, k, 1, &global, &local, nargs, args, err);
+}
+
+static size_t perf_kvb(const clf_performer *p)
+{
+    return p->kv_batch_stride ? p->kv_batch_stride : p->S * p->kv_stride;
+}
+static size_t perf_kvh(const clf_performer *p)
+{
+    return p->kv_head_stride ? p->kv_head_stride : p->HS;
+}
+
+static clf_status perf_check(const clf_performer *p, clf_error *err)
+{
+    if (p->HS == 0 || p->m == 0 || p->m > PERF_M_MAX || p->HS + 1 > PERF_HS1_MAX || p->S == 0 ||
+        p->T > p->S || (!p->causal && p->T != p->S && p->keep.buf != NULL) ||
+        p->B * p->NH * p->S * (p->m + p->HS + 1) > 0xFFFFFFFFu || p->q_stride < p->NH * p->HS ||
+        p->y_stride < p->NH * p->HS)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "performer: head size %zu (at most %d), %zu features (at most %d), "
+                             "T %zu <= S %zu and row strides of at least NH*HS",
+                             p->HS, PERF_HS1_MAX - 1, p->m, PERF_M_MAX, p->T, p->S);
+    return CLF_OK;
+}
+
+/* Features of x (rows of R per (b, h)) in mode 0 (queries), 1 (keys) or 2
+ * (the keys' row maxima into cmax). */
+static clf_status perf_phi(clf_runtime *rt, const clf_performer *p, clf_ptr f, clf_ptr x, size_t xs,
+                           size_t xb, size_t xh, size_t R, clf_ptr cmax, int mode, clf_error *err)
+{
+    const int has_keep = mode != 0 && p->keep.buf != NULL;
+    const clf_ptr keep = has_keep ? p->keep : x;
+    clf_arg a[] = {CLF_ARG_PTR(f),        CLF_ARG_PTR(x),
+                   CLF_ARG_U64(xs),       CLF_ARG_U64(xb),
+                   CLF_ARG_U64(xh),       CLF_ARG_U32(p->B),
+                   CLF_ARG_U32(p->NH),    CLF_ARG_U32(1),
+                   CLF_ARG_U32(R),        CLF_ARG_U32(p->HS),
+                   CLF_ARG_U32(p->m),     CLF_ARG_PTR(p->om),
+                   CLF_ARG_PTR(keep),     CLF_ARG_U64(p->keep_stride),
+                   CLF_ARG_I32(has_keep), CLF_ARG_PTR(cmax),
+                   CLF_ARG_I32(mode)};
+    return perf_launch(rt, CLF_K_PERF_PHI, p->B * p->NH * R, CLF_NARGS(a), a, err);
+}
+
+clf_status clf_op_performer_forward(clf_runtime *rt, const clf_performer *p, clf_error *err)
+{
+    clf_status st = perf_check(p, err);
+    if (st != CLF_OK)
+        return st;
+    const size_t BH = p->B * p->NH, kb = perf_kvb(p), kh = perf_kvh(p);
+    if ((st = perf_phi(rt, p, p->fq, p->q, p->q_stride, p->T * p->q_stride, p->HS, p->T, p->cmax, 0,
+                       err)) != CLF_OK ||
+        (st = perf_phi(rt, p, p->fk, p->k, p->kv_stride, kb, kh, p->S, p->rmax, 2, err)) != CLF_OK)
+        return st;
+    clf_arg mx[] = {CLF_ARG_PTR(p->cmax), CLF_ARG_PTR(p->rmax), CLF_ARG_U32(BH), CLF_ARG_U32(p->S)};
+    if ((st = perf_launch(rt, CLF_K_PERF_BHMAX, BH, CLF_NARGS(mx), mx, err)) != CLF_OK ||
+        (st = perf_phi(rt, p, p->fk, p->k, p->kv_stride, kb, kh, p->S, p->cmax, 1, err)) != CLF_OK)
+        return st;
+    clf_arg fw[] = {CLF_ARG_PTR(p->nd), CLF_ARG_PTR(p->fq),        CLF_ARG_PTR(p->fk),
+                    CLF_ARG_PTR(p->v),  CLF_ARG_U64(p->kv_stride), CLF_ARG_U64(kb),
+                    CLF_ARG_U64(kh),    CLF_ARG_U32(p->B),         CLF_ARG_U32(p->NH),
+                    CLF_ARG_U32(1),     CLF_ARG_U32(p->T),         CLF_ARG_U32(p->S),
+                    CLF_ARG_U32(p->HS), CLF_ARG_U32(p->m),         CLF_ARG_I32(p->causal)};
+    if ((st = perf_launch(rt, CLF_K_PERF_FWD, BH * (p->HS + 1), CLF_NARGS(fw), fw, err)) != CLF_OK)
+        return st;
+    clf_arg o[] = {CLF_ARG_PTR(p->y), CLF_ARG_U64(p->y_stride), CLF_ARG_PTR(p->nd),
+                   CLF_ARG_U32(p->B), CLF_ARG_U32(p->NH),       CLF_ARG_U32(p->T),
+                   CLF_ARG_U32(p->HS)};
+    return perf_launch(rt, CLF_K_PERF_OUT, p->B * p->T * p->NH * p->HS, CLF_NARGS(o), o, err);
+}
+
+clf_status clf_op_performer_backward(clf_runtime *rt, const clf_performer *p,
+                                     const clf_performer_grad *g, clf_error *err)
+{
+    clf_status st = perf_check(p, err);
+    if (st != CLF_OK)
+        return st;
+    const size_t BH = p->B * p->NH, kb = perf_kvb(p), kh = perf_kvh(p), HS = p->HS;
+    clf_arg r[] = {CLF_ARG_PTR(g->u),        CLF_ARG_PTR(g->dy), CLF_ARG_PTR(p->y),
+                   CLF_ARG_U64(p->y_stride), CLF_ARG_PTR(p->nd), CLF_ARG_U32(p->B),
+                   CLF_ARG_U32(p->NH),       CLF_ARG_U32(p->T),  CLF_ARG_U32(HS)};
+    if ((st = perf_launch(rt, CLF_K_PERF_BWD_ROWS, BH * p->T, CLF_NARGS(r), r, err)) != CLF_OK)
+        return st;
+    clf_arg q[] = {CLF_ARG_PTR(g->dfq), CLF_ARG_PTR(g->u),         CLF_ARG_PTR(p->fk),
+                   CLF_ARG_PTR(p->v),   CLF_ARG_U64(p->kv_stride), CLF_ARG_U64(kb),
+                   CLF_ARG_U64(kh),     CLF_ARG_U32(p->B),         CLF_ARG_U32(p->NH),
+                   CLF_ARG_U32(1),      CLF_ARG_U32(p->T),         CLF_ARG_U32(p->S),
+                   CLF_ARG_U32(HS),     CLF_ARG_U32(p->m),         CLF_ARG_I32(p->causal)};
+    if ((st = perf_launch(rt, CLF_K_PERF_DFQ, BH * p->m, CLF_NARGS(q), q, err)) != CLF_OK)
+        return st;
+    for (int mode = 0; mode < 2; mode++) {
+        clf_arg k[] = {CLF_ARG_PTR(g->dfk),
+                       CLF_ARG_PTR(g->dv),
+                       CLF_ARG_U64(g->dkv_stride),
+                       CLF_ARG_U64(p->S * g->dkv_stride),
+                       CLF_ARG_U64(HS),
+                       CLF_ARG_PTR(g->u),
+                       CLF_ARG_PTR(p->fq),
+                       CLF_ARG_PTR(p->fk),
+                       CLF_ARG_PTR(p->v),
+                       CLF_ARG_U64(p->kv_stride),
+                       CLF_ARG_U64(kb),
+                       CLF_ARG_U64(kh),
+                       CLF_ARG_U32(p->B),
+                       CLF_ARG_U32(p->NH),
+                       CLF_ARG_U32(p->T),
+                       CLF_ARG_U32(p->S),
+                       CLF_ARG_U32(HS),
+                       CLF_ARG_U32(p->m),
+                       CLF_ARG_I32(p->causal),
+                       CLF_ARG_I32(mode)};
+        if ((st = perf_launch(rt, CLF_K_PERF_DKV, BH * (mode == 0 ? p->m : HS), CLF_NARGS(k), k,
+                              err)) != CLF_OK)
+            return st;
+    }
+    for (int side = 0; side < 2; side++) { /* queries, then keys */
+        const size_t R = side ? p->S : p->T;
+        const size_t ds = side ? g->dkv_stride : g->dq_stride;
+        clf_arg d[] = {CLF_ARG_PTR(side ? g->dk : g->dq),
+                       CLF_ARG_U64(ds),
+                       CLF_ARG_U64(R * ds),
+                       CLF_ARG_U64(HS),
+                       CLF_ARG_PTR(side ? p->k : p->q),
+                       CLF_ARG_U64(side ? p->kv_stride : p->q_stride),
+                       CLF_ARG_U64(side ? kb : p->T * p->q_stride),
+                       CLF_ARG_U64(side ? kh : HS),
+                       CLF_ARG_PTR(side ? p->fk : p->fq),
+                       CLF_ARG_PTR(side ? g->dfk : g->dfq),
+                       CLF_ARG_U32(p->B),
+                       CLF_ARG_U32(p->NH),
+                       CLF_ARG_U32(R),
+                       CLF_ARG_U32(HS),
+                       CLF_ARG_U32(p->m),
+                       CLF_ARG_PTR(p->om)};
+        if ((st = perf_launch(rt, CLF_K_PERF_DPHI, BH * R, CLF_NARGS(d), d, err)) != CLF_OK)
+            return st;
+    }
+    return CLF_OK;
+}
+
 clf_status clf_op_rows_mask(clf_runtime *rt, clf_ptr x, size_t stride, size_t col0, size_t ncols,
                             clf_ptr keep, size_t rows, clf_error *err)
 {

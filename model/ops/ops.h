@@ -279,6 +279,30 @@ typedef struct clf_attn_fused {
     size_t glob, stride, sp_bs, sp_nb, sp_R;
     clf_ptr sp;
 } clf_attn_fused;
+/* Performer (FAVOR+) attention, float32 (cl/attention.cl's perf_*): y =
+ * softmax attention approximated through m positive random features of
+ * om [m, HS] (the layer's), both ways (keep: the keys' padding mask, buf
+ * NULL = none) or causal (queries the last T of S positions). q, k, v, y
+ * in clf_attn_fused's layouts (kv_batch_stride, kv_head_stride 0: the
+ * projections'; one K/V head per query head). Scratch the caller owns,
+ * kept for the backward: fq [B*NH*T*m], fk [B*NH*S*m], nd [B*NH*T*(HS+1)];
+ * cmax [B*NH], rmax [B*NH*S]. */
+typedef struct clf_performer {
+    clf_ptr y, q, k, v, keep, om, fq, fk, nd, cmax, rmax;
+    size_t y_stride, q_stride, kv_stride, kv_batch_stride, kv_head_stride, keep_stride;
+    size_t B, NH, T, S, HS, m;
+    int causal;
+} clf_performer;
+clf_status clf_op_performer_forward(clf_runtime *rt, const clf_performer *p, clf_error *err);
+/* Its backward from dy (y's layout): dq (rows of dq_stride), dk and dv
+ * (rows of dkv_stride) written; scratch u [B*NH*T*(HS+1)], dfq [B*NH*T*m],
+ * dfk [B*NH*S*m]. Deterministic (every sum in sequence order). */
+typedef struct clf_performer_grad {
+    clf_ptr dy, dq, dk, dv, u, dfq, dfk;
+    size_t dq_stride, dkv_stride;
+} clf_performer_grad;
+clf_status clf_op_performer_backward(clf_runtime *rt, const clf_performer *p,
+                                     const clf_performer_grad *g, clf_error *err);
 /* Columns [col0, col0 + ncols) of the float32 rows x (row stride stride)
  * whose keep entry (int32 [rows]) is 0 set to 0. */
 clf_status clf_op_rows_mask(clf_runtime *rt, clf_ptr x, size_t stride, size_t col0, size_t ncols,

@@ -33,9 +33,9 @@ struct clf_checkpoint {
     int raw;     /* clf_checkpoint_model_create loads the parameters, not the average */
 };
 
-static const char *const reserved[] = {"format",     "version", "config",        "tokenizer",
-                                       "vocab",      "step",    "seed",          "optim",
-                                       "loss_scale", "ema",     "random_blocks", NULL};
+static const char *const reserved[] = {
+    "format", "version",    "config", "tokenizer",     "vocab",          "step", "seed",
+    "optim",  "loss_scale", "ema",    "random_blocks", "performer_draw", NULL};
 
 static int is_reserved(const char *key)
 {
@@ -222,6 +222,11 @@ clf_status clf_checkpoint_save_ex(const char *path, clf_model *m, const clf_mode
         goto fail;
     if ((st = save_sparse(w, m, err)) != CLF_OK)
         goto fail;
+    if (clf_model_performer_draw(m) >= 0) { /* the features the parameters go with */
+        snprintf(num, sizeof num, "%" PRId64, clf_model_performer_draw(m));
+        if ((st = clf_st_writer_add_metadata(w, "performer_draw", num, err)) != CLF_OK)
+            goto fail;
+    }
     if (optim && clf_model_amp_enabled(m)) { /* fp16's loss scaling: "scale good skipped t" */
         clf_model_amp a;
         char ls[96];
@@ -670,6 +675,17 @@ clf_status clf_checkpoint_load(clf_checkpoint *c, clf_model *m, unsigned what, c
     }
     if ((st = load_sparse(c, m, err)) != CLF_OK)
         goto fail;
+    const char *pd = clf_st_reader_metadata(c->r, "performer_draw");
+    if (pd != NULL) { /* an inference model uses the features the file was saved with */
+        char *end = NULL;
+        const long long d = strtoll(pd, &end, 10);
+        if (end == pd || *end != '\0' || d < 0) {
+            st = clf_error_set(err, CLF_ERR_FORMAT,
+                               "metadata performer_draw: expected a draw number, got '%.40s'", pd);
+            goto fail;
+        }
+        clf_model_pin_performer_draw(m, (int64_t)d);
+    }
     if (what & CLF_CHECKPOINT_PARAMS) {
         const char *which = (what & CLF_CHECKPOINT_AVERAGE) && c->has_ema ? "ema." : "";
         if ((st = read_all(c, m, which, flat, err)) != CLF_OK ||

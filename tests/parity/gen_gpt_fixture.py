@@ -65,6 +65,12 @@ Variants (2 layers, 2 heads, 32 dims, context 16, vocabulary 65, batch 4):
          the next document), as clformer's windows of documents have it
   gpt_q  packed documents with RoPE (positions restarting), 1 key/value
          head, RMSNorm, SwiGLU, untied head
+  gpt_f  Performer attention (blocks.attention.type performer, 24 features,
+         redraw 0): phi(x) = exp(w_i . x' - |x'|^2 / 2) / sqrt(24), x' = x
+         HS^(-1/4), w_i the rows of the fixture's own Gaussian [24, HS]
+         (stored as performer_om, given to the model), causal: y_t =
+         sum_{s<=t} phi(q_t).phi(k_s) v_s / sum_{s<=t} phi(q_t).phi(k_s), after
+         RoPE; RMSNorm, SwiGLU, untied head
   gpt_s  sparse attention at context 48: a window of 4 beside global keys
          (the first 2), every 7th key back, and 1 random key block of 16
          positions per query block (drawn here, stored as random_blocks);
@@ -76,6 +82,7 @@ Fixture contents (all float32 unless noted):
   x, y            int32 [B, T] inputs and targets (y = -1: ignored)
   doc             int32 [B, T] document ids (gpt_p, gpt_q: packing)
   random_blocks   int32 [blocks, R] sparse attention's random key blocks (gpt_s)
+  performer_om    [features, HS] Performer's random features (gpt_f)
   param.<name>    initial parameters under clformer's names
   logits          [B, T, V] of the initial parameters on (x, y)
   logits_f32      [B, T, V] the same in float32 (gpt_h only)
@@ -155,6 +162,10 @@ VARIANTS = {
                   pos="rope", emb_scale=False, attn_bias=False, ffn_bias=False,
                   final_norm="rmsnorm", tied=False, label_smoothing=0.0, grad_clip=1.0,
                   ignore=[], seed=12, kv_heads=1, docs=[[], [6], [2, 10], [1, 2, 12]]),
+    "gpt_f": dict(norm="rmsnorm", placement="pre", norm_bias=False, act="swiglu", hidden=48,
+                  pos="rope", emb_scale=False, attn_bias=True, ffn_bias=False,
+                  final_norm="rmsnorm", tied=False, label_smoothing=0.0, grad_clip=1.0,
+                  ignore=[(2, 4)], seed=14, performer=24),
     "gpt_s": dict(norm="layernorm", placement="pre", norm_bias=True, act="gelu", hidden=4 * C,
                   pos="learned", emb_scale=False, attn_bias=True, ffn_bias=True,
                   final_norm="layernorm", tied=True, label_smoothing=0.0, grad_clip=1.0,
@@ -176,6 +187,8 @@ def config_yaml(v):
     window += (f", global: {sp['global']}, stride: {sp['stride']}, random_blocks: "
                f"{sp['random']}, block: {sp['block']}" if sp else "")
     window += f", kv_heads: {v['kv_heads']}" if v.get("kv_heads") else ""
+    window += (f", type: performer, features: {v['performer']}, redraw: 0"
+               if v.get("performer") else "")
     t5 = (f", num_buckets: {v['t5'][0]}, max_distance: {v['t5'][1]}" if v.get("t5") else "")
     t5 += f", max_distance: {v['rel_k']}" if v.get("rel_k") else ""
     return f"""model:
@@ -311,6 +324,12 @@ def rope_inv_freq(v):
     return inv_freq, 0.1 * math.log(factor) + 1.0
 
 
+def performer_om(v):
+    """The variant's random features [m, HS]: Gaussian rows from its seed."""
+    g = torch.Generator().manual_seed(1000 + v["seed"])
+    return torch.randn(v["performer"], HS, generator=g)
+
+
 def sp_blocks(v):
     """Random key blocks per query block ([nb][R], -1 = none): drawn here from
     the variant's seed with numpy (any draw will do; the fixture stores it
@@ -404,6 +423,16 @@ def attention(v, x, p, pre):
     # grouped-query attention: query head h reads K/V head h // (NH // KVH)
     k = k.repeat_interleave(NH // KVH, dim=1)
     val = val.repeat_interleave(NH // KVH, dim=1)
+    if v.get("performer"):  # FAVOR+ with the fixture's features, causal
+        om = performer_om(v)
+        s4 = HS ** -0.25
+        phi = lambda x: torch.exp((x * s4) @ om.t() - ((x * s4) ** 2).sum(-1, keepdim=True) / 2
+                                  ) / math.sqrt(om.shape[0])
+        a = phi(q) @ phi(k).transpose(-2, -1)  # [B, NH, T, T]
+        a = a * torch.ones(Tn, Tn).tril()
+        y = (a @ val) / a.sum(-1, keepdim=True)
+        y = y.transpose(1, 2).contiguous().view(Bn, Tn, C)
+        return F.linear(y, wq(v, p[pre + "attn.proj.weight"]), p.get(pre + "attn.proj.bias"))
     att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(HS))
     if v["pos"] == "relative":  # Shaw: q_t . r_clamp(s - t) inside the score
         kk = v["rel_k"]
@@ -595,6 +624,8 @@ def make_fixture(name, v):
         out["doc"] = doc_ids(v).numpy().astype(np.int32)
     if v.get("sparse"):
         out["random_blocks"] = np.array(sp_blocks(v), dtype=np.int32)
+    if v.get("performer"):
+        out["performer_om"] = performer_om(v).numpy().astype(np.float32)
     for k, t in p.items():
         out["param." + k] = t.detach().numpy().copy()
 
