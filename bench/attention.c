@@ -400,18 +400,7 @@ static void bench_T(clf_runtime *rt, const bench_args *ap, size_t T)
         clf_attn_sparse_draw(rh, nb, R, 1);
         clf_ptr rnd = alloc(rt, nb * R + 1);
         CK(clf_buffer_write(rt, rnd.buf, 0, rh, (nb * R + 1) * sizeof *rh, &err), "upload");
-        size_t v = 0;
-        for (size_t qb = 0; qb < nb; qb++)
-            for (size_t kb = 0; kb <= qb; kb++) {
-                /* the pair has a visible key: the kernels' rule */
-                const size_t bs = a.sp[4], dmin = qb > kb ? (qb - kb - 1) * bs + 1 : 0;
-                const size_t dmax = (qb - kb + 1) * bs - 1;
-                int in = dmin < a.sp[0] || kb * bs < a.sp[1] ||
-                         (a.sp[2] && dmax / a.sp[2] * a.sp[2] >= dmin);
-                for (size_t r = 0; r < R; r++)
-                    in |= rh[qb * R + r] == (int32_t)kb;
-                v += (size_t)in;
-            }
+        const size_t v = clf_attn_sparse_visits(nb, a.sp[4], a.sp[0], a.sp[1], a.sp[2], rh, R);
         visited = 100.0 * (double)v / (double)(nb * (nb + 1) / 2);
         CK(fused_step(rt, &x, lse, dsum, &a, rnd, &err), "sparse attention");
         for (int r = 0; r < a.reps; r++) {

@@ -350,6 +350,17 @@ static inline int fa_sp_visit(int qb, int kb, uint bs, uint window, uint glob, u
            (stride && dmax / (int)stride * (int)stride >= dmin) || fa_rnd(spt, R, qb, kb);
 }
 
+/* A query-row pass's sparse-pattern view of its rows [t0, t0 + nt): the
+ * random-block table spt, the chunk step (one key block, or FA_CH keys
+ * without sparse patterns), the rows' query blocks qb0..qb1 (lanes from
+ * qsplit in qb1) and absolute positions tq0..tq1. */
+#define FA_SP_ROWS                                                                                 \
+    __global const int *spt = sp + sp_off;                                                         \
+    const int step = sp_bs ? (int)sp_bs : FA_CH;                                                   \
+    const int qb0 = sp_bs ? ((int)t0 + off) / (int)sp_bs : 0;                                      \
+    const int qb1 = sp_bs ? ((int)(t0 + nt - 1) + off) / (int)sp_bs : 0;                           \
+    const int qsplit = qb1 * (int)sp_bs, tq0 = (int)t0 + off, tq1 = (int)(t0 + nt - 1) + off
+
 /* A query-row pass's chunk of keys from c0 (one key block where sp_bs != 0)
  * against rows in query blocks qb0..qb1: 0 if it is skipped, else 1 with
  * *r0, *r1 whether it is a random block of qb0's, qb1's; dense: 1, 0, 0. */
@@ -563,13 +574,7 @@ __kernel void attn_flash_fwd(__global fa_st *y, ulong y_off, ulong y_stride, __g
     const fal irow = ((fal)((ulong)bh * T + t0) + FA_UL(FA_IOTA)) * (ulong)S;
     int lo, hi;
     fa_key_range(&lo, &hi, t0, nt, T, S, causal, sp_bs ? 0u : window);
-    /* sparse patterns: chunks of one key block, the blocks none of the rows
-     * sees skipped */
-    __global const int *spt = sp + sp_off;
-    const int step = sp_bs ? (int)sp_bs : FA_CH;
-    const int qb0 = sp_bs ? ((int)t0 + off) / (int)sp_bs : 0;
-    const int qb1 = sp_bs ? ((int)(t0 + nt - 1) + off) / (int)sp_bs : 0;
-    const int qsplit = qb1 * (int)sp_bs, tq0 = (int)t0 + off, tq1 = (int)(t0 + nt - 1) + off;
+    FA_SP_ROWS;
 
     faf m = (faf)(CLF_NEG_BIG), l = (faf)(0.0f);
     int init = 0;
@@ -722,11 +727,7 @@ __kernel void attn_flash_bwd_dq(FA_BWD_PARAMS)
     const fal irow = ((fal)((ulong)bh * T + t0) + FA_UL(FA_IOTA)) * (ulong)S;
     int lo, hi;
     fa_key_range(&lo, &hi, t0, nt, T, S, causal, sp_bs ? 0u : window);
-    __global const int *spt = sp + sp_off;
-    const int step = sp_bs ? (int)sp_bs : FA_CH;
-    const int qb0 = sp_bs ? ((int)t0 + off) / (int)sp_bs : 0;
-    const int qb1 = sp_bs ? ((int)(t0 + nt - 1) + off) / (int)sp_bs : 0;
-    const int qsplit = qb1 * (int)sp_bs, tq0 = (int)t0 + off, tq1 = (int)(t0 + nt - 1) + off;
+    FA_SP_ROWS;
 
     int init = 0;
     for (int c0 = lo; c0 < hi; c0 += step) {

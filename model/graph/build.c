@@ -274,12 +274,9 @@ static double normal01(uint64_t *x);
  * block cut to what is left), every row then scaled by the norm of a
  * Gaussian vector of HS entries (FAVOR+'s orthogonal random features:
  * the rows' lengths as independent Gaussian rows have them). */
-static void perf_draw_layer(float *om, size_t m, size_t HS, uint64_t seed)
+static void perf_draw_layer(float *om, double *blk, size_t m, size_t HS, uint64_t seed)
 {
     uint64_t x = seed;
-    double *blk = malloc(HS * HS * sizeof *blk);
-    if (blk == NULL)
-        return;
     for (size_t r0 = 0; r0 < m; r0 += HS) {
         for (size_t i = 0; i < HS * HS; i++)
             blk[i] = normal01(&x);
@@ -312,7 +309,19 @@ static void perf_draw_layer(float *om, size_t m, size_t HS, uint64_t seed)
                 om[(r0 + i) * HS + k] = (float)(blk[i * HS + k] * len);
         }
     }
-    free(blk);
+}
+
+/* Performer: the host scratch every draw of the features reuses. */
+static clf_status perf_alloc(clf_model *m, clf_error *err)
+{
+    const size_t HS = (size_t)m->s.HS;
+    if (m->s.perf_m == 0)
+        return CLF_OK;
+    m->perf_host = malloc((size_t)m->s.L * (size_t)m->s.perf_m * HS * sizeof *m->perf_host);
+    m->perf_blk = malloc(HS * HS * sizeof *m->perf_blk);
+    if (m->perf_host == NULL || m->perf_blk == NULL)
+        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    return CLF_OK;
 }
 
 clf_status mi_perf_sync(clf_model *m, clf_error *err)
@@ -326,19 +335,20 @@ clf_status mi_perf_sync(clf_model *m, clf_error *err)
     if (want == m->perf_draw)
         return CLF_OK;
     const size_t per = (size_t)s->perf_m * (size_t)s->HS;
-    float *om = malloc((size_t)s->L * per * sizeof *om);
-    if (om == NULL)
-        return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+    if (m->perf_host == NULL || m->perf_blk == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "performer features: no host scratch");
     for (int l = 0; l < s->L; l++) {
         uint64_t h = s->seed ^ 0x9E3779B97F4A7C15ull * (uint64_t)(l + 1);
         h = clf_splitmix64_next(&h) ^ (uint64_t)want * 0xD1B54A32D192ED03ull;
-        perf_draw_layer(om + (size_t)l * per, (size_t)s->perf_m, (size_t)s->HS, h);
+        perf_draw_layer(m->perf_host + (size_t)l * per, m->perf_blk, (size_t)s->perf_m,
+                        (size_t)s->HS, h);
     }
+    /* once per draw (every `redraw` steps; the scratch is the build's): the
+     * write waits for the queue */
     clf_status st = m->rt == NULL
                         ? CLF_OK
                         : clf_buffer_write(m->rt, m->perf_om.buf, m->perf_om.off * sizeof(float),
-                                           om, (size_t)s->L * per * sizeof *om, err);
-    free(om);
+                                           m->perf_host, (size_t)s->L * per * sizeof(float), err);
     if (st == CLF_OK)
         m->perf_draw = want;
     return st;
@@ -571,6 +581,8 @@ void clf_model_destroy(clf_model *m)
     free(m->xrow_new);
     free(m->xrow);
     free(m->sp_rnd);
+    free(m->perf_host);
+    free(m->perf_blk);
     free(m->ba);
     free(m->bp);
     free(m->pinit);
@@ -642,7 +654,7 @@ clf_status mi_model_build(clf_runtime *rt, const mi_spec *s, unsigned flags,
     }
     if ((st = clf_model_params_init(m, s->seed, err)) != CLF_OK ||
         (st = mi_plan(m, err)) != CLF_OK || (st = upload_buckets(m, err)) != CLF_OK ||
-        (st = upload_sparse(m, err)) != CLF_OK)
+        (st = upload_sparse(m, err)) != CLF_OK || (st = perf_alloc(m, err)) != CLF_OK)
         goto fail;
     *out = m;
     return CLF_OK;

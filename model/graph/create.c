@@ -97,7 +97,7 @@ static clf_status rope_of_config(const clf_positional_config *p, int T, int HS, 
 
 /* What self-attention computes: the window, sparse patterns, linformer's
  * rows, performer's features. */
-static void spec_attention(mi_spec *s, const clf_model_config *cfg)
+static clf_status spec_attention(mi_spec *s, const clf_model_config *cfg, clf_error *err)
 {
     const clf_attention_config *a = &cfg->blocks.attention;
     s->window = a->window;
@@ -108,6 +108,17 @@ static void spec_attention(mi_spec *s, const clf_model_config *cfg)
     s->lin_k = clf_config_linformer_rows(cfg);
     s->perf_m = clf_config_performer_features(cfg);
     s->perf_redraw = a->redraw;
+    /* what clf_config_validate says, again for configs that skip it */
+    if (s->window < 0 || (s->window > 0 && (s->kind != MI_KIND_DECODER || !s->causal)))
+        return clf_error_set(err, CLF_ERR_CONFIG,
+                             "blocks.attention.window needs causal self-attention (a decoder)");
+    if (s->lin_k > 0 && (s->act16 != CLF_DT_F32 || s->kind != MI_KIND_ENCODER))
+        return clf_error_set(err, CLF_ERR_CONFIG,
+                             "blocks.attention.type linformer: an encoder in train.precision fp32");
+    if (s->perf_m > 0 && s->act16 != CLF_DT_F32)
+        return clf_error_set(err, CLF_ERR_CONFIG,
+                             "blocks.attention.type performer: train.precision fp32");
+    return CLF_OK;
 }
 
 static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
@@ -230,23 +241,16 @@ static clf_status spec_from_config(const clf_model_config *cfg, int vocab_size,
     s->tied = s->head == MI_HEAD_LM && cfg->head.tie_embedding != 0;
     s->shared_emb = s->kind == MI_KIND_ENCDEC && cfg->share_embeddings != 0;
     s->causal = s->kind != MI_KIND_ENCODER && bk->attention.causal != 0;
-    spec_attention(s, cfg);
     s->recompute = cfg->train.recompute == CLF_RECOMPUTE_BLOCK       ? MI_RECOMPUTE_BLOCK
                    : cfg->train.recompute == CLF_RECOMPUTE_ATTENTION ? MI_RECOMPUTE_ATTN
                                                                      : MI_RECOMPUTE_NONE;
-    if (s->window < 0 || (s->window > 0 && (s->kind != MI_KIND_DECODER || !s->causal)))
-        return clf_error_set(err, CLF_ERR_CONFIG,
-                             "blocks.attention.window needs causal self-attention (a decoder)");
     s->act16 = cfg->train.precision == CLF_PRECISION_BF16   ? CLF_DT_BF16
                : cfg->train.precision == CLF_PRECISION_FP16 ? CLF_DT_F16
                                                             : CLF_DT_F32;
     s->seed = cfg->train.seed;
-    if (s->lin_k > 0 && (s->act16 != CLF_DT_F32 || s->kind != MI_KIND_ENCODER))
-        return clf_error_set(err, CLF_ERR_CONFIG,
-                             "blocks.attention.type linformer: an encoder in train.precision fp32");
-    if (s->perf_m > 0 && s->act16 != CLF_DT_F32)
-        return clf_error_set(err, CLF_ERR_CONFIG,
-                             "blocks.attention.type performer: train.precision fp32");
+    st = spec_attention(s, cfg, err);
+    if (st != CLF_OK)
+        return st;
 
     const clf_optimizer_config *oc = &cfg->train.optimizer;
     o->beta1 = (float)oc->betas[0];
@@ -420,15 +424,7 @@ void clf_model_sparse_share(const clf_model_config *cfg, size_t *visited, size_t
     if (rnd == NULL)
         return;
     clf_attn_sparse_draw(rnd, nb, R, cfg->train.seed);
-    for (size_t qb = 0; qb < nb; qb++)
-        for (size_t kb = 0; kb <= qb; kb++) {
-            /* the distances tq - s the pair spans (cl/flash.cl's fa_sp_visit) */
-            const size_t dmin = qb > kb ? (qb - kb - 1) * bs + 1 : 0, dmax = (qb - kb + 1) * bs - 1;
-            int in = dmin < W || kb * bs < (size_t)a->global || (S > 0 && dmax / S * S >= dmin);
-            for (size_t r = 0; r < R; r++)
-                in |= rnd[qb * R + r] == (int32_t)kb;
-            *visited += (size_t)in;
-        }
+    *visited = clf_attn_sparse_visits(nb, bs, W, (size_t)a->global, S, rnd, R);
     *pairs = nb * (nb + 1) / 2;
     free(rnd);
 }

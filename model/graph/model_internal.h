@@ -427,6 +427,8 @@ struct clf_model {
     clf_ptr perf_om, perf_cmax, perf_rmax, perf_u, perf_dfq, perf_dfk;
     int64_t perf_draw, perf_pin;
     int perf_fixed;
+    float *perf_host; /* host [L, m, HS]: the features as drawn (allocated at build) */
+    double *perf_blk; /* host [HS, HS]: Gram-Schmidt's block */
     int32_t *sp_rnd;
     size_t sp_nb;
 

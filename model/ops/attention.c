@@ -268,9 +268,9 @@ clf_status clf_op_relbias_table(clf_runtime *rt, clf_ptr rb, clf_ptr rbk, clf_pt
     return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(a), a, err);
 }
 
-/* One launch of a 1-D Performer kernel over n work-items. */
-static clf_status perf_launch(clf_runtime *rt, clf_kernel_id id, size_t n, int nargs,
-                              const clf_arg *args, clf_error *err)
+/* One launch of a 1-D kernel over n work-items (the group size the device's). */
+static clf_status launch_1d(clf_runtime *rt, clf_kernel_id id, size_t n, int nargs,
+                            const clf_arg *args, clf_error *err)
 {
     clf_kernel *k = NULL;
     clf_status st = clf_kernel_of(rt, id, &k, err);
@@ -319,7 +319,7 @@ static clf_status perf_phi(clf_runtime *rt, const clf_performer *p, clf_ptr f, c
                    CLF_ARG_PTR(keep),     CLF_ARG_U64(p->keep_stride),
                    CLF_ARG_I32(has_keep), CLF_ARG_PTR(cmax),
                    CLF_ARG_I32(mode)};
-    return perf_launch(rt, CLF_K_PERF_PHI, p->B * p->NH * R, CLF_NARGS(a), a, err);
+    return launch_1d(rt, CLF_K_PERF_PHI, p->B * p->NH * R, CLF_NARGS(a), a, err);
 }
 
 clf_status clf_op_performer_forward(clf_runtime *rt, const clf_performer *p, clf_error *err)
@@ -333,7 +333,7 @@ clf_status clf_op_performer_forward(clf_runtime *rt, const clf_performer *p, clf
         (st = perf_phi(rt, p, p->fk, p->k, p->kv_stride, kb, kh, p->S, p->rmax, 2, err)) != CLF_OK)
         return st;
     clf_arg mx[] = {CLF_ARG_PTR(p->cmax), CLF_ARG_PTR(p->rmax), CLF_ARG_U32(BH), CLF_ARG_U32(p->S)};
-    if ((st = perf_launch(rt, CLF_K_PERF_BHMAX, BH, CLF_NARGS(mx), mx, err)) != CLF_OK ||
+    if ((st = launch_1d(rt, CLF_K_PERF_BHMAX, BH, CLF_NARGS(mx), mx, err)) != CLF_OK ||
         (st = perf_phi(rt, p, p->fk, p->k, p->kv_stride, kb, kh, p->S, p->cmax, 1, err)) != CLF_OK)
         return st;
     clf_arg fw[] = {CLF_ARG_PTR(p->nd), CLF_ARG_PTR(p->fq),        CLF_ARG_PTR(p->fk),
@@ -341,12 +341,12 @@ clf_status clf_op_performer_forward(clf_runtime *rt, const clf_performer *p, clf
                     CLF_ARG_U64(kh),    CLF_ARG_U32(p->B),         CLF_ARG_U32(p->NH),
                     CLF_ARG_U32(1),     CLF_ARG_U32(p->T),         CLF_ARG_U32(p->S),
                     CLF_ARG_U32(p->HS), CLF_ARG_U32(p->m),         CLF_ARG_I32(p->causal)};
-    if ((st = perf_launch(rt, CLF_K_PERF_FWD, BH * (p->HS + 1), CLF_NARGS(fw), fw, err)) != CLF_OK)
+    if ((st = launch_1d(rt, CLF_K_PERF_FWD, BH * (p->HS + 1), CLF_NARGS(fw), fw, err)) != CLF_OK)
         return st;
     clf_arg o[] = {CLF_ARG_PTR(p->y), CLF_ARG_U64(p->y_stride), CLF_ARG_PTR(p->nd),
                    CLF_ARG_U32(p->B), CLF_ARG_U32(p->NH),       CLF_ARG_U32(p->T),
                    CLF_ARG_U32(p->HS)};
-    return perf_launch(rt, CLF_K_PERF_OUT, p->B * p->T * p->NH * p->HS, CLF_NARGS(o), o, err);
+    return launch_1d(rt, CLF_K_PERF_OUT, p->B * p->T * p->NH * p->HS, CLF_NARGS(o), o, err);
 }
 
 clf_status clf_op_performer_backward(clf_runtime *rt, const clf_performer *p,
@@ -359,14 +359,14 @@ clf_status clf_op_performer_backward(clf_runtime *rt, const clf_performer *p,
     clf_arg r[] = {CLF_ARG_PTR(g->u),        CLF_ARG_PTR(g->dy), CLF_ARG_PTR(p->y),
                    CLF_ARG_U64(p->y_stride), CLF_ARG_PTR(p->nd), CLF_ARG_U32(p->B),
                    CLF_ARG_U32(p->NH),       CLF_ARG_U32(p->T),  CLF_ARG_U32(HS)};
-    if ((st = perf_launch(rt, CLF_K_PERF_BWD_ROWS, BH * p->T, CLF_NARGS(r), r, err)) != CLF_OK)
+    if ((st = launch_1d(rt, CLF_K_PERF_BWD_ROWS, BH * p->T, CLF_NARGS(r), r, err)) != CLF_OK)
         return st;
     clf_arg q[] = {CLF_ARG_PTR(g->dfq), CLF_ARG_PTR(g->u),         CLF_ARG_PTR(p->fk),
                    CLF_ARG_PTR(p->v),   CLF_ARG_U64(p->kv_stride), CLF_ARG_U64(kb),
                    CLF_ARG_U64(kh),     CLF_ARG_U32(p->B),         CLF_ARG_U32(p->NH),
                    CLF_ARG_U32(1),      CLF_ARG_U32(p->T),         CLF_ARG_U32(p->S),
                    CLF_ARG_U32(HS),     CLF_ARG_U32(p->m),         CLF_ARG_I32(p->causal)};
-    if ((st = perf_launch(rt, CLF_K_PERF_DFQ, BH * p->m, CLF_NARGS(q), q, err)) != CLF_OK)
+    if ((st = launch_1d(rt, CLF_K_PERF_DFQ, BH * p->m, CLF_NARGS(q), q, err)) != CLF_OK)
         return st;
     for (int mode = 0; mode < 2; mode++) {
         clf_arg k[] = {CLF_ARG_PTR(g->dfk),
@@ -389,8 +389,8 @@ clf_status clf_op_performer_backward(clf_runtime *rt, const clf_performer *p,
                        CLF_ARG_U32(p->m),
                        CLF_ARG_I32(p->causal),
                        CLF_ARG_I32(mode)};
-        if ((st = perf_launch(rt, CLF_K_PERF_DKV, BH * (mode == 0 ? p->m : HS), CLF_NARGS(k), k,
-                              err)) != CLF_OK)
+        if ((st = launch_1d(rt, CLF_K_PERF_DKV, BH * (mode == 0 ? p->m : HS), CLF_NARGS(k), k,
+                            err)) != CLF_OK)
             return st;
     }
     for (int side = 0; side < 2; side++) { /* queries, then keys */
@@ -412,7 +412,7 @@ clf_status clf_op_performer_backward(clf_runtime *rt, const clf_performer *p,
                        CLF_ARG_U32(HS),
                        CLF_ARG_U32(p->m),
                        CLF_ARG_PTR(p->om)};
-        if ((st = perf_launch(rt, CLF_K_PERF_DPHI, BH * R, CLF_NARGS(d), d, err)) != CLF_OK)
+        if ((st = launch_1d(rt, CLF_K_PERF_DPHI, BH * R, CLF_NARGS(d), d, err)) != CLF_OK)
             return st;
     }
     return CLF_OK;
@@ -426,17 +426,9 @@ clf_status clf_op_rows_mask(clf_runtime *rt, clf_ptr x, size_t stride, size_t co
                              "rows_mask: columns [%zu, %zu) of rows of %zu, %zu rows, and a keep "
                              "mask",
                              col0, col0 + ncols, stride, rows);
-    if (rows == 0 || ncols == 0)
-        return CLF_OK;
-    clf_kernel *k = NULL;
-    clf_status st = clf_kernel_of(rt, CLF_K_ROWS_MASK, &k, err);
-    if (st != CLF_OK)
-        return st;
     clf_arg args[] = {CLF_ARG_PTR(x),     CLF_ARG_U32(stride), CLF_ARG_U32(col0),
                       CLF_ARG_U32(ncols), CLF_ARG_PTR(keep),   CLF_ARG_U32(rows)};
-    size_t local = clf_ops_local_1d(rt, k);
-    size_t global = (rows * ncols + local - 1) / local * local;
-    return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
+    return launch_1d(rt, CLF_K_ROWS_MASK, rows * ncols, CLF_NARGS(args), args, err);
 }
 
 clf_status clf_op_sparse_keep(clf_runtime *rt, clf_ptr keep, size_t keep_stride, size_t B, size_t L,
@@ -448,18 +440,12 @@ clf_status clf_op_sparse_keep(clf_runtime *rt, clf_ptr keep, size_t keep_stride,
                              "sparse_keep: %zu rows of %zu positions (stride %zu) need random "
                              "blocks covering them (%zu blocks of %zu)",
                              B, L, keep_stride, a->sp_nb, a->sp_bs);
-    clf_kernel *k = NULL;
-    clf_status st = clf_kernel_of(rt, CLF_K_SPARSE_KEEP, &k, err);
-    if (st != CLF_OK)
-        return st;
     clf_arg args[] = {CLF_ARG_PTR(keep),      CLF_ARG_U32(keep_stride),
                       CLF_ARG_U32(B),         CLF_ARG_U32(L),
                       CLF_ARG_U32(a->window), CLF_ARG_U32(a->glob),
                       CLF_ARG_U32(a->stride), CLF_ARG_PTR(a->sp_R ? a->sp : keep),
                       CLF_ARG_U32(a->sp_bs),  CLF_ARG_U32(a->sp_R)};
-    size_t local = clf_ops_local_1d(rt, k);
-    size_t global = (B * L + local - 1) / local * local;
-    return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
+    return launch_1d(rt, CLF_K_SPARSE_KEEP, B * L, CLF_NARGS(args), args, err);
 }
 
 static clf_status rel_heads_ok(const clf_heads *h, size_t W, const char *what, clf_error *err)

@@ -371,6 +371,23 @@ clf_status clf_op_attn_fused_backward(clf_runtime *rt, const clf_attn_fused *a,
 
 /* ---- sparse patterns' random blocks ---- */
 
+size_t clf_attn_sparse_visits(size_t nb, size_t bs, size_t window, size_t glob, size_t stride,
+                              const int32_t *rnd, size_t R)
+{
+    size_t v = 0;
+    for (size_t qb = 0; qb < nb; qb++)
+        for (size_t kb = 0; kb <= qb; kb++) {
+            /* the distances tq - s the pair spans: [dmin, dmax] */
+            const size_t dmin = qb > kb ? (qb - kb - 1) * bs + 1 : 0, dmax = (qb - kb + 1) * bs - 1;
+            int in =
+                dmin < window || kb * bs < glob || (stride > 0 && dmax / stride * stride >= dmin);
+            for (size_t r = 0; r < R; r++)
+                in |= rnd[qb * R + r] == (int32_t)kb;
+            v += (size_t)in;
+        }
+    return v;
+}
+
 void clf_attn_sparse_draw(int32_t *rnd, size_t nb, size_t R, uint64_t seed)
 {
     uint64_t x = seed ^ 0x5BA55E0D5EEDull; /* splitmix64 */
