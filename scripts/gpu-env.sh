@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # gpu-env.sh - source on a GPU machine without a package registry, in the
 # repository root: unpacks the .deb files of scripts/gpu-debs.sh into
 # /tmp/clf-root (never into /), points the compiler, CMake and the loader at
@@ -15,6 +16,17 @@ _clf_root=/tmp/clf-root
 mkdir -p "$_clf_root" "$_clf_root/vendors"
 for _f in "$_clf_debs"/*.deb; do dpkg -x "$_f" "$_clf_root"; done
 _clf_lib=$_clf_root/usr/lib/x86_64-linux-gnu
+# A -dev package's libX.so may point at an absolute path of Debian's runtime
+# package (zlib1g-dev: /lib/x86_64-linux-gnu/libz.so.1.2.13) that another
+# distribution names differently: such a link is pointed at the machine's own
+# library of that name, and a static archive beside it is removed so that
+# the shared library is never linked with non-PIC code.
+for _f in "$_clf_lib"/*.so; do
+  { [ -L "$_f" ] && [ ! -e "$_f" ]; } || continue
+  _clf_nv=$(ldconfig -p 2>/dev/null | awk -v n="$(basename "$_f")." 'index($1, n) == 1 {print $NF; exit}')
+  [ -n "$_clf_nv" ] && ln -sf "$_clf_nv" "$_f"
+  rm -f "${_f%.so}.a"
+done
 export CPATH="$_clf_root/usr/include${CPATH:+:$CPATH}"
 export LIBRARY_PATH="$_clf_lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
 export LD_LIBRARY_PATH="$_clf_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

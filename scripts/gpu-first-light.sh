@@ -13,8 +13,10 @@
 #   --debs DIR     the .deb files of scripts/gpu-debs.sh (default .gpu-debs):
 #                  unpacked and used by scripts/gpu-env.sh (not --dry-run)
 #   --data FILE    tiny Shakespeare (default data/tinyshakespeare.txt)
-#   --out DIR      the report directory (default $OUT/first-light when $OUT
-#                  is set, as the GPU machine sets it, else runs/first-light)
+#   --out DIR      the report directory (default runs/first-light); when $OUT
+#                  is set, as the GPU machine sets it, the summary and the
+#                  whole report as first-light.tgz are copied there at the end
+#                  (the machine returns at most 8 files)
 #   --budget S     the deadline in seconds (default 540: nine minutes, so a
 #                  second, corrected call fits in the machine's 15)
 #   --dry-run      here, on CPUs: the .deb files fetched if missing
@@ -32,11 +34,10 @@
 # the GEMM tables 60 s and 30 s. 605 s of limits against 540: the last steps
 # are cut first, and the summary is always written.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
 DRY=0 SEL="" DEBS=.gpu-debs DATA=data/tinyshakespeare.txt BUDGET=540
-REPORT=${OUT:+$OUT/first-light}
-REPORT=${REPORT:-runs/first-light}
+REPORT=runs/first-light
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) DRY=1 ;;
@@ -75,7 +76,7 @@ step() {
   timeout -k 5 "$limit" bash -c "$cmd" >"$REPORT/$name.log" 2>&1
   rc=$?
   local dt
-  dt=$(echo "$(date +%s.%N) - $t0" | bc)
+  dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {print b - a}')
   local what=ok
   [ "$rc" = 0 ] || what="failed (exit $rc$([ "$rc" = 124 ] && echo ', time limit'))"
   printf '%s\t%s\t%.1f\t%s\n' "$name" "$rc" "$dt" "$what" >>"$REPORT/steps.tsv"
@@ -123,6 +124,12 @@ else
 fi
 echo "device $SEL, report in $REPORT, deadline ${BUDGET}s" | tee "$REPORT/plan.txt"
 
+# ---- the machine: what the later steps rely on, for the report --------------------------
+step machine 20 "uname -srm; nproc; (nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true)
+  gcc --version | head -1; cmake --version | head -1; echo \"OCL_ICD_VENDORS=\${OCL_ICD_VENDORS:-unset}\"
+  cat \"\${OCL_ICD_VENDORS:-/etc/OpenCL/vendors}\"/*.icd 2>/dev/null; ls /etc/OpenCL/vendors 2>/dev/null
+  ldconfig -p | grep -i -E 'libOpenCL|nvidia-opencl|libcuda\\.' || true"
+
 # ---- build, devices, selftest --------------------------------------------------------
 step build 150 "cmake -S . -B '$BUILD' -DCMAKE_BUILD_TYPE=Release && cmake --build '$BUILD' -j$JOBS"
 CLF=$BUILD/clformer
@@ -135,8 +142,8 @@ step suite 200 "CLFORMER_TEST_DEVICE=$SEL ctest --test-dir '$BUILD' -j$JOBS --ti
   --output-on-failure --output-junit '$REPORT/suite.xml' $SUITE"
 
 # ---- the recipe beside PyTorch --------------------------------------------------------
-rm -rf "$REPORT/recipe"
-step recipe 60 "'$CLF' train $RECIPE --data '$DATA' --out '$REPORT/recipe' --device $SEL \
+rm -rf "$BUILD/recipe"
+step recipe 60 "'$CLF' train $RECIPE --data '$DATA' --out '$BUILD/recipe' --device $SEL \
   --steps $RECIPE_STEPS --set train.log_every=10 --set train.eval.every=$RECIPE_STEPS \
   --set train.eval.batches=20 --profile --log '$REPORT/recipe.jsonl'"
 # the machine's python3 has PyTorch; here it may not (a dry run then skips
@@ -219,5 +226,10 @@ json_or_tail() { grep -E '^\{' "$REPORT/$1.log" 2>/dev/null || tail -3 "$REPORT/
   done
 } >"$S"
 echo "summary: $S"
+cat "$S"
+if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
+  cp "$S" "$OUT/summary.md"
+  tar czf "$OUT/first-light.tgz" -C "$(dirname "$REPORT")" "$(basename "$REPORT")"
+fi
 # the exit status: every step that ran passed
 ! awk -F'\t' '$2 != "0" && $2 != "skipped"' "$REPORT/steps.tsv" | grep -q .
