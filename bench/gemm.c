@@ -5,6 +5,7 @@
  *
  *   build/bench/gemm [--device SEL] [--reps N] [--blas-threads N] [--quick]
  *                    [--no-cache] [--configs] [--shape OP,M,K,N[,BATCH] ...]
+ *                    [--list-shapes] [--peer FILE ...]
  *
  * Each candidate runs once to warm up (kernel compilation, scratch sizing),
  * then N timed rounds (default 5) in which CLBlast, each native
@@ -25,6 +26,11 @@
  * NN,2048,1024,256 (a model's own products, from its --profile).
  * --configs prints, under each shape, every native configuration's GFLOP/s
  * (what pruning or extending the search's list is decided from).
+ * --list-shapes prints the shapes (OP,M,K,N,BATCH, one per line) and exits;
+ * --peer FILE adds a column of another library's GFLOP/s on them, read from
+ * bench/torch_gemm.py's JSON lines (MKL through PyTorch from PyPI, say:
+ * bench/run_all.sh does this), with native's share of it. The peer ran
+ * before this process, in the same run, not interleaved with the others.
  *
  * Not here: correctness testing (tests/test_gemm.c does that).
  */
@@ -67,6 +73,7 @@ static const shape table[] = {
 };
 #define N_TABLE (sizeof table / sizeof table[0])
 #define MAX_SHAPES 32
+#define MAX_PEERS 4
 #define INNER_SECONDS 0.01 /* a timed sample lasts at least this long ... */
 #define INNER_MAX 64       /* ... in at most this many products */
 
@@ -164,17 +171,77 @@ static double max_rel_diff(const float *x, const float *y, size_t n)
 static void usage(void)
 {
     fprintf(stderr, "usage: gemm [--device SEL] [--reps N] [--blas-threads N] [--quick] "
-                    "[--no-cache] [--configs] [--shape OP,M,K,N[,BATCH] ...]\n");
+                    "[--no-cache] [--configs] [--shape OP,M,K,N[,BATCH] ...] [--list-shapes] "
+                    "[--peer FILE ...]\n");
 }
 
 /* The run: the device, its candidates, the options. */
+/* Another library's figures, from bench/torch_gemm.py's JSON lines. */
+typedef struct peer {
+    char name[32]; /* its "blas" line: mkl, openblas/other, cublas */
+    char shape[MAX_SHAPES][48];
+    double gflops[MAX_SHAPES];
+    size_t n;
+} peer;
+
 typedef struct bench {
     clf_runtime *rt;
+    peer peers[MAX_PEERS];
+    size_t n_peers;
     const char *const *names; /* names[0] clblast, then the native configurations searched */
     size_t n_cand;
     int reps, quick, all_configs;
     double peak;
 } bench;
+
+/* "OP,M,K,N,BATCH" of sh into buf. */
+static void shape_key(const shape *sh, char *buf, size_t len)
+{
+    snprintf(buf, len, "%c%c,%zu,%zu,%zu,%zu", sh->ta ? 'T' : 'N', sh->tb ? 'T' : 'N', sh->m, sh->k,
+             sh->n, sh->batch);
+}
+
+/* A peer's JSON lines ({"shape": "NN,M,K,N,B", "gflops": G} per shape, a
+ * {"blas": NAME} line) into *p; 0 with a message if unreadable. */
+static int read_peer(const char *path, peer *p)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        fprintf(stderr, "gemm: --peer %s: cannot open it\n", path);
+        return 0;
+    }
+    char line[512];
+    snprintf(p->name, sizeof p->name, "peer");
+    p->n = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        const char *b = strstr(line, "\"blas\": \"");
+        const char *s = strstr(line, "\"shape\": \""), *g = strstr(line, "\"gflops\": ");
+        if (b != NULL)
+            sscanf(b + 9, "%31[^\"]", p->name);
+        if (s != NULL && g != NULL && p->n < MAX_SHAPES &&
+            sscanf(s + 10, "%47[^\"]", p->shape[p->n]) == 1 &&
+            sscanf(g + 10, "%lf", &p->gflops[p->n]) == 1)
+            p->n++;
+    }
+    fclose(f);
+    if (p->n == 0)
+        fprintf(stderr, "gemm: --peer %s: no {\"shape\": ..., \"gflops\": ...} lines\n", path);
+    return p->n > 0;
+}
+
+/* The peer's GFLOP/s on sh (its shape written with or without ",1"); < 0 if absent. */
+static double peer_gflops(const peer *p, const shape *sh)
+{
+    char key[48], key1[48];
+    shape_key(sh, key, sizeof key);
+    snprintf(key1, sizeof key1, "%s", key);
+    if (sh->batch == 1)
+        key1[strlen(key1) - 2] = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (strcmp(p->shape[i], key) == 0 || strcmp(p->shape[i], key1) == 0)
+            return p->gflops[i];
+    return -1.0;
+}
 
 /* Every candidate and OpenBLAS on d (A = a, B = b on the host; OpenBLAS
  * writes c_ref): a warm-up, then turns so that they see the same load on a
@@ -238,9 +305,18 @@ static void print_row(const bench *bn, const shape *sh, const double *t_c, size_
         snprintf(r_nat, sizeof r_nat, "%.0f%%", 100.0 * t_ob / t_nat);
     if (t_ob > 0 && t_clb > 0)
         snprintf(r_clb, sizeof r_clb, "%.0f%%", 100.0 * t_ob / t_clb);
-    printf("%-42s %-2s %5zu %5zu %6zu %5zu | %8s %8s %8s | %7s %7s %6s | %-14s %-14s %s\n",
-           sh->what, op, sh->m, sh->k, sh->n, sh->batch, g_clb, g_nat, g_ob, r_nat, r_clb, p_nat,
-           best > 0 ? bn->names[best] : "-", chosen, check);
+    printf("%-42s %-2s %5zu %5zu %6zu %5zu | %8s %8s %8s | %7s %7s %6s |", sh->what, op, sh->m,
+           sh->k, sh->n, sh->batch, g_clb, g_nat, g_ob, r_nat, r_clb, p_nat);
+    for (size_t p = 0; p < bn->n_peers; p++) {
+        const double g = peer_gflops(&bn->peers[p], sh);
+        char g_p[16] = "-", r_p[16] = "-";
+        if (g > 0)
+            snprintf(g_p, sizeof g_p, "%.1f", g);
+        if (g > 0 && t_nat > 0)
+            snprintf(r_p, sizeof r_p, "%.0f%%", 100.0 * flops / t_nat * 1e-9 / g);
+        printf(" %8s %7s |", g_p, r_p);
+    }
+    printf(" %-14s %-14s %s\n", best > 0 ? bn->names[best] : "-", chosen, check);
     if (bn->all_configs) {
         printf("    ");
         for (size_t c = 1; c < bn->n_cand; c++)
@@ -358,16 +434,24 @@ static void print_header(bench *bn, int blas_threads)
     for (size_t c = 1; c < bn->n_cand; c++)
         printf("%s%s", c > 1 ? ", " : "", bn->names[c]);
     printf(" (the best per shape is reported as native)\n");
-    printf("%-42s %-2s %5s %5s %6s %5s | %8s %8s %8s | %7s %7s %6s | %-14s %-14s %s\n", "shape",
-           "op", "M", "K", "N", "batch", "clblast", "native", "openblas", "nat/ob", "clb/ob",
-           "peak%", "best native", "auto", "check");
+    for (size_t p = 0; p < bn->n_peers; p++)
+        printf("peer %s: %zu shapes from bench/torch_gemm.py (nat/%.3s: native's share of it)\n",
+               bn->peers[p].name, bn->peers[p].n, bn->peers[p].name);
+    printf("%-42s %-2s %5s %5s %6s %5s | %8s %8s %8s | %7s %7s %6s |", "shape", "op", "M", "K", "N",
+           "batch", "clblast", "native", "openblas", "nat/ob", "clb/ob", "peak%");
+    for (size_t p = 0; p < bn->n_peers; p++) {
+        char r[16];
+        snprintf(r, sizeof r, "nat/%.3s", bn->peers[p].name);
+        printf(" %8.8s %7s |", bn->peers[p].name, r);
+    }
+    printf(" %-14s %-14s %s\n", "best native", "auto", "check");
 }
 
 int main(int argc, char **argv)
 {
     const char *device = getenv("CLFORMER_DEVICE");
-    int blas_threads = 2, no_cache = 0;
-    bench bn = {.reps = 5};
+    int blas_threads = 2, no_cache = 0, list = 0;
+    static bench bn = {.reps = 5};
     shape given[MAX_SHAPES];
     size_t n_given = 0;
     for (int i = 1; i < argc; i++) {
@@ -383,7 +467,16 @@ int main(int argc, char **argv)
             bn.all_configs = 1;
         else if (strcmp(argv[i], "--no-cache") == 0)
             no_cache = 1;
-        else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+        else if (strcmp(argv[i], "--list-shapes") == 0)
+            list = 1;
+        else if (strcmp(argv[i], "--peer") == 0 && i + 1 < argc) {
+            if (bn.n_peers == MAX_PEERS) {
+                fprintf(stderr, "gemm: at most %d --peer files\n", MAX_PEERS);
+                return 2;
+            }
+            if (!read_peer(argv[++i], &bn.peers[bn.n_peers++]))
+                return 2;
+        } else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
             if (n_given == MAX_SHAPES || !parse_shape(argv[++i], &given[n_given++])) {
                 fprintf(stderr,
                         "gemm: --shape '%s': expected OP,M,K,N[,BATCH] with OP one of "
@@ -400,6 +493,18 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
+    const shape *shapes = n_given ? given : table;
+    const size_t n_shapes = n_given ? n_given : N_TABLE;
+    if (list) {
+        for (size_t s = 0; s < n_shapes; s++) {
+            char key[48];
+            shape_key(&shapes[s], key, sizeof key);
+            if (!(bn.quick &&
+                  (double)shapes[s].m * shapes[s].n * shapes[s].k * shapes[s].batch > 4e9))
+                printf("%s\n", key);
+        }
+        return 0;
+    }
     char cache_dir[1024];
     clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"), getenv("HOME"),
                           cache_dir, sizeof cache_dir);
@@ -414,8 +519,6 @@ int main(int argc, char **argv)
         die("opening the device", &err);
     print_header(&bn, blas_threads);
     unsigned seed = 12345u;
-    const shape *shapes = n_given ? given : table;
-    const size_t n_shapes = n_given ? n_given : N_TABLE;
     for (size_t s = 0; s < n_shapes; s++)
         if (!(bn.quick && (double)shapes[s].m * shapes[s].n * shapes[s].k * shapes[s].batch > 4e9))
             bench_shape(&bn, &shapes[s], &seed);

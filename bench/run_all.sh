@@ -6,10 +6,23 @@
 # ratio clformer / PyTorch (above 1 = clformer faster).
 #
 #   bench/run_all.sh [--build DIR] [--threads N] [--steps N] [--repeat R]
-#                    [--models "cpu wide"] [--device SEL] [--python PY]
+#                    [--models "cpu wide"] [--device SEL] [--python PY ...]
+#                    [--venv DIR] [--torch-configs "eager compile bf16"]
 #                    [--blas-core auto|none|NAME] [--omp-wait best|auto|passive|active]
 #                    [--no-gemm] [--no-torch]
 #                    [--quick] [--save FILE]
+#
+# Peers: each --python (default Debian's /usr/bin/python3, PyTorch 1.13 on
+# OpenBLAS) and --venv DIR (DIR/bin/python; bench/torch-venv.sh makes it
+# with PyTorch 2.15 from PyPI when it is missing: MKL, oneDNN,
+# torch.compile) is a PyTorch of its own. Each runs in the configurations of
+# --torch-configs it supports: eager; compile (torch.compile, PyTorch 2;
+# train and forward only); bf16 (torch.autocast bfloat16 on train and
+# forward, PyTorch 2, only where the CPU has bf16 arithmetic, avx512_bf16 or
+# amx_bf16: informative, as clformer computes in float32). The ratio is
+# clformer over the fastest float32 configuration of any peer, per metric.
+# The GEMM table gains a column per peer whose PyTorch has MKL
+# (bench/torch_gemm.py on the same shapes, run just before it).
 #
 # Design: both sides get the same thread count (default: nproc):
 # torch.set_num_threads(N) for PyTorch, POCL_CPU_MAX_CU_COUNT=N (and the
@@ -48,7 +61,9 @@ ROUNDS=5
 REPEAT=1
 MODELS="cpu wide"
 DEVICE=${CLFORMER_DEVICE:-cpu}
-PY=/usr/bin/python3
+PYS=()              # the peers' pythons (--python, --venv); default Debian's
+VENVS=()
+TORCH_CONFIGS="eager compile bf16"
 DO_GEMM=1
 DO_TORCH=1
 SAVE=""
@@ -66,7 +81,9 @@ while [ $# -gt 0 ]; do
     --repeat) REPEAT=$2; shift ;;
     --models) MODELS=$2; shift ;;
     --device) DEVICE=$2; shift ;;
-    --python) PY=$2; shift ;;
+    --python) PYS+=("$2"); shift ;;
+    --venv) VENVS+=("$2"); shift ;;
+    --torch-configs) TORCH_CONFIGS=$2; shift ;;
     --save) SAVE=$2; shift ;;
     --blas-core) BLAS_CORE=$2; shift ;;
     --omp-wait) OMP_WAIT=$2; shift ;;
@@ -131,16 +148,47 @@ echo "== building $TARGETS in $BUILD"
 cmake --build "$BUILD" -j"$JOBS" --target $TARGETS >"$TMP/build.log" 2>&1 ||
     { tail -40 "$TMP/build.log" >&2; echo "run_all.sh: build failed" >&2; exit 1; }
 
-HAVE_PY=0
-if [ -x "$PY" ] || command -v "$PY" >/dev/null 2>&1; then HAVE_PY=1; fi
-if [ "$DO_TORCH" = 1 ] && [ "$HAVE_PY" = 1 ]; then
-    "$PY" -c 'import torch, numpy, yaml' 2>/dev/null || {
-        echo "note: PyTorch, numpy or PyYAML is missing for $PY: the PyTorch column is n/a" \
+# the peers: each python that imports torch, numpy and yaml, with the
+# configurations it supports (TMP/peers.tsv: impl, label, float32 or not)
+for v in "${VENVS[@]}"; do
+    "$ROOT/bench/torch-venv.sh" "$v" || { echo "run_all.sh: --venv $v failed" >&2; exit 1; }
+    PYS+=("$v/bin/python")
+done
+[ ${#PYS[@]} -gt 0 ] || PYS=(/usr/bin/python3)
+PY=""                 # the python that prints the table (any of the peers', else python3)
+BF16_HW=0
+grep -qw -e avx512_bf16 -e amx_bf16 /proc/cpuinfo 2>/dev/null && BF16_HW=1
+: >"$TMP/peers.tsv"
+PEER_PY=()            # PEER_PY[i]: the python of peer i
+MKL_PEERS=()          # the indices of the peers whose PyTorch has MKL
+for i in "${!PYS[@]}"; do
+    p=${PYS[$i]}
+    command -v "$p" >/dev/null 2>&1 || [ -x "$p" ] || { echo "note: $p not found: no peer"; continue; }
+    [ -n "$PY" ] || PY=$p
+    [ "$DO_TORCH" = 1 ] || continue
+    info=$("$p" -c 'import torch, numpy, yaml
+print(torch.__version__.split("+")[0], int(hasattr(torch, "compile")),
+      int(torch.backends.mkl.is_available()))' 2>/dev/null) || {
+        echo "note: PyTorch, numpy or PyYAML is missing for $p: not a peer" \
              "(Debian: apt-get install python3-torch python3-numpy python3-yaml)"
-        DO_TORCH=0; }
-elif [ "$DO_TORCH" = 1 ]; then
-    echo "note: $PY not found: the PyTorch column is n/a"; DO_TORCH=0
-fi
+        continue; }
+    read -r ver has_compile has_mkl <<<"$info"
+    PEER_PY[i]=$p
+    [ "$has_mkl" = 1 ] && MKL_PEERS+=("$i")
+    for cfg in $TORCH_CONFIGS; do
+        case $cfg in
+        eager) printf 'p%d%s\t%s eager\t1\n' "$i" "$cfg" "$ver" ;;
+        compile) [ "$has_compile" = 1 ] && printf 'p%d%s\t%s compile\t1\n' "$i" "$cfg" "$ver" ;;
+        bf16) [ "$has_compile" = 1 ] && [ "$BF16_HW" = 1 ] &&
+              printf 'p%d%s\t%s bf16\t0\n' "$i" "$cfg" "$ver" ;;
+        *) echo "run_all.sh: --torch-configs: expected eager, compile or bf16, not $cfg" >&2; exit 2 ;;
+        esac
+    done >>"$TMP/peers.tsv"
+done
+[ -n "$PY" ] || { command -v python3 >/dev/null 2>&1 && PY=python3; }
+[ -s "$TMP/peers.tsv" ] || DO_TORCH=0
+HAVE_PY=0
+[ -n "$PY" ] && HAVE_PY=1
 
 # ---- machine ---------------------------------------------------------------------------
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
@@ -156,9 +204,19 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) (above ~
 if [ "$DO_GEMM" = 1 ]; then
     echo
     if [ -x "$BUILD/bench/gemm" ]; then
+        PEER_ARGS=()
+        if [ "$DO_TORCH" = 1 ]; then
+            shapes=$("$BUILD/bench/gemm" --list-shapes "${GEMM_ARGS[@]}" | sed 's/^/--shape /')
+            for i in "${MKL_PEERS[@]}"; do
+                echo "== GEMM: ${PEER_PY[$i]} (PyTorch with MKL), bench/torch_gemm.py"
+                # shellcheck disable=SC2086
+                "${PEER_PY[$i]}" "$ROOT/bench/torch_gemm.py" --threads "$THREADS" $shapes \
+                    >"$TMP/gemm-peer$i.jsonl" && PEER_ARGS+=(--peer "$TMP/gemm-peer$i.jsonl")
+            done
+        fi
         echo "== GEMM (build/bench/gemm)"
         "$BUILD/bench/gemm" ${DEVICE:+--device "$DEVICE"} --blas-threads "$THREADS" \
-            "${GEMM_ARGS[@]}"
+            "${GEMM_ARGS[@]}" "${PEER_ARGS[@]}"
         rc=$?
         if [ $rc -ne 0 ]; then echo "run_all.sh: bench/gemm exited with $rc" >&2; CRASHED=1; fi
     else
@@ -178,20 +236,29 @@ for model in $MODELS; do
             echo "run_all.sh: bench/gpt --model $model exited with $rc" >&2
             CRASHED=1; rm -f "$TMP/clf-$model-$r.json"
         else cat "$TMP/clf-$model-$r.json"; fi
-        if [ "$DO_TORCH" = 1 ]; then
+        while IFS=$'\t' read -r impl label _; do
+            [ "$DO_TORCH" = 1 ] || break
+            i=${impl#p}; i=${i%%[a-z]*}
+            extra=()
+            case $impl in
+            *compile) extra=(--compile --only "train,forward") ;;
+            *bf16) extra=(--only "train,forward" --set train.precision=bf16) ;;
+            esac
             for pol in "${TORCH_POLICIES[@]}"; do
-                echo "== GPT $model, run $r/$REPEAT: PyTorch${pol:+ (OMP_WAIT_POLICY=$pol)}"
-                out="$TMP/torch-$model-$r${pol:+-$pol}.json"
+                echo "== GPT $model, run $r/$REPEAT: PyTorch $label${pol:+ (OMP_WAIT_POLICY=$pol)}"
+                out="$TMP/$impl-$model-$r${pol:+-$pol}.json"
                 ( [ -n "$pol" ] && export OMP_WAIT_POLICY=$pol
-                  exec "$PY" "$ROOT/bench/torch_gpt.py" --model "$model" --threads "$THREADS" \
-                      --steps "$STEPS" --warmup "$WARMUP" --sample-rounds "$ROUNDS" --json ) >"$out"
+                  exec "${PEER_PY[$i]}" "$ROOT/bench/torch_gpt.py" --model "$model" \
+                      --threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP" \
+                      --sample-rounds "$ROUNDS" --json "${extra[@]}" ) >"$out" 2>"$out.err"
                 rc=$?
                 if [ $rc -ne 0 ]; then
-                    echo "run_all.sh: torch_gpt.py --model $model exited with $rc" >&2
+                    tail -5 "$out.err" >&2
+                    echo "run_all.sh: torch_gpt.py --model $model ($label) exited with $rc" >&2
                     CRASHED=1; rm -f "$out"
                 else cat "$out"; fi
             done
-        fi
+        done <"$TMP/peers.tsv"
     done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
@@ -203,13 +270,16 @@ if [ "$HAVE_PY" = 1 ]; then
 import glob, json, os, statistics, sys
 tmp, models, save = sys.argv[1], sys.argv[2].split(), sys.argv[3]
 
-def load(impl, model):
-    """One dict per run; PyTorch runs under several OpenMP policies
-    (torch-MODEL-R-POLICY.json) merge into the fastest per metric."""
-    return list(load_runs(impl, model).values())
+# the peers: impl (file prefix), label, float32 (1) or not (bf16: informative)
+peers = []
+with open(os.path.join(tmp, "peers.tsv")) as fh:
+    for line in fh:
+        impl, label, fp32 = line.rstrip("\n").split("\t")
+        peers.append((impl, label, fp32 == "1"))
 
 def load_runs(impl, model):
-    """load()'s runs keyed by run number, to pair the two sides' runs."""
+    """One dict per run, keyed by run number; runs under several OpenMP
+    policies (IMPL-MODEL-R-POLICY.json) merge into the fastest per metric."""
     runs = {}
     for f in sorted(glob.glob(os.path.join(tmp, "%s-%s-*.json" % (impl, model)))):
         r = os.path.basename(f)[:-5].split("-")[2]
@@ -223,6 +293,9 @@ def load_runs(impl, model):
                 runs[r][k] = v
     return runs
 
+def load(impl, model):
+    return list(load_runs(impl, model).values())
+
 def med(runs, key):
     v = [r[key] for r in runs if key in r]
     return statistics.median(v) if v else None
@@ -230,48 +303,66 @@ def med(runs, key):
 metrics = [("train", "train_tok_s"), ("forward", "forward_tok_s"),
            ("sample (KV cache)", "sample_tok_s"),
            ("sample (no cache)", "sample_nocache_tok_s")]
-fmt = "%-6s %-18s %14s %14s %8s"
-print(fmt % ("model", "metric", "clformer tok/s", "PyTorch tok/s", "ratio"))
-print(fmt % ("-" * 6, "-" * 18, "-" * 14, "-" * 14, "-" * 8))
+heads = ["clformer"] + [label for _, label, _ in peers]
+w = max([14] + [len(h) + 1 for h in heads])
+print(("%-6s %-18s" + " %*s" * len(heads) + " %8s  %s") % tuple(
+    ["model", "metric"] + sum([[w, h] for h in heads], []) + ["ratio", "vs (fastest float32)"]))
 out = {}
 for m in models:
-    c, t = load("clf", m), load("torch", m)
+    c = load("clf", m)
     for label, key in metrics:
-        a, b = med(c, key), med(t, key)
-        if a is None and b is None:
+        a = med(c, key)
+        vals = [med(load(impl, m), key) for impl, _, _ in peers]
+        if a is None and all(v is None for v in vals):
             continue
-        ratio = "%.2f" % (a / b) if a and b else "-"
-        print(fmt % (m, label, "%.0f" % a if a else "-", "%.0f" % b if b else "n/a", ratio))
-        out.setdefault(m, {})[key] = {"clformer": a, "pytorch": b}
-    pc, pt = med(c, "params"), med(t, "params")
-    if pc and pt and pc != pt:
-        print("warning: %s: parameter counts differ: clformer %d, PyTorch %d" % (m, pc, pt))
-    threads = sorted({r.get("threads") for r in c + t})
-    out.setdefault(m, {})["threads"] = threads
-    out[m]["params"] = {"clformer": pc, "pytorch": pt}
-print("ratio = clformer / PyTorch; medians over timed steps (and over --repeat runs)")
-# with --repeat, the ratio of each run's pair (the sides run back to back), whose
-# spread shows how far the machine moved between runs
+        fp = [(v, peers[i][1]) for i, v in enumerate(vals) if v and peers[i][2]]
+        best, best_label = max(fp) if fp else (None, "-")
+        ratio = "%.2f" % (a / best) if a and best else "-"
+        cells = ["%.0f" % a if a else "-"] + ["%.0f" % v if v else "-" for v in vals]
+        print(("%-6s %-18s" + " %*s" * len(cells) + " %8s  %s") % tuple(
+            [m, label] + sum([[w, x] for x in cells], []) + [ratio, best_label]))
+        o = out.setdefault(m, {})[key] = {"clformer": a, "fastest_fp32": best_label,
+                                         "ratio": a / best if a and best else None}
+        for i, v in enumerate(vals):
+            o[peers[i][1]] = v
+    pc = med(c, "params")
+    for impl, label, _ in peers:
+        pt = med(load(impl, m), "params")
+        if pc and pt and pc != pt:
+            print("warning: %s: parameter counts differ: clformer %d, PyTorch %s %d"
+                  % (m, pc, label, pt))
+    out.setdefault(m, {})["threads"] = sorted({r.get("threads") for impl, _, _ in
+                                               [("clf", "", 1)] + peers for r in load(impl, m)})
+print("ratio = clformer / the fastest float32 PyTorch configuration (named); medians over "
+      "timed steps (and over --repeat runs); bf16 columns are informative")
+# with --repeat, each run's training ratio against that run's fastest float32
+# peer (the sides ran back to back): the spread shows how far the machine moved
 for m in models:
-    c, t = load_runs("clf", m), load_runs("torch", m)
-    rs = [c[r]["train_tok_s"] / t[r]["train_tok_s"] for r in sorted(c, key=int)
-          if r in t and c[r].get("train_tok_s") and t[r].get("train_tok_s")]
+    c = load_runs("clf", m)
+    ps = [load_runs(impl, m) for impl, _, fp32 in peers if fp32]
+    rs = []
+    for r in sorted(c, key=int):
+        b = max([p[r]["train_tok_s"] for p in ps if r in p and p[r].get("train_tok_s")] or [0])
+        if c[r].get("train_tok_s") and b:
+            rs.append(c[r]["train_tok_s"] / b)
     if len(rs) > 1:
-        print("%s: train ratio of each run's pair: %s" % (m, " ".join("%.2f" % x for x in rs)))
+        print("%s: train ratio of each run: %s" % (m, " ".join("%.2f" % x for x in rs)))
         out.setdefault(m, {})["train_ratio_runs"] = rs
-# training MFU of both sides: model FLOPs per token (clformer's count, nanoGPT's
-# estimate_mfu formula) times tokens/s over the device's measured FMA peak
+# training MFU: model FLOPs per token (clformer's count, nanoGPT's estimate_mfu
+# formula) times tokens/s over the device's measured FMA peak, every side
 for m in models:
-    c, t = load("clf", m), load("torch", m)
-    ft, pk = med(c, "train_flops_per_token"), med(c, "peak_gflops")
-    a, b = med(c, "train_tok_s"), med(t, "train_tok_s")
+    c = load("clf", m)
+    ft, pk, a = med(c, "train_flops_per_token"), med(c, "peak_gflops"), med(c, "train_tok_s")
     if ft and pk and a:
-        tm = "%.1f%%" % (100.0 * b * ft / (pk * 1e9)) if b else "n/a"
-        print("%s: training MFU clformer %.1f%%, PyTorch %s (%.3g FLOPs/token, measured peak "
-              "%.1f GFLOP/s)" % (m, 100.0 * a * ft / (pk * 1e9), tm, ft, pk))
-        out.setdefault(m, {})["train_mfu"] = {"clformer": a * ft / (pk * 1e9),
-                                              "pytorch": b * ft / (pk * 1e9) if b else None}
-if len(glob.glob(os.path.join(tmp, "torch-*-*-*.json"))) > 0:
+        sides = ["clformer %.1f%%" % (100.0 * a * ft / (pk * 1e9))]
+        for impl, label, _ in peers:
+            b = med(load(impl, m), "train_tok_s")
+            if b:
+                sides.append("PyTorch %s %.1f%%" % (label, 100.0 * b * ft / (pk * 1e9)))
+        print("%s: training MFU %s (%.3g FLOPs/token, measured peak %.1f GFLOP/s)"
+              % (m, ", ".join(sides), ft, pk))
+        out.setdefault(m, {})["train_mfu_clformer"] = a * ft / (pk * 1e9)
+if glob.glob(os.path.join(tmp, "p*-*-*-*.json")):
     print("PyTorch: per run and metric, the faster of OMP_WAIT_POLICY=PASSIVE and ACTIVE")
 if save:
     with open(save, "w") as fh:

@@ -12,8 +12,10 @@ What it measures (each a median over timed repetitions, after warm-up):
            attention sublayer, in torch.utils.checkpoint; train.precision bf16
            runs the forward under torch.autocast("cpu", bfloat16) (matrix
            products in bf16, what they save for backward in bf16; the
-           master weights, gradients and AdamW stay float32).
-  forward  tokens/s of an eval forward with the loss (no_grad, eval mode).
+           master weights, gradients and AdamW stay float32). --compile
+           runs train and forward through torch.compile(model).
+  forward  tokens/s of an eval forward with the loss (no_grad, eval mode;
+           under bf16 autocast with train.precision bf16).
   sample   tokens/s of greedy decoding, batch 1, with a KV cache: a short
            prompt (untimed prefill), then one position per step up to the
            context, the argmax read back each step (as bench/gpt reads its
@@ -35,6 +37,7 @@ tokens from a fixed seed), learning-rate schedules (constant lr).
 
 Usage: torch_gpt.py [--model cpu|wide | --config FILE] [--steps N]
                     [--threads N] [--json] [--only train,forward,sample]
+                    [--compile] [--set train.precision=bf16]
 """
 import argparse
 import json
@@ -353,7 +356,8 @@ def bench_forward(model, s, data, warmup, steps):
         for i in range(warmup + steps):
             x, y = data[i % len(data)]
             t0 = time.perf_counter()
-            _, loss = model(x, y)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s["precision"] == "bf16"):
+                _, loss = model(x, y)
             loss.item()
             t1 = time.perf_counter()
             if i >= warmup:
@@ -409,6 +413,9 @@ def main():
     ap.add_argument("--only", default="train,forward,sample,nocache",
                     help="comma-separated subset of train,forward,sample,nocache")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    ap.add_argument("--compile", action="store_true",
+                    help="train and forward through torch.compile(model) (PyTorch 2; its "
+                         "compilation is in the warm-up steps; sampling stays eager)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a config key, as clformer --set (repeatable)")
     a = ap.parse_args()
@@ -420,11 +427,17 @@ def main():
     torch.manual_seed(s["seed"])
     model = GPT(s)
     n_params = sum(p.numel() for p in model.parameters())
+    eager = model
+    if a.compile:
+        if not hasattr(torch, "compile"):
+            sys.exit("torch_gpt.py: --compile needs PyTorch 2 (this is %s)" % torch.__version__)
+        model = torch.compile(model)
     only = set(a.only.split(","))
     foreach = {"default": None, "on": True, "off": False}[a.foreach]
     prompt_len = max(1, min(a.prompt, s["T"] - 1))
     BT = s["B"] * s["T"]
     res = {"impl": "pytorch", "version": torch.__version__, "model": a.model,
+           "compiled": a.compile,
            "config": os.path.relpath(path), "threads": torch.get_num_threads(),
            "params": n_params, "B": s["B"], "T": s["T"], "V": s["V"]}
     data = batches(s, 4, s["seed"])
@@ -437,10 +450,10 @@ def main():
         t = bench_forward(model, s, data, a.warmup, a.steps)
         res.update(forward_ms=t * 1e3, forward_tok_s=BT / t)
     if "sample" in only:
-        res["sample_tok_s"] = bench_sample(model, s, prompt_len, a.sample_rounds, True)
+        res["sample_tok_s"] = bench_sample(eager, s, prompt_len, a.sample_rounds, True)
         res["sample_tokens"] = s["T"] - (prompt_len - 1)
     if "nocache" in only:
-        res["sample_nocache_tok_s"] = bench_sample(model, s, prompt_len,
+        res["sample_nocache_tok_s"] = bench_sample(eager, s, prompt_len,
                                                    max(1, a.sample_rounds // 2), False)
     if a.json:
         print(json.dumps(res))
