@@ -36,10 +36,18 @@
  * normalised output; with P > 1 its partial softmax, part[g * (HS + 2) ..]
  * = {max m, sum l of exp(score - m), then the HS values sum_s exp(score_s -
  * m) v_s}, which attn_decode_combine folds in a fixed order. Local: qs[HS],
- * sc[chunk], red[W]. */
+ * sc[chunk], red[W].
+ * With has_new, position L - 1's key and value are read from kn and vn
+ * (row b at b * n_stride, K/V head j at column j * HS: the new position's
+ * k and v inside the fused qkv) instead of the caches, and the launch
+ * stores them there: the range holding L - 1 of the first query head of
+ * each K/V head writes them, and no work-item of the launch reads the
+ * caches at L - 1, so decoding needs no kv_store launch of its own. */
 __kernel void attn_decode(__global float *out, ulong out_off, __global const float *q,
-                          ulong q_off, ulong q_stride, __global const float *kc, ulong k_off,
-                          __global const float *vc, ulong v_off, __global const int *keep,
+                          ulong q_off, ulong q_stride, __global float *kc, ulong k_off,
+                          __global float *vc, ulong v_off, __global const float *kn, ulong kn_off,
+                          __global const float *vn, ulong vn_off, ulong n_stride, int has_new,
+                          __global const int *keep,
                           ulong keep_off, uint keep_stride, int has_keep, uint NH, uint grp,
                           uint HS, uint Tmax, uint lo, uint L, float scale, int alibi,
                           __global const float *rb, ulong rb_off, uint rb_w,
@@ -62,6 +70,11 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
     const ulong kvh = (ulong)(bh / NH) * (NH / grp) + (bh % NH) / grp; /* its K/V head */
     kc += k_off + (kvh * Tmax + s0) * HS;
     vc += v_off + (kvh * Tmax + s0) * HS;
+    /* the new position's rows, and where L - 1 sits among this range's */
+    const ulong nrow = (ulong)(bh / NH) * n_stride + (ulong)((bh % NH) / grp) * HS;
+    kn += kn_off + nrow;
+    vn += vn_off + nrow;
+    const uint snew = has_new ? L - 1 - s0 : 0xFFFFFFFFu;
     out += out_off + (ulong)bh * HS;
     keep += keep_off + (ulong)(bh / NH) * keep_stride + s0;
     for (uint d = lid; d < HS; d += W)
@@ -73,7 +86,7 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
     for (uint s = lid; s < n; s += W) {
         float a = CLF_NEG_BIG;
         if (!has_keep || keep[s] != 0) {
-            __global const float *kr = kc + (ulong)s * HS;
+            __global const float *kr = s == snew ? kn : kc + (ulong)s * HS;
             a = 0.0f;
             for (uint d = 0; d < HS; d++)
                 a += qs[d] * kr[d];
@@ -131,13 +144,18 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
         for (uint dd = lid; dd < HS; dd += W) {
             float a = 0.0f;
             for (uint s = 0; s < n; s++)
-                a += sc[s] * vc[(ulong)s * HS + dd];
+                a += sc[s] * (s == snew ? vn : vc + (ulong)s * HS)[dd];
             dst[dd] = a * inv;
         }
     } else if (cls < parts) {
         for (uint s = cls; s < n; s += parts)
-            acc += sc[s] * vc[(ulong)s * HS + d];
+            acc += sc[s] * (s == snew ? vn : vc + (ulong)s * HS)[d];
     }
+    if (has_new && p == P - 1 && (bh % NH) % grp == 0)
+        for (uint dd = lid; dd < HS; dd += W) {
+            kc[(ulong)snew * HS + dd] = kn[dd];
+            vc[(ulong)snew * HS + dd] = vn[dd];
+        }
     red[lid] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
     if (parts > 1 && lid < HS) {
@@ -158,9 +176,10 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
 #define ATTN_ITEM_CHUNK 64 /* ATTN_ITEM_HS_MAX: runtime/contract.h */
 
 __kernel void attn_decode_item(__global float *out, ulong out_off, __global const float *q,
-                               ulong q_off, ulong q_stride, __global const float *kc,
-                               ulong k_off, __global const float *vc, ulong v_off,
-                               __global const int *keep, ulong keep_off, uint keep_stride,
+                               ulong q_off, ulong q_stride, __global float *kc, ulong k_off,
+                               __global float *vc, ulong v_off, __global const float *kn,
+                               ulong kn_off, __global const float *vn, ulong vn_off,
+                               ulong n_stride, int has_new, __global const int *keep, ulong keep_off, uint keep_stride,
                                int has_keep, uint NH, uint grp, uint HS, uint Tmax, uint lo,
                                uint L, float scale, int alibi, __global const float *rb,
                                ulong rb_off, uint rb_w, __global const float *rqr,
@@ -178,8 +197,11 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
     __global const float *qrh = rqr + rqr_off + (ulong)bh * rqr_w;
     __global const float *qr = q + q_off + (ulong)(bh / NH) * q_stride + (ulong)(bh % NH) * HS;
     const ulong kvh = (ulong)(bh / NH) * (NH / grp) + (bh % NH) / grp; /* its K/V head */
-    __global const float *kb = kc + k_off + kvh * Tmax * HS;
-    __global const float *vb = vc + v_off + kvh * Tmax * HS;
+    __global float *kb = kc + k_off + kvh * Tmax * HS;
+    __global float *vb = vc + v_off + kvh * Tmax * HS;
+    const ulong nrow = (ulong)(bh / NH) * n_stride + (ulong)((bh % NH) / grp) * HS;
+    __global const float *knr = kn + kn_off + nrow, *vnr = vn + vn_off + nrow;
+    const uint snew = has_new ? L - 1 : 0xFFFFFFFFu;
     __global const int *kp = keep + keep_off + (ulong)(bh / NH) * keep_stride;
     const uint hv = HS / 8 * 8;
     float qs[ATTN_ITEM_HS_MAX], acc[ATTN_ITEM_HS_MAX], sc[ATTN_ITEM_CHUNK];
@@ -195,7 +217,7 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
             const uint s = c0 + c;
             float a = CLF_NEG_BIG;
             if (!has_keep || kp[s] != 0) {
-                __global const float *kr = kb + (ulong)s * HS;
+                __global const float *kr = s == snew ? knr : kb + (ulong)s * HS;
                 float8 v8 = (float8)(0.0f);
                 for (uint d = 0; d < hv; d += 8)
                     v8 = CLF_FMA(vload8(0, qs + d), vload8(0, kr + d), v8);
@@ -221,7 +243,7 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
                 continue;
             const float e = clf_exp_nonpos(sc[c] - mc);
             l += e;
-            __global const float *vr = vb + (ulong)s * HS;
+            __global const float *vr = s == snew ? vnr : vb + (ulong)s * HS;
             for (uint d = 0; d < hv; d += 8)
                 vstore8(CLF_FMA((float8)(e), vload8(0, vr + d), vload8(0, acc + d)), 0, acc + d);
             for (uint d = hv; d < HS; d++)
@@ -229,6 +251,11 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
         }
         m = mc;
     }
+    if (has_new && p == P - 1 && (bh % NH) % grp == 0)
+        for (uint d = 0; d < HS; d++) {
+            kb[(ulong)snew * HS + d] = knr[d];
+            vb[(ulong)snew * HS + d] = vnr[d];
+        }
     if (P > 1) {
         __global float *dst = part + part_off + (ulong)g * (HS + 2);
         dst[0] = m;
@@ -273,26 +300,31 @@ __kernel void attn_decode_combine(__global float *out, ulong out_off, __global c
 
 /* ---- KV cache (decoding) ---- */
 
-/* kv_store: src holds rows [B, T, row_stride] with head h of a row at
- * columns [h*HS, (h+1)*HS) (k or v inside the fused qkv output, after
- * rope); the cache is [B, NH, Tmax, HS] and position t of (b, h) goes to
- * cache row pos0 + t. One work-item per float, in source order (reads
- * contiguous); 32-bit indices (the host checks the sizes fit). */
-__kernel void kv_store(__global float *cache, ulong cache_off, __global const float *src,
-                       ulong src_off, uint n, uint T, uint NH, uint HS, uint row_stride,
-                       uint Tmax, uint pos0)
+/* kv_store: keys and values in one launch. src holds rows [B, T,
+ * row_stride] with head h of a row's keys at columns k_col + [h*HS,
+ * (h+1)*HS) and its values at v_col + the same (k and v inside the fused
+ * qkv output, after rope); the caches are [B, NH, Tmax, HS] and position t
+ * of (b, h) goes to row pos0 + t of each. One work-item per float of each,
+ * in source order (reads contiguous); 32-bit indices (the host checks the
+ * sizes fit). */
+__kernel void kv_store(__global float *kcache, ulong kc_off, __global float *vcache,
+                       ulong vc_off, __global const float *src, ulong src_off, uint k_col,
+                       uint v_col, uint n, uint T, uint NH, uint HS, uint row_stride, uint Tmax,
+                       uint pos0)
 {
     uint i = get_global_id(0);
     if (i >= n)
         return;
-    cache += cache_off;
     src += src_off;
     uint d = i % HS;
     uint h = (i / HS) % NH;
     uint bt = i / (HS * NH);
     uint t = bt % T;
     uint b = bt / T;
-    cache[(((ulong)b * NH + h) * Tmax + pos0 + t) * HS + d] = src[(ulong)bt * row_stride + h * HS + d];
+    ulong c = (((ulong)b * NH + h) * Tmax + pos0 + t) * HS + d;
+    ulong s = (ulong)bt * row_stride + h * HS + d;
+    kcache[kc_off + c] = src[s + k_col];
+    vcache[vc_off + c] = src[s + v_col];
 }
 
 /* cache_gather: dst row i <- src row index[i] (use_index = 0: row i) for

@@ -157,6 +157,7 @@
 #endif
 #define GEMM_PACK_KC 16 /* k per pack work-item: one float16 (fixed) */
 #define GEMM_DOT 4      /* gemm_nt_dot: C block of GEMM_DOT x GEMM_DOT (fixed) */
+#define GEMM_DOT1_N 16  /* gemm_nt_dot1: C block of 1 x GEMM_DOT1_N (fixed) */
 
 #if GEMM_VW != 2 && GEMM_VW != 4 && GEMM_VW != 8 && GEMM_VW != 16
 #error "GEMM_VW must be 2, 4, 8 or 16"
@@ -878,14 +879,16 @@ gemm_ap(GEMM_KERNEL_ARGS)
 /* ---- small M with B transposed: dot products along k ------------------------
  * For few rows of C (decoding: M = 1..16) packing a transposed B would copy
  * all of it to read it once. Here both A (M x K) and B (stored N x K) are
- * read along k in vectors: a work-item keeps GEMM_DOT_M x GEMM_DOT_N vector
- * partial sums and reduces them at the end, so B is read from memory once
- * per GEMM_DOT_M rows of C. Rows and columns past the edge are clamped for
- * reading and never stored. NDRange: (ceil(N / GEMM_DOT_N),
- * ceil(M / GEMM_DOT_M), batch), work-group (GEMM_LY, 1, 1). Arguments as
- * gemm_an; lda and ldb are the row strides of A and of the stored B. */
-#define GEMM_DOT_M GEMM_DOT
-#define GEMM_DOT_N GEMM_DOT
+ * read along k in vectors: a work-item keeps DM x DN vector partial sums
+ * and reduces them at the end, so B is read from memory once per DM rows of
+ * C. Rows and columns past the edge are clamped for reading and never
+ * stored. NDRange: (ceil(N / DN), ceil(M / DM), batch), work-group
+ * (GEMM_LY, 1, 1). Arguments as gemm_an; lda and ldb are the row strides of
+ * A and of the stored B. gemm_nt_dot: GEMM_DOT x GEMM_DOT blocks;
+ * gemm_nt_dot1: one row of C (batch-1 decoding), GEMM_DOT1_N columns per
+ * work-item: the square block would repeat each dot product over its
+ * clamped rows, and on CPUs fewer, larger work-items cost less to schedule.
+ */
 
 static inline float gemm_hsum(floatV v)
 {
@@ -905,77 +908,80 @@ static inline float gemm_hsum(floatV v)
     return h2.x + h2.y;
 }
 
-__kernel GEMM_HINT(floatV) __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void
-gemm_nt_dot(GEMM_KERNEL_ARGS)
-{
-    const ulong j0 = get_global_id(0) * GEMM_DOT_N;
-    const ulong i0 = get_global_id(1) * GEMM_DOT_M;
-    const ulong z = get_global_id(2);
-    (void)a_blk;
-    (void)b_packed;
-    if (i0 >= M || j0 >= N)
-        return;
-    const __global float *a = A + a_off + z * stride_a;
-    const __global float *b = B + b_off + z * stride_b;
-    const __global float *ar[GEMM_DOT_M];
-    const __global float *br[GEMM_DOT_N];
-#pragma unroll
-    for (int r = 0; r < GEMM_DOT_M; r++)
-        ar[r] = a + min(i0 + (ulong)r, M - 1) * lda;
-#pragma unroll
-    for (int c = 0; c < GEMM_DOT_N; c++)
-        br[c] = b + min(j0 + (ulong)c, N - 1) * ldb;
-    floatV acc[GEMM_DOT_M][GEMM_DOT_N];
-#pragma unroll
-    for (int r = 0; r < GEMM_DOT_M; r++)
-#pragma unroll
-        for (int c = 0; c < GEMM_DOT_N; c++)
-            acc[r][c] = (floatV)(0.0f);
-    const ulong kv = K / GEMM_VW * GEMM_VW;
-    for (ulong k = 0; k < kv; k += GEMM_VW) {
-        floatV av[GEMM_DOT_M], bv[GEMM_DOT_N];
-#pragma unroll
-        for (int r = 0; r < GEMM_DOT_M; r++)
-            av[r] = vloadV(0, ar[r] + k);
-#pragma unroll
-        for (int c = 0; c < GEMM_DOT_N; c++)
-            bv[c] = vloadV(0, br[c] + k);
-#pragma unroll
-        for (int r = 0; r < GEMM_DOT_M; r++)
-#pragma unroll
-            for (int c = 0; c < GEMM_DOT_N; c++)
-                acc[r][c] = CLF_FMA(av[r], bv[c], acc[r][c]);
-    }
-    float s[GEMM_DOT_M][GEMM_DOT_N];
-#pragma unroll
-    for (int r = 0; r < GEMM_DOT_M; r++)
-#pragma unroll
-        for (int c = 0; c < GEMM_DOT_N; c++)
-            s[r][c] = gemm_hsum(acc[r][c]);
-    for (ulong k = kv; k < K; k++)
-#pragma unroll
-        for (int r = 0; r < GEMM_DOT_M; r++)
-#pragma unroll
-            for (int c = 0; c < GEMM_DOT_N; c++)
-                s[r][c] = CLF_FMA(ar[r][k], br[c][k], s[r][c]);
-    C += c_off + z * stride_c;
-#pragma unroll
-    for (int r = 0; r < GEMM_DOT_M; r++) {
-        if (i0 + (ulong)r >= M)
-            break;
-        __global float *cr = C + (i0 + (ulong)r) * ldc + j0;
-        const ulong dr = d_off + (i0 + (ulong)r) * ldd + j0;
-#pragma unroll
-        for (int c = 0; c < GEMM_DOT_N; c++) {
-            if (j0 + (ulong)c >= N)
-                break;
-            float o = alpha * s[r][c];
-            if (beta != 0.0f)
-                o = CLF_FMA(beta, cr[c], o);
-            cr[c] = gemm_epi_1(epi, o, bias + bias_off + j0 + (ulong)c, D, dr + (ulong)c);
-        }
-    }
+#define GEMM_NT_DOT(NAME, DM, DN)                                                          \
+    __kernel GEMM_HINT(floatV) __attribute__((reqd_work_group_size(GEMM_LY, 1, 1))) void   \
+    NAME(GEMM_KERNEL_ARGS)                                                                 \
+{                                                                                          \
+    const ulong j0 = get_global_id(0) * DN;                                                \
+    const ulong i0 = get_global_id(1) * DM;                                                \
+    const ulong z = get_global_id(2);                                                      \
+    (void)a_blk;                                                                           \
+    (void)b_packed;                                                                        \
+    if (i0 >= M || j0 >= N)                                                                \
+        return;                                                                            \
+    const __global float *a = A + a_off + z * stride_a;                                    \
+    const __global float *b = B + b_off + z * stride_b;                                    \
+    const __global float *ar[DM];                                                          \
+    const __global float *br[DN];                                                          \
+_Pragma("unroll")                                                                          \
+    for (int r = 0; r < DM; r++)                                                           \
+        ar[r] = a + min(i0 + (ulong)r, M - 1) * lda;                                       \
+_Pragma("unroll")                                                                          \
+    for (int c = 0; c < DN; c++)                                                           \
+        br[c] = b + min(j0 + (ulong)c, N - 1) * ldb;                                       \
+    floatV acc[DM][DN];                                                                    \
+_Pragma("unroll")                                                                          \
+    for (int r = 0; r < DM; r++)                                                           \
+_Pragma("unroll")                                                                          \
+        for (int c = 0; c < DN; c++)                                                       \
+            acc[r][c] = (floatV)(0.0f);                                                    \
+    const ulong kv = K / GEMM_VW * GEMM_VW;                                                \
+    for (ulong k = 0; k < kv; k += GEMM_VW) {                                              \
+        floatV av[DM], bv[DN];                                                             \
+_Pragma("unroll")                                                                          \
+        for (int r = 0; r < DM; r++)                                                       \
+            av[r] = vloadV(0, ar[r] + k);                                                  \
+_Pragma("unroll")                                                                          \
+        for (int c = 0; c < DN; c++)                                                       \
+            bv[c] = vloadV(0, br[c] + k);                                                  \
+_Pragma("unroll")                                                                          \
+        for (int r = 0; r < DM; r++)                                                       \
+_Pragma("unroll")                                                                          \
+            for (int c = 0; c < DN; c++)                                                   \
+                acc[r][c] = CLF_FMA(av[r], bv[c], acc[r][c]);                              \
+    }                                                                                      \
+    float s[DM][DN];                                                                       \
+_Pragma("unroll")                                                                          \
+    for (int r = 0; r < DM; r++)                                                           \
+_Pragma("unroll")                                                                          \
+        for (int c = 0; c < DN; c++)                                                       \
+            s[r][c] = gemm_hsum(acc[r][c]);                                                \
+    for (ulong k = kv; k < K; k++)                                                         \
+_Pragma("unroll")                                                                          \
+        for (int r = 0; r < DM; r++)                                                       \
+_Pragma("unroll")                                                                          \
+            for (int c = 0; c < DN; c++)                                                   \
+                s[r][c] = CLF_FMA(ar[r][k], br[c][k], s[r][c]);                            \
+    C += c_off + z * stride_c;                                                             \
+_Pragma("unroll")                                                                          \
+    for (int r = 0; r < DM; r++) {                                                         \
+        if (i0 + (ulong)r >= M)                                                            \
+            break;                                                                         \
+        __global float *cr = C + (i0 + (ulong)r) * ldc + j0;                               \
+        const ulong dr = d_off + (i0 + (ulong)r) * ldd + j0;                               \
+_Pragma("unroll")                                                                          \
+        for (int c = 0; c < DN; c++) {                                                     \
+            if (j0 + (ulong)c >= N)                                                        \
+                break;                                                                     \
+            float o = alpha * s[r][c];                                                     \
+            if (beta != 0.0f)                                                              \
+                o = CLF_FMA(beta, cr[c], o);                                               \
+            cr[c] = gemm_epi_1(epi, o, bias + bias_off + j0 + (ulong)c, D, dr + (ulong)c); \
+        }                                                                                  \
+    }                                                                                      \
 }
+GEMM_NT_DOT(gemm_nt_dot, GEMM_DOT, GEMM_DOT)
+GEMM_NT_DOT(gemm_nt_dot1, 1, GEMM_DOT1_N)
 
 /* Split-K's reduction: C = alpha * sum_p part[p] + beta * C, summed in the
  * order p = 0, 1, ... (deterministic), then the epilogue. part holds P

@@ -33,6 +33,8 @@
  *   2-byte elements): a norm's output is read only by the GEMMs that
  *   follow it, which widen it as they pack. Everything else is float32.
  *
+ * norm_dot_item (decoding): a norm and the linear after it in one launch.
+ *
  * Not here: fused residual + norm (a later optimisation), group norm.
  */
 
@@ -42,6 +44,46 @@
 #define CLF_COL_W 32 /* columns per work-item of the *_item column kernels */
 
 /* ---- LayerNorm forward ------------------------------------------------------ */
+
+/* A row's LayerNorm statistics {mean, rstd} of x[0..N), one work-item:
+ * float8 lanes, then the tail; two passes (the variance about the mean). */
+static inline float2 ln_stats_item(__global const float *x, ulong N, float eps)
+{
+    ulong j;
+    float8 a8 = (float8)(0.0f);
+    for (j = 0; j + 8 <= N; j += 8)
+        a8 += vload8(0, x + j);
+    float s = clf_hsum8(a8);
+    for (; j < N; j++)
+        s += x[j];
+    const float m = s / (float)N;
+    a8 = (float8)(0.0f);
+    for (j = 0; j + 8 <= N; j += 8) {
+        float8 d = vload8(0, x + j) - m;
+        a8 += d * d;
+    }
+    float v = clf_hsum8(a8);
+    for (; j < N; j++) {
+        float d = x[j] - m;
+        v += d * d;
+    }
+    return (float2)(m, 1.0f / sqrt(v / (float)N + eps));
+}
+
+/* A row's RMSNorm rstd of x[0..N), one work-item, lanes as ln_stats_item. */
+static inline float rms_rstd_item(__global const float *x, ulong N, float eps)
+{
+    ulong j;
+    float8 a8 = (float8)(0.0f);
+    for (j = 0; j + 8 <= N; j += 8) {
+        float8 v = vload8(0, x + j);
+        a8 += v * v;
+    }
+    float ss = clf_hsum8(a8);
+    for (; j < N; j++)
+        ss += x[j] * x[j];
+    return 1.0f / sqrt(ss / (float)N + eps);
+}
 
 __kernel void layernorm_forward_item(__global float *out, ulong out_off, uint out_t,
                                      __global float *mean,
@@ -58,25 +100,9 @@ __kernel void layernorm_forward_item(__global float *out, ulong out_off, uint ou
     x += x_off + r * N;
     w += w_off;
     b += b_off;
+    const float2 st = ln_stats_item(x, N, eps);
+    const float m = st.x, rs = st.y;
     ulong j;
-    float8 a8 = (float8)(0.0f);
-    for (j = 0; j + 8 <= N; j += 8)
-        a8 += vload8(0, x + j);
-    float s = clf_hsum8(a8);
-    for (; j < N; j++)
-        s += x[j];
-    float m = s / (float)N;
-    a8 = (float8)(0.0f);
-    for (j = 0; j + 8 <= N; j += 8) {
-        float8 d = vload8(0, x + j) - m;
-        a8 += d * d;
-    }
-    float v = clf_hsum8(a8);
-    for (; j < N; j++) {
-        float d = x[j] - m;
-        v += d * d;
-    }
-    float rs = 1.0f / sqrt(v / (float)N + eps);
     for (j = 0; j + 8 <= N; j += 8) {
         float8 o = (vload8(0, x + j) - m) * rs * vload8(0, w + j);
         if (has_b)
@@ -357,16 +383,8 @@ __kernel void rmsnorm_forward_item(__global float *out, ulong out_off, uint out_
     const ulong o0 = out_off + r * N;
     x += x_off + r * N;
     w += w_off;
+    const float rs = rms_rstd_item(x, N, eps);
     ulong j;
-    float8 a8 = (float8)(0.0f);
-    for (j = 0; j + 8 <= N; j += 8) {
-        float8 v = vload8(0, x + j);
-        a8 += v * v;
-    }
-    float ss = clf_hsum8(a8);
-    for (; j < N; j++)
-        ss += x[j] * x[j];
-    float rs = 1.0f / sqrt(ss / (float)N + eps);
     for (j = 0; j + 8 <= N; j += 8)
         clf_store8_t(vload8(0, x + j) * rs * vload8(0, w + j), out, out_t, o0 + j);
     for (; j < N; j++)
@@ -394,6 +412,86 @@ __kernel void rmsnorm_forward_group(__global float *out, ulong out_off, uint out
         clf_store_t(out, out_t, o0 + j, x[j] * rs * w[j]);
     if (lid == 0 && r < R)
         rstd[rstd_off + r] = rs;
+}
+
+/* ---- decoding: the norm and the linear after it, one launch ----------------------
+ * norm_dot_item: for few rows (decoding: a batch at one position), row r of
+ * x [R, C] normalised (LayerNorm with w and optional b, or RMSNorm with w:
+ * the statistics and the normalised values computed as the forward kernels
+ * above compute them) and the linear that reads it: y[r, j] = act(sum_k
+ * xhat[k] W[j, k] + bias[j]) for NORM_DOT_N columns j per work-item, W
+ * [N, C] (a linear's weight, [out, in]), act a CLF_ACTCODE_* of
+ * contract.h, as the GEMM epilogue applies it. A pre-norm block's
+ * attention and feed-forward and the LM head read their norm this way while
+ * decoding, without a launch of the norm's own to write the normalised row
+ * and read it back. Each work-item recomputes its row's statistics: C reads
+ * of a row in cache, against NORM_DOT_N x C reads of weights. NDRange
+ * (ceil(N / NORM_DOT_N), R), for devices whose work-groups run item by item.
+ */
+#define NORM_DOT_N 16
+
+__kernel void norm_dot_item(__global float *y, ulong y_off, ulong ldy, __global const float *x,
+                            ulong x_off, __global const float *nw, ulong nw_off,
+                            __global const float *nb, ulong nb_off, int has_nb, int rms, float eps,
+                            __global const float *W, ulong w_off, __global const float *bias,
+                            ulong bias_off, int has_bias, uint act, ulong R, ulong C, ulong N)
+{
+    const ulong j0 = get_global_id(0) * NORM_DOT_N, r = get_global_id(1);
+    if (r >= R || j0 >= N)
+        return;
+    x += x_off + r * C;
+    nw += nw_off;
+    nb += nb_off;
+    float m = 0.0f, rs;
+    if (rms) {
+        rs = rms_rstd_item(x, C, eps);
+    } else {
+        const float2 st = ln_stats_item(x, C, eps);
+        m = st.x;
+        rs = st.y;
+    }
+    ulong k;
+    __global const float *wr[NORM_DOT_N];
+    float16 acc[NORM_DOT_N];
+#pragma unroll
+    for (int c = 0; c < NORM_DOT_N; c++) {
+        wr[c] = W + w_off + min(j0 + (ulong)c, N - 1) * C;
+        acc[c] = (float16)(0.0f);
+    }
+    for (k = 0; k + 16 <= C; k += 16) {
+        float16 h;
+        if (rms) {
+            h = vload16(0, x + k) * rs * vload16(0, nw + k);
+        } else {
+            h = (vload16(0, x + k) - m) * rs * vload16(0, nw + k);
+            if (has_nb)
+                h += vload16(0, nb + k);
+        }
+#pragma unroll
+        for (int c = 0; c < NORM_DOT_N; c++)
+            acc[c] = CLF_FMA(h, vload16(0, wr[c] + k), acc[c]);
+    }
+    float s[NORM_DOT_N];
+#pragma unroll
+    for (int c = 0; c < NORM_DOT_N; c++)
+        s[c] = clf_hsum8(acc[c].lo + acc[c].hi);
+    for (; k < C; k++) {
+        float h = rms ? x[k] * rs * nw[k] : (x[k] - m) * rs * nw[k];
+        if (!rms && has_nb)
+            h += nb[k];
+#pragma unroll
+        for (int c = 0; c < NORM_DOT_N; c++)
+            s[c] = CLF_FMA(h, wr[c][k], s[c]);
+    }
+    y += y_off + r * ldy;
+    for (int c = 0; c < NORM_DOT_N && j0 + (ulong)c < N; c++) {
+        float o = s[c], g;
+        if (has_bias)
+            o += bias[bias_off + j0 + (ulong)c];
+        if (act != CLF_ACTCODE_NONE)
+            o = clf_act_and_grad(act, o, &g);
+        y[j0 + (ulong)c] = o;
+    }
 }
 
 /* ---- RMSNorm backward: dx ------------------------------------------------------ */

@@ -74,6 +74,7 @@
     K(LAYERNORM_DWDB_ITEM, "norm", "layernorm_dwdb_item")                                          \
     K(LAYERNORM_DWDB_GROUP, "norm", "layernorm_dwdb_group")                                        \
     K(RMSNORM_FORWARD_ITEM, "norm", "rmsnorm_forward_item")                                        \
+    K(NORM_DOT_ITEM, "norm", "norm_dot_item")                                                      \
     K(RMSNORM_FORWARD_GROUP, "norm", "rmsnorm_forward_group")                                      \
     K(RMSNORM_BACKWARD_ITEM, "norm", "rmsnorm_backward_item")                                      \
     K(RMSNORM_BACKWARD_GROUP, "norm", "rmsnorm_backward_group")                                    \

@@ -23,6 +23,10 @@
  * heads, in the same split cases, against the reference over caches with
  * each K/V head copied to its query heads; K/V heads that do not divide
  * the query heads refused.
+ * The new position's keys and values read from fused qkv rows (the caches
+ * NaN there) in both kernels, split and masked, with grouped-query heads:
+ * the same tolerance, and the caches afterwards hold exactly those rows at
+ * L - 1 and are unchanged elsewhere.
  * Sliding windows (1, 16, all and more than all of 61 positions) and ALiBi
  * biases, with q read inside fused qkv rows, at 1 and 3 ranges, against
  * float64 (atol 1e-5, rtol 1e-4).
@@ -189,10 +193,12 @@ static void decode_ref_keep(double *out, const float *q, const float *k, const f
  * NH query heads on KVH K/V heads (0: NH; fewer: grouped-query attention,
  * query head h reading K/V head h / (NH / KVH)), head size, cache length,
  * positions, P splits; masked: a keep mask with whole ranges and (for
- * B > 1) the last row empty. */
+ * B > 1) the last row empty; fresh: position L - 1's keys and values given
+ * as rows of a fused qkv (clf_attn_decode.kn, vn), the caches holding NaN
+ * there until the launch stores them. */
 typedef struct dcase {
     size_t W, B, NH, KVH, HS, Tmax, L, P;
-    int masked;
+    int masked, fresh;
 } dcase;
 
 static void test_split(clf_runtime *rt, const dcase *c, tu_rng *r)
@@ -220,7 +226,25 @@ static void test_split(clf_runtime *rt, const dcase *c, tu_rng *r)
             keep[b * L + j] =
                 !c->masked || ((j / chunk) % 2 == 0 && (B == 1 || b + 1 < B) && (j % 3 != 1));
     const float scale = (float)(1 / sqrt((double)HS));
-    clf_ptr dq = tu_upload(rt, q, nq), dk = tu_upload(rt, k, nc), dv = tu_upload(rt, v, nc);
+    /* fresh: the new position's rows [B, 3 x KVH x HS] (q's columns unused,
+     * k then v), the caches NaN at L - 1 */
+    const size_t nst = 3 * KVH * HS;
+    float *qkv = malloc(B * nst * sizeof *qkv), *kd = malloc(nc * sizeof *kd);
+    float *vd = malloc(nc * sizeof *vd);
+    tu_fill(r, qkv, B * nst, -1, 1);
+    memcpy(kd, k, nc * sizeof *k);
+    memcpy(vd, v, nc * sizeof *v);
+    if (c->fresh)
+        for (size_t b = 0; b < B; b++)
+            for (size_t j = 0; j < KVH; j++)
+                for (size_t d = 0; d < HS; d++) {
+                    const size_t at = ((b * KVH + j) * Tmax + L - 1) * HS + d;
+                    kd[at] = vd[at] = NAN;
+                    qkv[b * nst + KVH * HS + j * HS + d] = k[at];
+                    qkv[b * nst + 2 * KVH * HS + j * HS + d] = v[at];
+                }
+    clf_ptr dq = tu_upload(rt, q, nq), dk = tu_upload(rt, kd, nc), dv = tu_upload(rt, vd, nc);
+    clf_ptr dn = tu_upload(rt, qkv, B * nst);
     clf_ptr dkeep = tu_alloc(rt, B * L), dout = tu_alloc(rt, nq);
     clf_ptr part = tu_alloc(rt, BH * P * (HS + 2));
     clf_error err;
@@ -242,7 +266,10 @@ static void test_split(clf_runtime *rt, const dcase *c, tu_rng *r)
                                 .scale = scale,
                                 .splits = P,
                                 .group = c->W == ITEM ? 0 : c->W,
-                                .item = c->W == ITEM};
+                                .item = c->W == ITEM,
+                                .kn = c->fresh ? clf_ptr_at(dn, KVH * HS) : (clf_ptr){NULL, 0},
+                                .vn = c->fresh ? clf_ptr_at(dn, 2 * KVH * HS) : (clf_ptr){0},
+                                .n_stride = nst};
     tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode split");
     tu_download(rt, dout, got, nq);
     tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode split again");
@@ -253,9 +280,15 @@ static void test_split(clf_runtime *rt, const dcase *c, tu_rng *r)
         decode_ref(ref, q, ke, ve, BH, HS, Tmax, L, scale);
     char name[160], shape[24];
     snprintf(shape, sizeof shape, c->W == ITEM ? "item" : "W=%zu", c->W);
-    snprintf(name, sizeof name, "attn_decode split P=%zu %s B=%zu NH=%zu KV=%zu HS=%zu L=%zu%s", P,
-             shape, B, NH, KVH, HS, L, c->masked ? " masked" : "");
+    snprintf(name, sizeof name, "attn_decode split P=%zu %s B=%zu NH=%zu KV=%zu HS=%zu L=%zu%s%s",
+             P, shape, B, NH, KVH, HS, L, c->masked ? " masked" : "", c->fresh ? " fresh" : "");
     tu_close(name, got, ref, nq, 1e-5, 1e-4);
+    if (c->fresh) { /* the caches now hold the new rows at L - 1, the rest as it was */
+        tu_download(rt, dk, kd, nc);
+        tu_download(rt, dv, vd, nc);
+        TU_CHECK(memcmp(kd, k, nc * sizeof *k) == 0 && memcmp(vd, v, nc * sizeof *v) == 0,
+                 "%s: the launch stored the new keys and values, nothing else", name);
+    }
     TU_CHECK(memcmp(got, again, nq * sizeof *got) == 0, "%s: reruns are bit-identical", name);
     if (KVH > 1) {
         clf_attn_decode bad = ad;
@@ -266,6 +299,10 @@ static void test_split(clf_runtime *rt, const dcase *c, tu_rng *r)
     tu_free(dq);
     tu_free(dk);
     tu_free(dv);
+    tu_free(dn);
+    free(qkv);
+    free(kd);
+    free(vd);
     tu_free(dkeep);
     tu_free(dout);
     tu_free(part);
@@ -286,18 +323,23 @@ static void test_splits(clf_runtime *rt, tu_rng *r)
     for (int i = 0; i < 4; i++)
         for (int masked = 0; masked < 2; masked++) {
             const size_t P = Ps[i];
-            test_split(rt, &(dcase){0, 2, 3, 0, 16, 40, 37, P, masked}, r);
-            test_split(rt, &(dcase){gpu_w(rt), 1, 2, 0, 64, 300, 257, P, masked}, r);
+            test_split(rt, &(dcase){0, 2, 3, 0, 16, 40, 37, P, masked, 0}, r);
+            test_split(rt, &(dcase){gpu_w(rt), 1, 2, 0, 64, 300, 257, P, masked, 0}, r);
             /* HS % 8 != 0 */
-            test_split(rt, &(dcase){ITEM, 2, 2, 0, 20, 300, 257, P, masked}, r);
+            test_split(rt, &(dcase){ITEM, 2, 2, 0, 20, 300, 257, P, masked, 0}, r);
             /* grouped-query attention: 2 query heads a K/V head; multi-query */
-            test_split(rt, &(dcase){0, 2, 4, 2, 16, 40, 37, P, masked}, r);
-            test_split(rt, &(dcase){ITEM, 2, 4, 1, 16, 40, 37, P, masked}, r);
-            test_split(rt, &(dcase){gpu_w(rt), 1, 8, 2, 32, 100, 97, P, masked}, r);
+            test_split(rt, &(dcase){0, 2, 4, 2, 16, 40, 37, P, masked, 0}, r);
+            test_split(rt, &(dcase){ITEM, 2, 4, 1, 16, 40, 37, P, masked, 0}, r);
+            test_split(rt, &(dcase){gpu_w(rt), 1, 8, 2, 32, 100, 97, P, masked, 0}, r);
+            /* the new position's keys and values stored by the launch */
+            test_split(rt, &(dcase){ITEM, 2, 4, 2, 16, 40, 37, P, masked, 1}, r);
+            test_split(rt, &(dcase){gpu_w(rt), 2, 3, 0, 20, 40, 37, P, masked, 1}, r);
+            test_split(rt, &(dcase){0, 1, 8, 2, 32, 100, 97, P, masked, 1}, r);
         }
-    test_split(rt, &(dcase){0, 1, 2, 0, 8, 9, 9, 9, 1}, r); /* ranges of one position */
+    test_split(rt, &(dcase){0, 1, 2, 0, 8, 9, 9, 9, 1, 0}, r); /* ranges of one position */
+    test_split(rt, &(dcase){ITEM, 1, 2, 0, 8, 9, 9, 9, 0, 1}, r);
     if (!tu_simulator())
-        test_split(rt, &(dcase){0, 1, 4, 0, 64, 4096, 4096, 16, 0}, r); /* a long context */
+        test_split(rt, &(dcase){0, 1, 4, 0, 64, 4096, 4096, 16, 0, 0}, r); /* a long context */
     clf_error err;
     const size_t P = clf_op_attn_decode_splits(rt, 2, 4096);
     const size_t need = 2 * P * (64 + 2), have = clf_op_attn_decode_scratch(rt, 64);

@@ -3,8 +3,8 @@
  * decode attention: model/ops/attention.c, cl/attention.cl) and mean
  * pooling (model/ops/reduce.c, cl/reduce.cl) against a naive C reference (float64). Sizes include ones that are multiples of no
  * work-group size.
- *   - kv_store copies k (or v) rows out of a fused qkv buffer into
- *     positions [pos0, pos0 + T) of a [B, NH, Tmax, HS] cache and leaves
+ *   - kv_store copies k and v rows out of a fused qkv buffer into
+ *     positions [pos0, pos0 + T) of two [B, NH, Tmax, HS] caches and leaves
  *     every other cache entry untouched. Exact (a copy): atol = rtol = 0.
  *   - attn_decode_keep (one query against L of Tmax cached positions, with
  *     a keep mask per sequence; a sequence with nothing kept gives zeros):
@@ -28,32 +28,39 @@
 #include "model/ops/ops.h"
 #include "tests/test_util.h"
 
+/* Keys at columns C.., values at 2C.. of rows of 3C (a fused qkv; with
+ * swap, values first: the op reads both from the lower offset) into two
+ * caches whose other entries must stay as they were. */
 static void kv_case(clf_runtime *rt, tu_rng *g, size_t B, size_t T, size_t NH, size_t HS,
-                    size_t Tmax, size_t pos0)
+                    size_t Tmax, size_t pos0, int swap)
 {
     size_t C = NH * HS, stride = 3 * C, nsrc = B * T * stride, ncache = B * NH * Tmax * HS;
-    float *src = malloc(nsrc * sizeof *src), *cache = malloc(ncache * sizeof *cache);
-    double *ref = malloc(ncache * sizeof *ref);
+    const size_t kc = swap ? 2 * C : C, vc = swap ? C : 2 * C;
+    float *src = malloc(nsrc * sizeof *src), *cache = malloc(2 * ncache * sizeof *cache);
+    double *ref = malloc(2 * ncache * sizeof *ref);
     tu_fill(g, src, nsrc, -1, 1);
-    tu_fill(g, cache, ncache, -1, 1);
-    for (size_t i = 0; i < ncache; i++)
+    tu_fill(g, cache, 2 * ncache, -1, 1);
+    for (size_t i = 0; i < 2 * ncache; i++)
         ref[i] = cache[i];
     for (size_t b = 0; b < B; b++)
         for (size_t t = 0; t < T; t++)
             for (size_t h = 0; h < NH; h++)
-                for (size_t d = 0; d < HS; d++)
-                    ref[((b * NH + h) * Tmax + pos0 + t) * HS + d] =
-                        src[(b * T + t) * stride + C + h * HS + d];
-    clf_ptr ds = tu_upload(rt, src, nsrc), dc = tu_upload(rt, cache, ncache);
+                for (size_t d = 0; d < HS; d++) {
+                    const size_t c = ((b * NH + h) * Tmax + pos0 + t) * HS + d;
+                    ref[c] = src[(b * T + t) * stride + kc + h * HS + d];
+                    ref[ncache + c] = src[(b * T + t) * stride + vc + h * HS + d];
+                }
+    clf_ptr ds = tu_upload(rt, src, nsrc), dc = tu_upload(rt, cache, 2 * ncache);
     clf_error e;
-    tu_ok(clf_op_kv_store(rt, dc, &(clf_heads){clf_ptr_at(ds, C), CLF_DT_F32, B, T, NH, HS, stride},
-                          Tmax, pos0, &e),
-          &e, "kv_store");
-    tu_download(rt, dc, cache, ncache);
+    const clf_heads hk = {clf_ptr_at(ds, kc), CLF_DT_F32, B, T, NH, HS, stride};
+    const clf_heads hv = {clf_ptr_at(ds, vc), CLF_DT_F32, B, T, NH, HS, stride};
+    tu_ok(clf_op_kv_store(rt, dc, clf_ptr_at(dc, ncache), &hk, &hv, Tmax, pos0, &e), &e,
+          "kv_store");
+    tu_download(rt, dc, cache, 2 * ncache);
     char name[128];
-    snprintf(name, sizeof name, "kv_store B=%zu T=%zu NH=%zu HS=%zu Tmax=%zu pos0=%zu", B, T, NH,
-             HS, Tmax, pos0);
-    tu_close(name, cache, ref, ncache, 0, 0);
+    snprintf(name, sizeof name, "kv_store B=%zu T=%zu NH=%zu HS=%zu Tmax=%zu pos0=%zu%s", B, T, NH,
+             HS, Tmax, pos0, swap ? " (values first)" : "");
+    tu_close(name, cache, ref, 2 * ncache, 0, 0);
     tu_free(ds);
     tu_free(dc);
     free(src);
@@ -268,16 +275,20 @@ int main(void)
     gather_case(rt, &g, 3, 7, 4, 5, 9, 1);
     gather_case(rt, &g, 6, 4, 2, 33, 33, 1);
     gather_case(rt, &g, 5, 5, 3, 17, 40, 0);
-    kv_case(rt, &g, 1, 1, 1, 1, 1, 0);
-    kv_case(rt, &g, 2, 7, 3, 5, 9, 2);
-    kv_case(rt, &g, 3, 1, 4, 33, 64, 63);
-    kv_case(rt, &g, 4, 33, 2, 16, 40, 7);
+    kv_case(rt, &g, 1, 1, 1, 1, 1, 0, 0);
+    kv_case(rt, &g, 2, 7, 3, 5, 9, 2, 0);
+    kv_case(rt, &g, 3, 1, 4, 33, 64, 63, 0);
+    kv_case(rt, &g, 4, 33, 2, 16, 40, 7, 1);
     clf_error e;
-    clf_ptr c = tu_alloc(rt, 64);
-    TU_CHECK(clf_op_kv_store(rt, c, &(clf_heads){c, CLF_DT_F32, 1, 4, 1, 4, 4}, 4, 1, &e) ==
-                 CLF_ERR_ARG,
+    clf_ptr c = tu_alloc(rt, 64), c2 = tu_alloc(rt, 64);
+    const clf_heads h4 = {c, CLF_DT_F32, 1, 4, 1, 4, 4};
+    TU_CHECK(clf_op_kv_store(rt, c, c, &h4, &h4, 4, 1, &e) == CLF_ERR_ARG,
              "positions past the cache are refused");
+    const clf_heads h2 = {c2, CLF_DT_F32, 1, 1, 1, 4, 4}, h1 = {c, CLF_DT_F32, 1, 1, 1, 4, 4};
+    TU_CHECK(clf_op_kv_store(rt, c, c, &h1, &h2, 4, 0, &e) == CLF_ERR_ARG,
+             "keys and values from two buffers are refused");
     tu_free(c);
+    tu_free(c2);
     clf_runtime_destroy(rt);
     return tu_finish();
 }

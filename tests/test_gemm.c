@@ -142,6 +142,11 @@ static void test_engine(clf_runtime *rt, const char *e, int light, tu_rng *r)
                 .beta = 0.5f}; /* few rows, B transposed: the native dot-product path */
     if (!light)
         run_case(rt, e, &nd, r);
+    gcase n1 = nd; /* one row (batch-1 decoding): the one-row dot kernel */
+    n1.m = 1;
+    n1.n = 37;
+    if (!light)
+        run_case(rt, e, &n1, r);
     gcase sa = {.m = 65, .n = 31, .k = 12, .batch = 3, .alpha = 1.0f, .beta = 0.25f, .share_a = 1};
     if (!light)
         run_case(rt, e, &sa, r);
@@ -570,8 +575,8 @@ static void test_epilogue(clf_runtime *rt, const char *engine, int light, tu_rng
 {
     static const size_t shapes[][4] = {
         /* m, n, k, trans_b */
-        {1, 1, 1, 0},   {7, 13, 5, 0},     {33, 65, 17, 1}, {3, 70, 64, 1},
-        {100, 1, 3, 0}, {64, 96, 2000, 0}, {5, 9, 0, 0},
+        {1, 1, 1, 0},   {7, 13, 5, 0},  {33, 65, 17, 1},   {3, 70, 64, 1},
+        {1, 37, 64, 1}, {100, 1, 3, 0}, {64, 96, 2000, 0}, {5, 9, 0, 0},
     };
     const clf_gemm_act acts[] = {CLF_GEMM_ACT_NONE, CLF_GEMM_ACT_RELU, CLF_GEMM_ACT_GELU_ERF,
                                  CLF_GEMM_ACT_GELU_TANH, CLF_GEMM_ACT_SILU};

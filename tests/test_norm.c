@@ -20,6 +20,9 @@
  *   L = sum(out * dout) (h = 1e-6, tolerance 1e-7 + 1e-6 |d|).
  * - Two runs of the backward give bit-identical dw; every output is
  *   surrounded by guard zones that must stay untouched.
+ * - norm_dot (decoding's norm and the linear after it, one launch): each
+ *   norm kind, with and without bias, every activation, against a float64
+ *   norm, product, bias and activation (check_norm_dot states the bound).
  */
 #include <math.h>
 #include <stdio.h>
@@ -584,6 +587,93 @@ static void check_rmsnorm(clf_runtime *rt, clf_ops_path path, size_t R, size_t N
     free(nan);
 }
 
+/* norm_dot (decoding's norm + linear) against float64: the norm of each row
+ * (kind 0 LayerNorm with bias, 1 without, 2 RMSNorm), then y = act(xhat W^T
+ * + bias) into rows of stride N + 3, whose 3 extra columns (NaN) must stay
+ * as they were. atol 2e-6 * (largest sum over k of |xhat_k W_jk|) + 1e-6
+ * (float32 sums of C terms), rtol 1e-5 (the activation's own rounding). */
+static void check_norm_dot(clf_runtime *rt, size_t R, size_t C, size_t N, int kind, int bias,
+                           unsigned act, tu_rng *rng)
+{
+    const size_t ldy = N + 3;
+    float *x = rnd(rng, R * C, -2, 2), *w = rnd(rng, C, 0.5f, 1.5f), *b = rnd(rng, C, -0.5f, 0.5f);
+    float *W = rnd(rng, N * C, -1, 1), *bs = rnd(rng, N, -1, 1), *y = malloc(R * ldy * sizeof *y);
+    double *ref = malloc(R * ldy * sizeof *ref), *xh = malloc(C * sizeof *xh), worst = 0.0;
+    for (size_t r = 0; r < R; r++)
+        x[r * C] += 3.0f * (float)r; /* a row offset LayerNorm must remove */
+    for (size_t i = 0; i < R * ldy; i++)
+        y[i] = NAN;
+    for (size_t r = 0; r < R; r++) {
+        double m = 0.0, v = 0.0;
+        for (size_t k = 0; k < C; k++)
+            m += kind == 2 ? 0.0 : x[r * C + k] / (double)C;
+        for (size_t k = 0; k < C; k++)
+            v += (x[r * C + k] - m) * (x[r * C + k] - m) / (double)C;
+        for (size_t k = 0; k < C; k++)
+            xh[k] = (x[r * C + k] - m) / sqrt(v + 1e-5) * w[k] + (kind == 0 ? b[k] : 0.0);
+        for (size_t j = 0; j < ldy; j++) {
+            if (j >= N) {
+                ref[r * ldy + j] = NAN;
+                continue;
+            }
+            double o = bias ? bs[j] : 0.0, mag = 0.0;
+            for (size_t k = 0; k < C; k++) {
+                o += xh[k] * W[j * C + k];
+                mag += fabs(xh[k] * W[j * C + k]);
+            }
+            worst = fmax(worst, mag);
+            ref[r * ldy + j] = tu_act_ref((int)act, o);
+        }
+    }
+    clf_ptr dx = tu_upload(rt, x, R * C), dw = tu_upload(rt, w, C), db = tu_upload(rt, b, C);
+    clf_ptr dW = tu_upload(rt, W, N * C), dbs = tu_upload(rt, bs, N);
+    clf_ptr dy = tu_upload(rt, y, R * ldy);
+    const clf_norm_dot_args a = {.rms = kind == 2,
+                                 .x = dx,
+                                 .w = dw,
+                                 .b = kind == 0 ? db : (clf_ptr){0},
+                                 .eps = 1e-5f,
+                                 .W = dW,
+                                 .bias = bias ? dbs : (clf_ptr){0},
+                                 .act = act,
+                                 .y = dy,
+                                 .ldy = ldy,
+                                 .R = R,
+                                 .C = C,
+                                 .N = N};
+    clf_error err;
+    tu_ok(clf_op_norm_dot(rt, &a, &err), &err, "norm_dot");
+    tu_download(rt, dy, y, R * ldy);
+    char name[128];
+    snprintf(name, sizeof name, "norm_dot %s bias=%d act=%u %zux%zu -> %zu",
+             kind == 2 ? "rmsnorm"
+             : kind    ? "layernorm (no b)"
+                       : "layernorm",
+             bias, act, R, C, N);
+    int pads = 1;
+    for (size_t r = 0; r < R; r++)
+        for (size_t j = N; j < ldy; j++) {
+            pads &= isnan(y[r * ldy + j]);
+            y[r * ldy + j] = 0.0f, ref[r * ldy + j] = 0.0;
+        }
+    tu_close(name, y, ref, R * ldy, 2e-6 * worst + 1e-6, 1e-5);
+    TU_CHECK(pads, "%s: the columns past N untouched", name);
+    tu_free(dx);
+    tu_free(dw);
+    tu_free(db);
+    tu_free(dW);
+    tu_free(dbs);
+    tu_free(dy);
+    free(x);
+    free(w);
+    free(b);
+    free(W);
+    free(bs);
+    free(y);
+    free(ref);
+    free(xh);
+}
+
 int main(void)
 {
     clf_runtime *rt = tu_runtime();
@@ -605,6 +695,13 @@ int main(void)
             check_layernorm(rt, paths[p], shapes[s][0], shapes[s][1], 0, &rng);
             check_rmsnorm(rt, paths[p], shapes[s][0], shapes[s][1], &rng);
         }
+    /* R, C, N: one row (decoding), C and N past no vector or block
+     * multiple, the LM head of a 65-character vocabulary, a beam of 4 */
+    static const size_t nd[][3] = {{1, 1, 1}, {1, 128, 384}, {3, 37, 50}, {2, 96, 65}, {4, 13, 17}};
+    for (size_t s = 0; s < sizeof nd / sizeof nd[0]; s++)
+        for (int kind = 0; kind < 3; kind++)
+            check_norm_dot(rt, nd[s][0], nd[s][1], nd[s][2], kind, (int)((s + kind) % 2),
+                           (unsigned)((s + kind) % 5), &rng);
     clf_runtime_destroy(rt);
     return tu_finish();
 }

@@ -95,6 +95,71 @@ static clf_status linear_fwd(clf_model *m, const mi_linear *L, const clf_tensor 
     return mi_gemm(m, &d, err);
 }
 
+/* Decoding fuses a norm into the linear that reads it (clf_op_norm_dot):
+ * node i, a norm whose output only node i + 1's first linear reads (a
+ * pre-norm block's attention or feed-forward with an activation, or the LM
+ * head), in a cached pass of one position over few rows, on a device whose
+ * work-groups run item by item (where a launch costs more than the norm),
+ * with float32 weights and activations. Whether node i is fused: mi_forward
+ * then skips it and hands it to node i + 1 (mi_pass.pre_norm). */
+#define MI_NORM_DOT_ROWS 16 /* the most rows: beams of one position */
+
+static int norm_fuses(clf_model *m, int i, const mi_pass *ps)
+{
+    const mi_spec *s = &m->s;
+    if ((ps->flags & (MI_PASS_CACHE | MI_PASS_TRAIN | MI_PASS_ATTN_ONLY)) != MI_PASS_CACHE ||
+        ps->T != 1 || ps->B > MI_NORM_DOT_ROWS || i + 1 >= m->n_nodes || m->params16 != NULL ||
+        !clf_op_norm_dot_fits(m->rt))
+        return 0;
+    const mi_node *nn = &m->nodes[i], *nx = &m->nodes[i + 1];
+    if (nn->kind != MI_NODE_NORM || nx->in != nn->out || nx->resid == nn->out ||
+        nn->norm.a->t != CLF_DT_F32 || nx->stk->src || nn->stk->src)
+        return 0;
+    const int ok_kind =
+        nx->kind == MI_NODE_ATTN ||
+        (nx->kind == MI_NODE_FFN && !s->swiglu && mi_gemm_act(s->act) != CLF_GEMM_ACT_NONE) ||
+        (nx->kind == MI_NODE_HEAD && s->kind != MI_KIND_ENCODER);
+    const size_t rows = (size_t)ps->B, C = (size_t)s->C;
+    if (!ok_kind || mi_val(m, nn->in, rows).ld != C)
+        return 0;
+    for (int j = 0; j < m->n_nodes; j++) /* nothing else reads the norm's output */
+        if (j != i + 1 && (m->nodes[j].in == nn->out || m->nodes[j].resid == nn->out ||
+                           m->nodes[j].mem == nn->out))
+            return 0;
+    return 1;
+}
+
+/* L's forward into y: act(x W^T + b), x the output of ps->pre_norm computed
+ * from the norm's input in the same launch (norm_fuses); act a
+ * CLF_ACTCODE_*. */
+static clf_status norm_linear_fwd(clf_model *m, const mi_pass *ps, const mi_linear *L, unsigned act,
+                                  clf_tensor y, clf_error *err)
+{
+    const mi_node *nn = ps->pre_norm;
+    const clf_norm_dot_args a = {.rms = nn->norm.type == MI_NORM_RMSNORM,
+                                 .x = mi_val(m, nn->in, L->x.rows).p,
+                                 .w = mi_par(m, nn->norm.p->w),
+                                 .b = mi_par(m, nn->norm.p->b),
+                                 .eps = m->s.norm_eps,
+                                 .W = mi_par(m, L->p.w),
+                                 .bias = mi_par(m, L->p.b),
+                                 .act = act,
+                                 .y = y.p,
+                                 .ldy = y.ld,
+                                 .R = L->x.rows,
+                                 .C = L->x.cols,
+                                 .N = L->y.cols};
+    return clf_op_norm_dot(m->rt, &a, err);
+}
+
+/* L's forward, y = x W^T + b, or through the norm before it (pre_norm). */
+static clf_status first_linear_fwd(clf_model *m, const mi_pass *ps, const mi_linear *L,
+                                   clf_error *err)
+{
+    return ps->pre_norm != NULL ? norm_linear_fwd(m, ps, L, CLF_ACTCODE_NONE, L->y, err)
+                                : linear_fwd(m, L, NULL, err);
+}
+
 /* Node n's output projection L and its residual connection: out (L's y) =
  * resid + dropout(x W^T + b). Without dropout (inference, or p_resid = 0)
  * the residual is added as the GEMM stores out, one pass; with it the
@@ -427,7 +492,7 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
     mi_node_linears(m, n, ps, L);
     clf_status st;
 
-    if ((st = linear_fwd(m, &L[0], NULL, err)) != CLF_OK)
+    if ((st = first_linear_fwd(m, ps, &L[0], err)) != CLF_OK)
         return st;
     /* q, k and v: heads of the qkv rows, read in place */
     const size_t QKV = mi_qkv_cols(s), NKV = (size_t)s->NKV;
@@ -441,10 +506,13 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
              CLF_OK))
         return st;
     const size_t S = cache ? pos0 + T : T;
-    if (cache &&
+    /* one new position (and no pattern or features needing the cache
+     * first): the decode kernel stores its key and value as it reads them */
+    const int fresh = cache && T == 1 && s->perf_m == 0 && !s->sp_bs;
+    if (cache && !fresh &&
         /* new keys and values go straight from the qkv rows into the caches */
-        ((st = clf_op_kv_store(m->rt, mi_at(a->kcache, 0), &hk, Tmax, pos0, err)) != CLF_OK ||
-         (st = clf_op_kv_store(m->rt, mi_at(a->vcache, 0), &hv, Tmax, pos0, err)) != CLF_OK))
+        (st = clf_op_kv_store(m->rt, mi_at(a->kcache, 0), mi_at(a->vcache, 0), &hk, &hv, Tmax, pos0,
+                              err)) != CLF_OK)
         return st;
     if (s->perf_m > 0) { /* performer: through random features, prefix sums */
         const clf_performer pf = mi_perf_desc(m, l, B, T, S, cache);
@@ -470,6 +538,11 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
                               .rb = m->rel_rb,
                               .qr = m->rel_qr,
                               .rel_k = (size_t)s->relk};
+        if (fresh) {
+            ad.kn = hk.x;
+            ad.vn = hv.x;
+            ad.n_stride = QKV;
+        }
         if (s->sp_bs) { /* sparse patterns: this position's keys as a keep mask */
             const clf_attn_fused sf = mi_attn_self(m, l, B, 1, 0);
             ad.keep = m->sp_keep;
@@ -579,7 +652,12 @@ static clf_status ffn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf
         fc.ldd = H;
         fc.d_type = a->fch_t;
     }
-    if ((st = mi_gemm(m, &fc, err)) != CLF_OK)
+    if (ps->pre_norm != NULL) /* the activation into act, which the projection reads */
+        st = norm_linear_fwd(m, ps, &L[0], (unsigned)fc.act,
+                             clf_tensor_at(act, a->fch_t, L[0].y.rows, H), err);
+    else
+        st = mi_gemm(m, &fc, err);
+    if (st != CLF_OK)
         return st;
     if (s->swiglu && (st = clf_op_swiglu_forward(m->rt, act, fch, BT, H, err)) != CLF_OK)
         return st;
@@ -677,7 +755,7 @@ static clf_status head_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
         return st;
     if (k == 0)
         return CLF_OK;
-    if ((st = linear_fwd(m, &L[0], NULL, err)) != CLF_OK)
+    if ((st = first_linear_fwd(m, ps, &L[0], err)) != CLF_OK)
         return st;
     if ((ps->flags & MI_PASS_LAST) || !m->has_targets)
         return CLF_OK;
@@ -711,9 +789,16 @@ clf_status mi_forward(clf_model *m, const mi_pass *pass, clf_error *err)
     clf_status st = mi_weights_sync(m, err);
     if (st == CLF_OK)
         st = mi_perf_sync(m, err);
-    for (int i = 0; i < m->n_nodes && st == CLF_OK; i++)
-        if (!(cache && m->nodes[i].stk->src)) /* the encoder ran once, in mi_encode */
-            st = mi_node_forward(m, &m->nodes[i], &p, err);
+    for (int i = 0; i < m->n_nodes && st == CLF_OK; i++) {
+        if (cache && m->nodes[i].stk->src) /* the encoder ran once, in mi_encode */
+            continue;
+        if (norm_fuses(m, i, &p)) { /* node i + 1 computes it */
+            p.pre_norm = &m->nodes[i];
+            continue;
+        }
+        st = mi_node_forward(m, &m->nodes[i], &p, err);
+        p.pre_norm = NULL;
+    }
     return st;
 }
 
@@ -744,8 +829,8 @@ clf_status mi_encode(clf_model *m, int Bi, int Si, clf_error *err)
         clf_heads hv = hk;
         hv.x = clf_ptr_at(scratch, C);
         if ((st = linear_fwd(m, &L[1], NULL, err)) != CLF_OK ||
-            (st = clf_op_kv_store(m->rt, mi_at(a->xkcache, 0), &hk, Smax, 0, err)) != CLF_OK ||
-            (st = clf_op_kv_store(m->rt, mi_at(a->xvcache, 0), &hv, Smax, 0, err)) != CLF_OK)
+            (st = clf_op_kv_store(m->rt, mi_at(a->xkcache, 0), mi_at(a->xvcache, 0), &hk, &hv, Smax,
+                                  0, err)) != CLF_OK)
             return st;
     }
     return CLF_OK;

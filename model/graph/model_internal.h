@@ -241,6 +241,9 @@ typedef struct mi_stack {
 typedef struct mi_pass {
     int B, T, S, pos0; /* S: the source length (mi_forward sets it) */
     unsigned flags;
+    /* the norm node whose output the node's first linear reads normalised
+     * in the same launch (mi_forward, decoding; NULL: none) */
+    const struct mi_node *pre_norm;
 } mi_pass;
 
 /* ---- the graph as data (nodes.c) -------------------------------------------

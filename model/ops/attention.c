@@ -65,7 +65,7 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
     const size_t keep_stride = ad->keep_stride, B = ad->B, NH = ad->NH, HS = ad->HS,
                  Tmax = ad->Tmax, L = ad->L, group = ad->group;
     const float scale = ad->scale;
-    const int has_keep = keep.buf != NULL;
+    const int has_keep = keep.buf != NULL, has_new = ad->kn.buf != NULL;
     const char *what = has_keep ? "attn_decode_keep" : "attn_decode";
     clf_kernel *k = NULL, *kc = NULL;
     clf_status st;
@@ -77,12 +77,14 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
     if (L == 0 || L > Tmax || HS == 0 || NH == 0 || KVH > NH || NH % KVH != 0 ||
         B * KVH * Tmax * HS > U32_MAX_SZ || (ad->q_stride != 0 && ad->q_stride < NH * HS) ||
         (has_keep && (keep_stride < L || B * keep_stride > U32_MAX_SZ)) || P > seen ||
-        (P > 1 && (scratch.buf == NULL || BH * P * (HS + 2) > U32_MAX_SZ))) {
+        (P > 1 && (scratch.buf == NULL || BH * P * (HS + 2) > U32_MAX_SZ)) ||
+        (has_new && (ad->vn.buf == NULL || ad->n_stride < KVH * HS))) {
         st = clf_error_set(err, CLF_ERR_ARG,
                            "need 1 <= L (%zu) <= Tmax (%zu), HS (%zu) and NH (%zu) >= 1, K/V "
                            "heads (%zu) dividing NH, a q stride of 0 or >= NH*HS, the cache "
                            "under 2^32 floats, a keep stride (%zu) >= L, and 1 <= splits "
-                           "(%zu) <= the positions seen, with scratch for more than one",
+                           "(%zu) <= the positions seen, with scratch for more than one, and "
+                           "new keys with values in rows of at least K/V heads x HS",
                            L, Tmax, HS, NH, KVH, keep_stride, P);
         goto fail;
     }
@@ -136,6 +138,10 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
         CLF_ARG_U64(ad->q_stride ? ad->q_stride : NH * HS),
         CLF_ARG_PTR(kcache),
         CLF_ARG_PTR(vcache),
+        CLF_ARG_PTR(has_new ? ad->kn : q), /* any valid buffer when absent */
+        CLF_ARG_PTR(has_new ? ad->vn : q),
+        CLF_ARG_U64(ad->n_stride),
+        CLF_ARG_I32(has_new),
         CLF_ARG_PTR(mask),
         CLF_ARG_U32(keep_stride),
         CLF_ARG_I32(has_keep),
@@ -177,16 +183,27 @@ fail:
 
 /* ---- KV cache ---- */
 
-clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, const clf_heads *h, size_t Tmax,
-                           size_t pos0, clf_error *err)
+clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr kcache, clf_ptr vcache, const clf_heads *h,
+                           const clf_heads *hv, size_t Tmax, size_t pos0, clf_error *err)
 {
-    const clf_ptr src = h->x;
     const size_t B = h->B, T = h->T, NH = h->NH, HS = h->HS, row_stride = h->row_stride;
+    /* both read from one buffer, at the lower offset, each at its columns */
+    const size_t base = h->x.off < hv->x.off ? h->x.off : hv->x.off;
+    const clf_ptr src = {h->x.buf, base};
+    const size_t k_col = h->x.off - base, v_col = hv->x.off - base;
     clf_kernel *k = NULL;
     clf_status st;
     size_t n = B * NH * T * HS;
+    if (hv->x.buf != h->x.buf || hv->t != h->t || hv->B != B || hv->T != T || hv->NH != NH ||
+        hv->HS != HS || hv->row_stride != row_stride) {
+        st = clf_error_set(err, CLF_ERR_ARG,
+                           "keys and values must be heads of one buffer, of "
+                           "one shape and row stride");
+        goto fail;
+    }
     if (h->t != CLF_DT_F32 || pos0 + T > Tmax || row_stride < NH * HS ||
-        B * NH * Tmax * HS > U32_MAX_SZ || B * T * row_stride > U32_MAX_SZ) {
+        B * NH * Tmax * HS > U32_MAX_SZ ||
+        B * T * row_stride + (k_col > v_col ? k_col : v_col) > U32_MAX_SZ) {
         st = clf_error_set(err, CLF_ERR_ARG,
                            "positions [%zu, %zu) do not fit a cache of %zu, the row stride %zu is "
                            "below NH*HS = %zu, the sizes are over 2^32 floats, or the source is "
@@ -199,9 +216,10 @@ clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, const clf_heads *h, s
     if ((st = clf_kernel_of(rt, CLF_K_KV_STORE, &k, err)) != CLF_OK)
         goto fail;
     size_t local = clf_ops_local_1d(rt, k);
-    clf_arg a[] = {CLF_ARG_PTR(cache),      CLF_ARG_PTR(src),  CLF_ARG_U32(n),
-                   CLF_ARG_U32(T),          CLF_ARG_U32(NH),   CLF_ARG_U32(HS),
-                   CLF_ARG_U32(row_stride), CLF_ARG_U32(Tmax), CLF_ARG_U32(pos0)};
+    clf_arg a[] = {CLF_ARG_PTR(kcache),     CLF_ARG_PTR(vcache), CLF_ARG_PTR(src),
+                   CLF_ARG_U32(k_col),      CLF_ARG_U32(v_col),  CLF_ARG_U32(n),
+                   CLF_ARG_U32(T),          CLF_ARG_U32(NH),     CLF_ARG_U32(HS),
+                   CLF_ARG_U32(row_stride), CLF_ARG_U32(Tmax),   CLF_ARG_U32(pos0)};
     if ((st = clf_kernel_launch(rt, k, 1, &n, &local, CLF_NARGS(a), a, err)) != CLF_OK)
         goto fail;
     return CLF_OK;

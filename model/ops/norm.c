@@ -91,6 +91,55 @@ clf_status clf_op_norm_forward(clf_runtime *rt, const clf_norm_args *a, clf_erro
     return clf_op_norm_forward_ex(rt, CLF_OPS_PATH_AUTO, a, err);
 }
 
+/* ---- decoding: norm + linear ------------------------------------------------------ */
+
+#define NORM_DOT_N 16 /* columns per work-item: cl/norm.cl */
+
+int clf_op_norm_dot_fits(const clf_runtime *rt)
+{
+    return clf_ops_path_resolve(rt, CLF_OPS_PATH_AUTO) == CLF_OPS_PATH_ITEM;
+}
+
+clf_status clf_op_norm_dot(clf_runtime *rt, const clf_norm_dot_args *a, clf_error *err)
+{
+    const char *op = "norm_dot";
+    if (a->R == 0 || a->N == 0)
+        return CLF_OK;
+    if (a->C == 0 || a->ldy < a->N || a->act > CLF_ACTCODE_SILU)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "%s: rows of %zu columns into %zu outputs with row stride %zu, "
+                             "activation code %u (expected C > 0, ldy >= N, a CLF_ACTCODE_*)",
+                             op, a->C, a->N, a->ldy, a->act);
+    if (clf_ops_need(a->x, op, "x", err) || clf_ops_need(a->w, op, "w", err) ||
+        clf_ops_need(a->W, op, "W", err) || clf_ops_need(a->y, op, "y", err))
+        return CLF_ERR_ARG;
+    const int has_nb = !a->rms && a->b.buf != NULL, has_bias = a->bias.buf != NULL;
+    clf_kernel *k = NULL;
+    clf_status st = clf_kernel_of(rt, CLF_K_NORM_DOT_ITEM, &k, err);
+    if (st != CLF_OK)
+        return st;
+    const clf_arg args[] = {CLF_ARG_PTR(a->y),
+                            CLF_ARG_U64(a->ldy),
+                            CLF_ARG_PTR(a->x),
+                            CLF_ARG_PTR(a->w),
+                            CLF_ARG_PTR(has_nb ? a->b : a->w),
+                            CLF_ARG_I32(has_nb),
+                            CLF_ARG_I32(a->rms != 0),
+                            CLF_ARG_F32(a->eps),
+                            CLF_ARG_PTR(a->W),
+                            CLF_ARG_PTR(has_bias ? a->bias : a->W),
+                            CLF_ARG_I32(has_bias),
+                            CLF_ARG_U32(a->act),
+                            CLF_ARG_U64(a->R),
+                            CLF_ARG_U64(a->C),
+                            CLF_ARG_U64(a->N)};
+    /* a work-group per work-item: the device spreads groups over its cores */
+    const size_t global[2] = {(a->N + NORM_DOT_N - 1) / NORM_DOT_N, a->R}, local[2] = {1, 1};
+    if ((st = clf_kernel_launch(rt, k, 2, global, local, CLF_NARGS(args), args, err)) != CLF_OK)
+        clf_error_prefix(err, "%s", op);
+    return st;
+}
+
 /* ---- backward ---------------------------------------------------------------- */
 
 /* dx (=|+=) from dout: the row kernel. */

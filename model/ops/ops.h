@@ -117,6 +117,24 @@ typedef struct clf_norm_args {
 clf_status clf_op_norm_forward(clf_runtime *rt, const clf_norm_args *a, clf_error *err);
 clf_status clf_op_norm_backward(clf_runtime *rt, const clf_norm_args *a, clf_error *err);
 
+/* Decoding's norm and the linear after it in one launch (norm_dot_item):
+ * y [R, N] (row stride ldy) = act(norm(x) W^T + bias) for x [R, C], the
+ * norm's w, b [C] (b.buf NULL: none; RMSNorm has none), W [N, C] and bias
+ * [N] (buf NULL: none) all float32, act a CLF_ACTCODE_*. For few rows on
+ * devices whose work-groups run item by item: clf_op_norm_dot_fits says
+ * whether this device has the kernel's shape (else norm, then GEMM). */
+typedef struct clf_norm_dot_args {
+    int rms;
+    clf_ptr x, w, b;
+    float eps;
+    clf_ptr W, bias;
+    unsigned act;
+    clf_ptr y;
+    size_t ldy, R, C, N;
+} clf_norm_dot_args;
+int clf_op_norm_dot_fits(const clf_runtime *rt);
+clf_status clf_op_norm_dot(clf_runtime *rt, const clf_norm_dot_args *a, clf_error *err);
+
 /* ---- embeddings and positions (cl/embed.cl) ------------------------------ */
 
 /* Rows of heads: B x T rows of NH heads of HS elements, stored as t, rows
@@ -204,16 +222,23 @@ typedef struct clf_attn_decode {
     size_t splits, group;
     int item; /* 1: the one-work-item-per-row kernel (for devices whose work-groups
                  run item by item: the device's choice there when group is 0) */
+    /* the new position's keys and values (kn.buf NULL: none): row b at b *
+     * n_stride, K/V head j at column j * HS (k and v inside the fused qkv);
+     * position L - 1 is read from them, and this launch stores them into
+     * the caches there (instead of a clf_op_kv_store before it) */
+    clf_ptr kn, vn;
+    size_t n_stride;
 } clf_attn_decode;
 clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *a, clf_error *err);
 size_t clf_op_attn_decode_splits(const clf_runtime *rt, size_t rows, size_t L);
 size_t clf_op_attn_decode_scratch(const clf_runtime *rt, size_t HS);
 
-/* KV cache (decoding; kernels in cl/attention.cl). Copy new keys (or
- * values) from the float32 heads src (e.g. k inside the fused qkv) into
- * positions [pos0, pos0 + T) of a cache [B, NH, Tmax, HS]. */
-clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr cache, const clf_heads *src, size_t Tmax,
-                           size_t pos0, clf_error *err);
+/* KV cache (decoding; kernels in cl/attention.cl). Copy new keys and
+ * values from the float32 heads k and v (k and v inside the fused qkv: the
+ * same buffer, shape and row stride) into positions [pos0, pos0 + T) of the
+ * caches kcache and vcache [B, NH, Tmax, HS], in one launch. */
+clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr kcache, clf_ptr vcache, const clf_heads *k,
+                           const clf_heads *v, size_t Tmax, size_t pos0, clf_error *err);
 
 /* Row gather of a cache-shaped tensor: for i < rows, g < G, j < len,
  * dst[(i*G + g)*stride + j] = src[(r*G + g)*stride + j] with r = index[i]

@@ -53,6 +53,7 @@ typedef struct gemm_native {
     gemm_tile tile;
     clf_kernel *k_an, *k_ap, *k_nt_dot, *k_tiled, *k_pack_a_n, *k_pack_a_t, *k_pack_b_n,
         *k_pack_b_t;
+    clf_kernel *k_nt_dot1;  /* gemm_nt_dot for one row of C */
     clf_kernel *k_epilogue; /* the epilogue alone, after CLBlast */
     clf_kernel *k_splitk;   /* split-K's ordered reduction */
 } gemm_native;

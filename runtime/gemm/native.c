@@ -306,6 +306,7 @@ static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err
         {"gemm_an", &nat->k_an},
         {"gemm_ap", &nat->k_ap},
         {"gemm_nt_dot", &nat->k_nt_dot},
+        {"gemm_nt_dot1", &nat->k_nt_dot1},
         {"gemm_epilogue", &nat->k_epilogue},
         {"gemm_splitk_reduce", &nat->k_splitk},
         {"gemm_pack_a_n", &nat->k_pack_a_n},
@@ -562,6 +563,8 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_native *nat, cons
     return CLF_OK;
 }
 
+#define GEMM_DOT1_N 16 /* gemm_nt_dot1's columns per work-item: cl/gemm.cl */
+
 static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
                               const clf_gemm_desc *d, clf_error *err)
 {
@@ -586,9 +589,12 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
             CLF_ARG_U64(d->c.off),    CLF_ARG_U64(d->ldc),
             CLF_ARG_U64(d->stride_c), CLF_GEMM_EPI_ARGS(d, clf_gemm_epi_of(d)),
         };
-        const size_t global[3] = {ceil_div(n, t->dot), ceil_div(m, t->dot), batch};
+        /* one row: the square block would repeat its dot products per clamped row */
+        const size_t global[3] = {m == 1 ? ceil_div(n, GEMM_DOT1_N) : ceil_div(n, t->dot),
+                                  m == 1 ? 1 : ceil_div(m, t->dot), batch};
         const size_t local[3] = {t->ly, 1, 1};
-        return clf_kernel_launch(rt, nat->k_nt_dot, 3, global, local, 25, args, err);
+        return clf_kernel_launch(rt, m == 1 ? nat->k_nt_dot1 : nat->k_nt_dot, 3, global, local, 25,
+                                 args, err);
     }
     if (p.scratch > 0 && (s = scratch_reserve(rt, st, p.scratch, err)) != CLF_OK)
         return s;
