@@ -19,7 +19,9 @@ rule), mean cross-entropy over all targets.
 
     /usr/bin/python3 bench/torch_recipe.py --seed 1337 [--threads 2]
 
---device cuda runs it on a GPU (scripts/gpu-first-light.sh: the GPU recipe's
+--compile trains through torch.compile(model) (PyTorch 2; its compilation is
+counted in train_seconds, as a user of it pays it; the evaluation stays
+eager). --device cuda runs it on a GPU (scripts/gpu-first-light.sh: the GPU recipe's
 model, bench/models/gpt-gpu.yaml, beside clformer's); train_seconds then
 waits for the device before it is read.
 """
@@ -59,6 +61,7 @@ def main():
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--device", default="cpu", help="cpu | cuda")
+    ap.add_argument("--compile", action="store_true", help="train through torch.compile(model)")
     a = ap.parse_args()
     dev = torch.device(a.device)
     if a.threads > 0:
@@ -85,6 +88,7 @@ def main():
     torch.manual_seed(a.seed)
     model = torch_gpt.GPT(s).to(dev)
     opt = torch_gpt.make_optimizer(model, s, None)
+    step_model = torch.compile(model) if a.compile else model
     B, T = s["B"], s["T"]
     t0 = time.time()
     for it in range(a.steps):
@@ -93,7 +97,7 @@ def main():
         ix = torch.randint(len(train) - T, (B,))
         x = torch.stack([train[i:i + T] for i in ix]).to(dev)
         y = torch.stack([train[i + 1:i + 1 + T] for i in ix]).to(dev)
-        _, loss = model(x, y)
+        _, loss = step_model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), s["clip"])
@@ -117,7 +121,8 @@ def main():
     print(json.dumps({"seed": a.seed, "val_loss": total / count, "tokens": count,
                       "steps": a.steps, "train_seconds": round(train_s, 3),
                       "ms_per_step": round(1e3 * train_s / max(a.steps, 1), 2),
-                      "device": str(dev), "threads": torch.get_num_threads()}))
+                      "device": str(dev), "threads": torch.get_num_threads(),
+                      "compiled": a.compile}))
 
 
 if __name__ == "__main__":
