@@ -14,6 +14,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -485,6 +486,15 @@ int cli_encoder_rows_run(const cli_encoder_rows *job, const char *dir, const cha
             st = clf_error_set(&err, CLF_ERR_MEMORY, "%s: out of host memory", job->cmd);
         if (st == CLF_OK)
             st = job->compute(&r, out, job->user, &err);
+        /* a non-finite number is a numerical failure, never an answer */
+        for (size_t i = 0; st == CLF_OK && i < n * cols; i++)
+            if (!isfinite(out[i]))
+                st = clf_error_set(&err, CLF_ERR_NUMERIC,
+                                   "%s: the output is not finite (%g at line %lld of the input, "
+                                   "column %zu): the model's parameters are NaN or infinite, "
+                                   "or it overflowed; nothing was printed",
+                                   job->cmd, (double)out[i],
+                                   (long long)clf_seqdata_line(r.ds, i / cols), i % cols + 1);
         if (st != CLF_OK) {
             cli_print_error(NULL, &err);
             rc = cli_exit_code(st);

@@ -54,7 +54,14 @@ int cli_cmd_import(int argc, char **argv)
     }
     clf_error err;
     clf_import_report rep;
-    clf_status st = clf_import_hf(dir, out, &rep, &err);
+    /* the output first: a file that cannot be written fails as in every
+     * other command (exit 1), before the import's work */
+    clf_status st = clf_file_check_target(out, &err);
+    if (st != CLF_OK) {
+        cli_print_error("--out", &err);
+        return CLI_EXIT_FAIL;
+    }
+    st = clf_import_hf(dir, out, &rep, &err);
     if (st != CLF_OK) {
         cli_print_error(NULL, &err);
         return st == CLF_ERR_MEMORY ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;

@@ -513,6 +513,51 @@ PY
   expect "sample runs from the bf16 export" 0
   run "$BIN" export "$RUN" --dtype f8 --out "$TMP/x.safetensors"
   expect "export refuses an unknown dtype" 2 "expected bf16, f16 or f32"
+  # an output is written whole and renamed over a new name or a regular file
+  # only: the training checkpoint is not replaced by bare parameters without
+  # --force; a device, a FIFO are refused and left as they were (exit 1, as
+  # any output that cannot be written); a link to a file is written through
+  cp "$RUN/ckpt.safetensors" "$TMP/ckpt-before"
+  run "$BIN" export "$RUN" --out "$RUN/ckpt.safetensors"
+  if [ "$RC" -eq 2 ] && grep -q "is a training checkpoint" "$ERR" && cmp -s "$RUN/ckpt.safetensors" "$TMP/ckpt-before"; then
+    ok "export over the run's training checkpoint: refused without --force (exit 2), the checkpoint unchanged"
+  else
+    bad "export over the run's training checkpoint: refused without --force (exit 2), the checkpoint unchanged"
+  fi
+  cp "$RUN/ckpt.safetensors" "$TMP/ckpt-copy.safetensors"
+  run "$BIN" export "$TMP/ckpt-copy.safetensors" --out "$TMP/ckpt-copy.safetensors" --force
+  expect "export --force replaces a training checkpoint with its parameters" 0 "as bf16"
+  run "$BIN" export "$RUN" --out "$TMP/run.bf16.safetensors"
+  expect "export replaces an earlier export (no optimizer state) without --force" 0 "as bf16"
+  run "$BIN" export "$RUN" --out /dev/full
+  if [ "$RC" -eq 1 ] && grep -q "character device" "$ERR" && [ -c /dev/full ]; then
+    ok "export --out /dev/full: refused (exit 1), still a character device"
+  else
+    bad "export --out /dev/full: refused (exit 1), still a character device"
+  fi
+  if mkfifo "$TMP/fifo"; then
+    run "$BIN" export "$RUN" --out "$TMP/fifo"
+    if [ "$RC" -eq 1 ] && grep -q "named pipe" "$ERR" && [ -p "$TMP/fifo" ]; then
+      ok "export --out FIFO: refused (exit 1), still a FIFO"
+    else
+      bad "export --out FIFO: refused (exit 1), still a FIFO"
+    fi
+    run "$BIN" tokenizer train --data "$DATA" --vocab 300 --out "$TMP/fifo"
+    if [ "$RC" -eq 1 ] && grep -q "named pipe" "$ERR" && [ -p "$TMP/fifo" ]; then
+      ok "tokenizer train --out FIFO: refused (exit 1), still a FIFO"
+    else
+      bad "tokenizer train --out FIFO: refused (exit 1), still a FIFO"
+    fi
+  fi
+  ln -s "$TMP/run.bf16.safetensors" "$TMP/link.safetensors"
+  cp "$TMP/run.bf16.safetensors" "$TMP/bf16-before"
+  run "$BIN" export "$RUN" --dtype f16 --out "$TMP/link.safetensors"
+  if [ "$RC" -eq 0 ] && [ -L "$TMP/link.safetensors" ] && ! cmp -s "$TMP/run.bf16.safetensors" "$TMP/bf16-before" &&
+     grep -q '"F16"' "$TMP/run.bf16.safetensors"; then
+    ok "export --out a link to a file: the file replaced (now F16), the link kept"
+  else
+    bad "export --out a link to a file: the file replaced (now F16), the link kept"
+  fi
 
   run "$BIN" info "$TINY" --data "$DATA"
   expect "info prints parameter counts" 0 "total +[0-9,]+"
@@ -709,6 +754,32 @@ section_pretrained() {
   fi
   run "$BIN" embed "$TMP/bert.safetensors" --json "${DEV[@]}" <"$TMP/emb.txt"
   expect "embed --json prints JSON arrays" 0 '^\[-?[0-9]'
+  # NaN parameters: embed prints nothing and exits 1, as eval and sample
+  python3 - "$TMP/bert.safetensors" "$TMP/bert-nan.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+name = next(k for k, v in h.items() if k != "__metadata__" and v["dtype"] == "F32" and "emb" in k)
+begin, end = h[name]["data_offsets"]
+b[8 + n + begin:8 + n + end] = struct.pack("<f", float("nan")) * ((end - begin) // 4)
+h["__metadata__"] = {k: v for k, v in h["__metadata__"].items() if not k.startswith("clformer.crc32.")}
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-len(t) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+  run "$BIN" embed "$TMP/bert-nan.safetensors" --json "${DEV[@]}" <"$TMP/emb.txt"
+  if [ "$RC" -eq 1 ] && [ ! -s "$OUT" ] && grep -q "not finite" "$ERR"; then
+    ok "embed of NaN parameters: exit 1 saying the output is not finite, nothing printed"
+  else
+    bad "embed of NaN parameters: exit 1 saying the output is not finite, nothing printed"
+  fi
+  run "$BIN" import "$HFB" --out /dev/full
+  if [ "$RC" -eq 1 ] && grep -q "character device" "$ERR" && [ -c /dev/full ]; then
+    ok "import --out /dev/full: refused before the import (exit 1), still a character device"
+  else
+    bad "import --out /dev/full: refused before the import (exit 1), still a character device"
+  fi
   run "$BIN" classify "$TMP/bert.safetensors" "${DEV[@]}" <"$TMP/emb.txt"
   expect "classify refuses an embedding model, pointing at embed" 2 "use .clformer embed."
   run "$BIN" eval "$TMP/bert.safetensors" --data "$MT" "${DEV[@]}"
@@ -782,6 +853,15 @@ YAML
   expect "export a GPT as a Hugging Face GPT-2 folder" 0 "GPT-2 folder"
   run "$BIN" import "$TMP/bpegpt-hf" --out "$TMP/bpegpt-back.safetensors"
   expect "import the export back" 0 "gpt2, 2 layers"
+  cp "$TMP/bpegpt-hf/config.json" "$TMP/hf-config-before"
+  run "$BIN" export "$TMP/bpegpt" --format gpt2 --out "$TMP/bpegpt-hf"
+  if [ "$RC" -eq 2 ] && grep -q "already holds config.json, model.safetensors" "$ERR" && cmp -s "$TMP/bpegpt-hf/config.json" "$TMP/hf-config-before"; then
+    ok "export into a Hugging Face folder that has its files: refused without --force, files unchanged"
+  else
+    bad "export into a Hugging Face folder that has its files: refused without --force, files unchanged"
+  fi
+  run "$BIN" export "$TMP/bpegpt" --format gpt2 --out "$TMP/bpegpt-hf" --force
+  expect "export --force into that folder replaces its files" 0 "GPT-2 folder"
   run "$BIN" export "$TMP/bpegpt" --format llama --out "$TMP/bpegpt-llama"
   expect "export refuses a GPT-2 shape as a Llama, naming why" 2 "the Llama layout: positional.type must be rope"
 

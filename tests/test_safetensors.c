@@ -21,7 +21,9 @@
  * - atomic writes: replacing a file, a write that fails midway (file-size
  *   limit, RLIMIT_FSIZE), a vanished directory, a directory in the way and
  *   an aborted streaming write all leave the previous file intact and no
- *   temporary file behind.
+ *   temporary file behind; a device (/dev/null), a FIFO and a dangling
+ *   symbolic link are refused and left as they were; a link to a regular
+ *   file is written through (the target replaced, the link kept).
  * No device needed.
  */
 #include <dirent.h>
@@ -648,6 +650,38 @@ static void test_atomic(void)
              "target is a directory: CLF_ERR_IO, directory untouched, no temporary: %s", err.msg);
     rmdir(sub);
     clf_st_writer_destroy(w);
+
+    /* a target that is not a regular file is refused and left as it was;
+     * a symbolic link to a regular file is written through */
+    st = clf_file_write_atomic("/dev/null", "x", 1, &err);
+    TU_CHECK(st == CLF_ERR_IO && stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode) &&
+                 strstr(err.msg, "character device") != NULL,
+             "/dev/null: refused, still a character device: %s", err.msg);
+    char fifo[512], link[512], dangling[512], target[512];
+    path_in(fifo, sizeof fifo, "a.fifo");
+    path_in(link, sizeof link, "link.safetensors");
+    path_in(dangling, sizeof dangling, "dangling.safetensors");
+    path_in(target, sizeof target, "target.bin");
+    if (mkfifo(fifo, 0644) == 0) {
+        st = clf_file_write_atomic(fifo, "x", 1, &err);
+        TU_CHECK(st == CLF_ERR_IO && lstat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode) &&
+                     no_temp_files(),
+                 "a FIFO: refused, still a FIFO, no temporary: %s", err.msg);
+        unlink(fifo);
+    }
+    tu_ok(clf_file_write_atomic(target, "old", 3, &err), &err, "write the link's target");
+    TU_CHECK(symlink(target, link) == 0, "make a symbolic link");
+    tu_ok(clf_file_write_atomic(link, "new!", 4, &err), &err, "write through the link");
+    TU_CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode) && file_is(target, "new!", 4) &&
+                 no_temp_files(),
+             "a link to a regular file: the target replaced, the link kept");
+    TU_CHECK(symlink("/nonexistent/x", dangling) == 0, "make a dangling link");
+    st = clf_file_write_atomic(dangling, "x", 1, &err);
+    TU_CHECK(st == CLF_ERR_IO && lstat(dangling, &sb) == 0 && S_ISLNK(sb.st_mode),
+             "a dangling link: refused, still a link: %s", err.msg);
+    unlink(link);
+    unlink(dangling);
+    unlink(target);
 
     /* aborted streaming write */
     clf_file_atomic *f = NULL;

@@ -5,6 +5,8 @@
  * EINVAL/ENOTSUP (filesystems that cannot sync a directory), since the data
  * itself is already on disk and rename() has been done.
  */
+/* realpath() (X/Open, beyond the project's _POSIX_C_SOURCE) */
+#define _XOPEN_SOURCE 700
 #include "model/io/fileio.h"
 
 #include <dirent.h>
@@ -126,6 +128,54 @@ static char *dir_of(const char *path)
     return d;
 }
 
+/* What a file that is not a regular one is, for messages. */
+static const char *kind_of(mode_t m)
+{
+    return S_ISDIR(m)    ? "directory"
+           : S_ISCHR(m)  ? "character device"
+           : S_ISBLK(m)  ? "block device"
+           : S_ISFIFO(m) ? "named pipe (FIFO)"
+           : S_ISSOCK(m) ? "socket"
+                         : "special file";
+}
+
+/* The file a write of path replaces: path itself when it does not exist or
+ * is a regular file; a symbolic link's final target when that is a regular
+ * file (the link stays a link); anything else (a directory, a device, a
+ * FIFO, a socket, a link to none of these or to nothing) is refused rather
+ * than renamed over. *target is malloc'ed. */
+static clf_status write_target(const char *path, char **target, clf_error *err)
+{
+    struct stat sb;
+    *target = NULL;
+    if (lstat(path, &sb) != 0) {
+        if (errno != ENOENT)
+            return clf_error_set(err, CLF_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        *target = strdup(path);
+    } else if (S_ISREG(sb.st_mode)) {
+        *target = strdup(path);
+    } else if (S_ISLNK(sb.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (real == NULL || stat(real, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+            const char *what = real == NULL ? "nothing that exists" : kind_of(sb.st_mode);
+            free(real);
+            return clf_error_set(err, CLF_ERR_IO,
+                                 "cannot write %s: it is a symbolic link to %s; expected a new "
+                                 "name, a regular file or a link to one",
+                                 path, what);
+        }
+        *target = real;
+        return CLF_OK;
+    } else {
+        return clf_error_set(err, CLF_ERR_IO,
+                             "cannot write %s: it is a %s; expected a new name or a regular file "
+                             "(which is replaced whole)",
+                             path, kind_of(sb.st_mode));
+    }
+    return *target != NULL ? CLF_OK
+                           : clf_error_set(err, CLF_ERR_MEMORY, "out of memory writing %s", path);
+}
+
 static void atomic_free(clf_file_atomic *f)
 {
     free(f->path);
@@ -147,12 +197,13 @@ clf_status clf_file_atomic_open(const char *path, clf_file_atomic **out, clf_err
     f = calloc(1, sizeof *f);
     if (f == NULL)
         goto oom;
-    size_t n = strlen(path);
-    f->path = strdup(path);
+    if ((st = write_target(path, &f->path, err)) != CLF_OK)
+        goto fail;
+    size_t n = strlen(f->path);
     f->tmp_path = malloc(n + 32);
-    if (f->path == NULL || f->tmp_path == NULL)
+    if (f->tmp_path == NULL)
         goto oom;
-    snprintf(f->tmp_path, n + 32, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(f->tmp_path, n + 32, "%s.tmp.%ld", f->path, (long)getpid());
     fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         st = clf_error_set(err, CLF_ERR_IO, "cannot create %s (to write %s): %s", f->tmp_path, path,
@@ -174,6 +225,29 @@ oom:
 fail:
     if (f != NULL)
         atomic_free(f);
+    return st;
+}
+
+clf_status clf_file_check_target(const char *path, clf_error *err)
+{
+    char *target = NULL, *dir = NULL;
+    if (path == NULL || path[0] == '\0')
+        return clf_error_set(err, CLF_ERR_IO, "an empty path was given for writing");
+    clf_status st = write_target(path, &target, err);
+    if (st != CLF_OK)
+        return st;
+    struct stat sb;
+    dir = dir_of(target);
+    if (dir == NULL)
+        st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory writing %s", path);
+    else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        st = clf_error_set(err, CLF_ERR_IO, "cannot write %s: its folder %s does not exist", path,
+                           dir);
+    else if (access(dir, W_OK) != 0)
+        st = clf_error_set(err, CLF_ERR_IO, "cannot write %s: its folder %s is not writable (%s)",
+                           path, dir, strerror(errno));
+    free(dir);
+    free(target);
     return st;
 }
 

@@ -15,7 +15,11 @@
  * atomic: a reader sees either the old file or the complete new one, and a
  * failure at any step (disk full, a vanished directory, a crash) leaves the
  * previous file untouched and removes the temporary file (a crash may leave
- * the "*.tmp.<pid>" file behind; it is never read).
+ * the "*.tmp.<pid>" file behind; it is never read). Only a new name or a
+ * regular file is replaced; a symbolic link to a regular file is written
+ * through (its target replaced, the link kept); a directory, device, FIFO,
+ * socket or a link to anything else is refused (CLF_ERR_IO naming what it
+ * is), never renamed over.
  *
  *   clf_file_atomic *f;
  *   if (clf_file_atomic_open("run/ckpt.safetensors", &f, err) != CLF_OK) goto fail;
@@ -56,6 +60,12 @@ clf_status clf_file_read_text(const char *path, size_t max_bytes, char **text, s
 
 /* Write data to path atomically (see above). */
 clf_status clf_file_write_atomic(const char *path, const void *data, size_t size, clf_error *err);
+
+/* Whether a write of path could start: path is a new name, a regular file
+ * or a link to one (see above), in an existing folder this process may
+ * write. CLF_ERR_IO saying why otherwise; nothing is written. For commands
+ * that check their output before the work that leads to it. */
+clf_status clf_file_check_target(const char *path, clf_error *err);
 
 /* Streaming form of the same, for large files written piece by piece. */
 typedef struct clf_file_atomic clf_file_atomic;
