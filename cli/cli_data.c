@@ -22,6 +22,11 @@
 #include "cli/cli_data.h"
 #include "cli/cli_model.h"
 
+/* Tokens per sentence of the token budget embed and classify batch by
+ * (--batch sentences x this): a batch of short sentences is --batch of
+ * them, one of sentences 8 times longer an eighth as many. */
+#define CLI_ROW_TOKENS 64
+
 static int is_dir(const char *p)
 {
     struct stat sb;
@@ -448,7 +453,11 @@ int cli_encoder_open(const char *cmd, const char *dir, const char *input, long b
         return rc; /* an empty input: nothing to do */
     clf_error err;
     clf_error_clear(&err);
-    clf_seqeval_batching((int)batch, 0, &r->bo);
+    /* a token budget beside the sentence cap: sorted by length, the batch
+     * holding the longest sentences gets fewer of them, so one long line
+     * does not pad --batch rows to its length (nor size the model and its
+     * products for that many rows) */
+    clf_seqeval_batching((int)batch, (int)(batch * CLI_ROW_TOKENS), &r->bo);
     clf_seq_limits sl;
     clf_status st = clf_seqeval_limits(r->ds, &r->bo, &sl, &err);
     if (st != CLF_OK) {

@@ -754,6 +754,24 @@ section_pretrained() {
   fi
   run "$BIN" embed "$TMP/bert.safetensors" --json "${DEV[@]}" <"$TMP/emb.txt"
   expect "embed --json prints JSON arrays" 0 '^\[-?[0-9]'
+  # batches by a token budget: the batch holding a long line holds fewer
+  # lines; every vector as when each line is its own batch
+  { cat "$TMP/emb.txt"; python3 -c "print(' '.join(['food'] * 200))"; printf 'a b\nc\n'; } >"$TMP/emb-long.txt"
+  run "$BIN" embed "$TMP/bert.safetensors" --batch 8 "${DEV[@]}" <"$TMP/emb-long.txt"
+  cp "$OUT" "$TMP/emb-b8"
+  run "$BIN" embed "$TMP/bert.safetensors" --batch 1 "${DEV[@]}" <"$TMP/emb-long.txt"
+  if [ "$RC" -eq 0 ] && python3 - "$TMP/emb-b8" "$OUT" <<'PY'
+import sys
+a = [[float(x) for x in l.split()] for l in open(sys.argv[1])]
+b = [[float(x) for x in l.split()] for l in open(sys.argv[2])]
+assert len(a) == len(b) == 6 and all(len(r) == 32 for r in a)
+assert max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)) < 1e-5
+PY
+  then
+    ok "embed batched by tokens (a long line among short ones) equals one line a batch, within 1e-5"
+  else
+    bad "embed batched by tokens (a long line among short ones) equals one line a batch, within 1e-5"
+  fi
   # NaN parameters: embed prints nothing and exits 1, as eval and sample
   python3 - "$TMP/bert.safetensors" "$TMP/bert-nan.safetensors" <<'PY'
 import json, struct, sys
