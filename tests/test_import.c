@@ -223,6 +223,8 @@ static void test_hf_errors(void)
     hf_refused("\"BertNormalizer\"", "\"NFKC\"", "NFKC");
     hf_refused("\"BertPreTokenizer\"", "\"Whitespace\"", "Whitespace");
     hf_refused("\"unk_token\": \"[UNK]\"", "\"unk_token\": \"<unk>\"", "<unk>");
+    /* an id past the entries: the one left out and the entry past them named */
+    hf_refused("\"[CLS]\": 2,", "\"[CLS]\": 7000,", "id 2 has no entry, and \"[CLS]\" has id 7000");
 }
 
 /* ---- the import ------------------------------------------------------------------- */
@@ -334,6 +336,34 @@ static void test_import_errors(void)
     import_refused("roberta", CLF_ERR_FORMAT, "roberta");
     make_copy("relu6", "\"gelu\"", "\"relu6\"");
     import_refused("relu6", CLF_ERR_FORMAT, "relu6");
+    /* a wrongly typed key is an error, not its default */
+    make_copy("eps-str", "\"layer_norm_eps\": 1e-12", "\"layer_norm_eps\": \"0.5\"");
+    import_refused("eps-str", CLF_ERR_FORMAT, "\"layer_norm_eps\" must be a number, not a string");
+    make_copy("act-num", "\"hidden_act\": \"gelu\"", "\"hidden_act\": 3");
+    import_refused("act-num", CLF_ERR_FORMAT, "\"hidden_act\" must be a string, not a number");
+    make_copy("type-num", "\"model_type\": \"bert\"", "\"model_type\": 7");
+    import_refused("type-num", CLF_ERR_FORMAT, "\"model_type\" must be a string, not a number");
+    /* sentence-transformers pooling: exactly one of mean and [CLS] */
+    {
+        char pd[640], pp[700];
+        make_copy("pool2", NULL, NULL);
+        snprintf(pd, sizeof pd, "%s/pool2/1_Pooling", tmpdir);
+        snprintf(pp, sizeof pp, "%s/config.json", pd);
+        mkdir(pd, 0755);
+        FILE *f = fopen(pp, "w");
+        if (f != NULL) {
+            fputs("{\"pooling_mode_cls_token\": true, \"pooling_mode_mean_tokens\": true}", f);
+            fclose(f);
+        }
+        import_refused("pool2", CLF_ERR_FORMAT,
+                       "sets pooling_mode_cls_token, pooling_mode_mean_tokens");
+        f = fopen(pp, "w");
+        if (f != NULL) {
+            fputs("{\"pooling_mode_max_tokens\": true, \"pooling_mode_mean_tokens\": false}", f);
+            fclose(f);
+        }
+        import_refused("pool2", CLF_ERR_FORMAT, "sets pooling_mode_max_tokens");
+    }
     make_copy("missing", NULL, NULL);
     rewrite_weights("missing", "encoder.layer.1.output.dense.weight", NULL);
     import_refused("missing", CLF_ERR_FORMAT, "encoder.layer.1.output.dense.weight");
@@ -511,7 +541,8 @@ static void test_gpt2_tokenizer(void)
     char *h = slurp(HF "/tiny-gpt2/tokenizer-hf.json", &hl);
     clf_tokenizer *a = NULL, *b = NULL, *c = NULL, *d = NULL;
     clf_error err;
-    tu_ok(clf_tokenizer_from_gpt2(v, vl, m, ml, "vocab.json", &a, &err), &err, "from_gpt2");
+    tu_ok(clf_tokenizer_from_gpt2(v, vl, m, ml, "vocab.json", "merges.txt", &a, &err), &err,
+          "from_gpt2");
     tu_ok(clf_tokenizer_from_hf(h, hl, "tokenizer-hf.json", &b, &err), &err, "from_hf (BPE)");
     TU_CHECK(clf_tokenizer_type_of(a) == CLF_TOKENIZER_BPE && clf_tokenizer_vocab_size(a) == 350,
              "350 ids, got %d", (int)clf_tokenizer_vocab_size(a));
@@ -528,16 +559,17 @@ static void test_gpt2_tokenizer(void)
     tu_ok(clf_tokenizer_from_json(json, strlen(json), &c, &err), &err, "from_json");
     check_encodes(c, &g, "clformer JSON round trip");
     tu_ok(clf_tokenizer_to_gpt2(a, &v2, &m2, &err), &err, "to_gpt2");
-    tu_ok(clf_tokenizer_from_gpt2(v2, strlen(v2), m2, strlen(m2), "v2", &d, &err), &err,
+    tu_ok(clf_tokenizer_from_gpt2(v2, strlen(v2), m2, strlen(m2), "v2", NULL, &d, &err), &err,
           "from_gpt2 again");
     check_encodes(d, &g, "GPT-2 files round trip");
     /* errors: a merge of pieces not made yet, a character outside GPT-2's 256 */
     clf_tokenizer *x = NULL;
     const char *bad_merges = "#version: 0.2\nzq xw\n";
-    TU_CHECK(clf_tokenizer_from_gpt2(v, vl, bad_merges, strlen(bad_merges), "m", &x, &err) ==
+    TU_CHECK(clf_tokenizer_from_gpt2(v, vl, bad_merges, strlen(bad_merges), "v", "m", &x, &err) ==
                      CLF_ERR_FORMAT &&
-                 strstr(err.msg, "no earlier piece") != NULL,
-             "a merge of unknown pieces refused: %s", err.msg);
+                 strstr(err.msg, "no earlier piece") != NULL && strcmp(err.where, "m") == 0,
+             "a merge of unknown pieces refused, under the merges' name: %s: %s", err.where,
+             err.msg);
     const char *no_merges =
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}}, \"pre_tokenizer\": "
         "{\"type\": \"ByteLevel\"}}";
@@ -545,10 +577,10 @@ static void test_gpt2_tokenizer(void)
                  strstr(err.msg, "no merges") != NULL,
              "a BPE tokenizer.json without merges refused (found by fuzzing): %s", err.msg);
     const char *bad_char = "#version: 0.2\n\xe2\x82\xac a\n";
-    TU_CHECK(clf_tokenizer_from_gpt2(v, vl, bad_char, strlen(bad_char), "m", &x, &err) ==
+    TU_CHECK(clf_tokenizer_from_gpt2(v, vl, bad_char, strlen(bad_char), "v", "m", &x, &err) ==
                      CLF_ERR_FORMAT &&
-                 strstr(err.msg, "byte-level") != NULL,
-             "a non-byte character refused: %s", err.msg);
+                 strstr(err.msg, "byte-level") != NULL && strcmp(err.where, "m") == 0,
+             "a non-byte character refused, under the merges' name: %s: %s", err.where, err.msg);
     free(json);
     free(v2);
     free(m2);

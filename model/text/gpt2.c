@@ -340,7 +340,8 @@ static clf_status vocab_ids(const clf_json *vocab, const clf_tokenizer *t, const
  * merges as strings "left right" or [left, right] (from an array, or the
  * lines of merges.txt given as text). */
 static clf_status build(const clf_json *vocab, const clf_json *merge_arr, const char *merge_txt,
-                        size_t merge_len, const char *name, clf_tokenizer **out, clf_error *err)
+                        size_t merge_len, const char *name, const char *mname, clf_tokenizer **out,
+                        clf_error *err)
 {
     uint32_t cp_of[256];
     int16_t byte_of[512];
@@ -357,7 +358,7 @@ static clf_status build(const clf_json *vocab, const clf_json *merge_arr, const 
     clf_tokenizer *t = NULL;
     int32_t *pairs = NULL, *ext = NULL, E = 0;
     piece_index ix = {NULL, 1024};
-    clf_status st = merges_read(merge_arr, merge_txt, merge_len, name, &ml, err);
+    clf_status st = merges_read(merge_arr, merge_txt, merge_len, mname, &ml, err);
     if (st != CLF_OK)
         goto done;
     while (ix.cap < 2 * (ml.n + 300))
@@ -368,7 +369,7 @@ static clf_status build(const clf_json *vocab, const clf_json *merge_arr, const 
         st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
         goto done;
     }
-    if ((st = merge_pairs(&ml, byte_of, &ix, name, pairs, err)) != CLF_OK ||
+    if ((st = merge_pairs(&ml, byte_of, &ix, mname, pairs, err)) != CLF_OK ||
         (st = tok_bpe_build(pairs, (int32_t)ml.n, &t, err)) != CLF_OK)
         goto done;
     const int32_t V = t->vocab_size;
@@ -395,15 +396,15 @@ done:
 }
 
 clf_status clf_tokenizer_from_gpt2(const char *vocab_json, size_t vlen, const char *merges_txt,
-                                   size_t mlen, const char *name, clf_tokenizer **out,
-                                   clf_error *err)
+                                   size_t mlen, const char *name, const char *merges_name,
+                                   clf_tokenizer **out, clf_error *err)
 {
     clf_json *doc = NULL;
     clf_json_options jo = {name, 0, 0};
     *out = NULL;
     clf_status st = clf_json_parse(vocab_json, vlen, &jo, &doc, err);
     if (st == CLF_OK)
-        st = build(doc, NULL, merges_txt, mlen, name, out, err);
+        st = build(doc, NULL, merges_txt, mlen, name, merges_name ? merges_name : name, out, err);
     clf_json_destroy(doc);
     return st;
 }
@@ -411,8 +412,8 @@ clf_status clf_tokenizer_from_gpt2(const char *vocab_json, size_t vlen, const ch
 clf_status tok_gpt2_from_hf(const clf_json *model, const char *name, clf_tokenizer **out,
                             clf_error *err)
 {
-    return build(clf_json_get(model, "vocab"), clf_json_get(model, "merges"), NULL, 0, name, out,
-                 err);
+    return build(clf_json_get(model, "vocab"), clf_json_get(model, "merges"), NULL, 0, name, name,
+                 out, err);
 }
 
 /* ---- writing ------------------------------------------------------------------------- */

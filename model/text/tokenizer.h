@@ -205,10 +205,12 @@ clf_status clf_tokenizer_from_hf(const char *json, size_t len, const char *name,
  * vocabulary names them <|pad|>, <|unk|>, <|cls|>, <|sep|> (as
  * clf_tokenizer_to_gpt2 writes them). A merge whose sides are not earlier
  * pieces, a character that is not one of GPT-2's 256 byte characters, a
- * piece with no vocabulary entry: CLF_ERR_FORMAT naming it. */
+ * piece with no vocabulary entry: CLF_ERR_FORMAT naming it, under name
+ * (vocab.json's) or merges_name (merges.txt's; NULL: name) as it is the
+ * vocabulary's fault or the merges'. */
 clf_status clf_tokenizer_from_gpt2(const char *vocab_json, size_t vlen, const char *merges_txt,
-                                   size_t mlen, const char *name, clf_tokenizer **out,
-                                   clf_error *err);
+                                   size_t mlen, const char *name, const char *merges_name,
+                                   clf_tokenizer **out, clf_error *err);
 /* A bpe tokenizer as GPT-2's vocab.json and merges.txt (both malloc'ed,
  * NUL-terminated): the pieces in GPT-2's byte characters with their ids,
  * the specials as <|pad|>, <|bos|>, <|endoftext|> (eos), <|unk|>, <|cls|>,

@@ -720,10 +720,13 @@ static clf_status hf_vocab(const clf_json *model, const char *name, clf_tokenize
     clf_status st = CLF_OK;
     if (pieces == NULL || plen == NULL)
         st = clf_error_set(err, CLF_ERR_MEMORY, "out of memory importing a tokenizer");
+    const clf_json *past = NULL; /* the first entry with an id of n or more */
     for (size_t i = 0; i < n && st == CLF_OK; i++) {
         const clf_json *e = &voc->items[i];
-        if (!e->is_int || e->integer < 0 || (size_t)e->integer >= n)
-            st = HF_ERR("model.vocab[\"%s\"]: the ids must be 0 .. %zu", e->key, n - 1);
+        if (!e->is_int || e->integer < 0)
+            st = HF_ERR("model.vocab[\"%s\"]: the ids must be integers 0 .. %zu", e->key, n - 1);
+        else if ((size_t)e->integer >= n)
+            past = past != NULL ? past : e; /* named with the id it leaves out, below */
         else if (pieces[e->integer] != NULL)
             st = HF_ERR("model.vocab: id %lld is given twice", (long long)e->integer);
         else if (e->key_len == 0 || e->key_len > 1024)
@@ -733,6 +736,14 @@ static clf_status hf_vocab(const clf_json *model, const char *name, clf_tokenize
             pieces[e->integer] = e->key;
             plen[e->integer] = e->key_len;
         }
+    }
+    if (st == CLF_OK && past != NULL) {
+        size_t gap = 0;
+        while (gap < n && pieces[gap] != NULL)
+            gap++;
+        st = HF_ERR("model.vocab: %zu entries, so ids 0 .. %zu, each once; id %zu has no entry, "
+                    "and \"%s\" has id %lld",
+                    n, n - 1, gap, past->key, (long long)past->integer);
     }
     if (st == CLF_OK)
         st = wp_build(pieces, plen, (int32_t)n, out, err);

@@ -143,6 +143,45 @@ double imp_get_num(const clf_json *doc, const char *key, double dflt)
     return v != NULL && v->type == CLF_JSON_NUMBER ? v->number : dflt;
 }
 
+/* Every key imp_get_num and imp_get_str are asked for, with its type. */
+static const struct {
+    const char *key;
+    clf_json_type type;
+} typed_keys[] = {
+    {"model_type", CLF_JSON_STRING},
+    {"hidden_act", CLF_JSON_STRING},
+    {"activation_function", CLF_JSON_STRING},
+    {"position_embedding_type", CLF_JSON_STRING},
+    {"rope_type", CLF_JSON_STRING},
+    {"type", CLF_JSON_STRING},
+    {"layer_norm_eps", CLF_JSON_NUMBER},
+    {"layer_norm_epsilon", CLF_JSON_NUMBER},
+    {"rms_norm_eps", CLF_JSON_NUMBER},
+    {"rope_theta", CLF_JSON_NUMBER},
+    {"attention_dropout", CLF_JSON_NUMBER},
+    {"attention_probs_dropout_prob", CLF_JSON_NUMBER},
+    {"hidden_dropout_prob", CLF_JSON_NUMBER},
+    {"attn_pdrop", CLF_JSON_NUMBER},
+    {"embd_pdrop", CLF_JSON_NUMBER},
+    {"resid_pdrop", CLF_JSON_NUMBER},
+    {"factor", CLF_JSON_NUMBER},
+    {"beta_fast", CLF_JSON_NUMBER},
+    {"beta_slow", CLF_JSON_NUMBER},
+};
+
+clf_status imp_check_types(const clf_json *doc, const char *path, clf_error *err)
+{
+    for (size_t i = 0; i < sizeof typed_keys / sizeof typed_keys[0]; i++) {
+        const clf_json *v = clf_json_get(doc, typed_keys[i].key);
+        if (v != NULL && v->type != CLF_JSON_NULL && v->type != typed_keys[i].type)
+            return clf_error_set(err, CLF_ERR_FORMAT, "%s: byte %zu: \"%s\" must be a %s, not a %s",
+                                 path, v->offset, typed_keys[i].key,
+                                 clf_json_type_name(typed_keys[i].type),
+                                 clf_json_type_name(v->type));
+    }
+    return CLF_OK;
+}
+
 const char *imp_get_str(const clf_json *doc, const char *key)
 {
     const clf_json *v = clf_json_get(doc, key);
@@ -164,15 +203,37 @@ static clf_status read_pool(const char *dir, int *mean, clf_error *err)
     clf_status st = imp_read_json(path, &doc, err);
     if (st != CLF_OK)
         return st;
-    const clf_json *cls = clf_json_get(doc, "pooling_mode_cls_token");
-    const clf_json *mn = clf_json_get(doc, "pooling_mode_mean_tokens");
-    if (cls != NULL && cls->type == CLF_JSON_BOOL && cls->boolean)
-        *mean = 0;
-    else if (mn == NULL || mn->type != CLF_JSON_BOOL || !mn->boolean)
+    /* sentence-transformers concatenates every pooling set: exactly one,
+     * mean or [CLS], is what clformer computes */
+    static const char *const modes[] = {
+        "pooling_mode_cls_token",           "pooling_mode_mean_tokens",
+        "pooling_mode_max_tokens",          "pooling_mode_mean_sqrt_len_tokens",
+        "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken"};
+    char set[256] = "";
+    int n_set = 0, which = -1;
+    for (int i = 0; i < 6 && st == CLF_OK; i++) {
+        const clf_json *v = clf_json_get(doc, modes[i]);
+        if (v == NULL || v->type == CLF_JSON_NULL)
+            continue;
+        if (v->type != CLF_JSON_BOOL)
+            st = clf_error_set(err, CLF_ERR_FORMAT, "%s: byte %zu: \"%s\" must be true or false",
+                               path, v->offset, modes[i]);
+        else if (v->boolean) {
+            snprintf(set + strlen(set), sizeof set - strlen(set), "%s%s", n_set ? ", " : "",
+                     modes[i]);
+            n_set++;
+            which = i;
+        }
+    }
+    if (st == CLF_OK && (n_set != 1 || which > 1))
         st = clf_error_set(err, CLF_ERR_FORMAT,
-                           "%s: only mean or [CLS] pooling is supported (max and sqrt-length "
-                           "pooling are not)",
-                           path);
+                           "%s: sets %s; clformer pools by exactly one of pooling_mode_mean_tokens "
+                           "and pooling_mode_cls_token (sentence-transformers would concatenate "
+                           "several; max, sqrt-length, weighted and last-token pooling are not "
+                           "supported)",
+                           path, n_set ? set : "no pooling mode");
+    if (st == CLF_OK)
+        *mean = which == 1;
     clf_json_destroy(doc);
     return st;
 }
@@ -537,7 +598,7 @@ clf_status imp_bpe_tokenizer(const char *dir, clf_tokenizer **tok, clf_error *er
     snprintf(mpath, sizeof mpath, "%s/merges.txt", dir);
     if ((st = clf_file_read_all(path, MAX_JSON, &a, &al, err)) == CLF_OK &&
         (st = clf_file_read_all(mpath, MAX_JSON, &b, &bl, err)) == CLF_OK)
-        st = clf_tokenizer_from_gpt2(a, al, b, bl, path, tok, err);
+        st = clf_tokenizer_from_gpt2(a, al, b, bl, path, mpath, tok, err);
     free(a);
     free(b);
     return st;
@@ -559,6 +620,8 @@ clf_status clf_import_hf(const char *dir, const char *out_path, clf_import_repor
     int mean = 1;
     snprintf(path, sizeof path, "%s/config.json", dir);
     clf_status st = imp_read_json(path, &doc, err);
+    if (st == CLF_OK)
+        st = imp_check_types(doc, path, err);
     if (st != CLF_OK)
         goto done;
     const char *mt = imp_get_str(doc, "model_type");

@@ -45,6 +45,12 @@ clf_status imp_get_int(const clf_json *doc, const char *path, const char *key, i
                        int *out, clf_error *err);
 double imp_get_num(const clf_json *doc, const char *key, double dflt); /* dflt: absent */
 const char *imp_get_str(const clf_json *doc, const char *key);         /* NULL: absent */
+/* The keys imp_get_num and imp_get_str read (a default when absent) must,
+ * when present and not null, have their type: CLF_ERR_FORMAT naming the
+ * file, the key, its byte offset and both types otherwise (a wrongly typed
+ * key is a mistake to report, not an absent one to default). doc: an
+ * object of path (config.json, or its rope_scaling). */
+clf_status imp_check_types(const clf_json *doc, const char *path, clf_error *err);
 
 /* The file's lm_head.weight (unprefixed), if there is one, of a model whose
  * head is tied: it must equal the embedding already assembled (s->t[0],

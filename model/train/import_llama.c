@@ -71,6 +71,9 @@ static clf_status rope_scaling(const clf_json *doc, const char *path, int P, clf
     if (rs->type != CLF_JSON_OBJECT)
         return clf_error_set(err, CLF_ERR_FORMAT, "%s: rope_scaling must be an object or null",
                              path);
+    clf_status st = imp_check_types(rs, path, err);
+    if (st != CLF_OK)
+        return st;
     const char *type = imp_get_str(rs, "rope_type");
     if (type == NULL)
         type = imp_get_str(rs, "type");
@@ -99,7 +102,6 @@ static clf_status rope_scaling(const clf_json *doc, const char *path, int P, clf
     if (!(F >= 1.0 && F <= 65536.0))
         return clf_error_set(err, CLF_ERR_FORMAT,
                              "%s: rope_scaling.factor must be a number in [1, 65536]", path);
-    clf_status st;
     int orig = P;
     if (t == CLF_ROPE_SCALE_YARN && (st = opt_int(rs, path, "original_max_position_embeddings", 1,
                                                   1048576, P, &orig, err)) != CLF_OK)
