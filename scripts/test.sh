@@ -172,7 +172,7 @@ fi
 if [ "${CLF_TEST_SANITIZE:-1}" != "0" ]; then
   sanitized() {
     cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLF_WERROR=ON -DCLF_SANITIZE=ON \
-      -DCLF_TEST_CACHE_DIR="$ROOT/build/test-cache" &&
+      -DCLF_FAULT=ON -DCLF_TEST_CACHE_DIR="$ROOT/build/test-cache" &&
       cmake --build build-asan -j"$jobs" || return 1
     # No suppressions: with PoCL's cache warm (above) the suite runs clean
     # under ASan/UBSan with PoCL 3.1 and ocl-icd 2.3. A test that fails here
@@ -182,7 +182,15 @@ if [ "${CLF_TEST_SANITIZE:-1}" != "0" ]; then
     # still fails the run; the retry is printed by ctest.
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      suite build-asan asan --repeat until-pass:2
+      suite build-asan asan --repeat until-pass:2 || return 1
+    # fault injection (-DCLF_FAULT=ON, tests/fault_sweep.sh): every 4th
+    # allocation, file and OpenCL call of export and tokenizer train, every
+    # 100th of a training run resumed to its end, and the last ten of each,
+    # failing in turn, each run clean (the whole sweep is --every 1)
+    CLFORMER_CACHE_DIR=$ROOT/build/test-cache tests/fault_sweep.sh build-asan/clformer --every 4 \
+      --scenarios "export tokenizer" &&
+      CLFORMER_CACHE_DIR=$ROOT/build/test-cache tests/fault_sweep.sh build-asan/clformer \
+        --every 100 --scenarios train
   }
   leg "PoCL, ASan + UBSan build" sanitized
 fi

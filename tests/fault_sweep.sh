@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# fault_sweep.sh - every failure point of a command, taken on purpose.
+#
+#   tests/fault_sweep.sh BIN [--every K] [--scenarios "export tokenizer train"]
+#
+# BIN: a clformer built with -DCLF_FAULT=ON (tests/fault/inject.c), best with
+# -DCLF_SANITIZE=ON. For each scenario the undisturbed run is done twice: the
+# first writes the reference output, the second counts the points it reaches
+# (CLFORMER_FAULT_COUNT=1). Then the command runs once per point N (every
+# K-th with --every K, always the last ten: a deterministic sample) with
+# CLFORMER_FAULT=N: the N-th allocation, file or OpenCL call fails. Each run
+# must
+#   - exit 0 having recovered (the output equal to the reference), or exit 1
+#     or 2 with a "clformer" error line on stderr;
+#   - not crash (no signal, no AddressSanitizer, UndefinedBehaviorSanitizer
+#     or LeakSanitizer report);
+#   - leave the output as the reference (an earlier, equal run wrote it: a
+#     failed run replaced nothing) and no temporary file (*.tmp.*) behind.
+# The train scenario resumes a 2-step run of the CPU recipe to step 4 (two
+# steps, an evaluation, a checkpoint) under each fault: its checkpoint must
+# then hold step 2's parameters or step 4's, bit for bit (the reference
+# runs' tensors; the metadata holds wall-clock times), and a failed run
+# resumed again without a fault must reach step 4's parameters bit for bit.
+# Prints one line per scenario, "SCENARIO: K points, R runs, C clean", and
+# each failure with its point and the first lines of its stderr; exit 1 if
+# any run failed.
+set -u
+BIN=${1:?usage: tests/fault_sweep.sh BIN [--every K] [--scenarios LIST]}
+shift
+EVERY=1
+SCEN="export tokenizer train"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --every) EVERY=$2; shift ;;
+    --scenarios) SCEN=$2; shift ;;
+    *) echo "fault_sweep: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/clf_fault.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+failed=0
+
+head -c 60000 "$ROOT/data/tinyshakespeare.txt" >"$TMP/small.txt"
+# a run to export (a few steps of the CPU recipe; the device as the suite's)
+"$BIN" train "$ROOT/config/models/gpt-shakespeare-cpu.yaml" --data "$TMP/small.txt" \
+  --out "$TMP/run" --steps 2 --set train.eval.every=2 --set train.eval.batches=1 >"$TMP/train.log" 2>&1 ||
+  { echo "fault_sweep: the training run to export failed:" >&2; tail -5 "$TMP/train.log" >&2; exit 1; }
+
+# scenario NAME OUT CMD...: the command writes OUT
+scenario() {
+  local name=$1 out=$2
+  shift 2
+  rm -f "$out"
+  "$@" >/dev/null 2>"$TMP/ref.err" || { echo "  FAIL $name: the undisturbed run failed: $(head -3 "$TMP/ref.err")"; failed=1; return; }
+  cp "$out" "$TMP/ref.out"
+  local k
+  k=$(CLFORMER_FAULT_COUNT=1 "$@" 2>&1 >/dev/null | sed -n 's/^clformer-fault: \([0-9]*\) points.*/\1/p')
+  [ -n "$k" ] || { echo "  FAIL $name: no point count (is $BIN built with -DCLF_FAULT=ON?)"; failed=1; return; }
+  local runs=0 clean=0 n
+  for n in $(seq 1 "$k"); do
+    [ $((n % EVERY)) -eq 0 ] || [ "$n" -gt $((k - 10)) ] || continue
+    runs=$((runs + 1))
+    CLFORMER_FAULT=$n CLFORMER_FAULT_COUNT=1 "$@" >/dev/null 2>"$TMP/err"
+    local rc=$? why=""
+    # LeakSanitizer's own tracer crashing at exit (seen with PoCL's worker
+    # threads, scripts/test.sh) is not the command's failure: once more
+    if grep -q "Tracer caught signal" "$TMP/err"; then
+      CLFORMER_FAULT=$n CLFORMER_FAULT_COUNT=1 "$@" >/dev/null 2>"$TMP/err"
+      rc=$?
+    fi
+    local what
+    what=$(sed -n 's/^clformer-fault: .*failed: //p' "$TMP/err")
+    if grep -q -E "Sanitizer|runtime error:" "$TMP/err"; then why="a sanitizer report"
+    elif [ "$rc" -ge 128 ]; then why="killed by signal $((rc - 128))"
+    elif [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ] && [ "$rc" -ne 2 ]; then why="exit $rc"
+    elif [ "$rc" -ne 0 ] && ! grep -q "^clformer" "$TMP/err"; then why="exit $rc without a message"
+    elif ! cmp -s "$out" "$TMP/ref.out"; then why="the output is not the reference (exit $rc)"
+    elif compgen -G "$(dirname "$out")/*.tmp.*" >/dev/null; then why="a temporary file left (exit $rc)"
+    fi
+    if [ -z "$why" ]; then
+      clean=$((clean + 1))
+    else
+      failed=1
+      echo "  FAIL $name, point $n ($what): $why: $(grep -v '^clformer-fault' "$TMP/err" | head -4 | tr '\n' '|')"
+      rm -f "$(dirname "$out")"/*.tmp.*
+      cp "$TMP/ref.out" "$out"
+    fi
+  done
+  echo "$name: $k points, $runs runs, $clean clean"
+}
+
+# The tensors of a checkpoint (its bytes after the header), hashed; "bad"
+# when it is no safetensors file.
+tensors() {
+  python3 - "$1" <<'PY' 2>/dev/null || echo bad
+import hashlib, json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+json.loads(b[8:8 + n])
+print(hashlib.sha256(b[8 + n:]).hexdigest())
+PY
+}
+
+train_scenario() {
+  local cfg=("$ROOT/config/models/gpt-shakespeare-cpu.yaml" --data "$TMP/small.txt"
+             --set train.eval.every=2 --set train.eval.batches=1)
+  "$BIN" train "${cfg[@]}" --out "$TMP/t4" --steps 4 >/dev/null 2>&1 &&
+    "$BIN" train "${cfg[@]}" --out "$TMP/t2" --steps 2 >/dev/null 2>&1 ||
+    { echo "  FAIL train: the undisturbed runs failed"; failed=1; return; }
+  local ref4 ref2 k
+  ref4=$(tensors "$TMP/t4/ckpt.safetensors")
+  ref2=$(tensors "$TMP/t2/ckpt.safetensors")
+  rm -rf "$TMP/tr" && cp -r "$TMP/t2" "$TMP/tr"
+  k=$(CLFORMER_FAULT_COUNT=1 "$BIN" train "${cfg[@]}" --out "$TMP/tr" --steps 4 --resume 2>&1 >/dev/null |
+      sed -n 's/^clformer-fault: \([0-9]*\) points.*/\1/p')
+  [ -n "$k" ] && [ "$(tensors "$TMP/tr/ckpt.safetensors")" = "$ref4" ] ||
+    { echo "  FAIL train: the undisturbed resume did not reach step 4's parameters"; failed=1; return; }
+  local runs=0 clean=0 n
+  for n in $(seq 1 "$k"); do
+    [ $((n % EVERY)) -eq 0 ] || [ "$n" -gt $((k - 10)) ] || continue
+    runs=$((runs + 1))
+    rm -rf "$TMP/tr" && cp -r "$TMP/t2" "$TMP/tr"
+    CLFORMER_FAULT=$n CLFORMER_FAULT_COUNT=1 "$BIN" train "${cfg[@]}" --out "$TMP/tr" --steps 4 \
+      --resume >/dev/null 2>"$TMP/err"
+    local rc=$? why="" what got
+    what=$(sed -n 's/^clformer-fault: .*failed: //p' "$TMP/err")
+    got=$(tensors "$TMP/tr/ckpt.safetensors")
+    if grep -q -E "Sanitizer|runtime error:" "$TMP/err"; then why="a sanitizer report"
+    elif [ "$rc" -ge 128 ]; then why="killed by signal $((rc - 128))"
+    elif [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ] && [ "$rc" -ne 2 ]; then why="exit $rc"
+    elif [ "$rc" -ne 0 ] && ! grep -q "^clformer" "$TMP/err"; then why="exit $rc without a message"
+    elif [ "$got" != "$ref2" ] && [ "$got" != "$ref4" ]; then why="the checkpoint is neither step 2's nor step 4's (exit $rc)"
+    elif [ "$rc" -eq 0 ] && [ "$got" != "$ref4" ]; then why="exit 0 short of step 4"
+    elif compgen -G "$TMP/tr/*.tmp.*" >/dev/null; then why="a temporary file left (exit $rc)"
+    elif [ "$rc" -ne 0 ]; then
+      "$BIN" train "${cfg[@]}" --out "$TMP/tr" --steps 4 --resume >/dev/null 2>&1
+      [ "$(tensors "$TMP/tr/ckpt.safetensors")" = "$ref4" ] || why="resumed after it, not step 4's parameters"
+    fi
+    if [ -z "$why" ]; then
+      clean=$((clean + 1))
+    else
+      failed=1
+      echo "  FAIL train, point $n ($what): $why: $(grep -v '^clformer-fault' "$TMP/err" | head -4 | tr '\n' '|')"
+    fi
+  done
+  echo "train --resume: $k points, $runs runs, $clean clean"
+}
+
+for s in $SCEN; do
+  case $s in
+    export) scenario export "$TMP/e.safetensors" "$BIN" export "$TMP/run" --out "$TMP/e.safetensors" ;;
+    train) train_scenario ;;
+    tokenizer) scenario "tokenizer train" "$TMP/tok.json" "$BIN" tokenizer train --data "$TMP/small.txt" --vocab 280 --out "$TMP/tok.json" ;;
+    *) echo "fault_sweep: unknown scenario $s" >&2; exit 2 ;;
+  esac
+done
+exit $failed
