@@ -183,11 +183,11 @@ if [ "${CLF_TEST_SANITIZE:-1}" != "0" ]; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       suite build-asan asan --repeat until-pass:2 || return 1
-    # fault injection (-DCLF_FAULT=ON, tests/fault_sweep.sh): every 4th
+    # fault injection (-DCLF_FAULT=ON, tests/fault_sweep.sh): every 8th
     # allocation, file and OpenCL call of export and tokenizer train, every
     # 100th of a training run resumed to its end, and the last ten of each,
     # failing in turn, each run clean (the whole sweep is --every 1)
-    CLFORMER_CACHE_DIR=$ROOT/build/test-cache tests/fault_sweep.sh build-asan/clformer --every 4 \
+    CLFORMER_CACHE_DIR=$ROOT/build/test-cache tests/fault_sweep.sh build-asan/clformer --every 8 \
       --scenarios "export tokenizer" &&
       CLFORMER_CACHE_DIR=$ROOT/build/test-cache tests/fault_sweep.sh build-asan/clformer \
         --every 100 --scenarios train
