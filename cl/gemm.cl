@@ -157,7 +157,6 @@
 #endif
 #define GEMM_PACK_KC 16 /* k per pack work-item: one float16 (fixed) */
 #define GEMM_DOT 4      /* gemm_nt_dot: C block of GEMM_DOT x GEMM_DOT (fixed) */
-#define GEMM_DOT1_N 16  /* gemm_nt_dot1: C block of 1 x GEMM_DOT1_N (fixed) */
 
 #if GEMM_VW != 2 && GEMM_VW != 4 && GEMM_VW != 8 && GEMM_VW != 16
 #error "GEMM_VW must be 2, 4, 8 or 16"
@@ -885,7 +884,7 @@ gemm_ap(GEMM_KERNEL_ARGS)
  * stored. NDRange: (ceil(N / DN), ceil(M / DM), batch), work-group
  * (GEMM_LY, 1, 1). Arguments as gemm_an; lda and ldb are the row strides of
  * A and of the stored B. gemm_nt_dot: GEMM_DOT x GEMM_DOT blocks;
- * gemm_nt_dot1: one row of C (batch-1 decoding), GEMM_DOT1_N columns per
+ * gemm_nt_dot1: one row of C (batch-1 decoding), CLF_GEMM_DOT1_N columns per
  * work-item: the square block would repeat each dot product over its
  * clamped rows, and on CPUs fewer, larger work-items cost less to schedule.
  */
@@ -981,7 +980,7 @@ _Pragma("unroll")                                                               
     }                                                                                      \
 }
 GEMM_NT_DOT(gemm_nt_dot, GEMM_DOT, GEMM_DOT)
-GEMM_NT_DOT(gemm_nt_dot1, 1, GEMM_DOT1_N)
+GEMM_NT_DOT(gemm_nt_dot1, 1, CLF_GEMM_DOT1_N)
 
 /* Split-K's reduction: C = alpha * sum_p part[p] + beta * C, summed in the
  * order p = 0, 1, ... (deterministic), then the epilogue. part holds P

@@ -419,24 +419,22 @@ __kernel void rmsnorm_forward_group(__global float *out, ulong out_off, uint out
  * x [R, C] normalised (LayerNorm with w and optional b, or RMSNorm with w:
  * the statistics and the normalised values computed as the forward kernels
  * above compute them) and the linear that reads it: y[r, j] = act(sum_k
- * xhat[k] W[j, k] + bias[j]) for NORM_DOT_N columns j per work-item, W
+ * xhat[k] W[j, k] + bias[j]) for CLF_NORM_DOT_N columns j per work-item, W
  * [N, C] (a linear's weight, [out, in]), act a CLF_ACTCODE_* of
  * contract.h, as the GEMM epilogue applies it. A pre-norm block's
  * attention and feed-forward and the LM head read their norm this way while
  * decoding, without a launch of the norm's own to write the normalised row
  * and read it back. Each work-item recomputes its row's statistics: C reads
- * of a row in cache, against NORM_DOT_N x C reads of weights. NDRange
- * (ceil(N / NORM_DOT_N), R), for devices whose work-groups run item by item.
+ * of a row in cache, against CLF_NORM_DOT_N x C reads of weights. NDRange
+ * (ceil(N / CLF_NORM_DOT_N), R), for devices whose work-groups run item by item.
  */
-#define NORM_DOT_N 16
-
 __kernel void norm_dot_item(__global float *y, ulong y_off, ulong ldy, __global const float *x,
                             ulong x_off, __global const float *nw, ulong nw_off,
                             __global const float *nb, ulong nb_off, int has_nb, int rms, float eps,
                             __global const float *W, ulong w_off, __global const float *bias,
                             ulong bias_off, int has_bias, uint act, ulong R, ulong C, ulong N)
 {
-    const ulong j0 = get_global_id(0) * NORM_DOT_N, r = get_global_id(1);
+    const ulong j0 = get_global_id(0) * CLF_NORM_DOT_N, r = get_global_id(1);
     if (r >= R || j0 >= N)
         return;
     x += x_off + r * C;
@@ -451,10 +449,10 @@ __kernel void norm_dot_item(__global float *y, ulong y_off, ulong ldy, __global 
         rs = st.y;
     }
     ulong k;
-    __global const float *wr[NORM_DOT_N];
-    float16 acc[NORM_DOT_N];
+    __global const float *wr[CLF_NORM_DOT_N];
+    float16 acc[CLF_NORM_DOT_N];
 #pragma unroll
-    for (int c = 0; c < NORM_DOT_N; c++) {
+    for (int c = 0; c < CLF_NORM_DOT_N; c++) {
         wr[c] = W + w_off + min(j0 + (ulong)c, N - 1) * C;
         acc[c] = (float16)(0.0f);
     }
@@ -468,23 +466,23 @@ __kernel void norm_dot_item(__global float *y, ulong y_off, ulong ldy, __global 
                 h += vload16(0, nb + k);
         }
 #pragma unroll
-        for (int c = 0; c < NORM_DOT_N; c++)
+        for (int c = 0; c < CLF_NORM_DOT_N; c++)
             acc[c] = CLF_FMA(h, vload16(0, wr[c] + k), acc[c]);
     }
-    float s[NORM_DOT_N];
+    float s[CLF_NORM_DOT_N];
 #pragma unroll
-    for (int c = 0; c < NORM_DOT_N; c++)
+    for (int c = 0; c < CLF_NORM_DOT_N; c++)
         s[c] = clf_hsum8(acc[c].lo + acc[c].hi);
     for (; k < C; k++) {
         float h = rms ? x[k] * rs * nw[k] : (x[k] - m) * rs * nw[k];
         if (!rms && has_nb)
             h += nb[k];
 #pragma unroll
-        for (int c = 0; c < NORM_DOT_N; c++)
+        for (int c = 0; c < CLF_NORM_DOT_N; c++)
             s[c] = CLF_FMA(h, wr[c][k], s[c]);
     }
     y += y_off + r * ldy;
-    for (int c = 0; c < NORM_DOT_N && j0 + (ulong)c < N; c++) {
+    for (int c = 0; c < CLF_NORM_DOT_N && j0 + (ulong)c < N; c++) {
         float o = s[c], g;
         if (has_bias)
             o += bias[bias_off + j0 + (ulong)c];

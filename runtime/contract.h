@@ -59,6 +59,8 @@
 #define FA_NBK_MAX 64        /* relative-bias buckets its backward sums per row, at most */
 #define FA_QRW_MAX 129       /* Shaw relative positions: 2 max_distance + 1, at most */
 #define ATTN_ITEM_HS_MAX 256 /* item-shaped decoding's head size limit */
+#define CLF_NORM_DOT_N 16    /* norm_dot_item's columns per work-item (cl/norm.cl) */
+#define CLF_GEMM_DOT1_N 16   /* gemm_nt_dot1's columns per work-item (cl/gemm.cl) */
 #define PERF_M_MAX 256       /* Performer's random features, at most (private arrays) */
 #define PERF_HS1_MAX 257     /* Performer's head size + 1, at most */
 

@@ -93,8 +93,6 @@ clf_status clf_op_norm_forward(clf_runtime *rt, const clf_norm_args *a, clf_erro
 
 /* ---- decoding: norm + linear ------------------------------------------------------ */
 
-#define NORM_DOT_N 16 /* columns per work-item: cl/norm.cl */
-
 int clf_op_norm_dot_fits(const clf_runtime *rt)
 {
     return clf_ops_path_resolve(rt, CLF_OPS_PATH_AUTO) == CLF_OPS_PATH_ITEM;
@@ -134,7 +132,8 @@ clf_status clf_op_norm_dot(clf_runtime *rt, const clf_norm_dot_args *a, clf_erro
                             CLF_ARG_U64(a->C),
                             CLF_ARG_U64(a->N)};
     /* a work-group per work-item: the device spreads groups over its cores */
-    const size_t global[2] = {(a->N + NORM_DOT_N - 1) / NORM_DOT_N, a->R}, local[2] = {1, 1};
+    const size_t global[2] = {(a->N + CLF_NORM_DOT_N - 1) / CLF_NORM_DOT_N, a->R},
+                 local[2] = {1, 1};
     if ((st = clf_kernel_launch(rt, k, 2, global, local, CLF_NARGS(args), args, err)) != CLF_OK)
         clf_error_prefix(err, "%s", op);
     return st;

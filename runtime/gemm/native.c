@@ -563,7 +563,32 @@ static clf_status native_plan_make(clf_runtime *rt, const gemm_native *nat, cons
     return CLF_OK;
 }
 
-#define GEMM_DOT1_N 16 /* gemm_nt_dot1's columns per work-item: cl/gemm.cl */
+/* Few rows, B transposed: gemm_nt_dot (blocks of t->dot x t->dot), or for
+ * one row gemm_nt_dot1 (CLF_GEMM_DOT1_N columns a work-item: the square
+ * block would repeat its dot products over clamped rows). Nothing packed. */
+static clf_status launch_dot(clf_runtime *rt, const gemm_native *nat, const clf_gemm_desc *d,
+                             clf_error *err)
+{
+    const gemm_tile *t = &nat->tile;
+    const size_t m = d->m, n = d->n, k = d->k, batch = clf_gemm_batch_of(d);
+    const clf_arg args[] = {
+        CLF_ARG_U64(m),           CLF_ARG_U64(n),
+        CLF_ARG_U64(k),           CLF_ARG_F32(d->alpha),
+        CLF_ARG_BUF(d->a.buf),    CLF_ARG_U64(d->a.off),
+        CLF_ARG_U64(d->lda),      CLF_ARG_U64(0),
+        CLF_ARG_U64(d->stride_a), CLF_ARG_BUF(d->b.buf),
+        CLF_ARG_U64(d->b.off),    CLF_ARG_U64(d->ldb),
+        CLF_ARG_U64(d->stride_b), CLF_ARG_U32(0),
+        CLF_ARG_F32(d->beta),     CLF_ARG_BUF(d->c.buf),
+        CLF_ARG_U64(d->c.off),    CLF_ARG_U64(d->ldc),
+        CLF_ARG_U64(d->stride_c), CLF_GEMM_EPI_ARGS(d, clf_gemm_epi_of(d)),
+    };
+    const size_t global[3] = {m == 1 ? ceil_div(n, CLF_GEMM_DOT1_N) : ceil_div(n, t->dot),
+                              m == 1 ? 1 : ceil_div(m, t->dot), batch};
+    const size_t local[3] = {t->ly, 1, 1};
+    return clf_kernel_launch(rt, m == 1 ? nat->k_nt_dot1 : nat->k_nt_dot, 3, global, local, 25,
+                             args, err);
+}
 
 static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
                               const clf_gemm_desc *d, clf_error *err)
@@ -576,26 +601,8 @@ static clf_status native_gemm(clf_runtime *rt, gemm_state *st, gemm_native *nat,
     clf_status s = native_plan_make(rt, nat, d, &p, err);
     if (s != CLF_OK)
         return s;
-    if (p.dot) {
-        const clf_arg args[] = {
-            CLF_ARG_U64(m),           CLF_ARG_U64(n),
-            CLF_ARG_U64(k),           CLF_ARG_F32(d->alpha),
-            CLF_ARG_BUF(d->a.buf),    CLF_ARG_U64(d->a.off),
-            CLF_ARG_U64(d->lda),      CLF_ARG_U64(0),
-            CLF_ARG_U64(d->stride_a), CLF_ARG_BUF(d->b.buf),
-            CLF_ARG_U64(d->b.off),    CLF_ARG_U64(d->ldb),
-            CLF_ARG_U64(d->stride_b), CLF_ARG_U32(0),
-            CLF_ARG_F32(d->beta),     CLF_ARG_BUF(d->c.buf),
-            CLF_ARG_U64(d->c.off),    CLF_ARG_U64(d->ldc),
-            CLF_ARG_U64(d->stride_c), CLF_GEMM_EPI_ARGS(d, clf_gemm_epi_of(d)),
-        };
-        /* one row: the square block would repeat its dot products per clamped row */
-        const size_t global[3] = {m == 1 ? ceil_div(n, GEMM_DOT1_N) : ceil_div(n, t->dot),
-                                  m == 1 ? 1 : ceil_div(m, t->dot), batch};
-        const size_t local[3] = {t->ly, 1, 1};
-        return clf_kernel_launch(rt, m == 1 ? nat->k_nt_dot1 : nat->k_nt_dot, 3, global, local, 25,
-                                 args, err);
-    }
+    if (p.dot)
+        return launch_dot(rt, nat, d, err);
     if (p.scratch > 0 && (s = scratch_reserve(rt, st, p.scratch, err)) != CLF_OK)
         return s;
     const int pack_a = p.pack_a, pack_b = p.pack_b, share_a = p.share_a, share_b = p.share_b;
