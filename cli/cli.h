@@ -18,12 +18,17 @@
 
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_INTERRUPTED = 130 };
 
-/* What the first run on a device has said of its slow work (kernels
- * compiled, GEMM candidates timed): cli_runtime_open points the runtime's
- * notify hook at the flags' own copy. */
+/* What the first run on a device says of its slow work (kernels compiled,
+ * GEMM candidates timed): one phase at a time, on stderr, a progress line
+ * rewritten in place on a terminal (one opening line elsewhere), then one
+ * summary line (what, how many, how long) from cli_notice_end, which a
+ * command calls before its output starts. cli_runtime_open points the
+ * runtime's notify hook at the flags' own copy. */
 typedef struct cli_notice {
     char device[256];
-    int compiled, searched; /* notices printed so far */
+    int compiled, searched; /* this phase's programs built and shapes timed */
+    int tty;                /* stderr is a terminal: a progress line */
+    double t0;              /* the phase's first notice */
 } cli_notice;
 
 /* Flags every device-using subcommand accepts. */
@@ -55,6 +60,9 @@ typedef struct cli_runtime_flags {
     "  --profile         print per-kernel counts and device time at the end\n"
 
 void cli_runtime_flags_init(cli_runtime_flags *f);
+/* The end of a phase of first-use work: its progress line cleared and its
+ * summary printed (nothing when there was none). Call before output. */
+void cli_notice_end(const cli_runtime_flags *f);
 /* --shape's value (NULL: auto) as the library's option; 0, or prints and
  * returns the usage exit code. */
 int cli_shape_parse(const char *s, clf_shape *out);
@@ -144,5 +152,8 @@ int cli_cmd_average(int argc, char **argv);
 int cli_cmd_tune(int argc, char **argv);
 int cli_cmd_import(int argc, char **argv);
 int cli_cmd_embed(int argc, char **argv);
+int cli_cmd_plot(int argc, char **argv);
+int cli_cmd_attention(int argc, char **argv);
+int cli_cmd_report(int argc, char **argv);
 
 #endif

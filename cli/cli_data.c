@@ -508,6 +508,7 @@ int cli_encoder_rows_run(const cli_encoder_rows *job, const char *dir, const cha
             cli_print_error(NULL, &err);
             rc = cli_exit_code(st);
         } else {
+            cli_notice_end(rf);
             for (size_t i = 0; i < n; i++)
                 job->print(out + i * cols, cols, job->user);
             fflush(stdout);

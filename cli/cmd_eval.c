@@ -192,6 +192,7 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
     if ((st = clf_seqeval_run(m, ds, &bo, &r, &err)) != CLF_OK)
         goto fail;
     if (!s2s) {
+        cli_notice_end(rf);
         print_accuracy(&r, json, paths.val_src, clf_now_seconds() - t0);
     } else {
         clf_bleu_score b;
@@ -199,6 +200,7 @@ static int eval_seq(const char *dir, const char *data, int json, const seq_eval_
                                    &err)) != CLF_OK)
             goto fail;
         double dt = clf_now_seconds() - t0;
+        cli_notice_end(rf);
         char line[256];
         clf_bleu_format(&b, line, sizeof line);
         if (json) {
@@ -352,6 +354,7 @@ int cli_cmd_eval(int argc, char **argv)
     if ((st = clf_trainer_eval_split(m, ds, split, &loss, &targets, &err)) != CLF_OK)
         goto fail;
     const double dt = clf_now_seconds() - t0;
+    cli_notice_end(&rf);
     const char *name = split == CLF_SPLIT_VAL ? "val" : "train";
     if (json) {
         printf("{\"%s_loss\": ", name);

@@ -11,6 +11,7 @@
  * model/infer/sampler.h (temperature 0 is greedy; a seed makes the output
  * reproducible).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,21 +33,35 @@ static void usage(FILE *out)
                 CLI_RUNTIME_FLAGS_HELP);
 }
 
+/* The streamed text's state: the prompt still to echo (NULL once echoed
+ * or with --quiet) and the first write error (errno), which stops
+ * generation. */
+typedef struct sample_out {
+    const char *prompt;
+    int write_errno;
+    const cli_runtime_flags *rf; /* its first-use notices end before the text */
+} sample_out;
+
 /* Streams each token's text as it is produced; the prompt (unless NULL)
  * goes first, once the library has accepted it. */
 static int print_piece(void *user, int32_t token, const char *piece, size_t len)
 {
-    const char **prompt = user;
+    sample_out *o = user;
     (void)token;
-    if (*prompt != NULL) {
-        fputs(*prompt, stdout);
-        *prompt = NULL;
+    cli_notice_end(o->rf);
+    errno = 0;
+    if (o->prompt != NULL) {
+        const size_t n = strlen(o->prompt);
+        if (fwrite(o->prompt, 1, n, stdout) != n)
+            goto fail;
+        o->prompt = NULL;
     }
-    if (len > 0) {
-        fwrite(piece, 1, len, stdout);
-        fflush(stdout);
-    }
+    if (len > 0 && (fwrite(piece, 1, len, stdout) != len || fflush(stdout) != 0))
+        goto fail;
     return 0;
+fail:
+    o->write_errno = errno != 0 ? errno : EIO;
+    return 1;
 }
 
 int cli_cmd_sample(int argc, char **argv)
@@ -112,17 +127,23 @@ int cli_cmd_sample(int argc, char **argv)
     if ((rc = cli_checkpoint_model(rt, ck, &(clf_model_limits){.B = 1}, CLF_MODEL_INFER, &m)) !=
         CLI_EXIT_OK)
         goto done;
-    const char *echo = quiet ? NULL : prompt;
+    sample_out out = {quiet ? NULL : prompt, 0, &rf};
     clf_generate_stats gs;
     clf_status st =
-        clf_generate(m, tok, prompt, strlen(prompt), n_tokens, &so, print_piece, &echo, &gs, &err);
+        clf_generate(m, tok, prompt, strlen(prompt), n_tokens, &so, print_piece, &out, &gs, &err);
     if (st != CLF_OK) {
         cli_print_error(NULL, &err); /* a bad prompt reads "prompt: ..." */
         rc = cli_exit_code(st);
         goto done;
     }
-    fputc('\n', stdout);
-    fflush(stdout);
+    if (out.write_errno == 0 && (fputc('\n', stdout) == EOF || fflush(stdout) != 0))
+        out.write_errno = errno != 0 ? errno : EIO;
+    if (out.write_errno != 0) {
+        fprintf(stderr, "clformer sample: writing the text to standard output failed: %s\n",
+                strerror(out.write_errno));
+        rc = CLI_EXIT_FAIL;
+        goto done;
+    }
     if (!quiet)
         fprintf(stderr, "[%ld tokens in %.2fs: %.1f tokens/s; context %d, %ld slides]\n", gs.tokens,
                 gs.seconds, gs.seconds > 0 ? (double)gs.tokens / gs.seconds : 0.0,

@@ -30,10 +30,12 @@
  * or another --out), so a finished run is never overwritten by accident.
  */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli_data.h"
@@ -60,20 +62,114 @@ typedef struct ui {
     int tty;
     int line_open; /* a \r progress line is on screen without its newline */
     FILE *out;
-    FILE *log; /* --log: JSON lines, full precision (NULL: none) */
+    FILE *log;     /* --log: a copy of the metrics (NULL: none) */
+    FILE *metrics; /* DIR/metrics.jsonl, appended (NULL: not rank 0) */
+    const cli_runtime_flags *rf;
+    const clf_model_config *cfg;
+    const char *device;
+    const char *data; /* --data, for `clformer report` */
 } ui;
 
 static void ui_endline(ui *u)
 {
+    cli_notice_end(u->rf);
     if (u->line_open) {
         fputc('\n', u->out);
         u->line_open = 0;
     }
 }
 
+/* One JSON line of w's record (begun with its object open) into the
+ * metrics file and --log's copy. Non-finite numbers are left out by the
+ * callers (JSON has none). */
+static void ui_record(ui *u, clf_json_writer *w)
+{
+    clf_json_end_object(w);
+    char *line = NULL;
+    size_t len = 0;
+    clf_error err;
+    if (clf_json_writer_finish(w, &line, &len, &err) != CLF_OK)
+        return; /* out of memory: the record is lost, the run goes on */
+    FILE *const sinks[2] = {u->metrics, u->log};
+    for (int i = 0; i < 2; i++)
+        if (sinks[i] != NULL) {
+            fwrite(line, 1, len, sinks[i]);
+            fputc('\n', sinks[i]);
+            fflush(sinks[i]);
+        }
+    free(line);
+}
+
+static void json_num(clf_json_writer *w, const char *key, double v)
+{
+    if (isfinite(v)) {
+        clf_json_key(w, key);
+        clf_json_double(w, v);
+    }
+}
+
+/* The session's last record (how it ended, where the checkpoint is) and
+ * the metrics file closed; a failed write there is told, not fatal: the
+ * checkpoint is the run's result (--log's is checked by its caller). */
+static void ui_close(ui *u, clf_status st, const clf_train_result *res, const clf_error *err,
+                     const char *path)
+{
+    if (u->metrics == NULL && u->log == NULL)
+        return;
+    clf_json_writer w;
+    clf_json_writer_init(&w);
+    clf_json_begin_object(&w);
+    clf_json_key(&w, "event");
+    clf_json_string(&w, st == CLF_OK                ? "end"
+                        : st == CLF_ERR_INTERRUPTED ? "interrupted"
+                                                    : "failed");
+    clf_json_key(&w, "step");
+    clf_json_uint(&w, res->last_step);
+    json_num(&w, "tokens_per_s", res->tokens_per_s);
+    json_num(&w, "session_s", res->session_s);
+    if (res->has_checkpoint) {
+        clf_json_key(&w, "checkpoint_step");
+        clf_json_uint(&w, res->checkpoint_step);
+    }
+    if (st != CLF_OK && st != CLF_ERR_INTERRUPTED) {
+        clf_json_key(&w, "error");
+        clf_json_string(&w, err->msg);
+    }
+    ui_record(u, &w);
+    if (u->metrics != NULL && (ferror(u->metrics) | fclose(u->metrics)))
+        fprintf(stderr, "clformer: %s: a write failed; the metrics are incomplete\n", path);
+    u->metrics = NULL;
+}
+
 static void cb_start(void *user, const clf_train_progress *p)
 {
     ui *u = user;
+    cli_notice_end(u->rf);
+    /* the session's record: where it starts, the device and the config */
+    clf_json_writer w;
+    clf_json_writer_init(&w);
+    clf_json_begin_object(&w);
+    clf_json_key(&w, "event");
+    clf_json_string(&w, p->first_step > 0 ? "resume" : "start");
+    clf_json_key(&w, "step");
+    clf_json_uint(&w, p->first_step);
+    clf_json_key(&w, "total");
+    clf_json_uint(&w, p->total);
+    clf_json_key(&w, "time");
+    clf_json_int(&w, (int64_t)time(NULL));
+    clf_json_key(&w, "device");
+    clf_json_string(&w, u->device);
+    clf_json_key(&w, "data");
+    clf_json_string(&w, u->data);
+    size_t n = clf_config_to_yaml(u->cfg, NULL, 0);
+    char *yaml = malloc(n + 1);
+    if (yaml != NULL) {
+        clf_config_to_yaml(u->cfg, yaml, n + 1);
+        clf_json_key(&w, "config");
+        clf_json_string(&w, yaml);
+        free(yaml);
+    }
+    ui_record(u, &w);
     if (p->first_step > 0)
         fprintf(u->out, "resuming at step %llu of %llu\n", (unsigned long long)p->first_step,
                 (unsigned long long)p->total);
@@ -106,17 +202,27 @@ static void cb_log(void *user, const clf_train_progress *p)
         fputc('\n', u->out);
     }
     fflush(u->out);
-    if (u->log != NULL) {
-        fprintf(u->log,
-                "{\"step\": %llu, \"loss\": %.9g, \"lr\": %.9g, \"tokens_per_s\": %.1f, "
-                "\"elapsed_s\": %.3f",
-                (unsigned long long)p->step, p->loss, p->lr, p->tokens_per_s, p->elapsed_s);
-        if (p->loss_scale > 0)
-            fprintf(u->log, ", \"loss_scale\": %.9g, \"skipped\": %llu", p->loss_scale,
-                    (unsigned long long)p->skipped);
-        fputs("}\n", u->log);
-        fflush(u->log);
+    clf_json_writer jw;
+    clf_json_writer_init(&jw);
+    clf_json_begin_object(&jw);
+    clf_json_key(&jw, "step");
+    clf_json_uint(&jw, p->step);
+    if (p->epoch >= 0) {
+        clf_json_key(&jw, "epoch");
+        clf_json_int(&jw, p->epoch + 1);
     }
+    json_num(&jw, "loss", p->loss);
+    json_num(&jw, "lr", p->lr);
+    json_num(&jw, "tokens_per_s", p->tokens_per_s);
+    json_num(&jw, "step_ms", p->step_ms);
+    json_num(&jw, "elapsed_s", p->elapsed_s);
+    json_num(&jw, "grad_norm", p->grad_norm);
+    if (p->loss_scale > 0) {
+        json_num(&jw, "loss_scale", p->loss_scale);
+        clf_json_key(&jw, "skipped");
+        clf_json_uint(&jw, p->skipped);
+    }
+    ui_record(u, &jw);
 }
 
 static void cb_eval(void *user, const clf_train_eval *e)
@@ -140,18 +246,25 @@ static void cb_eval(void *user, const clf_train_eval *e)
                 (unsigned long long)e->step, e->val_loss, (unsigned long long)e->val_tokens,
                 e->seconds);
     fflush(u->out);
-    if (u->log != NULL) {
-        fprintf(u->log, "{\"step\": %llu, \"val_loss\": %.9g", (unsigned long long)e->step,
-                e->val_loss);
-        if (e->train_loss == e->train_loss)
-            fprintf(u->log, ", \"train_loss\": %.9g", e->train_loss);
-        if (e->accuracy == e->accuracy)
-            fprintf(u->log, ", \"accuracy\": %.9g", e->accuracy);
-        if (e->bleu == e->bleu)
-            fprintf(u->log, ", \"bleu\": %.9g", e->bleu);
-        fprintf(u->log, ", \"seconds\": %.3f}\n", e->seconds);
-        fflush(u->log);
+    clf_json_writer w;
+    clf_json_writer_init(&w);
+    clf_json_begin_object(&w);
+    clf_json_key(&w, "step");
+    clf_json_uint(&w, e->step);
+    if (e->epoch >= 0) {
+        clf_json_key(&w, "epoch");
+        clf_json_int(&w, e->epoch);
     }
+    json_num(&w, "val_loss", e->val_loss);
+    json_num(&w, "train_loss", e->train_loss);
+    json_num(&w, "accuracy", e->accuracy);
+    json_num(&w, "bleu", e->bleu);
+    json_num(&w, "seconds", e->seconds);
+    if (e->best) {
+        clf_json_key(&w, "best");
+        clf_json_bool(&w, 1);
+    }
+    ui_record(u, &w);
 }
 
 static void cb_ckpt(void *user, const char *path, uint64_t step)
@@ -196,8 +309,9 @@ static void usage(FILE *out)
             "                    the sentences (default 0: train.batch sentences per batch)\n"
             "  --beam K          BLEU at each evaluation with beam K (default 1: "
             "greedy)\n"
-            "  --log FILE        append each log step and evaluation as a JSON line (full\n"
-            "                    precision)\n"
+            "  --log FILE        a copy of DIR/metrics.jsonl, which every run appends to: a\n"
+            "                    JSON line per session start (device, config), log step (loss,\n"
+            "                    lr, tokens/s, gradient norm), evaluation, and session end\n"
             "Data parallel: `mpirun -np N clformer train ...` trains on N processes, each\n"
             "on its own device (the selector's type, by local rank) with train.batch x\n"
             "train.accumulate per step, gradients summed after backward: the result of one\n"
@@ -211,14 +325,44 @@ static int file_exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
+/* After an error in a run: the step it reached and where --resume goes on
+ * (the checkpoint on disk is the last one written whole: a failed write
+ * leaves it as it was). */
+static void print_resume_point(const clf_train_result *res, const char *out)
+{
+    if (res->has_checkpoint)
+        fprintf(stderr,
+                "clformer: the run stopped after step %llu of %llu; %s/%s holds step %llu: "
+                "continue from it with --resume\n",
+                (unsigned long long)res->last_step, (unsigned long long)res->total, out,
+                CLF_CHECKPOINT_FILE, (unsigned long long)res->checkpoint_step);
+    else
+        fprintf(stderr,
+                "clformer: the run stopped after step %llu of %llu, before its first "
+                "checkpoint: nothing to resume\n",
+                (unsigned long long)res->last_step, (unsigned long long)res->total);
+}
+
 /* Run the trainer with progress output and Ctrl-C handling; print the
  * summary. Returns an exit code. */
 static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_train_data *data,
                        const clf_tokenizer *tok, const char *out, int resume,
                        const cli_runtime_flags *rf, clf_runtime *rt, const clf_trainer_dist *dist,
-                       FILE *log)
+                       FILE *log, const char *data_arg)
 {
-    ui u = {isatty(fileno(stdout)), 0, stdout, log};
+    ui u = {isatty(fileno(stdout)),       0,       stdout, log, NULL, rf, cfg,
+            clf_runtime_device(rt)->name, data_arg};
+    /* every run keeps its metrics beside its checkpoint, appended across
+     * --resume (rank 0, holding the run lock, writes it) */
+    char mpath[4200];
+    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", out);
+    if ((dist == NULL || dist->rank == 0) && (u.metrics = fopen(mpath, "a+")) == NULL)
+        fprintf(stderr, "clformer: %s: cannot open for appending (%s); training without it\n",
+                mpath, strerror(errno));
+    /* a run killed while writing a record left it torn: end that line, so
+     * this session's records stay lines of their own */
+    if (u.metrics != NULL && fseek(u.metrics, -1, SEEK_END) == 0 && fgetc(u.metrics) != '\n')
+        fputc('\n', u.metrics);
     clf_trainer_options o;
     memset(&o, 0, sizeof o);
     o.out_dir = out;
@@ -249,9 +393,12 @@ static int run_trainer(clf_model *m, const clf_model_config *cfg, const clf_trai
     for (int i = 0; i < 3; i++)
         sigaction(stop_signals[i], &old[i], NULL);
     ui_endline(&u);
+    ui_close(&u, st, &res, &err, mpath);
 
     if (st != CLF_OK && st != CLF_ERR_INTERRUPTED) {
         cli_print_error(NULL, &err);
+        if (res.total > 0) /* it failed past the start: what the run keeps */
+            print_resume_point(&res, out);
         return cli_exit_code(st);
     }
     char el[32], tps[32];
@@ -743,7 +890,8 @@ static int train(const train_args *a, clf_model_config *cfg)
     if (a->init != NULL && (rc = apply_init(a->init, m, cfg)) != CLI_EXIT_OK)
         goto done;
     fflush(stdout);
-    rc = run_trainer(m, cfg, &in.td, in.tok, a->out, a->resume, a->rf, rt, a->dist, a->log);
+    rc =
+        run_trainer(m, cfg, &in.td, in.tok, a->out, a->resume, a->rf, rt, a->dist, a->log, a->data);
     goto done;
 fail:
     rc = fail_with(st, &err);

@@ -147,6 +147,7 @@ int cli_cmd_translate(int argc, char **argv)
         goto fail;
     double dt = clf_now_seconds() - t0;
     long long out_tokens = 0;
+    cli_notice_end(&rf);
     if ((st = print_hyps(tok, ids, n, &out_tokens, &err)) != CLF_OK)
         goto fail;
     if (!quiet)

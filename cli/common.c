@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -22,31 +23,59 @@ void cli_runtime_flags_init(cli_runtime_flags *f)
     f->cache_dir = f->cache_dir_buf[0] ? f->cache_dir_buf : NULL;
 }
 
-/* The runtime's notices of first-use work, on stderr: a header naming the
- * device with the first of each kind, then one short line each, so a first
- * run never sits silent for a minute. */
+/* The runtime's notices of first-use work: a phase opens with the first
+ * (on a terminal a progress line rewritten in place, elsewhere one line,
+ * so a first run never sits silent for a minute) and cli_notice_end closes
+ * it with one summary line. */
 static void on_notice(void *user, const char *event, const char *detail)
 {
     cli_notice *n = user;
+    const int compile = strcmp(event, "compile") == 0, search = strcmp(event, "gemm-search") == 0;
     if (strcmp(event, "device") == 0) {
         snprintf(n->device, sizeof n->device, "%s", detail);
-    } else if (strcmp(event, "compile") == 0) {
-        if (n->compiled++ == 0)
+    } else if (compile || search) {
+        if (n->compiled + n->searched == 0) {
+            n->t0 = clf_now_seconds();
+            if (!n->tty)
+                fprintf(stderr,
+                        "clformer: first use of %s: compiling kernels and timing GEMM shapes "
+                        "(cached afterwards; `clformer tune` does it up front) ...\n",
+                        n->device);
+        }
+        n->compiled += compile;
+        n->searched += search;
+        if (n->tty)
             fprintf(stderr,
-                    "clformer: compiling kernels for %s (first use on this device or after an "
-                    "update; cached afterwards):\n",
-                    n->device);
-        fprintf(stderr, "  compiling %s\n", detail);
-    } else if (strcmp(event, "gemm-search") == 0) {
-        if (n->searched++ == 0)
-            fprintf(stderr,
-                    "clformer: timing the GEMM candidates on %s, once per shape (cached "
-                    "afterwards; `clformer tune` does it up front):\n",
-                    n->device);
-        fprintf(stderr, "  timing %s\n", detail);
+                    "\r\033[Kclformer: first use of %s: %d kernel programs compiled, %d GEMM "
+                    "shapes timed (%s %s)",
+                    n->device, n->compiled, n->searched, compile ? "compiling" : "timing", detail);
+    } else if (strcmp(event, "cache-write") == 0) {
+        fprintf(stderr,
+                "%sclformer: cannot write the kernel cache (%s); going on without it: compiled "
+                "kernels and GEMM timings are not kept for the next run\n",
+                n->tty && n->compiled + n->searched > 0 ? "\r\033[K" : "", detail);
     } else if (strcmp(event, "gemm-dropped") == 0) {
-        fprintf(stderr, "clformer: GEMM configuration %s; left out of the search\n", detail);
+        fprintf(stderr, "%sclformer: GEMM configuration %s; left out of the search\n",
+                n->tty && n->compiled + n->searched > 0 ? "\r\033[K" : "", detail);
     }
+}
+
+void cli_notice_end(const cli_runtime_flags *f)
+{
+    cli_notice *n = (cli_notice *)&f->notice; /* as cli_runtime_open hands it out */
+    if (n->compiled + n->searched == 0)
+        return;
+    char what[96];
+    if (n->compiled > 0 && n->searched > 0)
+        snprintf(what, sizeof what, "compiled %d kernel programs and timed %d GEMM shapes",
+                 n->compiled, n->searched);
+    else if (n->compiled > 0)
+        snprintf(what, sizeof what, "compiled %d kernel programs", n->compiled);
+    else
+        snprintf(what, sizeof what, "timed %d GEMM shapes", n->searched);
+    fprintf(stderr, "%sclformer: first use of %s: %s in %.1f s (cached for later runs)\n",
+            n->tty ? "\r\033[K" : "", n->device, what, clf_now_seconds() - n->t0);
+    n->compiled = n->searched = 0;
 }
 
 /* --gemm NAME must name one of the device's native configurations. */
@@ -115,6 +144,7 @@ int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
     /* every cli_runtime_flags is a command's own (non-const) local: its
      * notice state may be written through the runtime's hook */
     cli_notice *notice = (cli_notice *)&f->notice;
+    notice->tty = isatty(fileno(stderr));
     o.notify = on_notice;
     o.notify_user = notice;
     clf_status st = clf_runtime_create(rt, &o, &err);

@@ -1,6 +1,7 @@
 /*
  * main.c - the clformer command line: dispatch to subcommands.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,7 +16,8 @@ typedef struct command {
 static const command commands[] = {
     {"devices", cli_cmd_devices, "list OpenCL platforms and devices"},
     {"selftest", cli_cmd_selftest, "build every kernel family and check GEMM on a device"},
-    {"train", cli_cmd_train, "train a model described in YAML on a text file"},
+    {"train", cli_cmd_train,
+     "train a model described in YAML (on a text, parallel sentences or a labelled TSV)"},
     {"sample", cli_cmd_sample, "generate text from a trained model"},
     {"eval", cli_cmd_eval, "validation loss and perplexity, accuracy or BLEU of a trained model"},
     {"info", cli_cmd_info, "parameters, FLOPs per token and memory of a model file"},
@@ -29,6 +31,10 @@ static const command commands[] = {
     {"average", cli_cmd_average, "the mean of several checkpoints' parameters (one model)"},
     {"import", cli_cmd_import, "a Hugging Face folder (BERT, GPT-2, Llama layout) as a checkpoint"},
     {"embed", cli_cmd_embed, "sentence embeddings (stdin -> stdout) with an encoder"},
+    {"attention", cli_cmd_attention,
+     "heatmaps of one layer's attention weights for one input (SVG)"},
+    {"report", cli_cmd_report, "one self-contained HTML page of a training run"},
+    {"plot", cli_cmd_plot, "training curves of runs (their metrics.jsonl) as an SVG chart"},
 };
 
 static void usage(FILE *out)
@@ -51,8 +57,20 @@ int main(int argc, char **argv)
         return CLI_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 2, argv + 2);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            int rc = commands[i].run(argc - 2, argv + 2);
+            /* a result that did not reach stdout whole (a full disk, a
+             * closed pipe) is a failure; train's stdout is only progress,
+             * which a closed pipe may cut short (cmd_train.c) */
+            errno = 0;
+            if ((fflush(stdout) != 0 || ferror(stdout)) && rc == CLI_EXIT_OK &&
+                strcmp(argv[1], "train") != 0) {
+                fprintf(stderr, "clformer %s: writing to standard output failed%s%s\n", argv[1],
+                        errno != 0 ? ": " : "", errno != 0 ? strerror(errno) : "");
+                rc = CLI_EXIT_FAIL;
+            }
+            return rc;
+        }
     fprintf(stderr, "clformer: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return CLI_EXIT_USAGE;

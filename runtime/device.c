@@ -35,30 +35,34 @@ static void info_str(cl_device_id d, cl_device_info what, char *out, size_t cap)
         out[--n] = '\0';
 }
 
-static int has_extension(cl_device_id d, const char *ext)
+/* The device's extension string (malloc'ed; "" when it reports none), or
+ * NULL when out of memory: a failed allocation must not read as a missing
+ * extension (other kernels would be built). */
+static char *extensions(cl_device_id d)
 {
     size_t n = 0;
-    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &n) != CL_SUCCESS || n == 0)
-        return 0;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &n) != CL_SUCCESS)
+        n = 0;
     char *s = malloc(n + 1);
     if (s == NULL)
-        return 0;
-    int found = 0;
-    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, n, s, NULL) == CL_SUCCESS) {
-        s[n] = '\0';
-        size_t el = strlen(ext);
-        for (char *p = strstr(s, ext); p != NULL; p = strstr(p + 1, ext)) {
-            if ((p == s || p[-1] == ' ') && (p[el] == ' ' || p[el] == '\0')) {
-                found = 1;
-                break;
-            }
-        }
-    }
-    free(s);
-    return found;
+        return NULL;
+    if (n == 0 || clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, n, s, NULL) != CL_SUCCESS)
+        n = 0;
+    s[n] = '\0';
+    return s;
 }
 
-static void fill_info(cl_platform_id p, cl_device_id d, clf_device_info *o)
+static int has_extension(const char *s, const char *ext)
+{
+    const size_t el = strlen(ext);
+    for (const char *p = strstr(s, ext); p != NULL; p = strstr(p + 1, ext))
+        if ((p == s || p[-1] == ' ') && (p[el] == ' ' || p[el] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* o from the device's queries; 0, or -1 when out of host memory. */
+static int fill_info(cl_platform_id p, cl_device_id d, clf_device_info *o)
 {
     clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof o->platform, o->platform, NULL);
     o->platform[sizeof o->platform - 1] = '\0';
@@ -104,12 +108,18 @@ static void fill_info(cl_platform_id p, cl_device_id d, clf_device_info *o)
     u = 0;
     clGetDeviceInfo(d, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof u, &u, NULL);
     o->pref_vec_float = u;
-    o->fp16 = has_extension(d, "cl_khr_fp16");
-    o->fp64 = has_extension(d, "cl_khr_fp64");
-    o->subgroups = has_extension(d, "cl_khr_subgroups") || has_extension(d, "cl_intel_subgroups");
+    char *ext = extensions(d);
+    if (ext == NULL)
+        return -1;
+    o->fp16 = has_extension(ext, "cl_khr_fp16");
+    o->fp64 = has_extension(ext, "cl_khr_fp64");
+    o->subgroups =
+        has_extension(ext, "cl_khr_subgroups") || has_extension(ext, "cl_intel_subgroups");
+    free(ext);
     /* a device that reports both CPU and GPU (a simulator) is taken as a GPU */
     o->serial_groups =
         ((t & CL_DEVICE_TYPE_CPU) && !(t & CL_DEVICE_TYPE_GPU)) || o->local_mem_is_global;
+    return 0;
 }
 
 clf_status clf_devices_list(clf_device_info **out, int *count, clf_error *err)
@@ -147,7 +157,10 @@ clf_status clf_devices_list(clf_device_info **out, int *count, clf_error *err)
             nd = MAX_DEVICES;
         for (cl_uint d = 0; d < nd; d++) {
             clf_device_info *o = &list[n];
-            fill_info(plats[p], devs[d], o);
+            if (fill_info(plats[p], devs[d], o) != 0) {
+                free(list);
+                return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory listing devices");
+            }
             o->index = n;
             o->platform_index = (int)p;
             o->device_index = (int)d;

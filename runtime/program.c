@@ -382,6 +382,7 @@ static void cache_store(clf_runtime *rt, cl_program p, const char *path, const c
     snprintf(dir, sizeof dir, "%s/kernels", clf_runtime_cache_dir(rt));
     clf_error e;
     if (clf_mkdir_p(dir, &e) != CLF_OK) {
+        clf_runtime_cache_write_failed(rt, dir, errno);
         free(bin);
         return;
     }
@@ -389,6 +390,7 @@ static void cache_store(clf_runtime *rt, cl_program p, const char *path, const c
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *fp = fopen(tmp, "wb");
     if (fp == NULL) {
+        clf_runtime_cache_write_failed(rt, tmp, errno);
         free(bin);
         return;
     }
@@ -406,8 +408,10 @@ static void cache_store(clf_runtime *rt, cl_program p, const char *path, const c
     ok = (fflush(fp) == 0) && ok;
     ok = (fsync(fileno(fp)) == 0) && ok;
     ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0)
+    if (!ok || rename(tmp, path) != 0) {
+        clf_runtime_cache_write_failed(rt, path, errno);
         remove(tmp);
+    }
     free(bin);
 }
 

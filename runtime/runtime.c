@@ -10,6 +10,7 @@
  * Deliberately not here: reading the environment (the CLI passes options in),
  * printing, and any blocking call inside launches.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,7 @@ struct clf_runtime {
     int n_totals;
     /* device memory of live buffers, and its high-water mark */
     size_t mem_now, mem_peak;
+    int cache_write_told; /* the "cache-write" notice was given */
 };
 
 clf_runtime_options clf_runtime_options_default(void)
@@ -217,6 +219,16 @@ void clf_runtime_destroy(clf_runtime *rt)
 
 const clf_device_info *clf_runtime_device(const clf_runtime *rt) { return &rt->info; }
 const clf_runtime_options *clf_runtime_options_get(const clf_runtime *rt) { return &rt->opt; }
+
+void clf_runtime_cache_write_failed(clf_runtime *rt, const char *path, int errnum)
+{
+    if (rt->cache_write_told || rt->opt.notify == NULL)
+        return;
+    rt->cache_write_told = 1;
+    char what[1400];
+    snprintf(what, sizeof what, "%s: %s", path, strerror(errnum != 0 ? errnum : EIO));
+    rt->opt.notify(rt->opt.notify_user, "cache-write", what);
+}
 cl_command_queue clf_runtime_queue(const clf_runtime *rt) { return rt->queue; }
 cl_context clf_runtime_context(const clf_runtime *rt) { return rt->ctx; }
 cl_device_id clf_runtime_device_id(const clf_runtime *rt) { return rt->device; }

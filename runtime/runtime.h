@@ -155,8 +155,10 @@ typedef struct clf_runtime_options {
      * the kernel family built from source (not from the cache), and
      * "gemm-search" with the shape being timed ("NT 768x384x128"), and
      * "gemm-dropped" with a native configuration the search leaves out
-     * ("t64x64k16w4x4: <why>"). NULL: nothing is told. Called on the
-     * caller's thread. */
+     * ("t64x64k16w4x4: <why>"), and "cache-write" once, with the file and
+     * the system's reason ("DIR/kernels/x.bin: No space left on device"),
+     * when the first write to the cache fails (the run goes on uncached).
+     * NULL: nothing is told. Called on the caller's thread. */
     void (*notify)(void *user, const char *event, const char *detail);
     void *notify_user;
 } clf_runtime_options;

@@ -37,6 +37,10 @@ const char *clf_runtime_cache_dir(const clf_runtime *rt);
  * component (letters, digits, '-', '_', '.'). */
 const char *clf_runtime_device_key(const clf_runtime *rt);
 
+/* A write to the cache (kernel binaries, GEMM choices, the shape) failed
+ * with errnum: tells the "cache-write" notice, once per runtime. */
+void clf_runtime_cache_write_failed(clf_runtime *rt, const char *path, int errnum);
+
 /* GEMM state slot, owned by gemm/dispatch.c; freed by clf_gemm_state_destroy. */
 void **clf_runtime_gemm_slot(clf_runtime *rt);
 void clf_gemm_state_destroy(void *state);

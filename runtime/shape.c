@@ -45,6 +45,7 @@
  * Not here: what the shapes are (each kernel family's two variants), the
  *   GEMM's configurations (native.c lists them from this result).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,20 +122,27 @@ static void facts_save(clf_runtime *rt, uint64_t hash, const shape_facts *f)
 {
     char path[4096], tmp[4200];
     clf_error ignored;
-    if (!facts_path(rt, path, sizeof path) ||
-        clf_mkdir_p(clf_runtime_cache_dir(rt), &ignored) != CLF_OK)
+    if (!facts_path(rt, path, sizeof path))
         return;
+    if (clf_mkdir_p(clf_runtime_cache_dir(rt), &ignored) != CLF_OK) {
+        clf_runtime_cache_write_failed(rt, clf_runtime_cache_dir(rt), errno);
+        return;
+    }
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *fp = fopen(tmp, "w");
-    if (fp == NULL)
+    if (fp == NULL) {
+        clf_runtime_cache_write_failed(rt, tmp, errno);
         return;
+    }
     int ok = fprintf(fp, "%s\nkernels %016llx\nshape %s vec %u\nloops %u\nfma_slow %d\nreason %s\n",
                      SHAPE_MAGIC, (unsigned long long)hash, f->serial ? "item" : "group", f->vec,
                      f->loops, f->fma_slow, f->reason) > 0;
     if (fclose(fp) != 0)
         ok = 0;
-    if (!ok || rename(tmp, path) != 0)
+    if (!ok || rename(tmp, path) != 0) {
+        clf_runtime_cache_write_failed(rt, path, errno);
         remove(tmp);
+    }
 }
 
 /* One timed launch (after a drained queue); -1 when it failed. */

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # demo.sh - the README's main command: install what is missing, build, train
 # a character-level GPT on the bundled tiny Shakespeare for a few minutes
-# with the live progress line, evaluate it on the whole validation split and
-# print a sample.
+# with the live progress line, evaluate it on the whole validation split,
+# print a sample, and draw the run: its curves (runs/demo/loss.svg), what
+# the last layer's heads attend to (runs/demo/attention.svg) and a report
+# page (runs/demo/report.html).
 #
 #   scripts/demo.sh                      # default device ($CLFORMER_DEVICE, else first GPU/CPU)
 #   CLFORMER_DEVICE=cpu scripts/demo.sh  # choose the device
@@ -37,3 +39,10 @@ build/clformer eval runs/demo --data data/tinyshakespeare.txt
 echo
 echo "== sample =="
 build/clformer sample runs/demo --prompt "ROMEO:" --tokens 300 --temperature 0.8 --seed 1337
+echo
+echo "== pictures of the run =="
+build/clformer plot runs/demo --out runs/demo/loss.svg
+build/clformer attention runs/demo --text "ROMEO: But soft" --layer 3 --out runs/demo/attention.svg
+build/clformer report runs/demo --out runs/demo/report.html
+echo "open runs/demo/report.html in a browser (the curves, the sample, the config);"
+echo "runs/demo/loss.svg and runs/demo/attention.svg are the pictures alone"

@@ -144,8 +144,10 @@ if [ "${CLF_TEST_MESA:-1}" != "0" ]; then
   # here, because they train for minutes (llvmpipe runs the CPU recipe's
   # step in 2.0 s against PoCL's 23 ms; docs/devices.md): cli_decoder
   # (394 s there), kill_resume (813 s), mpi_data_parallel, and
-  # install_and_example (a second build whose example trains).
-  mesa_skip='^(cli_decoder|kill_resume|mpi_data_parallel|install_and_example)$'
+  # install_and_example (a second build whose example trains), and
+  # disk_full (file-system behaviour, the same on every device; it compiles
+  # the sampler's kernels anew twice).
+  mesa_skip='^(cli_decoder|kill_resume|mpi_data_parallel|install_and_example|disk_full)$'
   mesa() {
     [ -s /etc/OpenCL/vendors/rusticl.icd ] || { echo "test.sh: /etc/OpenCL/vendors/rusticl.icd missing (apt-get install mesa-opencl-icd)" >&2; return 1; }
     local v
@@ -185,10 +187,13 @@ if [ "${CLF_TEST_SANITIZE:-1}" != "0" ]; then
       suite build-asan asan --repeat until-pass:2 || return 1
     # fault injection (-DCLF_FAULT=ON, tests/fault_sweep.sh): every 8th
     # allocation, file and OpenCL call of export and tokenizer train, every
+    # 50th of sample, eval --json, translate --beam 3 and import, every
     # 100th of a training run resumed to its end, and the last ten of each,
     # failing in turn, each run clean (the whole sweep is --every 1)
     CLFORMER_CACHE_DIR=$ROOT/build/test-cache tests/fault_sweep.sh build-asan/clformer --every 8 \
       --scenarios "export tokenizer" &&
+      CLFORMER_CACHE_DIR=$ROOT/build/test-cache tests/fault_sweep.sh build-asan/clformer \
+        --every 50 --scenarios "sample eval translate import" &&
       CLFORMER_CACHE_DIR=$ROOT/build/test-cache tests/fault_sweep.sh build-asan/clformer \
         --every 100 --scenarios train
   }

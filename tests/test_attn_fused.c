@@ -57,6 +57,10 @@
 static size_t g_vw;
 /* The shape under test: the blocked kernels (ITEM) or the tiles (GROUP). */
 static clf_ops_path g_path = CLF_OPS_PATH_ITEM;
+/* check clf_op_attn_probs too (the first pass: the device's own width; the
+ * probe runs the device's forward, which the other widths' passes would
+ * only repeat at their cost) */
+static int g_probs;
 
 #define DROP_SEED 0x5EEDull
 #define DROP_STREAM 0xA77E0001ull
@@ -377,6 +381,23 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
     TU_CHECK(guards, "%s: columns past the heads untouched", name);
     TU_CHECK(memcmp(yh, y2, ny * sizeof *yh) == 0 && memcmp(lh, l2, nl * 4) == 0,
              "%s: reruns are bit-identical", name);
+    if (g_probs) {
+        /* the probabilities of the first sequence (clf_op_attn_probs: the
+         * same forward with identity values), dropout aside */
+        const size_t np = c->NH * c->T * c->S;
+        float *ph = malloc(np * sizeof *ph);
+        double *pr = malloc(np * sizeof *pr), *drop = malloc(c->S * sizeof *drop);
+        for (size_t h = 0; h < c->NH; h++)
+            for (size_t t = 0; t < c->T; t++)
+                row_probs(c, qh, qs, kh, kvs, keep, 0, h, t, pr + (h * c->T + t) * c->S, drop);
+        tu_ok(clf_op_attn_probs(rt, &a, ph, &err), &err, "attn_probs");
+        char pname[360];
+        snprintf(pname, sizeof pname, "%s: probabilities", name);
+        tu_close(pname, ph, pr, np, 2e-6, 1e-4);
+        free(ph);
+        free(pr);
+        free(drop);
+    }
     if (c->cross) {
         /* the same keys and values in KV caches [B, KVH, Tmax, HS] */
         const size_t Tmax = c->S + 3, nc = c->B * KVH * Tmax * c->HS;
@@ -921,6 +942,7 @@ int main(void)
     clf_runtime_destroy(probe);
     if (tu_own_shape() && !serial) { /* the tiles alone */
         printf("(the blocked kernels: not here, CLFORMER_TEST_OWN_SHAPE=1)\n");
+        g_probs = 1;
         run_all(0, 0, 1, &r);
         return tu_finish();
     }
@@ -930,7 +952,9 @@ int main(void)
         check_rel_qr(rt, 1, 2, 5, 32, 64, &r);
         clf_runtime_destroy(rt);
     }
+    g_probs = 1;
     const size_t vw = run_all(0, 1, 1, &r);
+    g_probs = 0;
     static const size_t widths[] = {16, 8, 4, 1};
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
         if (widths[i] != vw)

@@ -182,10 +182,23 @@ section_flags() {
 
   # ---- a first run says what it is doing; a second one is quiet -------------------
   run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/first" --set train.steps=2 --cache-dir "$TMP/first-cache" --gemm auto "${DEV[@]}"
-  expect "a first run on a device announces its kernel compilation" 0 "compiling kernels for .* cached afterwards"
-  expect "a first run announces the GEMM timing, shape by shape" 0 "timing the GEMM candidates on .*once per shape"
+  expect "a first run on a device says it compiles kernels and times GEMM shapes" 0 "first use of .*: compiling kernels and timing GEMM shapes \(cached afterwards"
+  expect "... and then what it did, in one line (how many, how long)" 0 "first use of .*: compiled [0-9]+ kernel programs and timed [0-9]+ GEMM shapes in [0-9.]+ s"
+  # the first sample after training: its notices (the decoding shapes timed)
+  # all before the text, which equals a second run's
+  "$BIN" sample "$TMP/first" --prompt "ROMEO:" --tokens 40 --seed 3 --cache-dir "$TMP/first-cache" --gemm auto "${DEV[@]}" >"$TMP/mixed" 2>&1
+  RC=$?
+  "$BIN" sample "$TMP/first" --prompt "ROMEO:" --tokens 40 --seed 3 --cache-dir "$TMP/first-cache" --gemm auto "${DEV[@]}" >"$TMP/text2" 2>"$ERR"
+  first_text=$(grep -n -v '^clformer: ' "$TMP/mixed" | head -1 | cut -d: -f1)
+  last_notice=$(grep -n '^clformer: ' "$TMP/mixed" | tail -1 | cut -d: -f1)
+  if [ "$RC" -eq 0 ] && [ -n "$last_notice" ] && [ "$last_notice" -lt "$first_text" ] &&
+     [ "$(grep -v '^clformer: ' "$TMP/mixed" | grep -v '^\[')" = "$(cat "$TMP/text2")" ] && ! grep -q "first use" "$ERR"; then
+    ok "the first sample after training: its notices before the text (decoding shapes timed up front)"
+  else
+    bad "the first sample after training: its notices before the text (decoding shapes timed up front)"
+  fi
   run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/second" --set train.steps=2 --cache-dir "$TMP/first-cache" --gemm auto "${DEV[@]}"
-  if [ "$RC" -eq 0 ] && ! grep -qE "compiling|timing the GEMM" "$ERR"; then
+  if [ "$RC" -eq 0 ] && ! grep -qE "first use of" "$ERR"; then
     ok "a second run with the cache compiles and times nothing"
   else
     bad "a second run with the cache compiles and times nothing"
@@ -254,6 +267,14 @@ section_decoder() {
   expect "sparse attention trains and evaluates" 0 "step 4: val loss [0-9.]+"
   run "$BIN" sample "$TMP/sparse" --prompt "ROMEO:" --tokens 60 --seed 3 "${DEV[@]}"
   expect "sparse attention samples past its first blocks (the cache's keep rows)" 0 "^ROMEO:"
+  # a result that cannot be written (a full disk: /dev/full) is a failure
+  "$BIN" sample "$TMP/sparse" --prompt "ROMEO:" --tokens 20 --seed 3 "${DEV[@]}" >/dev/full 2>"$ERR"
+  RC=$?
+  : >"$OUT"
+  expect "sample to a full disk exits 1 naming the write" 1 "writing the text to standard output failed: No space left on device"
+  "$BIN" eval "$TMP/sparse" --data "$DATA" --json "${DEV[@]}" >/dev/full 2>"$ERR"
+  RC=$?
+  expect "eval --json to a full disk exits 1" 1 "clformer eval: writing to standard output failed"
   # Performer attention: trains, evaluates, samples from the checkpoint's features
   run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/performer" --set train.steps=4 --set train.eval.every=4 --set blocks.attention.type=performer --set blocks.attention.features=16 --set blocks.attention.redraw=2 "${DEV[@]}"
   expect "performer attention trains and evaluates" 0 "step 4: val loss [0-9.]+"
@@ -334,6 +355,69 @@ PY
   run "$BIN" train "$TINY" --data "$DATA" --out "$RUN" --resume --steps 40 --set train.eval.every=15 --profile "${DEV[@]}"
   expect "--resume continues to step 40" 0 "resuming at step 30 of 40"
   expect "train --profile reports the model FLOP utilisation" 0 "model FLOP utilisation: [0-9.]+% \([0-9.]+ GFLOP/s of the device's measured [0-9.]+"
+  # issue 40: the run's metrics on disk, across --resume, and its curves
+  if python3 "$SRC/tests/check_plot.py" metrics "$RUN/metrics.jsonl" 30 40 >"$ERR" 2>&1; then
+    ok "metrics.jsonl: sessions, log steps (loss, lr, tokens/s, gradient norm), evaluations"
+  else
+    bad "metrics.jsonl: sessions, log steps (loss, lr, tokens/s, gradient norm), evaluations: $(cat "$ERR")"
+  fi
+  run "$BIN" plot "$RUN" --out "$TMP/curves.svg"
+  if [ "$RC" -eq 0 ] && python3 "$SRC/tests/check_plot.py" svg "$TMP/curves.svg" "$RUN/metrics.jsonl" >"$ERR" 2>&1; then
+    ok "plot: well-formed SVG, every plotted point the logged value at its axis position"
+  else
+    bad "plot: well-formed SVG, every plotted point the logged value at its axis position (exit $RC): $(cat "$ERR")"
+  fi
+  run "$BIN" plot "$RUN" "$TMP/packed" --x time --out "$TMP/two.svg"
+  if [ "$RC" -eq 0 ] && [ "$(grep -c 'class="series"' "$TMP/two.svg")" -eq 8 ]; then
+    ok "plot: two runs overlaid against wall time (8 series)"
+  else
+    bad "plot: two runs overlaid against wall time (8 series)"
+  fi
+  # attention heatmaps (the weights themselves: test_attn_fused's float64 check)
+  run "$BIN" attention "$RUN" --text "ROMEO: But soft" --layer 1 --out "$TMP/attn.svg" "${DEV[@]}"
+  if [ "$RC" -eq 0 ] && python3 "$SRC/tests/check_plot.py" heatmap "$TMP/attn.svg" 2 15 15 causal >"$ERR" 2>&1; then
+    ok "attention: a panel per head, 15 x 15, rows summing to 1, causal"
+  else
+    bad "attention: a panel per head, 15 x 15, rows summing to 1, causal (exit $RC): $(cat "$ERR")"
+  fi
+  run "$BIN" attention "$RUN" --text "ROMEO: But soft" --layer 0 --head 1 --out "$TMP/attn1.svg" "${DEV[@]}"
+  if [ "$RC" -eq 0 ] && python3 "$SRC/tests/check_plot.py" heatmap "$TMP/attn1.svg" 1 15 15 causal >"$ERR" 2>&1 &&
+     ! cmp -s "$TMP/attn.svg" "$TMP/attn1.svg"; then
+    ok "attention --head: one head large, another layer's weights"
+  else
+    bad "attention --head: one head large, another layer's weights (exit $RC): $(cat "$ERR")"
+  fi
+  # layer 0's cells against the weights computed in float64 from the checkpoint alone
+  run "$BIN" attention "$RUN" --text "ROMEO: But soft" --layer 0 --out "$TMP/attn0.svg" "${DEV[@]}"
+  if [ "$RC" -eq 0 ] && python3 "$SRC/tests/attn_reference.py" "$RUN/ckpt.safetensors" "$TMP/attn0.svg" "ROMEO: But soft" >"$ERR" 2>&1; then
+    ok "attention: layer 0's cells equal the float64 reference from the checkpoint ($(cat "$ERR"))"
+  else
+    bad "attention: layer 0's cells equal the float64 reference from the checkpoint (exit $RC): $(cat "$ERR")"
+  fi
+  run "$BIN" attention "$RUN" --text "ROMEO" --layer 2 --out "$TMP/x.svg" "${DEV[@]}"
+  expect "attention --layer past the model exits 2 naming the layers" 2 "--layer 2: the model has 2 layers"
+  run "$BIN" attention "$RUN" --text "ROMEO" --cross --out "$TMP/x.svg" "${DEV[@]}"
+  expect "attention --cross on a decoder exits 2" 2 "--cross is for a translator"
+  run "$BIN" report "$RUN" --out "$TMP/report.html" --tokens 50 "${DEV[@]}"
+  if [ "$RC" -eq 0 ] && python3 "$SRC/tests/check_plot.py" report "$TMP/report.html" "$RUN/metrics.jsonl" decoder >"$ERR" 2>&1; then
+    ok "report of a decoder: self-contained, its curves the logged values, a sample"
+  else
+    bad "report of a decoder: self-contained, its curves the logged values, a sample (exit $RC): $(cat "$ERR")"
+  fi
+  # a record torn by a kill: the next session starts a line of its own, plot skips it
+  cp -r "$RUN" "$TMP/torn" && printf '{"step": 41, "lo' >>"$TMP/torn/metrics.jsonl"
+  run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/torn" --resume --steps 42 "${DEV[@]}"
+  if [ "$RC" -eq 0 ] && [ "$(grep -c '^{"step": 41, "lo$' "$TMP/torn/metrics.jsonl")" -eq 1 ] &&
+     tail -1 "$TMP/torn/metrics.jsonl" | python3 -c "import json,sys; assert json.load(sys.stdin)['event'] == 'end'" 2>/dev/null; then
+    run "$BIN" plot "$TMP/torn" --out "$TMP/torn.svg"
+    expect "metrics.jsonl: a torn record stays alone on its line; plot skips it, saying so" 0 "line [0-9]+: not a whole record .*skipped"
+  else
+    bad "metrics.jsonl: a torn record stays alone on its line (exit $RC)"
+  fi
+  run "$BIN" plot "$TMP/nosuchrun" --out "$TMP/x.svg"
+  expect "plot of a folder without metrics exits 2 naming metrics.jsonl" 2 "nosuchrun/metrics.jsonl"
+  run "$BIN" plot "$RUN" --x tokens --out "$TMP/x.svg"
+  expect "plot --x with an unknown axis exits 2" 2 "--x: expected step or time"
   # issue 11's bar: the peak the runtime counted in a run agrees with info's
   # plan within 5% (the native engine: a cold GEMM search adds its timing
   # temporaries, which info does not plan), in float32 and with bf16 storage
@@ -721,6 +805,36 @@ section_encoders() {
   fi
   run "$BIN" translate "$CLRUN" "${DEV[@]}" <"$TMP/sent"
   expect "translate refuses a classifier" 2 "encoder-decoder"
+  # attention heatmaps of the three kinds of an encoder
+  attn_check() { # NAME PANELS CAUSAL: the last run's SVG at $TMP/a.svg, sizes from its line
+    local q k
+    q=$(sed -n 's/.*, \([0-9]*\) queries x \([0-9]*\) keys$/\1/p' "$OUT")
+    k=$(sed -n 's/.*, \([0-9]*\) queries x \([0-9]*\) keys$/\2/p' "$OUT")
+    if [ "$RC" -eq 0 ] && [ -n "$q" ] && python3 "$SRC/tests/check_plot.py" heatmap "$TMP/a.svg" "$2" "$q" "$k" "$3" >"$ERR" 2>&1; then
+      ok "$1 ($q x $k)"
+    else
+      bad "$1 (exit $RC): $(cat "$ERR")"
+    fi
+  }
+  for k in "$CLRUN classifier" "$MTRUN translator"; do
+    set -- $k
+    run "$BIN" report "$1" --out "$TMP/r.html" "${DEV[@]}"
+    if [ "$RC" -eq 0 ] && python3 "$SRC/tests/check_plot.py" report "$TMP/r.html" "$1/metrics.jsonl" "$2" >"$ERR" 2>&1; then
+      ok "report of a $2: self-contained, its curves, its preview"
+    else
+      bad "report of a $2: self-contained, its curves, its preview (exit $RC): $(cat "$ERR")"
+    fi
+  done
+  run "$BIN" attention "$CLRUN" --text "a good movie" --out "$TMP/a.svg" "${DEV[@]}"
+  attn_check "attention of a classifier: the sentence's self-attention, both ways" 2 full
+  run "$BIN" attention "$MTRUN" --text "eins zwei drei" --cross --target "one two three" --out "$TMP/a.svg" "${DEV[@]}"
+  attn_check "attention --cross of a translator: a forced target against the source" 2 full
+  run "$BIN" attention "$MTRUN" --text "eins zwei drei" --cross --out "$TMP/a.svg" "${DEV[@]}"
+  attn_check "attention --cross of a translator: its own translation against the source" 2 full
+  run "$BIN" attention "$MTRUN" --text "eins zwei drei" --encoder --head 0 --out "$TMP/a.svg" "${DEV[@]}"
+  attn_check "attention --encoder of a translator: the source's self-attention, one head" 1 full
+  run "$BIN" attention "$MTRUN" --text "eins zwei drei" --target "one two" --out "$TMP/a.svg" "${DEV[@]}"
+  attn_check "attention of a translator's decoder: causal self-attention over the target" 2 causal
   # the same classifier with linformer attention (keys and values projected to 4 rows)
   run "$BIN" train "$TMP/cls.yaml" --data "$MT" --out "$TMP/clrun-lin" --set blocks.attention.type=linformer --set blocks.attention.proj=4 "${DEV[@]}"
   expect "train a linformer classifier" 0 "step 60 \(epoch [0-9]+\): val loss [0-9.]+, accuracy [0-9.]+%"

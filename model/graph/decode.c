@@ -115,6 +115,25 @@ clf_status clf_model_decode_step(clf_model *m, const int32_t *tokens, int B, int
     return run_cached(m, tokens, B, 1, pos, logits, err);
 }
 
+clf_status clf_model_prepare_cached(clf_model *m, int B, const int *rows, int n_rows,
+                                    clf_error *err)
+{
+    clf_status st;
+    if ((st = need_infer(m, err)) != CLF_OK)
+        return st;
+    if (m->s.kind != MI_KIND_DECODER)
+        return clf_error_set(err, CLF_ERR_ARG, "clf_model_prepare_cached is for decoders");
+    if ((st = mi_check_sizes(m, B, 0, 1, err)) != CLF_OK)
+        return st;
+    for (int i = 0; i < n_rows && st == CLF_OK; i++)
+        if (rows[i] >= 1 && rows[i] <= m->s.Tmax)
+            st = mi_nodes_prepare(
+                m, &(mi_pass){.B = B, .T = rows[i], .flags = MI_PASS_CACHE | MI_PASS_LAST}, err);
+    if (st == CLF_OK)
+        st = clf_ops_load(m->rt, m->s.act16, err);
+    return st;
+}
+
 clf_status clf_model_encode(clf_model *m, const int32_t *src, const int32_t *src_keep, int B, int S,
                             clf_error *err)
 {

@@ -570,6 +570,9 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
             (st = mi_rel_qr(m, l, &hq, &f.qr_w, err)) != CLF_OK ||
             (st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
             return st;
+        if (m->probe.active && m->probe.layer == l && !m->probe.cross &&
+            (st = mi_probe_attention(m, &f, err)) != CLF_OK)
+            return st;
     }
     if (ps->flags & MI_PASS_ATTN_ONLY)
         return CLF_OK;
@@ -619,6 +622,9 @@ static clf_status cross_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, c
         if (cache)
             attn_desc_cache(&f, a->xkcache, a->xvcache, (size_t)s->Smax);
         if ((st = clf_op_attn_fused_forward(m->rt, &f, err)) != CLF_OK)
+            return st;
+        if (m->probe.active && m->probe.layer == l && m->probe.cross &&
+            (st = mi_probe_attention(m, &f, err)) != CLF_OK)
             return st;
     }
     return proj_residual(m, n, &L[2], MI_SITE_CROSS_OUT, train, err);

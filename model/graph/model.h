@@ -459,6 +459,34 @@ clf_status clf_model_prefill(clf_model *m, const int32_t *tokens, int B, int T, 
  * after clf_model_encode; B = the cached rows. */
 clf_status clf_model_decode_step(clf_model *m, const int32_t *tokens, int B, int pos, float *logits,
                                  clf_error *err);
+/* Which attention of an encoder-decoder clf_model_attention_weights reads
+ * (decoder-only and encoder-only models have one stack: CLF_ATTN_SELF). */
+typedef enum clf_attn_site {
+    CLF_ATTN_SELF = 0, /* the decoder's (or the only stack's) self-attention */
+    CLF_ATTN_ENCODER,  /* an encoder-decoder's encoder self-attention */
+    CLF_ATTN_CROSS     /* an encoder-decoder's decoder cross-attention */
+} clf_attn_site;
+/* The attention weights of the current batch's first sequence at one
+ * site, from an eval forward (no dropout) over the batch: block `layer`
+ * (numbered within its stack, as the parameters "blocks.L." /
+ * "encoder.blocks.L." / "decoder.blocks.L." are) at `site`. out [NH, T, S]: row
+ * (h, t) the probabilities over the S keys (0 where masked; a row that
+ * sees no key is all 0); *T and *S the sizes written (S = linformer's
+ * projected keys where the layer projects them). The weights are the
+ * fused forward's own: the same kernel run on the layer's queries and keys
+ * with the values replaced by columns of the identity (so y = the
+ * probabilities), HS keys at a time. Performer attention has none:
+ * CLF_ERR_ARG. cap: floats out holds (CLF_ERR_ARG naming the need when
+ * short). A model created without CLF_MODEL_TRAIN's 16-bit activations. */
+clf_status clf_model_attention_weights(clf_model *m, clf_attn_site site, int layer, float *out,
+                                       size_t cap, int *T, int *S, clf_error *err);
+/* A decoder: ready the products of cached passes of B sequences of each
+ * rows[i] positions (0 < rows[i] <= the context; others are skipped), and
+ * build every kernel family a pass runs, so that prefill and decode_step
+ * of those sizes only enqueue: the GEMM search times these shapes now (or
+ * finds them in the cache), not in the middle of a generation. */
+clf_status clf_model_prepare_cached(clf_model *m, int B, const int *rows, int n_rows,
+                                    clf_error *err);
 /* Encoder-decoder: run the encoder once over src [B, S] with src_keep
  * [B, S] (NULL = no padding) and store each decoder block's cross-attention
  * keys and values of its output (and the keep mask) in the caches; the

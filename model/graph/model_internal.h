@@ -479,6 +479,16 @@ struct clf_model {
     int fwd_train; /* last forward was a train forward (dlogits ready) */
     int fwd_done;  /* a forward ran since set_batch */
     int step_done; /* a step ran (grad norm valid) */
+
+    /* clf_model_attention_weights' request, read by the forward at the
+     * attention it names (mi_probe_attention) */
+    struct {
+        int active, layer, cross;
+        float *out;  /* [NH, T, S] */
+        size_t cap;  /* floats out holds */
+        int T, S;    /* what it wrote */
+        int written; /* the site ran */
+    } probe;
 };
 
 /* build.c */
@@ -568,6 +578,10 @@ clf_performer mi_perf_desc(const clf_model *m, int l, size_t B, size_t T, size_t
  * padding's zeroed). */
 clf_status mi_lin_project(clf_model *m, int l, size_t B, size_t T, clf_error *err);
 clf_status mi_lin_backward(clf_model *m, int l, size_t B, size_t T, clf_ptr dqkv, clf_error *err);
+/* The probabilities of fused attention f (the forward's own descriptor at
+ * the site m->probe names), for its first sequence, into m->probe.out:
+ * clf_model_attention_weights (probe.c). */
+clf_status mi_probe_attention(clf_model *m, const clf_attn_fused *f, clf_error *err);
 /* Its products chosen (clf_gemm_prepare) for B sequences of T rows. */
 clf_status mi_lin_prepare(clf_model *m, size_t B, size_t T, int train, clf_error *err);
 /* The fused attention descriptor of block l's self-attention (q, k, v in

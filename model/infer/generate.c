@@ -68,8 +68,13 @@ clf_status clf_generate(clf_model *m, const clf_tokenizer *tok, const char *prom
     }
     if ((st = clf_sampler_create(V, so, &smp, err)) != CLF_OK)
         goto done;
-    const double t0 = clf_now_seconds();
     size_t w = n < (size_t)T ? n : (size_t)T; /* tokens in the cache */
+    /* the prompt's, one position's and a slide's products chosen before the
+     * first token is out (a search would otherwise stop the text midway) */
+    const int rows[3] = {(int)w, 1, (size_t)n_tokens > (size_t)T - w ? T - 1 : 0};
+    if (n_tokens > 0 && (st = clf_model_prepare_cached(m, 1, rows, 3, err)) != CLF_OK)
+        goto done;
+    const double t0 = clf_now_seconds();
     if (n_tokens > 0 && (st = clf_model_prefill(m, seq + n - w, 1, (int)w, logits, err)) != CLF_OK)
         goto done;
     int pos = (int)w;

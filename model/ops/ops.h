@@ -348,6 +348,13 @@ void clf_attn_sparse_draw(int32_t *rnd, size_t nb, size_t R, uint64_t seed);
 clf_status clf_op_sparse_keep(clf_runtime *rt, clf_ptr keep, size_t keep_stride, size_t B, size_t L,
                               const clf_attn_fused *a, clf_error *err);
 clf_status clf_op_attn_fused_forward(clf_runtime *rt, const clf_attn_fused *a, clf_error *err);
+/* The probabilities a's forward computes for its first sequence, out [NH,
+ * T, S] on the host (row (h, t) over the keys; 0 where hidden; a row that
+ * sees no key all 0), without dropout: the forward run on a's queries and
+ * keys (copied beside the new values) with the values replaced by HS
+ * columns of the identity at a time, so y holds P's columns (attn_probs.c).
+ * float32 storage; allocates its scratch (not for a training step). */
+clf_status clf_op_attn_probs(clf_runtime *rt, const clf_attn_fused *a, float *out, clf_error *err);
 /* Its backward from y, lse and dy (dy in y's layout): dq, dk, dv written
  * (not accumulated) in their projections' gradient layouts (row strides
  * dq_stride, dkv_stride; head h at column h*HS: dq, dk, dv inside a fused

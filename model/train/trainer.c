@@ -402,6 +402,11 @@ static clf_status log_step(run *r, train_clock *c, clf_train_progress *p, uint64
     p->eta_s = (double)(p->total - done) * (c->train_time / (double)c->timed_steps);
     p->elapsed_s = run_elapsed(r);
     res->last_loss = loss;
+    float gn = NAN; /* read after the step: the update waits here too */
+    clf_status st = clf_model_grad_norm(r->m, &gn, err);
+    if (st != CLF_OK)
+        return st;
+    p->grad_norm = gn;
     if (clf_model_amp_enabled(r->m)) {
         p->loss_scale = r->amp.scale;
         p->skipped = r->amp.skipped;
@@ -498,6 +503,7 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
     p.step = p.first_step = first;
     p.total = total;
     p.loss = NAN;
+    p.grad_norm = NAN;
     p.lr = clf_schedule_lr(&sched, first);
     p.elapsed_s = run_elapsed(&r);
     p.epoch = clf_batch_source_epoch(r.src);
@@ -575,6 +581,8 @@ done:
             : NAN;
     res->best_step = r.best_step;
 fail:
+    res->has_checkpoint = r.saved;
+    res->checkpoint_step = r.saved_step;
     run_close(&r);
     return st;
 }

@@ -111,6 +111,8 @@ typedef struct clf_train_progress {
                             with the loss, before the step): 0 without loss scaling */
     uint64_t skipped;    /* steps fp16's loss scaling skipped before this one (an inf or
                             NaN in their gradients) */
+    double grad_norm;    /* the gradients' global norm before clipping, of the last step
+                            (logging steps; NAN on other calls) */
 } clf_train_progress;
 
 typedef struct clf_train_eval {
@@ -198,6 +200,8 @@ typedef struct clf_train_result {
                             for the other ranks, and the transfers) */
     int interrupted;
     int early_stopped;
+    int has_checkpoint;       /* the out_dir's checkpoint is this run's, also after an error */
+    uint64_t checkpoint_step; /* the step it holds: where --resume continues */
 } clf_train_result;
 
 /* What a run trains on: a decoder's text, or the encoder kinds' sentences. */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model/eval/seqeval.h"
@@ -137,7 +138,16 @@ clf_status tr_save_to(run *r, const char *path, clf_error *err)
 
 clf_status tr_save(run *r, clf_error *err)
 {
+    /* A save that fails after its rename (syncing the directory) has
+     * replaced the checkpoint: a new inode at the path says so. */
+    struct stat before, after;
+    const int existed = stat(r->path, &before) == 0;
     clf_status st = tr_save_to(r, r->path, err);
+    if (st == CLF_OK || (stat(r->path, &after) == 0 && (!existed || after.st_ino != before.st_ino ||
+                                                        after.st_dev != before.st_dev))) {
+        r->saved = 1;
+        r->saved_step = clf_model_state_get(r->m).step;
+    }
     if (st != CLF_OK || r->rank != 0)
         return st;
     if (r->o->cb.on_checkpoint)
@@ -245,6 +255,8 @@ clf_status tr_resume(run *r, clf_error *err)
         (st = parse_double_meta(ck, "evals_since_best", &since, err)) != CLF_OK)
         goto fail;
     r->evals_since_best = (int)since;
+    r->saved = 1;
+    r->saved_step = clf_model_state_get(r->m).step;
 fail:
     if (st != CLF_OK)
         clf_error_prefix(err, "resuming from %s", r->path);

@@ -55,6 +55,8 @@ typedef struct run {
     int32_t **micro_data; /* [n_micro] one allocation per micro-batch */
     size_t *micro_cap;    /* int32 elements each holds */
     clf_model_amp amp;    /* fp16's loss scaling, read beside a logged step's loss */
+    int saved;            /* r->path holds a checkpoint of this run (resumed or written) */
+    uint64_t saved_step;  /* its step */
 } run;
 
 /* train.keep_last: the checkpoint just written kept as

@@ -153,12 +153,16 @@ static void choices_save(clf_runtime *rt, gemm_state *st)
     if (!choice_path(rt, path, sizeof path))
         return;
     clf_error ignored;
-    if (clf_mkdir_p(clf_runtime_cache_dir(rt), &ignored) != CLF_OK)
+    if (clf_mkdir_p(clf_runtime_cache_dir(rt), &ignored) != CLF_OK) {
+        clf_runtime_cache_write_failed(rt, clf_runtime_cache_dir(rt), errno);
         return;
+    }
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *fp = fopen(tmp, "w");
-    if (fp == NULL)
+    if (fp == NULL) {
+        clf_runtime_cache_write_failed(rt, tmp, errno);
         return;
+    }
     candidates_line(st, cands, sizeof cands);
     int ok = fprintf(fp, "%s\n%s\n", CHOICE_MAGIC, cands) > 0;
     for (size_t i = 0; ok && i < st->n_choices; i++) {
@@ -172,8 +176,10 @@ static void choices_save(clf_runtime *rt, gemm_state *st)
     }
     if (fclose(fp) != 0)
         ok = 0;
-    if (!ok || rename(tmp, path) != 0)
+    if (!ok || rename(tmp, path) != 0) {
+        clf_runtime_cache_write_failed(rt, path, errno);
         remove(tmp);
+    }
 }
 
 /* Parse one line "ta tb lm ln lk lb m n k batch winner whole t_0 .. t_last";
