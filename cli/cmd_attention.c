@@ -34,7 +34,7 @@ static void usage(FILE *out)
             "translation), showing the decoder's self-attention, --cross (source against\n"
             "target) or --encoder (the source's self-attention).\n"
             "  --text TEXT       the input (a translator's source sentence)\n"
-            "  --out FILE        the SVG file, written atomically\n"
+            "  --out FILE        the SVG file (or .png: rsvg-convert), written atomically\n"
             "  --layer L         block of the stack, from 0 (default: the last)\n"
             "  --head H          one head, drawn large (default: every head)\n"
             "  --target TEXT     a translator's target sentence (forced)\n" CLI_RUNTIME_FLAGS_HELP);
@@ -215,13 +215,11 @@ static int draw(const attn_args *a, const clf_tokenizer *tok, const float *w, in
                             (const char *const *)rl,
                             (const char *const *)cl};
     char *svg = svg_heatmap_render(&hm);
-    clf_error err;
-    clf_error_clear(&err);
     if (svg == NULL)
         fprintf(stderr, "clformer attention: out of memory drawing the heatmaps\n");
-    else if (clf_file_write_atomic(a->out, svg, strlen(svg), &err) != CLF_OK)
-        fprintf(stderr, "clformer attention: %s\n", err.msg);
-    else {
+    else if ((rc = cli_write_picture("clformer attention", a->out, svg)) != CLI_EXIT_OK) {
+        /* told */
+    } else {
         printf("%s: %s, layer %ld, %d head%s, %d queries x %d keys\n", a->out, what, a->layer,
                one ? 1 : NH, one || NH == 1 ? "" : "s", T, S);
         rc = CLI_EXIT_OK;

@@ -183,13 +183,13 @@ static int read_run(const char *arg, run_metrics *r)
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: clformer plot RUN [RUN...] --out FILE.svg [--x step|time]\n"
+    fprintf(out, "usage: clformer plot RUN [RUN...] --out FILE.svg|FILE.png [--x step|time]\n"
                  "Draw the training curves of runs (run directories, whose metrics.jsonl every\n"
                  "`clformer train` appends to, or such files): training and validation loss\n"
                  "(log scale when it spans more than a decade), learning rate and training\n"
-                 "tokens/s, the runs overlaid with a legend. FILE is written atomically; for a\n"
-                 "PNG, `rsvg-convert -o loss.png loss.svg` (Debian's librsvg2-bin).\n"
-                 "  --out FILE        the SVG file\n"
+                 "tokens/s, the runs overlaid with a legend. FILE is written atomically: an\n"
+                 "SVG, or a PNG where it ends in .png (drawn by rsvg-convert, librsvg2-bin).\n"
+                 "  --out FILE        the SVG (or .png) file\n"
                  "  --x AXIS          step (default) or time (the run's wall-clock seconds,\n"
                  "                    earlier sessions included)\n");
 }
@@ -278,10 +278,8 @@ int cli_cmd_plot(int argc, char **argv)
     }
     char *svg = NULL;
     int rc = cli_plot_svg(args, n, xaxis[0] == 't', &svg);
-    if (rc == CLI_EXIT_OK && clf_file_write_atomic(out, svg, strlen(svg), &err) != CLF_OK) {
-        fprintf(stderr, "clformer plot: %s\n", err.msg);
-        rc = CLI_EXIT_FAIL;
-    }
+    if (rc == CLI_EXIT_OK)
+        rc = cli_write_picture("clformer plot", out, svg);
     if (rc == CLI_EXIT_OK)
         printf("%s: %d run%s\n", out, n, n == 1 ? "" : "s");
     free(svg);

@@ -3,11 +3,20 @@
  */
 #include "cli/svg_chart.h"
 
+#include <errno.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+extern char **environ;
 
 enum { LEFT = 78, RIGHT = 24, TOP = 44, GAP = 46, BOTTOM = 40 };
 
@@ -174,9 +183,9 @@ static void tick_label(double v, char *out, size_t cap)
 {
     const double a = fabs(v);
     if (a != 0 && (a < 1e-4 || a >= 1e7))
-        snprintf(out, cap, "%.0e", v);
+        snprintf(out, cap, "%.3g", v);
     else
-        snprintf(out, cap, "%.6g", v);
+        snprintf(out, cap, "%.10g", v);
 }
 
 static void draw_axes(sbuf *b, const axis *xa, const axis *ya, int left, int top, int w, int h)
@@ -393,4 +402,71 @@ char *svg_heatmap_render(const svg_heatmap *h)
         return NULL;
     }
     return b.s;
+}
+
+/* ---- writing a picture ------------------------------------------------------------- */
+
+/* the rendered PNG of svg (through rsvg-convert) into *png; an exit code */
+static int svg_to_png(const char *cmd, const char *out, const char *svg, char **png, size_t *n)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s.tmp.XXXXXX", out);
+    if (mkdtemp(dir) == NULL) {
+        fprintf(stderr, "%s: --out %s: cannot make a temporary folder beside it: %s\n", cmd, out,
+                strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    char sp[4300], pp[4300];
+    snprintf(sp, sizeof sp, "%s/picture.svg", dir);
+    snprintf(pp, sizeof pp, "%s/picture.png", dir);
+    clf_error err;
+    clf_error_clear(&err);
+    int rc = CLI_EXIT_FAIL;
+    if (clf_file_write_atomic(sp, svg, strlen(svg), &err) != CLF_OK) {
+        fprintf(stderr, "%s: %s\n", cmd, err.msg);
+        goto done;
+    }
+    char *argv[] = {"rsvg-convert", "-o", pp, sp, NULL};
+    pid_t pid;
+    int status = 0, e = posix_spawnp(&pid, "rsvg-convert", NULL, NULL, argv, environ);
+    if (e != 0) {
+        fprintf(stderr,
+                "%s: --out %s: a PNG is drawn by rsvg-convert, which %s (Debian: apt-get install "
+                "librsvg2-bin); or write the SVG (--out FILE.svg)\n",
+                cmd, out, e == ENOENT ? "is not installed" : strerror(e));
+        rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "%s: rsvg-convert failed to draw %s\n", cmd, out);
+        goto done;
+    }
+    if (clf_file_read_all(pp, (size_t)1 << 30, png, n, &err) != CLF_OK) {
+        fprintf(stderr, "%s: %s\n", cmd, err.msg);
+        goto done;
+    }
+    rc = CLI_EXIT_OK;
+done:
+    remove(sp);
+    remove(pp);
+    rmdir(dir);
+    return rc;
+}
+
+int cli_write_picture(const char *cmd, const char *out, const char *svg)
+{
+    const size_t ol = strlen(out);
+    const int png = ol > 4 && strcasecmp(out + ol - 4, ".png") == 0;
+    char *bytes = NULL;
+    size_t n = 0;
+    int rc = png ? svg_to_png(cmd, out, svg, &bytes, &n) : CLI_EXIT_OK;
+    clf_error err;
+    clf_error_clear(&err);
+    if (rc == CLI_EXIT_OK &&
+        clf_file_write_atomic(out, png ? bytes : svg, png ? n : strlen(svg), &err) != CLF_OK) {
+        fprintf(stderr, "%s: %s\n", cmd, err.msg);
+        rc = CLI_EXIT_FAIL;
+    }
+    free(bytes);
+    return rc;
 }

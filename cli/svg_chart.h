@@ -97,6 +97,11 @@ char *svg_heatmap_render(const svg_heatmap *h);
  * SVG document (*svg malloc'ed); an exit code, errors printed. */
 int cli_plot_svg(const char *const *paths, int n, int by_time, char **svg);
 
+/* Write a picture to out: the SVG as it is, or (out ending in .png) the PNG
+ * rsvg-convert draws of it (Debian's librsvg2-bin; exit 2 naming it when
+ * missing). Atomic either way; an exit code, errors printed as cmd's. */
+int cli_write_picture(const char *cmd, const char *out, const char *svg);
+
 /* Round tick positions in [lo, hi] (at most cap): linear steps of 1, 2 or
  * 5 x 10^k giving 4 to 10 ticks, or powers of ten (log). Returns the
  * count. */

@@ -104,14 +104,26 @@ def check_svg(svg, metrics):
                 assert f["left"] - 0.01 <= px <= f["left"] + f["width"] + 0.01, f"{key}: x outside the panel"
                 assert f["top"] - 0.01 <= py <= f["top"] + f["height"] + 0.01, f"{key}: y outside the panel"
             seen.add(key)
-        for t in g.iter(NS + "text"):
-            if t.get("class") == "tick":
-                m = re.fullmatch(r"-?(\d+(\.\d+)?|\d(e[+-]\d+))", t.text or "")
-                assert m, f"tick label {t.text!r}"
-                v = float(t.text)
-                if v != 0:
-                    mant = abs(v) / 10 ** math.floor(math.log10(abs(v)) + 1e-12)
-                    assert any(abs(mant * k - round(mant * k)) < 1e-6 for k in (1, 2, 10)), f"tick {t.text} is not round"
+        # ticks: y labels end-anchored, x labels centred; linear ones evenly
+        # spaced by 1, 2 or 5 x 10^k, each a multiple of that step; a log
+        # axis's powers of ten
+        for anchor, log in (("end", g.get("data-log") == "1"), ("middle", False)):
+            vals = []
+            for t in g.iter(NS + "text"):
+                if t.get("class") == "tick" and t.get("text-anchor") == anchor:
+                    assert re.fullmatch(r"-?\d+(\.\d+)?(e[+-]\d+)?", t.text or ""), f"tick label {t.text!r}"
+                    vals.append(float(t.text))
+            assert len(vals) >= 2, f"{title}: {len(vals)} ticks"
+            if log:
+                assert all(abs(math.log10(v) - round(math.log10(v))) < 1e-9 for v in vals), f"{title}: log ticks {vals}"
+                continue
+            step = vals[1] - vals[0]
+            mag = 10 ** math.floor(math.log10(step) + 1e-9)
+            assert any(abs(step - k * mag) < 1e-9 * mag for k in (1, 2, 5)), f"{title}: tick step {step}"
+            for v in vals:
+                assert abs(v / step - round(v / step)) < 1e-6, f"{title}: tick {v} not a multiple of {step}"
+            for a, b in zip(vals, vals[1:]):
+                assert abs((b - a) - step) < 1e-6 * step, f"{title}: ticks {vals} not evenly spaced"
     missing = set(want) - seen
     assert not missing, f"series missing: {missing}"
 

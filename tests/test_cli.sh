@@ -414,6 +414,15 @@ PY
   else
     bad "metrics.jsonl: a torn record stays alone on its line (exit $RC)"
   fi
+  if command -v rsvg-convert >/dev/null 2>&1; then # a PNG where librsvg2-bin is installed
+    run "$BIN" plot "$RUN" --out "$TMP/curves.png"
+    if [ "$RC" -eq 0 ] && [ "$(head -c 8 "$TMP/curves.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] &&
+       [ -z "$(find "$TMP" -maxdepth 1 -name 'curves.png.tmp.*')" ]; then
+      ok "plot --out FILE.png: a PNG (rsvg-convert), nothing left beside it"
+    else
+      bad "plot --out FILE.png: a PNG (rsvg-convert), nothing left beside it (exit $RC)"
+    fi
+  fi
   run "$BIN" plot "$TMP/nosuchrun" --out "$TMP/x.svg"
   expect "plot of a folder without metrics exits 2 naming metrics.jsonl" 2 "nosuchrun/metrics.jsonl"
   run "$BIN" plot "$RUN" --x tokens --out "$TMP/x.svg"
