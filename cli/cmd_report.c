@@ -229,10 +229,12 @@ static clf_status preview_confusion(cli_buf *b, clf_model *m, const clf_model_co
     float *probs = malloc(n * (size_t)NL * sizeof *probs);
     long *cm = calloc((size_t)NL * (size_t)NL, sizeof *cm);
     clf_status st = CLF_OK;
-    if (probs == NULL || cm == NULL || NL > REPORT_LABELS_MAX)
+    if (NL > REPORT_LABELS_MAX)
         st =
             clf_error_set(err, CLF_ERR_ARG, "report: %d labels (a confusion matrix for at most %d)",
                           NL, REPORT_LABELS_MAX);
+    else if (probs == NULL || cm == NULL)
+        st = clf_error_set(err, CLF_ERR_MEMORY, "report: out of host memory");
     clf_seq_batching bo;
     clf_seqeval_batching(cfg->train.batch > 0 ? cfg->train.batch : 32, 0, &bo);
     if (st == CLF_OK)

@@ -191,14 +191,15 @@ if [ "${CLF_TEST_SANITIZE:-1}" != "0" ]; then
     # fault injection (-DCLF_FAULT=ON, tests/fault_sweep.sh): every 8th
     # allocation, file and OpenCL call of export and tokenizer train, every
     # 50th of sample, eval --json, translate --beam 3 and import, every
-    # 100th of a training run resumed to its end, and the last ten of each,
+    # 100th of a training run resumed to its end and of one from scratch
+    # (checkpoints at steps 2 and 4), and the last ten of each,
     # failing in turn, each run clean (the whole sweep is --every 1)
     CLFORMER_CACHE_DIR=$ROOT/build/test-cache tests/fault_sweep.sh build-asan/clformer --every 8 \
       --scenarios "export tokenizer" &&
       CLFORMER_CACHE_DIR=$ROOT/build/test-cache tests/fault_sweep.sh build-asan/clformer \
         --every 50 --scenarios "sample eval translate import" &&
       CLFORMER_CACHE_DIR=$ROOT/build/test-cache tests/fault_sweep.sh build-asan/clformer \
-        --every 100 --scenarios train
+        --every 100 --scenarios "train train-fresh"
   }
   leg "PoCL, ASan + UBSan build" sanitized
 fi

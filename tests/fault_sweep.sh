@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # fault_sweep.sh - every failure point of a command, taken on purpose.
 #
-#   tests/fault_sweep.sh BIN [--every K] [--scenarios "export tokenizer train sample eval
-#     translate import"]
+#   tests/fault_sweep.sh BIN [--every K] [--scenarios "export tokenizer train train-fresh
+#     sample eval translate import"]
 #
 # BIN: a clformer built with -DCLF_FAULT=ON (tests/fault/inject.c), best with
 # -DCLF_SANITIZE=ON. For each scenario the undisturbed run is done twice: the
@@ -20,10 +20,13 @@
 #     a command that prints its result (sample, eval --json, translate) has
 #     printed the reference, or when it failed a beginning of it.
 # The train scenario resumes a 2-step run of the CPU recipe to step 4 (two
-# steps, an evaluation, a checkpoint) under each fault: its checkpoint must
-# then hold step 2's parameters or step 4's, bit for bit (the reference
-# runs' tensors; the metadata holds wall-clock times), and a failed run
-# resumed again without a fault must reach step 4's parameters bit for bit;
+# steps, an evaluation, a checkpoint) under each fault; train-fresh runs the
+# 4 steps from scratch (evaluations and checkpoints at 2 and 4). The
+# checkpoint must then hold step 2's parameters or step 4's, bit for bit
+# (the reference runs' tensors; the metadata holds wall-clock times), or
+# be absent (from scratch), and a failed run resumed (or started again
+# where it left no checkpoint) without a fault must reach step 4's
+# parameters bit for bit;
 # a run that stops inside the training loop must say which step the
 # checkpoint holds, and be right.
 # Prints one line per scenario, "SCENARIO: K points, R runs, C clean", and
@@ -34,7 +37,7 @@ set -u
 BIN=${1:?usage: tests/fault_sweep.sh BIN [--every K] [--scenarios LIST]}
 shift
 EVERY=1
-SCEN="export tokenizer train sample eval translate import"
+SCEN="export tokenizer train train-fresh sample eval translate import"
 while [ $# -gt 0 ]; do
   case $1 in
     --every) EVERY=$2; shift ;;
@@ -130,27 +133,35 @@ print(hashlib.sha256(b[8 + n:]).hexdigest())
 PY
 }
 
+# train_scenario resume|fresh: the run resumed from step 2 to 4, or the
+# whole run from scratch (evaluations and checkpoints at 2 and 4)
 train_scenario() {
+  local mode=$1
   local cfg=("$ROOT/config/models/gpt-shakespeare-cpu.yaml" --data "$TMP/small.txt"
              --set train.eval.every=2 --set train.eval.batches=1)
+  local again=(--resume) label="train --resume"
+  [ "$mode" = resume ] || again=() label="train (from scratch)"
+  rm -rf "$TMP/t4" "$TMP/t2"
   "$BIN" train "${cfg[@]}" --out "$TMP/t4" --steps 4 >/dev/null 2>&1 &&
     "$BIN" train "${cfg[@]}" --out "$TMP/t2" --steps 2 >/dev/null 2>&1 ||
     { echo "  FAIL train: the undisturbed runs failed"; failed=1; return; }
   local ref4 ref2 k
   ref4=$(tensors "$TMP/t4/ckpt.safetensors")
   ref2=$(tensors "$TMP/t2/ckpt.safetensors")
-  rm -rf "$TMP/tr" && cp -r "$TMP/t2" "$TMP/tr"
-  k=$(CLFORMER_FAULT_COUNT=1 "$BIN" train "${cfg[@]}" --out "$TMP/tr" --steps 4 --resume 2>&1 >/dev/null |
+  # the starting state: step 2's run, or nothing
+  start() { rm -rf "$TMP/tr" && if [ "$mode" = resume ]; then cp -r "$TMP/t2" "$TMP/tr"; fi; }
+  start
+  k=$(CLFORMER_FAULT_COUNT=1 "$BIN" train "${cfg[@]}" --out "$TMP/tr" --steps 4 "${again[@]}" 2>&1 >/dev/null |
       sed -n 's/^clformer-fault: \([0-9]*\) points.*/\1/p')
   [ -n "$k" ] && [ "$(tensors "$TMP/tr/ckpt.safetensors")" = "$ref4" ] ||
-    { echo "  FAIL train: the undisturbed resume did not reach step 4's parameters"; failed=1; return; }
+    { echo "  FAIL $label: the undisturbed run did not reach step 4's parameters"; failed=1; return; }
   local runs=0 clean=0 stopped=0 n
   for n in $(seq 1 "$k"); do
     [ $((n % EVERY)) -eq 0 ] || [ "$n" -gt $((k - 10)) ] || continue
     runs=$((runs + 1))
-    rm -rf "$TMP/tr" && cp -r "$TMP/t2" "$TMP/tr"
+    start
     CLFORMER_FAULT=$n CLFORMER_FAULT_COUNT=1 "$BIN" train "${cfg[@]}" --out "$TMP/tr" --steps 4 \
-      --resume >/dev/null 2>"$TMP/err"
+      "${again[@]}" >/dev/null 2>"$TMP/err"
     local rc=$? why="" what got held
     what=$(sed -n 's/^clformer-fault: .*failed: //p' "$TMP/err")
     got=$(tensors "$TMP/tr/ckpt.safetensors")
@@ -160,25 +171,29 @@ train_scenario() {
     elif [ "$rc" -ge 128 ]; then why="killed by signal $((rc - 128))"
     elif [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ] && [ "$rc" -ne 2 ]; then why="exit $rc"
     elif [ "$rc" -ne 0 ] && ! grep -q "^clformer" "$TMP/err"; then why="exit $rc without a message"
-    elif [ "$got" != "$ref2" ] && [ "$got" != "$ref4" ]; then why="the checkpoint is neither step 2's nor step 4's (exit $rc)"
+    elif [ "$got" != "$ref2" ] && [ "$got" != "$ref4" ] &&
+         { [ "$mode" = resume ] || [ -e "$TMP/tr/ckpt.safetensors" ]; }; then
+      why="the checkpoint is neither step 2's nor step 4's (exit $rc)"
     elif [ "$rc" -eq 0 ] && [ "$got" != "$ref4" ]; then why="exit 0 short of step 4"
     elif compgen -G "$TMP/tr/*.tmp.*" >/dev/null; then why="a temporary file left (exit $rc)"
     elif [ -n "$held" ] && [ "$got" != "$( [ "$held" = 2 ] && echo "$ref2" || echo "$ref4")" ]; then
       why="the message says the checkpoint holds step $held; it does not"
     elif [ "$rc" -ne 0 ]; then
       [ -z "$held" ] || stopped=$((stopped + 1))
-      "$BIN" train "${cfg[@]}" --out "$TMP/tr" --steps 4 --resume >/dev/null 2>&1
+      local go=(--resume) # on from the checkpoint, or from scratch again
+      [ -e "$TMP/tr/ckpt.safetensors" ] || go=()
+      "$BIN" train "${cfg[@]}" --out "$TMP/tr" --steps 4 "${go[@]}" >/dev/null 2>&1
       [ "$(tensors "$TMP/tr/ckpt.safetensors")" = "$ref4" ] || why="resumed after it, not step 4's parameters"
     fi
     if [ -z "$why" ]; then
       clean=$((clean + 1))
     else
       failed=1
-      echo "  FAIL train, point $n ($what): $why: $(grep -v '^clformer-fault' "$TMP/err" | head -4 | tr '\n' '|')"
-      keep_err train "$n"
+      echo "  FAIL $label, point $n ($what): $why: $(grep -v '^clformer-fault' "$TMP/err" | head -4 | tr '\n' '|')"
+      keep_err "train-$mode" "$n"
     fi
   done
-  echo "train --resume: $k points, $runs runs, $clean clean ($stopped stopped inside the run," \
+  echo "$label: $k points, $runs runs, $clean clean ($stopped stopped inside the run," \
     "each naming the step its checkpoint holds)"
 }
 
@@ -197,7 +212,8 @@ IN=/dev/null
 for s in $SCEN; do
   case $s in
     export) scenario export "$TMP/e.safetensors" "$BIN" export "$TMP/run" --out "$TMP/e.safetensors" ;;
-    train) train_scenario ;;
+    train) train_scenario resume ;;
+    train-fresh) train_scenario fresh ;;
     tokenizer) scenario "tokenizer train" "$TMP/tok.json" "$BIN" tokenizer train --data "$TMP/small.txt" --vocab 280 --out "$TMP/tok.json" ;;
     sample) scenario sample - "$BIN" sample "$TMP/run" --tokens 24 --seed 5 --quiet ;;
     eval) scenario "eval --json" - "$BIN" eval "$TMP/run" --data "$TMP/small.txt" --json ;;
