@@ -51,6 +51,9 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/clf_fault.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# a leak is read from the report (pocl_compile_leak), the exit status stays
+# the command's own
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}exitcode=0"
 failed=0
 
 head -c 60000 "$ROOT/data/tinyshakespeare.txt" >"$TMP/small.txt"
@@ -58,6 +61,21 @@ head -c 60000 "$ROOT/data/tinyshakespeare.txt" >"$TMP/small.txt"
 ASAN_OPTIONS=detect_leaks=0 "$BIN" train "$ROOT/config/models/gpt-shakespeare-cpu.yaml" --data "$TMP/small.txt" \
   --out "$TMP/run" --steps 2 --set train.eval.every=2 --set train.eval.batches=1 >"$TMP/train.log" 2>&1 ||
   { echo "fault_sweep: the training run to export failed:" >&2; tail -5 "$TMP/train.log" >&2; exit 1; }
+
+# pocl_compile_leak ERR: the run's only sanitizer report is LeakSanitizer's,
+# every leak allocated inside PoCL, in a run that compiled kernels from
+# source. PoCL 3.1 leaks 16 bytes compiling a program its own cache does
+# not hold; a fault that makes a run measure its device or GEMM choices
+# again can pick other kernel variants, which are such programs. Counted
+# apart ("PoCL's compile leak"), not a failure; any other frame fails.
+pocl_compile_leak() {
+  grep -q "ERROR: LeakSanitizer" "$1" && ! grep -q -E "ERROR: AddressSanitizer|runtime error:" "$1" &&
+    grep -q -E "compiled [0-9]+ kernel programs" "$1" &&
+    awk '/leak of/ {want = 1; next} want && /^ +#1 / {if ($0 !~ /libpocl/) bad = 1; want = 0}
+         END {exit bad}' "$1"
+}
+
+pocl_note() { [ "$1" -eq 0 ] || echo " ($1 of them with PoCL's compile leak)"; }
 
 # keep_err NAME N: a failed run's whole stderr into $FAULT_LOG_DIR (when set)
 keep_err() {
@@ -82,7 +100,7 @@ scenario() {
   local k
   k=$(CLFORMER_FAULT_COUNT=1 "$@" <"$IN" 2>&1 >/dev/null | sed -n 's/^clformer-fault: \([0-9]*\) points.*/\1/p')
   [ -n "$k" ] || { echo "  FAIL $name: no point count (is $BIN built with -DCLF_FAULT=ON?)"; failed=1; return; }
-  local runs=0 clean=0 n
+  local runs=0 clean=0 pocl=0 n
   for n in $(seq 1 "$k"); do
     [ $((n % EVERY)) -eq 0 ] || [ "$n" -gt $((k - 10)) ] || continue
     runs=$((runs + 1))
@@ -101,7 +119,9 @@ scenario() {
     fi
     local what
     what=$(sed -n 's/^clformer-fault: .*failed: //p' "$TMP/err")
-    if grep -q -E "Sanitizer|runtime error:" "$TMP/err"; then why="a sanitizer report"
+    local pl=0
+    if pocl_compile_leak "$TMP/err"; then pl=1 pocl=$((pocl + 1)); fi
+    if [ "$pl" -eq 0 ] && grep -q -E "Sanitizer|runtime error:" "$TMP/err"; then why="a sanitizer report"
     elif [ "$rc" -ge 128 ]; then why="killed by signal $((rc - 128))"
     elif [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ] && [ "$rc" -ne 2 ]; then why="exit $rc"
     elif [ "$rc" -ne 0 ] && ! grep -q "^clformer" "$TMP/err"; then why="exit $rc without a message"
@@ -118,7 +138,7 @@ scenario() {
       [ "$so" != /dev/null ] || cp "$TMP/ref.out" "$out"
     fi
   done
-  echo "$name: $k points, $runs runs, $clean clean"
+  echo "$name: $k points, $runs runs, $clean clean$(pocl_note "$pocl")"
 }
 
 # The tensors of a checkpoint (its bytes after the header), hashed; "bad"
@@ -155,7 +175,7 @@ train_scenario() {
       sed -n 's/^clformer-fault: \([0-9]*\) points.*/\1/p')
   [ -n "$k" ] && [ "$(tensors "$TMP/tr/ckpt.safetensors")" = "$ref4" ] ||
     { echo "  FAIL $label: the undisturbed run did not reach step 4's parameters"; failed=1; return; }
-  local runs=0 clean=0 stopped=0 n
+  local runs=0 clean=0 stopped=0 pocl=0 n
   for n in $(seq 1 "$k"); do
     [ $((n % EVERY)) -eq 0 ] || [ "$n" -gt $((k - 10)) ] || continue
     runs=$((runs + 1))
@@ -163,11 +183,19 @@ train_scenario() {
     CLFORMER_FAULT=$n CLFORMER_FAULT_COUNT=1 "$BIN" train "${cfg[@]}" --out "$TMP/tr" --steps 4 \
       "${again[@]}" >/dev/null 2>"$TMP/err"
     local rc=$? why="" what got held
+    if grep -q "Tracer caught signal" "$TMP/err"; then # LeakSanitizer's own crash: once more
+      start
+      CLFORMER_FAULT=$n CLFORMER_FAULT_COUNT=1 "$BIN" train "${cfg[@]}" --out "$TMP/tr" --steps 4 \
+        "${again[@]}" >/dev/null 2>"$TMP/err"
+      rc=$?
+    fi
     what=$(sed -n 's/^clformer-fault: .*failed: //p' "$TMP/err")
     got=$(tensors "$TMP/tr/ckpt.safetensors")
     # a run that fails past its start names the step its checkpoint holds
     held=$(sed -n 's/^clformer: the run stopped after step [0-9]* of 4; .* holds step \([0-9]*\):.*/\1/p' "$TMP/err")
-    if grep -q -E "Sanitizer|runtime error:" "$TMP/err"; then why="a sanitizer report"
+    local pl=0
+    if pocl_compile_leak "$TMP/err"; then pl=1 pocl=$((pocl + 1)); fi
+    if [ "$pl" -eq 0 ] && grep -q -E "Sanitizer|runtime error:" "$TMP/err"; then why="a sanitizer report"
     elif [ "$rc" -ge 128 ]; then why="killed by signal $((rc - 128))"
     elif [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ] && [ "$rc" -ne 2 ]; then why="exit $rc"
     elif [ "$rc" -ne 0 ] && ! grep -q "^clformer" "$TMP/err"; then why="exit $rc without a message"
@@ -194,7 +222,7 @@ train_scenario() {
     fi
   done
   echo "$label: $k points, $runs runs, $clean clean ($stopped stopped inside the run," \
-    "each naming the step its checkpoint holds)"
+    "each naming the step its checkpoint holds)$(pocl_note "$pocl")"
 }
 
 # a toy translator (tests/toy_data.sh: 8 steps) and five sentences for it

@@ -545,8 +545,9 @@ clf_status mi_weights_sync(clf_model *m, clf_error *err);
  * and times no GEMM engines: an ordinary step. Inference-only models plan
  * nothing (prompt and beam shapes vary; they are prepared on first use). */
 clf_status mi_plan(clf_model *m, clf_error *err);
-/* step.c: a free staging slot of stage_len int32 (after a finish if
- * both are in flight); mi_stage_commit marks it in flight. */
+/* step.c: a free staging slot of stage_len int32 (after a finish if it
+ * is in flight), in flight from then on; mi_stage_commit moves on to the
+ * other slot once its writes are enqueued. */
 clf_status mi_stage_take(clf_model *m, int32_t **slot, clf_error *err);
 void mi_stage_commit(clf_model *m);
 /* Check sizes of a batch against the limits (S = 0: no source, T = 0: no

@@ -39,14 +39,15 @@ clf_status mi_stage_take(clf_model *m, int32_t **slot, clf_error *err)
     if (m->stage_dirty[m->stage_next] && (st = sync_all(m, err)) != CLF_OK)
         return st;
     *slot = m->stage[m->stage_next];
+    /* dirty from now: a write enqueued from the slot may be pending even
+     * when a later one fails and the batch is never committed (destroy and
+     * the next take then drain the queue before the slot is freed or
+     * refilled) */
+    m->stage_dirty[m->stage_next] = 1;
     return CLF_OK;
 }
 
-void mi_stage_commit(clf_model *m)
-{
-    m->stage_dirty[m->stage_next] = 1;
-    m->stage_next = 1 - m->stage_next;
-}
+void mi_stage_commit(clf_model *m) { m->stage_next = 1 - m->stage_next; }
 
 clf_status mi_check_sizes(const clf_model *m, int B, int S, int T, clf_error *err)
 {
