@@ -54,6 +54,7 @@ struct clf_runtime {
     /* device memory of live buffers, and its high-water mark */
     size_t mem_now, mem_peak;
     int cache_write_told; /* the "cache-write" notice was given */
+    uint64_t drains;      /* host waits for all the queue holds (clf_runtime_drains) */
 };
 
 clf_runtime_options clf_runtime_options_default(void)
@@ -240,7 +241,21 @@ int clf_runtime_profiling(const clf_runtime *rt) { return rt->opt.profile; }
 
 clf_status clf_runtime_finish(clf_runtime *rt, clf_error *err)
 {
+    rt->drains++;
     return clf_cl_check(clFinish(rt->queue), err, "clFinish");
+}
+
+uint64_t clf_runtime_drains(const clf_runtime *rt) { return rt->drains; }
+
+clf_status clf_runtime_marker(clf_runtime *rt, clf_event **done, clf_error *err)
+{
+    cl_event ev = NULL;
+    *done = NULL;
+    clf_status s = clf_cl_check(clEnqueueMarkerWithWaitList(rt->queue, 0, NULL, &ev), err,
+                                "clEnqueueMarkerWithWaitList");
+    if (s == CLF_OK)
+        *done = (clf_event *)(void *)ev;
+    return s;
 }
 
 clf_status clf_runtime_flush(clf_runtime *rt, clf_error *err)
@@ -311,6 +326,7 @@ clf_status clf_buffer_write(clf_runtime *rt, clf_buffer *b, size_t byte_off, con
         return CLF_ERR_ARG;
     if (bytes == 0)
         return CLF_OK;
+    rt->drains++;
     return clf_cl_check(
         clEnqueueWriteBuffer(rt->queue, b->mem, CL_TRUE, byte_off, bytes, src, 0, NULL, NULL), err,
         "clEnqueueWriteBuffer");
@@ -335,6 +351,7 @@ clf_status clf_buffer_read(clf_runtime *rt, clf_buffer *b, size_t byte_off, void
         return CLF_ERR_ARG;
     if (bytes == 0)
         return CLF_OK;
+    rt->drains++;
     return clf_cl_check(
         clEnqueueReadBuffer(rt->queue, b->mem, CL_TRUE, byte_off, bytes, dst, 0, NULL, NULL), err,
         "clEnqueueReadBuffer");

@@ -179,6 +179,10 @@ const clf_device_info *clf_runtime_device(const clf_runtime *rt);
 const clf_runtime_options *clf_runtime_options_get(const clf_runtime *rt);
 /* Block until all queued work is done. */
 clf_status clf_runtime_finish(clf_runtime *rt, clf_error *err);
+/* Host waits for everything queued so far (finishes, blocking reads and
+ * writes) since rt was created: a training step's budget of them is what
+ * tests hold it to. */
+uint64_t clf_runtime_drains(const clf_runtime *rt);
 /* Flush the queue without waiting. */
 clf_status clf_runtime_flush(clf_runtime *rt, clf_error *err);
 
@@ -222,6 +226,8 @@ clf_status clf_buffer_read_async(clf_runtime *rt, clf_buffer *b, size_t byte_off
 /* Block until e has completed (flushing the queue first), then release it. */
 clf_status clf_event_wait(clf_event *e, clf_error *err);
 void clf_event_release(clf_event *e); /* without waiting; NULL is a no-op */
+/* An event that completes once everything enqueued before it has. */
+clf_status clf_runtime_marker(clf_runtime *rt, clf_event **done, clf_error *err);
 /* Fill bytes with a 4-byte pattern (a float or int), enqueued. */
 clf_status clf_buffer_fill(clf_runtime *rt, clf_buffer *b, size_t byte_off, size_t bytes,
                            uint32_t pattern, clf_error *err);

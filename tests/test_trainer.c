@@ -24,7 +24,9 @@
  *     same sequence at each position (atol 1e-4 + rtol 1e-4);
  *   - train.accumulate: batch 4 x 2 micro-batches against batch 8 (no
  *     dropout) at every step to relative 2e-5, and with dropout a run
- *     stopped mid-way and resumed bit-identical to the uninterrupted one.
+ *     stopped mid-way and resumed bit-identical to the uninterrupted one;
+ *   - the host waits for the queue: one per logged step (two with
+ *     accumulate 2), none in a step not logged.
  */
 #include <math.h>
 #include <stdio.h>
@@ -70,6 +72,8 @@ typedef struct rec {
     volatile sig_atomic_t *stop;
     double scale[STEPS + 1]; /* fp16's loss scale and skipped steps as logged */
     uint64_t skipped[STEPS + 1];
+    const clf_runtime *rt; /* when set: its host waits so far, at each log */
+    uint64_t drains[STEPS + 1];
 } rec;
 
 static void on_log(void *user, const clf_train_progress *p)
@@ -80,6 +84,7 @@ static void on_log(void *user, const clf_train_progress *p)
         r->seen[p->step] = 1;
         r->scale[p->step] = p->loss_scale;
         r->skipped[p->step] = p->skipped;
+        r->drains[p->step] = r->rt != NULL ? clf_runtime_drains(r->rt) : 0;
     }
     if (r->stop_at > 0 && p->step == (uint64_t)r->stop_at)
         *r->stop = 1;
@@ -227,6 +232,52 @@ static void remove_runs(const char *const *dirs, int n)
     }
 }
 
+/* The host's waits for the queue in training (clf_runtime_drains): 20
+ * steps logged at steps 1, 5, 10, 15 and 20 and evaluated at 20 only. A
+ * logged step reads its figures once, after its update; a step not logged
+ * waits for nothing (a batch's staging slot is reused once the marker after
+ * its upload has completed, not after a finish). With accumulate 2 a logged
+ * step also reads its first micro-batch's loss after that forward. */
+static void test_drains(clf_runtime *rt, const clf_model_config *base, int V, const clf_dataset *ds,
+                        const clf_tokenizer *tok)
+{
+    clf_model_config cfg = *base;
+    cfg.train.steps = 20;
+    cfg.train.log_every = 5;
+    cfg.train.eval.every = 0;
+    for (int acc = 1; acc <= 2; acc++) {
+        char dir[] = "/tmp/clf_trainer_d_XXXXXX";
+        if (mkdtemp(dir) == NULL) {
+            TU_CHECK(0, "mkdtemp");
+            return;
+        }
+        cfg.train.batch = 8 / acc;
+        cfg.train.accumulate = acc;
+        rec x;
+        memset(&x, 0, sizeof x);
+        x.rt = rt;
+        clf_train_result r;
+        clf_error e;
+        clf_model *m = new_model(rt, &cfg, V, CLF_MODEL_TRAIN, cfg.train.batch);
+        tu_ok(run(m, &cfg, ds, tok, dir, 0, &x, &r, &e), &e, "drains run");
+        clf_model_destroy(m);
+        const int at[5] = {1, 5, 10, 15, 20};
+        int ok = 1;
+        for (int i = 1; i < 5; i++)
+            ok &= x.seen[at[i - 1]] && x.seen[at[i]] &&
+                  x.drains[at[i]] - x.drains[at[i - 1]] == (uint64_t)acc;
+        TU_CHECK(ok,
+                 "accumulate %d: %d host wait(s) per 4 or 5 steps, one logged (steps 1-5: %llu, "
+                 "5-10: %llu, 10-15: %llu, 15-20: %llu)",
+                 acc, acc, (unsigned long long)(x.drains[5] - x.drains[1]),
+                 (unsigned long long)(x.drains[10] - x.drains[5]),
+                 (unsigned long long)(x.drains[15] - x.drains[10]),
+                 (unsigned long long)(x.drains[20] - x.drains[15]));
+        const char *dirs[1] = {dir};
+        remove_runs(dirs, 1);
+    }
+}
+
 /* fp16 storage with dynamic loss scaling from a first scale of 2^32: the
  * FFN's half-precision hidden gradient overflows, so the first steps are
  * skipped and the scale halves each time until it fits; then, 4 clean
@@ -236,8 +287,8 @@ static void remove_runs(const char *const *dirs, int n)
  * steps from 2^40, 1 seed in 30 never saw 4 clean steps in a row
  * (CLFORMER_TEST_SEED=1795815213259188: 15 skips, then clean runs of 1, 2
  * and 3 between skips). The progress reports it (at step s the scale
- * and skip count left by steps 1 .. s-1: read with the loss, before the
- * step's own decision); a run stopped after
+ * and skip count left by steps 1 .. s-1: kept on the device before the
+ * step's own decision, read with the loss after it); a run stopped after
  * step 10 (inside the skipping or just past it) and resumed from its
  * checkpoint matches the uninterrupted run bit for bit, scale and skip
  * count included (the checkpoint's "loss_scale"). */
@@ -502,6 +553,7 @@ int main(void)
     snprintf(ck_a, sizeof ck_a, "%s/%s", dir_a, CLF_CHECKPOINT_FILE);
     test_kv_decode(rt, &cfg, V, ck_a, ds);
     test_accumulate(rt, &cfg, V, ds, tok);
+    test_drains(rt, &cfg, V, ds, tok);
     test_loss_scaling(rt, &cfg, V, ds, tok);
 
     unlink(ck_a);

@@ -229,8 +229,22 @@ clf_status clf_model_amp_get(clf_model *m, clf_model_amp *out, clf_error *err)
 {
     if (!mi_amp(m))
         return clf_error_set(err, CLF_ERR_ARG, "no loss scaling: not an fp16 training model");
+    return mi_amp_read(m, m->amp, out, err);
+}
+
+clf_status clf_model_amp_mark(clf_model *m, clf_error *err)
+{
+    if (!mi_amp(m))
+        return clf_error_set(err, CLF_ERR_ARG, "no loss scaling: not an fp16 training model");
+    const size_t f = sizeof(float);
+    return clf_buffer_copy(m->rt, m->amp.buf, m->amp.off * f, m->amp_seen.buf, m->amp_seen.off * f,
+                           CLF_AMP_SLOTS * f, err);
+}
+
+clf_status mi_amp_read(clf_model *m, clf_ptr src, clf_model_amp *out, clf_error *err)
+{
     float a[CLF_AMP_SLOTS];
-    clf_status st = clf_ptr_read(m->rt, m->amp, a, CLF_AMP_SLOTS, err);
+    clf_status st = clf_ptr_read(m->rt, src, a, CLF_AMP_SLOTS, err);
     if (st != CLF_OK)
         return st;
     m->stage_dirty[0] = m->stage_dirty[1] = 0; /* a blocking read drained the queue */

@@ -513,7 +513,8 @@ static clf_status alloc_grads(clf_model *m, clf_error *err)
     const size_t C = (size_t)s->C, NH = (size_t)s->NH, F = (size_t)s->fc_rows;
     const size_t R = zmax(s->rows_src, s->rows_tgt);
     clf_status st;
-    if (s->act16 == CLF_DT_F16 && (st = carve(m, &m->amp, CLF_AMP_SLOTS, err)) != CLF_OK)
+    if (s->act16 == CLF_DT_F16 && ((st = carve(m, &m->amp, CLF_AMP_SLOTS, err)) != CLF_OK ||
+                                   (st = carve(m, &m->amp_seen, CLF_AMP_SLOTS, err)) != CLF_OK))
         return st;
     if ((st = carve(m, &m->dres, R * C, err)) != CLF_OK ||
         (st = carve(m, &m->dC1, R * C, err)) != CLF_OK ||

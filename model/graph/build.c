@@ -568,6 +568,8 @@ void clf_model_destroy(clf_model *m)
      * before the slots are freed */
     if (m->rt != NULL && (m->stage_dirty[0] || m->stage_dirty[1]))
         clf_runtime_finish(m->rt, NULL);
+    clf_event_release(m->stage_ev[0]);
+    clf_event_release(m->stage_ev[1]);
     for (int i = m->n_owned - 1; i >= 0; i--)
         clf_buffer_destroy(m->owned[i]);
     free(m->lr_runs);

@@ -52,8 +52,7 @@ static clf_status stage_tokens(clf_model *m, clf_buffer *dst, const int32_t *tok
     memcpy(slot, tokens, n * sizeof *tokens);
     if ((st = clf_buffer_write_async(m->rt, dst, 0, slot, n * sizeof *slot, err)) != CLF_OK)
         return st;
-    mi_stage_commit(m);
-    return CLF_OK;
+    return mi_stage_commit(m, err);
 }
 
 static clf_status run_cached(clf_model *m, const int32_t *tokens, int B, int T, int pos0,
@@ -158,7 +157,8 @@ clf_status clf_model_encode(clf_model *m, const int32_t *src, const int32_t *src
         (st = clf_buffer_write_async(m->rt, m->src_keep, 0, slot + n, n * sizeof *slot, err)) !=
             CLF_OK)
         return st;
-    mi_stage_commit(m);
+    if ((st = mi_stage_commit(m, err)) != CLF_OK)
+        return st;
     m->cur_S = S;
     m->cur_T = 0;
     m->has_targets = 0;
@@ -228,7 +228,8 @@ clf_status clf_model_cache_reorder(clf_model *m, const int32_t *index, int Bn, c
         if ((st = clf_buffer_write_async(m->rt, m->index, 0, slot, (size_t)Bn * sizeof *slot,
                                          err)) != CLF_OK)
             return st;
-        mi_stage_commit(m);
+        if ((st = mi_stage_commit(m, err)) != CLF_OK)
+            return st;
     }
     const size_t NH = (size_t)s->NH, NKV = (size_t)s->NKV, HS = (size_t)s->HS, B = (size_t)Bn;
     const size_t Tst = (size_t)s->Tmax * HS, Sst = (size_t)s->Smax * HS;

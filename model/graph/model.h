@@ -419,6 +419,9 @@ clf_status clf_model_step(clf_model *m, float lr, clf_error *err);
  * 2^24). */
 int clf_model_amp_enabled(const clf_model *m);
 clf_status clf_model_amp_get(clf_model *m, clf_model_amp *out, clf_error *err);
+/* Keep a copy of the state on the device, enqueued (before a step: what its
+ * backward used), for clf_model_step_read. */
+clf_status clf_model_amp_mark(clf_model *m, clf_error *err);
 clf_status clf_model_amp_set(clf_model *m, const clf_model_amp *in, clf_error *err);
 clf_status clf_model_zero_grad(clf_model *m, clf_error *err);
 
@@ -437,6 +440,12 @@ clf_status clf_model_probs_read(clf_model *m, float *out, clf_error *err);
  * positions, or the first position), [B, C]: sentence embeddings. */
 clf_status clf_model_pooled_read(clf_model *m, float *out, clf_error *err);
 clf_status clf_model_grad_norm(clf_model *m, float *out, clf_error *err);
+/* After a step: the loss of its (last) forward, as clf_model_loss, and its
+ * gradient norm in one read, which waits for the update; with amp (not
+ * NULL) also the loss scaling clf_model_amp_mark kept before the step.
+ * A logged training step's one pause: the next step is enqueued after it. */
+clf_status clf_model_step_read(clf_model *m, float *loss, float *grad_norm, clf_model_amp *amp,
+                               clf_error *err);
 /* Number of non-ignored targets in the current batch. */
 int clf_model_target_count(const clf_model *m);
 

@@ -392,6 +392,7 @@ struct clf_model {
     clf_ptr losses;       /* [max(rows_tgt, B)] */
     clf_ptr scalars;      /* [4]: loss mean, sumsq, gscale, gnorm */
     clf_ptr amp;          /* [CLF_AMP_SLOTS] dynamic loss scaling (mi_amp: fp16 training) */
+    clf_ptr amp_seen;     /* [CLF_AMP_SLOTS] a copy of amp before a step (clf_model_amp_mark) */
     clf_ptr red;          /* reduction scratch */
     clf_ptr qkv;          /* [rows, 3C] scratch (inference: mi_encode's cross keys) */
     clf_ptr proj;         /* [rows, C] a sublayer's projection before dropout (training
@@ -465,10 +466,12 @@ struct clf_model {
     size_t bytes;         /* device bytes allocated */
     clf_model_memory mem; /* the same by category */
 
-    /* host staging of batches: two slots, a slot is reused only after a finish */
+    /* host staging of batches: two slots, a slot is reused once the writes
+     * from it are done (its marker, or a finish) */
     int32_t *stage[2];
     size_t stage_len; /* int32 per slot */
     int stage_dirty[2];
+    clf_event *stage_ev[2]; /* a marker enqueued after the slot's writes */
     int stage_next;
 
     /* the current batch and what has run */
@@ -545,11 +548,12 @@ clf_status mi_weights_sync(clf_model *m, clf_error *err);
  * and times no GEMM engines: an ordinary step. Inference-only models plan
  * nothing (prompt and beam shapes vary; they are prepared on first use). */
 clf_status mi_plan(clf_model *m, clf_error *err);
-/* step.c: a free staging slot of stage_len int32 (after a finish if it
- * is in flight), in flight from then on; mi_stage_commit moves on to the
- * other slot once its writes are enqueued. */
+/* step.c: a free staging slot of stage_len int32 (once the writes from it
+ * are done, if it is in flight), in flight from then on; mi_stage_commit
+ * marks the end of its writes and moves on to the other slot once they are
+ * enqueued. */
 clf_status mi_stage_take(clf_model *m, int32_t **slot, clf_error *err);
-void mi_stage_commit(clf_model *m);
+clf_status mi_stage_commit(clf_model *m, clf_error *err);
 /* Check sizes of a batch against the limits (S = 0: no source, T = 0: no
  * target side). */
 clf_status mi_check_sizes(const clf_model *m, int B, int S, int T, clf_error *err);
@@ -632,6 +636,8 @@ static inline int mi_ffn_keeps_dact(const clf_model *m)
 /* Dynamic loss scaling runs where gradients are stored in IEEE half: a
  * training model with train.precision fp16 (bf16 has float32's range). */
 static inline int mi_amp(const clf_model *m) { return m->amp.buf != NULL; }
+/* Loss scaling's state as stored at src (amp or amp_seen), blocking. */
+clf_status mi_amp_read(clf_model *m, clf_ptr src, clf_model_amp *out, clf_error *err);
 
 /* backward.c */
 clf_status mi_backward(clf_model *m, clf_error *err);

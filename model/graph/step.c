@@ -6,8 +6,8 @@
  * Design: a batch is checked on the host (ids in range, sizes within the
  * limits), copied into one of two host staging slots and written to the
  * device without blocking, so the host can enqueue the next step while the
- * device works; a slot is reused only after a finish (taken here when both
- * slots are in flight, or by any read-back). The step enqueues
+ * device works; a slot is reused once a marker enqueued after its writes
+ * has completed (or after any read-back): no finish. The step enqueues
  * the sum of squares of all gradients, the clip factor and AdamW over the
  * flat buffers: three launches, no host round trip (with fp16's loss
  * scaling the clip factor's kernel also decides, on the device, whether
@@ -35,10 +35,21 @@ static clf_status sync_all(clf_model *m, clf_error *err)
 
 clf_status mi_stage_take(clf_model *m, int32_t **slot, clf_error *err)
 {
-    clf_status st;
-    if (m->stage_dirty[m->stage_next] && (st = sync_all(m, err)) != CLF_OK)
-        return st;
-    *slot = m->stage[m->stage_next];
+    const int i = m->stage_next;
+    clf_event *done = m->stage_ev[i];
+    m->stage_ev[i] = NULL;
+    if (!m->stage_dirty[i]) {
+        clf_event_release(done); /* a read-back drained the queue since */
+    } else {
+        /* the slot's batch was uploaded when the step before last began, so
+         * its marker has normally completed: this waits for that upload, not
+         * for the queue (no marker: a write failed, and only a finish tells) */
+        clf_status st = done != NULL ? clf_event_wait(done, err) : sync_all(m, err);
+        if (st != CLF_OK)
+            return st;
+        m->stage_dirty[i] = 0;
+    }
+    *slot = m->stage[i];
     /* dirty from now: a write enqueued from the slot may be pending even
      * when a later one fails and the batch is never committed (destroy and
      * the next take then drain the queue before the slot is freed or
@@ -47,7 +58,13 @@ clf_status mi_stage_take(clf_model *m, int32_t **slot, clf_error *err)
     return CLF_OK;
 }
 
-void mi_stage_commit(clf_model *m) { m->stage_next = 1 - m->stage_next; }
+clf_status mi_stage_commit(clf_model *m, clf_error *err)
+{
+    clf_status st = clf_runtime_marker(m->rt, &m->stage_ev[m->stage_next], err);
+    if (st == CLF_OK)
+        m->stage_next = 1 - m->stage_next;
+    return st;
+}
 
 clf_status mi_check_sizes(const clf_model *m, int B, int S, int T, clf_error *err)
 {
@@ -232,7 +249,8 @@ clf_status clf_model_set_batch(clf_model *m, clf_batch b, clf_error *err)
         (y != NULL && (st = put(m, slot, &at, m->targets, y, ny, 0, err)) != CLF_OK) ||
         (b.tgt_doc != NULL && (st = put_docs(m, slot, &at, b.tgt_doc, b.B, T, err)) != CLF_OK))
         return st;
-    mi_stage_commit(m);
+    if ((st = mi_stage_commit(m, err)) != CLF_OK)
+        return st;
     batch_set(m, b.B, S, T, y != NULL, count);
     m->packed = b.tgt_doc != NULL;
     return CLF_OK;
@@ -475,6 +493,26 @@ clf_status clf_model_probs_read(clf_model *m, float *out, clf_error *err)
             x[j] = (float)(exp((double)x[j] - mx) / sum);
     }
     return CLF_OK;
+}
+
+clf_status clf_model_step_read(clf_model *m, float *loss, float *grad_norm, clf_model_amp *amp,
+                               clf_error *err)
+{
+    clf_status st = need_loss(m, err);
+    if (st != CLF_OK)
+        return st;
+    if (!m->step_done)
+        return clf_error_set(err, CLF_ERR_ARG, "no gradient norm: no step has run");
+    if (amp != NULL && !mi_amp(m))
+        return clf_error_set(err, CLF_ERR_ARG, "no loss scaling: not an fp16 training model");
+    float s[4]; /* loss mean, sumsq, gscale, gnorm */
+    if ((st = clf_ptr_read(m->rt, m->scalars, s, 4, err)) != CLF_OK)
+        return st;
+    m->stage_dirty[0] = m->stage_dirty[1] = 0; /* a blocking read drained the queue */
+    const double rows = (double)loss_rows(m);
+    *loss = m->count > 0 ? (float)((double)s[0] * rows / (double)m->count) : 0.0f;
+    *grad_norm = s[3];
+    return amp != NULL ? mi_amp_read(m, m->amp_seen, amp, err) : CLF_OK;
 }
 
 clf_status clf_model_grad_norm(clf_model *m, float *out, clf_error *err)

@@ -179,34 +179,25 @@ static clf_status micro_copy(run *r, int i, const clf_batch *b, clf_error *err)
  * mean over all their targets, as one batch of them all would. Data
  * parallel: the step's draws are every rank's micro-batches, this rank runs
  * its own, and the gradients are summed across ranks before the return
- * (clf_trainer_dist). *loss (when not NULL, a log step): the mean loss over
- * the step's targets (reading it back per micro-batch is the only host
- * round trip). *tokens: what they count for throughput, every rank's; r->last
- * the last batch, *epoch_end whether any ended an epoch. */
-/* A logged step's loss after its forward (the read waits for the queue up
- * to there), and with fp16's loss scaling the scaling state in the same
- * pause: nothing is queued behind the forward yet, so this costs no second
- * drain (read after the step, it would wait for backward and AdamW). */
-static clf_status read_loss(run *r, float *loss, clf_error *err)
-{
-    clf_status st = clf_model_loss(r->m, loss, err);
-    if (st == CLF_OK && clf_model_amp_enabled(r->m))
-        st = clf_model_amp_get(r->m, &r->amp, err);
-    return st;
-}
-
-static clf_status forward_backward(run *r, float *loss, double *tokens, int *epoch_end,
+ * (clf_trainer_dist). *tokens: what they count for throughput, every rank's;
+ * r->last the last batch, *epoch_end whether any ended an epoch. A logged
+ * step (read_logged after its update) keeps what its loss needs: the loss of
+ * each micro-batch but the last, read after its forward (the only other
+ * pause), their weighted sum and the step's target count; with fp16's loss
+ * scaling, a copy of the scaling state this step used. */
+static clf_status forward_backward(run *r, int logged, double *tokens, int *epoch_end,
                                    clf_error *err)
 {
     clf_status st;
+    const int amp = logged && clf_model_amp_enabled(r->m);
     if (r->draws <= 1) {
-        if ((st = next_batch(r, err)) != CLF_OK ||
-            (st = clf_model_forward(r->m, 1, err)) != CLF_OK ||
-            (loss != NULL && (st = read_loss(r, loss, err)) != CLF_OK))
+        if ((st = next_batch(r, err)) != CLF_OK || (st = clf_model_forward(r->m, 1, err)) != CLF_OK)
             return st;
         *tokens = r->last.tokens;
         *epoch_end = r->last.epoch_end;
-        return clf_model_backward(r->m, err);
+        if ((st = clf_model_backward(r->m, err)) != CLF_OK)
+            return st;
+        return amp ? clf_model_amp_mark(r->m, err) : CLF_OK;
     }
     /* every rank draws the whole step; this rank keeps draws first .. first+n_micro-1 */
     const int first = r->rank * r->n_micro;
@@ -223,7 +214,8 @@ static clf_status forward_backward(run *r, float *loss, double *tokens, int *epo
         *tokens += r->last.tokens;
         *epoch_end |= r->last.epoch_end;
     }
-    double sum = 0.0;
+    r->loss_sum = 0.0;
+    r->loss_targets = total;
     clf_model_set_loss_scale(r->m, total > 0 ? (float)(1.0 / (double)total) : 0.0f);
     for (int i = 0; i < r->n_micro && st == CLF_OK; i++) {
         float li = 0.0f;
@@ -234,8 +226,8 @@ static clf_status forward_backward(run *r, float *loss, double *tokens, int *epo
         if ((st = clf_model_set_batch(r->m, r->micro[i], err)) != CLF_OK ||
             (st = clf_model_forward(r->m, 1, err)) != CLF_OK)
             break;
-        if (loss != NULL && (st = read_loss(r, &li, err)) == CLF_OK)
-            sum += (double)li * (double)batch_targets(&r->micro[i]);
+        if (logged && i < r->n_micro - 1 && (st = clf_model_loss(r->m, &li, err)) == CLF_OK)
+            r->loss_sum += (double)li * (double)batch_targets(&r->micro[i]);
         if (st == CLF_OK && r->sync != NULL && i == r->n_micro - 1)
             clf_gradsync_arm(r->sync); /* the last backward's gradients are final */
         if (st == CLF_OK)
@@ -244,11 +236,29 @@ static clf_status forward_backward(run *r, float *loss, double *tokens, int *epo
     clf_model_set_loss_scale(r->m, 0.0f);
     if (st == CLF_OK && r->sync != NULL)
         st = clf_gradsync_finish(r->sync, err);
-    if (st == CLF_OK && r->sync != NULL && loss != NULL)
-        st = r->o->dist->allreduce_f64(r->o->dist->user, &sum, 1, err);
-    if (loss != NULL)
-        *loss = total > 0 ? (float)(sum / (double)total) : 0.0f;
+    if (st == CLF_OK && amp)
+        st = clf_model_amp_mark(r->m, err);
     return st;
+}
+
+/* A logged step's figures, read after its update in one pause (nothing of
+ * the next step is queued yet): the mean loss over the step's targets (every
+ * rank's), the gradient norm, and with fp16 the loss scaling it used. */
+static clf_status read_logged(run *r, float *loss, float *grad_norm, clf_error *err)
+{
+    float li = 0.0f;
+    clf_status st = clf_model_step_read(r->m, &li, grad_norm,
+                                        clf_model_amp_enabled(r->m) ? &r->amp : NULL, err);
+    if (st != CLF_OK || r->draws <= 1) {
+        *loss = li;
+        return st;
+    }
+    double sum = r->loss_sum + (double)li * (double)batch_targets(&r->micro[r->n_micro - 1]);
+    if (r->sync != NULL &&
+        (st = r->o->dist->allreduce_f64(r->o->dist->user, &sum, 1, err)) != CLF_OK)
+        return st;
+    *loss = r->loss_targets > 0 ? (float)(sum / (double)r->loss_targets) : 0.0f;
+    return CLF_OK;
 }
 
 clf_status clf_trainer_check_text(const clf_model_config *cfg, const clf_dataset *ds,
@@ -386,11 +396,15 @@ static clf_status run_open(run *r, uint64_t *total, clf_error *err)
     return o->resume ? tr_resume(r, err) : CLF_OK;
 }
 
-/* Read the loss after step `done` (this waits for the queue), report it,
- * and fold the timing window into the rates. */
+/* Read step `done`'s figures (this waits for the queue), report them, and
+ * fold the timing window into the rates. */
 static clf_status log_step(run *r, train_clock *c, clf_train_progress *p, uint64_t done, double lr,
-                           float loss, clf_train_result *res, clf_error *err)
+                           clf_train_result *res, clf_error *err)
 {
+    float loss = NAN, gn = NAN;
+    clf_status st = read_logged(r, &loss, &gn, err);
+    if (st != CLF_OK)
+        return st;
     clock_fold(c, clf_now_seconds());
     c->timed_steps += c->window_steps;
     c->timed_tokens += c->window_tokens;
@@ -402,10 +416,6 @@ static clf_status log_step(run *r, train_clock *c, clf_train_progress *p, uint64
     p->eta_s = (double)(p->total - done) * (c->train_time / (double)c->timed_steps);
     p->elapsed_s = run_elapsed(r);
     res->last_loss = loss;
-    float gn = NAN; /* read after the step: the update waits here too */
-    clf_status st = clf_model_grad_norm(r->m, &gn, err);
-    if (st != CLF_OK)
-        return st;
     p->grad_norm = gn;
     if (clf_model_amp_enabled(r->m)) {
         p->loss_scale = r->amp.scale;
@@ -430,9 +440,9 @@ static clf_status eval_step(run *r, train_clock *c, uint64_t done, uint64_t tota
                             clf_train_result *res, clf_error *err)
 {
     const clf_model_config *cfg = r->cfg;
-    /* The training work still queued (a logged step's loss is read after
-     * its forward, before its backward and update) counts as training: the
-     * last step's tail included, which short runs would otherwise miss. */
+    /* The training work still queued (that of steps not logged) counts as
+     * training: the last step's tail included, which short runs would
+     * otherwise miss. */
     clf_status st = clf_runtime_finish(clf_model_runtime(r->m), err);
     if (st != CLF_OK)
         return st;
@@ -541,11 +551,9 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
         const uint64_t done = it + 1;
         /* the session's first step is reported too: progress from the start */
         const int is_log = done == first + 1 || done % (uint64_t)log_every == 0 || done == total;
-        float loss = 0.0f;
         double tokens = 0.0;
         int epoch_end = 0;
-        if ((st = forward_backward(&r, is_log ? &loss : NULL, &tokens, &epoch_end, err)) !=
-                CLF_OK ||
+        if ((st = forward_backward(&r, is_log, &tokens, &epoch_end, err)) != CLF_OK ||
             (st = clf_model_step(m, (float)lr, err)) != CLF_OK ||
             (r.slices != NULL && (st = tr_shard_gather_params(&r, err)) != CLF_OK))
             goto fail;
@@ -555,7 +563,7 @@ clf_status clf_trainer_run(clf_model *m, const clf_model_config *cfg, const clf_
         p.epoch = r.last.epoch;
         const int is_eval = (eval_every > 0 && done % (uint64_t)eval_every == 0) || done == total ||
                             (r.seq && eval_every == 0 && epoch_end);
-        if (is_log && (st = log_step(&r, &c, &p, done, lr, loss, res, err)) != CLF_OK)
+        if (is_log && (st = log_step(&r, &c, &p, done, lr, res, err)) != CLF_OK)
             goto fail;
         int stop = 0;
         if (is_eval && (st = eval_step(&r, &c, done, total, &stop, res, err)) != CLF_OK)

@@ -107,8 +107,8 @@ typedef struct clf_train_progress {
     double step_ms;      /* mean wall time of a step since the previous log */
     int64_t epoch;       /* encoder kinds: the epoch of the last batch (0-based); -1 for a
                             decoder */
-    double loss_scale;   /* fp16's loss scale this step's backward used (logging steps; read
-                            with the loss, before the step): 0 without loss scaling */
+    double loss_scale;   /* fp16's loss scale this step's backward used (logging steps):
+                            0 without loss scaling */
     uint64_t skipped;    /* steps fp16's loss scaling skipped before this one (an inf or
                             NaN in their gradients) */
     double grad_norm;    /* the gradients' global norm before clipping, of the last step

@@ -54,7 +54,9 @@ typedef struct run {
     float *gather;        /* [n_params] */
     int32_t **micro_data; /* [n_micro] one allocation per micro-batch */
     size_t *micro_cap;    /* int32 elements each holds */
-    clf_model_amp amp;    /* fp16's loss scaling, read beside a logged step's loss */
+    clf_model_amp amp;    /* fp16's loss scaling a logged step used, read beside its loss */
+    double loss_sum;      /* a logged step's micro-batches but the last: their summed loss */
+    int64_t loss_targets; /* and the targets of all its draws */
     int saved;            /* r->path holds a checkpoint of this run (resumed or written) */
     uint64_t saved_step;  /* its step */
 } run;

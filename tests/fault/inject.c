@@ -252,3 +252,6 @@ CL_CALL(clEnqueueCopyBuffer, CL_OUT_OF_RESOURCES,
          const cl_event *w, cl_event *e),
         (q, a, b, ao, bo, n, nw, w, e))
 CL_CALL(clFinish, CL_OUT_OF_RESOURCES, (cl_command_queue q), (q))
+CL_CALL(clEnqueueMarkerWithWaitList, CL_OUT_OF_RESOURCES,
+        (cl_command_queue q, cl_uint nw, const cl_event *w, cl_event *e), (q, nw, w, e))
+CL_CALL(clWaitForEvents, CL_OUT_OF_RESOURCES, (cl_uint n, const cl_event *l), (n, l))
