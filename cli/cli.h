@@ -137,6 +137,15 @@ int cli_parse_args(const cli_command *cmd, int argc, char **argv);
  * count, nanoGPT's estimate_mfu): the numerator of model FLOP utilisation. */
 double cli_train_flops_per_token(const clf_model_config *cfg, long vocab);
 
+/* A run's metrics.jsonl (cli/metrics.c): fn gets each whole record in file
+ * order and may keep it (setting *rec to NULL); a torn line is said on
+ * stderr and passed over. An exit code: fn's first nonzero one, or
+ * CLI_EXIT_USAGE when the file cannot be read (hint appended where it does
+ * not exist). */
+typedef int (*cli_metrics_fn)(void *user, clf_json **rec);
+int cli_metrics_read(const char *cmd, const char *path, const char *hint, cli_metrics_fn fn,
+                     void *user);
+
 /* Subcommands. */
 int cli_cmd_devices(int argc, char **argv);
 int cli_cmd_selftest(int argc, char **argv);

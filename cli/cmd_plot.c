@@ -9,7 +9,6 @@
  * session's start at step s replace any of an earlier session past s (a
  * run resumed from an older checkpoint repeats those steps).
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +18,7 @@
 #include "cli/cli.h"
 #include "cli/svg_chart.h"
 
-enum { PLOT_MAX_RUNS = 8, PLOT_MAX_BYTES = 256 << 20 };
+enum { PLOT_MAX_RUNS = 8 };
 
 /* One curve's points. */
 typedef struct curve {
@@ -33,7 +32,8 @@ enum { C_TRAIN, C_VAL, C_LR, C_TPS, N_CURVES };
 typedef struct run_metrics {
     char name[128];
     curve c[N_CURVES];
-    curve elapsed; /* (step, elapsed_s) of each log record: wall time of a step */
+    curve elapsed;    /* (step, elapsed_s) of each log record: wall time of a step */
+    const char *path; /* the file being read */
 } run_metrics;
 
 static int curve_add(curve *c, double step, double x, double y)
@@ -122,6 +122,15 @@ static int take_record(run_metrics *r, const clf_json *rec)
     return rc;
 }
 
+static int take_one(void *user, clf_json **rec)
+{
+    run_metrics *r = user;
+    if (take_record(r, *rec) == 0)
+        return CLI_EXIT_OK;
+    fprintf(stderr, "clformer plot: out of memory reading %s\n", r->path);
+    return CLI_EXIT_FAIL;
+}
+
 /* RUN (a run directory or a metrics file) into r; an exit code. */
 static int read_run(const char *arg, run_metrics *r)
 {
@@ -142,38 +151,11 @@ static int read_run(const char *arg, run_metrics *r)
     const char *slash = strrchr(base, '/');
     snprintf(r->name, sizeof r->name, "%s", slash != NULL && slash[1] ? slash + 1 : base);
 
-    char *text = NULL;
-    size_t len = 0;
-    clf_error err;
-    clf_error_clear(&err);
-    if (clf_file_read_all(path, PLOT_MAX_BYTES, &text, &len, &err) != CLF_OK) {
-        fprintf(stderr, "clformer plot: %s%s\n", err.msg,
-                errno == ENOENT ? " (a run's metrics.jsonl: does RUN hold a `clformer train` run?)"
-                                : "");
-        return CLI_EXIT_USAGE;
-    }
-    int rc = CLI_EXIT_OK;
-    size_t line = 1;
-    for (char *p = text; p < text + len && rc == CLI_EXIT_OK; line++) {
-        char *nl = memchr(p, '\n', (size_t)(text + len - p));
-        const size_t n = nl != NULL ? (size_t)(nl - p) : (size_t)(text + len - p);
-        if (n > 0) {
-            clf_json *rec = NULL;
-            clf_json_options o = {path, 0, 0};
-            if (clf_json_parse(p, n, &o, &rec, &err) != CLF_OK) {
-                /* a run killed while writing a record leaves it torn (its
-                 * next session starts a new line): passed over, said */
-                fprintf(stderr, "clformer plot: %s line %zu: not a whole record (%s); skipped\n",
-                        path, line, err.msg);
-            } else if (take_record(r, rec) != 0) {
-                fprintf(stderr, "clformer plot: out of memory reading %s\n", path);
-                rc = CLI_EXIT_FAIL;
-            }
-            clf_json_destroy(rec);
-        }
-        p += n + 1;
-    }
-    free(text);
+    r->path = path;
+    int rc = cli_metrics_read("plot", path,
+                              " (a run's metrics.jsonl: does RUN hold a `clformer train` run?)",
+                              take_one, r);
+    r->path = NULL;
     if (rc == CLI_EXIT_OK && r->c[C_TRAIN].n + r->c[C_VAL].n == 0) {
         fprintf(stderr, "clformer plot: %s holds no logged step or evaluation yet\n", path);
         rc = CLI_EXIT_USAGE;

@@ -53,49 +53,39 @@ static void summary_free(run_summary *r)
     clf_json_destroy(r->log);
 }
 
+static int keep_record(void *user, clf_json **rec)
+{
+    run_summary *r = user;
+    const clf_json *ev = clf_json_get(*rec, "event");
+    const int session = ev != NULL && ev->type == CLF_JSON_STRING;
+    const int end = session && strcmp(ev->string, "end") == 0;
+    clf_json **slot = session                                  ? (end                ? &r->end
+                                                                  : r->start == NULL ? &r->start
+                                                                                     : NULL)
+                      : clf_json_get(*rec, "val_loss") != NULL ? &r->eval
+                      : clf_json_get(*rec, "loss") != NULL     ? &r->log
+                                                               : NULL;
+    r->sessions += session && !end;
+    if (slot != NULL) {
+        clf_json_destroy(*slot);
+        *slot = *rec;
+        *rec = NULL;
+    }
+    return CLI_EXIT_OK;
+}
+
 static int read_summary(const char *dir, run_summary *r)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    char *text = NULL;
-    size_t len = 0;
-    clf_error err;
-    clf_error_clear(&err);
-    if (clf_file_read_all(path, (size_t)256 << 20, &text, &len, &err) != CLF_OK) {
-        fprintf(stderr, "clformer report: %s (RUN: a `clformer train` run directory)\n", err.msg);
-        return CLI_EXIT_USAGE;
-    }
-    for (char *p = text; p < text + len;) {
-        char *nl = memchr(p, '\n', (size_t)(text + len - p));
-        const size_t n = nl != NULL ? (size_t)(nl - p) : (size_t)(text + len - p);
-        clf_json *rec = NULL;
-        if (n > 0 && clf_json_parse(p, n, NULL, &rec, &err) == CLF_OK) {
-            const clf_json *ev = clf_json_get(rec, "event");
-            clf_json **slot = ev != NULL && ev->type == CLF_JSON_STRING
-                                  ? (strcmp(ev->string, "end") == 0 ? &r->end
-                                     : r->start == NULL             ? &r->start
-                                                                    : NULL)
-                              : clf_json_get(rec, "val_loss") != NULL ? &r->eval
-                              : clf_json_get(rec, "loss") != NULL     ? &r->log
-                                                                      : NULL;
-            if (ev != NULL && ev->type == CLF_JSON_STRING && strcmp(ev->string, "end") != 0)
-                r->sessions++;
-            if (slot != NULL) {
-                clf_json_destroy(*slot);
-                *slot = rec;
-                rec = NULL;
-            }
-        }
-        clf_json_destroy(rec); /* a torn last line (a killed run) is passed over */
-        p += n + 1;
-    }
-    free(text);
-    if (r->start == NULL) {
+    int rc = cli_metrics_read("report", path, " (RUN: a `clformer train` run directory)",
+                              keep_record, r);
+    if (rc == CLI_EXIT_OK && r->start == NULL) {
         fprintf(stderr, "clformer report: %s has no session record (written by `clformer train`)\n",
                 path);
-        return CLI_EXIT_USAGE;
+        rc = CLI_EXIT_USAGE;
     }
-    return CLI_EXIT_OK;
+    return rc;
 }
 
 static const char *jstr(const clf_json *rec, const char *key)

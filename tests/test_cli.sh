@@ -411,6 +411,8 @@ PY
      tail -1 "$TMP/torn/metrics.jsonl" | python3 -c "import json,sys; assert json.load(sys.stdin)['event'] == 'end'" 2>/dev/null; then
     run "$BIN" plot "$TMP/torn" --out "$TMP/torn.svg"
     expect "metrics.jsonl: a torn record stays alone on its line; plot skips it, saying so" 0 "line [0-9]+: not a whole record .*skipped"
+    run "$BIN" report "$TMP/torn" --out "$TMP/torn.html" --tokens 10 "${DEV[@]}"
+    expect "report reads the torn file as plot does: the line skipped, said" 0 "line [0-9]+: not a whole record .*skipped"
   else
     bad "metrics.jsonl: a torn record stays alone on its line (exit $RC)"
   fi
