@@ -431,7 +431,7 @@ static clf_status alloc_io(clf_model *m, clf_error *err)
           (st = abuf(m, &m->mem.batch, &m->doc_pos, Rt, err)) != CLF_OK)) ||
         (st = carve(m, &m->logits, nlogits, err)) != CLF_OK ||
         (st = carve(m, &m->losses, nlab, err)) != CLF_OK ||
-        (st = carve(m, &m->scalars, 4, err)) != CLF_OK ||
+        (st = carve(m, &m->scalars, 5, err)) != CLF_OK ||
         (st = carve(m, &m->red, red, err)) != CLF_OK)
         return st;
     /* the sublayers add their residuals in their projections' write-out;

@@ -440,12 +440,17 @@ clf_status clf_model_probs_read(clf_model *m, float *out, clf_error *err);
  * positions, or the first position), [B, C]: sentence embeddings. */
 clf_status clf_model_pooled_read(clf_model *m, float *out, clf_error *err);
 clf_status clf_model_grad_norm(clf_model *m, float *out, clf_error *err);
-/* After a step: the loss of its (last) forward, as clf_model_loss, and its
+/* After a training forward: its loss summed over its targets added on the
+ * device to a running sum (first: the sum starts there), enqueued; the sum
+ * of a step's micro-batches without reading each one back. */
+clf_status clf_model_loss_add(clf_model *m, int first, clf_error *err);
+/* After a step: the loss of its (last) forward, as clf_model_loss, the
+ * running sum of clf_model_loss_add (loss_sum, when not NULL) and the
  * gradient norm in one read, which waits for the update; with amp (not
  * NULL) also the loss scaling clf_model_amp_mark kept before the step.
  * A logged training step's one pause: the next step is enqueued after it. */
-clf_status clf_model_step_read(clf_model *m, float *loss, float *grad_norm, clf_model_amp *amp,
-                               clf_error *err);
+clf_status clf_model_step_read(clf_model *m, float *loss, double *loss_sum, float *grad_norm,
+                               clf_model_amp *amp, clf_error *err);
 /* Number of non-ignored targets in the current batch. */
 int clf_model_target_count(const clf_model *m);
 

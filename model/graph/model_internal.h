@@ -390,7 +390,7 @@ struct clf_model {
     clf_ptr pooled;       /* [B, C] mean pool (classifier or embedding model) */
     clf_ptr logits;       /* [rows_tgt, V] or [B, NL]; d(logits) after a train forward */
     clf_ptr losses;       /* [max(rows_tgt, B)] */
-    clf_ptr scalars;      /* [4]: loss mean, sumsq, gscale, gnorm */
+    clf_ptr scalars;      /* [5]: loss mean, sumsq, gscale, gnorm, loss sum (clf_model_loss_add) */
     clf_ptr amp;          /* [CLF_AMP_SLOTS] dynamic loss scaling (mi_amp: fp16 training) */
     clf_ptr amp_seen;     /* [CLF_AMP_SLOTS] a copy of amp before a step (clf_model_amp_mark) */
     clf_ptr red;          /* reduction scratch */

@@ -495,8 +495,21 @@ clf_status clf_model_probs_read(clf_model *m, float *out, clf_error *err)
     return CLF_OK;
 }
 
-clf_status clf_model_step_read(clf_model *m, float *loss, float *grad_norm, clf_model_amp *amp,
-                               clf_error *err)
+clf_status clf_model_loss_add(clf_model *m, int first, clf_error *err)
+{
+    clf_status st = need_loss(m, err);
+    if (st != CLF_OK)
+        return st;
+    clf_ptr sum = clf_ptr_at(m->scalars, 4);
+    if (first && (st = clf_ptr_zero(m->rt, sum, 1, err)) != CLF_OK)
+        return st;
+    /* the mean over the rows times the rows: the sum over the targets
+     * (ignored positions hold 0) */
+    return clf_op_axpy(m->rt, sum, (float)loss_rows(m), m->scalars, 1, err);
+}
+
+clf_status clf_model_step_read(clf_model *m, float *loss, double *loss_sum, float *grad_norm,
+                               clf_model_amp *amp, clf_error *err)
 {
     clf_status st = need_loss(m, err);
     if (st != CLF_OK)
@@ -505,13 +518,15 @@ clf_status clf_model_step_read(clf_model *m, float *loss, float *grad_norm, clf_
         return clf_error_set(err, CLF_ERR_ARG, "no gradient norm: no step has run");
     if (amp != NULL && !mi_amp(m))
         return clf_error_set(err, CLF_ERR_ARG, "no loss scaling: not an fp16 training model");
-    float s[4]; /* loss mean, sumsq, gscale, gnorm */
-    if ((st = clf_ptr_read(m->rt, m->scalars, s, 4, err)) != CLF_OK)
+    float s[5]; /* loss mean, sumsq, gscale, gnorm, loss sum */
+    if ((st = clf_ptr_read(m->rt, m->scalars, s, 5, err)) != CLF_OK)
         return st;
     m->stage_dirty[0] = m->stage_dirty[1] = 0; /* a blocking read drained the queue */
     const double rows = (double)loss_rows(m);
     *loss = m->count > 0 ? (float)((double)s[0] * rows / (double)m->count) : 0.0f;
     *grad_norm = s[3];
+    if (loss_sum != NULL)
+        *loss_sum = s[4];
     return amp != NULL ? mi_amp_read(m, m->amp_seen, amp, err) : CLF_OK;
 }
 

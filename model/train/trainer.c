@@ -181,10 +181,10 @@ static clf_status micro_copy(run *r, int i, const clf_batch *b, clf_error *err)
  * its own, and the gradients are summed across ranks before the return
  * (clf_trainer_dist). *tokens: what they count for throughput, every rank's;
  * r->last the last batch, *epoch_end whether any ended an epoch. A logged
- * step (read_logged after its update) keeps what its loss needs: the loss of
- * each micro-batch but the last, read after its forward (the only other
- * pause), their weighted sum and the step's target count; with fp16's loss
- * scaling, a copy of the scaling state this step used. */
+ * step (read_logged after its update) keeps what its loss needs, on the
+ * device: the micro-batches' losses summed over their targets (the step's
+ * target count on the host), and with fp16's loss scaling a copy of the
+ * scaling state this step used. */
 static clf_status forward_backward(run *r, int logged, double *tokens, int *epoch_end,
                                    clf_error *err)
 {
@@ -214,11 +214,9 @@ static clf_status forward_backward(run *r, int logged, double *tokens, int *epoc
         *tokens += r->last.tokens;
         *epoch_end |= r->last.epoch_end;
     }
-    r->loss_sum = 0.0;
     r->loss_targets = total;
     clf_model_set_loss_scale(r->m, total > 0 ? (float)(1.0 / (double)total) : 0.0f);
     for (int i = 0; i < r->n_micro && st == CLF_OK; i++) {
-        float li = 0.0f;
         /* the dropout streams of draw first + i, as one process would use */
         clf_model_state ms = clf_model_state_get(r->m);
         ms.micro = (uint64_t)(first + i);
@@ -226,8 +224,8 @@ static clf_status forward_backward(run *r, int logged, double *tokens, int *epoc
         if ((st = clf_model_set_batch(r->m, r->micro[i], err)) != CLF_OK ||
             (st = clf_model_forward(r->m, 1, err)) != CLF_OK)
             break;
-        if (logged && i < r->n_micro - 1 && (st = clf_model_loss(r->m, &li, err)) == CLF_OK)
-            r->loss_sum += (double)li * (double)batch_targets(&r->micro[i]);
+        if (logged)
+            st = clf_model_loss_add(r->m, i == 0, err);
         if (st == CLF_OK && r->sync != NULL && i == r->n_micro - 1)
             clf_gradsync_arm(r->sync); /* the last backward's gradients are final */
         if (st == CLF_OK)
@@ -247,13 +245,13 @@ static clf_status forward_backward(run *r, int logged, double *tokens, int *epoc
 static clf_status read_logged(run *r, float *loss, float *grad_norm, clf_error *err)
 {
     float li = 0.0f;
-    clf_status st = clf_model_step_read(r->m, &li, grad_norm,
+    double sum = 0.0;
+    clf_status st = clf_model_step_read(r->m, &li, &sum, grad_norm,
                                         clf_model_amp_enabled(r->m) ? &r->amp : NULL, err);
     if (st != CLF_OK || r->draws <= 1) {
         *loss = li;
         return st;
     }
-    double sum = r->loss_sum + (double)li * (double)batch_targets(&r->micro[r->n_micro - 1]);
     if (r->sync != NULL &&
         (st = r->o->dist->allreduce_f64(r->o->dist->user, &sum, 1, err)) != CLF_OK)
         return st;

@@ -55,8 +55,7 @@ typedef struct run {
     int32_t **micro_data; /* [n_micro] one allocation per micro-batch */
     size_t *micro_cap;    /* int32 elements each holds */
     clf_model_amp amp;    /* fp16's loss scaling a logged step used, read beside its loss */
-    double loss_sum;      /* a logged step's micro-batches but the last: their summed loss */
-    int64_t loss_targets; /* and the targets of all its draws */
+    int64_t loss_targets; /* the targets of all a step's draws (its mean loss) */
     int saved;            /* r->path holds a checkpoint of this run (resumed or written) */
     uint64_t saved_step;  /* its step */
 } run;
