@@ -1,6 +1,6 @@
 /*
  * bench/attention.c - causal self-attention forward + backward: the fused
- * kernels (cl/flash.cl) against PyTorch's attention on the same machine, in
+ * kernels (cl/flash/) against PyTorch's attention on the same machine, in
  * the same run. (The materialised path, head split, batched GEMMs, a T x T
  * softmax and head merge, what the model ran before issue 10, was measured
  * against them then: docs/design.md; its ops are gone.)

@@ -17,7 +17,7 @@
  * attn_decode_item: the same, one work-item per (b, head, range), for
  * devices whose work-groups run item by item.
  *
- * Not here: the full-sequence attention (flash.cl).
+ * Not here: the full-sequence attention (flash/).
  */
 
 /* Single-query attention: q [B, q_stride] (head h at column h*HS), k/v
@@ -377,7 +377,7 @@ __kernel void attn_relbias_table(__global float *rb, ulong rb_off, __global int 
 
 /* Sparse patterns while decoding: keep [B, keep_stride], row b = which of
  * positions [0, L) the query at L - 1 sees (1) under the window, glob,
- * stride and the random blocks sp [blocks, R] of bs positions (flash.cl's
+ * stride and the random blocks sp [blocks, R] of bs positions (the flash family's
  * fa_sparse1), for attn_decode's keep mask. One work-item per entry. */
 __kernel void attn_sparse_keep(__global int *keep, ulong keep_off, uint keep_stride, uint B,
                                uint L, uint window, uint glob, uint stride,

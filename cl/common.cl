@@ -158,7 +158,7 @@ static inline float clf_group_max(float v, __local float *buf)
     return r;
 }
 
-/* ---- Philox4x32-10 (random.cl's dropout and generator, flash.cl's dropout) ----
+/* ---- Philox4x32-10 (random.cl's dropout and generator, the flash family's dropout) ----
  * Salmon et al. (SC11), bit-compatible with Random123's philox4x32_R(10):
  * counter (c0..c3), key (k0, k1). CLF_PHILOX10 runs the ten rounds in place
  * on c0..c3 of any uint type (uint, or a vector of them), UL the 64-bit type

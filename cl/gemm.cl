@@ -237,7 +237,7 @@ __kernel void gemm_config(__global int *out)
 
 /* Transpose 16 vectors of 16 lanes in place (m[i] lane j <-> m[j] lane i):
  * four stages, stage s swapping the off-diagonal s x s blocks of every
- * 2s x 2s block with two shuffles per pair of vectors (flash.cl's
+ * 2s x 2s block with two shuffles per pair of vectors (the flash family's
  * fa_transpose at width 16). */
 static inline void gemm_transpose16(float16 *m)
 {

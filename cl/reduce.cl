@@ -25,7 +25,7 @@
  *   elements added to a running total) to keep float error small.
  *
  * Not here: column reductions (bias and norm parameter gradients live with
- * their kernels), the attention's softmax (flash.cl, attention.cl).
+ * their kernels), the attention's softmax (flash/, attention.cl).
  */
 
 #define CLF_BLOCK 64

@@ -54,7 +54,7 @@ typedef struct cli_runtime_flags {
     "                    native, or a native configuration by name (r8v16x3, ...)\n"               \
     "  --no-cache        neither read nor write the compiled-kernel cache\n"                       \
     "  --cache-dir DIR   kernel cache (default $CLFORMER_CACHE_DIR, $XDG_CACHE_HOME/clformer)\n"   \
-    "  --kernel-dir DIR  load cl/*.cl from DIR instead of the embedded copies\n"                   \
+    "  --kernel-dir DIR  load the kernel sources from DIR (laid out as cl/), not the built-in\n"   \
     "  --shape SHAPE     kernel shape: auto (measured once per device), item or group\n"           \
     "                    (a work-item or a work-group per row); or $CLFORMER_SHAPE\n"              \
     "  --profile         print per-kernel counts and device time at the end\n"

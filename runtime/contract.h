@@ -53,7 +53,7 @@
 #define CLF_AMP_RUN 6
 #define CLF_AMP_SLOTS 7
 
-/* ---- attention (model/ops/flash.c, attention.c; cl/flash.cl, attention.cl) ---- */
+/* ---- attention (model/ops/flash.c, attention.c; cl/flash/, attention.cl) ---- */
 #define FA_HS_MAX 256        /* fused attention's head size limit: its private arrays */
 #define FA_GBC 64            /* tile rows of its tile shape, at most */
 #define FA_NBK_MAX 64        /* relative-bias buckets its backward sums per row, at most */

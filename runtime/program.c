@@ -29,6 +29,7 @@
  *
  * Not here: choosing what a family's defines are (callers set them).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,7 +170,104 @@ static void base_name(const char *fam, char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), fam);
 }
 
-/* Read the family's source (embedded or from kernel_dir); malloc'ed. */
+/* Append the file at path to the malloc'ed text *buf of *len bytes, after
+ * the line `line` when not NULL. */
+static clf_status append_file(const char *path, const char *line, char **buf, size_t *len,
+                              clf_error *err)
+{
+    if (line != NULL) {
+        const size_t l = strlen(line);
+        char *grown = realloc(*buf, *len + l + 1);
+        if (grown == NULL)
+            return clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+        memcpy(grown + *len, line, l + 1);
+        *buf = grown;
+        *len += l;
+    }
+    FILE *fp = fopen(path, "rb");
+    if (fp == NULL)
+        return clf_error_set(err, CLF_ERR_IO, "cannot open kernel source '%s': %s", path,
+                             strerror(errno));
+    long n = -1;
+    char *grown = NULL;
+    if (fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) >= 0 && fseek(fp, 0, SEEK_SET) == 0)
+        grown = realloc(*buf, *len + (size_t)n + 1);
+    if (grown != NULL)
+        *buf = grown;
+    if (grown == NULL || fread(grown + *len, 1, (size_t)n, fp) != (size_t)n) {
+        fclose(fp);
+        return clf_error_set(err, CLF_ERR_IO, "cannot read kernel source '%s'", path);
+    }
+    fclose(fp);
+    *len += (size_t)n;
+    grown[*len] = '\0';
+    return CLF_OK;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A family kept as a folder (cl/flash/): its *.cl files concatenated in
+ * name order, each after a #line naming it (FAM/FILE, for the build log),
+ * as cmake/embed_kernels.cmake embeds it. CLF_OK with *out NULL when
+ * dir/fam is no folder. */
+static clf_status folder_read(const char *dir, const char *fam, char **out, clf_error *err)
+{
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", dir, fam);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return CLF_OK;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    clf_status st = CLF_OK;
+    struct dirent *e;
+    while (st == CLF_OK && (e = readdir(d)) != NULL) {
+        const size_t l = strlen(e->d_name);
+        if (l < 4 || strcmp(e->d_name + l - 3, ".cl") != 0)
+            continue;
+        if (n == cap) {
+            char **grown = realloc(names, (cap ? 2 * cap : 8) * sizeof *names);
+            if (grown == NULL) {
+                st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+                break;
+            }
+            names = grown;
+            cap = cap ? 2 * cap : 8;
+        }
+        if ((names[n] = strdup(e->d_name)) == NULL)
+            st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
+        else
+            n++;
+    }
+    closedir(d);
+    if (st == CLF_OK && n == 0)
+        st = clf_error_set(err, CLF_ERR_IO, "kernel folder '%s' holds no .cl file", path);
+    if (names != NULL)
+        qsort(names, n, sizeof *names, name_cmp);
+    char *buf = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < n && st == CLF_OK; i++) {
+        char file[2304], line[384];
+        snprintf(file, sizeof file, "%s/%s", path, names[i]);
+        snprintf(line, sizeof line, "#line 1 \"%s/%.255s\"\n", fam, names[i]);
+        st = append_file(file, line, &buf, &len, err);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (st != CLF_OK) {
+        free(buf);
+        return st;
+    }
+    *out = buf;
+    return CLF_OK;
+}
+
+/* Read the family's source (embedded or from kernel_dir: DIR/fam.cl, or the
+ * folder DIR/fam/); malloc'ed. */
 static clf_status source_get(clf_runtime *rt, const char *name, char **out, clf_error *err)
 {
     *out = NULL;
@@ -177,23 +275,18 @@ static clf_status source_get(clf_runtime *rt, const char *name, char **out, clf_
     base_name(name, fam, sizeof fam);
     const char *dir = clf_runtime_options_get(rt)->kernel_dir;
     if (dir != NULL && dir[0] != '\0') {
+        clf_status st = folder_read(dir, fam, out, err);
+        if (st != CLF_OK || *out != NULL)
+            return st;
         char path[2048];
         snprintf(path, sizeof path, "%s/%s.cl", dir, fam);
-        FILE *fp = fopen(path, "rb");
-        if (fp == NULL)
-            return clf_error_set(err, CLF_ERR_IO, "cannot open kernel source '%s': %s", path,
-                                 strerror(errno));
         char *buf = NULL;
-        long n = -1;
-        if (fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) >= 0 && fseek(fp, 0, SEEK_SET) == 0)
-            buf = malloc((size_t)n + 1);
-        if (buf == NULL || fread(buf, 1, (size_t)n, fp) != (size_t)n) {
+        size_t len = 0;
+        st = append_file(path, NULL, &buf, &len, err);
+        if (st != CLF_OK) {
             free(buf);
-            fclose(fp);
-            return clf_error_set(err, CLF_ERR_IO, "cannot read kernel source '%s'", path);
+            return st;
         }
-        fclose(fp);
-        buf[n] = '\0';
         *out = buf;
         return CLF_OK;
     }

@@ -317,7 +317,7 @@ clf_status clf_kernel_launch(clf_runtime *rt, clf_kernel *k, int dims, const siz
 size_t clf_kernel_max_work_group(const clf_kernel *k);
 /* The first dimension of the kernel's reqd_work_group_size attribute (0 if
  * it has none): also how a program reports a compile-time constant to the
- * host without a launch (cl/flash.cl's attn_flash_vw). */
+ * host without a launch (the cl/flash/ family's attn_flash_vw). */
 size_t clf_kernel_required_group(const clf_kernel *k);
 
 /* ---- measuring the device ----------------------------------------------- */

@@ -1,5 +1,5 @@
 /*
- * test_attn_fused.c - fused attention (cl/flash.cl through ops/flash.c)
+ * test_attn_fused.c - fused attention (cl/flash/ through ops/flash.c)
  * against a float64 reference on fresh random inputs, in every kernel
  * shape: the blocked kernels in the device's width (FA_VW query rows per
  * work-item: 16 on AVX-512 PoCL, 1 on a GPU or Oclgrind) and in the other
@@ -53,7 +53,7 @@
 
 #define GUARD 7.25f
 
-/* The kernel shape under test (cl/flash.cl's FA_VW), for the messages. */
+/* The kernel shape under test (the cl/flash/ family's FA_VW), for the messages. */
 static size_t g_vw;
 /* The shape under test: the blocked kernels (ITEM) or the tiles (GROUP). */
 static clf_ops_path g_path = CLF_OPS_PATH_ITEM;
@@ -834,7 +834,7 @@ static size_t run_all(size_t vw, int items, int tiles, tu_rng *r)
         {2, 2, 21, 33, 16, 0, 1, 1, 0, 0, 0.3f, 0, 0, 0, 0, 0, 0, 0},
         {1, 4, 45, 45, 32, 1, 0, 1, 9, 1, 0.1f, 0, 0, 0, 0, 0, 0, 0},
         {1, 1, 30, 30, 256, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        /* past one chunk of 128 keys / queries (cl/flash.cl's FA_CH): dropout,
+        /* past one chunk of 128 keys / queries (the cl/flash/ family's FA_CH): dropout,
          * a keep mask, a window spanning two chunks with ALiBi */
         {1, 2, 150, 150, 32, 1, 0, 0, 0, 0, 0.2f, 0, 0, 0, 0, 0, 0, 0},
         {2, 2, 140, 300, 16, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
@@ -934,9 +934,9 @@ int main(void)
 {
     tu_rng r = tu_rng_new(31);
     /* the blocked kernels in the device's width and the tiles, then the
-     * blocked kernels in every other width cl/flash.cl has (16 rows: AVX-512;
+     * blocked kernels in every other width cl/flash/ has (16 rows: AVX-512;
      * 8: AVX2; 4; 1: one row per work-item), each with its own product
-     * blocking (cl/flash.cl's FA_PR x FA_PN) */
+     * blocking (the cl/flash/ family's FA_PR x FA_PN) */
     clf_runtime *probe = tu_runtime();
     const int serial = clf_runtime_device(probe)->serial_groups;
     clf_runtime_destroy(probe);

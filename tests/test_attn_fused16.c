@@ -1,6 +1,6 @@
 /*
  * test_attn_fused16.c - fused attention with 16-bit storage (clf_attn_fused.t
- * bf16 and f16: cl/flash.cl's variants flash@bf16 and flash@f16, what
+ * bf16 and f16: the cl/flash/ family's variants flash@bf16 and flash@f16, what
  * train.precision bf16 | fp16 runs) against the float32 kernels, which
  * test_attn_fused.c checks against float64.
  *

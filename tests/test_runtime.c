@@ -243,6 +243,81 @@ static void build_failures(const char *kdir)
 /* The kernel table (runtime/kernel_ids.h) against the real sources: every
  * row's kernel exists, its handle is the one found by name, a second
  * lookup is the same handle, and ids or families that do not match fail. */
+/* A family kept as a folder: its .cl files in name order, each named in the
+ * build log (runtime/program.c, cmake/embed_kernels.cmake). */
+static void kernel_folder(const char *kdir)
+{
+    printf("kernel folders\n");
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/t2", kdir);
+    mkdir(dir, 0755);
+    /* b-use.cl needs what a-helper.cl defines: built only in name order */
+    write_file(dir, "b-use.cl",
+               "__kernel void t2_scale(__global float *y) { y[0] = t2_helper(y[0]); }\n");
+    write_file(dir, "a-helper.cl",
+               "#define T2_SCALE 3.0f\n"
+               "static inline float t2_helper(float x) { return T2_SCALE * x; }\n");
+    write_file(dir, "notes.txt", "not a kernel source\n");
+    snprintf(dir, sizeof dir, "%s/t3", kdir);
+    mkdir(dir, 0755);
+    write_file(dir, "a.cl", "static inline float t3_id(float x) { return x; }\n");
+    write_file(dir, "b.cl", "__kernel void t3_bad(__global float *y)\n{\n    y[0] = nowhere;\n}\n");
+    snprintf(dir, sizeof dir, "%s/t4", kdir);
+    mkdir(dir, 0755);
+
+    clf_runtime *rt = open_rt(kdir, NULL, 1, 0);
+    clf_error err;
+    clf_kernel *k = NULL;
+    clf_status st = clf_kernel_get(rt, "t2", "t2_scale", &k, &err);
+    TU_CHECK(st == CLF_OK, "a folder family builds from its files in name order (%s)",
+             st == CLF_OK ? "ok" : err.msg);
+    char *src = NULL;
+    st = clf_program_source(rt, "t2", &src, &err);
+    TU_CHECK(st == CLF_OK && src != NULL && strstr(src, "#line 1 \"t2/a-helper.cl\"") != NULL &&
+                 strstr(src, "#line 1 \"t2/a-helper.cl\"") <
+                     strstr(src, "#line 1 \"t2/b-use.cl\"") &&
+                 strstr(src, "not a kernel source") == NULL,
+             "its source: each .cl file after a #line naming it, nothing else");
+    free(src);
+    st = clf_kernel_get(rt, "t3", "t3_bad", &k, &err);
+    TU_CHECK(st == CLF_ERR_BUILD && strstr(err.msg, "t3/b.cl:3") != NULL,
+             "a folder family's build log points at the part's own line (t3/b.cl:3)");
+    st = clf_kernel_get(rt, "t4", "x", &k, &err);
+    TU_CHECK(st == CLF_ERR_IO && strstr(err.msg, "t4") != NULL && strstr(err.msg, "no .cl") != NULL,
+             "an empty kernel folder is an error naming it");
+    clf_runtime_destroy(rt);
+}
+
+/* Every family built into the binary is the text of the cl/ folder it came
+ * from (files and folders read as cmake/embed_kernels.cmake embeds them). */
+static void embedded_sources(void)
+{
+    printf("embedded sources\n");
+    const char *src_dir = getenv("CLF_SOURCE_DIR") ? getenv("CLF_SOURCE_DIR") : ".";
+    char cl[400];
+    snprintf(cl, sizeof cl, "%s/cl", src_dir);
+    clf_runtime *emb = open_rt(NULL, NULL, 1, 0), *dir = open_rt(cl, NULL, 1, 0);
+    const char *const *fams = clf_program_families();
+    int n = 0, same = 0, folder = 0;
+    for (int i = 0; fams[i] != NULL; i++, n++) {
+        char *a = NULL, *b = NULL;
+        clf_error err;
+        const int eq = clf_program_source(emb, fams[i], &a, &err) == CLF_OK &&
+                       clf_program_source(dir, fams[i], &b, &err) == CLF_OK && strcmp(a, b) == 0;
+        free(a);
+        free(b);
+        if (eq)
+            same++;
+        else
+            printf("  %s: the embedded source differs from %s's\n", fams[i], cl);
+        folder += strcmp(fams[i], "flash") == 0;
+    }
+    TU_CHECK(n > 10 && same == n, "%d of %d embedded families equal cl/'s sources", same, n);
+    TU_CHECK(folder == 1, "the folder family flash is among them");
+    clf_runtime_destroy(emb);
+    clf_runtime_destroy(dir);
+}
+
 static void kernel_table(void)
 {
     printf("kernel table\n");
@@ -454,6 +529,8 @@ int main(void)
     clf_runtime_destroy(rt);
 
     build_failures(kdir);
+    kernel_folder(kdir);
+    embedded_sources();
     kernel_table();
     kernel_table_missing(kdir);
     cache_warm(kdir, cache, path, sizeof path);

@@ -187,7 +187,7 @@ typedef struct clf_rope {
 clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, clf_ptr pos,
                          const clf_rope *rope, int inverse, clf_error *err);
 
-/* ---- attention (cl/attention.cl, cl/flash.cl) ----------------------------- */
+/* ---- attention (cl/attention.cl, cl/flash/) ----------------------------- */
 
 /* Single-query attention against a KV cache, for generation: q [B, NH, HS]
  * (rows q_stride floats apart, 0 = NH*HS: q inside a fused qkv row, say),
@@ -247,7 +247,7 @@ clf_status clf_op_kv_store(clf_runtime *rt, clf_ptr kcache, clf_ptr vcache, cons
 clf_status clf_op_cache_gather(clf_runtime *rt, clf_ptr dst, clf_ptr src, clf_ptr index,
                                size_t rows, size_t G, size_t len, size_t stride, clf_error *err);
 
-/* ---- fused attention (cl/flash.cl) ------------------------------------------ */
+/* ---- fused attention (cl/flash/) ------------------------------------------ */
 
 /* y = softmax(scale q k^T + mask) v for every (b, h, t) in O(T) memory: no
  * T x S score matrix is stored. q, k, v are read in place from their
@@ -335,7 +335,7 @@ clf_status clf_op_rows_mask(clf_runtime *rt, clf_ptr x, size_t stride, size_t co
 /* Of the nb (nb + 1) / 2 causal pairs of blocks of bs positions, how many
  * hold a key some query of the pair sees under the window, glob, stride and
  * the random blocks rnd [nb, R]: the pairs the fused kernels visit (the
- * rule of cl/flash.cl's fa_sp_visit, on the host). */
+ * rule of cl/flash/'s fa_sp_visit, on the host). */
 size_t clf_attn_sparse_visits(size_t nb, size_t bs, size_t window, size_t glob, size_t stride,
                               const int32_t *rnd, size_t R);
 /* R distinct random key blocks at or before each of nb query blocks (all of

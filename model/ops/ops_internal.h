@@ -89,7 +89,7 @@ static inline size_t clf_ops_cols_lanes(const clf_kernel *k)
 #define CLF_NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* Dropout's keep threshold and scale for probability p (cl/random.cl's
- * convention; cl/flash.cl draws the same masks). */
+ * convention; cl/flash/ draws the same masks). */
 void clf_ops_dropout_params(float p, uint32_t *thr, float *scale);
 
 /* ---- explicit-variant entry points (tests) --------------------------------- */
