@@ -204,9 +204,16 @@ static clf_status append_file(const char *path, const char *line, char **buf, si
     return CLF_OK;
 }
 
-static int name_cmp(const void *a, const void *b)
+static int is_cl(const struct dirent *e)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    const size_t l = strlen(e->d_name);
+    return l >= 4 && strcmp(e->d_name + l - 3, ".cl") == 0;
+}
+
+/* Byte order, as cmake's list(SORT) (alphasort would follow the locale). */
+static int name_order(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
 }
 
 /* A family kept as a folder (cl/flash/): its *.cl files concatenated in
@@ -217,47 +224,27 @@ static clf_status folder_read(const char *dir, const char *fam, char **out, clf_
 {
     char path[2048];
     snprintf(path, sizeof path, "%s/%s", dir, fam);
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return CLF_OK;
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    clf_status st = CLF_OK;
-    struct dirent *e;
-    while (st == CLF_OK && (e = readdir(d)) != NULL) {
-        const size_t l = strlen(e->d_name);
-        if (l < 4 || strcmp(e->d_name + l - 3, ".cl") != 0)
-            continue;
-        if (n == cap) {
-            char **grown = realloc(names, (cap ? 2 * cap : 8) * sizeof *names);
-            if (grown == NULL) {
-                st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
-                break;
-            }
-            names = grown;
-            cap = cap ? 2 * cap : 8;
-        }
-        if ((names[n] = strdup(e->d_name)) == NULL)
-            st = clf_error_set(err, CLF_ERR_MEMORY, "out of host memory");
-        else
-            n++;
-    }
-    closedir(d);
-    if (st == CLF_OK && n == 0)
-        st = clf_error_set(err, CLF_ERR_IO, "kernel folder '%s' holds no .cl file", path);
-    if (names != NULL)
-        qsort(names, n, sizeof *names, name_cmp);
+    struct dirent **parts = NULL;
+    const int n = scandir(path, &parts, is_cl, name_order);
+    if (n < 0 && (errno == ENOENT || errno == ENOTDIR))
+        return CLF_OK; /* no folder of that name */
+    if (n < 0)
+        return clf_error_set(err, CLF_ERR_IO, "cannot list kernel folder '%s': %s", path,
+                             strerror(errno));
+    clf_status st =
+        n == 0 ? clf_error_set(err, CLF_ERR_IO, "kernel folder '%s' holds no .cl file", path)
+               : CLF_OK;
     char *buf = NULL;
     size_t len = 0;
-    for (size_t i = 0; i < n && st == CLF_OK; i++) {
+    for (int i = 0; i < n && st == CLF_OK; i++) {
         char file[2304], line[384];
-        snprintf(file, sizeof file, "%s/%s", path, names[i]);
-        snprintf(line, sizeof line, "#line 1 \"%s/%.255s\"\n", fam, names[i]);
+        snprintf(file, sizeof file, "%s/%s", path, parts[i]->d_name);
+        snprintf(line, sizeof line, "#line 1 \"%s/%.255s\"\n", fam, parts[i]->d_name);
         st = append_file(file, line, &buf, &len, err);
     }
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
+    for (int i = 0; i < n; i++)
+        free(parts[i]);
+    free(parts);
     if (st != CLF_OK) {
         free(buf);
         return st;

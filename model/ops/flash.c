@@ -26,7 +26,7 @@
 #define FA_MASK_ARGS 33
 
 /* The program for storage t: "flash", or its variant "flash@bf16" /
- * "flash@f16" (cl/flash/'s FA_T = t; the variant also has any defines
+ * "flash@f16" (the cl/flash/ family's FA_T = t; the variant also has any defines
  * the "flash" family was given, FA_VW say). */
 clf_status clf_ops_flash_program(clf_runtime *rt, clf_dtype t, char *fam, size_t cap,
                                  clf_error *err)
@@ -41,7 +41,7 @@ clf_status clf_ops_flash_program(clf_runtime *rt, clf_dtype t, char *fam, size_t
     return clf_program_set_defines(rt, fam, defs, err);
 }
 
-/* The rows (or keys) one work-item of the program takes: cl/flash/'s
+/* The rows (or keys) one work-item of the program takes: the cl/flash/ family's
  * FA_VW, which attn_flash_vw carries as its required work-group size. */
 static clf_status flash_vw(clf_runtime *rt, const char *fam, size_t *vw, clf_error *err)
 {

@@ -335,7 +335,7 @@ clf_status clf_op_rows_mask(clf_runtime *rt, clf_ptr x, size_t stride, size_t co
 /* Of the nb (nb + 1) / 2 causal pairs of blocks of bs positions, how many
  * hold a key some query of the pair sees under the window, glob, stride and
  * the random blocks rnd [nb, R]: the pairs the fused kernels visit (the
- * rule of cl/flash/'s fa_sp_visit, on the host). */
+ * rule of the cl/flash/ family's fa_sp_visit, on the host). */
 size_t clf_attn_sparse_visits(size_t nb, size_t bs, size_t window, size_t glob, size_t stride,
                               const int32_t *rnd, size_t R);
 /* R distinct random key blocks at or before each of nb query blocks (all of
