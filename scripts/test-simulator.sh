@@ -15,6 +15,14 @@
 # CLFORMER_TEST_SIMULATOR=1 (their smaller sizes) and the native GEMM engine
 # (CLBlast's kernels are not ours to check), two at a time. Oclgrind's
 # --uninitialized plugin is not used: it aborts on LLVM's freeze instruction.
+#
+# Oclgrind is reached through its ICD library, registered alone
+# (OCL_ICD_VENDORS), with its checks switched on by its environment
+# variables, rather than by the `oclgrind` wrapper: the wrapper preloads the
+# simulator into every process the test starts (test_spirv runs clang for
+# each of its programs; preloaded, twice as slow). A control runs first
+# (tests/simulator_control.c): a racy kernel and an out-of-bounds one, both
+# of which must be reported, so a run whose checks were silently off fails.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -32,11 +40,21 @@ export CLFORMER_TEST_SIMULATOR=1 CLFORMER_GEMM=native
 # Oclgrind runs items one by one and would get the item shape).
 export CLFORMER_SHAPE=group
 export CLFORMER_CACHE_DIR=$OUT/cache
+# Oclgrind's ICD next to its wrapper (Debian: /usr/bin and /usr/lib/oclgrind)
+icd=$(dirname "$(readlink -f "$(command -v oclgrind)")")/../lib/oclgrind/liboclgrind-rt-icd.so
+[ -f "$icd" ] || { echo "test-simulator: Oclgrind's ICD library not found at $icd" >&2; exit 1; }
+mkdir -p "$OUT/vendors" && echo "$(readlink -f "$icd")" >"$OUT/vendors/oclgrind.icd"
+export OCL_ICD_VENDORS=$OUT/vendors OCLGRIND_DATA_RACES=1 OCLGRIND_CHECK_API=1
+OCLGRIND_LOG=$OUT/control.oclgrind "$BUILD/tests/simulator_control" >"$OUT/control.log" 2>&1 ||
+  { echo "test-simulator: the control did not run: $(cat "$OUT/control.log")" >&2; exit 1; }
+grep -q 'data race' "$OUT/control.oclgrind" && grep -q 'Invalid write' "$OUT/control.oclgrind" ||
+  { echo "test-simulator: the control's race and out-of-bounds write were not both reported (is $icd Oclgrind?)" >&2; exit 1; }
+echo "  ok   the control: its data race and out-of-bounds write are reported"
 export OUT BUILD
 run_one() {
   t=$1
   start=$(date +%s)
-  oclgrind --data-races --check-api --log "$OUT/$t.oclgrind" "$BUILD/tests/$t" >"$OUT/$t.log" 2>&1
+  OCLGRIND_LOG=$OUT/$t.oclgrind "$BUILD/tests/$t" >"$OUT/$t.log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
   if [ $rc -eq 0 ] && [ ! -s "$OUT/$t.oclgrind" ]; then

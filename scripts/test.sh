@@ -5,10 +5,11 @@
 #   1. PoCL (Debian's CPU runtime), plain Release build; then the GPU
 #      visit's script as a dry run there (scripts/gpu-first-light.sh)
 #   2. Intel's CPU OpenCL runtime (PyPI wheels, scripts/install-intel-opencl.sh),
-#      the same build
+#      the same build; every test but those of the host's own behaviour
+#      (checkpoints under kill, MPI plumbing, a full disk, the source checks)
 #   3. Mesa's rusticl on llvmpipe (Debian's mesa-opencl-icd): the SPIR-V
-#      front end of Mesa's GPU drivers; every test but four that train
-#      for minutes there
+#      front end of Mesa's GPU drivers; as 2, and not cli_decoder, which
+#      trains for minutes there
 #   4. the Oclgrind simulator: every kernel test with its race and
 #      bounds checks (scripts/test-simulator.sh)
 #   5. PoCL again, AddressSanitizer + UndefinedBehaviorSanitizer build
@@ -120,15 +121,22 @@ if [ "${CLF_TEST_GPU_DRY_RUN:-1}" != "0" ]; then
   leg "GPU visit, dry run on PoCL" gpu_dry
 fi
 
+# the tests of the host's own behaviour, the same on every implementation:
+# the PoCL and ASan legs run them, the other implementations' legs do not
+host_only='^(disk_full|kill_resume|mpi_data_parallel|install_and_example|format|layers|layers_rejects_upward)$'
+
 if [ "${CLF_TEST_INTEL:-1}" != "0" ]; then
   rm -f build/ctest-intel.log
   intel() {
     scripts/install-intel-opencl.sh build/intel-opencl || return 1
     # shellcheck disable=SC1091
-    # disk_full: file-system behaviour (the PoCL and ASan legs run it), whose
-    # full cache disk makes Intel's compiler rebuild the sampler's kernels
-    # twice (38 s)
-    (. build/intel-opencl/env.sh && settle && suite build intel -E '^disk_full$')
+    # Not here: the tests of the host's own behaviour, which the PoCL and
+    # ASan legs run: disk_full (file-system behaviour; its full cache disk
+    # makes Intel's compiler rebuild the sampler's kernels twice, 38 s),
+    # kill_resume (signals and atomic checkpoints), mpi_data_parallel (the
+    # ranks' plumbing), install_and_example (a second build), and the
+    # source checks (format, layers*)
+    (. build/intel-opencl/env.sh && settle && suite build intel -E "$host_only")
   }
   leg "Intel CPU OpenCL runtime" intel
   # the subshell's record of the slowest tests, read back
@@ -141,16 +149,14 @@ if [ "${CLF_TEST_MESA:-1}" != "0" ]; then
   # Its shader cache lives in the build, so a fresh clone compiles cold and
   # the leg's tests share what the first one compiled. Kernel tests run at
   # their smaller sizes (CLFORMER_TEST_SIMULATOR=1), which reach the same
-  # code, and in the device's own shape (CLFORMER_TEST_OWN_SHAPE=1: the
+  # code (and test_model_grad checks a third of each model's tensors), and in the device's own shape (CLFORMER_TEST_OWN_SHAPE=1: the
   # group shape there; llvmpipe compiles the item-shaped fused attention
   # backward for over 4 minutes, and the CPU legs check that shape). Not run
   # here, because they train for minutes (llvmpipe runs the CPU recipe's
   # step in 2.0 s against PoCL's 23 ms; docs/devices.md): cli_decoder
-  # (394 s there), kill_resume (813 s), mpi_data_parallel, and
-  # install_and_example (a second build whose example trains), and
-  # disk_full (file-system behaviour, the same on every device; it compiles
-  # the sampler's kernels anew twice).
-  mesa_skip='^(cli_decoder|kill_resume|mpi_data_parallel|install_and_example|disk_full)$'
+  # (394 s there), and the host's own behaviour (above; kill_resume alone
+  # takes 813 s there).
+  mesa_skip="^(cli_decoder|${host_only#^(}"
   mesa() {
     [ -s /etc/OpenCL/vendors/rusticl.icd ] || { echo "test.sh: /etc/OpenCL/vendors/rusticl.icd missing (apt-get install mesa-opencl-icd)" >&2; return 1; }
     local v

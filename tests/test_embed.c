@@ -669,7 +669,12 @@ int main(void)
         test_embed(rt, elem, 2, 7, 33, 5, 0, 1, 1.0f, &r);
         test_embed(rt, elem, 3, 33, 64, 65, 3, 1, 8.0f, &r);
         test_embed(rt, elem, 2, 33, 257, 17, 0, 0, (float)sqrt(257.0), &r);
-        test_embed(rt, elem, 4, 64, 128, 257, 0, 1, 1.0f, &r);
+        /* (the simulator: the vocabulary past 256 and a T of 64 at a smaller
+         * batch and width; the backward reads every row once per token) */
+        if (tu_simulator())
+            test_embed(rt, elem, 2, 64, 48, 257, 0, 1, 1.0f, &r);
+        else
+            test_embed(rt, elem, 4, 64, 128, 257, 0, 1, 1.0f, &r);
 
         const clf_rope plain = {10000.0f, 1, 0, 1, 1}, big = {500000.0f, 1, 0, 1, 1};
         test_rope(rt, elem, 1, 1, 1, 2, 0, &plain, &r);

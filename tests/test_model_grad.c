@@ -31,6 +31,13 @@
  * labels, limits past the context, labels out of range, decoding an
  * encoder-decoder before encoding, encoding a GPT), and train.precision's
  * 16-bit storage against float32 (check_precision).
+ *
+ * Under CLFORMER_TEST_SIMULATOR (tu_simulator: the Mesa leg, where every
+ * launch costs about half a millisecond and a variant's four forwards per
+ * tensor take up to 24 s) each variant checks every third tensor, starting
+ * at the variant's index (a tensor a variant alone has may go unchecked
+ * there; the kernel tests check each op's backward on that leg, and every
+ * other leg checks every tensor here).
  */
 #include <math.h>
 #include <stdio.h>
@@ -316,9 +323,13 @@ static void check_variant(clf_runtime *rt, const variant *v, int vi)
 
     printf("%s\n", v->name);
     const double h = 2e-3;
-    int bad = 0;
+    int bad = 0, checked = 0;
     double worst = 0;
+    const int sim = tu_simulator();
     for (int i = 0; i < clf_model_param_count(m); i++) {
+        if (sim && (i + vi) % 3 != 0)
+            continue;
+        checked++;
         const clf_param_info *p = clf_model_param_get(m, i);
         size_t n = p->numel;
         float *w = malloc(n * sizeof *w), *gr = malloc(n * sizeof *gr),
@@ -361,9 +372,9 @@ static void check_variant(clf_runtime *rt, const variant *v, int vi)
         free(d);
     }
     TU_CHECK(bad == 0,
-             "%s: %d tensors' directional derivatives match finite differences "
+             "%s: %d of %d tensors' directional derivatives match finite differences "
              "(worst error / tolerance %.3f)",
-             v->name, clf_model_param_count(m) - bad, worst);
+             v->name, checked - bad, clf_model_param_count(m), worst);
     clf_model_destroy(m);
 }
 
