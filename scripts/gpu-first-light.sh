@@ -36,7 +36,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
-DRY=0 SEL="" DEBS=.gpu-debs DATA=data/tinyshakespeare.txt BUDGET=540
+DRY=0 SEL="" DEBS=.gpu-debs DATA=data/tinyshakespeare.txt BUDGET=540 TARGETS=""
 REPORT=runs/first-light
 while [ $# -gt 0 ]; do
   case $1 in
@@ -100,6 +100,9 @@ if [ "$DRY" = 1 ]; then
   export OCL_ICD_VENDORS=$BUILD-vendors
   RECIPE=config/models/gpt-shakespeare-cpu.yaml TORCH_MODEL=bench/models/gpt-cpu.yaml
   TORCH_DEVICE=cpu RECIPE_STEPS=20 SUITE="-R '^(test_runtime|test_shape|test_reduce|test_attn_decode)\$'"
+  # what the dry run's steps run (the suite's other programs are built and
+  # tested by scripts/test.sh's own build)
+  TARGETS="--target clformer bench_gemm test_runtime test_shape test_reduce test_attn_decode"
   SHAPES="--shape NT,768,128,384 --shape NN,768,512,128 --shape TN,128,768,512"
   # what travels: the tree git would carry, the .deb folder, the data
   step travel 30 "
@@ -131,7 +134,7 @@ step machine 20 "uname -srm; nproc; (nvidia-smi --query-gpu=name,driver_version,
   ldconfig -p | grep -i -E 'libOpenCL|nvidia-opencl|libcuda\\.' || true"
 
 # ---- build, devices, selftest --------------------------------------------------------
-step build 150 "cmake -S . -B '$BUILD' -DCMAKE_BUILD_TYPE=Release && cmake --build '$BUILD' -j$JOBS"
+step build 150 "cmake -S . -B '$BUILD' -DCMAKE_BUILD_TYPE=Release && cmake --build '$BUILD' -j$JOBS $TARGETS"
 CLF=$BUILD/clformer
 export CLFORMER_CACHE_DIR=${CLFORMER_CACHE_DIR:-$BUILD/cache}
 step devices 60 "'$CLF' devices --json --device $SEL && '$CLF' devices --device $SEL --peak"
