@@ -54,14 +54,6 @@ export OCL_ICD_VENDORS
 # would also hide a cl_program or cl_kernel of ours that was never released.
 export POCL_CACHE_DIR="${POCL_CACHE_DIR:-$ROOT/build/pocl-cache}"
 mkdir -p "$POCL_CACHE_DIR"
-# PoCL compiles a kernel's work-group function at its first launch with a
-# local size, and by default again for launches whose global offset is zero
-# or whose grid is small (specialized copies of the same function). The
-# suite, which launches every kernel at many sizes, runs the one function
-# per local size: the kernels' arithmetic is the same, PoCL compiles about
-# 40% fewer functions (a cold PoCL leg measured 208 s -> 184 s). Benchmarks
-# and users keep PoCL's default.
-export POCL_WORK_GROUP_SPECIALIZATION=0
 
 failed=()
 times=()
