@@ -149,7 +149,8 @@ if [ "${CLF_TEST_MESA:-1}" != "0" ]; then
   # Its shader cache lives in the build, so a fresh clone compiles cold and
   # the leg's tests share what the first one compiled. Kernel tests run at
   # their smaller sizes (CLFORMER_TEST_SIMULATOR=1), which reach the same
-  # code (and test_model_grad checks a third of each model's tensors), and in the device's own shape (CLFORMER_TEST_OWN_SHAPE=1: the
+  # code (and test_model_grad checks a third of each model's tensors), and
+  # in the device's own shape (CLFORMER_TEST_OWN_SHAPE=1: the
   # group shape there; llvmpipe compiles the item-shaped fused attention
   # backward for over 4 minutes, and the CPU legs check that shape). Not run
   # here, because they train for minutes (llvmpipe runs the CPU recipe's
