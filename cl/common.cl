@@ -11,6 +11,9 @@
  *   CLF_MAX_WG                        the device's maximum work-group size
  *   CLF_PREF_VEC_FLOAT                preferred float vector width
  *   CLF_LOCAL_MEM_BYTES               local memory size
+ *   CLF_PREFETCH_BUILTIN              1 when clang's __builtin_prefetch on a
+ *                                     __global pointer built and ran on the
+ *                                     device (a probe, runtime/shape.c)
  * plus any family-specific defines (tile sizes) the host sets.
  *
  * Kernel conventions: a tensor argument is a pair (__global T *x, ulong x_off)
@@ -20,6 +23,9 @@
  */
 #ifndef CLF_SERIAL_GROUPS
 #define CLF_SERIAL_GROUPS 0
+#endif
+#ifndef CLF_PREFETCH_BUILTIN
+#define CLF_PREFETCH_BUILTIN 0
 #endif
 #ifndef CLF_HAS_FP64
 #define CLF_HAS_FP64 0

@@ -97,13 +97,13 @@
 #endif
 /* Software prefetch of the next k-block (gemm_body), where items run one
  * after another on a core with caches to fill (a GPU's items run in
- * lockstep and hide latency by switching warps). Compiled for a native
- * target (PoCL), clang's builtin becomes a prefetch instruction, for
- * reading or writing. Compiled to SPIR (Intel's CPU runtime, Mesa's
- * rusticl, Oclgrind: __SPIR__), OpenCL C's own prefetch() is the one that
- * passes: the SPIR-V translator cannot lower clang's llvm.prefetch, and
- * Mesa 22's rusticl ends the process when it meets it (exit status 8 from
- * within clBuildProgram), so no probe program could ask at run time. */
+ * lockstep and hide latency by switching warps). Where the runtime's probe
+ * built and ran clang's builtin on a __global pointer
+ * (CLF_PREFETCH_BUILTIN: PoCL's native targets), it becomes a prefetch
+ * instruction, for reading or writing; elsewhere OpenCL C's own prefetch()
+ * (the SPIR-V path cannot lower llvm.prefetch, and NVIDIA's OpenCL 1.2
+ * front end refuses the builtin a __global pointer); never when compiled to
+ * SPIR (test_spirv's offline check of the device's own source). */
 #ifndef GEMM_PREFETCH
 #if CLF_SERIAL_GROUPS
 #define GEMM_PREFETCH 1
@@ -111,10 +111,7 @@
 #define GEMM_PREFETCH 0
 #endif
 #endif
-#if defined(__SPIR__) || defined(__SPIR64__) || defined(__SPIRV__) || !defined(__has_builtin)
-#define GEMM_PF_READ(p) prefetch((p), 1)
-#define GEMM_PF_WRITE(p) prefetch((p), 1)
-#elif __has_builtin(__builtin_prefetch)
+#if CLF_PREFETCH_BUILTIN && !defined(__SPIR__) && !defined(__SPIR64__) && !defined(__SPIRV__)
 #define GEMM_PF_READ(p) __builtin_prefetch((p), 0, 3)
 #define GEMM_PF_WRITE(p) __builtin_prefetch((p), 1, 3)
 #else

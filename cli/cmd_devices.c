@@ -57,6 +57,8 @@ static void shapes_of(clf_device_info *d, int n, const cli_runtime_flags *fl, cl
             d[i].pref_vec_float = x->pref_vec_float;
             d[i].shape_source = x->shape_source;
             d[i].loop_limit = x->loop_limit;
+            d[i].fma_slow = x->fma_slow;
+            d[i].prefetch_builtin = x->prefetch_builtin;
             snprintf(d[i].shape_reason, sizeof d[i].shape_reason, "%s", x->shape_reason);
         } else {
             snprintf(d[i].shape_reason, sizeof d[i].shape_reason,
@@ -90,11 +92,13 @@ static void print_json(const clf_device_info *d, int n, int selected, FILE *out)
         fprintf(out,
                 ", \"fp16\": %s, \"fp64\": %s, \"subgroups\": %s, \"pref_vec_float\": %u, "
                 "\"serial_groups\": %s, \"kernel_shapes\": \"%s\", \"shape_source\": \"%s\", "
-                "\"loop_limit\": %u, \"shape_reason\": ",
+                "\"loop_limit\": %u, \"fma_slow\": %s, \"prefetch_builtin\": %s, "
+                "\"shape_reason\": ",
                 x->fp16 ? "true" : "false", x->fp64 ? "true" : "false",
                 x->subgroups ? "true" : "false", x->pref_vec_float,
                 x->serial_groups ? "true" : "false", x->serial_groups ? "item" : "group",
-                source_name(x->shape_source), x->loop_limit);
+                source_name(x->shape_source), x->loop_limit, x->fma_slow ? "true" : "false",
+                x->prefetch_builtin ? "true" : "false");
         json_string(out, x->shape_reason);
         fprintf(out, ", \"driver\": ");
         json_string(out, x->driver_version);

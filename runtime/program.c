@@ -344,10 +344,11 @@ static clf_status assemble(clf_runtime *rt, const family *f, char **out, clf_err
              "#define CLF_HAS_FP64 %d\n#define CLF_HAS_FP16 %d\n"
              "#define CLF_MAX_WG %zu\n#define CLF_PREF_VEC_FLOAT %u\n"
              "#define CLF_LOCAL_MEM_BYTES %llu\n#define CLF_LOCAL_MEM_IS_GLOBAL %d\n"
-             "#define CLF_FMA_FAST %d\n%s\n%s\n",
+             "#define CLF_FMA_FAST %d\n#define CLF_PREFETCH_BUILTIN %d\n%s\n%s\n",
              d->name, d->serial_groups, d->fp64, d->fp16, d->max_work_group,
              d->pref_vec_float ? d->pref_vec_float : 1u, (unsigned long long)d->local_mem,
-             d->local_mem_is_global, !d->fma_slow, bf != NULL ? bf->defines : "", f->defines);
+             d->local_mem_is_global, !d->fma_slow, d->prefetch_builtin,
+             bf != NULL ? bf->defines : "", f->defines);
     const char *contract = contract_text();
     size_t n = strlen(pre) + strlen(contract) + strlen(common) + strlen(body) + 256;
     char *src = malloc(n);
@@ -497,6 +498,73 @@ static void cache_store(clf_runtime *rt, cl_program p, const char *path, const c
 
 /* ---- building -------------------------------------------------------------------- */
 
+/* src's #line markers: from raw line `raw` on, file `file` (len bytes, in
+ * src) at line `line`. */
+typedef struct line_mark {
+    size_t raw, line;
+    const char *file;
+    size_t len;
+} line_mark;
+
+static size_t line_marks(const char *src, line_mark *out, size_t cap)
+{
+    size_t n = 0, raw = 1;
+    for (const char *p = src; *p != '\0'; raw++) {
+        unsigned long line = 0;
+        int used = 0;
+        if (strncmp(p, "#line ", 6) == 0 && sscanf(p + 6, "%lu \"%n", &line, &used) == 1 &&
+            used > 0) {
+            const char *f = p + 6 + used, *q = strchr(f, '"'), *nl = strchr(p, '\n');
+            if (q != NULL && (nl == NULL || q < nl) && n < cap)
+                out[n++] = (line_mark){raw + 1, line, f, (size_t)(q - f)};
+        }
+        const char *nl = strchr(p, '\n');
+        if (nl == NULL)
+            break;
+        p = nl + 1;
+    }
+    return n;
+}
+
+#define LOG_MARKS_MAX 64
+
+char *clf_build_log_locate(const char *src, const char *log)
+{
+    line_mark marks[LOG_MARKS_MAX];
+    const size_t nm = line_marks(src, marks, LOG_MARKS_MAX);
+    /* each rewrite grows a location by at most a file name's length */
+    size_t longest = 0, count = 0;
+    for (size_t i = 0; i < nm; i++)
+        longest = marks[i].len > longest ? marks[i].len : longest;
+    for (const char *p = strchr(log, '<'); p != NULL; p = strchr(p + 1, '<'))
+        count++;
+    const size_t cap = strlen(log) + count * (longest + 24) + 1;
+    char *out = malloc(cap);
+    if (out == NULL)
+        return NULL;
+    size_t o = 0;
+    for (const char *p = log; *p != '\0';) {
+        const char *close = *p == '<' ? strchr(p, '>') : NULL;
+        unsigned long raw = 0;
+        int used = 0;
+        if (close != NULL && close - p < 40 && strcspn(p, " \t\n") > (size_t)(close - p) &&
+            sscanf(close + 1, ":%lu%n", &raw, &used) == 1 && used > 1) {
+            const line_mark *m = NULL;
+            for (size_t i = 0; i < nm && marks[i].raw <= raw; i++)
+                m = &marks[i];
+            if (m != NULL) {
+                o += (size_t)snprintf(out + o, cap - o, "%.*s:%lu", (int)m->len, m->file,
+                                      (unsigned long)(m->line + (raw - m->raw)));
+                p = close + 1 + used;
+                continue;
+            }
+        }
+        out[o++] = *p++;
+    }
+    out[o] = '\0';
+    return out;
+}
+
 static clf_status build_from_source(clf_runtime *rt, const family *f, const char *src,
                                     cl_program *out, clf_error *err)
 {
@@ -516,11 +584,16 @@ static clf_status build_from_source(clf_runtime *rt, const family *f, const char
             clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, n, log, NULL);
             log[n] = '\0';
         }
+        char *located = log != NULL ? clf_build_log_locate(src, log) : NULL;
         clf_error_set(err, CLF_ERR_BUILD,
                       "kernel family '%s' failed to build for device '%s' (driver %s) with "
                       "options '%s' and defines '%s'. Build log:\n%s",
                       f->name, clf_runtime_device(rt)->name, clf_runtime_device(rt)->driver_version,
-                      build_options(rt), f->defines, log != NULL ? log : "(no log)");
+                      build_options(rt), f->defines,
+                      located != NULL ? located
+                      : log != NULL   ? log
+                                      : "(no log)");
+        free(located);
         if (err != NULL) {
             err->code = (int)rc;
             snprintf(err->code_name, sizeof err->code_name, "%s", clf_cl_error_name(rc));

@@ -100,6 +100,11 @@ typedef struct clf_device_info {
      * a * b + c (emulated in software: Mesa 22's llvmpipe), so the kernels
      * write a * b + c (the preamble's CLF_FMA_FAST 0). */
     int fma_slow;
+    /* Probed with the shape: clang's __builtin_prefetch on a __global
+     * pointer builds and runs (the preamble's CLF_PREFETCH_BUILTIN; the
+     * native GEMM's software prefetch uses it where items run one after
+     * another, else OpenCL C's prefetch()). */
+    int prefetch_builtin;
 } clf_device_info;
 
 /* Enumerate all devices. *out is malloc'ed; free it with free().

@@ -32,10 +32,21 @@
  *   emulates it (Mesa 22's llvmpipe: 57x), and the kernels then use a * b + c
  *   (clf_device_info.fma_slow, common.cl's CLF_FMA).
  *
+ *   And whether clang's __builtin_prefetch on a __global pointer builds and
+ *   runs (clf_device_info.prefetch_builtin, the preamble's
+ *   CLF_PREFETCH_BUILTIN: the native GEMM's software prefetch where items
+ *   run one after another). __has_builtin is no proof: NVIDIA's OpenCL 1.2
+ *   front end claims the builtin and refuses a __global pointer ("changes
+ *   address space of pointer"), and a SPIR-V path cannot lower it (Mesa
+ *   22's rusticl ends the process when it meets llvm.prefetch), so the
+ *   probe program keeps the SPIR guard, is built with the runtime's
+ *   options and must run one launch and write what it should.
+ *
  *   The result lives in <cache_dir>/device-<device key>.txt beside the
  *   kernels and the GEMM choices: a magic line, the hash of shape.cl (with
  *   common.cl) as this runtime builds it, the shape, the width, the loop
- *   limit (0: none seen), whether fma() is slow, and the reason; a file that does not parse or was made from other kernels is
+ *   limit (0: none seen), whether fma() is slow, whether the prefetch
+ *   builtin runs, and the reason; a file that does not parse or was made from other kernels is
  *   measured again and rewritten (temporary file and rename). Forced by the
  *   caller (clf_runtime_options.shape) nothing is measured, and the loop
  *   limit and fma() come from the file if it is there. A measurement
@@ -55,7 +66,7 @@
 #include "runtime/kernel_ids.h"
 #include "runtime/runtime_internal.h"
 
-#define SHAPE_MAGIC "clformer-device-facts 2"
+#define SHAPE_MAGIC "clformer-device-facts 3"
 #define SHAPE_ROWS 512
 #define SHAPE_COLS 1024
 #define SHAPE_ROUNDS 3
@@ -74,6 +85,7 @@ typedef struct shape_facts {
     unsigned vec;
     unsigned loops; /* iterations after which loops end; 0: none seen */
     int fma_slow;   /* fma() emulated: the kernels write a * b + c */
+    int prefetch;   /* __builtin_prefetch on a __global pointer builds and runs */
     char reason[256];
 } shape_facts;
 
@@ -107,6 +119,8 @@ static int facts_load(clf_runtime *rt, uint64_t hash, shape_facts *f)
              fgets(line, sizeof line, fp) != NULL &&
              sscanf(line, "fma_slow %d", &f->fma_slow) == 1 &&
              (f->fma_slow == 0 || f->fma_slow == 1) && fgets(line, sizeof line, fp) != NULL &&
+             sscanf(line, "prefetch %d", &f->prefetch) == 1 &&
+             (f->prefetch == 0 || f->prefetch == 1) && fgets(line, sizeof line, fp) != NULL &&
              strncmp(line, "reason ", 7) == 0 && line[strlen(line) - 1] == '\n';
     if (ok) {
         f->serial = strcmp(shape, "item") == 0;
@@ -134,9 +148,11 @@ static void facts_save(clf_runtime *rt, uint64_t hash, const shape_facts *f)
         clf_runtime_cache_write_failed(rt, tmp, errno);
         return;
     }
-    int ok = fprintf(fp, "%s\nkernels %016llx\nshape %s vec %u\nloops %u\nfma_slow %d\nreason %s\n",
+    int ok = fprintf(fp,
+                     "%s\nkernels %016llx\nshape %s vec %u\nloops %u\nfma_slow %d\nprefetch %d\n"
+                     "reason %s\n",
                      SHAPE_MAGIC, (unsigned long long)hash, f->serial ? "item" : "group", f->vec,
-                     f->loops, f->fma_slow, f->reason) > 0;
+                     f->loops, f->fma_slow, f->prefetch, f->reason) > 0;
     if (fclose(fp) != 0)
         ok = 0;
     if (!ok || rename(tmp, path) != 0) {
@@ -230,6 +246,72 @@ static clf_status measure_fma(clf_runtime *rt, double t[2], clf_error *err)
         }
     clf_buffer_destroy(out);
     return CLF_OK;
+}
+
+/* The prefetch probe (see the header): 1 when the program builds with the
+ * runtime's options and its one launch writes every element. */
+static const char prefetch_probe_src[] =
+    "#if defined(__SPIR__) || defined(__SPIR64__) || defined(__SPIRV__) || "
+    "!defined(__has_builtin)\n"
+    "#error \"no builtin prefetch on this path\"\n"
+    "#elif !__has_builtin(__builtin_prefetch)\n"
+    "#error \"no builtin prefetch\"\n"
+    "#endif\n"
+    "__kernel void clf_prefetch_probe(__global float *p, __global const float *q)\n"
+    "{\n"
+    "    const size_t i = get_global_id(0);\n"
+    "    __builtin_prefetch(q + i + 16, 0, 3);\n"
+    "    __builtin_prefetch(p + i + 16, 1, 3);\n"
+    "    p[i] = q[i] + 1.0f;\n"
+    "}\n";
+
+#define PREFETCH_PROBE_N 64
+
+static int probe_prefetch(clf_runtime *rt)
+{
+    cl_context ctx = clf_runtime_context(rt);
+    cl_device_id dev = clf_runtime_device_id(rt);
+    const char *src = prefetch_probe_src;
+    cl_int rc;
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &rc);
+    if (rc != CL_SUCCESS)
+        return 0;
+    int ok = 0;
+    cl_kernel k = NULL;
+    cl_mem p = NULL, q = NULL;
+    float in[PREFETCH_PROBE_N + 16], out[PREFETCH_PROBE_N + 16];
+    for (int i = 0; i < PREFETCH_PROBE_N + 16; i++)
+        in[i] = (float)i, out[i] = -1.0f;
+    if (clBuildProgram(prog, 1, &dev, clf_runtime_options_get(rt)->build_options, NULL, NULL) !=
+        CL_SUCCESS)
+        goto done;
+    k = clCreateKernel(prog, "clf_prefetch_probe", &rc);
+    if (rc != CL_SUCCESS)
+        goto done;
+    p = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof out, out, &rc);
+    if (rc == CL_SUCCESS)
+        q = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof in, in, &rc);
+    if (rc != CL_SUCCESS)
+        goto done;
+    const size_t global = PREFETCH_PROBE_N;
+    cl_command_queue queue = clf_runtime_queue(rt);
+    if (clSetKernelArg(k, 0, sizeof p, &p) != CL_SUCCESS ||
+        clSetKernelArg(k, 1, sizeof q, &q) != CL_SUCCESS ||
+        clEnqueueNDRangeKernel(queue, k, 1, NULL, &global, NULL, 0, NULL, NULL) != CL_SUCCESS ||
+        clEnqueueReadBuffer(queue, p, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL) != CL_SUCCESS)
+        goto done;
+    ok = 1;
+    for (int i = 0; i < PREFETCH_PROBE_N + 16; i++)
+        ok = ok && out[i] == (i < PREFETCH_PROBE_N ? (float)i + 1.0f : -1.0f);
+done:
+    if (p != NULL)
+        clReleaseMemObject(p);
+    if (q != NULL)
+        clReleaseMemObject(q);
+    if (k != NULL)
+        clReleaseKernel(k);
+    clReleaseProgram(prog);
+    return ok;
 }
 
 /* Time the candidates: t[0..2] the item shape at widths 4, 8, 16, t[3]
@@ -360,6 +442,7 @@ void clf_shape_decide(clf_runtime *rt, clf_device_info *d, clf_shape forced)
         d->shape_source = CLF_SHAPE_FORCED;
         d->loop_limit = known ? f.loops : 0;
         d->fma_slow = known ? f.fma_slow : 0;
+        d->prefetch_builtin = known ? f.prefetch : probe_prefetch(rt);
         snprintf(d->shape_reason, sizeof d->shape_reason, "forced");
         return;
     }
@@ -377,12 +460,14 @@ void clf_shape_decide(clf_runtime *rt, clf_device_info *d, clf_shape forced)
             return;
         }
         decide(d, t, gl, tf, &f);
+        f.prefetch = probe_prefetch(rt);
         facts_save(rt, hash, &f);
         d->shape_source = CLF_SHAPE_MEASURED;
     }
     d->serial_groups = f.serial;
     d->loop_limit = f.loops;
     d->fma_slow = f.fma_slow;
+    d->prefetch_builtin = f.prefetch;
     if (f.serial)
         d->pref_vec_float = f.vec;
     snprintf(d->shape_reason, sizeof d->shape_reason, "%s", f.reason);

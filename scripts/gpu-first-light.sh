@@ -8,6 +8,7 @@
 #
 #   scripts/gpu-first-light.sh [--dry-run] [--device SEL] [--debs DIR]
 #                              [--data FILE] [--out DIR] [--budget SECONDS]
+#                              [--recipe-steps N]
 #
 #   --device SEL   the device (default gpu; --dry-run: cpu)
 #   --debs DIR     the .deb files of scripts/gpu-debs.sh (default .gpu-debs):
@@ -19,6 +20,8 @@
 #                  (the machine returns at most 8 files)
 #   --budget S     the deadline in seconds (default 540: nine minutes, so a
 #                  second, corrected call fits in the machine's 15)
+#   --recipe-steps N  the recipe's steps, clformer's and PyTorch's (default 100;
+#                  20 in a dry run); their limits grow with N
 #   --dry-run      here, on CPUs: the .deb files fetched if missing
 #                  (scripts/gpu-debs.sh) and used as there, PoCL alone, the
 #                  CPU recipe, a few tests, and the checks that the visit's
@@ -36,7 +39,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
-DRY=0 SEL="" DEBS=.gpu-debs DATA=data/tinyshakespeare.txt BUDGET=540 TARGETS=""
+DRY=0 SEL="" DEBS=.gpu-debs DATA=data/tinyshakespeare.txt BUDGET=540 TARGETS="" STEPS=""
 REPORT=runs/first-light
 while [ $# -gt 0 ]; do
   case $1 in
@@ -46,6 +49,7 @@ while [ $# -gt 0 ]; do
     --data) DATA=$2; shift ;;
     --out) REPORT=$2; shift ;;
     --budget) BUDGET=$2; shift ;;
+    --recipe-steps) STEPS=$2; shift ;;
     *) echo "gpu-first-light: unknown argument '$1' (see the script's header)" >&2; exit 2 ;;
   esac
   shift
@@ -125,7 +129,11 @@ else
   TORCH_DEVICE=cuda RECIPE_STEPS=100 SUITE="-E '^(install_and_example|mpi_data_parallel|kill_resume|format|layers.*)\$'"
   SHAPES="--shape NT,16384,384,1152 --shape NT,16384,384,384 --shape NT,16384,384,1536 --shape NT,16384,1536,384 --shape NT,16384,384,65 --shape TN,384,16384,1536 --shape NN,16384,1536,384"
 fi
-echo "device $SEL, report in $REPORT, deadline ${BUDGET}s" | tee "$REPORT/plan.txt"
+[ -n "$STEPS" ] && RECIPE_STEPS=$STEPS
+case $RECIPE_STEPS in
+  '' | *[!0-9]*) echo "gpu-first-light: --recipe-steps: expected a whole number, got '$RECIPE_STEPS'" >&2; exit 2 ;;
+esac
+echo "device $SEL, report in $REPORT, deadline ${BUDGET}s, recipe $RECIPE_STEPS steps" | tee "$REPORT/plan.txt"
 
 # ---- the machine: what the later steps rely on, for the report --------------------------
 step machine 20 "uname -srm; nproc; (nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true)
@@ -146,7 +154,7 @@ step suite 200 "CLFORMER_TEST_DEVICE=$SEL ctest --test-dir '$BUILD' -j$JOBS --ti
 
 # ---- the recipe beside PyTorch --------------------------------------------------------
 rm -rf "$BUILD/recipe"
-step recipe 60 "'$CLF' train $RECIPE --data '$DATA' --out '$BUILD/recipe' --device $SEL \
+step recipe $((30 + RECIPE_STEPS * 3 / 10)) "'$CLF' train $RECIPE --data '$DATA' --out '$BUILD/recipe' --device $SEL \
   --steps $RECIPE_STEPS --set train.log_every=10 --set train.eval.every=$RECIPE_STEPS \
   --set train.eval.batches=20 --profile --log '$REPORT/recipe.jsonl'"
 # the machine's python3 has PyTorch; here it may not (a dry run then skips
@@ -169,7 +177,7 @@ torch_step() {
   fi
   step "$@"
 }
-torch_step torch_recipe 45 "$PY bench/torch_recipe.py --config $RECIPE --model $TORCH_MODEL \
+torch_step torch_recipe $((35 + RECIPE_STEPS / 10)) "$PY bench/torch_recipe.py --config $RECIPE --model $TORCH_MODEL \
   --data '$DATA' --steps $RECIPE_STEPS --device $TORCH_DEVICE"
 
 # ---- GEMM: clformer's table, then PyTorch's on the same shapes --------------------------

@@ -342,11 +342,24 @@ static void test_splits(clf_runtime *rt, tu_rng *r)
         test_split(rt, &(dcase){0, 1, 4, 0, 64, 4096, 4096, 16, 0, 0}, r); /* a long context */
     clf_error err;
     const size_t P = clf_op_attn_decode_splits(rt, 2, 4096);
-    const size_t need = 2 * P * (64 + 2), have = clf_op_attn_decode_scratch(rt, 64);
+    const size_t need = 2 * P * (64 + 2), have = clf_op_attn_decode_scratch(rt, 2, 4096, 64);
     TU_CHECK(P >= 1 && (P == 1 || need <= have),
              "the device's choice of splits (%zu for 2 rows of 4096) fits its scratch bound "
              "(%zu of %zu floats)",
              P, need, have);
+    /* the bound over every row count up to 40 and a context of 1000: each
+     * call's rows x splits fit; and contexts too short to split need none */
+    const size_t bound = clf_op_attn_decode_scratch(rt, 40, 1000, 16);
+    int fits = 1;
+    for (size_t rows = 1; rows <= 40; rows++)
+        for (size_t L = 1; L <= 1000; L += 37) {
+            const size_t p = clf_op_attn_decode_splits(rt, rows, L);
+            fits = fits && (p == 1 || rows * p * 18 <= bound);
+        }
+    TU_CHECK(fits && clf_op_attn_decode_scratch(rt, 64, 255, 64) == 0,
+             "the scratch bound holds every call up to its sizes (%zu floats for 40 rows of "
+             "1000), and none is needed below 256 positions",
+             bound);
     TU_CHECK(clf_runtime_device(rt)->serial_groups ? P == 1 : 1,
              "no splits where work-groups run item by item");
     clf_ptr a = tu_alloc(rt, 64);

@@ -16,11 +16,16 @@
  *     gradient for elements near zero);
  *   - 10 AdamW steps (the fixture's learning rates, clipping, weight decay on
  *     2-D tensors): the loss before each step to relative 1e-5, the global
- *     gradient norm to relative 1e-4, the final parameters to 2e-5 absolute
- *     (parameters are O(0.02..1); an Adam step moves each by about lr, so a
- *     gradient that is zero up to rounding may point either way: this bounds
- *     such elements' drift at a small fraction of one step), the final loss
- *     to relative 1e-5;
+ *     gradient norm to relative 1e-4, the final parameters to 1e-4 absolute
+ *     and each tensor's update over the steps (final - initial, the key
+ *     bias left out as below) to relative L2 1e-3, the final loss to
+ *     relative 1e-5. Parameters are O(0.02..1) and an Adam step moves each
+ *     by about lr (up to 3e-3 here), so an element whose gradient is small
+ *     enough for rounding to matter drifts by a fraction of a step: measured
+ *     at most 1.3e-5 on PoCL and 2.7e-5 on an NVIDIA H200 (one wte element
+ *     of gpt_p), so the
+ *     element bound is 1e-4, a thirtieth of the largest step; the updates'
+ *     relative L2 measured at most 3.2e-5 (gpt_g on PoCL);
  *   - KV-cache inference: prefill of the first 5 positions, then one decode
  *     step per position: the logits of every position against the fixture's,
  *     as the eval forward.
@@ -107,6 +112,8 @@ static clf_model *build(clf_runtime *rt, const clf_model_config *cfg, int V, int
 #define HALF_GRAD_L2 1e-3
 #define HALF_STEP_LOSS 1e-4
 #define HALF_UPDATE_L2 3e-2
+#define FINAL_ATOL 1e-4     /* float32: each final parameter (see the header) */
+#define FP32_UPDATE_L2 1e-3 /* float32: each tensor's update over the steps */
 
 /* A fixture: its config, batch and sizes; half: 16-bit storage (bf16),
  * whose bounds are looser (see the top). */
@@ -190,7 +197,6 @@ static void gpt_steps(clf_runtime *rt, const gpt_fx *g)
     const int32_t *x = g->x, *y = g->y;
     clf_error e;
     char name[160];
-    const double k = half ? 10.0 : 1.0; /* bf16: the final parameters' bounds x 10 */
     float loss = 0;
     size_t nsteps = 0;
     float *lrs = pu_read(r, "train.lr", &nsteps), *ref_losses = pu_read(r, "train.loss", NULL);
@@ -223,36 +229,36 @@ static void gpt_steps(clf_runtime *rt, const gpt_fx *g)
         snprintf(name, sizeof name, "final.%s", p->name);
         float *ref = pu_read(r, name, NULL);
         die(clf_model_tensor_read(m, CLF_SLOT_PARAM, i, w, &e), &e, name);
-        if (half) { /* the 10 steps' update, (final - initial), by relative L2 */
-            snprintf(name, sizeof name, "param.%s", p->name);
-            float *w0 = pu_read(r, name, NULL);
-            for (size_t j = 0; j < p->numel; j++)
-                w[j] -= w0[j], ref[j] -= w0[j];
-            /* the key bias's gradient is zero but for rounding (softmax is
-             * blind to q.b_k, the same in every score of a row): Adam turns
-             * each side's noise into whole steps of either sign */
-            const size_t n = strlen(p->name), C = p->numel / 3;
-            if (n >= 13 && strcmp(p->name + n - 13, "attn.qkv.bias") == 0)
-                for (size_t j = C; j < 2 * C; j++)
-                    w[j] = ref[j] = 0.0f;
-            const double step_l2 = pu_rel_l2(w, ref, p->numel);
-            if (step_l2 > worst_step) {
-                worst_step = step_l2;
-                snprintf(worst_name, sizeof worst_name, "%s", p->name);
-            }
-            free(w0);
-        } else {
+        if (!half) {
             snprintf(name, sizeof name, "%s final.%s", fx, p->name);
-            pu_close_f(name, w, ref, p->numel, k * 2e-5, 0);
+            pu_close_f(name, w, ref, p->numel, FINAL_ATOL, 0);
         }
+        /* the 10 steps' update, (final - initial), by relative L2 */
+        snprintf(name, sizeof name, "param.%s", p->name);
+        float *w0 = pu_read(r, name, NULL);
+        for (size_t j = 0; j < p->numel; j++)
+            w[j] -= w0[j], ref[j] -= w0[j];
+        /* the key bias's gradient is zero but for rounding (softmax is
+         * blind to q.b_k, the same in every score of a row): Adam turns
+         * each side's noise into whole steps of either sign */
+        const size_t n = strlen(p->name), C = p->numel / 3;
+        if (n >= 13 && strcmp(p->name + n - 13, "attn.qkv.bias") == 0)
+            for (size_t j = C; j < 2 * C; j++)
+                w[j] = ref[j] = 0.0f;
+        const double step_l2 = pu_rel_l2(w, ref, p->numel);
+        if (step_l2 > worst_step) {
+            worst_step = step_l2;
+            snprintf(worst_name, sizeof worst_name, "%s", p->name);
+        }
+        free(w0);
         free(ref);
         free(w);
     }
-    if (half)
-        TU_CHECK(worst_step <= HALF_UPDATE_L2,
-                 "%s: every tensor's update over the %zu steps within relative L2 %g of torch's "
-                 "(worst %.3g, %s)",
-                 fx, nsteps, HALF_UPDATE_L2, worst_step, worst_name);
+    const double update_tol = half ? HALF_UPDATE_L2 : FP32_UPDATE_L2;
+    TU_CHECK(worst_step <= update_tol,
+             "%s: every tensor's update over the %zu steps within relative L2 %g of torch's "
+             "(worst %.3g, %s)",
+             fx, nsteps, update_tol, worst_step, worst_name);
     float *ref_final = pu_read(r, "final_loss", NULL);
     die(clf_model_set_batch(m, clf_batch_packed(x, y, g->doc, B, T), &e), &e, "set_batch");
     die(clf_model_forward(m, 0, &e), &e, "forward");

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "runtime/kernel_ids.h"
+#include "runtime/runtime_internal.h"
 #include "tests/test_util.h"
 
 static char tmpdir[256];
@@ -216,6 +217,30 @@ static void test_peak(void)
              "the peak is a positive number of GFLOP/s (%.3g, %.3g)", a, b);
     TU_CHECK(a < 4 * b && b < 4 * a, "two measurements agree within 4x (%.3g, %.3g)", a, b);
     clf_runtime_destroy(rt);
+}
+
+/* A front end that ignores #line (NVIDIA's: "<kernel>:1257:25") has its
+ * log's locations rewritten from the source's markers: the file's own line,
+ * the column kept; a location already naming a file, a line before the
+ * first marker and a bracketed name without a line stay as they are. */
+static void build_log_lines(void)
+{
+    printf("build log locations\n");
+    const char *src = "/* generated preamble */\n#define X 1\n#line 1 \"common.cl\"\na\nb\n"
+                      "#line 1 \"t3/b.cl\"\nk1\nk2\nk3\n";
+    const char *log = "<kernel>:9:5: error: use of undeclared identifier\n"
+                      "<kernel>:5:1: note: expanded from here\n<kernel>:2:1: early\n"
+                      "bad.cl:3:1: named\n<built-in>: fine\n<kernel>:7:2: last";
+    const char *want = "t3/b.cl:3:5: error: use of undeclared identifier\n"
+                       "common.cl:2:1: note: expanded from here\n<kernel>:2:1: early\n"
+                       "bad.cl:3:1: named\n<built-in>: fine\nt3/b.cl:1:2: last";
+    char *got = clf_build_log_locate(src, log);
+    TU_CHECK(got != NULL && strcmp(got, want) == 0, "raw lines become file:line: '%s'",
+             got != NULL ? got : "(null)");
+    free(got);
+    got = clf_build_log_locate("no markers\n", log);
+    TU_CHECK(got != NULL && strcmp(got, log) == 0, "without markers the log is unchanged");
+    free(got);
 }
 
 /* A kernel file that does not build, an unknown kernel, a missing file. */
@@ -528,6 +553,7 @@ int main(void)
     TU_CHECK(run_axpb(rt, 1), "a launch over 1 element (global rounded up to the group)");
     clf_runtime_destroy(rt);
 
+    build_log_lines();
     build_failures(kdir);
     kernel_folder(kdir);
     embedded_sources();

@@ -220,24 +220,34 @@ static void cache(void)
              (int)a.shape_source);
     reason_agrees(&a);
     char *text = tu_read_file(path, NULL);
-    TU_CHECK(text != NULL && strncmp(text, "clformer-device-facts 2\n", 24) == 0 &&
+    TU_CHECK(text != NULL && strncmp(text, "clformer-device-facts 3\n", 24) == 0 &&
                  strstr(text, a.shape_reason) != NULL,
              "the facts are written to %s", path);
+    /* the prefetch probe's answer: 1 only where the builtin built and ran */
+    int pf = -1;
+    const char *pl = text ? strstr(text, "\nprefetch ") : NULL;
+    if (pl != NULL && sscanf(pl, "\nprefetch %d", &pf) != 1)
+        pf = -1;
+    TU_CHECK(pf == a.prefetch_builtin, "the prefetch probe's answer is saved (%d, the device's %d)",
+             pf, a.prefetch_builtin);
+    printf("  __builtin_prefetch on a __global pointer: %s\n",
+           a.prefetch_builtin ? "builds and runs" : "not used");
     free(text);
 
     rt = open_rt(dir, CLF_SHAPE_AUTO);
     const clf_device_info *b = clf_runtime_device(rt);
     TU_CHECK(b->shape_source == CLF_SHAPE_CACHED && b->serial_groups == a.serial_groups &&
                  b->pref_vec_float == a.pref_vec_float &&
+                 b->prefetch_builtin == a.prefetch_builtin &&
                  strcmp(b->shape_reason, a.shape_reason) == 0,
              "a second runtime reads them: source %d, %s x%u", (int)b->shape_source,
              b->serial_groups ? "item" : "group", b->pref_vec_float);
     clf_runtime_destroy(rt);
 
     const char *bad[2] = {
-        "clformer-device-facts 2\nkernels 0123456789abcdef\nshape item vec 8\nloops 0\nfma_slow 0\n"
-        "reason made from other kernels\n",
-        "clformer-device-facts 2\nshape sideways\n"};
+        "clformer-device-facts 3\nkernels 0123456789abcdef\nshape item vec 8\nloops 0\nfma_slow 0\n"
+        "prefetch 0\nreason made from other kernels\n",
+        "clformer-device-facts 3\nshape sideways\n"};
     for (int i = 0; i < 2; i++) {
         write_file(path, bad[i]);
         rt = open_rt(dir, CLF_SHAPE_AUTO);

@@ -498,8 +498,14 @@ static clf_status alloc_caches(clf_model *m, clf_error *err)
     if ((st = abuf(m, &m->mem.caches, &m->index, B, err)) != CLF_OK ||
         (st = abuf(m, &m->mem.caches, &m->gather, zmax(self, cross), err)) != CLF_OK)
         return st;
-    /* flash-decoding's parts: in the arena (none where groups run item by item) */
-    const size_t part = m->rt != NULL ? clf_op_attn_decode_scratch(m->rt, (size_t)s->HS) : 0;
+    /* flash-decoding's parts: in the arena, for the most any decode call of
+     * this model can split into (none where groups run item by item, or
+     * the contexts are too short to split) */
+    const size_t part =
+        m->rt != NULL
+            ? clf_op_attn_decode_scratch(m->rt, B * (size_t)s->NH,
+                                         zmax((size_t)s->Tmax, (size_t)s->Smax), (size_t)s->HS)
+            : 0;
     if (part > 0 && (st = carve(m, &m->decode_part, part, err)) != CLF_OK)
         return st;
     return CLF_OK;

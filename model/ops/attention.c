@@ -35,13 +35,20 @@ size_t clf_op_attn_decode_splits(const clf_runtime *rt, size_t rows, size_t L)
     return by_fill < by_len ? by_fill : by_len;
 }
 
-size_t clf_op_attn_decode_scratch(const clf_runtime *rt, size_t HS)
+size_t clf_op_attn_decode_scratch(const clf_runtime *rt, size_t rows_max, size_t L_max, size_t HS)
 {
+    /* splits grow with L and are 1 from SPLIT_FILL groups per compute unit
+     * on, so the most any call up to these sizes needs is the largest
+     * rows * splits(rows, L_max) below that */
     const clf_device_info *d = clf_runtime_device(rt);
-    if (d->serial_groups)
-        return 0;
-    /* splits > 1 only when rows < target, so rows * splits < 2 * target */
-    return 2 * SPLIT_FILL * (size_t)(d->compute_units ? d->compute_units : 1) * (HS + 2);
+    const size_t target = SPLIT_FILL * (size_t)(d->compute_units ? d->compute_units : 1);
+    size_t most = 0;
+    for (size_t rows = 1; rows <= rows_max && rows < target; rows++) {
+        const size_t p = clf_op_attn_decode_splits(rt, rows, L_max);
+        if (p > 1 && rows * p > most)
+            most = rows * p;
+    }
+    return most * (HS + 2);
 }
 
 /* About the loop iterations one work-item of the decode kernels runs (a

@@ -201,8 +201,9 @@ clf_status clf_op_rope_t(clf_runtime *rt, const clf_heads *h, size_t pos0, clf_p
  * scratch), folded by a second kernel in a fixed order; equal to no split
  * up to float rounding. splits 0: the device's choice, clf_op_attn_decode_
  * splits (1 where work-groups run item by item, or enough rows fill the
- * device; needs clf_op_attn_decode_scratch(rt, HS) floats of scratch, and
- * without scratch no split is made); 1: none; P > 1: P ranges, scratch of
+ * device; needs clf_op_attn_decode_scratch(rt, B*NH, L, HS) floats of
+ * scratch at most, 0 where no split is made up to those sizes, and without
+ * scratch no split is made); 1: none; P > 1: P ranges, scratch of
  * B*NH*P*(HS+2) floats. group: the work-group size (0: the device's). */
 typedef struct clf_attn_decode {
     clf_ptr out, q, kcache, vcache, keep, scratch;
@@ -231,7 +232,7 @@ typedef struct clf_attn_decode {
 } clf_attn_decode;
 clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *a, clf_error *err);
 size_t clf_op_attn_decode_splits(const clf_runtime *rt, size_t rows, size_t L);
-size_t clf_op_attn_decode_scratch(const clf_runtime *rt, size_t HS);
+size_t clf_op_attn_decode_scratch(const clf_runtime *rt, size_t rows_max, size_t L_max, size_t HS);
 
 /* KV cache (decoding; kernels in cl/attention.cl). Copy new keys and
  * values from the float32 heads k and v (k and v inside the fused qkv: the
