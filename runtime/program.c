@@ -36,6 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/build_log.h"
 #include "runtime/contract.h"
 #include "runtime/convert.h"
 #include "runtime/gemm/gemm.h"

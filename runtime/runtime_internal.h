@@ -60,13 +60,6 @@ clf_program_set *clf_runtime_programs(clf_runtime *rt);
 clf_status clf_program_source_hash(clf_runtime *rt, const char *family, uint64_t *out,
                                    clf_error *err);
 
-/* A build log with the compiler's own line numbers of a whole program
- * ("<kernel>:1257:25", where a front end ignores #line: NVIDIA's) written
- * as the file and line src's #line markers say ("gemm.cl:797:25"); a
- * malloc'ed copy, NULL without memory. Locations already naming a file,
- * and lines before src's first marker, are left as they are. */
-char *clf_build_log_locate(const char *src, const char *log);
-
 /* The kernels' shape (serial_groups) and the item shape's vector width
  * (pref_vec_float) in d, measured and cached, or forced (shape.c); called
  * once by clf_runtime_create before any other program is built. Never

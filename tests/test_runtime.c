@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/build_log.h"
 #include "runtime/kernel_ids.h"
-#include "runtime/runtime_internal.h"
 #include "tests/test_util.h"
 
 static char tmpdir[256];
@@ -252,7 +252,7 @@ static void build_failures(const char *kdir)
     clf_kernel *k = NULL;
     clf_status st = clf_kernel_get(rt, "bad", "broken", &k, &err);
     TU_CHECK(st == CLF_ERR_BUILD, "a broken kernel file fails with CLF_ERR_BUILD");
-    TU_CHECK(strstr(err.msg, "bad.cl:3") != NULL, "the build log points at bad.cl:3");
+    TU_CHECK(strstr(err.msg, "bad.cl:3") != NULL, "the build log points at bad.cl:3: %s", err.msg);
     TU_CHECK(strstr(err.msg, clf_runtime_device(rt)->name) != NULL &&
                  strstr(err.msg, "-cl-std") != NULL,
              "the message names the device and the options");
