@@ -63,7 +63,11 @@
  * attention with and without layer-wise learning-rate decay): train 10
  * steps with dropout 0.1,
  * checkpoint, 10 more; reload the checkpoint into a fresh model and train
- * the same 10 more: the losses are identical bit for bit.
+ * the same 10 more: the losses are identical bit for bit. Under a
+ * simulator flag (the Mesa leg, where each of these costs 4-7 s against
+ * under one on PoCL) only the cases with state of their own beyond the
+ * model's (gpt_a plain and with EMA, layer-wise decay, Performer's feature
+ * redraws) run; the other features' resumes run on every other leg.
  */
 #include <math.h>
 #include <stdio.h>
@@ -615,16 +619,18 @@ int main(void)
     parity(rt, "gpt_s"); /* sparse attention: window, global keys, stride, random blocks */
     parity(rt, "gpt_f"); /* Performer */
     determinism(rt, "gpt_a", NULL);
-    determinism(rt, "gpt_g", NULL);
     determinism(rt, "gpt_g", "train.optimizer.layer_decay=0.7");
-    determinism(rt, "gpt_y", NULL);
     determinism(rt, "gpt_a", "train.ema=0.99");
-    determinism(rt, "gpt_t", NULL);
-    determinism(rt, "gpt_r", NULL);
-    determinism(rt, "gpt_p", NULL);
-    determinism(rt, "gpt_q", NULL);
-    determinism(rt, "gpt_s", NULL);
     determinism(rt, "gpt_f", "model.blocks.attention.redraw=3");
+    if (!tu_simulator()) {
+        determinism(rt, "gpt_g", NULL);
+        determinism(rt, "gpt_y", NULL);
+        determinism(rt, "gpt_t", NULL);
+        determinism(rt, "gpt_r", NULL);
+        determinism(rt, "gpt_p", NULL);
+        determinism(rt, "gpt_q", NULL);
+        determinism(rt, "gpt_s", NULL);
+    }
     check_ema(rt);
     clf_runtime_destroy(rt);
     return tu_finish();
