@@ -349,30 +349,36 @@ CLF_EXP_NONPOS(float16, 16, int16)
     static inline T clf_silu##S(T x) { return x * clf_sigmoid##S(x); }                              \
     static inline T clf_silu_grad_sig##S(T x, T s) { return s * (1.0f + x * (1.0f - s)); }          \
     static inline T clf_silu_grad##S(T x) { return clf_silu_grad_sig##S(x, clf_sigmoid##S(x)); }    \
-    /* value and derivative together (*g), sharing what both compute: the */                 \
-    /* same bits as clf_<act> and clf_<act>_grad; act as the GEMM epilogue's */               \
-    /* code (contract.h's CLF_ACTCODE_*) */                                                  \
-    static inline T clf_act_and_grad##S(uint act, T x, T *g)                                       \
+    /* the value, and with want_g its derivative (*g; else *g = 1), sharing */              \
+    /* what both compute: the same bits as clf_<act> and clf_<act>_grad; */                  \
+    /* act as the GEMM epilogue's code (contract.h's CLF_ACTCODE_*). A */                    \
+    /* caller that needs no derivative (a forward in evaluation) skips its */                \
+    /* second exponential; the activations' code still appears once. */                     \
+    static inline T clf_act_eval##S(uint act, T x, int want_g, T *g)                          \
     {                                                                                        \
+        *g = (T)(1.0f);                                                                      \
         if (act == CLF_ACTCODE_GELU_ERF) {                                                   \
             const T ph = clf_phi##S(x);                                                      \
-            *g = clf_gelu_erf_grad_phi##S(x, ph);                                            \
+            if (want_g)                                                                      \
+                *g = clf_gelu_erf_grad_phi##S(x, ph);                                        \
             return x * ph;                                                                   \
         }                                                                                    \
         if (act == CLF_ACTCODE_SILU) {                                                       \
             const T sg = clf_sigmoid##S(x);                                                  \
-            *g = clf_silu_grad_sig##S(x, sg);                                                \
+            if (want_g)                                                                      \
+                *g = clf_silu_grad_sig##S(x, sg);                                            \
             return x * sg;                                                                   \
         }                                                                                    \
         if (act == CLF_ACTCODE_GELU_TANH) {                                                  \
-            *g = clf_gelu_tanh_grad##S(x);                                                   \
+            if (want_g)                                                                      \
+                *g = clf_gelu_tanh_grad##S(x);                                               \
             return clf_gelu_tanh##S(x);                                                      \
         }                                                                                    \
         if (act == CLF_ACTCODE_RELU) {                                                       \
-            *g = clf_relu_grad##S(x);                                                        \
+            if (want_g)                                                                      \
+                *g = clf_relu_grad##S(x);                                                    \
             return clf_relu##S(x);                                                           \
         }                                                                                    \
-        *g = (T)(1.0f);                                                                      \
         return x;                                                                            \
     }
 

@@ -534,15 +534,16 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
 #define GEMM_ACT_V(name) GEMM_CAT(name, GEMM_VW)
 
 /* The epilogue of one value, or one vector of a row (T, with its
- * clf_act_and_grad): o (alpha * AB + beta * C) with its bias b and D's
+ * clf_act_eval): o (alpha * AB + beta * C) with its bias b and D's
  * element d (meaningful where the code reads D) -> what C stores; *dv what
  * D stores, where the code writes D (*wd 1). The additions and products in
  * the unfused order (bias, residual, the derivative at D, D multiplied in),
  * then one activation: at D for a derivative, else at o. One call of
- * clf_act_and_grad serves every code (value and derivative together, the
- * same bits as clf_<act> and clf_<act>_grad), so the activations' code
- * appears once per kernel. */
-#define GEMM_EPI_FN(T, NAME, ACT_AND_GRAD)                                                    \
+ * clf_act_eval serves every code (value and derivative together, the
+ * same bits as clf_<act> and clf_<act>_grad; the derivative only where
+ * the code stores or multiplies by it), so the activations' code appears
+ * once per kernel. */
+#define GEMM_EPI_FN(T, NAME, ACT_EVAL)                                                    \
     static inline T NAME(uint epi, T o, T b, T d, T *dv, int *wd)                             \
     {                                                                                         \
         const uint act = GEMM_EPI_ACT(epi);                                                   \
@@ -557,7 +558,7 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
             x = o *= d;                                                                       \
         T g = (T)(1.0f), a = x;                                                               \
         if (act != 0u)                                                                        \
-            a = ACT_AND_GRAD(act, x, &g);                                                     \
+            a = ACT_EVAL(act, x, (epi & (GEMM_EPI_GRADC | GEMM_EPI_DACT)) != 0u, &g);        \
         if (epi & GEMM_EPI_DACT) {                                                            \
             o *= g;                                                                           \
             if (epi & GEMM_EPI_MULD)                                                          \
@@ -567,8 +568,8 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
         *wd = (epi & GEMM_EPI_GRADC) || (act != 0u && !(epi & GEMM_EPI_DACT));                \
         return (epi & GEMM_EPI_GRADC) ? g : o;                                                \
     }
-GEMM_EPI_FN(float, gemm_epi_s, clf_act_and_grad)
-GEMM_EPI_FN(floatV, gemm_epi_v, GEMM_ACT_V(clf_act_and_grad))
+GEMM_EPI_FN(float, gemm_epi_s, clf_act_eval)
+GEMM_EPI_FN(floatV, gemm_epi_v, GEMM_ACT_V(clf_act_eval))
 
 /* One element's epilogue, D's element di read or written as the code says
  * (bias b its bias element): what C stores. */

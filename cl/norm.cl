@@ -487,7 +487,7 @@ __kernel void norm_dot_item(__global float *y, ulong y_off, ulong ldy, __global 
         if (has_bias)
             o += bias[bias_off + j0 + (ulong)c];
         if (act != CLF_ACTCODE_NONE)
-            o = clf_act_and_grad(act, o, &g);
+            o = clf_act_eval(act, o, 0, &g);
         y[j0 + (ulong)c] = o;
     }
 }

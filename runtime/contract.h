@@ -17,7 +17,7 @@
 #define CLF_T_F16 2u
 
 /* ---- activations (runtime/gemm/gemm.h's clf_gemm_act; common.cl's
- * clf_act_and_grad, the GEMM epilogue's top byte) ---- */
+ * clf_act_eval, the GEMM epilogue's top byte) ---- */
 #define CLF_ACTCODE_NONE 0u
 #define CLF_ACTCODE_RELU 1u
 #define CLF_ACTCODE_GELU_ERF 2u
