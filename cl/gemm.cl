@@ -796,6 +796,24 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
                     GEMM_PF_WRITE(row + w - 1);
                 }
             }
+            /* and the lines of D that the epilogue reads (a residual, a
+             * stored derivative): written by an earlier kernel, they have
+             * often left the caches, and a load that waits on memory at
+             * every vector of the store held the backward's dH product at
+             * a quarter of its samples (K = 128; figures in docs/) */
+            if (last && (epi & (GEMM_EPI_RES | GEMM_EPI_DACT | GEMM_EPI_MULD)) != 0u) {
+                const ulong sz = GEMM_EPI_DT(epi) == CLF_T_F32 ? 4 : 2;
+                const ulong w = min((ulong)GEMM_NR, N - j0) * sz; /* bytes */
+                for (int r = 0; r < GEMM_MR; r++) {
+                    if (i0 + (ulong)r >= M)
+                        break;
+                    const __global char *row =
+                        (const __global char *)D + (d_off + (i0 + (ulong)r) * ldd + j0) * sz;
+                    for (ulong l = 0; l < w; l += GEMM_LINE * 4)
+                        GEMM_PF_READ(row + l);
+                    GEMM_PF_READ(row + w - 1);
+                }
+            }
 #endif
             if (a_packed) {
                 const __global float *a = a0 + ib * a_blk + k0 * GEMM_MR;
