@@ -26,9 +26,10 @@ What it measures (each a median over timed repetitions, after warm-up):
 Design: the model is built from the same YAML file as bench/gpt
 (bench/models/gpt-<name>.yaml), read with PyYAML; every key the network
 needs must be present (the bench files spell all of them out). The network
-is nanoGPT's (model.py) for PyTorch 1.13: LayerNorm with optional bias,
-fused qkv Linear, explicit causal softmax attention (1.13 has no
-scaled_dot_product_attention), exact GELU, optional tied head, GPT-2
+is nanoGPT's (model.py): LayerNorm with optional bias, fused qkv Linear,
+causal attention through F.scaled_dot_product_attention where PyTorch has
+it (2.0 on, as nanoGPT does; --attention explicit for the softmax form,
+the only one in 1.13), exact GELU, optional tied head, GPT-2
 initialisation, AdamW with weight decay on 2-D tensors only.
 
 Not here: RoPE, RMSNorm, SwiGLU, dropout and post-norm (the bench models do
@@ -37,7 +38,8 @@ tokens from a fixed seed), learning-rate schedules (constant lr).
 
 Usage: torch_gpt.py [--model cpu|wide | --config FILE] [--steps N]
                     [--threads N] [--json] [--only train,forward,sample]
-                    [--compile] [--set train.precision=bf16]
+                    [--compile] [--attention auto|sdpa|explicit]
+                    [--set train.precision=bf16]
 """
 import argparse
 import json
@@ -61,6 +63,12 @@ except ImportError as e:  # the caller (run_all.sh) reports the peer as missing
     sys.exit(3)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Attention through F.scaled_dot_product_attention where PyTorch has it (2.0
+# on), as nanoGPT's model.py does ("flash"): the form a user of a current
+# PyTorch runs, and its fused CPU kernel. main() may turn it off
+# (--attention explicit); PyTorch 1.13 has only the explicit form.
+SDPA = hasattr(F, "scaled_dot_product_attention")
 
 
 # ---- config -------------------------------------------------------------------------
@@ -181,10 +189,14 @@ class Attention(nn.Module):
         q = q.view(B, T, NH, HS).transpose(1, 2)
         k = k.view(B, T, NH, HS).transpose(1, 2)
         v = v.view(B, T, NH, HS).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(HS))
-        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
-        att = F.softmax(att, dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        if SDPA:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(HS))
+            att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.proj(y)
 
     def decode(self, x, pos, kc, vc):
@@ -195,9 +207,13 @@ class Attention(nn.Module):
         q = q.view(1, NH, 1, HS)
         kc[:, :, pos] = k.view(1, NH, HS)
         vc[:, :, pos] = v.view(1, NH, HS)
-        att = (q @ kc[:, :, :pos + 1].transpose(-2, -1)) * (1.0 / math.sqrt(HS))
-        att = F.softmax(att, dim=-1)
-        y = (att @ vc[:, :, :pos + 1]).view(1, 1, C)
+        if SDPA:
+            y = F.scaled_dot_product_attention(q, kc[:, :, :pos + 1], vc[:, :, :pos + 1])
+        else:
+            att = (q @ kc[:, :, :pos + 1].transpose(-2, -1)) * (1.0 / math.sqrt(HS))
+            att = F.softmax(att, dim=-1)
+            y = att @ vc[:, :, :pos + 1]
+        y = y.view(1, 1, C)
         return self.proj(y)
 
 
@@ -413,12 +429,20 @@ def main():
     ap.add_argument("--only", default="train,forward,sample,nocache",
                     help="comma-separated subset of train,forward,sample,nocache")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    ap.add_argument("--attention", choices=["auto", "sdpa", "explicit"], default="auto",
+                    help="auto: F.scaled_dot_product_attention where PyTorch has it (as "
+                         "nanoGPT), else the explicit softmax")
     ap.add_argument("--compile", action="store_true",
                     help="train and forward through torch.compile(model) (PyTorch 2; its "
                          "compilation is in the warm-up steps; sampling stays eager)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a config key, as clformer --set (repeatable)")
     a = ap.parse_args()
+    global SDPA
+    if a.attention == "sdpa" and not SDPA:
+        sys.exit("torch_gpt.py: --attention sdpa needs PyTorch 2 (this is %s)" % torch.__version__)
+    if a.attention == "explicit":
+        SDPA = False
 
     path = a.config or os.path.join(HERE, "models", "gpt-%s.yaml" % a.model)
     s = load_spec(path, a.set)
@@ -437,7 +461,7 @@ def main():
     prompt_len = max(1, min(a.prompt, s["T"] - 1))
     BT = s["B"] * s["T"]
     res = {"impl": "pytorch", "version": torch.__version__, "model": a.model,
-           "compiled": a.compile,
+           "compiled": a.compile, "attention": "sdpa" if SDPA else "explicit",
            "config": os.path.relpath(path), "threads": torch.get_num_threads(),
            "params": n_params, "B": s["B"], "T": s["T"], "V": s["V"]}
     data = batches(s, 4, s["seed"])
