@@ -9,8 +9,19 @@
 #                    [--models "cpu wide"] [--device SEL] [--python PY ...]
 #                    [--venv DIR] [--torch-configs "eager compile bf16"]
 #                    [--blas-core auto|none|NAME] [--omp-wait best|auto|passive|active]
+#                    [--opencl "system intel"] [--intel-opencl DIR]
 #                    [--no-gemm] [--no-torch]
 #                    [--quick] [--save FILE]
+#
+# clformer runs on each OpenCL implementation of --opencl (default both):
+# system, the ICDs this machine registers (Debian's PoCL, unless the
+# environment says otherwise; --device picks the device), and intel, Intel's
+# CPU runtime from DIR (default BUILD/intel-opencl; scripts/install-intel-
+# opencl.sh installs it there from PyPI when it is missing, as torch-venv.sh
+# does PyTorch: the runtime a user of a CPU can install beside PyTorch, for
+# AMD CPUs as for Intel's). Each gets a column; the ratio takes clformer's
+# faster implementation per metric, measured in the same run, and names it,
+# as it takes PyTorch's fastest configuration.
 #
 # Peers: each --python (default Debian's /usr/bin/python3, PyTorch 1.13 on
 # OpenBLAS) and --venv DIR (DIR/bin/python; bench/torch-venv.sh makes it
@@ -70,6 +81,8 @@ SAVE=""
 BLAS_CORE=auto
 OMP_WAIT=best
 GEMM_ARGS=()
+OPENCLS="system intel"
+INTEL_DIR=""
 
 usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
 
@@ -87,6 +100,8 @@ while [ $# -gt 0 ]; do
     --save) SAVE=$2; shift ;;
     --blas-core) BLAS_CORE=$2; shift ;;
     --omp-wait) OMP_WAIT=$2; shift ;;
+    --opencl) OPENCLS=$2; shift ;;
+    --intel-opencl) INTEL_DIR=$2; shift ;;
     --no-gemm) DO_GEMM=0 ;;
     --no-torch) DO_TORCH=0 ;;
     --quick) STEPS=3; WARMUP=1; ROUNDS=2; GEMM_ARGS+=(--quick) ;;
@@ -96,6 +111,8 @@ while [ $# -gt 0 ]; do
     shift
 done
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
+[ -n "$INTEL_DIR" ] || INTEL_DIR="$BUILD/intel-opencl"
+case "$INTEL_DIR" in /*) ;; *) INTEL_DIR="$PWD/$INTEL_DIR" ;; esac
 
 export POCL_CPU_MAX_CU_COUNT=$THREADS
 export POCL_MAX_PTHREAD_COUNT=$THREADS
@@ -186,6 +203,36 @@ print(torch.__version__.split("+")[0], int(hasattr(torch, "compile")),
     done >>"$TMP/peers.tsv"
 done
 [ -n "$PY" ] || { command -v python3 >/dev/null 2>&1 && PY=python3; }
+
+# clformer's OpenCL implementations (TMP/clfs.tsv: impl, label)
+: >"$TMP/clfs.tsv"
+for o in $OPENCLS; do
+    case $o in
+    system) printf 'clfsys\tclformer system\n' ;;
+    intel)
+        if [ -s "$INTEL_DIR/env.sh" ] ||
+            "$ROOT/scripts/install-intel-opencl.sh" "$INTEL_DIR" >"$TMP/intel.log" 2>&1; then
+            printf 'clfintel\tclformer intel\n'
+        else
+            tail -3 "$TMP/intel.log" >&2
+            echo "note: Intel's CPU runtime could not be installed in $INTEL_DIR: clformer runs" \
+                 "on the system's OpenCL only" >&2
+        fi ;;
+    *) echo "run_all.sh: --opencl: expected system or intel, not $o" >&2; exit 2 ;;
+    esac
+done >>"$TMP/clfs.tsv"
+[ -s "$TMP/clfs.tsv" ] || { echo "run_all.sh: --opencl: no implementation" >&2; exit 2; }
+# clf_run IMPL COMMAND...: COMMAND with IMPL's OpenCL (Intel's runtime alone,
+# through its own vendors directory, with THREADS worker threads)
+clf_run() {
+    local impl=$1
+    shift
+    case $impl in
+    clfintel) ( . "$INTEL_DIR/env.sh" && export CL_CONFIG_CPU_TBB_NUM_WORKERS=$THREADS &&
+                exec "$@" ) ;;
+    *) "$@" ;;
+    esac
+}
 [ -s "$TMP/peers.tsv" ] || DO_TORCH=0
 HAVE_PY=0
 [ -n "$PY" ] && HAVE_PY=1
@@ -214,11 +261,13 @@ if [ "$DO_GEMM" = 1 ]; then
                     >"$TMP/gemm-peer$i.jsonl" && PEER_ARGS+=(--peer "$TMP/gemm-peer$i.jsonl")
             done
         fi
-        echo "== GEMM (build/bench/gemm)"
-        "$BUILD/bench/gemm" ${DEVICE:+--device "$DEVICE"} --blas-threads "$THREADS" \
-            "${GEMM_ARGS[@]}" "${PEER_ARGS[@]}"
-        rc=$?
-        if [ $rc -ne 0 ]; then echo "run_all.sh: bench/gemm exited with $rc" >&2; CRASHED=1; fi
+        while IFS=$'\t' read -r impl label; do
+            echo "== GEMM (build/bench/gemm), $label"
+            clf_run "$impl" "$BUILD/bench/gemm" ${DEVICE:+--device "$DEVICE"} \
+                --blas-threads "$THREADS" "${GEMM_ARGS[@]}" "${PEER_ARGS[@]}" </dev/null
+            rc=$?
+            if [ $rc -ne 0 ]; then echo "run_all.sh: bench/gemm exited with $rc" >&2; CRASHED=1; fi
+        done <"$TMP/clfs.tsv"
     else
         echo "== GEMM: build/bench/gemm is not built (bench/gemm.c missing?); skipped"
     fi
@@ -228,14 +277,17 @@ fi
 for model in $MODELS; do
     for r in $(seq 1 "$REPEAT"); do
         echo
-        echo "== GPT $model, run $r/$REPEAT: clformer"
-        "$BUILD/bench/gpt" --model "$model" --device "$DEVICE" --steps "$STEPS" \
-            --warmup "$WARMUP" --sample-rounds "$ROUNDS" --json >"$TMP/clf-$model-$r.json"
-        rc=$?
-        if [ $rc -ne 0 ]; then
-            echo "run_all.sh: bench/gpt --model $model exited with $rc" >&2
-            CRASHED=1; rm -f "$TMP/clf-$model-$r.json"
-        else cat "$TMP/clf-$model-$r.json"; fi
+        while IFS=$'\t' read -r impl label; do
+            echo "== GPT $model, run $r/$REPEAT: $label"
+            clf_run "$impl" "$BUILD/bench/gpt" --model "$model" --device "$DEVICE" \
+                --steps "$STEPS" --warmup "$WARMUP" --sample-rounds "$ROUNDS" --json \
+                </dev/null >"$TMP/$impl-$model-$r.json"
+            rc=$?
+            if [ $rc -ne 0 ]; then
+                echo "run_all.sh: bench/gpt --model $model ($label) exited with $rc" >&2
+                CRASHED=1; rm -f "$TMP/$impl-$model-$r.json"
+            else cat "$TMP/$impl-$model-$r.json"; fi
+        done <"$TMP/clfs.tsv"
         while IFS=$'\t' read -r impl label _; do
             [ "$DO_TORCH" = 1 ] || break
             i=${impl#p}; i=${i%%[a-z]*}
@@ -276,6 +328,12 @@ with open(os.path.join(tmp, "peers.tsv")) as fh:
     for line in fh:
         impl, label, fp32 = line.rstrip("\n").split("\t")
         peers.append((impl, label, fp32 == "1"))
+# clformer on each OpenCL implementation: impl (file prefix), label
+clfs = []
+with open(os.path.join(tmp, "clfs.tsv")) as fh:
+    for line in fh:
+        impl, label = line.rstrip("\n").split("\t")
+        clfs.append((impl, label))
 
 def load_runs(impl, model):
     """One dict per run, keyed by run number; runs under several OpenMP
@@ -303,65 +361,80 @@ def med(runs, key):
 metrics = [("train", "train_tok_s"), ("forward", "forward_tok_s"),
            ("sample (KV cache)", "sample_tok_s"),
            ("sample (no cache)", "sample_nocache_tok_s")]
-heads = ["clformer"] + [label for _, label, _ in peers]
+heads = [label for _, label in clfs] + [label for _, label, _ in peers]
 w = max([14] + [len(h) + 1 for h in heads])
 print(("%-6s %-18s" + " %*s" * len(heads) + " %8s  %s") % tuple(
-    ["model", "metric"] + sum([[w, h] for h in heads], []) + ["ratio", "vs (fastest float32)"]))
+    ["model", "metric"] + sum([[w, h] for h in heads], []) + ["ratio", "clformer's fastest / "
+                                                               "PyTorch's fastest float32"]))
 out = {}
 for m in models:
-    c = load("clf", m)
     for label, key in metrics:
-        a = med(c, key)
+        cv = [med(load(impl, m), key) for impl, _ in clfs]
         vals = [med(load(impl, m), key) for impl, _, _ in peers]
-        if a is None and all(v is None for v in vals):
+        if all(v is None for v in cv + vals):
             continue
+        cb = [(v, clfs[i][1]) for i, v in enumerate(cv) if v]
+        a, a_label = max(cb) if cb else (None, "-")
         fp = [(v, peers[i][1]) for i, v in enumerate(vals) if v and peers[i][2]]
         best, best_label = max(fp) if fp else (None, "-")
         ratio = "%.2f" % (a / best) if a and best else "-"
-        cells = ["%.0f" % a if a else "-"] + ["%.0f" % v if v else "-" for v in vals]
+        cells = ["%.0f" % v if v else "-" for v in cv + vals]
         print(("%-6s %-18s" + " %*s" * len(cells) + " %8s  %s") % tuple(
-            [m, label] + sum([[w, x] for x in cells], []) + [ratio, best_label]))
-        o = out.setdefault(m, {})[key] = {"clformer": a, "fastest_fp32": best_label,
+            [m, label] + sum([[w, x] for x in cells], []) + [ratio, "%s / %s" % (
+                a_label, best_label)]))
+        o = out.setdefault(m, {})[key] = {"clformer": a, "clformer_fastest": a_label,
+                                         "fastest_fp32": best_label,
                                          "ratio": a / best if a and best else None}
+        for i, v in enumerate(cv):
+            o[clfs[i][1]] = v
         for i, v in enumerate(vals):
             o[peers[i][1]] = v
+    c = [r for impl, _ in clfs for r in load(impl, m)]
     pc = med(c, "params")
     for impl, label, _ in peers:
         pt = med(load(impl, m), "params")
         if pc and pt and pc != pt:
             print("warning: %s: parameter counts differ: clformer %d, PyTorch %s %d"
                   % (m, pc, label, pt))
-    out.setdefault(m, {})["threads"] = sorted({r.get("threads") for impl, _, _ in
-                                               [("clf", "", 1)] + peers for r in load(impl, m)})
-print("ratio = clformer / the fastest float32 PyTorch configuration (named); medians over "
-      "timed steps (and over --repeat runs); bf16 columns are informative")
+    out.setdefault(m, {})["threads"] = sorted({r.get("threads") for impl in
+                                               [i for i, _ in clfs] + [i for i, _, _ in peers]
+                                               for r in load(impl, m)})
+print("ratio = clformer on its fastest OpenCL implementation / the fastest float32 PyTorch "
+      "configuration (both named); medians over timed steps (and over --repeat runs); bf16 "
+      "columns are informative")
 # with --repeat, each run's training ratio against that run's fastest float32
 # peer (the sides ran back to back): the spread shows how far the machine moved
 for m in models:
-    c = load_runs("clf", m)
+    cs = [load_runs(impl, m) for impl, _ in clfs]
     ps = [load_runs(impl, m) for impl, _, fp32 in peers if fp32]
     rs = []
-    for r in sorted(c, key=int):
+    for r in sorted({r for c in cs for r in c}, key=int):
+        a = max([c[r]["train_tok_s"] for c in cs if r in c and c[r].get("train_tok_s")] or [0])
         b = max([p[r]["train_tok_s"] for p in ps if r in p and p[r].get("train_tok_s")] or [0])
-        if c[r].get("train_tok_s") and b:
-            rs.append(c[r]["train_tok_s"] / b)
+        if a and b:
+            rs.append(a / b)
     if len(rs) > 1:
         print("%s: train ratio of each run: %s" % (m, " ".join("%.2f" % x for x in rs)))
         out.setdefault(m, {})["train_ratio_runs"] = rs
 # training MFU: model FLOPs per token (clformer's count, nanoGPT's estimate_mfu
 # formula) times tokens/s over the device's measured FMA peak, every side
 for m in models:
-    c = load("clf", m)
-    ft, pk, a = med(c, "train_flops_per_token"), med(c, "peak_gflops"), med(c, "train_tok_s")
-    if ft and pk and a:
-        sides = ["clformer %.1f%%" % (100.0 * a * ft / (pk * 1e9))]
+    c = [r for impl, _ in clfs for r in load(impl, m)]
+    ft, pk = med(c, "train_flops_per_token"), med(c, "peak_gflops")
+    best = max([med(load(impl, m), "train_tok_s") or 0 for impl, _ in clfs] or [0])
+    if ft and pk and best:
+        sides = []
+        for impl, label in clfs:
+            a = med(load(impl, m), "train_tok_s")
+            if a:
+                sides.append("%s %.1f%%" % (label, 100.0 * a * ft / (pk * 1e9)))
         for impl, label, _ in peers:
             b = med(load(impl, m), "train_tok_s")
             if b:
                 sides.append("PyTorch %s %.1f%%" % (label, 100.0 * b * ft / (pk * 1e9)))
         print("%s: training MFU %s (%.3g FLOPs/token, measured peak %.1f GFLOP/s)"
               % (m, ", ".join(sides), ft, pk))
-        out.setdefault(m, {})["train_mfu_clformer"] = a * ft / (pk * 1e9)
+        out.setdefault(m, {})["train_mfu_clformer"] = best * ft / (pk * 1e9)
 if glob.glob(os.path.join(tmp, "p*-*-*-*.json")):
     print("PyTorch: per run and metric, the faster of OMP_WAIT_POLICY=PASSIVE and ACTIVE")
 if save:
