@@ -798,9 +798,9 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
             }
             /* and the lines of D that the epilogue reads (a residual, a
              * stored derivative): written by an earlier kernel, they have
-             * often left the caches, and a load that waits on memory at
-             * every vector of the store held the backward's dH product at
-             * a quarter of its samples (K = 128; figures in docs/) */
+             * often left the caches, and without this the store waits on
+             * memory at every vector of a row (measured on the backward's
+             * dH product: docs/devices.md, the Xeon family 6 model 207) */
             if (last && (epi & (GEMM_EPI_RES | GEMM_EPI_DACT | GEMM_EPI_MULD)) != 0u) {
                 const ulong sz = GEMM_EPI_DT(epi) == CLF_T_F32 ? 4 : 2;
                 const ulong w = min((ulong)GEMM_NR, N - j0) * sz; /* bytes */
