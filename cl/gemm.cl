@@ -687,6 +687,32 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
     }
 }
 
+#if GEMM_PREFETCH_C
+/* Ask for the cache lines of a row block's tile of a matrix m of sz-byte
+ * elements (element off is its first; rows ld elements apart): rows i0 ..
+ * i0 + GEMM_MR - 1 below M, columns j0 .. j0 + w - 1; for writing (C's,
+ * ahead of the stores) or reading (D's, ahead of the epilogue's loads). */
+static inline void gemm_prefetch_tile(const __global char *m, ulong off, ulong ld, ulong sz,
+                                      ulong i0, ulong j0, ulong M, ulong w, int write)
+{
+    const ulong bytes = w * sz;
+    for (int r = 0; r < GEMM_MR && i0 + (ulong)r < M; r++) {
+        const __global char *row = m + (off + (i0 + (ulong)r) * ld + j0) * sz;
+        /* a line every 64 bytes, then the last byte's (a row need not
+         * start on a line): l == bytes stands for that last one */
+        for (ulong l = 0;; l = min(l + GEMM_LINE * 4, bytes)) {
+            const __global char *p = l < bytes ? row + l : row + bytes - 1;
+            if (write)
+                GEMM_PF_WRITE(p);
+            else
+                GEMM_PF_READ(p);
+            if (l == bytes)
+                break;
+        }
+    }
+}
+#endif
+
 /* The body of both kernels; a_packed is a compile-time constant after
  * inlining. In place, A's tile rows are clamped to M - 1 (read, never
  * stored); packed, they are zero padding.
@@ -785,35 +811,18 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
              * so that its stores at the end do not wait on memory: each
              * store otherwise first reads its line, and a row block's rows
              * lie ldc apart (a float32 C only; figures in native.c) */
-            if (last && GEMM_EPI_CT(epi) == CLF_T_F32) {
-                const ulong w = min((ulong)GEMM_NR, N - j0);
-                for (int r = 0; r < GEMM_MR; r++) {
-                    if (i0 + (ulong)r >= M)
-                        break;
-                    const __global float *row = C + c0 + (i0 + (ulong)r) * ldc + j0;
-                    for (ulong l = 0; l < w; l += GEMM_LINE)
-                        GEMM_PF_WRITE(row + l);
-                    GEMM_PF_WRITE(row + w - 1);
-                }
-            }
+            if (last && GEMM_EPI_CT(epi) == CLF_T_F32)
+                gemm_prefetch_tile((const __global char *)C, c0, ldc, 4, i0, j0, M,
+                                   min((ulong)GEMM_NR, N - j0), 1);
             /* and the lines of D that the epilogue reads (a residual, a
              * stored derivative): written by an earlier kernel, they have
              * often left the caches, and without this the store waits on
              * memory at every vector of a row (measured on the backward's
              * dH product: docs/devices.md, the Xeon family 6 model 207) */
-            if (last && (epi & (GEMM_EPI_RES | GEMM_EPI_DACT | GEMM_EPI_MULD)) != 0u) {
-                const ulong sz = GEMM_EPI_DT(epi) == CLF_T_F32 ? 4 : 2;
-                const ulong w = min((ulong)GEMM_NR, N - j0) * sz; /* bytes */
-                for (int r = 0; r < GEMM_MR; r++) {
-                    if (i0 + (ulong)r >= M)
-                        break;
-                    const __global char *row =
-                        (const __global char *)D + (d_off + (i0 + (ulong)r) * ldd + j0) * sz;
-                    for (ulong l = 0; l < w; l += GEMM_LINE * 4)
-                        GEMM_PF_READ(row + l);
-                    GEMM_PF_READ(row + w - 1);
-                }
-            }
+            if (last && (epi & (GEMM_EPI_RES | GEMM_EPI_DACT | GEMM_EPI_MULD)) != 0u)
+                gemm_prefetch_tile((const __global char *)D, d_off, ldd,
+                                   GEMM_EPI_DT(epi) == CLF_T_F32 ? 4 : 2, i0, j0, M,
+                                   min((ulong)GEMM_NR, N - j0), 0);
 #endif
             if (a_packed) {
                 const __global float *a = a0 + ib * a_blk + k0 * GEMM_MR;
