@@ -12,7 +12,9 @@
 # (model/ops/ops.h, ops_internal.h), the GEMM (runtime/gemm/gemm.h), the
 # conversions or the runtime's internals (the shape probe), so a
 # new one is checked here without editing this file. They run with
-# CLFORMER_TEST_SIMULATOR=1 (their smaller sizes) and the native GEMM engine
+# CLFORMER_TEST_SIMULATOR=1 (their smaller sizes), CLFORMER_TEST_CHECKER=1
+# (without what the devices' legs check, such as a rerun's bits: the time
+# goes to the simulator's own checks) and the native GEMM engine
 # (CLBlast's kernels are not ours to check), two at a time. Oclgrind's
 # --uninitialized plugin is not used: it aborts on LLVM's freeze instruction.
 #
@@ -34,7 +36,7 @@ mkdir -p "$OUT"
 tests=$(grep -l -E '"(model/ops/ops|model/ops/ops_internal|runtime/gemm/gemm|runtime/convert|runtime/runtime_internal)\.h"' "$ROOT"/tests/test_*.c |
         xargs -n1 basename | sed 's/\.c$//' | sort | while read -r t; do if [ -x "$BUILD/tests/$t" ]; then echo "$t"; fi; done)
 [ -n "$tests" ] || { echo "test-simulator: no kernel tests found" >&2; exit 1; }
-export CLFORMER_TEST_SIMULATOR=1 CLFORMER_GEMM=native
+export CLFORMER_TEST_SIMULATOR=1 CLFORMER_TEST_CHECKER=1 CLFORMER_GEMM=native
 # The group shape, forced: the kernels written for lockstep work-groups are
 # the ones whose local memory and barriers the simulator checks (measured,
 # Oclgrind runs items one by one and would get the item shape).

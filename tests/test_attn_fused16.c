@@ -23,7 +23,7 @@
  *     y widened, so both see one input;
  *   - lse (float32 on both sides): within 1e-6 relative, 1e-6 absolute;
  *   - the columns past the heads in y keep their bits, and reruns are
- *     bit-identical;
+ *     bit-identical (not checked under a checking simulator);
  *   - both kernel shapes (the blocked kernels and the work-group tiles),
  *     self-attention inside one [B, T, 3C] qkv and cross-attention (q [B,
  *     T, C], kv [B, S, 2C]), causal, padding masks, a sliding window,
@@ -200,9 +200,14 @@ static void run(clf_runtime *rt, const acase *c, clf_dtype t, clf_ops_path path,
         lse_ok &= isinf(lf[i]) ? isinf(lg[i]) && lg[i] < 0
                                : fabs((double)lg[i] - lf[i]) <= 1e-6 + 1e-6 * fabs(lf[i]);
     TU_CHECK(lse_ok, "%s: lse as float32's", name);
-    tu_ok(clf_op_attn_fused_forward_ex(rt, path, &a16, &err), &err, "forward 16-bit again");
-    download16(rt, y16, again, ny);
-    TU_CHECK(memcmp(again, yg, ny * 2) == 0, "%s: forward reruns bit-identical", name);
+    /* a rerun's bits: on the devices; under a checking simulator (tu_checker) its
+     * time goes to what the simulator checks (races, bounds, barriers) */
+    const int rerun = !tu_checker();
+    if (rerun) {
+        tu_ok(clf_op_attn_fused_forward_ex(rt, path, &a16, &err), &err, "forward 16-bit again");
+        download16(rt, y16, again, ny);
+        TU_CHECK(memcmp(again, yg, ny * 2) == 0, "%s: forward reruns bit-identical", name);
+    }
 
     /* backward: both sides from the y the 16-bit forward stored */
     for (size_t i = 0; i < ny; i++)
@@ -231,9 +236,11 @@ static void run(clf_runtime *rt, const acase *c, clf_dtype t, clf_ops_path path,
         snprintf(nm, sizeof nm, "%s: dq, dk, dv", name);
         close16(nm, t, gqg, gqf, ngq);
     }
-    tu_ok(clf_op_attn_fused_backward_ex(rt, path, &a16, &g16, &err), &err, "backward again");
-    download16(rt, gq16, again, ngq);
-    TU_CHECK(memcmp(again, gqg, ngq * 2) == 0, "%s: backward reruns bit-identical", name);
+    if (rerun) {
+        tu_ok(clf_op_attn_fused_backward_ex(rt, path, &a16, &g16, &err), &err, "backward again");
+        download16(rt, gq16, again, ngq);
+        TU_CHECK(memcmp(again, gqg, ngq * 2) == 0, "%s: backward reruns bit-identical", name);
+    }
 
     clf_ptr frees[] = {dkeep, q32, kv32, y32, l32, s32, gq32, gkv32, l16, s16, dy32};
     for (size_t i = 0; i < sizeof frees / sizeof frees[0]; i++)

@@ -135,6 +135,12 @@ int tu_simulator(void)
     return s != NULL && strcmp(s, "1") == 0;
 }
 
+int tu_checker(void)
+{
+    const char *s = getenv("CLFORMER_TEST_CHECKER");
+    return s != NULL && strcmp(s, "1") == 0;
+}
+
 int tu_own_shape(void)
 {
     const char *s = getenv("CLFORMER_TEST_OWN_SHAPE");

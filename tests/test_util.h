@@ -60,6 +60,10 @@ int tu_finish(void);
 /* 1 when the suite runs under a kernel simulator (CLFORMER_TEST_SIMULATOR=1,
  * set by scripts/test.sh for Oclgrind): tests then use their smaller sizes. */
 int tu_simulator(void);
+/* 1 when the run is for a checking simulator's reports (CLFORMER_TEST_CHECKER=1,
+ * set by scripts/test-simulator.sh for Oclgrind: races, bounds, barriers):
+ * tests then leave out what the devices' legs check, such as a rerun's bits. */
+int tu_checker(void);
 /* CLFORMER_TEST_OWN_SHAPE=1: tests that check every kernel shape on any
  * device check only the shape the device runs (scripts/test.sh's Mesa leg:
  * llvmpipe compiles the item-shaped fused attention for minutes; the item
