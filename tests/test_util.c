@@ -129,23 +129,18 @@ uint64_t tu_seed(void)
     return seed;
 }
 
-int tu_simulator(void)
+/* 1 when the environment variable name is "1" (the suite's switches) */
+static int env_switch(const char *name)
 {
-    const char *s = getenv("CLFORMER_TEST_SIMULATOR");
+    const char *s = getenv(name);
     return s != NULL && strcmp(s, "1") == 0;
 }
 
-int tu_checker(void)
-{
-    const char *s = getenv("CLFORMER_TEST_CHECKER");
-    return s != NULL && strcmp(s, "1") == 0;
-}
+int tu_simulator(void) { return env_switch("CLFORMER_TEST_SIMULATOR"); }
 
-int tu_own_shape(void)
-{
-    const char *s = getenv("CLFORMER_TEST_OWN_SHAPE");
-    return s != NULL && strcmp(s, "1") == 0;
-}
+int tu_checker(void) { return env_switch("CLFORMER_TEST_CHECKER"); }
+
+int tu_own_shape(void) { return env_switch("CLFORMER_TEST_OWN_SHAPE"); }
 
 tu_rng tu_rng_new(uint64_t salt)
 {

@@ -57,8 +57,9 @@ void tu_check(int cond, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 #define TU_CHECK(cond, ...) tu_check((cond) ? 1 : 0, __FILE__, __LINE__, __VA_ARGS__)
 int tu_finish(void);
-/* 1 when the suite runs under a kernel simulator (CLFORMER_TEST_SIMULATOR=1,
- * set by scripts/test.sh for Oclgrind): tests then use their smaller sizes. */
+/* 1 when the suite runs on a slow or simulated device (CLFORMER_TEST_SIMULATOR=1,
+ * set by scripts/test-simulator.sh for Oclgrind and by scripts/test.sh's Mesa
+ * leg): tests then use their smaller sizes. */
 int tu_simulator(void);
 /* 1 when the run is for a checking simulator's reports (CLFORMER_TEST_CHECKER=1,
  * set by scripts/test-simulator.sh for Oclgrind: races, bounds, barriers):
