@@ -8,7 +8,7 @@
 #
 #   scripts/gpu-first-light.sh [--dry-run] [--device SEL] [--debs DIR]
 #                              [--data FILE] [--out DIR] [--budget SECONDS]
-#                              [--recipe-steps N]
+#                              [--recipe-steps N] [--build DIR]
 #
 #   --device SEL   the device (default gpu; --dry-run: cpu)
 #   --debs DIR     the .deb files of scripts/gpu-debs.sh (default .gpu-debs):
@@ -22,6 +22,8 @@
 #                  second, corrected call fits in the machine's 15)
 #   --recipe-steps N  the recipe's steps, clformer's and PyTorch's (default 100;
 #                  20 in a dry run); their limits grow with N
+#   --build DIR    the build directory (default build-first-light); the
+#                  build step configures and builds its targets there
 #   --dry-run      here, on CPUs: the .deb files fetched if missing
 #                  (scripts/gpu-debs.sh) and used as there, PoCL alone, the
 #                  CPU recipe, a few tests, and the checks that the visit's
@@ -40,6 +42,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
 DRY=0 SEL="" DEBS=.gpu-debs DATA=data/tinyshakespeare.txt BUDGET=540 TARGETS="" STEPS=""
+BUILD=$ROOT/build-first-light
 REPORT=runs/first-light
 while [ $# -gt 0 ]; do
   case $1 in
@@ -50,6 +53,7 @@ while [ $# -gt 0 ]; do
     --out) REPORT=$2; shift ;;
     --budget) BUDGET=$2; shift ;;
     --recipe-steps) STEPS=$2; shift ;;
+    --build) BUILD=$2; shift ;;
     *) echo "gpu-first-light: unknown argument '$1' (see the script's header)" >&2; exit 2 ;;
   esac
   shift
@@ -60,7 +64,8 @@ REPORT=$(cd "$REPORT" && pwd)
 START=$(date +%s)
 DEADLINE=$((START + BUDGET))
 JOBS=$(nproc 2>/dev/null || echo 2)
-BUILD=$ROOT/build-first-light
+mkdir -p "$BUILD" || exit 1
+BUILD=$(cd "$BUILD" && pwd)
 : >"$REPORT/steps.tsv"
 
 # step NAME LIMIT COMMAND: run COMMAND (bash -c) with at most LIMIT seconds,

@@ -107,13 +107,15 @@ leg "PoCL" pocl
 if [ "${CLF_TEST_GPU_DRY_RUN:-1}" != "0" ]; then
   # the GPU visit's script (scripts/gpu-first-light.sh) end to end on PoCL,
   # so a broken step is found here and not in the machine's 15 minutes;
-  # kernels from the PoCL leg's cache
+  # kernels from the PoCL leg's cache, its build step in the leg's own build
+  # (configured again and its targets already built: what the step runs is
+  # checked without compiling the project a second time)
   # with $OUT set as the machine sets it: what comes back from there is at
   # most 8 files, so the report must arrive as its summary and one archive
   gpu_dry() {
     rm -rf build/first-light-out && mkdir -p build/first-light-out &&
       OUT=$ROOT/build/first-light-out CLFORMER_CACHE_DIR=$ROOT/build/test-cache \
-        scripts/gpu-first-light.sh --dry-run --out build/first-light &&
+        scripts/gpu-first-light.sh --dry-run --build build --out build/first-light &&
       [ "$(find build/first-light-out -type f | wc -l)" -le 8 ] &&
       tar tzf build/first-light-out/first-light.tgz | grep -q 'first-light/summary.md$' &&
       grep -q '^## GEMM' build/first-light-out/summary.md
