@@ -78,12 +78,12 @@ disk 1m || { echo "== full disk: skipped (mount -t tmpfs refused)"; exit 77; }
 "$BIN" train "$TINY" --data "$DATA" --out "$TMP/ref" "${SETS[@]}" "${DEV[@]}" >"$TMP/ref.log" 2>&1 ||
   { echo "soak: the reference run failed:"; tail -5 "$TMP/ref.log"; exit 1; }
 ck=$(stat -c %s "$TMP/ref/ckpt.safetensors")
-echo "== full disk during a checkpoint (a checkpoint is $ck bytes)"
+echo "== full disk during a checkpoint (a checkpoint is $ck bytes; the reference run took $SECONDS s)"
 
 # size expect: --out on a tmpfs of the size; the run must stop at the
 # first checkpoint that does not fit, keeping `expect` (a step, or "none")
 checkpoint_case() {
-  local size=$1 expect=$2 out=$MNT/run
+  local size=$1 expect=$2 out=$MNT/run t0=$SECONDS
   disk "$size"
   "$BIN" train "$TINY" --data "$DATA" --out "$out" "${SETS[@]}" "${DEV[@]}" >"$TMP/o.log" 2>"$TMP/e.log"
   local rc=$?
@@ -108,7 +108,7 @@ checkpoint_case() {
     >/dev/null 2>"$TMP/r.log" || { fail "$what: the run after the disk grew failed: $(tail -1 "$TMP/r.log")"; return; }
   python3 "$SRC/tests/ckpt_tensors.py" "$TMP/ref/ckpt.safetensors" "$out/ckpt.safetensors" >/dev/null ||
     { fail "$what: the finished run's tensors differ from the undisturbed run's"; return; }
-  echo "  tmpfs $size: exit 1, ENOSPC, kept $( [ "$expect" = none ] && echo nothing || echo "step $expect"), then bit-exact"
+  echo "  tmpfs $size: exit 1, ENOSPC, kept $( [ "$expect" = none ] && echo nothing || echo "step $expect"), then bit-exact ($((SECONDS - t0)) s)"
 }
 checkpoint_case $((ck / 2)) none
 checkpoint_case $((ck * 3 / 2)) 3
@@ -124,6 +124,7 @@ CLFORMER_CACHE_DIR=$TMP/cache "$BIN" sample "$TMP/ref" --tokens 40 --seed 3 --qu
 smallest=$(find "$TMP/cache/kernels" -type f -printf '%s\n' | sort -n | head -1)
 disk $((${smallest:-0} + 4096))
 for i in 1 2; do
+  t0=$SECONDS
   CLFORMER_CACHE_DIR=$MNT/cache "$BIN" sample "$TMP/ref" --tokens 40 --seed 3 --quiet "${DEV[@]}" \
     >"$TMP/got.txt" 2>"$TMP/e.log"
   rc=$?
@@ -132,7 +133,7 @@ for i in 1 2; do
   n=$(grep -c "cannot write the kernel cache (.*No space left on device)" "$TMP/e.log")
   [ "$n" -eq 1 ] || fail "sample $i on a full cache disk: $n notices of the failed cache write, expected 1"
   if find "$MNT/cache" -name '*.tmp.*' | grep -q .; then fail "sample $i: a temporary file left in the cache"; fi
-  echo "  sample $i: exit 0, the same text, one notice ($(du -sk "$MNT/cache" | cut -f1) KiB cached)"
+  echo "  sample $i: exit 0, the same text, one notice ($(du -sk "$MNT/cache" | cut -f1) KiB cached, $((SECONDS - t0)) s)"
 done
 [ "$failed" -eq 0 ] && echo "full disk: every case passed"
 exit $failed
