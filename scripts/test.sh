@@ -8,8 +8,9 @@
 #      the same build; every test but those of the host's own behaviour
 #      (checkpoints under kill, MPI plumbing, a full disk, the source checks)
 #   3. Mesa's rusticl on llvmpipe (Debian's mesa-opencl-icd): the SPIR-V
-#      front end of Mesa's GPU drivers; as 2, and not cli_decoder, which
-#      trains for minutes there
+#      front end of Mesa's GPU drivers; as 2, and not the command line's
+#      training sections (cli_decoder, cli_encoders, cli_pretrained), which
+#      train for minutes there
 #   4. the Oclgrind simulator: every kernel test with its race and
 #      bounds checks (scripts/test-simulator.sh)
 #   5. PoCL again, AddressSanitizer + UndefinedBehaviorSanitizer build
@@ -158,8 +159,13 @@ if [ "${CLF_TEST_MESA:-1}" != "0" ]; then
   # here, because they train for minutes (llvmpipe runs the CPU recipe's
   # step in 2.0 s against PoCL's 23 ms; docs/devices.md): cli_decoder
   # (394 s there), and the host's own behaviour (above; kill_resume alone
-  # takes 813 s there).
-  mesa_skip="^(cli_decoder|$host_only)\$"
+  # takes 813 s there). Nor the command line's encoder and pretrained
+  # sections (54 and 36 s there): what they check is the commands' own
+  # behaviour (exit codes, messages, files), the host's, which the other
+  # legs check; the numbers under them are checked on this leg by
+  # test_import (the imported BERT and GPT-2 against PyTorch),
+  # test_parity_seq2seq, test_trainer_seq and test_beam.
+  mesa_skip="^(cli_decoder|cli_encoders|cli_pretrained|$host_only)\$"
   mesa() {
     [ -s /etc/OpenCL/vendors/rusticl.icd ] || { echo "test.sh: /etc/OpenCL/vendors/rusticl.icd missing (apt-get install mesa-opencl-icd)" >&2; return 1; }
     local v
