@@ -151,25 +151,47 @@ static double row_probs(const acase *c, const float *q, size_t qs, const float *
     return sum > 0 ? mx + log(sum) : -INFINITY;
 }
 
-/* The reference on host copies of the layouts. */
+/* The rows (b, h, .) of the output a sum needs: every row (NULL), or those
+ * of one sequence b (b >= 0; -1: every sequence) and one query head h, or,
+ * by_kv, the query heads that read K/V head h. */
+typedef struct rowsel {
+    long b;
+    size_t h;
+    int by_kv;
+} rowsel;
+static int row_in(const acase *c, const rowsel *sel, size_t b, size_t h)
+{
+    return !sel ||
+           ((sel->b < 0 || (size_t)sel->b == b) && (sel->by_kv ? kv_head(c, h) : h) == sel->h);
+}
+
+/* The reference on host copies of the layouts: the rows sel names (all for
+ * NULL); the others' y and lse are not written. */
 static void reference(const acase *c, const float *q, size_t qs, const float *k, const float *v,
-                      size_t kvs, const int32_t *keep, double *y, double *lse)
+                      size_t kvs, const int32_t *keep, const rowsel *sel, double *y, double *lse)
 {
     const size_t C = c->NH * c->HS;
     double *p = malloc(c->S * sizeof *p), *drop = malloc(c->S * sizeof *drop);
     for (size_t b = 0; b < c->B; b++)
-        for (size_t h = 0; h < c->NH; h++)
+        for (size_t h = 0; h < c->NH; h++) {
+            if (!row_in(c, sel, b, h))
+                continue;
             for (size_t t = 0; t < c->T; t++) {
                 lse[(b * c->NH + h) * c->T + t] =
                     row_probs(c, q, qs, k, kvs, keep, b, h, t, p, drop);
+                /* y[d] = sum over s (ascending) of p[s] drop[s] v[s][d], a key's
+                 * row of v at a time */
                 double *yr = y + (b * c->T + t) * C + h * c->HS;
-                for (size_t d = 0; d < c->HS; d++) {
-                    double a = 0;
-                    for (size_t s = 0; s < c->S; s++)
-                        a += p[s] * drop[s] * v[(b * c->S + s) * kvs + kv_head(c, h) * c->HS + d];
-                    yr[d] = a;
+                for (size_t d = 0; d < c->HS; d++)
+                    yr[d] = 0;
+                for (size_t s = 0; s < c->S; s++) {
+                    const double w = p[s] * drop[s];
+                    const float *vr = v + (b * c->S + s) * kvs + kv_head(c, h) * c->HS;
+                    for (size_t d = 0; d < c->HS && w != 0; d++)
+                        yr[d] += w * vr[d];
                 }
             }
+        }
     free(p);
     free(drop);
 }
@@ -359,7 +381,7 @@ static void run(clf_runtime *rt, const acase *c, tu_rng *r)
         tu_download(rt, dl, l2, nl);
     }
     double *yr = malloc(c->B * c->T * C * sizeof *yr), *lr = malloc(nl * sizeof *lr);
-    reference(c, qh, qs, kh, vh, kvs, keep, yr, lr);
+    reference(c, qh, qs, kh, vh, kvs, keep, NULL, yr, lr);
     /* y's head columns against the reference, the guards untouched */
     float *yc = malloc(c->B * c->T * C * sizeof *yc);
     int guards = 1;
@@ -514,15 +536,18 @@ static void reference_grad(const acase *c, const float *q, size_t qs, const floa
     free(drop);
 }
 
-/* sum(dy * y) of the float64 forward on host copies. */
+/* sum(dy * y) of the float64 forward on host copies, over the rows sel
+ * names: where only those depend on an input, the differences of this sum
+ * are those of the whole one. */
 static double objective(const acase *c, const float *q, size_t qs, const float *k, const float *v,
-                        size_t kvs, const int32_t *keep, const float *dy)
+                        size_t kvs, const int32_t *keep, const float *dy, const rowsel *sel)
 {
-    const size_t C = c->NH * c->HS, n = c->B * c->T * C;
+    const size_t C = c->NH * c->HS, HS = c->HS, n = c->B * c->T * C;
     double *y = malloc(n * sizeof *y), *lse = malloc(c->B * c->NH * c->T * sizeof *lse), f = 0;
-    reference(c, q, qs, k, v, kvs, keep, y, lse);
+    reference(c, q, qs, k, v, kvs, keep, sel, y, lse);
     for (size_t i = 0; i < n; i++)
-        f += dy[i] * y[i];
+        if (row_in(c, sel, i / (c->T * C), i % C / HS))
+            f += dy[i] * y[i];
     free(y);
     free(lse);
     return f;
@@ -550,11 +575,19 @@ static void check_fd(const acase *c, float *qh, float *kh, float *vh, const int3
             const size_t width = which == 0 ? C : which == 3 ? c->nb : which == 4 ? W : KC;
             size_t row = (size_t)tu_u32(r) % rows[which], col = (size_t)tu_u32(r) % width;
             float *x = arrays[which] + row * strides[which] + col, x0 = *x;
+            /* the output rows the coordinate reaches: a query's row (q,
+             * the q.r rows), a K/V head's query heads in the key's sequence
+             * (k, v), a bias head's rows in every sequence */
+            const rowsel sel = which == 0   ? (rowsel){(long)(row / c->T), col / c->HS, 0}
+                               : which <= 2 ? (rowsel){(long)(row / c->S), col / c->HS, 1}
+                               : which == 3
+                                   ? (rowsel){-1, row, 0}
+                                   : (rowsel){(long)(row / (c->NH * c->T)), row / c->T % c->NH, 0};
             const float e = 1e-2f;
             *x = x0 + e;
-            double fp = objective(c, qh, qs, kh, vh, kvs, keep, dyh);
+            double fp = objective(c, qh, qs, kh, vh, kvs, keep, dyh, &sel);
             *x = x0 - e;
-            double fm = objective(c, qh, qs, kh, vh, kvs, keep, dyh);
+            double fm = objective(c, qh, qs, kh, vh, kvs, keep, dyh, &sel);
             *x = x0;
             double num = (fp - fm) / (2.0 * (double)e), an = grads[which][row * width + col];
             double err_ = fabs(num - an);
