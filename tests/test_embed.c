@@ -549,13 +549,14 @@ static void test_rope(clf_runtime *rt, int elem, size_t B, size_t T, size_t NH, 
 /* ---- packed documents: per-token positions ---------------------------------------- */
 
 /* Positions of B rows of T tokens cut into documents at random (each row
- * restarts at 0 at every cut; about one cut in `every` positions). */
+ * restarts at 0 at every cut; about one cut in `every` positions, and one
+ * wherever a position would reach T, the rows of the position table). */
 static void doc_positions(int32_t *pos, size_t B, size_t T, unsigned every, tu_rng *r)
 {
     for (size_t b = 0; b < B; b++) {
         int32_t p = (int32_t)(tu_u32(r) % 3); /* rows may start inside a document */
         for (size_t t = 0; t < T; t++, p++) {
-            if (t > 0 && tu_u32(r) % every == 0)
+            if (t > 0 && (tu_u32(r) % every == 0 || p >= (int32_t)T))
                 p = 0;
             pos[b * T + t] = t == 0 ? 0 : p;
         }
