@@ -672,11 +672,9 @@ static void test_determinism(void)
 static void test_gzip(void)
 {
     printf("gzip input\n");
-    const char *dir = getenv("CLF_BUILD_DIR");
     char path[1024], plain[1024];
-    int tag = (int)(tu_seed() & 0xFFFF);
-    snprintf(path, sizeof path, "%s/test_bpe.%d.txt.gz", dir ? dir : "/tmp", tag);
-    snprintf(plain, sizeof plain, "%s/test_bpe.%d.txt", dir ? dir : "/tmp", tag);
+    tu_scratch_path("test_bpe.txt.gz", path, sizeof path);
+    tu_scratch_path("test_bpe.txt", plain, sizeof plain);
     gzFile f = gzopen(path, "wb");
     TU_CHECK(f != NULL, "create %s", path);
     if (f == NULL)

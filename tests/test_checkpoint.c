@@ -41,13 +41,6 @@ static const char *yaml = "model:\n"
 
 static void ok(clf_status st, const clf_error *e, const char *what) { tu_ok(st, e, what); }
 
-static char *path_in_build(const char *name, char *buf, size_t cap)
-{
-    const char *bd = getenv("CLF_BUILD_DIR");
-    snprintf(buf, cap, "%s/%s", bd ? bd : ".", name);
-    return buf;
-}
-
 static void train(clf_model *m, int steps)
 {
     clf_error e;
@@ -271,7 +264,7 @@ static void export_check(clf_runtime *rt, clf_model *a, const char *path, const 
     }
     for (int i = 0; i < 3; i++) {
         char xp[512];
-        path_in_build("test_checkpoint_export.safetensors", xp, sizeof xp);
+        tu_scratch_path("test_checkpoint_export.safetensors", xp, sizeof xp);
         ok(clf_checkpoint_export(path, xp, types[i], &e), &e, "export");
         clf_checkpoint *xk = NULL;
         ok(clf_checkpoint_open(xp, &xk, &e), &e, "open the export");
@@ -405,8 +398,8 @@ int main(void)
     clf_model_config cfg;
     ok(clf_config_parse_string(yaml, "test", NULL, 0, &cfg, &e), &e, "config");
     char path[512], bad[512];
-    path_in_build("test_checkpoint.safetensors", path, sizeof path);
-    path_in_build("test_checkpoint_bad.safetensors", bad, sizeof bad);
+    tu_scratch_path("test_checkpoint.safetensors", path, sizeof path);
+    tu_scratch_path("test_checkpoint_bad.safetensors", bad, sizeof bad);
     clf_model *a = round_trip(rt, &cfg, path);
     export_check(rt, a, path, bad);
     copy_check(rt, &cfg, a);

@@ -445,8 +445,7 @@ static void determinism(clf_runtime *rt, const char *name, const char *extra)
         data[i] = (int32_t)((i == 0 ? 0 : data[i - 1] + 1 + (tu_u32(&g) % 8 == 0)) % V);
 
     char path[256];
-    const char *bd = getenv("CLF_BUILD_DIR");
-    snprintf(path, sizeof path, "%s/test_parity_ckpt.safetensors", bd ? bd : ".");
+    tu_scratch_path("test_parity_ckpt.safetensors", path, sizeof path);
     float a[20], b[10];
     clf_model *m = NULL;
     die(clf_model_create(rt, &cfg, V, B, CLF_MODEL_TRAIN, &m, &e), &e, "create");
@@ -573,8 +572,7 @@ static void check_ema(clf_runtime *rt)
                  "them");
     /* a checkpoint: inference loads the average, --no-ema-style loads the parameters */
     char path[256];
-    const char *bd = getenv("CLF_BUILD_DIR");
-    snprintf(path, sizeof path, "%s/test_parity_ema.safetensors", bd ? bd : ".");
+    tu_scratch_path("test_parity_ema.safetensors", path, sizeof path);
     die(clf_checkpoint_save(path, m, &cfg, "{}", NULL, 0, &e), &e, "save");
     clf_checkpoint *ck = NULL;
     clf_model *mi = NULL;

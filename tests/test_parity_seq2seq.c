@@ -413,9 +413,9 @@ static void determinism(clf_runtime *rt, const char *fx)
                           "model.blocks.attention.dropout=0.1", "model.blocks.ffn.dropout=0.1"};
     for (int i = 0; i < 4; i++)
         die(clf_config_set(&f.cfg, sets[i], &e), &e, sets[i]);
-    char path[256];
-    const char *bd = getenv("CLF_BUILD_DIR");
-    snprintf(path, sizeof path, "%s/test_parity_%s_ckpt.safetensors", bd ? bd : ".", fx);
+    char path[256], name[96];
+    snprintf(name, sizeof name, "test_parity_%s_ckpt.safetensors", fx);
+    tu_scratch_path(name, path, sizeof path);
     float a[8], b[4];
     clf_model *m = build(rt, &f, f.B, CLF_MODEL_TRAIN);
     train_steps(m, &f, 4, a);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int tu_passed, tu_failed;
 
@@ -141,6 +142,13 @@ int tu_simulator(void) { return env_switch("CLFORMER_TEST_SIMULATOR"); }
 int tu_checker(void) { return env_switch("CLFORMER_TEST_CHECKER"); }
 
 int tu_own_shape(void) { return env_switch("CLFORMER_TEST_OWN_SHAPE"); }
+
+char *tu_scratch_path(const char *name, char *buf, size_t cap)
+{
+    const char *bd = getenv("CLF_BUILD_DIR");
+    snprintf(buf, cap, "%s/%ld-%s", bd ? bd : ".", (long)getpid(), name);
+    return buf;
+}
 
 tu_rng tu_rng_new(uint64_t salt)
 {

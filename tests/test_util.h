@@ -70,6 +70,10 @@ int tu_checker(void);
  * llvmpipe compiles the item-shaped fused attention for minutes; the item
  * shape is checked on the CPU runtimes' legs). */
 int tu_own_shape(void);
+/* A scratch file's path: NAME in the build directory (CLF_BUILD_DIR, set by
+ * ctest; else the working directory), after this process's id, so that two
+ * runs of a test at once do not write each other's files. Returns buf. */
+char *tu_scratch_path(const char *name, char *buf, size_t cap);
 
 /* float64 references shared by kernel tests: activation `act` in ops.h's
  * clf_act order (none, relu, gelu_erf, gelu_tanh, silu; runtime/gemm's
