@@ -75,6 +75,19 @@ expect() {
   fi
 }
 
+# suite_kernels DIR [NAME...]: a cache directory DIR holding the suite's
+# compiled kernels ($CLFORMER_CACHE_DIR/kernels, where there is one) but the
+# families NAME... and no GEMM choices
+suite_kernels() {
+  local dir=$1 not=()
+  shift
+  for f in "$@"; do not+=(! -name "$f-*"); done
+  mkdir -p "$dir/kernels"
+  if [ -d "${CLFORMER_CACHE_DIR:-}/kernels" ]; then
+    find "$CLFORMER_CACHE_DIR/kernels" -maxdepth 1 -name '*.bin' "${not[@]}" -exec cp {} "$dir/kernels/" \;
+  fi
+}
+
 # toy: the toy sentence data in $MT and a few sentences to classify in
 # $TMP/sent (the encoder and pretrained sections train on them)
 MT=$TMP/mt
@@ -185,11 +198,7 @@ section_flags() {
   # families a training run needs (shape, random) and no GEMM choices, so
   # the run compiles and times something without compiling every program
   # cold, which takes most of a minute where no implementation cache helps.
-  mkdir -p "$TMP/first-cache/kernels"
-  if [ -d "${CLFORMER_CACHE_DIR:-}/kernels" ]; then
-    find "$CLFORMER_CACHE_DIR/kernels" -maxdepth 1 -name '*.bin' ! -name 'shape-*' ! -name 'random-*' \
-      -exec cp {} "$TMP/first-cache/kernels/" \;
-  fi
+  suite_kernels "$TMP/first-cache" shape random
   run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/first" --set train.steps=2 --cache-dir "$TMP/first-cache" --gemm auto "${DEV[@]}"
   expect "a first run on a device says it compiles kernels and times GEMM shapes" 0 "first use of .*: compiling kernels and timing GEMM shapes \(cached afterwards"
   expect "... and then what it did, in one line (how many, how long)" 0 "first use of .*: compiled [0-9]+ kernel programs and timed [0-9]+ GEMM shapes in [0-9.]+ s"
@@ -217,8 +226,7 @@ section_flags() {
   # a cache of its own, holding the suite's compiled kernels but no GEMM
   # choices: tune times every class of the model
   TC=$TMP/tune-cache
-  mkdir -p "$TC"
-  if [ -d "${CLFORMER_CACHE_DIR:-}/kernels" ]; then cp -R "$CLFORMER_CACHE_DIR/kernels" "$TC/"; fi
+  suite_kernels "$TC"
   run "$BIN" tune "$TINY" --cache-dir "$TC" --gemm auto "${DEV[@]}"
   expect "tune times the GEMM candidates on the model's shapes" 0 "shape classes in .* measured FMA peak"
   if grep -Eq "^(NN|NT|TN|TT) +[0-9]+ x [0-9]+ x [0-9]+ +[0-9]+ .* (clblast|[rt][0-9a-z]+) +[0-9.]+ +[0-9]+%$" "$OUT" &&
