@@ -17,6 +17,11 @@
  * attn_decode_item: the same, one work-item per (b, head, range), for
  * devices whose work-groups run item by item.
  *
+ * attn_qkv_decode_item: on those devices, decoding's pre-attention norm,
+ * its qkv linear and attn_decode_item's attention in one launch, one
+ * work-item per (b, K/V head): a launch fewer per layer and token, where a
+ * launch costs more than the norm and the attention together.
+ *
  * Not here: the full-sequence attention (flash/).
  */
 
@@ -175,41 +180,23 @@ __kernel void attn_decode(__global float *out, ulong out_off, __global const flo
  * attn_decode (P = 1: the output; P > 1: the range's partial softmax). */
 #define ATTN_ITEM_CHUNK 64 /* ATTN_ITEM_HS_MAX: runtime/contract.h */
 
-__kernel void attn_decode_item(__global float *out, ulong out_off, __global const float *q,
-                               ulong q_off, ulong q_stride, __global float *kc, ulong k_off,
-                               __global float *vc, ulong v_off, __global const float *kn,
-                               ulong kn_off, __global const float *vn, ulong vn_off,
-                               ulong n_stride, int has_new, __global const int *keep, ulong keep_off, uint keep_stride,
-                               int has_keep, uint NH, uint grp, uint HS, uint Tmax, uint lo,
-                               uint L, float scale, int alibi, __global const float *rb,
-                               ulong rb_off, uint rb_w, __global const float *rqr,
-                               ulong rqr_off, uint rqr_w, uint rel_k, uint P,
-                               __global float *part, ulong part_off)
+/* One work-item's pass over positions [s0, s1) of a (b, head): the query
+ * qs (scaled), key and value rows kb, vb (HS apart; position snew's from
+ * knr, vnr instead), the keep mask kp (has_keep), the biases (slope: ALiBi;
+ * rbh with rb_w, qrh with rqr_w: relative positions, as attn_decode's) ->
+ * *m, *l and acc[0..HS) updated (the online softmax's max, sum and
+ * unnormalised output). */
+static inline void attn_item_pass(float *acc, float *m_io, float *l_io, const float *qs,
+                                  __global const float *kb, __global const float *vb,
+                                  __global const float *knr, __global const float *vnr,
+                                  uint snew, __global const int *kp, int has_keep, uint s0,
+                                  uint s1, uint L, uint HS, float slope,
+                                  __global const float *rbh, uint rb_w,
+                                  __global const float *qrh, uint rqr_w, uint rel_k)
 {
-    const uint g = get_global_id(0);
-    const uint bh = g / P, p = g - bh * P;
-    if (bh >= get_global_size(0) / P || HS > ATTN_ITEM_HS_MAX)
-        return;
-    const uint n_all = L - lo, chunk = (n_all + P - 1) / P;
-    const uint s0 = lo + min(n_all, p * chunk), s1 = min(L, s0 + chunk);
-    const float slope = alibi ? clf_alibi_slope(bh % NH, NH) : 0.0f;
-    __global const float *rbh = rb + rb_off + (ulong)(bh % NH) * 2 * rb_w;
-    __global const float *qrh = rqr + rqr_off + (ulong)bh * rqr_w;
-    __global const float *qr = q + q_off + (ulong)(bh / NH) * q_stride + (ulong)(bh % NH) * HS;
-    const ulong kvh = (ulong)(bh / NH) * (NH / grp) + (bh % NH) / grp; /* its K/V head */
-    __global float *kb = kc + k_off + kvh * Tmax * HS;
-    __global float *vb = vc + v_off + kvh * Tmax * HS;
-    const ulong nrow = (ulong)(bh / NH) * n_stride + (ulong)((bh % NH) / grp) * HS;
-    __global const float *knr = kn + kn_off + nrow, *vnr = vn + vn_off + nrow;
-    const uint snew = has_new ? L - 1 : 0xFFFFFFFFu;
-    __global const int *kp = keep + keep_off + (ulong)(bh / NH) * keep_stride;
     const uint hv = HS / 8 * 8;
-    float qs[ATTN_ITEM_HS_MAX], acc[ATTN_ITEM_HS_MAX], sc[ATTN_ITEM_CHUNK];
-    for (uint d = 0; d < HS; d++) {
-        qs[d] = qr[d] * scale;
-        acc[d] = 0.0f;
-    }
-    float m = CLF_NEG_BIG, l = 0.0f;
+    float sc[ATTN_ITEM_CHUNK];
+    float m = *m_io, l = *l_io;
     for (uint c0 = s0; c0 < s1; c0 += ATTN_ITEM_CHUNK) {
         const uint nc = min((uint)ATTN_ITEM_CHUNK, s1 - c0);
         float mc = m;
@@ -251,6 +238,46 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
         }
         m = mc;
     }
+    *m_io = m;
+    *l_io = l;
+}
+
+__kernel void attn_decode_item(__global float *out, ulong out_off, __global const float *q,
+                               ulong q_off, ulong q_stride, __global float *kc, ulong k_off,
+                               __global float *vc, ulong v_off, __global const float *kn,
+                               ulong kn_off, __global const float *vn, ulong vn_off,
+                               ulong n_stride, int has_new, __global const int *keep, ulong keep_off, uint keep_stride,
+                               int has_keep, uint NH, uint grp, uint HS, uint Tmax, uint lo,
+                               uint L, float scale, int alibi, __global const float *rb,
+                               ulong rb_off, uint rb_w, __global const float *rqr,
+                               ulong rqr_off, uint rqr_w, uint rel_k, uint P,
+                               __global float *part, ulong part_off)
+{
+    const uint g = get_global_id(0);
+    const uint bh = g / P, p = g - bh * P;
+    if (bh >= get_global_size(0) / P || HS > ATTN_ITEM_HS_MAX)
+        return;
+    const uint n_all = L - lo, chunk = (n_all + P - 1) / P;
+    const uint s0 = lo + min(n_all, p * chunk), s1 = min(L, s0 + chunk);
+    const float slope = alibi ? clf_alibi_slope(bh % NH, NH) : 0.0f;
+    __global const float *rbh = rb + rb_off + (ulong)(bh % NH) * 2 * rb_w;
+    __global const float *qrh = rqr + rqr_off + (ulong)bh * rqr_w;
+    __global const float *qr = q + q_off + (ulong)(bh / NH) * q_stride + (ulong)(bh % NH) * HS;
+    const ulong kvh = (ulong)(bh / NH) * (NH / grp) + (bh % NH) / grp; /* its K/V head */
+    __global float *kb = kc + k_off + kvh * Tmax * HS;
+    __global float *vb = vc + v_off + kvh * Tmax * HS;
+    const ulong nrow = (ulong)(bh / NH) * n_stride + (ulong)((bh % NH) / grp) * HS;
+    __global const float *knr = kn + kn_off + nrow, *vnr = vn + vn_off + nrow;
+    const uint snew = has_new ? L - 1 : 0xFFFFFFFFu;
+    __global const int *kp = keep + keep_off + (ulong)(bh / NH) * keep_stride;
+    float qs[ATTN_ITEM_HS_MAX], acc[ATTN_ITEM_HS_MAX];
+    for (uint d = 0; d < HS; d++) {
+        qs[d] = qr[d] * scale;
+        acc[d] = 0.0f;
+    }
+    float m = CLF_NEG_BIG, l = 0.0f;
+    attn_item_pass(acc, &m, &l, qs, kb, vb, knr, vnr, snew, kp, has_keep, s0, s1, L, HS, slope,
+                   rbh, rb_w, qrh, rqr_w, rel_k);
     if (has_new && p == P - 1 && (bh % NH) % grp == 0)
         for (uint d = 0; d < HS; d++) {
             kb[(ulong)snew * HS + d] = knr[d];
@@ -265,6 +292,77 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
     } else {
         const float inv = l > 0.0f ? 1.0f / l : 0.0f;
         __global float *o = out + out_off + (ulong)bh * HS;
+        for (uint d = 0; d < HS; d++)
+            o[d] = acc[d] * inv;
+    }
+}
+
+/* attn_qkv_decode_item: decoding's pre-attention norm, its fused qkv linear
+ * and the attention of the new position in one launch, for devices whose
+ * work-groups run item by item: one work-item per (b, K/V head j). Row b of
+ * x [B, C] is normalised as norm_dot_item normalises it (LayerNorm with nw
+ * and optional nb, or RMSNorm with nw) and multiplied by the rows of W
+ * [NH*HS + 2*KVH*HS, C] (q's heads, then k's, then v's; KVH = NH / grp)
+ * that head j needs, plus bias (has_bias): k and v of head j go to position
+ * L - 1 of the caches [B, KVH, Tmax, HS], then each of the grp query heads
+ * h = j*grp + i attends to positions [lo, L) as attn_decode_item does with
+ * P = 1 (the same sums in the same order: the qkv columns as norm_dot_item
+ * computes them, the scores and the online softmax as attn_item_pass) and
+ * writes out row b*NH + h [HS]. The work-item reads back the cache rows it
+ * wrote; no other work-item reads them. No keep mask, relative bias or
+ * rotary positions (the host keeps those on the unfused path); ALiBi with
+ * alibi. NDRange B*KVH. */
+__kernel void attn_qkv_decode_item(__global float *out, ulong out_off, __global const float *x,
+                                   ulong x_off, __global const float *nw, ulong nw_off,
+                                   __global const float *nb, ulong nb_off, int has_nb, int rms,
+                                   float eps, __global const float *W, ulong w_off,
+                                   __global const float *bias, ulong bias_off, int has_bias,
+                                   __global float *kc, ulong k_off, __global float *vc,
+                                   ulong v_off, uint B, uint NH, uint grp, uint HS, uint C,
+                                   uint Tmax, uint lo, uint L, float scale, int alibi)
+{
+    const uint g = get_global_id(0), KVH = NH / grp;
+    if (g >= B * KVH || HS > ATTN_ITEM_HS_MAX || L == 0)
+        return;
+    const uint b = g / KVH, j = g - b * KVH;
+    x += x_off + (ulong)b * C;
+    nw += nw_off;
+    nb += nb_off;
+    W += w_off;
+    bias += bias_off;
+    const float2 st = rms ? (float2)(0.0f, rms_rstd_item(x, C, eps)) : ln_stats_item(x, C, eps);
+    const float m = st.x, rs = st.y;
+    __global float *kb = kc + k_off + (ulong)g * Tmax * HS; /* g = b*KVH + j */
+    __global float *vb = vc + v_off + (ulong)g * Tmax * HS;
+    const ulong q0 = (ulong)j * grp * HS, k0 = (ulong)NH * HS + (ulong)j * HS,
+                v0 = (ulong)NH * HS + (ulong)KVH * HS + (ulong)j * HS;
+    float s[CLF_NORM_DOT_N];
+    for (uint d0 = 0; d0 < HS; d0 += CLF_NORM_DOT_N) {
+        const uint n = min((uint)CLF_NORM_DOT_N, HS - d0);
+        clf_norm_dot_cols(s, x, m, rs, rms, nw, nb, has_nb, W + (k0 + d0) * C, n, C);
+        for (uint c = 0; c < n; c++)
+            kb[(ulong)(L - 1) * HS + d0 + c] = has_bias ? s[c] + bias[k0 + d0 + c] : s[c];
+        clf_norm_dot_cols(s, x, m, rs, rms, nw, nb, has_nb, W + (v0 + d0) * C, n, C);
+        for (uint c = 0; c < n; c++)
+            vb[(ulong)(L - 1) * HS + d0 + c] = has_bias ? s[c] + bias[v0 + d0 + c] : s[c];
+    }
+    float qs[ATTN_ITEM_HS_MAX], acc[ATTN_ITEM_HS_MAX];
+    for (uint i = 0; i < grp; i++) {
+        const uint h = j * grp + i;
+        const ulong qh = q0 + (ulong)i * HS;
+        for (uint d0 = 0; d0 < HS; d0 += CLF_NORM_DOT_N) {
+            const uint n = min((uint)CLF_NORM_DOT_N, HS - d0);
+            clf_norm_dot_cols(s, x, m, rs, rms, nw, nb, has_nb, W + (qh + d0) * C, n, C);
+            for (uint c = 0; c < n; c++)
+                qs[d0 + c] = (has_bias ? s[c] + bias[qh + d0 + c] : s[c]) * scale;
+        }
+        for (uint d = 0; d < HS; d++)
+            acc[d] = 0.0f;
+        float mx = CLF_NEG_BIG, l = 0.0f;
+        attn_item_pass(acc, &mx, &l, qs, kb, vb, kb, vb, 0xFFFFFFFFu, (__global const int *)kb,
+                       0, lo, L, L, HS, alibi ? clf_alibi_slope(h, NH) : 0.0f, kb, 0, kb, 0, 0);
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        __global float *o = out + out_off + ((ulong)b * NH + h) * HS;
         for (uint d = 0; d < HS; d++)
             o[d] = acc[d] * inv;
     }

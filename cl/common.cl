@@ -387,3 +387,91 @@ CLF_ACT_FUNCS(float2, 2)
 CLF_ACT_FUNCS(float4, 4)
 CLF_ACT_FUNCS(float8, 8)
 CLF_ACT_FUNCS(float16, 16)
+
+/* ---- rows of norms, one work-item (norm.cl, attention.cl) ---- */
+
+/* A row's LayerNorm statistics {mean, rstd} of x[0..N), one work-item:
+ * float8 lanes, then the tail; two passes (the variance about the mean). */
+static inline float2 ln_stats_item(__global const float *x, ulong N, float eps)
+{
+    ulong j;
+    float8 a8 = (float8)(0.0f);
+    for (j = 0; j + 8 <= N; j += 8)
+        a8 += vload8(0, x + j);
+    float s = clf_hsum8(a8);
+    for (; j < N; j++)
+        s += x[j];
+    const float m = s / (float)N;
+    a8 = (float8)(0.0f);
+    for (j = 0; j + 8 <= N; j += 8) {
+        float8 d = vload8(0, x + j) - m;
+        a8 += d * d;
+    }
+    float v = clf_hsum8(a8);
+    for (; j < N; j++) {
+        float d = x[j] - m;
+        v += d * d;
+    }
+    return (float2)(m, 1.0f / sqrt(v / (float)N + eps));
+}
+
+/* A row's RMSNorm rstd of x[0..N), one work-item, lanes as ln_stats_item. */
+static inline float rms_rstd_item(__global const float *x, ulong N, float eps)
+{
+    ulong j;
+    float8 a8 = (float8)(0.0f);
+    for (j = 0; j + 8 <= N; j += 8) {
+        float8 v = vload8(0, x + j);
+        a8 += v * v;
+    }
+    float ss = clf_hsum8(a8);
+    for (; j < N; j++)
+        ss += x[j] * x[j];
+    return 1.0f / sqrt(ss / (float)N + eps);
+}
+
+/* Decoding's norm and the linear after it (norm.cl's norm_dot_item,
+ * attention.cl's attn_qkv_decode_item), one work-item's block of
+ * CLF_NORM_DOT_N columns: s[c] = sum_k xhat[k] W[c, k] for the rows c <
+ * CLF_NORM_DOT_N of W (row stride C; rows from n on, n >= 1, read row n - 1
+ * and their sums are not meant to be used), where xhat = (x - m) * rs * nw
+ * (+ nb with has_nb) for LayerNorm, x * rs * nw for RMSNorm. One pass over
+ * the block's weights, 16 lanes a column, then the tail. */
+static inline void clf_norm_dot_cols(float *s, __global const float *x, float m, float rs,
+                                     int rms, __global const float *nw,
+                                     __global const float *nb, int has_nb,
+                                     __global const float *W, ulong n, ulong C)
+{
+    ulong k;
+    __global const float *wr[CLF_NORM_DOT_N];
+    float16 acc[CLF_NORM_DOT_N];
+#pragma unroll
+    for (int c = 0; c < CLF_NORM_DOT_N; c++) {
+        wr[c] = W + min((ulong)c, n - 1) * C;
+        acc[c] = (float16)(0.0f);
+    }
+    for (k = 0; k + 16 <= C; k += 16) {
+        float16 h;
+        if (rms) {
+            h = vload16(0, x + k) * rs * vload16(0, nw + k);
+        } else {
+            h = (vload16(0, x + k) - m) * rs * vload16(0, nw + k);
+            if (has_nb)
+                h += vload16(0, nb + k);
+        }
+#pragma unroll
+        for (int c = 0; c < CLF_NORM_DOT_N; c++)
+            acc[c] = CLF_FMA(h, vload16(0, wr[c] + k), acc[c]);
+    }
+#pragma unroll
+    for (int c = 0; c < CLF_NORM_DOT_N; c++)
+        s[c] = clf_hsum8(acc[c].lo + acc[c].hi);
+    for (; k < C; k++) {
+        float h = rms ? x[k] * rs * nw[k] : (x[k] - m) * rs * nw[k];
+        if (!rms && has_nb)
+            h += nb[k];
+#pragma unroll
+        for (int c = 0; c < CLF_NORM_DOT_N; c++)
+            s[c] = CLF_FMA(h, wr[c][k], s[c]);
+    }
+}

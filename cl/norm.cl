@@ -45,46 +45,6 @@
 
 /* ---- LayerNorm forward ------------------------------------------------------ */
 
-/* A row's LayerNorm statistics {mean, rstd} of x[0..N), one work-item:
- * float8 lanes, then the tail; two passes (the variance about the mean). */
-static inline float2 ln_stats_item(__global const float *x, ulong N, float eps)
-{
-    ulong j;
-    float8 a8 = (float8)(0.0f);
-    for (j = 0; j + 8 <= N; j += 8)
-        a8 += vload8(0, x + j);
-    float s = clf_hsum8(a8);
-    for (; j < N; j++)
-        s += x[j];
-    const float m = s / (float)N;
-    a8 = (float8)(0.0f);
-    for (j = 0; j + 8 <= N; j += 8) {
-        float8 d = vload8(0, x + j) - m;
-        a8 += d * d;
-    }
-    float v = clf_hsum8(a8);
-    for (; j < N; j++) {
-        float d = x[j] - m;
-        v += d * d;
-    }
-    return (float2)(m, 1.0f / sqrt(v / (float)N + eps));
-}
-
-/* A row's RMSNorm rstd of x[0..N), one work-item, lanes as ln_stats_item. */
-static inline float rms_rstd_item(__global const float *x, ulong N, float eps)
-{
-    ulong j;
-    float8 a8 = (float8)(0.0f);
-    for (j = 0; j + 8 <= N; j += 8) {
-        float8 v = vload8(0, x + j);
-        a8 += v * v;
-    }
-    float ss = clf_hsum8(a8);
-    for (; j < N; j++)
-        ss += x[j] * x[j];
-    return 1.0f / sqrt(ss / (float)N + eps);
-}
-
 __kernel void layernorm_forward_item(__global float *out, ulong out_off, uint out_t,
                                      __global float *mean,
                                      ulong mean_off, __global float *rstd, ulong rstd_off,
@@ -440,47 +400,11 @@ __kernel void norm_dot_item(__global float *y, ulong y_off, ulong ldy, __global 
     x += x_off + r * C;
     nw += nw_off;
     nb += nb_off;
-    float m = 0.0f, rs;
-    if (rms) {
-        rs = rms_rstd_item(x, C, eps);
-    } else {
-        const float2 st = ln_stats_item(x, C, eps);
-        m = st.x;
-        rs = st.y;
-    }
-    ulong k;
-    __global const float *wr[CLF_NORM_DOT_N];
-    float16 acc[CLF_NORM_DOT_N];
-#pragma unroll
-    for (int c = 0; c < CLF_NORM_DOT_N; c++) {
-        wr[c] = W + w_off + min(j0 + (ulong)c, N - 1) * C;
-        acc[c] = (float16)(0.0f);
-    }
-    for (k = 0; k + 16 <= C; k += 16) {
-        float16 h;
-        if (rms) {
-            h = vload16(0, x + k) * rs * vload16(0, nw + k);
-        } else {
-            h = (vload16(0, x + k) - m) * rs * vload16(0, nw + k);
-            if (has_nb)
-                h += vload16(0, nb + k);
-        }
-#pragma unroll
-        for (int c = 0; c < CLF_NORM_DOT_N; c++)
-            acc[c] = CLF_FMA(h, vload16(0, wr[c] + k), acc[c]);
-    }
+    const float2 st = rms ? (float2)(0.0f, rms_rstd_item(x, C, eps)) : ln_stats_item(x, C, eps);
+    const float m = st.x, rs = st.y;
     float s[CLF_NORM_DOT_N];
-#pragma unroll
-    for (int c = 0; c < CLF_NORM_DOT_N; c++)
-        s[c] = clf_hsum8(acc[c].lo + acc[c].hi);
-    for (; k < C; k++) {
-        float h = rms ? x[k] * rs * nw[k] : (x[k] - m) * rs * nw[k];
-        if (!rms && has_nb)
-            h += nb[k];
-#pragma unroll
-        for (int c = 0; c < CLF_NORM_DOT_N; c++)
-            s[c] = CLF_FMA(h, wr[c][k], s[c]);
-    }
+    clf_norm_dot_cols(s, x, m, rs, rms, nw, nb, has_nb, W + w_off + j0 * C,
+                      min((ulong)CLF_NORM_DOT_N, N - j0), C);
     y += y_off + r * ldy;
     for (int c = 0; c < CLF_NORM_DOT_N && j0 + (ulong)c < N; c++) {
         float o = s[c], g;

@@ -30,6 +30,16 @@
  * Sliding windows (1, 16, all and more than all of 61 positions) and ALiBi
  * biases, with q read inside fused qkv rows, at 1 and 3 ranges, against
  * float64 (atol 1e-5, rtol 1e-4).
+ * Decoding's norm, qkv linear and attention in one launch
+ * (clf_op_attn_qkv_decode), on devices whose work-groups run item by item:
+ * LayerNorm with and without its bias, RMSNorm, with and without the
+ * linear's bias, grouped-query and multi-query heads, head sizes and
+ * widths that are not multiples of 16, windows and ALiBi, one and several
+ * rows, against float64 (the output and the new cache rows: atol 1e-5,
+ * rtol 1e-4); every other cache entry keeps its bits (NaN past L), and the
+ * output and caches are bit for bit those of clf_op_norm_dot followed by
+ * clf_op_attn_decode on the same device (the same sums in the same order).
+ * Elsewhere the op's refusal is checked.
  */
 #include <math.h>
 #include <stdio.h>
@@ -456,6 +466,286 @@ static void test_window_alibi(clf_runtime *rt, size_t W, int alibi, size_t P, tu
     free(ref);
 }
 
+/* Decoding's fused norm + qkv + attention (clf_op_attn_qkv_decode) for
+ * rows x [B, C]: norm 0 LayerNorm, 1 LayerNorm with its bias, 2 RMSNorm;
+ * bias: the qkv linear's. */
+typedef struct qcase {
+    size_t B, NH, KVH, HS, C, Tmax, L, window;
+    int norm, bias, alibi;
+} qcase;
+
+static void test_qkv_decode(clf_runtime *rt, const qcase *c, tu_rng *r)
+{
+    const size_t B = c->B, NH = c->NH, KVH = c->KVH, HS = c->HS, C = c->C, Tmax = c->Tmax;
+    const size_t L = c->L, grp = NH / KVH, QKV = (NH + 2 * KVH) * HS, nc = B * KVH * Tmax * HS;
+    const size_t lo = c->window > 0 && L > c->window ? L - c->window : 0;
+    const double eps = 1e-5, scale = 1.0 / sqrt((double)HS);
+    float *x = malloc(B * C * sizeof *x), *nw = malloc(C * sizeof *nw),
+          *nb = malloc(C * sizeof *nb);
+    float *W = malloc(QKV * C * sizeof *W), *bias = malloc(QKV * sizeof *bias);
+    float *k = malloc(nc * sizeof *k), *v = malloc(nc * sizeof *v);
+    float *got = malloc(B * NH * HS * sizeof *got), *gk = malloc(nc * sizeof *gk);
+    float *gv = malloc(nc * sizeof *gv), *uo = malloc(B * NH * HS * sizeof *uo);
+    float *uk = malloc(nc * sizeof *uk), *uv = malloc(nc * sizeof *uv);
+    double *y = malloc(B * QKV * sizeof *y), *ref = malloc(B * NH * HS * sizeof *ref);
+    double *rk = malloc(B * KVH * HS * sizeof *rk), *rv = malloc(B * KVH * HS * sizeof *rv);
+    double *sc = malloc(L * sizeof *sc);
+    tu_fill(r, x, B * C, -2, 2);
+    tu_fill(r, nw, C, 0.5f, 1.5f);
+    tu_fill(r, nb, C, -0.5f, 0.5f);
+    tu_fill(r, W, QKV * C, -1.5f / sqrtf((float)C), 1.5f / sqrtf((float)C));
+    tu_fill(r, bias, QKV, -0.5f, 0.5f);
+    tu_fill(r, k, nc, -1, 1);
+    tu_fill(r, v, nc, -1, 1);
+    for (size_t g = 0; g < B * KVH; g++) /* the new row's old contents, and stale rows past L */
+        for (size_t j = L - 1; j < Tmax; j++)
+            for (size_t d = 0; d < HS; d++)
+                k[(g * Tmax + j) * HS + d] = v[(g * Tmax + j) * HS + d] = NAN;
+    /* float64: the norm, the linear, the attention (K/V head h / grp) */
+    for (size_t b = 0; b < B; b++) {
+        const float *xr = x + b * C;
+        double mean = 0, var = 0;
+        for (size_t i = 0; i < C; i++)
+            mean += c->norm == 2 ? 0.0 : xr[i];
+        mean /= (double)C;
+        for (size_t i = 0; i < C; i++)
+            var += ((double)xr[i] - mean) * ((double)xr[i] - mean);
+        const double rs = 1.0 / sqrt(var / (double)C + eps);
+        for (size_t o = 0; o < QKV; o++) {
+            double a = c->bias ? bias[o] : 0.0;
+            for (size_t i = 0; i < C; i++) {
+                double h = ((double)xr[i] - mean) * rs * nw[i] + (c->norm == 1 ? nb[i] : 0.0);
+                a += h * W[o * C + i];
+            }
+            y[b * QKV + o] = a;
+        }
+        for (size_t j = 0; j < KVH; j++)
+            for (size_t d = 0; d < HS; d++) {
+                rk[(b * KVH + j) * HS + d] = y[b * QKV + NH * HS + j * HS + d];
+                rv[(b * KVH + j) * HS + d] = y[b * QKV + (NH + KVH) * HS + j * HS + d];
+            }
+        for (size_t h = 0; h < NH; h++) {
+            const size_t g = b * KVH + h / grp;
+            const double slope = c->alibi ? tu_alibi_slope(h, NH) : 0.0;
+            double mx = -INFINITY, sum = 0;
+            for (size_t s = lo; s < L; s++) {
+                double a = 0;
+                for (size_t d = 0; d < HS; d++)
+                    a += y[b * QKV + h * HS + d] *
+                         (s == L - 1 ? rk[g * HS + d] : (double)k[(g * Tmax + s) * HS + d]);
+                sc[s] = a * scale - slope * (double)(L - 1 - s);
+                mx = fmax(mx, sc[s]);
+            }
+            for (size_t s = lo; s < L; s++)
+                sum += (sc[s] = exp(sc[s] - mx));
+            for (size_t d = 0; d < HS; d++) {
+                double a = 0;
+                for (size_t s = lo; s < L; s++)
+                    a += sc[s] * (s == L - 1 ? rv[g * HS + d] : (double)v[(g * Tmax + s) * HS + d]);
+                ref[(b * NH + h) * HS + d] = a / sum;
+            }
+        }
+    }
+    clf_ptr dx = tu_upload(rt, x, B * C), dnw = tu_upload(rt, nw, C), dnb = tu_upload(rt, nb, C);
+    clf_ptr dW = tu_upload(rt, W, QKV * C), dbias = tu_upload(rt, bias, QKV);
+    clf_ptr dk = tu_upload(rt, k, nc), dv = tu_upload(rt, v, nc), dout = tu_alloc(rt, B * NH * HS);
+    clf_attn_qkv_decode q = {.rms = c->norm == 2,
+                             .x = dx,
+                             .w = dnw,
+                             .b = c->norm == 1 ? dnb : (clf_ptr){0},
+                             .eps = (float)eps,
+                             .W = dW,
+                             .bias = c->bias ? dbias : (clf_ptr){0},
+                             .out = dout,
+                             .kcache = dk,
+                             .vcache = dv,
+                             .B = B,
+                             .C = C,
+                             .NH = NH,
+                             .kv_heads = KVH,
+                             .HS = HS,
+                             .Tmax = Tmax,
+                             .L = L,
+                             .window = c->window,
+                             .scale = (float)scale,
+                             .alibi = c->alibi};
+    char name[200];
+    snprintf(name, sizeof name,
+             "attn_qkv_decode B=%zu NH=%zu KVH=%zu HS=%zu C=%zu L=%zu/%zu window=%zu %s bias=%d "
+             "alibi=%d",
+             B, NH, KVH, HS, C, L, Tmax, c->window,
+             c->norm == 2 ? "rmsnorm"
+             : c->norm    ? "layernorm+b"
+                          : "layernorm",
+             c->bias, c->alibi);
+    clf_error err;
+    const clf_status st = clf_op_attn_qkv_decode(rt, &q, &err);
+    if (!clf_ops_serial(rt)) {
+        TU_CHECK(st == CLF_ERR_ARG, "%s: refused where work-groups run in parallel", name);
+        goto done;
+    }
+    tu_ok(st, &err, name);
+    tu_download(rt, dout, got, B * NH * HS);
+    tu_download(rt, dk, gk, nc);
+    tu_download(rt, dv, gv, nc);
+    tu_close(name, got, ref, B * NH * HS, 1e-5, 1e-4);
+    /* the new rows against float64; every other entry keeps its bits */
+    double *rkv = malloc(2 * B * KVH * HS * sizeof *rkv);
+    float *new_kv = malloc(2 * B * KVH * HS * sizeof *new_kv);
+    int kept = 1;
+    for (size_t g = 0; g < B * KVH; g++)
+        for (size_t j = 0; j < Tmax; j++)
+            for (size_t d = 0; d < HS; d++) {
+                const size_t i = (g * Tmax + j) * HS + d;
+                if (j == L - 1) {
+                    new_kv[g * HS + d] = gk[i];
+                    new_kv[(B * KVH + g) * HS + d] = gv[i];
+                    rkv[g * HS + d] = rk[g * HS + d];
+                    rkv[(B * KVH + g) * HS + d] = rv[g * HS + d];
+                } else if (memcmp(&gk[i], &k[i], 4) != 0 || memcmp(&gv[i], &v[i], 4) != 0)
+                    kept = 0;
+            }
+    char kvname[240];
+    snprintf(kvname, sizeof kvname, "%s: new cache rows", name);
+    tu_close(kvname, new_kv, rkv, 2 * B * KVH * HS, 1e-5, 1e-4);
+    TU_CHECK(kept, "%s: every other cache entry keeps its bits", name);
+    free(rkv);
+    free(new_kv);
+    /* the unfused ops on the same device: norm_dot into qkv rows, then the
+     * decode kernel reading the new keys and values from them */
+    clf_ptr qkv = tu_alloc(rt, B * QKV), uk_d = tu_upload(rt, k, nc), uv_d = tu_upload(rt, v, nc);
+    clf_ptr uout = tu_alloc(rt, B * NH * HS);
+    const clf_norm_dot_args nd = {.rms = q.rms,
+                                  .x = dx,
+                                  .w = dnw,
+                                  .b = q.b,
+                                  .eps = q.eps,
+                                  .W = dW,
+                                  .bias = q.bias,
+                                  .act = CLF_ACTCODE_NONE,
+                                  .y = qkv,
+                                  .ldy = QKV,
+                                  .R = B,
+                                  .C = C,
+                                  .N = QKV};
+    const clf_attn_decode ad = {.out = uout,
+                                .q = qkv,
+                                .q_stride = QKV,
+                                .kcache = uk_d,
+                                .vcache = uv_d,
+                                .kv_heads = KVH,
+                                .B = B,
+                                .NH = NH,
+                                .HS = HS,
+                                .Tmax = Tmax,
+                                .L = L,
+                                .scale = q.scale,
+                                .window = c->window,
+                                .alibi = c->alibi,
+                                .splits = 1,
+                                .item = 1,
+                                .kn = clf_ptr_at(qkv, NH * HS),
+                                .vn = clf_ptr_at(qkv, (NH + KVH) * HS),
+                                .n_stride = QKV};
+    tu_ok(clf_op_norm_dot(rt, &nd, &err), &err, "norm_dot");
+    tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode");
+    tu_download(rt, uout, uo, B * NH * HS);
+    tu_download(rt, uk_d, uk, nc);
+    tu_download(rt, uv_d, uv, nc);
+    TU_CHECK(memcmp(uo, got, B * NH * HS * sizeof *got) == 0 &&
+                 memcmp(uk, gk, nc * sizeof *gk) == 0 && memcmp(uv, gv, nc * sizeof *gv) == 0,
+             "%s: bit for bit the unfused norm_dot and attn_decode", name);
+    tu_free(qkv);
+    tu_free(uk_d);
+    tu_free(uv_d);
+    tu_free(uout);
+done:
+    tu_free(dx);
+    tu_free(dnw);
+    tu_free(dnb);
+    tu_free(dW);
+    tu_free(dbias);
+    tu_free(dk);
+    tu_free(dv);
+    tu_free(dout);
+    free(x);
+    free(nw);
+    free(nb);
+    free(W);
+    free(bias);
+    free(k);
+    free(v);
+    free(got);
+    free(gk);
+    free(gv);
+    free(uo);
+    free(uk);
+    free(uv);
+    free(y);
+    free(ref);
+    free(rk);
+    free(rv);
+    free(sc);
+}
+
+static void test_qkv_decodes(clf_runtime *rt, tu_rng *r)
+{
+    const qcase cases[] = {
+        /* the benchmark's cpu model: 4 heads of 32, C 128, a full context */
+        {.B = 1, .NH = 4, .KVH = 4, .HS = 32, .C = 128, .Tmax = 64, .L = 64},
+        /* grouped-query heads, HS and C off 16, LayerNorm's bias, the linear's */
+        {.B = 2, .NH = 4, .KVH = 2, .HS = 20, .C = 70, .Tmax = 40, .L = 33, .norm = 1, .bias = 1},
+        /* one K/V head (multi-query), RMSNorm, a window, ALiBi */
+        {.B = 3,
+         .NH = 3,
+         .KVH = 1,
+         .HS = 16,
+         .C = 48,
+         .Tmax = 30,
+         .L = 17,
+         .window = 5,
+         .norm = 2,
+         .bias = 1,
+         .alibi = 1},
+        /* the first position; a window wider than the context */
+        {.B = 1, .NH = 2, .KVH = 2, .HS = 1, .C = 3, .Tmax = 4, .L = 1, .window = 200, .alibi = 1},
+        /* a head wider than a block of columns, a window of one position */
+        {.B = 2, .NH = 2, .KVH = 1, .HS = 40, .C = 33, .Tmax = 12, .L = 9, .window = 1, .norm = 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        test_qkv_decode(rt, &cases[i], r);
+    clf_error err;
+    clf_ptr a = tu_alloc(rt, 64);
+    clf_attn_qkv_decode bad = {.x = a,
+                               .w = a,
+                               .W = a,
+                               .out = a,
+                               .kcache = a,
+                               .vcache = a,
+                               .B = 1,
+                               .C = 2,
+                               .NH = 2,
+                               .kv_heads = 2,
+                               .HS = 2,
+                               .Tmax = 4,
+                               .L = 0,
+                               .scale = 1.0f};
+    TU_CHECK(clf_op_attn_qkv_decode(rt, &bad, &err) == CLF_ERR_ARG,
+             "attn_qkv_decode refuses L = 0");
+    bad.L = 5;
+    TU_CHECK(clf_op_attn_qkv_decode(rt, &bad, &err) == CLF_ERR_ARG,
+             "attn_qkv_decode refuses L > Tmax");
+    bad.L = 2;
+    bad.NH = 3;
+    TU_CHECK(clf_op_attn_qkv_decode(rt, &bad, &err) == CLF_ERR_ARG,
+             "attn_qkv_decode refuses K/V heads that do not divide the heads");
+    bad.NH = 2;
+    bad.HS = ATTN_ITEM_HS_MAX + 1;
+    TU_CHECK(clf_op_attn_qkv_decode(rt, &bad, &err) == CLF_ERR_ARG,
+             "attn_qkv_decode refuses a head over %d", ATTN_ITEM_HS_MAX);
+    tu_free(a);
+}
+
 /* Sparse attention's decoding keep rows (attn_sparse_keep) against the
  * definition, for every position L of a context; and linformer's row mask
  * (attn_rows_mask): exactly the masked rows' columns become 0, everything
@@ -538,6 +828,7 @@ int main(void)
         for (size_t hs = 32; hs <= 128; hs *= 2)
             test_decode(rt, w, 1, 2, hs, 1010, 1000, 0.1f, &r);
     test_splits(rt, &r);
+    test_qkv_decodes(rt, &r);
 
     const size_t windows[] = {0, 1, 16, 61, 200};
     for (int i = 0; i < 5; i++)

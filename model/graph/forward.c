@@ -152,6 +152,51 @@ static clf_status norm_linear_fwd(clf_model *m, const mi_pass *ps, const mi_line
     return clf_op_norm_dot(m->rt, &a, err);
 }
 
+/* Decoding's self-attention through its fused norm (norm_fuses), its qkv
+ * linear and the attention itself in one launch (clf_op_attn_qkv_decode):
+ * one new position of a cached pass, float32 throughout, and none of the
+ * features the kernel leaves to the unfused path (rotary and relative
+ * positions, sparse patterns, performer features), where the device has a
+ * work-item for each of its compute units. The attention's output goes to
+ * a->atty as clf_op_attn_decode writes it. Returns 0 where it does not
+ * apply (*st untouched). */
+static int norm_qkv_attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, const mi_linear *L,
+                             size_t S, clf_status *st, clf_error *err)
+{
+    const mi_spec *s = &m->s;
+    const mi_node *nn = ps->pre_norm;
+    const size_t B = (size_t)ps->B;
+    if (nn == NULL || n->stk->src || ps->T != 1 || !(ps->flags & MI_PASS_CACHE) || s->perf_m > 0 ||
+        s->sp_bs || s->act16 || s->pos == MI_POS_ROPE || s->pos == MI_POS_T5 ||
+        s->pos == MI_POS_REL ||
+        !clf_op_attn_qkv_decode_fits(m->rt, B, (size_t)s->NKV, (size_t)s->HS, (size_t)s->C,
+                                     (size_t)s->NH, S))
+        return 0;
+    mi_block_a *a = &m->ba[n->layer];
+    const clf_attn_qkv_decode q = {.rms = nn->norm.type == MI_NORM_RMSNORM,
+                                   .x = mi_val(m, nn->in, B).p,
+                                   .w = mi_par(m, nn->norm.p->w),
+                                   .b = mi_par(m, nn->norm.p->b),
+                                   .eps = s->norm_eps,
+                                   .W = mi_par(m, L->p.w),
+                                   .bias = mi_par(m, L->p.b),
+                                   .out = a->atty,
+                                   .kcache = mi_at(a->kcache, 0),
+                                   .vcache = mi_at(a->vcache, 0),
+                                   .B = B,
+                                   .C = (size_t)s->C,
+                                   .NH = (size_t)s->NH,
+                                   .kv_heads = (size_t)s->NKV,
+                                   .HS = (size_t)s->HS,
+                                   .Tmax = (size_t)s->Tmax,
+                                   .L = S,
+                                   .window = (size_t)s->window,
+                                   .scale = 1.0f / sqrtf((float)s->HS),
+                                   .alibi = s->pos == MI_POS_ALIBI};
+    *st = clf_op_attn_qkv_decode(m->rt, &q, err);
+    return 1;
+}
+
 /* L's forward, y = x W^T + b, or through the norm before it (pre_norm). */
 static clf_status first_linear_fwd(clf_model *m, const mi_pass *ps, const mi_linear *L,
                                    clf_error *err)
@@ -492,6 +537,10 @@ static clf_status attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, cl
     mi_node_linears(m, n, ps, L);
     clf_status st;
 
+    if (cache && norm_qkv_attn_fwd(m, n, ps, &L[0], pos0 + T, &st, err))
+        return st != CLF_OK || (ps->flags & MI_PASS_ATTN_ONLY)
+                   ? st
+                   : proj_residual(m, n, &L[1], MI_SITE_ATTN_OUT, train, err);
     if ((st = first_linear_fwd(m, ps, &L[0], err)) != CLF_OK)
         return st;
     /* q, k and v: heads of the qkv rows, read in place */

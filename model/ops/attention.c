@@ -1,7 +1,8 @@
 /*
  * ops/attention.c - host wrappers of cl/attention.cl: moving heads between
  * [B, T, NH*HS] slabs and [B, NH, T, HS], and single-query decode attention
- * against a KV cache.
+ * against a KV cache, alone or with the norm and qkv linear before it
+ * (item-by-item devices).
  *
  * Design: the layout kernels give one work-item a whole head row (HS floats)
  * on CPUs and one float on GPUs; decode runs one work-group of a fixed
@@ -185,6 +186,90 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *ad, clf_er
     return CLF_OK;
 fail:
     clf_error_prefix(err, "%s", what);
+    return st;
+}
+
+/* ---- decoding: norm, qkv and attention in one launch ---- */
+
+/* About the loop iterations of one attn_qkv_decode_item work-item (a little
+ * over), for devices that end loops early. */
+static size_t qkv_decode_loops(size_t C, size_t NH, size_t KVH, size_t HS, size_t L)
+{
+    const size_t grp = NH / KVH, blocks = (HS + CLF_NORM_DOT_N - 1) / CLF_NORM_DOT_N;
+    const size_t cols = (grp + 2) * blocks * (C / 16 + C % 16 + 3) + 2 * C / 8 + 2 * C % 8;
+    return cols + grp * (decode_item_loops(1, 1, HS, L) + 3 * HS);
+}
+
+/* Whether the kernel runs these sizes on this device: work-groups item by
+ * item, a head within the item kernels' limit, K/V heads dividing the
+ * heads, and (a device that ends loops early) loops well inside its limit. */
+static int qkv_decode_runs(const clf_runtime *rt, size_t kv_heads, size_t HS, size_t C, size_t NH,
+                           size_t L)
+{
+    const unsigned lim = clf_runtime_device(rt)->loop_limit;
+    return clf_ops_serial(rt) && HS >= 1 && HS <= ATTN_ITEM_HS_MAX && kv_heads >= 1 &&
+           NH % kv_heads == 0 &&
+           (lim == 0 || qkv_decode_loops(C, NH, kv_heads, HS, L) <= (size_t)lim / 4 * 3);
+}
+
+int clf_op_attn_qkv_decode_fits(const clf_runtime *rt, size_t B, size_t kv_heads, size_t HS,
+                                size_t C, size_t NH, size_t L)
+{
+    const unsigned cu = clf_runtime_device(rt)->compute_units;
+    return qkv_decode_runs(rt, kv_heads, HS, C, NH, L) && B * kv_heads >= (cu ? cu : 1);
+}
+
+clf_status clf_op_attn_qkv_decode(clf_runtime *rt, const clf_attn_qkv_decode *a, clf_error *err)
+{
+    const char *op = "attn_qkv_decode";
+    const size_t B = a->B, C = a->C, NH = a->NH, KVH = a->kv_heads, HS = a->HS, L = a->L;
+    const size_t lo = a->window > 0 && L > a->window ? L - a->window : 0;
+    if (B == 0)
+        return CLF_OK;
+    if (C == 0 || L == 0 || L > a->Tmax || !qkv_decode_runs(rt, KVH, HS, C, NH, L) ||
+        B * NH * HS > U32_MAX_SZ || B * KVH * a->Tmax * HS > U32_MAX_SZ)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "%s: %zu rows of %zu columns, %zu heads over %zu K/V heads of size "
+                             "%zu, position %zu of %zu: expected C >= 1, 1 <= L <= Tmax, K/V "
+                             "heads dividing the heads, 1 <= HS <= %d, the caches under 2^32 "
+                             "floats, and a device whose work-groups run item by item (and "
+                             "whose loop limit, if any, these sizes keep well inside)",
+                             op, B, C, NH, KVH, HS, L, a->Tmax, ATTN_ITEM_HS_MAX);
+    if (clf_ops_need(a->x, op, "x", err) || clf_ops_need(a->w, op, "w", err) ||
+        clf_ops_need(a->W, op, "W", err) || clf_ops_need(a->out, op, "out", err) ||
+        clf_ops_need(a->kcache, op, "kcache", err) || clf_ops_need(a->vcache, op, "vcache", err))
+        return CLF_ERR_ARG;
+    const int has_nb = !a->rms && a->b.buf != NULL, has_bias = a->bias.buf != NULL;
+    clf_kernel *k = NULL;
+    clf_status st = clf_kernel_of(rt, CLF_K_ATTN_QKV_DECODE_ITEM, &k, err);
+    if (st != CLF_OK)
+        return st;
+    const clf_arg args[] = {CLF_ARG_PTR(a->out),
+                            CLF_ARG_PTR(a->x),
+                            CLF_ARG_PTR(a->w),
+                            CLF_ARG_PTR(has_nb ? a->b : a->w), /* any valid buffer when absent */
+                            CLF_ARG_I32(has_nb),
+                            CLF_ARG_I32(a->rms != 0),
+                            CLF_ARG_F32(a->eps),
+                            CLF_ARG_PTR(a->W),
+                            CLF_ARG_PTR(has_bias ? a->bias : a->W),
+                            CLF_ARG_I32(has_bias),
+                            CLF_ARG_PTR(a->kcache),
+                            CLF_ARG_PTR(a->vcache),
+                            CLF_ARG_U32(B),
+                            CLF_ARG_U32(NH),
+                            CLF_ARG_U32(NH / KVH),
+                            CLF_ARG_U32(HS),
+                            CLF_ARG_U32(C),
+                            CLF_ARG_U32(a->Tmax),
+                            CLF_ARG_U32(lo),
+                            CLF_ARG_U32(L),
+                            CLF_ARG_F32(a->scale),
+                            CLF_ARG_I32(a->alibi != 0)};
+    /* a work-group per work-item: the device spreads groups over its cores */
+    const size_t global = B * KVH, local = 1;
+    if ((st = clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)
+        clf_error_prefix(err, "%s", op);
     return st;
 }
 

@@ -234,6 +234,35 @@ clf_status clf_op_attn_decode(clf_runtime *rt, const clf_attn_decode *a, clf_err
 size_t clf_op_attn_decode_splits(const clf_runtime *rt, size_t rows, size_t L);
 size_t clf_op_attn_decode_scratch(const clf_runtime *rt, size_t rows_max, size_t L_max, size_t HS);
 
+/* Decoding's pre-attention norm, its fused qkv linear and the new
+ * position's attention in one launch (attn_qkv_decode_item), for devices
+ * whose work-groups run item by item: for rows b < B of x [B, C] (float32),
+ * the norm (LayerNorm with w and b, b.buf NULL: none; RMSNorm with w), the
+ * linear W [NH*HS + 2*kv_heads*HS, C] with bias (buf NULL: none) giving q,
+ * k and v, k and v stored at position L - 1 of the caches [B, kv_heads,
+ * Tmax, HS], and out [B*NH, HS] the attention of q over positions [L -
+ * window, L) (window 0: [0, L)), with ALiBi biases where alibi is set:
+ * what clf_op_norm_dot, then clf_op_attn_decode with kn, vn set and one
+ * range, compute, the same sums in the same order. No keep mask, relative
+ * positions or rotary positions. The op refuses (CLF_ERR_ARG) a device
+ * whose work-groups run in parallel; clf_op_attn_qkv_decode_fits says
+ * whether the device runs these sizes and they give each of its compute
+ * units a work-item (B * kv_heads of them): where they do not, the norm's
+ * linear and the attention split the work more finely. */
+typedef struct clf_attn_qkv_decode {
+    int rms;
+    clf_ptr x, w, b;
+    float eps;
+    clf_ptr W, bias;
+    clf_ptr out, kcache, vcache;
+    size_t B, C, NH, kv_heads, HS, Tmax, L, window;
+    float scale;
+    int alibi;
+} clf_attn_qkv_decode;
+int clf_op_attn_qkv_decode_fits(const clf_runtime *rt, size_t B, size_t kv_heads, size_t HS,
+                                size_t C, size_t NH, size_t L);
+clf_status clf_op_attn_qkv_decode(clf_runtime *rt, const clf_attn_qkv_decode *a, clf_error *err);
+
 /* KV cache (decoding; kernels in cl/attention.cl). Copy new keys and
  * values from the float32 heads k and v (k and v inside the fused qkv: the
  * same buffer, shape and row stride) into positions [pos0, pos0 + T) of the
