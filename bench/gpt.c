@@ -17,8 +17,11 @@
  *   sample   greedy decoding with the KV cache, batch 1: the prompt minus its
  *            last token is prefilled (untimed), then one decode step per
  *            position from the prompt's last token to the end of the
- *            context, the logits read back and argmax'ed on the host each
- *            step; tokens/s = decode steps / time.
+ *            context, as `clformer sample --temperature 0` decodes: each
+ *            step's token chosen on the device (clf_model_greedy_pick) and
+ *            read back while the next step runs (where the device cannot
+ *            choose, the logits read back and argmax'ed on the host each
+ *            step); tokens/s = decode steps / time.
  * With train, also the training peak of device memory: the runtime's own
  * count of the bytes in live buffers (parameters, gradients, optimizer
  * state, activations, GEMM scratch: every buffer clformer allocates), at its
@@ -338,6 +341,35 @@ static int argmax(const float *v, int n)
     return best;
 }
 
+/* One round of greedy decoding with the choice on the device: positions
+ * P - 1 .. T - 1 from seq[P - 1], each step enqueued before the host waits
+ * for the token before it; seq[P..T] the tokens. *on_device = 0, with
+ * nothing run, where the device cannot choose (CLF_ERR_UNSUPPORTED). */
+static clf_status greedy_round(clf_model *m, int32_t *seq, int P, int T, int *on_device,
+                               clf_error *err)
+{
+    int32_t pick[2] = {0, 0};
+    clf_event *ev[2] = {NULL, NULL};
+    clf_status st = clf_model_decode_step(m, &seq[P - 1], 1, P - 1, NULL, err);
+    if (st == CLF_OK &&
+        (st = clf_model_greedy_pick(m, 1, &pick[0], &ev[0], err)) == CLF_ERR_UNSUPPORTED) {
+        *on_device = 0;
+        return CLF_OK;
+    }
+    for (int pos = P, cur = 0; pos <= T && st == CLF_OK; pos++, cur ^= 1) {
+        if (pos < T &&
+            ((st = clf_model_decode_picked(m, 1, pos, err)) != CLF_OK ||
+             (st = clf_model_greedy_pick(m, 1, &pick[cur ^ 1], &ev[cur ^ 1], err)) != CLF_OK))
+            break;
+        st = clf_event_wait(ev[cur], err); /* and releases it */
+        ev[cur] = NULL;
+        seq[pos] = pick[cur] < 0 ? 0 : pick[cur];
+    }
+    for (int c = 0; c < 2; c++) /* a read still under way writes into pick[] */
+        clf_event_wait(ev[c], NULL);
+    return st;
+}
+
 static clf_status run_sample(clf_runtime *rt, const bench_opts *o, const clf_model_config *cfg,
                              int V, bench_result *r, clf_error *err)
 {
@@ -369,6 +401,7 @@ static clf_status run_sample(clf_runtime *rt, const bench_opts *o, const clf_mod
         if (st != CLF_OK)
             goto fail;
     }
+    int on_device = 1;                                        /* until the device cannot choose */
     for (int round = 0; round <= o->sample_rounds; round++) { /* round 0 warms up */
         st = clf_runtime_finish(rt, err);
         if (st != CLF_OK)
@@ -376,7 +409,11 @@ static clf_status run_sample(clf_runtime *rt, const bench_opts *o, const clf_mod
         if (round == 1 && o->profile)
             clf_profile_reset(rt);
         double t0 = clf_now_seconds();
-        for (int pos = P - 1; pos < T; pos++) {
+        if (on_device)
+            st = greedy_round(m, seq, P, T, &on_device, err);
+        if (st != CLF_OK)
+            goto fail;
+        for (int pos = P - 1; pos < T && !on_device; pos++) {
             st = clf_model_decode_step(m, &seq[pos], 1, pos, logits, err);
             if (st != CLF_OK)
                 goto fail;

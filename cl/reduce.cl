@@ -1,5 +1,5 @@
 /*
- * reduce.cl - row reductions (sum, max over the last dimension of [R, N]) and
+ * reduce.cl - row reductions (sum, max, argmax over the last dimension of [R, N]) and
  * whole-tensor sums (sum, sum of squares) in two deterministic stages, and
  * masked mean pooling over positions (the classifier's mean head).
  *
@@ -102,6 +102,78 @@ __kernel void row_max_group(__global float *out, ulong out_off, __global const f
     m = clf_group_max(m, buf);
     if (lid == 0 && r < R)
         out[r] = m;
+}
+
+/* ---- greedy choice: a row's argmax ---------------------------------------------
+ * For rows r < R of in [R, N] (row stride ld): idx[r] = the index of the
+ * largest value, the lowest index among equal maxima, NaN never chosen, -1
+ * where every value is NaN (model/infer/sampler.h's temperature 0, on the
+ * same floats), and with has_tok tok[r] the same with 0 for -1 (a token a
+ * decoding step can read; the host sees the -1 in idx). */
+
+/* Whether (v, i) comes before (bv, bi) in the greedy order: valid (not NaN)
+ * before invalid, then larger, then the lower index; bi < 0: invalid. */
+static inline int argmax_before(float v, int i, float bv, int bi)
+{
+    return i >= 0 && (bi < 0 || v > bv || (v == bv && i < bi));
+}
+
+__kernel void row_argmax_item(__global int *idx, ulong idx_off, __global int *tok, ulong tok_off,
+                              int has_tok, __global const float *in, ulong in_off, ulong ld,
+                              ulong R, ulong N)
+{
+    const ulong r = get_global_id(0);
+    if (r >= R)
+        return;
+    __global const float *x = in + in_off + r * ld;
+    float b = 0.0f;
+    int bi = -1;
+    for (ulong j = 0; j < N; j++) {
+        const float v = x[j];
+        if (!isnan(v) && (bi < 0 || v > b)) {
+            b = v;
+            bi = (int)j;
+        }
+    }
+    idx[idx_off + r] = bi;
+    if (has_tok)
+        tok[tok_off + r] = max(bi, 0);
+}
+
+/* One work-group per row: lane i scans columns i, i + L, ... in order, then
+ * a local-memory tree under argmax_before. */
+__kernel void row_argmax_group(__global int *idx, ulong idx_off, __global int *tok, ulong tok_off,
+                               int has_tok, __global const float *in, ulong in_off, ulong ld,
+                               ulong R, ulong N, __local float *bv, __local int *bix)
+{
+    const ulong r = get_group_id(0);
+    const uint lid = get_local_id(0), L = get_local_size(0);
+    const ulong n = r < R ? N : 0; /* no early return: every item reaches the barriers */
+    __global const float *x = in + in_off + r * ld;
+    float b = 0.0f;
+    int bi = -1;
+    for (ulong j = lid; j < n; j += L) {
+        const float v = x[j];
+        if (!isnan(v) && (bi < 0 || v > b)) {
+            b = v;
+            bi = (int)j;
+        }
+    }
+    bv[lid] = b;
+    bix[lid] = bi;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = L / 2; h > 0; h >>= 1) {
+        if (lid < h && argmax_before(bv[lid + h], bix[lid + h], bv[lid], bix[lid])) {
+            bv[lid] = bv[lid + h];
+            bix[lid] = bix[lid + h];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0 && r < R) {
+        idx[idx_off + r] = bix[0];
+        if (has_tok)
+            tok[tok_off + r] = max(bix[0], 0);
+    }
 }
 
 /* ---- whole-tensor sums, stage 1: one partial per part ---------------------- */

@@ -93,6 +93,8 @@
     K(ROW_SUM_GROUP, "reduce", "row_sum_group")                                                    \
     K(ROW_MAX_ITEM, "reduce", "row_max_item")                                                      \
     K(ROW_MAX_GROUP, "reduce", "row_max_group")                                                    \
+    K(ROW_ARGMAX_ITEM, "reduce", "row_argmax_item")                                                \
+    K(ROW_ARGMAX_GROUP, "reduce", "row_argmax_group")                                              \
     K(SUM_PARTS_ITEM, "reduce", "sum_parts_item")                                                  \
     K(SUM_PARTS_GROUP, "reduce", "sum_parts_group")                                                \
     K(SUM_FINISH, "reduce", "sum_finish")                                                          \

@@ -11,6 +11,12 @@
  *   so the mean is not ~0 and, separately, centred so it cancels.
  * - Outputs never write outside their element (guard zones around them stay
  *   intact); two runs are bit-identical; the scratch size is >= 1.
+ * - row_argmax (the greedy choice) at R x N = 1x1, 6x7, 12x65, 6x256,
+ *   6x1000 and 3x50257, rows 3 floats longer than N: random rows, ties at
+ *   the maximum (the lower index wins), NaN among and at the maximum, rows
+ *   of NaN only (-1, and token 0), of -inf only, with +inf: exactly what
+ *   clf_sampler_sample picks at temperature 0 from the same floats, with
+ *   and without the token row.
  * Under a simulator (tu_simulator) the largest of each, 1000x7 and 1000003,
  * are left out: 257x33 has more rows than a launch's groups and 100003 more
  * than one part of the two-stage sum on both paths, with a tail.
@@ -20,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/infer/sampler.h"
 #include "model/ops/ops.h"
 #include "model/ops/ops_internal.h"
 #include "tests/test_util.h"
@@ -101,6 +108,76 @@ static void check_total(clf_runtime *rt, clf_ops_path path, size_t n, float lo, 
     free(x);
 }
 
+/* row_argmax against the sampler at temperature 0, rows of kind r % 6. */
+static void check_argmax(clf_runtime *rt, clf_ops_path path, size_t R, size_t N, tu_rng *rng)
+{
+    const size_t ld = N + 3;
+    float *x = malloc(R * ld * sizeof *x), *raw = malloc(2 * R * sizeof *raw);
+    int32_t *want = malloc(R * sizeof *want), *idx = malloc(2 * R * sizeof *idx);
+    tu_fill(rng, x, R * ld, -3, 5);
+    for (size_t r = 0; r < R; r++) {
+        float *row = x + r * ld;
+        const size_t a = (size_t)tu_uniform(rng, 0, (double)N) % N;
+        const size_t b = (size_t)tu_uniform(rng, 0, (double)N) % N;
+        switch (r % 6) {
+            case 1: /* a tie at the maximum */ row[a] = row[b] = 9.0f; break;
+            case 2: /* NaN among the values and at the maximum */
+                for (size_t j = 0; j < N; j += 3)
+                    row[j] = NAN;
+                row[a] = 9.0f;
+                row[b] = NAN;
+                break;
+            case 3:
+                for (size_t j = 0; j < N; j++)
+                    row[j] = NAN;
+                break;
+            case 4:
+                for (size_t j = 0; j < N; j++)
+                    row[j] = -INFINITY;
+                break;
+            case 5:
+                row[a] = INFINITY;
+                row[b] = NAN;
+                break;
+        }
+    }
+    clf_sampler_options so = clf_sampler_options_default();
+    so.temperature = 0.0;
+    clf_sampler *smp = NULL;
+    clf_error err;
+    tu_ok(clf_sampler_create((int)N, &so, &smp, &err), &err, "sampler");
+    for (size_t r = 0; r < R; r++)
+        want[r] = clf_sampler_sample(smp, x + r * ld, (int)N);
+    clf_sampler_destroy(smp);
+    clf_ptr dx = tu_upload(rt, x, R * ld), di = tu_alloc(rt, 2 * R);
+    clf_ptr dt = tu_guarded(rt, NULL, R);
+    tu_ok(clf_op_row_argmax_ex(rt, path, di, dt, dx, ld, R, N, &err), &err, "row_argmax");
+    tu_ok(clf_op_row_argmax_ex(rt, path, clf_ptr_at(di, R), (clf_ptr){0}, dx, ld, R, N, &err), &err,
+          "row_argmax without tokens");
+    tu_download(rt, di, raw, 2 * R);
+    memcpy(idx, raw, 2 * R * sizeof *idx);
+    tu_download(rt, dt, raw, R);
+    int same = 1, tok_ok = 1;
+    for (size_t r = 0; r < R; r++) {
+        int32_t t;
+        memcpy(&t, &raw[r], sizeof t);
+        same = same && idx[r] == want[r] && idx[R + r] == want[r];
+        tok_ok = tok_ok && t == (want[r] < 0 ? 0 : want[r]);
+    }
+    TU_CHECK(same, "row_argmax %s %zux%zu: the sampler's greedy choice in every row", pn(path), R,
+             N);
+    TU_CHECK(tok_ok && tu_guard_intact(rt, dt, R),
+             "row_argmax %s %zux%zu: the token row (0 for -1), nothing written around it", pn(path),
+             R, N);
+    tu_free(dx);
+    tu_free(di);
+    tu_free(dt);
+    free(x);
+    free(raw);
+    free(want);
+    free(idx);
+}
+
 int main(void)
 {
     clf_runtime *rt = tu_runtime();
@@ -121,6 +198,10 @@ int main(void)
             check_total(rt, paths[p], sizes[s], -1, 1, &rng);
         }
         check_total(rt, paths[p], 0, -1, 1, &rng);
+        static const size_t am[][2] = {{1, 1}, {6, 7}, {12, 65}, {6, 256}, {6, 1000}, {3, 50257}};
+        for (size_t s = 0; s < sizeof am / sizeof am[0]; s++)
+            if (!sim || am[s][1] < 50257)
+                check_argmax(rt, paths[p], am[s][0], am[s][1], &rng);
     }
     clf_error err;
     clf_ptr out = tu_alloc(rt, 1), s = tu_alloc(rt, 1);

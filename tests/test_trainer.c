@@ -22,6 +22,11 @@
  *   - the KV-cache path that `clformer sample` uses: prefill of 5 tokens
  *     and 10 decode steps give the logits of the batched forward over the
  *     same sequence at each position (atol 1e-4 + rtol 1e-4);
+ *   - greedy generation with the choice on the device (clf_generate at
+ *     temperature 0): the same 40 tokens as a host loop of prefill, decode
+ *     steps and the sampler's greedy choice, the context sliding past 16;
+ *     a callback's stop after 5 tokens ends it there; out-of-order calls
+ *     of greedy_pick and decode_picked refused;
  *   - train.accumulate: batch 4 x 2 micro-batches against batch 8 (no
  *     dropout) at every step to relative 2e-5, and with dropout a run
  *     stopped mid-way and resumed bit-identical to the uninterrupted one;
@@ -38,6 +43,7 @@
 #include "config/config.h"
 #include "model/data/dataset.h"
 #include "model/graph/model.h"
+#include "model/infer/generate.h"
 #include "model/text/tokenizer.h"
 #include "model/train/checkpoint.h"
 #include "model/train/trainer.h"
@@ -172,8 +178,9 @@ static void test_eval_split(clf_model *m, const clf_dataset *ds)
     free(z);
 }
 
-static void test_kv_decode(clf_runtime *rt, const clf_model_config *cfg, int V, const char *ck_path,
-                           const clf_dataset *ds)
+/* A batch-1 inference model with the checkpoint's parameters. */
+static clf_model *load_infer(clf_runtime *rt, const clf_model_config *cfg, int V,
+                             const char *ck_path)
 {
     clf_error e;
     clf_model *m = new_model(rt, cfg, V, CLF_MODEL_INFER, 1);
@@ -181,6 +188,14 @@ static void test_kv_decode(clf_runtime *rt, const clf_model_config *cfg, int V, 
     tu_ok(clf_checkpoint_open(ck_path, &ck, &e), &e, "checkpoint open");
     tu_ok(clf_checkpoint_load(ck, m, CLF_CHECKPOINT_PARAMS, &e), &e, "checkpoint load");
     clf_checkpoint_close(ck);
+    return m;
+}
+
+static void test_kv_decode(clf_runtime *rt, const clf_model_config *cfg, int V, const char *ck_path,
+                           const clf_dataset *ds)
+{
+    clf_error e;
+    clf_model *m = load_infer(rt, cfg, V, ck_path);
     clf_model_dims d = clf_model_dims_get(m);
     const int P = 5, N = 10; /* P + N <= T */
     size_t nt = 0;
@@ -207,6 +222,86 @@ static void test_kv_decode(clf_runtime *rt, const clf_model_config *cfg, int V, 
     free(full);
     free(step);
     free(ref);
+    clf_model_destroy(m);
+}
+
+/* Tokens clf_generate emits, up to a stop after `stop` of them (0: none). */
+typedef struct gen_rec {
+    int32_t tok[64];
+    int n, stop;
+} gen_rec;
+
+static int gen_collect(void *user, int32_t token, const char *piece, size_t len)
+{
+    (void)piece;
+    (void)len;
+    gen_rec *g = user;
+    if (g->n < 64)
+        g->tok[g->n] = token;
+    g->n++;
+    return g->stop > 0 && g->n >= g->stop;
+}
+
+static void test_greedy(clf_runtime *rt, const clf_model_config *cfg, int V, const char *ck_path,
+                        const clf_tokenizer *tok)
+{
+    clf_error e;
+    clf_model *m = load_infer(rt, cfg, V, ck_path);
+    const int T = clf_model_dims_get(m).T, N = 40;
+    const char *prompt = "ROMEO:";
+    /* the host's loop: the sampler's greedy choice from each step's logits,
+     * the window sliding by a prefill of the last T - 1 tokens */
+    int32_t *ids = NULL, seq[64];
+    size_t n = 0;
+    tu_ok(clf_tokenizer_encode(tok, prompt, strlen(prompt), &ids, &n, &e), &e, "encode");
+    memcpy(seq, ids, n * sizeof *seq);
+    free(ids);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    clf_sampler_options so = clf_sampler_options_default();
+    so.temperature = 0.0;
+    clf_sampler *smp = NULL;
+    tu_ok(clf_sampler_create(V, &so, &smp, &e), &e, "sampler");
+    tu_ok(clf_model_prefill(m, seq, 1, (int)n, logits, &e), &e, "prefill");
+    int pos = (int)n;
+    const size_t n0 = n;
+    for (int i = 0; i < N; i++) {
+        seq[n++] = clf_sampler_sample(smp, logits, V);
+        if (i + 1 == N)
+            break;
+        if (pos < T)
+            tu_ok(clf_model_decode_step(m, &seq[n - 1], 1, pos++, logits, &e), &e, "decode");
+        else {
+            tu_ok(clf_model_prefill(m, seq + n - (T - 1), 1, T - 1, logits, &e), &e, "slide");
+            pos = T - 1;
+        }
+    }
+    gen_rec g = {.n = 0};
+    clf_generate_stats st;
+    tu_ok(clf_generate(m, tok, prompt, strlen(prompt), N, &so, gen_collect, &g, &st, &e), &e,
+          "generate greedy");
+    TU_CHECK(g.n == N && st.tokens == N && st.slides > 0 &&
+                 memcmp(g.tok, seq + n0, (size_t)N * sizeof *seq) == 0,
+             "greedy generation on the device: the host loop's %d tokens (%d emitted, %ld slides)",
+             N, g.n, st.slides);
+    gen_rec s5 = {.n = 0, .stop = 5};
+    tu_ok(clf_generate(m, tok, prompt, strlen(prompt), N, &so, gen_collect, &s5, &st, &e), &e,
+          "generate greedy, stopped");
+    TU_CHECK(s5.n == 5 && st.tokens == 5 && memcmp(s5.tok, seq + n0, 5 * sizeof *seq) == 0,
+             "greedy generation stopped by its callback after 5 tokens (%d)", s5.n);
+    /* the calls' order: a pick needs a step's logits, a picked step a pick */
+    int32_t p = 0;
+    clf_event *ev = NULL;
+    tu_ok(clf_model_prefill(m, seq, 1, 3, logits, &e), &e, "prefill");
+    const int host = clf_sampler_sample(smp, logits, V);
+    TU_CHECK(clf_model_decode_picked(m, 1, 3, &e) == CLF_ERR_ARG,
+             "decode_picked before a pick is refused");
+    tu_ok(clf_model_greedy_pick(m, 1, &p, &ev, &e), &e, "greedy_pick");
+    tu_ok(clf_event_wait(ev, &e), &e, "pick read"); /* and releases it */
+    TU_CHECK(p == host, "greedy_pick after a 3-token prefill: %d, the sampler's %d", p, host);
+    TU_CHECK(clf_model_greedy_pick(m, 1, &p, &ev, &e) == CLF_ERR_ARG && ev == NULL,
+             "a second pick from the same logits is refused");
+    clf_sampler_destroy(smp);
+    free(logits);
     clf_model_destroy(m);
 }
 
@@ -551,6 +646,7 @@ int main(void)
     char ck_a[4200];
     snprintf(ck_a, sizeof ck_a, "%s/%s", dir_a, CLF_CHECKPOINT_FILE);
     test_kv_decode(rt, &cfg, V, ck_a, ds);
+    test_greedy(rt, &cfg, V, ck_a, tok);
     test_accumulate(rt, &cfg, V, ds, tok);
     /* the host's waits are the host's own behaviour, the same on every
      * implementation: not under the simulator flag (the Mesa leg, where

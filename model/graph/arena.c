@@ -424,6 +424,7 @@ static clf_status alloc_io(clf_model *m, clf_error *err)
     clf_status st;
     if ((st = abuf(m, &m->mem.batch, &m->tokens, Rt, err)) != CLF_OK ||
         (st = abuf(m, &m->mem.batch, &m->targets, nlab, err)) != CLF_OK ||
+        (st = abuf(m, &m->mem.batch, &m->picks, Rt, err)) != CLF_OK ||
         (st = abuf(m, &m->mem.batch, &m->src, Rs, err)) != CLF_OK ||
         (st = abuf(m, &m->mem.batch, &m->src_keep, Rs, err)) != CLF_OK ||
         (s->kind == MI_KIND_DECODER &&

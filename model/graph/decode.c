@@ -61,10 +61,15 @@ static clf_status run_cached(clf_model *m, const int32_t *tokens, int B, int T, 
     clf_status st;
     if ((st = need_infer(m, err)) != CLF_OK)
         return st;
-    if (tokens == NULL || T < 1 || pos0 < 0 || pos0 + T > m->s.Tmax)
+    if (T < 1 || pos0 < 0 || pos0 + T > m->s.Tmax)
         return clf_error_set(err, CLF_ERR_ARG,
                              "positions [%d, %d) run past the longest target of %d tokens", pos0,
                              pos0 + T, m->s.Tmax);
+    if (tokens == NULL && (T != 1 || m->picked != B))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "decoding %d rows from the device's picks: clf_model_greedy_pick "
+                             "chose %d (call it after each prefill or decode step)",
+                             B, m->picked);
     if ((st = mi_check_sizes(m, B, 0, T, err)) != CLF_OK)
         return st;
     if (m->s.kind == MI_KIND_ENCDEC && (m->enc_S == 0 || B != m->cache_B))
@@ -77,8 +82,10 @@ static clf_status run_cached(clf_model *m, const int32_t *tokens, int B, int T, 
                              "decoding %d rows at position %d: the caches hold %d rows of %d "
                              "positions",
                              B, pos0, m->cache_B, m->dec_len);
-    if ((st = stage_tokens(m, m->tokens, tokens, (size_t)B * (size_t)T, err)) != CLF_OK)
+    if (tokens != NULL &&
+        (st = stage_tokens(m, m->tokens, tokens, (size_t)B * (size_t)T, err)) != CLF_OK)
         return st;
+    m->picked = m->pickable = 0; /* the pass reads the picks; the next come from its logits */
     m->cur_T = T;
     m->cur_S = m->enc_S;
     m->has_targets = 0;
@@ -93,6 +100,7 @@ static clf_status run_cached(clf_model *m, const int32_t *tokens, int B, int T, 
     m->cur_B = 0; /* no batch for clf_model_forward: the buffers hold decode state */
     m->cache_B = B;
     m->dec_len = pos0 + T;
+    m->pickable = B;
     if (logits == NULL)
         return CLF_OK;
     size_t n = (size_t)B * (size_t)m->s.V;
@@ -111,7 +119,40 @@ clf_status clf_model_prefill(clf_model *m, const int32_t *tokens, int B, int T, 
 clf_status clf_model_decode_step(clf_model *m, const int32_t *tokens, int B, int pos, float *logits,
                                  clf_error *err)
 {
+    if (tokens == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "decode_step: tokens is NULL");
     return run_cached(m, tokens, B, 1, pos, logits, err);
+}
+
+clf_status clf_model_greedy_pick(clf_model *m, int B, int32_t *picks, clf_event **done,
+                                 clf_error *err)
+{
+    clf_status st;
+    if (done != NULL)
+        *done = NULL;
+    if ((st = need_infer(m, err)) != CLF_OK)
+        return st;
+    if (picks == NULL || done == NULL)
+        return clf_error_set(err, CLF_ERR_ARG, "greedy_pick: picks and done are needed");
+    if (m->pickable == 0 || B != m->pickable)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "greedy_pick: %d rows, where the logits of a prefill or decode step "
+                             "not picked from yet hold %d",
+                             B, m->pickable);
+    const size_t V = (size_t)m->s.V;
+    if ((st = clf_op_row_argmax(m->rt, mi_at(m->picks, 0), mi_at(m->tokens, 0), m->logits, V,
+                                (size_t)B, V, err)) != CLF_OK ||
+        (st = clf_buffer_read_async(m->rt, m->picks, 0, picks, (size_t)B * sizeof *picks, done,
+                                    err)) != CLF_OK)
+        return st;
+    m->picked = B;
+    m->pickable = 0;
+    return CLF_OK;
+}
+
+clf_status clf_model_decode_picked(clf_model *m, int B, int pos, clf_error *err)
+{
+    return run_cached(m, NULL, B, 1, pos, NULL, err);
 }
 
 clf_status clf_model_prepare_cached(clf_model *m, int B, const int *rows, int n_rows,
@@ -167,6 +208,7 @@ clf_status clf_model_encode(clf_model *m, const int32_t *src, const int32_t *src
     m->fwd_done = 0;
     m->cache_B = 0;
     m->enc_S = 0;
+    m->picked = m->pickable = 0;
     if ((st = mi_encode(m, B, S, err)) != CLF_OK)
         return st;
     for (int b = 0; b < B; b++)
@@ -251,5 +293,6 @@ clf_status clf_model_cache_reorder(clf_model *m, const int32_t *index, int Bn, c
         memcpy(m->xrow, m->xrow_new, (size_t)Bn * sizeof *m->xrow);
     }
     m->cache_B = Bn;
+    m->picked = m->pickable = 0; /* rows moved: pick after the next step */
     return CLF_OK;
 }

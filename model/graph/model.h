@@ -473,6 +473,26 @@ clf_status clf_model_prefill(clf_model *m, const int32_t *tokens, int B, int T, 
  * after clf_model_encode; B = the cached rows. */
 clf_status clf_model_decode_step(clf_model *m, const int32_t *tokens, int B, int pos, float *logits,
                                  clf_error *err);
+/* Greedy decoding without a round trip a token. After a prefill or decode
+ * step of B rows, clf_model_greedy_pick enqueues each row's greedy choice
+ * from the step's logits (the index of the largest, the lowest among equal
+ * maxima, NaN never chosen, -1 where every logit is NaN: what
+ * clf_sampler_sample picks at temperature 0 from the logits the step
+ * would have returned) into the device's token row, and a read of the
+ * choices into picks[B], which is filled, and must stay valid, until *done
+ * is waited on (clf_event_wait, which releases it). Then
+ * clf_model_decode_picked runs position pos from those tokens (a -1 row
+ * runs token 0, and the caller stops at the -1), leaving its logits on the
+ * device for the next pick: the next step is enqueued before the host
+ * waits for this one's choice, so the device never waits for the host.
+ *   prefill(m, prompt, 1, n, NULL); greedy_pick(m, 1, &p[0], &e[0]);
+ *   for (i = 0; ; i++) { decode_picked(m, 1, n + i); greedy_pick(m, 1, &p[~i&1]...);
+ *       wait(e[i&1]); emit p[i&1]; }
+ * CLF_ERR_UNSUPPORTED from greedy_pick where the device cannot scan a
+ * vocabulary this long in one work-item's loop (decode_step then). */
+clf_status clf_model_greedy_pick(clf_model *m, int B, int32_t *picks, clf_event **done,
+                                 clf_error *err);
+clf_status clf_model_decode_picked(clf_model *m, int B, int pos, clf_error *err);
 /* Which attention of an encoder-decoder clf_model_attention_weights reads
  * (decoder-only and encoder-only models have one stack: CLF_ATTN_SELF). */
 typedef enum clf_attn_site {

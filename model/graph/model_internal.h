@@ -381,6 +381,7 @@ struct clf_model {
     mi_block_a *ba;       /* [L] */
     clf_buffer *tokens;   /* int32 [rows_tgt] decoder tokens */
     clf_buffer *targets;  /* int32 [max(rows_tgt, B)] decoder targets or labels */
+    clf_buffer *picks;    /* int32 [rows_tgt] greedy choices (clf_model_greedy_pick), -1: NaN */
     clf_buffer *src;      /* int32 [rows_src] source tokens */
     clf_buffer *src_keep; /* int32 [rows_src] 1 = token, 0 = pad */
     clf_buffer *doc_seg;  /* decoders: int32 [rows_tgt] a packed batch's segments (1, 2, ...
@@ -453,6 +454,8 @@ struct clf_model {
     int32_t *xrow_new;   /* [B] */
     int cache_B;         /* rows in the caches (0 = nothing cached) */
     int dec_len;         /* positions in the self-attention caches */
+    int pickable;        /* rows of logits a cached pass left for clf_model_greedy_pick */
+    int picked;          /* rows of m->tokens that clf_model_greedy_pick wrote (0: none) */
     int enc_S;           /* source length of the cross caches (0 = none) */
 
     /* every buffer above, for destroy; activations and scratch (the clf_ptr

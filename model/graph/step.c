@@ -168,6 +168,7 @@ static clf_status put_docs(clf_model *m, int32_t *slot, size_t *at, const int32_
 static void batch_set(clf_model *m, int B, int S, int T, int has_targets, int count)
 {
     m->cur_B = B;
+    m->picked = m->pickable = 0; /* the token row holds the batch */
     m->cur_S = S;
     m->cur_T = T;
     m->has_targets = has_targets;

@@ -20,6 +20,74 @@ static int32_t start_token(const clf_tokenizer *tok)
     return t;
 }
 
+/* Token i of the generation, tk (-1: the logits were all NaN): appended to
+ * seq[*n], counted and handed to on_token; *stop = 1 where it says stop. */
+static clf_status emit(const clf_tokenizer *tok, int32_t *seq, size_t *n, int tk, long i,
+                       clf_generate_fn on_token, void *user, clf_generate_stats *stats, int *stop,
+                       clf_error *err)
+{
+    if (tk < 0)
+        return clf_error_set(err, CLF_ERR_NUMERIC,
+                             "generate: the model produced no valid logits (NaN) at token %ld", i);
+    seq[(*n)++] = tk;
+    stats->tokens++;
+    const char *piece = NULL;
+    size_t plen = 0;
+    if (!clf_tokenizer_piece(tok, tk, &piece, &plen))
+        piece = "", plen = 0;
+    *stop = on_token != NULL && on_token(user, tk, piece, plen) != 0;
+    return CLF_OK;
+}
+
+/* Greedy decoding (temperature 0) with the choice on the device
+ * (clf_model_greedy_pick): each step is enqueued before the host waits for
+ * the token of the step before it, so the device does not wait for the
+ * host; the tokens are the sampler's (model.h). seq[0..n) holds the prompt
+ * window whose prefill left its logits on the device, pos its length.
+ * *fallback = 1, with nothing done, where the device cannot pick. */
+static clf_status greedy_on_device(clf_model *m, const clf_tokenizer *tok, int32_t *seq, size_t n,
+                                   int T, int pos, long n_tokens, clf_generate_fn on_token,
+                                   void *user, clf_generate_stats *stats, int *fallback,
+                                   clf_error *err)
+{
+    int32_t pick[2] = {0, 0};
+    clf_event *ev[2] = {NULL, NULL};
+    int cur = 0;
+    clf_status st = clf_model_greedy_pick(m, 1, &pick[0], &ev[0], err);
+    if (st == CLF_ERR_UNSUPPORTED) {
+        *fallback = 1;
+        return CLF_OK;
+    }
+    for (long i = 0; st == CLF_OK; i++, cur ^= 1) {
+        /* the next step, from this one's pick, while the host waits */
+        const int ahead = i + 1 < n_tokens && pos < T;
+        if (ahead &&
+            ((st = clf_model_decode_picked(m, 1, pos, err)) != CLF_OK ||
+             (st = clf_model_greedy_pick(m, 1, &pick[cur ^ 1], &ev[cur ^ 1], err)) != CLF_OK))
+            break;
+        st = clf_event_wait(ev[cur], err); /* and releases it */
+        ev[cur] = NULL;
+        if (st != CLF_OK)
+            break;
+        int stop = 0;
+        if ((st = emit(tok, seq, &n, pick[cur], i, on_token, user, stats, &stop, err)) != CLF_OK ||
+            stop || i + 1 == n_tokens)
+            break;
+        if (ahead)
+            pos++;
+        else { /* the cache is full: slide by re-prefilling the last T - 1 tokens */
+            const int k = T > 1 ? T - 1 : 1;
+            if ((st = clf_model_prefill(m, seq + n - (size_t)k, 1, k, NULL, err)) == CLF_OK)
+                st = clf_model_greedy_pick(m, 1, &pick[cur ^ 1], &ev[cur ^ 1], err);
+            pos = k;
+            stats->slides++;
+        }
+    }
+    for (int c = 0; c < 2; c++) /* a read still under way writes into pick[] */
+        clf_event_wait(ev[c], NULL);
+    return st;
+}
+
 clf_status clf_generate(clf_model *m, const clf_tokenizer *tok, const char *prompt,
                         size_t prompt_len, long n_tokens, const clf_sampler_options *so,
                         clf_generate_fn on_token, void *user, clf_generate_stats *stats,
@@ -78,21 +146,18 @@ clf_status clf_generate(clf_model *m, const clf_tokenizer *tok, const char *prom
     if (n_tokens > 0 && (st = clf_model_prefill(m, seq + n - w, 1, (int)w, logits, err)) != CLF_OK)
         goto done;
     int pos = (int)w;
+    int host = so->temperature != 0.0;
+    if (!host && n_tokens > 0) {
+        st = greedy_on_device(m, tok, seq, n, T, pos, n_tokens, on_token, user, stats, &host, err);
+        if (st != CLF_OK || !host)
+            n_tokens = 0; /* done (the statistics below still count) */
+    }
     for (long i = 0; i < n_tokens; i++) {
         const int tk = clf_sampler_sample(smp, logits, V);
-        if (tk < 0) {
-            st =
-                clf_error_set(err, CLF_ERR_NUMERIC,
-                              "generate: the model produced no valid logits (NaN) at token %ld", i);
+        int stop = 0;
+        if ((st = emit(tok, seq, &n, tk, i, on_token, user, stats, &stop, err)) != CLF_OK)
             goto done;
-        }
-        seq[n++] = tk;
-        stats->tokens++;
-        const char *piece = NULL;
-        size_t plen = 0;
-        if (!clf_tokenizer_piece(tok, tk, &piece, &plen))
-            piece = "", plen = 0;
-        if (on_token != NULL && on_token(user, tk, piece, plen) != 0)
+        if (stop)
             break;
         if (i + 1 == n_tokens)
             break;

@@ -84,6 +84,16 @@ clf_status clf_op_sumsq(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t n, clf_
 clf_status clf_op_mean(clf_runtime *rt, clf_ptr out, clf_ptr in, size_t n, clf_ptr scratch,
                        clf_error *err);
 
+/* Greedy choice (cl/reduce.cl), for rows r < R of in [R, N] float32 (row
+ * stride ld >= N): idx[r] (int32) = the index of the row's largest value,
+ * the lowest index among equal maxima, NaN never chosen, -1 where every
+ * value is NaN: what clf_sampler_sample picks at temperature 0 from the
+ * same floats; tok[r] (int32; buf NULL: none) the same with 0 for -1, a
+ * token the next decoding step can read. CLF_ERR_UNSUPPORTED where N is
+ * longer than a device that ends loops early lets a row's scan run. */
+clf_status clf_op_row_argmax(clf_runtime *rt, clf_ptr idx, clf_ptr tok, clf_ptr in, size_t ld,
+                             size_t R, size_t N, clf_error *err);
+
 /* Pooling (cl/reduce.cl): mean over the kept positions: out [B, C] from x [B, S, C] and keep int32
  * [B, S] (a row without kept positions gives 0). Backward overwrites
  * dx [B, S, C] = keep ? dout / count : 0. */

@@ -102,6 +102,8 @@ clf_status clf_op_row_sum_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, cl
                              size_t N, clf_error *err);
 clf_status clf_op_row_max_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t R,
                              size_t N, clf_error *err);
+clf_status clf_op_row_argmax_ex(clf_runtime *rt, clf_ops_path path, clf_ptr idx, clf_ptr tok,
+                                clf_ptr in, size_t ld, size_t R, size_t N, clf_error *err);
 size_t clf_op_sumsq_scratch_ex(clf_runtime *rt, clf_ops_path path, size_t n);
 clf_status clf_op_sumsq_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, clf_ptr in, size_t n,
                            clf_ptr scratch, clf_error *err);

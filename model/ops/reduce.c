@@ -68,6 +68,62 @@ clf_status clf_op_row_max_ex(clf_runtime *rt, clf_ops_path path, clf_ptr out, cl
     return row_reduce(rt, path, &max, out, in, R, N, err);
 }
 
+/* ---- greedy choice ------------------------------------------------------------ */
+
+clf_status clf_op_row_argmax_ex(clf_runtime *rt, clf_ops_path path, clf_ptr idx, clf_ptr tok,
+                                clf_ptr in, size_t ld, size_t R, size_t N, clf_error *err)
+{
+    const char *op = "row_argmax";
+    if (R == 0)
+        return CLF_OK;
+    if (clf_ops_need(idx, op, "idx", err) || clf_ops_need(in, op, "in", err))
+        return CLF_ERR_ARG;
+    if (N == 0 || ld < N || N > 0x7FFFFFFF)
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "%s: rows of %zu values, row stride %zu (expected 1 <= N <= ld, N "
+                             "under 2^31)",
+                             op, N, ld);
+    path = clf_ops_path_resolve(rt, path);
+    clf_kernel *k;
+    clf_status st = clf_kernel_of(
+        rt, clf_ops_pick((clf_ops_pair){CLF_K_ROW_ARGMAX_ITEM, CLF_K_ROW_ARGMAX_GROUP}, path), &k,
+        err);
+    if (st != CLF_OK)
+        return st;
+    const size_t local = path == CLF_OPS_PATH_ITEM ? clf_ops_rows_local(k)
+                                                   : clf_ops_group_size(k, CLF_OPS_ROW_GROUP);
+    /* a quarter of the limit kept back, as the decode kernels keep it */
+    const unsigned lim = clf_runtime_device(rt)->loop_limit;
+    const size_t scan = path == CLF_OPS_PATH_ITEM ? N : (N + local - 1) / local + 16;
+    if (lim != 0 && scan > (size_t)lim / 4 * 3)
+        return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                             "%s: rows of %zu values take %zu loop iterations; %s ends a "
+                             "work-item's loops after %u",
+                             op, N, scan, clf_runtime_device(rt)->name, lim);
+    const int has_tok = tok.buf != NULL;
+    const clf_arg args[] = {CLF_ARG_PTR(idx),
+                            CLF_ARG_PTR(has_tok ? tok : idx), /* any valid buffer when absent */
+                            CLF_ARG_I32(has_tok),
+                            CLF_ARG_PTR(in),
+                            CLF_ARG_U64(ld),
+                            CLF_ARG_U64(R),
+                            CLF_ARG_U64(N),
+                            CLF_ARG_LOCAL(local * sizeof(float)),
+                            CLF_ARG_LOCAL(local * sizeof(int32_t))};
+    if (path == CLF_OPS_PATH_ITEM) {
+        size_t global = R;
+        return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args) - 2, args, err);
+    }
+    size_t global = R * local;
+    return clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err);
+}
+
+clf_status clf_op_row_argmax(clf_runtime *rt, clf_ptr idx, clf_ptr tok, clf_ptr in, size_t ld,
+                             size_t R, size_t N, clf_error *err)
+{
+    return clf_op_row_argmax_ex(rt, CLF_OPS_PATH_AUTO, idx, tok, in, ld, R, N, err);
+}
+
 /* ---- whole-tensor sums ----------------------------------------------------------- */
 
 size_t clf_op_sumsq_scratch_ex(clf_runtime *rt, clf_ops_path path, size_t n)
