@@ -309,9 +309,10 @@ __kernel void attn_decode_item(__global float *out, ulong out_off, __global cons
  * P = 1 (the same sums in the same order: the qkv columns as norm_dot_item
  * computes them, the scores and the online softmax as attn_item_pass) and
  * writes out row b*NH + h [HS]. The work-item reads back the cache rows it
- * wrote; no other work-item reads them. No keep mask, relative bias or
- * rotary positions (the host keeps those on the unfused path); ALiBi with
- * alibi. NDRange B*KVH. */
+ * wrote; no other work-item reads them. With rope, q and k are rotated at
+ * position L - 1 first, as embed.cl's rope rotates them (log2_theta ..
+ * mscale: its arguments). No keep mask or relative bias (the host keeps
+ * those on the unfused path); ALiBi with alibi. NDRange B*KVH. */
 __kernel void attn_qkv_decode_item(__global float *out, ulong out_off, __global const float *x,
                                    ulong x_off, __global const float *nw, ulong nw_off,
                                    __global const float *nb, ulong nb_off, int has_nb, int rms,
@@ -319,7 +320,9 @@ __kernel void attn_qkv_decode_item(__global float *out, ulong out_off, __global 
                                    __global const float *bias, ulong bias_off, int has_bias,
                                    __global float *kc, ulong k_off, __global float *vc,
                                    ulong v_off, uint B, uint NH, uint grp, uint HS, uint C,
-                                   uint Tmax, uint lo, uint L, float scale, int alibi)
+                                   uint Tmax, uint lo, uint L, float scale, int alibi, int rope,
+                                   float log2_theta, float rfactor, float ramp_lo, float ramp_hi,
+                                   float mscale)
 {
     const uint g = get_global_id(0), KVH = NH / grp;
     if (g >= B * KVH || HS > ATTN_ITEM_HS_MAX || L == 0)
@@ -336,17 +339,20 @@ __kernel void attn_qkv_decode_item(__global float *out, ulong out_off, __global 
     __global float *vb = vc + v_off + (ulong)g * Tmax * HS;
     const ulong q0 = (ulong)j * grp * HS, k0 = (ulong)NH * HS + (ulong)j * HS,
                 v0 = (ulong)NH * HS + (ulong)KVH * HS + (ulong)j * HS;
-    float s[CLF_NORM_DOT_N];
-    for (uint d0 = 0; d0 < HS; d0 += CLF_NORM_DOT_N) {
+    float s[CLF_NORM_DOT_N], qs[ATTN_ITEM_HS_MAX], acc[ATTN_ITEM_HS_MAX];
+    for (uint d0 = 0; d0 < HS; d0 += CLF_NORM_DOT_N) { /* k (in acc until rotated), v */
         const uint n = min((uint)CLF_NORM_DOT_N, HS - d0);
         clf_norm_dot_cols(s, x, m, rs, rms, nw, nb, has_nb, W + (k0 + d0) * C, n, C);
         for (uint c = 0; c < n; c++)
-            kb[(ulong)(L - 1) * HS + d0 + c] = has_bias ? s[c] + bias[k0 + d0 + c] : s[c];
+            acc[d0 + c] = has_bias ? s[c] + bias[k0 + d0 + c] : s[c];
         clf_norm_dot_cols(s, x, m, rs, rms, nw, nb, has_nb, W + (v0 + d0) * C, n, C);
         for (uint c = 0; c < n; c++)
             vb[(ulong)(L - 1) * HS + d0 + c] = has_bias ? s[c] + bias[v0 + d0 + c] : s[c];
     }
-    float qs[ATTN_ITEM_HS_MAX], acc[ATTN_ITEM_HS_MAX];
+    if (rope)
+        rope_head(acc, HS, (float)(L - 1), log2_theta, rfactor, ramp_lo, ramp_hi, mscale);
+    for (uint d = 0; d < HS; d++)
+        kb[(ulong)(L - 1) * HS + d] = acc[d];
     for (uint i = 0; i < grp; i++) {
         const uint h = j * grp + i;
         const ulong qh = q0 + (ulong)i * HS;
@@ -354,8 +360,12 @@ __kernel void attn_qkv_decode_item(__global float *out, ulong out_off, __global 
             const uint n = min((uint)CLF_NORM_DOT_N, HS - d0);
             clf_norm_dot_cols(s, x, m, rs, rms, nw, nb, has_nb, W + (qh + d0) * C, n, C);
             for (uint c = 0; c < n; c++)
-                qs[d0 + c] = (has_bias ? s[c] + bias[qh + d0 + c] : s[c]) * scale;
+                qs[d0 + c] = has_bias ? s[c] + bias[qh + d0 + c] : s[c];
         }
+        if (rope)
+            rope_head(qs, HS, (float)(L - 1), log2_theta, rfactor, ramp_lo, ramp_hi, mscale);
+        for (uint d = 0; d < HS; d++)
+            qs[d] *= scale;
         for (uint d = 0; d < HS; d++)
             acc[d] = 0.0f;
         float mx = CLF_NEG_BIG, l = 0.0f;

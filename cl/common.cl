@@ -475,3 +475,47 @@ static inline void clf_norm_dot_cols(float *s, __global const float *x, float m,
             s[c] = CLF_FMA(h, wr[c][k], s[c]);
     }
 }
+
+/* ---- rotary positions (embed.cl's rope, attention.cl's decoding) ---- */
+
+/* cos and sin of RoPE's angle p * inv_freq, times mscale; sin negated for
+ * the inverse rotation. */
+static inline float2 rope_cs(float p, float inv_freq, float mscale, int inverse)
+{
+    float cs;
+    float sn = sincos(p * inv_freq, &cs);
+    if (mscale != 1.0f) {
+        cs *= mscale;
+        sn *= mscale;
+    }
+    return (float2)(cs, inverse ? -sn : sn);
+}
+
+/* Pair i's frequency of a head of HS: theta^(-2i/HS) from log2_theta, and
+ * with a factor other than 1 blended with its interpolation by the ramp
+ * over i (clf_rope in model/ops/ops.h). */
+static inline float rope_inv_freq(uint i, uint HS, float log2_theta, float factor, float ramp_lo,
+                                  float ramp_hi)
+{
+    float inv_freq = exp2(-((float)(2 * i) / (float)HS) * log2_theta);
+    if (factor != 1.0f) {
+        float e = 1.0f - clamp(((float)i - ramp_lo) / (ramp_hi - ramp_lo), 0.0f, 1.0f);
+        inv_freq = inv_freq / factor * (1.0f - e) + inv_freq * e;
+    }
+    return inv_freq;
+}
+
+/* RoPE's rotation of one head x[0..HS) (private) at position p: pairs (i,
+ * i + HS/2), as embed.cl's rope rotates them. */
+static inline void rope_head(float *x, uint HS, float p, float log2_theta, float factor,
+                             float ramp_lo, float ramp_hi, float mscale)
+{
+    const uint hs2 = HS / 2;
+    for (uint i = 0; i < hs2; i++) {
+        const float2 e =
+            rope_cs(p, rope_inv_freq(i, HS, log2_theta, factor, ramp_lo, ramp_hi), mscale, 0);
+        const float x1 = x[i], x2 = x[i + hs2];
+        x[i] = x1 * e.x - x2 * e.y;
+        x[i + hs2] = x2 * e.x + x1 * e.y;
+    }
+}

@@ -197,19 +197,6 @@ __kernel void sinusoid_add(__global float *x, ulong x_off, uint B, uint T, uint 
     }
 }
 
-/* cos and sin of RoPE's angle p * inv_freq, times mscale; sin negated for
- * the inverse rotation. */
-static inline float2 rope_cs(float p, float inv_freq, float mscale, int inverse)
-{
-    float cs;
-    float sn = sincos(p * inv_freq, &cs);
-    if (mscale != 1.0f) {
-        cs *= mscale;
-        sn *= mscale;
-    }
-    return (float2)(cs, inverse ? -sn : sn);
-}
-
 /* Rotary embedding in place. One work-item per (batch chunk, t, i < HS/2): the
  * angle's sincos is computed once and applied to every head of `bspan`
  * batch rows (bspan = B on CPUs, 1 on GPUs); the position is pos0 + t, or
@@ -234,11 +221,7 @@ __kernel void rope(__global float *x, ulong x_off, uint x_t, uint B, uint T, uin
     if (b0 >= B)
         return;
     uint b1 = min(b0 + bspan, B);
-    float inv_freq = exp2(-((float)(2 * i) / (float)HS) * log2_theta);
-    if (factor != 1.0f) {
-        float e = 1.0f - clamp(((float)i - ramp_lo) / (ramp_hi - ramp_lo), 0.0f, 1.0f);
-        inv_freq = inv_freq / factor * (1.0f - e) + inv_freq * e;
-    }
+    const float inv_freq = rope_inv_freq(i, HS, log2_theta, factor, ramp_lo, ramp_hi);
     const float2 e0 = rope_cs((float)(pos0 + t), inv_freq, mscale, inverse);
     for (uint b = b0; b < b1; b++) {
         /* packed documents: this row's own position (no state carried

@@ -34,11 +34,12 @@
  * (clf_op_attn_qkv_decode), on devices whose work-groups run item by item:
  * LayerNorm with and without its bias, RMSNorm, with and without the
  * linear's bias, grouped-query and multi-query heads, head sizes and
- * widths that are not multiples of 16, windows and ALiBi, one and several
- * rows, against float64 (the output and the new cache rows: atol 1e-5,
+ * widths that are not multiples of 16, windows and ALiBi, rotary positions
+ * (plain and YaRN-scaled), one and several rows, against float64 (the output and the new cache rows: atol 1e-5,
  * rtol 1e-4); every other cache entry keeps its bits (NaN past L), and the
- * output and caches are bit for bit those of clf_op_norm_dot followed by
- * clf_op_attn_decode on the same device (the same sums in the same order).
+ * output and caches are bit for bit those of clf_op_norm_dot (and
+ * clf_op_rope_t) followed by clf_op_attn_decode on the same device (the
+ * same sums in the same order).
  * Elsewhere the op's refusal is checked.
  */
 #include <math.h>
@@ -472,7 +473,26 @@ static void test_window_alibi(clf_runtime *rt, size_t W, int alibi, size_t P, tu
 typedef struct qcase {
     size_t B, NH, KVH, HS, C, Tmax, L, window;
     int norm, bias, alibi;
+    const clf_rope *rope; /* NULL: none */
 } qcase;
+
+/* RoPE's rotation of x[0..HS) at position p in float64 (clf_rope's
+ * frequencies, cos and sin times mscale), pairs (i, i + HS/2). */
+static void rope_ref(double *x, size_t HS, double p, const clf_rope *r)
+{
+    for (size_t i = 0; i < HS / 2; i++) {
+        double f = pow((double)r->theta, -2.0 * (double)i / (double)HS);
+        if (r->factor != 1.0f) {
+            double t = ((double)i - r->ramp_lo) / ((double)r->ramp_hi - r->ramp_lo);
+            const double e = 1.0 - (t < 0 ? 0 : t > 1 ? 1 : t);
+            f = f / r->factor * (1.0 - e) + f * e;
+        }
+        const double cs = cos(p * f) * r->mscale, sn = sin(p * f) * r->mscale;
+        const double x1 = x[i], x2 = x[i + HS / 2];
+        x[i] = x1 * cs - x2 * sn;
+        x[i + HS / 2] = x2 * cs + x1 * sn;
+    }
+}
 
 static void test_qkv_decode(clf_runtime *rt, const qcase *c, tu_rng *r)
 {
@@ -519,6 +539,9 @@ static void test_qkv_decode(clf_runtime *rt, const qcase *c, tu_rng *r)
             }
             y[b * QKV + o] = a;
         }
+        if (c->rope != NULL) /* q's and k's heads turned to position L - 1 */
+            for (size_t h = 0; h < NH + KVH; h++)
+                rope_ref(y + b * QKV + h * HS, HS, (double)(L - 1), c->rope);
         for (size_t j = 0; j < KVH; j++)
             for (size_t d = 0; d < HS; d++) {
                 rk[(b * KVH + j) * HS + d] = y[b * QKV + NH * HS + j * HS + d];
@@ -568,16 +591,20 @@ static void test_qkv_decode(clf_runtime *rt, const qcase *c, tu_rng *r)
                              .L = L,
                              .window = c->window,
                              .scale = (float)scale,
-                             .alibi = c->alibi};
+                             .alibi = c->alibi,
+                             .rope = c->rope};
     char name[200];
     snprintf(name, sizeof name,
              "attn_qkv_decode B=%zu NH=%zu KVH=%zu HS=%zu C=%zu L=%zu/%zu window=%zu %s bias=%d "
-             "alibi=%d",
+             "alibi=%d rope=%s",
              B, NH, KVH, HS, C, L, Tmax, c->window,
              c->norm == 2 ? "rmsnorm"
              : c->norm    ? "layernorm+b"
                           : "layernorm",
-             c->bias, c->alibi);
+             c->bias, c->alibi,
+             c->rope == NULL           ? "no"
+             : c->rope->factor != 1.0f ? "yarn"
+                                       : "yes");
     clf_error err;
     const clf_status st = clf_op_attn_qkv_decode(rt, &q, &err);
     if (!clf_ops_serial(rt)) {
@@ -648,6 +675,12 @@ static void test_qkv_decode(clf_runtime *rt, const qcase *c, tu_rng *r)
                                 .vn = clf_ptr_at(qkv, (NH + KVH) * HS),
                                 .n_stride = QKV};
     tu_ok(clf_op_norm_dot(rt, &nd, &err), &err, "norm_dot");
+    if (c->rope != NULL) {
+        const clf_heads hq = {qkv, CLF_DT_F32, B, 1, NH, HS, QKV};
+        const clf_heads hk = {clf_ptr_at(qkv, NH * HS), CLF_DT_F32, B, 1, KVH, HS, QKV};
+        tu_ok(clf_op_rope_t(rt, &hq, L - 1, (clf_ptr){0}, c->rope, 0, &err), &err, "rope q");
+        tu_ok(clf_op_rope_t(rt, &hk, L - 1, (clf_ptr){0}, c->rope, 0, &err), &err, "rope k");
+    }
     tu_ok(clf_op_attn_decode(rt, &ad, &err), &err, "attn_decode");
     tu_download(rt, uout, uo, B * NH * HS);
     tu_download(rt, uk_d, uk, nc);
@@ -690,6 +723,9 @@ done:
 
 static void test_qkv_decodes(clf_runtime *rt, tu_rng *r)
 {
+    const clf_rope rope = {.theta = 10000.0f, .factor = 1.0f, .ramp_hi = 1.0f, .mscale = 1.0f};
+    const clf_rope yarn = {
+        .theta = 500.0f, .factor = 4.0f, .ramp_lo = 1.0f, .ramp_hi = 6.0f, .mscale = 1.1f};
     const qcase cases[] = {
         /* the benchmark's cpu model: 4 heads of 32, C 128, a full context */
         {.B = 1, .NH = 4, .KVH = 4, .HS = 32, .C = 128, .Tmax = 64, .L = 64},
@@ -711,6 +747,27 @@ static void test_qkv_decodes(clf_runtime *rt, tu_rng *r)
         {.B = 1, .NH = 2, .KVH = 2, .HS = 1, .C = 3, .Tmax = 4, .L = 1, .window = 200, .alibi = 1},
         /* a head wider than a block of columns, a window of one position */
         {.B = 2, .NH = 2, .KVH = 1, .HS = 40, .C = 33, .Tmax = 12, .L = 9, .window = 1, .norm = 1},
+        /* rotary positions (the Llama layout: RMSNorm, grouped-query heads) */
+        {.B = 1,
+         .NH = 4,
+         .KVH = 2,
+         .HS = 32,
+         .C = 128,
+         .Tmax = 70,
+         .L = 61,
+         .norm = 2,
+         .rope = &rope},
+        /* YaRN's scaled rotary positions, HS off 16, LayerNorm, biases */
+        {.B = 2,
+         .NH = 2,
+         .KVH = 2,
+         .HS = 20,
+         .C = 40,
+         .Tmax = 50,
+         .L = 47,
+         .norm = 1,
+         .bias = 1,
+         .rope = &yarn},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         test_qkv_decode(rt, &cases[i], r);

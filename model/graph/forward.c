@@ -155,8 +155,9 @@ static clf_status norm_linear_fwd(clf_model *m, const mi_pass *ps, const mi_line
 /* Decoding's self-attention through its fused norm (norm_fuses), its qkv
  * linear and the attention itself in one launch (clf_op_attn_qkv_decode):
  * one new position of a cached pass, float32 throughout, and none of the
- * features the kernel leaves to the unfused path (rotary and relative
- * positions, sparse patterns, performer features), where the device has a
+ * features the kernel leaves to the unfused path (relative positions, a
+ * packed batch's rotary positions, sparse patterns, performer features),
+ * where the device has a
  * work-item for each of its compute units. The attention's output goes to
  * a->atty as clf_op_attn_decode writes it. Returns 0 where it does not
  * apply (*st untouched). */
@@ -167,8 +168,8 @@ static int norm_qkv_attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, 
     const mi_node *nn = ps->pre_norm;
     const size_t B = (size_t)ps->B;
     if (nn == NULL || n->stk->src || ps->T != 1 || !(ps->flags & MI_PASS_CACHE) || s->perf_m > 0 ||
-        s->sp_bs || s->act16 || s->pos == MI_POS_ROPE || s->pos == MI_POS_T5 ||
-        s->pos == MI_POS_REL ||
+        s->sp_bs || s->act16 || s->pos == MI_POS_T5 || s->pos == MI_POS_REL ||
+        (s->pos == MI_POS_ROPE && mi_doc_pos(m, 0).buf != NULL) ||
         !clf_op_attn_qkv_decode_fits(m->rt, B, (size_t)s->NKV, (size_t)s->HS, (size_t)s->C,
                                      (size_t)s->NH, S))
         return 0;
@@ -192,7 +193,8 @@ static int norm_qkv_attn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, 
                                    .L = S,
                                    .window = (size_t)s->window,
                                    .scale = 1.0f / sqrtf((float)s->HS),
-                                   .alibi = s->pos == MI_POS_ALIBI};
+                                   .alibi = s->pos == MI_POS_ALIBI,
+                                   .rope = s->pos == MI_POS_ROPE ? &s->rope : NULL};
     *st = clf_op_attn_qkv_decode(m->rt, &q, err);
     return 1;
 }

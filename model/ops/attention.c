@@ -12,6 +12,7 @@
  *
  * Not here: causal/padded full-sequence attention (GEMM + softmax in model/).
  */
+#include <math.h>
 #include <string.h>
 
 #include "model/ops/ops.h"
@@ -226,6 +227,15 @@ clf_status clf_op_attn_qkv_decode(clf_runtime *rt, const clf_attn_qkv_decode *a,
     const size_t lo = a->window > 0 && L > a->window ? L - a->window : 0;
     if (B == 0)
         return CLF_OK;
+    const clf_rope *rope = a->rope;
+    if (rope != NULL &&
+        (HS % 2 != 0 || L > (size_t)1 << 24 || !(rope->theta > 1.0f) || !(rope->factor >= 1.0f) ||
+         !(rope->mscale > 0.0f) || !(rope->ramp_hi > rope->ramp_lo)))
+        return clf_error_set(err, CLF_ERR_ARG,
+                             "%s: rotary positions need an even head size (%zu), positions below "
+                             "2^24 (%zu), theta above 1, a factor of at least 1, a positive mscale "
+                             "and an increasing ramp",
+                             op, HS, L);
     if (C == 0 || L == 0 || L > a->Tmax || !qkv_decode_runs(rt, KVH, HS, C, NH, L) ||
         B * NH * HS > U32_MAX_SZ || B * KVH * a->Tmax * HS > U32_MAX_SZ)
         return clf_error_set(err, CLF_ERR_ARG,
@@ -265,7 +275,13 @@ clf_status clf_op_attn_qkv_decode(clf_runtime *rt, const clf_attn_qkv_decode *a,
                             CLF_ARG_U32(lo),
                             CLF_ARG_U32(L),
                             CLF_ARG_F32(a->scale),
-                            CLF_ARG_I32(a->alibi != 0)};
+                            CLF_ARG_I32(a->alibi != 0),
+                            CLF_ARG_I32(rope != NULL),
+                            CLF_ARG_F32(rope ? (float)log2((double)rope->theta) : 0.0f),
+                            CLF_ARG_F32(rope ? rope->factor : 1.0f),
+                            CLF_ARG_F32(rope ? rope->ramp_lo : 0.0f),
+                            CLF_ARG_F32(rope ? rope->ramp_hi : 1.0f),
+                            CLF_ARG_F32(rope ? rope->mscale : 1.0f)};
     /* a work-group per work-item: the device spreads groups over its cores */
     const size_t global = B * KVH, local = 1;
     if ((st = clf_kernel_launch(rt, k, 1, &global, &local, CLF_NARGS(args), args, err)) != CLF_OK)

@@ -251,10 +251,11 @@ size_t clf_op_attn_decode_scratch(const clf_runtime *rt, size_t rows_max, size_t
  * linear W [NH*HS + 2*kv_heads*HS, C] with bias (buf NULL: none) giving q,
  * k and v, k and v stored at position L - 1 of the caches [B, kv_heads,
  * Tmax, HS], and out [B*NH, HS] the attention of q over positions [L -
- * window, L) (window 0: [0, L)), with ALiBi biases where alibi is set:
- * what clf_op_norm_dot, then clf_op_attn_decode with kn, vn set and one
- * range, compute, the same sums in the same order. No keep mask, relative
- * positions or rotary positions. The op refuses (CLF_ERR_ARG) a device
+ * window, L) (window 0: [0, L)), with ALiBi biases where alibi is set,
+ * and with rope (not NULL) q and k rotated at position L - 1 first (HS
+ * even): what clf_op_norm_dot, (clf_op_rope_t,) then clf_op_attn_decode
+ * with kn, vn set and one range, compute, the same sums in the same order.
+ * No keep mask or relative positions. The op refuses (CLF_ERR_ARG) a device
  * whose work-groups run in parallel; clf_op_attn_qkv_decode_fits says
  * whether the device runs these sizes and they give each of its compute
  * units a work-item (B * kv_heads of them): where they do not, the norm's
@@ -268,6 +269,7 @@ typedef struct clf_attn_qkv_decode {
     size_t B, C, NH, kv_heads, HS, Tmax, L, window;
     float scale;
     int alibi;
+    const clf_rope *rope; /* NULL: none */
 } clf_attn_qkv_decode;
 int clf_op_attn_qkv_decode_fits(const clf_runtime *rt, size_t B, size_t kv_heads, size_t HS,
                                 size_t C, size_t NH, size_t L);
