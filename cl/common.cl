@@ -519,3 +519,69 @@ static inline void rope_head(float *x, uint HS, float p, float log2_theta, float
         x[i + hs2] = x2 * e.x + x1 * e.y;
     }
 }
+
+/* ---- decoding's attention, one work-item (attention.cl, decode.cl) ---- */
+
+#define ATTN_ITEM_CHUNK 64 /* ATTN_ITEM_HS_MAX: runtime/contract.h */
+
+/* One work-item's pass over positions [s0, s1) of a (b, head): the query
+ * qs (scaled), key and value rows kb, vb (HS apart; position snew's from
+ * knr, vnr instead), the keep mask kp (has_keep), the biases (slope: ALiBi;
+ * rbh with rb_w, qrh with rqr_w: relative positions, as attn_decode's) ->
+ * *m, *l and acc[0..HS) updated (the online softmax's max, sum and
+ * unnormalised output). */
+static inline void attn_item_pass(float *acc, float *m_io, float *l_io, const float *qs,
+                                  __global const float *kb, __global const float *vb,
+                                  __global const float *knr, __global const float *vnr,
+                                  uint snew, __global const int *kp, int has_keep, uint s0,
+                                  uint s1, uint L, uint HS, float slope,
+                                  __global const float *rbh, uint rb_w,
+                                  __global const float *qrh, uint rqr_w, uint rel_k)
+{
+    const uint hv = HS / 8 * 8;
+    float sc[ATTN_ITEM_CHUNK];
+    float m = *m_io, l = *l_io;
+    for (uint c0 = s0; c0 < s1; c0 += ATTN_ITEM_CHUNK) {
+        const uint nc = min((uint)ATTN_ITEM_CHUNK, s1 - c0);
+        float mc = m;
+        for (uint c = 0; c < nc; c++) {
+            const uint s = c0 + c;
+            float a = CLF_NEG_BIG;
+            if (!has_keep || kp[s] != 0) {
+                __global const float *kr = s == snew ? knr : kb + (ulong)s * HS;
+                float8 v8 = (float8)(0.0f);
+                for (uint d = 0; d < hv; d += 8)
+                    v8 = CLF_FMA(vload8(0, qs + d), vload8(0, kr + d), v8);
+                a = clf_hsum8(v8);
+                for (uint d = hv; d < HS; d++)
+                    a = CLF_FMA(qs[d], kr[d], a);
+                a -= slope * (float)(L - 1 - s);
+                if (rb_w)
+                    a += rbh[L - 1 - s];
+                if (rqr_w)
+                    a += qrh[clamp((int)s - (int)(L - 1), -(int)rel_k, (int)rel_k) + (int)rel_k];
+                mc = fmax(mc, a);
+            }
+            sc[c] = a;
+        }
+        const float corr = clf_exp_nonpos(m - mc);
+        l *= corr;
+        for (uint d = 0; d < HS; d++)
+            acc[d] *= corr;
+        for (uint c = 0; c < nc; c++) {
+            const uint s = c0 + c;
+            if (has_keep && kp[s] == 0)
+                continue;
+            const float e = clf_exp_nonpos(sc[c] - mc);
+            l += e;
+            __global const float *vr = s == snew ? vnr : vb + (ulong)s * HS;
+            for (uint d = 0; d < hv; d += 8)
+                vstore8(CLF_FMA((float8)(e), vload8(0, vr + d), vload8(0, acc + d)), 0, acc + d);
+            for (uint d = hv; d < HS; d++)
+                acc[d] = CLF_FMA(e, vr[d], acc[d]);
+        }
+        m = mc;
+    }
+    *m_io = m;
+    *l_io = l;
+}

@@ -19,7 +19,7 @@
     K(ATTN_DECODE, "attention", "attn_decode")                                                     \
     K(ATTN_DECODE_ITEM, "attention", "attn_decode_item")                                           \
     K(ATTN_DECODE_COMBINE, "attention", "attn_decode_combine")                                     \
-    K(ATTN_QKV_DECODE_ITEM, "attention", "attn_qkv_decode_item")                                   \
+    K(ATTN_QKV_DECODE_ITEM, "decode", "attn_qkv_decode_item")                                      \
     K(KV_STORE, "attention", "kv_store")                                                           \
     K(RELBIAS_TABLE, "attention", "attn_relbias_table")                                            \
     K(SPARSE_KEEP, "attention", "attn_sparse_keep")                                                \

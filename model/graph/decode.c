@@ -171,6 +171,8 @@ clf_status clf_model_prepare_cached(clf_model *m, int B, const int *rows, int n_
                 m, &(mi_pass){.B = B, .T = rows[i], .flags = MI_PASS_CACHE | MI_PASS_LAST}, err);
     if (st == CLF_OK)
         st = clf_ops_load(m->rt, m->s.act16, err);
+    if (st == CLF_OK)
+        st = clf_ops_load_decode(m->rt, m->s.act16, err);
     return st;
 }
 

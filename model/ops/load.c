@@ -27,3 +27,9 @@ clf_status clf_ops_load(clf_runtime *rt, clf_dtype t, clf_error *err)
         st = clf_program_load(rt, "convert", err);
     return st;
 }
+
+clf_status clf_ops_load_decode(clf_runtime *rt, clf_dtype t, clf_error *err)
+{
+    /* decoding's fused norm, qkv and attention, where it can run */
+    return t == CLF_DT_F32 && clf_ops_serial(rt) ? clf_program_load(rt, "decode", err) : CLF_OK;
+}

@@ -32,6 +32,9 @@
  * launch from, fused attention's for storage t, so that no op's first
  * launch builds one: a model calls it while it plans (ops/load.c). */
 clf_status clf_ops_load(clf_runtime *rt, clf_dtype t, clf_error *err);
+/* The same for what only decoding launches (decode.cl, on devices whose
+ * work-groups run item by item), before a model's first cached pass. */
+clf_status clf_ops_load_decode(clf_runtime *rt, clf_dtype t, clf_error *err);
 
 /* ---- elementwise (cl/elementwise.cl) ------------------------------------ */
 
