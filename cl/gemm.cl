@@ -95,17 +95,21 @@
 #if GEMM_KB > 0 && GEMM_RB < 1
 #error "GEMM_RB must be at least 1"
 #endif
-/* Software prefetch of the next k-block (gemm_body), where items run one
- * after another on a core with caches to fill (a GPU's items run in
- * lockstep and hide latency by switching warps). Where the runtime's probe
- * built and ran clang's builtin on a __global pointer
- * (CLF_PREFETCH_BUILTIN: PoCL's native targets), it becomes a prefetch
- * instruction, for reading or writing; elsewhere OpenCL C's own prefetch()
- * (the SPIR-V path cannot lower llvm.prefetch, and NVIDIA's OpenCL 1.2
- * front end refuses the builtin a __global pointer); never when compiled to
- * SPIR (test_spirv's offline check of the device's own source). */
+/* Software prefetch of the next k-block and of C's lines (gemm_body), where
+ * items run one after another on a core with caches to fill (a GPU's items
+ * run in lockstep and hide latency by switching warps), and only where the
+ * runtime's probe built and ran clang's builtin on a __global pointer
+ * (CLF_PREFETCH_BUILTIN: PoCL's native targets), which becomes a prefetch
+ * instruction, for reading or writing. OpenCL C's own prefetch() is no such
+ * instruction where the builtin is missing: PoCL compiles it to nothing,
+ * and Intel's CPU runtime (whose SPIR-V path cannot lower llvm.prefetch)
+ * to a call into its library per cache line, which took a product of K = 1
+ * twice the time of its stores alone (docs/devices.md); so it is used only
+ * when the build asks for GEMM_PREFETCH without the builtin. Never when
+ * compiled to SPIR (test_spirv's offline check of the device's own
+ * source). */
 #ifndef GEMM_PREFETCH
-#if CLF_SERIAL_GROUPS
+#if CLF_SERIAL_GROUPS && CLF_PREFETCH_BUILTIN
 #define GEMM_PREFETCH 1
 #else
 #define GEMM_PREFETCH 0
