@@ -185,8 +185,9 @@ CLF_ACT_KERNELS(silu)
  * work-item ran at a third of the speed). A full block keeps its sums in four
  * float8; the last, partial block (< CLF_COL_W columns) keeps them in private
  * arrays. Every column is summed in the same order either way. */
-__kernel void bias_backward_item(__global float *dbias, ulong dbias_off, __global const float *d,
-                                 ulong d_off, uint d_t, ulong R, ulong N, int acc)
+__kernel CLF_ITEM_HINT(float8) void
+bias_backward_item(__global float *dbias, ulong dbias_off, __global const float *d,
+                   ulong d_off, uint d_t, ulong R, ulong N, int acc)
 {
     dbias += dbias_off;
     ulong c0 = get_global_id(0) * CLF_COL_W;

@@ -45,13 +45,14 @@
 
 /* ---- LayerNorm forward ------------------------------------------------------ */
 
-__kernel CLF_ITEM_HINT(float8) void layernorm_forward_item(__global float *out, ulong out_off, uint out_t,
-                                     __global float *mean,
-                                     ulong mean_off, __global float *rstd, ulong rstd_off,
-                                     __global const float *x, ulong x_off,
-                                     __global const float *w, ulong w_off,
-                                     __global const float *b, ulong b_off, int has_b, ulong R,
-                                     ulong N, float eps)
+__kernel CLF_ITEM_HINT(float8) void
+layernorm_forward_item(__global float *out, ulong out_off, uint out_t,
+                       __global float *mean,
+                       ulong mean_off, __global float *rstd, ulong rstd_off,
+                       __global const float *x, ulong x_off,
+                       __global const float *w, ulong w_off,
+                       __global const float *b, ulong b_off, int has_b, ulong R,
+                       ulong N, float eps)
 {
     ulong r = get_global_id(0);
     if (r >= R)
@@ -118,13 +119,14 @@ __kernel void layernorm_forward_group(__global float *out, ulong out_off, uint o
 
 /* ---- LayerNorm backward: dx ------------------------------------------------- */
 
-__kernel CLF_ITEM_HINT(float8) void layernorm_backward_item(__global float *dx, ulong dx_off,
-                                      __global const float *dout, ulong dout_off,
-                                      __global const float *x, ulong x_off,
-                                      __global const float *mean, ulong mean_off,
-                                      __global const float *rstd, ulong rstd_off,
-                                      __global const float *w, ulong w_off, ulong R, ulong N,
-                                      int acc)
+__kernel CLF_ITEM_HINT(float8) void
+layernorm_backward_item(__global float *dx, ulong dx_off,
+                        __global const float *dout, ulong dout_off,
+                        __global const float *x, ulong x_off,
+                        __global const float *mean, ulong mean_off,
+                        __global const float *rstd, ulong rstd_off,
+                        __global const float *w, ulong w_off, ulong R, ulong N,
+                        int acc)
 {
     ulong r = get_global_id(0);
     if (r >= R)
@@ -202,11 +204,12 @@ __kernel void layernorm_backward_group(__global float *dx, ulong dx_off,
 /* One work-item per CLF_COL_W adjacent columns walking all rows (see
  * bias_backward_item in elementwise.cl): four float8 sums per gradient for a
  * full block, private arrays for the last partial block. */
-__kernel CLF_ITEM_HINT(float8) void layernorm_dwdb_item(__global float *dw, ulong dw_off, __global float *db,
-                                  ulong db_off, int has_db, __global const float *dout,
-                                  ulong dout_off, __global const float *x, ulong x_off,
-                                  __global const float *mean, ulong mean_off,
-                                  __global const float *rstd, ulong rstd_off, ulong R, ulong N)
+__kernel CLF_ITEM_HINT(float8) void
+layernorm_dwdb_item(__global float *dw, ulong dw_off, __global float *db,
+                    ulong db_off, int has_db, __global const float *dout,
+                    ulong dout_off, __global const float *x, ulong x_off,
+                    __global const float *mean, ulong mean_off,
+                    __global const float *rstd, ulong rstd_off, ulong R, ulong N)
 {
     dw += dw_off;
     db += db_off;
@@ -331,11 +334,12 @@ __kernel void layernorm_dwdb_group(__global float *dw, ulong dw_off, __global fl
 
 /* ---- RMSNorm forward ---------------------------------------------------------- */
 
-__kernel CLF_ITEM_HINT(float8) void rmsnorm_forward_item(__global float *out, ulong out_off, uint out_t,
-                                   __global float *rstd,
-                                   ulong rstd_off, __global const float *x, ulong x_off,
-                                   __global const float *w, ulong w_off, ulong R, ulong N,
-                                   float eps)
+__kernel CLF_ITEM_HINT(float8) void
+rmsnorm_forward_item(__global float *out, ulong out_off, uint out_t,
+                     __global float *rstd,
+                     ulong rstd_off, __global const float *x, ulong x_off,
+                     __global const float *w, ulong w_off, ulong R, ulong N,
+                     float eps)
 {
     ulong r = get_global_id(0);
     if (r >= R)
@@ -418,11 +422,12 @@ __kernel void norm_dot_item(__global float *y, ulong y_off, ulong ldy, __global 
 
 /* ---- RMSNorm backward: dx ------------------------------------------------------ */
 
-__kernel CLF_ITEM_HINT(float8) void rmsnorm_backward_item(__global float *dx, ulong dx_off, __global const float *dout,
-                                    ulong dout_off, __global const float *x, ulong x_off,
-                                    __global const float *rstd, ulong rstd_off,
-                                    __global const float *w, ulong w_off, ulong R, ulong N,
-                                    int acc)
+__kernel CLF_ITEM_HINT(float8) void
+rmsnorm_backward_item(__global float *dx, ulong dx_off, __global const float *dout,
+                      ulong dout_off, __global const float *x, ulong x_off,
+                      __global const float *rstd, ulong rstd_off,
+                      __global const float *w, ulong w_off, ulong R, ulong N,
+                      int acc)
 {
     ulong r = get_global_id(0);
     if (r >= R)
@@ -484,9 +489,10 @@ __kernel void rmsnorm_backward_group(__global float *dx, ulong dx_off,
 
 /* ---- RMSNorm backward: dw += sum_r dout * x * rstd ----------------------------- */
 
-__kernel CLF_ITEM_HINT(float8) void rmsnorm_dw_item(__global float *dw, ulong dw_off, __global const float *dout,
-                              ulong dout_off, __global const float *x, ulong x_off,
-                              __global const float *rstd, ulong rstd_off, ulong R, ulong N)
+__kernel CLF_ITEM_HINT(float8) void
+rmsnorm_dw_item(__global float *dw, ulong dw_off, __global const float *dout,
+                ulong dout_off, __global const float *x, ulong x_off,
+                __global const float *rstd, ulong rstd_off, ulong R, ulong N)
 {
     dw += dw_off;
     dout += dout_off;
