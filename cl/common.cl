@@ -121,11 +121,11 @@ CLF_TYPED_VEC(16)
 #define CLF_NEG_BIG (-3.402823466e+38f)
 
 /* An item kernel written in vectors of T, a work-item one SIMD stream (the
- * norms' rows in float8 lanes, AdamW's float16 runs): vec_type_hint says
- * so, and a compiler that vectorises across work-items (Intel's CPU runtime)
- * then compiles it as written instead of packing several items' vectors
- * together, which ran layernorm_backward_item a third slower there and
- * sum_parts_item a fifth (docs/devices.md). */
+ * norms' rows and the bias gradient's column blocks in float8 lanes):
+ * vec_type_hint says so, and a compiler that vectorises across work-items
+ * (Intel's CPU runtime) then compiles it as written instead of packing
+ * several items' vectors together, which ran layernorm_backward_item up
+ * to a third slower there (docs/devices.md). */
 #define CLF_ITEM_HINT(T) __attribute__((vec_type_hint(T)))
 
 /* ---- reductions shared by the row kernels (reduce, norm) ---- */

@@ -144,8 +144,7 @@ __kernel void adamw(ADAMW_PARAMS)
  * on an AMD EPYC); the same operations in the same order, element by
  * element, so both kernels give the same bits. The last item's partial
  * vector goes element by element. CLF_ADAMW_W: runtime/contract.h. */
-__kernel CLF_ITEM_HINT(float16) void
-adamw_vec(ADAMW_PARAMS)
+__kernel void adamw_vec(ADAMW_PARAMS)
 {
     const ulong i0 = get_global_id(0) * CLF_ADAMW_W;
     if (i0 >= n)

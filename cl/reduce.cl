@@ -179,9 +179,8 @@ __kernel void row_argmax_group(__global int *idx, ulong idx_off, __global int *t
 /* ---- whole-tensor sums, stage 1: one partial per part ---------------------- */
 
 /* Part p covers [p * chunk, min(n, (p + 1) * chunk)). sq = 1 sums squares. */
-__kernel CLF_ITEM_HINT(float8) void
-sum_parts_item(__global float *parts, ulong parts_off, __global const float *in,
-               ulong in_off, ulong n, ulong chunk, uint P, int sq)
+__kernel void sum_parts_item(__global float *parts, ulong parts_off, __global const float *in,
+                             ulong in_off, ulong n, ulong chunk, uint P, int sq)
 {
     parts += parts_off;
     in += in_off;
