@@ -117,10 +117,11 @@ static void config_add_tiled(gemm_state *st, const clf_device_info *dev, size_t 
  * ones. Each configuration costs a program build per device, so the list
  * keeps only configurations that won somewhere, and each k-blocked one has
  * its classic sibling (the same register block) listed, which it equals bit
- * for bit (tests/test_gemm.c). The k-blocked body prefetches its panel's next
- * k-block while it runs the current one, and both bodies ask for a row
- * block's lines of C before storing them (a store to a line not in cache
- * first reads it). One k-blocked configuration is listed twice, the second
+ * for bit (tests/test_gemm.c). Where the device's compiler gives kernels a
+ * prefetch instruction (cl/gemm.cl's GEMM_PREFETCH), the k-blocked body
+ * prefetches its panel's next k-block while it runs the current one, and
+ * both bodies ask for a row block's lines of C before storing them (a store
+ * to a line not in cache first reads it). One k-blocked configuration is listed twice, the second
  * ("...s") packing B with non-temporal stores (GEMM_STREAM): worth it where
  * the packed copy outgrows the caches, a loss where it fits, and the device
  * does not say reliably where that boundary is, so the search times both.
