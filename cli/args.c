@@ -21,7 +21,7 @@
 #include "cli/cli.h"
 
 /* The device flags, as a table over f (CLI_RUNTIME_FLAGS_HELP documents them). */
-enum { RUNTIME_OPTS = 7 };
+enum { RUNTIME_OPTS = 8 };
 
 static void runtime_opts(cli_runtime_flags *f, cli_opt out[RUNTIME_OPTS])
 {
@@ -33,6 +33,7 @@ static void runtime_opts(cli_runtime_flags *f, cli_opt out[RUNTIME_OPTS])
         {"--no-cache", CLI_OPT_BOOL, &f->no_cache, 0, 0, NULL},
         {"--profile", CLI_OPT_BOOL, &f->profile, 0, 0, NULL},
         {"--shape", CLI_OPT_STR, &f->shape, 0, 0, NULL},
+        {"--kernel-binaries", CLI_OPT_STR, &f->binaries, 0, 0, NULL},
     };
     memcpy(out, t, sizeof t);
 }

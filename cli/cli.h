@@ -40,6 +40,7 @@ typedef struct cli_runtime_flags {
     const char *kernel_dir; /* --kernel-dir, else $CLFORMER_KERNEL_DIR */
     const char *cache_dir;  /* --cache-dir, else the XDG default */
     const char *shape;      /* --shape auto|item|group, else $CLFORMER_SHAPE */
+    const char *binaries;   /* --kernel-binaries keep|notes, else $CLFORMER_KERNEL_BINARIES */
     int gemm_retune;        /* not a flag: `clformer tune` sets it (without --keep) */
     int gemm_search_all;    /* not a flag: `clformer tune` sets it (no search budget) */
     cli_notice notice;      /* not a flag: the runtime's notices (the flags object
@@ -57,6 +58,9 @@ typedef struct cli_runtime_flags {
     "  --kernel-dir DIR  load the kernel sources from DIR (laid out as cl/), not the built-in\n"   \
     "  --shape SHAPE     kernel shape: auto (measured once per device), item or group\n"           \
     "                    (a work-item or a work-group per row); or $CLFORMER_SHAPE\n"              \
+    "  --kernel-binaries WHAT  what the kernel cache keeps: keep (default: binaries) or\n"         \
+    "                    notes (no binary: built again at each start; for PoCL, whose\n"           \
+    "                    binaries cost a second compile); or $CLFORMER_KERNEL_BINARIES\n"          \
     "  --profile         print per-kernel counts and device time at the end\n"
 
 void cli_runtime_flags_init(cli_runtime_flags *f);

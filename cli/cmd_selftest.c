@@ -112,12 +112,15 @@ int cli_cmd_selftest(int argc, char **argv)
             return cli_exit_code(st);
         }
         printf("  kernels %-14s %-9s %7.1f ms\n", fams[i],
-               after.cache_hits > before.cache_hits ? "cached" : "compiled",
+               after.cache_hits > before.cache_hits ? "cached"
+               : after.rebuilt > before.rebuilt     ? "rebuilt"
+                                                    : "compiled",
                (after.load_seconds - before.load_seconds) * 1e3);
     }
     clf_program_stats ps = clf_runtime_program_stats(rt);
-    printf("program load: %d compiled, %d from cache, %d cache entries rejected, %.3f s\n",
-           ps.built, ps.cache_hits, ps.cache_reject, ps.load_seconds);
+    printf("program load: %d compiled, %d from cache, %d built again from a noted source, %d "
+           "cache entries rejected, %.3f s\n",
+           ps.built, ps.cache_hits, ps.rebuilt, ps.cache_reject, ps.load_seconds);
     int failures = 0;
     const clf_gemm_engine engines[] = {CLF_GEMM_NATIVE, CLF_GEMM_CLBLAST};
     const size_t shapes[][3] = {{64, 96, 48}, {33, 17, 129}};

@@ -18,6 +18,7 @@ void cli_runtime_flags_init(cli_runtime_flags *f)
     f->kernel_dir = getenv("CLFORMER_KERNEL_DIR");
     f->gemm = getenv("CLFORMER_GEMM");
     f->shape = getenv("CLFORMER_SHAPE");
+    f->binaries = getenv("CLFORMER_KERNEL_BINARIES");
     clf_cache_dir_default(getenv("CLFORMER_CACHE_DIR"), getenv("XDG_CACHE_HOME"), getenv("HOME"),
                           f->cache_dir_buf, sizeof f->cache_dir_buf);
     f->cache_dir = f->cache_dir_buf[0] ? f->cache_dir_buf : NULL;
@@ -121,6 +122,17 @@ int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
     int rc = cli_shape_parse(f->shape, &o.shape);
     if (rc != CLI_EXIT_OK)
         return rc;
+    if (f->binaries != NULL && f->binaries[0] != '\0') {
+        if (strcmp(f->binaries, "notes") == 0) {
+            o.binaries = CLF_BINARIES_NOTE;
+        } else if (strcmp(f->binaries, "keep") != 0) {
+            fprintf(stderr,
+                    "clformer: --kernel-binaries (or $CLFORMER_KERNEL_BINARIES): expected keep "
+                    "or notes, got '%s'\n",
+                    f->binaries);
+            return CLI_EXIT_USAGE;
+        }
+    }
     o.device = f->device;
     o.no_cache = f->no_cache;
     o.cache_dir = f->cache_dir;

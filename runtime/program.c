@@ -27,6 +27,14 @@
  * source and the file rewritten. Files are written to a temporary name and
  * renamed, so a concurrent reader never sees a torn file.
  *
+ * With clf_runtime_options.binaries = CLF_BINARIES_NOTE an entry holds no
+ * binary (size 0): a note that this source was built on this device. A
+ * noted source is built from source again at each start, without the
+ * "compile" notice (for an implementation that keeps its own builds, as
+ * PoCL does, where fetching a binary compiles every kernel once more).
+ * A binary found is loaded whatever the option says, and a runtime that
+ * keeps binaries writes one over a note.
+ *
  * Not here: choosing what a family's defines are (callers set them).
  */
 #include <dirent.h>
@@ -396,8 +404,9 @@ static void cache_path(clf_runtime *rt, const char *fam, uint64_t h1, char *out,
              (unsigned long long)h1);
 }
 
-/* Try to load a valid cached binary; returns 1 and a built program on success,
- * 0 when there is no usable entry (*rejected set when one existed but was bad). */
+/* Try to load a valid cached entry: 1 and a built program for a binary, 2
+ * for a note (the source was built on this device; nothing loaded), 0 when
+ * there is no usable entry (*rejected set when one existed but was bad). */
 static int cache_load(clf_runtime *rt, const char *path, const char *key_text, uint64_t h2,
                       cl_program *out, int *rejected)
 {
@@ -413,14 +422,18 @@ static int cache_load(clf_runtime *rt, const char *path, const char *key_text, u
     size_t tl = strlen(key_text);
     if (fread(&h, sizeof h, 1, fp) != 1 || memcmp(h.magic, CACHE_MAGIC, 8) != 0 ||
         h.version != CACHE_FORMAT_VERSION || h.key_hash != h2 || h.key_text_len != tl ||
-        h.bin_size == 0 || h.bin_size > ((uint64_t)1 << 30))
+        h.bin_size > ((uint64_t)1 << 30))
         goto done;
     text = malloc(tl + 1);
-    bin = malloc(h.bin_size);
+    bin = malloc(h.bin_size > 0 ? h.bin_size : 1);
     if (text == NULL || bin == NULL || fread(text, 1, tl, fp) != tl ||
         memcmp(text, key_text, tl) != 0 || fread(bin, 1, h.bin_size, fp) != h.bin_size ||
         fgetc(fp) != EOF || clf_hash64(bin, h.bin_size, 3) != h.bin_checksum)
         goto done;
+    if (h.bin_size == 0) {
+        ok = 2;
+        goto done;
+    }
     cl_device_id dev = clf_runtime_device_id(rt);
     size_t sz = h.bin_size;
     const unsigned char *bp = bin;
@@ -444,21 +457,26 @@ done:
     return ok;
 }
 
-/* Store the program's binary; failures are ignored (the cache is an
- * optimisation) but never leave a partial file under the final name. */
-static void cache_store(clf_runtime *rt, cl_program p, const char *path, const char *key_text,
-                        uint64_t h2)
+/* Store the program's binary (keep), or a note that its source was built;
+ * failures are ignored (the cache is an optimisation) but never leave a
+ * partial file under the final name. */
+static void cache_store(clf_runtime *rt, cl_program p, int keep, const char *path,
+                        const char *key_text, uint64_t h2)
 {
     size_t sz = 0;
-    if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof sz, &sz, NULL) != CL_SUCCESS || sz == 0)
-        return;
-    unsigned char *bin = malloc(sz);
-    if (bin == NULL)
-        return;
-    unsigned char *bins[1] = {bin};
-    if (clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) != CL_SUCCESS) {
-        free(bin);
-        return;
+    unsigned char *bin = NULL;
+    if (keep) {
+        if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof sz, &sz, NULL) != CL_SUCCESS ||
+            sz == 0)
+            return;
+        bin = malloc(sz);
+        if (bin == NULL)
+            return;
+        unsigned char *bins[1] = {bin};
+        if (clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) != CL_SUCCESS) {
+            free(bin);
+            return;
+        }
     }
     char dir[2048];
     snprintf(dir, sizeof dir, "%s/kernels", clf_runtime_cache_dir(rt));
@@ -483,10 +501,10 @@ static void cache_store(clf_runtime *rt, cl_program p, const char *path, const c
     h.key_text_len = (uint32_t)strlen(key_text);
     h.key_hash = h2;
     h.bin_size = sz;
-    h.bin_checksum = clf_hash64(bin, sz, 3);
+    h.bin_checksum = clf_hash64(bin != NULL ? bin : (const unsigned char *)"", sz, 3);
     int ok = fwrite(&h, sizeof h, 1, fp) == 1 &&
              fwrite(key_text, 1, h.key_text_len, fp) == h.key_text_len &&
-             fwrite(bin, 1, sz, fp) == sz;
+             (sz == 0 || fwrite(bin, 1, sz, fp) == sz);
     ok = (fflush(fp) == 0) && ok;
     ok = (fsync(fileno(fp)) == 0) && ok;
     ok = (fclose(fp) == 0) && ok;
@@ -623,27 +641,34 @@ static clf_status family_load(clf_runtime *rt, family *f, clf_error *err)
     uint64_t h1, h2;
     cache_key(rt, src, key_text, sizeof key_text, &h1, &h2);
     int use_cache = clf_runtime_cache_dir(rt)[0] != '\0';
+    int noted = 0;
     if (use_cache) {
         cache_path(rt, f->name, h1, path, sizeof path);
         int rejected = 0;
-        if (cache_load(rt, path, key_text, h2, &f->program, &rejected)) {
+        const int got = cache_load(rt, path, key_text, h2, &f->program, &rejected);
+        if (got == 1) {
             ps->stats.cache_hits++;
             goto done;
         }
+        noted = got == 2;
         if (rejected)
             ps->stats.cache_reject++;
     }
     const clf_runtime_options *o = clf_runtime_options_get(rt);
-    if (o->notify != NULL)
+    if (o->notify != NULL && !noted)
         o->notify(o->notify_user, "compile", f->name);
     st = build_from_source(rt, f, src, &f->program, err);
     if (st != CLF_OK) {
         free(src);
         return st;
     }
-    ps->stats.built++;
-    if (use_cache)
-        cache_store(rt, f->program, path, key_text, h2);
+    if (noted)
+        ps->stats.rebuilt++;
+    else
+        ps->stats.built++;
+    const int keep = o->binaries != CLF_BINARIES_NOTE;
+    if (use_cache && (keep || !noted))
+        cache_store(rt, f->program, keep, path, key_text, h2);
 done:
     free(src);
     ps->stats.load_seconds += clf_now_seconds() - t0;

@@ -132,6 +132,20 @@ typedef enum clf_shape {
     CLF_SHAPE_GROUP,    /* one work-group per row, local-memory trees */
 } clf_shape;
 
+/* What the kernel cache keeps of a program built from source. A binary
+ * saves its build at every later start, but asking an implementation for
+ * one may compile every kernel of the program once more: PoCL 3.1 compiles
+ * each for any work-group size (7.5 s for a GEMM program whose build took
+ * 0.4 s), though its launches compile their own. A note saves that
+ * compile and costs a build from source at every later start (PoCL, which
+ * keeps its own builds: 30-60 ms a program). docs/devices.md has the
+ * figures. */
+typedef enum clf_binaries {
+    CLF_BINARIES_KEEP = 0, /* the program's binary */
+    CLF_BINARIES_NOTE,     /* a note that the source was built on this device:
+                              built again from source at each start, unannounced */
+} clf_binaries;
+
 typedef struct clf_runtime_options {
     const char *device;        /* selector, NULL = default */
     const char *cache_dir;     /* NULL = no on-disk cache */
@@ -140,6 +154,7 @@ typedef struct clf_runtime_options {
     const char *build_options; /* NULL, or compiler options added after "-cl-std=CL1.2"
                                   (e.g. "-cl-opt-disable"); part of the cache key */
     int profile;               /* 1 = record an event per launch */
+    clf_binaries binaries;     /* what the kernel cache keeps of a program built */
     clf_gemm_engine gemm;
     size_t gemm_split_k;       /* native GEMM's K split: 0 = the device's choice (split
                                   only when the output's tiles cannot fill the device),
@@ -265,8 +280,10 @@ const char *const *clf_program_families(void);
 
 /* Statistics of program loading, for reports and tests. */
 typedef struct clf_program_stats {
-    int built;        /* compiled from source */
+    int built;        /* compiled from source, announced ("compile") */
     int cache_hits;   /* loaded from the binary cache */
+    int rebuilt;      /* built from source again without notice: the cache notes
+                         the source as built on this device, not its binary */
     int cache_reject; /* cache entries found corrupt or stale and rebuilt */
     double load_seconds;
 } clf_program_stats;

@@ -111,6 +111,8 @@ section_flags() {
   expect "CLFORMER_SHAPE=sideways exits 2 naming what is expected" 2 "CLFORMER_SHAPE.*expected auto, item or group, got 'sideways'"
   run "$BIN" selftest --shape sideways "${DEV[@]}"
   expect "--shape sideways exits 2" 2 "--shape.*expected auto, item or group"
+  run env CLFORMER_KERNEL_BINARIES=some "$BIN" selftest "${DEV[@]}"
+  expect "CLFORMER_KERNEL_BINARIES=some exits 2 naming what is expected" 2 "CLFORMER_KERNEL_BINARIES.*expected keep or notes, got 'some'"
   run "$BIN" devices --peak "${DEV[@]}"
   expect "devices --peak measures the device" 0 "measured fp32 peak of .*: [0-9.]+ GFLOP/s"
   run "$BIN" devices --device cpu

@@ -70,6 +70,37 @@ static int find_cache_file(const char *cache, const char *fam, char *out, size_t
     return found == 1;
 }
 
+/* The "compile" notices a runtime gives. */
+static void count_compiles(void *user, const char *event, const char *detail)
+{
+    (void)detail;
+    if (strcmp(event, "compile") == 0)
+        ++*(int *)user;
+}
+
+/* A runtime on kernel directory kdir and cache (NULL: none) whose cache
+ * keeps what `binaries` says, counting its compile notices into *compiles
+ * (NULL: not counted). */
+static clf_runtime *open_rt_binaries(const char *kdir, const char *cache, clf_binaries binaries,
+                                     int *compiles)
+{
+    clf_runtime_options o = tu_options();
+    o.kernel_dir = kdir;
+    o.cache_dir = cache;
+    o.binaries = binaries;
+    if (compiles != NULL) {
+        *compiles = 0;
+        o.notify = count_compiles;
+        o.notify_user = compiles;
+    }
+    clf_runtime *rt = NULL;
+    clf_error err;
+    tu_ok(clf_runtime_create(&rt, &o, &err), &err, "creating a runtime");
+    return rt;
+}
+
+/* The binary cache's tests keep binaries whatever $CLFORMER_KERNEL_BINARIES
+ * (tu_options) says. */
 static clf_runtime *open_rt(const char *kdir, const char *cache, int no_cache, int profile)
 {
     clf_runtime_options o = tu_options();
@@ -77,6 +108,7 @@ static clf_runtime *open_rt(const char *kdir, const char *cache, int no_cache, i
     o.cache_dir = cache;
     o.no_cache = no_cache;
     o.profile = profile;
+    o.binaries = CLF_BINARIES_KEEP;
     clf_runtime *rt = NULL;
     clf_error err;
     tu_ok(clf_runtime_create(&rt, &o, &err), &err, "creating a runtime");
@@ -505,6 +537,86 @@ static void cache_keys(const char *kdir, const char *cache)
     TU_CHECK(stat(cache2, &stt) != 0, "no-cache wrote no cache directory");
 }
 
+/* The binary size an entry's header records (its fourth field), or -1
+ * when the file cannot be read. */
+static long long entry_binary_size(const char *path)
+{
+    unsigned char h[40];
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return -1;
+    const int ok = fread(h, 1, sizeof h, f) == sizeof h;
+    fclose(f);
+    uint64_t size = 0;
+    memcpy(&size, h + 24, sizeof size); /* magic 8, version 4, key length 4, key hash 8 */
+    return ok ? (long long)size : -1;
+}
+
+/* Notes instead of binaries (CLF_BINARIES_NOTE): a cold start compiles,
+ * announced, and writes an entry that holds no binary; a warm start builds
+ * the source again unannounced (rebuilt: neither built nor a hit); a
+ * damaged note is rejected and the source compiled as on a cold start; a
+ * runtime that keeps binaries puts its binary in the note's place, and a
+ * binary loads whatever the runtime keeps. */
+static void cache_notes(const char *kdir)
+{
+    printf("the cache's notes of built sources\n");
+    char cache[320], path[600];
+    snprintf(cache, sizeof cache, "%s/cache-notes", tmpdir);
+    int compiles = 0;
+    clf_runtime *rt = open_rt_binaries(kdir, cache, CLF_BINARIES_NOTE, &compiles);
+    TU_CHECK(run_axpb(rt, 77), "cold run correct");
+    clf_program_stats s = clf_runtime_program_stats(rt);
+    clf_runtime_destroy(rt);
+    TU_CHECK(s.built == 1 && s.rebuilt == 0 && s.cache_hits == 0 && compiles == 1,
+             "a cold start compiles, announced (built %d, rebuilt %d, hits %d, notices %d)",
+             s.built, s.rebuilt, s.cache_hits, compiles);
+    TU_CHECK(find_cache_file(cache, "t", path, sizeof path), "one cache entry was written");
+    size_t len = 0;
+    free(tu_read_file(path, &len));
+    TU_CHECK(entry_binary_size(path) == 0 && len > 40 && len < 1024,
+             "the entry is a note: no binary (recorded size %lld, %zu bytes)",
+             entry_binary_size(path), len);
+
+    rt = open_rt_binaries(kdir, cache, CLF_BINARIES_NOTE, &compiles);
+    TU_CHECK(run_axpb(rt, 77), "warm run correct");
+    s = clf_runtime_program_stats(rt);
+    clf_runtime_destroy(rt);
+    TU_CHECK(s.built == 0 && s.rebuilt == 1 && s.cache_hits == 0 && compiles == 0,
+             "a warm start builds the noted source again, unannounced (built %d, rebuilt %d, "
+             "hits %d, notices %d)",
+             s.built, s.rebuilt, s.cache_hits, compiles);
+
+    if (truncate(path, 20) != 0)
+        perror("truncate");
+    rt = open_rt_binaries(kdir, cache, CLF_BINARIES_NOTE, &compiles);
+    TU_CHECK(run_axpb(rt, 77), "correct after a damaged note");
+    s = clf_runtime_program_stats(rt);
+    clf_runtime_destroy(rt);
+    size_t len2 = 0;
+    free(tu_read_file(path, &len2));
+    TU_CHECK(s.cache_reject == 1 && s.built == 1 && s.rebuilt == 0 && compiles == 1 &&
+                 len2 == len && entry_binary_size(path) == 0,
+             "a damaged note is rejected, compiled announced and written again (reject %d, "
+             "built %d, notices %d, %zu bytes)",
+             s.cache_reject, s.built, compiles, len2);
+
+    rt = open_rt_binaries(kdir, cache, CLF_BINARIES_KEEP, &compiles);
+    TU_CHECK(run_axpb(rt, 77), "correct when keeping binaries over a note");
+    s = clf_runtime_program_stats(rt);
+    clf_runtime_destroy(rt);
+    TU_CHECK(s.rebuilt == 1 && compiles == 0 && entry_binary_size(path) > 0,
+             "a runtime keeping binaries puts the binary in the note's place (rebuilt %d, "
+             "notices %d, size %lld)",
+             s.rebuilt, compiles, entry_binary_size(path));
+    rt = open_rt_binaries(kdir, cache, CLF_BINARIES_NOTE, &compiles);
+    TU_CHECK(run_axpb(rt, 77), "correct from a binary, keeping notes");
+    s = clf_runtime_program_stats(rt);
+    clf_runtime_destroy(rt);
+    TU_CHECK(s.cache_hits == 1 && s.built + s.rebuilt == 0 && compiles == 0,
+             "a binary there is loaded, whatever the runtime keeps (hits %d)", s.cache_hits);
+}
+
 /* The profile counts launches per kernel. */
 static void profiling(const char *kdir)
 {
@@ -575,6 +687,7 @@ int main(void)
     cache_warm(kdir, cache, path, sizeof path);
     cache_damage(kdir, cache, path);
     cache_keys(kdir, cache);
+    cache_notes(kdir);
     profiling(kdir);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

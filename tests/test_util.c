@@ -71,6 +71,9 @@ clf_runtime_options tu_options(void)
         o.shape = CLF_SHAPE_ITEM;
     else if (shape != NULL && strcmp(shape, "group") == 0)
         o.shape = CLF_SHAPE_GROUP;
+    const char *bins = getenv("CLFORMER_KERNEL_BINARIES");
+    if (bins != NULL && strcmp(bins, "notes") == 0)
+        o.binaries = CLF_BINARIES_NOTE;
     return o;
 }
 
