@@ -513,6 +513,10 @@ int main(int argc, char **argv)
     o.cache_dir = cache_dir[0] ? cache_dir : NULL;
     o.no_cache = no_cache;
     o.kernel_dir = getenv("CLFORMER_KERNEL_DIR"); /* as the CLI: kernel development */
+    if (!clf_binaries_parse(getenv("CLFORMER_KERNEL_BINARIES"), &o.binaries)) {
+        fprintf(stderr, "bench/gemm: CLFORMER_KERNEL_BINARIES: expected keep or notes\n");
+        return 2;
+    }
     o.gemm = CLF_GEMM_AUTO;
     clf_error err;
     if (clf_runtime_create(&bn.rt, &o, &err) != CLF_OK)

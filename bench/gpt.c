@@ -460,6 +460,8 @@ static clf_status open_runtime(const bench_opts *o, clf_runtime **rt, clf_error 
     ro.cache_dir = cache[0] ? cache : NULL;
     ro.no_cache = o->no_cache;
     ro.kernel_dir = getenv("CLFORMER_KERNEL_DIR"); /* as the CLI: kernel development */
+    if (!clf_binaries_parse(getenv("CLFORMER_KERNEL_BINARIES"), &ro.binaries))
+        return clf_error_set(err, CLF_ERR_ARG, "CLFORMER_KERNEL_BINARIES: expected keep or notes");
     ro.profile = o->profile;
     if (o->gemm != NULL && o->gemm[0] != '\0') {
         if (strcmp(o->gemm, "auto") == 0)

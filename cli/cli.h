@@ -70,6 +70,9 @@ void cli_notice_end(const cli_runtime_flags *f);
 /* --shape's value (NULL: auto) as the library's option; 0, or prints and
  * returns the usage exit code. */
 int cli_shape_parse(const char *s, clf_shape *out);
+/* --kernel-binaries' value (NULL: keep) as the library's option; 0, or
+ * prints and returns 2. */
+int cli_binaries_parse(const char *s, clf_binaries *out);
 /* Build runtime options from flags; returns 0 or prints and returns exit code. */
 int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt);
 /* Print a library error to stderr as "clformer: <where>: <msg>". */

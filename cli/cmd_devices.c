@@ -39,10 +39,12 @@ static const char *source_name(clf_shape_source s)
  * and shape, its measured (or cached, or forced) shape and vector width
  * copied in; one that cannot be opened keeps its type's default, and the
  * reason says why. */
-static void shapes_of(clf_device_info *d, int n, const cli_runtime_flags *fl, clf_shape shape)
+static void shapes_of(clf_device_info *d, int n, const cli_runtime_flags *fl, clf_shape shape,
+                      clf_binaries binaries)
 {
     clf_runtime_options o = clf_runtime_options_default();
     o.cache_dir = fl->cache_dir;
+    o.binaries = binaries;
     o.kernel_dir = fl->kernel_dir;
     o.shape = shape;
     for (int i = 0; i < n; i++) {
@@ -197,12 +199,15 @@ int cli_cmd_devices(int argc, char **argv)
     cli_runtime_flags fl;
     cli_runtime_flags_init(&fl);
     clf_shape shape = CLF_SHAPE_AUTO;
+    clf_binaries binaries = CLF_BINARIES_KEEP;
     int rc = cli_shape_parse(fl.shape, &shape);
+    if (rc == CLI_EXIT_OK)
+        rc = cli_binaries_parse(fl.binaries, &binaries);
     if (rc != CLI_EXIT_OK) {
         free(d);
         return rc;
     }
-    shapes_of(d, n, &fl, shape);
+    shapes_of(d, n, &fl, shape, binaries);
     if (json)
         print_json(d, n, selected, stdout);
     else
@@ -212,6 +217,7 @@ int cli_cmd_devices(int argc, char **argv)
         clf_runtime_options o = clf_runtime_options_default();
         o.device = sel;
         o.cache_dir = fl.cache_dir;
+        o.binaries = binaries;
         clf_runtime *rt = NULL;
         double g = 0.0;
         if ((st = clf_runtime_create(&rt, &o, &err)) != CLF_OK ||

@@ -116,23 +116,26 @@ int cli_shape_parse(const char *s, clf_shape *out)
     return CLI_EXIT_USAGE;
 }
 
+int cli_binaries_parse(const char *s, clf_binaries *out)
+{
+    if (clf_binaries_parse(s, out))
+        return CLI_EXIT_OK;
+    fprintf(stderr,
+            "clformer: --kernel-binaries (or $CLFORMER_KERNEL_BINARIES): expected keep or notes, "
+            "got '%s'\n",
+            s);
+    return CLI_EXIT_USAGE;
+}
+
 int cli_runtime_open(const cli_runtime_flags *f, clf_runtime **rt)
 {
     clf_runtime_options o = clf_runtime_options_default();
     int rc = cli_shape_parse(f->shape, &o.shape);
     if (rc != CLI_EXIT_OK)
         return rc;
-    if (f->binaries != NULL && f->binaries[0] != '\0') {
-        if (strcmp(f->binaries, "notes") == 0) {
-            o.binaries = CLF_BINARIES_NOTE;
-        } else if (strcmp(f->binaries, "keep") != 0) {
-            fprintf(stderr,
-                    "clformer: --kernel-binaries (or $CLFORMER_KERNEL_BINARIES): expected keep "
-                    "or notes, got '%s'\n",
-                    f->binaries);
-            return CLI_EXIT_USAGE;
-        }
-    }
+    rc = cli_binaries_parse(f->binaries, &o.binaries);
+    if (rc != CLI_EXIT_OK)
+        return rc;
     o.device = f->device;
     o.no_cache = f->no_cache;
     o.cache_dir = f->cache_dir;

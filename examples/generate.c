@@ -8,9 +8,10 @@
  * Arguments: a run directory (a `clformer train --out`) or a .safetensors
  * checkpoint, a prompt (default: a newline) and a token count (default 100).
  * The device comes from CLFORMER_DEVICE (default: the first GPU, else the
- * first CPU). Compiled kernels are cached where the clformer command caches
- * them ($CLFORMER_CACHE_DIR, else $XDG_CACHE_HOME/clformer, else
- * ~/.cache/clformer), so only a first run on a device compiles them.
+ * first CPU). Compiled kernels are cached where and as the clformer command
+ * caches them ($CLFORMER_CACHE_DIR, else $XDG_CACHE_HOME/clformer, else
+ * ~/.cache/clformer; binaries, or notes with CLFORMER_KERNEL_BINARIES=notes),
+ * so only a first run on a device compiles them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,10 @@ int main(int argc, char **argv)
     clf_runtime_options opt = clf_runtime_options_default();
     opt.device = getenv("CLFORMER_DEVICE");
     opt.cache_dir = cache_dir[0] != '\0' ? cache_dir : NULL;
+    if (!clf_binaries_parse(getenv("CLFORMER_KERNEL_BINARIES"), &opt.binaries)) {
+        fprintf(stderr, "generate: CLFORMER_KERNEL_BINARIES: expected keep or notes\n");
+        return 2;
+    }
 
     clf_sampler_options so = clf_sampler_options_default();
     so.temperature = 0.8;

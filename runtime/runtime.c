@@ -65,6 +65,18 @@ clf_runtime_options clf_runtime_options_default(void)
     return o;
 }
 
+int clf_binaries_parse(const char *text, clf_binaries *out)
+{
+    *out = CLF_BINARIES_KEEP;
+    if (text == NULL || text[0] == '\0' || strcmp(text, "keep") == 0)
+        return 1;
+    if (strcmp(text, "notes") == 0) {
+        *out = CLF_BINARIES_NOTE;
+        return 1;
+    }
+    return 0;
+}
+
 void clf_cache_dir_default(const char *clformer_cache_dir, const char *xdg_cache_home,
                            const char *home, char *out, size_t cap)
 {

@@ -146,6 +146,10 @@ typedef enum clf_binaries {
                               built again from source at each start, unannounced */
 } clf_binaries;
 
+/* "keep" or "notes" (the CLI's --kernel-binaries, $CLFORMER_KERNEL_BINARIES)
+ * into *out; NULL or "" is keep. Returns 0 for anything else (*out keep). */
+int clf_binaries_parse(const char *text, clf_binaries *out);
+
 typedef struct clf_runtime_options {
     const char *device;        /* selector, NULL = default */
     const char *cache_dir;     /* NULL = no on-disk cache */

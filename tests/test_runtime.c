@@ -561,6 +561,13 @@ static long long entry_binary_size(const char *path)
 static void cache_notes(const char *kdir)
 {
     printf("the cache's notes of built sources\n");
+    clf_binaries b = CLF_BINARIES_NOTE;
+    TU_CHECK(clf_binaries_parse(NULL, &b) && b == CLF_BINARIES_KEEP && clf_binaries_parse("", &b) &&
+                 b == CLF_BINARIES_KEEP && clf_binaries_parse("notes", &b) &&
+                 b == CLF_BINARIES_NOTE && clf_binaries_parse("keep", &b) &&
+                 b == CLF_BINARIES_KEEP && !clf_binaries_parse("Notes", &b) &&
+                 b == CLF_BINARIES_KEEP,
+             "keep, notes, unset and empty are read; anything else is refused");
     char cache[320], path[600];
     snprintf(cache, sizeof cache, "%s/cache-notes", tmpdir);
     int compiles = 0;

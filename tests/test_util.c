@@ -71,9 +71,8 @@ clf_runtime_options tu_options(void)
         o.shape = CLF_SHAPE_ITEM;
     else if (shape != NULL && strcmp(shape, "group") == 0)
         o.shape = CLF_SHAPE_GROUP;
-    const char *bins = getenv("CLFORMER_KERNEL_BINARIES");
-    if (bins != NULL && strcmp(bins, "notes") == 0)
-        o.binaries = CLF_BINARIES_NOTE;
+    if (!clf_binaries_parse(getenv("CLFORMER_KERNEL_BINARIES"), &o.binaries))
+        fprintf(stderr, "CLFORMER_KERNEL_BINARIES: expected keep or notes; keeping binaries\n");
     return o;
 }
 
