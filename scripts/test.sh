@@ -102,16 +102,28 @@ fi
 # the tests' kernels, before the tests start, so that every test of a leg
 # (and every process of one) runs the same kernels.
 settle() { CLFORMER_CACHE_DIR="$ROOT/build/test-cache" build/clformer devices; }
-# The PoCL legs' cache keeps notes of built sources, not binaries
+# The kernel tests that build programs no other test does (every native
+# GEMM configuration, fused attention in every width and storage) run first
+# on PoCL, keeping notes of their builds, not binaries
 # (CLFORMER_KERNEL_BINARIES=notes): asked for a program's binary, PoCL 3.1
-# compiles every kernel of it once more, for any work-group size, which
-# no launch of the suite's runs (its launches compile their own); that
-# second compile was about half of this leg's cold compiling (test_gemm's
-# first half 104 s with binaries, 42 s with notes). Every kernel runs as
-# compiled for its launch either way; the binaries themselves are kept
-# and loaded in test_runtime (the cache's own tests, whatever this says)
-# and by the Intel and Mesa legs, which keep them.
-pocl() { CLFORMER_KERNEL_BINARIES=notes settle && CLFORMER_KERNEL_BINARIES=notes suite build pocl; }
+# compiles every kernel of it once more, for any work-group size, which no
+# launch uses (test_gemm's first half from empty caches: 104.6 s with
+# binaries, 42.4 s with notes). The other tests keep binaries, as users do
+# by default: they reuse their programs in hundreds of processes (the ASan
+# leg's fault sweeps), each of which would build a noted source again (30-60
+# ms a program on PoCL; with notes for every test the PoCL leg took 224 s
+# instead of 275, the ASan leg 542 s instead of 317).
+kernel_only='test_gemm_1of2|test_gemm_2of2|test_gemm16|test_gemm_choice|test_attn_fused|test_attn_fused16'
+# split BUILD NAME [ctest args]: the kernel tests above with notes, then the
+# others
+split() {
+  local build=$1 name=$2
+  shift 2
+  CLFORMER_KERNEL_BINARIES=notes suite "$build" "$name-kernels" -R "^($kernel_only)\$" "$@"
+  local rc=$?
+  suite "$build" "$name" -E "^($kernel_only)\$" "$@" && [ "$rc" -eq 0 ]
+}
+pocl() { settle && split build pocl; }
 leg "PoCL" pocl
 
 if [ "${CLF_TEST_GPU_DRY_RUN:-1}" != "0" ]; then
@@ -125,7 +137,7 @@ if [ "${CLF_TEST_GPU_DRY_RUN:-1}" != "0" ]; then
   gpu_dry() {
     rm -rf build/first-light-out && mkdir -p build/first-light-out &&
       OUT=$ROOT/build/first-light-out CLFORMER_CACHE_DIR=$ROOT/build/test-cache \
-        CLFORMER_KERNEL_BINARIES=notes scripts/gpu-first-light.sh --dry-run --build build --out build/first-light &&
+        scripts/gpu-first-light.sh --dry-run --build build --out build/first-light &&
       [ "$(find build/first-light-out -type f | wc -l)" -le 8 ] &&
       tar tzf build/first-light-out/first-light.tgz | grep -q 'first-light/summary.md$' &&
       grep -q '^## GEMM' build/first-light-out/summary.md
@@ -200,8 +212,6 @@ fi
 
 if [ "${CLF_TEST_SANITIZE:-1}" != "0" ]; then
   sanitized() {
-    # the PoCL leg's cache, and its notes (above)
-    local -x CLFORMER_KERNEL_BINARIES=notes
     cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLF_WERROR=ON -DCLF_SANITIZE=ON \
       -DCLF_FAULT=ON -DCLF_TEST_CACHE_DIR="$ROOT/build/test-cache" &&
       cmake --build build-asan -j"$jobs" || return 1
@@ -213,7 +223,7 @@ if [ "${CLF_TEST_SANITIZE:-1}" != "0" ]; then
     # still fails the run; the retry is printed by ctest.
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      suite build-asan asan --repeat until-pass:2 || return 1
+      split build-asan asan --repeat until-pass:2 || return 1
     # fault injection (-DCLF_FAULT=ON, tests/fault_sweep.sh): every 8th
     # allocation, file and OpenCL call of export and tokenizer train, every
     # 50th of sample, eval --json, translate --beam 3 and import, every
