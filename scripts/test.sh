@@ -102,28 +102,7 @@ fi
 # the tests' kernels, before the tests start, so that every test of a leg
 # (and every process of one) runs the same kernels.
 settle() { CLFORMER_CACHE_DIR="$ROOT/build/test-cache" build/clformer devices; }
-# The kernel tests that build programs no other test does (every native
-# GEMM configuration, fused attention in every width and storage) run first
-# on PoCL, keeping notes of their builds, not binaries
-# (CLFORMER_KERNEL_BINARIES=notes): asked for a program's binary, PoCL 3.1
-# compiles every kernel of it once more, for any work-group size, which no
-# launch uses (test_gemm's first half from empty caches: 104.6 s with
-# binaries, 42.4 s with notes). The other tests keep binaries, as users do
-# by default: they reuse their programs in hundreds of processes (the ASan
-# leg's fault sweeps), each of which would build a noted source again (30-60
-# ms a program on PoCL; with notes for every test the PoCL leg took 224 s
-# instead of 275, the ASan leg 542 s instead of 317).
-kernel_only='test_gemm_1of2|test_gemm_2of2|test_gemm16|test_gemm_choice|test_attn_fused|test_attn_fused16'
-# split BUILD NAME [ctest args]: the kernel tests above with notes, then the
-# others
-split() {
-  local build=$1 name=$2
-  shift 2
-  CLFORMER_KERNEL_BINARIES=notes suite "$build" "$name-kernels" -R "^($kernel_only)\$" "$@"
-  local rc=$?
-  suite "$build" "$name" -E "^($kernel_only)\$" "$@" && [ "$rc" -eq 0 ]
-}
-pocl() { settle && split build pocl; }
+pocl() { settle && suite build pocl; }
 leg "PoCL" pocl
 
 if [ "${CLF_TEST_GPU_DRY_RUN:-1}" != "0" ]; then
@@ -223,7 +202,7 @@ if [ "${CLF_TEST_SANITIZE:-1}" != "0" ]; then
     # still fails the run; the retry is printed by ctest.
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      split build-asan asan --repeat until-pass:2 || return 1
+      suite build-asan asan --repeat until-pass:2 || return 1
     # fault injection (-DCLF_FAULT=ON, tests/fault_sweep.sh): every 8th
     # allocation, file and OpenCL call of export and tokenizer train, every
     # 50th of sample, eval --json, translate --beam 3 and import, every
