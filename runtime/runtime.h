@@ -138,7 +138,7 @@ typedef enum clf_shape {
  * each for any work-group size (7.5 s for a GEMM program whose build took
  * 0.4 s), though its launches compile their own. A note saves that
  * compile and costs a build from source at every later start (PoCL, which
- * keeps its own builds: 30-60 ms a program). docs/devices.md has the
+ * keeps its own builds: 27-56 ms a program). docs/devices.md has the
  * figures. */
 typedef enum clf_binaries {
     CLF_BINARIES_KEEP = 0, /* the program's binary */

@@ -76,8 +76,8 @@ expect() {
 }
 
 # suite_kernels DIR [NAME...]: a cache directory DIR holding the suite's
-# compiled kernels ($CLFORMER_CACHE_DIR/kernels, where there is one) but the
-# families NAME... and no GEMM choices
+# compiled kernels ($CLFORMER_CACHE_DIR/kernels, where there is one) and
+# device facts, but the families NAME... and no GEMM choices
 suite_kernels() {
   local dir=$1 not=()
   shift
@@ -85,6 +85,10 @@ suite_kernels() {
   mkdir -p "$dir/kernels"
   if [ -d "${CLFORMER_CACHE_DIR:-}/kernels" ]; then
     find "$CLFORMER_CACHE_DIR/kernels" -maxdepth 1 -name '*.bin' "${not[@]}" -exec cp {} "$dir/kernels/" \;
+    # and the device facts the kernels were built under: measured afresh
+    # beside other tests, the shape's vector width may come out otherwise,
+    # and every program would be compiled again (minutes on PoCL)
+    find "$CLFORMER_CACHE_DIR" -maxdepth 1 -name 'device-*.txt' -exec cp {} "$dir/" \;
   fi
 }
 
@@ -196,9 +200,10 @@ section_flags() {
   expect "unknown command exits 2" 2 "unknown command"
 
   # ---- a first run says what it is doing; a second one is quiet -------------------
-  # Its cache holds the suite's compiled kernels but the two smallest
-  # families a training run needs (shape, random) and no GEMM choices, so
-  # the run compiles and times something without compiling every program
+  # Its cache holds the suite's compiled kernels and device facts but the
+  # smallest family a training run needs (random; shape, left out too, is
+  # built only where the facts are measured) and no GEMM choices, so the
+  # run compiles and times something without compiling every program
   # cold, which takes most of a minute where no implementation cache helps.
   suite_kernels "$TMP/first-cache" shape random
   run "$BIN" train "$TINY" --data "$DATA" --out "$TMP/first" --set train.steps=2 --cache-dir "$TMP/first-cache" --gemm auto "${DEV[@]}"

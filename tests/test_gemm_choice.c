@@ -45,6 +45,40 @@ static void find_choice_file(const char *dir, char *out, size_t cap)
     closedir(dp);
 }
 
+/* The device facts (device-*.txt: the kernels' shape, measured once) from
+ * directory `from` into `to`, so that a runtime on `to` builds the same
+ * kernel sources as the suite's did: measured afresh, under the load of
+ * the tests beside it, the shape's vector width may come out otherwise,
+ * and every program would be compiled again (minutes on PoCL). Returns
+ * how many were copied. */
+static int copy_device_facts(const char *from, const char *to)
+{
+    DIR *dp = opendir(from);
+    if (dp == NULL)
+        return 0;
+    int copied = 0;
+    struct dirent *de;
+    while ((de = readdir(dp)) != NULL) {
+        const size_t n = strlen(de->d_name);
+        if (strncmp(de->d_name, "device-", 7) != 0 || n < 5 ||
+            strcmp(de->d_name + n - 4, ".txt") != 0)
+            continue;
+        char src[1400], dst[1400];
+        snprintf(src, sizeof src, "%s/%s", from, de->d_name);
+        snprintf(dst, sizeof dst, "%s/%s", to, de->d_name);
+        size_t len = 0;
+        char *text = tu_read_file(src, &len);
+        FILE *f = text != NULL ? fopen(dst, "wb") : NULL;
+        if (f != NULL) {
+            copied += fwrite(text, 1, len, f) == len;
+            copied -= fclose(f) != 0;
+        }
+        free(text);
+    }
+    closedir(dp);
+    return copied;
+}
+
 /* budget: the GEMM search's seconds; split_k: the runtime's gemm_split_k
  * (0: the engine's choice; 1: never split) */
 static clf_runtime *runtime_with(const char *dir, double budget, size_t split_k)
@@ -251,6 +285,7 @@ static void test_auto_cache(tu_rng *r)
      * with the other tests (compiling every configuration again costs
      * minutes on some runtimes) */
     char kdir[1100] = "", klink[1100];
+    int facts = 0;
     const char *shared = getenv("CLFORMER_CACHE_DIR");
     snprintf(klink, sizeof klink, "%s/kernels", dir);
     if (shared != NULL && shared[0] != '\0') {
@@ -264,8 +299,13 @@ static void test_auto_cache(tu_rng *r)
         mkdir(kdir, 0755);
         if (symlink(kdir, klink) != 0)
             kdir[0] = '\0';
+        facts = copy_device_facts(shared, dir);
     }
     clf_runtime *rt = runtime_with_cache(dir);
+    if (facts > 0)
+        TU_CHECK(clf_runtime_device(rt)->shape_source != CLF_SHAPE_MEASURED,
+                 "the suite's device facts are read, not measured again (source %d)",
+                 (int)clf_runtime_device(rt)->shape_source);
     gcase g = {.m = 96, .n = 80, .k = 64, .batch = 1, .alpha = 1.0f, .beta = 0.5f};
     run_case(rt, "auto", &g, r);
     gcase gt = {
