@@ -78,41 +78,47 @@ static void count_compiles(void *user, const char *event, const char *detail)
         ++*(int *)user;
 }
 
-/* A runtime on kernel directory kdir and cache (NULL: none) whose cache
- * keeps what `binaries` says, counting its compile notices into *compiles
- * (NULL: not counted). */
-static clf_runtime *open_rt_binaries(const char *kdir, const char *cache, clf_binaries binaries,
-                                     int *compiles)
+/* The options of a runtime on kernel directory kdir and cache (NULL:
+ * none) whose cache keeps what `binaries` says. */
+static clf_runtime_options rt_options(const char *kdir, const char *cache, clf_binaries binaries)
 {
     clf_runtime_options o = tu_options();
     o.kernel_dir = kdir;
     o.cache_dir = cache;
     o.binaries = binaries;
+    return o;
+}
+
+static clf_runtime *create_rt(const clf_runtime_options *o)
+{
+    clf_runtime *rt = NULL;
+    clf_error err;
+    tu_ok(clf_runtime_create(&rt, o, &err), &err, "creating a runtime");
+    return rt;
+}
+
+/* rt_options' runtime, counting its compile notices into *compiles (NULL:
+ * not counted). */
+static clf_runtime *open_rt_binaries(const char *kdir, const char *cache, clf_binaries binaries,
+                                     int *compiles)
+{
+    clf_runtime_options o = rt_options(kdir, cache, binaries);
     if (compiles != NULL) {
         *compiles = 0;
         o.notify = count_compiles;
         o.notify_user = compiles;
     }
-    clf_runtime *rt = NULL;
-    clf_error err;
-    tu_ok(clf_runtime_create(&rt, &o, &err), &err, "creating a runtime");
-    return rt;
+    return create_rt(&o);
 }
 
 /* The binary cache's tests keep binaries whatever $CLFORMER_KERNEL_BINARIES
  * (tu_options) says. */
 static clf_runtime *open_rt(const char *kdir, const char *cache, int no_cache, int profile)
 {
-    clf_runtime_options o = tu_options();
-    o.kernel_dir = kdir;
-    o.cache_dir = cache;
+    clf_runtime_options o = rt_options(kdir, cache, CLF_BINARIES_KEEP);
     o.no_cache = no_cache;
     o.profile = profile;
-    o.binaries = CLF_BINARIES_KEEP;
-    clf_runtime *rt = NULL;
-    clf_error err;
-    tu_ok(clf_runtime_create(&rt, &o, &err), &err, "creating a runtime");
-    return rt;
+    return create_rt(&o);
 }
 
 /* Launch axpb over n elements and check the result; returns 1 if right. */
