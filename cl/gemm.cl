@@ -153,6 +153,21 @@
 #define GEMM_LY 8
 #endif
 #endif
+/* What the program holds (GEMM_PARTS, bits): GEMM_PART_PACK the packing
+ * kernels, GEMM_PART_PRODUCT gemm_an, gemm_ap and gemm_tiled,
+ * GEMM_PART_AUX the dot products, split-K's reduction and the lone
+ * epilogue; gemm_config is in every program; by default all. The host
+ * builds a configuration from three programs (runtime/gemm/native.c): its
+ * products, a packing program shared by the configurations with its
+ * register block and panel stores, and the rest, which depends on the
+ * vector width alone, shared by every configuration of that width; so no
+ * kernel is compiled twice for the same defines. */
+#define GEMM_PART_PACK 1
+#define GEMM_PART_PRODUCT 2
+#define GEMM_PART_AUX 4
+#ifndef GEMM_PARTS
+#define GEMM_PARTS (GEMM_PART_PACK | GEMM_PART_PRODUCT | GEMM_PART_AUX)
+#endif
 #ifndef GEMM_PACK_LX
 #define GEMM_PACK_LX 8
 #endif
@@ -208,6 +223,12 @@ __kernel void gemm_config(__global int *out)
 #endif
 }
 
+/* A vector of GEMM_VW elements of a tensor stored as float32, bf16 or f16
+ * (common.cl's clf_load<W>_t, clf_store<W>_t), widened or narrowed exactly. */
+#define gemm_src_V GEMM_CAT(GEMM_CAT(clf_load, GEMM_VW), _t)
+#define gemm_dst_V GEMM_CAT(GEMM_CAT(clf_store, GEMM_VW), _t)
+
+#if GEMM_PARTS & GEMM_PART_PACK
 /* ---- packing -----------------------------------------------------------------
  * B panels: P[p_off + z * stride_p + (jp * K + k) * GEMM_NR + j]
  *             = op(B)[k][jp * GEMM_NR + j], zero past N.
@@ -268,22 +289,24 @@ static inline void gemm_transpose16(float16 *m)
 #endif
 
 /* The source's storage (s_type: common.cl's CLF_T_*): float32, or bf16 /
- * f16 widened exactly as they are read (common.cl's clf_load<W>_t), so a
- * 16-bit operand is packed straight into float32 panels. Offsets, strides
- * and indices count elements of the source's own type. */
-#define gemm_src_V GEMM_CAT(GEMM_CAT(clf_load, GEMM_VW), _t)
-#define gemm_dst_V GEMM_CAT(GEMM_CAT(clf_store, GEMM_VW), _t)
+ * f16 widened exactly as they are read (gemm_src_V), so a 16-bit operand is
+ * packed straight into float32 panels. Offsets, strides and indices count
+ * elements of the source's own type. Only a float32
+ * source's whole chunks take the unrolled copies, with plain vector loads;
+ * 16-bit sources and the edges take rolled loops that test the storage per
+ * load. Unrolled, every load carried all three storages' code, which made
+ * the packing kernels most of a configuration's compile time on PoCL for
+ * paths that mixed precision alone uses (docs/devices.md). */
 
 /* The k-chunk of one source row from element i, zero-padded past K, into
  * t[]. */
 static inline void gemm_pack_row(const __global float *S, uint s_type, ulong i, ulong kleft,
                                  float *t)
 {
-    if (kleft >= GEMM_PACK_KC) {
-#pragma unroll
-        for (int kk = 0; kk < GEMM_PACK_KC; kk++)
-            t[kk] = clf_load_t(S, s_type, i + (ulong)kk);
+    if (kleft >= GEMM_PACK_KC && s_type == CLF_T_F32) {
+        vstore16(vload16(0, S + i), 0, t);
     } else {
+#pragma unroll 1
         for (int kk = 0; kk < GEMM_PACK_KC; kk++)
             t[kk] = (ulong)kk < kleft ? clf_load_t(S, s_type, i + (ulong)kk) : 0.0f;
     }
@@ -307,15 +330,14 @@ gemm_pack_b_n(GEMM_PACK_ARGS)
     const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
     const ulong src = s_off + z * stride_s + k0 * lds + j0;
     __global float *dst = P + p_off + z * stride_p + (jp * K + k0) * GEMM_NR;
-    if (kn == GEMM_PACK_KC && j0 + GEMM_NR <= MN) {
+    if (kn == GEMM_PACK_KC && j0 + GEMM_NR <= MN && s_type == CLF_T_F32) {
 #pragma unroll
         for (int kk = 0; kk < GEMM_PACK_KC; kk++)
 #pragma unroll
             for (int v = 0; v < GEMM_NV; v++)
-                GEMM_PANEL_STORE(
-                    vstoreV, floatV,
-                    gemm_src_V(S, s_type, src + (ulong)kk * lds + (ulong)(v * GEMM_VW)),
-                    dst + kk * GEMM_NR + v * GEMM_VW);
+                GEMM_PANEL_STORE(vstoreV, floatV,
+                                 vloadV(0, S + src + (ulong)kk * lds + (ulong)(v * GEMM_VW)),
+                                 dst + kk * GEMM_NR + v * GEMM_VW);
     } else if (j0 + GEMM_NR <= MN) {
         for (ulong kk = 0; kk < kn; kk++)
 #pragma unroll
@@ -348,22 +370,25 @@ gemm_pack_b_t(GEMM_PACK_ARGS)
 #if GEMM_NR % 16 == 0
         /* 16 source rows at a time, transposed in registers: a store of 16
          * panel columns per k instead of 16 single stores per row */
-        for (int j = 0; j < GEMM_NR; j += 16) {
-            float16 m[16];
+        if (s_type == CLF_T_F32) {
+            for (int j = 0; j < GEMM_NR; j += 16) {
+                float16 m[16];
 #pragma unroll
-            for (int r = 0; r < 16; r++)
-                m[r] = clf_load16_t(S, s_type, src + (ulong)(j + r) * lds);
-            gemm_transpose16(m);
+                for (int r = 0; r < 16; r++)
+                    m[r] = vload16(0, S + src + (ulong)(j + r) * lds);
+                gemm_transpose16(m);
 #pragma unroll
-            for (int kk = 0; kk < 16; kk++)
-                GEMM_PANEL_STORE(vstore16, float16, m[kk], dst + kk * GEMM_NR + j);
+                for (int kk = 0; kk < 16; kk++)
+                    GEMM_PANEL_STORE(vstore16, float16, m[kk], dst + kk * GEMM_NR + j);
+            }
+            return;
         }
-#else
+#endif
+#pragma unroll 1
         for (int j = 0; j < GEMM_NR; j++) {
             const float16 v = clf_load16_t(S, s_type, src + (ulong)j * lds);
             GEMM_SCATTER16(dst + j, GEMM_NR, v);
         }
-#endif
         return;
     }
     for (int j = 0; j < GEMM_NR; j++) {
@@ -394,15 +419,15 @@ gemm_pack_a_n(GEMM_PACK_ARGS)
     const ulong kn = min((ulong)GEMM_PACK_KC, K - k0);
     const ulong src = s_off + z * stride_s + i0 * lds + k0;
     __global float *dst = P + p_off + z * stride_p + (ib * K + k0) * GEMM_MR;
-    if (kn == GEMM_PACK_KC && i0 + GEMM_MR <= MN) {
+    if (kn == GEMM_PACK_KC && i0 + GEMM_MR <= MN && s_type == CLF_T_F32) {
 #pragma unroll
         for (int r = 0; r < GEMM_MR; r++) {
-            const float16 v = clf_load16_t(S, s_type, src + (ulong)r * lds);
+            const float16 v = vload16(0, S + src + (ulong)r * lds);
             GEMM_SCATTER16(dst + r, GEMM_MR, v);
         }
         return;
     }
-#pragma unroll
+#pragma unroll 1
     for (int r = 0; r < GEMM_MR; r++) {
         float t[GEMM_PACK_KC];
         if (i0 + (ulong)r < MN) {
@@ -462,9 +487,15 @@ gemm_pack_a_t(GEMM_PACK_ARGS)
     const ulong src = s_off + z * stride_s + k0 * lds + i0;
     __global float *dst = P + p_off + z * stride_p + (ib * K + k0) * GEMM_MR;
     if (kn == GEMM_PACK_KC && i0 + GEMM_MR <= MN) {
+        if (s_type == CLF_T_F32) {
 #pragma unroll
-        for (int kk = 0; kk < GEMM_PACK_KC; kk++)
-            GEMM_COPY_MR(dst + kk * GEMM_MR, S, s_type, src + (ulong)kk * lds);
+            for (int kk = 0; kk < GEMM_PACK_KC; kk++)
+                GEMM_COPY_MR(dst + kk * GEMM_MR, S, CLF_T_F32, src + (ulong)kk * lds);
+        } else {
+#pragma unroll 1
+            for (int kk = 0; kk < GEMM_PACK_KC; kk++)
+                GEMM_COPY_MR(dst + kk * GEMM_MR, S, s_type, src + (ulong)kk * lds);
+        }
         return;
     }
     for (ulong kk = 0; kk < kn; kk++)
@@ -472,6 +503,8 @@ gemm_pack_a_t(GEMM_PACK_ARGS)
             dst[kk * GEMM_MR + (ulong)r] =
                 (i0 + (ulong)r < MN) ? clf_load_t(S, s_type, src + kk * lds + (ulong)r) : 0.0f;
 }
+
+#endif /* GEMM_PART_PACK */
 
 /* ---- the register-blocked product ---------------------------------------- */
 
@@ -890,6 +923,7 @@ static inline void gemm_body(const int a_packed, ulong M, ulong N, ulong K, floa
         ulong stride_b, uint b_packed, float beta, __global float *C, ulong c_off,           \
         ulong ldc, ulong stride_c, GEMM_EPI_ARGS
 
+#if GEMM_PARTS & GEMM_PART_PRODUCT
 __kernel GEMM_HINT(floatV) __attribute__((reqd_work_group_size(1, GEMM_LY, 1))) void
 gemm_an(GEMM_KERNEL_ARGS)
 {
@@ -903,6 +937,7 @@ gemm_ap(GEMM_KERNEL_ARGS)
     gemm_body(1, M, N, K, alpha, A, a_off, lda, a_blk, stride_a, B, b_off, ldb, stride_b,
               b_packed, beta, C, c_off, ldc, stride_c, bias, bias_off, epi, D, d_off, ldd);
 }
+#endif
 
 /* ---- small M with B transposed: dot products along k ------------------------
  * For few rows of C (decoding: M = 1..16) packing a transposed B would copy
@@ -1008,6 +1043,7 @@ _Pragma("unroll")                                                               
         }                                                                                  \
     }                                                                                      \
 }
+#if GEMM_PARTS & GEMM_PART_AUX
 GEMM_NT_DOT(gemm_nt_dot, GEMM_DOT, GEMM_DOT)
 GEMM_NT_DOT(gemm_nt_dot1, 1, CLF_GEMM_DOT1_N)
 
@@ -1045,6 +1081,7 @@ __kernel void gemm_epilogue(ulong M, ulong N, __global float *C, ulong c_off, ul
     __global float *c = C + c_off + i * ldc + j;
     *c = gemm_epi_1(epi, *c, bias + bias_off + j, D, d_off + i * ldd + j);
 }
+#endif /* GEMM_PART_AUX */
 
 /* ---- local-memory tiling (GPU-shaped variants) ---------------------------------
  * A work-group computes a GEMM_TM x GEMM_TN tile of C with
@@ -1063,7 +1100,7 @@ __kernel void gemm_epilogue(ulong M, ulong N, __global float *C, ulong c_off, ul
  * place of the packing fields; NDRange (ceil(N / TN) * RX, ceil(M / TM) *
  * RY, batch). The k sum runs in order with one fma per k, then alpha, beta
  * and the epilogue as gemm_store does. */
-#ifdef GEMM_TM
+#if defined(GEMM_TM) && (GEMM_PARTS & GEMM_PART_PRODUCT)
 #define GEMM_RX (GEMM_TN / GEMM_WN)
 #define GEMM_RY (GEMM_TM / GEMM_WM)
 #define GEMM_NT (GEMM_RX * GEMM_RY)

@@ -180,11 +180,23 @@ static void add_shape(job *j, clf_shape shape, char names[][64], int n_names)
     const int item = shape == CLF_SHAPE_ITEM;
     for (const char *const *f = clf_program_families(); *f != NULL; f++)
         add_program(j, rt, *f, item);
+    /* each configuration's programs, the shared ones (packing, dot
+     * products) once */
+    char seen[3 * 64][64];
+    int n_seen = 0;
     for (int c = 0; c < n_names; c++) {
-        char fam[96];
-        tu_ok(clf_gemm_config_program(rt, names[c], fam, sizeof fam, &err), &err,
-              "a GEMM configuration's program");
-        add_program(j, rt, fam, item);
+        char fam[CLF_GEMM_PROGRAMS][64];
+        tu_ok(clf_gemm_config_programs(rt, names[c], fam, &err), &err,
+              "a GEMM configuration's programs");
+        for (int p = 0; p < CLF_GEMM_PROGRAMS; p++) {
+            int dup = fam[p][0] == '\0';
+            for (int i = 0; i < n_seen && !dup; i++)
+                dup = strcmp(seen[i], fam[p]) == 0;
+            if (dup || n_seen == 3 * 64)
+                continue;
+            memcpy(seen[n_seen++], fam[p], sizeof seen[0]);
+            add_program(j, rt, fam[p], item);
+        }
     }
     const clf_dtype t16[] = {CLF_DT_BF16, CLF_DT_F16};
     for (int t = 0; t < 2; t++) {

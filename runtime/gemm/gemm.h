@@ -116,13 +116,17 @@ const char *clf_gemm_engine_name(clf_gemm_engine e);
  * request only. */
 clf_status clf_gemm_candidates(clf_runtime *rt, const char *const **names, size_t *count,
                                size_t *n_search, clf_error *err);
-/* The program variant of native configuration `name` ("gemm@<name>") into
- * fam, its tile sizes set as the variant's defines, nothing built
- * (clf_program_source then gives its source: the SPIR-V check of the
- * tests). Any configuration some device lists is named, whether or not
- * this one lists it. */
-clf_status clf_gemm_config_program(clf_runtime *rt, const char *name, char *fam, size_t cap,
-                                   clf_error *err);
+/* The programs of native configuration `name` into fam, their defines set,
+ * nothing built (clf_program_source then gives their sources: the SPIR-V
+ * check of the tests): [0] its products ("gemm@<name>"), [1] its packing
+ * ("gemm@p<mr>v<vw>x<nv>", shared by the register-blocked configurations
+ * with that block; "" for a tiled one, which packs nothing), [2] its dot
+ * products, split-K's reduction and lone epilogue ("gemm@d<vw>", shared by
+ * the configurations of that vector width). Any configuration some device
+ * lists is named, whether or not this one lists it. */
+#define CLF_GEMM_PROGRAMS 3
+clf_status clf_gemm_config_programs(clf_runtime *rt, const char *name,
+                                    char fam[CLF_GEMM_PROGRAMS][64], clf_error *err);
 /* Run d on one candidate by name (tests, benchmarks). */
 clf_status clf_gemm_with_config(clf_runtime *rt, const char *name, const clf_gemm_desc *d,
                                 clf_error *err);

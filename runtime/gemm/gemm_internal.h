@@ -22,6 +22,7 @@ typedef struct gemm_tile {
     size_t pack_lx;        /* work-group size of the pack kernels */
     size_t pack_kc;        /* k per pack work-item */
     size_t dot;            /* gemm_nt_dot: C block per work-item, dot x dot */
+    size_t dot_ly;         /* gemm_nt_dot: work-items per work-group */
     size_t tm, tn, tk;     /* gemm_tiled: C tile per work-group, k per local stage */
     size_t wm, wn;         /* gemm_tiled: C block per work-item */
 } gemm_tile;

@@ -244,8 +244,9 @@ static clf_status read_config(clf_runtime *rt, const char *fam, gemm_tile *t, cl
     return CLF_OK;
 }
 
-/* Name the configuration's program variant ("gemm@<name>") in fam and give
- * it the configuration's tile sizes as defines (nothing is built). */
+/* Name the configuration's product program ("gemm@<name>": gemm_an and
+ * gemm_ap, or gemm_tiled) in fam and give it the configuration's tile
+ * sizes as defines (nothing is built). */
 static clf_status config_program(clf_runtime *rt, const gemm_config *c, char *fam, size_t cap,
                                  clf_error *err)
 {
@@ -254,13 +255,46 @@ static clf_status config_program(clf_runtime *rt, const gemm_config *c, char *fa
     if (c->tiled)
         snprintf(defs, sizeof defs,
                  "#define GEMM_TM %zu\n#define GEMM_TN %zu\n#define GEMM_TK %zu\n"
-                 "#define GEMM_WM %zu\n#define GEMM_WN %zu\n",
+                 "#define GEMM_WM %zu\n#define GEMM_WN %zu\n#define GEMM_PARTS GEMM_PART_PRODUCT\n",
                  c->tm, c->tn, c->tk, c->wm, c->wn);
     else
         snprintf(defs, sizeof defs,
                  "#define GEMM_VW %zu\n#define GEMM_NV %zu\n#define GEMM_MR %zu\n"
-                 "#define GEMM_KB %zu\n#define GEMM_RB %zu\n#define GEMM_STREAM %zu\n",
+                 "#define GEMM_KB %zu\n#define GEMM_RB %zu\n#define GEMM_STREAM %zu\n"
+                 "#define GEMM_PARTS GEMM_PART_PRODUCT\n",
                  c->vw, c->nv, c->mr, c->kb, c->rb, c->stream);
+    return clf_program_set_defines(rt, fam, defs, err);
+}
+
+/* The packing program of register-blocked configuration c
+ * ("gemm@p<mr>v<vw>x<nv>", "...s" with non-temporal panel stores): the
+ * packing kernels depend on the register block and the panel stores alone,
+ * so the configurations that differ only in their k-blocking share it. */
+static clf_status pack_program(clf_runtime *rt, const gemm_config *c, char *fam, size_t cap,
+                               clf_error *err)
+{
+    char defs[256];
+    snprintf(fam, cap, "gemm@p%zuv%zux%zu%s", c->mr, c->vw, c->nv, c->stream ? "s" : "");
+    snprintf(defs, sizeof defs,
+             "#define GEMM_VW %zu\n#define GEMM_NV %zu\n#define GEMM_MR %zu\n"
+             "#define GEMM_STREAM %zu\n#define GEMM_PARTS GEMM_PART_PACK\n",
+             c->vw, c->nv, c->mr, c->stream);
+    return clf_program_set_defines(rt, fam, defs, err);
+}
+
+/* The rest of configuration c ("gemm@d<vw>": the dot products, split-K's
+ * reduction and the lone epilogue), which depends on the vector width
+ * alone: one program for every configuration of that width (a tiled one
+ * launches only the reduction and the epilogue, which are scalar: width 4).
+ * On PoCL the dot products were a third of a configuration's compile
+ * (docs/devices.md). */
+static clf_status aux_program(clf_runtime *rt, const gemm_config *c, char *fam, size_t cap,
+                              clf_error *err)
+{
+    char defs[128];
+    const size_t vw = c->tiled ? 4 : c->vw;
+    snprintf(fam, cap, "gemm@d%zu", vw);
+    snprintf(defs, sizeof defs, "#define GEMM_VW %zu\n#define GEMM_PARTS GEMM_PART_AUX\n", vw);
     return clf_program_set_defines(rt, fam, defs, err);
 }
 
@@ -277,20 +311,27 @@ static void configs_catalogue(gemm_state *st)
     configs_tiled(st, &unlimited);
 }
 
-clf_status clf_gemm_config_program(clf_runtime *rt, const char *name, char *fam, size_t cap,
-                                   clf_error *err)
+clf_status clf_gemm_config_programs(clf_runtime *rt, const char *name,
+                                    char fam[CLF_GEMM_PROGRAMS][64], clf_error *err)
 {
     gemm_state *all = calloc(1, sizeof *all);
     if (all == NULL)
         return clf_error_set(err, CLF_ERR_MEMORY, "gemm: out of host memory");
     configs_catalogue(all);
     clf_status s = clf_error_set(err, CLF_ERR_ARG, "gemm: no configuration '%s'", name);
-    for (size_t i = 0; i < all->n_natives; i++)
-        if (strcmp(all->natives[i].cfg.name, name) == 0) {
-            clf_error_clear(err);
-            s = config_program(rt, &all->natives[i].cfg, fam, cap, err);
-            break;
-        }
+    for (size_t i = 0; i < all->n_natives; i++) {
+        const gemm_config *c = &all->natives[i].cfg;
+        if (strcmp(c->name, name) != 0)
+            continue;
+        clf_error_clear(err);
+        fam[1][0] = '\0';
+        s = config_program(rt, c, fam[0], 64, err);
+        if (s == CLF_OK && !c->tiled)
+            s = pack_program(rt, c, fam[1], 64, err);
+        if (s == CLF_OK)
+            s = aux_program(rt, c, fam[2], 64, err);
+        break;
+    }
     free(all);
     return s;
 }
@@ -300,34 +341,58 @@ static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err
     const gemm_config *c = &nat->cfg;
     char fam[64];
     clf_status s = config_program(rt, c, fam, sizeof fam, err);
+    char pfam[64] = "", afam[64];
+    if (s == CLF_OK && !c->tiled)
+        s = pack_program(rt, c, pfam, sizeof pfam, err);
+    if (s == CLF_OK)
+        s = aux_program(rt, c, afam, sizeof afam, err);
     struct {
-        const char *name;
+        const char *fam, *name;
         clf_kernel **k;
     } ks[] = {
-        {"gemm_an", &nat->k_an},
-        {"gemm_ap", &nat->k_ap},
-        {"gemm_nt_dot", &nat->k_nt_dot},
-        {"gemm_nt_dot1", &nat->k_nt_dot1},
-        {"gemm_epilogue", &nat->k_epilogue},
-        {"gemm_splitk_reduce", &nat->k_splitk},
-        {"gemm_pack_a_n", &nat->k_pack_a_n},
-        {"gemm_pack_a_t", &nat->k_pack_a_t},
-        {"gemm_pack_b_n", &nat->k_pack_b_n},
-        {"gemm_pack_b_t", &nat->k_pack_b_t},
-        {c->tiled ? "gemm_tiled" : NULL, &nat->k_tiled},
+        {fam, "gemm_an", &nat->k_an},
+        {fam, "gemm_ap", &nat->k_ap},
+        {afam, "gemm_nt_dot", &nat->k_nt_dot},
+        {afam, "gemm_nt_dot1", &nat->k_nt_dot1},
+        {afam, "gemm_epilogue", &nat->k_epilogue},
+        {afam, "gemm_splitk_reduce", &nat->k_splitk},
+        {pfam, "gemm_pack_a_n", &nat->k_pack_a_n},
+        {pfam, "gemm_pack_a_t", &nat->k_pack_a_t},
+        {pfam, "gemm_pack_b_n", &nat->k_pack_b_n},
+        {pfam, "gemm_pack_b_t", &nat->k_pack_b_t},
+        {fam, "gemm_tiled", &nat->k_tiled},
     };
-    for (size_t i = 0; s == CLF_OK && i < sizeof ks / sizeof ks[0]; i++)
-        if (ks[i].name != NULL)
-            s = clf_kernel_get(rt, fam, ks[i].name, ks[i].k, err);
-    gemm_tile t;
-    if (s != CLF_OK || (s = read_config(rt, fam, &t, err)) != CLF_OK)
+    for (size_t i = 0; s == CLF_OK && i < sizeof ks / sizeof ks[0]; i++) {
+        const int tiled_only = ks[i].k == &nat->k_tiled, product = ks[i].fam == fam;
+        /* a tiled configuration has gemm_tiled for its products and no
+         * packing; a register-blocked one gemm_an and gemm_ap */
+        if (ks[i].fam[0] == '\0' || (c->tiled ? product && !tiled_only : tiled_only))
+            continue;
+        s = clf_kernel_get(rt, ks[i].fam, ks[i].name, ks[i].k, err);
+    }
+    gemm_tile t, pt = {0}, at;
+    if (s != CLF_OK || (s = read_config(rt, fam, &t, err)) != CLF_OK ||
+        (s = read_config(rt, afam, &at, err)) != CLF_OK ||
+        (!c->tiled && (s = read_config(rt, pfam, &pt, err)) != CLF_OK))
         return s;
+    /* the shared programs were built for this configuration's block,
+     * panels and width */
+    if ((!c->tiled && (pt.mr != t.mr || pt.vw != t.vw || pt.nv != t.nv || pt.stream != t.stream)) ||
+        (!c->tiled && at.vw != t.vw) || at.dot == 0 || at.ly == 0)
+        return clf_error_set(err, CLF_ERR_UNSUPPORTED,
+                             "gemm: configuration %s: its packing or dot-product program reports "
+                             "another block (gemm_config)",
+                             c->name);
+    t.pack_kc = c->tiled ? 0 : pt.pack_kc;
+    t.pack_lx = c->tiled ? 0 : pt.pack_lx;
+    t.dot = at.dot;
+    t.dot_ly = at.ly;
     if (c->stream && !t.stream)
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
                              "gemm: configuration %s: the device's compiler offers no "
                              "non-temporal store to kernels whose work-items run one by one",
                              c->name);
-    if (t.mr == 0 || t.nr == 0 || t.ly == 0 || t.pack_lx == 0 || t.pack_kc == 0 || t.dot == 0 ||
+    if (t.mr == 0 || t.nr == 0 || t.ly == 0 || (!c->tiled && (t.pack_lx == 0 || t.pack_kc == 0)) ||
         t.rb == 0 ||
         (c->tiled &&
          (t.tm != c->tm || t.tn != c->tn || t.tk != c->tk || t.wm != c->wm || t.wn != c->wn)) ||
@@ -340,7 +405,7 @@ static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err
     const size_t need = c->tiled ? (t.tm / t.wm) * (t.tn / t.wn) : t.ly;
     clf_kernel *main = c->tiled ? nat->k_tiled : nat->k_an;
     if (need > clf_kernel_max_work_group(main) ||
-        t.pack_lx > clf_kernel_max_work_group(nat->k_pack_b_n))
+        (!c->tiled && t.pack_lx > clf_kernel_max_work_group(nat->k_pack_b_n)))
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
                              "gemm: configuration %s needs work-groups of %zu items; the device "
                              "allows %zu for this kernel",
@@ -586,7 +651,7 @@ static clf_status launch_dot(clf_runtime *rt, const gemm_native *nat, const clf_
     };
     const size_t global[3] = {m == 1 ? ceil_div(n, CLF_GEMM_DOT1_N) : ceil_div(n, t->dot),
                               m == 1 ? 1 : ceil_div(m, t->dot), batch};
-    const size_t local[3] = {t->ly, 1, 1};
+    const size_t local[3] = {t->dot_ly, 1, 1};
     return clf_kernel_launch(rt, m == 1 ? nat->k_nt_dot1 : nat->k_nt_dot, 3, global, local, 25,
                              args, err);
 }
