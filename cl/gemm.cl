@@ -160,8 +160,8 @@
  * builds a configuration from three programs (runtime/gemm/native.c): its
  * products, a packing program shared by the configurations with its
  * register block and panel stores, and the rest, which depends on the
- * vector width alone, shared by every configuration of that width; so no
- * kernel is compiled twice for the same defines. */
+ * vector width and the work-group size alone, shared by the configurations
+ * with both; so no kernel is compiled twice for the same defines. */
 #define GEMM_PART_PACK 1
 #define GEMM_PART_PRODUCT 2
 #define GEMM_PART_AUX 4

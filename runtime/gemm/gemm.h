@@ -121,9 +121,11 @@ clf_status clf_gemm_candidates(clf_runtime *rt, const char *const **names, size_
  * check of the tests): [0] its products ("gemm@<name>"), [1] its packing
  * ("gemm@p<mr>v<vw>x<nv>", shared by the register-blocked configurations
  * with that block; "" for a tiled one, which packs nothing), [2] its dot
- * products, split-K's reduction and lone epilogue ("gemm@d<vw>", shared by
- * the configurations of that vector width). Any configuration some device
- * lists is named, whether or not this one lists it. */
+ * products, split-K's reduction and lone epilogue ("gemm@d<vw>g<ly>",
+ * shared by the configurations of that vector width and work-group size;
+ * "" for a tiled one, whose products program holds them). Any
+ * configuration some device lists is named, whether or not this one lists
+ * it. */
 #define CLF_GEMM_PROGRAMS 3
 clf_status clf_gemm_config_programs(clf_runtime *rt, const char *name,
                                     char fam[CLF_GEMM_PROGRAMS][64], clf_error *err);

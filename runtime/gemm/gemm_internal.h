@@ -22,7 +22,6 @@ typedef struct gemm_tile {
     size_t pack_lx;        /* work-group size of the pack kernels */
     size_t pack_kc;        /* k per pack work-item */
     size_t dot;            /* gemm_nt_dot: C block per work-item, dot x dot */
-    size_t dot_ly;         /* gemm_nt_dot: work-items per work-group */
     size_t tm, tn, tk;     /* gemm_tiled: C tile per work-group, k per local stage */
     size_t wm, wn;         /* gemm_tiled: C block per work-item */
 } gemm_tile;
@@ -40,6 +39,7 @@ typedef struct gemm_config {
     size_t mr, vw, nv;         /* register-blocked */
     size_t kb, rb;             /* register-blocked, k-blocked: k per block, row blocks per item */
     size_t stream;             /* register-blocked: B packed past the caches ("...s") */
+    size_t ly;                 /* register-blocked: work-items per work-group */
     size_t tm, tn, tk, wm, wn; /* tiled */
 } gemm_config;
 

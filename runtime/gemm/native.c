@@ -75,7 +75,11 @@ static void config_add_kb(gemm_state *st, size_t mr, size_t vw, size_t nv, size_
     if (st->n_natives == GEMM_MAX_CONFIGS)
         return;
     gemm_config *c = &st->natives[st->n_natives++].cfg;
-    *c = (gemm_config){.mr = mr, .vw = vw, .nv = nv, .kb = kb, .rb = rb, .stream = stream};
+    /* work-items per work-group: the classic body's groups are 8 row
+     * blocks sharing a column panel; a k-blocked item walks its row blocks
+     * itself (cl/gemm.cl) */
+    *c = (gemm_config){
+        .mr = mr, .vw = vw, .nv = nv, .kb = kb, .rb = rb, .stream = stream, .ly = kb > 0 ? 1 : 8};
     if (kb > 0)
         snprintf(c->name, sizeof c->name, "r%zuv%zux%zuk%zub%zu%s", mr, vw, nv, kb, rb,
                  stream ? "s" : "");
@@ -255,14 +259,15 @@ static clf_status config_program(clf_runtime *rt, const gemm_config *c, char *fa
     if (c->tiled)
         snprintf(defs, sizeof defs,
                  "#define GEMM_TM %zu\n#define GEMM_TN %zu\n#define GEMM_TK %zu\n"
-                 "#define GEMM_WM %zu\n#define GEMM_WN %zu\n#define GEMM_PARTS GEMM_PART_PRODUCT\n",
+                 "#define GEMM_WM %zu\n#define GEMM_WN %zu\n"
+                 "#define GEMM_PARTS (GEMM_PART_PRODUCT | GEMM_PART_AUX)\n",
                  c->tm, c->tn, c->tk, c->wm, c->wn);
     else
         snprintf(defs, sizeof defs,
                  "#define GEMM_VW %zu\n#define GEMM_NV %zu\n#define GEMM_MR %zu\n"
                  "#define GEMM_KB %zu\n#define GEMM_RB %zu\n#define GEMM_STREAM %zu\n"
-                 "#define GEMM_PARTS GEMM_PART_PRODUCT\n",
-                 c->vw, c->nv, c->mr, c->kb, c->rb, c->stream);
+                 "#define GEMM_LY %zu\n#define GEMM_PARTS GEMM_PART_PRODUCT\n",
+                 c->vw, c->nv, c->mr, c->kb, c->rb, c->stream, c->ly);
     return clf_program_set_defines(rt, fam, defs, err);
 }
 
@@ -282,19 +287,22 @@ static clf_status pack_program(clf_runtime *rt, const gemm_config *c, char *fam,
     return clf_program_set_defines(rt, fam, defs, err);
 }
 
-/* The rest of configuration c ("gemm@d<vw>": the dot products, split-K's
- * reduction and the lone epilogue), which depends on the vector width
- * alone: one program for every configuration of that width (a tiled one
- * launches only the reduction and the epilogue, which are scalar: width 4).
- * On PoCL the dot products were a third of a configuration's compile
- * (docs/devices.md). */
+/* The rest of register-blocked configuration c ("gemm@d<vw>g<ly>": the
+ * dot products, split-K's reduction and the lone epilogue), which depends
+ * on the vector width and the work-group size alone: one program for the
+ * configurations that share them. On PoCL the dot products were a third of
+ * a configuration's compile (docs/devices.md). A tiled configuration keeps
+ * them in its own program: without them gemm_tiled holds the only call of
+ * the epilogue's element function, the compiler inlines it there, and
+ * PoCL's work-group compile of gemm_tiled took 9 times as long. */
 static clf_status aux_program(clf_runtime *rt, const gemm_config *c, char *fam, size_t cap,
                               clf_error *err)
 {
     char defs[128];
-    const size_t vw = c->tiled ? 4 : c->vw;
-    snprintf(fam, cap, "gemm@d%zu", vw);
-    snprintf(defs, sizeof defs, "#define GEMM_VW %zu\n#define GEMM_PARTS GEMM_PART_AUX\n", vw);
+    snprintf(fam, cap, "gemm@d%zug%zu", c->vw, c->ly);
+    snprintf(defs, sizeof defs,
+             "#define GEMM_VW %zu\n#define GEMM_LY %zu\n#define GEMM_PARTS GEMM_PART_AUX\n", c->vw,
+             c->ly);
     return clf_program_set_defines(rt, fam, defs, err);
 }
 
@@ -324,11 +332,11 @@ clf_status clf_gemm_config_programs(clf_runtime *rt, const char *name,
         if (strcmp(c->name, name) != 0)
             continue;
         clf_error_clear(err);
-        fam[1][0] = '\0';
+        fam[1][0] = fam[2][0] = '\0';
         s = config_program(rt, c, fam[0], 64, err);
         if (s == CLF_OK && !c->tiled)
             s = pack_program(rt, c, fam[1], 64, err);
-        if (s == CLF_OK)
+        if (s == CLF_OK && !c->tiled)
             s = aux_program(rt, c, fam[2], 64, err);
         break;
     }
@@ -341,44 +349,45 @@ static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err
     const gemm_config *c = &nat->cfg;
     char fam[64];
     clf_status s = config_program(rt, c, fam, sizeof fam, err);
+    /* a tiled configuration: no packing, and the rest in its own program */
     char pfam[64] = "", afam[64];
+    snprintf(afam, sizeof afam, "%s", fam);
     if (s == CLF_OK && !c->tiled)
         s = pack_program(rt, c, pfam, sizeof pfam, err);
-    if (s == CLF_OK)
+    if (s == CLF_OK && !c->tiled)
         s = aux_program(rt, c, afam, sizeof afam, err);
+    /* which configurations have a kernel: any, register-blocked, tiled */
+    enum { ANY, REG, TILED };
     struct {
         const char *fam, *name;
         clf_kernel **k;
+        int only;
     } ks[] = {
-        {fam, "gemm_an", &nat->k_an},
-        {fam, "gemm_ap", &nat->k_ap},
-        {afam, "gemm_nt_dot", &nat->k_nt_dot},
-        {afam, "gemm_nt_dot1", &nat->k_nt_dot1},
-        {afam, "gemm_epilogue", &nat->k_epilogue},
-        {afam, "gemm_splitk_reduce", &nat->k_splitk},
-        {pfam, "gemm_pack_a_n", &nat->k_pack_a_n},
-        {pfam, "gemm_pack_a_t", &nat->k_pack_a_t},
-        {pfam, "gemm_pack_b_n", &nat->k_pack_b_n},
-        {pfam, "gemm_pack_b_t", &nat->k_pack_b_t},
-        {fam, "gemm_tiled", &nat->k_tiled},
+        {fam, "gemm_an", &nat->k_an, REG},
+        {fam, "gemm_ap", &nat->k_ap, REG},
+        {fam, "gemm_tiled", &nat->k_tiled, TILED},
+        {pfam, "gemm_pack_a_n", &nat->k_pack_a_n, REG},
+        {pfam, "gemm_pack_a_t", &nat->k_pack_a_t, REG},
+        {pfam, "gemm_pack_b_n", &nat->k_pack_b_n, REG},
+        {pfam, "gemm_pack_b_t", &nat->k_pack_b_t, REG},
+        {afam, "gemm_nt_dot", &nat->k_nt_dot, ANY},
+        {afam, "gemm_nt_dot1", &nat->k_nt_dot1, ANY},
+        {afam, "gemm_epilogue", &nat->k_epilogue, ANY},
+        {afam, "gemm_splitk_reduce", &nat->k_splitk, ANY},
     };
-    for (size_t i = 0; s == CLF_OK && i < sizeof ks / sizeof ks[0]; i++) {
-        const int tiled_only = ks[i].k == &nat->k_tiled, product = ks[i].fam == fam;
-        /* a tiled configuration has gemm_tiled for its products and no
-         * packing; a register-blocked one gemm_an and gemm_ap */
-        if (ks[i].fam[0] == '\0' || (c->tiled ? product && !tiled_only : tiled_only))
-            continue;
-        s = clf_kernel_get(rt, ks[i].fam, ks[i].name, ks[i].k, err);
-    }
+    for (size_t i = 0; s == CLF_OK && i < sizeof ks / sizeof ks[0]; i++)
+        if (ks[i].only != (c->tiled ? REG : TILED))
+            s = clf_kernel_get(rt, ks[i].fam, ks[i].name, ks[i].k, err);
     gemm_tile t, pt = {0}, at;
     if (s != CLF_OK || (s = read_config(rt, fam, &t, err)) != CLF_OK ||
         (s = read_config(rt, afam, &at, err)) != CLF_OK ||
         (!c->tiled && (s = read_config(rt, pfam, &pt, err)) != CLF_OK))
         return s;
     /* the shared programs were built for this configuration's block,
-     * panels and width */
-    if ((!c->tiled && (pt.mr != t.mr || pt.vw != t.vw || pt.nv != t.nv || pt.stream != t.stream)) ||
-        (!c->tiled && at.vw != t.vw) || at.dot == 0 || at.ly == 0)
+     * panels, width and work-group */
+    if ((!c->tiled && (pt.mr != t.mr || pt.vw != t.vw || pt.nv != t.nv || pt.stream != t.stream ||
+                       at.vw != t.vw || at.ly != t.ly || t.ly != c->ly)) ||
+        at.dot == 0 || at.ly == 0)
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
                              "gemm: configuration %s: its packing or dot-product program reports "
                              "another block (gemm_config)",
@@ -386,7 +395,6 @@ static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err
     t.pack_kc = c->tiled ? 0 : pt.pack_kc;
     t.pack_lx = c->tiled ? 0 : pt.pack_lx;
     t.dot = at.dot;
-    t.dot_ly = at.ly;
     if (c->stream && !t.stream)
         return clf_error_set(err, CLF_ERR_UNSUPPORTED,
                              "gemm: configuration %s: the device's compiler offers no "
@@ -651,7 +659,7 @@ static clf_status launch_dot(clf_runtime *rt, const gemm_native *nat, const clf_
     };
     const size_t global[3] = {m == 1 ? ceil_div(n, CLF_GEMM_DOT1_N) : ceil_div(n, t->dot),
                               m == 1 ? 1 : ceil_div(m, t->dot), batch};
-    const size_t local[3] = {t->dot_ly, 1, 1};
+    const size_t local[3] = {t->ly, 1, 1};
     return clf_kernel_launch(rt, m == 1 ? nat->k_nt_dot1 : nat->k_nt_dot, 3, global, local, 25,
                              args, err);
 }
