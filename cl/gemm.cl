@@ -291,12 +291,12 @@ static inline void gemm_transpose16(float16 *m)
 /* The source's storage (s_type: common.cl's CLF_T_*): float32, or bf16 /
  * f16 widened exactly as they are read (gemm_src_V), so a 16-bit operand is
  * packed straight into float32 panels. Offsets, strides and indices count
- * elements of the source's own type. Only a float32
- * source's whole chunks take the unrolled copies, with plain vector loads;
- * 16-bit sources and the edges take rolled loops that test the storage per
- * load. Unrolled, every load carried all three storages' code, which made
- * the packing kernels most of a configuration's compile time on PoCL for
- * paths that mixed precision alone uses (docs/devices.md). */
+ * elements of the source's own type. Only a float32 source's whole chunks
+ * take the unrolled copies, with plain vector loads; 16-bit sources and the
+ * edges take rolled loops that test the storage per load. Unrolled, every
+ * load carried all three storages' code, a tenth of the configurations'
+ * compile time on PoCL for paths that 16-bit storage alone takes
+ * (docs/devices.md). */
 
 /* The k-chunk of one source row from element i, zero-padded past K, into
  * t[]. */
