@@ -319,6 +319,21 @@ static void configs_catalogue(gemm_state *st)
     configs_tiled(st, &unlimited);
 }
 
+/* The programs of configuration c, their defines set (clf_gemm_config_programs'
+ * order: products, packing, the rest); a tiled configuration packs nothing
+ * and its products program holds the rest ("" for both). */
+static clf_status programs_of(clf_runtime *rt, const gemm_config *c,
+                              char fam[CLF_GEMM_PROGRAMS][64], clf_error *err)
+{
+    fam[1][0] = fam[2][0] = '\0';
+    clf_status s = config_program(rt, c, fam[0], 64, err);
+    if (s == CLF_OK && !c->tiled)
+        s = pack_program(rt, c, fam[1], 64, err);
+    if (s == CLF_OK && !c->tiled)
+        s = aux_program(rt, c, fam[2], 64, err);
+    return s;
+}
+
 clf_status clf_gemm_config_programs(clf_runtime *rt, const char *name,
                                     char fam[CLF_GEMM_PROGRAMS][64], clf_error *err)
 {
@@ -327,19 +342,12 @@ clf_status clf_gemm_config_programs(clf_runtime *rt, const char *name,
         return clf_error_set(err, CLF_ERR_MEMORY, "gemm: out of host memory");
     configs_catalogue(all);
     clf_status s = clf_error_set(err, CLF_ERR_ARG, "gemm: no configuration '%s'", name);
-    for (size_t i = 0; i < all->n_natives; i++) {
-        const gemm_config *c = &all->natives[i].cfg;
-        if (strcmp(c->name, name) != 0)
-            continue;
-        clf_error_clear(err);
-        fam[1][0] = fam[2][0] = '\0';
-        s = config_program(rt, c, fam[0], 64, err);
-        if (s == CLF_OK && !c->tiled)
-            s = pack_program(rt, c, fam[1], 64, err);
-        if (s == CLF_OK && !c->tiled)
-            s = aux_program(rt, c, fam[2], 64, err);
-        break;
-    }
+    for (size_t i = 0; i < all->n_natives; i++)
+        if (strcmp(all->natives[i].cfg.name, name) == 0) {
+            clf_error_clear(err);
+            s = programs_of(rt, &all->natives[i].cfg, fam, err);
+            break;
+        }
     free(all);
     return s;
 }
@@ -347,15 +355,10 @@ clf_status clf_gemm_config_programs(clf_runtime *rt, const char *name,
 static clf_status native_build(clf_runtime *rt, gemm_native *nat, clf_error *err)
 {
     const gemm_config *c = &nat->cfg;
-    char fam[64];
-    clf_status s = config_program(rt, c, fam, sizeof fam, err);
-    /* a tiled configuration: no packing, and the rest in its own program */
-    char pfam[64] = "", afam[64];
-    snprintf(afam, sizeof afam, "%s", fam);
-    if (s == CLF_OK && !c->tiled)
-        s = pack_program(rt, c, pfam, sizeof pfam, err);
-    if (s == CLF_OK && !c->tiled)
-        s = aux_program(rt, c, afam, sizeof afam, err);
+    char progs[CLF_GEMM_PROGRAMS][64];
+    clf_status s = programs_of(rt, c, progs, err);
+    /* a tiled configuration's products program holds the rest */
+    const char *fam = progs[0], *pfam = progs[1], *afam = c->tiled ? progs[0] : progs[2];
     /* which configurations have a kernel: any, register-blocked, tiled */
     enum { ANY, REG, TILED };
     struct {
