@@ -86,8 +86,11 @@
     K(ADAMW, "optim", "adamw")                                                                     \
     K(ADAMW_VEC, "optim", "adamw_vec")                                                             \
     K(ADAMW_P16, "optim", "adamw_p16")                                                             \
-    K(PROBE_FLOPS_PER_ITER, "probe", "probe_fma_flops_per_iter")                                   \
-    K(FMA_PEAK, "probe", "fma_peak")                                                               \
+    K(PROBE_FMA_WIDTH, "probe", "probe_fma_width")                                                 \
+    K(FMA_PEAK_C6, "probe", "fma_peak_c6")                                                         \
+    K(FMA_PEAK_C8, "probe", "fma_peak_c8")                                                         \
+    K(FMA_PEAK_C12, "probe", "fma_peak_c12")                                                       \
+    K(FMA_PEAK_C16, "probe", "fma_peak_c16")                                                       \
     K(DROPOUT, "random", "dropout")                                                                \
     K(ROW_SUM_ITEM, "reduce", "row_sum_item")                                                      \
     K(ROW_SUM_GROUP, "reduce", "row_sum_group")                                                    \

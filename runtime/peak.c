@@ -6,10 +6,13 @@
  * compute unit: of one item and of 16 where groups run item by item, so
  * both a compiler that keeps the kernel's vectors and one that vectorises
  * across work-items reach their best; of up to 256 items elsewhere), each
- * running independent FMA chains; the iteration count doubles until one
- * launch takes at least 50 ms, then the best launch of three per shape
- * counts (wall time around launch + finish, so launch overhead is included
- * but small at that length).
+ * running independent FMA chains, as many as each of the probe's kernels
+ * has (6, 8, 12, 16: the count that covers the FMA latency without
+ * spilling depends on the register file, which no query reports); the
+ * iteration count doubles until one launch takes at least 50 ms, then the
+ * best launch of three per kernel and shape counts (wall time around launch
+ * + finish, so launch overhead is included but small at that length), and
+ * the peak is the best of them all.
  *
  * Not here: memory bandwidth, per-kernel ceilings.
  */
@@ -19,16 +22,14 @@
 #include "runtime/runtime.h"
 #include "runtime/util.h"
 
-clf_status clf_runtime_peak_gflops(clf_runtime *rt, double *gflops, clf_error *err)
+/* The best rate of one probe kernel k doing flops_per_iter FLOPs per
+ * work-item and iteration, in GFLOP/s (*gflops). */
+static clf_status peak_of(clf_runtime *rt, clf_kernel *k, double flops_per_iter, double *gflops,
+                          clf_error *err)
 {
-    clf_kernel *kw = NULL, *k = NULL;
     clf_buffer *out = NULL;
-    clf_status st;
+    clf_status st = CLF_OK;
     *gflops = 0.0;
-    if ((st = clf_kernel_of(rt, CLF_K_PROBE_FLOPS_PER_ITER, &kw, err)) != CLF_OK ||
-        (st = clf_kernel_of(rt, CLF_K_FMA_PEAK, &k, err)) != CLF_OK)
-        return st;
-    const double flops_per_iter = 2.0 * (double)clf_kernel_required_group(kw);
     const clf_device_info *d = clf_runtime_device(rt);
     const size_t cus = d->compute_units ? d->compute_units : 1;
     const size_t wg = clf_kernel_max_work_group(k) < 256 ? clf_kernel_max_work_group(k) : 256;
@@ -81,4 +82,33 @@ clf_status clf_runtime_peak_gflops(clf_runtime *rt, double *gflops, clf_error *e
     if (st == CLF_OK)
         *gflops = best;
     return st;
+}
+
+clf_status clf_runtime_peak_gflops(clf_runtime *rt, double *gflops, clf_error *err)
+{
+    static const struct {
+        clf_kernel_id id;
+        int chains;
+    } kernels[] = {{CLF_K_FMA_PEAK_C6, 6},
+                   {CLF_K_FMA_PEAK_C8, 8},
+                   {CLF_K_FMA_PEAK_C12, 12},
+                   {CLF_K_FMA_PEAK_C16, 16}};
+    clf_kernel *kw = NULL;
+    clf_status st;
+    *gflops = 0.0;
+    if ((st = clf_kernel_of(rt, CLF_K_PROBE_FMA_WIDTH, &kw, err)) != CLF_OK)
+        return st;
+    const double width = (double)clf_kernel_required_group(kw);
+    double best = 0.0;
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
+        clf_kernel *k = NULL;
+        double g = 0.0;
+        if ((st = clf_kernel_of(rt, kernels[i].id, &k, err)) != CLF_OK ||
+            (st = peak_of(rt, k, 2.0 * width * kernels[i].chains, &g, err)) != CLF_OK)
+            return st;
+        if (g > best)
+            best = g;
+    }
+    *gflops = best;
+    return CLF_OK;
 }

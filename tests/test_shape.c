@@ -21,6 +21,10 @@
  *   rewritten; a forced shape measures nothing and writes nothing, and
  *   takes the loop limit and fma()'s speed from a facts file; without
  *   a cache directory every runtime measures.
+ * - The peak probe's kernels (cl/probe.cl's fma_peak_c<N>) compute what
+ *   the host credits them with: N chains of the probe's width, each
+ *   multiplied and added `iters` times (0 to 1000; fresh random factors),
+ *   against float64 within the rounding bound below.
  * Under the simulator only the kernels are checked (a measurement there
  * would time Oclgrind, slowly).
  */
@@ -143,6 +147,64 @@ static void loop_count(clf_runtime *rt, uint32_t n)
     TU_CHECK(got == want, "loop probe: %u iterations asked, %u counted (want %u; loop limit %u)", n,
              got, want, lim);
     clf_buffer_destroy(b1);
+    clf_buffer_destroy(bo);
+}
+
+/* The peak probe's kernels: work-item g's output is width * the sum over
+ * chains i of x_i after iters steps of x = x * m + c from x_i = (g + i) *
+ * 1e-7 (every lane of a chain holds the same value). Each float step
+ * rounds at most twice (an unfused multiply-add) by 2^-24 of the values
+ * it touches, and m < 1 shrinks earlier errors, so a chain is within
+ * (iters + 1) * 3 * 2^-24 * its largest magnitude; the sum adds
+ * 2^-24 * terms * |sum|. A chain skipped or a step not run is off by
+ * far more. */
+static void fma_peak_kernels(clf_runtime *rt, tu_rng *g)
+{
+    clf_error err;
+    clf_kernel *kw = NULL;
+    tu_ok(clf_kernel_get(rt, "probe", "probe_fma_width", &kw, &err), &err, "probe_fma_width");
+    const int width = (int)clf_kernel_required_group(kw);
+    TU_CHECK(width == 1 || width == 4 || width == 8 || width == 16,
+             "the probe's width is 1, 4, 8 or 16 (%d)", width);
+    const int chains[] = {6, 8, 12, 16};
+    const uint32_t iters[] = {0, 1, 37, 1000};
+    enum { ITEMS = 3 };
+    clf_buffer *bo = NULL;
+    tu_ok(clf_buffer_create(rt, ITEMS * sizeof(float), &bo, &err), &err, "out");
+    for (size_t c = 0; c < sizeof chains / sizeof chains[0]; c++) {
+        char name[32];
+        snprintf(name, sizeof name, "fma_peak_c%d", chains[c]);
+        clf_kernel *k = NULL;
+        tu_ok(clf_kernel_get(rt, "probe", name, &k, &err), &err, name);
+        for (size_t t = 0; t < sizeof iters / sizeof iters[0]; t++) {
+            if (tu_simulator() && iters[t] > 37)
+                continue;
+            const float m = (float)tu_uniform(g, 0.9, 0.999), a = (float)tu_uniform(g, -1e-3, 1e-3);
+            const size_t global = ITEMS, local = 1;
+            const clf_arg args[4] = {CLF_ARG_BUF(bo), CLF_ARG_U32(iters[t]), CLF_ARG_F32(m),
+                                     CLF_ARG_F32(a)};
+            tu_ok(clf_kernel_launch(rt, k, 1, &global, &local, 4, args, &err), &err, name);
+            float got[ITEMS];
+            tu_ok(clf_buffer_read(rt, bo, 0, got, sizeof got, &err), &err, "read");
+            for (int gid = 0; gid < ITEMS; gid++) {
+                double sum = 0.0, tol = 0.0;
+                for (int i = 0; i < chains[c]; i++) {
+                    double x = (double)((float)(gid + i) * 1e-7f), big = fabs(x);
+                    for (uint32_t s = 0; s < iters[t]; s++) {
+                        x = x * (double)m + (double)a;
+                        big = fmax(big, fabs(x));
+                    }
+                    sum += x;
+                    tol += (iters[t] + 1.0) * 3.0 * 0x1p-24 * big;
+                }
+                const double want = width * sum;
+                tol = width * tol + 0x1p-24 * width * chains[c] * fabs(want);
+                TU_CHECK(fabs((double)got[gid] - want) <= tol,
+                         "%s, %u steps, item %d: %.9g, float64 %.9g (tolerance %.3g)", name,
+                         iters[t], gid, (double)got[gid], want, tol);
+            }
+        }
+    }
     clf_buffer_destroy(bo);
 }
 
@@ -320,6 +382,7 @@ int main(void)
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
         if (!tu_simulator() || ns[i] <= 5000)
             loop_count(rt, ns[i]);
+    fma_peak_kernels(rt, &g);
     clf_runtime_destroy(rt);
     rule();
     if (tu_simulator())
