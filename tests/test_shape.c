@@ -155,9 +155,10 @@ static void loop_count(clf_runtime *rt, uint32_t n)
  * 1e-7 (every lane of a chain holds the same value). Each float step
  * rounds at most twice (an unfused multiply-add) by 2^-24 of the values
  * it touches, and m < 1 shrinks earlier errors, so a chain is within
- * (iters + 1) * 3 * 2^-24 * its largest magnitude; the sum adds
- * 2^-24 * terms * |sum|. A chain skipped or a step not run is off by
- * far more. */
+ * (iters + 1) * 3 * 2^-24 * its largest magnitude; summing its n =
+ * chains * width terms in any order adds at most n * 2^-24 * the sum of
+ * their magnitudes. A chain skipped or a step not run is off by far
+ * more. */
 static void fma_peak_kernels(clf_runtime *rt, tu_rng *g)
 {
     clf_error err;
@@ -187,7 +188,7 @@ static void fma_peak_kernels(clf_runtime *rt, tu_rng *g)
             float got[ITEMS];
             tu_ok(clf_buffer_read(rt, bo, 0, got, sizeof got, &err), &err, "read");
             for (int gid = 0; gid < ITEMS; gid++) {
-                double sum = 0.0, tol = 0.0;
+                double sum = 0.0, mag = 0.0, tol = 0.0;
                 for (int i = 0; i < chains[c]; i++) {
                     double x = (double)((float)(gid + i) * 1e-7f), big = fabs(x);
                     for (uint32_t s = 0; s < iters[t]; s++) {
@@ -195,10 +196,11 @@ static void fma_peak_kernels(clf_runtime *rt, tu_rng *g)
                         big = fmax(big, fabs(x));
                     }
                     sum += x;
+                    mag += fabs(x);
                     tol += (iters[t] + 1.0) * 3.0 * 0x1p-24 * big;
                 }
                 const double want = width * sum;
-                tol = width * tol + 0x1p-24 * width * chains[c] * fabs(want);
+                tol = width * tol + 0x1p-24 * (double)(width * chains[c]) * width * mag;
                 TU_CHECK(fabs((double)got[gid] - want) <= tol,
                          "%s, %u steps, item %d: %.9g, float64 %.9g (tolerance %.3g)", name,
                          iters[t], gid, (double)got[gid], want, tol);
