@@ -8,9 +8,9 @@
  * chain counts: enough chains must be in flight to cover an FMA unit's
  * latency, yet all of them must stay in registers. Which count does both
  * depends on the register file, which no query reports: 16 chains of the
- * preferred width fill an AVX-512 CPU's 32 registers, but on AVX2's 16
- * registers they spill and ran at half the rate that 12 chains of 8
- * (or 6 of 16) reached; so the host measures 6, 8, 12 and 16.
+ * preferred width fit an AVX-512 CPU's 32 registers but spill from AVX2's
+ * 16, where fewer chains run faster (docs/devices.md); so the host
+ * measures 6, 8, 12 and 16.
  */
 #if CLF_PREF_VEC_FLOAT >= 16
 #define PROBE_VW 16
