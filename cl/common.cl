@@ -357,37 +357,57 @@ CLF_EXP_NONPOS(float16, 16, int16)
     static inline T clf_silu##S(T x) { return x * clf_sigmoid##S(x); }                              \
     static inline T clf_silu_grad_sig##S(T x, T s) { return s * (1.0f + x * (1.0f - s)); }          \
     static inline T clf_silu_grad##S(T x) { return clf_silu_grad_sig##S(x, clf_sigmoid##S(x)); }    \
-    /* the value, and with want_g its derivative (*g; else *g = 1), sharing */              \
-    /* what both compute: the same bits as clf_<act> and clf_<act>_grad; */                  \
-    /* act as the GEMM epilogue's code (contract.h's CLF_ACTCODE_*). A */                    \
-    /* caller that needs no derivative (a forward in evaluation) skips its */                \
-    /* second exponential; the activations' code still appears once. */                     \
+    /* the values of x[0 .. n-1] in a[], and with want_g their derivatives */              \
+    /* in g[] (else g[] = 1), sharing what both compute: the same bits as */                 \
+    /* clf_<act> and clf_<act>_grad; act as the GEMM epilogue's code */                      \
+    /* (contract.h's CLF_ACTCODE_*). One test of act for the n values (n is */              \
+    /* a constant once inlined: a GEMM epilogue's row of vectors). A caller */                \
+    /* that needs no derivative (a forward in evaluation) skips its second */                \
+    /* exponential; the activations' code appears once per call site. */                     \
+    static inline void clf_act_evaln##S(uint act, int n, const T *x, int want_g, T *a, T *g)  \
+    {                                                                                        \
+        _Pragma("unroll") for (int i = 0; i < n; i++) g[i] = (T)(1.0f);                      \
+        if (act == CLF_ACTCODE_GELU_ERF) {                                                   \
+            if (want_g) {                                                                    \
+                _Pragma("unroll") for (int i = 0; i < n; i++) {                              \
+                    const T ph = clf_phi##S(x[i]);                                           \
+                    g[i] = clf_gelu_erf_grad_phi##S(x[i], ph);                               \
+                    a[i] = x[i] * ph;                                                        \
+                }                                                                            \
+            } else {                                                                         \
+                _Pragma("unroll") for (int i = 0; i < n; i++) a[i] = x[i] * clf_phi##S(x[i]); \
+            }                                                                                \
+        } else if (act == CLF_ACTCODE_SILU) {                                                \
+            if (want_g) {                                                                    \
+                _Pragma("unroll") for (int i = 0; i < n; i++) {                              \
+                    const T sg = clf_sigmoid##S(x[i]);                                       \
+                    g[i] = clf_silu_grad_sig##S(x[i], sg);                                   \
+                    a[i] = x[i] * sg;                                                        \
+                }                                                                            \
+            } else {                                                                         \
+                _Pragma("unroll") for (int i = 0; i < n; i++) a[i] = clf_silu##S(x[i]);      \
+            }                                                                                \
+        } else if (act == CLF_ACTCODE_GELU_TANH) {                                           \
+            if (want_g) {                                                                    \
+                _Pragma("unroll") for (int i = 0; i < n; i++) g[i] = clf_gelu_tanh_grad##S(x[i]); \
+            }                                                                                \
+            _Pragma("unroll") for (int i = 0; i < n; i++) a[i] = clf_gelu_tanh##S(x[i]);     \
+        } else if (act == CLF_ACTCODE_RELU) {                                                \
+            _Pragma("unroll") for (int i = 0; i < n; i++) {                                  \
+                if (want_g)                                                                  \
+                    g[i] = clf_relu_grad##S(x[i]);                                           \
+                a[i] = clf_relu##S(x[i]);                                                    \
+            }                                                                                \
+        } else {                                                                             \
+            _Pragma("unroll") for (int i = 0; i < n; i++) a[i] = x[i];                       \
+        }                                                                                    \
+    }                                                                                        \
+    /* the same for one value: its activation, its derivative in *g */                       \
     static inline T clf_act_eval##S(uint act, T x, int want_g, T *g)                          \
     {                                                                                        \
-        *g = (T)(1.0f);                                                                      \
-        if (act == CLF_ACTCODE_GELU_ERF) {                                                   \
-            const T ph = clf_phi##S(x);                                                      \
-            if (want_g)                                                                      \
-                *g = clf_gelu_erf_grad_phi##S(x, ph);                                        \
-            return x * ph;                                                                   \
-        }                                                                                    \
-        if (act == CLF_ACTCODE_SILU) {                                                       \
-            const T sg = clf_sigmoid##S(x);                                                  \
-            if (want_g)                                                                      \
-                *g = clf_silu_grad_sig##S(x, sg);                                            \
-            return x * sg;                                                                   \
-        }                                                                                    \
-        if (act == CLF_ACTCODE_GELU_TANH) {                                                  \
-            if (want_g)                                                                      \
-                *g = clf_gelu_tanh_grad##S(x);                                               \
-            return clf_gelu_tanh##S(x);                                                      \
-        }                                                                                    \
-        if (act == CLF_ACTCODE_RELU) {                                                       \
-            if (want_g)                                                                      \
-                *g = clf_relu_grad##S(x);                                                    \
-            return clf_relu##S(x);                                                           \
-        }                                                                                    \
-        return x;                                                                            \
+        T a;                                                                                 \
+        clf_act_evaln##S(act, 1, &x, want_g, &a, g);                                         \
+        return a;                                                                            \
     }
 
 CLF_ACT_FUNCS(float, )

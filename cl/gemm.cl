@@ -570,43 +570,52 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
 #define GEMM_EPI_ACT(epi) ((epi) >> GEMM_EPI_ACT_SHIFT)
 #define GEMM_ACT_V(name) GEMM_CAT(name, GEMM_VW)
 
-/* The epilogue of one value, or one vector of a row (T, with its
- * clf_act_eval): o (alpha * AB + beta * C) with its bias b and D's
- * element d (meaningful where the code reads D) -> what C stores; *dv what
- * D stores, where the code writes D (*wd 1). The additions and products in
- * the unfused order (bias, residual, the derivative at D, D multiplied in),
- * then one activation: at D for a derivative, else at o. One call of
- * clf_act_eval serves every code (value and derivative together, the
- * same bits as clf_<act> and clf_<act>_grad; the derivative only where
- * the code stores or multiplies by it), so the activations' code appears
- * once per kernel. */
-#define GEMM_EPI_FN(T, NAME, ACT_EVAL)                                                    \
-    static inline T NAME(uint epi, T o, T b, T d, T *dv, int *wd)                             \
+/* The epilogue of N values: one value (T float, N 1), or a row of the
+ * register block (T floatV, N GEMM_NV), with its clf_act_evaln: o[i]
+ * (alpha * AB + beta * C) with its bias b[i] and D's element d[i]
+ * (meaningful where the code reads D) -> o[i] what C stores; dv[i] what D
+ * stores, where the code writes D (returns 1). The additions and products
+ * in the unfused order (bias, residual, the derivative at D, D multiplied
+ * in), then one activation: at D for a derivative, else at o. One call of
+ * clf_act_evaln serves every code (value and derivative together, the
+ * same bits as clf_<act> and clf_<act>_grad; the derivative only where the
+ * code stores or multiplies by it) takes all N, so the activations' code
+ * appears once per call site. */
+#define GEMM_EPI_FN(T, NAME, N, ACT_EVALN)                                                    \
+    static inline int NAME(uint epi, T *o, const T *b, const T *d, T *dv)                     \
     {                                                                                         \
         const uint act = GEMM_EPI_ACT(epi);                                                   \
-        if (epi & GEMM_EPI_BIAS)                                                              \
-            o += b;                                                                           \
-        if (epi & GEMM_EPI_RES)                                                               \
-            o += d;                                                                           \
-        T x = o;                                                                              \
-        if (epi & GEMM_EPI_DACT)                                                              \
-            x = d;                                                                            \
-        else if (epi & GEMM_EPI_MULD)                                                         \
-            x = o *= d;                                                                       \
-        T g = (T)(1.0f), a = x;                                                               \
-        if (act != 0u)                                                                        \
-            a = ACT_EVAL(act, x, (epi & (GEMM_EPI_GRADC | GEMM_EPI_DACT)) != 0u, &g);        \
-        if (epi & GEMM_EPI_DACT) {                                                            \
-            o *= g;                                                                           \
-            if (epi & GEMM_EPI_MULD)                                                          \
-                o *= d;                                                                       \
+        T x[N], g[N];                                                                         \
+        _Pragma("unroll") for (int i = 0; i < N; i++)                                        \
+        {                                                                                     \
+            if (epi & GEMM_EPI_BIAS)                                                          \
+                o[i] += b[i];                                                                 \
+            if (epi & GEMM_EPI_RES)                                                           \
+                o[i] += d[i];                                                                 \
+            x[i] = o[i];                                                                      \
+            if (epi & GEMM_EPI_DACT)                                                          \
+                x[i] = d[i];                                                                  \
+            else if (epi & GEMM_EPI_MULD)                                                     \
+                x[i] = o[i] *= d[i];                                                          \
+            g[i] = (T)(1.0f);                                                                 \
+            dv[i] = x[i];                                                                     \
         }                                                                                     \
-        *dv = a;                                                                              \
-        *wd = (epi & GEMM_EPI_GRADC) || (act != 0u && !(epi & GEMM_EPI_DACT));                \
-        return (epi & GEMM_EPI_GRADC) ? g : o;                                                \
+        if (act != 0u)                                                                        \
+            ACT_EVALN(act, N, x, (epi & (GEMM_EPI_GRADC | GEMM_EPI_DACT)) != 0u, dv, g);      \
+        _Pragma("unroll") for (int i = 0; i < N; i++)                                        \
+        {                                                                                     \
+            if (epi & GEMM_EPI_DACT) {                                                        \
+                o[i] *= g[i];                                                                 \
+                if (epi & GEMM_EPI_MULD)                                                      \
+                    o[i] *= d[i];                                                             \
+            }                                                                                 \
+            if (epi & GEMM_EPI_GRADC)                                                         \
+                o[i] = g[i];                                                                  \
+        }                                                                                     \
+        return (epi & GEMM_EPI_GRADC) || (act != 0u && !(epi & GEMM_EPI_DACT));               \
     }
-GEMM_EPI_FN(float, gemm_epi_s, clf_act_eval)
-GEMM_EPI_FN(floatV, gemm_epi_v, GEMM_ACT_V(clf_act_eval))
+GEMM_EPI_FN(float, gemm_epi_s, 1, clf_act_evaln)
+GEMM_EPI_FN(floatV, gemm_epi_row, GEMM_NV, GEMM_ACT_V(clf_act_evaln))
 
 /* One element's epilogue, D's element di read or written as the code says
  * (bias b its bias element): what C stores. */
@@ -618,9 +627,7 @@ static inline float gemm_epi_1(uint epi, float o, __global const float *b, __glo
     const float d = (epi & (GEMM_EPI_RES | GEMM_EPI_DACT | GEMM_EPI_MULD)) ? clf_load_t(D, dt, di)
                                                                            : 0.0f;
     float dv;
-    int wd;
-    o = gemm_epi_s(epi, o, bv, d, &dv, &wd);
-    if (wd)
+    if (gemm_epi_s(epi, &o, &bv, &d, &dv))
         clf_store_t(D, dt, di, dv);
     return o;
 }
@@ -636,12 +643,19 @@ static inline float gemm_epi_1(uint epi, float o, __global const float *b, __glo
  *
  * A plain store (no epilogue, beta 0, float32 C, whole vectors) is unrolled
  * over the whole register block. Anything else goes row by row from a
- * private copy of the block: the epilogue's code (16-bit loads and stores,
- * five activations and their derivatives) then appears once per vector of
- * a row instead of once per register, which keeps the program small enough
- * to compile quickly everywhere (a whole unrolled block made compilers
- * spend most of a configuration's build on it), at the cost of one copy
- * of the block per row block stored. */
+ * private copy of the block: a row's vectors loaded, its epilogue computed
+ * on all of them in one call (gemm_epi_row), then stored. Whole float32
+ * rows (every panel but a last one cut by N) take plain vector loads and
+ * stores, the row's vectors unrolled; 16-bit storage and the cut panel
+ * take loops over the row's vectors that test the storage and the edge
+ * per vector (loading, computing and storing a vector at a time that way,
+ * an activation's or a residual's epilogue cost much more on a CPU:
+ * docs/devices.md). The activations' code thus appears once per kernel
+ * and the 16-bit loads and stores once per vector of a row instead of once
+ * per register, which keeps the program small enough to compile quickly
+ * everywhere (a whole unrolled block made compilers spend most of a
+ * configuration's build on it), at the cost of one copy of the block per
+ * row block stored. */
 static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, ulong c0, ulong ldc,
                               ulong i0, ulong j0, ulong M, ulong N, float alpha, float beta,
                               __global const float *bias, uint epi, __global float *D, ulong d0,
@@ -668,52 +682,85 @@ static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, u
 #pragma unroll
         for (int v = 0; v < GEMM_NV; v++)
             t[r][v] = acc[r][v];
+    /* whole float32 rows (every panel but a last one cut by N): plain
+     * vector loads and stores, the row's vectors unrolled; else (16-bit
+     * storage, the cut panel) a vector at a time, gathered at the edge */
+    const int plain = full_cols && ct == CLF_T_F32 && dt == CLF_T_F32;
 #pragma nounroll
     for (int r = 0; r < GEMM_MR; r++) {
         if (i0 + (ulong)r >= M)
             break;
         const ulong c = c0 + (i0 + (ulong)r) * ldc + j0;
         const ulong dr = d0 + (i0 + (ulong)r) * ldd + j0;
+        /* the row's vectors read (C, bias, D), then its epilogue in one
+         * call, then stored; vectors past N are zeros, never stored */
+        floatV o[GEMM_NV], bin[GEMM_NV], din[GEMM_NV], dout[GEMM_NV];
+        if (plain) {
+#pragma unroll
+            for (int v = 0; v < GEMM_NV; v++) {
+                o[v] = alpha * t[r][v];
+                if (beta != 0.0f)
+                    o[v] = CLF_FMA((floatV)(beta), vloadV(v, C + c), o[v]);
+                bin[v] = (epi & GEMM_EPI_BIAS) ? vloadV(v, bias + j0) : (floatV)(0.0f);
+                din[v] = reads_d ? vloadV(v, D + dr) : (floatV)(0.0f);
+            }
+        } else {
+#pragma nounroll
+            for (int v = 0; v < GEMM_NV; v++) {
+                const ulong jv = (ulong)(v * GEMM_VW);
+                floatV cin = (floatV)(0.0f);
+                bin[v] = din[v] = (floatV)(0.0f);
+                if (j0 + jv >= N) {
+                    o[v] = cin;
+                    continue;
+                }
+                if (j0 + jv + GEMM_VW <= N) {
+                    if (beta != 0.0f)
+                        cin = gemm_src_V(C, ct, c + jv);
+                    if (epi & GEMM_EPI_BIAS)
+                        bin[v] = vloadV(v, bias + j0);
+                    if (reads_d)
+                        din[v] = gemm_src_V(D, dt, dr + jv);
+                } else { /* the last columns: gathered, the same vector epilogue */
+                    float cb[GEMM_VW], bb[GEMM_VW], db[GEMM_VW];
+                    for (int e = 0; e < GEMM_VW; e++) {
+                        const int in = j0 + jv + (ulong)e < N;
+                        cb[e] = in && beta != 0.0f ? clf_load_t(C, ct, c + jv + (ulong)e) : 0.0f;
+                        bb[e] = in && (epi & GEMM_EPI_BIAS) ? bias[j0 + jv + (ulong)e] : 0.0f;
+                        db[e] = in && reads_d ? clf_load_t(D, dt, dr + jv + (ulong)e) : 0.0f;
+                    }
+                    cin = vloadV(0, cb);
+                    bin[v] = vloadV(0, bb);
+                    din[v] = vloadV(0, db);
+                }
+                o[v] = alpha * t[r][v];
+                if (beta != 0.0f)
+                    o[v] = CLF_FMA((floatV)(beta), cin, o[v]);
+            }
+        }
+        const int wd = gemm_epi_row(epi, o, bin, din, dout);
+        if (plain) {
+#pragma unroll
+            for (int v = 0; v < GEMM_NV; v++) {
+                vstoreV(o[v], v, C + c);
+                if (wd)
+                    vstoreV(dout[v], v, D + dr);
+            }
+            continue;
+        }
 #pragma nounroll
         for (int v = 0; v < GEMM_NV; v++) {
             const ulong jv = (ulong)(v * GEMM_VW);
             if (j0 + jv >= N)
                 break;
-            const int whole = j0 + jv + GEMM_VW <= N;
-            floatV cin = (floatV)(0.0f), bin = (floatV)(0.0f), din = (floatV)(0.0f);
-            if (whole) {
-                if (beta != 0.0f)
-                    cin = gemm_src_V(C, ct, c + jv);
-                if (epi & GEMM_EPI_BIAS)
-                    bin = vloadV(v, bias + j0);
-                if (reads_d)
-                    din = gemm_src_V(D, dt, dr + jv);
-            } else { /* the last columns: gathered, the same vector epilogue */
-                float cb[GEMM_VW], bb[GEMM_VW], db[GEMM_VW];
-                for (int e = 0; e < GEMM_VW; e++) {
-                    const int in = j0 + jv + (ulong)e < N;
-                    cb[e] = in && beta != 0.0f ? clf_load_t(C, ct, c + jv + (ulong)e) : 0.0f;
-                    bb[e] = in && (epi & GEMM_EPI_BIAS) ? bias[j0 + jv + (ulong)e] : 0.0f;
-                    db[e] = in && reads_d ? clf_load_t(D, dt, dr + jv + (ulong)e) : 0.0f;
-                }
-                cin = vloadV(0, cb);
-                bin = vloadV(0, bb);
-                din = vloadV(0, db);
-            }
-            floatV o = alpha * t[r][v];
-            if (beta != 0.0f)
-                o = CLF_FMA((floatV)(beta), cin, o);
-            floatV dout;
-            int wd;
-            o = gemm_epi_v(epi, o, bin, din, &dout, &wd);
-            if (whole) {
-                gemm_dst_V(o, C, ct, c + jv);
+            if (j0 + jv + GEMM_VW <= N) {
+                gemm_dst_V(o[v], C, ct, c + jv);
                 if (wd)
-                    gemm_dst_V(dout, D, dt, dr + jv);
+                    gemm_dst_V(dout[v], D, dt, dr + jv);
             } else {
                 float cs[GEMM_VW], ds[GEMM_VW];
-                vstoreV(o, 0, cs);
-                vstoreV(dout, 0, ds);
+                vstoreV(o[v], 0, cs);
+                vstoreV(dout[v], 0, ds);
                 for (int e = 0; e < GEMM_VW && j0 + jv + (ulong)e < N; e++) {
                     clf_store_t(C, ct, c + jv + (ulong)e, cs[e]);
                     if (wd)
