@@ -698,12 +698,14 @@ static clf_status ffn_fwd(clf_model *m, const mi_node *n, const mi_pass *ps, clf
     /* fc, its bias and (not SwiGLU) its activation in one pass: act gets
      * the activation; fch keeps what backward needs of the pre-activation:
      * where backward fuses the activation's derivative into a GEMM
-     * (mi_ffn_fused_dact) and the model trains, the derivative itself
+     * (mi_ffn_fused_dact) and this pass trains, the derivative itself
      * (computed here once from the value the activation sees, instead of
-     * again in backward: the same bits in float32), else the pre-activation */
+     * again in backward: the same bits in float32), else the pre-activation
+     * (a pass that does not train, which no backward reads, skips the
+     * derivative's work) */
     clf_gemm_desc fc = mi_linear_gemm(m, &L[0], MI_GEMM_FWD);
     if (!s->swiglu && mi_gemm_act(s->act) != CLF_GEMM_ACT_NONE) {
-        fc.epi = mi_ffn_keeps_dact(m) ? CLF_GEMM_EPI_ACT_DERIV : CLF_GEMM_EPI_ACT;
+        fc.epi = train && mi_ffn_keeps_dact(m) ? CLF_GEMM_EPI_ACT_DERIV : CLF_GEMM_EPI_ACT;
         fc.act = mi_gemm_act(s->act);
         fc.d = act;
         fc.ldd = H;

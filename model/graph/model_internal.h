@@ -623,13 +623,14 @@ clf_gemm_act mi_gemm_act(int act);
  * dropout on the hidden activation): then no separate buffer holds the
  * gradient of the activation's output (m->dH1). */
 static inline int mi_ffn_fused_dact(const mi_spec *s) { return !s->swiglu && !(s->p_ffn > 0); }
-/* The FFN's fch holds the activation's derivative (the forward's GEMM
- * stores it, the backward's multiplies by it): a training model whose
- * backward fuses the derivative, in float32 (the derivative of the value
- * fch would hold, so the same bits; 16-bit storage rounds the
- * pre-activation before the derivative is taken, as the PyTorch recipes
- * the parity tests follow do, so it keeps the pre-activation). Otherwise
- * fch holds the pre-activation. */
+/* The FFN's fch holds the activation's derivative after a training pass
+ * (the forward's GEMM stores it, the backward's multiplies by it): a
+ * training model whose backward fuses the derivative, in float32 (the
+ * derivative of the value fch would hold, so the same bits; 16-bit storage
+ * rounds the pre-activation before the derivative is taken, as the PyTorch
+ * recipes the parity tests follow do, so it keeps the pre-activation).
+ * Otherwise, and after a pass that does not train, fch holds the
+ * pre-activation. */
 static inline int mi_ffn_keeps_dact(const clf_model *m)
 {
     return mi_ffn_fused_dact(&m->s) && (m->flags & CLF_MODEL_TRAIN) != 0 &&
