@@ -9,12 +9,18 @@
  *   B into a temporary C: two warm-up runs each (they absorb kernel
  *   compilation and size the scratch); a candidate whose warm run is more
  *   than PRUNE_FACTOR times the best one's is out (its warm time is kept
- *   for the table); the rest get ROUNDS rounds of one timed run each,
+ *   for the table); the rest get ROUNDS rounds of one timed sample each,
  *   interleaved so that a burst of load from elsewhere hits all of them, and
- *   the fastest minimum wins (the minimum is the run least disturbed: a
+ *   the fastest minimum wins (the minimum is the sample least disturbed: a
  *   single run under load once picked CLBlast for a shape that idle runs
  *   take 1.8x longer on it). Timing is host wall time around a drained
  *   queue, which device events would not improve for launches of this size.
+ *   A sample is one run, or for products shorter than SAMPLE_SECONDS the
+ *   same number of runs of every candidate enqueued back to back, as a
+ *   model's step enqueues them: one run at a time, the drain and the
+ *   device's threads waking for each run hid most of the difference
+ *   between candidates on sub-millisecond products, and noise then picked
+ *   among them (docs/devices.md).
  *
  *   The search is bounded: once a runtime has spent its budget
  *   (gemm_search_budget, 60 s by default) on timing, new classes are timed
@@ -64,10 +70,12 @@
 #include "runtime/gemm/gemm_internal.h"
 #include "runtime/runtime_internal.h"
 
-#define CHOICE_MAGIC "clformer-gemm-choices 5" /* 5: the kernels' source hash */
+#define CHOICE_MAGIC "clformer-gemm-choices 6" /* 6: timed in samples of runs */
 #define CHOICE_LINE_MAX 1024
 #define TIMING_TINY_FLOPS 65536 /* below 2*m*n*k*batch of this, no timing */
-#define TIMING_ROUNDS 3         /* timed runs of each candidate, interleaved */
+#define TIMING_ROUNDS 3         /* timed samples of each candidate, interleaved */
+#define SAMPLE_SECONDS 4e-3     /* a shorter product runs back to back for this long */
+#define SAMPLE_RUNS_MAX 16      /* at most this many runs a sample */
 #define PRUNE_FACTOR 3.0        /* warm run this many times the best: out */
 #define SEARCH_BUDGET 60.0      /* seconds per runtime (gemm_search_budget = 0) */
 
@@ -268,18 +276,32 @@ static void choices_load(clf_runtime *rt, gemm_state *st)
 
 /* ---- the search ---------------------------------------------------------------------- */
 
+/* Seconds per run of `runs` runs of candidate cand on d, enqueued back to
+ * back between two drains of the queue. */
 static clf_status time_run(clf_runtime *rt, gemm_state *st, int cand, const clf_gemm_desc *d,
-                           double *sec, clf_error *err)
+                           int runs, double *sec, clf_error *err)
 {
     clf_status s = clf_runtime_finish(rt, err);
     if (s != CLF_OK)
         return s;
     const double t0 = clf_now_seconds();
-    s = clf_gemm_cand_run(rt, st, cand, d, err);
+    for (int i = 0; i < runs && s == CLF_OK; i++)
+        s = clf_gemm_cand_run(rt, st, cand, d, err);
     if (s == CLF_OK)
         s = clf_runtime_finish(rt, err);
-    *sec = clf_now_seconds() - t0;
+    *sec = (clf_now_seconds() - t0) / runs;
     return s;
+}
+
+/* Runs per timed sample for products whose warm run took `warm` seconds:
+ * enough back to back for a sample of SAMPLE_SECONDS, at most
+ * SAMPLE_RUNS_MAX. */
+static int sample_runs(double warm)
+{
+    if (!(warm > 0.0) || warm >= SAMPLE_SECONDS)
+        return 1;
+    const double r = ceil(SAMPLE_SECONDS / warm);
+    return r < SAMPLE_RUNS_MAX ? (int)r : SAMPLE_RUNS_MAX;
 }
 
 /* What the search times for d: its A and B into a temporary C (*tmp, zeros;
@@ -348,10 +370,10 @@ static clf_status time_candidates(clf_runtime *rt, gemm_state *st, const clf_gem
     clf_error ignored;
     for (size_t c = 0; c < n; c++) {
         /* warm-up: compiles kernels, sizes the scratch; the second is timed */
-        live[c] = time_run(rt, st, (int)c, dt, &t[c], &ignored) == CLF_OK;
+        live[c] = time_run(rt, st, (int)c, dt, 1, &t[c], &ignored) == CLF_OK;
         if (live[c])
             *setup += t[c];
-        live[c] = live[c] && time_run(rt, st, (int)c, dt, &t[c], &ignored) == CLF_OK;
+        live[c] = live[c] && time_run(rt, st, (int)c, dt, 1, &t[c], &ignored) == CLF_OK;
         if (!live[c]) {
             t[c] = -1.0;
             notice_dropped(rt, st, c);
@@ -361,12 +383,14 @@ static clf_status time_candidates(clf_runtime *rt, gemm_state *st, const clf_gem
     for (size_t c = 0; c < n; c++)
         if (live[c] && t[c] > PRUNE_FACTOR * best_warm)
             live[c] = 0; /* clearly slower: its warm time stands */
+    /* the same count for every candidate */
+    const int runs = sample_runs(best_warm);
     for (int round = 0; round < TIMING_ROUNDS; round++)
         for (size_t c = 0; c < n; c++) {
             double tc = 0.0;
             if (!live[c])
                 continue;
-            if (time_run(rt, st, (int)c, dt, &tc, &ignored) != CLF_OK) {
+            if (time_run(rt, st, (int)c, dt, runs, &tc, &ignored) != CLF_OK) {
                 live[c] = 0;
                 t[c] = -1.0;
             } else if (round == 0 || tc < t[c]) {
@@ -386,13 +410,14 @@ static int time_whole(clf_runtime *rt, gemm_state *st, int cand, const clf_gemm_
     whole.k_slice = SIZE_MAX;
     double t_sliced = HUGE_VAL, t_whole = HUGE_VAL, tc = 0.0;
     clf_error ignored;
-    if (time_run(rt, st, cand, &whole, &tc, &ignored) != CLF_OK)
+    if (time_run(rt, st, cand, &whole, 1, &tc, &ignored) != CLF_OK)
         return 0;
+    const int runs = sample_runs(tc);
     for (int round = 0; round < TIMING_ROUNDS; round++) {
-        if (time_run(rt, st, cand, dt, &tc, &ignored) != CLF_OK)
+        if (time_run(rt, st, cand, dt, runs, &tc, &ignored) != CLF_OK)
             return 0;
         t_sliced = tc < t_sliced ? tc : t_sliced;
-        if (time_run(rt, st, cand, &whole, &tc, &ignored) != CLF_OK)
+        if (time_run(rt, st, cand, &whole, runs, &tc, &ignored) != CLF_OK)
             return 0;
         t_whole = tc < t_whole ? tc : t_whole;
     }
