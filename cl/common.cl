@@ -361,9 +361,9 @@ CLF_EXP_NONPOS(float16, 16, int16)
     /* in g[] (else g[] = 1), sharing what both compute: the same bits as */                 \
     /* clf_<act> and clf_<act>_grad; act as the GEMM epilogue's code */                      \
     /* (contract.h's CLF_ACTCODE_*). One test of act for the n values (n is */              \
-    /* a constant once inlined: a GEMM epilogue's row of vectors). A caller */                \
-    /* that needs no derivative (a forward in evaluation) skips its second */                \
-    /* exponential; the activations' code appears once per call site. */                     \
+    /* a constant once inlined: a GEMM epilogue's row of vectors, each */                     \
+    /* activation's code unrolled over them). A caller that needs no */                       \
+    /* derivative (a forward in evaluation) skips its second exponential. */                 \
     static inline void clf_act_evaln##S(uint act, int n, const T *x, int want_g, T *a, T *g)  \
     {                                                                                        \
         _Pragma("unroll") for (int i = 0; i < n; i++) g[i] = (T)(1.0f);                      \

@@ -580,7 +580,7 @@ static inline floatV gemm_load_b_edge(const __global float *b, int v, ulong nlef
  * clf_act_evaln serves every code (value and derivative together, the
  * same bits as clf_<act> and clf_<act>_grad; the derivative only where the
  * code stores or multiplies by it) takes all N, so the activations' code
- * appears once per call site. */
+ * appears at one call site, unrolled over the N values. */
 #define GEMM_EPI_FN(T, NAME, N, ACT_EVALN)                                                    \
     static inline int NAME(uint epi, T *o, const T *b, const T *d, T *dv)                     \
     {                                                                                         \
@@ -650,11 +650,11 @@ static inline float gemm_epi_1(uint epi, float o, __global const float *b, __glo
  * take loops over the row's vectors that test the storage and the edge
  * per vector (loading, computing and storing a vector at a time that way,
  * an activation's or a residual's epilogue cost much more on a CPU:
- * docs/devices.md). The activations' code thus appears once per kernel
- * and the 16-bit loads and stores once per vector of a row instead of once
- * per register, which keeps the program small enough to compile quickly
- * everywhere (a whole unrolled block made compilers spend most of a
- * configuration's build on it), at the cost of one copy of the block per
+ * docs/devices.md). The activations' code thus appears once per row of
+ * vectors and the 16-bit loads and stores once per vector of a row instead
+ * of once per register, which keeps the program small enough to compile
+ * quickly everywhere (a whole unrolled block made compilers spend most of
+ * a configuration's build on it), at the cost of one copy of the block per
  * row block stored. */
 static inline void gemm_store(floatV acc[GEMM_MR][GEMM_NV], __global float *C, ulong c0, ulong ldc,
                               ulong i0, ulong j0, ulong M, ulong N, float alpha, float beta,
